@@ -1,0 +1,24 @@
+// Backend summary: the CPU part always; the CUDA part comes from kernels/cuda in a CUDA build.
+#include "kernels/build_info.hpp"
+
+#include <dnnl.hpp>
+
+#include <string>
+
+namespace trident::kernels {
+
+#if TRIDENT_CUDA
+std::string cuda_summary();  // kernels/cuda/build_info.cu
+#else
+static std::string cuda_summary() {
+  return "CUDA: not compiled in (build with nvcc present, or make CUDA=1)";
+}
+#endif
+
+std::string accelerator_summary() {
+  const dnnl_version_t* v = dnnl_version();
+  return "CPU: oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + "\n" + cuda_summary();
+}
+
+}  // namespace trident::kernels

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# deps.sh — install the Debian packages Trident needs; a no-op in about a second when all are present.
+set -euo pipefail
+PACKAGES=(
+  build-essential openmpi-bin libopenmpi-dev           # compiler, MPI (mpicxx, mpirun)
+  libhdf5-openmpi-dev hdf5-tools                       # parallel HDF5, h5dump
+  libboost-program-options-dev libboost-test-dev       # input decks, unit tests
+  libdnnl-dev                                          # oneDNN: CPU matmul and friends
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+if [[ $(id -u) != 0 ]]; then
+  echo "deps: missing packages: ${missing[*]}" >&2
+  echo "deps: run 'make deps' as root, or: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,54 @@
+// Error paths shared by every rank: user errors (all ranks agree, rank 0 reports, exit 2) and
+// one-rank faults (report with rank and host, then MPI_Abort so no peer waits forever).
+#pragma once
+
+#include <mpi.h>
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace trident {
+
+// Exit statuses the program documents (README, docs/DECK.md).
+constexpr int kExitOk = 0;
+constexpr int kExitFault = 1;      // one rank failed: I/O, MPI, internal check
+constexpr int kExitUserError = 2;  // bad deck, bad command line, impossible layout
+
+// A user error that every rank detects identically (all ranks parse the same deck text, so
+// they all throw the same UserError). main() catches it: rank 0 prints "error: <what>",
+// every rank finalizes MPI and returns kExitUserError. Never thrown for a condition that
+// only some ranks can see — use fatal_one, or agree first (see agree_on_error).
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Throws UserError; the name says who must call it: all ranks, together.
+[[noreturn]] void fatal_all(const std::string& message);
+
+// A fault seen by this rank alone: prints "[rank r@host] file:line: message" to stderr and
+// calls MPI_Abort on MPI_COMM_WORLD, which ends every rank of the job.
+[[noreturn]] void fatal_one_at(const char* file, int line, const std::string& message);
+#define fatal_one(message) ::trident::fatal_one_at(__FILE__, __LINE__, (message))
+
+// An internal invariant: stays on in release builds; a failure is a one-rank fault.
+#define REQUIRE(condition, message)                                                    \
+  do {                                                                                 \
+    if (!(condition)) {                                                                \
+      std::ostringstream require_os_;                                                  \
+      require_os_ << "check failed: " #condition ": " << message;                      \
+      ::trident::fatal_one_at(__FILE__, __LINE__, require_os_.str());                  \
+    }                                                                                  \
+  } while (0)
+
+// MPI calls return their errors (MPI_ERRORS_RETURN is installed at start-up); this turns a
+// failure into a one-rank fault naming the call and MPI's own message.
+void check_mpi_at(int code, const char* call, const char* file, int line);
+#define MPI_CHECK(call) ::trident::check_mpi_at((call), #call, __FILE__, __LINE__)
+
+// Collective: rank `root` knows whether an error occurred (empty message = none); every rank
+// of `comm` learns it, and all throw the same UserError together.
+void agree_on_error(const std::string& message_on_root, int root, MPI_Comm comm);
+
+}  // namespace trident

@@ -1,0 +1,19 @@
+// Reading a whole file on rank 0 and sharing it with every rank (decks, topology files): one
+// reader, so that every rank parses the same bytes and detects the same errors.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace trident {
+
+// Reads `path` into `text`; on failure returns false and puts the reason (strerror) in `why`.
+bool read_file(const std::string& path, std::string& text, std::string& why);
+
+// Collective: rank 0 reads `path` and broadcasts its bytes. If rank 0 cannot read it, every
+// rank throws the same UserError: "<what> '<path>': <reason>; <hint>".
+std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
+                                       const std::string& hint, MPI_Comm comm);
+
+}  // namespace trident

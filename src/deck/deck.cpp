@@ -1,0 +1,185 @@
+// Parsing a deck: Boost.Program_options reads the INI text; we add line numbers, duplicate and
+// section checks, typed validation and the command-line overrides on top.
+#include "deck/deck.hpp"
+
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "deck/options.hpp"
+
+namespace trident::deck {
+namespace po = boost::program_options;
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+struct KeyLine {
+  int line;         // 1-based
+  std::string key;  // "section.name", or "name" outside any section
+};
+
+// One pass over the text for what Boost does not report: line numbers, unknown sections and
+// lines that are neither comments, sections nor assignments.
+std::vector<KeyLine> scan_lines(const std::string& file_name, const std::string& text) {
+  std::vector<KeyLine> keys;
+  std::istringstream stream(text);
+  std::string raw, section;
+  for (int line = 1; std::getline(stream, raw); ++line) {
+    const std::string s = trim(raw.substr(0, raw.find('#')));
+    const std::string where = file_name + ":" + std::to_string(line) + ": ";
+    if (s.empty()) continue;
+    if (s.front() == '[') {
+      if (s.back() != ']')
+        fatal_all(where + "malformed section header '" + s + "'; write it as [name]");
+      section = trim(s.substr(1, s.size() - 2));
+      if (!is_section(section))
+        fatal_all(where + "unknown section [" + section + "]." + suggest_section(section) +
+                  " Sections are: " + [] {
+                    std::string list;
+                    for (const auto& name : sections()) list += (list.empty() ? "" : ", ") + name;
+                    return list;
+                  }());
+      continue;
+    }
+    const auto equals = s.find('=');
+    if (equals == std::string::npos || trim(s.substr(0, equals)).empty())
+      fatal_all(where + "cannot read '" + s + "': expected 'name = value', '[section]' or "
+                "'# comment'");
+    const std::string name = trim(s.substr(0, equals));
+    keys.push_back({line, section.empty() ? name : section + "." + name});
+  }
+  return keys;
+}
+
+std::string unknown_key_message(const std::string& where, const std::string& key) {
+  if (key.find('.') == std::string::npos)
+    return where + "key '" + key + "' is outside any section." + suggest_key(key) +
+           " (trident train --help lists every key)";
+  return where + "unknown key '" + key + "'." + suggest_key(key) +
+         " (trident train --help lists every key)";
+}
+
+void check_value(const KeySpec& spec, const std::string& text, const std::string& where) {
+  if (auto problem = value_problem(spec, text))
+    fatal_all(where + spec.key + " = '" + text + "' " + *problem + "; allowed: " +
+              describe_allowed(spec));
+}
+
+}  // namespace
+
+std::string Origin::describe() const {
+  switch (kind) {
+    case Kind::File: return file + ":" + std::to_string(line);
+    case Kind::CommandLine: return "command line";
+    case Kind::Default: break;
+  }
+  return file + " (default)";
+}
+
+Deck Deck::parse(const std::string& file_name, const std::string& text,
+                 const std::vector<Override>& overrides) {
+  Deck deck;
+  deck.file_name_ = file_name;
+  const std::vector<KeyLine> lines = scan_lines(file_name, text);
+  std::istringstream stream(text);
+  po::parsed_options parsed(nullptr);
+  try {
+    parsed = po::parse_config_file(stream, key_options(false), /*allow_unregistered=*/true);
+  } catch (const po::error& e) {
+    fatal_all(file_name + ": " + e.what() + "; expected INI text: [section] then name = value");
+  }
+  REQUIRE(parsed.options.size() == lines.size(),
+          "Boost read " << parsed.options.size() << " assignments, the scan " << lines.size());
+  std::map<std::string, int> first_line;
+  for (size_t i = 0; i < parsed.options.size(); ++i) {
+    const po::option& option = parsed.options[i];
+    const std::string where = file_name + ":" + std::to_string(lines[i].line) + ": ";
+    const KeySpec* spec = find_key(option.string_key);
+    if (option.unregistered || spec == nullptr)
+      fatal_all(unknown_key_message(where, option.string_key));
+    if (auto seen = first_line.find(spec->key); seen != first_line.end())
+      fatal_all(where + spec->key + " is given twice (lines " + std::to_string(seen->second) +
+                " and " + std::to_string(lines[i].line) + "); keep one, or override it on the "
+                "command line with --" + spec->key + "=VALUE");
+    first_line[spec->key] = lines[i].line;
+    const std::string value = option.value.empty() ? "" : trim(option.value.front());
+    check_value(*spec, value, where);
+    deck.entries_[spec->key] = {value, {Origin::Kind::File, file_name, lines[i].line}};
+  }
+  std::set<std::string> overridden;
+  for (const auto& [key, value] : overrides) {
+    const KeySpec* spec = find_key(key);
+    if (spec == nullptr) fatal_all(unknown_key_message("command line: ", key));
+    if (!overridden.insert(key).second)
+      fatal_all("command line: --" + key + " is given twice; keep one");
+    check_value(*spec, trim(value), "command line: ");
+    deck.entries_[key] = {trim(value), {Origin::Kind::CommandLine, file_name, 0}};
+  }
+  for (const KeySpec& spec : schema()) {
+    if (deck.entries_.count(spec.key)) continue;
+    if (spec.required())
+      fatal_all(file_name + ": missing required key " + spec.key + " (" + spec.help + "); add '" +
+                spec.name() + " = ...' under [" + spec.section() + "] or pass --" + spec.key +
+                "=VALUE; allowed: " + describe_allowed(spec));
+    deck.entries_[spec.key] = {*spec.default_value, {Origin::Kind::Default, file_name, 0}};
+  }
+  return deck;
+}
+
+const std::string& Deck::text_of(const std::string& key, KeyType expected) const {
+  const KeySpec* spec = find_key(key);
+  REQUIRE(spec != nullptr, "no deck key '" << key << "' in the schema");
+  const bool text_like = expected == KeyType::String &&
+                         (spec->type == KeyType::Path || spec->type == KeyType::Enum);
+  REQUIRE(spec->type == expected || text_like, "deck key '" << key << "' read as the wrong type");
+  return entries_.at(key).text;
+}
+
+int64_t Deck::get_int(const std::string& key) const { return parse_int(text_of(key, KeyType::Int)); }
+double Deck::get_float(const std::string& key) const {
+  return parse_float(text_of(key, KeyType::Float));
+}
+bool Deck::get_bool(const std::string& key) const { return parse_bool(text_of(key, KeyType::Bool)); }
+std::string Deck::get_string(const std::string& key) const {
+  return text_of(key, KeyType::String);
+}
+std::vector<int64_t> Deck::get_int_list(const std::string& key) const {
+  return parse_int_list(text_of(key, KeyType::IntList));
+}
+Interval Deck::get_interval(const std::string& key) const {
+  return parse_interval(text_of(key, KeyType::Interval));
+}
+
+const Origin& Deck::origin(const std::string& key) const {
+  REQUIRE(entries_.count(key), "no deck key '" << key << "'");
+  return entries_.at(key).origin;
+}
+
+std::string Deck::cite(const std::string& key) const {
+  const Entry& entry = entries_.at(key);
+  return key + " = " + entry.text + " (" + entry.origin.describe() + ")";
+}
+
+std::string Deck::to_ini(const std::string& header_comment) const {
+  std::ostringstream out;
+  std::istringstream header(header_comment);
+  for (std::string line; std::getline(header, line);) out << "# " << line << "\n";
+  for (const std::string& section : sections()) {
+    out << "\n[" << section << "]\n";
+    for (const KeySpec& spec : schema()) {
+      if (spec.section() != section) continue;
+      const Entry& entry = entries_.at(spec.key);
+      out << spec.name() << " = " << canonical_value(spec, entry.text);
+      if (entry.origin.kind == Origin::Kind::CommandLine) out << "  # command line";
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace trident::deck

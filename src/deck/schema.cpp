@@ -1,0 +1,191 @@
+// The table of deck keys. Add a key here and it is parsed, validated, listed by --help, written
+// into deck.resolved.ini and must be documented in docs/DECK.md (a test checks).
+#include "deck/schema.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace trident::deck {
+namespace {
+
+constexpr double kIntMax = 9.0e15;  // below 2^53, so the bound is exact as a double
+constexpr double kInf = HUGE_VAL;
+
+KeySpec integer(const char* key, std::optional<std::string> def, double lo, double hi,
+                const char* help) {
+  return {key, KeyType::Int, std::move(def), lo, hi, {}, help};
+}
+KeySpec real(const char* key, const char* def, double lo, double hi, const char* help) {
+  return {key, KeyType::Float, std::string(def), lo, hi, {}, help};
+}
+KeySpec boolean(const char* key, const char* def, const char* help) {
+  return {key, KeyType::Bool, std::string(def), 0, 0, {}, help};
+}
+KeySpec choice(const char* key, const char* def, std::vector<std::string> choices,
+               const char* help) {
+  return {key, KeyType::Enum, std::string(def), 0, 0, std::move(choices), help};
+}
+KeySpec text(const char* key, KeyType type, const char* def, const char* help) {
+  return {key, type, std::string(def), 0, 0, {}, help};
+}
+
+std::vector<KeySpec> build_schema() {
+  const auto required = std::nullopt;
+  return {
+      // [model] — GPT-2 shape.
+      integer("model.layers", required, 1, 1024, "number of transformer blocks L"),
+      integer("model.heads", required, 1, 1024, "attention heads per block"),
+      integer("model.hidden", required, 1, 65536, "model width C; a multiple of model.heads"),
+      integer("model.vocab", required, 2, 16777216, "vocabulary size V (256 for byte-level data)"),
+      integer("model.seq_len", required, 1, 1048576, "context length T in tokens"),
+      text("model.init", KeyType::String, "random",
+           "random (N(0, 0.02) init from train.seed) or the path of an llm.c GPT-2 model file"),
+      // [parallel] — world = tensor x pipeline x data.
+      integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
+      integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),
+      integer("parallel.data", std::string("1"), 1, 1048576, "data-parallel replicas"),
+      choice("parallel.schedule", "1f1b", {"1f1b", "gpipe"},
+             "pipeline schedule over the micro-batches of a step"),
+      {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
+       "blocks per pipeline stage, e.g. 3,5,5,3; empty = even split"},
+      // [topology] — node / rack / cross-rack.
+      integer("topology.ranks_per_node", std::string("0"), 0, 1048576,
+              "0 = a node is the ranks sharing memory; N = emulate nodes of N consecutive ranks"),
+      integer("topology.nodes_per_rack", std::string("0"), 0, 1048576,
+              "nodes per rack in node order; 0 = one rack (unless topology.file is set)"),
+      text("topology.file", KeyType::Path, "",
+           "Slurm topology.conf whose leaf switches (SwitchName=... Nodes=...) are the racks"),
+      // [train]
+      integer("train.steps", std::string("100"), 0, kIntMax, "optimizer steps to run"),
+      integer("train.global_batch", std::string("8"), 1, kIntMax,
+              "sequences per optimizer step, summed over all data-parallel replicas"),
+      integer("train.micro_batch", std::string("1"), 1, kIntMax,
+              "sequences per micro-batch on one replica"),
+      integer("train.seed", std::string("1337"), 0, kIntMax,
+              "seed of initialisation and data sampling"),
+      integer("train.eval_interval", std::string("0"), 0, kIntMax,
+              "steps between validation passes; 0 = only at the end"),
+      integer("train.eval_tokens", std::string("65536"), 1, kIntMax,
+              "validation tokens per pass (whole windows of model.seq_len)"),
+      text("train.run_dir", KeyType::Path, "runs/default",
+           "directory for deck.resolved.ini, metrics.h5 and checkpoints"),
+      // [optim] — AdamW with warm-up and cosine decay.
+      real("optim.lr", "6e-4", 0, 10, "peak learning rate"),
+      real("optim.min_lr", "6e-5", 0, 10, "learning rate at the end of the cosine decay"),
+      integer("optim.warmup_steps", std::string("0"), 0, kIntMax, "linear warm-up steps"),
+      real("optim.beta1", "0.9", 0, 0.999999, "AdamW first-moment decay"),
+      real("optim.beta2", "0.95", 0, 0.999999, "AdamW second-moment decay"),
+      real("optim.eps", "1e-8", 1e-30, 1, "AdamW epsilon"),
+      real("optim.weight_decay", "0.1", 0, 10, "decoupled weight decay on 2-D weights only"),
+      real("optim.grad_clip", "1.0", 0, kInf, "global gradient-norm clip; 0 = off"),
+      // [data]
+      text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
+      text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),
+      choice("data.format", "llmc", {"llmc", "u16"},
+             "llmc (256 x int32 header, then uint16 tokens) or u16 (raw uint16 tokens)"),
+      // [checkpoint]
+      text("checkpoint.fast_interval", KeyType::Interval, "off",
+           "parameters-only checkpoint every interval: off, 200steps, 5min, 30s, 1h"),
+      text("checkpoint.full_interval", KeyType::Interval, "off",
+           "full training-state checkpoint every interval: off, 1000steps, 1h"),
+      integer("checkpoint.keep_fast", std::string("2"), 1, 1000000, "fast checkpoints kept"),
+      integer("checkpoint.keep_full", std::string("2"), 1, 1000000, "full checkpoints kept"),
+      text("checkpoint.resume", KeyType::String, "none",
+           "none, auto (newest valid checkpoint in the run directory) or a checkpoint path"),
+      // [metrics]
+      integer("metrics.log_interval", std::string("10"), 1, kIntMax,
+              "steps between console lines and metrics.h5 flushes"),
+      // [comm]
+      choice("comm.algo", "auto", {"flat", "hierarchical", "auto", "mpi"},
+             "data-parallel all-reduce: flat ring, node/rack/cross-rack hierarchy, auto, or MPI's"),
+      real("comm.bucket_mb", "25", 0.001, 65536, "gradient bucket size in MiB"),
+      boolean("comm.overlap", "true", "overlap the gradient reduction with backward"),
+      real("comm.timeout_s", "300", 0.001, 1e9,
+           "watchdog: a collective stuck this long aborts the job naming the operation"),
+      // [debug] — fault injection for the tests of the error paths.
+      integer("debug.fail_rank", std::string("-1"), -1, 1048576,
+              "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),
+  };
+}
+
+std::string format_bound(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e16)
+    return std::to_string(static_cast<long long>(value));
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+}  // namespace
+
+std::string KeySpec::section() const { return key.substr(0, key.find('.')); }
+std::string KeySpec::name() const { return key.substr(key.find('.') + 1); }
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> table = build_schema();
+  return table;
+}
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> list = [] {
+    std::vector<std::string> result;
+    for (const KeySpec& spec : schema())
+      if (std::find(result.begin(), result.end(), spec.section()) == result.end())
+        result.push_back(spec.section());
+    return result;
+  }();
+  return list;
+}
+
+const KeySpec* find_key(const std::string& key) {
+  for (const KeySpec& spec : schema())
+    if (spec.key == key) return &spec;
+  return nullptr;
+}
+
+bool is_section(const std::string& name) {
+  const auto& list = sections();
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
+std::string describe_allowed(const KeySpec& spec) {
+  const std::string hi = spec.max == kInf ? "inf)" : format_bound(spec.max) + "]";
+  switch (spec.type) {
+    case KeyType::Int: return "an integer in [" + format_bound(spec.min) + ", " + hi;
+    case KeyType::Float: return "a number in [" + format_bound(spec.min) + ", " + hi;
+    case KeyType::Bool: return "true or false";
+    case KeyType::Enum: {
+      std::string list;
+      for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
+      return "one of " + list;
+    }
+    case KeyType::IntList:
+      return "a comma-separated list of integers in [" + format_bound(spec.min) + ", " + hi +
+             ", or nothing";
+    case KeyType::String: return "text";
+    case KeyType::Path: return "a path";
+    case KeyType::Interval: return "off, <n>steps, or a duration <n>s, <n>min, <n>h";
+  }
+  return "";
+}
+
+std::string value_name(const KeySpec& spec) {
+  switch (spec.type) {
+    case KeyType::Int: return "INT";
+    case KeyType::Float: return "REAL";
+    case KeyType::Bool: return "BOOL";
+    case KeyType::Enum: {
+      std::string list;
+      for (const auto& c : spec.choices) list += (list.empty() ? "" : "|") + c;
+      return list;
+    }
+    case KeyType::IntList: return "INT,INT,...";
+    case KeyType::String: return "TEXT";
+    case KeyType::Path: return "PATH";
+    case KeyType::Interval: return "INTERVAL";
+  }
+  return "";
+}
+
+}  // namespace trident::deck

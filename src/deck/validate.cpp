@@ -1,0 +1,114 @@
+// Cross-key validation of a deck against the job.
+#include "deck/validate.hpp"
+
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace trident::deck {
+namespace {
+
+void check_world(const Deck& deck, int world_size) {
+  const int64_t tp = deck.get_int("parallel.tensor");
+  const int64_t pp = deck.get_int("parallel.pipeline");
+  const int64_t dp = deck.get_int("parallel.data");
+  if (tp * pp * dp == world_size) return;
+  std::string hint = "set them so that their product is " + std::to_string(world_size);
+  if (world_size % (tp * pp) == 0)
+    hint += ", e.g. --parallel.data=" + std::to_string(world_size / (tp * pp));
+  fatal_all(deck.file_name() + ": parallel.tensor x parallel.pipeline x parallel.data = " +
+            std::to_string(tp) + " x " + std::to_string(pp) + " x " + std::to_string(dp) + " = " +
+            std::to_string(tp * pp * dp) + ", but the job has " + std::to_string(world_size) +
+            (world_size == 1 ? " rank" : " ranks") + " (" + deck.cite("parallel.tensor") + ", " +
+            deck.cite("parallel.pipeline") + ", " + deck.cite("parallel.data") + "); " + hint +
+            ", or launch " + std::to_string(tp * pp * dp) + " ranks");
+}
+
+void check_model(const Deck& deck) {
+  const int64_t tp = deck.get_int("parallel.tensor");
+  const int64_t pp = deck.get_int("parallel.pipeline");
+  const int64_t heads = deck.get_int("model.heads");
+  const int64_t hidden = deck.get_int("model.hidden");
+  const int64_t layers = deck.get_int("model.layers");
+  if (heads % tp != 0)
+    fatal_all(deck.file_name() + ": model.heads must be divisible by parallel.tensor (" +
+              deck.cite("model.heads") + ", " + deck.cite("parallel.tensor") +
+              "): each tensor rank holds whole heads; use a tensor size that divides " +
+              std::to_string(heads));
+  if (hidden % heads != 0)
+    fatal_all(deck.file_name() + ": model.hidden must be divisible by model.heads (" +
+              deck.cite("model.hidden") + ", " + deck.cite("model.heads") +
+              "); choose heads dividing " + std::to_string(hidden));
+  if (layers < pp)
+    fatal_all(deck.file_name() + ": model.layers must be at least parallel.pipeline (" +
+              deck.cite("model.layers") + ", " + deck.cite("parallel.pipeline") +
+              "): every pipeline stage needs a block; use at most " + std::to_string(layers) +
+              " stages");
+}
+
+void check_stage_layers(const Deck& deck) {
+  const auto stages = deck.get_int_list("parallel.stage_layers");
+  if (stages.empty()) return;
+  const int64_t pp = deck.get_int("parallel.pipeline");
+  const int64_t layers = deck.get_int("model.layers");
+  if (static_cast<int64_t>(stages.size()) != pp)
+    fatal_all(deck.file_name() + ": parallel.stage_layers has " + std::to_string(stages.size()) +
+              " entries but there are " + std::to_string(pp) + " pipeline stages (" +
+              deck.cite("parallel.stage_layers") + ", " + deck.cite("parallel.pipeline") +
+              "); give one block count per stage, or leave it empty for an even split");
+  const int64_t sum = std::accumulate(stages.begin(), stages.end(), int64_t{0});
+  if (sum != layers)
+    fatal_all(deck.file_name() + ": parallel.stage_layers sums to " + std::to_string(sum) +
+              " but the model has " + std::to_string(layers) + " blocks (" +
+              deck.cite("parallel.stage_layers") + ", " + deck.cite("model.layers") +
+              "); make the entries sum to model.layers");
+}
+
+void check_batch(const Deck& deck) {
+  const int64_t global = deck.get_int("train.global_batch");
+  const int64_t micro = deck.get_int("train.micro_batch");
+  const int64_t dp = deck.get_int("parallel.data");
+  if (global % (micro * dp) != 0)
+    fatal_all(deck.file_name() + ": train.global_batch must be divisible by train.micro_batch x "
+              "parallel.data = " + std::to_string(micro * dp) + " (" +
+              deck.cite("train.global_batch") + ", " + deck.cite("train.micro_batch") + ", " +
+              deck.cite("parallel.data") + "); use a multiple of " + std::to_string(micro * dp));
+  const int64_t pp = deck.get_int("parallel.pipeline");
+  const int64_t micro_batches = global / (micro * dp);
+  if (deck.get_string("parallel.schedule") == "1f1b" && micro_batches < pp)
+    fatal_all(deck.file_name() + ": the 1F1B schedule needs at least as many micro-batches per "
+              "step as pipeline stages, but global_batch / (micro_batch x data) = " +
+              std::to_string(micro_batches) + " < " + std::to_string(pp) + " (" +
+              deck.cite("train.global_batch") + ", " + deck.cite("parallel.pipeline") +
+              "); raise train.global_batch to at least " + std::to_string(pp * micro * dp) +
+              " or use parallel.schedule = gpipe");
+}
+
+void check_topology(const Deck& deck, int world_size) {
+  const int64_t ranks_per_node = deck.get_int("topology.ranks_per_node");
+  if (ranks_per_node > 0 && world_size % ranks_per_node != 0)
+    fatal_all(deck.file_name() + ": topology.ranks_per_node must divide the number of ranks " +
+              std::to_string(world_size) + " (" + deck.cite("topology.ranks_per_node") +
+              "); emulated nodes are all the same size");
+  if (deck.get_int("topology.nodes_per_rack") > 0 && !deck.get_string("topology.file").empty())
+    fatal_all(deck.file_name() + ": topology.nodes_per_rack and topology.file both define the "
+              "racks (" + deck.cite("topology.nodes_per_rack") + ", " +
+              deck.cite("topology.file") + "); set only one of them");
+}
+
+}  // namespace
+
+int64_t micro_batches_per_step(const Deck& deck) {
+  return deck.get_int("train.global_batch") /
+         (deck.get_int("train.micro_batch") * deck.get_int("parallel.data"));
+}
+
+void validate_layout(const Deck& deck, int world_size) {
+  check_world(deck, world_size);
+  check_model(deck);
+  check_stage_layers(deck);
+  check_batch(deck);
+  check_topology(deck, world_size);
+}
+
+}  // namespace trident::deck

@@ -1,0 +1,26 @@
+// The command line of a subcommand: `trident <command> DECK [flags] [--section.key=value ...]`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "deck/deck.hpp"
+
+namespace trident::cli {
+
+struct CommandLine {
+  std::string command;                   // "train", "layout", ...
+  std::string deck_path;                 // empty only with --help
+  std::vector<deck::Override> overrides; // in command-line order
+  bool help = false;
+  bool check = false;                    // train --check: validate everything, run nothing
+};
+
+// Parses the arguments after the command name with Boost.Program_options. An unknown option
+// (with a "did you mean"), a missing value, a second deck or no deck is a UserError.
+CommandLine parse_command_line(const std::string& command, const std::vector<std::string>& args);
+
+// `trident <command> --help`: usage, flags, and every deck key with its default and meaning.
+std::string command_help(const std::string& command);
+
+}  // namespace trident::cli

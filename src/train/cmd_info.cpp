@@ -1,0 +1,41 @@
+// `trident --help` and `trident --version`.
+#include <mpi.h>
+
+#include <string>
+
+#include "kernels/build_info.hpp"
+#include "core/version.hpp"
+#include "train/commands.hpp"
+
+namespace trident {
+
+std::string main_help() {
+  return "trident " TRIDENT_VERSION
+         " - GPT training with tensor x pipeline x data parallelism, one binary on every rank\n"
+         "\n"
+         "usage: mpirun -np N trident COMMAND DECK [options] [--section.key=value ...]\n"
+         "       srun trident COMMAND DECK [...]\n"
+         "\n"
+         "commands:\n"
+         "  train     set up and train the model of DECK (--check: validate deck, layout and run\n"
+         "            directory against the job and stop without writing)\n"
+         "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
+         "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
+         "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"
+         "  help      this text\n"
+         "\n"
+         "`trident COMMAND --help` lists every deck key with its default and meaning; any key\n"
+         "can be overridden on the command line: --parallel.tensor=2.\n"
+         "Exit status: 0 success, 1 a fault on some rank (job aborted), 2 bad input.";
+}
+
+std::string version_text() {
+  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int length = 0;
+  MPI_Get_library_version(mpi_version, &length);
+  std::string mpi(mpi_version, length);
+  mpi = mpi.substr(0, mpi.find_first_of(",\n"));
+  return "trident " TRIDENT_VERSION "\nMPI: " + mpi + "\n" + kernels::accelerator_summary();
+}
+
+}  // namespace trident

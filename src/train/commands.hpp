@@ -1,0 +1,14 @@
+// The subcommands. Each returns the process exit status; user errors are thrown as UserError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trident {
+
+int run_train(const std::vector<std::string>& args);
+int run_layout(const std::vector<std::string>& args);
+std::string version_text();
+std::string main_help();
+
+}  // namespace trident

@@ -1,0 +1,51 @@
+// Job set-up shared by the subcommands.
+#include "train/job.hpp"
+
+#include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/mpi_util.hpp"
+#include "deck/validate.hpp"
+#include "topo/discover.hpp"
+
+namespace trident {
+
+Job load_job(const cli::CommandLine& line) {
+  const std::string text = read_on_root_and_broadcast(
+      line.deck_path, "deck", "give the path of an INI input deck (examples in inputs/)",
+      MPI_COMM_WORLD);
+  deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
+  deck::validate_layout(deck, world_size());
+  layout::Grid grid(static_cast<int>(deck.get_int("parallel.tensor")),
+                    static_cast<int>(deck.get_int("parallel.pipeline")),
+                    static_cast<int>(deck.get_int("parallel.data")));
+  topo::Topology topology = topo::discover_topology(deck);
+  return Job{std::move(deck), grid, std::move(topology)};
+}
+
+std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
+  auto groups = std::make_unique<comm::ProcessGroups>(job.grid, job.topology);
+  if (world_rank() == job.deck.get_int("debug.fail_rank"))
+    fatal_one("fault injected by " + job.deck.cite("debug.fail_rank"));
+  const std::string problem = comm::verify_groups(*groups, job.grid, job.topology);
+  if (!problem.empty()) {
+    if (world_rank() == 0) fatal_one("internal error in communicator set-up: " + problem);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // rank 0 aborts the job
+  }
+  return groups;
+}
+
+std::string job_summary(const Job& job) {
+  const auto& g = job.grid;
+  const auto& t = job.topology;
+  std::string text = std::to_string(g.world_size()) + (g.world_size() == 1 ? " rank" : " ranks") +
+                     " = tensor " + std::to_string(g.tp_size()) + " x pipeline " +
+                     std::to_string(g.pp_size()) + " x data " + std::to_string(g.dp_size()) +
+                     "; " + std::to_string(t.num_nodes()) +
+                     (t.num_nodes() == 1 ? " node" : " nodes");
+  if (t.emulated())
+    text += " (emulated, " + std::to_string(job.deck.get_int("topology.ranks_per_node")) + " ranks each)";
+  text += " in " + std::to_string(t.num_racks()) + (t.num_racks() == 1 ? " rack" : " racks");
+  return text;
+}
+
+}  // namespace trident

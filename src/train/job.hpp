@@ -1,0 +1,32 @@
+// Setting up a job, the same for every subcommand that runs on the ranks: the deck (read by
+// rank 0, broadcast, parsed everywhere), its validation against the job, the grid, the
+// topology and the communicators.
+#pragma once
+
+#include <memory>
+
+#include "comm/groups.hpp"
+#include "deck/deck.hpp"
+#include "layout/grid.hpp"
+#include "topo/topology.hpp"
+#include "train/cli.hpp"
+
+namespace trident {
+
+struct Job {
+  deck::Deck deck;
+  layout::Grid grid;
+  topo::Topology topology;
+};
+
+// Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
+Job load_job(const cli::CommandLine& line);
+
+// Collective: the communicators of the job, checked against the grid and topology (a mismatch
+// is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
+std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
+
+// "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
+std::string job_summary(const Job& job);
+
+}  // namespace trident

@@ -1,0 +1,44 @@
+// trident: one executable on every rank; main() only starts MPI and dispatches the subcommand.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+#include "train/commands.hpp"
+
+namespace {
+
+int dispatch(const std::vector<std::string>& args) {
+  using namespace trident;
+  const std::string command = args.empty() ? "help" : args.front();
+  const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (command == "help" || command == "--help" || command == "-h") {
+    print0(main_help());
+    return kExitOk;
+  }
+  if (command == "version" || command == "--version") {
+    print0(version_text());
+    return kExitOk;
+  }
+  if (command == "train") return run_train(rest);
+  if (command == "layout") return run_layout(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, layout, help, version "
+            "(trident --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trident::MpiSession mpi(&argc, &argv);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (const trident::UserError& e) {
+    if (trident::world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    return trident::kExitUserError;
+  } catch (const std::exception& e) {
+    fatal_one(std::string("unexpected exception: ") + e.what());
+  }
+}
