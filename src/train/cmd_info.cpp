@@ -22,7 +22,7 @@ std::string main_help() {
          "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
          "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
          "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"
-         "  help      this text\n"
+         "  help      this text; `trident help deck`: the deck reference in Markdown\n"
          "\n"
          "`trident COMMAND --help` lists every deck key with its default and meaning; any key\n"
          "can be overridden on the command line: --parallel.tensor=2.\n"

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
+#include "deck/doc.hpp"
 #include "train/commands.hpp"
 
 namespace {
@@ -14,6 +15,10 @@ int dispatch(const std::vector<std::string>& args) {
   using namespace trident;
   const std::string command = args.empty() ? "help" : args.front();
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (command == "help" && rest.size() == 1 && rest[0] == "deck") {
+    print0(deck::markdown_reference());
+    return kExitOk;
+  }
   if (command == "help" || command == "--help" || command == "-h") {
     print0(main_help());
     return kExitOk;

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One case per kind of bad input: one "error:" line from rank 0, exit 2, nothing written.
+. tests/e2e/lib.sh
+D="$WORK/decks"; mkdir -p "$D"
+
+write_deck "$D/unknown_section.deck" "[modle]"
+expect_user_error unknown_section "unknown_section.deck:10: unknown section [modle]|Did you mean [model]?" \
+  "$TRIDENT" train "$D/unknown_section.deck"
+
+write_deck "$D/unknown_key.deck" "[parallel]
+tensr = 2"
+expect_user_error unknown_key "unknown_key.deck:11: unknown key 'parallel.tensr'|Did you mean 'parallel.tensor'?" \
+  "$TRIDENT" train "$D/unknown_key.deck"
+
+write_deck "$D/wrong_type.deck" "[optim]
+lr = fast"
+expect_user_error wrong_type "wrong_type.deck:11: optim.lr = 'fast' is not a finite number|allowed: a number in [0, 10]" \
+  "$TRIDENT" train "$D/wrong_type.deck"
+
+write_deck "$D/out_of_range.deck" "[parallel]
+schedule = 1f1b
+pipeline = 0"
+expect_user_error out_of_range "out_of_range.deck:12: parallel.pipeline = '0' is below the minimum|an integer in [1, 4096]" \
+  "$TRIDENT" train "$D/out_of_range.deck"
+
+printf '[model]\nlayers = 4\nheads = 4\nhidden = 64\nseq_len = 8\n[train]\nrun_dir = run\n' > "$D/missing_key.deck"
+expect_user_error missing_required_key "missing_key.deck: missing required key model.vocab|--model.vocab=VALUE" \
+  "$TRIDENT" train "$D/missing_key.deck"
+
+expect_user_error missing_deck "cannot read deck '$D/nope.deck': No such file or directory" \
+  "$TRIDENT" train "$D/nope.deck"
+
+expect_user_error unreadable_deck "cannot read deck '$D': is a directory" \
+  "$TRIDENT" train "$D"
+
+write_deck "$D/twice.deck" "[model]
+heads = 8"
+expect_user_error key_given_twice "twice.deck:11: model.heads is given twice (lines 3 and 11)" \
+  "$TRIDENT" train "$D/twice.deck"
+
+write_deck "$D/ok.deck"
+expect_user_error layout_product_vs_ranks "2 x 2 x 1 = 4, but the job has 2 ranks|set them so that their product is 2, or launch 4 ranks" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.pipeline=2
+
+expect_user_error heads_not_divisible_by_tensor "model.heads must be divisible by parallel.tensor|model.heads = 3 (command line)" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --model.heads=3 --model.hidden=66
+
+expect_user_error hidden_not_divisible_by_heads "model.hidden must be divisible by model.heads|model.hidden = 66" \
+  "$TRIDENT" train "$D/ok.deck" --model.hidden=66
+
+expect_user_error layers_fewer_than_stages "model.layers must be at least parallel.pipeline|model.layers = 1 (command line)" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --model.layers=1
+
+expect_user_error global_batch_not_divisible "train.global_batch must be divisible by train.micro_batch x parallel.data = 3" \
+  "$TRIDENT" train "$D/ok.deck" --train.global_batch=8 --train.micro_batch=3
+
+touch "$WORK/a_file"
+expect_user_error run_dir_not_creatable "run directory '$WORK/a_file/run' cannot be created|is not a directory" \
+  "$TRIDENT" train "$D/ok.deck" --train.run_dir="$WORK/a_file/run"
+
+expect_user_error unknown_override "command line: unknown option '--parallel.tensro=2'|Did you mean 'parallel.tensor'?" \
+  "$TRIDENT" train "$D/ok.deck" --parallel.tensro=2
+
+expect_user_error override_wrong_type "command line: train.steps = 'ten' is not an integer" \
+  "$TRIDENT" train "$D/ok.deck" --train.steps=ten
+
+printf '[model]\nlayers 4\n' > "$D/syntax.deck"
+expect_user_error syntax_error "syntax.deck:2: cannot read 'layers 4'" "$TRIDENT" train "$D/syntax.deck"
+
+expect_user_error unknown_command "unknown command 'trian'" "$TRIDENT" trian "$D/ok.deck"
+
+expect_user_error no_deck "command line: no deck given" "$TRIDENT" train
+
+expect_user_error topology_file_missing "cannot read topology file 'nope.conf'" \
+  "$TRIDENT" layout "$D/ok.deck" --topology.file=nope.conf
+
+# Reported once even when every rank detects it.
+expect_user_error reported_once_by_rank_0 "unknown option '--model.layrs=2'" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.data=4 --model.layrs=2

@@ -1,0 +1,52 @@
+# lib.sh — helpers of the end-to-end tests: each case prints "PASS name" or "FAIL name: why";
+# tests/run.sh counts those lines. Sourced with the repository root as the working directory.
+ROOT=$(pwd)
+TRIDENT="$ROOT/${BUILD:-build}/bin/trident"
+. "$ROOT/scripts/mpi-env.sh"
+WORK=$(mktemp -d /tmp/trident-e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+# A minimal valid deck; extra lines are appended (sections may repeat keys' sections).
+write_deck() {  # write_deck FILE [extra INI text]
+  cat > "$1" <<DECK
+[model]
+layers = 4
+heads = 4
+hidden = 64
+vocab = 256
+seq_len = 32
+
+[train]
+run_dir = run
+${2:-}
+DECK
+}
+
+# expect_user_error NAME 'substring1|substring2' COMMAND...: exit status 2, exactly one line on
+# stderr, it starts with "error:" and contains every substring, and no run directory appeared.
+# mpirun's own notice that a rank exited non-zero (a block between dashed lines; `mpirun -q`
+# drops it) is not ours and is left out of the count.
+expect_user_error() {
+  local name=$1 wanted=$2
+  shift 2
+  local dir="$WORK/$name"
+  mkdir -p "$dir"
+  ( cd "$dir" && timeout 60 "$@" >stdout 2>stderr; echo $? >status )
+  local status lines
+  status=$(cat "$dir/status")
+  sed -i '/^-\{20,\}$/,/^-\{20,\}$/d' "$dir/stderr"
+  lines=$(wc -l < "$dir/stderr")
+  if [[ $status != 2 ]]; then fail "$name" "exit status $status, expected 2 ($(head -c 300 "$dir/stderr"))"; return; fi
+  if [[ $lines != 1 ]]; then fail "$name" "$lines lines on stderr, expected 1: $(head -c 400 "$dir/stderr")"; return; fi
+  if ! grep -q '^error: ' "$dir/stderr"; then fail "$name" "no 'error:' line: $(cat "$dir/stderr")"; return; fi
+  local part
+  IFS='|' read -ra parts <<< "$wanted"
+  for part in "${parts[@]}"; do
+    if ! grep -qF -- "$part" "$dir/stderr"; then fail "$name" "message lacks '$part': $(cat "$dir/stderr")"; return; fi
+  done
+  if [[ -e "$dir/run" ]]; then fail "$name" "the run directory was created"; return; fi
+  pass "$name"
+}

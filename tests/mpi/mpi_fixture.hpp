@@ -1,0 +1,30 @@
+// Shared helpers of the multi-rank tests: every verdict is agreed over MPI_COMM_WORLD, so all
+// ranks pass or fail the same check together and none returns early between collectives.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace trident::testing {
+
+// True on every rank iff `ok` is true on every rank.
+bool everywhere(bool ok);
+
+// Runs `body` and returns the UserError message it threw ("" if none) — on this rank.
+template <class Body>
+std::string user_error_of(Body&& body);
+
+}  // namespace trident::testing
+
+#include "core/error.hpp"
+
+template <class Body>
+std::string trident::testing::user_error_of(Body&& body) {
+  try {
+    body();
+  } catch (const trident::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
