@@ -106,6 +106,8 @@ std::vector<KeySpec> build_schema() {
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),
+      choice("debug.fail_mode", "fatal", {"fatal", "mpi_error"},
+             "testing aid: the injected fault is a fatal error, or a failing MPI call"),
   };
 }
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One-rank faults end the whole job quickly, with the rank, host, place and message visible.
+. tests/e2e/lib.sh
+write_deck "$WORK/ok.deck"
+
+# expect_fault NAME 'substring|...' COMMAND...: non-zero status within 10 s, substrings on stderr.
+expect_fault() {
+  local name=$1 wanted=$2 start status elapsed part
+  shift 2
+  start=$(date +%s.%N)
+  ( cd "$WORK" && timeout 30 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" ); status=$?
+  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+  if [[ $status == 0 || $status == 124 ]]; then fail "$name" "status $status (124 = hung)"; return; fi
+  if (( $(echo "$elapsed > 10" | bc) )); then fail "$name" "took ${elapsed}s, more than 10 s"; return; fi
+  IFS='|' read -ra parts <<< "$wanted"
+  for part in "${parts[@]}"; do
+    grep -qF -- "$part" "$WORK/$name.err" || { fail "$name" "stderr lacks '$part': $(head -c 400 "$WORK/$name.err")"; return; }
+  done
+  pass "$name"
+}
+
+expect_fault fatal_on_one_of_4_ranks_ends_the_job \
+  "[rank 2@|src/train/job.cpp:|fault injected by debug.fail_rank = 2 (command line)" \
+  mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --parallel.data=4 --train.global_batch=8 --debug.fail_rank=2
+
+expect_fault mpi_error_is_returned_and_reported \
+  "[rank 3@|MPI_Send(|failed: MPI_ERR_RANK: invalid rank" \
+  mpirun -np 4 "$TRIDENT" layout "$WORK/ok.deck" --parallel.data=4 --debug.fail_rank=3 --debug.fail_mode=mpi_error
+
+expect_fault fault_on_rank_0 "[rank 0@|fault injected" \
+  mpirun -np 4 "$TRIDENT" layout "$WORK/ok.deck" --parallel.tensor=2 --parallel.data=2 --debug.fail_rank=0
