@@ -1,0 +1,82 @@
+// Element-wise kernels: GELU, residual adds, AdamW, and the deterministic sum of squares.
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+namespace trident::kernels {
+namespace {
+
+constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
+constexpr size_t kSumChunk = 8192;                 // fixed chunks: same sum for any thread count
+
+}  // namespace
+
+void gelu_forward(Context&, float* out, const float* inp, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+  }
+}
+
+void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const float x = inp[i];
+    const float u = kGeluScale * (x + 0.044715f * x * x * x);
+    const float t = std::tanh(u);
+    const float sech2 = 1.0f - t * t;
+    const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+  }
+}
+
+void residual_forward(Context&, float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void add_inplace(Context&, float* acc, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+void scale_inplace(Context&, float* x, float factor, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+void adamw_update(Context&, float* params, const float* grads, float* m, float* v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+  const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(t));
+  const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(t));
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grads[i];
+    const float m_i = beta1 * m[i] + (1.0f - beta1) * g;
+    const float v_i = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = m_i;
+    v[i] = v_i;
+    const float m_hat = m_i / correction1;
+    const float v_hat = v_i / correction2;
+    params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
+  }
+}
+
+double sum_of_squares(Context&, const float* x, size_t n) {
+  const size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static)
+  for (size_t chunk = 0; chunk < chunks; ++chunk) {
+    const size_t end = std::min(n, (chunk + 1) * kSumChunk);
+    double sum = 0.0;
+    for (size_t i = chunk * kSumChunk; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+    partial[chunk] = sum;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace trident::kernels

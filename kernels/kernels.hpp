@@ -1,0 +1,86 @@
+// One interface for the compute kernels of the model. The CPU implementation (kernels/cpu:
+// oneDNN matmul + OpenMP) is what every test runs; a CUDA implementation (kernels/cuda:
+// cuBLASLt + own kernels) sits behind the same declarations, which is why every pointer here
+// is a device pointer of the Context's device and every call takes the Context.
+//
+// Conventions: row-major; shapes in comments as (rows, cols); "+=" outputs accumulate (grads
+// accumulate over micro-batches), "=" outputs are overwritten. Results are deterministic: the
+// same inputs and thread count give bitwise-identical outputs (no atomics, fixed reduction
+// order).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trident::kernels {
+
+// Where and on what queue kernels run. device = -1: the host CPU (stream unused); device >= 0:
+// a CUDA device, stream a cudaStream_t.
+struct Context {
+  int device = -1;
+  void* stream = nullptr;
+};
+
+// ---- GEMM (oneDNN matmul on the CPU, primitives cached per shape) ----------------------------
+// y (M, N) = x (M, K) · wᵀ + bias      w: (N, K) as stored by PyTorch/llm.c; bias (N) or null
+void linear_forward(Context& ctx, float* y, const float* x, const float* w, const float* bias,
+                    int M, int K, int N);
+// dx (M, K) += dy (M, N) · w (N, K);  dw (N, K) += dyᵀ · x;  dbias (N) += Σ_m dy[m, :]
+// (dx or dbias may be null to skip them)
+void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy,
+                     const float* x, const float* w, int M, int K, int N);
+// Batched c[b] (M, N) (= or +=) op(a[b]) · op(b[b]), op = transpose when the flag is set;
+// a[b] is stored (M, K) or, transposed, (K, M); b[b] stored (K, N) or, transposed, (N, K).
+void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M,
+                    int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
+
+// ---- Transformer pieces ----------------------------------------------------------------------
+// out (N, C) = LN(inp) · weight + bias, eps 1e-5, biased variance; saves mean, rstd (N)
+void layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int N, int C);
+// dinp (N, C) +=, dweight (C) +=, dbias (C) +=
+void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int N, int C);
+
+// GELU, tanh approximation: out = 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))
+void gelu_forward(Context& ctx, float* out, const float* inp, size_t n);
+void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, size_t n);  // =
+
+void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n);  // a+b
+void add_inplace(Context& ctx, float* acc, const float* x, size_t n);                       // +=
+
+// Causal multi-head self-attention. qkv (B, T, 3C) holds [q | k | v], heads contiguous slices
+// of hs = C/NH. Saves q, k, v (3 × (B, NH, T, hs)) and the probabilities att (B, NH, T, T)
+// (above-diagonal entries zero); out (B, T, C). y_heads: scratch (B, NH, T, hs).
+void attention_forward(Context& ctx, float* out, float* q, float* k, float* v, float* att,
+                       float* y_heads, const float* qkv, int B, int T, int C, int NH);
+// dqkv (B, T, 3C) =. Scratch: dq, dk, dv (B, NH, T, hs) and datt (B, NH, T, T), dy (B, NH, T, hs).
+void attention_backward(Context& ctx, float* dqkv, float* dq, float* dk, float* dv, float* datt,
+                        float* dy, const float* dout, const float* q, const float* k,
+                        const float* v, const float* att, int B, int T, int C, int NH);
+
+// out (B, T, C) = wte[tokens] + wpe[t]
+void encoder_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte,
+                     const float* wpe, int B, int T, int C);
+// dwte (Vp, C) +=, dwpe (maxT, C) +=
+void encoder_backward(Context& ctx, float* dwte, float* dwpe, const float* dout,
+                      const int32_t* tokens, int B, int T, int C);
+
+// Softmax cross-entropy over the first V of Vp logits per row (padded columns ignored).
+// losses (N) = -log softmax(logits[n, :V])[targets[n]]
+void crossentropy_forward(Context& ctx, float* losses, const float* logits,
+                          const int32_t* targets, int N, int V, int Vp);
+// dlogits (N, Vp) = (softmax - onehot) · scale, padded columns 0. dlogits may alias logits.
+void crossentropy_backward(Context& ctx, float* dlogits, const float* logits,
+                           const int32_t* targets, float scale, int N, int V, int Vp);
+
+// ---- Optimizer -------------------------------------------------------------------------------
+// AdamW (decoupled weight decay) step t >= 1 on n parameters; m, v are the moments.
+void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t);
+// Σ x², accumulated in double in fixed-size chunks summed in order: independent of threads.
+double sum_of_squares(Context& ctx, const float* x, size_t n);
+void scale_inplace(Context& ctx, float* x, float factor, size_t n);
+
+}  // namespace trident::kernels

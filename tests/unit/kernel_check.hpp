@@ -1,0 +1,72 @@
+// Helpers of the kernel tests: random data, a double-precision comparison, and a central
+// finite-difference check of an analytic gradient.
+#pragma once
+
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace trident::testing {
+
+inline std::vector<float> random_vector(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// max |a − b| / (|b| + atol) over all entries must stay below rtol.
+inline void expect_close(const std::vector<float>& actual, const std::vector<double>& expected,
+                         double rtol, double atol, const std::string& what) {
+  BOOST_REQUIRE_EQUAL(actual.size(), expected.size());
+  double worst = 0.0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double err = std::fabs(actual[i] - expected[i]) / (std::fabs(expected[i]) + atol);
+    if (err > worst) worst = err, worst_at = i;
+  }
+  BOOST_TEST(worst <= rtol, what << ": worst relative error " << worst << " at " << worst_at
+                                 << " (" << actual[worst_at] << " vs " << expected[worst_at] << ")");
+}
+
+// Central differences of loss() w.r.t. x at up to `samples` evenly spread entries, against the
+// analytic gradient. loss() must read x and return a double.
+inline void check_gradient(std::vector<float>& x, const std::vector<float>& analytic,
+                           const std::function<double()>& loss, const std::string& what,
+                           float h = 1e-2f, double rtol = 2e-2, double atol = 1e-3,
+                           size_t samples = 64) {
+  BOOST_REQUIRE_EQUAL(x.size(), analytic.size());
+  const size_t stride = std::max<size_t>(1, x.size() / samples);
+  double worst = 0.0;
+  size_t worst_at = 0;
+  double worst_fd = 0.0;
+  for (size_t i = 0; i < x.size(); i += stride) {
+    const float saved = x[i];
+    x[i] = saved + h;
+    const double plus = loss();
+    x[i] = saved - h;
+    const double minus = loss();
+    x[i] = saved;
+    const double fd = (plus - minus) / (2.0 * h);
+    const double err = std::fabs(fd - analytic[i]) / (std::fabs(fd) + atol);
+    if (err > worst) worst = err, worst_at = i, worst_fd = fd;
+  }
+  BOOST_TEST(worst <= rtol, what << ": worst relative error " << worst << " at " << worst_at
+                                 << " (analytic " << analytic[worst_at] << ", finite difference "
+                                 << worst_fd << ")");
+}
+
+// Σ w_i · y_i in double: a scalar loss whose gradient w.r.t. y is w.
+inline double weighted_sum(const std::vector<float>& y, const std::vector<float>& w) {
+  double sum = 0.0;
+  for (size_t i = 0; i < y.size(); ++i) sum += static_cast<double>(y[i]) * w[i];
+  return sum;
+}
+
+}  // namespace trident::testing

@@ -1,0 +1,283 @@
+// Every CPU kernel: forward against a naive double-precision reference, backward against
+// central finite differences.
+#include <omp.h>
+
+#include "kernel_check.hpp"
+#include "kernels/kernels.hpp"
+
+using namespace trident;
+using namespace trident::testing;
+using kernels::Context;
+
+namespace {
+
+Context ctx;
+
+// y = x wᵀ + b in double
+std::vector<double> linear_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                     const std::vector<float>& b, int M, int K, int N) {
+  std::vector<double> y(static_cast<size_t>(M) * N);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double sum = b.empty() ? 0.0 : b[n];
+      for (int k = 0; k < K; ++k) sum += static_cast<double>(x[m * K + k]) * w[n * K + k];
+      y[m * N + n] = sum;
+    }
+  return y;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(linear_forward_matches_reference) {
+  const int M = 37, K = 29, N = 23;
+  auto x = random_vector(M * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
+  std::vector<float> y(M * N);
+  kernels::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+  expect_close(y, linear_reference(x, w, b, M, K, N), 1e-4, 1e-2, "linear forward");
+  kernels::linear_forward(ctx, y.data(), x.data(), w.data(), nullptr, M, K, N);
+  expect_close(y, linear_reference(x, w, {}, M, K, N), 1e-4, 1e-2, "linear forward, no bias");
+}
+
+BOOST_AUTO_TEST_CASE(linear_backward_matches_finite_differences) {
+  const int M = 6, K = 5, N = 7;
+  auto x = random_vector(M * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
+  const auto upstream = random_vector(M * N, 7);
+  std::vector<float> dx(M * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);  // accumulate onto these
+  kernels::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
+                           w.data(), M, K, N);
+  for (float& v : dx) v -= 0.5f;
+  for (float& v : dw) v -= 0.25f;
+  for (float& v : db) v += 1.0f;
+  auto loss = [&] {
+    std::vector<float> y(M * N);
+    kernels::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+    return weighted_sum(y, upstream);
+  };
+  check_gradient(x, dx, loss, "linear dx");
+  check_gradient(w, dw, loss, "linear dw");
+  check_gradient(b, db, loss, "linear dbias");
+}
+
+BOOST_AUTO_TEST_CASE(batched_matmul_transposes_and_accumulation) {
+  const int batch = 3, M = 5, N = 4, K = 6;
+  for (int variant = 0; variant < 8; ++variant) {
+    const bool ta = variant & 1, tb = variant & 2, acc = variant & 4;
+    auto a = random_vector(batch * M * K, 10 + variant), b = random_vector(batch * K * N, 20 + variant);
+    auto c = random_vector(batch * M * N, 30 + variant);
+    std::vector<double> expected(c.size());
+    for (int p = 0; p < batch; ++p)
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double sum = acc ? c[(p * M + m) * N + n] : 0.0;
+          for (int k = 0; k < K; ++k) {
+            const float av = ta ? a[p * M * K + k * M + m] : a[p * M * K + m * K + k];
+            const float bv = tb ? b[p * K * N + n * K + k] : b[p * K * N + k * N + n];
+            sum += static_cast<double>(av) * bv;
+          }
+          expected[(p * M + m) * N + n] = sum;
+        }
+    kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
+    expect_close(c, expected, 1e-4, 1e-2, "batched matmul variant " + std::to_string(variant));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
+  const int N = 5, C = 16;
+  auto x = random_vector(N * C, 40, 2.0f), w = random_vector(C, 41), b = random_vector(C, 42);
+  std::vector<float> y(N * C), mean(N), rstd(N);
+  kernels::layernorm_forward(ctx, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  std::vector<double> expected(N * C);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+    v /= C;
+    for (int c = 0; c < C; ++c) expected[n * C + c] = (x[n * C + c] - m) / std::sqrt(v + 1e-5) * w[c] + b[c];
+  }
+  expect_close(y, expected, 1e-5, 1e-3, "layernorm forward");
+  const auto upstream = random_vector(N * C, 43);
+  std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
+  kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
+                              w.data(), mean.data(), rstd.data(), N, C);
+  auto loss = [&] {
+    std::vector<float> out(N * C), m(N), r(N);
+    kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(x, dx, loss, "layernorm dinp", 1e-2f, 3e-2);
+  check_gradient(w, dw, loss, "layernorm dweight");
+  check_gradient(b, db, loss, "layernorm dbias");
+}
+
+BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
+  auto x = random_vector(300, 50, 2.0f);
+  std::vector<float> y(x.size());
+  kernels::gelu_forward(ctx, y.data(), x.data(), x.size());
+  std::vector<double> expected(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    expected[i] = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  expect_close(y, expected, 1e-4, 1e-3, "gelu forward");
+  const auto upstream = random_vector(x.size(), 51);
+  std::vector<float> dx(x.size());
+  kernels::gelu_backward(ctx, dx.data(), x.data(), upstream.data(), x.size());
+  auto loss = [&] {
+    std::vector<float> out(x.size());
+    kernels::gelu_forward(ctx, out.data(), x.data(), x.size());
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(x, dx, loss, "gelu dinp", 1e-2f, 2e-2, 1e-3, 300);
+}
+
+BOOST_AUTO_TEST_CASE(residual_and_scale) {
+  auto a = random_vector(100, 60), b = random_vector(100, 61);
+  std::vector<float> out(100);
+  kernels::residual_forward(ctx, out.data(), a.data(), b.data(), 100);
+  std::vector<double> expected(100);
+  for (int i = 0; i < 100; ++i) expected[i] = static_cast<double>(a[i]) + b[i];
+  expect_close(out, expected, 1e-6, 1e-6, "residual");
+  kernels::add_inplace(ctx, out.data(), a.data(), 100);
+  kernels::scale_inplace(ctx, out.data(), 0.5f, 100);
+  for (int i = 0; i < 100; ++i) expected[i] = (expected[i] + a[i]) * 0.5;
+  expect_close(out, expected, 1e-6, 1e-6, "add and scale");
+}
+
+namespace {
+
+// Naive causal attention in double: qkv (B, T, 3C) -> out (B, T, C).
+std::vector<double> attention_reference(const std::vector<float>& qkv, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  std::vector<double> out(static_cast<size_t>(B) * T * C, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const float* q = &qkv[(b * T + t) * 3 * C + h * hs];
+        std::vector<double> score(t + 1);
+        double max = -1e300, sum = 0;
+        for (int s = 0; s <= t; ++s) {
+          const float* k = &qkv[(b * T + s) * 3 * C + C + h * hs];
+          double dot = 0;
+          for (int i = 0; i < hs; ++i) dot += static_cast<double>(q[i]) * k[i];
+          score[s] = dot / std::sqrt(static_cast<double>(hs));
+          max = std::max(max, score[s]);
+        }
+        for (int s = 0; s <= t; ++s) sum += score[s] = std::exp(score[s] - max);
+        for (int s = 0; s <= t; ++s) {
+          const float* v = &qkv[(b * T + s) * 3 * C + 2 * C + h * hs];
+          for (int i = 0; i < hs; ++i) out[(b * T + t) * C + h * hs + i] += score[s] / sum * v[i];
+        }
+      }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
+  const int B = 2, T = 5, C = 8, NH = 2, hs = C / NH;
+  const size_t heads = static_cast<size_t>(B) * NH * T * hs, probs = static_cast<size_t>(B) * NH * T * T;
+  auto qkv = random_vector(B * T * 3 * C, 70);
+  std::vector<float> out(B * T * C), q(heads), k(heads), v(heads), att(probs), y(heads);
+  kernels::attention_forward(ctx, out.data(), q.data(), k.data(), v.data(), att.data(), y.data(),
+                             qkv.data(), B, T, C, NH);
+  expect_close(out, attention_reference(qkv, B, T, C, NH), 1e-5, 1e-3, "attention forward");
+  const auto upstream = random_vector(out.size(), 71);
+  std::vector<float> dqkv(qkv.size(), 99.0f), dq(heads), dk(heads), dv(heads), datt(probs), dy(heads);
+  kernels::attention_backward(ctx, dqkv.data(), dq.data(), dk.data(), dv.data(), datt.data(),
+                              dy.data(), upstream.data(), q.data(), k.data(), v.data(),
+                              att.data(), B, T, C, NH);
+  auto loss = [&] {
+    std::vector<float> o(B * T * C), q2(heads), k2(heads), v2(heads), a2(probs), y2(heads);
+    kernels::attention_forward(ctx, o.data(), q2.data(), k2.data(), v2.data(), a2.data(),
+                               y2.data(), qkv.data(), B, T, C, NH);
+    return weighted_sum(o, upstream);
+  };
+  check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
+}
+
+BOOST_AUTO_TEST_CASE(encoder_forward_and_backward) {
+  const int B = 2, T = 4, C = 6, V = 5;
+  const std::vector<int32_t> tokens = {1, 3, 1, 4, 0, 1, 2, 1};  // repeats: gradient sums
+  auto wte = random_vector(V * C, 80), wpe = random_vector(T * C, 81);
+  std::vector<float> out(B * T * C);
+  kernels::encoder_forward(ctx, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+  std::vector<double> expected(out.size());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < C; ++c)
+        expected[(b * T + t) * C + c] = static_cast<double>(wte[tokens[b * T + t] * C + c]) + wpe[t * C + c];
+  expect_close(out, expected, 1e-6, 1e-6, "encoder forward");
+  const auto upstream = random_vector(out.size(), 82);
+  std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
+  kernels::encoder_backward(ctx, dwte.data(), dwpe.data(), upstream.data(), tokens.data(), B, T, C);
+  auto loss = [&] {
+    std::vector<float> o(B * T * C);
+    kernels::encoder_forward(ctx, o.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    return weighted_sum(o, upstream);
+  };
+  check_gradient(wte, dwte, loss, "encoder dwte", 1e-2f, 2e-2, 1e-3, 30);
+  check_gradient(wpe, dwpe, loss, "encoder dwpe", 1e-2f, 2e-2, 1e-3, 24);
+}
+
+BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
+  const int N = 4, V = 7, Vp = 9;
+  auto logits = random_vector(N * Vp, 90, 3.0f);
+  const std::vector<int32_t> targets = {0, 6, 3, 3};
+  std::vector<float> losses(N);
+  kernels::crossentropy_forward(ctx, losses.data(), logits.data(), targets.data(), N, V, Vp);
+  std::vector<double> expected(N);
+  for (int n = 0; n < N; ++n) {
+    double sum = 0;
+    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[n * Vp + i]));
+    expected[n] = std::log(sum) - logits[n * Vp + targets[n]];
+  }
+  expect_close(losses, expected, 1e-5, 1e-4, "cross-entropy forward");
+  const float scale = 1.0f / N;
+  std::vector<float> dlogits(logits.size(), 5.0f);
+  kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), targets.data(), scale, N, V, Vp);
+  auto loss = [&] {
+    std::vector<float> l(N);
+    kernels::crossentropy_forward(ctx, l.data(), logits.data(), targets.data(), N, V, Vp);
+    double mean = 0;
+    for (float x : l) mean += x * scale;
+    return mean;
+  };
+  check_gradient(logits, dlogits, loss, "cross-entropy dlogits", 1e-2f, 2e-2, 1e-3, 36);
+  for (int n = 0; n < N; ++n)
+    for (int i = V; i < Vp; ++i) BOOST_TEST(dlogits[n * Vp + i] == 0.0f);
+  // In place, as the model uses it.
+  std::vector<float> in_place = logits;
+  kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), targets.data(), scale, N, V, Vp);
+  BOOST_TEST(in_place == dlogits);
+}
+
+BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
+  auto p = random_vector(50, 100), g = random_vector(50, 101), m = random_vector(50, 102, 0.1f);
+  auto v = random_vector(50, 103, 0.1f);
+  for (float& x : v) x = std::fabs(x);
+  std::vector<double> expected(50);
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  const int t = 3;
+  for (int i = 0; i < 50; ++i) {
+    const double mi = b1 * m[i] + (1 - b1) * g[i], vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    const double mhat = mi / (1 - std::pow(b1, t)), vhat = vi / (1 - std::pow(b2, t));
+    expected[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
+  }
+  kernels::adamw_update(ctx, p.data(), g.data(), m.data(), v.data(), 50, lr, b1, b2, eps, wd, t);
+  expect_close(p, expected, 1e-6, 1e-3, "adamw");
+}
+
+BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
+  auto x = random_vector(100003, 110);
+  double expected = 0;
+  for (float v : x) expected += static_cast<double>(v) * v;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double one = kernels::sum_of_squares(ctx, x.data(), x.size());
+  omp_set_num_threads(2);
+  const double two = kernels::sum_of_squares(ctx, x.data(), x.size());
+  omp_set_num_threads(threads);
+  BOOST_TEST(std::fabs(one - expected) / expected < 1e-12);
+  BOOST_TEST(one == two);  // bitwise
+}
