@@ -25,8 +25,9 @@ struct Context {
 // y (M, N) = x (M, K) · wᵀ + bias      w: (N, K) as stored by PyTorch/llm.c; bias (N) or null
 void linear_forward(Context& ctx, float* y, const float* x, const float* w, const float* bias,
                     int M, int K, int N);
-// dx (M, K) += dy (M, N) · w (N, K);  dw (N, K) += dyᵀ · x;  dbias (N) += Σ_m dy[m, :]
-// (dx or dbias may be null to skip them)
+// dx (M, K) = dy (M, N) · w (N, K);  dw (N, K) += dyᵀ · x;  dbias (N) += Σ_m dy[m, :]
+// (dx or dbias may be null to skip them). dx is overwritten: it is always a fresh activation
+// gradient, while weight gradients accumulate over micro-batches.
 void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy,
                      const float* x, const float* w, int M, int K, int N);
 // Batched c[b] (M, N) (= or +=) op(a[b]) · op(b[b]), op = transpose when the flag is set;

@@ -95,7 +95,7 @@ void linear_forward(Context&, float* y, const float* x, const float* w, const fl
 
 void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy,
                      const float* x, const float* w, int M, int K, int N) {
-  if (dx) run_matmul(dx, dy, w, nullptr, 1, M, K, N, false, false, true);  // (M,N)·(N,K)
+  if (dx) run_matmul(dx, dy, w, nullptr, 1, M, K, N, false, false, false);  // (M,N)·(N,K)
   run_matmul(dw, dy, x, nullptr, 1, N, K, M, true, false, true);             // (N,M)·(M,K)
   if (dbias) column_sums_add(dbias, dy, M, N);
 }

@@ -1,0 +1,77 @@
+// GPT-2 with explicit forward and backward over one micro-batch, on one rank (the serial model
+// that every parallel layout is proved against). Parameters and gradients each live in one
+// allocation laid out as model/params.hpp says; activations in per-layer buffers sized for the
+// micro-batch shape (B, T) and reallocated only when that shape changes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "model/config.hpp"
+#include "model/params.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::model {
+
+class Gpt2 {
+ public:
+  Gpt2(const GptConfig& config, kernels::Context& ctx);
+
+  const GptConfig& config() const { return config_; }
+  int64_t num_parameters() const { return static_cast<int64_t>(params_.size()); }
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const ParamViews& param_views() const { return p_; }
+
+  // inputs, targets (B, T) token ids. Returns the mean cross-entropy over the B·T targets
+  // (targets == nullptr: logits only, returns 0). Keeps what backward needs.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Per-position losses (B·T) of the last forward.
+  const float* losses() const { return losses_.data(); }
+  // Logits (B, T, Vp) of the last forward (overwritten by backward).
+  const float* logits() const { return logits_.data(); }
+
+  // grads += ∂(loss_scale · mean loss of the last forward)/∂θ
+  void backward(float loss_scale);
+  void zero_grad();
+
+ private:
+  struct LayerActivations {
+    Buffer<float> ln1, ln1_mean, ln1_rstd;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> qkv;                      // (B,T,3C)
+    Buffer<float> q, k, v;                  // (B,NH,T,hs) each
+    Buffer<float> att;                      // (B,NH,T,T)
+    Buffer<float> atty;                     // (B,T,C) attention output before the projection
+    Buffer<float> residual2;                // (B,T,C) after the attention branch
+    Buffer<float> ln2, ln2_mean, ln2_rstd;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> fch, fch_gelu;            // (B,T,4C) each
+    Buffer<float> residual3;                // (B,T,C) block output
+  };
+  void ensure_activations(int B, int T);
+  void block_forward(int layer, const float* input);
+  void block_backward(int layer, const float* input, float* dresidual);
+
+  GptConfig config_;
+  kernels::Context& ctx_;
+  Buffer<float> params_, grads_;
+  ParamViews p_{}, g_{};
+
+  int B_ = 0, T_ = 0;
+  std::vector<int32_t> inputs_, targets_;      // (B,T) copies for backward
+  Buffer<float> encoded_;                      // (B,T,C)
+  std::vector<LayerActivations> layers_;
+  Buffer<float> lnf_, lnf_mean_, lnf_rstd_;    // (B,T,C), (B,T), (B,T)
+  Buffer<float> logits_;                       // (B,T,Vp); dlogits in place during backward
+  Buffer<float> losses_;                       // (B,T)
+  Buffer<float> scratch_c_;                    // (B,T,C) projection outputs before residual adds
+  // Backward scratch, shared by all layers.
+  Buffer<float> d_residual_, d_ln_, d_atty_;   // (B,T,C)
+  Buffer<float> d_qkv_;                        // (B,T,3C)
+  Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C)
+  Buffer<float> d_q_, d_k_, d_v_, d_y_;        // (B,NH,T,hs); d_y_ also the forward y_heads
+  Buffer<float> d_att_;                        // (B,NH,T,T)
+};
+
+}  // namespace trident::model

@@ -1,0 +1,70 @@
+// Tracked, aligned host allocation.
+#include "tensor/buffer.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace trident {
+namespace {
+
+constexpr size_t kAlignment = 64;
+constexpr int kCategories = static_cast<int>(MemoryCategory::Count);
+std::atomic<int64_t> g_current[kCategories];
+std::atomic<int64_t> g_peak[kCategories];
+std::atomic<int64_t> g_total_current{0}, g_total_peak{0};
+
+void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load();
+  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
+  }
+}
+
+}  // namespace
+
+const char* memory_category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::Parameters: return "parameters";
+    case MemoryCategory::Gradients: return "gradients";
+    case MemoryCategory::OptimizerState: return "optimizer";
+    case MemoryCategory::Activations: return "activations";
+    case MemoryCategory::Communication: return "communication";
+    case MemoryCategory::Workspace: return "workspace";
+    case MemoryCategory::Count: break;
+  }
+  return "?";
+}
+
+int64_t MemoryUsage::total_current() const {
+  int64_t sum = 0;
+  for (int64_t bytes : current) sum += bytes;
+  return sum;
+}
+
+MemoryUsage memory_usage() {
+  MemoryUsage usage;
+  for (int c = 0; c < kCategories; ++c) usage.current[c] = g_current[c], usage.peak[c] = g_peak[c];
+  usage.total_peak = g_total_peak;
+  return usage;
+}
+
+void* tracked_alloc(size_t bytes, MemoryCategory category) {
+  if (bytes == 0) return nullptr;
+  void* pointer = nullptr;
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (posix_memalign(&pointer, kAlignment, rounded) != 0) throw std::bad_alloc();
+  std::memset(pointer, 0, rounded);
+  const int c = static_cast<int>(category);
+  raise_peak(g_peak[c], g_current[c] += static_cast<int64_t>(bytes));
+  raise_peak(g_total_peak, g_total_current += static_cast<int64_t>(bytes));
+  return pointer;
+}
+
+void tracked_free(void* pointer, size_t bytes, MemoryCategory category) {
+  std::free(pointer);
+  g_current[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
+  g_total_current -= static_cast<int64_t>(bytes);
+}
+
+}  // namespace trident

@@ -1,0 +1,108 @@
+
+// The whole GPT-2 model on a tiny configuration: gradients of every parameter tensor against
+// finite differences, padded vocabulary rows untouched, determinism, initialisation.
+#include <cstring>
+
+#include "kernel_check.hpp"
+#include "model/gpt2.hpp"
+
+using namespace trident;
+using namespace trident::testing;
+
+namespace {
+
+model::GptConfig tiny_config() {
+  model::GptConfig c;
+  c.max_seq_len = 8, c.vocab = 11, c.padded_vocab = 16, c.layers = 2, c.heads = 2, c.channels = 8;
+  return c;
+}
+
+std::vector<int32_t> tokens(int n, unsigned seed, int vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7 + seed * 13 + i * i) % vocab);
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
+  kernels::Context ctx;
+  const auto config = tiny_config();
+  model::Gpt2 gpt(config, ctx);
+  model::init_params(config, gpt.params(), 42);
+  // Larger weights than GPT-2's 0.02 give gradients well above the finite-difference noise.
+  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 5.0f;
+  const int B = 2, T = 5;
+  const auto inputs = tokens(B * T, 1, config.vocab), targets = tokens(B * T, 2, config.vocab);
+  gpt.zero_grad();
+  gpt.forward(inputs.data(), targets.data(), B, T);
+  gpt.backward(1.0f);
+  const std::vector<float> analytic(gpt.grads(), gpt.grads() + gpt.num_parameters());
+  std::vector<float> params(gpt.params(), gpt.params() + gpt.num_parameters());
+  auto loss = [&] {
+    std::memcpy(gpt.params(), params.data(), params.size() * sizeof(float));
+    double sum = 0;
+    gpt.forward(inputs.data(), targets.data(), B, T);
+    for (int i = 0; i < B * T; ++i) sum += gpt.losses()[i];
+    return sum / (B * T);
+  };
+  int64_t offset = 0;
+  for (const auto& spec : model::param_specs(config)) {
+    const int64_t n = spec.count();
+    std::vector<float> x(params.begin() + offset, params.begin() + offset + n);
+    std::vector<float> g(analytic.begin() + offset, analytic.begin() + offset + n);
+    auto tensor_loss = [&] {
+      std::copy(x.begin(), x.end(), params.begin() + offset);
+      return loss();
+    };
+    check_gradient(x, g, tensor_loss, spec.name, 3e-3f, 5e-2, 1e-3, 24);
+    std::copy(x.begin(), x.end(), params.begin() + offset);
+    offset += n;
+  }
+  // Padded vocabulary rows of wte (rows V..Vp) get no gradient.
+  for (int64_t i = int64_t(config.vocab) * config.channels; i < int64_t(config.padded_vocab) * config.channels; ++i)
+    BOOST_REQUIRE(analytic[i] == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(model_is_deterministic_and_accumulates) {
+  kernels::Context ctx;
+  const auto config = tiny_config();
+  model::Gpt2 gpt(config, ctx);
+  model::init_params(config, gpt.params(), 7);
+  const auto inputs = tokens(16, 3, config.vocab), targets = tokens(16, 4, config.vocab);
+  gpt.zero_grad();
+  const float first = gpt.forward(inputs.data(), targets.data(), 2, 8);
+  gpt.backward(1.0f);
+  const std::vector<float> once(gpt.grads(), gpt.grads() + gpt.num_parameters());
+  const float second = gpt.forward(inputs.data(), targets.data(), 2, 8);
+  gpt.backward(1.0f);
+  BOOST_TEST(first == second);
+  bool doubled = true;
+  for (int64_t i = 0; i < gpt.num_parameters(); ++i)
+    doubled = doubled && std::fabs(gpt.grads()[i] - 2 * once[i]) <= 1e-5f * std::fabs(once[i]) + 1e-9f;
+  BOOST_TEST(doubled);
+  // At initialisation the loss is close to log(V): the logits are small.
+  BOOST_TEST(std::fabs(first - std::log(11.0f)) < 0.1f);
+}
+
+BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
+  kernels::Context ctx;
+  auto config = tiny_config();
+  config.channels = 64, config.heads = 4, config.layers = 4;
+  model::Gpt2 gpt(config, ctx);
+  model::init_params(config, gpt.params(), 1);
+  const auto& p = gpt.param_views();
+  auto stddev = [](const float* x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += double(x[i]) * x[i];
+    return std::sqrt(s / n);
+  };
+  const size_t C = 64, L = 4;
+  BOOST_TEST(std::fabs(stddev(p.qkvw, L * 3 * C * C) - 0.02) < 0.001);
+  BOOST_TEST(std::fabs(stddev(p.fcprojw, L * 4 * C * C) - 0.02 / std::sqrt(8.0)) < 0.0005);
+  BOOST_TEST(p.ln1w[5] == 1.0f);
+  BOOST_TEST(p.qkvb[3] == 0.0f);
+  BOOST_TEST(p.lnfb[0] == 0.0f);
+  // Counter-based: the same element has the same value whatever else is initialised.
+  BOOST_TEST(static_cast<float>(0.02 * model::normal_at(1, 0, 77)) == p.wte[77]);
+}
