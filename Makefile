@@ -18,7 +18,10 @@ CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
 
 CXXFLAGS := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 -O3 -g -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
 LDFLAGS  := -fopenmp
-LDLIBS   := -lboost_program_options -ldnnl
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)
+CXXFLAGS += $(HDF5_CFLAGS)
+LDLIBS   := -lboost_program_options -ldnnl $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
 MAIN_SRC := src/train/main.cpp

@@ -275,10 +275,10 @@ def bench_config(args):
 def flops_per_step(cfg, B, T):
     L, C, Vp = cfg["L"], cfg["C"], cfg["Vp"]
     matmul_params = L * (3 * C * C + C * C + 4 * C * C + 4 * C * C) + Vp * C
-    # Attention: QK^T and PV are 2*B*T*T*C FLOPs each forward, x3 for fwd+bwd;
-    # counted as 6*L*B*T*T*C, i.e. half, since causality leaves half of them
-    # useful (the formula this project's benchmark specifies).
-    attention = 6 * L * B * T * T * C
+    # Attention: QK^T and PV are 2*B*T*T*C FLOPs each forward, x3 for fwd+bwd,
+    # counted over the full T x T as both implementations compute it: the same
+    # formula as Trident's training_flops_per_token (docs/PERFORMANCE.md).
+    attention = 12 * L * B * T * T * C
     return 6 * B * T * matmul_params + attention
 
 

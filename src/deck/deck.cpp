@@ -160,6 +160,11 @@ const Origin& Deck::origin(const std::string& key) const {
   return entries_.at(key).origin;
 }
 
+const std::string& Deck::text(const std::string& key) const {
+  REQUIRE(entries_.count(key), "no deck key '" << key << "'");
+  return entries_.at(key).text;
+}
+
 std::string Deck::cite(const std::string& key) const {
   const Entry& entry = entries_.at(key);
   return key + " = " + entry.text + " (" + entry.origin.describe() + ")";

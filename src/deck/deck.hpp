@@ -39,6 +39,8 @@ class Deck {
   Interval get_interval(const std::string& key) const;
 
   const Origin& origin(const std::string& key) const;
+  // The value as given (untyped), e.g. for recording the deck in output files.
+  const std::string& text(const std::string& key) const;
   // "parallel.tensor = 2 (command line)": a key, its value and where it came from.
   std::string cite(const std::string& key) const;
   const std::string& file_name() const { return file_name_; }

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/random.hpp"
+
 namespace trident::model {
 
 int padded_vocab_for(int vocab) { return (vocab + 127) / 128 * 128; }
@@ -61,27 +63,6 @@ ParamViews param_views(const GptConfig& config, float* base) {
   return views;
 }
 
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Uniform in (0, 1): 53 random bits, never 0 (log(0) in Box–Muller).
-double uniform_open(uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
-
-}  // namespace
-
-double normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
-  const uint64_t key = splitmix64(splitmix64(seed) ^ splitmix64(stream * 0x632be59bd9b4e019ULL + 1));
-  const double u1 = uniform_open(splitmix64(key ^ (2 * index)));
-  const double u2 = uniform_open(splitmix64(key ^ (2 * index + 1)));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
-
 void init_params(const GptConfig& config, float* params, uint64_t seed) {
   const auto specs = param_specs(config);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
@@ -98,7 +79,7 @@ void init_params(const GptConfig& config, float* params, uint64_t seed) {
     for (int64_t i = 0; i < n; ++i) {
       if (is_ln_weight) at[i] = 1.0f;
       else if (is_bias) at[i] = 0.0f;
-      else at[i] = static_cast<float>(stddev * normal_at(seed, t, i));
+      else at[i] = static_cast<float>(stddev * trident::normal_at(seed, t, i));
     }
     at += n;
   }

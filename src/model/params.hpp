@@ -49,10 +49,8 @@ int64_t num_parameters(const GptConfig& config);
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,
 // fcprojw) N(0, 0.02/√(2L)), LayerNorm weights 1, biases 0. Every element is a function of
 // (seed, tensor, index) alone — a counter-based generator — so any shard of any layout
-// initialises to the same values as the serial model.
+// initialises to the same values as the serial model. Tensor t (in file order), element i:
+// stddev · normal_at(seed, t, i) (core/random.hpp).
 void init_params(const GptConfig& config, float* params, uint64_t seed);
-
-// Standard normal of (seed, stream, index): splitmix64 → two uniforms → Box–Muller.
-double normal_at(uint64_t seed, uint64_t stream, uint64_t index);
 
 }  // namespace trident::model

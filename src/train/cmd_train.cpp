@@ -8,6 +8,7 @@
 #include "train/commands.hpp"
 #include "train/job.hpp"
 #include "train/run_dir.hpp"
+#include "train/trainer.hpp"
 
 namespace trident {
 namespace {
@@ -32,21 +33,18 @@ int run_train(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const Job job = load_job(line);
+  const auto groups = make_process_groups(job);
+  Trainer trainer(job);  // checks the data and the model source
   if (line.check) {
     check_run_dir_creatable(job.deck);
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));
     return kExitOk;
   }
   const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
-  const auto groups = make_process_groups(job);
   print0("trident train: " + job_summary(job));
-  print0("run directory: " + run_dir + " (deck.resolved.ini written)");
-  // The model, the data pipeline and the training loop are the next issue's; until they land,
-  // say so plainly rather than pretend a run happened.
-  if (world_rank() == 0)
-    std::fprintf(stderr, "error: this build has no training loop yet: the model and trainer "
-                         "are not implemented; the deck, layout and run directory were checked\n");
-  return kExitFault;
+  print0("run directory: " + run_dir);
+  trainer.run(run_dir);
+  return kExitOk;
 }
 
 }  // namespace trident

@@ -8,6 +8,9 @@ namespace trident {
 
 int run_train(const std::vector<std::string>& args);
 int run_layout(const std::vector<std::string>& args);
+int run_prepare(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
+int run_export(const std::vector<std::string>& args);
 std::string version_text();
 std::string main_help();
 

@@ -29,7 +29,10 @@ int dispatch(const std::vector<std::string>& args) {
   }
   if (command == "train") return run_train(rest);
   if (command == "layout") return run_layout(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, layout, help, version "
+  if (command == "prepare") return run_prepare(rest);
+  if (command == "eval") return run_eval(rest);
+  if (command == "export") return run_export(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, layout, help, version "
             "(trident --help)");
 }
 

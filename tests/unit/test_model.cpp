@@ -1,9 +1,9 @@
-
 // The whole GPT-2 model on a tiny configuration: gradients of every parameter tensor against
 // finite differences, padded vocabulary rows untouched, determinism, initialisation.
 #include <cstring>
 
 #include "kernel_check.hpp"
+#include "core/random.hpp"
 #include "model/gpt2.hpp"
 
 using namespace trident;
@@ -104,5 +104,5 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
   BOOST_TEST(p.qkvb[3] == 0.0f);
   BOOST_TEST(p.lnfb[0] == 0.0f);
   // Counter-based: the same element has the same value whatever else is initialised.
-  BOOST_TEST(static_cast<float>(0.02 * model::normal_at(1, 0, 77)) == p.wte[77]);
+  BOOST_TEST(static_cast<float>(0.02 * trident::normal_at(1, 0, 77)) == p.wte[77]);
 }

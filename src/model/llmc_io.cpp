@@ -1,0 +1,86 @@
+// llm.c model files.
+#include "model/llmc_io.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+#include "model/params.hpp"
+
+namespace trident::model {
+namespace {
+
+constexpr size_t kHeaderInts = 256;
+
+std::runtime_error file_error(const std::string& path, const std::string& what) {
+  return std::runtime_error("llm.c model file '" + path + "': " + what);
+}
+
+std::ifstream open_checked(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw file_error(path, std::strerror(errno));
+  return in;
+}
+
+}  // namespace
+
+GptConfig read_llmc_header(const std::string& path) {
+  std::ifstream in = open_checked(path);
+  int32_t header[kHeaderInts] = {0};
+  in.read(reinterpret_cast<char*>(header), sizeof(header));
+  if (in.gcount() != static_cast<std::streamsize>(sizeof(header)))
+    throw file_error(path, "shorter than its 1024-byte header");
+  if (header[0] != kLlmcModelMagic)
+    throw file_error(path, "bad magic " + std::to_string(header[0]) + " (expected " +
+                               std::to_string(kLlmcModelMagic) + "): not an llm.c model file");
+  if (header[1] != kLlmcModelVersionFp32)
+    throw file_error(path, "version " + std::to_string(header[1]) +
+                               " is not supported; only version 3 (fp32 parameters) is");
+  GptConfig c;
+  c.max_seq_len = header[2], c.vocab = header[3], c.layers = header[4];
+  c.heads = header[5], c.channels = header[6], c.padded_vocab = header[7];
+  if (c.max_seq_len < 1 || c.vocab < 1 || c.layers < 1 || c.heads < 1 || c.channels < 1 ||
+      c.padded_vocab < c.vocab || c.channels % c.heads != 0)
+    throw file_error(path, "inconsistent header (maxT " + std::to_string(c.max_seq_len) +
+                               ", V " + std::to_string(c.vocab) + ", L " + std::to_string(c.layers) +
+                               ", NH " + std::to_string(c.heads) + ", C " +
+                               std::to_string(c.channels) + ", Vp " + std::to_string(c.padded_vocab) + ")");
+  in.seekg(0, std::ios::end);
+  const int64_t expected = sizeof(header) + num_parameters(c) * int64_t(sizeof(float));
+  const int64_t actual = in.tellg();
+  if (actual != expected)
+    throw file_error(path, "is " + std::to_string(actual) + " bytes but its header describes " +
+                               std::to_string(expected) + " (truncated or not fp32)");
+  return c;
+}
+
+void read_llmc_params(const std::string& path, const GptConfig& config, float* params) {
+  std::ifstream in = open_checked(path);
+  in.seekg(kHeaderInts * sizeof(int32_t));
+  const std::streamsize bytes = num_parameters(config) * sizeof(float);
+  in.read(reinterpret_cast<char*>(params), bytes);
+  if (in.gcount() != bytes) throw file_error(path, "truncated while reading the parameters");
+}
+
+void write_llmc_model(const std::string& path, const GptConfig& config, const float* params) {
+  int32_t header[kHeaderInts] = {0};
+  header[0] = kLlmcModelMagic, header[1] = kLlmcModelVersionFp32;
+  header[2] = config.max_seq_len, header[3] = config.vocab, header[4] = config.layers;
+  header[5] = config.heads, header[6] = config.channels, header[7] = config.padded_vocab;
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(header), sizeof(header));
+    out.write(reinterpret_cast<const char*>(params), num_parameters(config) * sizeof(float));
+    out.flush();
+    if (!out) throw file_error(temporary, std::string("write failed: ") + std::strerror(errno));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    throw file_error(path, std::string("rename failed: ") + std::strerror(errno));
+}
+
+}  // namespace trident::model

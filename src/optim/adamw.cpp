@@ -1,0 +1,44 @@
+// AdamW, the learning-rate schedule and gradient clipping.
+#include "optim/adamw.hpp"
+
+#include <cmath>
+
+#include "model/params.hpp"
+
+namespace trident::optim {
+
+AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings)
+    : settings_(settings),
+      m_(static_cast<size_t>(model::num_parameters(config)), MemoryCategory::OptimizerState),
+      v_(static_cast<size_t>(model::num_parameters(config)), MemoryCategory::OptimizerState) {
+  int64_t offset = 0;
+  for (const model::ParamSpec& spec : model::param_specs(config)) {
+    segments_.push_back({offset, spec.count(), spec.weight_decay});
+    offset += spec.count();
+  }
+}
+
+void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t) {
+  for (const Segment& s : segments_)
+    kernels::adamw_update(ctx, params + s.offset, grads + s.offset, m_.data() + s.offset,
+                          v_.data() + s.offset, static_cast<size_t>(s.count), lr, settings_.beta1,
+                          settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f, t);
+}
+
+float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,
+                    float min_lr) {
+  if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  const int64_t decay_steps = total_steps - warmup_steps;
+  if (decay_steps <= 1) return lr;
+  const double progress = static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - 1);
+  const double coefficient = 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+  return static_cast<float>(min_lr + coefficient * (lr - min_lr));
+}
+
+float clip_grad_norm(kernels::Context& ctx, float* grads, int64_t n, float clip) {
+  const float norm = static_cast<float>(std::sqrt(kernels::sum_of_squares(ctx, grads, n)));
+  if (clip > 0.0f && norm > clip) kernels::scale_inplace(ctx, grads, clip / norm, n);
+  return norm;
+}
+
+}  // namespace trident::optim

@@ -1,0 +1,45 @@
+// AdamW over the model's flat parameter buffer, with weight decay on 2-D weights only (the
+// embeddings and the per-block matrices; not biases or LayerNorm parameters), the learning-rate
+// schedule, and global-norm gradient clipping.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "model/config.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::optim {
+
+struct AdamWSettings {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+class AdamW {
+ public:
+  AdamW(const model::GptConfig& config, const AdamWSettings& settings);
+  // One update with learning rate lr; t counts updates from 1.
+  void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t);
+  const float* m() const { return m_.data(); }
+  const float* v() const { return v_.data(); }
+
+ private:
+  struct Segment {
+    int64_t offset, count;
+    bool decay;
+  };
+  AdamWSettings settings_;
+  std::vector<Segment> segments_;  // one per parameter tensor
+  Buffer<float> m_, v_;
+};
+
+// Linear warm-up over warmup_steps (lr · (step+1)/warmup), then cosine decay from lr to min_lr
+// at the last step. step counts from 0.
+float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr, float min_lr);
+
+// The global L2 norm of the gradients; if clip > 0 and the norm exceeds it, scales the
+// gradients by clip / norm. Returns the norm before clipping.
+float clip_grad_norm(kernels::Context& ctx, float* grads, int64_t n, float clip);
+
+}  // namespace trident::optim

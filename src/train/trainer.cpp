@@ -1,0 +1,166 @@
+// The single-rank training loop.
+#include "train/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/version.hpp"
+#include "data/batches.hpp"
+#include "deck/validate.hpp"
+#include "train/evaluate.hpp"
+#include "model/llmc_io.hpp"
+#include "train/model_setup.hpp"
+
+namespace trident {
+namespace {
+
+std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::string& key) {
+  const std::string pattern = deck.get_string(key);
+  if (pattern.empty())
+    fatal_all(deck.file_name() + ": " + key + " is empty; give the token file (or a glob) to " +
+              "read, e.g. data/default/train.bin made by `trident prepare`");
+  try {
+    return std::make_unique<data::TokenData>(pattern, data::parse_token_format(deck.get_string("data.format")),
+                                             static_cast<int>(deck.get_int("model.vocab")));
+  } catch (const std::runtime_error& e) {
+    fatal_all(std::string(e.what()) + " (" + deck.cite(key) + ")");
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck) {
+  std::vector<std::pair<std::string, std::string>> attributes{
+      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")}};
+  for (const deck::KeySpec& spec : deck::schema())
+    attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
+  return attributes;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Trainer::Trainer(const Job& job) : job_(job) {
+  const deck::Deck& deck = job.deck;
+  if (job.grid.world_size() != 1)
+    fatal_all(deck.file_name() + ": this build trains on one rank only (tensor = pipeline = data "
+              "= 1): the parallel layouts are not implemented yet; run with mpirun -np 1");
+  steps_ = deck.get_int("train.steps");
+  micro_batches_ = deck::micro_batches_per_step(deck);
+  B_ = static_cast<int>(deck.get_int("train.micro_batch"));
+  T_ = static_cast<int>(deck.get_int("model.seq_len"));
+  train_data_ = open_data(deck, "data.train");
+  val_data_ = open_data(deck, "data.val");
+  val_windows_ = validation_windows(*val_data_, deck.get_int("train.eval_tokens"), T_);
+  if (train_data_->size() < T_ + 1)
+    fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
+              " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
+  const model::GptConfig config = model_config_from_deck(deck);
+  model_ = std::make_unique<model::Gpt2>(config, ctx_);
+  initialise_parameters(deck, *model_);
+  optim::AdamWSettings settings;
+  settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
+  settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
+  settings.eps = static_cast<float>(deck.get_float("optim.eps"));
+  settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
+  optimizer_ = std::make_unique<optim::AdamW>(config, settings);
+  flops_per_token_ = model::training_flops_per_token(config, T_);
+  inputs_.resize(static_cast<size_t>(B_) * T_);
+  targets_.resize(inputs_.size());
+}
+
+StepResult Trainer::train_step(int64_t step) {
+  const deck::Deck& deck = job_.deck;
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t seed = static_cast<uint64_t>(deck.get_int("train.seed"));
+  model_->zero_grad();
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < micro_batches_; ++micro) {
+    data::training_batch(*train_data_, seed, step, micro * B_, B_, T_, inputs_.data(), targets_.data());
+    loss_sum += model_->forward(inputs_.data(), targets_.data(), B_, T_);
+    model_->backward(1.0f / static_cast<float>(micro_batches_));
+  }
+  StepResult result;
+  result.loss = static_cast<float>(loss_sum / micro_batches_);
+  result.grad_norm = optim::clip_grad_norm(ctx_, model_->grads(), model_->num_parameters(),
+                                           static_cast<float>(deck.get_float("optim.grad_clip")));
+  result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
+                                   static_cast<float>(deck.get_float("optim.lr")),
+                                   static_cast<float>(deck.get_float("optim.min_lr")));
+  optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1);
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+void Trainer::record_step(int64_t step, const StepResult& r) {
+  const double tokens = static_cast<double>(micro_batches_) * B_ * T_;
+  const double tokens_per_s = tokens / r.seconds;
+  const double tflops = tokens_per_s * flops_per_token_ / 1e12;
+  const MemoryUsage memory = memory_usage();
+  metrics_->append_int("step", step + 1);
+  metrics_->append("loss", r.loss);
+  metrics_->append("lr", r.lr);
+  metrics_->append("grad_norm", r.grad_norm);
+  metrics_->append("tokens_per_s", tokens_per_s);
+  metrics_->append("tflops", tflops);
+  metrics_->append("step_ms", r.seconds * 1e3);
+  metrics_->append("memory_mb", memory.total_current() / 1048576.0);
+  const int64_t interval = job_.deck.get_int("metrics.log_interval");
+  if ((step + 1) % interval != 0 && step + 1 != steps_ && step != 0) return;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms",
+                static_cast<long long>(step + 1), static_cast<long long>(steps_), r.loss, r.lr,
+                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3);
+  print0(line);
+  metrics_->flush();
+}
+
+void Trainer::record_validation(int64_t step, double loss) {
+  metrics_->append_int("val_step", step);
+  metrics_->append("val_loss", loss);
+  metrics_->flush();
+  char line[128];
+  std::snprintf(line, sizeof line, "step %6lld | val_loss %.6g", static_cast<long long>(step), loss);
+  print0(line);
+}
+
+double Trainer::evaluate() { return validation_loss(*model_, *val_data_, val_windows_, T_, B_); }
+
+void Trainer::run(const std::string& run_dir) {
+  try {
+    metrics_ = std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(job_.deck));
+  } catch (const std::runtime_error& e) {
+    fatal_one(e.what());
+  }
+  const int64_t eval_interval = job_.deck.get_int("train.eval_interval");
+  print0("model: " + std::to_string(model_->num_parameters()) + " parameters; " +
+         std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
+         std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
+         " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
+  record_validation(0, evaluate());
+  for (int64_t step = 0; step < steps_; ++step) {
+    const StepResult result = train_step(step);
+    if (!std::isfinite(result.loss))
+      fatal_one("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
+                "; lower optim.lr or set optim.grad_clip");
+    record_step(step, result);
+    const bool last = step + 1 == steps_;
+    if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
+      record_validation(step + 1, evaluate());
+  }
+  try {
+    metrics_->flush();
+    model::write_llmc_model(run_dir + "/model.bin", model_->config(), model_->params());
+  } catch (const std::runtime_error& e) {
+    fatal_one(e.what());
+  }
+  print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
+}
+
+}  // namespace trident

@@ -1,0 +1,50 @@
+// The training loop on one rank: micro-batches with gradient accumulation up to the global
+// batch, global-norm clipping, AdamW with warm-up and cosine decay, validation every
+// train.eval_interval steps and at the end, a console line every metrics.log_interval steps,
+// every step's figures in metrics.h5, and the final model as an llm.c file in the run directory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/token_data.hpp"
+#include "kernels/kernels.hpp"
+#include "metrics/metrics_file.hpp"
+#include "model/gpt2.hpp"
+#include "optim/adamw.hpp"
+#include "train/job.hpp"
+
+namespace trident {
+
+struct StepResult {
+  float loss = 0, lr = 0, grad_norm = 0;
+  double seconds = 0;
+};
+
+class Trainer {
+ public:
+  // Checks the data and the model source and builds the model and optimizer; writes nothing.
+  // Every problem with the input is a UserError (before the run directory exists).
+  explicit Trainer(const Job& job);
+  // Trains, writing metrics.h5 and model.bin into run_dir.
+  void run(const std::string& run_dir);
+
+ private:
+  StepResult train_step(int64_t step);
+  double evaluate();
+  void record_step(int64_t step, const StepResult& result);
+  void record_validation(int64_t step, double loss);
+
+  const Job& job_;
+  kernels::Context ctx_;
+  std::unique_ptr<model::Gpt2> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<data::TokenData> train_data_, val_data_;
+  std::unique_ptr<metrics::MetricsFile> metrics_;
+  int64_t steps_ = 0, micro_batches_ = 0, val_windows_ = 0;
+  int B_ = 0, T_ = 0;
+  double flops_per_token_ = 0;
+  std::vector<int32_t> inputs_, targets_;  // (B, T)
+};
+
+}  // namespace trident
