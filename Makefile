@@ -16,7 +16,10 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
 
-CXXFLAGS := -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 -O3 -g -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
+# Our OpenMP kernels are vectorized for the build machine (oneDNN dispatches at run time by
+# itself); ARCH= builds portable x86-64 code, e.g. for a login node that differs from the nodes.
+ARCH ?= -march=native
+CXXFLAGS := $(ARCH) -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 -O3 -g -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
 LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)

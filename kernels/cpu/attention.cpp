@@ -8,6 +8,7 @@
 // single large GEMM is faster on the CPU than T small triangular ones.
 #include <cmath>
 
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels {
@@ -53,10 +54,12 @@ void causal_softmax(float* att, int rows, int T, float scale) {
     const int t = r % T;  // query position
     float* p = att + static_cast<size_t>(r) * T;
     float max = -INFINITY;
-    for (int s = 0; s <= t; ++s) max = std::fmax(max, p[s] * scale);
+#pragma omp simd reduction(max : max)
+    for (int s = 0; s <= t; ++s) max = p[s] * scale > max ? p[s] * scale : max;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int s = 0; s <= t; ++s) {
-      p[s] = std::exp(p[s] * scale - max);
+      p[s] = vexp(p[s] * scale - max);
       sum += p[s];
     }
     const float inv = 1.0f / sum;
@@ -73,6 +76,7 @@ void softmax_backward(float* datt, const float* att, int rows, int T, float scal
     float* d = datt + static_cast<size_t>(r) * T;
     const float* p = att + static_cast<size_t>(r) * T;
     float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
     for (int s = 0; s <= t; ++s) dot += d[s] * p[s];
     for (int s = 0; s <= t; ++s) d[s] = p[s] * (d[s] - dot) * scale;
     for (int s = t + 1; s < T; ++s) d[s] = 0.0f;

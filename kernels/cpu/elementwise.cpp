@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels {
@@ -15,20 +16,22 @@ constexpr size_t kSumChunk = 8192;                 // fixed chunks: same sum for
 void gelu_forward(Context&, float* out, const float* inp, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
+    // 0.5 x (1 + tanh u) = x σ(2u): the same function without the cancellation of 1 + tanh u
+    // near u ≪ 0.
     const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+    out[i] = x / (1.0f + vexp(-2.0f * kGeluScale * (x + 0.044715f * x * x * x)));
   }
 }
 
 void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
+    // d/dx [x σ(2u)] = σ(2u) + 2x σ(2u)(1 − σ(2u)) u'   (σ(2u) = (1 + tanh u)/2)
     const float x = inp[i];
     const float u = kGeluScale * (x + 0.044715f * x * x * x);
-    const float t = std::tanh(u);
-    const float sech2 = 1.0f - t * t;
+    const float s = 1.0f / (1.0f + vexp(-2.0f * u));
     const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+    dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
   }
 }
 

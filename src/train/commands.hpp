@@ -11,6 +11,7 @@ int run_layout(const std::vector<std::string>& args);
 int run_prepare(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 std::string version_text();
 std::string main_help();
 

@@ -32,7 +32,8 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "prepare") return run_prepare(rest);
   if (command == "eval") return run_eval(rest);
   if (command == "export") return run_export(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, layout, help, version "
+  if (command == "bench") return run_bench(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, layout, help, version "
             "(trident --help)");
 }
 

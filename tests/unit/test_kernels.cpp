@@ -280,3 +280,17 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
   BOOST_TEST(std::fabs(one - expected) / expected < 1e-12);
   BOOST_TEST(one == two);  // bitwise
 }
+
+#include "kernels/cpu/vector_math.hpp"
+
+BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.001f) {
+    const double exact = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(kernels::vexp(x) - exact) / exact);
+  }
+  BOOST_TEST(worst < 5e-7, "worst relative error " << worst);
+  BOOST_TEST(kernels::vexp(-1000.0f) >= 0.0f);
+  BOOST_TEST(std::isfinite(kernels::vexp(1000.0f)));
+  BOOST_TEST(kernels::vexp(0.0f) == 1.0f);
+}

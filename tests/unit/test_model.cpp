@@ -30,7 +30,9 @@ BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
   const auto config = tiny_config();
   model::Gpt2 gpt(config, ctx);
   model::init_params(config, gpt.params(), 42);
-  // Larger weights than GPT-2's 0.02 give gradients well above the finite-difference noise.
+  // Larger weights than GPT-2's 0.02 give gradients well above the finite-difference noise;
+  // h = 1e-3 keeps the truncation error of this now quite nonlinear model small, and atol
+  // covers the float rounding of the loss (~1e-4 after dividing by 2h).
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 5.0f;
   const int B = 2, T = 5;
   const auto inputs = tokens(B * T, 1, config.vocab), targets = tokens(B * T, 2, config.vocab);
@@ -55,7 +57,7 @@ BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
       std::copy(x.begin(), x.end(), params.begin() + offset);
       return loss();
     };
-    check_gradient(x, g, tensor_loss, spec.name, 3e-3f, 5e-2, 1e-3, 24);
+    check_gradient(x, g, tensor_loss, spec.name, 1e-3f, 5e-2, 5e-3, 24);
     std::copy(x.begin(), x.end(), params.begin() + offset);
     offset += n;
   }
