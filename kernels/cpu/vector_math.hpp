@@ -6,13 +6,14 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 namespace trident::kernels {
 
 inline float vexp(float x) {
   x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+  // n = round(x / ln2) by the 1.5·2^23 trick (|x / ln2| < 128): floorf would not vectorize.
+  constexpr float kRound = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
   const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -22,9 +23,7 @@ inline float vexp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return p * __builtin_bit_cast(float, bits);  // 2^n; memcpy here would block vectorization
 }
 
 }  // namespace trident::kernels
