@@ -26,42 +26,52 @@ double seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// One GEMM as the model runs it: c (M, N) = op(a) · op(b).
+// One GEMM as the model runs it: c[b] (M, N) = op(a[b]) · op(b[b]) for b < batch.
 struct GemmShape {
-  int M, N, K;
+  int batch, M, N, K;
   bool ta, tb, accumulate;
 };
 
-// Forward and backward GEMMs of the model per micro-batch (BT rows), as model/gpt2.cpp calls
-// them; attention products excluded (they are batched and small, and counted in the step).
-std::vector<GemmShape> model_gemms(const model::GptConfig& c, int BT) {
+// Every forward and backward GEMM of one micro-batch (B sequences of T tokens), as
+// model/gpt2.cpp and kernels/cpu/attention.cpp call them.
+std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
   std::vector<GemmShape> shapes;
-  const int C = c.channels;
+  const int C = c.channels, BT = B * T, heads = B * c.heads, hs = c.channels / c.heads;
+  for (int l = 0; l < c.layers; ++l) {
+    shapes.push_back({heads, T, T, hs, false, true, false});   // S = q kᵀ
+    shapes.push_back({heads, T, hs, T, false, false, false});  // y = P v
+    shapes.push_back({heads, T, T, hs, false, true, false});   // dP = dy vᵀ
+    shapes.push_back({heads, T, hs, T, true, false, false});   // dv = Pᵀ dy
+    shapes.push_back({heads, T, hs, T, false, false, false});  // dq = dS k
+    shapes.push_back({heads, T, hs, T, true, false, false});   // dk = dSᵀ q
+  }
   const std::pair<int, int> linears[] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, c.padded_vocab}};
   for (const auto& [K, N] : linears) {
     const int repeat = N == c.padded_vocab ? 1 : c.layers;
     for (int r = 0; r < repeat; ++r) {
-      shapes.push_back({BT, N, K, false, true, false});  // y = x wᵀ
-      shapes.push_back({BT, K, N, false, false, false});  // dx = dy w
-      shapes.push_back({N, K, BT, true, false, true});    // dw += dyᵀ x
+      shapes.push_back({1, BT, N, K, false, true, false});  // y = x wᵀ
+      shapes.push_back({1, BT, K, N, false, false, false});  // dx = dy w
+      shapes.push_back({1, N, K, BT, true, false, true});    // dw += dyᵀ x
     }
   }
   return shapes;
 }
 
-double gemm_gflops(const model::GptConfig& config, int BT, int repeats) {
+double gemm_gflops(const model::GptConfig& config, int B, int T, int repeats) {
   kernels::Context ctx;
-  const auto shapes = model_gemms(config, BT);
+  const auto shapes = model_gemms(config, B, T);
   size_t largest = 0;
   for (const auto& s : shapes)
-    largest = std::max({largest, size_t(s.M) * s.K, size_t(s.K) * s.N, size_t(s.M) * s.N});
+    largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
+                        size_t(s.batch) * s.M * s.N});
   std::vector<float> a(largest, 0.01f), b(largest, 0.02f), c(largest, 0.0f);
   double flops = 0, best = 1e300;
-  for (const auto& s : shapes) flops += 2.0 * s.M * s.N * s.K;
+  for (const auto& s : shapes) flops += 2.0 * s.batch * s.M * s.N * s.K;
   for (int r = 0; r < repeats + 1; ++r) {  // the first pass creates the primitives
     const auto start = Clock::now();
     for (const auto& s : shapes)
-      kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), 1, s.M, s.N, s.K, s.ta, s.tb, s.accumulate);
+      kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
+                              s.accumulate);
     if (r > 0) best = std::min(best, seconds(start));
   }
   return flops / best / 1e9;
@@ -122,7 +132,7 @@ int run_bench(const std::vector<std::string>& args) {
   char text[256];
   if (gemm) {
     std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(),
-                  gemm_gflops(config, B * T, steps));
+                  gemm_gflops(config, B, T, steps));
   } else {
     const double step = step_seconds(job, warmup, steps);
     const double tokens = static_cast<double>(deck::micro_batches_per_step(job.deck)) * B * T;
