@@ -92,6 +92,10 @@ run: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@scripts/run-default.sh
 
+bench: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
+	@scripts/bench.sh
+
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)
 	@scripts/update-deck-doc.sh $(BIN) docs/DECK.md

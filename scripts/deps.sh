@@ -6,6 +6,8 @@ PACKAGES=(
   libhdf5-openmpi-dev hdf5-tools                       # parallel HDF5, h5dump
   libboost-program-options-dev libboost-test-dev       # input decks, unit tests
   libdnnl-dev                                          # oneDNN: CPU matmul and friends
+  python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
+  python3-h5py bc                                      # reading metrics.h5 in tests; bench arithmetic
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -16,14 +16,21 @@ void check(herr_t status, const std::string& path, const std::string& what) {
   if (status < 0) throw h5_error(path, what + " failed");
 }
 
+// Variable-length UTF-8 strings: h5py reads them as str, h5dump prints them as text.
+hid_t string_type() {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  return type;
+}
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
                             const std::string& path) {
-  const hid_t type = H5Tcopy(H5T_C_S1);
-  H5Tset_size(type, value.empty() ? 1 : value.size());
-  H5Tset_strpad(type, H5T_STR_NULLTERM);
+  const hid_t type = string_type();
   const hid_t space = H5Screate(H5S_SCALAR);
   const hid_t attribute = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
-  const herr_t status = attribute < 0 ? -1 : H5Awrite(attribute, type, value.c_str());
+  const char* text = value.c_str();
+  const herr_t status = attribute < 0 ? -1 : H5Awrite(attribute, type, &text);
   if (attribute >= 0) H5Aclose(attribute);
   H5Sclose(space);
   H5Tclose(type);
@@ -143,14 +150,16 @@ std::string read_attribute(const std::string& path, const std::string& name) {
     H5Fclose(file);
     throw h5_error(path, "no attribute '" + name + "'");
   }
-  const hid_t type = H5Aget_type(attribute);
-  std::string value(H5Tget_size(type), '\0');
-  const herr_t status = H5Aread(attribute, type, value.data());
+  const hid_t type = string_type();
+  char* text = nullptr;
+  const herr_t status = H5Aread(attribute, type, &text);
+  std::string value = status >= 0 && text ? text : "";
+  if (text) H5free_memory(text);
   H5Tclose(type);
   H5Aclose(attribute);
   H5Fclose(file);
   check(status, path, "reading attribute '" + name + "'");
-  return value.c_str();  // drop the terminator and padding
+  return value;
 }
 
 }  // namespace trident::metrics

@@ -24,7 +24,7 @@ check train_help_lists_every_key_with_default bash -c "[[ $missing == 0 ]] && gr
 
 "$TRIDENT" train ok.deck --parallel.schedule=gpipe --optim.lr=3e-4 > train.out 2> train.err; status=$?
 check train_writes_resolved_deck bash -c "[[ -f run/deck.resolved.ini ]] && grep -q '^schedule = gpipe  # command line' run/deck.resolved.ini && grep -q '^lr = 0.0003' run/deck.resolved.ini"
-check train_says_plainly_that_it_cannot_train_yet bash -c "[[ $status == 1 ]] && grep -q 'no training loop yet' train.err"
+check train_succeeds bash -c "[[ $status == 0 ]] && [[ -f run/metrics.h5 && -f run/model.bin ]]"
 
 cp run/deck.resolved.ini resolved-1.ini
 "$TRIDENT" train --check resolved-1.ini > check.out 2>&1; status=$?

@@ -4,23 +4,23 @@
 D="$WORK/decks"; mkdir -p "$D"
 
 write_deck "$D/unknown_section.deck" "[modle]"
-expect_user_error unknown_section "unknown_section.deck:10: unknown section [modle]|Did you mean [model]?" \
+expect_user_error unknown_section "unknown_section.deck:11: unknown section [modle]|Did you mean [model]?" \
   "$TRIDENT" train "$D/unknown_section.deck"
 
 write_deck "$D/unknown_key.deck" "[parallel]
 tensr = 2"
-expect_user_error unknown_key "unknown_key.deck:11: unknown key 'parallel.tensr'|Did you mean 'parallel.tensor'?" \
+expect_user_error unknown_key "unknown_key.deck:12: unknown key 'parallel.tensr'|Did you mean 'parallel.tensor'?" \
   "$TRIDENT" train "$D/unknown_key.deck"
 
 write_deck "$D/wrong_type.deck" "[optim]
 lr = fast"
-expect_user_error wrong_type "wrong_type.deck:11: optim.lr = 'fast' is not a finite number|allowed: a number in [0, 10]" \
+expect_user_error wrong_type "wrong_type.deck:12: optim.lr = 'fast' is not a finite number|allowed: a number in [0, 10]" \
   "$TRIDENT" train "$D/wrong_type.deck"
 
 write_deck "$D/out_of_range.deck" "[parallel]
 schedule = 1f1b
 pipeline = 0"
-expect_user_error out_of_range "out_of_range.deck:12: parallel.pipeline = '0' is below the minimum|an integer in [1, 4096]" \
+expect_user_error out_of_range "out_of_range.deck:13: parallel.pipeline = '0' is below the minimum|an integer in [1, 4096]" \
   "$TRIDENT" train "$D/out_of_range.deck"
 
 printf '[model]\nlayers = 4\nheads = 4\nhidden = 64\nseq_len = 8\n[train]\nrun_dir = run\n' > "$D/missing_key.deck"
@@ -35,7 +35,7 @@ expect_user_error unreadable_deck "cannot read deck '$D': is a directory" \
 
 write_deck "$D/twice.deck" "[model]
 heads = 8"
-expect_user_error key_given_twice "twice.deck:11: model.heads is given twice (lines 3 and 11)" \
+expect_user_error key_given_twice "twice.deck:12: model.heads is given twice (lines 3 and 12)" \
   "$TRIDENT" train "$D/twice.deck"
 
 write_deck "$D/ok.deck"

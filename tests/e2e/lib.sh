@@ -9,7 +9,11 @@ trap 'rm -rf "$WORK"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 
-# A minimal valid deck; extra lines are appended (sections may repeat keys' sections).
+# A small byte-level corpus for the decks below, made once per test script.
+"$TRIDENT" prepare "$WORK/data" /usr/share/common-licenses/GPL-3 > /dev/null
+
+# A minimal valid deck (2 steps of a tiny model on that corpus); extra lines go in before the
+# [data] section, so the line numbers of what they add are fixed (line 11 on).
 write_deck() {  # write_deck FILE [extra INI text]
   cat > "$1" <<DECK
 [model]
@@ -18,10 +22,14 @@ heads = 4
 hidden = 64
 vocab = 256
 seq_len = 32
-
 [train]
 run_dir = run
+steps = 2
+eval_tokens = 1024
 ${2:-}
+[data]
+train = $WORK/data/train.bin
+val = $WORK/data/val.bin
 DECK
 }
 
