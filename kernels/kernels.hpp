@@ -36,13 +36,14 @@ void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int 
                     int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
 
 // ---- Transformer pieces ----------------------------------------------------------------------
-// out (N, C) = LN(inp) · weight + bias, eps 1e-5, biased variance; saves mean, rstd (N)
-void layernorm_forward(Context& ctx, float* out, float* mean, float* rstd, const float* inp,
+// out (N, C) = (inp − mean) / √(variance + 1e-5) · weight + bias (biased variance over C);
+// saves mean and variance (N) for backward.
+void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
                        const float* weight, const float* bias, int N, int C);
 // dinp (N, C) +=, dweight (C) +=, dbias (C) +=
 void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int N, int C);
+                        const float* inp, const float* weight, const float* bias,
+                        const float* mean, const float* variance, int N, int C);
 
 // GELU, tanh approximation: out = 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))
 void gelu_forward(Context& ctx, float* out, const float* inp, size_t n);

@@ -1,7 +1,11 @@
 // Element-wise kernels: GELU, residual adds, AdamW, and the deterministic sum of squares.
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <utility>
 #include <vector>
 
+#include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/vector_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -13,14 +17,27 @@ constexpr size_t kSumChunk = 8192;                 // fixed chunks: same sum for
 
 }  // namespace
 
+// oneDNN's eltwise gelu_tanh: 10% faster than ours (docs/PERFORMANCE.md); our backward is
+// faster than oneDNN's and stays.
 void gelu_forward(Context&, float* out, const float* inp, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    // 0.5 x (1 + tanh u) = x σ(2u): the same function without the cancellation of 1 + tanh u
-    // near u ≪ 0.
-    const float x = inp[i];
-    out[i] = x / (1.0f + vexp(-2.0f * kGeluScale * (x + 0.044715f * x * x * x)));
+  using dnnl::memory;
+  static std::map<size_t, std::pair<memory::desc, dnnl::eltwise_forward>> cache;
+  static std::mutex mutex;
+  std::unique_lock<std::mutex> lock(mutex);
+  auto found = cache.find(n);
+  if (found == cache.end()) {
+    const memory::desc md({static_cast<memory::dim>(n)}, memory::data_type::f32, memory::format_tag::a);
+    dnnl::eltwise_forward primitive(dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
+                                    dnnl::algorithm::eltwise_gelu_tanh, md, 0.f, 0.f),
+        cpu_engine()));
+    found = cache.emplace(n, std::make_pair(md, primitive)).first;
   }
+  const auto& [md, primitive] = found->second;
+  lock.unlock();
+  primitive.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(md, cpu_engine(), const_cast<float*>(inp))},
+                                   {DNNL_ARG_DST, memory(md, cpu_engine(), out)}});
+  cpu_stream().wait();
 }
 
 void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {

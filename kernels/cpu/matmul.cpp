@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/column_sums.hpp"
+#include "kernels/cpu/onednn.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels {
@@ -15,16 +16,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 using dims = memory::dims;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& cpu_stream() {
-  static dnnl::stream stream(cpu_engine());
-  return stream;
-}
 
 // A (rows, cols) matrix per batch entry, stored either as given or transposed in memory.
 memory::desc matrix_desc(int batch, int rows, int cols, bool stored_transposed) {

@@ -32,17 +32,17 @@ void Gpt2::ensure_activations(int B, int T) {
   layers_.resize(config_.layers);
   for (LayerActivations& a : layers_) {
     a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
-    a.ln1_rstd = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * C, kActs);
+    a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * C, kActs);
     a.q = Buffer<float>(heads, kActs), a.k = Buffer<float>(heads, kActs);
     a.v = Buffer<float>(heads, kActs), a.att = Buffer<float>(probs, kActs);
     a.atty = Buffer<float>(BT * C, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
     a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
-    a.ln2_rstd = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * C, kActs);
+    a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * C, kActs);
     a.fch_gelu = Buffer<float>(BT * 4 * C, kActs), a.residual3 = Buffer<float>(BT * C, kActs);
   }
   encoded_ = Buffer<float>(BT * C, kActs);
   lnf_ = Buffer<float>(BT * C, kActs), lnf_mean_ = Buffer<float>(BT, kActs);
-  lnf_rstd_ = Buffer<float>(BT, kActs);
+  lnf_var_ = Buffer<float>(BT, kActs);
   logits_ = Buffer<float>(BT * config_.padded_vocab, kActs);
   losses_ = Buffer<float>(BT, kActs);
   scratch_c_ = Buffer<float>(BT * C, kActs);
@@ -58,7 +58,7 @@ void Gpt2::block_forward(int l, const float* input) {
   const int BT = B_ * T_, C = config_.channels, NH = config_.heads;
   LayerActivations& a = layers_[l];
   const size_t c = C, c3 = 3 * c, c4 = 4 * c;
-  kernels::layernorm_forward(ctx_, a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), input,
+  kernels::layernorm_forward(ctx_, a.ln1.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
   kernels::linear_forward(ctx_, a.qkv.data(), a.ln1.data(), p_.qkvw + l * c3 * c, p_.qkvb + l * c3,
                           BT, C, 3 * C);
@@ -67,7 +67,7 @@ void Gpt2::block_forward(int l, const float* input) {
   kernels::linear_forward(ctx_, scratch_c_.data(), a.atty.data(), p_.attprojw + l * c * c,
                           p_.attprojb + l * c, BT, C, C);
   kernels::residual_forward(ctx_, a.residual2.data(), input, scratch_c_.data(), BT * c);
-  kernels::layernorm_forward(ctx_, a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(),
+  kernels::layernorm_forward(ctx_, a.ln2.data(), a.ln2_mean.data(), a.ln2_var.data(),
                              a.residual2.data(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
   kernels::linear_forward(ctx_, a.fch.data(), a.ln2.data(), p_.fcw + l * c4 * c, p_.fcb + l * c4,
                           BT, C, 4 * C);
@@ -85,7 +85,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T)
   for (int l = 0; l < config_.layers; ++l)
     block_forward(l, l == 0 ? encoded_.data() : layers_[l - 1].residual3.data());
   const float* last = layers_.back().residual3.data();
-  kernels::layernorm_forward(ctx_, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), last, p_.lnfw,
+  kernels::layernorm_forward(ctx_, lnf_.data(), lnf_mean_.data(), lnf_var_.data(), last, p_.lnfw,
                              p_.lnfb, BT, C);
   kernels::linear_forward(ctx_, logits_.data(), lnf_.data(), p_.wte, nullptr, BT, C, Vp);
   if (targets == nullptr) return 0.0f;
@@ -107,8 +107,8 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
   kernels::linear_backward(ctx_, d_ln_.data(), g_.fcw + l * c4 * c, g_.fcb + l * c4,
                            d_fch_.data(), a.ln2.data(), p_.fcw + l * c4 * c, BT, C, 4 * C);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln2w + l * c, g_.ln2b + l * c, d_ln_.data(),
-                              a.residual2.data(), p_.ln2w + l * c, a.ln2_mean.data(),
-                              a.ln2_rstd.data(), BT, C);
+                              a.residual2.data(), p_.ln2w + l * c, p_.ln2b + l * c, a.ln2_mean.data(),
+                              a.ln2_var.data(), BT, C);
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   kernels::linear_backward(ctx_, d_atty_.data(), g_.attprojw + l * c * c, g_.attprojb + l * c,
                            dresidual, a.atty.data(), p_.attprojw + l * c * c, BT, C, C);
@@ -118,7 +118,8 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
   kernels::linear_backward(ctx_, d_ln_.data(), g_.qkvw + l * c3 * c, g_.qkvb + l * c3,
                            d_qkv_.data(), a.ln1.data(), p_.qkvw + l * c3 * c, BT, C, 3 * C);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),
-                              input, p_.ln1w + l * c, a.ln1_mean.data(), a.ln1_rstd.data(), BT, C);
+                              input, p_.ln1w + l * c, p_.ln1b + l * c, a.ln1_mean.data(),
+                              a.ln1_var.data(), BT, C);
 }
 
 void Gpt2::backward(float loss_scale) {
@@ -131,8 +132,8 @@ void Gpt2::backward(float loss_scale) {
   float* dresidual = d_residual_.data();
   std::memset(dresidual, 0, d_residual_.size() * sizeof(float));
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
-                              layers_.back().residual3.data(), p_.lnfw, lnf_mean_.data(),
-                              lnf_rstd_.data(), BT, C);
+                              layers_.back().residual3.data(), p_.lnfw, p_.lnfb, lnf_mean_.data(),
+                              lnf_var_.data(), BT, C);
   for (int l = config_.layers - 1; l >= 0; --l)
     block_backward(l, l == 0 ? encoded_.data() : layers_[l - 1].residual3.data(), dresidual);
   kernels::encoder_backward(ctx_, g_.wte, g_.wpe, dresidual, inputs_.data(), B_, T_, C);

@@ -39,13 +39,13 @@ class Gpt2 {
 
  private:
   struct LayerActivations {
-    Buffer<float> ln1, ln1_mean, ln1_rstd;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> ln1, ln1_mean, ln1_var;  // (B,T,C), (B,T), (B,T)
     Buffer<float> qkv;                      // (B,T,3C)
     Buffer<float> q, k, v;                  // (B,NH,T,hs) each
     Buffer<float> att;                      // (B,NH,T,T)
     Buffer<float> atty;                     // (B,T,C) attention output before the projection
     Buffer<float> residual2;                // (B,T,C) after the attention branch
-    Buffer<float> ln2, ln2_mean, ln2_rstd;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> ln2, ln2_mean, ln2_var;  // (B,T,C), (B,T), (B,T)
     Buffer<float> fch, fch_gelu;            // (B,T,4C) each
     Buffer<float> residual3;                // (B,T,C) block output
   };
@@ -62,7 +62,7 @@ class Gpt2 {
   std::vector<int32_t> inputs_, targets_;      // (B,T) copies for backward
   Buffer<float> encoded_;                      // (B,T,C)
   std::vector<LayerActivations> layers_;
-  Buffer<float> lnf_, lnf_mean_, lnf_rstd_;    // (B,T,C), (B,T), (B,T)
+  Buffer<float> lnf_, lnf_mean_, lnf_var_;    // (B,T,C), (B,T), (B,T)
   Buffer<float> logits_;                       // (B,T,Vp); dlogits in place during backward
   Buffer<float> losses_;                       // (B,T)
   Buffer<float> scratch_c_;                    // (B,T,C) projection outputs before residual adds

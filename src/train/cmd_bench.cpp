@@ -108,21 +108,25 @@ double step_seconds(const Job& job, int warmup, int steps) {
 
 }  // namespace
 
+void compare_kernels_with_onednn(int rows, int channels, int repeats);  // kernel_bench.cpp
+
 int run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
-  bool gemm = false;
+  bool gemm = false, kernels = false;
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
+    else if (a == "--kernels") kernels = true;
     else if (a.rfind("--steps=", 0) == 0) steps = std::max(1, std::stoi(a.substr(8)));
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
     else rest.push_back(a);
   }
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --kernels] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens; --gemm: the GEMM\n"
-           "library's f32 throughput on the model's GEMM shapes instead.");
+           "library's f32 throughput on the model's GEMM shapes instead; --kernels: our LayerNorm\n"
+           "and GELU beside oneDNN's primitives on the model's shapes.");
     return kExitOk;
   }
   const Job job = load_job(line);
@@ -130,6 +134,10 @@ int run_bench(const std::vector<std::string>& args) {
   const int B = static_cast<int>(job.deck.get_int("train.micro_batch"));
   const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
   char text[256];
+  if (kernels) {
+    compare_kernels_with_onednn(B * T, config.channels, std::max(steps, 10));
+    return kExitOk;
+  }
   if (gemm) {
     std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(),
                   gemm_gflops(config, B, T, steps));

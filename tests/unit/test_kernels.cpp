@@ -83,8 +83,8 @@ BOOST_AUTO_TEST_CASE(batched_matmul_transposes_and_accumulation) {
 BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   const int N = 5, C = 16;
   auto x = random_vector(N * C, 40, 2.0f), w = random_vector(C, 41), b = random_vector(C, 42);
-  std::vector<float> y(N * C), mean(N), rstd(N);
-  kernels::layernorm_forward(ctx, y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  std::vector<float> y(N * C), mean(N), variance(N);
+  kernels::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
   std::vector<double> expected(N * C);
   for (int n = 0; n < N; ++n) {
     double m = 0, v = 0;
@@ -97,8 +97,12 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   expect_close(y, expected, 1e-5, 1e-3, "layernorm forward");
   const auto upstream = random_vector(N * C, 43);
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
+  std::vector<float> dx_base = random_vector(N * C, 44), dw_base = random_vector(C, 45);
+  dx = dx_base, dw = dw_base;  // accumulates onto what is there
   kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
-                              w.data(), mean.data(), rstd.data(), N, C);
+                              w.data(), b.data(), mean.data(), variance.data(), N, C);
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx_base[i];
+  for (size_t i = 0; i < dw.size(); ++i) dw[i] -= dw_base[i];
   auto loss = [&] {
     std::vector<float> out(N * C), m(N), r(N);
     kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
@@ -293,4 +297,28 @@ BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
   BOOST_TEST(kernels::vexp(-1000.0f) >= 0.0f);
   BOOST_TEST(std::isfinite(kernels::vexp(1000.0f)));
   BOOST_TEST(kernels::vexp(0.0f) == 1.0f);
+}
+
+#include "kernels/cpu/openmp_alternatives.hpp"
+
+BOOST_AUTO_TEST_CASE(openmp_alternatives_agree_with_the_kernels_in_use) {
+  const int N = 7, C = 24;
+  auto x = random_vector(N * C, 120, 2.0f), w = random_vector(C, 121), b = random_vector(C, 122);
+  const auto dy = random_vector(N * C, 123);
+  std::vector<float> y1(N * C), y2(N * C), mean1(N), var(N), mean2(N), rstd(N);
+  kernels::layernorm_forward(ctx, y1.data(), mean1.data(), var.data(), x.data(), w.data(), b.data(), N, C);
+  kernels::openmp::layernorm_forward(y2.data(), mean2.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  expect_close(y2, std::vector<double>(y1.begin(), y1.end()), 1e-4, 1e-3, "layernorm forward");
+  std::vector<float> dx1(N * C, 0.f), dw1(C, 0.f), db1(C, 0.f), dx2(N * C, 0.f), dw2(C, 0.f), db2(C, 0.f);
+  kernels::layernorm_backward(ctx, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
+                              b.data(), mean1.data(), var.data(), N, C);
+  kernels::openmp::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
+                                      mean2.data(), rstd.data(), N, C);
+  expect_close(dx2, std::vector<double>(dx1.begin(), dx1.end()), 1e-4, 1e-3, "layernorm dinp");
+  expect_close(dw2, std::vector<double>(dw1.begin(), dw1.end()), 1e-4, 1e-3, "layernorm dweight");
+  expect_close(db2, std::vector<double>(db1.begin(), db1.end()), 1e-4, 1e-3, "layernorm dbias");
+  std::vector<float> g1(N * C), g2(N * C);
+  kernels::gelu_forward(ctx, g1.data(), x.data(), g1.size());
+  kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
+  expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-3, "gelu forward");
 }
