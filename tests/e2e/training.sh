@@ -105,3 +105,7 @@ expect_user_error data_missing "token file '$WORK/none*.bin': no such file" \
 tail -c +1025 data/val.bin > val.u16
 "$TRIDENT" eval tiny.deck --model.init=run/model.bin --data.val=val.u16 --data.format=u16 > eval-u16.out 2>&1
 check u16_format_reads_the_same_tokens [ "$(tail -1 eval-u16.out)" == "$(tail -1 eval.out)" ]
+"$TRIDENT" prepare shard_a /usr/share/common-licenses/GPL-2 > /dev/null 2>&1
+"$TRIDENT" prepare shard_b /usr/share/common-licenses/MPL-2.0 > /dev/null 2>&1
+"$TRIDENT" train tiny.deck --train.steps=2 --data.train='shard_*/train.bin' --train.run_dir=run_glob > glob.out 2>&1
+check glob_reads_several_shards bash -c "grep -q \"train \$(( \$(od -An -td4 -j8 -N4 shard_a/train.bin) + \$(od -An -td4 -j8 -N4 shard_b/train.bin) )) tokens\" glob.out"
