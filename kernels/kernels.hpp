@@ -30,6 +30,17 @@ void linear_forward(Context& ctx, float* y, const float* x, const float* w, cons
 // gradient, while weight gradients accumulate over micro-batches.
 void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy,
                      const float* x, const float* w, int M, int K, int N);
+// Where the matrices of a (batch, heads) grid of matrices live, in elements: entry (row, col) of
+// matrix (b, h) is at data[b·batch + h·head + row·row + col·col]. A transposed operand is the
+// same memory with row and col swapped; attention reads heads straight out of the fused qkv
+// activation this way, without copies.
+struct Strides {
+  int64_t batch, head, row, col;
+};
+// c[b,h] (M, N) (= or +=) a[b,h] (M, K) · b[b,h] (K, N), every operand with its own strides.
+void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const float* a,
+                    const Strides& a_strides, const float* b, const Strides& b_strides, int batch,
+                    int heads, int M, int N, int K, bool accumulate);
 // Batched c[b] (M, N) (= or +=) op(a[b]) · op(b[b]), op = transpose when the flag is set;
 // a[b] is stored (M, K) or, transposed, (K, M); b[b] stored (K, N) or, transposed, (N, K).
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M,
@@ -53,14 +64,13 @@ void residual_forward(Context& ctx, float* out, const float* a, const float* b, 
 void add_inplace(Context& ctx, float* acc, const float* x, size_t n);                       // +=
 
 // Causal multi-head self-attention. qkv (B, T, 3C) holds [q | k | v], heads contiguous slices
-// of hs = C/NH. Saves q, k, v (3 × (B, NH, T, hs)) and the probabilities att (B, NH, T, T)
-// (above-diagonal entries zero); out (B, T, C). y_heads: scratch (B, NH, T, hs).
-void attention_forward(Context& ctx, float* out, float* q, float* k, float* v, float* att,
-                       float* y_heads, const float* qkv, int B, int T, int C, int NH);
-// dqkv (B, T, 3C) =. Scratch: dq, dk, dv (B, NH, T, hs) and datt (B, NH, T, T), dy (B, NH, T, hs).
-void attention_backward(Context& ctx, float* dqkv, float* dq, float* dk, float* dv, float* datt,
-                        float* dy, const float* dout, const float* q, const float* k,
-                        const float* v, const float* att, int B, int T, int C, int NH);
+// of hs = C/NH; out (B, T, C). Saves the probabilities att (B, NH, T, T) (above-diagonal
+// entries zero) for backward, which also reads qkv again.
+void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T,
+                       int C, int NH);
+// dqkv (B, T, 3C) =; datt (B, NH, T, T) is scratch.
+void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
+                        const float* qkv, const float* att, int B, int T, int C, int NH);
 
 // out (B, T, C) = wte[tokens] + wpe[t]
 void encoder_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte,

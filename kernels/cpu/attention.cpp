@@ -1,5 +1,7 @@
-// Causal multi-head self-attention: the two products per head are batched oneDNN matmuls over
-// (B·NH); the causal softmax and the layout permutes are OpenMP loops.
+// Causal multi-head self-attention: the products per head are oneDNN matmuls over the
+// (B, NH) grid that read q, k, v straight out of the fused qkv activation and write the heads
+// straight into their place in the output (strided views, no permute copies); the causal
+// softmax and its backward are OpenMP loops.
 //
 // Forward, per (b, h):  S = q kᵀ · 1/√hs;  P = softmax_causal(S);  y = P v
 // Backward:             dP = dy vᵀ;  dv = Pᵀ dy;  dS = P ⊙ (dP − rowsum(dP ⊙ P)) · 1/√hs;
@@ -14,37 +16,22 @@
 namespace trident::kernels {
 namespace {
 
-// qkv (B, T, 3C) -> q, k, v (B, NH, T, hs)
-void split_heads(float* q, float* k, float* v, const float* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) {
-      const float* row = qkv + (static_cast<size_t>(b) * T + t) * 3 * C;
-      for (int h = 0; h < NH; ++h) {
-        const size_t at = ((static_cast<size_t>(b) * NH + h) * T + t) * hs;
-        for (int i = 0; i < hs; ++i) {
-          q[at + i] = row[h * hs + i];
-          k[at + i] = row[C + h * hs + i];
-          v[at + i] = row[2 * C + h * hs + i];
-        }
-      }
-    }
-}
+// The (batch, head) views attention works on, as strides into the activations.
+struct Views {
+  Strides head;              // a head's (T, hs) slice of q, k or v inside qkv (B, T, 3C)
+  Strides head_transposed;   // the same slice read as (hs, T)
+  Strides out_head;          // a head's (T, hs) slice of out or dout (B, T, C)
+  Strides probs;             // att (B, NH, T, T), dense
+  Strides probs_transposed;  // att read as Pᵀ
+};
 
-// y (B, NH, T, hs) -> out (B, T, C); also used to gather dq, dk, dv into dqkv with an offset.
-void merge_heads(float* out, int out_stride, int offset, const float* y, int B, int T, int C,
-                 int NH) {
-  const int hs = C / NH;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) {
-      float* row = out + (static_cast<size_t>(b) * T + t) * out_stride + offset;
-      for (int h = 0; h < NH; ++h) {
-        const float* src = y + ((static_cast<size_t>(b) * NH + h) * T + t) * hs;
-        for (int i = 0; i < hs; ++i) row[h * hs + i] = src[i];
-      }
-    }
+Views views(int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  return {{T * 3 * C, hs, 3 * C, 1},
+          {T * 3 * C, hs, 1, 3 * C},
+          {T * C, hs, C, 1},
+          {NH * T * T, T * T, T, 1},
+          {NH * T * T, T * T, 1, T}};
 }
 
 // att (rows of T) <- causal softmax of scale · att, in place; entries above the diagonal = 0.
@@ -85,39 +72,30 @@ void softmax_backward(float* datt, const float* att, int rows, int T, float scal
 
 }  // namespace
 
-void attention_forward(Context& ctx, float* out, float* q, float* k, float* v, float* att,
-                       float* y_heads, const float* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH, batch = B * NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  split_heads(q, k, v, qkv, B, T, C, NH);
-  batched_matmul(ctx, att, q, k, batch, T, T, hs, false, true, false);      // S = q kᵀ
-  causal_softmax(att, batch * T, T, scale);                                  // P
-  batched_matmul(ctx, y_heads, att, v, batch, T, hs, T, false, false, false);  // y = P v
-  merge_heads(out, C, 0, y_heads, B, T, C, NH);
+void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T,
+                       int C, int NH) {
+  const int hs = C / NH;
+  const Views v = views(T, C, NH);
+  strided_matmul(ctx, att, v.probs, qkv, v.head, qkv + C, v.head_transposed, B, NH, T, T, hs,
+                 false);                                                      // S = q kᵀ
+  causal_softmax(att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // P
+  strided_matmul(ctx, out, v.out_head, att, v.probs, qkv + 2 * C, v.head, B, NH, T, hs, T,
+                 false);                                                      // y = P v
 }
 
-void attention_backward(Context& ctx, float* dqkv, float* dq, float* dk, float* dv, float* datt,
-                        float* dy, const float* dout, const float* q, const float* k,
-                        const float* v, const float* att, int B, int T, int C, int NH) {
-  const int hs = C / NH, batch = B * NH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  // dout (B, T, C) -> dy (B, NH, T, hs): split_heads reads a (B, T, 3C) row, so gather directly.
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int t = 0; t < T; ++t) {
-        const float* src = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
-        float* dst = dy + ((static_cast<size_t>(b) * NH + h) * T + t) * hs;
-        for (int i = 0; i < hs; ++i) dst[i] = src[i];
-      }
-  batched_matmul(ctx, datt, dy, v, batch, T, T, hs, false, true, false);  // dP = dy vᵀ
-  batched_matmul(ctx, dv, att, dy, batch, T, hs, T, true, false, false);  // dv = Pᵀ dy
-  softmax_backward(datt, att, batch * T, T, scale);                        // dS
-  batched_matmul(ctx, dq, datt, k, batch, T, hs, T, false, false, false);  // dq = dS k
-  batched_matmul(ctx, dk, datt, q, batch, T, hs, T, true, false, false);   // dk = dSᵀ q
-  merge_heads(dqkv, 3 * C, 0, dq, B, T, C, NH);
-  merge_heads(dqkv, 3 * C, C, dk, B, T, C, NH);
-  merge_heads(dqkv, 3 * C, 2 * C, dv, B, T, C, NH);
+void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
+                        const float* qkv, const float* att, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  const Views v = views(T, C, NH);
+  strided_matmul(ctx, datt, v.probs, dout, v.out_head, qkv + 2 * C, v.head_transposed, B, NH, T,
+                 T, hs, false);                                               // dP = dy vᵀ
+  strided_matmul(ctx, dqkv + 2 * C, v.head, att, v.probs_transposed, dout, v.out_head, B, NH, T,
+                 hs, T, false);                                               // dv = Pᵀ dy
+  softmax_backward(datt, att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // dS
+  strided_matmul(ctx, dqkv, v.head, datt, v.probs, qkv + C, v.head, B, NH, T, hs, T,
+                 false);                                                      // dq = dS k
+  strided_matmul(ctx, dqkv + C, v.head, datt, v.probs_transposed, qkv, v.head, B, NH, T, hs, T,
+                 false);                                                      // dk = dSᵀ q
 }
 
 }  // namespace trident::kernels

@@ -17,11 +17,9 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dims = memory::dims;
 
-// A (rows, cols) matrix per batch entry, stored either as given or transposed in memory.
-memory::desc matrix_desc(int batch, int rows, int cols, bool stored_transposed) {
-  const memory::dim r = rows, c = cols, b = batch;
-  if (!stored_transposed) return memory::desc({b, r, c}, memory::data_type::f32, dims{r * c, c, 1});
-  return memory::desc({b, r, c}, memory::data_type::f32, dims{r * c, 1, r});
+memory::desc strided_desc(int batch, int heads, int rows, int cols, const Strides& s) {
+  return memory::desc({batch, heads, rows, cols}, memory::data_type::f32,
+                      dims{s.batch, s.head, s.row, s.col});
 }
 
 struct CachedMatmul {
@@ -29,22 +27,29 @@ struct CachedMatmul {
   memory::desc a, b, bias, c;
 };
 
-// One primitive per (batch, M, N, K, transposes, accumulate, bias): small integers in a key.
-const CachedMatmul& get_matmul(int batch, int M, int N, int K, bool ta, bool tb, bool accumulate,
+std::string strides_key(const Strides& s) {
+  return std::to_string(s.batch) + ":" + std::to_string(s.head) + ":" + std::to_string(s.row) +
+         ":" + std::to_string(s.col);
+}
+
+// One primitive per shape, layout, accumulation and bias.
+const CachedMatmul& get_matmul(int batch, int heads, int M, int N, int K, const Strides& as,
+                               const Strides& bs, const Strides& cs, bool accumulate,
                                bool with_bias) {
   static std::unordered_map<std::string, CachedMatmul> cache;
   static std::mutex mutex;
-  const std::string key = std::to_string(batch) + "," + std::to_string(M) + "," +
-                          std::to_string(N) + "," + std::to_string(K) + "," + char('0' + ta) +
-                          char('0' + tb) + char('0' + accumulate) + char('0' + with_bias);
+  const std::string key = std::to_string(batch) + "," + std::to_string(heads) + "," +
+                          std::to_string(M) + "," + std::to_string(N) + "," + std::to_string(K) +
+                          "," + strides_key(as) + "," + strides_key(bs) + "," + strides_key(cs) +
+                          char('0' + accumulate) + char('0' + with_bias);
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   CachedMatmul entry;
-  entry.a = matrix_desc(batch, M, K, ta);
-  entry.b = matrix_desc(batch, K, N, tb);
-  entry.c = matrix_desc(batch, M, N, false);
-  if (with_bias) entry.bias = memory::desc({1, 1, N}, memory::data_type::f32, tag::abc);
+  entry.a = strided_desc(batch, heads, M, K, as);
+  entry.b = strided_desc(batch, heads, K, N, bs);
+  entry.c = strided_desc(batch, heads, M, N, cs);
+  if (with_bias) entry.bias = memory::desc({1, 1, 1, N}, memory::data_type::f32, tag::abcd);
   dnnl::primitive_attr attr;
   if (accumulate) {
     dnnl::post_ops ops;
@@ -57,10 +62,11 @@ const CachedMatmul& get_matmul(int batch, int M, int N, int K, bool ta, bool tb,
   return cache.emplace(key, std::move(entry)).first->second;
 }
 
-void run_matmul(float* c, const float* a, const float* b, const float* bias, int batch, int M,
-                int N, int K, bool ta, bool tb, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  const CachedMatmul& mm = get_matmul(batch, M, N, K, ta, tb, accumulate, bias != nullptr);
+void run_matmul(float* c, const Strides& cs, const float* a, const Strides& as, const float* b,
+                const Strides& bs, const float* bias, int batch, int heads, int M, int N, int K,
+                bool accumulate) {
+  if (M == 0 || N == 0 || batch == 0 || heads == 0) return;
+  const CachedMatmul& mm = get_matmul(batch, heads, M, N, K, as, bs, cs, accumulate, bias != nullptr);
   dnnl::engine& engine = cpu_engine();
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(mm.a, engine, const_cast<float*>(a))},
@@ -71,23 +77,41 @@ void run_matmul(float* c, const float* a, const float* b, const float* bias, int
   cpu_stream().wait();
 }
 
+// A dense (rows, cols) matrix, or one stored transposed, per batch entry.
+Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
+  return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows}
+                           : Strides{rows * cols, rows * cols, cols, 1};
+}
+
 }  // namespace
+
+void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a,
+                    const Strides& a_strides, const float* b, const Strides& b_strides, int batch,
+                    int heads, int M, int N, int K, bool accumulate) {
+  run_matmul(c, c_strides, a, a_strides, b, b_strides, nullptr, batch, heads, M, N, K, accumulate);
+}
 
 void batched_matmul(Context&, float* c, const float* a, const float* b, int batch, int M, int N,
                     int K, bool transpose_a, bool transpose_b, bool accumulate) {
-  run_matmul(c, a, b, nullptr, batch, M, N, K, transpose_a, transpose_b, accumulate);
+  run_matmul(c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b),
+             nullptr, batch, 1, M, N, K, accumulate);
 }
 
 void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M,
                     int K, int N) {
   // wᵀ as the (K, N) operand: w is stored (N, K), i.e. the operand stored transposed.
-  run_matmul(y, x, w, bias, 1, M, N, K, false, true, false);
+  run_matmul(y, dense(M, N, false), x, dense(M, K, false), w, dense(K, N, true), bias, 1, 1, M, N,
+             K, false);
 }
 
 void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy,
                      const float* x, const float* w, int M, int K, int N) {
-  if (dx) run_matmul(dx, dy, w, nullptr, 1, M, K, N, false, false, false);  // (M,N)·(N,K)
-  run_matmul(dw, dy, x, nullptr, 1, N, K, M, true, false, true);             // (N,M)·(M,K)
+  if (dx)  // (M, N) · (N, K)
+    run_matmul(dx, dense(M, K, false), dy, dense(M, N, false), w, dense(N, K, false), nullptr, 1,
+               1, M, K, N, false);
+  // (N, M) · (M, K): dyᵀ read from dy stored (M, N)
+  run_matmul(dw, dense(N, K, false), dy, dense(N, M, true), x, dense(M, K, false), nullptr, 1, 1,
+             N, K, M, true);
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 

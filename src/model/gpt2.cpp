@@ -27,14 +27,13 @@ void Gpt2::ensure_activations(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, NH = config_.heads;
-  const size_t heads = BT * C, probs = static_cast<size_t>(B) * NH * T * T;
+  const size_t probs = static_cast<size_t>(B) * NH * T * T;
   layers_.clear();
   layers_.resize(config_.layers);
   for (LayerActivations& a : layers_) {
     a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
     a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * C, kActs);
-    a.q = Buffer<float>(heads, kActs), a.k = Buffer<float>(heads, kActs);
-    a.v = Buffer<float>(heads, kActs), a.att = Buffer<float>(probs, kActs);
+    a.att = Buffer<float>(probs, kActs);
     a.atty = Buffer<float>(BT * C, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
     a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
     a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * C, kActs);
@@ -49,8 +48,6 @@ void Gpt2::ensure_activations(int B, int T) {
   d_residual_ = Buffer<float>(BT * C, kActs), d_ln_ = Buffer<float>(BT * C, kActs);
   d_atty_ = Buffer<float>(BT * C, kActs), d_qkv_ = Buffer<float>(BT * 3 * C, kActs);
   d_fch_ = Buffer<float>(BT * 4 * C, kActs), d_fch_gelu_ = Buffer<float>(BT * 4 * C, kActs);
-  d_q_ = Buffer<float>(heads, kActs), d_k_ = Buffer<float>(heads, kActs);
-  d_v_ = Buffer<float>(heads, kActs), d_y_ = Buffer<float>(heads, kActs);
   d_att_ = Buffer<float>(probs, kActs);
 }
 
@@ -62,8 +59,7 @@ void Gpt2::block_forward(int l, const float* input) {
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
   kernels::linear_forward(ctx_, a.qkv.data(), a.ln1.data(), p_.qkvw + l * c3 * c, p_.qkvb + l * c3,
                           BT, C, 3 * C);
-  kernels::attention_forward(ctx_, a.atty.data(), a.q.data(), a.k.data(), a.v.data(),
-                             a.att.data(), d_y_.data(), a.qkv.data(), B_, T_, C, NH);
+  kernels::attention_forward(ctx_, a.atty.data(), a.att.data(), a.qkv.data(), B_, T_, C, NH);
   kernels::linear_forward(ctx_, scratch_c_.data(), a.atty.data(), p_.attprojw + l * c * c,
                           p_.attprojb + l * c, BT, C, C);
   kernels::residual_forward(ctx_, a.residual2.data(), input, scratch_c_.data(), BT * c);
@@ -112,9 +108,8 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   kernels::linear_backward(ctx_, d_atty_.data(), g_.attprojw + l * c * c, g_.attprojb + l * c,
                            dresidual, a.atty.data(), p_.attprojw + l * c * c, BT, C, C);
-  kernels::attention_backward(ctx_, d_qkv_.data(), d_q_.data(), d_k_.data(), d_v_.data(),
-                              d_att_.data(), d_y_.data(), d_atty_.data(), a.q.data(), a.k.data(),
-                              a.v.data(), a.att.data(), B_, T_, C, NH);
+  kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), a.qkv.data(),
+                              a.att.data(), B_, T_, C, NH);
   kernels::linear_backward(ctx_, d_ln_.data(), g_.qkvw + l * c3 * c, g_.qkvb + l * c3,
                            d_qkv_.data(), a.ln1.data(), p_.qkvw + l * c3 * c, BT, C, 3 * C);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),

@@ -41,7 +41,6 @@ class Gpt2 {
   struct LayerActivations {
     Buffer<float> ln1, ln1_mean, ln1_var;  // (B,T,C), (B,T), (B,T)
     Buffer<float> qkv;                      // (B,T,3C)
-    Buffer<float> q, k, v;                  // (B,NH,T,hs) each
     Buffer<float> att;                      // (B,NH,T,T)
     Buffer<float> atty;                     // (B,T,C) attention output before the projection
     Buffer<float> residual2;                // (B,T,C) after the attention branch
@@ -70,7 +69,6 @@ class Gpt2 {
   Buffer<float> d_residual_, d_ln_, d_atty_;   // (B,T,C)
   Buffer<float> d_qkv_;                        // (B,T,3C)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C)
-  Buffer<float> d_q_, d_k_, d_v_, d_y_;        // (B,NH,T,hs); d_y_ also the forward y_heads
   Buffer<float> d_att_;                        // (B,NH,T,T)
 };
 

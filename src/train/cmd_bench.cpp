@@ -57,55 +57,74 @@ std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
   return shapes;
 }
 
-double gemm_gflops(const model::GptConfig& config, int B, int T, int repeats) {
-  kernels::Context ctx;
-  const auto shapes = model_gemms(config, B, T);
-  size_t largest = 0;
-  for (const auto& s : shapes)
-    largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
-                        size_t(s.batch) * s.M * s.N});
-  std::vector<float> a(largest, 0.01f), b(largest, 0.02f), c(largest, 0.0f);
-  double flops = 0;
-  for (const auto& s : shapes) flops += 2.0 * s.batch * s.M * s.N * s.K;
-  std::vector<double> times;  // the median, as for the step: the same statistic on both sides
-  for (int r = 0; r < repeats + 1; ++r) {  // the first pass creates the primitives
-    const auto start = Clock::now();
-    for (const auto& s : shapes)
-      kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
-                              s.accumulate);
-    if (r > 0) times.push_back(seconds(start));
-  }
-  std::sort(times.begin(), times.end());
-  return flops / times[times.size() / 2] / 1e9;
-}
-
-// Median step time over `steps` timed steps after `warmup`.
-double step_seconds(const Job& job, int warmup, int steps) {
-  const deck::Deck& deck = job.deck;
-  kernels::Context ctx;
-  const model::GptConfig config = model_config_from_deck(deck);
-  model::Gpt2 gpt(config, ctx);
-  initialise_parameters(deck, gpt);
-  optim::AdamW optimizer(config, {});
-  const int B = static_cast<int>(deck.get_int("train.micro_batch"));
-  const int T = static_cast<int>(deck.get_int("model.seq_len"));
-  const int64_t micro_batches = deck::micro_batches_per_step(deck);
-  std::vector<int32_t> tokens(static_cast<size_t>(B) * T + 1);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(uniform_below(1, 7, i, config.vocab));
-  std::vector<double> times;
-  for (int step = 0; step < warmup + steps; ++step) {
-    const auto start = Clock::now();
-    gpt.zero_grad();
-    for (int64_t m = 0; m < micro_batches; ++m) {
-      gpt.forward(tokens.data(), tokens.data() + 1, B, T);
-      gpt.backward(1.0f / micro_batches);
+// The model's GEMMs on dummy operands: one pass runs each once.
+class GemmPass {
+ public:
+  GemmPass(const model::GptConfig& config, int B, int T) : shapes_(model_gemms(config, B, T)) {
+    size_t largest = 0;
+    for (const auto& s : shapes_) {
+      largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
+                          size_t(s.batch) * s.M * s.N});
+      flops_ += 2.0 * s.batch * s.M * s.N * s.K;
     }
-    optim::clip_grad_norm(ctx, gpt.grads(), gpt.num_parameters(), 1.0f);
-    optimizer.step(ctx, gpt.params(), gpt.grads(), 1e-4f, step + 1);
-    if (step >= warmup) times.push_back(seconds(start));
+    a_.assign(largest, 0.01f), b_.assign(largest, 0.02f), c_.assign(largest, 0.0f);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  double flops() const { return flops_; }
+  double run() {
+    const auto start = Clock::now();
+    for (const auto& s : shapes_)
+      kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta,
+                              s.tb, s.accumulate);
+    return seconds(start);
+  }
+
+ private:
+  kernels::Context ctx_;
+  std::vector<GemmShape> shapes_;
+  std::vector<float> a_, b_, c_;
+  double flops_ = 0;
+};
+
+// A training step of the deck's model on fixed random tokens.
+class StepRunner {
+ public:
+  explicit StepRunner(const deck::Deck& deck)
+      : config_(model_config_from_deck(deck)), gpt_(config_, ctx_), optimizer_(config_, {}) {
+    initialise_parameters(deck, gpt_);
+    B_ = static_cast<int>(deck.get_int("train.micro_batch"));
+    T_ = static_cast<int>(deck.get_int("model.seq_len"));
+    micro_batches_ = deck::micro_batches_per_step(deck);
+    tokens_.resize(static_cast<size_t>(B_) * T_ + 1);
+    for (size_t i = 0; i < tokens_.size(); ++i)
+      tokens_[i] = static_cast<int32_t>(uniform_below(1, 7, i, config_.vocab));
+  }
+  double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
+  double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
+  double run() {
+    const auto start = Clock::now();
+    gpt_.zero_grad();
+    for (int64_t m = 0; m < micro_batches_; ++m) {
+      gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
+      gpt_.backward(1.0f / micro_batches_);
+    }
+    optim::clip_grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
+    optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_);
+    return seconds(start);
+  }
+
+ private:
+  kernels::Context ctx_;
+  model::GptConfig config_;
+  model::Gpt2 gpt_;
+  optim::AdamW optimizer_;
+  int B_ = 0, T_ = 0;
+  int64_t micro_batches_ = 0, updates_ = 0;
+  std::vector<int32_t> tokens_;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -126,29 +145,44 @@ int run_bench(const std::vector<std::string>& args) {
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
     print0("usage: trident bench DECK [--gemm | --kernels] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
-           "One-rank training-step speed of the deck's model on random tokens; --gemm: the GEMM\n"
-           "library's f32 throughput on the model's GEMM shapes instead; --kernels: our LayerNorm\n"
-           "and GELU beside oneDNN's primitives on the model's shapes.");
+           "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
+           "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
+           "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
+           "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.");
     return kExitOk;
   }
   const Job job = load_job(line);
   const model::GptConfig config = model_config_from_deck(job.deck);
   const int B = static_cast<int>(job.deck.get_int("train.micro_batch"));
   const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
-  char text[256];
   if (kernels) {
     compare_kernels_with_onednn(B * T, config.channels, std::max(steps, 10));
     return kExitOk;
   }
+  // Steps and GEMM passes alternate, so that both see the same machine (this host's speed
+  // drifts by tens of percent over minutes); each figure is the median of its samples.
+  StepRunner step(job.deck);
+  GemmPass gemm_pass(config, B, T);
+  std::vector<double> step_times, gemm_times;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const double gemm_time = gemm_pass.run();
+    const double step_time = gemm ? 0.0 : step.run();
+    if (i < warmup) continue;
+    gemm_times.push_back(gemm_time);
+    step_times.push_back(step_time);
+  }
+  const double gemm_gflops = gemm_pass.flops() / median(gemm_times) / 1e9;
+  char text[256];
   if (gemm) {
-    std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(),
-                  gemm_gflops(config, B, T, steps));
+    std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(), gemm_gflops);
   } else {
-    const double step = step_seconds(job, warmup, steps);
-    const double tokens = static_cast<double>(deck::micro_batches_per_step(job.deck)) * B * T;
-    const double flops = tokens * model::training_flops_per_token(config, T);
-    std::snprintf(text, sizeof text, "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f",
-                  omp_get_max_threads(), tokens / step, step * 1e3, flops / step / 1e9);
+    const double seconds_per_step = median(step_times);
+    const double gflops = step.flops() / seconds_per_step / 1e9;
+    std::snprintf(text, sizeof text,
+                  "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f gemm_gflops=%.2f "
+                  "of_gemm=%.3f",
+                  omp_get_max_threads(), step.tokens() / seconds_per_step, seconds_per_step * 1e3,
+                  gflops, gemm_gflops, gflops / gemm_gflops);
   }
   print0(text);
   return kExitOk;

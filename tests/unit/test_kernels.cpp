@@ -178,22 +178,19 @@ std::vector<double> attention_reference(const std::vector<float>& qkv, int B, in
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
-  const int B = 2, T = 5, C = 8, NH = 2, hs = C / NH;
-  const size_t heads = static_cast<size_t>(B) * NH * T * hs, probs = static_cast<size_t>(B) * NH * T * T;
+  const int B = 2, T = 5, C = 8, NH = 2;
+  const size_t probs = static_cast<size_t>(B) * NH * T * T;
   auto qkv = random_vector(B * T * 3 * C, 70);
-  std::vector<float> out(B * T * C), q(heads), k(heads), v(heads), att(probs), y(heads);
-  kernels::attention_forward(ctx, out.data(), q.data(), k.data(), v.data(), att.data(), y.data(),
-                             qkv.data(), B, T, C, NH);
+  std::vector<float> out(B * T * C), att(probs);
+  kernels::attention_forward(ctx, out.data(), att.data(), qkv.data(), B, T, C, NH);
   expect_close(out, attention_reference(qkv, B, T, C, NH), 1e-5, 1e-3, "attention forward");
   const auto upstream = random_vector(out.size(), 71);
-  std::vector<float> dqkv(qkv.size(), 99.0f), dq(heads), dk(heads), dv(heads), datt(probs), dy(heads);
-  kernels::attention_backward(ctx, dqkv.data(), dq.data(), dk.data(), dv.data(), datt.data(),
-                              dy.data(), upstream.data(), q.data(), k.data(), v.data(),
+  std::vector<float> dqkv(qkv.size(), 99.0f), datt(probs);  // dqkv is overwritten
+  kernels::attention_backward(ctx, dqkv.data(), datt.data(), upstream.data(), qkv.data(),
                               att.data(), B, T, C, NH);
   auto loss = [&] {
-    std::vector<float> o(B * T * C), q2(heads), k2(heads), v2(heads), a2(probs), y2(heads);
-    kernels::attention_forward(ctx, o.data(), q2.data(), k2.data(), v2.data(), a2.data(),
-                               y2.data(), qkv.data(), B, T, C, NH);
+    std::vector<float> o(B * T * C), a2(probs);
+    kernels::attention_forward(ctx, o.data(), a2.data(), qkv.data(), B, T, C, NH);
     return weighted_sum(o, upstream);
   };
   check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
