@@ -80,19 +80,22 @@ void encoder_backward(Context& ctx, float* dwte, float* dwpe, const float* dout,
                       const int32_t* tokens, int B, int T, int C);
 
 // Softmax cross-entropy over the first V of Vp logits per row (padded columns ignored).
-// losses (N) = -log softmax(logits[n, :V])[targets[n]]
-void crossentropy_forward(Context& ctx, float* losses, const float* logits,
-                          const int32_t* targets, int N, int V, int Vp);
+// losses (N) = -log softmax(logits[n, :V])[targets[n]]; saves log_normalizers (N) =
+// log Σ_v exp(logits[n, v]) for backward.
+void crossentropy_forward(Context& ctx, float* losses, float* log_normalizers,
+                          const float* logits, const int32_t* targets, int N, int V, int Vp);
 // dlogits (N, Vp) = (softmax - onehot) · scale, padded columns 0. dlogits may alias logits.
 void crossentropy_backward(Context& ctx, float* dlogits, const float* logits,
-                           const int32_t* targets, float scale, int N, int V, int Vp);
+                           const float* log_normalizers, const int32_t* targets, float scale,
+                           int N, int V, int Vp);
 
 // ---- Optimizer -------------------------------------------------------------------------------
-// AdamW (decoupled weight decay) step t >= 1 on n parameters; m, v are the moments.
+// AdamW (decoupled weight decay) step t >= 1 on n parameters; m, v are the moments. The
+// gradients are used multiplied by grad_scale (gradient clipping folded in: one pass less).
 void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t);
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale);
 // Σ x², accumulated in double in fixed-size chunks summed in order: independent of threads.
 double sum_of_squares(Context& ctx, const float* x, size_t n);
-void scale_inplace(Context& ctx, float* x, float factor, size_t n);
 
 }  // namespace trident::kernels

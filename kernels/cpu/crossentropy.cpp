@@ -22,8 +22,8 @@ void row_log_normalizer(const float* row, int V, float& max, double& log_sum) {
 
 }  // namespace
 
-void crossentropy_forward(Context&, float* losses, const float* logits, const int32_t* targets,
-                          int N, int V, int Vp) {
+void crossentropy_forward(Context&, float* losses, float* log_normalizers, const float* logits,
+                          const int32_t* targets, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* row = logits + static_cast<size_t>(n) * Vp;
@@ -31,19 +31,18 @@ void crossentropy_forward(Context&, float* losses, const float* logits, const in
     double log_sum;
     row_log_normalizer(row, V, max, log_sum);
     losses[n] = static_cast<float>(log_sum - (row[targets[n]] - max));
+    log_normalizers[n] = max + static_cast<float>(log_sum);
   }
 }
 
 void crossentropy_backward(Context&, float* dlogits, const float* logits,
-                           const int32_t* targets, float scale, int N, int V, int Vp) {
+                           const float* log_normalizers, const int32_t* targets, float scale,
+                           int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* row = logits + static_cast<size_t>(n) * Vp;
     float* d = dlogits + static_cast<size_t>(n) * Vp;
-    float max;
-    double log_sum;
-    row_log_normalizer(row, V, max, log_sum);
-    const float shift = max + static_cast<float>(log_sum);
+    const float shift = log_normalizers[n];
     const int target = targets[n];
 #pragma omp simd
     for (int i = 0; i < V; ++i) d[i] = vexp(row[i] - shift) * scale;

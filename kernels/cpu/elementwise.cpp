@@ -62,18 +62,14 @@ void add_inplace(Context&, float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
-void scale_inplace(Context&, float* x, float factor, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i) x[i] *= factor;
-}
-
 void adamw_update(Context&, float* params, const float* grads, float* m, float* v, size_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale) {
   const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(t));
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
-    const float g = grads[i];
+    const float g = grads[i] * grad_scale;
     const float m_i = beta1 * m[i] + (1.0f - beta1) * g;
     const float v_i = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = m_i;

@@ -44,6 +44,7 @@ void Gpt2::ensure_activations(int B, int T) {
   lnf_var_ = Buffer<float>(BT, kActs);
   logits_ = Buffer<float>(BT * config_.padded_vocab, kActs);
   losses_ = Buffer<float>(BT, kActs);
+  log_normalizers_ = Buffer<float>(BT, kActs);
   scratch_c_ = Buffer<float>(BT * C, kActs);
   d_residual_ = Buffer<float>(BT * C, kActs), d_ln_ = Buffer<float>(BT * C, kActs);
   d_atty_ = Buffer<float>(BT * C, kActs), d_qkv_ = Buffer<float>(BT * 3 * C, kActs);
@@ -86,7 +87,8 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T)
   kernels::linear_forward(ctx_, logits_.data(), lnf_.data(), p_.wte, nullptr, BT, C, Vp);
   if (targets == nullptr) return 0.0f;
   targets_.assign(targets, targets + BT);
-  kernels::crossentropy_forward(ctx_, losses_.data(), logits_.data(), targets, BT, V, Vp);
+  kernels::crossentropy_forward(ctx_, losses_.data(), log_normalizers_.data(), logits_.data(),
+                                targets, BT, V, Vp);
   double sum = 0.0;
   for (int i = 0; i < BT; ++i) sum += losses_[i];
   return static_cast<float>(sum / BT);
@@ -120,8 +122,8 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
 void Gpt2::backward(float loss_scale) {
   const int BT = B_ * T_, C = config_.channels, V = config_.vocab, Vp = config_.padded_vocab;
   float* dlogits = logits_.data();  // in place: the logits are not needed after this
-  kernels::crossentropy_backward(ctx_, dlogits, logits_.data(), targets_.data(),
-                                 loss_scale / BT, BT, V, Vp);
+  kernels::crossentropy_backward(ctx_, dlogits, logits_.data(), log_normalizers_.data(),
+                                 targets_.data(), loss_scale / BT, BT, V, Vp);
   kernels::linear_backward(ctx_, d_ln_.data(), g_.wte, nullptr, dlogits, lnf_.data(), p_.wte, BT,
                            C, Vp);
   float* dresidual = d_residual_.data();

@@ -64,6 +64,7 @@ class Gpt2 {
   Buffer<float> lnf_, lnf_mean_, lnf_var_;    // (B,T,C), (B,T), (B,T)
   Buffer<float> logits_;                       // (B,T,Vp); dlogits in place during backward
   Buffer<float> losses_;                       // (B,T)
+  Buffer<float> log_normalizers_;              // (B,T) of the softmax, for backward
   Buffer<float> scratch_c_;                    // (B,T,C) projection outputs before residual adds
   // Backward scratch, shared by all layers.
   Buffer<float> d_residual_, d_ln_, d_atty_;   // (B,T,C)

@@ -18,11 +18,13 @@ AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings)
   }
 }
 
-void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t) {
+void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
+                 float grad_scale) {
   for (const Segment& s : segments_)
     kernels::adamw_update(ctx, params + s.offset, grads + s.offset, m_.data() + s.offset,
                           v_.data() + s.offset, static_cast<size_t>(s.count), lr, settings_.beta1,
-                          settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f, t);
+                          settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f, t,
+                          grad_scale);
 }
 
 float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,
@@ -35,10 +37,11 @@ float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, flo
   return static_cast<float>(min_lr + coefficient * (lr - min_lr));
 }
 
-float clip_grad_norm(kernels::Context& ctx, float* grads, int64_t n, float clip) {
-  const float norm = static_cast<float>(std::sqrt(kernels::sum_of_squares(ctx, grads, n)));
-  if (clip > 0.0f && norm > clip) kernels::scale_inplace(ctx, grads, clip / norm, n);
-  return norm;
+GradNorm grad_norm(kernels::Context& ctx, const float* grads, int64_t n, float clip) {
+  GradNorm result;
+  result.norm = static_cast<float>(std::sqrt(kernels::sum_of_squares(ctx, grads, n)));
+  if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
+  return result;
 }
 
 }  // namespace trident::optim

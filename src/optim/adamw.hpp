@@ -19,8 +19,10 @@ struct AdamWSettings {
 class AdamW {
  public:
   AdamW(const model::GptConfig& config, const AdamWSettings& settings);
-  // One update with learning rate lr; t counts updates from 1.
-  void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t);
+  // One update with learning rate lr; t counts updates from 1; the gradients are used times
+  // grad_scale (the clipping factor).
+  void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
+            float grad_scale = 1.0f);
   const float* m() const { return m_.data(); }
   const float* v() const { return v_.data(); }
 
@@ -38,8 +40,11 @@ class AdamW {
 // at the last step. step counts from 0.
 float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr, float min_lr);
 
-// The global L2 norm of the gradients; if clip > 0 and the norm exceeds it, scales the
-// gradients by clip / norm. Returns the norm before clipping.
-float clip_grad_norm(kernels::Context& ctx, float* grads, int64_t n, float clip);
+// The global L2 norm of the gradients, and the factor that clips it to `clip` (clip / norm when
+// clip > 0 and the norm exceeds it, else 1), to be applied by AdamW::step.
+struct GradNorm {
+  float norm = 0, clip_factor = 1;
+};
+GradNorm grad_norm(kernels::Context& ctx, const float* grads, int64_t n, float clip);
 
 }  // namespace trident::optim

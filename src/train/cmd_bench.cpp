@@ -107,8 +107,8 @@ class StepRunner {
       gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
       gpt_.backward(1.0f / micro_batches_);
     }
-    optim::clip_grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
-    optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_);
+    const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
+    optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
     return seconds(start);
   }
 

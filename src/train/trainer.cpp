@@ -87,12 +87,13 @@ StepResult Trainer::train_step(int64_t step) {
   }
   StepResult result;
   result.loss = static_cast<float>(loss_sum / micro_batches_);
-  result.grad_norm = optim::clip_grad_norm(ctx_, model_->grads(), model_->num_parameters(),
-                                           static_cast<float>(deck.get_float("optim.grad_clip")));
+  const optim::GradNorm norm = optim::grad_norm(ctx_, model_->grads(), model_->num_parameters(),
+                                                static_cast<float>(deck.get_float("optim.grad_clip")));
+  result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
                                    static_cast<float>(deck.get_float("optim.lr")),
                                    static_cast<float>(deck.get_float("optim.min_lr")));
-  optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1);
+  optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1, norm.clip_factor);
   result.seconds = seconds_since(start);
   return result;
 }
