@@ -9,9 +9,10 @@ namespace trident {
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
-  // FUNNELED: only the main thread calls MPI today; the communication thread of the
-  // data-parallel reducer will raise this when it arrives.
-  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // MULTIPLE: the data-parallel reducer's communication thread calls MPI while the main thread
+  // computes (and, with tensor parallelism, communicates too). Where the library offers less,
+  // the reducer runs without overlap (comm/reducer.cpp).
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }
 

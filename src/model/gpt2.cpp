@@ -119,7 +119,7 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
                               a.ln1_var.data(), BT, C);
 }
 
-void Gpt2::backward(float loss_scale) {
+void Gpt2::backward(float loss_scale, const std::function<void(int)>& on_final) {
   const int BT = B_ * T_, C = config_.channels, V = config_.vocab, Vp = config_.padded_vocab;
   float* dlogits = logits_.data();  // in place: the logits are not needed after this
   kernels::crossentropy_backward(ctx_, dlogits, logits_.data(), log_normalizers_.data(),
@@ -131,9 +131,12 @@ void Gpt2::backward(float loss_scale) {
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
                               layers_.back().residual3.data(), p_.lnfw, p_.lnfb, lnf_mean_.data(),
                               lnf_var_.data(), BT, C);
-  for (int l = config_.layers - 1; l >= 0; --l)
+  for (int l = config_.layers - 1; l >= 0; --l) {
     block_backward(l, l == 0 ? encoded_.data() : layers_[l - 1].residual3.data(), dresidual);
+    if (on_final) on_final(l);
+  }
   kernels::encoder_backward(ctx_, g_.wte, g_.wpe, dresidual, inputs_.data(), B_, T_, C);
+  if (on_final) on_final(-1);
 }
 
 }  // namespace trident::model

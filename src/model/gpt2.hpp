@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -33,8 +34,11 @@ class Gpt2 {
   // Logits (B, T, Vp) of the last forward (overwritten by backward).
   const float* logits() const { return logits_.data(); }
 
-  // grads += ∂(loss_scale · mean loss of the last forward)/∂θ
-  void backward(float loss_scale);
+  // grads += ∂(loss_scale · mean loss of the last forward)/∂θ. on_final(l), if given, is called
+  // as soon as block l's gradients are final for this backward (l = L−1 … 0), and on_final(-1)
+  // at the end, when the embeddings' and the final LayerNorm's are: the hook a data-parallel
+  // reducer uses to start communicating while backward goes on.
+  void backward(float loss_scale, const std::function<void(int)>& on_final = {});
   void zero_grad();
 
  private:

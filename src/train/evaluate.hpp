@@ -4,6 +4,8 @@
 // (summed in double, in window order).
 #pragma once
 
+#include <mpi.h>
+
 #include "data/token_data.hpp"
 #include "model/gpt2.hpp"
 
@@ -13,7 +15,10 @@ namespace trident {
 // short for even one window, naming the file and how many tokens are needed.
 int64_t validation_windows(const data::TokenData& val, int64_t eval_tokens, int T);
 
-// Runs the model on the windows, `batch` windows at a time. Returns the mean loss.
-double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T, int batch);
+// Runs the model on the windows, `batch` windows at a time, the windows shared out over the
+// ranks of `group` (window i on rank i mod size; sums added in double over the group). Returns
+// the mean loss, the same on every rank of the group. Collective over `group`.
+double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T,
+                       int batch, MPI_Comm group);
 
 }  // namespace trident

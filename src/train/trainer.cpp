@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/mpi_util.hpp"
 #include "core/version.hpp"
 #include "data/batches.hpp"
 #include "deck/validate.hpp"
@@ -39,17 +40,29 @@ std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Dec
   return attributes;
 }
 
+// FNV-1a over the bytes of the parameters: replicas that got the same gradients hold the same
+// bits, so one 64-bit digest per replica checks the whole model.
+uint64_t digest(const float* data, int64_t n) {
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(data);
+  uint64_t hash = 1469598103934665603ULL;
+  for (int64_t i = 0; i < n * int64_t(sizeof(float)); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
+  return hash;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
 
-Trainer::Trainer(const Job& job) : job_(job) {
+Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job), groups_(groups) {
   const deck::Deck& deck = job.deck;
-  if (job.grid.world_size() != 1)
-    fatal_all(deck.file_name() + ": this build trains on one rank only (tensor = pipeline = data "
-              "= 1): the parallel layouts are not implemented yet; run with mpirun -np 1");
+  if (job.grid.tp_size() != 1 || job.grid.pp_size() != 1)
+    fatal_all(deck.file_name() + ": this build trains data-parallel layouts only; tensor and "
+              "pipeline parallelism are not implemented yet (" + deck.cite("parallel.tensor") +
+              ", " + deck.cite("parallel.pipeline") + "); use parallel.data for more ranks");
+  MPI_CHECK(MPI_Comm_rank(groups.data(), &dp_rank_));
+  MPI_CHECK(MPI_Comm_size(groups.data(), &dp_size_));
   steps_ = deck.get_int("train.steps");
   micro_batches_ = deck::micro_batches_per_step(deck);
   B_ = static_cast<int>(deck.get_int("train.micro_batch"));
@@ -70,6 +83,8 @@ Trainer::Trainer(const Job& job) : job_(job) {
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
   optimizer_ = std::make_unique<optim::AdamW>(config, settings);
   flops_per_token_ = model::training_flops_per_token(config, T_);
+  reducer_ = std::make_unique<comm::GradientReducer>(config, groups.data(), deck.get_float("comm.bucket_mb"),
+                                                     deck.get_bool("comm.overlap"));
   inputs_.resize(static_cast<size_t>(B_) * T_);
   targets_.resize(inputs_.size());
 }
@@ -80,13 +95,25 @@ StepResult Trainer::train_step(int64_t step) {
   const uint64_t seed = static_cast<uint64_t>(deck.get_int("train.seed"));
   model_->zero_grad();
   double loss_sum = 0.0;
+  // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
+  const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
+  const float loss_scale = 1.0f / static_cast<float>(micro_batches_ * dp_size_);
   for (int64_t micro = 0; micro < micro_batches_; ++micro) {
-    data::training_batch(*train_data_, seed, step, micro * B_, B_, T_, inputs_.data(), targets_.data());
+    data::training_batch(*train_data_, seed, step, first_sequence + micro * B_, B_, T_,
+                         inputs_.data(), targets_.data());
     loss_sum += model_->forward(inputs_.data(), targets_.data(), B_, T_);
-    model_->backward(1.0f / static_cast<float>(micro_batches_));
+    if (micro + 1 < micro_batches_) {
+      model_->backward(loss_scale);
+      continue;
+    }
+    reducer_->begin(model_->grads());  // the last backward makes the gradients final
+    model_->backward(loss_scale, [this](int layer) { reducer_->on_final(layer); });
   }
   StepResult result;
-  result.loss = static_cast<float>(loss_sum / micro_batches_);
+  result.exposed_comm_seconds = reducer_->finish();
+  result.comm_seconds = reducer_->communication_seconds();
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  result.loss = static_cast<float>(loss_sum / (micro_batches_ * dp_size_));
   const optim::GradNorm norm = optim::grad_norm(ctx_, model_->grads(), model_->num_parameters(),
                                                 static_cast<float>(deck.get_float("optim.grad_clip")));
   result.grad_norm = norm.norm;
@@ -99,7 +126,8 @@ StepResult Trainer::train_step(int64_t step) {
 }
 
 void Trainer::record_step(int64_t step, const StepResult& r) {
-  const double tokens = static_cast<double>(micro_batches_) * B_ * T_;
+  const double tokens = static_cast<double>(micro_batches_) * dp_size_ * B_ * T_;
+  if (!metrics_) return;  // only rank 0 writes metrics and prints
   const double tokens_per_s = tokens / r.seconds;
   const double tflops = tokens_per_s * flops_per_token_ / 1e12;
   const MemoryUsage memory = memory_usage();
@@ -111,6 +139,8 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("tflops", tflops);
   metrics_->append("step_ms", r.seconds * 1e3);
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
+  metrics_->append("comm_ms", r.comm_seconds * 1e3);
+  metrics_->append("comm_exposed_ms", r.exposed_comm_seconds * 1e3);
   const int64_t interval = job_.deck.get_int("metrics.log_interval");
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != 0) return;
   char line[256];
@@ -123,6 +153,7 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 }
 
 void Trainer::record_validation(int64_t step, double loss) {
+  if (!metrics_) return;
   metrics_->append_int("val_step", step);
   metrics_->append("val_loss", loss);
   metrics_->flush();
@@ -131,13 +162,29 @@ void Trainer::record_validation(int64_t step, double loss) {
   print0(line);
 }
 
-double Trainer::evaluate() { return validation_loss(*model_, *val_data_, val_windows_, T_, B_); }
+void Trainer::check_replicas_agree() {
+  uint64_t mine = digest(model_->params(), model_->num_parameters());
+  std::vector<uint64_t> all(dp_size_);
+  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, groups_.data()));
+  for (int r = 1; r < dp_size_; ++r)
+    if (all[r] != all[0] && dp_rank_ == 0)
+      fatal_one("data-parallel replica " + std::to_string(r) + " holds different parameters "
+                "than replica 0 after training: the gradient reduction is not identical on "
+                "every replica");
+  MPI_CHECK(MPI_Barrier(groups_.data()));
+}
+
+double Trainer::evaluate() {
+  return validation_loss(*model_, *val_data_, val_windows_, T_, B_, groups_.data());
+}
 
 void Trainer::run(const std::string& run_dir) {
-  try {
-    metrics_ = std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(job_.deck));
-  } catch (const std::runtime_error& e) {
-    fatal_one(e.what());
+  if (world_rank() == 0) {
+    try {
+      metrics_ = std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(job_.deck));
+    } catch (const std::runtime_error& e) {
+      fatal_one(e.what());
+    }
   }
   const int64_t eval_interval = job_.deck.get_int("train.eval_interval");
   print0("model: " + std::to_string(model_->num_parameters()) + " parameters; " +
@@ -155,12 +202,16 @@ void Trainer::run(const std::string& run_dir) {
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       record_validation(step + 1, evaluate());
   }
-  try {
-    metrics_->flush();
-    model::write_llmc_model(run_dir + "/model.bin", model_->config(), model_->params());
-  } catch (const std::runtime_error& e) {
-    fatal_one(e.what());
+  check_replicas_agree();
+  if (world_rank() == 0) {
+    try {
+      metrics_->flush();
+      model::write_llmc_model(run_dir + "/model.bin", model_->config(), model_->params());
+    } catch (const std::runtime_error& e) {
+      fatal_one(e.what());
+    }
   }
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // the files exist when any rank returns
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
 }
 

@@ -1,5 +1,6 @@
-// The training loop on one rank: micro-batches with gradient accumulation up to the global
-// batch, global-norm clipping, AdamW with warm-up and cosine decay, validation every
+// The training loop: micro-batches with gradient accumulation up to the global batch, data
+// parallel over the data group (each replica its slice of every global batch, gradients summed
+// by comm::GradientReducer), global-norm clipping, AdamW with warm-up and cosine decay, validation every
 // train.eval_interval steps and at the end, a console line every metrics.log_interval steps,
 // every step's figures in metrics.h5, and the final model as an llm.c file in the run directory.
 #pragma once
@@ -7,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "comm/groups.hpp"
+#include "comm/reducer.hpp"
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
@@ -19,13 +22,14 @@ namespace trident {
 struct StepResult {
   float loss = 0, lr = 0, grad_norm = 0;
   double seconds = 0;
+  double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
 };
 
 class Trainer {
  public:
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
   // Every problem with the input is a UserError (before the run directory exists).
-  explicit Trainer(const Job& job);
+  Trainer(const Job& job, const comm::ProcessGroups& groups);
   // Trains, writing metrics.h5 and model.bin into run_dir.
   void run(const std::string& run_dir);
 
@@ -34,8 +38,13 @@ class Trainer {
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void record_validation(int64_t step, double loss);
+  // Collective over the data group: every replica must hold bitwise the same parameters.
+  void check_replicas_agree();
 
   const Job& job_;
+  const comm::ProcessGroups& groups_;
+  int dp_rank_ = 0, dp_size_ = 1;
+  std::unique_ptr<comm::GradientReducer> reducer_;
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
   std::unique_ptr<optim::AdamW> optimizer_;

@@ -1,0 +1,150 @@
+// Bucketed, optionally overlapped, data-parallel gradient all-reduce.
+#include "comm/reducer.hpp"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "model/params.hpp"
+
+namespace trident::comm {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool mpi_supports_threads() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb,
+                                 bool overlap)
+    : data_(data) {
+  MPI_CHECK(MPI_Comm_size(data, &data_size_));
+  if (data_size_ == 1) return;
+  plan_buckets(config, bucket_mb);
+  int64_t largest = 0;
+  for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
+  packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication);
+  overlap_ = overlap && mpi_supports_threads();
+  if (overlap && !overlap_)
+    warn0("comm.overlap = true needs MPI_THREAD_MULTIPLE, which this MPI does not provide; the "
+          "gradient reduction runs after backward");
+  if (overlap_) thread_ = std::thread(&GradientReducer::thread_main, this);
+}
+
+GradientReducer::~GradientReducer() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_ready_.notify_all();
+  thread_.join();
+}
+
+// Slices in the order backward finishes them; a bucket closes at the end of an event once it
+// holds bucket_mb (the last one takes what is left).
+void GradientReducer::plan_buckets(const model::GptConfig& config, double bucket_mb) {
+  const auto specs = model::param_specs(config);
+  std::vector<int64_t> offset(specs.size(), 0);
+  for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
+  const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));
+  const int L = config.layers;
+  Bucket current;
+  auto add = [&](size_t tensor, int layer) {
+    const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
+    current.segments.push_back({offset[tensor] + (layer < 0 ? 0 : layer * per_layer), per_layer});
+    current.elements += per_layer;
+  };
+  for (int event = L - 1; event >= -1; --event) {
+    for (size_t t = 0; t < specs.size(); ++t) {
+      const bool per_block = specs[t].name.rfind("blocks.", 0) == 0;
+      const bool final_layernorm = specs[t].name == "lnfw" || specs[t].name == "lnfb";
+      if (event >= 0 && per_block) add(t, event);
+      if (event == L - 1 && final_layernorm) add(t, -1);
+      if (event == -1 && !per_block && !final_layernorm) add(t, -1);  // wte, wpe
+    }
+    current.ready_event = event;
+    if (current.elements >= target || event == -1) {
+      buckets_.push_back(std::move(current));
+      current = Bucket{};
+    }
+  }
+}
+
+void GradientReducer::reduce(Bucket& bucket) {
+  const double start = now_seconds();
+  float* packed = packed_.data();
+  int64_t at = 0;
+  for (const Segment& s : bucket.segments) {
+    std::memcpy(packed + at, grads_ + s.offset, s.count * sizeof(float));
+    at += s.count;
+  }
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packed, static_cast<int>(bucket.elements), MPI_FLOAT,
+                          MPI_SUM, data_));
+  at = 0;
+  for (const Segment& s : bucket.segments) {
+    std::memcpy(grads_ + s.offset, packed + at, s.count * sizeof(float));
+    at += s.count;
+  }
+  comm_seconds_ += now_seconds() - start;
+}
+
+void GradientReducer::thread_main() {
+  for (;;) {
+    size_t index;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      index = queue_.front();
+      queue_.pop_front();
+    }
+    reduce(buckets_[index]);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++completed_;
+    }
+    work_done_.notify_all();
+  }
+}
+
+void GradientReducer::begin(float* grads) {
+  grads_ = grads;
+  next_to_launch_ = 0;
+  completed_ = 0;
+  comm_seconds_ = 0;
+}
+
+void GradientReducer::on_final(int layer) {
+  if (!overlap_) return;
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= layer) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(next_to_launch_++);
+    }
+    work_ready_.notify_one();
+  }
+}
+
+double GradientReducer::finish() {
+  if (data_size_ == 1) return 0.0;
+  const double start = now_seconds();
+  if (overlap_) {
+    on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_done_.wait(lock, [&] { return completed_ == buckets_.size(); });
+  } else {
+    for (Bucket& bucket : buckets_) reduce(bucket);
+  }
+  return now_seconds() - start;
+}
+
+}  // namespace trident::comm

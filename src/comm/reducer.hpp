@@ -1,0 +1,82 @@
+// Data-parallel gradient reduction: the gradients are summed over the data group in buckets of
+// about comm.bucket_mb.
+//
+// Math: after every replica's backward, g = Σ_r g_r over the data group (each replica scaled its
+// loss by 1/(micro-batches · data), so g is the gradient of the global mean loss).
+// Communication: one all-reduce (sum) per bucket over the data communicator; every replica
+// receives the same bytes, so the replicas stay bitwise identical.
+//
+// A bucket holds whole (tensor, layer) slices of the flat gradient buffer, in the order backward
+// finishes them: the final LayerNorm and the last block first, the embeddings last. With overlap,
+// backward reports each finished block (Gpt2::backward's on_final hook); a bucket whose slices
+// are all final goes to the communication thread, which packs, all-reduces and unpacks it while
+// backward goes on — the CPU counterpart of a CUDA communication stream ordered by events.
+// finish() waits for what is left: the exposed communication time.
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/config.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::comm {
+
+class GradientReducer {
+ public:
+  // data: the data-parallel communicator (size 1: nothing to do). overlap needs an MPI library
+  // with MPI_THREAD_MULTIPLE; without it the reduction runs after backward.
+  GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb, bool overlap);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Before the backward whose gradients are to be reduced (the step's last micro-batch).
+  void begin(float* grads);
+  // The backward hook: block `layer` (or, for -1, everything else) is final.
+  void on_final(int layer);
+  // Reduces what has not been reduced yet and waits for all buckets. Returns the seconds the
+  // caller waited (the exposed communication time).
+  double finish();
+
+  bool overlapping() const { return overlap_; }
+  size_t buckets() const { return buckets_.size(); }
+  double communication_seconds() const { return comm_seconds_; }  // of the last step
+
+ private:
+  struct Segment {
+    int64_t offset, count;
+  };
+  struct Bucket {
+    std::vector<Segment> segments;
+    int64_t elements = 0;
+    int ready_event = 0;  // the on_final(layer) after which every segment is final
+  };
+  void plan_buckets(const model::GptConfig& config, double bucket_mb);
+  void reduce(Bucket& bucket);  // pack, all-reduce, unpack
+  void thread_main();
+
+  MPI_Comm data_;
+  int data_size_ = 1;
+  bool overlap_ = false;
+  float* grads_ = nullptr;
+  std::vector<Bucket> buckets_;
+  Buffer<float> packed_;  // largest bucket, used by whichever thread reduces
+  size_t next_to_launch_ = 0;
+  double comm_seconds_ = 0;
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_, work_done_;
+  std::deque<size_t> queue_;
+  size_t completed_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace trident::comm
