@@ -23,11 +23,30 @@ bool mpi_supports_threads() {
 
 }  // namespace
 
+Shard shard_of(int64_t n, int rank, int size) {
+  const int64_t part = (n + size - 1) / size;
+  Shard shard;
+  shard.begin = std::min(n, rank * part);
+  shard.end = std::min(n, shard.begin + part);
+  return shard;
+}
+
 GradientReducer::GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb,
-                                 bool overlap)
-    : data_(data) {
+                                 bool overlap, bool zero)
+    : data_(data), zero_(zero), num_params_(model::num_parameters(config)) {
   MPI_CHECK(MPI_Comm_size(data, &data_size_));
+  MPI_CHECK(MPI_Comm_rank(data, &data_rank_));
+  shard_ = zero ? shard_of(num_params_, data_rank_, data_size_) : Shard{0, num_params_};
+  for (int r = 0; r < data_size_; ++r) {
+    const Shard s = zero ? shard_of(num_params_, r, data_size_) : Shard{0, num_params_};
+    shard_counts_.push_back(static_cast<int>(s.count()));
+    shard_offsets_.push_back(static_cast<int>(s.begin));
+  }
   if (data_size_ == 1) return;
+  if (zero) {
+    packed_ = Buffer<float>(static_cast<size_t>(shard_.count()), MemoryCategory::Communication);
+    return;
+  }
   plan_buckets(config, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
@@ -134,10 +153,27 @@ void GradientReducer::on_final(int layer) {
   }
 }
 
+void GradientReducer::reduce_scatter() {
+  const double start = now_seconds();
+  MPI_CHECK(MPI_Reduce_scatter(grads_, packed_.data(), shard_counts_.data(), MPI_FLOAT, MPI_SUM, data_));
+  std::memcpy(grads_ + shard_.begin, packed_.data(), shard_.count() * sizeof(float));
+  comm_seconds_ += now_seconds() - start;
+}
+
+void GradientReducer::all_gather_params(float* params) {
+  if (!zero_ || data_size_ == 1) return;
+  const double start = now_seconds();
+  MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params, shard_counts_.data(),
+                           shard_offsets_.data(), MPI_FLOAT, data_));
+  comm_seconds_ += now_seconds() - start;
+}
+
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
   const double start = now_seconds();
-  if (overlap_) {
+  if (zero_) {
+    reduce_scatter();
+  } else if (overlap_) {
     on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
     std::unique_lock<std::mutex> lock(mutex_);
     work_done_.wait(lock, [&] { return completed_ == buckets_.size(); });

@@ -28,11 +28,22 @@
 
 namespace trident::comm {
 
+// The contiguous part [begin, end) of a flat buffer of n elements that replica `rank` of `size`
+// owns under ZeRO-1: equal parts of ⌈n/size⌉, the last one shorter.
+struct Shard {
+  int64_t begin = 0, end = 0;
+  int64_t count() const { return end - begin; }
+};
+Shard shard_of(int64_t n, int rank, int size);
+
 class GradientReducer {
  public:
   // data: the data-parallel communicator (size 1: nothing to do). overlap needs an MPI library
-  // with MPI_THREAD_MULTIPLE; without it the reduction runs after backward.
-  GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb, bool overlap);
+  // with MPI_THREAD_MULTIPLE; without it the reduction runs after backward. zero: ZeRO-1 — after
+  // backward, one reduce-scatter leaves each replica the summed gradients of its own shard only
+  // (the rest of its gradient buffer is then stale); no overlap in this mode.
+  GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb, bool overlap,
+                  bool zero);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -46,6 +57,9 @@ class GradientReducer {
   double finish();
 
   bool overlapping() const { return overlap_; }
+  const Shard& shard() const { return shard_; }  // what this replica owns (everything without ZeRO)
+  // ZeRO-1: after the owners updated their shards, every replica gathers all of them.
+  void all_gather_params(float* params);
   size_t buckets() const { return buckets_.size(); }
   double communication_seconds() const { return comm_seconds_; }  // of the last step
 
@@ -62,9 +76,14 @@ class GradientReducer {
   void reduce(Bucket& bucket);  // pack, all-reduce, unpack
   void thread_main();
 
+  void reduce_scatter();
+
   MPI_Comm data_;
-  int data_size_ = 1;
-  bool overlap_ = false;
+  int data_size_ = 1, data_rank_ = 0;
+  bool overlap_ = false, zero_ = false;
+  int64_t num_params_ = 0;
+  Shard shard_;
+  std::vector<int> shard_counts_, shard_offsets_;  // per replica, for the MPI calls
   float* grads_ = nullptr;
   std::vector<Bucket> buckets_;
   Buffer<float> packed_;  // largest bucket, used by whichever thread reduces

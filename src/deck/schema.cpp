@@ -79,6 +79,9 @@ std::vector<KeySpec> build_schema() {
       real("optim.eps", "1e-8", 1e-30, 1, "AdamW epsilon"),
       real("optim.weight_decay", "0.1", 0, 10, "decoupled weight decay on 2-D weights only"),
       real("optim.grad_clip", "1.0", 0, kInf, "global gradient-norm clip; 0 = off"),
+      integer("optim.zero", std::string("0"), 0, 1,
+              "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
+              "update the own shard, all-gather parameters"),
       // [data]
       text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
       text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),

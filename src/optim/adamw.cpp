@@ -1,19 +1,23 @@
 // AdamW, the learning-rate schedule and gradient clipping.
 #include "optim/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/params.hpp"
 
 namespace trident::optim {
 
-AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings)
-    : settings_(settings),
-      m_(static_cast<size_t>(model::num_parameters(config)), MemoryCategory::OptimizerState),
-      v_(static_cast<size_t>(model::num_parameters(config)), MemoryCategory::OptimizerState) {
+AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings, int64_t shard_begin,
+             int64_t shard_end)
+    : settings_(settings), shard_begin_(shard_begin) {
+  if (shard_end < 0) shard_end = model::num_parameters(config);
+  m_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
+  v_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
   int64_t offset = 0;
   for (const model::ParamSpec& spec : model::param_specs(config)) {
-    segments_.push_back({offset, spec.count(), spec.weight_decay});
+    const int64_t begin = std::max(offset, shard_begin), end = std::min(offset + spec.count(), shard_end);
+    if (begin < end) segments_.push_back({begin, end - begin, spec.weight_decay});
     offset += spec.count();
   }
 }
@@ -21,8 +25,8 @@ AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings)
 void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
                  float grad_scale) {
   for (const Segment& s : segments_)
-    kernels::adamw_update(ctx, params + s.offset, grads + s.offset, m_.data() + s.offset,
-                          v_.data() + s.offset, static_cast<size_t>(s.count), lr, settings_.beta1,
+    kernels::adamw_update(ctx, params + s.offset, grads + s.offset, m_.data() + (s.offset - shard_begin_),
+                          v_.data() + (s.offset - shard_begin_), static_cast<size_t>(s.count), lr, settings_.beta1,
                           settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f, t,
                           grad_scale);
 }

@@ -18,7 +18,10 @@ struct AdamWSettings {
 
 class AdamW {
  public:
-  AdamW(const model::GptConfig& config, const AdamWSettings& settings);
+  // Updates the parameters [shard_begin, shard_end) of the flat buffer (all of them by
+  // default); the moments exist for that range only — ZeRO-1's saving.
+  AdamW(const model::GptConfig& config, const AdamWSettings& settings, int64_t shard_begin = 0,
+        int64_t shard_end = -1);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor).
   void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
@@ -28,10 +31,11 @@ class AdamW {
 
  private:
   struct Segment {
-    int64_t offset, count;
+    int64_t offset, count;  // in the flat buffer, clipped to the shard
     bool decay;
   };
   AdamWSettings settings_;
+  int64_t shard_begin_ = 0;
   std::vector<Segment> segments_;  // one per parameter tensor
   Buffer<float> m_, v_;
 };

@@ -81,10 +81,13 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  optimizer_ = std::make_unique<optim::AdamW>(config, settings);
-  flops_per_token_ = model::training_flops_per_token(config, T_);
   reducer_ = std::make_unique<comm::GradientReducer>(config, groups.data(), deck.get_float("comm.bucket_mb"),
-                                                     deck.get_bool("comm.overlap"));
+                                                     deck.get_bool("comm.overlap"),
+                                                     deck.get_int("optim.zero") == 1);
+  // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
+  const comm::Shard shard = reducer_->shard();
+  optimizer_ = std::make_unique<optim::AdamW>(config, settings, shard.begin, shard.end);
+  flops_per_token_ = model::training_flops_per_token(config, T_);
   inputs_.resize(static_cast<size_t>(B_) * T_);
   targets_.resize(inputs_.size());
 }
@@ -114,13 +117,13 @@ StepResult Trainer::train_step(int64_t step) {
   result.comm_seconds = reducer_->communication_seconds();
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
   result.loss = static_cast<float>(loss_sum / (micro_batches_ * dp_size_));
-  const optim::GradNorm norm = optim::grad_norm(ctx_, model_->grads(), model_->num_parameters(),
-                                                static_cast<float>(deck.get_float("optim.grad_clip")));
+  const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")));
   result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
                                    static_cast<float>(deck.get_float("optim.lr")),
                                    static_cast<float>(deck.get_float("optim.min_lr")));
   optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1, norm.clip_factor);
+  reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
   result.seconds = seconds_since(start);
   return result;
 }
@@ -160,6 +163,19 @@ void Trainer::record_validation(int64_t step, double loss) {
   char line[128];
   std::snprintf(line, sizeof line, "step %6lld | val_loss %.6g", static_cast<long long>(step), loss);
   print0(line);
+}
+
+optim::GradNorm Trainer::global_grad_norm(float clip) {
+  const comm::Shard shard = reducer_->shard();
+  const float* grads = model_->grads() + shard.begin;
+  if (shard.count() == model_->num_parameters()) return optim::grad_norm(ctx_, grads, shard.count(), clip);
+  // ZeRO-1: each replica holds the final gradients of its shard only; add the squares.
+  double squares = kernels::sum_of_squares(ctx_, grads, static_cast<size_t>(shard.count()));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &squares, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  optim::GradNorm result;
+  result.norm = static_cast<float>(std::sqrt(squares));
+  if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
+  return result;
 }
 
 void Trainer::check_replicas_agree() {

@@ -38,6 +38,8 @@ class Trainer {
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void record_validation(int64_t step, double loss);
+  // The norm of the summed gradients, and the clipping factor (collective with ZeRO-1).
+  optim::GradNorm global_grad_norm(float clip);
   // Collective over the data group: every replica must hold bitwise the same parameters.
   void check_replicas_agree();
 

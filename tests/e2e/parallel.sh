@@ -60,3 +60,6 @@ grep -q 'comm_exposed_ms' <(h5dump -H data2_overlap/metrics.h5) && pass metrics_
 
 expect_user_error tensor_parallel_not_yet "tensor and pipeline parallelism are not implemented yet" \
   mpirun -np 2 "$TRIDENT" train "$WORK/p.deck" --parallel.tensor=2 --model.heads=4
+
+equivalent zero1_data2 2 --parallel.data=2 --optim.zero=1
+equivalent zero1_data4 4 --parallel.data=4 --optim.zero=1 --train.micro_batch=2
