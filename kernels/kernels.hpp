@@ -61,6 +61,10 @@ void gelu_forward(Context& ctx, float* out, const float* inp, size_t n);
 void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, size_t n);  // =
 
 void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n);  // a+b
+// out (M, N) = residual + (x + bias[n]): a row-parallel layer's bias, added after its
+// all-reduce, fused with the residual connection.
+void bias_residual_forward(Context& ctx, float* out, const float* residual, const float* x,
+                           const float* bias, int M, int N);
 void add_inplace(Context& ctx, float* acc, const float* x, size_t n);                       // +=
 
 // Causal multi-head self-attention. qkv (B, T, 3C) holds [q | k | v], heads contiguous slices
@@ -72,22 +76,38 @@ void attention_forward(Context& ctx, float* out, float* att, const float* qkv, i
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
                         const float* qkv, const float* att, int B, int T, int C, int NH);
 
-// out (B, T, C) = wte[tokens] + wpe[t]
-void encoder_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte,
-                     const float* wpe, int B, int T, int C);
-// dwte (Vp, C) +=, dwpe (maxT, C) +=
-void encoder_backward(Context& ctx, float* dwte, float* dwpe, const float* dout,
-                      const int32_t* tokens, int B, int T, int C);
+// Token embedding over a slice of the vocabulary (rows [vocab_begin, vocab_begin + rows) of wte,
+// all of it without tensor parallelism): out (B, T, C) = wte[token − vocab_begin] for tokens in
+// the slice, 0 for the others (another rank of the tensor group holds their rows).
+void embedding_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte,
+                       int vocab_begin, int rows, int B, int T, int C);
+// dwte (rows, C) += dout at the tokens in the slice
+void embedding_backward(Context& ctx, float* dwte, const float* dout, const int32_t* tokens,
+                        int vocab_begin, int rows, int B, int T, int C);
+// out (B, T, C) += wpe[t];  dwpe (T, C) += Σ_b dout[b, t]
+void positions_forward(Context& ctx, float* out, const float* wpe, int B, int T, int C);
+void positions_backward(Context& ctx, float* dwpe, const float* dout, int B, int T, int C);
 
-// Softmax cross-entropy over the first V of Vp logits per row (padded columns ignored).
-// losses (N) = -log softmax(logits[n, :V])[targets[n]]; saves log_normalizers (N) =
-// log Σ_v exp(logits[n, v]) for backward.
-void crossentropy_forward(Context& ctx, float* losses, float* log_normalizers,
-                          const float* logits, const int32_t* targets, int N, int V, int Vp);
-// dlogits (N, Vp) = (softmax - onehot) · scale, padded columns 0. dlogits may alias logits.
+// Softmax cross-entropy, in pieces so that the vocabulary can be split over a tensor group
+// (the caller combines the partial results over the group between the pieces). Each rank holds
+// logits (N, ld) for the vocabulary columns [vocab_begin, vocab_begin + ld), of which the first
+// `valid` are real tokens (the rest, padding beyond V, never enter the softmax).
+// maxes (N) = max over the valid columns (−inf if none)
+void crossentropy_row_max(Context& ctx, float* maxes, const float* logits, int N, int valid, int ld);
+// sums (N) = Σ_valid exp(logit − maxes); target_logits (N) = the target's logit where the
+// target is a column of this slice, else 0
+void crossentropy_row_sums(Context& ctx, float* sums, float* target_logits, const float* logits,
+                           const float* maxes, const int32_t* targets, int vocab_begin, int N,
+                           int valid, int ld);
+// With the combined maxes and sums: losses (N) = log sums + maxes − target_logits, and
+// log_normalizers (N) = maxes + log sums, which backward needs.
+void crossentropy_losses(Context& ctx, float* losses, float* log_normalizers, const float* maxes,
+                         const float* sums, const float* target_logits, int N);
+// dlogits (N, ld) = (softmax − onehot) · scale over the valid columns, 0 on the padding.
+// dlogits may alias logits.
 void crossentropy_backward(Context& ctx, float* dlogits, const float* logits,
-                           const float* log_normalizers, const int32_t* targets, float scale,
-                           int N, int V, int Vp);
+                           const float* log_normalizers, const int32_t* targets, int vocab_begin,
+                           float scale, int N, int valid, int ld);
 
 // ---- Optimizer -------------------------------------------------------------------------------
 // AdamW (decoupled weight decay) step t >= 1 on n parameters; m, v are the moments. The

@@ -1,53 +1,63 @@
-// Fused softmax cross-entropy over the valid vocabulary of each row (padded columns ignored).
+// Softmax cross-entropy over a (possibly tensor-split) vocabulary, in vectorized row passes.
 #include <cmath>
 
 #include "kernels/cpu/vector_math.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels {
-namespace {
 
-// max and log Σ exp(x − max) over the first V entries (vectorized; every term is ≤ 1 and one
-// is exactly 1, so a float sum loses nothing that matters against the log).
-void row_log_normalizer(const float* row, int V, float& max, double& log_sum) {
-  float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-  for (int i = 0; i < V; ++i) m = row[i] > m ? row[i] : m;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int i = 0; i < V; ++i) sum += vexp(row[i] - m);
-  max = m;
-  log_sum = std::log(static_cast<double>(sum));
-}
-
-}  // namespace
-
-void crossentropy_forward(Context&, float* losses, float* log_normalizers, const float* logits,
-                          const int32_t* targets, int N, int V, int Vp) {
+void crossentropy_row_max(Context&, float* maxes, const float* logits, int N, int valid, int ld) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* row = logits + static_cast<size_t>(n) * Vp;
-    float max;
-    double log_sum;
-    row_log_normalizer(row, V, max, log_sum);
-    losses[n] = static_cast<float>(log_sum - (row[targets[n]] - max));
-    log_normalizers[n] = max + static_cast<float>(log_sum);
+    const float* row = logits + static_cast<size_t>(n) * ld;
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int i = 0; i < valid; ++i) m = row[i] > m ? row[i] : m;
+    maxes[n] = m;
+  }
+}
+
+void crossentropy_row_sums(Context&, float* sums, float* target_logits, const float* logits,
+                           const float* maxes, const int32_t* targets, int vocab_begin, int N,
+                           int valid, int ld) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* row = logits + static_cast<size_t>(n) * ld;
+    const float m = maxes[n];
+    // Every term is ≤ 1 and the largest row's is 1: a float sum loses nothing that matters
+    // against the log.
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < valid; ++i) sum += vexp(row[i] - m);
+    sums[n] = sum;
+    const int column = targets[n] - vocab_begin;
+    target_logits[n] = column >= 0 && column < valid ? row[column] : 0.0f;
+  }
+}
+
+void crossentropy_losses(Context&, float* losses, float* log_normalizers, const float* maxes,
+                         const float* sums, const float* target_logits, int N) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const double log_sum = std::log(static_cast<double>(sums[n]));
+    losses[n] = static_cast<float>(log_sum - (target_logits[n] - maxes[n]));
+    log_normalizers[n] = maxes[n] + static_cast<float>(log_sum);
   }
 }
 
 void crossentropy_backward(Context&, float* dlogits, const float* logits,
-                           const float* log_normalizers, const int32_t* targets, float scale,
-                           int N, int V, int Vp) {
+                           const float* log_normalizers, const int32_t* targets, int vocab_begin,
+                           float scale, int N, int valid, int ld) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* row = logits + static_cast<size_t>(n) * Vp;
-    float* d = dlogits + static_cast<size_t>(n) * Vp;
+    const float* row = logits + static_cast<size_t>(n) * ld;
+    float* d = dlogits + static_cast<size_t>(n) * ld;
     const float shift = log_normalizers[n];
-    const int target = targets[n];
 #pragma omp simd
-    for (int i = 0; i < V; ++i) d[i] = vexp(row[i] - shift) * scale;
-    d[target] -= scale;
-    for (int i = V; i < Vp; ++i) d[i] = 0.0f;
+    for (int i = 0; i < valid; ++i) d[i] = vexp(row[i] - shift) * scale;
+    const int column = targets[n] - vocab_begin;
+    if (column >= 0 && column < valid) d[column] -= scale;
+    for (int i = valid; i < ld; ++i) d[i] = 0.0f;
   }
 }
 

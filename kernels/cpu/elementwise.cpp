@@ -57,6 +57,16 @@ void residual_forward(Context&, float* out, const float* a, const float* b, size
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+void bias_residual_forward(Context&, float* out, const float* residual, const float* x,
+                           const float* bias, int M, int N) {
+#pragma omp parallel for schedule(static)
+  for (int m = 0; m < M; ++m) {
+    const size_t row = static_cast<size_t>(m) * N;
+#pragma omp simd
+    for (int n = 0; n < N; ++n) out[row + n] = residual[row + n] + (x[row + n] + bias[n]);
+  }
+}
+
 void add_inplace(Context&, float* acc, const float* x, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];

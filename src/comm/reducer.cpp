@@ -31,9 +31,9 @@ Shard shard_of(int64_t n, int rank, int size) {
   return shard;
 }
 
-GradientReducer::GradientReducer(const model::GptConfig& config, MPI_Comm data, double bucket_mb,
-                                 bool overlap, bool zero)
-    : data_(data), zero_(zero), num_params_(model::num_parameters(config)) {
+GradientReducer::GradientReducer(const model::GptConfig& config, const model::TensorSlice& slice,
+                                 MPI_Comm data, double bucket_mb, bool overlap, bool zero)
+    : data_(data), zero_(zero), num_params_(model::num_parameters(config, slice)) {
   MPI_CHECK(MPI_Comm_size(data, &data_size_));
   MPI_CHECK(MPI_Comm_rank(data, &data_rank_));
   shard_ = zero ? shard_of(num_params_, data_rank_, data_size_) : Shard{0, num_params_};
@@ -47,7 +47,7 @@ GradientReducer::GradientReducer(const model::GptConfig& config, MPI_Comm data, 
     packed_ = Buffer<float>(static_cast<size_t>(shard_.count()), MemoryCategory::Communication);
     return;
   }
-  plan_buckets(config, bucket_mb);
+  plan_buckets(config, slice, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
   packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication);
@@ -70,8 +70,9 @@ GradientReducer::~GradientReducer() {
 
 // Slices in the order backward finishes them; a bucket closes at the end of an event once it
 // holds bucket_mb (the last one takes what is left).
-void GradientReducer::plan_buckets(const model::GptConfig& config, double bucket_mb) {
-  const auto specs = model::param_specs(config);
+void GradientReducer::plan_buckets(const model::GptConfig& config, const model::TensorSlice& slice,
+                                   double bucket_mb) {
+  const auto specs = model::param_specs(config, slice);
   std::vector<int64_t> offset(specs.size(), 0);
   for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
   const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));

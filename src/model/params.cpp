@@ -21,40 +21,87 @@ int64_t ParamSpec::count() const {
   return n;
 }
 
-std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config) {
+std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
+                                                    const TensorSlice& slice) {
   const int64_t V = config.padded_vocab, T = config.max_seq_len, L = config.layers;
-  const int64_t C = config.channels;
-  return {{{"wte", {V, C}, true},
-           {"wpe", {T, C}, true},
-           {"blocks.ln1w", {L, C}, false},
-           {"blocks.ln1b", {L, C}, false},
-           {"blocks.qkvw", {L, 3 * C, C}, true},
-           {"blocks.qkvb", {L, 3 * C}, false},
-           {"blocks.attprojw", {L, C, C}, true},
-           {"blocks.attprojb", {L, C}, false},
-           {"blocks.ln2w", {L, C}, false},
-           {"blocks.ln2b", {L, C}, false},
-           {"blocks.fcw", {L, 4 * C, C}, true},
-           {"blocks.fcb", {L, 4 * C}, false},
-           {"blocks.fcprojw", {L, C, 4 * C}, true},
-           {"blocks.fcprojb", {L, C}, false},
-           {"lnfw", {C}, false},
-           {"lnfb", {C}, false}}};
+  const int64_t C = config.channels, p = slice.size;
+  return {{{"wte", {V / p, C}, true, true},
+           {"wpe", {T, C}, true, false},
+           {"blocks.ln1w", {L, C}, false, false},
+           {"blocks.ln1b", {L, C}, false, false},
+           {"blocks.qkvw", {L, 3 * C / p, C}, true, true},
+           {"blocks.qkvb", {L, 3 * C / p}, false, true},
+           {"blocks.attprojw", {L, C, C / p}, true, true},
+           {"blocks.attprojb", {L, C}, false, false},
+           {"blocks.ln2w", {L, C}, false, false},
+           {"blocks.ln2b", {L, C}, false, false},
+           {"blocks.fcw", {L, 4 * C / p, C}, true, true},
+           {"blocks.fcb", {L, 4 * C / p}, false, true},
+           {"blocks.fcprojw", {L, C, 4 * C / p}, true, true},
+           {"blocks.fcprojb", {L, C}, false, false},
+           {"lnfw", {C}, false, false},
+           {"lnfb", {C}, false, false}}};
 }
 
-int64_t num_parameters(const GptConfig& config) {
+int64_t global_index(const GptConfig& config, const TensorSlice& slice, int tensor, int64_t local) {
+  if (slice.size == 1) return local;
+  const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p;
+  switch (tensor) {
+    case 0: return r * (config.padded_vocab / p) * C + local;  // wte: rows
+    case 4: {                                                  // qkvw (L, 3C, C): q, k, v rows
+      const int64_t c = local % C, row = (local / C) % (3 * Cl), l = local / C / (3 * Cl);
+      return (l * 3 * C + row / Cl * C + r * Cl + row % Cl) * C + c;
+    }
+    case 5: {  // qkvb (L, 3C)
+      const int64_t row = local % (3 * Cl), l = local / (3 * Cl);
+      return l * 3 * C + row / Cl * C + r * Cl + row % Cl;
+    }
+    case 6: {  // attprojw (L, C, C): input columns
+      const int64_t c = local % Cl, rest = local / Cl;
+      return rest * C + r * Cl + c;
+    }
+    case 10: {  // fcw (L, 4C, C): rows
+      const int64_t c = local % C, row = (local / C) % (4 * Cl), l = local / C / (4 * Cl);
+      return (l * 4 * C + r * 4 * Cl + row) * C + c;
+    }
+    case 11: {  // fcb (L, 4C)
+      const int64_t row = local % (4 * Cl), l = local / (4 * Cl);
+      return l * 4 * C + r * 4 * Cl + row;
+    }
+    case 12: {  // fcprojw (L, C, 4C): input columns
+      const int64_t c = local % (4 * Cl), rest = local / (4 * Cl);
+      return rest * 4 * C + r * 4 * Cl + c;
+    }
+    default: return local;  // replicated
+  }
+}
+
+int64_t num_parameters(const GptConfig& config, const TensorSlice& slice) {
   int64_t total = 0;
-  for (const ParamSpec& spec : param_specs(config)) total += spec.count();
+  for (const ParamSpec& spec : param_specs(config, slice)) total += spec.count();
   return total;
 }
 
-ParamViews param_views(const GptConfig& config, float* base) {
+void extract_slice(const GptConfig& config, const float* whole, float* local, const TensorSlice& slice) {
+  const auto global_specs = param_specs(config), local_specs = param_specs(config, slice);
+  int64_t global_offset = 0, local_offset = 0;
+  for (int t = 0; t < kNumParamTensors; ++t) {
+    const int64_t n = local_specs[t].count();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      local[local_offset + i] = whole[global_offset + global_index(config, slice, t, i)];
+    global_offset += global_specs[t].count();
+    local_offset += n;
+  }
+}
+
+ParamViews param_views(const GptConfig& config, float* base, const TensorSlice& slice) {
   ParamViews views{};
   float** ordered[] = {&views.wte,     &views.wpe,      &views.ln1w,    &views.ln1b,
                        &views.qkvw,    &views.qkvb,     &views.attprojw, &views.attprojb,
                        &views.ln2w,    &views.ln2b,     &views.fcw,     &views.fcb,
                        &views.fcprojw, &views.fcprojb,  &views.lnfw,    &views.lnfb};
-  const auto specs = param_specs(config);
+  const auto specs = param_specs(config, slice);
   float* at = base;
   for (int i = 0; i < kNumParamTensors; ++i) {
     *ordered[i] = at;
@@ -63,8 +110,8 @@ ParamViews param_views(const GptConfig& config, float* base) {
   return views;
 }
 
-void init_params(const GptConfig& config, float* params, uint64_t seed) {
-  const auto specs = param_specs(config);
+void init_params(const GptConfig& config, float* params, uint64_t seed, const TensorSlice& slice) {
+  const auto specs = param_specs(config, slice);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
   float* at = params;
   for (int t = 0; t < kNumParamTensors; ++t) {
@@ -79,7 +126,7 @@ void init_params(const GptConfig& config, float* params, uint64_t seed) {
     for (int64_t i = 0; i < n; ++i) {
       if (is_ln_weight) at[i] = 1.0f;
       else if (is_bias) at[i] = 0.0f;
-      else at[i] = static_cast<float>(stddev * trident::normal_at(seed, t, i));
+      else at[i] = static_cast<float>(stddev * trident::normal_at(seed, t, global_index(config, slice, t, i)));
     }
     at += n;
   }

@@ -17,12 +17,24 @@ struct ParamSpec {
   std::string name;              // "wte", "blocks.qkvw", ... (docs/MODEL.md)
   std::vector<int64_t> shape;    // including the leading layer dimension L for per-block tensors
   bool weight_decay = false;     // 2-D weight matrices (per block) and the embeddings
+  bool sharded = false;          // split over the tensor group (else replicated on its ranks)
   int64_t count() const;
 };
 
+// Which part of the tensor-parallel split this rank holds (Megatron's): wte by vocabulary rows,
+// qkvw/qkvb by heads (rows of q, k and v), fcw/fcb by rows, attprojw and fcprojw by columns
+// (their input); everything else whole on every rank of the tensor group.
+struct TensorSlice {
+  int rank = 0, size = 1;
+};
+
 // In llm.c's file order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b,
-// fcw, fcb, fcprojw, fcprojb, lnfw, lnfb.
-std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config);
+// fcw, fcb, fcprojw, fcprojb, lnfw, lnfb — the shapes of the slice this rank holds.
+std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
+                                                    const TensorSlice& slice = {});
+// Index in the whole tensor t (as in the serial model and the llm.c file) of element `local`
+// of this rank's slice of it.
+int64_t global_index(const GptConfig& config, const TensorSlice& slice, int tensor, int64_t local);
 
 // Pointers to each tensor inside one flat buffer (parameters, or gradients of the same layout).
 struct ParamViews {
@@ -43,14 +55,17 @@ struct ParamViews {
   float* lnfw;      // (C)
   float* lnfb;      // (C)
 };
-ParamViews param_views(const GptConfig& config, float* base);
-int64_t num_parameters(const GptConfig& config);
+ParamViews param_views(const GptConfig& config, float* base, const TensorSlice& slice = {});
+int64_t num_parameters(const GptConfig& config, const TensorSlice& slice = {});
 
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,
 // fcprojw) N(0, 0.02/√(2L)), LayerNorm weights 1, biases 0. Every element is a function of
 // (seed, tensor, index) alone — a counter-based generator — so any shard of any layout
 // initialises to the same values as the serial model. Tensor t (in file order), element i:
 // stddev · normal_at(seed, t, i) (core/random.hpp).
-void init_params(const GptConfig& config, float* params, uint64_t seed);
+void init_params(const GptConfig& config, float* params, uint64_t seed,
+                 const TensorSlice& slice = {});
+// This rank's slice (num_parameters(config, slice)) of a whole parameter buffer.
+void extract_slice(const GptConfig& config, const float* whole, float* local, const TensorSlice& slice);
 
 }  // namespace trident::model

@@ -8,14 +8,14 @@
 
 namespace trident::optim {
 
-AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings, int64_t shard_begin,
-             int64_t shard_end)
+AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings,
+             const model::TensorSlice& slice, int64_t shard_begin, int64_t shard_end)
     : settings_(settings), shard_begin_(shard_begin) {
-  if (shard_end < 0) shard_end = model::num_parameters(config);
+  if (shard_end < 0) shard_end = model::num_parameters(config, slice);
   m_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
   v_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
   int64_t offset = 0;
-  for (const model::ParamSpec& spec : model::param_specs(config)) {
+  for (const model::ParamSpec& spec : model::param_specs(config, slice)) {
     const int64_t begin = std::max(offset, shard_begin), end = std::min(offset + spec.count(), shard_end);
     if (begin < end) segments_.push_back({begin, end - begin, spec.weight_decay});
     offset += spec.count();

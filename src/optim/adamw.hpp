@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
+#include "model/params.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::optim {
@@ -20,8 +21,9 @@ class AdamW {
  public:
   // Updates the parameters [shard_begin, shard_end) of the flat buffer (all of them by
   // default); the moments exist for that range only — ZeRO-1's saving.
-  AdamW(const model::GptConfig& config, const AdamWSettings& settings, int64_t shard_begin = 0,
-        int64_t shard_end = -1);
+  // slice: this rank's tensor-parallel slice (the layout of its parameter buffer).
+  AdamW(const model::GptConfig& config, const AdamWSettings& settings,
+        const model::TensorSlice& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor).
   void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,

@@ -57,10 +57,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job), groups_(groups) {
   const deck::Deck& deck = job.deck;
-  if (job.grid.tp_size() != 1 || job.grid.pp_size() != 1)
-    fatal_all(deck.file_name() + ": this build trains data-parallel layouts only; tensor and "
-              "pipeline parallelism are not implemented yet (" + deck.cite("parallel.tensor") +
-              ", " + deck.cite("parallel.pipeline") + "); use parallel.data for more ranks");
+  if (job.grid.pp_size() != 1)
+    fatal_all(deck.file_name() + ": this build trains tensor- and data-parallel layouts; "
+              "pipeline parallelism is not implemented yet (" + deck.cite("parallel.pipeline") +
+              "); use parallel.tensor and parallel.data for more ranks");
   MPI_CHECK(MPI_Comm_rank(groups.data(), &dp_rank_));
   MPI_CHECK(MPI_Comm_size(groups.data(), &dp_size_));
   steps_ = deck.get_int("train.steps");
@@ -74,19 +74,27 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
     fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
-  model_ = std::make_unique<model::Gpt2>(config, ctx_);
+  model::TensorGroup tensor_group;
+  tensor_group.slice = {job.grid.coord_of(world_rank()).tp, job.grid.tp_size()};
+  tensor_group.comm = groups.tensor();
+  if (config.padded_vocab % tensor_group.slice.size != 0)
+    fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
+              " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
+              deck.cite("parallel.tensor") + "); use a power of two up to 128");
+  model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  reducer_ = std::make_unique<comm::GradientReducer>(config, groups.data(), deck.get_float("comm.bucket_mb"),
+  reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, groups.data(),
+                                                     deck.get_float("comm.bucket_mb"),
                                                      deck.get_bool("comm.overlap"),
                                                      deck.get_int("optim.zero") == 1);
   // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
   const comm::Shard shard = reducer_->shard();
-  optimizer_ = std::make_unique<optim::AdamW>(config, settings, shard.begin, shard.end);
+  optimizer_ = std::make_unique<optim::AdamW>(config, settings, tensor_group.slice, shard.begin, shard.end);
   flops_per_token_ = model::training_flops_per_token(config, T_);
   inputs_.resize(static_cast<size_t>(B_) * T_);
   targets_.resize(inputs_.size());
@@ -165,15 +173,26 @@ void Trainer::record_validation(int64_t step, double loss) {
   print0(line);
 }
 
+// ‖g‖² over the whole model: the tensors split over the tensor group add their parts over it,
+// the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
+// shard only, and the shards add up over the data group.
 optim::GradNorm Trainer::global_grad_norm(float clip) {
   const comm::Shard shard = reducer_->shard();
-  const float* grads = model_->grads() + shard.begin;
-  if (shard.count() == model_->num_parameters()) return optim::grad_norm(ctx_, grads, shard.count(), clip);
-  // ZeRO-1: each replica holds the final gradients of its shard only; add the squares.
-  double squares = kernels::sum_of_squares(ctx_, grads, static_cast<size_t>(shard.count()));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &squares, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
+  int64_t offset = 0;
+  for (const model::ParamSpec& spec : model::param_specs(model_->config(), model_->tensor_group().slice)) {
+    const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
+    if (begin < end)
+      squares[spec.sharded ? 0 : 1] +=
+          kernels::sum_of_squares(ctx_, model_->grads() + begin, static_cast<size_t>(end - begin));
+    offset += spec.count();
+  }
+  if (shard.count() != model_->num_parameters())
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 2, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  if (job_.grid.tp_size() > 1)
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 1, MPI_DOUBLE, MPI_SUM, groups_.tensor()));
   optim::GradNorm result;
-  result.norm = static_cast<float>(std::sqrt(squares));
+  result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]));
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
   return result;
 }
@@ -203,7 +222,8 @@ void Trainer::run(const std::string& run_dir) {
     }
   }
   const int64_t eval_interval = job_.deck.get_int("train.eval_interval");
-  print0("model: " + std::to_string(model_->num_parameters()) + " parameters; " +
+  print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
+         std::to_string(model_->num_parameters()) + " on this rank); " +
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
@@ -219,10 +239,11 @@ void Trainer::run(const std::string& run_dir) {
       record_validation(step + 1, evaluate());
   }
   check_replicas_agree();
+  const std::vector<float> whole = gather_whole_model(*model_, job_.grid);
   if (world_rank() == 0) {
     try {
       metrics_->flush();
-      model::write_llmc_model(run_dir + "/model.bin", model_->config(), model_->params());
+      model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
       fatal_one(e.what());
     }

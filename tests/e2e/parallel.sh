@@ -58,8 +58,13 @@ equivalent data8 8 --parallel.data=8 --comm.bucket_mb=1
 grep -q 'comm_exposed_ms' <(h5dump -H data2_overlap/metrics.h5) && pass metrics_record_communication \
   || fail metrics_record_communication "no comm_exposed_ms in metrics.h5"
 
-expect_user_error tensor_parallel_not_yet "tensor and pipeline parallelism are not implemented yet" \
-  mpirun -np 2 "$TRIDENT" train "$WORK/p.deck" --parallel.tensor=2 --model.heads=4
+equivalent tensor2 2 --parallel.tensor=2
+equivalent tensor2_data2 4 --parallel.tensor=2 --parallel.data=2
+equivalent tensor4 4 --parallel.tensor=4
+equivalent tensor4_data2_zero1 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=1
+
+expect_user_error pipeline_parallel_not_yet "pipeline parallelism is not implemented yet" \
+  mpirun -np 2 "$TRIDENT" train "$WORK/p.deck" --parallel.pipeline=2
 
 equivalent zero1_data2 2 --parallel.data=2 --optim.zero=1
 equivalent zero1_data4 4 --parallel.data=4 --optim.zero=1 --train.micro_batch=2

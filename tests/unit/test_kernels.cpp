@@ -195,36 +195,65 @@ BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
   check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
 }
 
-BOOST_AUTO_TEST_CASE(encoder_forward_and_backward) {
+BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
   const int B = 2, T = 4, C = 6, V = 5;
   const std::vector<int32_t> tokens = {1, 3, 1, 4, 0, 1, 2, 1};  // repeats: gradient sums
   auto wte = random_vector(V * C, 80), wpe = random_vector(T * C, 81);
+  auto encode = [&](std::vector<float>& out, int begin, int rows) {
+    kernels::embedding_forward(ctx, out.data(), tokens.data(), wte.data() + begin * C, begin, rows, B, T, C);
+    kernels::positions_forward(ctx, out.data(), wpe.data(), B, T, C);
+  };
   std::vector<float> out(B * T * C);
-  kernels::encoder_forward(ctx, out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+  encode(out, 0, V);
   std::vector<double> expected(out.size());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < C; ++c)
         expected[(b * T + t) * C + c] = static_cast<double>(wte[tokens[b * T + t] * C + c]) + wpe[t * C + c];
-  expect_close(out, expected, 1e-6, 1e-6, "encoder forward");
+  expect_close(out, expected, 1e-6, 1e-6, "embedding forward");
+  // A vocabulary slice: rows [2, 5) only; the tokens outside it contribute nothing.
+  std::vector<float> part(B * T * C);
+  encode(part, 2, 3);
+  for (int n = 0; n < B * T; ++n)
+    for (int c = 0; c < C; ++c) {
+      const double want = (tokens[n] >= 2 ? wte[tokens[n] * C + c] : 0.0) + wpe[(n % T) * C + c];
+      BOOST_REQUIRE_CLOSE(part[n * C + c] + 1.0, want + 1.0, 1e-4);
+    }
   const auto upstream = random_vector(out.size(), 82);
   std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
-  kernels::encoder_backward(ctx, dwte.data(), dwpe.data(), upstream.data(), tokens.data(), B, T, C);
+  kernels::embedding_backward(ctx, dwte.data(), upstream.data(), tokens.data(), 0, V, B, T, C);
+  kernels::positions_backward(ctx, dwpe.data(), upstream.data(), B, T, C);
   auto loss = [&] {
     std::vector<float> o(B * T * C);
-    kernels::encoder_forward(ctx, o.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    encode(o, 0, V);
     return weighted_sum(o, upstream);
   };
-  check_gradient(wte, dwte, loss, "encoder dwte", 1e-2f, 2e-2, 1e-3, 30);
-  check_gradient(wpe, dwpe, loss, "encoder dwpe", 1e-2f, 2e-2, 1e-3, 24);
+  check_gradient(wte, dwte, loss, "embedding dwte", 1e-2f, 2e-2, 1e-3, 30);
+  check_gradient(wpe, dwpe, loss, "positions dwpe", 1e-2f, 2e-2, 1e-3, 24);
 }
+
+namespace {
+
+// The cross-entropy pieces over the whole vocabulary of one rank.
+void cross_entropy(std::vector<float>& losses, std::vector<float>& normalizers,
+                   const std::vector<float>& logits, const std::vector<int32_t>& targets, int N,
+                   int V, int Vp) {
+  std::vector<float> maxes(N), sums(N), target_logits(N);
+  kernels::crossentropy_row_max(ctx, maxes.data(), logits.data(), N, V, Vp);
+  kernels::crossentropy_row_sums(ctx, sums.data(), target_logits.data(), logits.data(), maxes.data(),
+                                 targets.data(), 0, N, V, Vp);
+  kernels::crossentropy_losses(ctx, losses.data(), normalizers.data(), maxes.data(), sums.data(),
+                               target_logits.data(), N);
+}
+
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   const int N = 4, V = 7, Vp = 9;
   auto logits = random_vector(N * Vp, 90, 3.0f);
   const std::vector<int32_t> targets = {0, 6, 3, 3};
   std::vector<float> losses(N), normalizers(N);
-  kernels::crossentropy_forward(ctx, losses.data(), normalizers.data(), logits.data(), targets.data(), N, V, Vp);
+  cross_entropy(losses, normalizers, logits, targets, N, V, Vp);
   std::vector<double> expected(N);
   for (int n = 0; n < N; ++n) {
     double sum = 0;
@@ -234,10 +263,11 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   expect_close(losses, expected, 1e-5, 1e-4, "cross-entropy forward");
   const float scale = 1.0f / N;
   std::vector<float> dlogits(logits.size(), 5.0f);
-  kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), normalizers.data(), targets.data(), scale, N, V, Vp);
+  kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), normalizers.data(),
+                                 targets.data(), 0, scale, N, V, Vp);
   auto loss = [&] {
     std::vector<float> l(N), z(N);
-    kernels::crossentropy_forward(ctx, l.data(), z.data(), logits.data(), targets.data(), N, V, Vp);
+    cross_entropy(l, z, logits, targets, N, V, Vp);
     double mean = 0;
     for (float x : l) mean += x * scale;
     return mean;
@@ -247,7 +277,8 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
     for (int i = V; i < Vp; ++i) BOOST_TEST(dlogits[n * Vp + i] == 0.0f);
   // In place, as the model uses it.
   std::vector<float> in_place = logits;
-  kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), normalizers.data(), targets.data(), scale, N, V, Vp);
+  kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), normalizers.data(),
+                                 targets.data(), 0, scale, N, V, Vp);
   BOOST_TEST(in_place == dlogits);
 }
 

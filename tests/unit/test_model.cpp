@@ -1,5 +1,6 @@
 // The whole GPT-2 model on a tiny configuration: gradients of every parameter tensor against
 // finite differences, padded vocabulary rows untouched, determinism, initialisation.
+#include <algorithm>
 #include <cstring>
 
 #include "kernel_check.hpp"
@@ -107,4 +108,31 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
   BOOST_TEST(p.lnfb[0] == 0.0f);
   // Counter-based: the same element has the same value whatever else is initialised.
   BOOST_TEST(static_cast<float>(0.02 * trident::normal_at(1, 0, 77)) == p.wte[77]);
+}
+
+BOOST_AUTO_TEST_CASE(tensor_slices_partition_every_tensor) {
+  auto config = tiny_config();
+  config.heads = 4, config.channels = 16;
+  const auto whole_specs = model::param_specs(config);
+  for (int p : {1, 2, 4}) {
+    for (int t = 0; t < model::kNumParamTensors; ++t) {
+      std::vector<int> seen(whole_specs[t].count(), 0);
+      for (int r = 0; r < p; ++r) {
+        const model::TensorSlice slice{r, p};
+        const auto spec = model::param_specs(config, slice)[t];
+        for (int64_t i = 0; i < spec.count(); ++i) ++seen[model::global_index(config, slice, t, i)];
+      }
+      // Split tensors: every element on exactly one rank; replicated ones: on every rank.
+      const int expected = whole_specs[t].count() == model::param_specs(config, {0, p})[t].count() && p > 1 ? p : 1;
+      BOOST_TEST(std::all_of(seen.begin(), seen.end(), [&](int n) { return n == expected; }),
+                 whole_specs[t].name << " over " << p);
+    }
+    // The slice of the serial initialisation is the slice's own initialisation.
+    std::vector<float> whole(model::num_parameters(config)), cut(model::num_parameters(config, {1 % p, p}));
+    std::vector<float> own(cut.size());
+    model::init_params(config, whole.data(), 9);
+    model::extract_slice(config, whole.data(), cut.data(), {1 % p, p});
+    model::init_params(config, own.data(), 9, {1 % p, p});
+    BOOST_TEST(cut == own);
+  }
 }

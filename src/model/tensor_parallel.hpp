@@ -1,0 +1,80 @@
+// The tensor-parallel layers (Megatron-LM's scheme) over a tensor group of p ranks. Each states
+// its math and its communication. With p = 1 they are the serial layers and communicate nothing.
+//
+// ColumnParallelLinear  Y_i = X A_iᵀ + b_i      A split by output rows (A_i: (N/p, K)),
+//                                               X (M, K) replicated, Y_i (M, N/p) local.
+//   forward: no communication (identity on X).
+//   backward: dX = Σ_i dY_i A_i — partial on every rank: all-reduce (sum) over the group.
+//             dA_i += dY_iᵀ X, db_i += Σ_m dY_i: local.
+//   Used for QKV (heads split: each rank the q, k, v rows of NH/p heads) and the MLP's C→4C.
+//
+// RowParallelLinear     Y = Σ_i X_i B_iᵀ + b    B split by input columns (B_i: (N, K/p)),
+//                                               X_i (M, K/p) local, Y (M, N) replicated.
+//   forward: all-reduce (sum) of the partial products, then the bias (replicated), once.
+//   backward: dX_i = dY B_i, dB_i += dYᵀ X_i: local; db += Σ_m dY: identical on every rank.
+//   Used for the attention output projection and the MLP's 4C→C.
+//
+// VocabParallelEmbedding   E[t] = wte[x_t] over a vocabulary split by rows (wte_i: (Vp/p, C)).
+//   forward: rank i looks up the tokens of its rows, 0 for the others; all-reduce (sum).
+//   backward: dwte_i += dE at its own tokens: local.
+//
+// VocabParallelCrossEntropy   logits_i = H wte_iᵀ (M, Vp/p), never gathered.
+//   forward: row maxes all-reduced (max); Σ exp(logit − max) and the target's logit (held by
+//            one rank, 0 elsewhere) all-reduced (sum) together; loss = log Σ + max − target.
+//   backward: dlogits_i = (softmax_i − onehot_i) · scale: local; dH = Σ_i dlogits_i wte_i is
+//             partial: all-reduce (sum); dwte_i += dlogits_iᵀ H: local.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+#include "kernels/kernels.hpp"
+#include "model/config.hpp"
+#include "model/params.hpp"
+
+namespace trident::model {
+
+struct TensorGroup {
+  TensorSlice slice;             // this rank's place in the group
+  MPI_Comm comm = MPI_COMM_NULL;  // null when slice.size == 1
+  void all_reduce_sum(float* data, size_t n) const;
+  void all_reduce_max(float* data, size_t n) const;
+};
+
+// x (M, K), w_local (N_local, K), y_local (M, N_local)
+void column_parallel_forward(kernels::Context& ctx, float* y_local, const float* x,
+                             const float* w_local, const float* b_local, int M, int K, int N_local);
+// dx (M, K) = (all-reduced); dw_local, db_local +=
+void column_parallel_backward(kernels::Context& ctx, const TensorGroup& group, float* dx,
+                              float* dw_local, float* db_local, const float* dy_local,
+                              const float* x, const float* w_local, int M, int K, int N_local);
+// y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in.
+void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y,
+                          float* partial, const float* residual, const float* x_local,
+                          const float* w_local, const float* bias, int M, int K_local, int N);
+// dx_local (M, K_local) =; dw_local, dbias +=
+void row_parallel_backward(kernels::Context& ctx, float* dx_local, float* dw_local, float* dbias,
+                           const float* dy, const float* x_local, const float* w_local, int M,
+                           int K_local, int N);
+
+// The vocabulary rows [begin, begin + rows) this rank holds.
+struct VocabSlice {
+  int begin = 0, rows = 0, valid = 0;  // valid: rows that are real tokens (< V)
+};
+VocabSlice vocab_slice(const GptConfig& config, const TensorSlice& slice);
+
+// out (B, T, C) = wte[tokens] + wpe (the positions are replicated, added after the all-reduce)
+void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
+                                      const VocabSlice& vocab, float* out, const int32_t* tokens,
+                                      const float* wte_local, const float* wpe, int B, int T, int C);
+void vocab_parallel_embedding_backward(kernels::Context& ctx, const VocabSlice& vocab,
+                                       float* dwte_local, float* dwpe, const float* dout,
+                                       const int32_t* tokens, int B, int T, int C);
+
+// losses (N) and log_normalizers (N) from this rank's logits (N, vocab.rows). scratch: 3N.
+void vocab_parallel_cross_entropy(kernels::Context& ctx, const TensorGroup& group,
+                                  const VocabSlice& vocab, float* losses, float* log_normalizers,
+                                  float* scratch, const float* logits, const int32_t* targets, int N);
+
+}  // namespace trident::model
