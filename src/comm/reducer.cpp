@@ -31,7 +31,7 @@ Shard shard_of(int64_t n, int rank, int size) {
   return shard;
 }
 
-GradientReducer::GradientReducer(const model::GptConfig& config, const model::TensorSlice& slice,
+GradientReducer::GradientReducer(const model::GptConfig& config, const model::Partition& slice,
                                  MPI_Comm data, double bucket_mb, bool overlap, bool zero)
     : data_(data), zero_(zero), num_params_(model::num_parameters(config, slice)) {
   MPI_CHECK(MPI_Comm_size(data, &data_size_));
@@ -70,7 +70,7 @@ GradientReducer::~GradientReducer() {
 
 // Slices in the order backward finishes them; a bucket closes at the end of an event once it
 // holds bucket_mb (the last one takes what is left).
-void GradientReducer::plan_buckets(const model::GptConfig& config, const model::TensorSlice& slice,
+void GradientReducer::plan_buckets(const model::GptConfig& config, const model::Partition& slice,
                                    double bucket_mb) {
   const auto specs = model::param_specs(config, slice);
   std::vector<int64_t> offset(specs.size(), 0);

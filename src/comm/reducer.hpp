@@ -44,7 +44,7 @@ class GradientReducer {
   // backward, one reduce-scatter leaves each replica the summed gradients of its own shard only
   // (the rest of its gradient buffer is then stale); no overlap in this mode.
   // slice: this rank's tensor-parallel slice (its gradient buffer's layout).
-  GradientReducer(const model::GptConfig& config, const model::TensorSlice& slice, MPI_Comm data,
+  GradientReducer(const model::GptConfig& config, const model::Partition& slice, MPI_Comm data,
                   double bucket_mb, bool overlap, bool zero);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -74,7 +74,7 @@ class GradientReducer {
     int64_t elements = 0;
     int ready_event = 0;  // the on_final(layer) after which every segment is final
   };
-  void plan_buckets(const model::GptConfig& config, const model::TensorSlice& slice, double bucket_mb);
+  void plan_buckets(const model::GptConfig& config, const model::Partition& slice, double bucket_mb);
   void reduce(Bucket& bucket);  // pack, all-reduce, unpack
   void thread_main();
 

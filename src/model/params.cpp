@@ -22,9 +22,10 @@ int64_t ParamSpec::count() const {
 }
 
 std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
-                                                    const TensorSlice& slice) {
-  const int64_t V = config.padded_vocab, T = config.max_seq_len, L = config.layers;
-  const int64_t C = config.channels, p = slice.size;
+                                                    const Partition& slice) {
+  const int64_t V = slice.first_stage || slice.last_stage ? config.padded_vocab : 0;
+  const int64_t T = slice.first_stage ? config.max_seq_len : 0, L = slice.layers(config);
+  const int64_t C = config.channels, p = slice.size, C_final = slice.last_stage ? C : 0;
   return {{{"wte", {V / p, C}, true, true},
            {"wpe", {T, C}, true, false},
            {"blocks.ln1w", {L, C}, false, false},
@@ -39,11 +40,34 @@ std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
            {"blocks.fcb", {L, 4 * C / p}, false, true},
            {"blocks.fcprojw", {L, C, 4 * C / p}, true, true},
            {"blocks.fcprojb", {L, C}, false, false},
-           {"lnfw", {C}, false, false},
-           {"lnfb", {C}, false, false}}};
+           {"lnfw", {C_final}, false, false},
+           {"lnfb", {C_final}, false, false}}};
 }
 
-int64_t global_index(const GptConfig& config, const TensorSlice& slice, int tensor, int64_t local) {
+namespace {
+
+constexpr int kFirstBlockTensor = 2, kLastBlockTensor = 13;  // ln1w … fcprojb
+
+// Elements per block of per-block tensor t on this rank (param_specs' shapes without the L).
+int64_t per_layer_count(const GptConfig& config, const Partition& slice, int tensor) {
+  const int64_t C = config.channels, Cl = C / slice.size;
+  switch (tensor) {
+    case 4: return 3 * Cl * C;   // qkvw
+    case 5: return 3 * Cl;       // qkvb
+    case 6: return C * Cl;       // attprojw
+    case 10: return 4 * Cl * C;  // fcw
+    case 11: return 4 * Cl;      // fcb
+    case 12: return C * 4 * Cl;  // fcprojw
+    default: return C;           // LayerNorm weights and biases, attprojb, fcprojb
+  }
+}
+
+}  // namespace
+
+int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local) {
+  // A stage's blocks start at first_layer: shift to the index in a stack of all L blocks.
+  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && slice.first_layer > 0)
+    local += slice.first_layer * per_layer_count(config, slice, tensor);
   if (slice.size == 1) return local;
   const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p;
   switch (tensor) {
@@ -76,13 +100,13 @@ int64_t global_index(const GptConfig& config, const TensorSlice& slice, int tens
   }
 }
 
-int64_t num_parameters(const GptConfig& config, const TensorSlice& slice) {
+int64_t num_parameters(const GptConfig& config, const Partition& slice) {
   int64_t total = 0;
   for (const ParamSpec& spec : param_specs(config, slice)) total += spec.count();
   return total;
 }
 
-void extract_slice(const GptConfig& config, const float* whole, float* local, const TensorSlice& slice) {
+void extract_slice(const GptConfig& config, const float* whole, float* local, const Partition& slice) {
   const auto global_specs = param_specs(config), local_specs = param_specs(config, slice);
   int64_t global_offset = 0, local_offset = 0;
   for (int t = 0; t < kNumParamTensors; ++t) {
@@ -95,7 +119,7 @@ void extract_slice(const GptConfig& config, const float* whole, float* local, co
   }
 }
 
-ParamViews param_views(const GptConfig& config, float* base, const TensorSlice& slice) {
+ParamViews param_views(const GptConfig& config, float* base, const Partition& slice) {
   ParamViews views{};
   float** ordered[] = {&views.wte,     &views.wpe,      &views.ln1w,    &views.ln1b,
                        &views.qkvw,    &views.qkvb,     &views.attprojw, &views.attprojb,
@@ -110,7 +134,7 @@ ParamViews param_views(const GptConfig& config, float* base, const TensorSlice& 
   return views;
 }
 
-void init_params(const GptConfig& config, float* params, uint64_t seed, const TensorSlice& slice) {
+void init_params(const GptConfig& config, float* params, uint64_t seed, const Partition& slice) {
   const auto specs = param_specs(config, slice);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
   float* at = params;

@@ -21,20 +21,27 @@ struct ParamSpec {
   int64_t count() const;
 };
 
-// Which part of the tensor-parallel split this rank holds (Megatron's): wte by vocabulary rows,
-// qkvw/qkvb by heads (rows of q, k and v), fcw/fcb by rows, attprojw and fcprojw by columns
-// (their input); everything else whole on every rank of the tensor group.
-struct TensorSlice {
-  int rank = 0, size = 1;
+// Which part of the model this rank holds.
+// Tensor parallelism (Megatron's split), rank of size: wte by vocabulary rows, qkvw/qkvb by heads
+// (rows of q, k and v), fcw/fcb by rows, attprojw and fcprojw by columns (their input);
+// everything else whole on every rank of the tensor group.
+// Pipeline parallelism: the blocks [first_layer, first_layer + num_layers); the first stage also
+// holds wte and wpe, the last stage lnfw, lnfb and wte again (the tied head); a tensor a stage
+// does not hold has zero elements there.
+struct Partition {
+  int rank = 0, size = 1;  // in the tensor group
+  int first_layer = 0, num_layers = -1;  // -1: all blocks
+  bool first_stage = true, last_stage = true;
+  int layers(const GptConfig& config) const { return num_layers < 0 ? config.layers : num_layers; }
 };
 
 // In llm.c's file order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b,
 // fcw, fcb, fcprojw, fcprojb, lnfw, lnfb — the shapes of the slice this rank holds.
 std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
-                                                    const TensorSlice& slice = {});
+                                                    const Partition& slice = {});
 // Index in the whole tensor t (as in the serial model and the llm.c file) of element `local`
 // of this rank's slice of it.
-int64_t global_index(const GptConfig& config, const TensorSlice& slice, int tensor, int64_t local);
+int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local);
 
 // Pointers to each tensor inside one flat buffer (parameters, or gradients of the same layout).
 struct ParamViews {
@@ -55,8 +62,8 @@ struct ParamViews {
   float* lnfw;      // (C)
   float* lnfb;      // (C)
 };
-ParamViews param_views(const GptConfig& config, float* base, const TensorSlice& slice = {});
-int64_t num_parameters(const GptConfig& config, const TensorSlice& slice = {});
+ParamViews param_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
 
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,
 // fcprojw) N(0, 0.02/√(2L)), LayerNorm weights 1, biases 0. Every element is a function of
@@ -64,8 +71,8 @@ int64_t num_parameters(const GptConfig& config, const TensorSlice& slice = {});
 // initialises to the same values as the serial model. Tensor t (in file order), element i:
 // stddev · normal_at(seed, t, i) (core/random.hpp).
 void init_params(const GptConfig& config, float* params, uint64_t seed,
-                 const TensorSlice& slice = {});
+                 const Partition& slice = {});
 // This rank's slice (num_parameters(config, slice)) of a whole parameter buffer.
-void extract_slice(const GptConfig& config, const float* whole, float* local, const TensorSlice& slice);
+void extract_slice(const GptConfig& config, const float* whole, float* local, const Partition& slice);
 
 }  // namespace trident::model

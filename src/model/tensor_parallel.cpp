@@ -43,7 +43,7 @@ void row_parallel_backward(kernels::Context& ctx, float* dx_local, float* dw_loc
   kernels::linear_backward(ctx, dx_local, dw_local, dbias, dy, x_local, w_local, M, K_local, N);
 }
 
-VocabSlice vocab_slice(const GptConfig& config, const TensorSlice& slice) {
+VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {
   VocabSlice v;
   v.rows = config.padded_vocab / slice.size;
   v.begin = slice.rank * v.rows;

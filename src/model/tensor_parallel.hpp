@@ -36,7 +36,7 @@
 namespace trident::model {
 
 struct TensorGroup {
-  TensorSlice slice;             // this rank's place in the group
+  Partition slice;             // this rank's place in the group
   MPI_Comm comm = MPI_COMM_NULL;  // null when slice.size == 1
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
@@ -62,7 +62,7 @@ void row_parallel_backward(kernels::Context& ctx, float* dx_local, float* dw_loc
 struct VocabSlice {
   int begin = 0, rows = 0, valid = 0;  // valid: rows that are real tokens (< V)
 };
-VocabSlice vocab_slice(const GptConfig& config, const TensorSlice& slice);
+VocabSlice vocab_slice(const GptConfig& config, const Partition& slice);
 
 // out (B, T, C) = wte[tokens] + wpe (the positions are replicated, added after the all-reduce)
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,

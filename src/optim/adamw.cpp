@@ -9,7 +9,7 @@
 namespace trident::optim {
 
 AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings,
-             const model::TensorSlice& slice, int64_t shard_begin, int64_t shard_end)
+             const model::Partition& slice, int64_t shard_begin, int64_t shard_end)
     : settings_(settings), shard_begin_(shard_begin) {
   if (shard_end < 0) shard_end = model::num_parameters(config, slice);
   m_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);

@@ -23,7 +23,7 @@ class AdamW {
   // default); the moments exist for that range only — ZeRO-1's saving.
   // slice: this rank's tensor-parallel slice (the layout of its parameter buffer).
   AdamW(const model::GptConfig& config, const AdamWSettings& settings,
-        const model::TensorSlice& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1);
+        const model::Partition& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor).
   void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,

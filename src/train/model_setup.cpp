@@ -51,7 +51,7 @@ model::GptConfig model_config_from_deck(const deck::Deck& deck) {
 }
 
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
-  const model::TensorSlice& slice = gpt.tensor_group().slice;
+  const model::Partition& slice = gpt.tensor_group().slice;
   if (!from_file(deck)) {
     model::init_params(gpt.config(), gpt.params(), static_cast<uint64_t>(deck.get_int("train.seed")), slice);
     return;
@@ -84,7 +84,7 @@ std::vector<float> gather_whole_model(const model::Gpt2& gpt, const layout::Grid
   whole.resize(static_cast<size_t>(model::num_parameters(config)));
   const auto global_specs = model::param_specs(config);
   for (int r = 0; r < group.slice.size; ++r) {
-    const model::TensorSlice slice{r, group.slice.size};
+    const model::Partition slice{r, group.slice.size};
     const auto specs = model::param_specs(config, slice);
     int64_t global_offset = 0, local_offset = 0;
     for (int t = 0; t < model::kNumParamTensors; ++t) {

@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(tensor_slices_partition_every_tensor) {
     for (int t = 0; t < model::kNumParamTensors; ++t) {
       std::vector<int> seen(whole_specs[t].count(), 0);
       for (int r = 0; r < p; ++r) {
-        const model::TensorSlice slice{r, p};
+        const model::Partition slice{r, p};
         const auto spec = model::param_specs(config, slice)[t];
         for (int64_t i = 0; i < spec.count(); ++i) ++seen[model::global_index(config, slice, t, i)];
       }
