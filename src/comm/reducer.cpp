@@ -76,7 +76,7 @@ void GradientReducer::plan_buckets(const model::GptConfig& config, const model::
   std::vector<int64_t> offset(specs.size(), 0);
   for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
   const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));
-  const int L = config.layers;
+  const int L = slice.layers(config);  // this stage's blocks, numbered from 0 as backward reports them
   Bucket current;
   auto add = [&](size_t tensor, int layer) {
     const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);

@@ -24,18 +24,29 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
+  layers_ = tp_.slice.layers(config_);
+  slots_.resize(1);
 }
 
 void Gpt2::zero_grad() { std::memset(grads_.data(), 0, grads_.size() * sizeof(float)); }
 
-void Gpt2::ensure_activations(int B, int T) {
-  if (B == B_ && T == T_) return;
-  B_ = B, T_ = T;
-  const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
-  const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
-  layers_.clear();
-  layers_.resize(config_.layers);
-  for (LayerActivations& a : layers_) {
+void Gpt2::set_slots(int slots) {
+  if (slots == static_cast<int>(slots_.size())) return;
+  slots_.clear();
+  slots_.resize(slots);
+  if (B_ > 0) {
+    const int B = B_, T = T_;
+    B_ = T_ = 0;
+    prepare(B, T);
+  }
+}
+
+void Gpt2::allocate_slot(Slot& s) {
+  const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels, Cl = C_local_;
+  const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
+  s.layers.clear();
+  s.layers.resize(layers_);
+  for (LayerActivations& a : s.layers) {
     a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
     a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * Cl, kActs);
     a.att = Buffer<float>(probs, kActs);
@@ -44,12 +55,20 @@ void Gpt2::ensure_activations(int B, int T) {
     a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * Cl, kActs);
     a.fch_gelu = Buffer<float>(BT * 4 * Cl, kActs), a.residual3 = Buffer<float>(BT * C, kActs);
   }
-  encoded_ = Buffer<float>(BT * C, kActs);
-  lnf_ = Buffer<float>(BT * C, kActs), lnf_mean_ = Buffer<float>(BT, kActs);
-  lnf_var_ = Buffer<float>(BT, kActs);
-  logits_ = Buffer<float>(BT * vocab_.rows, kActs);
-  losses_ = Buffer<float>(BT, kActs);
-  log_normalizers_ = Buffer<float>(BT, kActs);
+  s.stage_input = Buffer<float>(BT * C, kActs);
+  if (!tp_.slice.last_stage) return;
+  s.lnf = Buffer<float>(BT * C, kActs), s.lnf_mean = Buffer<float>(BT, kActs);
+  s.lnf_var = Buffer<float>(BT, kActs);
+  s.logits = Buffer<float>(BT * vocab_.rows, kActs);
+  s.losses = Buffer<float>(BT, kActs), s.log_normalizers = Buffer<float>(BT, kActs);
+}
+
+void Gpt2::prepare(int B, int T) {
+  if (B == B_ && T == T_) return;
+  B_ = B, T_ = T;
+  for (Slot& s : slots_) allocate_slot(s);
+  const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
+  const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   loss_scratch_ = Buffer<float>(3 * BT, kActs);
   scratch_c_ = Buffer<float>(BT * C, kActs);
   d_residual_ = Buffer<float>(BT * C, kActs), d_ln_ = Buffer<float>(BT * C, kActs);
@@ -58,9 +77,21 @@ void Gpt2::ensure_activations(int B, int T) {
   d_att_ = Buffer<float>(probs, kActs);
 }
 
-void Gpt2::block_forward(int l, const float* input) {
+float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
+const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.data(); }
+const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
+const float* Gpt2::logits(int slot) const { return slots_.at(slot).logits.data(); }
+float* Gpt2::output_gradient() { return d_residual_.data(); }
+const float* Gpt2::input_gradient() const { return d_residual_.data(); }
+
+const float* Gpt2::block_input(const Slot& s, int l) const {
+  return l == 0 ? s.stage_input.data() : s.layers[l - 1].residual3.data();
+}
+
+// Block l of this stage (global block first_layer + l; parameters indexed by l).
+void Gpt2::block_forward(Slot& s, int l, const float* input) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  LayerActivations& a = layers_[l];
+  LayerActivations& a = s.layers[l];
   const size_t c = C, cl = Cl;
   kernels::layernorm_forward(ctx_, a.ln1.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
@@ -79,29 +110,38 @@ void Gpt2::block_forward(int l, const float* input) {
                        4 * Cl, C);
 }
 
-float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
-  ensure_activations(B, T);
+void Gpt2::head_forward(Slot& s, const int32_t* targets) {
+  const int BT = B_ * T_, C = config_.channels;
+  kernels::layernorm_forward(ctx_, s.lnf.data(), s.lnf_mean.data(), s.lnf_var.data(),
+                             s.layers.back().residual3.data(), p_.lnfw, p_.lnfb, BT, C);
+  column_parallel_forward(ctx_, s.logits.data(), s.lnf.data(), p_.wte, nullptr, BT, C, vocab_.rows);
+  if (targets == nullptr) return;
+  s.targets.assign(targets, targets + BT);
+  vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
+                               loss_scratch_.data(), s.logits.data(), targets, BT);
+}
+
+float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
+  prepare(B, T);
+  Slot& s = slots_.at(slot);
   const int BT = B * T, C = config_.channels;
-  inputs_.assign(inputs, inputs + BT);
-  vocab_parallel_embedding_forward(ctx_, tp_, vocab_, encoded_.data(), inputs, p_.wte, p_.wpe, B, T, C);
-  for (int l = 0; l < config_.layers; ++l)
-    block_forward(l, l == 0 ? encoded_.data() : layers_[l - 1].residual3.data());
-  const float* last = layers_.back().residual3.data();
-  kernels::layernorm_forward(ctx_, lnf_.data(), lnf_mean_.data(), lnf_var_.data(), last, p_.lnfw,
-                             p_.lnfb, BT, C);
-  column_parallel_forward(ctx_, logits_.data(), lnf_.data(), p_.wte, nullptr, BT, C, vocab_.rows);
+  if (tp_.slice.first_stage) {
+    s.inputs.assign(inputs, inputs + BT);
+    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), inputs, p_.wte,
+                                     p_.wpe, B, T, C);
+  }
+  for (int l = 0; l < layers_; ++l) block_forward(s, l, block_input(s, l));
+  if (!tp_.slice.last_stage) return 0.0f;
+  head_forward(s, targets);
   if (targets == nullptr) return 0.0f;
-  targets_.assign(targets, targets + BT);
-  vocab_parallel_cross_entropy(ctx_, tp_, vocab_, losses_.data(), log_normalizers_.data(),
-                               loss_scratch_.data(), logits_.data(), targets, BT);
   double sum = 0.0;
-  for (int i = 0; i < BT; ++i) sum += losses_[i];
+  for (int i = 0; i < BT; ++i) sum += s.losses[i];
   return static_cast<float>(sum / BT);
 }
 
-void Gpt2::block_backward(int l, const float* input, float* dresidual) {
+void Gpt2::block_backward(Slot& s, int l, const float* input, float* dresidual) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  LayerActivations& a = layers_[l];
+  LayerActivations& a = s.layers[l];
   const size_t c = C, cl = Cl;
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
   row_parallel_backward(ctx_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
@@ -124,24 +164,31 @@ void Gpt2::block_backward(int l, const float* input, float* dresidual) {
                               a.ln1_var.data(), BT, C);
 }
 
-void Gpt2::backward(float loss_scale, const std::function<void(int)>& on_final) {
+void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   const int BT = B_ * T_, C = config_.channels;
-  float* dlogits = logits_.data();  // in place: the logits are not needed after this
-  kernels::crossentropy_backward(ctx_, dlogits, logits_.data(), log_normalizers_.data(),
-                                 targets_.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
+  float* dlogits = s.logits.data();  // in place: the logits are not needed after this
+  kernels::crossentropy_backward(ctx_, dlogits, s.logits.data(), s.log_normalizers.data(),
+                                 s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
                                  vocab_.rows);
-  column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, lnf_.data(), p_.wte,
+  column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.data(), p_.wte,
                            BT, C, vocab_.rows);
-  float* dresidual = d_residual_.data();
   std::memset(dresidual, 0, d_residual_.size() * sizeof(float));
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
-                              layers_.back().residual3.data(), p_.lnfw, p_.lnfb, lnf_mean_.data(),
-                              lnf_var_.data(), BT, C);
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    block_backward(l, l == 0 ? encoded_.data() : layers_[l - 1].residual3.data(), dresidual);
+                              s.layers.back().residual3.data(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
+                              s.lnf_var.data(), BT, C);
+}
+
+void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
+  Slot& s = slots_.at(slot);
+  float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
+  if (tp_.slice.last_stage) head_backward(s, loss_scale, dresidual);
+  for (int l = layers_ - 1; l >= 0; --l) {
+    block_backward(s, l, block_input(s, l), dresidual);
     if (on_final) on_final(l);
   }
-  vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, inputs_.data(), B_, T_, C);
+  if (tp_.slice.first_stage)
+    vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,
+                                      T_, config_.channels);
   if (on_final) on_final(-1);
 }
 

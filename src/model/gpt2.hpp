@@ -1,8 +1,10 @@
-// GPT-2 with explicit forward and backward over one micro-batch: the serial model, and, given a
-// tensor group of p ranks, this rank's part of the tensor-parallel model (heads, MLP rows and
-// vocabulary split as model/tensor_parallel.hpp states). Parameters and gradients each live in one
-// allocation laid out as model/params.hpp says; activations in per-layer buffers sized for the
-// micro-batch shape (B, T) and reallocated only when that shape changes.
+// GPT-2 with explicit forward and backward over micro-batches: the serial model, or this rank's
+// part of it — a tensor slice (heads, MLP rows and vocabulary split as model/tensor_parallel.hpp
+// states) of a pipeline stage (blocks [first_layer, first_layer + num_layers), the embedding on
+// the first stage, the final LayerNorm, head and loss on the last). Parameters and gradients
+// each live in one allocation laid out as model/params.hpp says. Activations are kept per
+// micro-batch slot, so that a pipeline schedule can hold several micro-batches between their
+// forward and their backward; they are sized for (B, T) and reallocated only when that changes.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +21,10 @@ namespace trident::model {
 
 class Gpt2 {
  public:
+  // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
   Gpt2(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {});
   const TensorGroup& tensor_group() const { return tp_; }
-
+  const Partition& partition() const { return tp_.slice; }
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const { return static_cast<int64_t>(params_.size()); }
   float* params() { return params_.data(); }
@@ -29,55 +32,84 @@ class Gpt2 {
   float* grads() { return grads_.data(); }
   const ParamViews& param_views() const { return p_; }
 
-  // inputs, targets (B, T) token ids. Returns the mean cross-entropy over the B·T targets
-  // (targets == nullptr: logits only, returns 0). Keeps what backward needs.
-  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
-  // Per-position losses (B·T) of the last forward.
-  const float* losses() const { return losses_.data(); }
-  // This rank's logits (B, T, Vp/p) of the last forward (overwritten by backward).
-  const float* logits() const { return logits_.data(); }
+  // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
+  void set_slots(int slots);
+  // Allocates every slot for micro-batches of (B, T) (forward does it too).
+  void prepare(int B, int T);
 
-  // grads += ∂(loss_scale · mean loss of the last forward)/∂θ. on_final(l), if given, is called
-  // as soon as block l's gradients are final for this backward (l = L−1 … 0), and on_final(-1)
-  // at the end, when the embeddings' and the final LayerNorm's are: the hook a data-parallel
-  // reducer uses to start communicating while backward goes on.
-  void backward(float loss_scale, const std::function<void(int)>& on_final = {});
+  // Forward of one micro-batch into `slot`. The first stage reads the tokens `inputs` (B, T);
+  // the others read stage_input(slot), which the caller fills with the previous stage's output.
+  // The last stage with targets returns the mean cross-entropy over the B·T targets (0 without
+  // targets, and on other stages); other stages leave their output in output(slot).
+  float forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T);
+  float* stage_input(int slot);            // (B, T, C): where a received activation goes
+  const float* output(int slot) const;     // (B, T, C): what a non-last stage sends on
+  const float* losses(int slot) const;     // (B·T) per-position losses, last stage
+  const float* logits(int slot) const;     // (B, T, Vp/p), last stage, until backward
+
+  // Backward of the micro-batch in `slot`: grads += ∂(loss_scale · its mean loss)/∂θ. The last
+  // stage starts from its loss; the others from output_gradient(), which the caller fills with
+  // the next stage's input_gradient() first. Afterwards input_gradient() holds the gradient
+  // with respect to this stage's input (valid until the next backward).
+  // on_final(l), if given, is called as soon as block l's gradients are final for this backward
+  // (l = last … first block), and on_final(-1) at the end, when the embedding's and the final
+  // LayerNorm's are: the hook a data-parallel reducer uses to communicate while backward goes on.
+  void backward(int slot, float loss_scale, const std::function<void(int)>& on_final = {});
+  float* output_gradient();                // (B, T, C)
+  const float* input_gradient() const;     // (B, T, C)
+
+  // One micro-batch through the serial model (slot 0): convenience for one-stage use.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+    return forward(0, inputs, targets, B, T);
+  }
+  void backward(float loss_scale, const std::function<void(int)>& on_final = {}) {
+    backward(0, loss_scale, on_final);
+  }
+  const float* losses() const { return losses(0); }
+  const float* logits() const { return logits(0); }
+
   void zero_grad();
 
  private:
   struct LayerActivations {
-    Buffer<float> ln1, ln1_mean, ln1_var;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> ln1, ln1_mean, ln1_var;   // (B,T,C), (B,T), (B,T)
     Buffer<float> qkv;                      // (B,T,3C/p): q, k, v of this rank's heads
     Buffer<float> att;                      // (B,NH/p,T,T)
     Buffer<float> atty;                     // (B,T,C/p) attention output before the projection
     Buffer<float> residual2;                // (B,T,C) after the attention branch
-    Buffer<float> ln2, ln2_mean, ln2_var;  // (B,T,C), (B,T), (B,T)
+    Buffer<float> ln2, ln2_mean, ln2_var;   // (B,T,C), (B,T), (B,T)
     Buffer<float> fch, fch_gelu;            // (B,T,4C/p) each
     Buffer<float> residual3;                // (B,T,C) block output
   };
-  void ensure_activations(int B, int T);
-  void block_forward(int layer, const float* input);
-  void block_backward(int layer, const float* input, float* dresidual);
+  struct Slot {
+    std::vector<int32_t> inputs, targets;    // (B,T) tokens, first / last stage
+    Buffer<float> stage_input;               // (B,T,C) embedding output or received activation
+    std::vector<LayerActivations> layers;    // this stage's blocks
+    Buffer<float> lnf, lnf_mean, lnf_var;    // (B,T,C), (B,T), (B,T) last stage
+    Buffer<float> logits;                    // (B,T,Vp/p) last stage; dlogits in place
+    Buffer<float> losses, log_normalizers;   // (B,T) last stage
+  };
+  void allocate_slot(Slot& slot);
+  void block_forward(Slot& slot, int l, const float* input);
+  void block_backward(Slot& slot, int l, const float* input, float* dresidual);
+  void head_forward(Slot& slot, const int32_t* targets);
+  void head_backward(Slot& slot, float loss_scale, float* dresidual);
+  const float* block_input(const Slot& slot, int l) const;
 
   GptConfig config_;
   kernels::Context& ctx_;
   TensorGroup tp_;
   VocabSlice vocab_;
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
+  int layers_ = 0;                     // blocks on this stage
   Buffer<float> params_, grads_;
   ParamViews p_{}, g_{};
 
   int B_ = 0, T_ = 0;
-  std::vector<int32_t> inputs_, targets_;      // (B,T) copies for backward
-  Buffer<float> encoded_;                      // (B,T,C)
-  std::vector<LayerActivations> layers_;
-  Buffer<float> lnf_, lnf_mean_, lnf_var_;    // (B,T,C), (B,T), (B,T)
-  Buffer<float> logits_;                       // (B,T,Vp/p); dlogits in place during backward
-  Buffer<float> losses_;                       // (B,T)
-  Buffer<float> log_normalizers_;              // (B,T) of the softmax, for backward
+  std::vector<Slot> slots_;
+  // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums
-  // Backward scratch, shared by all layers.
   Buffer<float> d_residual_, d_ln_;            // (B,T,C)
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
