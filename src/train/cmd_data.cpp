@@ -126,7 +126,7 @@ int run_eval(const std::vector<std::string>& args) {
   const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
   const int64_t windows = validation_windows(*val, job.deck.get_int("train.eval_tokens"), T);
   const double loss = validation_loss(*gpt, *val, windows, T,
-                                      static_cast<int>(job.deck.get_int("train.micro_batch")), MPI_COMM_SELF);
+                                      static_cast<int>(job.deck.get_int("train.micro_batch")));
   char text[64];
   std::snprintf(text, sizeof text, "val_loss %.6g", loss);
   print0("evaluated " + std::to_string(windows) + " windows of " + std::to_string(T) + " tokens");

@@ -23,26 +23,31 @@ int64_t validation_windows(const data::TokenData& val, int64_t eval_tokens, int 
   return wanted;
 }
 
-double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T,
-                       int batch, MPI_Comm group) {
-  int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(group, &rank));
-  MPI_CHECK(MPI_Comm_size(group, &size));
-  std::vector<int64_t> mine;
-  for (int64_t w = rank; w < windows; w += size) mine.push_back(w);
-  std::vector<int32_t> inputs(static_cast<size_t>(batch) * T), targets(inputs.size());
+ValidationShare validation_share(int64_t windows, int replica, int replicas) {
+  ValidationShare share;
+  for (int64_t w = replica; w < windows; w += replicas) share.windows.push_back(w);
+  return share;
+}
+
+int ValidationShare::fill(const data::TokenData& val, int batch, int B, int T, int32_t* inputs,
+                          int32_t* targets) const {
+  const size_t first = static_cast<size_t>(batch) * B;
+  const int used = static_cast<int>(std::min<size_t>(B, windows.size() - first));
+  for (int b = 0; b < B; ++b)
+    data::validation_batch(val, b < used ? windows[first + b] : 0, 1, T, inputs + size_t(b) * T,
+                           targets + size_t(b) * T);
+  return used;
+}
+
+double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T, int B) {
+  const ValidationShare share = validation_share(windows, 0, 1);
+  std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   double sum = 0.0;
-  for (size_t first = 0; first < mine.size(); first += batch) {
-    // The last batch may be partial: fill it up with window 0 and ignore those rows, so that
-    // the activation shapes (and buffers) stay those of training.
-    const int used = static_cast<int>(std::min<size_t>(batch, mine.size() - first));
-    for (int b = 0; b < batch; ++b)
-      data::validation_batch(val, b < used ? mine[first + b] : 0, 1, T,
-                             inputs.data() + size_t(b) * T, targets.data() + size_t(b) * T);
-    gpt.forward(inputs.data(), targets.data(), batch, T);
+  for (int k = 0; k < share.batches(B); ++k) {
+    const int used = share.fill(val, k, B, T, inputs.data(), targets.data());
+    gpt.forward(inputs.data(), targets.data(), B, T);
     for (int i = 0; i < used * T; ++i) sum += gpt.losses()[i];
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, group));
   return sum / static_cast<double>(windows * T);
 }
 

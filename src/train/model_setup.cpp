@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
 #include "model/llmc_io.hpp"
+#include "pipeline/schedule.hpp"
 
 namespace trident {
 namespace {
@@ -65,35 +66,62 @@ void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
   model::extract_slice(gpt.config(), whole.data(), gpt.params(), slice);
 }
 
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const layout::Grid& grid) {
-  const model::GptConfig& config = gpt.config();
-  const model::TensorGroup& group = gpt.tensor_group();
-  std::vector<float> whole;
-  if (group.slice.size == 1) {
-    if (world_rank() == 0) whole.assign(gpt.params(), gpt.params() + gpt.num_parameters());
-    return whole;
-  }
-  // World rank 0's tensor group (data rank 0, stage 0) sends its slices; the others wait.
-  if (grid.group(layout::GroupKind::Tensor, 0) !=
-      grid.group(layout::GroupKind::Tensor, world_rank())) return whole;
-  const int64_t local = gpt.num_parameters();
-  std::vector<float> slices(group.slice.rank == 0 ? static_cast<size_t>(local * group.slice.size) : 0);
-  MPI_CHECK(MPI_Gather(gpt.params(), static_cast<int>(local), MPI_FLOAT, slices.data(),
-                       static_cast<int>(local), MPI_FLOAT, 0, group.comm));
-  if (group.slice.rank != 0) return whole;
-  whole.resize(static_cast<size_t>(model::num_parameters(config)));
+model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
+  const layout::Coord coord = grid.coord_of(rank);
+  const std::vector<int> counts = pipeline::stage_layer_counts(
+      static_cast<int>(deck.get_int("model.layers")), grid.pp_size(),
+      [&] {
+        std::vector<long> given;
+        for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
+        return given;
+      }());
+  model::Partition part;
+  part.rank = coord.tp, part.size = grid.tp_size();
+  for (int s = 0; s < coord.pp; ++s) part.first_layer += counts[s];
+  part.num_layers = counts[coord.pp];
+  part.first_stage = coord.pp == 0;
+  part.last_stage = coord.pp == grid.pp_size() - 1;
+  return part;
+}
+
+namespace {
+
+// Adds the part `part` holds (`values`, its local layout) into the whole model.
+void place_part(const model::GptConfig& config, const model::Partition& part, const float* values,
+                std::vector<float>& whole) {
   const auto global_specs = model::param_specs(config);
-  for (int r = 0; r < group.slice.size; ++r) {
-    const model::Partition slice{r, group.slice.size};
-    const auto specs = model::param_specs(config, slice);
-    int64_t global_offset = 0, local_offset = 0;
-    for (int t = 0; t < model::kNumParamTensors; ++t) {
-      const float* from = slices.data() + r * local + local_offset;
-      for (int64_t i = 0; i < specs[t].count(); ++i)
-        whole[global_offset + model::global_index(config, slice, t, i)] = from[i];
-      global_offset += global_specs[t].count();
-      local_offset += specs[t].count();
-    }
+  const auto specs = model::param_specs(config, part);
+  int64_t global_offset = 0, local_offset = 0;
+  for (int t = 0; t < model::kNumParamTensors; ++t) {
+    for (int64_t i = 0; i < specs[t].count(); ++i)
+      whole[global_offset + model::global_index(config, part, t, i)] = values[local_offset + i];
+    global_offset += global_specs[t].count();
+    local_offset += specs[t].count();
+  }
+}
+
+}  // namespace
+
+std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
+                                      const layout::Grid& grid) {
+  const model::GptConfig& config = gpt.config();
+  const int me = world_rank();
+  const int tag = 77;
+  if (grid.coord_of(me).dp != 0) return {};
+  if (me != 0) {
+    MPI_CHECK(MPI_Send(gpt.params(), static_cast<int>(gpt.num_parameters()), MPI_FLOAT, 0, tag,
+                       MPI_COMM_WORLD));
+    return {};
+  }
+  std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
+  place_part(config, gpt.partition(), gpt.params(), whole);
+  for (int rank = 1; rank < grid.world_size(); ++rank) {
+    if (grid.coord_of(rank).dp != 0) continue;
+    const model::Partition part = partition_for_rank(deck, grid, rank);
+    std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
+    MPI_CHECK(MPI_Recv(values.data(), static_cast<int>(values.size()), MPI_FLOAT, rank, tag,
+                       MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies
   }
   return whole;
 }

@@ -13,10 +13,15 @@ namespace trident {
 // Collective in effect (every rank reads the same header): a file that is missing, malformed
 // or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config_from_deck(const deck::Deck& deck);
+// The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
+// blocks (parallel.stage_layers or the even split).
+model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank);
+
 // This rank's slice of the initial model: random by the counter-based rule, or cut from the file.
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt);
-// Collective over MPI_COMM_WORLD: the whole model (llm.c order), assembled on world rank 0 from
-// the slices of its tensor group; empty on the other ranks.
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const layout::Grid& grid);
+// The whole model (llm.c order), assembled on world rank 0 from the parts held by data replica
+// 0's ranks (every tensor slice of every stage), which send them; empty on every other rank.
+std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
+                                      const layout::Grid& grid);
 
 }  // namespace trident

@@ -57,12 +57,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job), groups_(groups) {
   const deck::Deck& deck = job.deck;
-  if (job.grid.pp_size() != 1)
-    fatal_all(deck.file_name() + ": this build trains tensor- and data-parallel layouts; "
-              "pipeline parallelism is not implemented yet (" + deck.cite("parallel.pipeline") +
-              "); use parallel.tensor and parallel.data for more ranks");
   MPI_CHECK(MPI_Comm_rank(groups.data(), &dp_rank_));
   MPI_CHECK(MPI_Comm_size(groups.data(), &dp_size_));
+  MPI_CHECK(MPI_Comm_rank(groups.pipeline(), &pp_rank_));
+  MPI_CHECK(MPI_Comm_size(groups.pipeline(), &pp_size_));
   steps_ = deck.get_int("train.steps");
   micro_batches_ = deck::micro_batches_per_step(deck);
   B_ = static_cast<int>(deck.get_int("train.micro_batch"));
@@ -75,7 +73,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
   model::TensorGroup tensor_group;
-  tensor_group.slice = {job.grid.coord_of(world_rank()).tp, job.grid.tp_size()};
+  tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
   tensor_group.comm = groups.tensor();
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
@@ -96,8 +94,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   const comm::Shard shard = reducer_->shard();
   optimizer_ = std::make_unique<optim::AdamW>(config, settings, tensor_group.slice, shard.begin, shard.end);
   flops_per_token_ = model::training_flops_per_token(config, T_);
-  inputs_.resize(static_cast<size_t>(B_) * T_);
-  targets_.resize(inputs_.size());
+  runner_ = std::make_unique<pipeline::PipelineRunner>(
+      *model_, groups.pipeline(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
+      static_cast<int>(micro_batches_), B_, T_);
 }
 
 StepResult Trainer::train_step(int64_t step) {
@@ -105,26 +104,29 @@ StepResult Trainer::train_step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   const uint64_t seed = static_cast<uint64_t>(deck.get_int("train.seed"));
   model_->zero_grad();
-  double loss_sum = 0.0;
   // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
   const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
   const float loss_scale = 1.0f / static_cast<float>(micro_batches_ * dp_size_);
-  for (int64_t micro = 0; micro < micro_batches_; ++micro) {
-    data::training_batch(*train_data_, seed, step, first_sequence + micro * B_, B_, T_,
-                         inputs_.data(), targets_.data());
-    loss_sum += model_->forward(inputs_.data(), targets_.data(), B_, T_);
-    if (micro + 1 < micro_batches_) {
-      model_->backward(loss_scale);
-      continue;
-    }
-    reducer_->begin(model_->grads());  // the last backward makes the gradients final
-    model_->backward(loss_scale, [this](int layer) { reducer_->on_final(layer); });
-  }
+  auto batch = [&](int micro, int32_t* inputs, int32_t* targets) {
+    data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T_,
+                         inputs, targets);
+  };
+  // The last backward makes the gradients final: each finished block goes to the data-parallel
+  // reducer at once. The embedding and final LayerNorm (event -1) wait until the schedule is
+  // done and the tied wte's two copies are summed — a collective of the first and last stage
+  // that must not start before the last stage has sent its last input gradient.
+  auto on_final = [this](int layer) {
+    if (layer >= 0) reducer_->on_final(layer);
+  };
   StepResult result;
+  reducer_->begin(model_->grads());
+  double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
+  tie_embedding_gradients();
+  reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
-  result.loss = static_cast<float>(loss_sum / (micro_batches_ * dp_size_));
+  result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")));
   result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
@@ -152,6 +154,8 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
   metrics_->append("comm_ms", r.comm_seconds * 1e3);
   metrics_->append("comm_exposed_ms", r.exposed_comm_seconds * 1e3);
+  metrics_->append("pipeline_busy_ms", r.pipeline.busy_seconds * 1e3);
+  metrics_->append("pipeline_wait_ms", r.pipeline.wait_seconds * 1e3);
   const int64_t interval = job_.deck.get_int("metrics.log_interval");
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != 0) return;
   char line[256];
@@ -180,9 +184,11 @@ optim::GradNorm Trainer::global_grad_norm(float clip) {
   const comm::Shard shard = reducer_->shard();
   double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
   int64_t offset = 0;
-  for (const model::ParamSpec& spec : model::param_specs(model_->config(), model_->tensor_group().slice)) {
+  const model::Partition& part = model_->partition();
+  for (const model::ParamSpec& spec : model::param_specs(model_->config(), part)) {
     const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
-    if (begin < end)
+    const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
+    if (begin < end && !tied_copy)
       squares[spec.sharded ? 0 : 1] +=
           kernels::sum_of_squares(ctx_, model_->grads() + begin, static_cast<size_t>(end - begin));
     offset += spec.count();
@@ -191,6 +197,8 @@ optim::GradNorm Trainer::global_grad_norm(float clip) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 2, MPI_DOUBLE, MPI_SUM, groups_.data()));
   if (job_.grid.tp_size() > 1)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 1, MPI_DOUBLE, MPI_SUM, groups_.tensor()));
+  if (pp_size_ > 1)  // every stage holds different tensors
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 2, MPI_DOUBLE, MPI_SUM, groups_.pipeline()));
   optim::GradNorm result;
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]));
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
@@ -209,8 +217,31 @@ void Trainer::check_replicas_agree() {
   MPI_CHECK(MPI_Barrier(groups_.data()));
 }
 
+void Trainer::tie_embedding_gradients() {
+  if (pp_size_ == 1 || groups_.embedding() == MPI_COMM_NULL) return;
+  const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
+  const int count = static_cast<int>(model::param_specs(model_->config(), model_->partition())[0].count());
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.wte, count, MPI_FLOAT, MPI_SUM, groups_.embedding()));
+}
+
+double Trainer::from_last_stage(double value) {
+  if (pp_size_ > 1) MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, pp_size_ - 1, groups_.pipeline()));
+  return value;
+}
+
 double Trainer::evaluate() {
-  return validation_loss(*model_, *val_data_, val_windows_, T_, B_, groups_.data());
+  const ValidationShare share = validation_share(val_windows_, dp_rank_, dp_size_);
+  std::vector<int> used(share.batches(B_));
+  auto batch = [&](int k, int32_t* inputs, int32_t* targets) {
+    used[k] = share.fill(*val_data_, k, B_, T_, inputs, targets);
+  };
+  double sum = 0.0;
+  auto consume = [&](int k, const float* losses) {
+    for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
+  };
+  runner_->forward_only(share.batches(B_), batch, consume);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
 void Trainer::run(const std::string& run_dir) {
@@ -239,7 +270,7 @@ void Trainer::run(const std::string& run_dir) {
       record_validation(step + 1, evaluate());
   }
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(*model_, job_.grid);
+  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid);
   if (world_rank() == 0) {
     try {
       metrics_->flush();

@@ -1,6 +1,7 @@
-// The training loop: micro-batches with gradient accumulation up to the global batch, data
-// parallel over the data group (each replica its slice of every global batch, gradients summed
-// by comm::GradientReducer), global-norm clipping, AdamW with warm-up and cosine decay, validation every
+// The training loop: micro-batches with gradient accumulation up to the global batch, run by
+// the pipeline schedule over the stages (pipeline::PipelineRunner; one stage without pipeline
+// parallelism), tensor parallel inside the model, data parallel over the data group (each
+// replica its slice of every global batch, gradients summed by comm::GradientReducer), global-norm clipping, AdamW with warm-up and cosine decay, validation every
 // train.eval_interval steps and at the end, a console line every metrics.log_interval steps,
 // every step's figures in metrics.h5, and the final model as an llm.c file in the run directory.
 #pragma once
@@ -15,6 +16,7 @@
 #include "metrics/metrics_file.hpp"
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
+#include "pipeline/runner.hpp"
 #include "train/job.hpp"
 
 namespace trident {
@@ -23,6 +25,7 @@ struct StepResult {
   float loss = 0, lr = 0, grad_norm = 0;
   double seconds = 0;
   double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
+  pipeline::StepTimes pipeline;                       // this stage's compute and waiting
 };
 
 class Trainer {
@@ -38,6 +41,10 @@ class Trainer {
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void record_validation(int64_t step, double loss);
+  // Pipeline: the first and last stage both hold wte (tied); their gradients add up.
+  void tie_embedding_gradients();
+  // Pipeline: a value of the last stage, to every stage (so that rank 0 can report it).
+  double from_last_stage(double value);
   // The norm of the summed gradients, and the clipping factor (collective with ZeRO-1).
   optim::GradNorm global_grad_norm(float clip);
   // Collective over the data group: every replica must hold bitwise the same parameters.
@@ -45,7 +52,8 @@ class Trainer {
 
   const Job& job_;
   const comm::ProcessGroups& groups_;
-  int dp_rank_ = 0, dp_size_ = 1;
+  int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
+  std::unique_ptr<pipeline::PipelineRunner> runner_;
   std::unique_ptr<comm::GradientReducer> reducer_;
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
@@ -55,7 +63,6 @@ class Trainer {
   int64_t steps_ = 0, micro_batches_ = 0, val_windows_ = 0;
   int B_ = 0, T_ = 0;
   double flops_per_token_ = 0;
-  std::vector<int32_t> inputs_, targets_;  // (B, T)
 };
 
 }  // namespace trident

@@ -7,7 +7,7 @@ export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
 cat > p.deck <<DECK
 [model]
-layers = 2
+layers = 4
 heads = 4
 hidden = 32
 vocab = 256
@@ -50,21 +50,24 @@ PY
   then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
 }
 
-equivalent data2_overlap 2 --parallel.data=2 --comm.overlap=true
-equivalent data2_no_overlap 2 --parallel.data=2 --comm.overlap=false
-equivalent data4_micro2 4 --parallel.data=4 --train.micro_batch=2
-equivalent data8 8 --parallel.data=8 --comm.bucket_mb=1
+# Every layout with tensor, pipeline, data in {1, 2} (t, p, d), then the larger ones.
+equivalent t1p1d2_overlap 2 --parallel.data=2 --comm.overlap=true
+equivalent t1p1d2_no_overlap 2 --parallel.data=2 --comm.overlap=false
+equivalent t1p2d1 2 --parallel.pipeline=2
+equivalent t2p1d1 2 --parallel.tensor=2
+equivalent t1p2d2 4 --parallel.pipeline=2 --parallel.data=2
+equivalent t2p1d2 4 --parallel.tensor=2 --parallel.data=2
+equivalent t2p2d1 4 --parallel.tensor=2 --parallel.pipeline=2
+equivalent t2p2d2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2
+equivalent t4p1d2_zero1 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=1
+equivalent t1p4d2_zero1 8 --parallel.pipeline=4 --parallel.data=2 --optim.zero=1
+equivalent t2p2d2_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1
+equivalent t1p2d4_gpipe 8 --parallel.pipeline=2 --parallel.data=4 --parallel.schedule=gpipe
+equivalent t1p3d1_uneven 3 --parallel.pipeline=3 --parallel.stage_layers=1,2,1
+equivalent t1p2d1_uneven_gpipe 2 --parallel.pipeline=2 --parallel.stage_layers=3,1 --parallel.schedule=gpipe
+equivalent t1p1d4_micro2 4 --parallel.data=4 --train.micro_batch=2
+equivalent t1p1d8 8 --parallel.data=8 --comm.bucket_mb=1
+equivalent t1p1d2_zero1 2 --parallel.data=2 --optim.zero=1
 
-grep -q 'comm_exposed_ms' <(h5dump -H data2_overlap/metrics.h5) && pass metrics_record_communication \
+grep -q 'comm_exposed_ms' <(h5dump -H t1p1d2_overlap/metrics.h5) && pass metrics_record_communication \
   || fail metrics_record_communication "no comm_exposed_ms in metrics.h5"
-
-equivalent tensor2 2 --parallel.tensor=2
-equivalent tensor2_data2 4 --parallel.tensor=2 --parallel.data=2
-equivalent tensor4 4 --parallel.tensor=4
-equivalent tensor4_data2_zero1 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=1
-
-expect_user_error pipeline_parallel_not_yet "pipeline parallelism is not implemented yet" \
-  mpirun -np 2 "$TRIDENT" train "$WORK/p.deck" --parallel.pipeline=2
-
-equivalent zero1_data2 2 --parallel.data=2 --optim.zero=1
-equivalent zero1_data4 4 --parallel.data=4 --optim.zero=1 --train.micro_batch=2

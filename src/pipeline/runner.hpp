@@ -1,0 +1,68 @@
+// Runs one stage's part of a pipeline schedule over the pipeline group.
+//
+// Communication: point-to-point on the pipeline communicator. Forward of micro-batch i on stage
+// s > 0 receives the activation (B, T, C) of stage s − 1 (tag 2i); a non-last stage sends its
+// output to s + 1 with a non-blocking send straight from the micro-batch's activation slot,
+// completed before that slot is used again. Backward of i on a non-last stage receives the
+// gradient (B, T, C) of stage s + 1 (tag 2i + 1); a non-first stage sends its input gradient to
+// s − 1, completed before the buffer is reused. Receives block: the schedules are deadlock-free
+// with buffered sends (tests/unit/test_schedule.cpp simulates them).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/gpt2.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace trident::pipeline {
+
+// Fills the tokens of micro-batch i: inputs and targets (B, T).
+using BatchFn = std::function<void(int micro_batch, int32_t* inputs, int32_t* targets)>;
+
+struct StepTimes {
+  double busy_seconds = 0;  // forward and backward compute of this stage
+  double wait_seconds = 0;  // blocked on receives: the pipeline bubble as this stage sees it
+};
+
+class PipelineRunner {
+ public:
+  PipelineRunner(model::Gpt2& gpt, MPI_Comm pipeline, Schedule schedule, int micro_batches, int B, int T);
+
+  // One training step: every micro-batch forward and backward (loss scaled by loss_scale);
+  // on_last_final is the gradient hook of the step's last backward. Returns the sum of the
+  // micro-batches' mean losses on the last stage (0 elsewhere).
+  double train_step(const BatchFn& batch, float loss_scale,
+                    const std::function<void(int)>& on_last_final, StepTimes* times = nullptr);
+
+  // Forward only, `count` micro-batches (validation). After each, on the last stage, consume(i,
+  // losses) gets the per-position losses (B·T).
+  void forward_only(int count, const BatchFn& batch,
+                    const std::function<void(int, const float*)>& consume);
+
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+  bool first() const { return stage_ == 0; }
+  bool last() const { return stage_ == stages_ - 1; }
+
+ private:
+  float run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
+  void run_backward(int micro_batch, int slot, float loss_scale,
+                    const std::function<void(int)>& on_final, StepTimes* times);
+  void wait(MPI_Request& request);
+
+  model::Gpt2& gpt_;
+  MPI_Comm pipeline_;
+  int stage_ = 0, stages_ = 1;
+  Schedule schedule_;
+  int micro_batches_, B_, T_, slots_;
+  size_t activation_elements_;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<MPI_Request> activation_sends_;  // per slot
+  MPI_Request gradient_send_ = MPI_REQUEST_NULL;
+};
+
+}  // namespace trident::pipeline
