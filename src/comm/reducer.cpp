@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "comm/traffic.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "model/params.hpp"
@@ -109,6 +110,7 @@ void GradientReducer::reduce(Bucket& bucket) {
   }
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packed, static_cast<int>(bucket.elements), MPI_FLOAT,
                           MPI_SUM, data_));
+  count_all_reduce(Traffic::Data, bucket.elements * sizeof(float), data_size_);
   at = 0;
   for (const Segment& s : bucket.segments) {
     std::memcpy(grads_ + s.offset, packed + at, s.count * sizeof(float));
@@ -157,6 +159,7 @@ void GradientReducer::on_final(int layer) {
 void GradientReducer::reduce_scatter() {
   const double start = now_seconds();
   MPI_CHECK(MPI_Reduce_scatter(grads_, packed_.data(), shard_counts_.data(), MPI_FLOAT, MPI_SUM, data_));
+  count_scatter_or_gather(Traffic::Data, num_params_ * sizeof(float), data_size_);
   std::memcpy(grads_ + shard_.begin, packed_.data(), shard_.count() * sizeof(float));
   comm_seconds_ += now_seconds() - start;
 }
@@ -166,6 +169,7 @@ void GradientReducer::all_gather_params(float* params) {
   const double start = now_seconds();
   MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params, shard_counts_.data(),
                            shard_offsets_.data(), MPI_FLOAT, data_));
+  count_scatter_or_gather(Traffic::Data, num_params_ * sizeof(float), data_size_);
   comm_seconds_ += now_seconds() - start;
 }
 

@@ -42,8 +42,11 @@ hid_t create_series(hid_t file, const std::string& name, bool integer, const std
   const hid_t space = H5Screate_simple(1, &initial, &maximum);
   const hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
   H5Pset_chunk(properties, 1, &kChunk);
+  const hid_t links = H5Pcreate(H5P_LINK_CREATE);  // "stage1/forward_ms": groups made as needed
+  H5Pset_create_intermediate_group(links, 1);
   const hid_t dataset = H5Dcreate2(file, name.c_str(), integer ? H5T_STD_I64LE : H5T_IEEE_F64LE,
-                                   space, H5P_DEFAULT, properties, H5P_DEFAULT);
+                                   space, links, properties, H5P_DEFAULT);
+  H5Pclose(links);
   H5Pclose(properties);
   H5Sclose(space);
   if (dataset < 0) throw h5_error(path, "creating dataset '" + name + "' failed");
@@ -88,9 +91,8 @@ void MetricsFile::append_int(const std::string& name, long long value) {
 void MetricsFile::write_series(const std::string& name, Series& series) {
   const hsize_t count = series.integer ? series.pending_int.size() : series.pending_real.size();
   if (count == 0) return;
-  hid_t dataset = series.written == 0 && H5Lexists(file_, name.c_str(), H5P_DEFAULT) <= 0
-                      ? create_series(file_, name, series.integer, path_)
-                      : H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  hid_t dataset = series.written == 0 ? create_series(file_, name, series.integer, path_)
+                                      : H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
   if (dataset < 0) throw h5_error(path_, "opening dataset '" + name + "' failed");
   const hsize_t new_size = series.written + count;
   herr_t status = H5Dset_extent(dataset, &new_size);

@@ -3,17 +3,20 @@
 
 #include <algorithm>
 
+#include "comm/traffic.hpp"
 #include "core/error.hpp"
 
 namespace trident::model {
 
 void TensorGroup::all_reduce_sum(float* data, size_t n) const {
   if (slice.size == 1) return;
+  comm::count_all_reduce(comm::Traffic::Tensor, n * sizeof(float), slice.size);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm));
 }
 
 void TensorGroup::all_reduce_max(float* data, size_t n) const {
   if (slice.size == 1) return;
+  comm::count_all_reduce(comm::Traffic::Tensor, n * sizeof(float), slice.size);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_MAX, comm));
 }
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "comm/traffic.hpp"
 #include "core/error.hpp"
 
 namespace trident::pipeline {
@@ -45,10 +46,12 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   const double received = now();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
-  if (!last())
+  if (!last()) {
     MPI_CHECK(MPI_Isend(gpt_.output(slot), static_cast<int>(activation_elements_), MPI_FLOAT,
                         stage_ + 1, activation_tag(i), pipeline_, &activation_sends_[slot]));
-  if (times) times->wait_seconds += received - start, times->busy_seconds += now() - received;
+    comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
+  }
+  if (times) times->wait_seconds += received - start, times->forward_seconds += now() - received;
   return loss;
 }
 
@@ -61,10 +64,12 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
                        stage_ + 1, gradient_tag(i), pipeline_, MPI_STATUS_IGNORE));
   const double received = now();
   gpt_.backward(slot, loss_scale, on_final);
-  if (!first())
+  if (!first()) {
     MPI_CHECK(MPI_Isend(gpt_.input_gradient(), static_cast<int>(activation_elements_), MPI_FLOAT,
                         stage_ - 1, gradient_tag(i), pipeline_, &gradient_send_));
-  if (times) times->wait_seconds += received - start, times->busy_seconds += now() - received;
+    comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
+  }
+  if (times) times->wait_seconds += received - start, times->backward_seconds += now() - received;
 }
 
 double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,

@@ -24,8 +24,9 @@ namespace trident::pipeline {
 using BatchFn = std::function<void(int micro_batch, int32_t* inputs, int32_t* targets)>;
 
 struct StepTimes {
-  double busy_seconds = 0;  // forward and backward compute of this stage
-  double wait_seconds = 0;  // blocked on receives: the pipeline bubble as this stage sees it
+  double forward_seconds = 0;   // forward compute of this stage (with its tensor collectives)
+  double backward_seconds = 0;  // backward compute
+  double wait_seconds = 0;      // blocked on receives: the pipeline bubble as this stage sees it
 };
 
 class PipelineRunner {

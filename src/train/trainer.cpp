@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "comm/traffic.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -94,6 +95,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   const comm::Shard shard = reducer_->shard();
   optimizer_ = std::make_unique<optim::AdamW>(config, settings, tensor_group.slice, shard.begin, shard.end);
   flops_per_token_ = model::training_flops_per_token(config, T_);
+  bubble_busy_.assign(pp_size_, 0.0);
+  bubble_wait_.assign(pp_size_, 0.0);
   runner_ = std::make_unique<pipeline::PipelineRunner>(
       *model_, groups.pipeline(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
       static_cast<int>(micro_batches_), B_, T_);
@@ -127,6 +130,7 @@ StepResult Trainer::train_step(int64_t step) {
   result.comm_seconds = reducer_->communication_seconds();
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
+  const auto optimizer_start = std::chrono::steady_clock::now();
   const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")));
   result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
@@ -134,12 +138,50 @@ StepResult Trainer::train_step(int64_t step) {
                                    static_cast<float>(deck.get_float("optim.min_lr")));
   optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1, norm.clip_factor);
   reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
+  result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);
   return result;
 }
 
+// Every rank's timings and traffic of the step, gathered to rank 0, which records the maximum
+// over all ranks and, with pipeline stages, the maximum over each stage's ranks.
+void Trainer::record_rank_figures(const StepResult& r) {
+  const comm::TrafficTotals traffic = comm::take_traffic();
+  std::vector<double> mine = {r.pipeline.forward_seconds * 1e3, r.pipeline.backward_seconds * 1e3,
+                              r.optimizer_seconds * 1e3,       r.exposed_comm_seconds * 1e3,
+                              r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3};
+  for (double bytes : traffic.bytes) mine.push_back(bytes);
+  const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
+  std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
+  MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  if (!metrics_) return;
+  std::vector<std::string> names = {"forward_ms", "backward_ms", "optimizer_ms", "comm_exposed_ms",
+                                    "comm_ms", "bubble_ms"};
+  for (int g = 0; g < static_cast<int>(comm::Traffic::Count); ++g)
+    names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
+  std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
+  for (int rank = 0; rank < world; ++rank)
+    for (int k = 0; k < n; ++k) {
+      double& m = stage_max[job_.grid.coord_of(rank).pp][k];
+      m = std::max(m, all[static_cast<size_t>(rank) * n + k]);
+    }
+  for (int k = 0; k < n; ++k) {
+    double overall = 0.0;
+    for (int stage = 0; stage < pp_size_; ++stage) {
+      overall = std::max(overall, stage_max[stage][k]);
+      if (pp_size_ > 1) metrics_->append("stage" + std::to_string(stage) + "/" + names[k], stage_max[stage][k]);
+    }
+    metrics_->append(names[k], overall);
+  }
+  for (int stage = 0; stage < pp_size_; ++stage) {  // forward + backward, and waiting, per stage
+    bubble_busy_[stage] += stage_max[stage][0] + stage_max[stage][1];
+    bubble_wait_[stage] += stage_max[stage][5];
+  }
+}
+
 void Trainer::record_step(int64_t step, const StepResult& r) {
   const double tokens = static_cast<double>(micro_batches_) * dp_size_ * B_ * T_;
+  record_rank_figures(r);
   if (!metrics_) return;  // only rank 0 writes metrics and prints
   const double tokens_per_s = tokens / r.seconds;
   const double tflops = tokens_per_s * flops_per_token_ / 1e12;
@@ -152,10 +194,6 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("tflops", tflops);
   metrics_->append("step_ms", r.seconds * 1e3);
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
-  metrics_->append("comm_ms", r.comm_seconds * 1e3);
-  metrics_->append("comm_exposed_ms", r.exposed_comm_seconds * 1e3);
-  metrics_->append("pipeline_busy_ms", r.pipeline.busy_seconds * 1e3);
-  metrics_->append("pipeline_wait_ms", r.pipeline.wait_seconds * 1e3);
   const int64_t interval = job_.deck.get_int("metrics.log_interval");
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != 0) return;
   char line[256];
@@ -165,6 +203,27 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
                 r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3);
   print0(line);
   metrics_->flush();
+}
+
+// The end-of-run summary: the pipeline bubble measured (waiting / (compute + waiting), per
+// stage, over the steps after the first) beside its theory (p − 1)/(m + p − 1).
+void Trainer::print_summary() const {
+  if (pp_size_ == 1) return;
+  double mean = 0.0;
+  std::string per_stage;
+  for (int stage = 0; stage < pp_size_; ++stage) {
+    const double fraction = bubble_wait_[stage] / std::max(1e-12, bubble_wait_[stage] + bubble_busy_[stage]);
+    mean += fraction / pp_size_;
+    char part[32];
+    std::snprintf(part, sizeof part, "%s%.1f%%", stage ? ", " : "", 100.0 * fraction);
+    per_stage += part;
+  }
+  const double theory = double(pp_size_ - 1) / double(micro_batches_ + pp_size_ - 1);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "pipeline bubble: measured %.1f%% (mean of stages: %s), theoretical (p-1)/(m+p-1) = %.1f%% (p = %d, m = %lld)",
+                100.0 * mean, per_stage.c_str(), 100.0 * theory, pp_size_, static_cast<long long>(micro_batches_));
+  print0(line);
 }
 
 void Trainer::record_validation(int64_t step, double loss) {
@@ -221,6 +280,7 @@ void Trainer::tie_embedding_gradients() {
   if (pp_size_ == 1 || groups_.embedding() == MPI_COMM_NULL) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const int count = static_cast<int>(model::param_specs(model_->config(), model_->partition())[0].count());
+  comm::count_all_reduce(comm::Traffic::Embedding, count * sizeof(float), 2);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.wte, count, MPI_FLOAT, MPI_SUM, groups_.embedding()));
 }
 
@@ -265,6 +325,10 @@ void Trainer::run(const std::string& run_dir) {
       fatal_one("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
                 "; lower optim.lr or set optim.grad_clip");
     record_step(step, result);
+    if (step == 0) {  // the first step warms up (primitive creation, first touches): not counted
+      std::fill(bubble_busy_.begin(), bubble_busy_.end(), 0.0);
+      std::fill(bubble_wait_.begin(), bubble_wait_.end(), 0.0);
+    }
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       record_validation(step + 1, evaluate());
@@ -280,6 +344,7 @@ void Trainer::run(const std::string& run_dir) {
     }
   }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // the files exist when any rank returns
+  print_summary();
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
 }
 

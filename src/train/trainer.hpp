@@ -25,6 +25,7 @@ struct StepResult {
   float loss = 0, lr = 0, grad_norm = 0;
   double seconds = 0;
   double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
+  double optimizer_seconds = 0;                       // gradient norm, AdamW, ZeRO all-gather
   pipeline::StepTimes pipeline;                       // this stage's compute and waiting
 };
 
@@ -40,6 +41,8 @@ class Trainer {
   StepResult train_step(int64_t step);
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
+  void record_rank_figures(const StepResult& result);  // collective over MPI_COMM_WORLD
+  void print_summary() const;
   void record_validation(int64_t step, double loss);
   // Pipeline: the first and last stage both hold wte (tied); their gradients add up.
   void tie_embedding_gradients();
@@ -54,6 +57,7 @@ class Trainer {
   const comm::ProcessGroups& groups_;
   int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
   std::unique_ptr<pipeline::PipelineRunner> runner_;
+  std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
   std::unique_ptr<comm::GradientReducer> reducer_;
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
