@@ -95,6 +95,7 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@scripts/bench.sh
+	@scripts/bench-parallel.sh
 
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)

@@ -75,6 +75,7 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
 double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
                                   const std::function<void(int)>& on_last_final, StepTimes* times) {
   double loss_sum = 0.0;
+  const double start = now();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
@@ -87,6 +88,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   }
   for (MPI_Request& request : activation_sends_) wait(request);
   wait(gradient_send_);
+  if (times) times->schedule_seconds += now() - start;
   return loss_sum;
 }
 

@@ -26,7 +26,8 @@ using BatchFn = std::function<void(int micro_batch, int32_t* inputs, int32_t* ta
 struct StepTimes {
   double forward_seconds = 0;   // forward compute of this stage (with its tensor collectives)
   double backward_seconds = 0;  // backward compute
-  double wait_seconds = 0;      // blocked on receives: the pipeline bubble as this stage sees it
+  double wait_seconds = 0;      // blocked on receives
+  double schedule_seconds = 0;  // the whole schedule on this stage, first action to last send
 };
 
 class PipelineRunner {

@@ -149,14 +149,15 @@ void Trainer::record_rank_figures(const StepResult& r) {
   const comm::TrafficTotals traffic = comm::take_traffic();
   std::vector<double> mine = {r.pipeline.forward_seconds * 1e3, r.pipeline.backward_seconds * 1e3,
                               r.optimizer_seconds * 1e3,       r.exposed_comm_seconds * 1e3,
-                              r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3};
+                              r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3,
+                              r.pipeline.schedule_seconds * 1e3};
   for (double bytes : traffic.bytes) mine.push_back(bytes);
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
   MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   if (!metrics_) return;
   std::vector<std::string> names = {"forward_ms", "backward_ms", "optimizer_ms", "comm_exposed_ms",
-                                    "comm_ms", "bubble_ms"};
+                                    "comm_ms", "pipeline_wait_ms", "schedule_ms"};
   for (int g = 0; g < static_cast<int>(comm::Traffic::Count); ++g)
     names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
   std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
@@ -173,9 +174,16 @@ void Trainer::record_rank_figures(const StepResult& r) {
     }
     metrics_->append(names[k], overall);
   }
-  for (int stage = 0; stage < pp_size_; ++stage) {  // forward + backward, and waiting, per stage
-    bubble_busy_[stage] += stage_max[stage][0] + stage_max[stage][1];
-    bubble_wait_[stage] += stage_max[stage][5];
+  // A stage is idle for the part of the pipeline phase — as long as the slowest stage's
+  // schedule — that it does not compute: waiting for inputs, and before and after its work.
+  double phase = 0.0;
+  for (int stage = 0; stage < pp_size_; ++stage) phase = std::max(phase, stage_max[stage][6]);
+  for (int stage = 0; stage < pp_size_; ++stage) {
+    const double busy = stage_max[stage][0] + stage_max[stage][1];
+    bubble_busy_[stage] += busy;
+    bubble_wait_[stage] += std::max(0.0, phase - busy);
+    metrics_->append(pp_size_ > 1 ? "stage" + std::to_string(stage) + "/bubble_ms" : "bubble_ms",
+                     std::max(0.0, phase - busy));
   }
 }
 
@@ -205,8 +213,9 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->flush();
 }
 
-// The end-of-run summary: the pipeline bubble measured (waiting / (compute + waiting), per
-// stage, over the steps after the first) beside its theory (p − 1)/(m + p − 1).
+// The end-of-run summary: the pipeline bubble measured (per stage, the share of the pipeline
+// phase it spent not computing, over the steps after the first) beside its theory
+// (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
   if (pp_size_ == 1) return;
   double mean = 0.0;
