@@ -25,29 +25,18 @@ bool mpi_supports_threads() {
 }  // namespace
 
 Shard shard_of(int64_t n, int rank, int size) {
-  const int64_t part = (n + size - 1) / size;
-  Shard shard;
-  shard.begin = std::min(n, rank * part);
-  shard.end = std::min(n, shard.begin + part);
-  return shard;
+  const auto segment = Communicator::segment_of(static_cast<size_t>(n), size, rank);
+  return {static_cast<int64_t>(segment.first), static_cast<int64_t>(segment.second)};
 }
 
 GradientReducer::GradientReducer(const model::GptConfig& config, const model::Partition& slice,
-                                 MPI_Comm data, double bucket_mb, bool overlap, bool zero)
+                                 GroupCollectives& data, double bucket_mb, bool overlap, bool zero)
     : data_(data), zero_(zero), num_params_(model::num_parameters(config, slice)) {
-  MPI_CHECK(MPI_Comm_size(data, &data_size_));
-  MPI_CHECK(MPI_Comm_rank(data, &data_rank_));
+  data_size_ = data.flat().size();
+  data_rank_ = data.flat().rank();
   shard_ = zero ? shard_of(num_params_, data_rank_, data_size_) : Shard{0, num_params_};
-  for (int r = 0; r < data_size_; ++r) {
-    const Shard s = zero ? shard_of(num_params_, r, data_size_) : Shard{0, num_params_};
-    shard_counts_.push_back(static_cast<int>(s.count()));
-    shard_offsets_.push_back(static_cast<int>(s.begin));
-  }
   if (data_size_ == 1) return;
-  if (zero) {
-    packed_ = Buffer<float>(static_cast<size_t>(shard_.count()), MemoryCategory::Communication);
-    return;
-  }
+  if (zero) return;  // the reduce-scatter works in place on the gradient buffer
   plan_buckets(config, slice, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
@@ -108,9 +97,9 @@ void GradientReducer::reduce(Bucket& bucket) {
     std::memcpy(packed + at, grads_ + s.offset, s.count * sizeof(float));
     at += s.count;
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, packed, static_cast<int>(bucket.elements), MPI_FLOAT,
-                          MPI_SUM, data_));
-  count_all_reduce(Traffic::Data, bucket.elements * sizeof(float), data_size_);
+  const double before = data_.traffic().total_sent();
+  data_.all_reduce(packed, static_cast<size_t>(bucket.elements));
+  count_sent(Traffic::Data, data_.traffic().total_sent() - before);
   at = 0;
   for (const Segment& s : bucket.segments) {
     std::memcpy(grads_ + s.offset, packed + at, s.count * sizeof(float));
@@ -158,18 +147,18 @@ void GradientReducer::on_final(int layer) {
 
 void GradientReducer::reduce_scatter() {
   const double start = now_seconds();
-  MPI_CHECK(MPI_Reduce_scatter(grads_, packed_.data(), shard_counts_.data(), MPI_FLOAT, MPI_SUM, data_));
-  count_scatter_or_gather(Traffic::Data, num_params_ * sizeof(float), data_size_);
-  std::memcpy(grads_ + shard_.begin, packed_.data(), shard_.count() * sizeof(float));
+  const double before = data_.flat().traffic().total_sent();
+  data_.flat().reduce_scatter(grads_, static_cast<size_t>(num_params_));  // own shard summed in place
+  count_sent(Traffic::Data, data_.flat().traffic().total_sent() - before);
   comm_seconds_ += now_seconds() - start;
 }
 
 void GradientReducer::all_gather_params(float* params) {
   if (!zero_ || data_size_ == 1) return;
   const double start = now_seconds();
-  MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params, shard_counts_.data(),
-                           shard_offsets_.data(), MPI_FLOAT, data_));
-  count_scatter_or_gather(Traffic::Data, num_params_ * sizeof(float), data_size_);
+  const double before = data_.flat().traffic().total_sent();
+  data_.flat().all_gather(params, static_cast<size_t>(num_params_));
+  count_sent(Traffic::Data, data_.flat().traffic().total_sent() - before);
   comm_seconds_ += now_seconds() - start;
 }
 

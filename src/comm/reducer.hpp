@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/hierarchy.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
 #include "tensor/buffer.hpp"
@@ -30,7 +31,7 @@
 namespace trident::comm {
 
 // The contiguous part [begin, end) of a flat buffer of n elements that replica `rank` of `size`
-// owns under ZeRO-1: equal parts of ⌈n/size⌉, the last one shorter.
+// owns under ZeRO-1: the ring reduce-scatter's segment (Communicator::segment_of).
 struct Shard {
   int64_t begin = 0, end = 0;
   int64_t count() const { return end - begin; }
@@ -44,8 +45,8 @@ class GradientReducer {
   // backward, one reduce-scatter leaves each replica the summed gradients of its own shard only
   // (the rest of its gradient buffer is then stale); no overlap in this mode.
   // slice: this rank's tensor-parallel slice (its gradient buffer's layout).
-  GradientReducer(const model::GptConfig& config, const model::Partition& slice, MPI_Comm data,
-                  double bucket_mb, bool overlap, bool zero);
+  GradientReducer(const model::GptConfig& config, const model::Partition& slice,
+                  GroupCollectives& data, double bucket_mb, bool overlap, bool zero);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -80,15 +81,14 @@ class GradientReducer {
 
   void reduce_scatter();
 
-  MPI_Comm data_;
+  GroupCollectives& data_;
   int data_size_ = 1, data_rank_ = 0;
   bool overlap_ = false, zero_ = false;
   int64_t num_params_ = 0;
   Shard shard_;
-  std::vector<int> shard_counts_, shard_offsets_;  // per replica, for the MPI calls
   float* grads_ = nullptr;
   std::vector<Bucket> buckets_;
-  Buffer<float> packed_;  // largest bucket, used by whichever thread reduces
+  Buffer<float> packed_;  // largest bucket, used by whichever thread reduces (not with ZeRO)
   size_t next_to_launch_ = 0;
   double comm_seconds_ = 0;
 

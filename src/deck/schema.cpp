@@ -102,6 +102,12 @@ std::vector<KeySpec> build_schema() {
       // [comm]
       choice("comm.algo", "auto", {"flat", "hierarchical", "auto", "mpi"},
              "data-parallel all-reduce: flat ring, node/rack/cross-rack hierarchy, auto, or MPI's"),
+      choice("comm.node_algo", "tree", {"ring", "tree"},
+             "all-reduce algorithm inside a node (groups that stay in one node)"),
+      choice("comm.rack_algo", "tree", {"ring", "tree"},
+             "all-reduce algorithm among nodes of a rack (hierarchical all-reduce)"),
+      choice("comm.cross_rack_algo", "ring", {"ring", "tree"},
+             "all-reduce algorithm across racks (hierarchical all-reduce)"),
       real("comm.bucket_mb", "25", 0.001, 65536, "gradient bucket size in MiB"),
       boolean("comm.overlap", "true", "overlap the gradient reduction with backward"),
       real("comm.timeout_s", "300", 0.001, 1e9,
@@ -109,6 +115,9 @@ std::vector<KeySpec> build_schema() {
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),
+      integer("debug.hang_rank", std::string("-1"), -1, 1048576,
+              "testing aid: this world rank stops answering before its first gradient "
+              "reduction (the watchdog test); -1 = none"),
       choice("debug.fail_mode", "fatal", {"fatal", "mpi_error"},
              "testing aid: the injected fault is a fatal error, or a failing MPI call"),
   };

@@ -2,6 +2,7 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -87,7 +88,14 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, groups.data(),
+  comm::CollectiveSettings collective;
+  collective.algo = deck.get_string("comm.algo");
+  collective.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
+  collective.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
+  collective.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
+  collective.timeout_s = deck.get_float("comm.timeout_s");
+  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective);
+  reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
                                                      deck.get_float("comm.bucket_mb"),
                                                      deck.get_bool("comm.overlap"),
                                                      deck.get_int("optim.zero") == 1);
@@ -122,6 +130,8 @@ StepResult Trainer::train_step(int64_t step) {
     if (layer >= 0) reducer_->on_final(layer);
   };
   StepResult result;
+  if (step == 0 && world_rank() == deck.get_int("debug.hang_rank"))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog test: never answer
   reducer_->begin(model_->grads());
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
@@ -152,6 +162,9 @@ void Trainer::record_rank_figures(const StepResult& r) {
                               r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3,
                               r.pipeline.schedule_seconds * 1e3};
   for (double bytes : traffic.bytes) mine.push_back(bytes);
+  const comm::LevelBytes levels = data_collectives_->traffic();  // the data group, per level
+  for (int l = 0; l < 3; ++l) mine.push_back(levels.sent[l] - last_level_bytes_.sent[l]);
+  last_level_bytes_ = levels;
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
   MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -160,6 +173,7 @@ void Trainer::record_rank_figures(const StepResult& r) {
                                     "comm_ms", "pipeline_wait_ms", "schedule_ms"};
   for (int g = 0; g < static_cast<int>(comm::Traffic::Count); ++g)
     names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
+  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("data_bytes_") + level);
   std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
   for (int rank = 0; rank < world; ++rank)
     for (int k = 0; k < n; ++k) {

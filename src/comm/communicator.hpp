@@ -1,0 +1,80 @@
+// The communicator interface every collective of the program goes through: all-reduce,
+// reduce-scatter, all-gather, broadcast, send/recv over one group of ranks. This MPI
+// implementation runs our own ring and tree algorithms on MPI point-to-point (MPI's own
+// collective stays available as Algo::Mpi for comparison); an NCCL one can sit behind the same
+// interface (docs/COMMUNICATION.md).
+//
+// Every transfer is counted, in bytes sent and received, at the level of the cluster it
+// crosses (node, rack, cross-rack: the level of the peer relative to this rank), and every wait
+// has a deadline (the watchdog): a peer that never answers ends the job with the operation, the
+// group and the peers still awaited, instead of a silent hang.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "topo/topology.hpp"
+
+namespace trident::comm {
+
+enum class Algo { Ring, Tree, Mpi };
+Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
+
+struct LevelBytes {
+  std::array<double, 3> sent{}, received{};  // indexed by topo::Level
+  double total_sent() const { return sent[0] + sent[1] + sent[2]; }
+};
+
+class Communicator {
+ public:
+  // comm: the group; level_of_rank[i]: the level at which rank i of comm is from this rank;
+  // name: for messages ("data", "node of data", …); timeout_s: the watchdog's deadline.
+  Communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
+               double timeout_s);
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm mpi() const { return comm_; }
+  const std::string& name() const { return name_; }
+
+  // Sum over the group, in place, n floats.
+  void all_reduce(float* data, size_t n, Algo algo);
+  // Segment r of the balanced split of n (segment_of) ends summed on rank r, in place; the
+  // other segments are scratch afterwards.
+  void reduce_scatter(float* data, size_t n);
+  // Rank r contributes segment r; every rank ends with all segments.
+  void all_gather(float* data, size_t n);
+  void broadcast(float* data, size_t n, int root);
+  void send(const float* data, size_t n, int peer, int tag);
+  void recv(float* data, size_t n, int peer, int tag);
+
+  // [begin, end) of segment k when n elements are split over `parts` as evenly as possible.
+  static std::pair<size_t, size_t> segment_of(size_t n, int parts, int k);
+
+  const LevelBytes& traffic() const { return traffic_; }
+
+ private:
+  void ring_reduce_scatter(float* data, size_t n);
+  void ring_all_gather(float* data, size_t n);
+  void tree_all_reduce(float* data, size_t n);
+  // Sends `count` floats to `to` and receives `count_in` from `from` (into `in`), in chunks,
+  // adding the received values into `in` when reduce is set; waits under the watchdog.
+  void exchange(const float* out, size_t count, int to, float* in, size_t count_in, int from,
+                bool reduce, const char* operation);
+  void wait_all(std::vector<MPI_Request>& requests, const char* operation,
+                const std::vector<int>& peers);
+  void count(int peer, size_t sent_floats, size_t received_floats);
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<topo::Level> level_of_rank_;
+  std::string name_;
+  double timeout_s_;
+  LevelBytes traffic_;
+  std::vector<float> scratch_;  // a received chunk before it is added
+};
+
+}  // namespace trident::comm

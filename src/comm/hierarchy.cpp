@@ -1,0 +1,113 @@
+// Building the per-level communicators of a group, and the hierarchical all-reduce.
+#include "comm/hierarchy.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident::comm {
+namespace {
+
+// World ranks of the members of `group`, in group order.
+std::vector<int> world_ranks_of(MPI_Comm group) {
+  int size = 0;
+  MPI_CHECK(MPI_Comm_size(group, &size));
+  std::vector<int> members(size);
+  const int me = world_rank();
+  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, members.data(), 1, MPI_INT, group));
+  return members;
+}
+
+topo::Level level_between(const topo::Topology& t, int a, int b) {
+  if (t.place(a).node == t.place(b).node) return topo::Level::Node;
+  if (t.place(a).rack == t.place(b).rack) return topo::Level::Rack;
+  return topo::Level::CrossRack;
+}
+
+std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
+                                                const std::string& name, double timeout_s) {
+  const std::vector<int> members = world_ranks_of(comm);
+  std::vector<topo::Level> levels;
+  for (int w : members) levels.push_back(level_between(t, world_rank(), w));
+  return std::make_unique<Communicator>(comm, levels, name, timeout_s);
+}
+
+}  // namespace
+
+GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, const std::string& name,
+                                   const CollectiveSettings& settings)
+    : settings_(settings) {
+  const std::vector<int> members = world_ranks_of(group);
+  span_ = t.span(members);
+  flat_ = make_communicator(group, t, name, settings.timeout_s);
+  // Members per node, the nodes of each rack that hold members, and this rank's place.
+  std::map<int, std::vector<int>> by_node;
+  for (int w : members) by_node[t.place(w).node].push_back(w);
+  size_t per_node = by_node.begin()->second.size();
+  bool regular = true;
+  for (const auto& [node, ranks] : by_node) regular = regular && ranks.size() == per_node;
+  const int me = world_rank();
+  const auto& mine = by_node[t.place(me).node];
+  const int local = static_cast<int>(std::find(mine.begin(), mine.end(), me) - mine.begin());
+  std::map<int, std::vector<int>> nodes_in_rack;  // rack -> the group's nodes there, in order
+  for (const auto& [node, ranks] : by_node) nodes_in_rack[t.place(ranks.front()).rack].push_back(node);
+  for (const auto& [rack, nodes] : nodes_in_rack)  // cross-rack peers need equal racks too
+    regular = regular && nodes.size() == nodes_in_rack.begin()->second.size();
+  const auto& rack_nodes = nodes_in_rack[t.place(me).rack];
+  const int node_place = static_cast<int>(std::find(rack_nodes.begin(), rack_nodes.end(), t.place(me).node) - rack_nodes.begin());
+  // Every rank of the group takes part in the splits, regular or not (they are collective).
+  MPI_CHECK(MPI_Comm_split(group, t.place(me).node, local, &node_comm_));
+  MPI_CHECK(MPI_Comm_split(group, t.place(me).rack * static_cast<int>(members.size()) + local, node_place, &rack_comm_));
+  MPI_CHECK(MPI_Comm_split(group, node_place * static_cast<int>(members.size()) + local, t.place(me).rack, &cross_comm_));
+  node_ = make_communicator(node_comm_, t, "node level of " + name, settings.timeout_s);
+  rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings.timeout_s);
+  cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings.timeout_s);
+  int all_regular = regular ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_regular, 1, MPI_INT, MPI_LAND, group));
+  const bool spans_nodes = span_ != topo::Level::Node;
+  if (settings.algo == "hierarchical" && !all_regular)
+    fatal_all("comm.algo = hierarchical needs the same number of " + name + "-group members on "
+              "every node; this layout puts different numbers on some nodes; use comm.algo = auto");
+  use_hierarchy_ = all_regular && (settings.algo == "hierarchical" || (settings.algo == "auto" && spans_nodes));
+}
+
+GroupCollectives::~GroupCollectives() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Comm* c : {&node_comm_, &rack_comm_, &cross_comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+void GroupCollectives::all_reduce(float* data, size_t n) {
+  if (flat_->size() == 1 || n == 0) return;
+  if (settings_.algo == "mpi") return flat_->all_reduce(data, n, Algo::Mpi);
+  if (!use_hierarchy_) {
+    // Inside one node the node's algorithm; across nodes, flat, a ring (NCCL's choice).
+    return flat_->all_reduce(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring);
+  }
+  node_->reduce_scatter(data, n);
+  const auto shard = Communicator::segment_of(n, node_->size(), node_->rank());
+  rack_->all_reduce(data + shard.first, shard.second - shard.first, settings_.rack_algo);
+  cross_->all_reduce(data + shard.first, shard.second - shard.first, settings_.cross_rack_algo);
+  node_->all_gather(data, n);
+}
+
+std::string GroupCollectives::describe() const {
+  if (settings_.algo == "mpi") return "MPI_Allreduce";
+  if (!use_hierarchy_) return std::string("flat over ") + std::to_string(flat_->size()) + " ranks";
+  return "hierarchical: node " + std::to_string(node_->size()) + " x rack " +
+         std::to_string(rack_->size()) + " x cross-rack " + std::to_string(cross_->size());
+}
+
+LevelBytes GroupCollectives::traffic() const {
+  LevelBytes total;
+  for (const Communicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()})
+    for (int l = 0; l < 3; ++l)
+      total.sent[l] += c->traffic().sent[l], total.received[l] += c->traffic().received[l];
+  return total;
+}
+
+}  // namespace trident::comm

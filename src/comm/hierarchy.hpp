@@ -1,0 +1,52 @@
+// Collectives over a group that know the three levels of the cluster. The hierarchical
+// all-reduce of S bytes over a group with k members per node, r nodes per rack and q racks:
+//   1. reduce-scatter inside the node (ring): member j ends with the node's sum of segment j
+//   2. all-reduce of segment j among the members j of the rack's other nodes (comm.rack_algo)
+//   3. all-reduce of segment j among the members j at the same place in the other racks
+//      (comm.cross_rack_algo)
+//   4. all-gather inside the node (ring)
+// Bytes each rank sends (S divisible by k, rings): node 2(k−1)/k·S, rack 2(r−1)/r·S/k,
+// cross-rack 2(q−1)/q·S/k — what crosses the rack boundary is S/k, against 2(n−1)/n·S of a
+// flat ring over all n = k·r·q members, most of which crosses racks. With a tree at a level a
+// member sends S/k up (all but the root) and S/k to each of its children.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "topo/topology.hpp"
+
+namespace trident::comm {
+
+struct CollectiveSettings {
+  std::string algo = "auto";  // flat | hierarchical | auto | mpi
+  Algo node_algo = Algo::Tree, rack_algo = Algo::Tree, cross_rack_algo = Algo::Ring;
+  double timeout_s = 300;
+};
+
+class GroupCollectives {
+ public:
+  // Collective over `group` (its ranks in any order). Builds the flat communicator and, when
+  // every node holds the same number of the group's members, the per-level ones.
+  GroupCollectives(MPI_Comm group, const topo::Topology& topology, const std::string& name,
+                   const CollectiveSettings& settings);
+  ~GroupCollectives();
+  GroupCollectives(const GroupCollectives&) = delete;
+  GroupCollectives& operator=(const GroupCollectives&) = delete;
+
+  void all_reduce(float* data, size_t n);   // sum, by the algorithm the settings choose
+  Communicator& flat() { return *flat_; }
+  bool hierarchical() const { return use_hierarchy_; }
+  std::string describe() const;             // "hierarchical: node 2 × rack 2 × cross-rack 2"
+  LevelBytes traffic() const;               // everything this rank sent and received
+
+ private:
+  CollectiveSettings settings_;
+  topo::Level span_ = topo::Level::Node;
+  std::unique_ptr<Communicator> flat_, node_, rack_, cross_;
+  MPI_Comm node_comm_ = MPI_COMM_NULL, rack_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
+  bool use_hierarchy_ = false;
+};
+
+}  // namespace trident::comm

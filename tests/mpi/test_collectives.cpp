@@ -1,0 +1,117 @@
+// Our ring, tree and hierarchical collectives: exact results on integer-valued data for every
+// algorithm and group size, and exact byte counts per level against the formulas.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm/hierarchy.hpp"
+#include "core/mpi_util.hpp"
+#include "deck/deck.hpp"
+#include "mpi_fixture.hpp"
+#include "topo/discover.hpp"
+
+using namespace trident;
+using testing::everywhere;
+
+namespace {
+
+// Member r contributes (r + 1)·(i mod 7 + 1): sums are small integers, exact in float.
+std::vector<float> contribution(size_t n, int r) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float((r + 1) * (i % 7 + 1));
+  return v;
+}
+
+size_t wrong_elements(const std::vector<float>& v, int members) {
+  size_t wrong = 0;
+  const float ranks_sum = float(members * (members + 1) / 2);
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != ranks_sum * float(i % 7 + 1);
+  return wrong;
+}
+
+std::vector<topo::Level> all_node(int n) { return std::vector<topo::Level>(n, topo::Level::Node); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size) {
+  const int world = world_size();
+  for (int members = 1; members <= world; ++members) {
+    MPI_Comm group = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank() < members ? 0 : MPI_UNDEFINED, world_rank(), &group);
+    bool ok = true;
+    if (group != MPI_COMM_NULL) {
+      comm::Communicator c(group, all_node(members), "test", 60);
+      for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Mpi})
+        for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(300001), size_t(3 << 20) + 5}) {
+          std::vector<float> v = contribution(n, c.rank());
+          c.all_reduce(v.data(), n, algo);
+          ok = ok && wrong_elements(v, members) == 0;
+        }
+      MPI_Comm_free(&group);
+    }
+    BOOST_TEST(everywhere(ok), "group of " << members);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sixty_four_megabytes_ring) {
+  comm::Communicator c(MPI_COMM_WORLD, all_node(world_size()), "world", 120);
+  std::vector<float> v = contribution(size_t(16) << 20, c.rank());
+  c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+  BOOST_TEST(everywhere(wrong_elements(v, c.size()) == 0));
+}
+
+BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
+  const int n = world_size();
+  comm::Communicator ring(MPI_COMM_WORLD, all_node(n), "world", 60);
+  const size_t count = size_t(n) * 1000;  // divisible: exactly 2(n−1)/n·S
+  std::vector<float> v = contribution(count, ring.rank());
+  ring.all_reduce(v.data(), count, comm::Algo::Ring);
+  const double S = count * sizeof(float);
+  BOOST_TEST(everywhere(ring.traffic().sent[0] == 2.0 * (n - 1) / n * S &&
+                        ring.traffic().received[0] == ring.traffic().sent[0]));
+  comm::Communicator tree(MPI_COMM_WORLD, all_node(n), "world", 60);
+  tree.all_reduce(v.data(), count, comm::Algo::Tree);
+  const int r = tree.rank(), children = (2 * r + 1 < n) + (2 * r + 2 < n);
+  BOOST_TEST(everywhere(tree.traffic().sent[0] == ((r != 0 ? 1 : 0) + children) * S));
+  comm::Communicator bcast(MPI_COMM_WORLD, all_node(n), "world", 60);
+  std::vector<float> b(100, world_rank() == n - 1 ? 3.0f : 0.0f);
+  bcast.broadcast(b.data(), b.size(), n - 1);
+  BOOST_TEST(everywhere(std::all_of(b.begin(), b.end(), [](float x) { return x == 3.0f; })));
+}
+
+BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
+  const int n = world_size();
+  if (n != 8) return;  // 4 emulated nodes of 2 ranks in 2 racks
+  const deck::Deck deck = deck::Deck::parse(
+      "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
+      {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
+  const topo::Topology t = topo::discover_topology(deck);
+  for (comm::Algo level_algo : {comm::Algo::Ring, comm::Algo::Tree}) {
+    comm::CollectiveSettings settings;
+    settings.algo = "hierarchical";
+    settings.rack_algo = settings.cross_rack_algo = level_algo;
+    comm::GroupCollectives g(MPI_COMM_WORLD, t, "data", settings);
+    const size_t count = 4000;  // S divisible by k = 2
+    std::vector<float> v = contribution(count, world_rank());
+    g.all_reduce(v.data(), count);
+    const double S = count * sizeof(float);
+    const comm::LevelBytes bytes = g.traffic();
+    // k = 2 per node, r = 2 nodes per rack, q = 2 racks: node 2(k−1)/k·S = S; rack and cross-rack
+    // each 2(2−1)/2 · S/k = S/2 (a tree of two sends S/k, once up or once down: the same).
+    BOOST_TEST(everywhere(wrong_elements(v, n) == 0));
+    BOOST_TEST(everywhere(g.hierarchical() && bytes.sent[0] == S && bytes.sent[1] == S / 2 &&
+                          bytes.sent[2] == S / 2),
+               "node " << bytes.sent[0] << " rack " << bytes.sent[1] << " cross " << bytes.sent[2]);
+  }
+  // The flat ring over the same 8 ranks: 2·7/8·S per rank, split by where the neighbours are.
+  comm::CollectiveSettings flat;
+  flat.algo = "flat";
+  comm::GroupCollectives f(MPI_COMM_WORLD, t, "data", flat);
+  std::vector<float> v = contribution(8000, world_rank());
+  f.all_reduce(v.data(), v.size());
+  const comm::LevelBytes bytes = f.traffic();
+  BOOST_TEST(everywhere(wrong_elements(v, n) == 0 &&
+                        bytes.sent[0] + bytes.sent[1] + bytes.sent[2] == 2.0 * 7 / 8 * 8000 * 4));
+}
