@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -72,8 +73,10 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* oper
       for (int peer : peers)
         waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer) + " (world rank " +
                    std::to_string(world_rank_of(comm_, peer)) + ")";
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
       fatal_one("watchdog: " + std::string(operation) + " on the " + name_ + " group (" +
-                std::to_string(size_) + " ranks) has waited " + std::to_string(timeout_s_) +
+                std::to_string(size_) + " ranks) has waited " + seconds +
                 " s (comm.timeout_s) for rank(s) " + waiting +
                 " of the group; aborting the job so that no rank hangs");
     }
