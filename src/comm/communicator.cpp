@@ -41,9 +41,24 @@ Algo parse_algo(const std::string& name) {
   throw std::invalid_argument("unknown collective algorithm '" + name + "'");
 }
 
+void parse_link(const std::string& text, LinkModel& model, int level) {
+  if (text == "off") {
+    model.latency_s[level] = model.bandwidth_Bps[level] = 0;
+    return;
+  }
+  double latency_us = 0, bandwidth_gbps = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%lf,%lf%c", &latency_us, &bandwidth_gbps, &tail) != 2 ||
+      latency_us < 0 || bandwidth_gbps <= 0)
+    throw std::invalid_argument("'" + text + "' is not 'LATENCY_US,BANDWIDTH_GBPS' (e.g. 5,25) or off");
+  model.latency_s[level] = latency_us * 1e-6;
+  model.bandwidth_Bps[level] = bandwidth_gbps * 1e9;
+}
+
 Communicator::Communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
-                           double timeout_s)
-    : comm_(comm), level_of_rank_(std::move(level_of_rank)), name_(std::move(name)), timeout_s_(timeout_s) {
+                           double timeout_s, const LinkModel& links)
+    : comm_(comm), level_of_rank_(std::move(level_of_rank)), name_(std::move(name)),
+      timeout_s_(timeout_s), links_(links) {
   MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   MPI_CHECK(MPI_Comm_size(comm, &size_));
   REQUIRE(static_cast<int>(level_of_rank_.size()) == size_, "one level per rank of " << name_);
@@ -84,8 +99,19 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* oper
   }
 }
 
+void Communicator::emulate(double start, const std::vector<std::pair<int, double>>& peer_bytes) const {
+  double slowest = 0.0;
+  for (const auto& [peer, bytes] : peer_bytes)
+    slowest = std::max(slowest, links_.seconds(static_cast<int>(level_of_rank_[peer]), bytes));
+  const double remaining = start + slowest - seconds_now();
+  if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
+}
+
 void Communicator::exchange(const float* out, size_t count_out, int to, float* in, size_t count_in,
                             int from, bool reduce, const char* operation) {
+  const double start = seconds_now();
+  const std::vector<std::pair<int, double>> transfers = {{to, count_out * sizeof(float)},
+                                                         {from, count_in * sizeof(float)}};
   std::vector<MPI_Request> requests;
   if (reduce && scratch_.size() < count_in) scratch_.resize(count_in);
   float* landing = reduce ? scratch_.data() : in;
@@ -104,6 +130,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
   count(from, 0, count_in);
   if (!reduce) {
     wait_all(requests, operation, {from, to});
+    emulate(start, transfers);
     return;
   }
   // Add each chunk as it arrives, while the later ones are still in flight.
@@ -126,6 +153,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
   }
   std::vector<MPI_Request> sends(requests.begin() + receives, requests.end());
   wait_all(sends, operation, {to});
+  emulate(start, transfers);
 }
 
 void Communicator::ring_reduce_scatter(float* data, size_t n) {
@@ -148,50 +176,88 @@ void Communicator::ring_all_gather(float* data, size_t n) {
   }
 }
 
-// Binary tree (rank r's children 2r+1, 2r+2): sums flow up to rank 0 chunk by chunk, then the
-// result flows down; the tree's levels work on different chunks at the same time.
-void Communicator::tree_all_reduce(float* data, size_t n) {
-  const int parent = (rank_ - 1) / 2;
+// Double binary tree (NCCL's): the first half of the buffer is summed up the binary tree of
+// rank order (r's children 2r+1, 2r+2, root 0) and the second half up the mirrored tree (rank
+// n−1−r in the first tree's place, root n−1), then the sums flow back down. Both trees run at
+// once, chunk by chunk, so every link carries traffic both ways and the tree's levels work on
+// different chunks at the same time.
+namespace {
+
+struct TreeRole {
+  int parent = -1;  // -1: the root
   std::vector<int> children;
-  for (int c : {2 * rank_ + 1, 2 * rank_ + 2})
-    if (c < size_) children.push_back(c);
+};
+
+TreeRole tree_role(int rank, int size, bool mirrored) {
+  auto to_rank = [&](int position) { return mirrored ? size - 1 - position : position; };
+  const int position = mirrored ? size - 1 - rank : rank;
+  TreeRole role;
+  if (position > 0) role.parent = to_rank((position - 1) / 2);
+  for (int c : {2 * position + 1, 2 * position + 2})
+    if (c < size) role.children.push_back(to_rank(c));
+  return role;
+}
+
+}  // namespace
+
+void Communicator::tree_all_reduce(float* data, size_t n) {
+  const TreeRole roles[2] = {tree_role(rank_, size_, false), tree_role(rank_, size_, true)};
+  const size_t half = n / 2;
+  const size_t begin[2] = {0, half}, length[2] = {half, n - half};
   if (scratch_.size() < 2 * kTreeChunk) scratch_.resize(2 * kTreeChunk);
-  std::vector<MPI_Request> up;
-  for (size_t at = 0; at < n; at += kTreeChunk) {
-    const size_t len = std::min(kTreeChunk, n - at);
-    std::vector<MPI_Request> from_children;
-    for (size_t c = 0; c < children.size(); ++c) {
-      from_children.emplace_back();
-      MPI_CHECK(MPI_Irecv(scratch_.data() + c * kTreeChunk, static_cast<int>(len), MPI_FLOAT,
-                          children[c], kTagBase, comm_, &from_children.back()));
-      count(children[c], 0, len);
+  const size_t chunks = (std::max(length[0], length[1]) + kTreeChunk - 1) / kTreeChunk;
+  std::vector<MPI_Request> pending;  // sends still in flight
+  std::vector<int> pending_peers;
+  auto send = [&](const float* from, size_t len, int peer, int tag) {
+    pending.emplace_back();
+    MPI_CHECK(MPI_Isend(from, static_cast<int>(len), MPI_FLOAT, peer, tag, comm_, &pending.back()));
+    pending_peers.push_back(peer);
+    count(peer, len, 0);
+  };
+  // Up, chunk c of tree t: the children's partial sums are added, the result goes to the parent.
+  // Each tree's step waits only for that tree's messages, so the two never wait on each other.
+  auto up = [&](int t, size_t c) {
+    if (c * kTreeChunk >= length[t]) return;
+    float* at = data + begin[t] + c * kTreeChunk;
+    const size_t len = std::min(kTreeChunk, length[t] - c * kTreeChunk);
+    std::vector<MPI_Request> receives;
+    std::vector<std::pair<int, double>> transfers;
+    const double start = seconds_now();
+    for (size_t k = 0; k < roles[t].children.size(); ++k) {
+      receives.emplace_back();
+      MPI_CHECK(MPI_Irecv(scratch_.data() + k * kTreeChunk, static_cast<int>(len), MPI_FLOAT,
+                          roles[t].children[k], kTagBase + t, comm_, &receives.back()));
+      count(roles[t].children[k], 0, len);
+      transfers.emplace_back(roles[t].children[k], len * sizeof(float));
     }
-    wait_all(from_children, "all-reduce (tree, up)", children);
-    for (size_t c = 0; c < children.size(); ++c)
-      for (size_t i = 0; i < len; ++i) data[at + i] += scratch_[c * kTreeChunk + i];
-    if (rank_ == 0) continue;
-    up.emplace_back();
-    MPI_CHECK(MPI_Isend(data + at, static_cast<int>(len), MPI_FLOAT, parent, kTagBase, comm_, &up.back()));
-    count(parent, len, 0);
-  }
-  wait_all(up, "all-reduce (tree, up)", {parent});
-  std::vector<MPI_Request> down;
-  for (size_t at = 0; at < n; at += kTreeChunk) {
-    const size_t len = std::min(kTreeChunk, n - at);
-    if (rank_ != 0) {
-      std::vector<MPI_Request> from_parent(1);
-      MPI_CHECK(MPI_Irecv(data + at, static_cast<int>(len), MPI_FLOAT, parent, kTagBase + 1, comm_,
-                          &from_parent[0]));
-      count(parent, 0, len);
-      wait_all(from_parent, "all-reduce (tree, down)", {parent});
+    wait_all(receives, "all-reduce (tree, up)", roles[t].children);
+    emulate(start, transfers);
+    for (size_t k = 0; k < roles[t].children.size(); ++k)
+      for (size_t i = 0; i < len; ++i) at[i] += scratch_[k * kTreeChunk + i];
+    if (roles[t].parent >= 0) send(at, len, roles[t].parent, kTagBase + t);
+  };
+  // Down, chunk c of tree t: the total from the parent, passed on to the children.
+  auto down = [&](int t, size_t c) {
+    if (c * kTreeChunk >= length[t]) return;
+    float* at = data + begin[t] + c * kTreeChunk;
+    const size_t len = std::min(kTreeChunk, length[t] - c * kTreeChunk);
+    if (roles[t].parent >= 0) {
+      std::vector<MPI_Request> receive(1);
+      const double start = seconds_now();
+      MPI_CHECK(MPI_Irecv(at, static_cast<int>(len), MPI_FLOAT, roles[t].parent, kTagBase + 2 + t,
+                          comm_, &receive[0]));
+      count(roles[t].parent, 0, len);
+      wait_all(receive, "all-reduce (tree, down)", {roles[t].parent});
+      emulate(start, {{roles[t].parent, len * sizeof(float)}});
     }
-    for (int child : children) {
-      down.emplace_back();
-      MPI_CHECK(MPI_Isend(data + at, static_cast<int>(len), MPI_FLOAT, child, kTagBase + 1, comm_, &down.back()));
-      count(child, len, 0);
-    }
-  }
-  wait_all(down, "all-reduce (tree, down)", children);
+    for (int child : roles[t].children) send(at, len, child, kTagBase + 2 + t);
+  };
+  for (size_t c = 0; c < chunks; ++c) up(0, c), up(1, c);
+  // The down phase receives into the buffers the up phase sent from: those sends complete first.
+  wait_all(pending, "all-reduce (tree, up)", pending_peers);
+  pending.clear(), pending_peers.clear();
+  for (size_t c = 0; c < chunks; ++c) down(0, c), down(1, c);
+  wait_all(pending, "all-reduce (tree)", pending_peers);
 }
 
 void Communicator::all_reduce(float* data, size_t n, Algo algo) {
@@ -234,17 +300,21 @@ void Communicator::broadcast(float* data, size_t n, int root) {
 }
 
 void Communicator::send(const float* data, size_t n, int peer, int tag) {
+  const double start = seconds_now();
   std::vector<MPI_Request> requests(1);
   MPI_CHECK(MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests[0]));
   count(peer, n, 0);
   wait_all(requests, "send", {peer});
+  emulate(start, {{peer, n * sizeof(float)}});
 }
 
 void Communicator::recv(float* data, size_t n, int peer, int tag) {
+  const double start = seconds_now();
   std::vector<MPI_Request> requests(1);
   MPI_CHECK(MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests[0]));
   count(peer, 0, n);
   wait_all(requests, "receive", {peer});
+  emulate(start, {{peer, n * sizeof(float)}});
 }
 
 }  // namespace trident::comm

@@ -29,12 +29,24 @@ struct LevelBytes {
   double total_sent() const { return sent[0] + sent[1] + sent[2]; }
 };
 
+// The α-β link model of single-host emulation: a transfer of b bytes at a level takes at least
+// latency + b / bandwidth (the real copy counts towards it); levels left off are not slowed.
+struct LinkModel {
+  std::array<double, 3> latency_s{}, bandwidth_Bps{};  // by topo::Level; bandwidth 0 = off
+  bool enabled(int level) const { return bandwidth_Bps[level] > 0; }
+  double seconds(int level, double bytes) const {
+    return enabled(level) ? latency_s[level] + bytes / bandwidth_Bps[level] : 0.0;
+  }
+};
+// "LATENCY_US,BANDWIDTH_GBPS" or "off"; throws std::invalid_argument.
+void parse_link(const std::string& text, LinkModel& model, int level);
+
 class Communicator {
  public:
   // comm: the group; level_of_rank[i]: the level at which rank i of comm is from this rank;
   // name: for messages ("data", "node of data", …); timeout_s: the watchdog's deadline.
   Communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
-               double timeout_s);
+               double timeout_s, const LinkModel& links = {});
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm mpi() const { return comm_; }
@@ -66,6 +78,9 @@ class Communicator {
                 bool reduce, const char* operation);
   void wait_all(std::vector<MPI_Request>& requests, const char* operation,
                 const std::vector<int>& peers);
+  // The link model: the transfers just completed, begun at `start`, to and from these peers
+  // with these byte counts, take at least what the model says.
+  void emulate(double start, const std::vector<std::pair<int, double>>& peer_bytes) const;
   void count(int peer, size_t sent_floats, size_t received_floats);
 
   MPI_Comm comm_;
@@ -73,6 +88,7 @@ class Communicator {
   std::vector<topo::Level> level_of_rank_;
   std::string name_;
   double timeout_s_;
+  LinkModel links_;
   LevelBytes traffic_;
   std::vector<float> scratch_;  // a received chunk before it is added
 };

@@ -27,11 +27,12 @@ topo::Level level_between(const topo::Topology& t, int a, int b) {
 }
 
 std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
-                                                const std::string& name, double timeout_s) {
+                                                const std::string& name,
+                                                const CollectiveSettings& settings) {
   const std::vector<int> members = world_ranks_of(comm);
   std::vector<topo::Level> levels;
   for (int w : members) levels.push_back(level_between(t, world_rank(), w));
-  return std::make_unique<Communicator>(comm, levels, name, timeout_s);
+  return std::make_unique<Communicator>(comm, levels, name, settings.timeout_s, settings.links);
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
     : settings_(settings) {
   const std::vector<int> members = world_ranks_of(group);
   span_ = t.span(members);
-  flat_ = make_communicator(group, t, name, settings.timeout_s);
+  flat_ = make_communicator(group, t, name, settings);
   // Members per node, the nodes of each rack that hold members, and this rank's place.
   std::map<int, std::vector<int>> by_node;
   for (int w : members) by_node[t.place(w).node].push_back(w);
@@ -61,9 +62,9 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
   MPI_CHECK(MPI_Comm_split(group, t.place(me).node, local, &node_comm_));
   MPI_CHECK(MPI_Comm_split(group, t.place(me).rack * static_cast<int>(members.size()) + local, node_place, &rack_comm_));
   MPI_CHECK(MPI_Comm_split(group, node_place * static_cast<int>(members.size()) + local, t.place(me).rack, &cross_comm_));
-  node_ = make_communicator(node_comm_, t, "node level of " + name, settings.timeout_s);
-  rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings.timeout_s);
-  cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings.timeout_s);
+  node_ = make_communicator(node_comm_, t, "node level of " + name, settings);
+  rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings);
+  cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings);
   int all_regular = regular ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_regular, 1, MPI_INT, MPI_LAND, group));
   const bool spans_nodes = span_ != topo::Level::Node;

@@ -23,6 +23,7 @@ struct CollectiveSettings {
   std::string algo = "auto";  // flat | hierarchical | auto | mpi
   Algo node_algo = Algo::Tree, rack_algo = Algo::Tree, cross_rack_algo = Algo::Ring;
   double timeout_s = 300;
+  LinkModel links;  // emulated link speeds per level (off by default)
 };
 
 class GroupCollectives {
@@ -37,6 +38,7 @@ class GroupCollectives {
 
   void all_reduce(float* data, size_t n);   // sum, by the algorithm the settings choose
   Communicator& flat() { return *flat_; }
+  Communicator& level(int level) { return level == 0 ? *node_ : level == 1 ? *rack_ : *cross_; }
   bool hierarchical() const { return use_hierarchy_; }
   std::string describe() const;             // "hierarchical: node 2 × rack 2 × cross-rack 2"
   LevelBytes traffic() const;               // everything this rank sent and received

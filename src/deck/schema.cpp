@@ -56,6 +56,12 @@ std::vector<KeySpec> build_schema() {
               "nodes per rack in node order; 0 = one rack (unless topology.file is set)"),
       text("topology.file", KeyType::Path, "",
            "Slurm topology.conf whose leaf switches (SwitchName=... Nodes=...) are the racks"),
+      text("topology.link.node", KeyType::String, "off",
+           "emulated link inside a node: 'LATENCY_US,BANDWIDTH_GBPS' (e.g. 2,300) or off"),
+      text("topology.link.rack", KeyType::String, "off",
+           "emulated link between nodes of a rack: 'LATENCY_US,BANDWIDTH_GBPS' (e.g. 5,25) or off"),
+      text("topology.link.cross_rack", KeyType::String, "off",
+           "emulated link across racks: 'LATENCY_US,BANDWIDTH_GBPS' (e.g. 10,12.5) or off"),
       // [train]
       integer("train.steps", std::string("100"), 0, kIntMax, "optimizer steps to run"),
       integer("train.global_batch", std::string("8"), 1, kIntMax,

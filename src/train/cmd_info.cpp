@@ -23,6 +23,7 @@ std::string main_help() {
          "  prepare   OUT_DIR TEXT_FILE...: byte-level (vocab 256) train.bin / val.bin shards\n"
          "  export    DECK OUT.bin: the deck's model as an llm.c GPT-2 file\n"
          "  bench     DECK [--gemm]: training-step speed on one rank (--gemm: GEMM ceiling)\n"
+         "  commbench DECK: our collectives vs MPI's per algorithm and level (nccl-tests' table)\n"
          "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
          "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
          "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"

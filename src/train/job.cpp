@@ -47,6 +47,24 @@ std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
   return groups;
 }
 
+comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
+  comm::CollectiveSettings settings;
+  settings.algo = deck.get_string("comm.algo");
+  settings.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
+  settings.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
+  settings.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
+  settings.timeout_s = deck.get_float("comm.timeout_s");
+  const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
+  for (int level = 0; level < 3; ++level) {
+    try {
+      comm::parse_link(deck.get_string(keys[level]), settings.links, level);
+    } catch (const std::invalid_argument& e) {
+      fatal_all(deck.origin(keys[level]).describe() + ": " + keys[level] + " = " + e.what());
+    }
+  }
+  return settings;
+}
+
 std::string job_summary(const Job& job) {
   const auto& g = job.grid;
   const auto& t = job.topology;

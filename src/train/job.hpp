@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "comm/groups.hpp"
+#include "comm/hierarchy.hpp"
 #include "deck/deck.hpp"
 #include "layout/grid.hpp"
 #include "topo/topology.hpp"
@@ -25,6 +26,10 @@ Job load_job(const cli::CommandLine& line);
 // Collective: the communicators of the job, checked against the grid and topology (a mismatch
 // is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
+
+// The collectives' settings from [comm] and the link model from [topology]; a malformed link
+// is a UserError.
+comm::CollectiveSettings collective_settings(const deck::Deck& deck);
 
 // "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
 std::string job_summary(const Job& job);

@@ -33,7 +33,8 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "eval") return run_eval(rest);
   if (command == "export") return run_export(rest);
   if (command == "bench") return run_bench(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, layout, help, version "
+  if (command == "commbench") return run_commbench(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, layout, help, version "
             "(trident --help)");
 }
 

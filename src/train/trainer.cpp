@@ -88,13 +88,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  comm::CollectiveSettings collective;
-  collective.algo = deck.get_string("comm.algo");
-  collective.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
-  collective.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
-  collective.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
-  collective.timeout_s = deck.get_float("comm.timeout_s");
-  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective);
+  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data",
+                                                               collective_settings(deck));
   reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
                                                      deck.get_float("comm.bucket_mb"),
                                                      deck.get_bool("comm.overlap"),

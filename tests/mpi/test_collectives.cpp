@@ -73,8 +73,12 @@ BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
                         ring.traffic().received[0] == ring.traffic().sent[0]));
   comm::Communicator tree(MPI_COMM_WORLD, all_node(n), "world", 60);
   tree.all_reduce(v.data(), count, comm::Algo::Tree);
-  const int r = tree.rank(), children = (2 * r + 1 < n) + (2 * r + 2 < n);
-  BOOST_TEST(everywhere(tree.traffic().sent[0] == ((r != 0 ? 1 : 0) + children) * S));
+  // Double binary tree: each half S/2 goes up its tree (all but the root) and down to each child;
+  // in the mirrored tree rank r sits at position n−1−r.
+  double expected = 0.0;
+  for (int position : {tree.rank(), n - 1 - tree.rank()})
+    expected += ((position != 0 ? 1 : 0) + (2 * position + 1 < n) + (2 * position + 2 < n)) * S / 2;
+  BOOST_TEST(everywhere(tree.traffic().sent[0] == expected), tree.traffic().sent[0] << " vs " << expected);
   comm::Communicator bcast(MPI_COMM_WORLD, all_node(n), "world", 60);
   std::vector<float> b(100, world_rank() == n - 1 ? 3.0f : 0.0f);
   bcast.broadcast(b.data(), b.size(), n - 1);
@@ -99,7 +103,7 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
     const double S = count * sizeof(float);
     const comm::LevelBytes bytes = g.traffic();
     // k = 2 per node, r = 2 nodes per rack, q = 2 racks: node 2(k−1)/k·S = S; rack and cross-rack
-    // each 2(2−1)/2 · S/k = S/2 (a tree of two sends S/k, once up or once down: the same).
+    // each 2(2−1)/2 · S/k = S/2 (a double tree of two: each sends one half up, the other down).
     BOOST_TEST(everywhere(wrong_elements(v, n) == 0));
     BOOST_TEST(everywhere(g.hierarchical() && bytes.sent[0] == S && bytes.sent[1] == S / 2 &&
                           bytes.sent[2] == S / 2),

@@ -1,0 +1,164 @@
+// `trident commbench DECK`: our collectives against MPI's, nccl-tests style, on the deck's
+// (emulated) topology: time, algbw, busbw and wrong elements for each collective, algorithm and
+// level; then the latency and bandwidth of each level for the planner (RUN_DIR/links.ini).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <vector>
+
+#include "comm/hierarchy.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+#include "train/commands.hpp"
+#include "train/job.hpp"
+#include "train/run_dir.hpp"
+
+namespace trident {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Row {
+  std::string collective, algorithm;
+  double bus_factor;  // nccl-tests: all-reduce 2(n−1)/n, reduce-scatter and all-gather (n−1)/n
+  std::function<void(std::vector<float>&)> run;
+  std::function<size_t(const std::vector<float>&)> wrong;  // after one run on fresh data
+  std::function<void(std::vector<float>&)> fill;
+};
+
+// Mean seconds of `iterations` runs after one warm-up, the slowest rank's.
+double time_runs(const Row& row, std::vector<float>& data, int iterations) {
+  row.fill(data);
+  row.run(data);
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  const double start = now();
+  for (int i = 0; i < iterations; ++i) row.run(data);
+  double seconds = (now() - start) / iterations;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return seconds;
+}
+
+std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& flat, int n) {
+  const int r = flat.rank();
+  auto fill_sum = [r](std::vector<float>& v) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float((r + 1) * (i % 7 + 1));
+  };
+  auto wrong_sum = [n](const std::vector<float>& v) {
+    size_t wrong = 0;
+    for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
+    return wrong;
+  };
+  const double ar = 2.0 * (n - 1) / n, part = double(n - 1) / n;
+  std::vector<Row> list;
+  for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"tree", comm::Algo::Tree},
+                            std::pair{"mpi", comm::Algo::Mpi}})
+    list.push_back({"all_reduce", name, ar, [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
+                    wrong_sum, fill_sum});
+  list.push_back({"all_reduce", "hierarchical", ar,
+                  [&hierarchical](std::vector<float>& v) { hierarchical.all_reduce(v.data(), v.size()); },
+                  wrong_sum, fill_sum});
+  list.push_back({"reduce_scatter", "ring", part, [&flat](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size()); },
+                  [n, r](const std::vector<float>& v) {
+                    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+                    size_t wrong = 0;
+                    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
+                    return wrong;
+                  }, fill_sum});
+  list.push_back({"all_gather", "ring", part, [&flat](std::vector<float>& v) { flat.all_gather(v.data(), v.size()); },
+                  [n](const std::vector<float>& v) {
+                    size_t wrong = 0;
+                    for (int k = 0; k < n; ++k) {
+                      const auto seg = comm::Communicator::segment_of(v.size(), n, k);
+                      for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(k + 1);
+                    }
+                    return wrong;
+                  },
+                  [n, r](std::vector<float>& v) {
+                    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+                    std::fill(v.begin(), v.end(), 0.0f);
+                    std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
+                  }});
+  return list;
+}
+
+// Small all-reduce latency and large all-reduce bus bandwidth of a level's communicator.
+std::pair<double, double> level_figures(comm::Communicator& c) {
+  if (c.size() == 1) return {0.0, 0.0};
+  std::vector<float> small(2, 1.0f), large(size_t(4) << 20, 1.0f);
+  auto mean = [&](std::vector<float>& v, int iterations) {
+    c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+    const double start = now();
+    for (int i = 0; i < iterations; ++i) c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+    return (now() - start) / iterations;
+  };
+  const double latency = mean(small, 50);
+  const double seconds = mean(large, 5);
+  const double busbw = large.size() * sizeof(float) / seconds * 2.0 * (c.size() - 1) / c.size();
+  return {latency, busbw};
+}
+
+}  // namespace
+
+int run_commbench(const std::vector<std::string>& args) {
+  const cli::CommandLine line = cli::parse_command_line("commbench", args);
+  if (line.help) {
+    print0("usage: mpirun -np N trident commbench DECK [--section.key=value ...]\n"
+           "Our ring, tree and hierarchical collectives beside MPI_Allreduce on the deck's topology\n"
+           "(topology.ranks_per_node, nodes_per_rack, file, link.*), nccl-tests' columns; writes\n"
+           "RUN_DIR/links.ini (per-level latency and bandwidth) for the planner.\n\n" +
+           cli::command_help("commbench"));
+    return kExitOk;
+  }
+  const Job job = load_job(line);
+  const comm::CollectiveSettings settings = collective_settings(job.deck);
+  comm::CollectiveSettings hierarchical_settings = settings;
+  hierarchical_settings.algo = "auto";
+  comm::GroupCollectives world(MPI_COMM_WORLD, job.topology, "world", hierarchical_settings);
+  const int n = world.flat().size();
+  print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + world.describe());
+  print0("#      size       count  collective      algorithm     time(us)  algbw(GB/s)  busbw(GB/s)  #wrong");
+  size_t total_wrong = 0;
+  for (size_t bytes : {size_t(0), size_t(4) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20}) {
+    std::vector<float> data(bytes / sizeof(float));
+    for (const Row& row : rows(world, world.flat(), n)) {
+      row.fill(data);
+      row.run(data);
+      size_t wrong = row.wrong(data);
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD));
+      total_wrong += wrong;
+      const double seconds = time_runs(row, data, bytes >= (size_t(16) << 20) ? 3 : 10);
+      const double algbw = bytes / seconds / 1e9;
+      char text[200];
+      std::snprintf(text, sizeof text, "%11zu %11zu  %-14s  %-12s %10.1f %12.3f %12.3f %7zu", bytes,
+                    data.size(), row.collective.c_str(), row.algorithm.c_str(), seconds * 1e6, algbw,
+                    algbw * row.bus_factor, wrong);
+      print0(text);
+    }
+  }
+  std::string error;
+  const std::string dir = job.deck.get_string("train.run_dir");
+  std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
+  const char* names[] = {"node", "rack", "cross_rack"};
+  comm::Communicator* levels[] = {&world.level(0), &world.level(1), &world.level(2)};
+  for (int l = 0; l < 3; ++l) {
+    const auto [latency, busbw] = level_figures(*levels[l]);
+    char text[160];
+    std::snprintf(text, sizeof text, "[%s]\nranks = %d\nlatency_us = %.2f\nbusbw_gbps = %.3f\n", names[l],
+                  levels[l]->size(), latency * 1e6, busbw / 1e9);
+    links += text;
+  }
+  if (world_rank() == 0) {
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/links.ini") << links;
+  }
+  print0("# per-level figures written to " + dir + "/links.ini");
+  print0(std::string("# ") + (total_wrong ? "WRONG RESULTS: " + std::to_string(total_wrong) : "all results exact"));
+  return total_wrong ? kExitFault : kExitOk;
+}
+
+}  // namespace trident
