@@ -71,3 +71,19 @@ equivalent t1p1d2_zero1 2 --parallel.data=2 --optim.zero=1
 
 grep -q 'comm_exposed_ms' <(h5dump -H t1p1d2_overlap/metrics.h5) && pass metrics_record_communication \
   || fail metrics_record_communication "no comm_exposed_ms in metrics.h5"
+
+# The data-parallel reduction through our collectives on an emulated cluster (4 nodes of 2 in
+# 2 racks): hierarchical, and flat with the tree; per-level bytes in metrics.h5 as the formulas
+# say (node S, rack S/2, cross-rack S/2 for k = r = q = 2, S the gradient bytes).
+EMULATED=(--topology.ranks_per_node=2 --topology.nodes_per_rack=2)
+equivalent t1p1d8_hierarchical 8 --parallel.data=8 "${EMULATED[@]}" --comm.algo=hierarchical --comm.bucket_mb=1
+equivalent t1p1d8_flat_tree_links 8 --parallel.data=8 "${EMULATED[@]}" --comm.algo=flat --comm.node_algo=tree \
+  --topology.link.node=1,50 --topology.link.rack=5,10 --topology.link.cross_rack=10,5
+if $PY - t1p1d8_hierarchical/metrics.h5 <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1])
+S = 4 * (np.fromfile(sys.argv[1].replace("metrics.h5", "model.bin"), dtype="<f4").size - 256)
+node, rack, cross = (f["data_bytes_" + k][:] for k in ("node", "rack", "cross_rack"))
+sys.exit(0 if np.all(node == S) and np.all(rack == S / 2) and np.all(cross == S / 2) else 1)
+PY
+then pass per_level_bytes_match_the_formulas; else fail per_level_bytes_match_the_formulas "data_bytes_* differ from S, S/2, S/2"; fi
