@@ -107,8 +107,22 @@ void Communicator::emulate(double start, const std::vector<std::pair<int, double
   if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
 }
 
+namespace {
+
+void combine(float* into, const float* from, size_t n, Op op) {
+  if (op == Op::Sum) {
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) into[i] += from[i];
+    return;
+  }
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) into[i] = from[i] > into[i] ? from[i] : into[i];
+}
+
+}  // namespace
+
 void Communicator::exchange(const float* out, size_t count_out, int to, float* in, size_t count_in,
-                            int from, bool reduce, const char* operation) {
+                            int from, bool reduce, const char* operation, Op op) {
   const double start = seconds_now();
   const std::vector<std::pair<int, double>> transfers = {{to, count_out * sizeof(float)},
                                                          {from, count_in * sizeof(float)}};
@@ -140,8 +154,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
     MPI_CHECK(MPI_Testany(static_cast<int>(receives), requests.data(), &index, &flag, MPI_STATUS_IGNORE));
     if (flag && index != MPI_UNDEFINED) {
       const size_t at = static_cast<size_t>(index) * kChunk, n = std::min(kChunk, count_in - at);
-#pragma omp simd
-      for (size_t i = 0; i < n; ++i) in[at + i] += landing[at + i];
+      combine(in + at, landing + at, n, op);
       ++done_receives;
       continue;
     }
@@ -156,13 +169,13 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
   emulate(start, transfers);
 }
 
-void Communicator::ring_reduce_scatter(float* data, size_t n) {
+void Communicator::ring_reduce_scatter(float* data, size_t n, Op op) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
   for (int step = 0; step < size_ - 1; ++step) {
     const auto out = segment_of(n, size_, ((rank_ - step - 1) % size_ + size_) % size_);
     const auto in = segment_of(n, size_, ((rank_ - step - 2) % size_ + size_) % size_);
     exchange(data + out.first, out.second - out.first, right, data + in.first, in.second - in.first,
-             left, true, "reduce-scatter (ring)");
+             left, true, "reduce-scatter (ring)", op);
   }
 }
 
@@ -200,7 +213,7 @@ TreeRole tree_role(int rank, int size, bool mirrored) {
 
 }  // namespace
 
-void Communicator::tree_all_reduce(float* data, size_t n) {
+void Communicator::tree_all_reduce(float* data, size_t n, Op op) {
   const TreeRole roles[2] = {tree_role(rank_, size_, false), tree_role(rank_, size_, true)};
   const size_t half = n / 2;
   const size_t begin[2] = {0, half}, length[2] = {half, n - half};
@@ -232,8 +245,7 @@ void Communicator::tree_all_reduce(float* data, size_t n) {
     }
     wait_all(receives, "all-reduce (tree, up)", roles[t].children);
     emulate(start, transfers);
-    for (size_t k = 0; k < roles[t].children.size(); ++k)
-      for (size_t i = 0; i < len; ++i) at[i] += scratch_[k * kTreeChunk + i];
+    for (size_t k = 0; k < roles[t].children.size(); ++k) combine(at, scratch_.data() + k * kTreeChunk, len, op);
     if (roles[t].parent >= 0) send(at, len, roles[t].parent, kTagBase + t);
   };
   // Down, chunk c of tree t: the total from the parent, passed on to the children.
@@ -260,14 +272,14 @@ void Communicator::tree_all_reduce(float* data, size_t n) {
   wait_all(pending, "all-reduce (tree)", pending_peers);
 }
 
-void Communicator::all_reduce(float* data, size_t n, Algo algo) {
+void Communicator::all_reduce(float* data, size_t n, Algo algo, Op op) {
   if (size_ == 1 || n == 0) return;
   switch (algo) {
     case Algo::Ring:
-      ring_reduce_scatter(data, n);
+      ring_reduce_scatter(data, n, op);
       ring_all_gather(data, n);
       return;
-    case Algo::Tree: tree_all_reduce(data, n); return;
+    case Algo::Tree: tree_all_reduce(data, n, op); return;
     case Algo::Mpi:
       // Counted as its ring equivalent: MPI does not say what it sent.
       for (int step = 0; step < 2 * (size_ - 1); ++step) {
@@ -277,13 +289,13 @@ void Communicator::all_reduce(float* data, size_t n, Algo algo) {
       }
       for (size_t at = 0; at < n; at += size_t(1) << 30)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + at, static_cast<int>(std::min(n - at, size_t(1) << 30)),
-                                MPI_FLOAT, MPI_SUM, comm_));
+                                MPI_FLOAT, op == Op::Sum ? MPI_SUM : MPI_MAX, comm_));
       return;
   }
 }
 
 void Communicator::reduce_scatter(float* data, size_t n) {
-  if (size_ > 1) ring_reduce_scatter(data, n);
+  if (size_ > 1) ring_reduce_scatter(data, n, Op::Sum);
 }
 
 void Communicator::all_gather(float* data, size_t n) {

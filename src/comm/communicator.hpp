@@ -22,6 +22,7 @@
 namespace trident::comm {
 
 enum class Algo { Ring, Tree, Mpi };
+enum class Op { Sum, Max };
 Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
 
 struct LevelBytes {
@@ -52,8 +53,8 @@ class Communicator {
   MPI_Comm mpi() const { return comm_; }
   const std::string& name() const { return name_; }
 
-  // Sum over the group, in place, n floats.
-  void all_reduce(float* data, size_t n, Algo algo);
+  // Sum (or maximum) over the group, in place, n floats.
+  void all_reduce(float* data, size_t n, Algo algo, Op op = Op::Sum);
   // Segment r of the balanced split of n (segment_of) ends summed on rank r, in place; the
   // other segments are scratch afterwards.
   void reduce_scatter(float* data, size_t n);
@@ -69,13 +70,13 @@ class Communicator {
   const LevelBytes& traffic() const { return traffic_; }
 
  private:
-  void ring_reduce_scatter(float* data, size_t n);
+  void ring_reduce_scatter(float* data, size_t n, Op op);
   void ring_all_gather(float* data, size_t n);
-  void tree_all_reduce(float* data, size_t n);
+  void tree_all_reduce(float* data, size_t n, Op op);
   // Sends `count` floats to `to` and receives `count_in` from `from` (into `in`), in chunks,
   // adding the received values into `in` when reduce is set; waits under the watchdog.
   void exchange(const float* out, size_t count, int to, float* in, size_t count_in, int from,
-                bool reduce, const char* operation);
+                bool reduce, const char* operation, Op op = Op::Sum);
   void wait_all(std::vector<MPI_Request>& requests, const char* operation,
                 const std::vector<int>& peers);
   // The link model: the transfers just completed, begun at `start`, to and from these peers

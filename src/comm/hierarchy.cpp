@@ -82,12 +82,12 @@ GroupCollectives::~GroupCollectives() {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
-void GroupCollectives::all_reduce(float* data, size_t n) {
+void GroupCollectives::all_reduce(float* data, size_t n, Op op) {
   if (flat_->size() == 1 || n == 0) return;
-  if (settings_.algo == "mpi") return flat_->all_reduce(data, n, Algo::Mpi);
-  if (!use_hierarchy_) {
+  if (settings_.algo == "mpi") return flat_->all_reduce(data, n, Algo::Mpi, op);
+  if (!use_hierarchy_ || op != Op::Sum) {
     // Inside one node the node's algorithm; across nodes, flat, a ring (NCCL's choice).
-    return flat_->all_reduce(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring);
+    return flat_->all_reduce(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring, op);
   }
   node_->reduce_scatter(data, n);
   const auto shard = Communicator::segment_of(n, node_->size(), node_->rank());

@@ -36,7 +36,8 @@ class GroupCollectives {
   GroupCollectives(const GroupCollectives&) = delete;
   GroupCollectives& operator=(const GroupCollectives&) = delete;
 
-  void all_reduce(float* data, size_t n);   // sum, by the algorithm the settings choose
+  // Sum (or maximum), by the algorithm the settings choose.
+  void all_reduce(float* data, size_t n, Op op = Op::Sum);
   Communicator& flat() { return *flat_; }
   Communicator& level(int level) { return level == 0 ? *node_ : level == 1 ? *rack_ : *cross_; }
   bool hierarchical() const { return use_hierarchy_; }

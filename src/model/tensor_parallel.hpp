@@ -29,6 +29,7 @@
 
 #include <cstddef>
 
+#include "comm/hierarchy.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
@@ -36,8 +37,8 @@
 namespace trident::model {
 
 struct TensorGroup {
-  Partition slice;             // this rank's place in the group
-  MPI_Comm comm = MPI_COMM_NULL;  // null when slice.size == 1
+  Partition slice;                              // this rank's part of the model
+  comm::GroupCollectives* collectives = nullptr;  // the tensor group's; null when slice.size == 1
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
 };

@@ -74,9 +74,11 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
     fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
+  const comm::CollectiveSettings collective = collective_settings(deck);
+  tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective);
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
-  tensor_group.comm = groups.tensor();
+  tensor_group.collectives = tensor_collectives_.get();
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
@@ -88,8 +90,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data",
-                                                               collective_settings(deck));
+  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective);
   reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
                                                      deck.get_float("comm.bucket_mb"),
                                                      deck.get_bool("comm.overlap"),
@@ -160,6 +161,9 @@ void Trainer::record_rank_figures(const StepResult& r) {
   const comm::LevelBytes levels = data_collectives_->traffic();  // the data group, per level
   for (int l = 0; l < 3; ++l) mine.push_back(levels.sent[l] - last_level_bytes_.sent[l]);
   last_level_bytes_ = levels;
+  const comm::LevelBytes tensor = tensor_collectives_->traffic();  // the tensor group, per level
+  for (int l = 0; l < 3; ++l) mine.push_back(tensor.sent[l] - last_tensor_bytes_.sent[l]);
+  last_tensor_bytes_ = tensor;
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
   MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -169,6 +173,7 @@ void Trainer::record_rank_figures(const StepResult& r) {
   for (int g = 0; g < static_cast<int>(comm::Traffic::Count); ++g)
     names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("data_bytes_") + level);
+  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("tensor_bytes_") + level);
   std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
   for (int rank = 0; rank < world; ++rank)
     for (int k = 0; k < n; ++k) {

@@ -119,3 +119,20 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   BOOST_TEST(everywhere(wrong_elements(v, n) == 0 &&
                         bytes.sent[0] + bytes.sent[1] + bytes.sent[2] == 2.0 * 7 / 8 * 8000 * 4));
 }
+
+BOOST_AUTO_TEST_CASE(maximum_over_the_group) {
+  const int n = world_size();
+  comm::Communicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
+  bool ok = true;
+  for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Mpi}) {
+    std::vector<float> v(1001);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float((c.rank() * 31 + i * 7) % 97) - 40.0f;
+    c.all_reduce(v.data(), v.size(), algo, comm::Op::Max);
+    for (size_t i = 0; i < v.size(); ++i) {
+      float expected = -1e30f;
+      for (int r = 0; r < n; ++r) expected = std::max(expected, float((r * 31 + i * 7) % 97) - 40.0f);
+      ok = ok && v[i] == expected;
+    }
+  }
+  BOOST_TEST(everywhere(ok));
+}
