@@ -320,6 +320,20 @@ void Communicator::send(const float* data, size_t n, int peer, int tag) {
   emulate(start, {{peer, n * sizeof(float)}});
 }
 
+MPI_Request Communicator::isend(const float* data, size_t n, int peer, int tag) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &request));
+  count(peer, n, 0);
+  return request;
+}
+
+void Communicator::wait(MPI_Request& request, const char* operation, int peer) {
+  if (request == MPI_REQUEST_NULL) return;
+  std::vector<MPI_Request> requests{request};
+  wait_all(requests, operation, {peer});
+  request = MPI_REQUEST_NULL;
+}
+
 void Communicator::recv(float* data, size_t n, int peer, int tag) {
   const double start = seconds_now();
   std::vector<MPI_Request> requests(1);

@@ -63,6 +63,10 @@ class Communicator {
   void broadcast(float* data, size_t n, int root);
   void send(const float* data, size_t n, int peer, int tag);
   void recv(float* data, size_t n, int peer, int tag);
+  // A non-blocking send (counted now); complete it with wait().
+  MPI_Request isend(const float* data, size_t n, int peer, int tag);
+  // Completes a request of this communicator under the watchdog (MPI_REQUEST_NULL: no-op).
+  void wait(MPI_Request& request, const char* operation, int peer);
 
   // [begin, end) of segment k when n elements are split over `parts` as evenly as possible.
   static std::pair<size_t, size_t> segment_of(size_t n, int parts, int k);

@@ -18,11 +18,11 @@ int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
 
 }  // namespace
 
-PipelineRunner::PipelineRunner(model::Gpt2& gpt, MPI_Comm pipeline, Schedule schedule,
+PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule,
                                int micro_batches, int B, int T)
     : gpt_(gpt), pipeline_(pipeline), schedule_(schedule), micro_batches_(micro_batches), B_(B), T_(T) {
-  MPI_CHECK(MPI_Comm_rank(pipeline, &stage_));
-  MPI_CHECK(MPI_Comm_size(pipeline, &stages_));
+  stage_ = pipeline.rank();
+  stages_ = pipeline.size();
   slots_ = slots_needed(schedule, stage_, stages_, micro_batches);
   gpt_.set_slots(slots_);
   gpt_.prepare(B, T);
@@ -32,23 +32,17 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, MPI_Comm pipeline, Schedule sch
   activation_sends_.assign(slots_, MPI_REQUEST_NULL);
 }
 
-void PipelineRunner::wait(MPI_Request& request) {
-  if (request != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
-}
-
 float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
                                   StepTimes* times) {
-  wait(activation_sends_[slot]);  // the slot's previous output must have left
+  pipeline_.wait(activation_sends_[slot], "pipeline send (activation)", stage_ + 1);  // slot reuse
   const double start = now();
   if (!first())
-    MPI_CHECK(MPI_Recv(gpt_.stage_input(slot), static_cast<int>(activation_elements_), MPI_FLOAT,
-                       stage_ - 1, activation_tag(i), pipeline_, MPI_STATUS_IGNORE));
+    pipeline_.recv(gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
   const double received = now();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   if (!last()) {
-    MPI_CHECK(MPI_Isend(gpt_.output(slot), static_cast<int>(activation_elements_), MPI_FLOAT,
-                        stage_ + 1, activation_tag(i), pipeline_, &activation_sends_[slot]));
+    activation_sends_[slot] = pipeline_.isend(gpt_.output(slot), activation_elements_, stage_ + 1, activation_tag(i));
     comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
   }
   if (times) times->wait_seconds += received - start, times->forward_seconds += now() - received;
@@ -57,16 +51,14 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
 
 void PipelineRunner::run_backward(int i, int slot, float loss_scale,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
-  wait(gradient_send_);  // the input gradient buffer is about to be overwritten
+  pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);  // buffer reuse
   const double start = now();
   if (!last())
-    MPI_CHECK(MPI_Recv(gpt_.output_gradient(), static_cast<int>(activation_elements_), MPI_FLOAT,
-                       stage_ + 1, gradient_tag(i), pipeline_, MPI_STATUS_IGNORE));
+    pipeline_.recv(gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
   const double received = now();
   gpt_.backward(slot, loss_scale, on_final);
   if (!first()) {
-    MPI_CHECK(MPI_Isend(gpt_.input_gradient(), static_cast<int>(activation_elements_), MPI_FLOAT,
-                        stage_ - 1, gradient_tag(i), pipeline_, &gradient_send_));
+    gradient_send_ = pipeline_.isend(gpt_.input_gradient(), activation_elements_, stage_ - 1, gradient_tag(i));
     comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
   }
   if (times) times->wait_seconds += received - start, times->backward_seconds += now() - received;
@@ -86,8 +78,8 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
     run_backward(action.micro_batch, slot, loss_scale,
                  last_backward ? on_last_final : std::function<void(int)>(), times);
   }
-  for (MPI_Request& request : activation_sends_) wait(request);
-  wait(gradient_send_);
+  for (MPI_Request& request : activation_sends_) pipeline_.wait(request, "pipeline send (activation)", stage_ + 1);
+  pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);
   if (times) times->schedule_seconds += now() - start;
   return loss_sum;
 }
@@ -99,7 +91,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
     run_forward(i, slot, batch, true, nullptr);
     if (last()) consume(i, gpt_.losses(slot));
   }
-  for (MPI_Request& request : activation_sends_) wait(request);
+  for (MPI_Request& request : activation_sends_) pipeline_.wait(request, "pipeline send (activation)", stage_ + 1);
 }
 
 }  // namespace trident::pipeline

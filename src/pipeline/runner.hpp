@@ -1,12 +1,12 @@
 // Runs one stage's part of a pipeline schedule over the pipeline group.
 //
-// Communication: point-to-point on the pipeline communicator. Forward of micro-batch i on stage
-// s > 0 receives the activation (B, T, C) of stage s − 1 (tag 2i); a non-last stage sends its
-// output to s + 1 with a non-blocking send straight from the micro-batch's activation slot,
+// Communication: point-to-point on the pipeline group's Communicator. Forward of micro-batch i on
+// stage s > 0 receives the activation (B, T, C) of stage s − 1 (tag 2i); a non-last stage sends
+// its output to s + 1 with a non-blocking send straight from the micro-batch's activation slot,
 // completed before that slot is used again. Backward of i on a non-last stage receives the
 // gradient (B, T, C) of stage s + 1 (tag 2i + 1); a non-first stage sends its input gradient to
-// s − 1, completed before the buffer is reused. Receives block: the schedules are deadlock-free
-// with buffered sends (tests/unit/test_schedule.cpp simulates them).
+// s − 1, completed before the buffer is reused. Receives block (under the watchdog): the
+// schedules are deadlock-free with buffered sends (tests/unit/test_schedule.cpp simulates them).
 #pragma once
 
 #include <mpi.h>
@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "model/gpt2.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -32,7 +33,10 @@ struct StepTimes {
 
 class PipelineRunner {
  public:
-  PipelineRunner(model::Gpt2& gpt, MPI_Comm pipeline, Schedule schedule, int micro_batches, int B, int T);
+  // pipeline: the pipeline group's communicator (our point-to-point: counted per level, and
+  // every wait under the watchdog).
+  PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule, int micro_batches,
+                 int B, int T);
 
   // One training step: every micro-batch forward and backward (loss scaled by loss_scale);
   // on_last_final is the gradient hook of the step's last backward. Returns the sum of the
@@ -54,10 +58,8 @@ class PipelineRunner {
   float run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
   void run_backward(int micro_batch, int slot, float loss_scale,
                     const std::function<void(int)>& on_final, StepTimes* times);
-  void wait(MPI_Request& request);
-
   model::Gpt2& gpt_;
-  MPI_Comm pipeline_;
+  comm::Communicator& pipeline_;
   int stage_ = 0, stages_ = 1;
   Schedule schedule_;
   int micro_batches_, B_, T_, slots_;

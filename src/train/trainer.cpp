@@ -101,8 +101,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   flops_per_token_ = model::training_flops_per_token(config, T_);
   bubble_busy_.assign(pp_size_, 0.0);
   bubble_wait_.assign(pp_size_, 0.0);
+  pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective);
   runner_ = std::make_unique<pipeline::PipelineRunner>(
-      *model_, groups.pipeline(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
+      *model_, pipeline_collectives_->flat(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
       static_cast<int>(micro_batches_), B_, T_);
 }
 
@@ -164,6 +165,9 @@ void Trainer::record_rank_figures(const StepResult& r) {
   const comm::LevelBytes tensor = tensor_collectives_->traffic();  // the tensor group, per level
   for (int l = 0; l < 3; ++l) mine.push_back(tensor.sent[l] - last_tensor_bytes_.sent[l]);
   last_tensor_bytes_ = tensor;
+  const comm::LevelBytes pipe = pipeline_collectives_->traffic();  // the pipeline group, per level
+  for (int l = 0; l < 3; ++l) mine.push_back(pipe.sent[l] - last_pipeline_bytes_.sent[l]);
+  last_pipeline_bytes_ = pipe;
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
   MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -174,6 +178,7 @@ void Trainer::record_rank_figures(const StepResult& r) {
     names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("data_bytes_") + level);
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("tensor_bytes_") + level);
+  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("pipeline_bytes_") + level);
   std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
   for (int rank = 0; rank < world; ++rank)
     for (int k = 0; k < n; ++k) {

@@ -56,6 +56,7 @@ class Trainer {
   const Job& job_;
   const comm::ProcessGroups& groups_;
   int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
+  std::unique_ptr<comm::GroupCollectives> pipeline_collectives_;  // before runner_, which uses it
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
   std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
@@ -63,6 +64,7 @@ class Trainer {
   std::unique_ptr<comm::GradientReducer> reducer_;
   comm::LevelBytes last_level_bytes_;  // the data group's traffic up to the last step
   comm::LevelBytes last_tensor_bytes_;  // the tensor group's
+  comm::LevelBytes last_pipeline_bytes_;  // the pipeline group's
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
   std::unique_ptr<optim::AdamW> optimizer_;

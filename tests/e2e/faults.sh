@@ -41,3 +41,14 @@ if [[ $status != 0 && $status != 124 && $elapsed -le 13 ]] && grep -q 'watchdog:
 else
   fail watchdog_ends_a_hung_collective "status $status after ${elapsed}s: $(grep -m2 -E 'watchdog|error' "$WORK/hang.err")"
 fi
+
+# The same inside a pipeline: the next stage's receive gives up after comm.timeout_s.
+start=$(date +%s)
+( cd "$WORK" && timeout 60 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --parallel.pipeline=2 --parallel.data=2 \
+    --train.global_batch=8 --comm.timeout_s=3 --debug.hang_rank=1 > hang2.out 2> hang2.err ); status=$?
+elapsed=$(( $(date +%s) - start ))
+if [[ $status != 0 && $status != 124 && $elapsed -le 13 ]] && grep -q 'watchdog: receive on the pipeline group (2 ranks) has waited 3 s' "$WORK/hang2.err"; then
+  pass "watchdog_ends_a_hung_pipeline (${elapsed}s)"
+else
+  fail watchdog_ends_a_hung_pipeline "status $status after ${elapsed}s: $(grep -m2 -E 'watchdog|error' "$WORK/hang2.err")"
+fi
