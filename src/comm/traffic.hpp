@@ -1,8 +1,6 @@
-// Bytes this rank sends, per kind of group, counted where the communication is issued. For a
-// collective the count is what its ring algorithm sends from each rank — all-reduce 2(n−1)/n·S,
-// reduce-scatter and all-gather (n−1)/n·S for S bytes of payload — and for point-to-point the
-// message itself. (The hierarchy issue replaces the collectives with our own algorithms and
-// counts their actual bytes per level.)
+// Bytes this rank sends, per kind of group (tensor, pipeline, data, embedding), per step. Our
+// own collectives report what they actually sent (comm::Communicator counts every transfer, per
+// level too); a collective still done by MPI counts as its ring equivalent, 2(n−1)/n · S.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +11,7 @@ enum class Traffic { Tensor = 0, Pipeline, Data, Embedding, Count };
 const char* traffic_name(Traffic group);  // "tensor", "pipeline", "data", "embedding"
 
 void count_sent(Traffic group, double bytes);
-void count_all_reduce(Traffic group, size_t payload_bytes, int ranks);
-void count_scatter_or_gather(Traffic group, size_t payload_bytes, int ranks);
+void count_all_reduce(Traffic group, size_t payload_bytes, int ranks);  // its ring equivalent
 
 struct TrafficTotals {
   double bytes[static_cast<int>(Traffic::Count)] = {};

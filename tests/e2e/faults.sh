@@ -30,25 +30,24 @@ expect_fault mpi_error_is_returned_and_reported \
 expect_fault fault_on_rank_0 "[rank 0@|fault injected" \
   mpirun -np 4 "$TRIDENT" layout "$WORK/ok.deck" --parallel.tensor=2 --parallel.data=2 --debug.fail_rank=0
 
-# A rank that stops answering inside a collective: the watchdog ends the job within
-# comm.timeout_s + 10 s, naming the operation, the group and the peer it waited for.
-start=$(date +%s)
-( cd "$WORK" && timeout 60 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --parallel.data=4 \
-    --train.global_batch=8 --comm.timeout_s=3 --debug.hang_rank=2 > hang.out 2> hang.err ); status=$?
-elapsed=$(( $(date +%s) - start ))
-if [[ $status != 0 && $status != 124 && $elapsed -le 13 ]] && grep -q 'watchdog: .* on the data group (4 ranks) has waited 3 s (comm.timeout_s) for rank(s) .*2 (world rank 2)' "$WORK/hang.err"; then
-  pass "watchdog_ends_a_hung_collective (${elapsed}s)"
-else
-  fail watchdog_ends_a_hung_collective "status $status after ${elapsed}s: $(grep -m2 -E 'watchdog|error' "$WORK/hang.err")"
-fi
+# expect_watchdog NAME 'stderr pattern' TRAIN-ARGS...: a rank that stops answering (debug.hang_rank)
+# ends the job within comm.timeout_s (3) + 10 s, the message naming operation, group and peers.
+expect_watchdog() {
+  local name=$1 pattern=$2 start status elapsed
+  shift 2
+  start=$(date +%s)
+  ( cd "$WORK" && timeout 60 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --train.global_batch=8 \
+      --comm.timeout_s=3 "$@" > "$name.out" 2> "$name.err" ); status=$?
+  elapsed=$(( $(date +%s) - start ))
+  if [[ $status != 0 && $status != 124 && $elapsed -le 13 ]] && grep -q "$pattern" "$WORK/$name.err"; then
+    pass "$name (${elapsed}s)"
+  else
+    fail "$name" "status $status after ${elapsed}s: $(grep -m2 -E 'watchdog|error' "$WORK/$name.err")"
+  fi
+}
 
-# The same inside a pipeline: the next stage's receive gives up after comm.timeout_s.
-start=$(date +%s)
-( cd "$WORK" && timeout 60 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --parallel.pipeline=2 --parallel.data=2 \
-    --train.global_batch=8 --comm.timeout_s=3 --debug.hang_rank=1 > hang2.out 2> hang2.err ); status=$?
-elapsed=$(( $(date +%s) - start ))
-if [[ $status != 0 && $status != 124 && $elapsed -le 13 ]] && grep -q 'watchdog: receive on the pipeline group (2 ranks) has waited 3 s' "$WORK/hang2.err"; then
-  pass "watchdog_ends_a_hung_pipeline (${elapsed}s)"
-else
-  fail watchdog_ends_a_hung_pipeline "status $status after ${elapsed}s: $(grep -m2 -E 'watchdog|error' "$WORK/hang2.err")"
-fi
+expect_watchdog watchdog_ends_a_hung_collective \
+  'watchdog: .* on the data group (4 ranks) has waited 3 s (comm.timeout_s) for rank(s) .*2 (world rank 2)' \
+  --parallel.data=4 --debug.hang_rank=2
+expect_watchdog watchdog_ends_a_hung_pipeline 'watchdog: receive on the pipeline group (2 ranks) has waited 3 s' \
+  --parallel.pipeline=2 --parallel.data=2 --debug.hang_rank=1
