@@ -102,6 +102,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   bubble_busy_.assign(pp_size_, 0.0);
   bubble_wait_.assign(pp_size_, 0.0);
   pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective);
+  if (groups.embedding() != MPI_COMM_NULL)  // the first and last stage's ranks only
+    embedding_collectives_ = std::make_unique<comm::GroupCollectives>(groups.embedding(), job.topology, "embedding", collective);
   runner_ = std::make_unique<pipeline::PipelineRunner>(
       *model_, pipeline_collectives_->flat(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
       static_cast<int>(micro_batches_), B_, T_);
@@ -192,6 +194,8 @@ void Trainer::record_rank_figures(const StepResult& r) {
       if (pp_size_ > 1) metrics_->append("stage" + std::to_string(stage) + "/" + names[k], stage_max[stage][k]);
     }
     metrics_->append(names[k], overall);
+    const int level_column = k - (n - 9);  // the last nine: data, tensor, pipeline × 3 levels
+    if (level_column >= 0) level_totals_[level_column % 3] += overall;
   }
   // A stage is idle for the part of the pipeline phase — as long as the slowest stage's
   // schedule — that it does not compute: waiting for inputs, and before and after its work.
@@ -236,6 +240,12 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // phase it spent not computing, over the steps after the first) beside its theory
 // (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
+  char traffic[256];
+  std::snprintf(traffic, sizeof traffic,
+                "traffic of the busiest rank per group, whole run: node %.1f MB, rack %.1f MB, "
+                "cross-rack %.1f MB (data, tensor and pipeline groups; metrics.h5 has each per step)",
+                level_totals_[0] / 1e6, level_totals_[1] / 1e6, level_totals_[2] / 1e6);
+  print0(traffic);
   if (pp_size_ == 1) return;
   double mean = 0.0;
   std::string per_stage;
@@ -305,11 +315,12 @@ void Trainer::check_replicas_agree() {
 }
 
 void Trainer::tie_embedding_gradients() {
-  if (pp_size_ == 1 || groups_.embedding() == MPI_COMM_NULL) return;
+  if (pp_size_ == 1 || !embedding_collectives_) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
-  const int count = static_cast<int>(model::param_specs(model_->config(), model_->partition())[0].count());
-  comm::count_all_reduce(comm::Traffic::Embedding, count * sizeof(float), 2);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, grads.wte, count, MPI_FLOAT, MPI_SUM, groups_.embedding()));
+  const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
+  const double before = embedding_collectives_->traffic().total_sent();
+  embedding_collectives_->all_reduce(grads.wte, count);
+  comm::count_sent(comm::Traffic::Embedding, embedding_collectives_->traffic().total_sent() - before);
 }
 
 double Trainer::from_last_stage(double value) {

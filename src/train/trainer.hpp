@@ -6,6 +6,7 @@
 // every step's figures in metrics.h5, and the final model as an llm.c file in the run directory.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -57,8 +58,10 @@ class Trainer {
   const comm::ProcessGroups& groups_;
   int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
   std::unique_ptr<comm::GroupCollectives> pipeline_collectives_;  // before runner_, which uses it
+  std::unique_ptr<comm::GroupCollectives> embedding_collectives_;  // first and last stage only
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
+  std::array<double, 3> level_totals_{};            // bytes per level over the run (rank 0)
   std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
   std::unique_ptr<comm::GroupCollectives> data_collectives_;  // before reducer_, which uses it
   std::unique_ptr<comm::GradientReducer> reducer_;
