@@ -264,11 +264,15 @@ void Communicator::tree_all_reduce(float* data, size_t n, Op op) {
     }
     for (int child : roles[t].children) send(at, len, child, kTagBase + 2 + t);
   };
-  for (size_t c = 0; c < chunks; ++c) up(0, c), up(1, c);
+  // Per chunk, the tree in which this rank waits for nobody goes first (a leaf sends up at
+  // once, a root sends down at once), so that the two trees' transfers run side by side.
+  const int leaf_first = roles[1].children.empty() && !roles[0].children.empty() ? 1 : 0;
+  for (size_t c = 0; c < chunks; ++c) up(leaf_first, c), up(1 - leaf_first, c);
   // The down phase receives into the buffers the up phase sent from: those sends complete first.
   wait_all(pending, "all-reduce (tree, up)", pending_peers);
   pending.clear(), pending_peers.clear();
-  for (size_t c = 0; c < chunks; ++c) down(0, c), down(1, c);
+  const int root_first = roles[1].parent < 0 && roles[0].parent >= 0 ? 1 : 0;
+  for (size_t c = 0; c < chunks; ++c) down(root_first, c), down(1 - root_first, c);
   wait_all(pending, "all-reduce (tree)", pending_peers);
 }
 

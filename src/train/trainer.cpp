@@ -240,6 +240,7 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // phase it spent not computing, over the steps after the first) beside its theory
 // (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
+  if (job_.grid.world_size() == 1) return;
   char traffic[256];
   std::snprintf(traffic, sizeof traffic,
                 "traffic of the busiest rank per group, whole run: node %.1f MB, rack %.1f MB, "
