@@ -109,3 +109,7 @@ check u16_format_reads_the_same_tokens [ "$(tail -1 eval-u16.out)" == "$(tail -1
 "$TRIDENT" prepare shard_b /usr/share/common-licenses/MPL-2.0 > /dev/null 2>&1
 "$TRIDENT" train tiny.deck --train.steps=2 --data.train='shard_*/train.bin' --train.run_dir=run_glob > glob.out 2>&1
 check glob_reads_several_shards bash -c "grep -q \"train \$(( \$(od -An -td4 -j8 -N4 shard_a/train.bin) + \$(od -An -td4 -j8 -N4 shard_b/train.bin) )) tokens\" glob.out"
+
+# scripts/plot: PNG plots from one or several runs' metrics.h5.
+"$ROOT/scripts/plot" run run2 --out plots > plot.out 2>&1
+check plot_writes_pngs bash -c "for f in loss throughput memory communication_time; do head -c 8 plots/\$f.png | od -An -tx1 | grep -q '89 50 4e 47' || exit 1; done"
