@@ -161,6 +161,7 @@ void Trainer::record_rank_figures(const StepResult& r) {
                               r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3,
                               r.pipeline.schedule_seconds * 1e3};
   for (double bytes : traffic.bytes) mine.push_back(bytes);
+  const int level_begin = static_cast<int>(mine.size());
   const comm::LevelBytes levels = data_collectives_->traffic();  // the data group, per level
   for (int l = 0; l < 3; ++l) mine.push_back(levels.sent[l] - last_level_bytes_.sent[l]);
   last_level_bytes_ = levels;
@@ -170,6 +171,9 @@ void Trainer::record_rank_figures(const StepResult& r) {
   const comm::LevelBytes pipe = pipeline_collectives_->traffic();  // the pipeline group, per level
   for (int l = 0; l < 3; ++l) mine.push_back(pipe.sent[l] - last_pipeline_bytes_.sent[l]);
   last_pipeline_bytes_ = pipe;
+  const MemoryUsage memory = memory_usage();  // tracked bytes per category, current and peak
+  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.current[c]));
+  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.peak[c]));
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
   MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -181,6 +185,9 @@ void Trainer::record_rank_figures(const StepResult& r) {
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("data_bytes_") + level);
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("tensor_bytes_") + level);
   for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("pipeline_bytes_") + level);
+  for (const char* kind : {"_bytes", "_peak_bytes"})
+    for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c)
+      names.push_back(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + kind);
   std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
   for (int rank = 0; rank < world; ++rank)
     for (int k = 0; k < n; ++k) {
@@ -194,8 +201,11 @@ void Trainer::record_rank_figures(const StepResult& r) {
       if (pp_size_ > 1) metrics_->append("stage" + std::to_string(stage) + "/" + names[k], stage_max[stage][k]);
     }
     metrics_->append(names[k], overall);
-    const int level_column = k - (n - 9);  // the last nine: data, tensor, pipeline × 3 levels
-    if (level_column >= 0) level_totals_[level_column % 3] += overall;
+    const int level_column = k - level_begin;  // nine: data, tensor, pipeline × 3 levels
+    if (level_column >= 0 && level_column < 9) level_totals_[level_column % 3] += overall;
+    if (k >= n - static_cast<int>(MemoryCategory::Count))  // peaks: the run's maximum
+      memory_peaks_[k - (n - static_cast<int>(MemoryCategory::Count))] =
+          std::max(memory_peaks_[k - (n - static_cast<int>(MemoryCategory::Count))], overall);
   }
   // A stage is idle for the part of the pipeline phase — as long as the slowest stage's
   // schedule — that it does not compute: waiting for inputs, and before and after its work.
@@ -240,13 +250,20 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // phase it spent not computing, over the steps after the first) beside its theory
 // (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
-  if (job_.grid.world_size() == 1) return;
   char traffic[256];
   std::snprintf(traffic, sizeof traffic,
                 "traffic of the busiest rank per group, whole run: node %.1f MB, rack %.1f MB, "
                 "cross-rack %.1f MB (data, tensor and pipeline groups; metrics.h5 has each per step)",
                 level_totals_[0] / 1e6, level_totals_[1] / 1e6, level_totals_[2] / 1e6);
-  print0(traffic);
+  if (job_.grid.world_size() > 1) print0(traffic);
+  std::string peaks = "peak tracked memory of the busiest rank:";
+  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) {
+    char part[64];
+    std::snprintf(part, sizeof part, " %s %.1f MiB", memory_category_name(static_cast<MemoryCategory>(c)),
+                  memory_peaks_[c] / 1048576.0);
+    peaks += part;
+  }
+  print0(peaks);
   if (pp_size_ == 1) return;
   double mean = 0.0;
   std::string per_stage;

@@ -62,6 +62,7 @@ class Trainer {
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
   std::array<double, 3> level_totals_{};            // bytes per level over the run (rank 0)
+  std::array<double, static_cast<int>(MemoryCategory::Count)> memory_peaks_{};  // (rank 0)
   std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
   std::unique_ptr<comm::GroupCollectives> data_collectives_;  // before reducer_, which uses it
   std::unique_ptr<comm::GradientReducer> reducer_;

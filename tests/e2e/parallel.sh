@@ -87,3 +87,34 @@ node, rack, cross = (f["data_bytes_" + k][:] for k in ("node", "rack", "cross_ra
 sys.exit(0 if np.all(node == S) and np.all(rack == S / 2) and np.all(cross == S / 2) else 1)
 PY
 then pass per_level_bytes_match_the_formulas; else fail per_level_bytes_match_the_formulas "data_bytes_* differ from S, S/2, S/2"; fi
+
+# Tracked memory: parameter, gradient and optimizer bytes equal the analytic counts exactly.
+# The busiest rank (recorded: maximum over ranks) holds the first stage (wte, wpe, its blocks)
+# or the last (its blocks, lnf, wte); ZeRO-1 keeps AdamW's two moments for its shard only.
+memory_exact() {  # memory_exact NAME tp pp dp zero
+  $PY - "$1" "$2" "$3" "$4" "$5" <<'PY'
+import sys, h5py
+run, tp, pp, dp, zero = sys.argv[1], *map(int, sys.argv[2:])
+L, C, V, T = 4, 32, 256, 32  # p.deck
+Vp = (V + 127) // 128 * 128
+block = 12 * C * C // tp + 6 * C + 7 * C // tp
+layers = [L // pp + (1 if s < L % pp else 0) for s in range(pp)]  # even split (no remainder here)
+def stage(s):
+    n = layers[s] * block
+    if s == 0: n += Vp // tp * C + T * C
+    if s == pp - 1: n += 2 * C + (Vp // tp * C if s != 0 else 0)
+    return n
+params = max(stage(s) for s in range(pp))
+optimizer = max(2 * ((stage(s) + dp - 1) // dp if zero else stage(s)) for s in range(pp))
+f = h5py.File(run + "/metrics.h5")
+got = {k: f["memory/" + k + "_bytes"][-1] for k in ("parameters", "gradients", "optimizer")}
+want = {"parameters": 4 * params, "gradients": 4 * params, "optimizer": 4 * optimizer}
+ok = all(got[k] == want[k] for k in want)
+print(f"{got} vs {want}")
+sys.exit(0 if ok else 1)
+PY
+}
+for spec in "serial 1 1 1 0" "t2p1d1 2 1 1 0" "t1p2d1 1 2 1 0" "t2p2d2 2 2 2 0" "t1p1d2_zero1 1 1 2 1" "t2p2d2_zero1 2 2 2 1"; do
+  set -- $spec
+  if out=$(memory_exact "$@" 2>&1); then pass "memory_counts_$1"; else fail "memory_counts_$1" "$out"; fi
+done
