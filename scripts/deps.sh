@@ -7,7 +7,7 @@ PACKAGES=(
   libboost-program-options-dev libboost-test-dev       # input decks, unit tests
   libdnnl-dev                                          # oneDNN: CPU matmul and friends
   python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
-  python3-h5py bc                                      # reading metrics.h5 in tests; bench arithmetic
+  python3-h5py python3-matplotlib bc                   # metrics.h5 in tests and plots; bench arithmetic
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
