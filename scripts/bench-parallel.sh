@@ -33,11 +33,19 @@ run() {  # run NAME RANKS OVERRIDES...
     || { echo "run $name failed: $(tail -3 "$OUT/$name.log")"; exit 1; }
 }
 
-run serial 1 --train.micro_batch=4
-run data2 2 --train.micro_batch=4 --parallel.data=2
-serial=$(median tokens_per_s "$OUT/serial"); data2=$(median tokens_per_s "$OUT/data2")
-printf 'data parallel: 1 rank %.0f tok/s, data=2 on 2 ranks %.0f tok/s: %.2fx (target >= 1.85x)\n' \
-  "$serial" "$data2" "$(echo "$data2 / $serial" | bc -l)"
+# Three alternating pairs, so that a drift of the host's speed hits both sides; the ratio is
+# the median of the pairs' ratios.
+ratios=()
+for round in 1 2 3; do
+  run serial 1 --train.micro_batch=4
+  run data2 2 --train.micro_batch=4 --parallel.data=2
+  serial=$(median tokens_per_s "$OUT/serial"); data2=$(median tokens_per_s "$OUT/data2")
+  ratios+=("$(echo "$data2 / $serial" | bc -l)")
+  printf 'data parallel, pair %d: 1 rank %.0f tok/s, data=2 on 2 ranks %.0f tok/s: %.2fx\n' \
+    "$round" "$serial" "$data2" "${ratios[-1]}"
+done
+printf 'data parallel: median of the pairs %.2fx (target >= 1.85x)\n' \
+  "$(printf '%s\n' "${ratios[@]}" | sort -g | sed -n 2p)"
 
 for overlap in true false; do
   run "overlap_$overlap" 2 --train.micro_batch=4 --parallel.data=2 --comm.overlap=$overlap
