@@ -88,6 +88,10 @@ std::vector<KeySpec> build_schema() {
       integer("optim.zero", std::string("0"), 0, 1,
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
+      // [memory]
+      choice("memory.recompute", "none", {"none", "full"},
+             "activation recompute: none, or full (keep each block's input, recompute the block "
+             "in backward)"),
       // [data]
       text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
       text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),

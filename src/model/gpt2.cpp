@@ -41,20 +41,27 @@ void Gpt2::set_slots(int slots) {
   }
 }
 
-void Gpt2::allocate_slot(Slot& s) {
+// Everything backward needs of one block; with full recompute only the block output is kept
+// per slot, and the rest lives in one shared set (recompute_) refilled by each block's recompute.
+void Gpt2::allocate_layer(LayerActivations& a, bool output_only) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
+  a.residual3 = Buffer<float>(BT * C, kActs);
+  if (output_only) return;
+  a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
+  a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * Cl, kActs);
+  a.att = Buffer<float>(probs, kActs);
+  a.atty = Buffer<float>(BT * Cl, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
+  a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
+  a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * Cl, kActs);
+  a.fch_gelu = Buffer<float>(BT * 4 * Cl, kActs);
+}
+
+void Gpt2::allocate_slot(Slot& s) {
+  const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
   s.layers.clear();
   s.layers.resize(layers_);
-  for (LayerActivations& a : s.layers) {
-    a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
-    a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * Cl, kActs);
-    a.att = Buffer<float>(probs, kActs);
-    a.atty = Buffer<float>(BT * Cl, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
-    a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
-    a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * Cl, kActs);
-    a.fch_gelu = Buffer<float>(BT * 4 * Cl, kActs), a.residual3 = Buffer<float>(BT * C, kActs);
-  }
+  for (LayerActivations& a : s.layers) allocate_layer(a, recompute_full_);
   s.stage_input = Buffer<float>(BT * C, kActs);
   if (!tp_.slice.last_stage) return;
   s.lnf = Buffer<float>(BT * C, kActs), s.lnf_mean = Buffer<float>(BT, kActs);
@@ -67,6 +74,7 @@ void Gpt2::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
   for (Slot& s : slots_) allocate_slot(s);
+  if (recompute_full_) allocate_layer(recompute_, false);
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   loss_scratch_ = Buffer<float>(3 * BT, kActs);
@@ -89,9 +97,8 @@ const float* Gpt2::block_input(const Slot& s, int l) const {
 }
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l).
-void Gpt2::block_forward(Slot& s, int l, const float* input) {
+void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* output) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  LayerActivations& a = s.layers[l];
   const size_t c = C, cl = Cl;
   kernels::layernorm_forward(ctx_, a.ln1.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
@@ -105,9 +112,13 @@ void Gpt2::block_forward(Slot& s, int l, const float* input) {
   column_parallel_forward(ctx_, a.fch.data(), a.ln2.data(), p_.fcw + l * 4 * cl * c,
                           p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   kernels::gelu_forward(ctx_, a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(BT) * 4 * cl);
-  row_parallel_forward(ctx_, tp_, a.residual3.data(), scratch_c_.data(), a.residual2.data(),
+  row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), a.residual2.data(),
                        a.fch_gelu.data(), p_.fcprojw + l * c * 4 * cl, p_.fcprojb + l * c, BT,
                        4 * Cl, C);
+}
+
+Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
+  return recompute_full_ ? recompute_ : s.layers[l];
 }
 
 void Gpt2::head_forward(Slot& s, const int32_t* targets) {
@@ -130,7 +141,8 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), inputs, p_.wte,
                                      p_.wpe, B, T, C);
   }
-  for (int l = 0; l < layers_; ++l) block_forward(s, l, block_input(s, l));
+  for (int l = 0; l < layers_; ++l)
+    block_forward(layer_state(s, l), l, block_input(s, l), s.layers[l].residual3.data());
   if (!tp_.slice.last_stage) return 0.0f;
   head_forward(s, targets);
   if (targets == nullptr) return 0.0f;
@@ -139,9 +151,8 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
   return static_cast<float>(sum / BT);
 }
 
-void Gpt2::block_backward(Slot& s, int l, const float* input, float* dresidual) {
+void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  LayerActivations& a = s.layers[l];
   const size_t c = C, cl = Cl;
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
   row_parallel_backward(ctx_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
@@ -183,7 +194,11 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) head_backward(s, loss_scale, dresidual);
   for (int l = layers_ - 1; l >= 0; --l) {
-    block_backward(s, l, block_input(s, l), dresidual);
+    LayerActivations& a = layer_state(s, l);
+    // Full recompute: the block's forward again from its kept input, the same kernels on the
+    // same data, so the recomputed activations (and the gradients) are bitwise the originals.
+    if (recompute_full_) block_forward(a, l, block_input(s, l), recompute_.residual3.data());
+    block_backward(a, l, block_input(s, l), dresidual);
     if (on_final) on_final(l);
   }
   if (tp_.slice.first_stage)

@@ -34,6 +34,9 @@ class Gpt2 {
 
   // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
   void set_slots(int slots);
+  // Full activation recompute: keep each block's input only and run the block's forward again
+  // in backward (one block's activations in memory instead of every block's). Before prepare().
+  void set_full_recompute(bool on) { recompute_full_ = on; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
 
@@ -89,9 +92,11 @@ class Gpt2 {
     Buffer<float> logits;                    // (B,T,Vp/p) last stage; dlogits in place
     Buffer<float> losses, log_normalizers;   // (B,T) last stage
   };
+  void allocate_layer(LayerActivations& a, bool output_only);
   void allocate_slot(Slot& slot);
-  void block_forward(Slot& slot, int l, const float* input);
-  void block_backward(Slot& slot, int l, const float* input, float* dresidual);
+  LayerActivations& layer_state(Slot& slot, int l);  // where block l's activations are
+  void block_forward(LayerActivations& a, int l, const float* input, float* output);
+  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
   void head_forward(Slot& slot, const int32_t* targets);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
   const float* block_input(const Slot& slot, int l) const;
@@ -107,6 +112,8 @@ class Gpt2 {
 
   int B_ = 0, T_ = 0;
   std::vector<Slot> slots_;
+  bool recompute_full_ = false;
+  LayerActivations recompute_;                 // full recompute: the one block being worked on
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums

@@ -84,6 +84,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
+  model_->set_full_recompute(deck.get_string("memory.recompute") == "full");
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));

@@ -118,3 +118,23 @@ for spec in "serial 1 1 1 0" "t2p1d1 2 1 1 0" "t1p2d1 1 2 1 0" "t2p2d2 2 2 2 0" 
   set -- $spec
   if out=$(memory_exact "$@" 2>&1); then pass "memory_counts_$1"; else fail "memory_counts_$1" "$out"; fi
 done
+
+# Full activation recompute: the same losses and parameters bitwise, with less activation memory.
+same_bits() {  # same_bits NAME RANKS OVERRIDES...: a run with full recompute against the same without
+  local name=$1 ranks=$2
+  shift 2
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="$name" "$@" > "$name.out" 2>&1 &&
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_full" --memory.recompute=full "$@" > "${name}_full.out" 2>&1 ||
+    { fail "$name" "run failed"; return; }
+  if $PY - "$name" "${name}_full" <<'PY'
+import sys, h5py
+a, b = (h5py.File(d + "/metrics.h5") for d in sys.argv[1:])
+same = a["loss"][:].tobytes() == b["loss"][:].tobytes()
+same = same and open(sys.argv[1] + "/model.bin", "rb").read() == open(sys.argv[2] + "/model.bin", "rb").read()
+less = b["memory/activations_peak_bytes"][-1] < a["memory/activations_peak_bytes"][-1]
+sys.exit(0 if same and less else 1)
+PY
+  then pass "$name"; else fail "$name" "losses or parameters differ, or no less activation memory"; fi
+}
+same_bits recompute_full_bitwise_serial 1
+same_bits recompute_full_bitwise_t2p2d1 4 --parallel.tensor=2 --parallel.pipeline=2
