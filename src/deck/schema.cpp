@@ -89,9 +89,9 @@ std::vector<KeySpec> build_schema() {
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
       // [memory]
-      choice("memory.recompute", "none", {"none", "full"},
-             "activation recompute: none, or full (keep each block's input, recompute the block "
-             "in backward)"),
+      choice("memory.recompute", "none", {"none", "full", "selective"},
+             "activation recompute: none; full (keep each block's input, recompute the block in "
+             "backward); selective (recompute only the attention probabilities)"),
       // [data]
       text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
       text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),

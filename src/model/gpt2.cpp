@@ -50,7 +50,7 @@ void Gpt2::allocate_layer(LayerActivations& a, bool output_only) {
   if (output_only) return;
   a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
   a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * Cl, kActs);
-  a.att = Buffer<float>(probs, kActs);
+  if (!recompute_attention_) a.att = Buffer<float>(probs, kActs);  // selective: one shared buffer
   a.atty = Buffer<float>(BT * Cl, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
   a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
   a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * Cl, kActs);
@@ -75,6 +75,8 @@ void Gpt2::prepare(int B, int T) {
   B_ = B, T_ = T;
   for (Slot& s : slots_) allocate_slot(s);
   if (recompute_full_) allocate_layer(recompute_, false);
+  if (recompute_attention_)
+    shared_att_ = Buffer<float>(static_cast<size_t>(B) * heads_local_ * T * T, kActs);
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   loss_scratch_ = Buffer<float>(3 * BT, kActs);
@@ -104,7 +106,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
   column_parallel_forward(ctx_, a.qkv.data(), a.ln1.data(), p_.qkvw + l * 3 * cl * c,
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
-  kernels::attention_forward(ctx_, a.atty.data(), a.att.data(), a.qkv.data(), B_, T_, Cl, heads_local_);
+  kernels::attention_forward(ctx_, a.atty.data(), probabilities(a), a.qkv.data(), B_, T_, Cl, heads_local_);
   row_parallel_forward(ctx_, tp_, a.residual2.data(), scratch_c_.data(), input, a.atty.data(),
                        p_.attprojw + l * c * cl, p_.attprojb + l * c, BT, Cl, C);
   kernels::layernorm_forward(ctx_, a.ln2.data(), a.ln2_mean.data(), a.ln2_var.data(),
@@ -115,6 +117,10 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), a.residual2.data(),
                        a.fch_gelu.data(), p_.fcprojw + l * c * 4 * cl, p_.fcprojb + l * c, BT,
                        4 * Cl, C);
+}
+
+float* Gpt2::probabilities(LayerActivations& a) {
+  return recompute_attention_ ? shared_att_.data() : a.att.data();
 }
 
 Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
@@ -166,8 +172,10 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
                         dresidual, a.atty.data(), p_.attprojw + l * c * cl, BT, Cl, C);
+  if (recompute_attention_)  // selective: the attention probabilities again, from the kept qkv
+    kernels::attention_forward(ctx_, d_qkv_.data(), probabilities(a), a.qkv.data(), B_, T_, Cl, heads_local_);
   kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), a.qkv.data(),
-                              a.att.data(), B_, T_, Cl, heads_local_);
+                              probabilities(a), B_, T_, Cl, heads_local_);
   column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
                            d_qkv_.data(), a.ln1.data(), p_.qkvw + l * 3 * cl * c, BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),

@@ -37,6 +37,9 @@ class Gpt2 {
   // Full activation recompute: keep each block's input only and run the block's forward again
   // in backward (one block's activations in memory instead of every block's). Before prepare().
   void set_full_recompute(bool on) { recompute_full_ = on; }
+  // Selective recompute (Korthikanti et al. 2022): keep everything but the attention
+  // probabilities (B, NH/p, T, T), recomputed from q and k in backward. Before prepare().
+  void set_attention_recompute(bool on) { recompute_attention_ = on; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
 
@@ -95,6 +98,7 @@ class Gpt2 {
   void allocate_layer(LayerActivations& a, bool output_only);
   void allocate_slot(Slot& slot);
   LayerActivations& layer_state(Slot& slot, int l);  // where block l's activations are
+  float* probabilities(LayerActivations& a);         // its attention probabilities
   void block_forward(LayerActivations& a, int l, const float* input, float* output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
   void head_forward(Slot& slot, const int32_t* targets);
@@ -112,7 +116,8 @@ class Gpt2 {
 
   int B_ = 0, T_ = 0;
   std::vector<Slot> slots_;
-  bool recompute_full_ = false;
+  bool recompute_full_ = false, recompute_attention_ = false;
+  Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
   LayerActivations recompute_;                 // full recompute: the one block being worked on
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums

@@ -85,6 +85,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
   model_->set_full_recompute(deck.get_string("memory.recompute") == "full");
+  model_->set_attention_recompute(deck.get_string("memory.recompute") == "selective");
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));

@@ -120,11 +120,11 @@ for spec in "serial 1 1 1 0" "t2p1d1 2 1 1 0" "t1p2d1 1 2 1 0" "t2p2d2 2 2 2 0" 
 done
 
 # Full activation recompute: the same losses and parameters bitwise, with less activation memory.
-same_bits() {  # same_bits NAME RANKS OVERRIDES...: a run with full recompute against the same without
-  local name=$1 ranks=$2
-  shift 2
+same_bits() {  # same_bits NAME MODE RANKS OVERRIDES...: a run with recompute MODE against the same without
+  local name=$1 mode=$2 ranks=$3
+  shift 3
   mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="$name" "$@" > "$name.out" 2>&1 &&
-  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_full" --memory.recompute=full "$@" > "${name}_full.out" 2>&1 ||
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_full" --memory.recompute="$mode" "$@" > "${name}_full.out" 2>&1 ||
     { fail "$name" "run failed"; return; }
   if $PY - "$name" "${name}_full" <<'PY'
 import sys, h5py
@@ -136,5 +136,7 @@ sys.exit(0 if same and less else 1)
 PY
   then pass "$name"; else fail "$name" "losses or parameters differ, or no less activation memory"; fi
 }
-same_bits recompute_full_bitwise_serial 1
-same_bits recompute_full_bitwise_t2p2d1 4 --parallel.tensor=2 --parallel.pipeline=2
+same_bits recompute_full_bitwise_serial full 1
+same_bits recompute_full_bitwise_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2
+same_bits recompute_selective_bitwise_serial selective 1
+same_bits recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --parallel.data=2
