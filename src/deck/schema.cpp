@@ -89,9 +89,12 @@ std::vector<KeySpec> build_schema() {
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
       // [memory]
-      choice("memory.recompute", "none", {"none", "full", "selective"},
+      choice("memory.recompute", "none", {"none", "full", "every_k", "selective"},
              "activation recompute: none; full (keep each block's input, recompute the block in "
-             "backward); selective (recompute only the attention probabilities)"),
+             "backward); every_k (keep every K-th block's input, recompute K-block segments); "
+             "selective (recompute only the attention probabilities)"),
+      integer("memory.recompute_interval", std::string("2"), 1, 1024,
+              "K of memory.recompute = every_k: blocks per recomputed segment"),
       // [data]
       text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
       text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),

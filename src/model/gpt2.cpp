@@ -41,8 +41,9 @@ void Gpt2::set_slots(int slots) {
   }
 }
 
-// Everything backward needs of one block; with full recompute only the block output is kept
-// per slot, and the rest lives in one shared set (recompute_) refilled by each block's recompute.
+// Everything backward needs of one block. With recompute every K blocks, a slot keeps only the
+// outputs of the blocks that end a segment (the next segment's input, and the last block's for
+// the head); the rest lives in K shared sets (work_), refilled by each segment's recompute.
 void Gpt2::allocate_layer(LayerActivations& a, bool output_only) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
@@ -61,7 +62,8 @@ void Gpt2::allocate_slot(Slot& s) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
   s.layers.clear();
   s.layers.resize(layers_);
-  for (LayerActivations& a : s.layers) allocate_layer(a, recompute_full_);
+  for (int l = 0; l < layers_; ++l)
+    if (!interval_ || keeps_output(l)) allocate_layer(s.layers[l], interval_ > 0);
   s.stage_input = Buffer<float>(BT * C, kActs);
   if (!tp_.slice.last_stage) return;
   s.lnf = Buffer<float>(BT * C, kActs), s.lnf_mean = Buffer<float>(BT, kActs);
@@ -74,7 +76,9 @@ void Gpt2::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
   for (Slot& s : slots_) allocate_slot(s);
-  if (recompute_full_) allocate_layer(recompute_, false);
+  work_.clear();
+  work_.resize(interval_);
+  for (LayerActivations& a : work_) allocate_layer(a, false);
   if (recompute_attention_)
     shared_att_ = Buffer<float>(static_cast<size_t>(B) * heads_local_ * T * T, kActs);
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
@@ -94,8 +98,19 @@ const float* Gpt2::logits(int slot) const { return slots_.at(slot).logits.data()
 float* Gpt2::output_gradient() { return d_residual_.data(); }
 const float* Gpt2::input_gradient() const { return d_residual_.data(); }
 
-const float* Gpt2::block_input(const Slot& s, int l) const {
-  return l == 0 ? s.stage_input.data() : s.layers[l - 1].residual3.data();
+bool Gpt2::keeps_output(int l) const { return (l + 1) % interval_ == 0 || l == layers_ - 1; }
+
+Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
+  return interval_ ? work_[l % interval_] : s.layers[l];
+}
+
+float* Gpt2::block_output(Slot& s, int l) {
+  return !interval_ || keeps_output(l) ? s.layers[l].residual3.data()
+                                       : work_[l % interval_].residual3.data();
+}
+
+const float* Gpt2::block_input(Slot& s, int l) {
+  return l == 0 ? s.stage_input.data() : block_output(s, l - 1);
 }
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l).
@@ -123,9 +138,6 @@ float* Gpt2::probabilities(LayerActivations& a) {
   return recompute_attention_ ? shared_att_.data() : a.att.data();
 }
 
-Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
-  return recompute_full_ ? recompute_ : s.layers[l];
-}
 
 void Gpt2::head_forward(Slot& s, const int32_t* targets) {
   const int BT = B_ * T_, C = config_.channels;
@@ -147,8 +159,7 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), inputs, p_.wte,
                                      p_.wpe, B, T, C);
   }
-  for (int l = 0; l < layers_; ++l)
-    block_forward(layer_state(s, l), l, block_input(s, l), s.layers[l].residual3.data());
+  for (int l = 0; l < layers_; ++l) block_forward(layer_state(s, l), l, block_input(s, l), block_output(s, l));
   if (!tp_.slice.last_stage) return 0.0f;
   head_forward(s, targets);
   if (targets == nullptr) return 0.0f;
@@ -201,13 +212,19 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
   Slot& s = slots_.at(slot);
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) head_backward(s, loss_scale, dresidual);
-  for (int l = layers_ - 1; l >= 0; --l) {
-    LayerActivations& a = layer_state(s, l);
-    // Full recompute: the block's forward again from its kept input, the same kernels on the
-    // same data, so the recomputed activations (and the gradients) are bitwise the originals.
-    if (recompute_full_) block_forward(a, l, block_input(s, l), recompute_.residual3.data());
-    block_backward(a, l, block_input(s, l), dresidual);
-    if (on_final) on_final(l);
+  // Segments of K blocks from the last: with recompute, the segment's forward runs again from
+  // its kept input — the same kernels on the same data, so the activations (and the gradients)
+  // are bitwise the originals — then its blocks' backward. Without, one segment of all blocks.
+  const int K = interval_ ? interval_ : layers_;
+  for (int last = layers_ - 1; last >= 0;) {
+    const int first = last / K * K;
+    if (interval_)
+      for (int l = first; l <= last; ++l) block_forward(layer_state(s, l), l, block_input(s, l), block_output(s, l));
+    for (int l = last; l >= first; --l) {
+      block_backward(layer_state(s, l), l, block_input(s, l), dresidual);
+      if (on_final) on_final(l);
+    }
+    last = first - 1;
   }
   if (tp_.slice.first_stage)
     vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,

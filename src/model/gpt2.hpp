@@ -34,9 +34,10 @@ class Gpt2 {
 
   // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
   void set_slots(int slots);
-  // Full activation recompute: keep each block's input only and run the block's forward again
-  // in backward (one block's activations in memory instead of every block's). Before prepare().
-  void set_full_recompute(bool on) { recompute_full_ = on; }
+  // Activation recompute every K blocks (K = 1: full recompute): keep the input of every K-th
+  // block only and run each segment of K blocks forward again in backward (K blocks'
+  // activations in memory instead of every block's). 0: keep everything. Before prepare().
+  void set_recompute_interval(int K) { interval_ = K; }
   // Selective recompute (Korthikanti et al. 2022): keep everything but the attention
   // probabilities (B, NH/p, T, T), recomputed from q and k in backward. Before prepare().
   void set_attention_recompute(bool on) { recompute_attention_ = on; }
@@ -98,12 +99,14 @@ class Gpt2 {
   void allocate_layer(LayerActivations& a, bool output_only);
   void allocate_slot(Slot& slot);
   LayerActivations& layer_state(Slot& slot, int l);  // where block l's activations are
+  bool keeps_output(int l) const;                    // with recompute: a segment's last block
+  float* block_output(Slot& slot, int l);
   float* probabilities(LayerActivations& a);         // its attention probabilities
   void block_forward(LayerActivations& a, int l, const float* input, float* output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
   void head_forward(Slot& slot, const int32_t* targets);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
-  const float* block_input(const Slot& slot, int l) const;
+  const float* block_input(Slot& slot, int l);
 
   GptConfig config_;
   kernels::Context& ctx_;
@@ -116,9 +119,10 @@ class Gpt2 {
 
   int B_ = 0, T_ = 0;
   std::vector<Slot> slots_;
-  bool recompute_full_ = false, recompute_attention_ = false;
+  int interval_ = 0;                           // recompute every K blocks; 0: none
+  bool recompute_attention_ = false;
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
-  LayerActivations recompute_;                 // full recompute: the one block being worked on
+  std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums

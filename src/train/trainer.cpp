@@ -84,8 +84,11 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
-  model_->set_full_recompute(deck.get_string("memory.recompute") == "full");
-  model_->set_attention_recompute(deck.get_string("memory.recompute") == "selective");
+  const std::string recompute = deck.get_string("memory.recompute");
+  model_->set_recompute_interval(recompute == "full" ? 1
+                                 : recompute == "every_k" ? static_cast<int>(deck.get_int("memory.recompute_interval"))
+                                                          : 0);
+  model_->set_attention_recompute(recompute == "selective");
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));

@@ -138,5 +138,7 @@ PY
 }
 same_bits recompute_full_bitwise_serial full 1
 same_bits recompute_full_bitwise_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2
+same_bits recompute_every_2_bitwise_serial every_k 1 --memory.recompute_interval=2
+same_bits recompute_every_3_bitwise_t1p1d2 every_k 2 --parallel.data=2 --memory.recompute_interval=3
 same_bits recompute_selective_bitwise_serial selective 1
 same_bits recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --parallel.data=2
