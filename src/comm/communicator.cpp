@@ -56,9 +56,9 @@ void parse_link(const std::string& text, LinkModel& model, int level) {
 }
 
 Communicator::Communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
-                           double timeout_s, const LinkModel& links)
+                           double timeout_s, const LinkModel& links, Traffic kind)
     : comm_(comm), level_of_rank_(std::move(level_of_rank)), name_(std::move(name)),
-      timeout_s_(timeout_s), links_(links) {
+      timeout_s_(timeout_s), links_(links), kind_(kind) {
   MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   MPI_CHECK(MPI_Comm_size(comm, &size_));
   REQUIRE(static_cast<int>(level_of_rank_.size()) == size_, "one level per rank of " << name_);
@@ -74,6 +74,8 @@ void Communicator::count(int peer, size_t sent_floats, size_t received_floats) {
   const int level = static_cast<int>(level_of_rank_[peer]);
   traffic_.sent[level] += static_cast<double>(sent_floats) * sizeof(float);
   traffic_.received[level] += static_cast<double>(received_floats) * sizeof(float);
+  if (kind_ != Traffic::Count && sent_floats > 0)
+    count_sent(kind_, static_cast<double>(sent_floats) * sizeof(float));
 }
 
 void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* operation,

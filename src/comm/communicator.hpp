@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/traffic.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
@@ -27,7 +28,6 @@ Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
 
 struct LevelBytes {
   std::array<double, 3> sent{}, received{};  // indexed by topo::Level
-  double total_sent() const { return sent[0] + sent[1] + sent[2]; }
 };
 
 // The α-β link model of single-host emulation: a transfer of b bytes at a level takes at least
@@ -45,9 +45,10 @@ void parse_link(const std::string& text, LinkModel& model, int level);
 class Communicator {
  public:
   // comm: the group; level_of_rank[i]: the level at which rank i of comm is from this rank;
-  // name: for messages ("data", "node of data", …); timeout_s: the watchdog's deadline.
+  // name: for messages ("data", "node of data", …); timeout_s: the watchdog's deadline;
+  // kind: the per-group counter (comm/traffic.hpp) its sent bytes also go to (Count: none).
   Communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
-               double timeout_s, const LinkModel& links = {});
+               double timeout_s, const LinkModel& links = {}, Traffic kind = Traffic::Count);
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm mpi() const { return comm_; }
@@ -94,6 +95,7 @@ class Communicator {
   std::string name_;
   double timeout_s_;
   LinkModel links_;
+  Traffic kind_;
   LevelBytes traffic_;
   std::vector<float> scratch_;  // a received chunk before it is added
 };

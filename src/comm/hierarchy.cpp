@@ -28,21 +28,21 @@ topo::Level level_between(const topo::Topology& t, int a, int b) {
 
 std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
                                                 const std::string& name,
-                                                const CollectiveSettings& settings) {
+                                                const CollectiveSettings& settings, Traffic kind) {
   const std::vector<int> members = world_ranks_of(comm);
   std::vector<topo::Level> levels;
   for (int w : members) levels.push_back(level_between(t, world_rank(), w));
-  return std::make_unique<Communicator>(comm, levels, name, settings.timeout_s, settings.links);
+  return std::make_unique<Communicator>(comm, levels, name, settings.timeout_s, settings.links, kind);
 }
 
 }  // namespace
 
 GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, const std::string& name,
-                                   const CollectiveSettings& settings)
+                                   const CollectiveSettings& settings, Traffic kind)
     : settings_(settings) {
   const std::vector<int> members = world_ranks_of(group);
   span_ = t.span(members);
-  flat_ = make_communicator(group, t, name, settings);
+  flat_ = make_communicator(group, t, name, settings, kind);
   // Members per node, the nodes of each rack that hold members, and this rank's place.
   std::map<int, std::vector<int>> by_node;
   for (int w : members) by_node[t.place(w).node].push_back(w);
@@ -62,9 +62,9 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
   MPI_CHECK(MPI_Comm_split(group, t.place(me).node, local, &node_comm_));
   MPI_CHECK(MPI_Comm_split(group, t.place(me).rack * static_cast<int>(members.size()) + local, node_place, &rack_comm_));
   MPI_CHECK(MPI_Comm_split(group, node_place * static_cast<int>(members.size()) + local, t.place(me).rack, &cross_comm_));
-  node_ = make_communicator(node_comm_, t, "node level of " + name, settings);
-  rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings);
-  cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings);
+  node_ = make_communicator(node_comm_, t, "node level of " + name, settings, kind);
+  rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings, kind);
+  cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings, kind);
   int all_regular = regular ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_regular, 1, MPI_INT, MPI_LAND, group));
   const bool spans_nodes = span_ != topo::Level::Node;

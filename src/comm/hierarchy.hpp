@@ -30,8 +30,9 @@ class GroupCollectives {
  public:
   // Collective over `group` (its ranks in any order). Builds the flat communicator and, when
   // every node holds the same number of the group's members, the per-level ones.
+  // kind: the per-group traffic counter every transfer also counts into (Count: none).
   GroupCollectives(MPI_Comm group, const topo::Topology& topology, const std::string& name,
-                   const CollectiveSettings& settings);
+                   const CollectiveSettings& settings, Traffic kind = Traffic::Count);
   ~GroupCollectives();
   GroupCollectives(const GroupCollectives&) = delete;
   GroupCollectives& operator=(const GroupCollectives&) = delete;

@@ -97,9 +97,7 @@ void GradientReducer::reduce(Bucket& bucket) {
     std::memcpy(packed + at, grads_ + s.offset, s.count * sizeof(float));
     at += s.count;
   }
-  const double before = data_.traffic().total_sent();
   data_.all_reduce(packed, static_cast<size_t>(bucket.elements));
-  count_sent(Traffic::Data, data_.traffic().total_sent() - before);
   at = 0;
   for (const Segment& s : bucket.segments) {
     std::memcpy(grads_ + s.offset, packed + at, s.count * sizeof(float));
@@ -147,18 +145,14 @@ void GradientReducer::on_final(int layer) {
 
 void GradientReducer::reduce_scatter() {
   const double start = now_seconds();
-  const double before = data_.flat().traffic().total_sent();
   data_.flat().reduce_scatter(grads_, static_cast<size_t>(num_params_));  // own shard summed in place
-  count_sent(Traffic::Data, data_.flat().traffic().total_sent() - before);
   comm_seconds_ += now_seconds() - start;
 }
 
 void GradientReducer::all_gather_params(float* params) {
   if (!zero_ || data_size_ == 1) return;
   const double start = now_seconds();
-  const double before = data_.flat().traffic().total_sent();
   data_.flat().all_gather(params, static_cast<size_t>(num_params_));
-  count_sent(Traffic::Data, data_.flat().traffic().total_sent() - before);
   comm_seconds_ += now_seconds() - start;
 }
 

@@ -29,10 +29,6 @@ const char* traffic_name(Traffic group) {
 
 void count_sent(Traffic group, double bytes) { add(g_bytes[static_cast<int>(group)], bytes); }
 
-void count_all_reduce(Traffic group, size_t payload_bytes, int ranks) {
-  if (ranks > 1) count_sent(group, 2.0 * (ranks - 1) / ranks * static_cast<double>(payload_bytes));
-}
-
 TrafficTotals take_traffic() {
   TrafficTotals totals;
   for (int g = 0; g < static_cast<int>(Traffic::Count); ++g) totals.bytes[g] = g_bytes[g].exchange(0.0);

@@ -3,28 +3,16 @@
 
 #include <algorithm>
 
-#include "comm/traffic.hpp"
 #include "core/error.hpp"
 
 namespace trident::model {
 
-namespace {
-
-void tensor_all_reduce(comm::GroupCollectives* group, float* data, size_t n, comm::Op op) {
-  if (group == nullptr) return;
-  const double before = group->traffic().total_sent();
-  group->all_reduce(data, n, op);
-  comm::count_sent(comm::Traffic::Tensor, group->traffic().total_sent() - before);
-}
-
-}  // namespace
-
 void TensorGroup::all_reduce_sum(float* data, size_t n) const {
-  if (slice.size > 1) tensor_all_reduce(collectives, data, n, comm::Op::Sum);
+  if (slice.size > 1) collectives->all_reduce(data, n, comm::Op::Sum);
 }
 
 void TensorGroup::all_reduce_max(float* data, size_t n) const {
-  if (slice.size > 1) tensor_all_reduce(collectives, data, n, comm::Op::Max);
+  if (slice.size > 1) collectives->all_reduce(data, n, comm::Op::Max);
 }
 
 void column_parallel_forward(kernels::Context& ctx, float* y_local, const float* x,

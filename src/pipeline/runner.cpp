@@ -3,7 +3,6 @@
 
 #include <chrono>
 
-#include "comm/traffic.hpp"
 #include "core/error.hpp"
 
 namespace trident::pipeline {
@@ -41,10 +40,8 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   const double received = now();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
-  if (!last()) {
+  if (!last())
     activation_sends_[slot] = pipeline_.isend(gpt_.output(slot), activation_elements_, stage_ + 1, activation_tag(i));
-    comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
-  }
   if (times) times->wait_seconds += received - start, times->forward_seconds += now() - received;
   return loss;
 }
@@ -57,10 +54,8 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
     pipeline_.recv(gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
   const double received = now();
   gpt_.backward(slot, loss_scale, on_final);
-  if (!first()) {
+  if (!first())
     gradient_send_ = pipeline_.isend(gpt_.input_gradient(), activation_elements_, stage_ - 1, gradient_tag(i));
-    comm::count_sent(comm::Traffic::Pipeline, activation_elements_ * sizeof(float));
-  }
   if (times) times->wait_seconds += received - start, times->backward_seconds += now() - received;
 }
 

@@ -75,7 +75,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
   const comm::CollectiveSettings collective = collective_settings(deck);
-  tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective);
+  tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective,
+                                                                 comm::Traffic::Tensor);
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
   tensor_group.collectives = tensor_collectives_.get();
@@ -95,7 +96,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective);
+  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective,
+                                                               comm::Traffic::Data);
   reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
                                                      deck.get_float("comm.bucket_mb"),
                                                      deck.get_bool("comm.overlap"),
@@ -106,9 +108,11 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   flops_per_token_ = model::training_flops_per_token(config, T_);
   bubble_busy_.assign(pp_size_, 0.0);
   bubble_wait_.assign(pp_size_, 0.0);
-  pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective);
+  pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective,
+                                                                   comm::Traffic::Pipeline);
   if (groups.embedding() != MPI_COMM_NULL)  // the first and last stage's ranks only
-    embedding_collectives_ = std::make_unique<comm::GroupCollectives>(groups.embedding(), job.topology, "embedding", collective);
+    embedding_collectives_ = std::make_unique<comm::GroupCollectives>(groups.embedding(), job.topology, "embedding", collective,
+                                                                    comm::Traffic::Embedding);
   runner_ = std::make_unique<pipeline::PipelineRunner>(
       *model_, pipeline_collectives_->flat(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
       static_cast<int>(micro_batches_), B_, T_);
@@ -167,15 +171,14 @@ void Trainer::record_rank_figures(const StepResult& r) {
                               r.pipeline.schedule_seconds * 1e3};
   for (double bytes : traffic.bytes) mine.push_back(bytes);
   const int level_begin = static_cast<int>(mine.size());
-  const comm::LevelBytes levels = data_collectives_->traffic();  // the data group, per level
-  for (int l = 0; l < 3; ++l) mine.push_back(levels.sent[l] - last_level_bytes_.sent[l]);
-  last_level_bytes_ = levels;
-  const comm::LevelBytes tensor = tensor_collectives_->traffic();  // the tensor group, per level
-  for (int l = 0; l < 3; ++l) mine.push_back(tensor.sent[l] - last_tensor_bytes_.sent[l]);
-  last_tensor_bytes_ = tensor;
-  const comm::LevelBytes pipe = pipeline_collectives_->traffic();  // the pipeline group, per level
-  for (int l = 0; l < 3; ++l) mine.push_back(pipe.sent[l] - last_pipeline_bytes_.sent[l]);
-  last_pipeline_bytes_ = pipe;
+  // The data, tensor and pipeline groups' bytes per level since the last step.
+  const comm::GroupCollectives* groups[] = {data_collectives_.get(), tensor_collectives_.get(),
+                                            pipeline_collectives_.get()};
+  for (int g = 0; g < 3; ++g) {
+    const comm::LevelBytes now = groups[g]->traffic();
+    for (int l = 0; l < 3; ++l) mine.push_back(now.sent[l] - last_group_bytes_[g].sent[l]);
+    last_group_bytes_[g] = now;
+  }
   const MemoryUsage memory = memory_usage();  // tracked bytes per category, current and peak
   for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.current[c]));
   for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.peak[c]));
@@ -341,9 +344,7 @@ void Trainer::tie_embedding_gradients() {
   if (pp_size_ == 1 || !embedding_collectives_) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  const double before = embedding_collectives_->traffic().total_sent();
   embedding_collectives_->all_reduce(grads.wte, count);
-  comm::count_sent(comm::Traffic::Embedding, embedding_collectives_->traffic().total_sent() - before);
 }
 
 double Trainer::from_last_stage(double value) {

@@ -66,9 +66,7 @@ class Trainer {
   std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
   std::unique_ptr<comm::GroupCollectives> data_collectives_;  // before reducer_, which uses it
   std::unique_ptr<comm::GradientReducer> reducer_;
-  comm::LevelBytes last_level_bytes_;  // the data group's traffic up to the last step
-  comm::LevelBytes last_tensor_bytes_;  // the tensor group's
-  comm::LevelBytes last_pipeline_bytes_;  // the pipeline group's
+  std::array<comm::LevelBytes, 3> last_group_bytes_{};  // data, tensor, pipeline: up to the last step
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
