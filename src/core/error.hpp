@@ -14,6 +14,19 @@ namespace trident {
 constexpr int kExitOk = 0;
 constexpr int kExitFault = 1;      // one rank failed: I/O, MPI, internal check
 constexpr int kExitUserError = 2;  // bad deck, bad command line, impossible layout
+constexpr int kExitStopped = 3;    // stopped by SIGUSR1/SIGTERM after writing a full checkpoint
+
+// A condition every rank sees together that ends the run (training diverged past
+// optim.max_bad_steps, …): main() catches it, rank 0 prints "error: <what>", every rank
+// finalizes MPI and returns `status`.
+class RunFailure : public std::runtime_error {
+ public:
+  RunFailure(const std::string& message, int status) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
 
 // A user error that every rank detects identically (all ranks parse the same deck text, so
 // they all throw the same UserError). main() catches it: rank 0 prints "error: <what>",

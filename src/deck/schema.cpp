@@ -85,6 +85,8 @@ std::vector<KeySpec> build_schema() {
       real("optim.eps", "1e-8", 1e-30, 1, "AdamW epsilon"),
       real("optim.weight_decay", "0.1", 0, 10, "decoupled weight decay on 2-D weights only"),
       real("optim.grad_clip", "1.0", 0, kInf, "global gradient-norm clip; 0 = off"),
+      integer("optim.max_bad_steps", std::string("10"), 0, kIntMax,
+              "steps in a row skipped for NaN/Inf loss or gradients before the run stops"),
       integer("optim.zero", std::string("0"), 0, 1,
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
@@ -109,6 +111,11 @@ std::vector<KeySpec> build_schema() {
       integer("checkpoint.keep_full", std::string("2"), 1, 1000000, "full checkpoints kept"),
       text("checkpoint.resume", KeyType::String, "none",
            "none, auto (newest valid checkpoint in the run directory) or a checkpoint path"),
+      text("checkpoint.dir", KeyType::Path, "",
+           "directory of the checkpoint files; empty = train.run_dir/checkpoints"),
+      boolean("checkpoint.async", "false",
+              "copy the state at the step boundary and write it from a background thread"),
+      boolean("checkpoint.at_end", "true", "write a full checkpoint after the last step"),
       // [metrics]
       integer("metrics.log_interval", std::string("10"), 1, kIntMax,
               "steps between console lines and metrics.h5 flushes"),
@@ -131,8 +138,12 @@ std::vector<KeySpec> build_schema() {
       integer("debug.hang_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank stops answering before its first gradient "
               "reduction (the watchdog test); -1 = none"),
-      choice("debug.fail_mode", "fatal", {"fatal", "mpi_error"},
-             "testing aid: the injected fault is a fatal error, or a failing MPI call"),
+      choice("debug.fail_mode", "fatal", {"fatal", "mpi_error", "sigkill"},
+             "testing aid: the injected fault is a fatal error, a failing MPI call, or SIGKILL"),
+      integer("debug.fail_step", std::string("0"), 0, kIntMax,
+              "testing aid: debug.fail_rank fails at the start of this step (1-based); 0 = at set-up"),
+      {"debug.nan_steps", KeyType::IntList, std::string(""), 1, kIntMax, {},
+       "testing aid: steps (1-based) whose gradients rank 0 turns to NaN, e.g. 3,4"},
   };
 }
 

@@ -1,7 +1,10 @@
 // HDF5 time series.
 #include "metrics/metrics_file.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "core/h5.hpp"
 
 namespace trident::metrics {
 namespace {
@@ -14,27 +17,6 @@ std::runtime_error h5_error(const std::string& path, const std::string& what) {
 
 void check(herr_t status, const std::string& path, const std::string& what) {
   if (status < 0) throw h5_error(path, what + " failed");
-}
-
-// Variable-length UTF-8 strings: h5py reads them as str, h5dump prints them as text.
-hid_t string_type() {
-  const hid_t type = H5Tcopy(H5T_C_S1);
-  H5Tset_size(type, H5T_VARIABLE);
-  H5Tset_cset(type, H5T_CSET_UTF8);
-  return type;
-}
-
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value,
-                            const std::string& path) {
-  const hid_t type = string_type();
-  const hid_t space = H5Screate(H5S_SCALAR);
-  const hid_t attribute = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
-  const char* text = value.c_str();
-  const herr_t status = attribute < 0 ? -1 : H5Awrite(attribute, type, &text);
-  if (attribute >= 0) H5Aclose(attribute);
-  H5Sclose(space);
-  H5Tclose(type);
-  check(status, path, "writing attribute '" + name + "'");
 }
 
 hid_t create_series(hid_t file, const std::string& name, bool integer, const std::string& path) {
@@ -58,16 +40,22 @@ hid_t create_series(hid_t file, const std::string& name, bool integer, const std
 MetricsFile::MetricsFile(const std::string& path,
                          const std::vector<std::pair<std::string, std::string>>& attributes)
     : path_(path) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our messages, not HDF5's stack dumps
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();  // our messages, not HDF5's stack dumps
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) throw h5_error(path, "cannot create");
-  const hid_t root = H5Gopen2(file_, "/", H5P_DEFAULT);
-  for (const auto& [name, value] : attributes) write_string_attribute(root, name, value, path);
-  H5Gclose(root);
-  check(H5Fflush(file_, H5F_SCOPE_GLOBAL), path, "flush");
+  write_attributes(attributes);
+}
+
+void MetricsFile::write_attributes(const std::vector<std::pair<std::string, std::string>>& attributes) {
+  h5::Lock lock(h5::hdf5_mutex());
+  for (const auto& [name, value] : attributes)
+    if (!h5::write_string_attribute(file_, name, value)) throw h5_error(path_, "writing attribute '" + name + "' failed");
+  check(H5Fflush(file_, H5F_SCOPE_GLOBAL), path_, "flush");
 }
 
 MetricsFile::~MetricsFile() {
+  h5::Lock lock(h5::hdf5_mutex());
   if (file_ < 0) return;
   try {
     flush();
@@ -89,6 +77,7 @@ void MetricsFile::append_int(const std::string& name, long long value) {
 }
 
 void MetricsFile::write_series(const std::string& name, Series& series) {
+  h5::Lock lock(h5::hdf5_mutex());
   const hsize_t count = series.integer ? series.pending_int.size() : series.pending_real.size();
   if (count == 0) return;
   hid_t dataset = series.written == 0 ? create_series(file_, name, series.integer, path_)
@@ -116,52 +105,104 @@ void MetricsFile::write_series(const std::string& name, Series& series) {
 }
 
 void MetricsFile::flush() {
+  h5::Lock lock(h5::hdf5_mutex());
   for (auto& [name, series] : series_) write_series(name, series);
   check(H5Fflush(file_, H5F_SCOPE_GLOBAL), path_, "flush");
 }
 
-std::vector<double> read_series(const std::string& path, const std::string& name) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) throw h5_error(path, "cannot open");
-  const hid_t dataset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
-  if (dataset < 0) {
-    H5Fclose(file);
+namespace {
+
+// A whole 1-D dataset of an open file as doubles; empty when it does not exist.
+std::vector<double> read_all(hid_t file, const std::string& path, const std::string& name) {
+  h5::Lock lock(h5::hdf5_mutex());
+  const size_t slash = name.rfind('/');
+  if ((slash != std::string::npos && H5Lexists(file, name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) ||
+      H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
     throw h5_error(path, "no dataset '" + name + "'");
-  }
-  const hid_t space = H5Dget_space(dataset);
+  h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  h5::Handle space(H5Dget_space(dataset.get()));
   hsize_t size = 0;
-  H5Sget_simple_extent_dims(space, &size, nullptr);
+  if (!dataset.valid() || H5Sget_simple_extent_ndims(space.get()) != 1) throw h5_error(path, "'" + name + "' is not a series");
+  H5Sget_simple_extent_dims(space.get(), &size, nullptr);
   std::vector<double> values(size);
-  const herr_t status = size ? H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                       values.data())
-                             : 0;
-  H5Sclose(space);
-  H5Dclose(dataset);
-  H5Fclose(file);
-  check(status, path, "reading dataset '" + name + "'");
+  if (size) check(H5Dread(dataset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path,
+                  "reading dataset '" + name + "'");
   return values;
 }
 
+}  // namespace
+
+std::vector<double> read_series(const std::string& path, const std::string& name) {
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw h5_error(path, "cannot open");
+  return read_all(file.get(), path, name);
+}
+
 std::string read_attribute(const std::string& path, const std::string& name) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) throw h5_error(path, "cannot open");
-  const hid_t attribute = H5Aopen_by_name(file, "/", name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
-  if (attribute < 0) {
-    H5Fclose(file);
-    throw h5_error(path, "no attribute '" + name + "'");
-  }
-  const hid_t type = string_type();
-  char* text = nullptr;
-  const herr_t status = H5Aread(attribute, type, &text);
-  std::string value = status >= 0 && text ? text : "";
-  if (text) H5free_memory(text);
-  H5Tclose(type);
-  H5Aclose(attribute);
-  H5Fclose(file);
-  check(status, path, "reading attribute '" + name + "'");
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  h5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw h5_error(path, "cannot open");
+  std::string value;
+  if (!h5::read_string_attribute(file.get(), name, value)) throw h5_error(path, "no attribute '" + name + "'");
   return value;
+}
+
+namespace {
+
+// The names of every dataset in the file (groups walked recursively).
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* names) {
+  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(names)->push_back(name);
+  return 0;
+}
+
+// The family of a series: the index series whose rows its rows follow.
+std::string index_of(const std::string& name) {
+  if (name.rfind("val_", 0) == 0) return "val_step";
+  if (name.rfind("checkpoint/", 0) == 0) return "checkpoint/step";
+  return "step";
+}
+
+}  // namespace
+
+MetricsFile::MetricsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
+                         int64_t resume_step)
+    : path_(path) {
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file_ < 0) {  // lost or never written: start a new one
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file_ < 0) throw h5_error(path, "cannot create");
+    write_attributes(attributes);
+    return;
+  }
+  std::vector<std::string> names;
+  if (H5Ovisit(file_, H5_INDEX_NAME, H5_ITER_NATIVE, collect_dataset, &names) < 0)
+    throw h5_error(path, "cannot list its datasets");
+  std::map<std::string, hsize_t> keep;  // per index series: its rows of steps <= resume_step
+  for (const char* index : {"step", "val_step", "checkpoint/step"}) {
+    if (std::find(names.begin(), names.end(), index) == names.end()) continue;
+    const std::vector<double> steps = read_all(file_, path, index);
+    keep[index] = static_cast<hsize_t>(std::count_if(steps.begin(), steps.end(),
+                                                     [&](double s) { return s <= double(resume_step); }));
+  }
+  for (const std::string& name : names) {
+    h5::Handle dataset(H5Dopen2(file_, name.c_str(), H5P_DEFAULT));
+    h5::Handle space(H5Dget_space(dataset.get()));
+    hsize_t rows = 0;
+    if (!dataset.valid() || H5Sget_simple_extent_ndims(space.get()) != 1) continue;
+    H5Sget_simple_extent_dims(space.get(), &rows, nullptr);
+    const hsize_t kept = std::min(rows, keep.count(index_of(name)) ? keep[index_of(name)] : 0);
+    check(H5Dset_extent(dataset.get(), &kept), path, "cutting back dataset '" + name + "'");
+    h5::Handle type(H5Dget_type(dataset.get()));
+    Series& series = series_[name];
+    series.integer = H5Tget_class(type.get()) == H5T_INTEGER;
+    series.written = kept;
+  }
+  write_attributes(attributes);
 }
 
 }  // namespace trident::metrics

@@ -7,6 +7,7 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,6 +20,13 @@ class MetricsFile {
   // Creates (truncates) the file. attributes: (name, text) pairs stored as string attributes
   // of "/". Throws std::runtime_error naming the file on any HDF5 failure.
   MetricsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes);
+  // Continues the file of a run resumed after `resume_step` steps: every series is cut back to
+  // its rows of steps <= resume_step, so that the file reads as if the run had never stopped.
+  // A series' rows follow an index series by name: val_* follow val_step, checkpoint/* follow
+  // checkpoint/step, all others step (appended once per step). The attributes are replaced; a
+  // missing or unreadable file is created anew.
+  MetricsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
+              int64_t resume_step);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
@@ -38,6 +46,7 @@ class MetricsFile {
     hsize_t written = 0;
   };
   void write_series(const std::string& name, Series& series);
+  void write_attributes(const std::vector<std::pair<std::string, std::string>>& attributes);
 
   std::string path_;
   hid_t file_ = -1;

@@ -28,8 +28,11 @@ class AdamW {
   // grad_scale (the clipping factor).
   void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
             float grad_scale = 1.0f);
+  // The moments of the shard, m()[i - shard_begin] (written by a checkpoint restore).
   const float* m() const { return m_.data(); }
   const float* v() const { return v_.data(); }
+  float* m() { return m_.data(); }
+  float* v() { return v_.data(); }
 
  private:
   struct Segment {

@@ -31,6 +31,7 @@ const char* memory_category_name(MemoryCategory category) {
     case MemoryCategory::Activations: return "activations";
     case MemoryCategory::Communication: return "communication";
     case MemoryCategory::Workspace: return "workspace";
+    case MemoryCategory::Checkpoint: return "checkpoint";
     case MemoryCategory::Count: break;
   }
   return "?";

@@ -9,7 +9,7 @@
 namespace trident {
 
 enum class MemoryCategory { Parameters, Gradients, OptimizerState, Activations, Communication,
-                            Workspace, Count };
+                            Workspace, Checkpoint /* asynchronous checkpoint staging */, Count };
 const char* memory_category_name(MemoryCategory category);
 
 struct MemoryUsage {

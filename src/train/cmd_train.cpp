@@ -43,8 +43,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir);
-  trainer.run(run_dir);
-  return kExitOk;
+  return trainer.run(run_dir);
 }
 
 }  // namespace trident

@@ -1,6 +1,8 @@
 // Job set-up shared by the subcommands.
 #include "train/job.hpp"
 
+#include <csignal>
+
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
@@ -8,20 +10,19 @@
 #include "topo/discover.hpp"
 
 namespace trident {
-namespace {
 
 // The test hook for the one-rank error paths: the other ranks go on into the next collective
-// and must be ended by the faulty rank's MPI_Abort, not left waiting.
-void inject_fault(const deck::Deck& deck) {
-  if (world_rank() != deck.get_int("debug.fail_rank")) return;
+// and must be ended by the faulty rank's MPI_Abort (or, for SIGKILL, by the launcher and the
+// watchdog), not left waiting.
+void inject_fault(const deck::Deck& deck, int64_t step) {
+  if (world_rank() != deck.get_int("debug.fail_rank") || deck.get_int("debug.fail_step") != step) return;
+  if (deck.get_string("debug.fail_mode") == "sigkill") std::raise(SIGKILL);
   if (deck.get_string("debug.fail_mode") == "mpi_error") {
     int payload = 0;
     MPI_CHECK(MPI_Send(&payload, 1, MPI_INT, world_size() + 7, 0, MPI_COMM_WORLD));  // bad rank
   }
   fatal_one("fault injected by " + deck.cite("debug.fail_rank"));
 }
-
-}  // namespace
 
 Job load_job(const cli::CommandLine& line) {
   const std::string text = read_on_root_and_broadcast(
@@ -38,7 +39,7 @@ Job load_job(const cli::CommandLine& line) {
 
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
   auto groups = std::make_unique<comm::ProcessGroups>(job.grid, job.topology);
-  inject_fault(job.deck);
+  inject_fault(job.deck, 0);
   const std::string problem = comm::verify_groups(*groups, job.grid, job.topology);
   if (!problem.empty()) {
     if (world_rank() == 0) fatal_one("internal error in communicator set-up: " + problem);

@@ -31,6 +31,9 @@ std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
 // is a UserError.
 comm::CollectiveSettings collective_settings(const deck::Deck& deck);
 
+// Testing aid: on debug.fail_rank, at debug.fail_step (0: set-up), the fault of debug.fail_mode.
+void inject_fault(const deck::Deck& deck, int64_t step);
+
 // "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
 std::string job_summary(const Job& job);
 

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
   } catch (const trident::UserError& e) {
     if (trident::world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return trident::kExitUserError;
+  } catch (const trident::RunFailure& e) {
+    if (trident::world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    return e.status();
   } catch (const std::exception& e) {
     fatal_one(std::string("unexpected exception: ") + e.what());
   }

@@ -17,6 +17,8 @@
 #include "train/evaluate.hpp"
 #include "model/llmc_io.hpp"
 #include "train/model_setup.hpp"
+#include "train/signals.hpp"
+#include "ckpt/resume.hpp"
 
 namespace trident {
 namespace {
@@ -138,6 +140,7 @@ StepResult Trainer::train_step(int64_t step) {
     if (layer >= 0) reducer_->on_final(layer);
   };
   StepResult result;
+  inject_fault(deck, step + 1);
   if (step == 0 && world_rank() == deck.get_int("debug.hang_rank"))
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog test: never answer
   reducer_->begin(model_->grads());
@@ -146,6 +149,9 @@ StepResult Trainer::train_step(int64_t step) {
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
+  for (int64_t poisoned : deck.get_int_list("debug.nan_steps"))  // the NaN-skipping tests
+    if (poisoned == step + 1 && world_rank() == 0 && reducer_->shard().count() > 0)
+      model_->grads()[reducer_->shard().begin] = std::nanf("");
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
@@ -154,8 +160,13 @@ StepResult Trainer::train_step(int64_t step) {
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
                                    static_cast<float>(deck.get_float("optim.lr")),
                                    static_cast<float>(deck.get_float("optim.min_lr")));
-  optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, step + 1, norm.clip_factor);
-  reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
+  // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
+  // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
+  result.skipped = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
+  if (!result.skipped) {
+    optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_, norm.clip_factor);
+    reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
+  }
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);
   return result;
@@ -243,13 +254,14 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("tflops", tflops);
   metrics_->append("step_ms", r.seconds * 1e3);
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
+  metrics_->append_int("skipped", r.skipped ? 1 : 0);
   const int64_t interval = job_.deck.get_int("metrics.log_interval");
-  if ((step + 1) % interval != 0 && step + 1 != steps_ && step != 0) return;
+  if ((step + 1) % interval != 0 && step + 1 != steps_ && step != start_step_ && !r.skipped) return;
   char line[256];
   std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms",
+                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms%s",
                 static_cast<long long>(step + 1), static_cast<long long>(steps_), r.loss, r.lr,
-                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3);
+                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3, r.skipped ? " | skipped (NaN/Inf)" : "");
   print0(line);
   metrics_->flush();
 }
@@ -367,35 +379,59 @@ double Trainer::evaluate() {
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
-void Trainer::run(const std::string& run_dir) {
+int Trainer::run(const std::string& run_dir) {
+  install_stop_signals();
+  const deck::Deck& deck = job_.deck;
+  ckpt::Settings settings;
+  settings.dir = deck.get_string("checkpoint.dir").empty() ? run_dir + "/checkpoints" : deck.get_string("checkpoint.dir");
+  for (auto [key, interval] : {std::pair{"checkpoint.fast_interval", &settings.fast},
+                               std::pair{"checkpoint.full_interval", &settings.full}}) {
+    const deck::Interval given = deck.get_interval(key);
+    if (given.unit == deck::Interval::Unit::Steps) interval->steps = static_cast<int64_t>(given.count);
+    if (given.unit == deck::Interval::Unit::Seconds) interval->seconds = given.count;
+  }
+  settings.keep_fast = static_cast<int>(deck.get_int("checkpoint.keep_fast"));
+  settings.keep_full = static_cast<int>(deck.get_int("checkpoint.keep_full"));
+  settings.async = deck.get_bool("checkpoint.async");
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings, MPI_COMM_WORLD);
+  resume_if_asked(settings.dir);
   if (world_rank() == 0) {
     try {
-      metrics_ = std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(job_.deck));
+      metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",
+                                                                           deck_attributes(deck), start_step_)
+                                 : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(deck));
     } catch (const std::runtime_error& e) {
       fatal_one(e.what());
     }
   }
-  const int64_t eval_interval = job_.deck.get_int("train.eval_interval");
+  const int64_t eval_interval = deck.get_int("train.eval_interval");
   print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
          std::to_string(model_->num_parameters()) + " on this rank); " +
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
-  record_validation(0, evaluate());
-  for (int64_t step = 0; step < steps_; ++step) {
+  if (start_step_ == 0) record_validation(0, evaluate());
+  for (int64_t step = start_step_; step < steps_; ++step) {
     const StepResult result = train_step(step);
-    if (!std::isfinite(result.loss))
-      fatal_one("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
-                "; lower optim.lr or set optim.grad_clip");
     record_step(step, result);
-    if (step == 0) {  // the first step warms up (primitive creation, first touches): not counted
+    if (result.skipped) count_bad_step(step, result);
+    else bad_in_a_row_ = 0;
+    if (step == start_step_) {  // the first step warms up (primitive creation, first touches): not counted
       std::fill(bubble_busy_.begin(), bubble_busy_.end(), 0.0);
       std::fill(bubble_wait_.begin(), bubble_wait_.end(), 0.0);
     }
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       record_validation(step + 1, evaluate());
+    if (checkpoint_boundary(step + 1)) return kExitStopped;
   }
+  if (deck.get_bool("checkpoint.at_end") && last_full_step_ != steps_) {
+    if (metrics_) metrics_->flush();
+    checkpointer_->save("full", state_view(), metadata(steps_));
+    last_full_step_ = steps_;
+  }
+  checkpointer_->wait();
+  record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid);
   if (world_rank() == 0) {
@@ -409,6 +445,7 @@ void Trainer::run(const std::string& run_dir) {
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // the files exist when any rank returns
   print_summary();
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
+  return kExitOk;
 }
 
 }  // namespace trident

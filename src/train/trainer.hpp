@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "ckpt/checkpointer.hpp"
 #include "comm/groups.hpp"
 #include "comm/reducer.hpp"
 #include "data/token_data.hpp"
@@ -28,6 +29,7 @@ struct StepResult {
   double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
   double optimizer_seconds = 0;                       // gradient norm, AdamW, ZeRO all-gather
   pipeline::StepTimes pipeline;                       // this stage's compute and waiting
+  bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made
 };
 
 class Trainer {
@@ -35,8 +37,10 @@ class Trainer {
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
   // Every problem with the input is a UserError (before the run directory exists).
   Trainer(const Job& job, const comm::ProcessGroups& groups);
-  // Trains, writing metrics.h5 and model.bin into run_dir.
-  void run(const std::string& run_dir);
+  // Trains (from a checkpoint when checkpoint.resume finds one), writing metrics.h5,
+  // checkpoints and model.bin into run_dir. Returns kExitOk, or kExitStopped after a stop
+  // signal and its full checkpoint.
+  int run(const std::string& run_dir);
 
  private:
   StepResult train_step(int64_t step);
@@ -53,6 +57,17 @@ class Trainer {
   optim::GradNorm global_grad_norm(float clip);
   // Collective over the data group: every replica must hold bitwise the same parameters.
   void check_replicas_agree();
+  // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
+  // step-boundary decision all ranks take together.
+  ckpt::StateView state_view();
+  ckpt::Metadata metadata(int64_t completed_steps) const;
+  void resume_if_asked(const std::string& checkpoint_dir);
+  // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
+  // when a stop signal reached any rank (a full checkpoint has been written then).
+  bool checkpoint_boundary(int64_t completed);
+  std::vector<ckpt::WriteRecord> record_checkpoints();  // into metrics.h5 (rank 0)
+  // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
+  void count_bad_step(int64_t step, const StepResult& result);
 
   const Job& job_;
   const comm::ProcessGroups& groups_;
@@ -72,6 +87,11 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<data::TokenData> train_data_, val_data_;
   std::unique_ptr<metrics::MetricsFile> metrics_;
+  std::unique_ptr<ckpt::Checkpointer> checkpointer_;
+  int64_t start_step_ = 0;         // 0, or the step a checkpoint resumed at
+  int64_t last_full_step_ = -1;    // of the newest full checkpoint written or resumed from
+  int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
+  int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
   int64_t steps_ = 0, micro_batches_ = 0, val_windows_ = 0;
   int B_ = 0, T_ = 0;
   double flops_per_token_ = 0;

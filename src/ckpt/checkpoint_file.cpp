@@ -1,0 +1,443 @@
+// Parallel HDF5 checkpoint files: write, verify, read.
+#include "ckpt/checkpoint_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+#include "ckpt/checksum.hpp"
+#include "ckpt/slab.hpp"
+#include "core/h5.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident::ckpt {
+namespace {
+
+using h5::Handle;
+const char* const kSections[] = {"params", "adamw_m", "adamw_v"};
+
+// Errors seen by this rank, in order; agreed on by all ranks at the end of an operation.
+struct Errors {
+  std::string first;
+  void add(bool ok, const std::string& what) {
+    if (!ok && first.empty()) first = what;
+  }
+  // Collective: the first error of the lowest rank that saw one, on every rank.
+  std::string agree(MPI_Comm comm) const {
+    int mine = first.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (!any) return "";
+    for (const std::string& message : allgather_strings(first, comm))
+      if (!message.empty()) return message;
+    return "";
+  }
+};
+
+// Collective: true on every rank when `ok` holds on every rank.
+bool all_ok(bool ok, MPI_Comm comm) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all == 1;
+}
+
+Handle open_parallel(const std::string& path, MPI_Comm comm, bool create) {
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Handle access(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL);
+  H5Pset_all_coll_metadata_ops(access.get(), true);  // metadata reads: one rank reads, all get it
+  H5Pset_coll_metadata_write(access.get(), true);
+  return Handle(create ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get())
+                       : H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
+}
+
+Handle collective_transfer() {
+  Handle transfer(H5Pcreate(H5P_DATASET_XFER));
+  H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE);
+  return transfer;
+}
+
+// The file dataspace of `dataset` with the union of `slabs` selected (nothing if none), and a
+// memory space of as many contiguous elements.
+std::pair<Handle, Handle> selection(hid_t dataset, const std::vector<Hyperslab>& slabs) {
+  Handle file_space(H5Dget_space(dataset));
+  H5Sselect_none(file_space.get());
+  hsize_t elements = 0;
+  for (const Hyperslab& slab : slabs) {
+    std::vector<hsize_t> start, stride, count, block;
+    for (const SlabDim& d : slab.dims) {
+      start.push_back(static_cast<hsize_t>(d.start));
+      stride.push_back(static_cast<hsize_t>(d.stride));
+      count.push_back(static_cast<hsize_t>(d.count));
+      block.push_back(static_cast<hsize_t>(d.block));
+    }
+    H5Sselect_hyperslab(file_space.get(), elements == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, start.data(),
+                        stride.data(), count.data(), block.data());
+    elements += static_cast<hsize_t>(slab.elements());
+  }
+  const hsize_t memory_size = elements ? elements : 1;
+  Handle memory_space(H5Screate_simple(1, &memory_size, nullptr));
+  if (elements == 0) H5Sselect_none(memory_space.get());
+  return {std::move(file_space), std::move(memory_space)};
+}
+
+// What this rank moves for one dataset: the hyperslabs of the whole tensor and the memory they
+// map to (their elements in order).
+struct Piece {
+  std::vector<Hyperslab> slabs;
+  float* data = nullptr;
+  int64_t elements() const {
+    int64_t n = 0;
+    for (const Hyperslab& s : slabs) n += s.elements();
+    return n;
+  }
+};
+
+// Section 0 (parameters): the whole slice; 1, 2 (moments): the slice's part inside
+// [moments_begin, moments_end). `writing`: only what this rank owns.
+Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
+  const auto specs = model::param_specs(state.config, state.part);
+  int64_t offset = 0;
+  for (int t = 0; t < tensor; ++t) offset += specs[t].count();
+  const TensorSlab slab = tensor_slab(state.config, state.part, tensor);
+  const bool owner = (specs[tensor].sharded || state.part.rank == 0) && !(tensor == 0 && !state.part.first_stage);
+  Piece piece;
+  if (slab.elements() == 0 || (writing && !owner)) return piece;
+  if (section == 0) {
+    if (writing && !state.params_owner) return piece;
+    piece.slabs = {slab.slice};
+    piece.data = state.params + offset;
+    return piece;
+  }
+  float* moments = section == 1 ? state.m : state.v;
+  if (!moments || (writing && !state.moments_owner)) return piece;
+  const int64_t begin = std::max(offset, state.moments_begin) - offset;
+  const int64_t end = std::min(offset + slab.elements(), state.moments_end) - offset;
+  if (begin >= end) return piece;
+  piece.slabs = range_hyperslabs(slab, begin, end);
+  piece.data = moments + (offset + begin - state.moments_begin);
+  return piece;
+}
+
+std::string name_of(int section, int tensor) {
+  return std::string(kSections[section]) + "/" + model::param_specs(model::GptConfig{})[tensor].name;
+}
+
+int sections_of(const std::string& kind) { return kind == "full" ? 3 : 1; }
+
+// Root attributes <-> Metadata, one table for both directions.
+struct Field {
+  const char* name;
+  std::function<std::string(const Metadata&)> get;
+  std::function<void(Metadata&, const std::string&)> set;
+  bool integer;
+};
+
+template <class T>
+Field int_field(const char* name, T Metadata::*member) {
+  return {name, [member](const Metadata& m) { return std::to_string(m.*member); },
+          [member](Metadata& m, const std::string& v) { m.*member = static_cast<T>(std::stoll(v)); }, true};
+}
+Field model_field(const char* name, int model::GptConfig::*member) {
+  return {name, [member](const Metadata& m) { return std::to_string(m.model.*member); },
+          [member](Metadata& m, const std::string& v) { m.model.*member = std::stoi(v); }, true};
+}
+Field text_field(const char* name, std::string Metadata::*member) {
+  return {name, [member](const Metadata& m) { return m.*member; },
+          [member](Metadata& m, const std::string& v) { m.*member = v; }, false};
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      text_field("kind", &Metadata::kind),
+      int_field("step", &Metadata::step),
+      int_field("tokens_seen", &Metadata::tokens_seen),
+      int_field("optimizer_updates", &Metadata::optimizer_updates),
+      int_field("bad_steps_in_a_row", &Metadata::bad_steps_in_a_row),
+      int_field("skipped_steps", &Metadata::skipped_steps),
+      int_field("seed", &Metadata::seed),
+      model_field("model.layers", &model::GptConfig::layers),
+      model_field("model.heads", &model::GptConfig::heads),
+      model_field("model.hidden", &model::GptConfig::channels),
+      model_field("model.vocab", &model::GptConfig::vocab),
+      model_field("model.padded_vocab", &model::GptConfig::padded_vocab),
+      model_field("model.seq_len", &model::GptConfig::max_seq_len),
+      int_field("layout.tensor", &Metadata::tensor),
+      int_field("layout.pipeline", &Metadata::pipeline),
+      int_field("layout.data", &Metadata::data),
+      int_field("layout.zero", &Metadata::zero),
+      text_field("layout.stage_layers", &Metadata::stage_layers),
+      text_field("trident_version", &Metadata::version),
+      text_field("written_at", &Metadata::written_at),
+      text_field("deck", &Metadata::deck),
+  };
+  return table;
+}
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '\\' ? "\\\\" : c == '\n' ? "\\n" : std::string(1, c);
+  return out;
+}
+
+std::string unescape(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size()) {
+      out += text[i + 1] == 'n' ? '\n' : text[i + 1];
+      ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string write_metadata(hid_t file, const Metadata& metadata) {
+  h5::Lock lock(h5::hdf5_mutex());
+  bool ok = h5::write_int_attribute(file, "format_version", kFormatVersion);
+  for (const Field& f : fields())
+    ok = ok && (f.integer ? h5::write_int_attribute(file, f.name, std::stoll(f.get(metadata)))
+                          : h5::write_string_attribute(file, f.name, f.get(metadata)));
+  ok = ok && h5::write_string_attribute(file, "checksum_algorithm",
+                                        "sum mod 2^64 over elements of splitmix64(splitmix64(row-major index) "
+                                        "xor float32 bits) (docs/CHECKPOINTS.md)");
+  return ok ? "" : "writing the metadata attributes failed";
+}
+
+// The metadata of an open file, or a description of what is missing.
+std::string read_metadata_of(hid_t file, Metadata& metadata) {
+  h5::Lock lock(h5::hdf5_mutex());
+  int64_t version = 0;
+  if (!h5::read_int_attribute(file, "format_version", version)) return "no format_version attribute";
+  if (version != kFormatVersion)
+    return "format version " + std::to_string(version) + ", this trident reads version " + std::to_string(kFormatVersion);
+  for (const Field& f : fields()) {
+    std::string text;
+    int64_t number = 0;
+    if (f.integer ? !h5::read_int_attribute(file, f.name, number) : !h5::read_string_attribute(file, f.name, text))
+      return std::string("no attribute '") + f.name + "'";
+    f.set(metadata, f.integer ? std::to_string(number) : text);
+  }
+  if (metadata.kind != "fast" && metadata.kind != "full") return "unknown kind '" + metadata.kind + "'";
+  return "";
+}
+
+void fsync_path(const std::string& path, Errors& errors) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  errors.add(fd >= 0 && ::fsync(fd) == 0, "fsync of '" + path + "' failed: " + std::strerror(errno));
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
+std::string Metadata::to_text() const {
+  std::string text;
+  for (const Field& f : fields()) text += std::string(f.name) + "=" + escape(f.get(*this)) + "\n";
+  return text;
+}
+
+Metadata Metadata::from_text(const std::string& text) {
+  Metadata metadata;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t equals = line.find('=');
+    if (equals == std::string::npos) continue;
+    for (const Field& f : fields())
+      if (line.compare(0, equals, f.name) == 0 && std::strlen(f.name) == equals) f.set(metadata, unescape(line.substr(equals + 1)));
+  }
+  return metadata;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> checkpoint_datasets(const model::GptConfig& config,
+                                                                              const std::string& kind) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> result;
+  const auto specs = model::param_specs(config);
+  for (int section = 0; section < sections_of(kind); ++section)
+    for (int t = 0; t < model::kNumParamTensors; ++t) result.emplace_back(name_of(section, t), specs[t].shape);
+  return result;
+}
+
+WriteResult write_checkpoint(const std::string& path, MPI_Comm comm, const StateView& state,
+                             const Metadata& metadata) {
+  const auto start = std::chrono::steady_clock::now();
+  WriteResult result;
+  Errors errors;
+  Handle file = open_parallel(path, comm, true);
+  if (!all_ok(file.valid(), comm)) {
+    result.error = "cannot create '" + path + "'";
+    return result;
+  }
+  const int sections = sections_of(metadata.kind);
+  const auto specs = model::param_specs(state.config);
+  std::vector<uint64_t> checksums;
+  for (int section = 0; section < sections; ++section) {
+    for (int t = 0; t < model::kNumParamTensors; ++t) {
+      const std::string name = name_of(section, t);
+      h5::Lock lock(h5::hdf5_mutex());
+      std::vector<hsize_t> shape(specs[t].shape.begin(), specs[t].shape.end());
+      Handle space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
+      Handle create(H5Pcreate(H5P_DATASET_CREATE));
+      H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);  // every element is written: no fill pass
+      Handle links(H5Pcreate(H5P_LINK_CREATE));
+      H5Pset_create_intermediate_group(links.get(), 1);
+      Handle dataset(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), links.get(), create.get(),
+                                H5P_DEFAULT));
+      if (!all_ok(dataset.valid(), comm)) {
+        errors.add(false, "creating dataset '" + name + "' in '" + path + "' failed");
+        section = sections;
+        break;
+      }
+      const Piece piece = piece_of(state, section, t, true);
+      auto [file_space, memory_space] = selection(dataset.get(), piece.slabs);
+      const Handle transfer = collective_transfer();
+      errors.add(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), transfer.get(),
+                          piece.data) >= 0,
+                 "writing dataset '" + name + "' to '" + path + "' failed (disk full?)");
+      uint64_t sum = 0;
+      const float* values = piece.data;
+      for (const Hyperslab& slab : piece.slabs) {
+        sum += partial_checksum(specs[t].shape, slab, values);
+        values += slab.elements();
+      }
+      checksums.push_back(sum);
+      result.bytes += specs[t].count() * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  if (!checksums.empty())
+    MPI_Allreduce(MPI_IN_PLACE, checksums.data(), static_cast<int>(checksums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  if (checksums.size() == static_cast<size_t>(sections) * model::kNumParamTensors) {
+    h5::Lock lock(h5::hdf5_mutex());
+    size_t k = 0;
+    for (int section = 0; section < sections; ++section)
+      for (int t = 0; t < model::kNumParamTensors; ++t) {
+        Handle dataset(H5Dopen2(file.get(), name_of(section, t).c_str(), H5P_DEFAULT));
+        errors.add(h5::write_uint_attribute(dataset.get(), "checksum", checksums[k++]),
+                   "writing the checksum of '" + name_of(section, t) + "' failed");
+      }
+    const std::string problem = write_metadata(file.get(), metadata);
+    errors.add(problem.empty(), problem);
+    errors.add(h5::write_int_attribute(file.get(), "complete", 1), "writing the completion mark failed");
+    errors.add(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "flushing '" + path + "' failed (disk full?)");
+  }
+  {
+    h5::Lock lock(h5::hdf5_mutex());
+    errors.add(H5Fclose(file.release()) >= 0, "closing '" + path + "' failed (disk full?)");
+  }
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) fsync_path(path, errors);
+  result.error = errors.agree(comm);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+Metadata read_metadata(const std::string& path) {
+  h5::Lock lock(h5::hdf5_mutex());
+  h5::quiet_errors();
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw std::runtime_error("'" + path + "' cannot be opened as HDF5 (truncated, or not a checkpoint)");
+  Metadata metadata;
+  const std::string problem = read_metadata_of(file.get(), metadata);
+  if (!problem.empty()) throw std::runtime_error("'" + path + "' is not a trident checkpoint: " + problem);
+  return metadata;
+}
+
+std::string verify_checkpoint(const std::string& path, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  Handle file = open_parallel(path, comm, false);
+  if (!all_ok(file.valid(), comm)) return "cannot be opened as HDF5 (truncated, or not a checkpoint)";
+  Metadata metadata;
+  int64_t complete = 0;
+  std::string problem = read_metadata_of(file.get(), metadata);
+  if (problem.empty() && (!h5::read_int_attribute(file.get(), "complete", complete) || complete != 1))
+    problem = "not marked complete (its writing was interrupted)";
+  if (!all_ok(problem.empty(), comm)) return problem.empty() ? "metadata unreadable on some rank" : problem;
+  std::vector<uint64_t> computed, stored;
+  Errors errors;
+  for (const auto& [name, shape] : checkpoint_datasets(metadata.model, metadata.kind)) {
+    h5::Lock lock(h5::hdf5_mutex());
+    Handle dataset(H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0 || name.find('/') == std::string::npos
+                       ? H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT)
+                       : -1);
+    std::vector<hsize_t> dims(shape.size(), 0);
+    const bool present = dataset.valid();
+    if (present) {
+      Handle space(H5Dget_space(dataset.get()));
+      if (H5Sget_simple_extent_ndims(space.get()) == static_cast<int>(dims.size()))
+        H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    }
+    uint64_t checksum = 0;
+    const bool sound = present && std::equal(dims.begin(), dims.end(), shape.begin(),
+                                             [](hsize_t a, int64_t b) { return a == static_cast<hsize_t>(b); }) &&
+                       h5::read_uint_attribute(dataset.get(), "checksum", checksum);
+    if (!all_ok(sound, comm)) {
+      errors.add(false, "dataset '" + name + "' is missing, has the wrong shape or no checksum");
+      break;
+    }
+    const TensorSlab whole = whole_slab(shape);
+    int64_t n = whole.elements();
+    const int64_t begin = n * rank / size, end = n * (rank + 1) / size;
+    Piece piece{range_hyperslabs(whole, begin, end), nullptr};
+    std::vector<float> values(static_cast<size_t>(end - begin));
+    piece.data = values.data();
+    auto [file_space, memory_space] = selection(dataset.get(), piece.slabs);
+    const Handle transfer = collective_transfer();
+    errors.add(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), transfer.get(),
+                       values.data()) >= 0,
+               "reading dataset '" + name + "' failed (truncated file?)");
+    uint64_t sum = 0;
+    const float* at = values.data();
+    for (const Hyperslab& slab : piece.slabs) {
+      sum += partial_checksum(shape, slab, at);
+      at += slab.elements();
+    }
+    computed.push_back(sum);
+    stored.push_back(checksum);
+  }
+  std::string error = errors.agree(comm);
+  if (!error.empty()) return error;
+  if (!computed.empty())
+    MPI_Allreduce(MPI_IN_PLACE, computed.data(), static_cast<int>(computed.size()), MPI_UINT64_T, MPI_SUM, comm);
+  const auto datasets = checkpoint_datasets(metadata.model, metadata.kind);
+  for (size_t k = 0; k < computed.size(); ++k)
+    if (computed[k] != stored[k]) {
+      char line[160];
+      std::snprintf(line, sizeof line, " (stored %016llx, computed %016llx)",
+                    static_cast<unsigned long long>(stored[k]), static_cast<unsigned long long>(computed[k]));
+      return "dataset '" + datasets[k].first + "': checksum mismatch" + line;
+    }
+  return "";
+}
+
+std::string read_checkpoint(const std::string& path, MPI_Comm comm, const StateView& state) {
+  Handle file = open_parallel(path, comm, false);
+  if (!all_ok(file.valid(), comm)) return "cannot open '" + path + "'";
+  Errors errors;
+  const int sections = state.m ? 3 : 1;
+  for (int section = 0; section < sections; ++section)
+    for (int t = 0; t < model::kNumParamTensors; ++t) {
+      const std::string name = name_of(section, t);
+      h5::Lock lock(h5::hdf5_mutex());
+      Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
+      if (!all_ok(dataset.valid(), comm)) return "'" + path + "' has no dataset '" + name + "'";
+      const Piece piece = piece_of(state, section, t, false);
+      auto [file_space, memory_space] = selection(dataset.get(), piece.slabs);
+      const Handle transfer = collective_transfer();
+      errors.add(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), transfer.get(),
+                         piece.data) >= 0,
+                 "reading dataset '" + name + "' of '" + path + "' failed");
+    }
+  return errors.agree(comm);
+}
+
+}  // namespace trident::ckpt

@@ -1,0 +1,190 @@
+// Checkpoint policy, atomic writes and the asynchronous writer.
+#include "ckpt/checkpointer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Collective: rank 0's verdict ("" = fine) on every rank.
+std::string from_root(std::string verdict, MPI_Comm comm) {
+  broadcast_string(verdict, 0, comm);
+  return verdict;
+}
+
+std::string fsync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const std::string problem = ok ? "" : "fsync of directory '" + dir.string() + "' failed: " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  return problem;
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step, const std::string& kind) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%08lld.%s.h5", static_cast<long long>(step), kind.c_str());
+  return name;
+}
+
+Checkpointer::Checkpointer(const Settings& settings, MPI_Comm comm) : settings_(settings) {
+  MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  last_fast_ = last_full_ = std::chrono::steady_clock::now();
+  std::string problem;
+  if (rank_ == 0) {
+    std::error_code ec;
+    fs::create_directories(settings_.dir, ec);
+    if (ec) problem = "checkpoint directory '" + settings_.dir + "' cannot be created: " + ec.message();
+    for (const auto& entry : fs::directory_iterator(settings_.dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(".step-", 0) == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+        fs::remove(entry.path(), ec);  // a write a killed run left unfinished
+    }
+  }
+  agree_on_error(problem, 0, comm_);
+}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::string Checkpointer::due(int64_t step) const {
+  if (settings_.full.due(step, seconds_since(last_full_))) return "full";
+  if (settings_.fast.due(step, std::min(seconds_since(last_fast_), seconds_since(last_full_)))) return "fast";
+  return "";
+}
+
+StateView Checkpointer::stage(const StateView& state) {
+  StateView staged = state;
+  const size_t params = static_cast<size_t>(model::num_parameters(state.config, state.part));
+  const size_t moments = static_cast<size_t>(state.moments_end - state.moments_begin);
+  if (state.params_owner) {
+    if (staged_params_.size() != params) staged_params_ = Buffer<float>(params, MemoryCategory::Checkpoint);
+    std::copy(state.params, state.params + params, staged_params_.data());
+    staged.params = staged_params_.data();
+  }
+  if (state.m && state.moments_owner) {
+    if (staged_m_.size() != moments) {
+      staged_m_ = Buffer<float>(moments, MemoryCategory::Checkpoint);
+      staged_v_ = Buffer<float>(moments, MemoryCategory::Checkpoint);
+    }
+    std::copy(state.m, state.m + moments, staged_m_.data());
+    std::copy(state.v, state.v + moments, staged_v_.data());
+    staged.m = staged_m_.data();
+    staged.v = staged_v_.data();
+  }
+  return staged;
+}
+
+void Checkpointer::save(const std::string& kind, const StateView& state, const Metadata& metadata) {
+  const auto start = std::chrono::steady_clock::now();
+  wait();  // one write at a time; the staging buffers are free again
+  last_full_ = kind == "full" ? start : last_full_;
+  last_fast_ = start;
+  std::string text = metadata.to_text();  // rank 0's: attributes must be equal on every rank
+  broadcast_string(text, 0, comm_);
+  Pending pending{settings_.async ? stage(state) : state, Metadata::from_text(text), 0.0};
+  pending.metadata.kind = kind;
+  if (kind == "fast") pending.state.m = pending.state.v = nullptr;
+  pending.blocking_seconds = seconds_since(start);
+  if (!settings_.async) {
+    WriteRecord record = write_atomically(pending);
+    record.blocking_seconds = seconds_since(start);
+    std::lock_guard<std::mutex> lock(records_mutex_);
+    records_.push_back(record);
+    return;
+  }
+  writer_ = std::thread([this, pending] {
+    WriteRecord record = write_atomically(pending);
+    std::lock_guard<std::mutex> lock(records_mutex_);
+    records_.push_back(record);
+  });
+}
+
+void Checkpointer::wait() {
+  if (writer_.joinable()) writer_.join();
+}
+
+std::vector<WriteRecord> Checkpointer::take_records() {
+  std::lock_guard<std::mutex> lock(records_mutex_);
+  std::vector<WriteRecord> taken;
+  taken.swap(records_);
+  return taken;
+}
+
+WriteRecord Checkpointer::write_atomically(const Pending& pending) {
+  WriteRecord record;
+  record.step = pending.metadata.step;
+  record.kind = pending.metadata.kind;
+  record.blocking_seconds = pending.blocking_seconds;
+  const fs::path dir = settings_.dir;
+  const std::string name = checkpoint_name(record.step, record.kind);
+  const std::string temporary = (dir / ("." + name + ".tmp")).string();
+  record.path = (dir / name).string();
+  const WriteResult written = write_checkpoint(temporary, comm_, pending.state, pending.metadata);
+  record.bytes = written.bytes;
+  record.write_seconds = written.seconds;
+  record.error = written.error;
+  if (record.error.empty()) {
+    const auto verify_start = std::chrono::steady_clock::now();
+    const std::string problem = verify_checkpoint(temporary, comm_);
+    record.verify_seconds = seconds_since(verify_start);
+    if (!problem.empty()) record.error = "verification of '" + temporary + "' failed: " + problem;
+  }
+  std::string verdict = record.error;
+  if (rank_ == 0) {
+    std::error_code ec;
+    if (verdict.empty()) {
+      fs::rename(temporary, record.path, ec);  // the commit: the name appears complete or not at all
+      verdict = ec ? "renaming '" + temporary + "' failed: " + ec.message() : fsync_directory(dir);
+    }
+    if (!verdict.empty()) fs::remove(temporary, ec);  // the earlier checkpoints stay as they were
+    if (verdict.empty()) prune(record.kind, record.kind == "full" ? settings_.keep_full : settings_.keep_fast);
+  }
+  record.error = from_root(verdict, comm_);
+  if (record.error.empty()) {
+    char line[256];
+    std::snprintf(line, sizeof line, "checkpoint: wrote %s (%.1f MB in %.2f s, %.2f GB/s; verified in %.2f s)",
+                  record.path.c_str(), record.bytes / 1e6, record.write_seconds,
+                  record.bytes / 1e9 / std::max(record.write_seconds, 1e-9), record.verify_seconds);
+    print0(line);
+  } else {
+    print0("warning: checkpoint of step " + std::to_string(record.step) + " not written: " + record.error +
+           "; the earlier checkpoints are intact");
+  }
+  return record;
+}
+
+void Checkpointer::prune(const std::string& kind, int keep) const {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  const std::string suffix = "." + kind + ".h5";
+  for (const auto& entry : fs::directory_iterator(settings_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());  // zero-padded steps: by step
+  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i], ec);
+}
+
+}  // namespace trident::ckpt

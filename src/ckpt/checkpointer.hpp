@@ -1,0 +1,93 @@
+// The checkpoint policy of a run (seed §4.2): fast checkpoints (parameters) and full ones
+// (parameters, AdamW moments, counters) at their own intervals, each written atomically —
+// temporary name, fsync, verification of every checksum, rename, fsync of the directory — so
+// that a crash or a full disk at any moment leaves the earlier checkpoints intact and never a
+// file that looks valid but is not; the newest keep_fast / keep_full of each kind kept.
+//
+// Asynchronous mode: save() copies this rank's part of the state into host buffers (the only
+// part training waits for, with the wait for a previous write still in flight) and a
+// background thread writes it on a communicator of its own while training goes on.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckpt/checkpoint_file.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::ckpt {
+
+// Every `steps` steps and/or every `seconds` of wall-clock time (0: not by that measure).
+struct Interval {
+  int64_t steps = 0;
+  double seconds = 0.0;
+  // Due after `step` completed steps, `elapsed` seconds after the last checkpoint of its kind.
+  bool due(int64_t step, double elapsed) const {
+    return (steps > 0 && step % steps == 0) || (seconds > 0.0 && elapsed >= seconds);
+  }
+};
+
+struct Settings {
+  std::string dir;  // where the files go (train.run_dir/checkpoints by default)
+  Interval fast, full;
+  int keep_fast = 2, keep_full = 2;
+  bool async = false;
+};
+
+// One finished write (the same figures on every rank).
+struct WriteRecord {
+  int64_t step = 0;
+  std::string kind, path, error;  // error empty: written and verified
+  int64_t bytes = 0;
+  double write_seconds = 0, verify_seconds = 0, blocking_seconds = 0;
+};
+
+// "step-00000120.full.h5": sorts by step.
+std::string checkpoint_name(int64_t step, const std::string& kind);
+
+class Checkpointer {
+ public:
+  // Collective over comm, which it duplicates. Creates the directory and removes temporary
+  // files a killed run left there. A directory that cannot be created is a UserError.
+  Checkpointer(const Settings& settings, MPI_Comm comm);
+  ~Checkpointer();  // waits for a write in flight
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // This rank's view of what is due after `step` completed steps: "", "fast" or "full".
+  std::string due(int64_t step) const;
+  // Collective: a checkpoint of `state`. Returns once the state may change again.
+  void save(const std::string& kind, const StateView& state, const Metadata& metadata);
+  // Collective: the write in flight (if any) finished.
+  void wait();
+  // The writes finished since the last call.
+  std::vector<WriteRecord> take_records();
+  const Settings& settings() const { return settings_; }
+
+ private:
+  struct Pending {
+    StateView state;
+    Metadata metadata;
+    double blocking_seconds = 0;
+  };
+  WriteRecord write_atomically(const Pending& pending);  // collective over comm_
+  StateView stage(const StateView& state);              // copies into the staging buffers
+  void prune(const std::string& kind, int keep) const;  // rank 0
+
+  Settings settings_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  std::chrono::steady_clock::time_point last_fast_, last_full_;
+  Buffer<float> staged_params_, staged_m_, staged_v_;  // async copies of this rank's part
+  std::thread writer_;
+  std::mutex records_mutex_;
+  std::vector<WriteRecord> records_;
+};
+
+}  // namespace trident::ckpt

@@ -1,0 +1,40 @@
+// The checksum of a checkpoint dataset: Σ over its elements of mix(mix(i) ⊕ bits(x_i)), mod 2⁶⁴,
+// with i the element's row-major index in the whole tensor and mix the SplitMix64 finaliser.
+// A sum, so each rank adds the elements it wrote (or read) and one MPI_SUM over the ranks gives
+// the dataset's checksum whatever the layout; position-dependent, so a moved, truncated or
+// bit-flipped element changes it (a single flipped bit always does: mix is a bijection).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ckpt/slab.hpp"
+
+namespace trident::ckpt {
+
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+inline uint64_t element_hash(int64_t index, float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return mix64(mix64(static_cast<uint64_t>(index)) ^ bits);
+}
+
+// The part of a dataset's checksum from `values`, the hyperslab's elements in order.
+inline uint64_t partial_checksum(const std::vector<int64_t>& shape, const Hyperslab& slab, const float* values) {
+  uint64_t sum = 0;
+  for_each_run(shape, slab, [&](int64_t global_begin, int64_t length) {
+    for (int64_t i = 0; i < length; ++i) sum += element_hash(global_begin + i, values[i]);
+    values += length;
+  });
+  return sum;
+}
+
+}  // namespace trident::ckpt

@@ -1,0 +1,80 @@
+// Choosing the checkpoint to resume from.
+#include "ckpt/resume.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+// Rank 0: the checkpoint files of the directory, newest first (a full one before a fast one of
+// the same step).
+std::vector<std::string> candidates(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool checkpoint = name.rfind("step-", 0) == 0 &&
+                            (name.size() > 8 && (name.compare(name.size() - 8, 8, ".full.h5") == 0 ||
+                                                 name.compare(name.size() - 8, 8, ".fast.h5") == 0));
+    if (checkpoint) files.push_back(entry.path().string());
+  }
+  // "step-00000120.full.h5" > "step-00000120.fast.h5" > "step-00000100.full.h5"
+  std::sort(files.begin(), files.end(), std::greater<std::string>());
+  return files;
+}
+
+// Collective: the metadata of `path` read on rank 0 ("" and the problem when it cannot be).
+std::string broadcast_metadata(const std::string& path, Metadata& metadata, MPI_Comm comm) {
+  std::string text, problem;
+  if (world_rank() == 0) {
+    try {
+      text = read_metadata(path).to_text();
+    } catch (const std::runtime_error& e) {
+      problem = e.what();
+    }
+  }
+  broadcast_string(problem, 0, comm);
+  broadcast_string(text, 0, comm);
+  if (problem.empty()) metadata = Metadata::from_text(text);
+  return problem;
+}
+
+}  // namespace
+
+std::optional<Chosen> choose_checkpoint(const std::string& resume, const std::string& dir, MPI_Comm comm) {
+  if (resume == "none") return std::nullopt;
+  const bool automatic = resume == "auto";
+  std::vector<std::string> files;
+  if (world_rank() == 0) files = automatic ? candidates(dir) : std::vector<std::string>{resume};
+  std::string list;
+  for (const std::string& f : files) list += f + "\n";
+  broadcast_string(list, 0, comm);
+  files.clear();
+  for (size_t at = 0, next; (next = list.find('\n', at)) != std::string::npos; at = next + 1)
+    files.push_back(list.substr(at, next - at));
+  if (!automatic) {
+    std::string missing = world_rank() == 0 && !fs::exists(resume) ? "checkpoint.resume = " + resume +
+                          ": no such file; give a checkpoint file, auto (the newest in " + dir + ") or none" : "";
+    agree_on_error(missing, 0, comm);
+  }
+  for (const std::string& path : files) {
+    Chosen chosen{path, {}};
+    std::string problem = broadcast_metadata(path, chosen.metadata, comm);
+    if (problem.empty()) problem = verify_checkpoint(path, comm);
+    if (problem.empty()) return chosen;
+    if (!automatic) fatal_all("checkpoint.resume = " + path + ": the checkpoint is corrupt: " + problem);
+    print0("warning: skipping checkpoint " + path + ": " + problem + "; trying the next older one");
+  }
+  if (automatic) print0("no valid checkpoint in " + dir + ": starting from step 0");
+  return std::nullopt;
+}
+
+}  // namespace trident::ckpt

@@ -1,0 +1,128 @@
+// Hyperslabs of parameter slices and of flat ranges inside them.
+#include "ckpt/slab.hpp"
+
+namespace trident::ckpt {
+namespace {
+
+SlabDim whole(int64_t extent) { return {0, 1, 1, extent}; }
+SlabDim range(int64_t start, int64_t length) { return {start, 1, 1, length}; }
+
+// A strided selection whose blocks touch (stride == block) is one plain range.
+SlabDim normalised(SlabDim dim) {
+  if (dim.count > 1 && dim.stride == dim.block) return {dim.start, 1, 1, dim.count * dim.block};
+  return dim;
+}
+
+// One box in the expanded coordinates of a slab: [lo[e], hi[e]) along each expanded dimension.
+struct Box {
+  std::vector<int64_t> lo, hi;
+};
+
+// Boxes covering flat elements [begin, end) of the row-major shape, restricted to dimensions
+// dim.. (those before dim are fixed in box.lo/box.hi already): the head of a partial leading
+// index, the run of whole leading indices, the tail of a partial last one.
+void decompose(const std::vector<int64_t>& shape, size_t dim, int64_t begin, int64_t end, Box& box,
+               std::vector<Box>& out) {
+  if (begin >= end) return;
+  if (dim + 1 == shape.size()) {
+    box.lo[dim] = begin;
+    box.hi[dim] = end;
+    out.push_back(box);
+    return;
+  }
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t first = begin / inner, last = (end - 1) / inner;
+  auto one_index = [&](int64_t index, int64_t from, int64_t to) {
+    box.lo[dim] = index;
+    box.hi[dim] = index + 1;
+    decompose(shape, dim + 1, from, to, box, out);
+  };
+  if (first == last) return one_index(first, begin - first * inner, end - first * inner);
+  int64_t full_begin = first, full_end = last + 1;
+  if (begin % inner != 0) {
+    one_index(first, begin % inner, inner);
+    full_begin = first + 1;
+  }
+  if (end % inner != 0) full_end = last;
+  if (full_begin < full_end) {
+    box.lo[dim] = full_begin;
+    box.hi[dim] = full_end;
+    for (size_t d = dim + 1; d < shape.size(); ++d) {
+      box.lo[d] = 0;
+      box.hi[d] = shape[d];
+    }
+    out.push_back(box);
+  }
+  if (end % inner != 0) one_index(last, 0, end - last * inner);
+}
+
+}  // namespace
+
+int64_t Hyperslab::elements() const {
+  int64_t n = 1;
+  for (const SlabDim& d : dims) n *= d.count * d.block;
+  return dims.empty() ? 0 : n;
+}
+
+TensorSlab whole_slab(const std::vector<int64_t>& shape) {
+  TensorSlab slab{shape, {}};
+  for (int64_t extent : shape) slab.slice.dims.push_back(whole(extent));
+  return slab;
+}
+
+TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& part, int tensor) {
+  const std::vector<int64_t> shape = model::param_specs(config)[tensor].shape;
+  TensorSlab slab = whole_slab(shape);
+  std::vector<SlabDim>& dims = slab.slice.dims;
+  if (model::param_specs(config, part)[tensor].count() == 0) {  // a tensor this stage lacks
+    dims[0].block = 0;
+    return slab;
+  }
+  const int64_t C = config.channels, p = part.size, r = part.rank, Cl = C / p;
+  if (tensor >= 2 && tensor <= 13) dims[0] = range(part.first_layer, part.layers(config));
+  switch (tensor) {
+    case 0: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // wte rows
+    case 4:                                                       // qkvw (L, 3C, C)
+    case 5: dims[1] = normalised({r * Cl, C, 3, Cl}); break;      // qkvb (L, 3C): q, k, v rows
+    case 6: dims[2] = range(r * Cl, Cl); break;                   // attprojw: input columns
+    case 10:                                                      // fcw (L, 4C, C)
+    case 11: dims[1] = range(r * 4 * Cl, 4 * Cl); break;          // fcb (L, 4C): rows
+    case 12: dims[2] = range(r * 4 * Cl, 4 * Cl); break;          // fcprojw: input columns
+    default: break;                                               // replicated: whole
+  }
+  return slab;
+}
+
+std::vector<Hyperslab> range_hyperslabs(const TensorSlab& slab, int64_t begin, int64_t end) {
+  std::vector<Hyperslab> result;
+  if (begin >= end) return result;
+  // Expanded shape: a strided dimension becomes (count, block), a plain one (block).
+  std::vector<int64_t> expanded;
+  for (const SlabDim& d : slab.slice.dims) {
+    if (d.count > 1) expanded.push_back(d.count);
+    expanded.push_back(d.block);
+  }
+  Box box{std::vector<int64_t>(expanded.size()), std::vector<int64_t>(expanded.size())};
+  std::vector<Box> boxes;
+  decompose(expanded, 0, begin, end, box, boxes);
+  for (const Box& b : boxes) {
+    Hyperslab h;
+    size_t e = 0;
+    for (const SlabDim& d : slab.slice.dims) {
+      if (d.count > 1) {
+        const int64_t count = b.hi[e] - b.lo[e];
+        h.dims.push_back({d.start + b.lo[e] * d.stride + b.lo[e + 1], count > 1 ? d.stride : 1, count,
+                          b.hi[e + 1] - b.lo[e + 1]});
+        e += 2;
+      } else {
+        h.dims.push_back(range(d.start + b.lo[e], b.hi[e] - b.lo[e]));
+        e += 1;
+      }
+    }
+    result.push_back(h);
+  }
+  return result;
+}
+
+}  // namespace trident::ckpt

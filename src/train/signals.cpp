@@ -1,0 +1,26 @@
+// Signal handlers that set a flag and nothing else (async-signal-safe).
+#include "train/signals.hpp"
+
+#include <csignal>
+
+namespace trident {
+namespace {
+
+volatile std::sig_atomic_t received = 0;
+
+extern "C" void on_stop_signal(int signal) { received = signal; }
+
+}  // namespace
+
+void install_stop_signals() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // blocking calls resume; the flag is read at the step boundary
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int stop_signal() { return received; }
+
+}  // namespace trident

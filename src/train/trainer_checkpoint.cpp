@@ -1,0 +1,186 @@
+// The trainer's side of checkpoints: what this rank contributes, restoring (possibly onto
+// another layout), the collective decision at each step boundary, stop signals, and skipped
+// steps.
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+#include "ckpt/resume.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+#include "core/version.hpp"
+#include "train/model_setup.hpp"
+#include "train/signals.hpp"
+#include "train/trainer.hpp"
+
+namespace trident {
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return stamp;
+}
+
+std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t zero) {
+  return "(tensor " + std::to_string(tensor) + ", pipeline " + std::to_string(pipeline) + ", data " +
+         std::to_string(data) + (zero ? ", ZeRO-1)" : ")");
+}
+
+const char* signal_name(int signal) {
+  return signal == SIGUSR1 ? "SIGUSR1" : signal == SIGTERM ? "SIGTERM" : "a stop signal";
+}
+
+}  // namespace
+
+// Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
+// without it replica 0 (every replica holds them all).
+ckpt::StateView Trainer::state_view() {
+  ckpt::StateView view;
+  view.config = model_->config();
+  view.part = model_->partition();
+  view.params = model_->params();
+  view.params_owner = dp_rank_ == 0;
+  view.m = optimizer_->m();
+  view.v = optimizer_->v();
+  view.moments_begin = reducer_->shard().begin;
+  view.moments_end = reducer_->shard().end;
+  view.moments_owner = job_.deck.get_int("optim.zero") == 1 || dp_rank_ == 0;
+  return view;
+}
+
+ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
+  const deck::Deck& deck = job_.deck;
+  const layout::Grid& grid = job_.grid;
+  ckpt::Metadata m;
+  m.step = completed_steps;
+  m.tokens_seen = completed_steps * deck.get_int("train.global_batch") * T_;
+  m.optimizer_updates = optimizer_updates_;
+  m.bad_steps_in_a_row = bad_in_a_row_;
+  m.skipped_steps = skipped_steps_;
+  m.seed = deck.get_int("train.seed");
+  m.model = model_->config();
+  m.tensor = grid.tp_size();
+  m.pipeline = grid.pp_size();
+  m.data = grid.dp_size();
+  m.zero = deck.get_int("optim.zero");
+  for (int rank = 0; rank < grid.world_size(); ++rank)  // one rank per stage, in stage order
+    if (grid.coord_of(rank).tp == 0 && grid.coord_of(rank).dp == 0)
+      m.stage_layers += (m.stage_layers.empty() ? "" : ",") +
+                        std::to_string(partition_for_rank(deck, grid, rank).layers(model_->config()));
+  m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
+  m.version = TRIDENT_VERSION;
+  m.written_at = utc_now();
+  return m;
+}
+
+void Trainer::resume_if_asked(const std::string& checkpoint_dir) {
+  const deck::Deck& deck = job_.deck;
+  const auto chosen = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir, MPI_COMM_WORLD);
+  if (!chosen) return;
+  const ckpt::Metadata& saved = chosen->metadata;
+  const model::GptConfig& config = model_->config();
+  const model::GptConfig& theirs = saved.model;
+  if (theirs.layers != config.layers || theirs.heads != config.heads || theirs.channels != config.channels ||
+      theirs.vocab != config.vocab || theirs.padded_vocab != config.padded_vocab ||
+      theirs.max_seq_len != config.max_seq_len)
+    fatal_all(chosen->path + " holds a model with layers " + std::to_string(theirs.layers) + ", heads " +
+              std::to_string(theirs.heads) + ", hidden " + std::to_string(theirs.channels) + ", vocab " +
+              std::to_string(theirs.vocab) + ", seq_len " + std::to_string(theirs.max_seq_len) +
+              "; the deck asks for layers " + std::to_string(config.layers) + ", heads " + std::to_string(config.heads) +
+              ", hidden " + std::to_string(config.channels) + ", vocab " + std::to_string(config.vocab) +
+              ", seq_len " + std::to_string(config.max_seq_len) + " (" + deck.cite("checkpoint.resume") +
+              "); resume with the model.* keys it was written with, or start anew with checkpoint.resume = none");
+  if (saved.step > steps_)
+    fatal_all(chosen->path + " is at step " + std::to_string(saved.step) + ", beyond train.steps = " +
+              std::to_string(steps_) + " (" + deck.cite("train.steps") + "); raise train.steps to train further");
+  ckpt::StateView view = state_view();
+  if (saved.kind == "fast") {
+    view.m = view.v = nullptr;  // AdamW's moments stay zero, as at the start of a run
+    print0("warning: " + chosen->path + " is a fast checkpoint (parameters only): the AdamW moments "
+           "start again from zero, so the steps after it differ from the uninterrupted run's");
+  }
+  const std::string problem = ckpt::read_checkpoint(chosen->path, MPI_COMM_WORLD, view);
+  if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
+  start_step_ = saved.step;
+  last_full_step_ = saved.kind == "full" ? saved.step : -1;
+  optimizer_updates_ = saved.optimizer_updates;
+  bad_in_a_row_ = saved.bad_steps_in_a_row;
+  skipped_steps_ = saved.skipped_steps;
+  if (saved.seed != deck.get_int("train.seed"))
+    print0("warning: train.seed is " + std::to_string(deck.get_int("train.seed")) + ", the checkpoint's run used " +
+           std::to_string(saved.seed) + ": the batches from here on differ from that run's");
+  check_replicas_agree();  // every replica restored the same bits
+  const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
+                                      deck.get_int("optim.zero"));
+  const std::string then = layout_text(saved.tensor, saved.pipeline, saved.data, saved.zero);
+  print0("resumed from " + chosen->path + " (" + saved.kind + ", step " + std::to_string(saved.step) + ", written " +
+         saved.written_at + " by layout " + then + ")" + (then == now ? "" : "; resharded onto " + now));
+}
+
+bool Trainer::checkpoint_boundary(int64_t completed) {
+  // Any rank's signal or clock decides for all: one small all-reduce per step.
+  const std::string due = checkpointer_->due(completed);
+  int flags[3] = {stop_signal(), due == "fast", due == "full"};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  const bool stop = flags[0] != 0;
+  const std::string kind = stop || flags[2] ? "full" : flags[1] ? "fast" : "";
+  if (!kind.empty()) {
+    if (metrics_) metrics_->flush();  // rows up to this step on disk before the checkpoint names it
+    checkpointer_->save(kind, state_view(), metadata(completed));
+    if (kind == "full") last_full_step_ = completed;
+  }
+  if (stop) {
+    checkpointer_->wait();
+    const std::vector<ckpt::WriteRecord> records = record_checkpoints();
+    const bool saved = !records.empty() && records.back().error.empty();
+    if (metrics_) metrics_->flush();
+    if (!saved) throw RunFailure(std::string("stopped by ") + signal_name(flags[0]) + " after step " +
+                                 std::to_string(completed) + ", but its checkpoint could not be written", kExitFault);
+    print0(std::string("stopped by ") + signal_name(flags[0]) + " after step " + std::to_string(completed) + ": wrote " +
+           records.back().path + "; continue with --checkpoint.resume=auto (exit status 3)");
+    return true;
+  }
+  record_checkpoints();
+  if (!kind.empty() && metrics_) metrics_->flush();
+  return false;
+}
+
+std::vector<ckpt::WriteRecord> Trainer::record_checkpoints() {
+  const std::vector<ckpt::WriteRecord> records = checkpointer_->take_records();
+  for (const ckpt::WriteRecord& r : records) {
+    if (!metrics_) continue;
+    metrics_->append_int("checkpoint/step", r.step);
+    metrics_->append_int("checkpoint/full", r.kind == "full" ? 1 : 0);
+    metrics_->append_int("checkpoint/ok", r.error.empty() ? 1 : 0);
+    metrics_->append("checkpoint/bytes", static_cast<double>(r.bytes));
+    metrics_->append("checkpoint/write_s", r.write_seconds);
+    metrics_->append("checkpoint/verify_s", r.verify_seconds);
+    metrics_->append("checkpoint/gb_per_s", r.bytes / 1e9 / std::max(r.write_seconds, 1e-9));
+    metrics_->append("checkpoint/blocking_ms", r.blocking_seconds * 1e3);
+  }
+  return records;
+}
+
+void Trainer::count_bad_step(int64_t step, const StepResult& result) {
+  ++skipped_steps_;
+  ++bad_in_a_row_;
+  const int64_t limit = job_.deck.get_int("optim.max_bad_steps");
+  if (bad_in_a_row_ <= limit) return;
+  checkpointer_->wait();
+  if (metrics_) metrics_->flush();
+  char values[96];
+  std::snprintf(values, sizeof values, "loss %g, gradient norm %g", result.loss, result.grad_norm);
+  throw RunFailure(std::to_string(bad_in_a_row_) + " steps in a row up to step " + std::to_string(step + 1) +
+                       " had NaN or Inf in the loss or the gradients (" + values + "), more than " +
+                       job_.deck.cite("optim.max_bad_steps") +
+                       "; the checkpoints written so far are intact. Lower optim.lr, set optim.grad_clip, "
+                       "or resume from the last checkpoint",
+                   kExitFault);
+}
+
+}  // namespace trident
