@@ -2,6 +2,7 @@
 #include "ckpt/checkpointer.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -33,6 +35,33 @@ std::string fsync_directory(const fs::path& dir) {
   const std::string problem = ok ? "" : "fsync of directory '" + dir.string() + "' failed: " + std::strerror(errno);
   if (fd >= 0) ::close(fd);
   return problem;
+}
+
+// Bytes of tensor data a checkpoint of this kind holds.
+int64_t data_bytes(const StateView& state, const std::string& kind) {
+  int64_t bytes = 0;
+  for (const auto& dataset : checkpoint_datasets(state.config, kind)) {
+    int64_t n = 1;
+    for (int64_t d : dataset.second) n *= d;
+    bytes += n * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+// Rank 0, before any rank starts a write: "" when the directory's file system has room for
+// the file (its data plus 1 MiB for HDF5's metadata and the attributes). Parallel HDF5 does not
+// recover from running out of space inside its own collective metadata flush (ranks end up in
+// different collectives), so a full disk is caught here; what slips past is ended by the
+// write's Deadline.
+std::string space_problem(const fs::path& dir, int64_t needed) {
+  struct statvfs info {};
+  if (::statvfs(dir.c_str(), &info) != 0) return "";  // cannot tell: let the write find out
+  const double available = static_cast<double>(info.f_bavail) * static_cast<double>(info.f_frsize);
+  if (available >= static_cast<double>(needed)) return "";
+  char text[200];
+  std::snprintf(text, sizeof text, "not enough space in '%s': the checkpoint needs about %.1f MB, %.1f MB are free",
+                dir.c_str(), needed / 1e6, available / 1e6);
+  return text;
 }
 
 }  // namespace
@@ -139,6 +168,16 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
   const std::string name = checkpoint_name(record.step, record.kind);
   const std::string temporary = (dir / ("." + name + ".tmp")).string();
   record.path = (dir / name).string();
+  std::string room = rank_ == 0 && settings_.check_space
+                         ? space_problem(dir, data_bytes(pending.state, record.kind) + (int64_t(1) << 20))
+                         : "";
+  record.error = from_root(room, comm_);
+  if (!record.error.empty()) {
+    print0("warning: checkpoint of step " + std::to_string(record.step) + " not written: " + record.error +
+           "; the earlier checkpoints are intact");
+    return record;
+  }
+  Deadline deadline(settings_.timeout_s, "writing checkpoint " + temporary + " (checkpoint.timeout_s)");
   const WriteResult written = write_checkpoint(temporary, comm_, pending.state, pending.metadata);
   record.bytes = written.bytes;
   record.write_seconds = written.seconds;

@@ -38,6 +38,8 @@ struct Settings {
   Interval fast, full;
   int keep_fast = 2, keep_full = 2;
   bool async = false;
+  double timeout_s = 600;  // a write (with its verification) still running then aborts the job
+  bool check_space = true;  // refuse a write the file system has no room for, before starting it
 };
 
 // One finished write (the same figures on every rank).

@@ -116,6 +116,8 @@ std::vector<KeySpec> build_schema() {
       boolean("checkpoint.async", "false",
               "copy the state at the step boundary and write it from a background thread"),
       boolean("checkpoint.at_end", "true", "write a full checkpoint after the last step"),
+      real("checkpoint.timeout_s", "1800", 0.001, 1e9,
+           "a checkpoint write (and its verification) still running this long aborts the job"),
       // [metrics]
       integer("metrics.log_interval", std::string("10"), 1, kIntMax,
               "steps between console lines and metrics.h5 flushes"),
@@ -140,6 +142,8 @@ std::vector<KeySpec> build_schema() {
               "reduction (the watchdog test); -1 = none"),
       choice("debug.fail_mode", "fatal", {"fatal", "mpi_error", "sigkill"},
              "testing aid: the injected fault is a fatal error, a failing MPI call, or SIGKILL"),
+      boolean("debug.skip_space_check", "false",
+              "testing aid: write checkpoints without first checking the free space"),
       integer("debug.fail_step", std::string("0"), 0, kIntMax,
               "testing aid: debug.fail_rank fails at the start of this step (1-based); 0 = at set-up"),
       {"debug.nan_steps", KeyType::IntList, std::string(""), 1, kIntMax, {},

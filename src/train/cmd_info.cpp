@@ -24,6 +24,7 @@ std::string main_help() {
          "  export    DECK OUT.bin: the deck's model as an llm.c GPT-2 file\n"
          "  bench     DECK [--gemm]: training-step speed on one rank (--gemm: GEMM ceiling)\n"
          "  commbench DECK: our collectives vs MPI's per algorithm and level (nccl-tests' table)\n"
+         "  inspect   CHECKPOINT.h5: step, layout, tensors and checksum verification (exit 1: corrupt)\n"
          "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
          "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
          "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"
@@ -31,7 +32,8 @@ std::string main_help() {
          "\n"
          "`trident COMMAND --help` lists every deck key with its default and meaning; any key\n"
          "can be overridden on the command line: --parallel.tensor=2.\n"
-         "Exit status: 0 success, 1 a fault on some rank (job aborted), 2 bad input.";
+         "Exit status: 0 success, 1 a fault on some rank (job aborted) or a run that diverged,\n"
+         "2 bad input, 3 stopped by SIGUSR1/SIGTERM after writing a full checkpoint.";
 }
 
 std::string version_text() {

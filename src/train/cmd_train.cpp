@@ -35,6 +35,7 @@ int run_train(const std::vector<std::string>& args) {
   const Job job = load_job(line);
   const auto groups = make_process_groups(job);
   Trainer trainer(job, *groups);  // checks the data and the model source
+  trainer.restore();              // and the checkpoint to resume from
   if (line.check) {
     check_run_dir_creatable(job.deck);
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));

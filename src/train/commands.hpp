@@ -13,6 +13,7 @@ int run_eval(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_commbench(const std::vector<std::string>& args);
+int run_inspect(const std::vector<std::string>& args);
 std::string version_text();
 std::string main_help();
 

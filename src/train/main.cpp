@@ -34,7 +34,8 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "export") return run_export(rest);
   if (command == "bench") return run_bench(rest);
   if (command == "commbench") return run_commbench(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, layout, help, version "
+  if (command == "inspect") return run_inspect(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, layout, help, version "
             "(trident --help)");
 }
 

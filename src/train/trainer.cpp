@@ -146,12 +146,13 @@ StepResult Trainer::train_step(int64_t step) {
   reducer_->begin(model_->grads());
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
+  for (int64_t poisoned : deck.get_int_list("debug.nan_steps"))  // the NaN-skipping tests: a NaN
+    if (poisoned == step + 1 && world_rank() == 0)               // in wte's gradient, before its reduction
+      model_->grads()[0] = std::nanf("");
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
-  for (int64_t poisoned : deck.get_int_list("debug.nan_steps"))  // the NaN-skipping tests
-    if (poisoned == step + 1 && world_rank() == 0 && reducer_->shard().count() > 0)
-      model_->grads()[reducer_->shard().begin] = std::nanf("");
+
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
@@ -162,7 +163,10 @@ StepResult Trainer::train_step(int64_t step) {
                                    static_cast<float>(deck.get_float("optim.min_lr")));
   // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
-  result.skipped = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
+  // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
+  int bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  result.skipped = bad != 0;
   if (!result.skipped) {
     optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_, norm.clip_factor);
     reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
@@ -383,7 +387,7 @@ int Trainer::run(const std::string& run_dir) {
   install_stop_signals();
   const deck::Deck& deck = job_.deck;
   ckpt::Settings settings;
-  settings.dir = deck.get_string("checkpoint.dir").empty() ? run_dir + "/checkpoints" : deck.get_string("checkpoint.dir");
+  settings.dir = checkpoint_dir(deck);
   for (auto [key, interval] : {std::pair{"checkpoint.fast_interval", &settings.fast},
                                std::pair{"checkpoint.full_interval", &settings.full}}) {
     const deck::Interval given = deck.get_interval(key);
@@ -393,8 +397,9 @@ int Trainer::run(const std::string& run_dir) {
   settings.keep_fast = static_cast<int>(deck.get_int("checkpoint.keep_fast"));
   settings.keep_full = static_cast<int>(deck.get_int("checkpoint.keep_full"));
   settings.async = deck.get_bool("checkpoint.async");
+  settings.timeout_s = deck.get_float("checkpoint.timeout_s");
+  settings.check_space = !deck.get_bool("debug.skip_space_check");
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings, MPI_COMM_WORLD);
-  resume_if_asked(settings.dir);
   if (world_rank() == 0) {
     try {
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",

@@ -32,12 +32,19 @@ struct StepResult {
   bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made
 };
 
+// checkpoint.dir, or train.run_dir/checkpoints.
+std::string checkpoint_dir(const deck::Deck& deck);
+
 class Trainer {
  public:
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
   // Every problem with the input is a UserError (before the run directory exists).
   Trainer(const Job& job, const comm::ProcessGroups& groups);
-  // Trains (from a checkpoint when checkpoint.resume finds one), writing metrics.h5,
+  // Collective, before the run directory is prepared: restores the state of the checkpoint
+  // checkpoint.resume names or finds. A missing, corrupt or mismatching checkpoint named
+  // explicitly is a UserError, so that a rejected resume leaves nothing behind.
+  void restore();
+  // Trains (from the restored step), writing metrics.h5,
   // checkpoints and model.bin into run_dir. Returns kExitOk, or kExitStopped after a stop
   // signal and its full checkpoint.
   int run(const std::string& run_dir);
@@ -61,7 +68,6 @@ class Trainer {
   // step-boundary decision all ranks take together.
   ckpt::StateView state_view();
   ckpt::Metadata metadata(int64_t completed_steps) const;
-  void resume_if_asked(const std::string& checkpoint_dir);
   // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
   // when a stop signal reached any rank (a full checkpoint has been written then).
   bool checkpoint_boundary(int64_t completed);

@@ -37,6 +37,11 @@ const char* signal_name(int signal) {
 
 }  // namespace
 
+std::string checkpoint_dir(const deck::Deck& deck) {
+  const std::string given = deck.get_string("checkpoint.dir");
+  return given.empty() ? deck.get_string("train.run_dir") + "/checkpoints" : given;
+}
+
 // Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
 // without it replica 0 (every replica holds them all).
 ckpt::StateView Trainer::state_view() {
@@ -78,9 +83,9 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   return m;
 }
 
-void Trainer::resume_if_asked(const std::string& checkpoint_dir) {
+void Trainer::restore() {
   const deck::Deck& deck = job_.deck;
-  const auto chosen = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir, MPI_COMM_WORLD);
+  const auto chosen = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir(deck), MPI_COMM_WORLD);
   if (!chosen) return;
   const ckpt::Metadata& saved = chosen->metadata;
   const model::GptConfig& config = model_->config();

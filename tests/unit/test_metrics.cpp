@@ -37,3 +37,35 @@ BOOST_AUTO_TEST_CASE(series_and_attributes_round_trip) {
 BOOST_AUTO_TEST_CASE(unwritable_path_is_reported) {
   BOOST_CHECK_THROW(trident::metrics::MetricsFile("/nonexistent/dir/m.h5", {}), std::runtime_error);
 }
+
+// A resumed run continues the file: every series is cut back to the rows of steps up to the
+// checkpoint's, by its index series (step, val_step, checkpoint/step).
+BOOST_AUTO_TEST_CASE(resume_cuts_every_series_back_to_the_step) {
+  const std::string path = "/tmp/trident-metrics-resume-" + std::to_string(getpid()) + ".h5";
+  {
+    trident::metrics::MetricsFile file(path, {{"deck", "first"}});
+    for (int s = 1; s <= 7; ++s) {
+      file.append_int("step", s);
+      file.append("loss", 10.0 - s);
+      file.append("stage1/forward_ms", s);
+      if (s % 3 == 0) {
+        file.append_int("val_step", s);
+        file.append("val_loss", 20.0 - s);
+        file.append_int("checkpoint/step", s);
+        file.append("checkpoint/write_s", 0.1 * s);
+      }
+    }
+  }
+  {
+    trident::metrics::MetricsFile file(path, {{"deck", "second"}}, 4);
+    file.append_int("step", 5);
+    file.append("loss", 42.0);
+  }
+  BOOST_TEST((trident::metrics::read_series(path, "step") == std::vector<double>{1, 2, 3, 4, 5}));
+  BOOST_TEST((trident::metrics::read_series(path, "loss") == std::vector<double>{9, 8, 7, 6, 42}));
+  BOOST_TEST((trident::metrics::read_series(path, "stage1/forward_ms") == std::vector<double>{1, 2, 3, 4}));
+  BOOST_TEST((trident::metrics::read_series(path, "val_step") == std::vector<double>{3}));
+  BOOST_TEST((trident::metrics::read_series(path, "checkpoint/write_s").size() == 1u));
+  BOOST_TEST(trident::metrics::read_attribute(path, "deck") == "second");
+  std::remove(path.c_str());
+}

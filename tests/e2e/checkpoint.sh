@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Checkpoints and restart: bit-exact resume after a SIGKILL (1 rank and tensor 2 x pipeline 2 x
+# data 2 with ZeRO-1), resharding onto other layouts, stop signals, fast checkpoints, corrupt
+# and truncated newest checkpoints, `trident inspect`, a file system that fills up, NaN steps,
+# asynchronous writes, keep-N and time intervals.
+. tests/e2e/lib.sh
+cd "$WORK" || exit 1
+export OMP_NUM_THREADS=1
+PY=/usr/bin/python3
+cat > c.deck <<DECK
+[model]
+layers = 4
+heads = 4
+hidden = 32
+vocab = 256
+seq_len = 32
+[train]
+steps = 12
+global_batch = 8
+eval_interval = 6
+eval_tokens = 1024
+run_dir = straight
+[checkpoint]
+full_interval = 4steps
+keep_full = 10
+[data]
+train = $WORK/data/train.bin
+val = $WORK/data/val.bin
+[comm]
+bucket_mb = 0.01
+DECK
+
+# same_losses NAME A B [TOLERANCE] [FIRST_STEP]: the loss of every step of B (from FIRST_STEP
+# on) equals A's — bitwise when TOLERANCE is 0, else within it relative — and, bitwise only,
+# B's steps are 1..N without gap or repeat and the final models are identical.
+same_losses() {
+  local name=$1 a=$2 b=$3 tolerance=${4:-0} first=${5:-1}
+  if $PY - "$a" "$b" "$tolerance" "$first" > "$name.cmp" 2>&1 <<'PY'
+import sys, h5py, numpy as np
+a, b, tol, first = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+fa, fb = h5py.File(a + "/metrics.h5", "r"), h5py.File(b + "/metrics.h5", "r")
+sa, sb = fa["step"][:], fb["step"][:]
+la = dict(zip(sa, fa["loss"][:]))
+rows = [(s, l) for s, l in zip(sb, fb["loss"][:]) if s >= first]
+if not rows: sys.exit(print("no steps to compare") or 1)
+err = max(abs(la[s] - l) / abs(la[s]) for s, l in rows)
+print(f"{len(rows)} steps from {rows[0][0]}, max relative difference {err:.1e}")
+if tol == 0:
+    if list(sb) != list(range(1, len(sb) + 1)) or len(sb) != len(sa):
+        sys.exit(print(f"steps of {b}: {list(sb)}") or 1)
+    if open(a + "/model.bin", "rb").read() != open(b + "/model.bin", "rb").read():
+        sys.exit(print("final models differ") or 1)
+sys.exit(0 if err <= tol else 1)
+PY
+  then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
+}
+
+# run NAME RANKS OVERRIDES...: a training run into directory NAME (output in NAME.out).
+run() {
+  local name=$1 ranks=$2
+  shift 2
+  timeout 120 mpirun -q -np "$ranks" "$TRIDENT" train c.deck --train.run_dir="$name" "$@" > "$name.out" 2>&1
+}
+
+L222="--parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1"
+run straight 1 || fail straight_run "$(tail -3 straight.out)"
+run straight222 8 $L222 || fail straight222_run "$(tail -3 straight222.out)"
+run straight212 4 --parallel.tensor=2 --parallel.data=2 --optim.zero=1 || fail straight212_run "$(tail -3 straight212.out)"
+
+# kill -9 of one rank mid-run: the job ends (well within 60 s) and resume = auto continues from
+# the last full checkpoint; the per-step losses and the final model are those of the
+# uninterrupted run, bitwise.
+killed_then_resumed() {  # NAME RANKS RANK_TO_KILL REFERENCE_RUN OVERRIDES...
+  local name=$1 ranks=$2 rank=$3 reference=$4
+  shift 4
+  local start=$SECONDS
+  run "$name" "$ranks" "$@" --debug.fail_rank="$rank" --debug.fail_step=7 --debug.fail_mode=sigkill
+  local status=$? took=$((SECONDS - start))
+  if [[ $status == 0 || $took -gt 60 ]]; then fail "${name}_job_ends" "status $status after $took s"; return; fi
+  pass "${name}_job_ends (status $status in $took s)"
+  if ! ls "$name/checkpoints/step-00000004.full.h5" > /dev/null 2>&1; then fail "$name" "no checkpoint of step 4"; return; fi
+  run "$name" "$ranks" "$@" --checkpoint.resume=auto || { fail "$name" "resume failed: $(tail -3 "$name.out")"; return; }
+  grep -q "resumed from $name/checkpoints/step-00000004.full.h5" "$name.out" || { fail "$name" "did not resume from step 4"; return; }
+  same_losses "${name}_bitwise" "$reference" "$name"
+}
+killed_then_resumed kill9_serial 1 0 straight
+killed_then_resumed kill9_t2p2d2_zero 8 5 straight222 $L222
+
+# Resharding: a checkpoint of one layout resumes on another; the steps after it match the
+# uninterrupted serial run within 1e-5.
+reshard() {
+  local name=$1 source=$2 ranks=$3
+  shift 3
+  mkdir -p "$name"
+  cp "$source/checkpoints/step-00000004.full.h5" "$name/from.h5"
+  run "$name" "$ranks" "$@" --checkpoint.resume="$name/from.h5" || { fail "$name" "$(tail -3 "$name.out")"; return; }
+  grep -q "resharded onto" "$name.out" || { fail "$name" "no resharding reported"; return; }
+  same_losses "$name" straight "$name" 1e-5 5
+}
+reshard reshard_t2p2d2z_to_t1p2d4 straight222 8 --parallel.pipeline=2 --parallel.data=4
+reshard reshard_t1p1d1_to_t2p2d1 straight 4 --parallel.tensor=2 --parallel.pipeline=2
+reshard reshard_t2p1d2z_to_t1p1d4 straight212 4 --parallel.data=4
+
+# A stop signal: SIGUSR1 to mpirun (which forwards it) or SIGTERM to the ranks themselves
+# stops every rank at the same step boundary, after a full checkpoint, with exit status 3; the
+# resumed run ends exactly as an uninterrupted one.
+stopped_by() {
+  local name=$1 signal=$2 target=$3
+  timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir="$name" --parallel.data=2 --parallel.tensor=2 \
+    --train.steps=400 --checkpoint.full_interval=off --metrics.log_interval=1 > "$name.out" 2>&1 &
+  local launcher=$!
+  for _ in $(seq 600); do grep -q "^step *5/" "$name.out" 2> /dev/null && break; sleep 0.1; done
+  if [[ $target == mpirun ]]; then pkill -"$signal" -f "^mpirun .*run_dir=$name "
+  else pkill -"$signal" -f "^$TRIDENT train .*run_dir=$name "; fi
+  wait "$launcher"
+  local status=$?
+  if [[ $status != 3 ]]; then fail "${name}_exit_3" "status $status: $(tail -3 "$name.out")"; return; fi
+  grep -q "stopped by SIG$signal after step" "$name.out" || { fail "${name}_exit_3" "no stop message"; return; }
+  pass "${name}_exit_3 ($(grep -o 'after step [0-9]*' "$name.out"))"
+  timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir="$name" --parallel.data=2 --parallel.tensor=2 \
+    --train.steps=400 --checkpoint.full_interval=off --checkpoint.resume=auto >> "$name.out" 2>&1 ||
+    { fail "$name" "resume failed: $(tail -3 "$name.out")"; return; }
+  same_losses "${name}_resumed_bitwise" uninterrupted400 "$name"
+}
+timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir=uninterrupted400 --parallel.data=2 \
+  --parallel.tensor=2 --train.steps=400 --checkpoint.full_interval=off > uninterrupted400.out 2>&1 ||
+  fail uninterrupted400 "$(tail -3 uninterrupted400.out)"
+stopped_by usr1 USR1 mpirun
+stopped_by term TERM ranks
+
+# The newest checkpoint corrupt (one bit flipped in a tensor) or truncated: resume = auto says
+# so and falls back to the one before; `trident inspect` reports it with exit status 1.
+flip_bit() {  # flip_bit FILE: one bit in the middle of the largest dataset's data
+  $PY - "$1" <<'PY'
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    d = max((f[k] for k in ["adamw_v/blocks.fcw", "params/blocks.fcw"]), key=lambda d: d.size)
+    offset = d.id.get_offset() + d.size * 2
+with open(path, "r+b") as f:
+    f.seek(offset); b = f.read(1); f.seek(offset); f.write(bytes([b[0] ^ 0x04]))
+PY
+}
+corrupt_newest() {
+  local name=$1 how=$2
+  rm -rf "$name" && mkdir -p "$name" && cp -r straight/checkpoints "$name/"
+  local newest="$name/checkpoints/step-00000012.full.h5"
+  if [[ $how == flip ]]; then flip_bit "$newest"; else truncate -s 60000 "$newest"; fi
+  cp "$newest" "$name.bad.h5"  # the resumed run writes a sound step 12 in its place
+  "$TRIDENT" inspect "$newest" > "$name.inspect" 2>&1
+  local status=$?
+  if [[ $status != 1 ]] || ! grep -q CORRUPT "$name.inspect"; then fail "${name}_inspect" "status $status: $(cat "$name.inspect")"
+  else pass "${name}_inspect ($(grep CORRUPT "$name.inspect"))"; fi
+  run "$name" 1 --checkpoint.resume=auto --train.steps=12 || { fail "$name" "$(tail -3 "$name.out")"; return; }
+  if grep -q "skipping checkpoint $newest" "$name.out" && grep -q "resumed from $name/checkpoints/step-00000008.full.h5" "$name.out"
+  then pass "${name}_falls_back"; else fail "${name}_falls_back" "$(grep -E 'skipping|resumed' "$name.out")"; fi
+}
+corrupt_newest bitflip flip
+corrupt_newest truncated truncate
+"$TRIDENT" inspect straight/checkpoints/step-00000012.full.h5 > inspect.out 2>&1 &&
+  grep -q "checksums: all verified" inspect.out && grep -q "params/blocks.qkvw *(4, 96, 32)" inspect.out &&
+  grep -q "layout tensor 1 x pipeline 1 x data 1" inspect.out && pass inspect_sound || fail inspect_sound "$(cat inspect.out)"
+mkdir -p explicit && cp bitflip.bad.h5 explicit/bad.h5
+expect_user_error resume_explicit_corrupt 'checkpoint.resume = |corrupt|checksum mismatch' \
+  "$TRIDENT" train "$WORK/c.deck" --checkpoint.resume="$WORK/explicit/bad.h5" --train.run_dir=run
+expect_user_error resume_missing_file 'checkpoint.resume = |no such file' \
+  "$TRIDENT" train "$WORK/c.deck" --checkpoint.resume="$WORK/nothere.h5" --train.run_dir=run
+mkdir -p wrongshape && cp straight/checkpoints/step-00000012.full.h5 wrongshape/s.h5
+run wrongshape 1 --model.hidden=64 --checkpoint.resume=wrongshape/s.h5
+[[ $? == 2 ]] && grep -q "holds a model with layers 4, heads 4, hidden 32" wrongshape.out &&
+  pass resume_model_mismatch || fail resume_model_mismatch "$(tail -2 wrongshape.out)"
+
+# Fast checkpoints: parameters only; resuming from one warns that the moments start again.
+run fast 1 --checkpoint.fast_interval=1steps --checkpoint.full_interval=5steps --checkpoint.keep_fast=3 \
+  --checkpoint.at_end=false --train.steps=7 || fail fast "$(tail -3 fast.out)"
+fast_files=$(cd fast/checkpoints && ls | tr '\n' ' ')
+# (no fast checkpoint at step 5, where the full one is due: the newest three fast are 4, 6, 7)
+[[ $fast_files == "step-00000004.fast.h5 step-00000005.full.h5 step-00000006.fast.h5 step-00000007.fast.h5 " ]] &&
+  pass "keep_n ($fast_files)" || fail keep_n "$fast_files"
+run fast 1 --checkpoint.resume=auto --train.steps=9 && grep -q "resumed from fast/checkpoints/step-00000007.fast.h5" fast.out &&
+  grep -q "AdamW moments start again from zero" fast.out && pass resume_fast_warns || fail resume_fast_warns "$(grep -E 'resumed|warning' fast.out)"
+
+# Time intervals: a full checkpoint every 0.3 s of a run of a few seconds.
+run timed 1 --checkpoint.full_interval=0.3s --checkpoint.at_end=false --checkpoint.keep_full=100 --train.steps=300
+n_timed=$(ls timed/checkpoints | wc -l)
+[[ $n_timed -ge 2 ]] && pass "time_interval ($n_timed checkpoints)" || fail time_interval "$n_timed checkpoints"
+
+# Asynchronous writes: every step a checkpoint, the resumed run still bitwise the same.
+run async 8 $L222 --checkpoint.async=true --checkpoint.full_interval=1steps \
+  --debug.fail_rank=3 --debug.fail_step=8 --debug.fail_mode=sigkill
+run async 8 $L222 --checkpoint.async=true --checkpoint.resume=auto ||
+  fail async "$(tail -3 async.out)"
+grep -q "resumed from async/checkpoints/step-0000000[67].full.h5" async.out &&
+  same_losses async_resume_bitwise straight222 async || fail async_resume_bitwise "$(grep -E 'resumed|warning' async.out)"
+
+# A file system that fills up: a 4 MB tmpfs holds one checkpoint of this model and not two.
+# The second is refused before it starts, with a warning, and training goes on; forced past
+# that check, the write fails inside HDF5 and the job ends (checkpoint.timeout_s) instead of
+# hanging. Either way the first checkpoint stays sound and nothing half-written is left.
+mkdir -p small
+if mount -t tmpfs -o size=4m tmpfs small 2> mount.err; then
+  run full_disk 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=3steps --train.steps=9
+  status=$?
+  [[ $status == 0 ]] && grep -q "not written: not enough space in 'small'" full_disk.out &&
+    [[ -z $(ls -A small | grep -v '^step-00000003.full.h5$') ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
+    pass full_disk_refused || fail full_disk_refused "status $status, $(ls -A small | tr '\n' ' '): $(grep -m2 -E 'warning|error' full_disk.out)"
+  start=$SECONDS
+  run full_disk2 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=6steps --train.steps=9 \
+    --debug.skip_space_check=true --checkpoint.timeout_s=10
+  status=$? took=$((SECONDS - start))
+  [[ $status != 0 && $took -lt 60 ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
+    pass "full_disk_write_fails_job_ends (status $status in $took s)" ||
+    fail full_disk_write_fails_job_ends "status $status in $took s: $(grep -m2 -E 'error|not written|finish' full_disk2.out)"
+  run full_disk 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.resume=auto --checkpoint.full_interval=off --train.steps=9 &&
+    grep -q "resumed from small/step-00000003.full.h5" full_disk.out && pass full_disk_resume ||
+    fail full_disk_resume "$(grep -m2 -E 'resumed|error|warning' full_disk.out)"
+  umount small
+else
+  fail full_disk "cannot mount a tmpfs (needs root): $(cat mount.err)"
+fi
+
+# NaN/Inf: a step with a NaN gradient is skipped on every rank and counted; more than
+# optim.max_bad_steps in a row stop the run with exit status 1, its checkpoints intact.
+run nan 4 --parallel.data=2 --parallel.pipeline=2 --debug.nan_steps=3,4 || fail nan_skipped "$(tail -3 nan.out)"
+$PY -c "
+import h5py, sys; f = h5py.File('nan/metrics.h5', 'r')
+sys.exit(0 if list(f['skipped'][:]) == [0,0,1,1] + [0]*8 else 1)" && pass nan_skipped || fail nan_skipped "skipped series wrong"
+run nan_stop 4 --parallel.data=2 --parallel.pipeline=2 --debug.nan_steps=5,6,7 --optim.max_bad_steps=2
+status=$?
+[[ $status == 1 ]] && grep -q "3 steps in a row up to step 7 had NaN or Inf" nan_stop.out &&
+  "$TRIDENT" inspect nan_stop/checkpoints/step-00000004.full.h5 > /dev/null && pass "nan_max_bad_steps_stops" ||
+  fail nan_max_bad_steps_stops "status $status: $(grep -m1 error nan_stop.out)"

@@ -1,0 +1,150 @@
+// Checkpoint geometry and bookkeeping without MPI: every rank slice's hyperslab lists exactly
+// the elements model::global_index says, in order, for every tensor and many partitions; flat
+// ranges of a slice decompose into hyperslabs covering exactly that range; the checksum is
+// layout-independent and sensitive to every bit; metadata round-trips as text.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "ckpt/checkpoint_file.hpp"
+#include "ckpt/checksum.hpp"
+#include "ckpt/slab.hpp"
+
+namespace {
+
+using namespace trident;
+
+model::GptConfig small_model() {
+  model::GptConfig config;
+  config.max_seq_len = 8;
+  config.vocab = 200;
+  config.padded_vocab = 256;
+  config.layers = 6;
+  config.heads = 4;
+  config.channels = 16;
+  return config;
+}
+
+// Global flat indices of the hyperslabs' elements, in order.
+std::vector<int64_t> indices_of(const std::vector<int64_t>& shape, const std::vector<ckpt::Hyperslab>& slabs) {
+  std::vector<int64_t> out;
+  for (const ckpt::Hyperslab& slab : slabs)
+    ckpt::for_each_run(shape, slab, [&](int64_t begin, int64_t length) {
+      for (int64_t i = 0; i < length; ++i) out.push_back(begin + i);
+    });
+  return out;
+}
+
+std::vector<model::Partition> partitions(const model::GptConfig& config) {
+  std::vector<model::Partition> result;
+  for (int size : {1, 2, 4})
+    for (int rank = 0; rank < size; ++rank)
+      for (auto [first, count] : {std::pair{0, 6}, std::pair{0, 2}, std::pair{2, 3}, std::pair{5, 1}}) {
+        model::Partition p;
+        p.rank = rank;
+        p.size = size;
+        p.first_layer = first;
+        p.num_layers = count;
+        p.first_stage = first == 0;
+        p.last_stage = first + count == config.layers;
+        result.push_back(p);
+      }
+  return result;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(slice_hyperslabs_match_global_index) {
+  const model::GptConfig config = small_model();
+  for (const model::Partition& part : partitions(config))
+    for (int t = 0; t < model::kNumParamTensors; ++t) {
+      const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, t);
+      const int64_t n = model::param_specs(config, part)[t].count();
+      BOOST_TEST_REQUIRE(slab.elements() == n);
+      const std::vector<int64_t> got = indices_of(slab.global_shape, {slab.slice});
+      std::vector<int64_t> want;
+      for (int64_t i = 0; i < n; ++i) want.push_back(model::global_index(config, part, t, i));
+      BOOST_TEST(got == want, "tensor " << t << " rank " << part.rank << "/" << part.size << " layers "
+                                        << part.first_layer << "+" << part.num_layers);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(flat_ranges_decompose_exactly) {
+  const model::GptConfig config = small_model();
+  model::Partition part;
+  part.rank = 1;
+  part.size = 4;
+  part.first_layer = 2;
+  part.num_layers = 3;
+  part.first_stage = part.last_stage = false;
+  for (int t : {4, 5, 6, 10, 12, 2}) {  // strided q/k/v rows, columns, rows, plain
+    const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, t);
+    const std::vector<int64_t> all = indices_of(slab.global_shape, {slab.slice});
+    const int64_t n = slab.elements();
+    for (int64_t begin = 0; begin <= n; begin += 7)
+      for (int64_t end = begin; end <= n; end += 13) {
+        const auto slabs = ckpt::range_hyperslabs(slab, begin, end);
+        BOOST_TEST(slabs.size() <= 2 * 4 - 1 + 2u);  // at most 2·(expanded dims) − 1
+        const std::vector<int64_t> want(all.begin() + begin, all.begin() + end);
+        BOOST_TEST(indices_of(slab.global_shape, slabs) == want, "tensor " << t << " [" << begin << ", " << end << ")");
+      }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(checksum_is_layout_independent_and_bit_sensitive) {
+  const model::GptConfig config = small_model();
+  const std::vector<int64_t> shape = model::param_specs(config)[4].shape;  // qkvw, the strided one
+  const ckpt::TensorSlab whole = ckpt::whole_slab(shape);
+  std::vector<float> values(static_cast<size_t>(whole.elements()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.001f * static_cast<float>(i % 977) - 0.3f;
+  const uint64_t reference = ckpt::partial_checksum(shape, whole.slice, values.data());
+  for (int size : {2, 4}) {  // the ranks' parts, each from its own slice of the values, add up
+    uint64_t sum = 0;
+    for (int rank = 0; rank < size; ++rank) {
+      model::Partition part;
+      part.rank = rank;
+      part.size = size;
+      const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, 4);
+      std::vector<float> mine;
+      for (int64_t i = 0; i < slab.elements(); ++i) mine.push_back(values[model::global_index(config, part, 4, i)]);
+      sum += ckpt::partial_checksum(shape, slab.slice, mine.data());
+    }
+    BOOST_TEST(sum == reference);
+  }
+  for (size_t at : {size_t(0), values.size() / 3, values.size() - 1})
+    for (int bit : {0, 17, 31}) {
+      std::vector<float> flipped = values;
+      uint32_t bits;
+      std::memcpy(&bits, &flipped[at], 4);
+      bits ^= 1u << bit;
+      std::memcpy(&flipped[at], &bits, 4);
+      BOOST_TEST(ckpt::partial_checksum(shape, whole.slice, flipped.data()) != reference);
+    }
+  std::vector<float> swapped = values;  // moved elements change it too
+  std::swap(swapped[1], swapped[2]);
+  BOOST_TEST(ckpt::partial_checksum(shape, whole.slice, swapped.data()) != reference);
+}
+
+BOOST_AUTO_TEST_CASE(metadata_round_trips_as_text) {
+  ckpt::Metadata m;
+  m.kind = "full";
+  m.step = 1200;
+  m.tokens_seen = 1200LL * 512 * 1024;
+  m.optimizer_updates = 1197;
+  m.skipped_steps = 3;
+  m.model = small_model();
+  m.tensor = 2;
+  m.pipeline = 4;
+  m.data = 8;
+  m.zero = 1;
+  m.stage_layers = "1,2,2,1";
+  m.deck = "[model]\nlayers = 6\n; a = b \\ c\n";
+  m.written_at = "2026-11-29T12:00:00Z";
+  const ckpt::Metadata back = ckpt::Metadata::from_text(m.to_text());
+  BOOST_TEST(back.to_text() == m.to_text());
+  BOOST_TEST(back.deck == m.deck);
+  BOOST_TEST(back.model.padded_vocab == 256);
+  BOOST_TEST(back.tokens_seen == m.tokens_seen);
+}
