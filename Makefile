@@ -1,7 +1,8 @@
 # Trident — top-level build (no CMake).
 #   make            build build/bin/trident (CUDA objects too where nvcc exists)
 #   make CUDA=0     force a CPU-only build
-#   make test       install deps, build, run unit + multi-rank + end-to-end tests
+#   make test       install deps, build, run unit + multi-rank + end-to-end + Slurm tests
+#   make test-slurm the Slurm scenarios alone (a local single-node Slurm, started and stopped)
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 SHELL := /bin/bash
@@ -53,7 +54,7 @@ UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: all deps test run docs clean bench
+.PHONY: test-slurm all deps test run docs clean bench
 all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN)
 
 deps:
@@ -87,6 +88,11 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) tests/run.sh
+
+# The Slurm scenarios alone (part of `make test`): starts a local Slurm, runs them, stops it.
+test-slurm: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
+	@BUILD=$(BUILD) bash tests/slurm/run.sh
 
 run: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
