@@ -25,6 +25,7 @@ std::string main_help() {
          "  bench     DECK [--gemm]: training-step speed on one rank (--gemm: GEMM ceiling)\n"
          "  commbench DECK: our collectives vs MPI's per algorithm and level (nccl-tests' table)\n"
          "  inspect   CHECKPOINT.h5: step, layout, tensors and checksum verification (exit 1: corrupt)\n"
+         "  doctor    RUN_DIR...: the troubleshooting rules over metrics.h5, with figures and remedies\n"
          "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
          "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
          "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"

@@ -35,7 +35,8 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "bench") return run_bench(rest);
   if (command == "commbench") return run_commbench(rest);
   if (command == "inspect") return run_inspect(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, layout, help, version "
+  if (command == "doctor") return run_doctor(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, doctor, layout, help, version "
             "(trident --help)");
 }
 
