@@ -102,6 +102,7 @@ bench: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@scripts/bench.sh
 	@scripts/bench-parallel.sh
+	@scripts/bench-checkpoint.sh
 
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)

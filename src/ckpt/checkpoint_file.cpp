@@ -206,8 +206,8 @@ std::string write_metadata(hid_t file, const Metadata& metadata) {
     ok = ok && (f.integer ? h5::write_int_attribute(file, f.name, std::stoll(f.get(metadata)))
                           : h5::write_string_attribute(file, f.name, f.get(metadata)));
   ok = ok && h5::write_string_attribute(file, "checksum_algorithm",
-                                        "sum mod 2^64 over elements of splitmix64(splitmix64(row-major index) "
-                                        "xor float32 bits) (docs/CHECKPOINTS.md)");
+                                        "sum mod 2^64 over elements of mix(row-major index * 0x9e3779b97f4a7c15 xor float32 "
+                                        "bits), mix(x) = y xor (y >> 31), y = x * 0xbf58476d1ce4e5b9 (docs/CHECKPOINTS.md)");
   return ok ? "" : "writing the metadata attributes failed";
 }
 

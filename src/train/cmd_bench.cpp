@@ -130,28 +130,33 @@ double median(std::vector<double> values) {
 }  // namespace
 
 void compare_kernels_with_onednn(int rows, int channels, int repeats);  // kernel_bench.cpp
+int run_checkpoint_bench(const Job& job, int repeats);                   // checkpoint_bench.cpp
 
 int run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
-  bool gemm = false, kernels = false;
+  bool gemm = false, kernels = false, checkpoint = false;
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
     else if (a == "--kernels") kernels = true;
+    else if (a == "--checkpoint") checkpoint = true;
     else if (a.rfind("--steps=", 0) == 0) steps = std::max(1, std::stoi(a.substr(8)));
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
     else rest.push_back(a);
   }
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm | --kernels] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --kernels | --checkpoint] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
            "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
-           "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.");
+           "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.\n"
+           "--checkpoint: full checkpoints (--steps of them) beside plain sequential writes of the\n"
+           "same bytes to the same directory, and the restart time (any number of ranks).");
     return kExitOk;
   }
   const Job job = load_job(line);
+  if (checkpoint) return run_checkpoint_bench(job, steps);
   const model::GptConfig config = model_config_from_deck(job.deck);
   const int B = static_cast<int>(job.deck.get_int("train.micro_batch"));
   const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
