@@ -128,6 +128,26 @@ timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir=uninterrupte
 stopped_by usr1 USR1 mpirun
 stopped_by term TERM ranks
 
+# kill -9 from outside, on one of the ranks of a running job (not at a chosen step): the job
+# ends, and the resumed run matches the uninterrupted one bitwise.
+timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir=external --parallel.data=2 --parallel.tensor=2 \
+  --train.steps=400 --checkpoint.full_interval=40steps > external.out 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [[ -f external/checkpoints/step-00000040.full.h5 ]] && break; sleep 0.1; done
+victim=$(pgrep -f "^$TRIDENT train .*run_dir=external " | tail -1)
+start=$SECONDS
+kill -9 "$victim"
+wait "$launcher"
+status=$? took=$((SECONDS - start))
+if [[ -n $victim && $status != 0 && $took -lt 60 ]]; then
+  pass "kill9_external_job_ends (rank pid $victim, status $status in $took s, $(ls external/checkpoints | tail -1))"
+  timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir=external --parallel.data=2 --parallel.tensor=2 \
+    --train.steps=400 --checkpoint.full_interval=40steps --checkpoint.resume=auto >> external.out 2>&1 &&
+    same_losses kill9_external_resumed_bitwise uninterrupted400 external || fail kill9_external_resumed_bitwise "$(tail -3 external.out)"
+else
+  fail kill9_external_job_ends "victim '$victim', status $status after $took s: $(tail -3 external.out)"
+fi
+
 # The newest checkpoint corrupt (one bit flipped in a tensor) or truncated: resume = auto says
 # so and falls back to the one before; `trident inspect` reports it with exit status 1.
 flip_bit() {  # flip_bit FILE: one bit in the middle of the largest dataset's data
