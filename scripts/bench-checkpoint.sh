@@ -24,17 +24,8 @@ line=$(mpirun -q -np 2 "$BIN" bench inputs/bench-s.deck --checkpoint --steps=7 -
 printf '  tensor 2 (two writers, collective I/O): checkpoint %.2f GB/s, plain %.2f GB/s: %.0f%% of plain\n' \
   "$(echo "$line" | field write_gbps)" "$(echo "$line" | field plain_gbps)" "$(echo "$line" | field of_plain | awk '{print $1 * 100}')"
 
-# Random tokens for bench-s's vocabulary, made once (as bench-parallel.sh does).
-if [[ ! -f "$OUT/train.bin" ]]; then
-  /usr/bin/python3 - "$OUT" <<'PY'
-import sys, numpy as np
-rng = np.random.default_rng(0)
-for name, n in (("train", 1_000_000), ("val", 100_000)):
-    header = np.zeros(256, dtype="<i4"); header[:3] = (20240520, 1, n)
-    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
-        f.write(header.tobytes()); f.write(rng.integers(0, 8192, n, dtype="<u2").tobytes())
-PY
-fi
+# Random tokens for bench-s's vocabulary, made once.
+[[ -f "$OUT/train.bin" ]] || scripts/random-tokens "$OUT" 8192 1000000 100000
 echo "blocking time of a full checkpoint every 2 steps, as a share of the median step (bench-s, $STEPS steps):"
 for mode in true false; do
   rm -rf "$OUT/train-$mode"

@@ -12,16 +12,7 @@ STEPS=${BENCH_STEPS:-6}
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
 # Random tokens for bench-s's vocabulary (8192): llm.c shards, made once.
-if [[ ! -f "$OUT/train.bin" ]]; then
-  /usr/bin/python3 - "$OUT" <<'PY'
-import sys, numpy as np
-rng = np.random.default_rng(0)
-for name, n in (("train", 2_000_000), ("val", 200_000)):
-    header = np.zeros(256, dtype="<i4"); header[:3] = (20240520, 1, n)
-    with open(f"{sys.argv[1]}/{name}.bin", "wb") as f:
-        f.write(header.tobytes()); f.write(rng.integers(0, 8192, n, dtype="<u2").tobytes())
-PY
-fi
+[[ -f "$OUT/train.bin" ]] || scripts/random-tokens "$OUT" 8192 2000000 200000
 COMMON=(--train.steps="$STEPS" --train.eval_tokens=2048 --train.eval_interval=0 --metrics.log_interval=1000
         --data.train="$OUT/train.bin" --data.val="$OUT/val.bin")
 median() {  # median DATASET RUN_DIR over the steps after the first
