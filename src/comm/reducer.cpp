@@ -37,7 +37,7 @@ GradientReducer::GradientReducer(const model::GptConfig& config, const model::Pa
   shard_ = zero ? shard_of(num_params_, data_rank_, data_size_) : Shard{0, num_params_};
   if (data_size_ == 1) return;
   if (zero) return;  // the reduce-scatter works in place on the gradient buffer
-  plan_buckets(config, slice, bucket_mb);
+  buckets_ = plan_buckets(config, slice, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
   packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication);
@@ -56,37 +56,6 @@ GradientReducer::~GradientReducer() {
   }
   work_ready_.notify_all();
   thread_.join();
-}
-
-// Slices in the order backward finishes them; a bucket closes at the end of an event once it
-// holds bucket_mb (the last one takes what is left).
-void GradientReducer::plan_buckets(const model::GptConfig& config, const model::Partition& slice,
-                                   double bucket_mb) {
-  const auto specs = model::param_specs(config, slice);
-  std::vector<int64_t> offset(specs.size(), 0);
-  for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
-  const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));
-  const int L = slice.layers(config);  // this stage's blocks, numbered from 0 as backward reports them
-  Bucket current;
-  auto add = [&](size_t tensor, int layer) {
-    const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
-    current.segments.push_back({offset[tensor] + (layer < 0 ? 0 : layer * per_layer), per_layer});
-    current.elements += per_layer;
-  };
-  for (int event = L - 1; event >= -1; --event) {
-    for (size_t t = 0; t < specs.size(); ++t) {
-      const bool per_block = specs[t].name.rfind("blocks.", 0) == 0;
-      const bool final_layernorm = specs[t].name == "lnfw" || specs[t].name == "lnfb";
-      if (event >= 0 && per_block) add(t, event);
-      if (event == L - 1 && final_layernorm) add(t, -1);
-      if (event == -1 && !per_block && !final_layernorm) add(t, -1);  // wte, wpe
-    }
-    current.ready_event = event;
-    if (current.elements >= target || event == -1) {
-      buckets_.push_back(std::move(current));
-      current = Bucket{};
-    }
-  }
 }
 
 void GradientReducer::reduce(Bucket& bucket) {

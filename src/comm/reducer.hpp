@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/buckets.hpp"
 #include "comm/hierarchy.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
@@ -67,15 +68,6 @@ class GradientReducer {
   double communication_seconds() const { return comm_seconds_; }  // of the last step
 
  private:
-  struct Segment {
-    int64_t offset, count;
-  };
-  struct Bucket {
-    std::vector<Segment> segments;
-    int64_t elements = 0;
-    int ready_event = 0;  // the on_final(layer) after which every segment is final
-  };
-  void plan_buckets(const model::GptConfig& config, const model::Partition& slice, double bucket_mb);
   void reduce(Bucket& bucket);  // pack, all-reduce, unpack
   void thread_main();
 

@@ -91,12 +91,16 @@ std::vector<KeySpec> build_schema() {
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
       // [memory]
-      choice("memory.recompute", "none", {"none", "full", "every_k", "selective"},
+      choice("memory.recompute", "none", {"none", "full", "every_k", "selective", "auto"},
              "activation recompute: none; full (keep each block's input, recompute the block in "
              "backward); every_k (keep every K-th block's input, recompute K-block segments); "
-             "selective (recompute only the attention probabilities)"),
-      integer("memory.recompute_interval", std::string("2"), 1, 1024,
-              "K of memory.recompute = every_k: blocks per recomputed segment"),
+             "selective (recompute only the attention probabilities); auto (the cheapest that "
+             "fits memory.budget_gb)"),
+      integer("memory.recompute_interval", std::string("2"), 0, 1024,
+              "K of memory.recompute = every_k: blocks per recomputed segment; 0 = auto, "
+              "K = sqrt(2 x available / one block's activations) with memory.budget_gb"),
+      real("memory.budget_gb", "0", 0, 1e9,
+           "memory per rank in GB (1e9 bytes) the run must fit, by the memory model; 0 = no budget"),
       // [data]
       text("data.train", KeyType::Path, "", "training token shards: a file or a glob"),
       text("data.val", KeyType::Path, "", "validation token shards: a file or a glob"),

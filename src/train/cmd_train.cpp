@@ -38,12 +38,15 @@ int run_train(const std::vector<std::string>& args) {
   trainer.restore();              // and the checkpoint to resume from
   if (line.check) {
     check_run_dir_creatable(job.deck);
+    print0(trainer.memory_report(false));
+    print0(trainer.memory_report(true));
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));
     return kExitOk;
   }
   const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir);
+  print0(trainer.memory_report(false));
   return trainer.run(run_dir);
 }
 

@@ -16,6 +16,7 @@
 #include "deck/validate.hpp"
 #include "train/evaluate.hpp"
 #include "model/llmc_io.hpp"
+#include "train/memory_plan.hpp"
 #include "train/model_setup.hpp"
 #include "train/signals.hpp"
 #include "ckpt/resume.hpp"
@@ -87,11 +88,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
-  const std::string recompute = deck.get_string("memory.recompute");
-  model_->set_recompute_interval(recompute == "full" ? 1
-                                 : recompute == "every_k" ? static_cast<int>(deck.get_int("memory.recompute_interval"))
-                                                          : 0);
-  model_->set_attention_recompute(recompute == "selective");
+  recompute_ = choose_recompute(deck, job.grid, config);  // memory.recompute, or auto by the budget
+  model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
+  model_->set_attention_recompute(recompute_.mode == "selective");
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
@@ -342,6 +341,20 @@ optim::GradNorm Trainer::global_grad_norm(float clip) {
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]));
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
   return result;
+}
+
+std::string Trainer::memory_report(bool bytes) const {
+  plan::MemoryInputs in = memory_inputs(job_.deck, job_.grid, model_->config());
+  in.recompute = recompute_.mode;
+  in.recompute_interval = recompute_.interval;
+  int64_t total = 0;
+  const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
+  if (bytes)
+    return "memory_estimate_bytes: " + describe_estimate(estimate, total, true) +
+           " block_activations=" + std::to_string(plan::block_activation_bytes(in));
+  std::string recompute = recompute_.mode + (recompute_.mode == "every_k" ? " K = " + std::to_string(recompute_.interval) : "");
+  return "memory per rank by the model (busiest rank per category): " + describe_estimate(estimate, total, false) +
+         "; recompute " + recompute + " (" + recompute_.why + ")";
 }
 
 void Trainer::check_replicas_agree() {

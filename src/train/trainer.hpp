@@ -20,6 +20,7 @@
 #include "optim/adamw.hpp"
 #include "pipeline/runner.hpp"
 #include "train/job.hpp"
+#include "train/memory_plan.hpp"
 
 namespace trident {
 
@@ -40,6 +41,9 @@ class Trainer {
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
   // Every problem with the input is a UserError (before the run directory exists).
   Trainer(const Job& job, const comm::ProcessGroups& groups);
+  // The memory model's estimate for this run ("parameters 0.8 MiB, …"), or its bytes
+  // ("memory_estimate_bytes: parameters=… total=…").
+  std::string memory_report(bool bytes) const;
   // Collective, before the run directory is prepared: restores the state of the checkpoint
   // checkpoint.resume names or finds. A missing, corrupt or mismatching checkpoint named
   // explicitly is a UserError, so that a rejected resume leaves nothing behind.
@@ -93,6 +97,7 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<data::TokenData> train_data_, val_data_;
   std::unique_ptr<metrics::MetricsFile> metrics_;
+  RecomputeChoice recompute_;
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
   int64_t start_step_ = 0;         // 0, or the step a checkpoint resumed at
   int64_t last_full_step_ = -1;    // of the newest full checkpoint written or resumed from

@@ -1,0 +1,57 @@
+// The analytic memory model: the bytes each rank holds per category (tensor/buffer.hpp), from
+// the model shape, the layout, the micro-batch and its count, the schedule, the recompute mode
+// and ZeRO — derived buffer by buffer from what our code allocates (model/gpt2.cpp,
+// comm/reducer.cpp, optim/adamw.cpp, ckpt/checkpointer.cpp), so it is exact, not a fit; tests
+// hold it to the tracked peaks of real runs (tests/e2e/memory.sh).
+//
+// Activations of one block per micro-batch, in floats, with b = B·T, C the width, p the tensor
+// size, a = heads/p, T the sequence (Korthikanti et al. 2022 count 34·b·C + 5·a·b·T bytes in
+// 16 bit; ours are fp32 and keep a different set):
+//   4·b·C (ln1 out, residual after attention, ln2 out, block output) + 4·b (LayerNorm stats)
+//   + 3·b·C/p (q, k, v) + b·C/p (attention output) + 8·b·C/p (MLP up, GELU out)
+//   + a·b·T (attention probabilities; none with selective recompute)
+// A stage keeps one set per micro-batch it holds at once (1F1B: min(m, p − stage), GPipe: m);
+// full / every-K recompute keeps only segment-ending block outputs (b·C) per micro-batch plus K
+// working sets; selective keeps everything but the probabilities, recomputed into one shared
+// (a·b·T) buffer. Backward's gradient scratch is one set per stage.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::plan {
+
+struct MemoryInputs {
+  model::GptConfig config;
+  int tensor = 1, pipeline = 1, data = 1;
+  std::vector<int> stage_layers;  // blocks per stage
+  int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
+  bool gpipe = false;
+  std::string recompute = "none";  // none, selective, every_k, full
+  int recompute_interval = 1;      // K of every_k
+  bool zero = false;
+  double bucket_mb = 25;
+  bool async_checkpoint = false;
+};
+
+constexpr int kCategories = static_cast<int>(MemoryCategory::Count);
+
+struct MemoryEstimate {
+  std::array<int64_t, kCategories> bytes{};
+  int64_t total() const;
+};
+
+// One rank of pipeline stage `stage` (the largest over its tensor and data ranks).
+MemoryEstimate estimate_stage(const MemoryInputs& in, int stage);
+// Per category, the largest over all ranks (what metrics.h5's memory/<category>_peak_bytes
+// records); `busiest_total`: the largest per-rank total.
+MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total = nullptr);
+// Activation bytes of one block for one micro-batch, everything kept (the K formula's unit).
+int64_t block_activation_bytes(const MemoryInputs& in);
+
+}  // namespace trident::plan

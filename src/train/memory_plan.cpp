@@ -1,0 +1,128 @@
+// Recompute chosen by the memory model.
+#include "train/memory_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "deck/validate.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace trident {
+namespace {
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+int64_t busiest_total(const plan::MemoryInputs& in) {
+  int64_t total = 0;
+  plan::estimate_busiest(in, &total);
+  return total;
+}
+
+// Parameters, gradients and optimizer state of the busiest stage: what recompute cannot change.
+int64_t fixed_bytes(const plan::MemoryInputs& in) {
+  int64_t fixed = 0;
+  for (int stage = 0; stage < in.pipeline; ++stage) {
+    const plan::MemoryEstimate e = plan::estimate_stage(in, stage);
+    fixed = std::max(fixed, e.total() - e.bytes[static_cast<int>(MemoryCategory::Activations)]);
+  }
+  return fixed;
+}
+
+}  // namespace
+
+plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config) {
+  plan::MemoryInputs in;
+  in.config = config;
+  in.tensor = grid.tp_size();
+  in.pipeline = grid.pp_size();
+  in.data = grid.dp_size();
+  std::vector<long> given;
+  for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
+  in.stage_layers = pipeline::stage_layer_counts(config.layers, in.pipeline, given);
+  in.micro_batch = static_cast<int>(deck.get_int("train.micro_batch"));
+  in.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
+  in.micro_batches = static_cast<int>(deck::micro_batches_per_step(deck));
+  in.gpipe = deck.get_string("parallel.schedule") == "gpipe";
+  in.recompute = deck.get_string("memory.recompute");
+  in.recompute_interval = static_cast<int>(deck.get_int("memory.recompute_interval"));
+  in.zero = deck.get_int("optim.zero") == 1;
+  in.bucket_mb = deck.get_float("comm.bucket_mb");
+  in.async_checkpoint = deck.get_bool("checkpoint.async");
+  return in;
+}
+
+RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config) {
+  plan::MemoryInputs in = memory_inputs(deck, grid, config);
+  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+  const bool auto_mode = in.recompute == "auto", auto_k = in.recompute == "every_k" && in.recompute_interval == 0;
+  if ((auto_mode || auto_k) && budget <= 0)
+    fatal_all(deck.cite(auto_mode ? "memory.recompute" : "memory.recompute_interval") +
+              " chooses by the memory budget, and memory.budget_gb is 0 (" + deck.cite("memory.budget_gb") +
+              "); give the memory per rank in GB, e.g. --memory.budget_gb=16, or choose the mode");
+  const int most_layers = *std::max_element(in.stage_layers.begin(), in.stage_layers.end());
+  // The seed's K = sqrt(2 x available / one block's activations), within 1 .. the stage's blocks.
+  auto formula_k = [&] {
+    const double available = budget - static_cast<double>(fixed_bytes(in));
+    const double k = std::floor(std::sqrt(std::max(0.0, 2.0 * available / plan::block_activation_bytes(in))));
+    return static_cast<int>(std::max(1.0, std::min<double>(k, most_layers)));
+  };
+  auto fits = [&](const std::string& mode, int k) {
+    in.recompute = mode;
+    in.recompute_interval = k;
+    return budget <= 0 || busiest_total(in) <= budget;
+  };
+  RecomputeChoice choice{in.recompute, in.recompute == "full" ? 1 : in.recompute_interval, "memory.recompute"};
+  if (auto_k) {  // the formula's K, or the nearest that fits (the formula ignores backward's scratch)
+    const int k = formula_k();
+    choice = {"every_k", k, "memory.recompute_interval = 0: K = sqrt(2 x available / one block's activations)"};
+    for (int step = 1; !fits("every_k", choice.interval) && step <= most_layers; ++step)
+      for (int candidate : {k - step, k + step})
+        if (candidate >= 1 && candidate <= most_layers && fits("every_k", candidate)) {
+          choice = {"every_k", candidate, "the formula's K = " + std::to_string(k) + " does not fit; the nearest that does"};
+          break;
+        }
+  } else if (auto_mode) {
+    const int k = formula_k();
+    const std::pair<std::string, int> order[] = {{"none", 0}, {"selective", 0}, {"every_k", k}, {"full", 1}};
+    choice.mode.clear();
+    for (const auto& [mode, interval] : order)
+      if (fits(mode, interval)) {
+        choice = {mode, interval, "memory.recompute = auto: the cheapest that fits memory.budget_gb"};
+        break;
+      }
+  }
+  if (choice.mode.empty() || !fits(choice.mode, choice.interval)) {
+    in.recompute = "full";
+    in.recompute_interval = 1;
+    const int64_t least = busiest_total(in);
+    const std::string mode = choice.mode.empty() ? "even full recompute" : "memory.recompute = " + choice.mode;
+    if (choice.mode.empty() || auto_k)
+      fatal_all("the run does not fit " + deck.cite("memory.budget_gb") + ": " + mode + " needs " + mib(least) +
+                " per rank, " + mib(least - static_cast<int64_t>(budget)) +
+                " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "
+                "train.micro_batch");
+    warn0("by the memory model, " + mode + " needs " + mib(busiest_total(in = memory_inputs(deck, grid, config))) +
+          " per rank, more than " + deck.cite("memory.budget_gb") + "; memory.recompute = auto finds the mode that fits");
+  }
+  if (choice.mode != "every_k" && choice.mode != "full") choice.interval = 0;
+  return choice;
+}
+
+std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes) {
+  std::string text;
+  for (int c = 0; c < plan::kCategories; ++c) {
+    const char* name = memory_category_name(static_cast<MemoryCategory>(c));
+    text += (text.empty() ? "" : bytes ? " " : ", ") + std::string(name) + (bytes ? "=" : " ") +
+            (bytes ? std::to_string(estimate.bytes[c]) : mib(estimate.bytes[c]));
+  }
+  return text + (bytes ? " total=" + std::to_string(busiest_total) : ", total " + mib(busiest_total));
+}
+
+}  // namespace trident

@@ -1,0 +1,30 @@
+// The memory model applied to a deck: its inputs from the deck and layout, the estimate
+// printed before training (and by --check), and memory.recompute = auto /
+// memory.recompute_interval = 0 resolved against memory.budget_gb.
+#pragma once
+
+#include <string>
+
+#include "deck/deck.hpp"
+#include "layout/grid.hpp"
+#include "model/config.hpp"
+#include "plan/memory_model.hpp"
+
+namespace trident {
+
+struct RecomputeChoice {
+  std::string mode;  // none, selective, every_k, full
+  int interval = 0;  // K (1 for full, 0 otherwise unless every_k)
+  std::string why;   // for the log: how it was chosen
+};
+
+plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config);
+
+// Collective in effect (every rank computes the same): the recompute mode and K to run with.
+// auto modes without a budget, or a budget nothing fits: UserError naming the shortfall.
+RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config);
+
+// "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
+std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);
+
+}  // namespace trident

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
+# for 14 configurations (layouts x recompute modes x ZeRO x schedules x async checkpoints) every
+# category of `trident train --check`'s estimate is within 5% of the busiest rank's peak in
+# metrics.h5 (the model is derived buffer by buffer, so it is expected to be exact). Then
+# memory.budget_gb: recompute = auto picks the cheapest mode that fits, the K formula, and the
+# errors when nothing fits or no budget is given.
+. tests/e2e/lib.sh
+cd "$WORK" || exit 1
+export OMP_NUM_THREADS=1
+PY=/usr/bin/python3
+write_deck m.deck '[checkpoint]
+at_end = false'
+
+# estimate RANKS OVERRIDES...: the --check line "memory_estimate_bytes: parameters=… total=…"
+estimate() {
+  local ranks=$1
+  shift
+  mpirun -q -np "$ranks" "$TRIDENT" train m.deck "$@" --check 2>&1 | sed -n 's/^memory_estimate_bytes: //p'
+}
+
+# model_matches NAME RANKS OVERRIDES...: 2 steps, then every category within 5% of the estimate.
+model_matches() {
+  local name=$1 ranks=$2
+  shift 2
+  local predicted
+  predicted=$(estimate "$ranks" "$@")
+  if [[ -z $predicted ]]; then fail "memory_model_$name" "no estimate from --check"; return; fi
+  if ! timeout 120 mpirun -q -np "$ranks" "$TRIDENT" train m.deck --train.run_dir="$name" --train.steps=3 \
+      --checkpoint.full_interval=2steps "$@" > "$name.out" 2>&1; then
+    fail "memory_model_$name" "run failed: $(tail -2 "$name.out")"; return
+  fi
+  if $PY - "$name/metrics.h5" "$predicted" > "$name.cmp" 2>&1 <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+predicted = dict(kv.split("=") for kv in sys.argv[2].split())
+worst, lines = 0.0, []
+for category, value in predicted.items():
+    if category in ("total", "block_activations"):
+        continue
+    measured = float(f[f"memory/{category}_peak_bytes"][:].max())
+    value = float(value)
+    error = abs(measured - value) / max(measured, value) if max(measured, value) > 0 else 0.0
+    worst = max(worst, error)
+    if error > 0.05 or category == "activations":
+        lines.append(f"{category} {measured / 1048576:.3f} MiB measured, {value / 1048576:.3f} predicted")
+print(f"worst {100 * worst:.2f}%; " + "; ".join(lines))
+sys.exit(0 if worst <= 0.05 else 1)
+PY
+  then pass "memory_model_$name ($(cat "$name.cmp"))"; else fail "memory_model_$name" "$(cat "$name.cmp")"; fi
+}
+
+model_matches serial 1
+model_matches selective 1 --memory.recompute=selective
+model_matches full 1 --memory.recompute=full
+model_matches every3 1 --memory.recompute=every_k --memory.recompute_interval=3
+model_matches d2 2 --parallel.data=2
+model_matches d2_zero_async 2 --parallel.data=2 --optim.zero=1 --checkpoint.async=true
+model_matches t2 2 --parallel.tensor=2 --memory.recompute=selective
+model_matches p2_1f1b 2 --parallel.pipeline=2
+model_matches p2_gpipe_full 2 --parallel.pipeline=2 --parallel.schedule=gpipe --memory.recompute=full
+model_matches p2_uneven_every2 2 --parallel.pipeline=2 --parallel.stage_layers=1,3 --memory.recompute=every_k
+model_matches t2p2 4 --parallel.tensor=2 --parallel.pipeline=2
+model_matches t2d2_zero_selective 4 --parallel.tensor=2 --parallel.data=2 --optim.zero=1 --memory.recompute=selective
+model_matches t2p2d2_zero 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1
+model_matches p2d2_gpipe_every2 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=gpipe --memory.recompute=every_k
+
+# memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
+total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
+none=$(total_of none) selective=$(total_of selective) full=$(total_of full)
+gb() { awk -v b="$1" 'BEGIN { printf "%.9f", b / 1e9 }'; }
+chooses() {  # chooses NAME BUDGET_BYTES EXPECTED_MODE
+  local out
+  out=$(mpirun -q -np 1 "$TRIDENT" train m.deck --memory.recompute=auto --memory.budget_gb="$(gb "$2")" --check 2>&1)
+  if grep -q "recompute $3 .*memory.recompute = auto" <<< "$out"; then pass "$1 ($(grep -o 'total [0-9.]* MiB; recompute [a-z_]*' <<< "$out"))"
+  else fail "$1" "expected $3: $(grep -E 'memory per rank|error' <<< "$out")"; fi
+}
+chooses recompute_auto_none $((none + 1000)) none
+chooses recompute_auto_selective $(((none + selective) / 2)) selective
+chooses recompute_auto_full $(((selective + full) / 2 < full + 1000 ? full + 1000 : (selective + full) / 2)) '\(full\|every_k\)'
+expect_user_error recompute_auto_does_not_fit 'does not fit|memory.budget_gb|even full recompute needs' \
+  "$TRIDENT" train "$WORK/m.deck" --memory.recompute=auto --memory.budget_gb="$(gb $((full / 2)))"
+expect_user_error recompute_auto_needs_budget 'memory.budget_gb is 0|memory.recompute' \
+  "$TRIDENT" train "$WORK/m.deck" --memory.recompute=auto
+# K = sqrt(2 x available / one block's activations), available = budget - what recompute cannot
+# change: a budget of that plus 5 blocks gives floor(sqrt(10)) = 3 (12 blocks, so no clamping).
+line=$(estimate 1 --model.layers=12 --memory.recompute=full)
+fixed=$($PY -c "
+d = dict(kv.split('=') for kv in '$line'.split())
+print(int(d['total']) - int(d['activations']))")
+block=$(sed -n 's/.*block_activations=\([0-9]*\).*/\1/p' <<< "$line")
+out=$(mpirun -q -np 1 "$TRIDENT" train m.deck --model.layers=12 --memory.recompute=every_k --memory.recompute_interval=0 \
+  --memory.budget_gb="$(gb $((fixed + 5 * block)))" --check 2>&1)
+grep -q "recompute every_k K = 3 (memory.recompute_interval = 0: K = sqrt" <<< "$out" &&
+  pass "recompute_interval_auto (fixed $fixed B, block $block B: K = 3)" ||
+  fail recompute_interval_auto "$(grep -E 'memory per rank|error' <<< "$out")"
