@@ -103,6 +103,7 @@ bench: deps
 	@scripts/bench.sh
 	@scripts/bench-parallel.sh
 	@scripts/bench-checkpoint.sh
+	@scripts/bench-recompute.sh
 
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)

@@ -15,6 +15,7 @@
 #include "optim/adamw.hpp"
 #include "train/commands.hpp"
 #include "train/job.hpp"
+#include "train/memory_plan.hpp"
 #include "train/model_setup.hpp"
 
 namespace trident {
@@ -91,6 +92,9 @@ class StepRunner {
   explicit StepRunner(const deck::Deck& deck)
       : config_(model_config_from_deck(deck)), gpt_(config_, ctx_), optimizer_(config_, {}) {
     initialise_parameters(deck, gpt_);
+    const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
+    gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
+    gpt_.set_attention_recompute(recompute.mode == "selective");
     B_ = static_cast<int>(deck.get_int("train.micro_batch"));
     T_ = static_cast<int>(deck.get_int("model.seq_len"));
     micro_batches_ = deck::micro_batches_per_step(deck);
@@ -134,23 +138,25 @@ int run_checkpoint_bench(const Job& job, int repeats);                   // chec
 
 int run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
-  bool gemm = false, kernels = false, checkpoint = false;
+  bool gemm = false, kernels = false, checkpoint = false, no_gemm = false;
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
     else if (a == "--kernels") kernels = true;
     else if (a == "--checkpoint") checkpoint = true;
+    else if (a == "--no-gemm") no_gemm = true;
     else if (a.rfind("--steps=", 0) == 0) steps = std::max(1, std::stoi(a.substr(8)));
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
     else rest.push_back(a);
   }
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm | --kernels | --checkpoint] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
            "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
            "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.\n"
+           "--no-gemm: the steps only (and their peak activation memory);\n"
            "--checkpoint: full checkpoints (--steps of them) beside plain sequential writes of the\n"
            "same bytes to the same directory, and the restart time (any number of ranks).");
     return kExitOk;
@@ -170,7 +176,7 @@ int run_bench(const std::vector<std::string>& args) {
   GemmPass gemm_pass(config, B, T);
   std::vector<double> step_times, gemm_times;
   for (int i = 0; i < warmup + steps; ++i) {
-    const double gemm_time = gemm_pass.run();
+    const double gemm_time = no_gemm ? 1.0 : gemm_pass.run();
     const double step_time = gemm ? 0.0 : step.run();
     if (i < warmup) continue;
     gemm_times.push_back(gemm_time);
@@ -185,9 +191,10 @@ int run_bench(const std::vector<std::string>& args) {
     const double gflops = step.flops() / seconds_per_step / 1e9;
     std::snprintf(text, sizeof text,
                   "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f gemm_gflops=%.2f "
-                  "of_gemm=%.3f",
+                  "of_gemm=%.3f activations_mib=%.1f",
                   omp_get_max_threads(), step.tokens() / seconds_per_step, seconds_per_step * 1e3,
-                  gflops, gemm_gflops, gflops / gemm_gflops);
+                  gflops, gemm_gflops, gflops / gemm_gflops,
+                  memory_usage().peak[static_cast<int>(MemoryCategory::Activations)] / 1048576.0);
   }
   print0(text);
   return kExitOk;
