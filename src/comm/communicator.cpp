@@ -317,6 +317,23 @@ void Communicator::broadcast(float* data, size_t n, int root) {
     if (c < size_) send(data, n, absolute(c), kTagBase + 2);
 }
 
+void Communicator::all_reduce_scalars(double* values, int n, Op op) {
+  if (size_ == 1 || n == 0) return;
+  std::vector<MPI_Request> requests(1);
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, op == Op::Sum ? MPI_SUM : MPI_MAX, comm_, &requests[0]));
+  std::vector<int> everyone;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) everyone.push_back(r);
+  wait_all(requests, "all-reduce (scalars)", everyone);
+}
+
+void Communicator::broadcast_scalars(double* values, int n, int root) {
+  if (size_ == 1 || n == 0) return;
+  std::vector<MPI_Request> requests(1);
+  MPI_CHECK(MPI_Ibcast(values, n, MPI_DOUBLE, root, comm_, &requests[0]));
+  wait_all(requests, "broadcast (scalars)", {root});
+}
+
 void Communicator::send(const float* data, size_t n, int peer, int tag) {
   const double start = seconds_now();
   std::vector<MPI_Request> requests(1);

@@ -62,6 +62,13 @@ class Communicator {
   // Rank r contributes segment r; every rank ends with all segments.
   void all_gather(float* data, size_t n);
   void broadcast(float* data, size_t n, int root);
+  // A few values in double precision (the loss, squared gradient norms, validation sums): MPI's
+  // non-blocking collective under this communicator's watchdog (a device backend reduces them
+  // where they were computed). Not in the byte counts: MPI does not say what it sent, and a few
+  // bytes per step would blur the exact per-level figures the tests hold to their formulas.
+  // Sum (or maximum), in place.
+  void all_reduce_scalars(double* values, int n, Op op = Op::Sum);
+  void broadcast_scalars(double* values, int n, int root);
   void send(const float* data, size_t n, int peer, int tag);
   void recv(float* data, size_t n, int peer, int tag);
   // A non-blocking send (counted now); complete it with wait().

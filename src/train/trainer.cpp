@@ -152,7 +152,7 @@ StepResult Trainer::train_step(int64_t step) {
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
 
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  data_collectives_->flat().all_reduce_scalars(&loss_sum, 1);
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
   const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")));
@@ -332,11 +332,11 @@ optim::GradNorm Trainer::global_grad_norm(float clip) {
     offset += spec.count();
   }
   if (shard.count() != model_->num_parameters())
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 2, MPI_DOUBLE, MPI_SUM, groups_.data()));
+    data_collectives_->flat().all_reduce_scalars(squares, 2);
   if (job_.grid.tp_size() > 1)
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 1, MPI_DOUBLE, MPI_SUM, groups_.tensor()));
+    tensor_collectives_->flat().all_reduce_scalars(squares, 1);
   if (pp_size_ > 1)  // every stage holds different tensors
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, squares, 2, MPI_DOUBLE, MPI_SUM, groups_.pipeline()));
+    pipeline_collectives_->flat().all_reduce_scalars(squares, 2);
   optim::GradNorm result;
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]));
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
@@ -377,7 +377,7 @@ void Trainer::tie_embedding_gradients() {
 }
 
 double Trainer::from_last_stage(double value) {
-  if (pp_size_ > 1) MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, pp_size_ - 1, groups_.pipeline()));
+  pipeline_collectives_->flat().broadcast_scalars(&value, 1, pp_size_ - 1);
   return value;
 }
 
@@ -392,7 +392,7 @@ double Trainer::evaluate() {
     for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
   };
   runner_->forward_only(share.batches(B_), batch, consume);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, groups_.data()));
+  data_collectives_->flat().all_reduce_scalars(&sum, 1);
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
