@@ -13,7 +13,7 @@
 namespace trident::comm {
 namespace {
 
-constexpr size_t kChunk = 1 << 20;  // floats per message (4 MiB): the ring's pipelining unit
+constexpr size_t kChunk = 1 << 16;  // floats per message (256 KiB): the ring's pipelining unit
 constexpr size_t kTreeChunk = 1 << 18;  // floats per tree step (1 MiB): levels work in parallel
 constexpr int kTagBase = 1 << 20;       // collectives' tags, apart from user send/recv tags
 
