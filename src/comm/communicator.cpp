@@ -21,6 +21,25 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Waiting yields the core between polls. A background thread (the gradient reducer's, while
+// backward runs on the same core) marks itself patient: after kSpinSeconds of a wait — most
+// transfers end by then — it sleeps kPauseSeconds between polls, so that the wait does not take
+// the CPU from the computation it overlaps. The main thread keeps yielding: its waits are on
+// the critical path (a ring step, a stage's input), where a sleep's wake-up latency adds up.
+constexpr double kSpinSeconds = 100e-6, kPauseSeconds = 20e-6;
+thread_local bool patient = false;
+
+void pause_since(double start) {
+  if (!patient || seconds_now() - start < kSpinSeconds) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::duration<double>(kPauseSeconds));
+}
+
+}  // namespace
+
+void wait_patiently(bool yes) { patient = yes; }
+
+namespace {
+
 int world_rank_of(MPI_Comm comm, int rank) {
   MPI_Group group, world;
   MPI_Comm_group(comm, &group);
@@ -80,7 +99,7 @@ void Communicator::count(int peer, size_t sent_floats, size_t received_floats) {
 
 void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* operation,
                             const std::vector<int>& peers) {
-  const double deadline = seconds_now() + timeout_s_;
+  const double begin = seconds_now(), deadline = begin + timeout_s_;
   for (;;) {
     int done = 0;
     MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
@@ -97,7 +116,7 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* oper
                 " s (comm.timeout_s) for rank(s) " + waiting +
                 " of the group; aborting the job so that no rank hangs");
     }
-    std::this_thread::yield();
+    pause_since(begin);
   }
 }
 
@@ -150,7 +169,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
     return;
   }
   // Add each chunk as it arrives, while the later ones are still in flight.
-  const double deadline = seconds_now() + timeout_s_;
+  const double begin = seconds_now(), deadline = begin + timeout_s_;
   for (size_t done_receives = 0; done_receives < receives;) {
     int index = MPI_UNDEFINED, flag = 0;
     MPI_CHECK(MPI_Testany(static_cast<int>(receives), requests.data(), &index, &flag, MPI_STATUS_IGNORE));
@@ -164,7 +183,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
       std::vector<MPI_Request> rest(requests.begin(), requests.begin() + receives);
       wait_all(rest, operation, {from});  // reports and aborts
     }
-    std::this_thread::yield();
+    pause_since(begin);
   }
   std::vector<MPI_Request> sends(requests.begin() + receives, requests.end());
   wait_all(sends, operation, {to});

@@ -26,6 +26,10 @@ enum class Algo { Ring, Tree, Mpi };
 enum class Op { Sum, Max };
 Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
 
+// For the calling thread: true = a background thread whose waits, after a short spin, sleep
+// between polls instead of yielding (see communicator.cpp).
+void wait_patiently(bool yes);
+
 struct LevelBytes {
   std::array<double, 3> sent{}, received{};  // indexed by topo::Level
 };

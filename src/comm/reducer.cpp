@@ -76,6 +76,7 @@ void GradientReducer::reduce(Bucket& bucket) {
 }
 
 void GradientReducer::thread_main() {
+  wait_patiently(true);  // backward runs on the same core meanwhile
   for (;;) {
     size_t index;
     {
