@@ -46,6 +46,18 @@ void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const floa
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M,
                     int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
 
+// ---- bf16 (mixed precision, under construction: the GEMM and the conversions) ---------------
+// A bfloat16 value: the upper 16 bits of an IEEE float32.
+using bf16 = uint16_t;
+// out (n) = in rounded to bf16, to nearest even; NaN stays NaN (quiet), ±Inf stays ±Inf.
+void to_bf16(Context& ctx, bf16* out, const float* in, size_t n);
+// out (n) = in widened to f32 (exact).
+void from_bf16(Context& ctx, float* out, const bf16* in, size_t n);
+// batched_matmul with bf16 operands and an f32 result (= or +=): products of bf16 values,
+// accumulated in f32 by oneDNN (AVX512-BF16 instructions where the CPU has them).
+void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M,
+                         int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
+
 // ---- Transformer pieces ----------------------------------------------------------------------
 // out (N, C) = (inp − mean) / √(variance + 1e-5) · weight + bias (biased variance over C);
 // saves mean and variance (N) for backward.

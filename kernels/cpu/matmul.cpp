@@ -17,9 +17,9 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dims = memory::dims;
 
-memory::desc strided_desc(int batch, int heads, int rows, int cols, const Strides& s) {
-  return memory::desc({batch, heads, rows, cols}, memory::data_type::f32,
-                      dims{s.batch, s.head, s.row, s.col});
+memory::desc strided_desc(int batch, int heads, int rows, int cols, const Strides& s,
+                          memory::data_type type = memory::data_type::f32) {
+  return memory::desc({batch, heads, rows, cols}, type, dims{s.batch, s.head, s.row, s.col});
 }
 
 struct CachedMatmul {
@@ -32,22 +32,24 @@ std::string strides_key(const Strides& s) {
          ":" + std::to_string(s.col);
 }
 
-// One primitive per shape, layout, accumulation and bias.
+// One primitive per shape, layout, accumulation, bias and operand type (f32, or bf16 a and b
+// with an f32 result: oneDNN accumulates in f32 and, with AVX512-BF16, multiplies in bf16).
 const CachedMatmul& get_matmul(int batch, int heads, int M, int N, int K, const Strides& as,
                                const Strides& bs, const Strides& cs, bool accumulate,
-                               bool with_bias) {
+                               bool with_bias, bool bf16 = false) {
   static std::unordered_map<std::string, CachedMatmul> cache;
   static std::mutex mutex;
   const std::string key = std::to_string(batch) + "," + std::to_string(heads) + "," +
                           std::to_string(M) + "," + std::to_string(N) + "," + std::to_string(K) +
                           "," + strides_key(as) + "," + strides_key(bs) + "," + strides_key(cs) +
-                          char('0' + accumulate) + char('0' + with_bias);
+                          char('0' + accumulate) + char('0' + with_bias) + char('0' + bf16);
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   CachedMatmul entry;
-  entry.a = strided_desc(batch, heads, M, K, as);
-  entry.b = strided_desc(batch, heads, K, N, bs);
+  const memory::data_type operands = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  entry.a = strided_desc(batch, heads, M, K, as, operands);
+  entry.b = strided_desc(batch, heads, K, N, bs, operands);
   entry.c = strided_desc(batch, heads, M, N, cs);
   if (with_bias) entry.bias = memory::desc({1, 1, 1, N}, memory::data_type::f32, tag::abcd);
   dnnl::primitive_attr attr;
@@ -84,6 +86,20 @@ Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
 }
 
 }  // namespace
+
+void batched_matmul_bf16(Context&, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
+                         bool transpose_a, bool transpose_b, bool accumulate) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  const Strides as = dense(M, K, transpose_a), bs = dense(K, N, transpose_b), cs = dense(M, N, false);
+  const CachedMatmul& mm = get_matmul(batch, 1, M, N, K, as, bs, cs, accumulate, false, true);
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(mm.a, engine, const_cast<bf16*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(mm.b, engine, const_cast<bf16*>(b))},
+      {DNNL_ARG_DST, memory(mm.c, engine, c)}};
+  mm.primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+}
 
 void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a,
                     const Strides& a_strides, const float* b, const Strides& b_strides, int batch,

@@ -61,7 +61,8 @@ std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
 // The model's GEMMs on dummy operands: one pass runs each once.
 class GemmPass {
  public:
-  GemmPass(const model::GptConfig& config, int B, int T) : shapes_(model_gemms(config, B, T)) {
+  GemmPass(const model::GptConfig& config, int B, int T, bool bf16 = false)
+      : shapes_(model_gemms(config, B, T)), bf16_(bf16) {
     size_t largest = 0;
     for (const auto& s : shapes_) {
       largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
@@ -69,20 +70,32 @@ class GemmPass {
       flops_ += 2.0 * s.batch * s.M * s.N * s.K;
     }
     a_.assign(largest, 0.01f), b_.assign(largest, 0.02f), c_.assign(largest, 0.0f);
+    if (bf16_) {
+      a16_.resize(largest), b16_.resize(largest);
+      kernels::to_bf16(ctx_, a16_.data(), a_.data(), largest);
+      kernels::to_bf16(ctx_, b16_.data(), b_.data(), largest);
+    }
   }
   double flops() const { return flops_; }
   double run() {
     const auto start = Clock::now();
-    for (const auto& s : shapes_)
-      kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta,
-                              s.tb, s.accumulate);
+    for (const auto& s : shapes_) {
+      if (bf16_)
+        kernels::batched_matmul_bf16(ctx_, c_.data(), a16_.data(), b16_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
+                                     s.accumulate);
+      else
+        kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
+                                s.accumulate);
+    }
     return seconds(start);
   }
 
  private:
   kernels::Context ctx_;
   std::vector<GemmShape> shapes_;
+  bool bf16_ = false;
   std::vector<float> a_, b_, c_;
+  std::vector<kernels::bf16> a16_, b16_;  // bf16 operands (bf16 passes)
   double flops_ = 0;
 };
 
@@ -134,28 +147,52 @@ double median(std::vector<double> values) {
 }  // namespace
 
 void compare_kernels_with_onednn(int rows, int channels, int repeats);  // kernel_bench.cpp
+
+namespace {
+
+// The model's GEMMs with f32 and with bf16 operands, passes alternating; GFLOP/s of each.
+int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, int passes) {
+  GemmPass f32(config, B, T), bf16(config, B, T, true);
+  std::vector<double> f32_times, bf16_times;
+  for (int i = 0; i < warmup + passes; ++i) {
+    const double a = f32.run(), b = bf16.run();
+    if (i < warmup) continue;
+    f32_times.push_back(a);
+    bf16_times.push_back(b);
+  }
+  char text[200];
+  std::snprintf(text, sizeof text, "gemm threads=%d f32_gflops=%.2f bf16_gflops=%.2f bf16_over_f32=%.2f",
+                omp_get_max_threads(), f32.flops() / median(f32_times) / 1e9, bf16.flops() / median(bf16_times) / 1e9,
+                median(f32_times) / median(bf16_times));
+  print0(text);
+  return kExitOk;
+}
+
+}  // namespace
 int run_checkpoint_bench(const Job& job, int repeats);                   // checkpoint_bench.cpp
 
 int run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
-  bool gemm = false, kernels = false, checkpoint = false, no_gemm = false;
+  bool gemm = false, kernels = false, checkpoint = false, no_gemm = false, bf16 = false;
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
     else if (a == "--kernels") kernels = true;
     else if (a == "--checkpoint") checkpoint = true;
     else if (a == "--no-gemm") no_gemm = true;
+    else if (a == "--bf16") bf16 = true;
     else if (a.rfind("--steps=", 0) == 0) steps = std::max(1, std::stoi(a.substr(8)));
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
     else rest.push_back(a);
   }
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --bf16 | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
            "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
            "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.\n"
+           "--bf16: the model's GEMMs with f32 and with bf16 operands (f32 accumulation), alternating;\n"
            "--no-gemm: the steps only (and their peak activation memory);\n"
            "--checkpoint: full checkpoints (--steps of them) beside plain sequential writes of the\n"
            "same bytes to the same directory, and the restart time (any number of ranks).");
@@ -170,6 +207,7 @@ int run_bench(const std::vector<std::string>& args) {
     compare_kernels_with_onednn(B * T, config.channels, std::max(steps, 10));
     return kExitOk;
   }
+  if (bf16) return compare_gemm_bf16(config, B, T, warmup, steps);
   // Steps and GEMM passes alternate, so that both see the same machine (this host's speed
   // drifts by tens of percent over minutes); each figure is the median of its samples.
   StepRunner step(job.deck);
