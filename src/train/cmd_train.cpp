@@ -8,6 +8,7 @@
 #include "train/commands.hpp"
 #include "train/job.hpp"
 #include "train/run_dir.hpp"
+#include "train/signals.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
@@ -27,6 +28,7 @@ std::string resolved_header(const cli::CommandLine& line) {
 }  // namespace
 
 int run_train(const std::vector<std::string>& args) {
+  install_stop_signals();  // from the start: a SIGUSR1 during set-up must not kill the rank
   const cli::CommandLine line = cli::parse_command_line("train", args);
   if (line.help) {
     print0(cli::command_help("train"));

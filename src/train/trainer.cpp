@@ -397,7 +397,6 @@ double Trainer::evaluate() {
 }
 
 int Trainer::run(const std::string& run_dir) {
-  install_stop_signals();
   const deck::Deck& deck = job_.deck;
   ckpt::Settings settings;
   settings.dir = checkpoint_dir(deck);
