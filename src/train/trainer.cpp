@@ -109,6 +109,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   flops_per_token_ = model::training_flops_per_token(config, T_);
   bubble_busy_.assign(pp_size_, 0.0);
   bubble_wait_.assign(pp_size_, 0.0);
+  // The step-boundary agreements (NaN skip, stop signal, checkpoint due) over all ranks, under
+  // the watchdog: a rank that died must not leave the others waiting in them.
+  world_collectives_ = std::make_unique<comm::GroupCollectives>(MPI_COMM_WORLD, job.topology, "world", collective);
   pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective,
                                                                    comm::Traffic::Pipeline);
   if (groups.embedding() != MPI_COMM_NULL)  // the first and last stage's ranks only
@@ -163,9 +166,9 @@ StepResult Trainer::train_step(int64_t step) {
   // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
   // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
-  int bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  result.skipped = bad != 0;
+  double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
+  world_collectives_->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
+  result.skipped = bad != 0.0;
   if (!result.skipped) {
     optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_, norm.clip_factor);
     reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica

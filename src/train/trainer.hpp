@@ -82,6 +82,7 @@ class Trainer {
   const Job& job_;
   const comm::ProcessGroups& groups_;
   int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
+  std::unique_ptr<comm::GroupCollectives> world_collectives_;     // step-boundary agreements
   std::unique_ptr<comm::GroupCollectives> pipeline_collectives_;  // before runner_, which uses it
   std::unique_ptr<comm::GroupCollectives> embedding_collectives_;  // first and last stage only
   std::unique_ptr<pipeline::PipelineRunner> runner_;

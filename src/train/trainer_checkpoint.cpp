@@ -130,10 +130,11 @@ void Trainer::restore() {
 bool Trainer::checkpoint_boundary(int64_t completed) {
   // Any rank's signal or clock decides for all: one small all-reduce per step.
   const std::string due = checkpointer_->due(completed);
-  int flags[3] = {stop_signal(), due == "fast", due == "full"};
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  const bool stop = flags[0] != 0;
-  const std::string kind = stop || flags[2] ? "full" : flags[1] ? "fast" : "";
+  double flags[3] = {double(stop_signal()), double(due == "fast"), double(due == "full")};
+  world_collectives_->flat().all_reduce_scalars(flags, 3, comm::Op::Max);
+  const int signal = static_cast<int>(flags[0]);
+  const bool stop = signal != 0;
+  const std::string kind = stop || flags[2] != 0 ? "full" : flags[1] != 0 ? "fast" : "";
   if (!kind.empty()) {
     if (metrics_) metrics_->flush();  // rows up to this step on disk before the checkpoint names it
     checkpointer_->save(kind, state_view(), metadata(completed));
@@ -144,9 +145,9 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
     const std::vector<ckpt::WriteRecord> records = record_checkpoints();
     const bool saved = !records.empty() && records.back().error.empty();
     if (metrics_) metrics_->flush();
-    if (!saved) throw RunFailure(std::string("stopped by ") + signal_name(flags[0]) + " after step " +
+    if (!saved) throw RunFailure(std::string("stopped by ") + signal_name(signal) + " after step " +
                                  std::to_string(completed) + ", but its checkpoint could not be written", kExitFault);
-    print0(std::string("stopped by ") + signal_name(flags[0]) + " after step " + std::to_string(completed) + ": wrote " +
+    print0(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) + ": wrote " +
            records.back().path + "; continue with --checkpoint.resume=auto (exit status 3)");
     return true;
   }

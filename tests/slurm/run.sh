@@ -17,7 +17,7 @@ SB=(--gpus-per-node=0 --cpus-per-task=1 --time=5 --chdir="$WORK")
 
 SCENARIOS=(slurm_train_sbatch_4_ranks_through_srun slurm_train_sbatch_writes_metrics
   slurm_train_sbatch_writes_checkpoint slurm_sweep_job_array_summary_4_rows
-  slurm_usr1_requeue_resume_same_final_loss)
+  slurm_usr1_requeue_resume_same_final_loss slurm_kill9_rank_job_ends)
 
 started_here=0
 cleanup() {
@@ -122,6 +122,35 @@ if [[ $status == 0 && $rows == 4 && $done_rows == 4 && $arrays == 1 && $tasks ==
   pass slurm_sweep_job_array_summary_4_rows
 else
   fail slurm_sweep_job_array_summary_4_rows "exit $status, $rows rows ($done_rows done), $arrays array(s), $tasks array task logs: $(tail -8 "$WORK/b.out" | tr '\n' ' ')"
+fi
+
+# ------------------------ (d) a rank killed with SIGKILL under srun: the job ends, no hang
+# train.sbatch runs srun with --kill-on-bad-exit=0 (so that ranks stopping with status 3 do not
+# get the others killed mid-checkpoint); the survivors are then ended by the watchdog
+# (comm.timeout_s) in whichever collective they wait.
+write_deck "$WORK/d.deck"
+jid=$(sbatch --parsable -N1 --ntasks-per-node=4 "${SB[@]}" -o "$WORK/d.out" \
+  "$ROOT/slurm/train.sbatch" "$WORK/d.deck" --parallel.data=4 --train.steps=5000 --comm.timeout_s=10 \
+  --train.run_dir="$WORK/d-run" --metrics.log_interval=1 2>"$WORK/d.sbatch.err")
+victim=
+for ((i = 0; i < 600; i++)); do
+  if grep -qE '^step +[2-9][0-9]*/5000 ' "$WORK/d.out" 2>/dev/null; then
+    victim=$(pgrep -f "trident train $WORK/d.deck" | tail -1)
+    break
+  fi
+  sleep 0.1
+done
+if [[ -z $jid || -z $victim ]]; then
+  fail slurm_kill9_rank_job_ends "no running rank to kill (job '$jid'): $(tail -3 "$WORK/d.out" 2>/dev/null | tr '\n' ' ')"
+  [[ -n $jid ]] && scancel "$jid"
+else
+  start=$SECONDS
+  kill -9 "$victim"
+  if wait_job "$jid" 60; then
+    pass "slurm_kill9_rank_job_ends (ended $((SECONDS - start)) s after the kill: $(job_field "$jid" JobState))"
+  else
+    fail slurm_kill9_rank_job_ends "job $jid still in the queue 60 s after a rank was killed"; scancel "$jid"
+  fi
 fi
 
 # --------------------------------- (c) USR1: checkpoint, requeue, resume, same final loss
