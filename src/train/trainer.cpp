@@ -401,20 +401,7 @@ double Trainer::evaluate() {
 
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
-  ckpt::Settings settings;
-  settings.dir = checkpoint_dir(deck);
-  for (auto [key, interval] : {std::pair{"checkpoint.fast_interval", &settings.fast},
-                               std::pair{"checkpoint.full_interval", &settings.full}}) {
-    const deck::Interval given = deck.get_interval(key);
-    if (given.unit == deck::Interval::Unit::Steps) interval->steps = static_cast<int64_t>(given.count);
-    if (given.unit == deck::Interval::Unit::Seconds) interval->seconds = given.count;
-  }
-  settings.keep_fast = static_cast<int>(deck.get_int("checkpoint.keep_fast"));
-  settings.keep_full = static_cast<int>(deck.get_int("checkpoint.keep_full"));
-  settings.async = deck.get_bool("checkpoint.async");
-  settings.timeout_s = deck.get_float("checkpoint.timeout_s");
-  settings.check_space = !deck.get_bool("debug.skip_space_check");
-  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings, MPI_COMM_WORLD);
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
   if (world_rank() == 0) {
     try {
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",

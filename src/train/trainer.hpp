@@ -35,6 +35,8 @@ struct StepResult {
 
 // checkpoint.dir, or train.run_dir/checkpoints.
 std::string checkpoint_dir(const deck::Deck& deck);
+// The checkpoint.* keys as the checkpointer's settings.
+ckpt::Settings checkpoint_settings(const deck::Deck& deck);
 
 class Trainer {
  public:

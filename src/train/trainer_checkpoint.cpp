@@ -42,6 +42,23 @@ std::string checkpoint_dir(const deck::Deck& deck) {
   return given.empty() ? deck.get_string("train.run_dir") + "/checkpoints" : given;
 }
 
+ckpt::Settings checkpoint_settings(const deck::Deck& deck) {
+  ckpt::Settings settings;
+  settings.dir = checkpoint_dir(deck);
+  for (auto [key, interval] : {std::pair{"checkpoint.fast_interval", &settings.fast},
+                               std::pair{"checkpoint.full_interval", &settings.full}}) {
+    const deck::Interval given = deck.get_interval(key);
+    if (given.unit == deck::Interval::Unit::Steps) interval->steps = static_cast<int64_t>(given.count);
+    if (given.unit == deck::Interval::Unit::Seconds) interval->seconds = given.count;
+  }
+  settings.keep_fast = static_cast<int>(deck.get_int("checkpoint.keep_fast"));
+  settings.keep_full = static_cast<int>(deck.get_int("checkpoint.keep_full"));
+  settings.async = deck.get_bool("checkpoint.async");
+  settings.timeout_s = deck.get_float("checkpoint.timeout_s");
+  settings.check_space = !deck.get_bool("debug.skip_space_check");
+  return settings;
+}
+
 // Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
 // without it replica 0 (every replica holds them all).
 ckpt::StateView Trainer::state_view() {
