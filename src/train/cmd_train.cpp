@@ -37,7 +37,7 @@ int run_train(const std::vector<std::string>& args) {
   const Job job = load_job(line);
   const auto groups = make_process_groups(job);
   Trainer trainer(job, *groups);  // checks the data and the model source
-  trainer.restore();              // and the checkpoint to resume from
+  trainer.restore(line.check);    // and the checkpoint to resume from
   if (line.check) {
     check_run_dir_creatable(job.deck);
     print0(trainer.memory_report(false));

@@ -49,7 +49,8 @@ class Trainer {
   // Collective, before the run directory is prepared: restores the state of the checkpoint
   // checkpoint.resume names or finds. A missing, corrupt or mismatching checkpoint named
   // explicitly is a UserError, so that a rejected resume leaves nothing behind.
-  void restore();
+  // checking: --check (says "would resume from").
+  void restore(bool checking = false);
   // Trains (from the restored step), writing metrics.h5,
   // checkpoints and model.bin into run_dir. Returns kExitOk, or kExitStopped after a stop
   // signal and its full checkpoint.

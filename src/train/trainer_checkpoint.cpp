@@ -100,7 +100,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   return m;
 }
 
-void Trainer::restore() {
+void Trainer::restore(bool checking) {
   const deck::Deck& deck = job_.deck;
   const auto chosen = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir(deck), MPI_COMM_WORLD);
   if (!chosen) return;
@@ -140,7 +140,7 @@ void Trainer::restore() {
   const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
                                       deck.get_int("optim.zero"));
   const std::string then = layout_text(saved.tensor, saved.pipeline, saved.data, saved.zero);
-  print0("resumed from " + chosen->path + " (" + saved.kind + ", step " + std::to_string(saved.step) + ", written " +
+  print0(std::string(checking ? "would resume from " : "resumed from ") + chosen->path + " (" + saved.kind + ", step " + std::to_string(saved.step) + ", written " +
          saved.written_at + " by layout " + then + ")" + (then == now ? "" : "; resharded onto " + now));
 }
 
