@@ -116,6 +116,29 @@ void bubble_rule(const RunFigures& run, size_t runs, const Thresholds& limits, s
                        key(run, "train.micro_batch") + ")"});
 }
 
+void checkpoint_rule(const RunFigures& run, size_t runs, const Thresholds& limits, std::vector<Finding>& out,
+                     std::vector<std::string>& checked) {
+  const double share = run.step_ms_total > 0 ? run.checkpoint_blocking_ms / run.step_ms_total : 0.0;
+  const std::string figures =
+      std::to_string(run.checkpoints) + " checkpoint writes during training, " +
+      std::to_string(run.failed_checkpoints) + " failed in all; they " + format("blocked training %.0f ms, %.1f%% of the %.0f ms of steps", run.checkpoint_blocking_ms,
+                           100 * share, run.step_ms_total);
+  checked.push_back(label(run, runs) + "checkpoints: " + figures);
+  if (run.failed_checkpoints > 0)
+    out.push_back({"checkpoint writes failed", label(run, runs) + figures,
+                   "make room in the checkpoint directory (" +
+                       (key(run, "checkpoint.dir").empty() ? std::string("train.run_dir/checkpoints")
+                                                           : key(run, "checkpoint.dir")) +
+                       ") or lower checkpoint.keep_full / keep_fast; the run's console says why each failed"});
+  if (share >= limits.checkpoint_share)
+    out.push_back({"checkpoints blocking training (seed §4.2)", label(run, runs) + figures,
+                   std::string(key(run, "checkpoint.async") == "true" ? "" : "set checkpoint.async = true (only the copy "
+                                                                              "to host memory blocks); ") +
+                       "lengthen checkpoint.full_interval (now " + key(run, "checkpoint.full_interval") +
+                       ") or use parameter-only checkpoint.fast_interval (now " + key(run, "checkpoint.fast_interval") +
+                       ") between full ones"});
+}
+
 // Across runs: a run on more ranks that is slower than one on fewer.
 void scaling_rule(const std::vector<RunFigures>& runs, const Thresholds& limits, std::vector<Finding>& out,
                   std::vector<std::string>& checked) {
@@ -156,6 +179,7 @@ std::vector<Finding> diagnose(const std::vector<RunFigures>& runs, const Thresho
     memory_rule(run, runs.size(), limits, findings, checked);
     nan_rule(run, runs.size(), findings, checked);
     bubble_rule(run, runs.size(), limits, findings, checked);
+    checkpoint_rule(run, runs.size(), limits, findings, checked);
   }
   scaling_rule(runs, limits, findings, checked);
   return findings;

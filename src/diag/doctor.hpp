@@ -9,7 +9,9 @@
 //                                                                                          flat or central reduction
 //   out of memory (close to the budget)         peak tracked bytes per rank vs budget      activation recompute
 //   NaN loss                                    skipped steps, loss-scale events           gradient clipping, bf16
-// and one of ours from §4.1: pipeline stages idle (bubble) → more micro-batches per step.
+// and ours: pipeline stages idle (bubble, §4.1) → more micro-batches per step; checkpoints
+// blocking training (§4.2) → asynchronous writes or a longer interval; checkpoint writes that
+// failed → room in the checkpoint directory.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,9 @@ struct RunFigures {
   double budget_bytes = 0;                  // per rank; 0: the memory rule is not checked
   std::string budget_source;                // where the budget comes from
   int64_t steps = 0;
+  double step_ms_total = 0;                 // all steps, as recorded
+  double checkpoint_blocking_ms = 0;        // all checkpoint writes: what training waited
+  int64_t checkpoints = 0, failed_checkpoints = 0;
 };
 
 struct Finding {
@@ -47,6 +52,7 @@ struct Thresholds {
   double memory_fraction = 0.90;     // peak / budget
   double bubble_share = 0.25;        // idle / pipeline phase
   double scaling_drop = 0.95;        // bigger run below this × the smaller run's tokens/s
+  double checkpoint_share = 0.05;    // checkpoint blocking time / training time
 };
 
 // The findings over the runs (several runs: also the scaling rule across them). `checked` receives one line per rule saying

@@ -57,3 +57,19 @@ rule doctor_scaling_found "throughput falls as ranks are added" yes scaling seri
 rule doctor_scaling_not_when_faster "throughput falls as ranks are added" no scaling serial dp2
 
 expect_user_error doctor_missing_run "no metrics.h5" "$TRIDENT" doctor "$WORK/nothere"
+
+# Checkpoints: a synchronous full checkpoint every step blocks training for longer than the
+# steps themselves; none during training blocks nothing. Writes refused for lack of space
+# (a 4 MB tmpfs holds one checkpoint of this model) are reported.
+train ckpt_every_step 1 --checkpoint.full_interval=1steps
+rule doctor_checkpoint_blocking_found "checkpoints blocking training" yes checkpoints ckpt_every_step
+rule doctor_checkpoint_blocking_not_without "checkpoints blocking training" no checkpoints serial
+mkdir -p small
+if mount -t tmpfs -o size=4m tmpfs small 2> mount.err; then
+  train ckpt_full_disk 1 --checkpoint.dir="$WORK/small" --checkpoint.full_interval=3steps --model.hidden=64
+  umount small
+  rule doctor_checkpoint_failed_found "checkpoint writes failed" yes checkpoints ckpt_full_disk
+else
+  fail doctor_checkpoint_failed_found "cannot mount a tmpfs (needs root): $(cat mount.err)"
+fi
+rule doctor_checkpoint_failed_not_when_written "checkpoint writes failed" no checkpoints ckpt_every_step
