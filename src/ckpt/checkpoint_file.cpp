@@ -13,6 +13,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/slab.hpp"
+#include "core/clock.hpp"
 #include "core/h5.hpp"
 #include "core/mpi_util.hpp"
 
@@ -335,7 +336,7 @@ WriteResult write_checkpoint(const std::string& path, MPI_Comm comm, const State
   MPI_Comm_rank(comm, &rank);
   if (rank == 0) fsync_path(path, errors);
   result.error = errors.agree(comm);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = seconds_since(start);
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/clock.hpp"
 #include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -18,10 +19,6 @@
 namespace trident::ckpt {
 namespace fs = std::filesystem;
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Collective: rank 0's verdict ("" = fine) on every rank.
 std::string from_root(std::string verdict, MPI_Comm comm) {

@@ -6,15 +6,10 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/clock.hpp"
+
 namespace trident::diag {
 namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 double variation(const std::vector<double>& values) {  // standard deviation / mean
   if (values.size() < 2) return 0.0;

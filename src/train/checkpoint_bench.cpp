@@ -13,6 +13,7 @@
 
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/resume.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -26,7 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Rank 0: `bytes` written with write(2) in 8 MiB pieces, then fsync; seconds.
 double plain_write(const std::string& path, int64_t bytes, const std::vector<float>& source) {
@@ -42,12 +42,7 @@ double plain_write(const std::string& path, int64_t bytes, const std::vector<flo
   }
   REQUIRE(::fsync(fd) == 0, "fsync of " << path << " failed");
   ::close(fd);
-  return since(start);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  return seconds_since(start);
 }
 
 }  // namespace
@@ -98,7 +93,7 @@ int run_checkpoint_bench(const Job& job, int repeats) {
   const auto chosen = ckpt::choose_checkpoint(path, settings.dir, MPI_COMM_WORLD);
   const std::string problem = ckpt::read_checkpoint(path, MPI_COMM_WORLD, view);
   REQUIRE(chosen && problem.empty(), problem);
-  const double restart = since(restart_start);
+  const double restart = seconds_since(restart_start);
   char text[320];
   std::snprintf(text, sizeof text,
                 "checkpoint ranks=%d bytes=%lld write_s=%.3f write_gbps=%.3f plain_s=%.3f plain_gbps=%.3f "

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/random.hpp"
@@ -22,10 +23,6 @@ namespace trident {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // One GEMM as the model runs it: c[b] (M, N) = op(a[b]) · op(b[b]) for b < batch.
 struct GemmShape {
@@ -87,7 +84,7 @@ class GemmPass {
         kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
                                 s.accumulate);
     }
-    return seconds(start);
+    return seconds_since(start);
   }
 
  private:
@@ -126,7 +123,7 @@ class StepRunner {
     }
     const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
     optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
-    return seconds(start);
+    return seconds_since(start);
   }
 
  private:
@@ -138,11 +135,6 @@ class StepRunner {
   int64_t micro_batches_ = 0, updates_ = 0;
   std::vector<int32_t> tokens_;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 }  // namespace
 

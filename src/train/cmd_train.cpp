@@ -1,6 +1,5 @@
 // `trident train DECK`: set up the job, the run directory and the resolved deck.
-#include <ctime>
-
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -15,11 +14,8 @@ namespace trident {
 namespace {
 
 std::string resolved_header(const cli::CommandLine& line) {
-  std::time_t now = std::time(nullptr);
-  char stamp[64];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::string header = "Resolved deck written by trident " + std::string(TRIDENT_VERSION) +
-                       " at " + stamp + "\nfrom " + line.deck_path;
+                       " at " + utc_timestamp() + "\nfrom " + line.deck_path;
   for (const auto& [key, value] : line.overrides) header += " --" + key + "=" + value;
   header += "\nEvery key with its value in effect; readable back as a deck.";
   return header;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/traffic.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -52,10 +53,6 @@ uint64_t digest(const float* data, int64_t n) {
   uint64_t hash = 1469598103934665603ULL;
   for (int64_t i = 0; i < n * int64_t(sizeof(float)); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
   return hash;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 
 #include "ckpt/resume.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -18,13 +18,6 @@
 
 namespace trident {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return stamp;
-}
 
 std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t zero) {
   return "(tensor " + std::to_string(tensor) + ", pipeline " + std::to_string(pipeline) + ", data " +
@@ -96,7 +89,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
                         std::to_string(partition_for_rank(deck, grid, rank).layers(model_->config()));
   m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
   m.version = TRIDENT_VERSION;
-  m.written_at = utc_now();
+  m.written_at = utc_timestamp();
   return m;
 }
 
