@@ -1,11 +1,7 @@
 // Parallel HDF5 checkpoint files: write, verify, read.
 #include "ckpt/checkpoint_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -14,6 +10,7 @@
 #include "ckpt/checksum.hpp"
 #include "ckpt/slab.hpp"
 #include "core/clock.hpp"
+#include "core/file_util.hpp"
 #include "core/h5.hpp"
 #include "core/mpi_util.hpp"
 
@@ -230,12 +227,6 @@ std::string read_metadata_of(hid_t file, Metadata& metadata) {
   return "";
 }
 
-void fsync_path(const std::string& path, Errors& errors) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  errors.add(fd >= 0 && ::fsync(fd) == 0, "fsync of '" + path + "' failed: " + std::strerror(errno));
-  if (fd >= 0) ::close(fd);
-}
-
 }  // namespace
 
 std::string Metadata::to_text() const {
@@ -334,7 +325,10 @@ WriteResult write_checkpoint(const std::string& path, MPI_Comm comm, const State
   }
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  if (rank == 0) fsync_path(path, errors);
+  if (rank == 0) {
+    const std::string problem = sync_to_disk(path);
+    errors.add(problem.empty(), problem);
+  }
   result.error = errors.agree(comm);
   result.seconds = seconds_since(start);
   return result;

@@ -1,9 +1,7 @@
 // Checkpoint policy, atomic writes and the asynchronous writer.
 #include "ckpt/checkpointer.hpp"
 
-#include <fcntl.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +11,7 @@
 #include "core/clock.hpp"
 #include "core/deadline.hpp"
 #include "core/error.hpp"
+#include "core/file_util.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 
@@ -24,14 +23,6 @@ namespace {
 std::string from_root(std::string verdict, MPI_Comm comm) {
   broadcast_string(verdict, 0, comm);
   return verdict;
-}
-
-std::string fsync_directory(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  const bool ok = fd >= 0 && ::fsync(fd) == 0;
-  const std::string problem = ok ? "" : "fsync of directory '" + dir.string() + "' failed: " + std::strerror(errno);
-  if (fd >= 0) ::close(fd);
-  return problem;
 }
 
 // Bytes of tensor data a checkpoint of this kind holds.
@@ -190,7 +181,7 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
     std::error_code ec;
     if (verdict.empty()) {
       fs::rename(temporary, record.path, ec);  // the commit: the name appears complete or not at all
-      verdict = ec ? "renaming '" + temporary + "' failed: " + ec.message() : fsync_directory(dir);
+      verdict = ec ? "renaming '" + temporary + "' failed: " + ec.message() : sync_to_disk(dir.string());
     }
     if (!verdict.empty()) fs::remove(temporary, ec);  // the earlier checkpoints stay as they were
     if (verdict.empty()) prune(record.kind, record.kind == "full" ? settings_.keep_full : settings_.keep_fast);

@@ -1,7 +1,9 @@
-// File reading helpers.
+// File reading and syncing helpers.
 #include "core/file_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,6 +50,14 @@ std::string read_on_root_and_broadcast(const std::string& path, const std::strin
   agree_on_error(error, 0, comm);
   broadcast_string(text, 0, comm);
   return text;
+}
+
+std::string sync_to_disk(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const std::string problem = ok ? "" : "fsync of '" + path + "' failed: " + std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  return problem;
 }
 
 }  // namespace trident

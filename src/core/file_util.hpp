@@ -1,5 +1,5 @@
 // Reading a whole file on rank 0 and sharing it with every rank (decks, topology files): one
-// reader, so that every rank parses the same bytes and detects the same errors.
+// reader, so that every rank parses the same bytes and detects the same errors. And fsync.
 #pragma once
 
 #include <mpi.h>
@@ -15,5 +15,9 @@ bool read_file(const std::string& path, std::string& text, std::string& why);
 // rank throws the same UserError: "<what> '<path>': <reason>; <hint>".
 std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
                                        const std::string& hint, MPI_Comm comm);
+
+// fsync of a file or a directory (a rename is durable once its directory is synced). Returns
+// "" or what failed, naming the path.
+std::string sync_to_disk(const std::string& path);
 
 }  // namespace trident
