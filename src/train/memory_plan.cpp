@@ -8,7 +8,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "deck/validate.hpp"
-#include "pipeline/schedule.hpp"
+#include "train/model_setup.hpp"
 
 namespace trident {
 namespace {
@@ -43,9 +43,7 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
   in.tensor = grid.tp_size();
   in.pipeline = grid.pp_size();
   in.data = grid.dp_size();
-  std::vector<long> given;
-  for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
-  in.stage_layers = pipeline::stage_layer_counts(config.layers, in.pipeline, given);
+  in.stage_layers = stage_layer_counts(deck, in.pipeline);
   in.micro_batch = static_cast<int>(deck.get_int("train.micro_batch"));
   in.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
   in.micro_batches = static_cast<int>(deck::micro_batches_per_step(deck));
@@ -73,11 +71,13 @@ RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& gri
     const double k = std::floor(std::sqrt(std::max(0.0, 2.0 * available / plan::block_activation_bytes(in))));
     return static_cast<int>(std::max(1.0, std::min<double>(k, most_layers)));
   };
-  auto fits = [&](const std::string& mode, int k) {
-    in.recompute = mode;
-    in.recompute_interval = k;
-    return budget <= 0 || busiest_total(in) <= budget;
+  auto total = [&](const std::string& mode, int k) {  // per rank, of the busiest rank
+    plan::MemoryInputs with = in;
+    with.recompute = mode;
+    with.recompute_interval = k;
+    return busiest_total(with);
   };
+  auto fits = [&](const std::string& mode, int k) { return budget <= 0 || total(mode, k) <= budget; };
   RecomputeChoice choice{in.recompute, in.recompute == "full" ? 1 : in.recompute_interval, "memory.recompute"};
   if (auto_k) {  // the formula's K, or the nearest that fits (the formula ignores backward's scratch)
     const int k = formula_k();
@@ -98,19 +98,17 @@ RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& gri
         break;
       }
   }
-  if (choice.mode.empty() || !fits(choice.mode, choice.interval)) {
-    in.recompute = "full";
-    in.recompute_interval = 1;
-    const int64_t least = busiest_total(in);
+  if (choice.mode.empty() || (auto_k && !fits(choice.mode, choice.interval))) {
+    const int64_t least = total("full", 1);
     const std::string mode = choice.mode.empty() ? "even full recompute" : "memory.recompute = " + choice.mode;
-    if (choice.mode.empty() || auto_k)
-      fatal_all("the run does not fit " + deck.cite("memory.budget_gb") + ": " + mode + " needs " + mib(least) +
-                " per rank, " + mib(least - static_cast<int64_t>(budget)) +
-                " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "
-                "train.micro_batch");
-    warn0("by the memory model, " + mode + " needs " + mib(busiest_total(in = memory_inputs(deck, grid, config))) +
-          " per rank, more than " + deck.cite("memory.budget_gb") + "; memory.recompute = auto finds the mode that fits");
+    fatal_all("the run does not fit " + deck.cite("memory.budget_gb") + ": " + mode + " needs " + mib(least) +
+              " per rank, " + mib(least - static_cast<int64_t>(budget)) +
+              " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "
+              "train.micro_batch");
   }
+  if (!fits(choice.mode, choice.interval))  // a mode the deck chose: run it, but say so
+    warn0("by the memory model, memory.recompute = " + choice.mode + " needs " + mib(total(choice.mode, choice.interval)) +
+          " per rank, more than " + deck.cite("memory.budget_gb") + "; memory.recompute = auto finds the mode that fits");
   if (choice.mode != "every_k" && choice.mode != "full") choice.interval = 0;
   return choice;
 }

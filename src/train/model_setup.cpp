@@ -66,15 +66,15 @@ void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
   model::extract_slice(gpt.config(), whole.data(), gpt.params(), slice);
 }
 
+std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
+  std::vector<long> given;
+  for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
+  return pipeline::stage_layer_counts(static_cast<int>(deck.get_int("model.layers")), stages, given);
+}
+
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
   const layout::Coord coord = grid.coord_of(rank);
-  const std::vector<int> counts = pipeline::stage_layer_counts(
-      static_cast<int>(deck.get_int("model.layers")), grid.pp_size(),
-      [&] {
-        std::vector<long> given;
-        for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
-        return given;
-      }());
+  const std::vector<int> counts = stage_layer_counts(deck, grid.pp_size());
   model::Partition part;
   part.rank = coord.tp, part.size = grid.tp_size();
   for (int s = 0; s < coord.pp; ++s) part.first_layer += counts[s];

@@ -16,6 +16,8 @@ model::GptConfig model_config_from_deck(const deck::Deck& deck);
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank);
+// Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
+std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages);
 
 // This rank's slice of the initial model: random by the counter-based rule, or cut from the file.
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt);

@@ -83,10 +83,8 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   m.pipeline = grid.pp_size();
   m.data = grid.dp_size();
   m.zero = deck.get_int("optim.zero");
-  for (int rank = 0; rank < grid.world_size(); ++rank)  // one rank per stage, in stage order
-    if (grid.coord_of(rank).tp == 0 && grid.coord_of(rank).dp == 0)
-      m.stage_layers += (m.stage_layers.empty() ? "" : ",") +
-                        std::to_string(partition_for_rank(deck, grid, rank).layers(model_->config()));
+  for (int layers : stage_layer_counts(deck, grid.pp_size()))
+    m.stage_layers += (m.stage_layers.empty() ? "" : ",") + std::to_string(layers);
   m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
   m.version = TRIDENT_VERSION;
   m.written_at = utc_timestamp();
