@@ -60,6 +60,22 @@ std::string checkpoint_name(int64_t step, const std::string& kind) {
   return name;
 }
 
+std::vector<std::string> checkpoint_files(const std::string& dir, const std::string& kind) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& k : {std::string("fast"), std::string("full")}) {
+      const std::string suffix = "." + k + ".h5";
+      if ((kind.empty() || kind == k) && name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());  // zero-padded steps; "full" after "fast"
+  return files;
+}
+
 Checkpointer::Checkpointer(const Settings& settings, MPI_Comm comm) : settings_(settings) {
   MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
@@ -201,16 +217,8 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
 }
 
 void Checkpointer::prune(const std::string& kind, int keep) const {
-  std::vector<fs::path> files;
+  const std::vector<std::string> files = checkpoint_files(settings_.dir, kind);
   std::error_code ec;
-  const std::string suffix = "." + kind + ".h5";
-  for (const auto& entry : fs::directory_iterator(settings_.dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());  // zero-padded steps: by step
   for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i], ec);
 }
 

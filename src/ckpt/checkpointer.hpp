@@ -52,6 +52,9 @@ struct WriteRecord {
 
 // "step-00000120.full.h5": sorts by step.
 std::string checkpoint_name(int64_t step, const std::string& kind);
+// The checkpoint files of `dir` of this kind ("fast", "full"; "" for both), paths sorted by
+// name: by step, and a full one after a fast one of the same step.
+std::vector<std::string> checkpoint_files(const std::string& dir, const std::string& kind);
 
 class Checkpointer {
  public:

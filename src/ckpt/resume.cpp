@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ckpt/checkpointer.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -17,17 +18,8 @@ namespace {
 // Rank 0: the checkpoint files of the directory, newest first (a full one before a fast one of
 // the same step).
 std::vector<std::string> candidates(const std::string& dir) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const bool checkpoint = name.rfind("step-", 0) == 0 &&
-                            (name.size() > 8 && (name.compare(name.size() - 8, 8, ".full.h5") == 0 ||
-                                                 name.compare(name.size() - 8, 8, ".fast.h5") == 0));
-    if (checkpoint) files.push_back(entry.path().string());
-  }
-  // "step-00000120.full.h5" > "step-00000120.fast.h5" > "step-00000100.full.h5"
-  std::sort(files.begin(), files.end(), std::greater<std::string>());
+  std::vector<std::string> files = checkpoint_files(dir, "");
+  std::reverse(files.begin(), files.end());
   return files;
 }
 
