@@ -15,6 +15,16 @@ double training_flops_per_token(const GptConfig& c, int seq_len) {
   return 6.0 * matmul_weights + 12.0 * L * seq_len * C;
 }
 
+Partition stage_partition(const std::vector<int>& stage_layers, int stage, int tp_rank, int tp_size) {
+  Partition part;
+  part.rank = tp_rank, part.size = tp_size;
+  for (int s = 0; s < stage; ++s) part.first_layer += stage_layers[s];
+  part.num_layers = stage_layers[stage];
+  part.first_stage = stage == 0;
+  part.last_stage = stage == static_cast<int>(stage_layers.size()) - 1;
+  return part;
+}
+
 int64_t ParamSpec::count() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

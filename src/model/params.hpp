@@ -34,6 +34,9 @@ struct Partition {
   bool first_stage = true, last_stage = true;
   int layers(const GptConfig& config) const { return num_layers < 0 ? config.layers : num_layers; }
 };
+// What tensor rank `tp_rank` of `tp_size` at pipeline stage `stage` holds, the stages holding
+// stage_layers[s] blocks each, in order.
+Partition stage_partition(const std::vector<int>& stage_layers, int stage, int tp_rank, int tp_size);
 
 // In llm.c's file order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b,
 // fcw, fcb, fcprojw, fcprojb, lnfw, lnfb — the shapes of the slice this rank holds.

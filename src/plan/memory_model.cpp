@@ -14,16 +14,6 @@ constexpr int64_t kFloat = sizeof(float);
 
 int index(MemoryCategory c) { return static_cast<int>(c); }
 
-model::Partition partition(const MemoryInputs& in, int stage) {
-  model::Partition part;
-  part.size = in.tensor;
-  for (int s = 0; s < stage; ++s) part.first_layer += in.stage_layers[s];
-  part.num_layers = in.stage_layers[stage];
-  part.first_stage = stage == 0;
-  part.last_stage = stage == in.pipeline - 1;
-  return part;
-}
-
 // Floats of one block's kept activations (model/gpt2.cpp allocate_layer), and of its output.
 int64_t layer_floats(const MemoryInputs& in, bool attention_kept) {
   const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, Cl = C / in.tensor;
@@ -65,7 +55,7 @@ int64_t block_activation_bytes(const MemoryInputs& in) { return layer_floats(in,
 
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   MemoryEstimate e;
-  const model::Partition part = partition(in, stage);
+  const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
   const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO-1 shard
   e.bytes[index(MemoryCategory::Parameters)] = n * kFloat;

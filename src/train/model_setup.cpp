@@ -74,14 +74,7 @@ std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
 
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
   const layout::Coord coord = grid.coord_of(rank);
-  const std::vector<int> counts = stage_layer_counts(deck, grid.pp_size());
-  model::Partition part;
-  part.rank = coord.tp, part.size = grid.tp_size();
-  for (int s = 0; s < coord.pp; ++s) part.first_layer += counts[s];
-  part.num_layers = counts[coord.pp];
-  part.first_stage = coord.pp == 0;
-  part.last_stage = coord.pp == grid.pp_size() - 1;
-  return part;
+  return model::stage_partition(stage_layer_counts(deck, grid.pp_size()), coord.pp, coord.tp, grid.tp_size());
 }
 
 namespace {
