@@ -361,9 +361,7 @@ std::string verify_checkpoint(const std::string& path, MPI_Comm comm) {
   Errors errors;
   for (const auto& [name, shape] : checkpoint_datasets(metadata.model, metadata.kind)) {
     h5::Lock lock(h5::hdf5_mutex());
-    Handle dataset(H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0 || name.find('/') == std::string::npos
-                       ? H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT)
-                       : -1);
+    Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));  // invalid when missing
     std::vector<hsize_t> dims(shape.size(), 0);
     const bool present = dataset.valid();
     if (present) {

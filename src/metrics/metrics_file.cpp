@@ -112,17 +112,14 @@ void MetricsFile::flush() {
 
 namespace {
 
-// A whole 1-D dataset of an open file as doubles; empty when it does not exist.
+// A whole 1-D dataset of an open file as doubles; std::runtime_error when it does not exist.
 std::vector<double> read_all(hid_t file, const std::string& path, const std::string& name) {
   h5::Lock lock(h5::hdf5_mutex());
-  const size_t slash = name.rfind('/');
-  if ((slash != std::string::npos && H5Lexists(file, name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) ||
-      H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
-    throw h5_error(path, "no dataset '" + name + "'");
-  h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));  // HDF5's errors are quiet
+  if (!dataset.valid()) throw h5_error(path, "no dataset '" + name + "'");
   h5::Handle space(H5Dget_space(dataset.get()));
   hsize_t size = 0;
-  if (!dataset.valid() || H5Sget_simple_extent_ndims(space.get()) != 1) throw h5_error(path, "'" + name + "' is not a series");
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw h5_error(path, "'" + name + "' is not a series");
   H5Sget_simple_extent_dims(space.get(), &size, nullptr);
   std::vector<double> values(size);
   if (size) check(H5Dread(dataset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path,
