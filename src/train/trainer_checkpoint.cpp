@@ -131,8 +131,9 @@ void Trainer::restore(bool checking) {
   const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
                                       deck.get_int("optim.zero"));
   const std::string then = layout_text(saved.tensor, saved.pipeline, saved.data, saved.zero);
-  print0(std::string(checking ? "would resume from " : "resumed from ") + chosen->path + " (" + saved.kind + ", step " + std::to_string(saved.step) + ", written " +
-         saved.written_at + " by layout " + then + ")" + (then == now ? "" : "; resharded onto " + now));
+  print0(std::string(checking ? "would resume from " : "resumed from ") + chosen->path + " (" + saved.kind +
+         ", step " + std::to_string(saved.step) + ", written " + saved.written_at + " by layout " + then + ")" +
+         (then == now ? "" : "; resharded onto " + now));
 }
 
 bool Trainer::checkpoint_boundary(int64_t completed) {
@@ -148,20 +149,17 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
     checkpointer_->save(kind, state_view(), metadata(completed));
     if (kind == "full") last_full_step_ = completed;
   }
-  if (stop) {
-    checkpointer_->wait();
-    const std::vector<ckpt::WriteRecord> records = record_checkpoints();
-    const bool saved = !records.empty() && records.back().error.empty();
-    if (metrics_) metrics_->flush();
-    if (!saved) throw RunFailure(std::string("stopped by ") + signal_name(signal) + " after step " +
-                                 std::to_string(completed) + ", but its checkpoint could not be written", kExitFault);
-    print0(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) + ": wrote " +
-           records.back().path + "; continue with --checkpoint.resume=auto (exit status 3)");
-    return true;
-  }
-  record_checkpoints();
+  if (stop) checkpointer_->wait();  // the stop checkpoint written before the ranks exit
+  const std::vector<ckpt::WriteRecord> records = record_checkpoints();
   if (!kind.empty() && metrics_) metrics_->flush();
-  return false;
+  if (!stop) return false;
+  if (records.empty() || !records.back().error.empty())
+    throw RunFailure(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) +
+                         ", but its checkpoint could not be written",
+                     kExitFault);
+  print0(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) + ": wrote " +
+         records.back().path + "; continue with --checkpoint.resume=auto (exit status 3)");
+  return true;
 }
 
 std::vector<ckpt::WriteRecord> Trainer::record_checkpoints() {
