@@ -79,7 +79,7 @@ std::vector<std::string> checkpoint_files(const std::string& dir, const std::str
 Checkpointer::Checkpointer(const Settings& settings, MPI_Comm comm) : settings_(settings) {
   MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  last_fast_ = last_full_ = std::chrono::steady_clock::now();
+  last_any_ = last_full_ = std::chrono::steady_clock::now();
   std::string problem;
   if (rank_ == 0) {
     std::error_code ec;
@@ -101,7 +101,7 @@ Checkpointer::~Checkpointer() {
 
 std::string Checkpointer::due(int64_t step) const {
   if (settings_.full.due(step, seconds_since(last_full_))) return "full";
-  if (settings_.fast.due(step, std::min(seconds_since(last_fast_), seconds_since(last_full_)))) return "fast";
+  if (settings_.fast.due(step, seconds_since(last_any_))) return "fast";  // a full one counts too
   return "";
 }
 
@@ -131,12 +131,13 @@ void Checkpointer::save(const std::string& kind, const StateView& state, const M
   const auto start = std::chrono::steady_clock::now();
   wait();  // one write at a time; the staging buffers are free again
   last_full_ = kind == "full" ? start : last_full_;
-  last_fast_ = start;
+  last_any_ = start;
   std::string text = metadata.to_text();  // rank 0's: attributes must be equal on every rank
   broadcast_string(text, 0, comm_);
-  Pending pending{settings_.async ? stage(state) : state, Metadata::from_text(text), 0.0};
+  StateView written = state;
+  if (kind == "fast") written.m = written.v = nullptr;  // parameters only: nothing else to copy
+  Pending pending{settings_.async ? stage(written) : written, Metadata::from_text(text), 0.0};
   pending.metadata.kind = kind;
-  if (kind == "fast") pending.state.m = pending.state.v = nullptr;
   pending.blocking_seconds = seconds_since(start);
   if (!settings_.async) {
     WriteRecord record = write_atomically(pending);

@@ -88,7 +88,7 @@ class Checkpointer {
   Settings settings_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
-  std::chrono::steady_clock::time_point last_fast_, last_full_;
+  std::chrono::steady_clock::time_point last_any_, last_full_;  // last checkpoint of any kind, full
   Buffer<float> staged_params_, staged_m_, staged_v_;  // async copies of this rank's part
   std::thread writer_;
   std::mutex records_mutex_;
