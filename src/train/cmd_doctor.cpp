@@ -58,7 +58,8 @@ diag::RunFigures read_run(const std::string& dir) {
     const std::vector<double> steps = metrics::read_series(path, "step");
     run.steps = static_cast<int64_t>(steps.size());
     run.tokens_per_s = after_warmup(metrics::read_series(path, "tokens_per_s"));
-    for (double ms : metrics::read_series(path, "step_ms")) run.step_ms_total += ms;
+    const std::vector<double> step_ms = metrics::read_series(path, "step_ms");
+    for (double ms : step_ms) run.step_ms_total += ms;
     // Checkpoints during training; the one after the last step blocks nothing that follows.
     const std::vector<double> at = series_or_empty(path, "checkpoint/step");
     const std::vector<double> blocking = series_or_empty(path, "checkpoint/blocking_ms");
@@ -69,7 +70,7 @@ diag::RunFigures read_run(const std::string& dir) {
       ++run.checkpoints;
       run.checkpoint_blocking_ms += blocking[i];
     }
-    run.step_ms = after_warmup(metrics::read_series(path, "step_ms"));
+    run.step_ms = after_warmup(step_ms);
     run.comm_exposed_ms = after_warmup(series_or_empty(path, "comm_exposed_ms"));
     const std::vector<double> skipped = series_or_empty(path, "skipped");
     for (size_t i = 0; i < skipped.size() && i < steps.size(); ++i)
