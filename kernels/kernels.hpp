@@ -46,17 +46,44 @@ void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const floa
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M,
                     int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
 
-// ---- bf16 (mixed precision, under construction: the GEMM and the conversions) ---------------
+// ---- 16-bit storage (mixed precision: optim.precision = bf16 | fp16) -------------------------
 // A bfloat16 value: the upper 16 bits of an IEEE float32.
 using bf16 = uint16_t;
+// A 16-bit value of the model's storage type: bf16 or IEEE binary16 (fp16), as Precision says.
+using low16 = uint16_t;
+enum class Precision { fp32, bf16, fp16 };
+const char* precision_name(Precision precision);  // "fp32", "bf16", "fp16"
 // out (n) = in rounded to bf16, to nearest even; NaN stays NaN (quiet), ±Inf stays ±Inf.
 void to_bf16(Context& ctx, bf16* out, const float* in, size_t n);
 // out (n) = in widened to f32 (exact).
 void from_bf16(Context& ctx, float* out, const bf16* in, size_t n);
+// The same for fp16 (IEEE rounding to nearest even: overflow beyond 65504 gives ±Inf,
+// subnormals kept), and for either type by precision (not fp32).
+void to_fp16(Context& ctx, low16* out, const float* in, size_t n);
+void from_fp16(Context& ctx, float* out, const low16* in, size_t n);
+void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n);
+void from_low(Context& ctx, Precision precision, float* out, const low16* in, size_t n);
+// Storing an activation in 16 bits: kept (n) = values rounded, and values (n) = kept widened,
+// so that what the f32 kernels read next is exactly what is stored. One pass.
+void store_low(Context& ctx, Precision precision, low16* kept, float* values, size_t n);
+// values (n) = values rounded to the 16-bit type (and widened back): kept in f32 as 16-bit values.
+void round_low(Context& ctx, Precision precision, float* values, size_t n);
 // batched_matmul with bf16 operands and an f32 result (= or +=): products of bf16 values,
 // accumulated in f32 by oneDNN (AVX512-BF16 instructions where the CPU has them).
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M,
                          int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
+// linear_forward / linear_backward on 16-bit operands, f32 results and accumulation (dw and
+// dbias are the f32 gradients). bf16: oneDNN's bf16 matmul. fp16: oneDNN 2.6 has no f16
+// matmul on CPUs, so the operands are widened (exactly) into a workspace and multiplied in f32 —
+// the same products (a product of two fp16 values is exact in f32), summed in f32.
+// y (M, N) = x (M, K) · wᵀ + bias
+void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x,
+                        const low16* w, const float* bias, int M, int K, int N);
+// dx (M, K) = dy · w;  dw (N, K) += dyᵀ · x;  dbias (N) += Σ_m dy (from the f32 dy).
+// dy_low (M, N) is dy in the 16-bit type (the GEMMs' operand).
+void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias,
+                         const float* dy, const low16* dy_low, const low16* x, const low16* w,
+                         int M, int K, int N);
 
 // ---- Transformer pieces ----------------------------------------------------------------------
 // out (N, C) = (inp − mean) / √(variance + 1e-5) · weight + bias (biased variance over C);

@@ -87,6 +87,21 @@ std::vector<KeySpec> build_schema() {
       real("optim.grad_clip", "1.0", 0, kInf, "global gradient-norm clip; 0 = off"),
       integer("optim.max_bad_steps", std::string("10"), 0, kIntMax,
               "steps in a row skipped for NaN/Inf loss or gradients before the run stops"),
+      choice("optim.precision", "fp32", {"fp32", "bf16", "fp16"},
+             "fp32; bf16 or fp16 = mixed precision: parameters (a copy) and activations stored in "
+             "16 bits, rounded to nearest even, f32 accumulation, fp32 gradients and master weights "
+             "in the optimizer"),
+      real("optim.loss_scale", "0", 0, kInf,
+           "fp16 only: 0 = dynamic loss scaling (the optim.loss_scale_* keys); > 0 = this fixed "
+           "scale"),
+      real("optim.initial_loss_scale", "65536", 1, kInf, "fp16, dynamic: the first loss scale"),
+      real("optim.min_loss_scale", "1", 1e-30, kInf, "fp16, dynamic: the scale is never reduced below this"),
+      integer("optim.loss_scale_window", std::string("1000"), 1, kIntMax,
+              "fp16, dynamic: steps without overflow before the scale grows"),
+      real("optim.loss_scale_growth", "2", 1, 1e6, "fp16, dynamic: factor of a growth"),
+      real("optim.loss_scale_backoff", "0.5", 1e-6, 1, "fp16, dynamic: factor of a reduction"),
+      integer("optim.hysteresis", std::string("2"), 1, kIntMax,
+              "fp16, dynamic: overflows tolerated (skipped steps) before the scale is reduced"),
       integer("optim.zero", std::string("0"), 0, 1,
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),

@@ -96,6 +96,16 @@ void check_topology(const Deck& deck, int world_size) {
               deck.cite("topology.file") + "); set only one of them");
 }
 
+// A fixed loss scale only means something in fp16 (bf16 has fp32's range): a scale given with
+// another precision is a mistake rather than something to ignore.
+void check_precision(const Deck& deck) {
+  const std::string precision = deck.get_string("optim.precision");
+  if (deck.get_float("optim.loss_scale") > 0 && precision != "fp16")
+    fatal_all(deck.file_name() + ": optim.loss_scale applies to fp16 training only (" +
+              deck.cite("optim.loss_scale") + ", " + deck.cite("optim.precision") +
+              "); set optim.precision = fp16, or remove optim.loss_scale");
+}
+
 }  // namespace
 
 int64_t micro_batches_per_step(const Deck& deck) {
@@ -109,6 +119,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_stage_layers(deck);
   check_batch(deck);
   check_topology(deck, world_size);
+  check_precision(deck);
 }
 
 }  // namespace trident::deck

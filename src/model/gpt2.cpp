@@ -13,13 +13,17 @@ constexpr MemoryCategory kActs = MemoryCategory::Activations;
 
 }  // namespace
 
-Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group)
+Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group,
+           kernels::Precision precision)
     : config_(config),
       ctx_(ctx),
       tp_(tensor_group),
       vocab_(vocab_slice(config, tensor_group.slice)),
-      params_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Parameters),
+      params_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)),
+              precision == kernels::Precision::fp32 ? MemoryCategory::Parameters : MemoryCategory::OptimizerState),
       grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients) {
+  gemm_.precision = precision;
+  if (low()) params_low_ = Buffer<kernels::low16>(params_.size(), MemoryCategory::Parameters);
   p_ = model::param_views(config_, params_.data(), tp_.slice);
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
@@ -41,21 +45,38 @@ void Gpt2::set_slots(int slots) {
   }
 }
 
+void Gpt2::refresh_low_params() {
+  if (!low() || !low_stale_) return;
+  kernels::to_low(ctx_, gemm_.precision, params_low_.data(), params_.data(), params_.size());
+  low_stale_ = false;
+}
+
+Gpt2::Kept Gpt2::kept(size_t n, bool f32) const {
+  Kept k;
+  if (f32) k.f32 = Buffer<float>(n, kActs);
+  else k.low = Buffer<kernels::low16>(n, kActs);
+  return k;
+}
+
 // Everything backward needs of one block. With recompute every K blocks, a slot keeps only the
 // outputs of the blocks that end a segment (the next segment's input, and the last block's for
 // the head); the rest lives in K shared sets (work_), refilled by each segment's recompute.
-void Gpt2::allocate_layer(LayerActivations& a, bool output_only) {
+// Role::Working is the 16-bit mode's f32 working set: no statistics, no output (the output
+// goes to the residual stream buffers).
+void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
-  a.residual3 = Buffer<float>(BT * C, kActs);
-  if (output_only) return;
-  a.ln1 = Buffer<float>(BT * C, kActs), a.ln1_mean = Buffer<float>(BT, kActs);
-  a.ln1_var = Buffer<float>(BT, kActs), a.qkv = Buffer<float>(BT * 3 * Cl, kActs);
-  if (!recompute_attention_) a.att = Buffer<float>(probs, kActs);  // selective: one shared buffer
-  a.atty = Buffer<float>(BT * Cl, kActs), a.residual2 = Buffer<float>(BT * C, kActs);
-  a.ln2 = Buffer<float>(BT * C, kActs), a.ln2_mean = Buffer<float>(BT, kActs);
-  a.ln2_var = Buffer<float>(BT, kActs), a.fch = Buffer<float>(BT * 4 * Cl, kActs);
-  a.fch_gelu = Buffer<float>(BT * 4 * Cl, kActs);
+  const bool f32 = !low() || role == Role::Working;
+  if (role != Role::Working) a.residual3 = kept(BT * C, f32 || output_f32);
+  if (role == Role::OutputOnly) return;
+  if (role == Role::Kept) {
+    a.ln1_mean = Buffer<float>(BT, kActs), a.ln1_var = Buffer<float>(BT, kActs);
+    a.ln2_mean = Buffer<float>(BT, kActs), a.ln2_var = Buffer<float>(BT, kActs);
+  }
+  a.ln1 = kept(BT * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
+  if (!recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
+  a.atty = kept(BT * Cl, f32), a.residual2 = kept(BT * C, f32);
+  a.ln2 = kept(BT * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
 }
 
 void Gpt2::allocate_slot(Slot& s) {
@@ -63,11 +84,12 @@ void Gpt2::allocate_slot(Slot& s) {
   s.layers.clear();
   s.layers.resize(layers_);
   for (int l = 0; l < layers_; ++l)
-    if (!interval_ || keeps_output(l)) allocate_layer(s.layers[l], interval_ > 0);
+    if (!interval_ || keeps_output(l))
+      allocate_layer(s.layers[l], interval_ ? Role::OutputOnly : Role::Kept, l == layers_ - 1);
   s.stage_input = Buffer<float>(BT * C, kActs);
   if (!tp_.slice.last_stage) return;
-  s.lnf = Buffer<float>(BT * C, kActs), s.lnf_mean = Buffer<float>(BT, kActs);
-  s.lnf_var = Buffer<float>(BT, kActs);
+  s.lnf = kept(BT * C, !low());
+  s.lnf_mean = Buffer<float>(BT, kActs), s.lnf_var = Buffer<float>(BT, kActs);
   s.logits = Buffer<float>(BT * vocab_.rows, kActs);
   s.losses = Buffer<float>(BT, kActs), s.log_normalizers = Buffer<float>(BT, kActs);
 }
@@ -78,11 +100,18 @@ void Gpt2::prepare(int B, int T) {
   for (Slot& s : slots_) allocate_slot(s);
   work_.clear();
   work_.resize(interval_);
-  for (LayerActivations& a : work_) allocate_layer(a, false);
+  for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
   if (recompute_attention_)
     shared_att_ = Buffer<float>(static_cast<size_t>(B) * heads_local_ * T * T, kActs);
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
+  if (low()) {
+    allocate_layer(work32_, Role::Working, true);
+    stream_[0] = Buffer<float>(BT * C, kActs), stream_[1] = Buffer<float>(BT * C, kActs);
+    const size_t widest = std::max({C, 4 * Cl, tp_.slice.last_stage ? size_t(vocab_.rows) : 0});
+    dy_low_ = Buffer<kernels::low16>(BT * widest, kActs);
+    gemm_.dy_low = dy_low_.data();
+  }
   loss_scratch_ = Buffer<float>(3 * BT, kActs);
   scratch_c_ = Buffer<float>(BT * C, kActs);
   d_residual_ = Buffer<float>(BT * C, kActs), d_ln_ = Buffer<float>(BT * C, kActs);
@@ -92,7 +121,7 @@ void Gpt2::prepare(int B, int T) {
 }
 
 float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
-const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.data(); }
+const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.f32.data(); }
 const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
 const float* Gpt2::logits(int slot) const { return slots_.at(slot).logits.data(); }
 float* Gpt2::output_gradient() { return d_residual_.data(); }
@@ -104,46 +133,95 @@ Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
   return interval_ ? work_[l % interval_] : s.layers[l];
 }
 
-float* Gpt2::block_output(Slot& s, int l) {
-  return !interval_ || keeps_output(l) ? s.layers[l].residual3.data()
-                                       : work_[l % interval_].residual3.data();
+Gpt2::Kept& Gpt2::output_kept(Slot& s, int l) {
+  return !interval_ || keeps_output(l) ? s.layers[l].residual3 : work_[l % interval_].residual3;
 }
 
-const float* Gpt2::block_input(Slot& s, int l) {
-  return l == 0 ? s.stage_input.data() : block_output(s, l - 1);
-}
-
-// Block l of this stage (global block first_layer + l; parameters indexed by l).
-void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* output) {
-  const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  const size_t c = C, cl = Cl;
-  kernels::layernorm_forward(ctx_, a.ln1.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
-                             p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
-  column_parallel_forward(ctx_, a.qkv.data(), a.ln1.data(), p_.qkvw + l * 3 * cl * c,
-                          p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
-  kernels::attention_forward(ctx_, a.atty.data(), probabilities(a), a.qkv.data(), B_, T_, Cl, heads_local_);
-  row_parallel_forward(ctx_, tp_, a.residual2.data(), scratch_c_.data(), input, a.atty.data(),
-                       p_.attprojw + l * c * cl, p_.attprojb + l * c, BT, Cl, C);
-  kernels::layernorm_forward(ctx_, a.ln2.data(), a.ln2_mean.data(), a.ln2_var.data(),
-                             a.residual2.data(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
-  column_parallel_forward(ctx_, a.fch.data(), a.ln2.data(), p_.fcw + l * 4 * cl * c,
-                          p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
-  kernels::gelu_forward(ctx_, a.fch_gelu.data(), a.fch.data(), static_cast<size_t>(BT) * 4 * cl);
-  row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), a.residual2.data(),
-                       a.fch_gelu.data(), p_.fcprojw + l * c * 4 * cl, p_.fcprojb + l * c, BT,
-                       4 * Cl, C);
+// Block l's input (l = layers_: the last block's output, the head's input) in f32.
+const float* Gpt2::block_input(Slot& s, int l, float* into) {
+  if (l == 0) return s.stage_input.data();
+  Kept& previous = output_kept(s, l - 1);
+  if (previous.f32.size()) return previous.f32.data();
+  kernels::from_low(ctx_, gemm_.precision, into, previous.low.data(), previous.low.size());
+  return into;
 }
 
 float* Gpt2::probabilities(LayerActivations& a) {
-  return recompute_attention_ ? shared_att_.data() : a.att.data();
+  return recompute_attention_ ? shared_att_.data() : a.att.f32.data();
 }
 
+void Gpt2::keep(Kept& work, Kept& kept) {
+  if (low()) kernels::store_low(ctx_, gemm_.precision, kept.low.data(), work.f32.data(), work.f32.size());
+}
+
+void Gpt2::widen(const Kept& kept, Kept& work) {
+  kernels::from_low(ctx_, gemm_.precision, work.f32.data(), kept.low.data(), kept.low.size());
+}
+
+Operand Gpt2::operand(const Kept& work, const Kept& kept) const {
+  return Operand{work.f32.data(), low() ? kept.low.data() : nullptr};
+}
+
+Operand Gpt2::weight(const float* param) const {
+  return Operand{param, low() ? params_low_.data() + (param - params_.data()) : nullptr};
+}
+
+// Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
+// activations; in 16-bit mode the kernels compute in work32_ and keep() stores them rounded.
+void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output) {
+  LayerActivations& w = low() ? work32_ : a;
+  const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
+  const size_t c = C, cl = Cl;
+  kernels::layernorm_forward(ctx_, w.ln1.f32.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
+                             p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
+  keep(w.ln1, a.ln1);
+  column_parallel_forward(ctx_, gemm_, w.qkv.f32.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c),
+                          p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
+  keep(w.qkv, a.qkv);
+  kernels::attention_forward(ctx_, w.atty.f32.data(), probabilities(w), w.qkv.f32.data(), B_, T_, Cl, heads_local_);
+  if (!recompute_attention_) keep(w.att, a.att);
+  keep(w.atty, a.atty);
+  row_parallel_forward(ctx_, gemm_, tp_, w.residual2.f32.data(), scratch_c_.data(), input, operand(w.atty, a.atty),
+                       weight(p_.attprojw + l * c * cl), p_.attprojb + l * c, BT, Cl, C);
+  keep(w.residual2, a.residual2);
+  kernels::layernorm_forward(ctx_, w.ln2.f32.data(), a.ln2_mean.data(), a.ln2_var.data(),
+                             w.residual2.f32.data(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
+  keep(w.ln2, a.ln2);
+  column_parallel_forward(ctx_, gemm_, w.fch.f32.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c),
+                          p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
+  keep(w.fch, a.fch);
+  kernels::gelu_forward(ctx_, w.fch_gelu.f32.data(), w.fch.f32.data(), static_cast<size_t>(BT) * 4 * cl);
+  keep(w.fch_gelu, a.fch_gelu);
+  row_parallel_forward(ctx_, gemm_, tp_, output, scratch_c_.data(), w.residual2.f32.data(),
+                       operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl),
+                       p_.fcprojb + l * c, BT, 4 * Cl, C);
+  if (!low()) return;
+  const size_t n = static_cast<size_t>(BT) * c;
+  if (kept_output.low.size()) kernels::store_low(ctx_, gemm_.precision, kept_output.low.data(), output, n);
+  else kernels::round_low(ctx_, gemm_.precision, output, n);  // kept in f32, as 16-bit values
+}
+
+// Blocks first … last forward. Outputs go where they are kept (f32) or, in 16-bit mode, through
+// the two residual-stream buffers while their rounded values are stored.
+void Gpt2::forward_blocks(Slot& s, int first, int last) {
+  const float* input = block_input(s, first, stream_[0].data());
+  for (int l = first; l <= last; ++l) {
+    Kept& out = output_kept(s, l);
+    float* output = out.f32.size() ? out.f32.data() : stream_[(l - first + 1) % 2].data();
+    block_forward(layer_state(s, l), l, input, output, out);
+    input = output;
+  }
+}
 
 void Gpt2::head_forward(Slot& s, const int32_t* targets) {
   const int BT = B_ * T_, C = config_.channels;
-  kernels::layernorm_forward(ctx_, s.lnf.data(), s.lnf_mean.data(), s.lnf_var.data(),
-                             s.layers.back().residual3.data(), p_.lnfw, p_.lnfb, BT, C);
-  column_parallel_forward(ctx_, s.logits.data(), s.lnf.data(), p_.wte, nullptr, BT, C, vocab_.rows);
+  // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
+  float* lnf = s.lnf.f32.size() ? s.lnf.f32.data() : stream_[0].data();
+  kernels::layernorm_forward(ctx_, lnf, s.lnf_mean.data(), s.lnf_var.data(),
+                             s.layers.back().residual3.f32.data(), p_.lnfw, p_.lnfb, BT, C);
+  if (low()) kernels::store_low(ctx_, gemm_.precision, s.lnf.low.data(), lnf, static_cast<size_t>(BT) * C);
+  column_parallel_forward(ctx_, gemm_, s.logits.data(), Operand{lnf, s.lnf.low.data()}, weight(p_.wte), nullptr,
+                          BT, C, vocab_.rows);
   if (targets == nullptr) return;
   s.targets.assign(targets, targets + BT);
   vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
@@ -152,14 +230,17 @@ void Gpt2::head_forward(Slot& s, const int32_t* targets) {
 
 float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
   prepare(B, T);
+  refresh_low_params();
   Slot& s = slots_.at(slot);
   const int BT = B * T, C = config_.channels;
   if (tp_.slice.first_stage) {
     s.inputs.assign(inputs, inputs + BT);
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), inputs, p_.wte,
                                      p_.wpe, B, T, C);
+    if (low())  // kept as 16-bit values (in f32: it is also what a pipeline stage receives)
+      kernels::round_low(ctx_, gemm_.precision, s.stage_input.data(), static_cast<size_t>(BT) * C);
   }
-  for (int l = 0; l < layers_; ++l) block_forward(layer_state(s, l), l, block_input(s, l), block_output(s, l));
+  forward_blocks(s, 0, layers_ - 1);
   if (!tp_.slice.last_stage) return 0.0f;
   head_forward(s, targets);
   if (targets == nullptr) return 0.0f;
@@ -169,26 +250,32 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
 }
 
 void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual) {
+  LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
+  if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
+    widen(a.fch, w.fch), widen(a.residual2, w.residual2), widen(a.qkv, w.qkv);
+    if (!recompute_attention_) widen(a.att, w.att);
+  }
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-  row_parallel_backward(ctx_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
-                        dresidual, a.fch_gelu.data(), p_.fcprojw + l * c * 4 * cl, BT, 4 * Cl, C);
-  kernels::gelu_backward(ctx_, d_fch_.data(), a.fch.data(), d_fch_gelu_.data(), static_cast<size_t>(BT) * 4 * cl);
-  column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
-                           d_fch_.data(), a.ln2.data(), p_.fcw + l * 4 * cl * c, BT, C, 4 * Cl);
+  row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
+                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl), BT,
+                        4 * Cl, C);
+  kernels::gelu_backward(ctx_, d_fch_.data(), w.fch.f32.data(), d_fch_gelu_.data(), static_cast<size_t>(BT) * 4 * cl);
+  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
+                           d_fch_.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c), BT, C, 4 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln2w + l * c, g_.ln2b + l * c, d_ln_.data(),
-                              a.residual2.data(), p_.ln2w + l * c, p_.ln2b + l * c,
+                              w.residual2.f32.data(), p_.ln2w + l * c, p_.ln2b + l * c,
                               a.ln2_mean.data(), a.ln2_var.data(), BT, C);
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
-  row_parallel_backward(ctx_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
-                        dresidual, a.atty.data(), p_.attprojw + l * c * cl, BT, Cl, C);
+  row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
+                        dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl), BT, Cl, C);
   if (recompute_attention_)  // selective: the attention probabilities again, from the kept qkv
-    kernels::attention_forward(ctx_, d_qkv_.data(), probabilities(a), a.qkv.data(), B_, T_, Cl, heads_local_);
-  kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), a.qkv.data(),
-                              probabilities(a), B_, T_, Cl, heads_local_);
-  column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
-                           d_qkv_.data(), a.ln1.data(), p_.qkvw + l * 3 * cl * c, BT, C, 3 * Cl);
+    kernels::attention_forward(ctx_, d_qkv_.data(), probabilities(w), w.qkv.f32.data(), B_, T_, Cl, heads_local_);
+  kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.f32.data(),
+                              probabilities(w), B_, T_, Cl, heads_local_);
+  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
+                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),
                               input, p_.ln1w + l * c, p_.ln1b + l * c, a.ln1_mean.data(),
                               a.ln1_var.data(), BT, C);
@@ -200,11 +287,11 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   kernels::crossentropy_backward(ctx_, dlogits, s.logits.data(), s.log_normalizers.data(),
                                  s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
                                  vocab_.rows);
-  column_parallel_backward(ctx_, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.data(), p_.wte,
-                           BT, C, vocab_.rows);
+  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.wte, nullptr, dlogits,
+                           Operand{s.lnf.f32.data(), s.lnf.low.data()}, weight(p_.wte), BT, C, vocab_.rows);
   std::memset(dresidual, 0, d_residual_.size() * sizeof(float));
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
-                              s.layers.back().residual3.data(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
+                              s.layers.back().residual3.f32.data(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
                               s.lnf_var.data(), BT, C);
 }
 
@@ -218,10 +305,9 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
   const int K = interval_ ? interval_ : layers_;
   for (int last = layers_ - 1; last >= 0;) {
     const int first = last / K * K;
-    if (interval_)
-      for (int l = first; l <= last; ++l) block_forward(layer_state(s, l), l, block_input(s, l), block_output(s, l));
+    if (interval_) forward_blocks(s, first, last);
     for (int l = last; l >= first; --l) {
-      block_backward(layer_state(s, l), l, block_input(s, l), dresidual);
+      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual);
       if (on_final) on_final(l);
     }
     last = first - 1;

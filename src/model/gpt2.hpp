@@ -5,6 +5,17 @@
 // each live in one allocation laid out as model/params.hpp says. Activations are kept per
 // micro-batch slot, so that a pipeline schedule can hold several micro-batches between their
 // forward and their backward; they are sized for (B, T) and reallocated only when that changes.
+//
+// Mixed precision (bf16, fp16): the fp32 parameters are the optimizer's master weights, and a
+// 16-bit copy of them (refreshed at the first forward after params() was handed out for
+// writing) is what the GEMMs read. Activations are kept for backward in the 16-bit type: each
+// is computed in f32 into one shared working set, rounded to nearest even, stored, and the f32
+// kernels go on with the rounded values — so what backward reads (widened again) is exactly
+// what forward used. Exceptions, kept in f32: LayerNorm statistics, the stage's input and its
+// last block's output (what the pipeline sends and receives, rounded to 16-bit values), the
+// logits (the cross-entropy turns them into their gradient in place) and the losses.
+// Gradients are f32 and accumulate in f32. Biases, LayerNorm parameters and the embedding
+// lookups (additions and gathers, no products) read the fp32 master values.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +33,19 @@ namespace trident::model {
 class Gpt2 {
  public:
   // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
-  Gpt2(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {});
+  Gpt2(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
+       kernels::Precision precision = kernels::Precision::fp32);
+  kernels::Precision precision() const { return gemm_.precision; }
   const TensorGroup& tensor_group() const { return tp_; }
   const Partition& partition() const { return tp_.slice; }
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const { return static_cast<int64_t>(params_.size()); }
-  float* params() { return params_.data(); }
+  // For writing (init, restore, the optimizer): the 16-bit copy is refreshed before the next
+  // forward.
+  float* params() {
+    low_stale_ = true;
+    return params_.data();
+  }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
   const ParamViews& param_views() const { return p_; }
@@ -78,35 +96,54 @@ class Gpt2 {
   void zero_grad();
 
  private:
+  // An activation kept for backward: f32, or its 16-bit values (low), whichever the precision
+  // and the role of the buffer say; the other is empty.
+  struct Kept {
+    Buffer<float> f32;
+    Buffer<kernels::low16> low;
+  };
   struct LayerActivations {
-    Buffer<float> ln1, ln1_mean, ln1_var;   // (B,T,C), (B,T), (B,T)
-    Buffer<float> qkv;                      // (B,T,3C/p): q, k, v of this rank's heads
-    Buffer<float> att;                      // (B,NH/p,T,T)
-    Buffer<float> atty;                     // (B,T,C/p) attention output before the projection
-    Buffer<float> residual2;                // (B,T,C) after the attention branch
-    Buffer<float> ln2, ln2_mean, ln2_var;   // (B,T,C), (B,T), (B,T)
-    Buffer<float> fch, fch_gelu;            // (B,T,4C/p) each
-    Buffer<float> residual3;                // (B,T,C) block output
+    Kept ln1;                               // (B,T,C)
+    Buffer<float> ln1_mean, ln1_var;        // (B,T) each, always f32
+    Kept qkv;                               // (B,T,3C/p): q, k, v of this rank's heads
+    Kept att;                               // (B,NH/p,T,T)
+    Kept atty;                              // (B,T,C/p) attention output before the projection
+    Kept residual2;                         // (B,T,C) after the attention branch
+    Kept ln2;                               // (B,T,C)
+    Buffer<float> ln2_mean, ln2_var;        // (B,T) each
+    Kept fch, fch_gelu;                     // (B,T,4C/p) each
+    Kept residual3;                         // (B,T,C) block output
   };
   struct Slot {
     std::vector<int32_t> inputs, targets;    // (B,T) tokens, first / last stage
     Buffer<float> stage_input;               // (B,T,C) embedding output or received activation
     std::vector<LayerActivations> layers;    // this stage's blocks
-    Buffer<float> lnf, lnf_mean, lnf_var;    // (B,T,C), (B,T), (B,T) last stage
+    Kept lnf;                                // (B,T,C) last stage
+    Buffer<float> lnf_mean, lnf_var;         // (B,T), (B,T) last stage
     Buffer<float> logits;                    // (B,T,Vp/p) last stage; dlogits in place
     Buffer<float> losses, log_normalizers;   // (B,T) last stage
   };
-  void allocate_layer(LayerActivations& a, bool output_only);
+  enum class Role { Kept, OutputOnly, Working };
+  bool low() const { return gemm_.precision != kernels::Precision::fp32; }
+  Kept kept(size_t n, bool f32) const;               // a kept activation of n values
+  void allocate_layer(LayerActivations& a, Role role, bool output_f32);
   void allocate_slot(Slot& slot);
   LayerActivations& layer_state(Slot& slot, int l);  // where block l's activations are
   bool keeps_output(int l) const;                    // with recompute: a segment's last block
-  float* block_output(Slot& slot, int l);
-  float* probabilities(LayerActivations& a);         // its attention probabilities
-  void block_forward(LayerActivations& a, int l, const float* input, float* output);
+  Kept& output_kept(Slot& slot, int l);              // where block l's output is kept
+  const float* block_input(Slot& slot, int l, float* into);  // f32; widened into `into`
+  float* probabilities(LayerActivations& a);         // its attention probabilities, f32
+  // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
+  void keep(Kept& work, Kept& kept);
+  void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
+  Operand operand(const Kept& work, const Kept& kept) const;
+  Operand weight(const float* param) const;          // the master's 16-bit copy in 16-bit mode
+  void refresh_low_params();
+  void forward_blocks(Slot& slot, int first, int last);
+  void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
   void head_forward(Slot& slot, const int32_t* targets);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
-  const float* block_input(Slot& slot, int l);
 
   GptConfig config_;
   kernels::Context& ctx_;
@@ -114,8 +151,11 @@ class Gpt2 {
   VocabSlice vocab_;
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
-  Buffer<float> params_, grads_;
+  Buffer<float> params_, grads_;  // 16-bit mode: params_ is the optimizer's fp32 master copy
+  Buffer<kernels::low16> params_low_;  // 16-bit mode: the parameters the GEMMs read
+  bool low_stale_ = true;              // params_ written since params_low_ was made
   ParamViews p_{}, g_{};
+  GemmMode gemm_;
 
   int B_ = 0, T_ = 0;
   std::vector<Slot> slots_;
@@ -123,6 +163,10 @@ class Gpt2 {
   bool recompute_attention_ = false;
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on
+  // 16-bit mode: the f32 values of the block being computed, and the residual stream.
+  LayerActivations work32_;
+  Buffer<float> stream_[2];                    // (B,T,C) each
+  Buffer<kernels::low16> dy_low_;              // (B,T,max(3C,4C,Vp)/p) dy in 16 bits
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums

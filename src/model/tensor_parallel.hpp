@@ -14,6 +14,10 @@
 //   backward: dX_i = dY B_i, dB_i += dYᵀ X_i: local; db += Σ_m dY: identical on every rank.
 //   Used for the attention output projection and the MLP's 4C→C.
 //
+// In 16-bit mode (bf16, fp16) X and A are the 16-bit values the model stores; the products are
+// summed in f32 into f32 outputs, and the all-reduces run on those f32 values. Backward rounds
+// dY to the 16-bit type for its GEMMs and sums db from the f32 dY.
+//
 // VocabParallelEmbedding   E[t] = wte[x_t] over a vocabulary split by rows (wte_i: (Vp/p, C)).
 //   forward: rank i looks up the tokens of its rows, 0 for the others; all-reduce (sum).
 //   backward: dwte_i += dE at its own tokens: local.
@@ -43,21 +47,35 @@ struct TensorGroup {
   void all_reduce_max(float* data, size_t n) const;
 };
 
+// A GEMM operand as the model holds it: f32 values (fp32), or in 16-bit mode (bf16, fp16) the
+// 16-bit values it stores, which the GEMM reads directly.
+struct Operand {
+  const float* f32 = nullptr;
+  const kernels::low16* low = nullptr;
+};
+// How the linear layers multiply: the precision, and in 16-bit mode a scratch of at least
+// (M, N) 16-bit values for the output gradient dy, which backward's GEMMs read in 16 bits.
+struct GemmMode {
+  kernels::Precision precision = kernels::Precision::fp32;
+  kernels::low16* dy_low = nullptr;
+};
+
 // x (M, K), w_local (N_local, K), y_local (M, N_local)
-void column_parallel_forward(kernels::Context& ctx, float* y_local, const float* x,
-                             const float* w_local, const float* b_local, int M, int K, int N_local);
+void column_parallel_forward(kernels::Context& ctx, const GemmMode& mode, float* y_local,
+                             Operand x, Operand w_local, const float* b_local, int M, int K,
+                             int N_local);
 // dx (M, K) = (all-reduced); dw_local, db_local +=
-void column_parallel_backward(kernels::Context& ctx, const TensorGroup& group, float* dx,
-                              float* dw_local, float* db_local, const float* dy_local,
-                              const float* x, const float* w_local, int M, int K, int N_local);
+void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
+                              float* dx, float* dw_local, float* db_local, const float* dy_local,
+                              Operand x, Operand w_local, int M, int K, int N_local);
 // y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in.
-void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y,
-                          float* partial, const float* residual, const float* x_local,
-                          const float* w_local, const float* bias, int M, int K_local, int N);
+void row_parallel_forward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
+                          float* y, float* partial, const float* residual, Operand x_local,
+                          Operand w_local, const float* bias, int M, int K_local, int N);
 // dx_local (M, K_local) =; dw_local, dbias +=
-void row_parallel_backward(kernels::Context& ctx, float* dx_local, float* dw_local, float* dbias,
-                           const float* dy, const float* x_local, const float* w_local, int M,
-                           int K_local, int N);
+void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
+                           float* dw_local, float* dbias, const float* dy, Operand x_local,
+                           Operand w_local, int M, int K_local, int N);
 
 // The vocabulary rows [begin, begin + rows) this rank holds.
 struct VocabSlice {

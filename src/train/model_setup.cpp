@@ -72,6 +72,29 @@ std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
   return pipeline::stage_layer_counts(static_cast<int>(deck.get_int("model.layers")), stages, given);
 }
 
+kernels::Precision precision_from_deck(const deck::Deck& deck) {
+  const std::string name = deck.get_string("optim.precision");
+  return name == "bf16" ? kernels::Precision::bf16 : name == "fp16" ? kernels::Precision::fp16
+                                                                    : kernels::Precision::fp32;
+}
+
+std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck) {
+  optim::LossScaleSettings settings;
+  const double fixed = deck.get_float("optim.loss_scale");
+  if (fixed > 0) {  // a fixed scale: no growth, no backoff
+    settings.initial_scale = settings.min_scale = fixed;
+    settings.growth = settings.backoff = 1;
+    return std::make_unique<optim::LossScaler>(settings);
+  }
+  settings.initial_scale = deck.get_float("optim.initial_loss_scale");
+  settings.min_scale = deck.get_float("optim.min_loss_scale");
+  settings.window = deck.get_int("optim.loss_scale_window");
+  settings.growth = deck.get_float("optim.loss_scale_growth");
+  settings.backoff = deck.get_float("optim.loss_scale_backoff");
+  settings.hysteresis = deck.get_int("optim.hysteresis");
+  return std::make_unique<optim::LossScaler>(settings);
+}
+
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
   const layout::Coord coord = grid.coord_of(rank);
   return model::stage_partition(stage_layer_counts(deck, grid.pp_size()), coord.pp, coord.tp, grid.tp_size());

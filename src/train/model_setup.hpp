@@ -2,17 +2,24 @@
 // train.seed, or an llm.c model file named by model.init, checked against the deck).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "deck/deck.hpp"
 #include "layout/grid.hpp"
 #include "model/gpt2.hpp"
+#include "optim/loss_scaler.hpp"
 
 namespace trident {
 
 // Collective in effect (every rank reads the same header): a file that is missing, malformed
 // or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config_from_deck(const deck::Deck& deck);
+// optim.precision.
+kernels::Precision precision_from_deck(const deck::Deck& deck);
+// fp16's loss scaler from the optim.*loss_scale* keys: dynamic, or fixed (optim.loss_scale > 0:
+// a scaler that never changes its scale).
+std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck);
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank);

@@ -84,7 +84,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group);
+  model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group, precision_from_deck(deck));
+  if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
   recompute_ = choose_recompute(deck, job.grid, config);  // memory.recompute, or auto by the budget
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
@@ -126,7 +127,9 @@ StepResult Trainer::train_step(int64_t step) {
   model_->zero_grad();
   // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
   const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
-  const float loss_scale = 1.0f / static_cast<float>(micro_batches_ * dp_size_);
+  // fp16: the loss scale S multiplies every gradient; the norm and the update divide it out.
+  const double fp16_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  const float loss_scale = static_cast<float>(fp16_scale / static_cast<double>(micro_batches_ * dp_size_));
   auto batch = [&](int micro, int32_t* inputs, int32_t* targets) {
     data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T_,
                          inputs, targets);
@@ -155,7 +158,7 @@ StepResult Trainer::train_step(int64_t step) {
   data_collectives_->flat().all_reduce_scalars(&loss_sum, 1);
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
-  const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")));
+  const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")), fp16_scale);
   result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
                                    static_cast<float>(deck.get_float("optim.lr")),
@@ -166,8 +169,11 @@ StepResult Trainer::train_step(int64_t step) {
   double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
   world_collectives_->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
   result.skipped = bad != 0.0;
+  result.loss_scale = fp16_scale;
+  if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
   if (!result.skipped) {
-    optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_, norm.clip_factor);
+    optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_,
+                     static_cast<float>(norm.clip_factor / fp16_scale));
     reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
   }
   result.optimizer_seconds = seconds_since(optimizer_start);
@@ -258,13 +264,15 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("step_ms", r.seconds * 1e3);
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
   metrics_->append_int("skipped", r.skipped ? 1 : 0);
+  if (loss_scaler_) metrics_->append("loss_scale", r.loss_scale);
   const int64_t interval = job_.deck.get_int("metrics.log_interval");
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != start_step_ && !r.skipped) return;
   char line[256];
   std::snprintf(line, sizeof line,
                 "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms%s",
                 static_cast<long long>(step + 1), static_cast<long long>(steps_), r.loss, r.lr,
-                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3, r.skipped ? " | skipped (NaN/Inf)" : "");
+                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3,
+                !r.skipped ? "" : loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)");
   print0(line);
   metrics_->flush();
 }
@@ -318,7 +326,7 @@ void Trainer::record_validation(int64_t step, double loss) {
 // ‖g‖² over the whole model: the tensors split over the tensor group add their parts over it,
 // the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
 // shard only, and the shards add up over the data group.
-optim::GradNorm Trainer::global_grad_norm(float clip) {
+optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
   const comm::Shard shard = reducer_->shard();
   double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
   int64_t offset = 0;
@@ -338,7 +346,7 @@ optim::GradNorm Trainer::global_grad_norm(float clip) {
   if (pp_size_ > 1)  // every stage holds different tensors
     pipeline_collectives_->flat().all_reduce_scalars(squares, 2);
   optim::GradNorm result;
-  result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]));
+  result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
   return result;
 }

@@ -18,6 +18,7 @@
 #include "metrics/metrics_file.hpp"
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
+#include "optim/loss_scaler.hpp"
 #include "pipeline/runner.hpp"
 #include "train/job.hpp"
 #include "train/memory_plan.hpp"
@@ -31,6 +32,7 @@ struct StepResult {
   double optimizer_seconds = 0;                       // gradient norm, AdamW, ZeRO all-gather
   pipeline::StepTimes pipeline;                       // this stage's compute and waiting
   bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made
+  double loss_scale = 1;  // fp16: the loss scale the step ran with
 };
 
 // checkpoint.dir, or train.run_dir/checkpoints.
@@ -68,7 +70,9 @@ class Trainer {
   // Pipeline: a value of the last stage, to every stage (so that rank 0 can report it).
   double from_last_stage(double value);
   // The norm of the summed gradients, and the clipping factor (collective with ZeRO-1).
-  optim::GradNorm global_grad_norm(float clip);
+  // The global norm of the gradients divided by gradient_scale (fp16's loss scale), and the
+  // factor that clips it.
+  optim::GradNorm global_grad_norm(float clip, double gradient_scale);
   // Collective over the data group: every replica must hold bitwise the same parameters.
   void check_replicas_agree();
   // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
@@ -107,6 +111,7 @@ class Trainer {
   int64_t last_full_step_ = -1;    // of the newest full checkpoint written or resumed from
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
   int64_t steps_ = 0, micro_batches_ = 0, val_windows_ = 0;
   int B_ = 0, T_ = 0;
   double flops_per_token_ = 0;
