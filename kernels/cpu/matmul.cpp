@@ -133,7 +133,10 @@ void linear_backward_gemms(float* dx, float* dw, const T* dy, const T* x, const 
 // and is kept (tracked as Workspace), so that a step allocates nothing after the first.
 float* fp16_workspace(size_t floats) {
   static Buffer<float> workspace;
-  if (workspace.size() < floats) workspace = Buffer<float>(floats, MemoryCategory::Workspace);
+  if (workspace.size() < floats) {
+    workspace = Buffer<float>();  // freed first: the peak is the largest need, not two
+    workspace = Buffer<float>(floats, MemoryCategory::Workspace);
+  }
   return workspace.data();
 }
 

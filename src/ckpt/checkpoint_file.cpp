@@ -1,6 +1,8 @@
 // Parallel HDF5 checkpoint files: write, verify, read.
 #include "ckpt/checkpoint_file.hpp"
 
+#include <cstdio>
+
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -135,6 +137,7 @@ struct Field {
   std::function<std::string(const Metadata&)> get;
   std::function<void(Metadata&, const std::string&)> set;
   bool integer;
+  bool optional = false;  // added after format version 1 was first written: may be absent
 };
 
 template <class T>
@@ -145,6 +148,19 @@ Field int_field(const char* name, T Metadata::*member) {
 Field model_field(const char* name, int model::GptConfig::*member) {
   return {name, [member](const Metadata& m) { return std::to_string(m.model.*member); },
           [member](Metadata& m, const std::string& v) { m.model.*member = std::stoi(v); }, true};
+}
+Field real_field(const char* name, double Metadata::*member) {
+  return {name,
+          [member](const Metadata& m) {
+            char text[32];
+            std::snprintf(text, sizeof text, "%.17g", m.*member);  // round-trips exactly
+            return std::string(text);
+          },
+          [member](Metadata& m, const std::string& v) { m.*member = std::stod(v); }, false};
+}
+Field optional(Field field) {
+  field.optional = true;
+  return field;
 }
 Field text_field(const char* name, std::string Metadata::*member) {
   return {name, [member](const Metadata& m) { return m.*member; },
@@ -160,6 +176,10 @@ const std::vector<Field>& fields() {
       int_field("bad_steps_in_a_row", &Metadata::bad_steps_in_a_row),
       int_field("skipped_steps", &Metadata::skipped_steps),
       int_field("seed", &Metadata::seed),
+      optional(text_field("precision", &Metadata::precision)),
+      optional(real_field("loss_scale", &Metadata::loss_scale)),
+      optional(int_field("loss_scale_good_steps", &Metadata::loss_scale_good_steps)),
+      optional(int_field("loss_scale_hysteresis_left", &Metadata::loss_scale_hysteresis_left)),
       model_field("model.layers", &model::GptConfig::layers),
       model_field("model.heads", &model::GptConfig::heads),
       model_field("model.hidden", &model::GptConfig::channels),
@@ -219,8 +239,10 @@ std::string read_metadata_of(hid_t file, Metadata& metadata) {
   for (const Field& f : fields()) {
     std::string text;
     int64_t number = 0;
-    if (f.integer ? !h5::read_int_attribute(file, f.name, number) : !h5::read_string_attribute(file, f.name, text))
+    if (f.integer ? !h5::read_int_attribute(file, f.name, number) : !h5::read_string_attribute(file, f.name, text)) {
+      if (f.optional) continue;
       return std::string("no attribute '") + f.name + "'";
+    }
     f.set(metadata, f.integer ? std::to_string(number) : text);
   }
   if (metadata.kind != "fast" && metadata.kind != "full") return "unknown kind '" + metadata.kind + "'";

@@ -37,6 +37,11 @@ struct Metadata {
   int64_t bad_steps_in_a_row = 0;  // skipped steps before this one, in a row
   int64_t skipped_steps = 0;       // skipped steps over the run
   int64_t seed = 0;                // train.seed: with the step, the position of data and RNG
+  // optim.precision of the run that wrote it, and fp16's loss scaler (loss_scale 0: none). The
+  // parameters are always the fp32 master weights. Absent in files of earlier versions.
+  std::string precision = "fp32";
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0, loss_scale_hysteresis_left = 0;
   model::GptConfig model;
   int64_t tensor = 1, pipeline = 1, data = 1, zero = 0;
   std::string stage_layers;  // blocks per stage, e.g. "3,5,5,3"

@@ -270,8 +270,11 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
                         dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl), BT, Cl, C);
-  if (recompute_attention_)  // selective: the attention probabilities again, from the kept qkv
+  if (recompute_attention_) {  // selective: the attention probabilities again, from the kept qkv
     kernels::attention_forward(ctx_, d_qkv_.data(), probabilities(w), w.qkv.f32.data(), B_, T_, Cl, heads_local_);
+    if (low())  // as if kept: the 16-bit values
+      kernels::round_low(ctx_, gemm_.precision, probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_);
+  }
   kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.f32.data(),
                               probabilities(w), B_, T_, Cl, heads_local_);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,

@@ -14,33 +14,68 @@ constexpr int64_t kFloat = sizeof(float);
 
 int index(MemoryCategory c) { return static_cast<int>(c); }
 
-// Floats of one block's kept activations (model/gpt2.cpp allocate_layer), and of its output.
-int64_t layer_floats(const MemoryInputs& in, bool attention_kept) {
-  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, Cl = C / in.tensor;
-  const int64_t probs = int64_t(in.micro_batch) * (in.config.heads / in.tensor) * in.seq_len * in.seq_len;
-  return 4 * BT * C + 4 * BT + 3 * BT * Cl + BT * Cl + 8 * BT * Cl + (attention_kept ? probs : 0);
+bool low(const MemoryInputs& in) { return in.precision == "bf16" || in.precision == "fp16"; }
+int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  // a kept value
+
+struct Sizes {
+  int64_t BT, C, Cl, probs, vocab_rows;
+};
+Sizes sizes(const MemoryInputs& in) {
+  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels;
+  return {BT, C, C / in.tensor, BT * (in.config.heads / in.tensor) * in.seq_len,
+          int64_t(in.config.padded_vocab) / in.tensor};
 }
 
-int64_t activation_floats(const MemoryInputs& in, int stage) {
-  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, Cl = C / in.tensor;
-  const int64_t probs = int64_t(in.micro_batch) * (in.config.heads / in.tensor) * in.seq_len * in.seq_len;
+// Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
+// statistics in f32, the output in f32 when output_f32 (a stage's last block), the rest stored.
+int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32) {
+  const Sizes z = sizes(in);
+  const int64_t stored = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl +
+                         (attention_kept ? z.probs : 0) + (output_f32 ? 0 : z.BT * z.C);
+  return stored * stored_bytes(in) + 4 * z.BT * kFloat + (output_f32 ? z.BT * z.C * kFloat : 0);
+}
+
+// bf16/fp16: the f32 working set of one block (Role::Working), the residual stream, and the
+// 16-bit scratch of the widest output gradient.
+int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
+  if (!low(in)) return 0;
+  const Sizes z = sizes(in);
+  const int64_t working = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl + (selective ? 0 : z.probs);
+  const int64_t widest = std::max({z.C, 4 * z.Cl, stage == in.pipeline - 1 ? z.vocab_rows : 0});
+  return (working + 2 * z.BT * z.C) * kFloat + z.BT * widest * 2;
+}
+
+int64_t activation_bytes(const MemoryInputs& in, int stage) {
+  const Sizes z = sizes(in);
   const int L = in.stage_layers[stage];
   const bool selective = in.recompute == "selective";
   const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
-  int64_t slot = BT * C;  // stage input
+  int64_t slot = z.BT * z.C * kFloat;  // stage input
   if (K == 0) {
-    slot += L * layer_floats(in, !selective);
+    for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
   } else {
-    for (int l = 0; l < L; ++l)
-      if ((l + 1) % K == 0 || l == L - 1) slot += BT * C;  // segment-ending outputs
+    for (int l = 0; l < L; ++l)  // segment-ending outputs; the stage's last in f32
+      if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
   }
-  if (stage == in.pipeline - 1)  // final LayerNorm, logits of this rank's vocabulary rows, losses
-    slot += BT * C + 2 * BT + BT * (in.config.padded_vocab / in.tensor) + 2 * BT;
+  if (stage == in.pipeline - 1)  // final LayerNorm and its statistics, logits, losses
+    slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + z.BT * z.vocab_rows + 2 * z.BT) * kFloat;
   const int slots = pipeline::slots_needed(in.gpipe ? pipeline::Schedule::GPipe : pipeline::Schedule::OneFOneB, stage,
                                            in.pipeline, in.micro_batches);
-  int64_t shared = K * layer_floats(in, true) + (selective ? probs : 0);
-  shared += 3 * BT + BT * C + 2 * BT * C + BT * Cl + 3 * BT * Cl + 8 * BT * Cl + probs;  // backward scratch
-  return slots * slot + shared;
+  int64_t shared = K * layer_bytes(in, true, false) + (selective ? z.probs * kFloat : 0);
+  shared += (3 * z.BT + z.BT * z.C + 2 * z.BT * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
+            kFloat;  // backward scratch
+  return slots * slot + shared + low_working_bytes(in, stage, selective);
+}
+
+// fp16: the widened operands of the largest linear backward (kernels/cpu/matmul.cpp).
+int64_t fp16_workspace_bytes(const MemoryInputs& in, int stage) {
+  if (in.precision != "fp16") return 0;
+  const Sizes z = sizes(in);
+  std::vector<std::pair<int64_t, int64_t>> linears = {{z.C, 3 * z.Cl}, {z.Cl, z.C}, {z.C, 4 * z.Cl}, {4 * z.Cl, z.C}};
+  if (stage == in.pipeline - 1) linears.push_back({z.C, z.vocab_rows});  // the tied head
+  int64_t largest = 0;
+  for (const auto& [K, N] : linears) largest = std::max(largest, z.BT * N + z.BT * K + N * K);
+  return largest * kFloat;
 }
 
 }  // namespace
@@ -51,17 +86,19 @@ int64_t MemoryEstimate::total() const {
   return sum;
 }
 
-int64_t block_activation_bytes(const MemoryInputs& in) { return layer_floats(in, true) * kFloat; }
+int64_t block_activation_bytes(const MemoryInputs& in) { return layer_bytes(in, true, false); }
 
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   MemoryEstimate e;
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
   const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO-1 shard
-  e.bytes[index(MemoryCategory::Parameters)] = n * kFloat;
+  // bf16/fp16: 16-bit parameters for the GEMMs, and the fp32 master weights in the optimizer.
+  e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in);
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
-  e.bytes[index(MemoryCategory::OptimizerState)] = 2 * shard * kFloat;
-  e.bytes[index(MemoryCategory::Activations)] = activation_floats(in, stage) * kFloat;
+  e.bytes[index(MemoryCategory::OptimizerState)] = (2 * shard + (low(in) ? n : 0)) * kFloat;
+  e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
+  e.bytes[index(MemoryCategory::Workspace)] = fp16_workspace_bytes(in, stage);
   if (in.data > 1 && !in.zero) {  // the reducer's packing buffer: the largest bucket
     int64_t largest = 0;
     for (const comm::Bucket& b : comm::plan_buckets(in.config, part, in.bucket_mb)) largest = std::max(largest, b.elements);

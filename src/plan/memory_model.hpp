@@ -4,16 +4,23 @@
 // comm/reducer.cpp, optim/adamw.cpp, ckpt/checkpointer.cpp), so it is exact, not a fit; tests
 // hold it to the tracked peaks of real runs (tests/e2e/memory.sh).
 //
-// Activations of one block per micro-batch, in floats, with b = B·T, C the width, p the tensor
+// Activations of one block per micro-batch, in values, with b = B·T, C the width, p the tensor
 // size, a = heads/p, T the sequence (Korthikanti et al. 2022 count 34·b·C + 5·a·b·T bytes in
-// 16 bit; ours are fp32 and keep a different set):
+// 16 bit with dropout; ours keep a different set):
 //   4·b·C (ln1 out, residual after attention, ln2 out, block output) + 4·b (LayerNorm stats)
 //   + 3·b·C/p (q, k, v) + b·C/p (attention output) + 8·b·C/p (MLP up, GELU out)
 //   + a·b·T (attention probabilities; none with selective recompute)
+// 4 bytes each in fp32; in bf16/fp16 2 bytes each, but the statistics and the stage's last
+// block output stay f32 (4 bytes), and there is one f32 working set of a block (everything
+// but statistics and output), two f32 (b, C) residual-stream buffers and a 16-bit scratch for
+// the widest output gradient (b·max(C, 4C/p, Vp/p on the last stage)).
 // A stage keeps one set per micro-batch it holds at once (1F1B: min(m, p − stage), GPipe: m);
 // full / every-K recompute keeps only segment-ending block outputs (b·C) per micro-batch plus K
 // working sets; selective keeps everything but the probabilities, recomputed into one shared
-// (a·b·T) buffer. Backward's gradient scratch is one set per stage.
+// (a·b·T) f32 buffer. Backward's gradient scratch is one f32 set per stage. The last stage
+// keeps the final LayerNorm's output (16-bit in bf16/fp16), the logits (b·Vp/p) and the losses
+// in f32. fp16 widens each GEMM's operands into an f32 workspace (oneDNN 2.6 has no f16 CPU
+// matmul): the largest backward's dy, x and w, (M·N + M·K + N·K) floats.
 #pragma once
 
 #include <array>
@@ -37,6 +44,7 @@ struct MemoryInputs {
   bool zero = false;
   double bucket_mb = 25;
   bool async_checkpoint = false;
+  std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
 };
 
 constexpr int kCategories = static_cast<int>(MemoryCategory::Count);

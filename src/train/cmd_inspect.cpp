@@ -40,6 +40,13 @@ std::string describe(const ckpt::Metadata& m) {
                 m.stage_layers.c_str(), m.model.layers, m.model.heads, m.model.channels, m.model.vocab,
                 m.model.padded_vocab, m.model.max_seq_len);
   std::string text = line;
+  text += "precision " + m.precision + " (parameters stored as fp32 master weights)";
+  if (m.loss_scale > 0) {
+    std::snprintf(line, sizeof line, ", loss scale %g (%lld good steps, hysteresis left %lld)", m.loss_scale,
+                  static_cast<long long>(m.loss_scale_good_steps), static_cast<long long>(m.loss_scale_hysteresis_left));
+    text += line;
+  }
+  text += "\n";
   for (const auto& [name, shape] : ckpt::checkpoint_datasets(m.model, m.kind)) {
     std::snprintf(line, sizeof line, "  %-24s %s\n", name.c_str(), shape_text(shape).c_str());
     text += line;

@@ -53,6 +53,7 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
   in.zero = deck.get_int("optim.zero") == 1;
   in.bucket_mb = deck.get_float("comm.bucket_mb");
   in.async_checkpoint = deck.get_bool("checkpoint.async");
+  in.precision = deck.get_string("optim.precision");
   return in;
 }
 

@@ -269,11 +269,16 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != start_step_ && !r.skipped) return;
   char line[256];
   std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms%s",
+                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms",
                 static_cast<long long>(step + 1), static_cast<long long>(steps_), r.loss, r.lr,
-                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3,
-                !r.skipped ? "" : loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)");
-  print0(line);
+                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3);
+  std::string text = line;
+  if (loss_scaler_) {
+    std::snprintf(line, sizeof line, " | scale %g", r.loss_scale);
+    text += line;
+  }
+  if (r.skipped) text += loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
+  print0(text);
   metrics_->flush();
 }
 

@@ -60,6 +60,7 @@ class Trainer {
 
  private:
   StepResult train_step(int64_t step);
+  void restore_precision_state(const ckpt::Metadata& saved, const std::string& path);
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void record_rank_figures(const StepResult& result);  // collective over MPI_COMM_WORLD

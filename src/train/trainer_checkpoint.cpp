@@ -78,6 +78,13 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   m.bad_steps_in_a_row = bad_in_a_row_;
   m.skipped_steps = skipped_steps_;
   m.seed = deck.get_int("train.seed");
+  m.precision = kernels::precision_name(model_->precision());
+  if (loss_scaler_) {
+    const optim::LossScaleState& scaler = loss_scaler_->state();
+    m.loss_scale = scaler.scale;
+    m.loss_scale_good_steps = scaler.good_steps;
+    m.loss_scale_hysteresis_left = scaler.hysteresis_left;
+  }
   m.model = model_->config();
   m.tensor = grid.tp_size();
   m.pipeline = grid.pp_size();
@@ -89,6 +96,17 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   m.version = TRIDENT_VERSION;
   m.written_at = utc_timestamp();
   return m;
+}
+
+// The parameters in a checkpoint are fp32 master weights whatever the precision, so any run can
+// continue any other; fp16's loss scaler continues where it was when both runs are fp16.
+void Trainer::restore_precision_state(const ckpt::Metadata& saved, const std::string& path) {
+  const std::string now = kernels::precision_name(model_->precision());
+  if (saved.precision != now)
+    print0("note: " + path + " was written by an optim.precision = " + saved.precision + " run; this one continues "
+           "in " + now + " from its fp32 master weights");
+  if (loss_scaler_ && saved.loss_scale > 0)
+    loss_scaler_->restore({saved.loss_scale, saved.loss_scale_good_steps, saved.loss_scale_hysteresis_left});
 }
 
 void Trainer::restore(bool checking) {
@@ -124,6 +142,7 @@ void Trainer::restore(bool checking) {
   optimizer_updates_ = saved.optimizer_updates;
   bad_in_a_row_ = saved.bad_steps_in_a_row;
   skipped_steps_ = saved.skipped_steps;
+  restore_precision_state(saved, chosen->path);
   if (saved.seed != deck.get_int("train.seed"))
     print0("warning: train.seed is " + std::to_string(deck.get_int("train.seed")) + ", the checkpoint's run used " +
            std::to_string(saved.seed) + ": the batches from here on differ from that run's");

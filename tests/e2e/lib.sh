@@ -58,3 +58,28 @@ expect_user_error() {
   if [[ -e "$dir/run" ]]; then fail "$name" "the run directory was created"; return; fi
   pass "$name"
 }
+
+# same_losses NAME A B [TOLERANCE] [FIRST_STEP]: the loss of every step of B (from FIRST_STEP
+# on) equals A's — bitwise when TOLERANCE is 0, else within it relative — and, bitwise only,
+# B's steps are 1..N without gap or repeat and the final models are identical.
+same_losses() {
+  local name=$1 a=$2 b=$3 tolerance=${4:-0} first=${5:-1}
+  if /usr/bin/python3 - "$a" "$b" "$tolerance" "$first" > "$name.cmp" 2>&1 <<'PY'
+import sys, h5py, numpy as np
+a, b, tol, first = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+fa, fb = h5py.File(a + "/metrics.h5", "r"), h5py.File(b + "/metrics.h5", "r")
+sa, sb = fa["step"][:], fb["step"][:]
+la = dict(zip(sa, fa["loss"][:]))
+rows = [(s, l) for s, l in zip(sb, fb["loss"][:]) if s >= first]
+if not rows: sys.exit(print("no steps to compare") or 1)
+err = max(abs(la[s] - l) / abs(la[s]) for s, l in rows)
+print(f"{len(rows)} steps from {rows[0][0]}, max relative difference {err:.1e}")
+if tol == 0:
+    if list(sb) != list(range(1, len(sb) + 1)) or len(sb) != len(sa):
+        sys.exit(print(f"steps of {b}: {list(sb)}") or 1)
+    if open(a + "/model.bin", "rb").read() != open(b + "/model.bin", "rb").read():
+        sys.exit(print("final models differ") or 1)
+sys.exit(0 if err <= tol else 1)
+PY
+  then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
+}

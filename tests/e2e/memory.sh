@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
-# for 14 configurations (layouts x recompute modes x ZeRO x schedules x async checkpoints) every
+# for 20 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
+# checkpoints) every
 # category of `trident train --check`'s estimate is within 5% of the busiest rank's peak in
 # metrics.h5 (the model is derived buffer by buffer, so it is expected to be exact). Then
 # memory.budget_gb: recompute = auto picks the cheapest mode that fits, the K formula, and the
@@ -64,6 +65,14 @@ model_matches t2p2 4 --parallel.tensor=2 --parallel.pipeline=2
 model_matches t2d2_zero_selective 4 --parallel.tensor=2 --parallel.data=2 --optim.zero=1 --memory.recompute=selective
 model_matches t2p2d2_zero 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1
 model_matches p2d2_gpipe_every2 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=gpipe --memory.recompute=every_k
+# Mixed precision: 16-bit parameters and kept activations, f32 master weights, working set
+# and (fp16) the GEMMs' widened operands.
+model_matches bf16 1 --optim.precision=bf16
+model_matches bf16_full 1 --optim.precision=bf16 --memory.recompute=full
+model_matches fp16_selective 1 --optim.precision=fp16 --memory.recompute=selective
+model_matches bf16_t2p2d2_zero_every2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --optim.precision=bf16 --memory.recompute=every_k
+model_matches fp16_t2p2 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=fp16
+model_matches bf16_p2_gpipe_selective 2 --parallel.pipeline=2 --parallel.schedule=gpipe --optim.precision=bf16 --memory.recompute=selective
 
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }

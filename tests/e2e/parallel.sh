@@ -142,3 +142,7 @@ same_bits recompute_every_2_bitwise_serial every_k 1 --memory.recompute_interval
 same_bits recompute_every_3_bitwise_t1p1d2 every_k 2 --parallel.data=2 --memory.recompute_interval=3
 same_bits recompute_selective_bitwise_serial selective 1
 same_bits recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --parallel.data=2
+# Mixed precision: the recomputed forward rounds to the same 16-bit values.
+same_bits recompute_full_bitwise_bf16_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
+same_bits recompute_every_2_bitwise_bf16 every_k 1 --memory.recompute_interval=2 --optim.precision=bf16
+same_bits recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16

@@ -1,0 +1,217 @@
+// 16-bit storage: bf16 and fp16 conversions — rounding to nearest even (ties, carries into the
+// exponent, Inf, NaN, the largest finite values, fp16's overflow and subnormals), exact
+// widening, store_low / round_low — and the 16-bit GEMMs (batched bf16, the linear layer's
+// forward and backward in bf16 and fp16) against a double-precision reference on the same
+// 16-bit values (only the f32 accumulation differs). Then the fp16 loss scaler's rules.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+#include "optim/loss_scaler.hpp"
+
+using trident::kernels::bf16;
+using trident::kernels::low16;
+using trident::kernels::Precision;
+
+namespace {
+
+trident::kernels::Context ctx;
+
+float from_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+bf16 round(float value) {
+  bf16 out;
+  trident::kernels::to_bf16(ctx, &out, &value, 1);
+  return out;
+}
+
+float widen(bf16 value) {
+  float out;
+  trident::kernels::from_bf16(ctx, &out, &value, 1);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bf16_rounds_to_nearest_even) {
+  BOOST_TEST(round(1.0f) == 0x3f80);
+  BOOST_TEST(round(from_bits(0x3f808000u)) == 0x3f80);  // halfway, even below: down
+  BOOST_TEST(round(from_bits(0x3f818000u)) == 0x3f82);  // halfway, odd below: up to even
+  BOOST_TEST(round(from_bits(0x3f808001u)) == 0x3f81);  // above halfway: up
+  BOOST_TEST(round(from_bits(0x3f807fffu)) == 0x3f80);  // below halfway: down
+  BOOST_TEST(round(from_bits(0x3fffffffu)) == 0x4000);  // carry into the exponent
+  BOOST_TEST(round(-2.5f) == 0xc020);
+  BOOST_TEST(round(std::numeric_limits<float>::infinity()) == 0x7f80);
+  BOOST_TEST(round(-std::numeric_limits<float>::infinity()) == 0xff80);
+  BOOST_TEST(round(std::numeric_limits<float>::max()) == 0x7f80);  // rounds past the largest bf16
+  BOOST_TEST(round(from_bits(0x7f7f7fffu)) == 0x7f7f);            // stays the largest finite
+  const bf16 nan = round(std::numeric_limits<float>::quiet_NaN());
+  BOOST_TEST(std::isnan(widen(nan)));
+  BOOST_TEST(std::isnan(widen(round(from_bits(0x7fffffffu)))));  // payload all ones: still NaN
+  BOOST_TEST(widen(round(0.0f)) == 0.0f);
+  BOOST_TEST(std::signbit(widen(round(-0.0f))));
+  for (uint32_t bits : {0x3f800000u, 0x40490000u, 0xbf120000u, 0x00010000u})  // exact values
+    BOOST_TEST(widen(round(from_bits(bits))) == from_bits(bits));
+}
+
+BOOST_AUTO_TEST_CASE(bf16_batched_matmul_matches_reference) {
+  const int batch = 2, M = 37, N = 29, K = 53;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      std::vector<float> a(size_t(batch) * M * K), b(size_t(batch) * K * N);
+      for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * i);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * i);
+      std::vector<bf16> a16(a.size()), b16(b.size());
+      trident::kernels::to_bf16(ctx, a16.data(), a.data(), a.size());
+      trident::kernels::to_bf16(ctx, b16.data(), b.data(), b.size());
+      trident::kernels::from_bf16(ctx, a.data(), a16.data(), a.size());  // the values the GEMM sees
+      trident::kernels::from_bf16(ctx, b.data(), b16.data(), b.size());
+      std::vector<float> c(size_t(batch) * M * N, 1.0f);
+      trident::kernels::batched_matmul_bf16(ctx, c.data(), a16.data(), b16.data(), batch, M, N, K, ta, tb, true);
+      double worst = 0.0;
+      for (int p = 0; p < batch; ++p)
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < N; ++n) {
+            double sum = 1.0;  // accumulate = true onto ones
+            for (int k = 0; k < K; ++k) {
+              const float x = ta ? a[size_t(p) * M * K + size_t(k) * M + m] : a[size_t(p) * M * K + size_t(m) * K + k];
+              const float y = tb ? b[size_t(p) * K * N + size_t(n) * K + k] : b[size_t(p) * K * N + size_t(k) * N + n];
+              sum += double(x) * y;
+            }
+            worst = std::max(worst, std::abs(c[size_t(p) * M * N + size_t(m) * N + n] - sum) / (1.0 + std::abs(sum)));
+          }
+      BOOST_TEST(worst < 1e-5, "transpose a " << ta << " b " << tb << ": worst relative error " << worst);
+    }
+}
+
+namespace {
+
+low16 round16(float value) {
+  low16 out;
+  trident::kernels::to_fp16(ctx, &out, &value, 1);
+  return out;
+}
+
+float widen16(low16 value) {
+  float out;
+  trident::kernels::from_fp16(ctx, &out, &value, 1);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fp16_rounds_to_nearest_even) {
+  BOOST_TEST(round16(1.0f) == 0x3c00);
+  BOOST_TEST(round16(from_bits(0x3f801000u)) == 0x3c00);  // 1 + 2^-11: halfway, even below: down
+  BOOST_TEST(round16(from_bits(0x3f803000u)) == 0x3c02);  // 1 + 3·2^-11: halfway, odd below: up
+  BOOST_TEST(round16(from_bits(0x3f801001u)) == 0x3c01);  // above halfway: up
+  BOOST_TEST(round16(65504.0f) == 0x7bff);                // the largest finite fp16
+  BOOST_TEST(round16(65519.0f) == 0x7bff);                // below the rounding boundary
+  BOOST_TEST(round16(65520.0f) == 0x7c00);                // overflows to +Inf
+  BOOST_TEST(round16(-1e6f) == 0xfc00);
+  BOOST_TEST(round16(std::ldexp(1.0f, -24)) == 0x0001);   // the smallest subnormal
+  BOOST_TEST(round16(std::ldexp(1.0f, -26)) == 0x0000);   // below half of it: zero
+  BOOST_TEST(std::isnan(widen16(round16(std::numeric_limits<float>::quiet_NaN()))));
+  BOOST_TEST(std::signbit(widen16(round16(-0.0f))));
+  for (float exact : {1.0f, -2.5f, 0.099975586f, 1023.5f, std::ldexp(3.0f, -20)})
+    BOOST_TEST(widen16(round16(exact)) == exact);
+}
+
+BOOST_AUTO_TEST_CASE(store_low_keeps_what_the_kernels_read_next) {
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    std::vector<float> values(100), again(100), rounded(100);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = rounded[i] = std::sin(0.7f * i) * 300.0f;
+    std::vector<low16> kept(values.size());
+    trident::kernels::store_low(ctx, p, kept.data(), values.data(), values.size());
+    trident::kernels::from_low(ctx, p, again.data(), kept.data(), kept.size());
+    trident::kernels::round_low(ctx, p, rounded.data(), rounded.size());
+    BOOST_TEST(values == again);    // values became exactly the stored 16-bit values
+    BOOST_TEST(rounded == again);   // round_low: the same rounding in place
+    BOOST_TEST(std::abs(values[1] - std::sin(0.7f) * 300.0f) <= std::abs(values[1]) * (p == Precision::bf16 ? 4e-3 : 5e-4));
+  }
+}
+
+// The linear layer on 16-bit operands against double sums of the same 16-bit values:
+// y = x wᵀ + b, dx = dy w, dw += dyᵀ x, db += Σ dy (from the f32 dy).
+BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
+  const int M = 33, K = 24, N = 40;
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    auto make = [&](size_t n, float f) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = std::sin(f * i + 0.3f);
+      std::vector<low16> v16(n);
+      trident::kernels::store_low(ctx, p, v16.data(), v.data(), n);  // v: the 16-bit values
+      return std::make_pair(v, v16);
+    };
+    auto [x, x16] = make(size_t(M) * K, 0.37f);
+    auto [w, w16] = make(size_t(N) * K, 0.11f);
+    auto [dy, dy16] = make(size_t(M) * N, 0.23f);
+    std::vector<float> bias(N, 0.5f), y(size_t(M) * N), dx(size_t(M) * K), dw(size_t(N) * K, 1.0f), db(N, 2.0f);
+    trident::kernels::linear_forward_low(ctx, p, y.data(), x16.data(), w16.data(), bias.data(), M, K, N);
+    trident::kernels::linear_backward_low(ctx, p, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(),
+                                          x16.data(), w16.data(), M, K, N);
+    double worst = 0.0;
+    auto check = [&](double got, double want) { worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(want))); };
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double sum = 0.5;
+        for (int k = 0; k < K; ++k) sum += double(x[m * K + k]) * w[n * K + k];
+        check(y[m * N + n], sum);
+      }
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) {
+        double sum = 0.0;
+        for (int n = 0; n < N; ++n) sum += double(dy[m * N + n]) * w[n * K + k];
+        check(dx[m * K + k], sum);
+      }
+    for (int n = 0; n < N; ++n) {
+      double bias_sum = 2.0;
+      for (int k = 0; k < K; ++k) {
+        double sum = 1.0;
+        for (int m = 0; m < M; ++m) sum += double(dy[m * N + n]) * x[m * K + k];
+        check(dw[n * K + k], sum);
+      }
+      for (int m = 0; m < M; ++m) bias_sum += dy[m * N + n];
+      check(db[n], bias_sum);
+    }
+    BOOST_TEST(worst < 1e-5, trident::kernels::precision_name(p) << ": worst relative error " << worst);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(loss_scaler_follows_hysteresis_backoff_and_growth) {
+  trident::optim::LossScaleSettings settings;
+  settings.initial_scale = 1024, settings.min_scale = 256, settings.window = 3, settings.hysteresis = 2;
+  trident::optim::LossScaler scaler(settings);
+  scaler.update(true);  // the first overflow is tolerated
+  BOOST_TEST(scaler.scale() == 1024);
+  scaler.update(false);  // a good step in between does not refill the hysteresis
+  scaler.update(true);
+  BOOST_TEST(scaler.scale() == 512);
+  scaler.update(true);  // from now on every overflow backs off, down to the minimum
+  BOOST_TEST(scaler.scale() == 256);
+  scaler.update(true);
+  BOOST_TEST(scaler.scale() == 256);
+  for (int i = 0; i < 2; ++i) scaler.update(false);
+  BOOST_TEST(scaler.scale() == 256);
+  scaler.update(false);  // the third good step in a row: growth, hysteresis refilled
+  BOOST_TEST(scaler.scale() == 512);
+  BOOST_TEST(scaler.state().hysteresis_left == 2);
+  BOOST_TEST(scaler.state().good_steps == 0);
+  scaler.update(true);
+  BOOST_TEST(scaler.scale() == 512);
+  trident::optim::LossScaler copy(settings);  // the state is all there is to restore
+  copy.restore(scaler.state());
+  copy.update(true);
+  scaler.update(true);
+  BOOST_TEST(copy.scale() == scaler.scale());
+  BOOST_TEST(copy.scale() == 256);
+}
