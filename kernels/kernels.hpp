@@ -66,6 +66,9 @@ void from_low(Context& ctx, Precision precision, float* out, const low16* in, si
 // Storing an activation in 16 bits: kept (n) = values rounded, and values (n) = kept widened,
 // so that what the f32 kernels read next is exactly what is stored. One pass.
 void store_low(Context& ctx, Precision precision, low16* kept, float* values, size_t n);
+// The n f32 values rounded to the 16-bit type into the first 2n bytes of their own memory (the
+// f32 values are gone): a 16-bit copy that needs no second buffer. Returns it.
+low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t n);
 // values (n) = values rounded to the 16-bit type (and widened back): kept in f32 as 16-bit values.
 void round_low(Context& ctx, Precision precision, float* values, size_t n);
 // batched_matmul with bf16 operands and an f32 result (= or +=): products of bf16 values,

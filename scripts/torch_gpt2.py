@@ -312,7 +312,8 @@ def cmd_bench_worker(args):
     for step in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model.loss(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = model.loss(x, y)
         loss.backward()
         opt.step()
         t1 = time.perf_counter()
@@ -347,7 +348,7 @@ def run_worker(args, intra, blas):
     cmd = [sys.executable, os.path.abspath(__file__), "bench-worker",
            "--intra-op-threads", str(intra)]
     for opt in ("layers", "heads", "hidden", "vocab", "seq_len",
-                "micro_batch", "steps", "warmup"):
+                "micro_batch", "steps", "warmup", "autocast"):
         cmd += ["--" + opt.replace("_", "-"), str(getattr(args, opt))]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode != 0:
@@ -403,6 +404,8 @@ def add_bench_model_args(p):
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=5, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps")
+    p.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                   help="bf16: torch.autocast on the CPU (bf16 GEMMs, fp32 weights)")
 
 
 def parse_args():
@@ -422,7 +425,7 @@ def parse_args():
     e.add_argument("--precision", choices=["fp64", "fp32"], default="fp64")
     e.set_defaults(func=cmd_eval)
 
-    b = sub.add_parser("bench", help="fp32 training-step throughput")
+    b = sub.add_parser("bench", help="training-step throughput (fp32, or bf16 autocast)")
     add_bench_model_args(b)
     b.add_argument("--threads", type=int, required=True,
                    help="K; all intra-op x OpenBLAS counts in 1..K are tried")

@@ -1,6 +1,8 @@
 // float32 <-> 16-bit conversions, bf16 and fp16 (OpenMP; the compiler vectorises them: bit
 // arithmetic for bf16, the F16C / AVX512-FP16 conversion instructions for fp16).
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.hpp"
 
@@ -89,6 +91,27 @@ void store_low(Context&, Precision precision, low16* kept, float* values, size_t
 #pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
     for (size_t i = 0; i < n; ++i) values[i] = widen_bf16(kept[i] = round_to_bf16(values[i]));
   }
+}
+
+// Block k of S values (k >= 1) writes the bytes of values [kS/2, (k+1)S/2), all before its own
+// block and read already, so each block converts in parallel; block 0 goes through a copy. The
+// 16-bit stores are byte copies (no aliasing of float memory through another type).
+low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t n) {
+  constexpr size_t kBlock = size_t(1) << 16;
+  char* bytes = reinterpret_cast<char*>(values);
+  const size_t first = std::min(n, kBlock);
+  std::vector<low16> head(first);
+  to_low(ctx, precision, head.data(), values, first);
+  std::memcpy(bytes, head.data(), first * sizeof(low16));
+  for (size_t begin = kBlock; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
+#pragma omp parallel for schedule(static)
+    for (size_t i = begin; i < end; ++i) {
+      const low16 value = precision == Precision::fp16 ? round_to_fp16(values[i]) : round_to_bf16(values[i]);
+      std::memcpy(bytes + i * sizeof(low16), &value, sizeof value);
+    }
+  }
+  return reinterpret_cast<low16*>(values);
 }
 
 void round_low(Context&, Precision precision, float* values, size_t n) {

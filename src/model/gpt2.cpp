@@ -108,8 +108,7 @@ void Gpt2::prepare(int B, int T) {
   if (low()) {
     allocate_layer(work32_, Role::Working, true);
     stream_[0] = Buffer<float>(BT * C, kActs), stream_[1] = Buffer<float>(BT * C, kActs);
-    const size_t widest = std::max({C, 4 * Cl, tp_.slice.last_stage ? size_t(vocab_.rows) : 0});
-    dy_low_ = Buffer<kernels::low16>(BT * widest, kActs);
+    dy_low_ = Buffer<kernels::low16>(BT * std::max(C, 4 * Cl), kActs);  // the head's: in place
     gemm_.dy_low = dy_low_.data();
   }
   loss_scratch_ = Buffer<float>(3 * BT, kActs);
@@ -290,7 +289,9 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   kernels::crossentropy_backward(ctx_, dlogits, s.logits.data(), s.log_normalizers.data(),
                                  s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
                                  vocab_.rows);
-  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.wte, nullptr, dlogits,
+  GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
+  if (low()) head.dy_low = kernels::narrow_in_place(ctx_, gemm_.precision, dlogits, s.logits.size());
+  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits,
                            Operand{s.lnf.f32.data(), s.lnf.low.data()}, weight(p_.wte), BT, C, vocab_.rows);
   std::memset(dresidual, 0, d_residual_.size() * sizeof(float));
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),

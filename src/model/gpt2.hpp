@@ -166,7 +166,7 @@ class Gpt2 {
   // 16-bit mode: the f32 values of the block being computed, and the residual stream.
   LayerActivations work32_;
   Buffer<float> stream_[2];                    // (B,T,C) each
-  Buffer<kernels::low16> dy_low_;              // (B,T,max(3C,4C,Vp)/p) dy in 16 bits
+  Buffer<kernels::low16> dy_low_;              // (B,T,max(C,4C/p)) dy in 16 bits
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums

@@ -31,7 +31,12 @@ void linear_backward(kernels::Context& ctx, const GemmMode& mode, float* dx, flo
     kernels::linear_backward(ctx, dx, dw, dbias, dy, x.f32, w.f32, M, K, N);
     return;
   }
-  kernels::to_low(ctx, mode.precision, mode.dy_low, dy, static_cast<size_t>(M) * N);
+  // dy_low pointing at dy itself: dy was narrowed in place already (its f32 values are gone, so
+  // there is no bias to sum from them).
+  if (static_cast<const void*>(mode.dy_low) != static_cast<const void*>(dy))
+    kernels::to_low(ctx, mode.precision, mode.dy_low, dy, static_cast<size_t>(M) * N);
+  else
+    REQUIRE(dbias == nullptr, "a bias gradient needs the f32 output gradient");
   kernels::linear_backward_low(ctx, mode.precision, dx, dw, dbias, dy, mode.dy_low, x.low, w.low, M, K, N);
 }
 

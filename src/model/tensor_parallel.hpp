@@ -54,7 +54,8 @@ struct Operand {
   const kernels::low16* low = nullptr;
 };
 // How the linear layers multiply: the precision, and in 16-bit mode a scratch of at least
-// (M, N) 16-bit values for the output gradient dy, which backward's GEMMs read in 16 bits.
+// (M, N) 16-bit values for the output gradient dy, which backward's GEMMs read in 16 bits —
+// or dy's own memory, narrowed in place (kernels::narrow_in_place) by the caller.
 struct GemmMode {
   kernels::Precision precision = kernels::Precision::fp32;
   kernels::low16* dy_low = nullptr;

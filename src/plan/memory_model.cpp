@@ -41,8 +41,7 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   if (!low(in)) return 0;
   const Sizes z = sizes(in);
   const int64_t working = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl + (selective ? 0 : z.probs);
-  const int64_t widest = std::max({z.C, 4 * z.Cl, stage == in.pipeline - 1 ? z.vocab_rows : 0});
-  return (working + 2 * z.BT * z.C) * kFloat + z.BT * widest * 2;
+  return (working + 2 * z.BT * z.C) * kFloat + z.BT * std::max(z.C, 4 * z.Cl) * 2;
 }
 
 int64_t activation_bytes(const MemoryInputs& in, int stage) {

@@ -99,8 +99,8 @@ class GemmPass {
 // A training step of the deck's model on fixed random tokens.
 class StepRunner {
  public:
-  explicit StepRunner(const deck::Deck& deck)
-      : config_(model_config_from_deck(deck)), gpt_(config_, ctx_), optimizer_(config_, {}) {
+  StepRunner(const deck::Deck& deck, kernels::Precision precision)
+      : config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision), optimizer_(config_, {}) {
     initialise_parameters(deck, gpt_);
     const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
     gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
@@ -160,6 +160,29 @@ int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, 
   return kExitOk;
 }
 
+// Training steps in fp32 and in `precision` (bf16 or fp16), alternating in one process so that
+// both see the same machine; the median step of each and their ratio.
+int compare_precisions(const deck::Deck& deck, const std::string& precision, int warmup, int steps) {
+  if (precision != "bf16" && precision != "fp16") {
+    throw UserError("trident bench: --compare takes bf16 or fp16, not '" + precision + "'");
+  }
+  StepRunner f32(deck, kernels::Precision::fp32);
+  StepRunner low(deck, precision == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp16);
+  std::vector<double> f32_times, low_times;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const double a = f32.run(), b = low.run();
+    if (i < warmup) continue;
+    f32_times.push_back(a);
+    low_times.push_back(b);
+  }
+  char text[256];
+  std::snprintf(text, sizeof text, "precision threads=%d fp32_step_ms=%.1f %s_step_ms=%.1f speedup=%.3f %s_tokens_per_s=%.1f",
+                omp_get_max_threads(), median(f32_times) * 1e3, precision.c_str(), median(low_times) * 1e3,
+                median(f32_times) / median(low_times), precision.c_str(), low.tokens() / median(low_times));
+  print0(text);
+  return kExitOk;
+}
+
 }  // namespace
 int run_checkpoint_bench(const Job& job, int repeats);                   // checkpoint_bench.cpp
 
@@ -177,14 +200,19 @@ int run_bench(const std::vector<std::string>& args) {
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
     else rest.push_back(a);
   }
+  std::string compare;  // --compare=bf16|fp16
+  for (auto it = rest.begin(); it != rest.end();)
+    if (it->rfind("--compare=", 0) == 0) compare = it->substr(10), it = rest.erase(it);
+    else ++it;
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm | --bf16 | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --bf16 | --compare=bf16|fp16 | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
            "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
            "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.\n"
            "--bf16: the model's GEMMs with f32 and with bf16 operands (f32 accumulation), alternating;\n"
+           "--compare=bf16|fp16: training steps in fp32 and in that precision, alternating;\n"
            "--no-gemm: the steps only (and their peak activation memory);\n"
            "--checkpoint: full checkpoints (--steps of them) beside plain sequential writes of the\n"
            "same bytes to the same directory, and the restart time (any number of ranks).");
@@ -200,9 +228,10 @@ int run_bench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (bf16) return compare_gemm_bf16(config, B, T, warmup, steps);
+  if (!compare.empty()) return compare_precisions(job.deck, compare, warmup, steps);
   // Steps and GEMM passes alternate, so that both see the same machine (this host's speed
   // drifts by tens of percent over minutes); each figure is the median of its samples.
-  StepRunner step(job.deck);
+  StepRunner step(job.deck, precision_from_deck(job.deck));
   GemmPass gemm_pass(config, B, T);
   std::vector<double> step_times, gemm_times;
   for (int i = 0; i < warmup + steps; ++i) {

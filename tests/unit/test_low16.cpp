@@ -140,6 +140,19 @@ BOOST_AUTO_TEST_CASE(store_low_keeps_what_the_kernels_read_next) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(narrow_in_place_equals_to_low) {
+  const size_t n = 3 * 65536 + 17;  // several blocks and a partial one
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i) values[i] = std::sin(0.001f * i) * 1000.0f + 1e-3f * i;
+    std::vector<low16> expected(n);
+    trident::kernels::to_low(ctx, p, expected.data(), values.data(), n);
+    const low16* narrowed = trident::kernels::narrow_in_place(ctx, p, values.data(), n);
+    BOOST_TEST(static_cast<const void*>(narrowed) == static_cast<const void*>(values.data()));
+    BOOST_TEST(std::memcmp(narrowed, expected.data(), n * sizeof(low16)) == 0);
+  }
+}
+
 // The linear layer on 16-bit operands against double sums of the same 16-bit values:
 // y = x wᵀ + b, dx = dy w, dw += dyᵀ x, db += Σ dy (from the f32 dy).
 BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
