@@ -80,9 +80,19 @@ void nan_rule(const RunFigures& run, size_t runs, std::vector<Finding>& out, std
                               std::to_string(run.loss_scale_events) + " loss-scale reductions";
   checked.push_back(label(run, runs) + "NaN: " + figures);
   if (run.skipped_steps.empty() && run.loss_scale_events == 0) return;
-  out.push_back({"NaN or Inf in the loss or the gradients (seed §5.1: exploding gradients)", label(run, runs) + figures,
-                 "lower the clipping threshold optim.grad_clip (now " + key(run, "optim.grad_clip") +
-                     ") or optim.lr (now " + key(run, "optim.lr") + "); train in bf16 rather than fp16"});
+  // fp16 overflows that the loss scaler absorbed are a start-up cost, not divergence: the remedy
+  // is the scaler's start, or bf16's range.
+  const bool fp16 = key(run, "optim.precision") == "fp16";
+  const std::string remedy =
+      fp16 ? "start the loss scale lower: optim.initial_loss_scale (now " + key(run, "optim.initial_loss_scale") +
+                 "), or tolerate more overflows with optim.hysteresis (now " + key(run, "optim.hysteresis") +
+                 "); or train in bf16 (fp32's range, no loss scale); if skips continue at a low scale, lower optim.lr (now " +
+                 key(run, "optim.lr") + ")"
+           : "lower the clipping threshold optim.grad_clip (now " + key(run, "optim.grad_clip") + ") or optim.lr (now " +
+                 key(run, "optim.lr") + ")";
+  out.push_back({std::string(fp16 ? "fp16 overflows: steps skipped while the loss scale came down"
+                                  : "NaN or Inf in the loss or the gradients (seed §5.1: exploding gradients)"),
+                 label(run, runs) + figures, remedy});
 }
 
 // Idle pipeline stages: the schedule's own bubble (p−1)/(m+p−1) when that is what is measured,

@@ -131,6 +131,10 @@ PY
 then pass "fp16_dynamic_loss_scale ($(cat scaling.cmp))"; else fail fp16_dynamic_loss_scale "$(cat scaling.cmp)"; fi
 grep -q "scale 1.09951e+12 | skipped (overflow)" scaling.out && pass fp16_overflow_on_console ||
   fail fp16_overflow_on_console "no 'skipped (overflow)' line with the scale"
+"$TRIDENT" doctor scaling > doctor.out 2>&1
+grep -q "finding: fp16 overflows" doctor.out && grep -q "[1-9][0-9]* loss-scale reductions" doctor.out &&
+  grep -q "optim.initial_loss_scale (now 1099511627776)" doctor.out && pass doctor_reads_loss_scale_events ||
+  fail doctor_reads_loss_scale_events "$(grep -A2 finding doctor.out | head -6)"
 
 # A fixed scale never changes; training goes as with the dynamic one.
 run fixed 1 --optim.precision=fp16 --optim.loss_scale=1024 --checkpoint.at_end=false &&
