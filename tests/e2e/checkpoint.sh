@@ -7,28 +7,7 @@
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
-cat > c.deck <<DECK
-[model]
-layers = 4
-heads = 4
-hidden = 32
-vocab = 256
-seq_len = 32
-[train]
-steps = 12
-global_batch = 8
-eval_interval = 6
-eval_tokens = 1024
-run_dir = straight
-[checkpoint]
-full_interval = 4steps
-keep_full = 10
-[data]
-train = $WORK/data/train.bin
-val = $WORK/data/val.bin
-[comm]
-bucket_mb = 0.01
-DECK
+write_resume_deck c.deck
 
 # run NAME RANKS OVERRIDES...: a training run into directory NAME (output in NAME.out).
 run() {

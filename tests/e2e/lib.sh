@@ -33,6 +33,33 @@ val = $WORK/data/val.bin
 DECK
 }
 
+# The deck of the restart tests: 12 steps of a tiny model, a full checkpoint every 4 steps, all
+# kept; run directories are given on the command line.
+write_resume_deck() {  # write_resume_deck FILE
+  cat > "$1" <<DECK
+[model]
+layers = 4
+heads = 4
+hidden = 32
+vocab = 256
+seq_len = 32
+[train]
+steps = 12
+global_batch = 8
+eval_interval = 6
+eval_tokens = 1024
+run_dir = straight
+[checkpoint]
+full_interval = 4steps
+keep_full = 10
+[data]
+train = $WORK/data/train.bin
+val = $WORK/data/val.bin
+[comm]
+bucket_mb = 0.01
+DECK
+}
+
 # expect_user_error NAME 'substring1|substring2' COMMAND...: exit status 2, exactly one line on
 # stderr, it starts with "error:" and contains every substring, and no run directory appeared.
 # mpirun's own notice that a rank exited non-zero (a block between dashed lines; `mpirun -q`

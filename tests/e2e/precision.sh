@@ -45,28 +45,7 @@ sys.exit(0 if b < a else 1)
 PY
 then pass "bf16_activation_memory_below_fp32 ($(cat activations.cmp))"; else fail bf16_activation_memory_below_fp32 "$(cat activations.cmp)"; fi
 
-cat > m.deck <<DECK
-[model]
-layers = 4
-heads = 4
-hidden = 32
-vocab = 256
-seq_len = 32
-[train]
-steps = 12
-global_batch = 8
-eval_interval = 6
-eval_tokens = 1024
-run_dir = serial
-[checkpoint]
-full_interval = 4steps
-keep_full = 10
-[data]
-train = $WORK/data/train.bin
-val = $WORK/data/val.bin
-[comm]
-bucket_mb = 0.01
-DECK
+write_resume_deck m.deck
 run() {  # run NAME RANKS OVERRIDES...
   local name=$1 ranks=$2
   shift 2
