@@ -21,22 +21,24 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Waiting yields the core between polls. A background thread (the gradient reducer's, while
-// backward runs on the same core) marks itself patient: after kSpinSeconds of a wait — most
-// transfers end by then — it sleeps kPauseSeconds between polls, so that the wait does not take
-// the CPU from the computation it overlaps. The main thread keeps yielding: its waits are on
-// the critical path (a ring step, a stage's input), where a sleep's wake-up latency adds up.
+// Waiting yields the core between polls. A background thread (the gradient reducer's) is
+// patient while backward runs on the same core: after kSpinSeconds of a wait — most transfers
+// end by then — it sleeps kPauseSeconds between polls, so that the wait does not take the CPU
+// from the computation it overlaps. Once backward is over (the flag falls) nothing else needs
+// the core and the rest of its reduction is on the critical path: it yields like the main
+// thread, whose waits (a ring step, a stage's input) a sleep's wake-up latency would lengthen.
 constexpr double kSpinSeconds = 100e-6, kPauseSeconds = 20e-6;
-thread_local bool patient = false;
+thread_local const std::atomic<bool>* patient_while = nullptr;
 
 void pause_since(double start) {
+  const bool patient = patient_while && patient_while->load(std::memory_order_relaxed);
   if (!patient || seconds_now() - start < kSpinSeconds) std::this_thread::yield();
   else std::this_thread::sleep_for(std::chrono::duration<double>(kPauseSeconds));
 }
 
 }  // namespace
 
-void wait_patiently(bool yes) { patient = yes; }
+void wait_patiently(const std::atomic<bool>* overlapping) { patient_while = overlapping; }
 
 namespace {
 

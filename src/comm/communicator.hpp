@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -26,9 +27,9 @@ enum class Algo { Ring, Tree, Mpi };
 enum class Op { Sum, Max };
 Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
 
-// For the calling thread: true = a background thread whose waits, after a short spin, sleep
-// between polls instead of yielding (see communicator.cpp).
-void wait_patiently(bool yes);
+// For the calling thread, a background one: while *overlapping is true, its waits sleep between
+// polls after a short spin instead of yielding (see communicator.cpp); null: never.
+void wait_patiently(const std::atomic<bool>* overlapping);
 
 struct LevelBytes {
   std::array<double, 3> sent{}, received{};  // indexed by topo::Level

@@ -76,7 +76,7 @@ void GradientReducer::reduce(Bucket& bucket) {
 }
 
 void GradientReducer::thread_main() {
-  wait_patiently(true);  // backward runs on the same core meanwhile
+  wait_patiently(&backward_running_);  // backward runs on the same core meanwhile
   for (;;) {
     size_t index;
     {
@@ -97,6 +97,7 @@ void GradientReducer::thread_main() {
 
 void GradientReducer::begin(float* grads) {
   grads_ = grads;
+  backward_running_ = true;
   next_to_launch_ = 0;
   completed_ = 0;
   comm_seconds_ = 0;
@@ -132,6 +133,7 @@ double GradientReducer::finish() {
   if (zero_) {
     reduce_scatter();
   } else if (overlap_) {
+    backward_running_ = false;  // the reduction left is on the critical path now
     on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
     std::unique_lock<std::mutex> lock(mutex_);
     work_done_.wait(lock, [&] { return completed_ == buckets_.size(); });

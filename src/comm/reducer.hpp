@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -90,6 +91,7 @@ class GradientReducer {
   std::deque<size_t> queue_;
   size_t completed_ = 0;
   bool stop_ = false;
+  std::atomic<bool> backward_running_{false};  // the communication thread's waits sleep meanwhile
 };
 
 }  // namespace trident::comm
