@@ -1,6 +1,7 @@
 // `trident commbench DECK`: our collectives against MPI's, nccl-tests style, on the deck's
 // (emulated) topology: time, algbw, busbw and wrong elements for each collective, algorithm and
-// level; then the latency and bandwidth of each level for the planner (RUN_DIR/links.ini).
+// level; then the latency and bandwidth of each level for the planner (RUN_DIR/links.ini). The
+// rows of one size are timed in interleaved rounds, so that their ratios survive the host's drift.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -31,16 +32,28 @@ struct Row {
   std::function<void(std::vector<float>&)> fill;
 };
 
-// Mean seconds of `iterations` runs after one warm-up, the slowest rank's.
+// Seconds of `iterations` runs on freshly filled data, the slowest rank's.
 double time_runs(const Row& row, std::vector<float>& data, int iterations) {
   row.fill(data);
-  row.run(data);
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   const double start = now();
   for (int i = 0; i < iterations; ++i) row.run(data);
-  double seconds = (now() - start) / iterations;
+  double seconds = now() - start;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   return seconds;
+}
+
+// Mean seconds per run of each row, the rows' runs interleaved in rounds (after one warm-up
+// run each), so that a drift of the host's speed during the measurement hits every row alike
+// and their ratios hold.
+std::vector<double> interleaved_means(const std::vector<Row>& rows, std::vector<float>& data, int rounds,
+                                      int per_round) {
+  std::vector<double> total(rows.size(), 0.0);
+  for (const Row& row : rows) time_runs(row, data, 1);
+  for (int round = 0; round < rounds; ++round)
+    for (size_t r = 0; r < rows.size(); ++r) total[r] += time_runs(rows[r], data, per_round);
+  for (double& t : total) t /= rounds * per_round;
+  return total;
 }
 
 std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& flat, int n) {
@@ -125,18 +138,23 @@ int run_commbench(const std::vector<std::string>& args) {
   size_t total_wrong = 0;
   for (size_t bytes : {size_t(0), size_t(4) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20}) {
     std::vector<float> data(bytes / sizeof(float));
-    for (const Row& row : rows(world, world.flat(), n)) {
-      row.fill(data);
-      row.run(data);
-      size_t wrong = row.wrong(data);
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD));
-      total_wrong += wrong;
-      const double seconds = time_runs(row, data, bytes >= (size_t(16) << 20) ? 3 : 10);
-      const double algbw = bytes / seconds / 1e9;
+    const std::vector<Row> table = rows(world, world.flat(), n);
+    std::vector<size_t> wrong(table.size());
+    for (size_t r = 0; r < table.size(); ++r) {
+      table[r].fill(data);
+      table[r].run(data);
+      wrong[r] = table[r].wrong(data);
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong[r], 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD));
+      total_wrong += wrong[r];
+    }
+    const bool large = bytes >= (size_t(16) << 20);
+    const std::vector<double> seconds = interleaved_means(table, data, large ? 3 : 5, large ? 1 : 4);
+    for (size_t r = 0; r < table.size(); ++r) {
+      const double algbw = bytes / seconds[r] / 1e9;
       char text[200];
       std::snprintf(text, sizeof text, "%11zu %11zu  %-14s  %-12s %10.1f %12.3f %12.3f %7zu", bytes,
-                    data.size(), row.collective.c_str(), row.algorithm.c_str(), seconds * 1e6, algbw,
-                    algbw * row.bus_factor, wrong);
+                    data.size(), table[r].collective.c_str(), table[r].algorithm.c_str(), seconds[r] * 1e6, algbw,
+                    algbw * table[r].bus_factor, wrong[r]);
       print0(text);
     }
   }

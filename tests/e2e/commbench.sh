@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# trident commbench: every row of the table exact (#wrong 0) on an emulated topology and on an
+# odd number of ranks, nccl-tests' columns, exit status 0, and the per-level links file for the
+# planner. (Its timings are reported, never asserted.)
+. tests/e2e/lib.sh
+cd "$WORK" || exit 1
+export OMP_NUM_THREADS=1
+DECK="$ROOT/inputs/cluster-emulated.deck"
+
+commbench() {  # commbench NAME RANKS OVERRIDES...
+  local name=$1 ranks=$2
+  shift 2
+  timeout 120 mpirun -q -np "$ranks" "$TRIDENT" commbench "$DECK" --parallel.tensor=1 --parallel.pipeline=1 \
+    --parallel.data="$ranks" --train.run_dir="$name" "$@" > "$name.out" 2>&1
+}
+
+# 4 ranks as 2 nodes of 2 in 2 racks: every algorithm at every size, all exact.
+if commbench emulated 4 --topology.ranks_per_node=2 --topology.nodes_per_rack=1; then
+  rows=$(grep -cE '^ +[0-9]+ +[0-9]+  (all_reduce|reduce_scatter|all_gather) ' emulated.out)
+  wrong=$(awk '/^ +[0-9]+ +[0-9]+  /{ if ($NF != 0) n++ } END { print n + 0 }' emulated.out)
+  algos=$(grep -oE 'all_reduce +(ring|tree|mpi|hierarchical)' emulated.out | awk '{print $2}' | sort -u | paste -sd,)
+  if [[ $rows == 36 && $wrong == 0 && $algos == hierarchical,mpi,ring,tree ]] && grep -q '^# all results exact' emulated.out &&
+     grep -q 'time(us)  algbw(GB/s)  busbw(GB/s)  #wrong' emulated.out; then
+    pass "commbench_emulated_exact ($rows rows, all_reduce by $algos)"
+  else fail commbench_emulated_exact "$rows rows, $wrong wrong, algorithms $algos: $(tail -2 emulated.out)"; fi
+else fail commbench_emulated_exact "status $?: $(tail -3 emulated.out)"; fi
+# The planner's file: each level's ranks, latency and bandwidth.
+if [[ -f emulated/links.ini ]] && [[ $(grep -c '^\[\(node\|rack\|cross_rack\)\]' emulated/links.ini) == 3 ]] &&
+   grep -A1 '^\[node\]' emulated/links.ini | grep -q 'ranks = 2' && grep -A1 '^\[cross_rack\]' emulated/links.ini | grep -q 'ranks = 2'; then
+  pass commbench_writes_links
+else fail commbench_writes_links "$(cat emulated/links.ini 2>&1 | head -12)"; fi
+
+# 3 ranks (odd, uneven segments), one node.
+commbench odd 3 --topology.ranks_per_node=3 --train.global_batch=6 --train.micro_batch=2 && grep -q '^# all results exact' odd.out && pass commbench_3_ranks_exact ||
+  fail commbench_3_ranks_exact "$(tail -3 odd.out)"
