@@ -2,7 +2,10 @@
 #include "comm/hierarchy.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
@@ -91,9 +94,48 @@ void GroupCollectives::all_reduce(float* data, size_t n, Op op) {
   }
   node_->reduce_scatter(data, n);
   const auto shard = Communicator::segment_of(n, node_->size(), node_->rank());
-  rack_->all_reduce(data + shard.first, shard.second - shard.first, settings_.rack_algo);
-  cross_->all_reduce(data + shard.first, shard.second - shard.first, settings_.cross_rack_algo);
+  across_nodes(data + shard.first, shard.second - shard.first);
   node_->all_gather(data, n);
+}
+
+// The shard's all-reduce across nodes: over the rack, then across racks. A large shard goes in
+// pieces, pipelined: while this thread sums piece k + 1 over the rack, a second thread sends
+// piece k across racks, so the two levels' links are busy at once (NCCL pipelines its
+// hierarchical algorithms the same way). Every piece still goes rack first, then cross-rack.
+// Pieces are multiples of kPieceAlign floats, so that group sizes dividing it split them evenly.
+void GroupCollectives::across_nodes(float* shard, size_t len) {
+  constexpr size_t kMaxPieces = 8, kMinPiece = size_t(1) << 18, kPieceAlign = 4096;  // floats
+  const size_t pieces = std::min(kMaxPieces, len / kMinPiece);
+  if (rack_->size() == 1 || cross_->size() == 1 || pieces < 2) {
+    rack_->all_reduce(shard, len, settings_.rack_algo);
+    cross_->all_reduce(shard, len, settings_.cross_rack_algo);
+    return;
+  }
+  const size_t piece = (len / pieces + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+  auto range = [&](size_t k) { return std::pair{k * piece, std::min(len, (k + 1) * piece)}; };
+  std::mutex mutex;
+  std::condition_variable summed_over_rack;
+  size_t summed = 0;  // pieces the rack level is done with
+  std::thread cross_rack([&] {
+    for (size_t k = 0; k < pieces && range(k).first < len; ++k) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        summed_over_rack.wait(lock, [&] { return summed > k; });
+      }
+      const auto [begin, end] = range(k);
+      cross_->all_reduce(shard + begin, end - begin, settings_.cross_rack_algo);
+    }
+  });
+  for (size_t k = 0; k < pieces && range(k).first < len; ++k) {
+    const auto [begin, end] = range(k);
+    rack_->all_reduce(shard + begin, end - begin, settings_.rack_algo);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      summed = k + 1;
+    }
+    summed_over_rack.notify_one();
+  }
+  cross_rack.join();
 }
 
 std::string GroupCollectives::describe() const {

@@ -46,6 +46,7 @@ class GroupCollectives {
   LevelBytes traffic() const;               // everything this rank sent and received
 
  private:
+  void across_nodes(float* shard, size_t len);  // rack, then cross-rack (pipelined when large)
   CollectiveSettings settings_;
   topo::Level span_ = topo::Level::Node;
   std::unique_ptr<Communicator> flat_, node_, rack_, cross_;
