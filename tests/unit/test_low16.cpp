@@ -28,17 +28,21 @@ float from_bits(uint32_t bits) {
   return f;
 }
 
-bf16 round(float value) {
-  bf16 out;
-  trident::kernels::to_bf16(ctx, &out, &value, 1);
+// One value through the conversions of a 16-bit type (bf16 by default).
+low16 round(float value, Precision type = Precision::bf16) {
+  low16 out;
+  trident::kernels::to_low(ctx, type, &out, &value, 1);
   return out;
 }
 
-float widen(bf16 value) {
+float widen(low16 value, Precision type = Precision::bf16) {
   float out;
-  trident::kernels::from_bf16(ctx, &out, &value, 1);
+  trident::kernels::from_low(ctx, type, &out, &value, 1);
   return out;
 }
+
+low16 round16(float value) { return round(value, Precision::fp16); }
+float widen16(low16 value) { return widen(value, Precision::fp16); }
 
 }  // namespace
 
@@ -92,22 +96,6 @@ BOOST_AUTO_TEST_CASE(bf16_batched_matmul_matches_reference) {
       BOOST_TEST(worst < 1e-5, "transpose a " << ta << " b " << tb << ": worst relative error " << worst);
     }
 }
-
-namespace {
-
-low16 round16(float value) {
-  low16 out;
-  trident::kernels::to_fp16(ctx, &out, &value, 1);
-  return out;
-}
-
-float widen16(low16 value) {
-  float out;
-  trident::kernels::from_fp16(ctx, &out, &value, 1);
-  return out;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(fp16_rounds_to_nearest_even) {
   BOOST_TEST(round16(1.0f) == 0x3c00);
