@@ -75,6 +75,10 @@ void round_low(Context& ctx, Precision precision, float* values, size_t n);
 // accumulated in f32 by oneDNN (AVX512-BF16 instructions where the CPU has them).
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M,
                          int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
+// strided_matmul with bf16 operands and an f32 result.
+void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const bf16* a,
+                         const Strides& a_strides, const bf16* b, const Strides& b_strides,
+                         int batch, int heads, int M, int N, int K, bool accumulate);
 // linear_forward / linear_backward on 16-bit operands, f32 results and accumulation (dw and
 // dbias are the f32 gradients). bf16: oneDNN's bf16 matmul. fp16: oneDNN 2.6 has no f16
 // matmul on CPUs, so the operands are widened (exactly) into a workspace and multiplied in f32 —
@@ -117,6 +121,16 @@ void attention_forward(Context& ctx, float* out, float* att, const float* qkv, i
 // dqkv (B, T, 3C) =; datt (B, NH, T, T) is scratch.
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
                         const float* qkv, const float* att, int B, int T, int C, int NH);
+// The same with bf16 products (f32 accumulation, softmax in f32), for optim.precision = bf16:
+// q, k, v read from qkv_low (B, T, 3C); the probabilities rounded to bf16 before P·V, kept in
+// att_low (B, NH, T, T) and, as their f32 values, in att.
+void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
+                            const bf16* qkv_low, int B, int T, int C, int NH);
+// dqkv (B, T, 3C) =. dout (B, T, C) f32 and dout_low, its bf16 scratch; att and att_low as
+// forward left them; datt (B, NH, T, T) scratch (dS is narrowed to bf16 in place for dq, dk).
+void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float* dout,
+                             bf16* dout_low, const bf16* qkv_low, const float* att,
+                             const bf16* att_low, int B, int T, int C, int NH);
 
 // Token embedding over a slice of the vocabulary (rows [vocab_begin, vocab_begin + rows) of wte,
 // all of it without tensor parallelism): out (B, T, C) = wte[token − vocab_begin] for tokens in

@@ -7,7 +7,8 @@
 // Backward:             dP = dy vᵀ;  dv = Pᵀ dy;  dS = P ⊙ (dP − rowsum(dP ⊙ P)) · 1/√hs;
 //                       dq = dS k;  dk = dSᵀ q
 // The full T×T products are computed (the masked half multiplies zeros in P): simple, and a
-// single large GEMM is faster on the CPU than T small triangular ones.
+// single large GEMM is faster on the CPU than T small triangular ones. The bf16 variants run
+// the same steps with bf16 operands (optim.precision = bf16).
 #include <cmath>
 
 #include "kernels/cpu/vector_math.hpp"
@@ -96,6 +97,37 @@ void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dou
                  false);                                                      // dq = dS k
   strided_matmul(ctx, dqkv + C, v.head, datt, v.probs_transposed, qkv, v.head, B, NH, T, hs, T,
                  false);                                                      // dk = dSᵀ q
+}
+
+// bf16: the same steps, every product on bf16 operands (q, k, v as kept; P, dy and dS rounded).
+void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
+                            const bf16* qkv_low, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  const Views v = views(T, C, NH);
+  strided_matmul_bf16(ctx, att, v.probs, qkv_low, v.head, qkv_low + C, v.head_transposed, B, NH, T, T, hs,
+                      false);                                                 // S = q kᵀ
+  causal_softmax(att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // P
+  store_low(ctx, Precision::bf16, att_low, att, static_cast<size_t>(B) * NH * T * T);
+  strided_matmul_bf16(ctx, out, v.out_head, att_low, v.probs, qkv_low + 2 * C, v.head, B, NH, T, hs, T,
+                      false);                                                 // y = P v
+}
+
+void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float* dout,
+                             bf16* dout_low, const bf16* qkv_low, const float* att,
+                             const bf16* att_low, int B, int T, int C, int NH) {
+  const int hs = C / NH;
+  const Views v = views(T, C, NH);
+  to_bf16(ctx, dout_low, dout, static_cast<size_t>(B) * T * C);
+  strided_matmul_bf16(ctx, datt, v.probs, dout_low, v.out_head, qkv_low + 2 * C, v.head_transposed, B, NH,
+                      T, T, hs, false);                                       // dP = dy vᵀ
+  strided_matmul_bf16(ctx, dqkv + 2 * C, v.head, att_low, v.probs_transposed, dout_low, v.out_head, B, NH,
+                      T, hs, T, false);                                       // dv = Pᵀ dy
+  softmax_backward(datt, att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // dS
+  const bf16* ds = narrow_in_place(ctx, Precision::bf16, datt, static_cast<size_t>(B) * NH * T * T);
+  strided_matmul_bf16(ctx, dqkv, v.head, ds, v.probs, qkv_low + C, v.head, B, NH, T, hs, T,
+                      false);                                                 // dq = dS k
+  strided_matmul_bf16(ctx, dqkv + C, v.head, ds, v.probs_transposed, qkv_low, v.head, B, NH, T, hs, T,
+                      false);                                                 // dk = dSᵀ q
 }
 
 }  // namespace trident::kernels

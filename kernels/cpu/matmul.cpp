@@ -96,6 +96,12 @@ void batched_matmul_bf16(Context&, float* c, const bf16* a, const bf16* b, int b
              nullptr, batch, 1, M, N, K, accumulate, true);
 }
 
+void strided_matmul_bf16(Context&, float* c, const Strides& c_strides, const bf16* a,
+                         const Strides& a_strides, const bf16* b, const Strides& b_strides,
+                         int batch, int heads, int M, int N, int K, bool accumulate) {
+  run_matmul(c, c_strides, a, a_strides, b, b_strides, nullptr, batch, heads, M, N, K, accumulate, true);
+}
+
 void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a,
                     const Strides& a_strides, const float* b, const Strides& b_strides, int batch,
                     int heads, int M, int N, int K, bool accumulate) {

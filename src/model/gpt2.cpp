@@ -101,8 +101,11 @@ void Gpt2::prepare(int B, int T) {
   work_.clear();
   work_.resize(interval_);
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
-  if (recompute_attention_)
+  if (recompute_attention_) {
     shared_att_ = Buffer<float>(static_cast<size_t>(B) * heads_local_ * T * T, kActs);
+    if (gemm_.precision == kernels::Precision::bf16)  // what P·V reads
+      shared_att_low_ = Buffer<kernels::low16>(shared_att_.size(), kActs);
+  }
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   if (low()) {
@@ -149,6 +152,27 @@ float* Gpt2::probabilities(LayerActivations& a) {
   return recompute_attention_ ? shared_att_.data() : a.att.f32.data();
 }
 
+kernels::low16* Gpt2::probabilities_low(LayerActivations& a) {
+  return recompute_attention_ ? shared_att_low_.data() : a.att.low.data();
+}
+
+// The attention core of block activations `a` (computed in w): out (B,T,C/p) f32, and the
+// probabilities kept. bf16: bf16 products, the kernel keeps the probabilities. fp16 and fp32:
+// f32 products on the stored values, then the probabilities kept (rounded) as every activation.
+void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
+  if (gemm_.precision == kernels::Precision::bf16) {
+    kernels::attention_forward_bf16(ctx_, out, probabilities(w), probabilities_low(a), a.qkv.low.data(), B_, T_,
+                                    C_local_, heads_local_);
+    return;
+  }
+  kernels::attention_forward(ctx_, out, probabilities(w), w.qkv.f32.data(), B_, T_, C_local_, heads_local_);
+  if (!low()) return;
+  if (recompute_attention_)  // not kept, but the values as if they were
+    kernels::round_low(ctx_, gemm_.precision, probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_);
+  else
+    keep(w.att, a.att);
+}
+
 void Gpt2::keep(Kept& work, Kept& kept) {
   if (low()) kernels::store_low(ctx_, gemm_.precision, kept.low.data(), work.f32.data(), work.f32.size());
 }
@@ -177,8 +201,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   column_parallel_forward(ctx_, gemm_, w.qkv.f32.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c),
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
   keep(w.qkv, a.qkv);
-  kernels::attention_forward(ctx_, w.atty.f32.data(), probabilities(w), w.qkv.f32.data(), B_, T_, Cl, heads_local_);
-  if (!recompute_attention_) keep(w.att, a.att);
+  attention_core(a, w, w.atty.f32.data());
   keep(w.atty, a.atty);
   row_parallel_forward(ctx_, gemm_, tp_, w.residual2.f32.data(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        weight(p_.attprojw + l * c * cl), p_.attprojb + l * c, BT, Cl, C);
@@ -252,8 +275,10 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
+  const bool bf16 = gemm_.precision == kernels::Precision::bf16;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
-    widen(a.fch, w.fch), widen(a.residual2, w.residual2), widen(a.qkv, w.qkv);
+    widen(a.fch, w.fch), widen(a.residual2, w.residual2);
+    if (!bf16) widen(a.qkv, w.qkv);  // bf16 attention reads q, k, v in 16 bits
     if (!recompute_attention_) widen(a.att, w.att);
   }
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -269,13 +294,14 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
                         dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl), BT, Cl, C);
-  if (recompute_attention_) {  // selective: the attention probabilities again, from the kept qkv
-    kernels::attention_forward(ctx_, d_qkv_.data(), probabilities(w), w.qkv.f32.data(), B_, T_, Cl, heads_local_);
-    if (low())  // as if kept: the 16-bit values
-      kernels::round_low(ctx_, gemm_.precision, probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_);
-  }
-  kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.f32.data(),
-                              probabilities(w), B_, T_, Cl, heads_local_);
+  if (recompute_attention_)  // selective: the probabilities again from the kept qkv (d_qkv_: scratch)
+    attention_core(a, w, d_qkv_.data());
+  if (bf16)
+    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low, a.qkv.low.data(),
+                                     probabilities(w), probabilities_low(a), B_, T_, Cl, heads_local_);
+  else
+    kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.f32.data(),
+                                probabilities(w), B_, T_, Cl, heads_local_);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
                            d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),

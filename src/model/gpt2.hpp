@@ -15,7 +15,8 @@
 // last block's output (what the pipeline sends and receives, rounded to 16-bit values), the
 // logits (the cross-entropy turns them into their gradient in place) and the losses.
 // Gradients are f32 and accumulate in f32. Biases, LayerNorm parameters and the embedding
-// lookups (additions and gathers, no products) read the fp32 master values.
+// lookups (additions and gathers, no products) read the fp32 master values. In bf16 every
+// product is a bf16 GEMM, the attention core's too; fp16's run in f32 on the fp16 values.
 #pragma once
 
 #include <cstdint>
@@ -133,6 +134,8 @@ class Gpt2 {
   Kept& output_kept(Slot& slot, int l);              // where block l's output is kept
   const float* block_input(Slot& slot, int l, float* into);  // f32; widened into `into`
   float* probabilities(LayerActivations& a);         // its attention probabilities, f32
+  kernels::low16* probabilities_low(LayerActivations& a);  // bf16: in 16 bits
+  void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
@@ -162,6 +165,7 @@ class Gpt2 {
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
+  Buffer<kernels::low16> shared_att_low_;      // and in bf16 (bf16 mode)
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on
   // 16-bit mode: the f32 values of the block being computed, and the residual stream.
   LayerActivations work32_;

@@ -60,7 +60,9 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
     slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + z.BT * z.vocab_rows + 2 * z.BT) * kFloat;
   const int slots = pipeline::slots_needed(in.gpipe ? pipeline::Schedule::GPipe : pipeline::Schedule::OneFOneB, stage,
                                            in.pipeline, in.micro_batches);
-  int64_t shared = K * layer_bytes(in, true, false) + (selective ? z.probs * kFloat : 0);
+  // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
+  int64_t shared = K * layer_bytes(in, true, false) +
+                   (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
   shared += (3 * z.BT + z.BT * z.C + 2 * z.BT * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
             kFloat;  // backward scratch
   return slots * slot + shared + low_working_bytes(in, stage, selective);

@@ -146,3 +146,4 @@ same_bits recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --p
 same_bits recompute_full_bitwise_bf16_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
 same_bits recompute_every_2_bitwise_bf16 every_k 1 --memory.recompute_interval=2 --optim.precision=bf16
 same_bits recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16
+same_bits recompute_selective_bitwise_bf16_t2p1d1 selective 2 --parallel.tensor=2 --optim.precision=bf16
