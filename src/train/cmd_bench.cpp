@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "core/clock.hpp"
@@ -142,20 +143,30 @@ void compare_kernels_with_onednn(int rows, int channels, int repeats);  // kerne
 
 namespace {
 
+// The median seconds of two measurements taken in turns, after `warmup` untimed turns of each:
+// alternating, both see the same machine (this host's speed drifts by tens of percent over
+// minutes).
+std::pair<double, double> alternating_medians(int warmup, int turns, const std::function<double()>& first,
+                                              const std::function<double()>& second) {
+  std::vector<double> first_times, second_times;
+  for (int i = 0; i < warmup + turns; ++i) {
+    const double a = first(), b = second();
+    if (i < warmup) continue;
+    first_times.push_back(a);
+    second_times.push_back(b);
+  }
+  return {median(first_times), median(second_times)};
+}
+
 // The model's GEMMs with f32 and with bf16 operands, passes alternating; GFLOP/s of each.
 int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, int passes) {
   GemmPass f32(config, B, T), bf16(config, B, T, true);
-  std::vector<double> f32_times, bf16_times;
-  for (int i = 0; i < warmup + passes; ++i) {
-    const double a = f32.run(), b = bf16.run();
-    if (i < warmup) continue;
-    f32_times.push_back(a);
-    bf16_times.push_back(b);
-  }
+  const auto [f32_seconds, bf16_seconds] =
+      alternating_medians(warmup, passes, [&] { return f32.run(); }, [&] { return bf16.run(); });
   char text[200];
   std::snprintf(text, sizeof text, "gemm threads=%d f32_gflops=%.2f bf16_gflops=%.2f bf16_over_f32=%.2f",
-                omp_get_max_threads(), f32.flops() / median(f32_times) / 1e9, bf16.flops() / median(bf16_times) / 1e9,
-                median(f32_times) / median(bf16_times));
+                omp_get_max_threads(), f32.flops() / f32_seconds / 1e9, bf16.flops() / bf16_seconds / 1e9,
+                f32_seconds / bf16_seconds);
   print0(text);
   return kExitOk;
 }
@@ -163,22 +174,16 @@ int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, 
 // Training steps in fp32 and in `precision` (bf16 or fp16), alternating in one process so that
 // both see the same machine; the median step of each and their ratio.
 int compare_precisions(const deck::Deck& deck, const std::string& precision, int warmup, int steps) {
-  if (precision != "bf16" && precision != "fp16") {
+  if (precision != "bf16" && precision != "fp16")
     throw UserError("trident bench: --compare takes bf16 or fp16, not '" + precision + "'");
-  }
   StepRunner f32(deck, kernels::Precision::fp32);
   StepRunner low(deck, precision == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp16);
-  std::vector<double> f32_times, low_times;
-  for (int i = 0; i < warmup + steps; ++i) {
-    const double a = f32.run(), b = low.run();
-    if (i < warmup) continue;
-    f32_times.push_back(a);
-    low_times.push_back(b);
-  }
+  const auto [f32_seconds, low_seconds] =
+      alternating_medians(warmup, steps, [&] { return f32.run(); }, [&] { return low.run(); });
   char text[256];
   std::snprintf(text, sizeof text, "precision threads=%d fp32_step_ms=%.1f %s_step_ms=%.1f speedup=%.3f %s_tokens_per_s=%.1f",
-                omp_get_max_threads(), median(f32_times) * 1e3, precision.c_str(), median(low_times) * 1e3,
-                median(f32_times) / median(low_times), precision.c_str(), low.tokens() / median(low_times));
+                omp_get_max_threads(), f32_seconds * 1e3, precision.c_str(), low_seconds * 1e3,
+                f32_seconds / low_seconds, precision.c_str(), low.tokens() / low_seconds);
   print0(text);
   return kExitOk;
 }
@@ -189,6 +194,7 @@ int run_checkpoint_bench(const Job& job, int repeats);                   // chec
 int run_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   bool gemm = false, kernels = false, checkpoint = false, no_gemm = false, bf16 = false;
+  std::string compare;  // --compare=bf16|fp16
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
@@ -198,12 +204,9 @@ int run_bench(const std::vector<std::string>& args) {
     else if (a == "--bf16") bf16 = true;
     else if (a.rfind("--steps=", 0) == 0) steps = std::max(1, std::stoi(a.substr(8)));
     else if (a.rfind("--warmup=", 0) == 0) warmup = std::max(0, std::stoi(a.substr(9)));
+    else if (a.rfind("--compare=", 0) == 0) compare = a.substr(10);
     else rest.push_back(a);
   }
-  std::string compare;  // --compare=bf16|fp16
-  for (auto it = rest.begin(); it != rest.end();)
-    if (it->rfind("--compare=", 0) == 0) compare = it->substr(10), it = rest.erase(it);
-    else ++it;
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
     print0("usage: trident bench DECK [--gemm | --bf16 | --compare=bf16|fp16 | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
@@ -229,24 +232,16 @@ int run_bench(const std::vector<std::string>& args) {
   }
   if (bf16) return compare_gemm_bf16(config, B, T, warmup, steps);
   if (!compare.empty()) return compare_precisions(job.deck, compare, warmup, steps);
-  // Steps and GEMM passes alternate, so that both see the same machine (this host's speed
-  // drifts by tens of percent over minutes); each figure is the median of its samples.
+  // Steps and GEMM passes alternate (--gemm: no steps; --no-gemm: no passes).
   StepRunner step(job.deck, precision_from_deck(job.deck));
   GemmPass gemm_pass(config, B, T);
-  std::vector<double> step_times, gemm_times;
-  for (int i = 0; i < warmup + steps; ++i) {
-    const double gemm_time = no_gemm ? 1.0 : gemm_pass.run();
-    const double step_time = gemm ? 0.0 : step.run();
-    if (i < warmup) continue;
-    gemm_times.push_back(gemm_time);
-    step_times.push_back(step_time);
-  }
-  const double gemm_gflops = gemm_pass.flops() / median(gemm_times) / 1e9;
+  const auto [gemm_seconds, seconds_per_step] = alternating_medians(
+      warmup, steps, [&] { return no_gemm ? 1.0 : gemm_pass.run(); }, [&] { return gemm ? 0.0 : step.run(); });
+  const double gemm_gflops = gemm_pass.flops() / gemm_seconds / 1e9;
   char text[256];
   if (gemm) {
     std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(), gemm_gflops);
   } else {
-    const double seconds_per_step = median(step_times);
     const double gflops = step.flops() / seconds_per_step / 1e9;
     std::snprintf(text, sizeof text,
                   "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f gemm_gflops=%.2f "
