@@ -9,39 +9,74 @@
 namespace trident::kernels {
 namespace {
 
-// Round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate. NaN is
-// kept a (quiet) NaN: rounding its payload could carry into the exponent and make it Inf.
-inline bf16 round_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<bf16>(bits >> 16);
-}
-
-inline float widen_bf16(bf16 value) {
-  const uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
+// The two 16-bit types, each as its rounding from and widening to f32.
+struct Bf16 {
+  // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate. NaN is
+  // kept a (quiet) NaN: rounding its payload could carry into the exponent and make it Inf.
+  static bf16 round(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16>((bits >> 16) | 0x0040u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return static_cast<bf16>(bits >> 16);
+  }
+  static float widen(bf16 value) {
+    const uint32_t bits = static_cast<uint32_t>(value) << 16;
+    float out;
+    std::memcpy(&out, &bits, sizeof out);
+    return out;
+  }
+};
 
 // GCC's _Float16 conversions are IEEE's: round to nearest even, ±Inf beyond the range,
 // subnormals kept, NaN stays NaN.
-inline low16 round_to_fp16(float value) {
-  const _Float16 half = static_cast<_Float16>(value);
-  low16 bits;
-  std::memcpy(&bits, &half, sizeof bits);
-  return bits;
-}
-
-inline float widen_fp16(low16 bits) {
-  _Float16 half;
-  std::memcpy(&half, &bits, sizeof half);
-  return static_cast<float>(half);
-}
+struct Fp16 {
+  static low16 round(float value) {
+    const _Float16 half = static_cast<_Float16>(value);
+    low16 bits;
+    std::memcpy(&bits, &half, sizeof bits);
+    return bits;
+  }
+  static float widen(low16 bits) {
+    _Float16 half;
+    std::memcpy(&half, &bits, sizeof half);
+    return static_cast<float>(half);
+  }
+};
 
 constexpr size_t kParallelFrom = 65536;  // below this, one thread is faster than waking a team
+
+template <class Type>
+void round_all(low16* out, const float* in, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
+  for (size_t i = 0; i < n; ++i) out[i] = Type::round(in[i]);
+}
+
+template <class Type>
+void widen_all(float* out, const low16* in, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
+  for (size_t i = 0; i < n; ++i) out[i] = Type::widen(in[i]);
+}
+
+// Storing: kept = values rounded, values = kept widened.
+template <class Type>
+void store_all(low16* kept, float* values, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
+  for (size_t i = 0; i < n; ++i) values[i] = Type::widen(kept[i] = Type::round(values[i]));
+}
+
+template <class Type>
+void round_in_place(float* values, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
+  for (size_t i = 0; i < n; ++i) values[i] = Type::widen(Type::round(values[i]));
+}
+
+// f(Bf16{}) or f(Fp16{}), as the precision says (not fp32).
+template <class F>
+void with_type(Precision precision, F&& f) {
+  if (precision == Precision::fp16) f(Fp16{});
+  else f(Bf16{});
+}
 
 }  // namespace
 
@@ -53,44 +88,25 @@ const char* precision_name(Precision precision) {
   }
 }
 
-void to_bf16(Context&, bf16* out, const float* in, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-  for (size_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
+void to_bf16(Context&, bf16* out, const float* in, size_t n) { round_all<Bf16>(out, in, n); }
+void from_bf16(Context&, float* out, const bf16* in, size_t n) { widen_all<Bf16>(out, in, n); }
+void to_fp16(Context&, low16* out, const float* in, size_t n) { round_all<Fp16>(out, in, n); }
+void from_fp16(Context&, float* out, const low16* in, size_t n) { widen_all<Fp16>(out, in, n); }
+
+void to_low(Context&, Precision precision, low16* out, const float* in, size_t n) {
+  with_type(precision, [&](auto type) { round_all<decltype(type)>(out, in, n); });
 }
 
-void from_bf16(Context&, float* out, const bf16* in, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-  for (size_t i = 0; i < n; ++i) out[i] = widen_bf16(in[i]);
-}
-
-void to_fp16(Context&, low16* out, const float* in, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-  for (size_t i = 0; i < n; ++i) out[i] = round_to_fp16(in[i]);
-}
-
-void from_fp16(Context&, float* out, const low16* in, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-  for (size_t i = 0; i < n; ++i) out[i] = widen_fp16(in[i]);
-}
-
-void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n) {
-  if (precision == Precision::fp16) to_fp16(ctx, out, in, n);
-  else to_bf16(ctx, out, in, n);
-}
-
-void from_low(Context& ctx, Precision precision, float* out, const low16* in, size_t n) {
-  if (precision == Precision::fp16) from_fp16(ctx, out, in, n);
-  else from_bf16(ctx, out, in, n);
+void from_low(Context&, Precision precision, float* out, const low16* in, size_t n) {
+  with_type(precision, [&](auto type) { widen_all<decltype(type)>(out, in, n); });
 }
 
 void store_low(Context&, Precision precision, low16* kept, float* values, size_t n) {
-  if (precision == Precision::fp16) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-    for (size_t i = 0; i < n; ++i) values[i] = widen_fp16(kept[i] = round_to_fp16(values[i]));
-  } else {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-    for (size_t i = 0; i < n; ++i) values[i] = widen_bf16(kept[i] = round_to_bf16(values[i]));
-  }
+  with_type(precision, [&](auto type) { store_all<decltype(type)>(kept, values, n); });
+}
+
+void round_low(Context&, Precision precision, float* values, size_t n) {
+  with_type(precision, [&](auto type) { round_in_place<decltype(type)>(values, n); });
 }
 
 // Block k of S values (k >= 1) writes the bytes of values [kS/2, (k+1)S/2), all before its own
@@ -105,23 +121,15 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
   std::memcpy(bytes, head.data(), first * sizeof(low16));
   for (size_t begin = kBlock; begin < n; begin += kBlock) {
     const size_t end = std::min(n, begin + kBlock);
+    with_type(precision, [&](auto type) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = begin; i < end; ++i) {
-      const low16 value = precision == Precision::fp16 ? round_to_fp16(values[i]) : round_to_bf16(values[i]);
-      std::memcpy(bytes + i * sizeof(low16), &value, sizeof value);
-    }
+      for (size_t i = begin; i < end; ++i) {
+        const low16 value = decltype(type)::round(values[i]);
+        std::memcpy(bytes + i * sizeof(low16), &value, sizeof value);
+      }
+    });
   }
   return reinterpret_cast<low16*>(values);
-}
-
-void round_low(Context&, Precision precision, float* values, size_t n) {
-  if (precision == Precision::fp16) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-    for (size_t i = 0; i < n; ++i) values[i] = widen_fp16(round_to_fp16(values[i]));
-  } else {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelFrom)
-    for (size_t i = 0; i < n; ++i) values[i] = widen_bf16(round_to_bf16(values[i]));
-  }
 }
 
 }  // namespace trident::kernels
