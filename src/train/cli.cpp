@@ -26,6 +26,19 @@ std::string usage_line(const std::string& command) {
 
 }  // namespace
 
+po::variables_map parse_without_deck(const std::vector<std::string>& args, const po::options_description& options,
+                                     const char* positional, const std::string& usage) {
+  po::positional_options_description rest;
+  rest.add(positional, -1);
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(rest).run(), values);
+  } catch (const po::error& e) {
+    fatal_all(std::string("command line: ") + e.what() + "\n" + usage);
+  }
+  return values;
+}
+
 CommandLine parse_command_line(const std::string& command, const std::vector<std::string>& args) {
   po::options_description all;
   all.add(flag_options(command)).add(deck::key_options(false));

@@ -1,6 +1,8 @@
 // The command line of a subcommand: `trident <command> DECK [flags] [--section.key=value ...]`.
 #pragma once
 
+#include <boost/program_options.hpp>
+
 #include <string>
 #include <vector>
 
@@ -19,6 +21,13 @@ struct CommandLine {
 // Parses the arguments after the command name with Boost.Program_options. An unknown option
 // (with a "did you mean"), a missing value, a second deck or no deck is a UserError.
 CommandLine parse_command_line(const std::string& command, const std::vector<std::string>& args);
+
+// The subcommands without a deck (prepare, doctor): `args` against `options`, the remaining
+// arguments positional under the option `positional`. A parse error is a UserError that ends
+// with the command's usage.
+boost::program_options::variables_map parse_without_deck(const std::vector<std::string>& args,
+                                                         const boost::program_options::options_description& options,
+                                                         const char* positional, const std::string& usage);
 
 // `trident <command> --help`: usage, flags, and every deck key with its default and meaning.
 std::string command_help(const std::string& command);

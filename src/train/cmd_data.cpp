@@ -12,6 +12,7 @@
 #include "core/mpi_util.hpp"
 #include "data/token_data.hpp"
 #include "model/llmc_io.hpp"
+#include "train/cli.hpp"
 #include "train/commands.hpp"
 #include "train/evaluate.hpp"
 #include "train/job.hpp"
@@ -37,14 +38,7 @@ PrepareArgs parse_prepare(const std::vector<std::string>& args) {
   po::options_description options;
   options.add_options()("help,h", "")("val_fraction", po::value<double>(), "")(
       "paths", po::value<std::vector<std::string>>(), "");
-  po::positional_options_description positional;
-  positional.add("paths", -1);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), values);
-  } catch (const po::error& e) {
-    fatal_all(std::string("command line: ") + e.what() + "\n" + kPrepareUsage);
-  }
+  const po::variables_map values = cli::parse_without_deck(args, options, "paths", kPrepareUsage);
   PrepareArgs result;
   result.help = values.count("help") > 0;
   if (values.count("val_fraction")) result.val_fraction = values["val_fraction"].as<double>();

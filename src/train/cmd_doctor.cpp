@@ -17,6 +17,7 @@
 #include "diag/doctor.hpp"
 #include "metrics/metrics_file.hpp"
 #include "tensor/buffer.hpp"
+#include "train/cli.hpp"
 #include "train/commands.hpp"
 
 namespace trident {
@@ -127,14 +128,7 @@ double budget_bytes(double given_gb, const diag::RunFigures& run, std::string& s
 int run_doctor(const std::vector<std::string>& args) {
   po::options_description options;
   options.add_options()("help,h", "")("budget_gb", po::value<double>(), "")("dirs", po::value<std::vector<std::string>>(), "");
-  po::positional_options_description positional;
-  positional.add("dirs", -1);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), values);
-  } catch (const po::error& e) {
-    fatal_all(std::string("command line: ") + e.what() + "\n" + kDoctorUsage);
-  }
+  const po::variables_map values = cli::parse_without_deck(args, options, "dirs", kDoctorUsage);
   if (values.count("help")) {
     print0(kDoctorUsage);
     return kExitOk;
