@@ -43,13 +43,12 @@ double time_runs(const Row& row, std::vector<float>& data, int iterations) {
   return seconds;
 }
 
-// Mean seconds per run of each row, the rows' runs interleaved in rounds (after one warm-up
-// run each), so that a drift of the host's speed during the measurement hits every row alike
-// and their ratios hold.
+// Mean seconds per run of each row, the rows' runs interleaved in rounds, so that a drift of the
+// host's speed during the measurement hits every row alike and their ratios hold. (The caller's
+// exactness check has run each row once already: that is its warm-up.)
 std::vector<double> interleaved_means(const std::vector<Row>& rows, std::vector<float>& data, int rounds,
                                       int per_round) {
   std::vector<double> total(rows.size(), 0.0);
-  for (const Row& row : rows) time_runs(row, data, 1);
   for (int round = 0; round < rounds; ++round)
     for (size_t r = 0; r < rows.size(); ++r) total[r] += time_runs(rows[r], data, per_round);
   for (double& t : total) t /= rounds * per_round;
@@ -140,7 +139,7 @@ int run_commbench(const std::vector<std::string>& args) {
     std::vector<float> data(bytes / sizeof(float));
     const std::vector<Row> table = rows(world, world.flat(), n);
     std::vector<size_t> wrong(table.size());
-    for (size_t r = 0; r < table.size(); ++r) {
+    for (size_t r = 0; r < table.size(); ++r) {  // exact? (and each row's warm-up)
       table[r].fill(data);
       table[r].run(data);
       wrong[r] = table[r].wrong(data);
