@@ -112,12 +112,13 @@ void GroupCollectives::across_nodes(float* shard, size_t len) {
     return;
   }
   const size_t piece = (len / pieces + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+  const size_t count = (len + piece - 1) / piece;  // at most `pieces`: the aligned ones may cover len sooner
   auto range = [&](size_t k) { return std::pair{k * piece, std::min(len, (k + 1) * piece)}; };
   std::mutex mutex;
   std::condition_variable summed_over_rack;
   size_t summed = 0;  // pieces the rack level is done with
   std::thread cross_rack([&] {
-    for (size_t k = 0; k < pieces && range(k).first < len; ++k) {
+    for (size_t k = 0; k < count; ++k) {
       {
         std::unique_lock<std::mutex> lock(mutex);
         summed_over_rack.wait(lock, [&] { return summed > k; });
@@ -126,7 +127,7 @@ void GroupCollectives::across_nodes(float* shard, size_t len) {
       cross_->all_reduce(shard + begin, end - begin, settings_.cross_rack_algo);
     }
   });
-  for (size_t k = 0; k < pieces && range(k).first < len; ++k) {
+  for (size_t k = 0; k < count; ++k) {
     const auto [begin, end] = range(k);
     rack_->all_reduce(shard + begin, end - begin, settings_.rack_algo);
     {
