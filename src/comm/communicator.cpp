@@ -17,9 +17,7 @@ constexpr size_t kChunk = 1 << 16;  // floats per message (256 KiB): the ring's 
 constexpr size_t kTreeChunk = 1 << 18;  // floats per tree step (1 MiB): levels work in parallel
 constexpr int kTagBase = 1 << 20;       // collectives' tags, apart from user send/recv tags
 
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds_now() { return steady_seconds(); }
 
 // Waiting yields the core between polls. A background thread (the gradient reducer's) is
 // patient while backward runs on the same core: after kSpinSeconds of a wait — most transfers
@@ -30,13 +28,17 @@ double seconds_now() {
 constexpr double kSpinSeconds = 100e-6, kPauseSeconds = 20e-6;
 thread_local const std::atomic<bool>* patient_while = nullptr;
 
-void pause_since(double start) {
-  const bool patient = patient_while && patient_while->load(std::memory_order_relaxed);
-  if (!patient || seconds_now() - start < kSpinSeconds) std::this_thread::yield();
-  else std::this_thread::sleep_for(std::chrono::duration<double>(kPauseSeconds));
+}  // namespace
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
+void pause_while_waiting(double since) {
+  const bool patient = patient_while && patient_while->load(std::memory_order_relaxed);
+  if (!patient || steady_seconds() - since < kSpinSeconds) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::duration<double>(kPauseSeconds));
+}
 
 void wait_patiently(const std::atomic<bool>* overlapping) { patient_while = overlapping; }
 
@@ -58,6 +60,7 @@ int world_rank_of(MPI_Comm comm, int rank) {
 Algo parse_algo(const std::string& name) {
   if (name == "ring") return Algo::Ring;
   if (name == "tree") return Algo::Tree;
+  if (name == "shm") return Algo::Shm;
   if (name == "mpi") return Algo::Mpi;
   throw std::invalid_argument("unknown collective algorithm '" + name + "'");
 }
@@ -106,20 +109,22 @@ void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* oper
     int done = 0;
     MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
     if (done) return;
-    if (seconds_now() > deadline) {
-      std::string waiting;
-      for (int peer : peers)
-        waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer) + " (world rank " +
-                   std::to_string(world_rank_of(comm_, peer)) + ")";
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
-      fatal_one("watchdog: " + std::string(operation) + " on the " + name_ + " group (" +
-                std::to_string(size_) + " ranks) has waited " + seconds +
-                " s (comm.timeout_s) for rank(s) " + waiting +
-                " of the group; aborting the job so that no rank hangs");
-    }
-    pause_since(begin);
+    if (seconds_now() > deadline) watchdog_expired(operation, peers);
+    pause_while_waiting(begin);
   }
+}
+
+void Communicator::watchdog_expired(const char* operation, const std::vector<int>& peers) const {
+  std::string waiting;
+  for (int peer : peers)
+    waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer) + " (world rank " +
+               std::to_string(world_rank_of(comm_, peer)) + ")";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
+  fatal_one("watchdog: " + std::string(operation) + " on the " + name_ + " group (" +
+            std::to_string(size_) + " ranks) has waited " + seconds +
+            " s (comm.timeout_s) for rank(s) " + waiting +
+            " of the group; aborting the job so that no rank hangs");
 }
 
 void Communicator::emulate(double start, const std::vector<std::pair<int, double>>& peer_bytes) const {
@@ -185,7 +190,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
       std::vector<MPI_Request> rest(requests.begin(), requests.begin() + receives);
       wait_all(rest, operation, {from});  // reports and aborts
     }
-    pause_since(begin);
+    pause_while_waiting(begin);
   }
   std::vector<MPI_Request> sends(requests.begin() + receives, requests.end());
   wait_all(sends, operation, {to});
@@ -307,6 +312,11 @@ void Communicator::all_reduce(float* data, size_t n, Algo algo, Op op) {
       ring_all_gather(data, n);
       return;
     case Algo::Tree: tree_all_reduce(data, n, op); return;
+    case Algo::Shm:
+      if (shares_memory()) return shm_all_reduce(data, n, op);
+      ring_reduce_scatter(data, n, op);
+      ring_all_gather(data, n);
+      return;
     case Algo::Mpi:
       // Counted as its ring equivalent: MPI does not say what it sent.
       for (int step = 0; step < 2 * (size_ - 1); ++step) {
@@ -321,12 +331,16 @@ void Communicator::all_reduce(float* data, size_t n, Algo algo, Op op) {
   }
 }
 
-void Communicator::reduce_scatter(float* data, size_t n) {
-  if (size_ > 1) ring_reduce_scatter(data, n, Op::Sum);
+void Communicator::reduce_scatter(float* data, size_t n, Algo algo) {
+  if (size_ == 1 || n == 0) return;
+  if (algo == Algo::Shm && shares_memory()) return shm_reduce_scatter(data, n);
+  ring_reduce_scatter(data, n, Op::Sum);
 }
 
-void Communicator::all_gather(float* data, size_t n) {
-  if (size_ > 1) ring_all_gather(data, n);
+void Communicator::all_gather(float* data, size_t n, Algo algo) {
+  if (size_ == 1 || n == 0) return;
+  if (algo == Algo::Shm && shares_memory()) return shm_all_gather(data, n);
+  ring_all_gather(data, n);
 }
 
 void Communicator::broadcast(float* data, size_t n, int root) {

@@ -15,21 +15,29 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/shared_window.hpp"
 #include "comm/traffic.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
 
-enum class Algo { Ring, Tree, Mpi };
+// Shm: through memory shared by the group's ranks (comm/shared_window.hpp), when they are all
+// on one host; otherwise the ring.
+enum class Algo { Ring, Tree, Shm, Mpi };
 enum class Op { Sum, Max };
-Algo parse_algo(const std::string& name);  // "ring" | "tree" | "mpi"
+Algo parse_algo(const std::string& name);  // "ring" | "tree" | "shm" | "mpi"
 
 // For the calling thread, a background one: while *overlapping is true, its waits sleep between
 // polls after a short spin instead of yielding (see communicator.cpp); null: never.
 void wait_patiently(const std::atomic<bool>* overlapping);
+// One pause of a wait that began at `since` (steady_seconds()): a yield, or a short sleep in a
+// patient thread.
+void pause_while_waiting(double since);
+double steady_seconds();
 
 struct LevelBytes {
   std::array<double, 3> sent{}, received{};  // indexed by topo::Level
@@ -62,10 +70,10 @@ class Communicator {
   // Sum (or maximum) over the group, in place, n floats.
   void all_reduce(float* data, size_t n, Algo algo, Op op = Op::Sum);
   // Segment r of the balanced split of n (segment_of) ends summed on rank r, in place; the
-  // other segments are scratch afterwards.
-  void reduce_scatter(float* data, size_t n);
-  // Rank r contributes segment r; every rank ends with all segments.
-  void all_gather(float* data, size_t n);
+  // other segments are scratch afterwards. algo: Ring or Shm.
+  void reduce_scatter(float* data, size_t n, Algo algo = Algo::Ring);
+  // Rank r contributes segment r; every rank ends with all segments. algo: Ring or Shm.
+  void all_gather(float* data, size_t n, Algo algo = Algo::Ring);
   void broadcast(float* data, size_t n, int root);
   // A few values in double precision (the loss, squared gradient norms, validation sums): MPI's
   // non-blocking collective under this communicator's watchdog (a device backend reduces them
@@ -90,6 +98,14 @@ class Communicator {
   void ring_reduce_scatter(float* data, size_t n, Op op);
   void ring_all_gather(float* data, size_t n);
   void tree_all_reduce(float* data, size_t n, Op op);
+  // Shared memory (comm/shared_collectives.cpp), chunk by chunk through the window's buffers.
+  bool shares_memory();  // creates the window at the first call (collective)
+  void shm_all_reduce(float* data, size_t n, Op op);
+  void shm_reduce_scatter(float* data, size_t n);
+  void shm_all_gather(float* data, size_t n);
+  void shm_barrier(const char* operation);
+  // The watchdog's verdict: prints what waited for whom, and aborts the job.
+  [[noreturn]] void watchdog_expired(const char* operation, const std::vector<int>& peers) const;
   // Sends `count` floats to `to` and receives `count_in` from `from` (into `in`), in chunks,
   // adding the received values into `in` when reduce is set; waits under the watchdog.
   void exchange(const float* out, size_t count, int to, float* in, size_t count_in, int from,
@@ -110,6 +126,10 @@ class Communicator {
   Traffic kind_;
   LevelBytes traffic_;
   std::vector<float> scratch_;  // a received chunk before it is added
+  std::unique_ptr<SharedWindow> shared_;  // Shm: the window, once created
+  bool shared_checked_ = false;           // Shm: whether the window was tried
+  uint64_t shm_epoch_ = 0;                // barriers passed through the window
+  uint64_t shm_chunks_ = 0;               // chunks staged: buffer shm_chunks_ % 2 is next
 };
 
 }  // namespace trident::comm

@@ -92,10 +92,12 @@ void GroupCollectives::all_reduce(float* data, size_t n, Op op) {
     // Inside one node the node's algorithm; across nodes, flat, a ring (NCCL's choice).
     return flat_->all_reduce(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring, op);
   }
-  node_->reduce_scatter(data, n);
+  // Inside the node: through shared memory with node_algo = shm, else the ring.
+  const Algo inside = settings_.node_algo == Algo::Shm ? Algo::Shm : Algo::Ring;
+  node_->reduce_scatter(data, n, inside);
   const auto shard = Communicator::segment_of(n, node_->size(), node_->rank());
   across_nodes(data + shard.first, shard.second - shard.first);
-  node_->all_gather(data, n);
+  node_->all_gather(data, n, inside);
 }
 
 // The shard's all-reduce across nodes: over the rack, then across racks. A large shard goes in

@@ -1,10 +1,11 @@
 // Collectives over a group that know the three levels of the cluster. The hierarchical
 // all-reduce of S bytes over a group with k members per node, r nodes per rack and q racks:
-//   1. reduce-scatter inside the node (ring): member j ends with the node's sum of segment j
+//   1. reduce-scatter inside the node (ring, or shared memory with comm.node_algo = shm):
+//      member j ends with the node's sum of segment j
 //   2. all-reduce of segment j among the members j of the rack's other nodes (comm.rack_algo)
 //   3. all-reduce of segment j among the members j at the same place in the other racks
 //      (comm.cross_rack_algo)
-//   4. all-gather inside the node (ring)
+//   4. all-gather inside the node (ring, or shared memory)
 // Bytes each rank sends (S divisible by k, rings): node 2(k−1)/k·S, rack 2(r−1)/r·S/k,
 // cross-rack 2(q−1)/q·S/k — what crosses the rack boundary is S/k, against 2(n−1)/n·S of a
 // flat ring over all n = k·r·q members, most of which crosses racks. With a tree at a level a

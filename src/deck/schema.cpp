@@ -143,8 +143,10 @@ std::vector<KeySpec> build_schema() {
       // [comm]
       choice("comm.algo", "auto", {"flat", "hierarchical", "auto", "mpi"},
              "data-parallel all-reduce: flat ring, node/rack/cross-rack hierarchy, auto, or MPI's"),
-      choice("comm.node_algo", "tree", {"ring", "tree"},
-             "all-reduce algorithm inside a node (groups that stay in one node)"),
+      choice("comm.node_algo", "tree", {"ring", "tree", "shm"},
+             "collective algorithm inside a node (groups that stay in one node, and the node level "
+             "of the hierarchical all-reduce); shm: through memory shared by the node's ranks "
+             "(ring where they are not on one host)"),
       choice("comm.rack_algo", "tree", {"ring", "tree"},
              "all-reduce algorithm among nodes of a rack (hierarchical all-reduce)"),
       choice("comm.cross_rack_algo", "ring", {"ring", "tree"},

@@ -62,6 +62,12 @@ void* tracked_alloc(size_t bytes, MemoryCategory category) {
   return pointer;
 }
 
+void tracked_external(int64_t bytes, MemoryCategory category) {
+  const int c = static_cast<int>(category);
+  raise_peak(g_peak[c], g_current[c] += bytes);
+  raise_peak(g_total_peak, g_total_current += bytes);
+}
+
 void tracked_free(void* pointer, size_t bytes, MemoryCategory category) {
   std::free(pointer);
   g_current[static_cast<int>(category)] -= static_cast<int64_t>(bytes);

@@ -47,6 +47,9 @@ class Buffer {
 // Untyped allocation with accounting, used by Buffer<T>.
 void* tracked_alloc(size_t bytes, MemoryCategory category);
 void tracked_free(void* pointer, size_t bytes, MemoryCategory category);
+// Memory allocated by someone else on our behalf (an MPI shared window): +bytes when it is
+// allocated, -bytes when it is freed, so that it counts like a Buffer of that category.
+void tracked_external(int64_t bytes, MemoryCategory category);
 
 template <class T>
 Buffer<T>::Buffer(size_t count, MemoryCategory category)

@@ -68,33 +68,39 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
   const double ar = 2.0 * (n - 1) / n, part = double(n - 1) / n;
   std::vector<Row> list;
   for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"tree", comm::Algo::Tree},
-                            std::pair{"mpi", comm::Algo::Mpi}})
+                            std::pair{"shm", comm::Algo::Shm}, std::pair{"mpi", comm::Algo::Mpi}})
     list.push_back({"all_reduce", name, ar, [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
                     wrong_sum, fill_sum});
   list.push_back({"all_reduce", "hierarchical", ar,
                   [&hierarchical](std::vector<float>& v) { hierarchical.all_reduce(v.data(), v.size()); },
                   wrong_sum, fill_sum});
-  list.push_back({"reduce_scatter", "ring", part, [&flat](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size()); },
-                  [n, r](const std::vector<float>& v) {
-                    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
-                    size_t wrong = 0;
-                    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
-                    return wrong;
-                  }, fill_sum});
-  list.push_back({"all_gather", "ring", part, [&flat](std::vector<float>& v) { flat.all_gather(v.data(), v.size()); },
-                  [n](const std::vector<float>& v) {
-                    size_t wrong = 0;
-                    for (int k = 0; k < n; ++k) {
-                      const auto seg = comm::Communicator::segment_of(v.size(), n, k);
-                      for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(k + 1);
-                    }
-                    return wrong;
-                  },
-                  [n, r](std::vector<float>& v) {
-                    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
-                    std::fill(v.begin(), v.end(), 0.0f);
-                    std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
-                  }});
+  auto wrong_own_sum = [n, r](const std::vector<float>& v) {
+    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+    size_t wrong = 0;
+    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
+    return wrong;
+  };
+  auto wrong_gathered = [n](const std::vector<float>& v) {
+    size_t wrong = 0;
+    for (int k = 0; k < n; ++k) {
+      const auto seg = comm::Communicator::segment_of(v.size(), n, k);
+      for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(k + 1);
+    }
+    return wrong;
+  };
+  auto fill_own = [n, r](std::vector<float>& v) {
+    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+    std::fill(v.begin(), v.end(), 0.0f);
+    std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
+  };
+  for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"shm", comm::Algo::Shm}}) {
+    list.push_back({"reduce_scatter", name, part,
+                    [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size(), algo); },
+                    wrong_own_sum, fill_sum});
+    list.push_back({"all_gather", name, part,
+                    [&flat, algo = algo](std::vector<float>& v) { flat.all_gather(v.data(), v.size(), algo); },
+                    wrong_gathered, fill_own});
+  }
   return list;
 }
 

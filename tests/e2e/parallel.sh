@@ -77,16 +77,24 @@ grep -q 'comm_exposed_ms' <(h5dump -H t1p1d2_overlap/metrics.h5) && pass metrics
 # say (node S, rack S/2, cross-rack S/2 for k = r = q = 2, S the gradient bytes).
 EMULATED=(--topology.ranks_per_node=2 --topology.nodes_per_rack=2)
 equivalent t1p1d8_hierarchical 8 --parallel.data=8 "${EMULATED[@]}" --comm.algo=hierarchical --comm.bucket_mb=1
+# The node level through shared memory (comm.node_algo = shm): the tensor and data groups of one
+# host, and the node level of the hierarchical all-reduce.
+equivalent t2p1d4_shm 8 --parallel.tensor=2 --parallel.data=4 --comm.node_algo=shm
+equivalent t1p1d8_hierarchical_shm 8 --parallel.data=8 "${EMULATED[@]}" --comm.algo=hierarchical \
+  --comm.node_algo=shm --comm.bucket_mb=1
 equivalent t1p1d8_flat_tree_links 8 --parallel.data=8 "${EMULATED[@]}" --comm.algo=flat --comm.node_algo=tree \
   --topology.link.node=1,50 --topology.link.rack=5,10 --topology.link.cross_rack=10,5
-if $PY - t1p1d8_hierarchical/metrics.h5 <<'PY'
+for run in t1p1d8_hierarchical t1p1d8_hierarchical_shm; do
+  if $PY - $run/metrics.h5 <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1])
 S = 4 * (np.fromfile(sys.argv[1].replace("metrics.h5", "model.bin"), dtype="<f4").size - 256)
 node, rack, cross = (f["data_bytes_" + k][:] for k in ("node", "rack", "cross_rack"))
 sys.exit(0 if np.all(node == S) and np.all(rack == S / 2) and np.all(cross == S / 2) else 1)
 PY
-then pass per_level_bytes_match_the_formulas; else fail per_level_bytes_match_the_formulas "data_bytes_* differ from S, S/2, S/2"; fi
+  then pass "per_level_bytes_match_the_formulas ($run)"
+  else fail "per_level_bytes_match_the_formulas ($run)" "data_bytes_* differ from S, S/2, S/2"; fi
+done
 
 # Tracked memory: parameter, gradient and optimizer bytes equal the analytic counts exactly.
 # The busiest rank (recorded: maximum over ranks) holds the first stage (wte, wpe, its blocks)

@@ -43,7 +43,7 @@ BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size
     bool ok = true;
     if (group != MPI_COMM_NULL) {
       comm::Communicator c(group, all_node(members), "test", 60);
-      for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Mpi})
+      for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi})
         for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(300001), size_t(3 << 20) + 5}) {
           std::vector<float> v = contribution(n, c.rank());
           c.all_reduce(v.data(), n, algo);
@@ -85,6 +85,52 @@ BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
   BOOST_TEST(everywhere(std::all_of(b.begin(), b.end(), [](float x) { return x == 3.0f; })));
 }
 
+// Through the shared window: reduce-scatter and all-gather exact for every group size, over
+// several chunks of the window (its buffers hold 1 Mi floats), and each collective counted as
+// the bytes the ranks read from each other — the ring's formulas: all-reduce 2(n−1)/n·S,
+// reduce-scatter and all-gather (n−1)/n·S.
+BOOST_AUTO_TEST_CASE(shared_memory_collectives_exact_with_the_ring_byte_counts) {
+  const int world = world_size();
+  for (int members = 2; members <= world; ++members) {
+    MPI_Comm group = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank() < members ? 0 : MPI_UNDEFINED, world_rank(), &group);
+    bool ok = true;
+    if (group != MPI_COMM_NULL) {
+      for (size_t n : {size_t(5), size_t(1000), (size_t(5) << 19) + 3}) {
+        comm::Communicator c(group, all_node(members), "test", 60);
+        const auto own = comm::Communicator::segment_of(n, members, c.rank());
+        std::vector<float> v = contribution(n, c.rank());
+        c.reduce_scatter(v.data(), n, comm::Algo::Shm);
+        for (size_t i = own.first; i < own.second; ++i)
+          ok = ok && v[i] == float(members * (members + 1) / 2 * (i % 7 + 1));
+        const double after_reduce_scatter = c.traffic().sent[0];
+        std::fill(v.begin(), v.end(), -1.0f);
+        std::fill(v.begin() + own.first, v.begin() + own.second, float(c.rank() + 1));
+        c.all_gather(v.data(), n, comm::Algo::Shm);
+        for (int k = 0; k < members; ++k) {
+          const auto seg = comm::Communicator::segment_of(n, members, k);
+          for (size_t i = seg.first; i < seg.second; ++i) ok = ok && v[i] == float(k + 1);
+        }
+        const double after_all_gather = c.traffic().sent[0];
+        // Bytes: exact for n divisible by the group; otherwise what the segments say.
+        const double S = n * sizeof(float), own_bytes = (own.second - own.first) * sizeof(float);
+        ok = ok && after_reduce_scatter == S - own_bytes &&
+             after_all_gather - after_reduce_scatter == (members - 1) * own_bytes;
+        if (n % members == 0) ok = ok && after_reduce_scatter == (members - 1.0) / members * S;
+      }
+      comm::Communicator c(group, all_node(members), "test", 60);
+      const size_t count = size_t(members) * 1000;
+      std::vector<float> v = contribution(count, c.rank());
+      c.all_reduce(v.data(), count, comm::Algo::Shm);
+      ok = ok && wrong_elements(v, members) == 0 &&
+           c.traffic().sent[0] == 2.0 * (members - 1) / members * count * sizeof(float) &&
+           c.traffic().received[0] == c.traffic().sent[0];
+      MPI_Comm_free(&group);
+    }
+    BOOST_TEST(everywhere(ok), "group of " << members);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   const int n = world_size();
   if (n != 8) return;  // 4 emulated nodes of 2 ranks in 2 racks
@@ -92,10 +138,12 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
   const topo::Topology t = topo::discover_topology(deck);
-  for (comm::Algo level_algo : {comm::Algo::Ring, comm::Algo::Tree}) {
+  for (comm::Algo level_algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm}) {
     comm::CollectiveSettings settings;
     settings.algo = "hierarchical";
-    settings.rack_algo = settings.cross_rack_algo = level_algo;
+    // Shm: the node level through shared memory, the others as trees. Same bytes per level.
+    settings.node_algo = level_algo;
+    settings.rack_algo = settings.cross_rack_algo = level_algo == comm::Algo::Shm ? comm::Algo::Tree : level_algo;
     comm::GroupCollectives g(MPI_COMM_WORLD, t, "data", settings);
     // 4000: one piece across nodes; 8 Mi + 4 Ki + 8: the shard in pipelined pieces (the rack
     // and cross-rack levels at once), the last one short. S divisible by k = 2, each piece by 2.
@@ -128,7 +176,7 @@ BOOST_AUTO_TEST_CASE(maximum_over_the_group) {
   const int n = world_size();
   comm::Communicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
   bool ok = true;
-  for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Mpi}) {
+  for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi}) {
     std::vector<float> v(1001);
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((c.rank() * 31 + i * 7) % 97) - 40.0f;
     c.all_reduce(v.data(), v.size(), algo, comm::Op::Max);
