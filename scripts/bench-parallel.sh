@@ -10,18 +10,20 @@ set -euo pipefail
 BIN=${BIN:-build/bin/trident}
 OUT=${BENCH_DIR:-runs/bench-parallel}
 STEPS=${BENCH_STEPS:-6}
+PIPELINE_STEPS=${BENCH_PIPELINE_STEPS:-11}  # a median over 10 steps: the pipeline runs are short
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
 # Random tokens for bench-s's vocabulary (8192): llm.c shards, made once.
 [[ -f "$OUT/train.bin" ]] || scripts/random-tokens "$OUT" 8192 2000000 200000
-COMMON=(--train.steps="$STEPS" --train.eval_tokens=2048 --train.eval_interval=0 --metrics.log_interval=1000
+COMMON=(--train.eval_tokens=2048 --train.eval_interval=0 --metrics.log_interval=1000
         --data.train="$OUT/train.bin" --data.val="$OUT/val.bin")
 median() {  # median DATASET RUN_DIR over the steps after the first
   /usr/bin/python3 -c "import h5py, numpy as np; print(np.median(h5py.File('$2/metrics.h5')['$1'][1:]))"
 }
-run() {  # run NAME RANKS OVERRIDES...
+run() {  # [RUN_STEPS=N] run NAME RANKS OVERRIDES...
   local name=$1 ranks=$2; shift 2
-  mpirun -np "$ranks" "$BIN" train inputs/bench-s.deck --train.run_dir="$OUT/$name" "${COMMON[@]}" "$@" > "$OUT/$name.log" 2>&1 \
+  mpirun -np "$ranks" "$BIN" train inputs/bench-s.deck --train.run_dir="$OUT/$name" --train.steps="${RUN_STEPS:-$STEPS}" \
+    "${COMMON[@]}" "$@" > "$OUT/$name.log" 2>&1 \
     || { echo "run $name failed: $(tail -3 "$OUT/$name.log")"; exit 1; }
 }
 
@@ -58,20 +60,28 @@ done
 # Besides the formula, the bubble the measured stage times imply: with t_s a stage's compute
 # per micro-batch, a 1F1B step lasts Σ t_s + (m − 1)·max t_s, and stage s idles
 # 1 − m·t_s / that (equal stages give (p−1)/(m+p−1) again) — what remains beyond it is ours.
+# The measured bubble is also given as the median over steps of each step's bubble (the share
+# of the step's pipeline phase its stages spent not computing, averaged over stages), like
+# every other figure of this script: the run's mean beside it counts the host's slow steps too.
 declare -A LAYERS=([2]=12 [4]=10) SPLIT=([2]="7,5" [4]="3,3,3,1")
 for stages in 2 4; do
   for micro in 4 8; do
     name="pipeline${stages}_m${micro}"
-    run "$name" "$stages" --parallel.pipeline="$stages" --train.global_batch="$micro" --train.micro_batch=1 \
-      --model.layers="${LAYERS[$stages]}" --parallel.stage_layers="${SPLIT[$stages]}" --model.vocab=10240
+    RUN_STEPS=$PIPELINE_STEPS run "$name" "$stages" --parallel.pipeline="$stages" --train.global_batch="$micro" \
+      --train.micro_batch=1 --model.layers="${LAYERS[$stages]}" --parallel.stage_layers="${SPLIT[$stages]}" --model.vocab=10240
     grep -h 'pipeline bubble' "$OUT/$name.log" | sed "s/^/p=$stages m=$micro: /"
     /usr/bin/python3 - "$OUT/$name/metrics.h5" "$stages" "$micro" <<'PY'
 import sys, h5py, numpy as np
 f, p, m = h5py.File(sys.argv[1], "r"), int(sys.argv[2]), int(sys.argv[3])
-busy = [float(np.median(f[f"stage{s}/forward_ms"][1:] + f[f"stage{s}/backward_ms"][1:])) for s in range(p)]
+stage = lambda s, k: f[f"stage{s}/{k}"][1:]
+busy = [float(np.median(stage(s, "forward_ms") + stage(s, "backward_ms"))) for s in range(p)]
 t = [b / m for b in busy]
 step = sum(t) + (m - 1) * max(t)
 expected = np.mean([1 - m * ts / step for ts in t])
+phase = np.max([stage(s, "schedule_ms") for s in range(p)], axis=0)
+per_step = np.mean([stage(s, "bubble_ms") / phase for s in range(p)], axis=0)
+print(f"           median over steps {100 * np.median(per_step):.1f}% (steps: "
+      f"{', '.join(f'{100 * b:.1f}' for b in per_step)}); formula {100 * (p - 1) / (m + p - 1):.1f}%")
 print(f"           stage compute {', '.join(f'{b:.0f}' for b in busy)} ms (max/min {max(busy) / min(busy):.3f}); "
       f"bubble these stage times imply {100 * expected:.1f}%")
 PY

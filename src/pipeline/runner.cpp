@@ -1,6 +1,7 @@
 // One stage's execution of a pipeline schedule.
 #include "pipeline/runner.hpp"
 
+#include <atomic>
 #include <chrono>
 
 #include "core/error.hpp"
@@ -10,6 +11,19 @@ namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A stage waits for its neighbour's activation or gradient for as long as that neighbour
+// computes, typically milliseconds: after a short spin it sleeps between polls instead of
+// yielding, so that where ranks outnumber cores the waiting ones leave the cores to the
+// computing ones (yielding still competes for them). The wake-up costs tens of µs per transfer.
+const std::atomic<bool> kPatient{true};
+
+// Receives under the patient wait, then restores the thread's usual one.
+void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer, int tag) {
+  comm::wait_patiently(&kPatient);
+  pipeline.recv(data, n, peer, tag);
+  comm::wait_patiently(nullptr);
 }
 
 int activation_tag(int micro_batch) { return 2 * micro_batch; }
@@ -36,7 +50,7 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   pipeline_.wait(activation_sends_[slot], "pipeline send (activation)", stage_ + 1);  // slot reuse
   const double start = now();
   if (!first())
-    pipeline_.recv(gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
+    patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
   const double received = now();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
@@ -51,7 +65,7 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
   pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);  // buffer reuse
   const double start = now();
   if (!last())
-    pipeline_.recv(gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
+    patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
   const double received = now();
   gpt_.backward(slot, loss_scale, on_final);
   if (!first())

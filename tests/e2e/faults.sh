@@ -49,5 +49,8 @@ expect_watchdog() {
 expect_watchdog watchdog_ends_a_hung_collective \
   'watchdog: .* on the data group (4 ranks) has waited 3 s (comm.timeout_s) for rank(s) .*2 (world rank 2)' \
   --parallel.data=4 --debug.hang_rank=2
+expect_watchdog watchdog_ends_a_hung_shared_memory_collective \
+  'watchdog: all-reduce (shared memory, staging) on the tensor group (4 ranks) has waited 3 s (comm.timeout_s) for rank(s) 3 (world rank 3)' \
+  --parallel.tensor=4 --comm.node_algo=shm --debug.hang_rank=3
 expect_watchdog watchdog_ends_a_hung_pipeline 'watchdog: receive on the pipeline group (2 ranks) has waited 3 s' \
   --parallel.pipeline=2 --parallel.data=2 --debug.hang_rank=1
