@@ -14,12 +14,14 @@ commbench() {  # commbench NAME RANKS OVERRIDES...
     --parallel.data="$ranks" --train.run_dir="$name" "$@" > "$name.out" 2>&1
 }
 
-# 4 ranks as 2 nodes of 2 in 2 racks: every algorithm at every size, all exact.
-if commbench emulated 4 --topology.ranks_per_node=2 --topology.nodes_per_rack=1; then
+# 4 ranks as 2 nodes of 2 in 2 racks: every algorithm at every size, all exact; the node level
+# of the hierarchical all-reduce through shared memory.
+if commbench emulated 4 --topology.ranks_per_node=2 --topology.nodes_per_rack=1 --comm.node_algo=shm; then
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+  (all_reduce|reduce_scatter|all_gather) ' emulated.out)
   wrong=$(awk '/^ +[0-9]+ +[0-9]+  /{ if ($NF != 0) n++ } END { print n + 0 }' emulated.out)
-  algos=$(grep -oE 'all_reduce +(ring|tree|mpi|hierarchical)' emulated.out | awk '{print $2}' | sort -u | paste -sd,)
-  if [[ $rows == 36 && $wrong == 0 && $algos == hierarchical,mpi,ring,tree ]] && grep -q '^# all results exact' emulated.out &&
+  algos=$(grep -oE 'all_reduce +(ring|tree|shm|mpi|hierarchical)' emulated.out | awk '{print $2}' | sort -u | paste -sd,)
+  # 6 sizes × (all-reduce by 5 algorithms, reduce-scatter and all-gather by ring and shm)
+  if [[ $rows == 54 && $wrong == 0 && $algos == hierarchical,mpi,ring,shm,tree ]] && grep -q '^# all results exact' emulated.out &&
      grep -q 'time(us)  algbw(GB/s)  busbw(GB/s)  #wrong' emulated.out; then
     pass "commbench_emulated_exact ($rows rows, all_reduce by $algos)"
   else fail commbench_emulated_exact "$rows rows, $wrong wrong, algorithms $algos: $(tail -2 emulated.out)"; fi
