@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/error.hpp"
@@ -40,6 +41,29 @@ std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const topo::Topol
 
 }  // namespace
 
+bool regular_layout(const topo::Topology& t, const std::vector<int>& members) {
+  std::map<int, int> per_node;
+  std::map<int, std::set<int>> nodes_in_rack;
+  for (int w : members) ++per_node[t.place(w).node], nodes_in_rack[t.place(w).rack].insert(t.place(w).node);
+  for (const auto& [node, count] : per_node)
+    if (count != per_node.begin()->second) return false;
+  for (const auto& [rack, nodes] : nodes_in_rack)
+    if (nodes.size() != nodes_in_rack.begin()->second.size()) return false;
+  return true;
+}
+
+bool uses_shared_window(const topo::Topology& t, const std::vector<int>& members, int me,
+                        const CollectiveSettings& settings) {
+  if (settings.node_algo != Algo::Shm || settings.algo == "mpi" || members.size() < 2) return false;
+  const bool spans_nodes = t.span(members) != topo::Level::Node;
+  if (!spans_nodes) return true;  // the flat all-reduce inside one node: node_algo
+  const bool hierarchy = regular_layout(t, members) && (settings.algo == "hierarchical" || settings.algo == "auto");
+  if (!hierarchy) return false;  // flat across nodes: the ring
+  int on_my_node = 0;
+  for (int w : members) on_my_node += t.place(w).node == t.place(me).node;
+  return on_my_node > 1;
+}
+
 GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, const std::string& name,
                                    const CollectiveSettings& settings, Traffic kind)
     : settings_(settings) {
@@ -49,16 +73,12 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
   // Members per node, the nodes of each rack that hold members, and this rank's place.
   std::map<int, std::vector<int>> by_node;
   for (int w : members) by_node[t.place(w).node].push_back(w);
-  size_t per_node = by_node.begin()->second.size();
-  bool regular = true;
-  for (const auto& [node, ranks] : by_node) regular = regular && ranks.size() == per_node;
+  const bool regular = regular_layout(t, members);
   const int me = world_rank();
   const auto& mine = by_node[t.place(me).node];
   const int local = static_cast<int>(std::find(mine.begin(), mine.end(), me) - mine.begin());
   std::map<int, std::vector<int>> nodes_in_rack;  // rack -> the group's nodes there, in order
   for (const auto& [node, ranks] : by_node) nodes_in_rack[t.place(ranks.front()).rack].push_back(node);
-  for (const auto& [rack, nodes] : nodes_in_rack)  // cross-rack peers need equal racks too
-    regular = regular && nodes.size() == nodes_in_rack.begin()->second.size();
   const auto& rack_nodes = nodes_in_rack[t.place(me).rack];
   const int node_place = static_cast<int>(std::find(rack_nodes.begin(), rack_nodes.end(), t.place(me).node) - rack_nodes.begin());
   // Every rank of the group takes part in the splits, regular or not (they are collective).

@@ -27,6 +27,15 @@ struct CollectiveSettings {
   LinkModel links;  // emulated link speeds per level (off by default)
 };
 
+// Whether every node holds the same number of `members` (world ranks) and every rack the same
+// number of their nodes: the condition of the hierarchical all-reduce.
+bool regular_layout(const topo::Topology& t, const std::vector<int>& members);
+// Whether the all-reduces of rank `me` over `members` go through a shared window
+// (node_algo = shm): the whole group on one node, or its node level in the hierarchical
+// all-reduce with more than one member on me's node. What the memory model counts.
+bool uses_shared_window(const topo::Topology& t, const std::vector<int>& members, int me,
+                        const CollectiveSettings& settings);
+
 class GroupCollectives {
  public:
   // Collective over `group` (its ranks in any order). Builds the flat communicator and, when

@@ -28,7 +28,6 @@
 namespace trident::comm {
 namespace {
 
-constexpr size_t kWindowFloats = size_t(1) << 20;  // 4 MiB per buffer and rank
 constexpr size_t kBlock = 1024;                     // floats summed on the stack at a time
 
 // into[0, n) = Σ_k parts[k][0, n), k in order: the same bits on whichever rank computes it.
@@ -64,7 +63,7 @@ size_t length(std::pair<size_t, size_t> range) { return range.second - range.fir
 bool Communicator::shares_memory() {
   if (!shared_checked_) {
     shared_checked_ = true;
-    shared_ = SharedWindow::create(comm_, kWindowFloats);
+    shared_ = SharedWindow::create(comm_, SharedWindow::kCapacity);
     if (!shared_)
       warn0("comm.node_algo = shm: the " + name_ + " group's ranks are not all on one host; "
             "its collectives use the ring instead");

@@ -26,6 +26,7 @@ class SharedWindow {
   SharedWindow(const SharedWindow&) = delete;
   SharedWindow& operator=(const SharedWindow&) = delete;
 
+  static constexpr size_t kCapacity = size_t(1) << 20;  // floats per buffer (4 MiB) the collectives use
   size_t capacity() const { return capacity_; }     // floats per buffer
   float* buffer(int rank, int which) const;         // which ∈ {0, 1}
   void arrive(int rank, uint64_t epoch) const;      // release: this rank's writes before it are visible

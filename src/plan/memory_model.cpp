@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "comm/buckets.hpp"
+#include "comm/shared_window.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -105,6 +106,9 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
     for (const comm::Bucket& b : comm::plan_buckets(in.config, part, in.bucket_mb)) largest = std::max(largest, b.elements);
     e.bytes[index(MemoryCategory::Communication)] = largest * kFloat;
   }
+  if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
+    e.bytes[index(MemoryCategory::Communication)] +=
+        in.shared_windows[stage] * static_cast<int64_t>(comm::SharedWindow::bytes_per_rank(comm::SharedWindow::kCapacity));
   if (in.async_checkpoint)  // staging copies of replica 0: parameters and its moments
     e.bytes[index(MemoryCategory::Checkpoint)] = (n + 2 * shard) * kFloat;
   return e;

@@ -45,6 +45,9 @@ struct MemoryInputs {
   double bucket_mb = 25;
   bool async_checkpoint = false;
   std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
+  // comm.node_algo = shm: per stage, the most shared windows one of its ranks holds (tensor,
+  // data and embedding groups), each SharedWindow::bytes_per_rank(kCapacity); empty: none.
+  std::vector<int> shared_windows;
 };
 
 constexpr int kCategories = static_cast<int>(MemoryCategory::Count);

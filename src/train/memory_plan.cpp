@@ -8,6 +8,8 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "deck/validate.hpp"
+#include "comm/hierarchy.hpp"
+#include "train/job.hpp"
 #include "train/model_setup.hpp"
 
 namespace trident {
@@ -37,7 +39,31 @@ int64_t fixed_bytes(const plan::MemoryInputs& in) {
 
 }  // namespace
 
-plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config) {
+namespace {
+
+// Per stage, the most shared windows a rank of it holds: one per group whose all-reduces go
+// through shared memory — the tensor group, the data group (its all-reduce; ZeRO-1's
+// reduce-scatter and all-gather stay on the ring) and the embedding group.
+std::vector<int> shared_windows(const deck::Deck& deck, const layout::Grid& grid, const topo::Topology& topology) {
+  const comm::CollectiveSettings settings = collective_settings(deck);
+  std::vector<int> per_stage(grid.pp_size(), 0);
+  if (settings.node_algo != comm::Algo::Shm) return per_stage;
+  const bool zero = deck.get_int("optim.zero") == 1;
+  for (int rank = 0; rank < grid.world_size(); ++rank) {
+    int windows = 0;
+    for (layout::GroupKind kind : {layout::GroupKind::Tensor, layout::GroupKind::Data, layout::GroupKind::Embedding})
+      if (!(kind == layout::GroupKind::Data && zero))
+        windows += comm::uses_shared_window(topology, grid.group(kind, rank), rank, settings) ? 1 : 0;
+    int& stage = per_stage[grid.coord_of(rank).pp];
+    stage = std::max(stage, windows);
+  }
+  return per_stage;
+}
+
+}  // namespace
+
+plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                 const topo::Topology* topology) {
   plan::MemoryInputs in;
   in.config = config;
   in.tensor = grid.tp_size();
@@ -54,11 +80,13 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
   in.bucket_mb = deck.get_float("comm.bucket_mb");
   in.async_checkpoint = deck.get_bool("checkpoint.async");
   in.precision = deck.get_string("optim.precision");
+  if (topology) in.shared_windows = shared_windows(deck, grid, *topology);
   return in;
 }
 
-RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config) {
-  plan::MemoryInputs in = memory_inputs(deck, grid, config);
+RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                 const topo::Topology* topology) {
+  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
   const double budget = deck.get_float("memory.budget_gb") * 1e9;
   const bool auto_mode = in.recompute == "auto", auto_k = in.recompute == "every_k" && in.recompute_interval == 0;
   if ((auto_mode || auto_k) && budget <= 0)

@@ -9,6 +9,7 @@
 #include "layout/grid.hpp"
 #include "model/config.hpp"
 #include "plan/memory_model.hpp"
+#include "topo/topology.hpp"
 
 namespace trident {
 
@@ -18,11 +19,14 @@ struct RecomputeChoice {
   std::string why;   // for the log: how it was chosen
 };
 
-plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config);
+// topology: where the ranks sit, for the shared windows of comm.node_algo = shm (null: none).
+plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                 const topo::Topology* topology = nullptr);
 
 // Collective in effect (every rank computes the same): the recompute mode and K to run with.
 // auto modes without a budget, or a budget nothing fits: UserError naming the shortfall.
-RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config);
+RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                 const topo::Topology* topology = nullptr);
 
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
 std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);

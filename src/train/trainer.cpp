@@ -86,7 +86,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group, precision_from_deck(deck));
   if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
-  recompute_ = choose_recompute(deck, job.grid, config);  // memory.recompute, or auto by the budget
+  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
   initialise_parameters(deck, *model_);
@@ -357,7 +357,7 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
 }
 
 std::string Trainer::memory_report(bool bytes) const {
-  plan::MemoryInputs in = memory_inputs(job_.deck, job_.grid, model_->config());
+  plan::MemoryInputs in = memory_inputs(job_.deck, job_.grid, model_->config(), &job_.topology);
   in.recompute = recompute_.mode;
   in.recompute_interval = recompute_.interval;
   int64_t total = 0;

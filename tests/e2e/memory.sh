@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
-# for 20 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
+# for 22 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
 # checkpoints) every
 # category of `trident train --check`'s estimate is within 5% of the busiest rank's peak in
 # metrics.h5 (the model is derived buffer by buffer, so it is expected to be exact). Then
@@ -67,6 +67,12 @@ model_matches t2p2d2_zero 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel
 model_matches p2d2_gpipe_every2 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=gpipe --memory.recompute=every_k
 # Mixed precision: 16-bit parameters and kept activations, f32 master weights, working set
 # and (fp16) the GEMMs' widened operands.
+# comm.node_algo = shm: each rank's part of a shared window (8 MiB + 64 B) per group that uses
+# one — here the tensor, data and embedding groups on one host, and the node level of the
+# hierarchical data-parallel all-reduce on 2 emulated nodes.
+model_matches t2p2d2_shm 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --comm.node_algo=shm
+model_matches d4_hierarchical_shm 4 --parallel.data=4 --comm.node_algo=shm --topology.ranks_per_node=2 \
+  --comm.algo=hierarchical
 model_matches bf16 1 --optim.precision=bf16
 model_matches bf16_full 1 --optim.precision=bf16 --memory.recompute=full
 model_matches fp16_selective 1 --optim.precision=fp16 --memory.recompute=selective
