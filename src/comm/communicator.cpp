@@ -20,7 +20,8 @@ constexpr int kTagBase = 1 << 20;       // collectives' tags, apart from user se
 double seconds_now() { return steady_seconds(); }
 
 // Waiting yields the core between polls. A background thread (the gradient reducer's) is
-// patient while backward runs on the same core: after kSpinSeconds of a wait — most transfers
+// patient while backward runs on the same core (and the pipeline's receives always are,
+// pipeline/runner.cpp): after kSpinSeconds of a wait — most transfers
 // end by then — it sleeps kPauseSeconds between polls, so that the wait does not take the CPU
 // from the computation it overlaps. Once backward is over (the flag falls) nothing else needs
 // the core and the rest of its reduction is on the critical path: it yields like the main
