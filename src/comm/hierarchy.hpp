@@ -52,6 +52,7 @@ class GroupCollectives {
   Communicator& flat() { return *flat_; }
   Communicator& level(int level) { return level == 0 ? *node_ : level == 1 ? *rack_ : *cross_; }
   bool hierarchical() const { return use_hierarchy_; }
+  topo::Level span() const { return span_; }  // the widest level between the group's members
   std::string describe() const;             // "hierarchical: node 2 × rack 2 × cross-rack 2"
   LevelBytes traffic() const;               // everything this rank sent and received
 

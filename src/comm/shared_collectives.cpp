@@ -60,13 +60,18 @@ size_t length(std::pair<size_t, size_t> range) { return range.second - range.fir
 
 }  // namespace
 
+// Only a group inside one node (as the topology says; every member sees the same) shares
+// memory: across emulated nodes the transfers must go through the link model's levels.
 bool Communicator::shares_memory() {
   if (!shared_checked_) {
     shared_checked_ = true;
-    shared_ = SharedWindow::create(comm_, SharedWindow::kCapacity);
+    const bool one_node = std::all_of(level_of_rank_.begin(), level_of_rank_.end(),
+                                      [](topo::Level l) { return l == topo::Level::Node; });
+    if (one_node) shared_ = SharedWindow::create(comm_, SharedWindow::kCapacity);
     if (!shared_)
-      warn0("comm.node_algo = shm: the " + name_ + " group's ranks are not all on one host; "
-            "its collectives use the ring instead");
+      warn0("comm.node_algo = shm: the " + name_ + " group " +
+            (one_node ? "is not on one host" : "spans more than one node") +
+            "; its collectives use the ring instead");
   }
   return shared_ != nullptr;
 }

@@ -146,7 +146,7 @@ std::vector<KeySpec> build_schema() {
       choice("comm.node_algo", "tree", {"ring", "tree", "shm"},
              "collective algorithm inside a node (groups that stay in one node, and the node level "
              "of the hierarchical all-reduce); shm: through memory shared by the node's ranks "
-             "(ring where they are not on one host)"),
+             "(the ring where a group spans nodes or hosts)"),
       choice("comm.rack_algo", "tree", {"ring", "tree"},
              "all-reduce algorithm among nodes of a rack (hierarchical all-reduce)"),
       choice("comm.cross_rack_algo", "ring", {"ring", "tree"},

@@ -55,7 +55,8 @@ std::vector<double> interleaved_means(const std::vector<Row>& rows, std::vector<
   return total;
 }
 
-std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& flat, int n) {
+// The shared-memory rows only where the group is one node: across nodes there is none.
+std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& flat, int n, bool one_node) {
   const int r = flat.rank();
   auto fill_sum = [r](std::vector<float>& v) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((r + 1) * (i % 7 + 1));
@@ -69,8 +70,10 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
   std::vector<Row> list;
   for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"tree", comm::Algo::Tree},
                             std::pair{"shm", comm::Algo::Shm}, std::pair{"mpi", comm::Algo::Mpi}})
-    list.push_back({"all_reduce", name, ar, [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
-                    wrong_sum, fill_sum});
+    if (algo != comm::Algo::Shm || one_node)
+      list.push_back({"all_reduce", name, ar,
+                      [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
+                      wrong_sum, fill_sum});
   list.push_back({"all_reduce", "hierarchical", ar,
                   [&hierarchical](std::vector<float>& v) { hierarchical.all_reduce(v.data(), v.size()); },
                   wrong_sum, fill_sum});
@@ -94,6 +97,7 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
     std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
   };
   for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"shm", comm::Algo::Shm}}) {
+    if (algo == comm::Algo::Shm && !one_node) continue;
     list.push_back({"reduce_scatter", name, part,
                     [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size(), algo); },
                     wrong_own_sum, fill_sum});
@@ -143,7 +147,7 @@ int run_commbench(const std::vector<std::string>& args) {
   size_t total_wrong = 0;
   for (size_t bytes : {size_t(0), size_t(4) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20}) {
     std::vector<float> data(bytes / sizeof(float));
-    const std::vector<Row> table = rows(world, world.flat(), n);
+    const std::vector<Row> table = rows(world, world.flat(), n, world.span() == topo::Level::Node);
     std::vector<size_t> wrong(table.size());
     for (size_t r = 0; r < table.size(); ++r) {  // exact? (and each row's warm-up)
       table[r].fill(data);

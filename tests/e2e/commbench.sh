@@ -20,8 +20,8 @@ if commbench emulated 4 --topology.ranks_per_node=2 --topology.nodes_per_rack=1 
   rows=$(grep -cE '^ +[0-9]+ +[0-9]+  (all_reduce|reduce_scatter|all_gather) ' emulated.out)
   wrong=$(awk '/^ +[0-9]+ +[0-9]+  /{ if ($NF != 0) n++ } END { print n + 0 }' emulated.out)
   algos=$(grep -oE 'all_reduce +(ring|tree|shm|mpi|hierarchical)' emulated.out | awk '{print $2}' | sort -u | paste -sd,)
-  # 6 sizes × (all-reduce by 5 algorithms, reduce-scatter and all-gather by ring and shm)
-  if [[ $rows == 54 && $wrong == 0 && $algos == hierarchical,mpi,ring,shm,tree ]] && grep -q '^# all results exact' emulated.out &&
+  # 6 sizes × (all-reduce by 4 algorithms, reduce-scatter, all-gather); no shm rows across nodes
+  if [[ $rows == 36 && $wrong == 0 && $algos == hierarchical,mpi,ring,tree ]] && grep -q '^# all results exact' emulated.out &&
      grep -q 'time(us)  algbw(GB/s)  busbw(GB/s)  #wrong' emulated.out; then
     pass "commbench_emulated_exact ($rows rows, all_reduce by $algos)"
   else fail commbench_emulated_exact "$rows rows, $wrong wrong, algorithms $algos: $(tail -2 emulated.out)"; fi
@@ -32,6 +32,11 @@ if [[ -f emulated/links.ini ]] && [[ $(grep -c '^\[\(node\|rack\|cross_rack\)\]'
   pass commbench_writes_links
 else fail commbench_writes_links "$(cat emulated/links.ini 2>&1 | head -12)"; fi
 
-# 3 ranks (odd, uneven segments), one node.
-commbench odd 3 --topology.ranks_per_node=3 --train.global_batch=6 --train.micro_batch=2 && grep -q '^# all results exact' odd.out && pass commbench_3_ranks_exact ||
-  fail commbench_3_ranks_exact "$(tail -3 odd.out)"
+# 3 ranks (odd, uneven segments), one node: also the shared-memory rows (all-reduce,
+# reduce-scatter, all-gather), 6 sizes × 9 rows.
+if commbench odd 3 --topology.ranks_per_node=3 --train.global_batch=6 --train.micro_batch=2 &&
+   grep -q '^# all results exact' odd.out &&
+   [[ $(grep -cE '^ +[0-9]+ +[0-9]+  (all_reduce|reduce_scatter|all_gather) ' odd.out) == 54 &&
+      $(grep -cE '^ +[0-9]+ +[0-9]+  [a-z_]+ +shm ' odd.out) == 18 ]]; then
+  pass commbench_3_ranks_exact
+else fail commbench_3_ranks_exact "$(tail -3 odd.out)"; fi

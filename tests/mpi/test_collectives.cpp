@@ -9,6 +9,7 @@
 #include "comm/hierarchy.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
+#include "tensor/buffer.hpp"
 #include "mpi_fixture.hpp"
 #include "topo/discover.hpp"
 
@@ -129,6 +130,32 @@ BOOST_AUTO_TEST_CASE(shared_memory_collectives_exact_with_the_ring_byte_counts) 
     }
     BOOST_TEST(everywhere(ok), "group of " << members);
   }
+}
+
+// A window only for a group inside one node: across (emulated) nodes the ring carries the data,
+// so that the link model's levels apply. The window is tracked memory while it lives.
+BOOST_AUTO_TEST_CASE(shared_memory_only_inside_one_node) {
+  const int n = world_size();
+  if (n < 2) return;
+  auto communication = [] { return memory_usage().current[static_cast<int>(MemoryCategory::Communication)]; };
+  const int64_t before = communication();
+  bool ok = true;
+  std::vector<topo::Level> two_nodes(n, topo::Level::Rack);
+  two_nodes[world_rank()] = topo::Level::Node;
+  {
+    comm::Communicator c(MPI_COMM_WORLD, two_nodes, "across nodes", 60);
+    std::vector<float> v = contribution(1000, c.rank());
+    c.all_reduce(v.data(), v.size(), comm::Algo::Shm);
+    ok = ok && wrong_elements(v, n) == 0 && communication() == before;
+  }
+  {
+    comm::Communicator c(MPI_COMM_WORLD, all_node(n), "one node", 60);
+    std::vector<float> v = contribution(1000, c.rank());
+    c.all_reduce(v.data(), v.size(), comm::Algo::Shm);
+    ok = ok && wrong_elements(v, n) == 0 &&
+         communication() == before + int64_t(comm::SharedWindow::bytes_per_rank(comm::SharedWindow::kCapacity));
+  }
+  BOOST_TEST(everywhere(ok && communication() == before));
 }
 
 BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
