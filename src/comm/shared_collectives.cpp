@@ -50,9 +50,9 @@ void sum_in_rank_order(float* into, const std::vector<const float*>& parts, size
   }
 }
 
-// [begin, end) ∩ [lo, hi), as a pair with begin ≤ end.
+// [begin, end) ∩ [lo, hi), as a pair with lo ≤ begin ≤ end ≤ hi (empty: begin = end).
 std::pair<size_t, size_t> overlap(std::pair<size_t, size_t> range, size_t lo, size_t hi) {
-  const size_t begin = std::max(range.first, lo), end = std::min(range.second, hi);
+  const size_t begin = std::min(std::max(range.first, lo), hi), end = std::min(range.second, hi);
   return {begin, std::max(begin, end)};
 }
 
