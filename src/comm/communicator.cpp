@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 
 namespace trident::comm {
@@ -16,8 +17,6 @@ namespace {
 constexpr size_t kChunk = 1 << 16;  // floats per message (256 KiB): the ring's pipelining unit
 constexpr size_t kTreeChunk = 1 << 18;  // floats per tree step (1 MiB): levels work in parallel
 constexpr int kTagBase = 1 << 20;       // collectives' tags, apart from user send/recv tags
-
-double seconds_now() { return steady_seconds(); }
 
 // Waiting yields the core between polls. A background thread (the gradient reducer's) is
 // patient while backward runs on the same core (and the pipeline's receives always are,
@@ -30,10 +29,6 @@ constexpr double kSpinSeconds = 100e-6, kPauseSeconds = 20e-6;
 thread_local const std::atomic<bool>* patient_while = nullptr;
 
 }  // namespace
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void pause_while_waiting(double since) {
   const bool patient = patient_while && patient_while->load(std::memory_order_relaxed);
@@ -105,12 +100,12 @@ void Communicator::count(int peer, size_t sent_floats, size_t received_floats) {
 
 void Communicator::wait_all(std::vector<MPI_Request>& requests, const char* operation,
                             const std::vector<int>& peers) {
-  const double begin = seconds_now(), deadline = begin + timeout_s_;
+  const double begin = steady_seconds(), deadline = begin + timeout_s_;
   for (;;) {
     int done = 0;
     MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
     if (done) return;
-    if (seconds_now() > deadline) watchdog_expired(operation, peers);
+    if (steady_seconds() > deadline) watchdog_expired(operation, peers);
     pause_while_waiting(begin);
   }
 }
@@ -132,7 +127,7 @@ void Communicator::emulate(double start, const std::vector<std::pair<int, double
   double slowest = 0.0;
   for (const auto& [peer, bytes] : peer_bytes)
     slowest = std::max(slowest, links_.seconds(static_cast<int>(level_of_rank_[peer]), bytes));
-  const double remaining = start + slowest - seconds_now();
+  const double remaining = start + slowest - steady_seconds();
   if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
 }
 
@@ -152,7 +147,7 @@ void combine(float* into, const float* from, size_t n, Op op) {
 
 void Communicator::exchange(const float* out, size_t count_out, int to, float* in, size_t count_in,
                             int from, bool reduce, const char* operation, Op op) {
-  const double start = seconds_now();
+  const double start = steady_seconds();
   const std::vector<std::pair<int, double>> transfers = {{to, count_out * sizeof(float)},
                                                          {from, count_in * sizeof(float)}};
   std::vector<MPI_Request> requests;
@@ -177,7 +172,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
     return;
   }
   // Add each chunk as it arrives, while the later ones are still in flight.
-  const double begin = seconds_now(), deadline = begin + timeout_s_;
+  const double begin = steady_seconds(), deadline = begin + timeout_s_;
   for (size_t done_receives = 0; done_receives < receives;) {
     int index = MPI_UNDEFINED, flag = 0;
     MPI_CHECK(MPI_Testany(static_cast<int>(receives), requests.data(), &index, &flag, MPI_STATUS_IGNORE));
@@ -187,7 +182,7 @@ void Communicator::exchange(const float* out, size_t count_out, int to, float* i
       ++done_receives;
       continue;
     }
-    if (seconds_now() > deadline) {
+    if (steady_seconds() > deadline) {
       std::vector<MPI_Request> rest(requests.begin(), requests.begin() + receives);
       wait_all(rest, operation, {from});  // reports and aborts
     }
@@ -264,7 +259,7 @@ void Communicator::tree_all_reduce(float* data, size_t n, Op op) {
     const size_t len = std::min(kTreeChunk, length[t] - c * kTreeChunk);
     std::vector<MPI_Request> receives;
     std::vector<std::pair<int, double>> transfers;
-    const double start = seconds_now();
+    const double start = steady_seconds();
     for (size_t k = 0; k < roles[t].children.size(); ++k) {
       receives.emplace_back();
       MPI_CHECK(MPI_Irecv(scratch_.data() + k * kTreeChunk, static_cast<int>(len), MPI_FLOAT,
@@ -284,7 +279,7 @@ void Communicator::tree_all_reduce(float* data, size_t n, Op op) {
     const size_t len = std::min(kTreeChunk, length[t] - c * kTreeChunk);
     if (roles[t].parent >= 0) {
       std::vector<MPI_Request> receive(1);
-      const double start = seconds_now();
+      const double start = steady_seconds();
       MPI_CHECK(MPI_Irecv(at, static_cast<int>(len), MPI_FLOAT, roles[t].parent, kTagBase + 2 + t,
                           comm_, &receive[0]));
       count(roles[t].parent, 0, len);
@@ -371,7 +366,7 @@ void Communicator::broadcast_scalars(double* values, int n, int root) {
 }
 
 void Communicator::send(const float* data, size_t n, int peer, int tag) {
-  const double start = seconds_now();
+  const double start = steady_seconds();
   std::vector<MPI_Request> requests(1);
   MPI_CHECK(MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests[0]));
   count(peer, n, 0);
@@ -394,7 +389,7 @@ void Communicator::wait(MPI_Request& request, const char* operation, int peer) {
 }
 
 void Communicator::recv(float* data, size_t n, int peer, int tag) {
-  const double start = seconds_now();
+  const double start = steady_seconds();
   std::vector<MPI_Request> requests(1);
   MPI_CHECK(MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, comm_, &requests[0]));
   count(peer, 0, n);

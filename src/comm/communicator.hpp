@@ -34,10 +34,9 @@ Algo parse_algo(const std::string& name);  // "ring" | "tree" | "shm" | "mpi"
 // For the calling thread, a background one: while *overlapping is true, its waits sleep between
 // polls after a short spin instead of yielding (see communicator.cpp); null: never.
 void wait_patiently(const std::atomic<bool>* overlapping);
-// One pause of a wait that began at `since` (steady_seconds()): a yield, or a short sleep in a
-// patient thread.
+// One pause of a wait that began at `since` (steady_seconds(), core/clock.hpp): a yield, or a
+// short sleep in a patient thread.
 void pause_while_waiting(double since);
-double steady_seconds();
 
 struct LevelBytes {
   std::array<double, 3> sent{}, received{};  // indexed by topo::Level

@@ -1,20 +1,16 @@
 // Bucketed, optionally overlapped, data-parallel gradient all-reduce.
 #include "comm/reducer.hpp"
 
-#include <chrono>
 #include <cstring>
 
 #include "comm/traffic.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "model/params.hpp"
 
 namespace trident::comm {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 bool mpi_supports_threads() {
   int provided = MPI_THREAD_SINGLE;
@@ -59,7 +55,7 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::reduce(Bucket& bucket) {
-  const double start = now_seconds();
+  const double start = steady_seconds();
   float* packed = packed_.data();
   int64_t at = 0;
   for (const Segment& s : bucket.segments) {
@@ -72,7 +68,7 @@ void GradientReducer::reduce(Bucket& bucket) {
     std::memcpy(grads_ + s.offset, packed + at, s.count * sizeof(float));
     at += s.count;
   }
-  comm_seconds_ += now_seconds() - start;
+  comm_seconds_ += steady_seconds() - start;
 }
 
 void GradientReducer::thread_main() {
@@ -115,21 +111,21 @@ void GradientReducer::on_final(int layer) {
 }
 
 void GradientReducer::reduce_scatter() {
-  const double start = now_seconds();
+  const double start = steady_seconds();
   data_.flat().reduce_scatter(grads_, static_cast<size_t>(num_params_));  // own shard summed in place
-  comm_seconds_ += now_seconds() - start;
+  comm_seconds_ += steady_seconds() - start;
 }
 
 void GradientReducer::all_gather_params(float* params) {
   if (!zero_ || data_size_ == 1) return;
-  const double start = now_seconds();
+  const double start = steady_seconds();
   data_.flat().all_gather(params, static_cast<size_t>(num_params_));
-  comm_seconds_ += now_seconds() - start;
+  comm_seconds_ += steady_seconds() - start;
 }
 
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
-  const double start = now_seconds();
+  const double start = steady_seconds();
   if (zero_) {
     reduce_scatter();
   } else if (overlap_) {
@@ -140,7 +136,7 @@ double GradientReducer::finish() {
   } else {
     for (Bucket& bucket : buckets_) reduce(bucket);
   }
-  return now_seconds() - start;
+  return steady_seconds() - start;
 }
 
 }  // namespace trident::comm

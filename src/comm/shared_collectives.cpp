@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "comm/communicator.hpp"
+#include "core/clock.hpp"
 #include "core/log.hpp"
 
 namespace trident::comm {

@@ -12,6 +12,11 @@ namespace trident {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// Now on the steady clock, in seconds from an arbitrary origin: for differences and deadlines.
+inline double steady_seconds() {
+  return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count();
+}
+
 // Seconds from `start` to now (steady clock).
 inline double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();

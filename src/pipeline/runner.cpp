@@ -2,16 +2,12 @@
 #include "pipeline/runner.hpp"
 
 #include <atomic>
-#include <chrono>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 
 namespace trident::pipeline {
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // A stage waits for its neighbour's activation or gradient for as long as that neighbour
 // computes, typically milliseconds: after a short spin it sleeps between polls instead of
@@ -48,35 +44,35 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
 float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
                                   StepTimes* times) {
   pipeline_.wait(activation_sends_[slot], "pipeline send (activation)", stage_ + 1);  // slot reuse
-  const double start = now();
+  const double start = steady_seconds();
   if (!first())
     patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
-  const double received = now();
+  const double received = steady_seconds();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   if (!last())
     activation_sends_[slot] = pipeline_.isend(gpt_.output(slot), activation_elements_, stage_ + 1, activation_tag(i));
-  if (times) times->wait_seconds += received - start, times->forward_seconds += now() - received;
+  if (times) times->wait_seconds += received - start, times->forward_seconds += steady_seconds() - received;
   return loss;
 }
 
 void PipelineRunner::run_backward(int i, int slot, float loss_scale,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
   pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);  // buffer reuse
-  const double start = now();
+  const double start = steady_seconds();
   if (!last())
     patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
-  const double received = now();
+  const double received = steady_seconds();
   gpt_.backward(slot, loss_scale, on_final);
   if (!first())
     gradient_send_ = pipeline_.isend(gpt_.input_gradient(), activation_elements_, stage_ - 1, gradient_tag(i));
-  if (times) times->wait_seconds += received - start, times->backward_seconds += now() - received;
+  if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
 }
 
 double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
                                   const std::function<void(int)>& on_last_final, StepTimes* times) {
   double loss_sum = 0.0;
-  const double start = now();
+  const double start = steady_seconds();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
@@ -89,7 +85,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   }
   for (MPI_Request& request : activation_sends_) pipeline_.wait(request, "pipeline send (activation)", stage_ + 1);
   pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);
-  if (times) times->schedule_seconds += now() - start;
+  if (times) times->schedule_seconds += steady_seconds() - start;
   return loss_sum;
 }
 

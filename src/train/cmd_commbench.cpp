@@ -2,7 +2,6 @@
 // (emulated) topology: time, algbw, busbw and wrong elements for each collective, algorithm and
 // level; then the latency and bandwidth of each level for the planner (RUN_DIR/links.ini). The
 // rows of one size are timed in interleaved rounds, so that their ratios survive the host's drift.
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "comm/hierarchy.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -19,10 +19,6 @@
 
 namespace trident {
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Row {
   std::string collective, algorithm;
@@ -36,9 +32,9 @@ struct Row {
 double time_runs(const Row& row, std::vector<float>& data, int iterations) {
   row.fill(data);
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-  const double start = now();
+  const double start = steady_seconds();
   for (int i = 0; i < iterations; ++i) row.run(data);
-  double seconds = now() - start;
+  double seconds = steady_seconds() - start;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   return seconds;
 }
@@ -114,9 +110,9 @@ std::pair<double, double> level_figures(comm::Communicator& c) {
   std::vector<float> small(2, 1.0f), large(size_t(4) << 20, 1.0f);
   auto mean = [&](std::vector<float>& v, int iterations) {
     c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
-    const double start = now();
+    const double start = steady_seconds();
     for (int i = 0; i < iterations; ++i) c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
-    return (now() - start) / iterations;
+    return (steady_seconds() - start) / iterations;
   };
   const double latency = mean(small, 50);
   const double seconds = mean(large, 5);
