@@ -1,10 +1,11 @@
 // Dynamic loss scaling for fp16 training (the scheme of Megatron-LM's DynamicGradScaler and
 // DeepSpeed's DynamicLossScaler): the loss is multiplied by `scale` before backward so that
 // small gradients survive fp16's range, and the gradients are divided by it again before the
-// update. An overflow (Inf/NaN anywhere in the gradients, agreed by all ranks) skips the step;
-// after `hysteresis` overflows without a good step in between — not necessarily in a row — the
-// scale is multiplied by `backoff` (not below `min_scale`). After `window` good steps in a row
-// it is multiplied by `growth`, and the hysteresis budget is refilled.
+// update. An overflow (Inf/NaN anywhere in the gradients, agreed by all ranks) skips the step.
+// Once `hysteresis` overflows have happened since the last growth (not necessarily in a row),
+// that overflow and every further one multiply the scale by `backoff` (not below `min_scale`).
+// After `window` good steps in a row the scale is multiplied by `growth`, and the hysteresis
+// budget is refilled.
 #pragma once
 
 #include <cstdint>

@@ -17,10 +17,11 @@
 // A stage keeps one set per micro-batch it holds at once (1F1B: min(m, p − stage), GPipe: m);
 // full / every-K recompute keeps only segment-ending block outputs (b·C) per micro-batch plus K
 // working sets; selective keeps everything but the probabilities, recomputed into one shared
-// (a·b·T) f32 buffer (and, in bf16, its 16-bit copy). Backward's gradient scratch is one f32 set per stage. The last stage
-// keeps the final LayerNorm's output (16-bit in bf16/fp16), the logits (b·Vp/p) and the losses
-// in f32. fp16 widens each GEMM's operands into an f32 workspace (oneDNN 2.6 has no f16 CPU
-// matmul): the largest backward's dy, x and w, (M·N + M·K + N·K) floats.
+// (a·b·T) f32 buffer (and, in bf16, its 16-bit copy). Backward's gradient scratch is one f32
+// set per stage. The last stage keeps the final LayerNorm's output (16-bit in bf16/fp16), and
+// the logits (b·Vp/p) and the losses in f32. fp16 widens each GEMM's operands into an f32
+// workspace (oneDNN 2.6 has no f16 CPU matmul): the largest backward's dy, x and w,
+// (M·N + M·K + N·K) floats.
 #pragma once
 
 #include <array>

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "comm/hierarchy.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "deck/validate.hpp"
-#include "comm/hierarchy.hpp"
 #include "train/job.hpp"
 #include "train/model_setup.hpp"
 
@@ -36,10 +36,6 @@ int64_t fixed_bytes(const plan::MemoryInputs& in) {
   }
   return fixed;
 }
-
-}  // namespace
-
-namespace {
 
 // Per stage, the most shared windows a rank of it holds: one per group whose all-reduces go
 // through shared memory — the tensor group, the data group (its all-reduce; ZeRO-1's
