@@ -57,26 +57,31 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
   auto fill_sum = [r](std::vector<float>& v) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((r + 1) * (i % 7 + 1));
   };
-  auto wrong_sum = [n](const std::vector<float>& v) {
+  auto sum_at = [n](size_t i) { return float(n * (n + 1) / 2 * (i % 7 + 1)); };  // of fill_sum's values
+  auto wrong_sum = [sum_at](const std::vector<float>& v) {
     size_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
+    for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != sum_at(i);
     return wrong;
   };
+  // All-reduce by our algorithms and MPI's; reduce-scatter and all-gather by ours that have them.
+  using Named = std::pair<const char*, comm::Algo>;
+  std::vector<Named> all_reduce_algos = {{"ring", comm::Algo::Ring}, {"tree", comm::Algo::Tree}};
+  std::vector<Named> partial_algos = {{"ring", comm::Algo::Ring}};
+  if (one_node) all_reduce_algos.push_back({"shm", comm::Algo::Shm}), partial_algos.push_back({"shm", comm::Algo::Shm});
+  all_reduce_algos.push_back({"mpi", comm::Algo::Mpi});
   const double ar = 2.0 * (n - 1) / n, part = double(n - 1) / n;
   std::vector<Row> list;
-  for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"tree", comm::Algo::Tree},
-                            std::pair{"shm", comm::Algo::Shm}, std::pair{"mpi", comm::Algo::Mpi}})
-    if (algo != comm::Algo::Shm || one_node)
-      list.push_back({"all_reduce", name, ar,
-                      [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
-                      wrong_sum, fill_sum});
+  for (const auto& [name, algo] : all_reduce_algos)
+    list.push_back({"all_reduce", name, ar,
+                    [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
+                    wrong_sum, fill_sum});
   list.push_back({"all_reduce", "hierarchical", ar,
                   [&hierarchical](std::vector<float>& v) { hierarchical.all_reduce(v.data(), v.size()); },
                   wrong_sum, fill_sum});
-  auto wrong_own_sum = [n, r](const std::vector<float>& v) {
+  auto wrong_own_sum = [n, r, sum_at](const std::vector<float>& v) {
     const auto seg = comm::Communicator::segment_of(v.size(), n, r);
     size_t wrong = 0;
-    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(n * (n + 1) / 2 * (i % 7 + 1));
+    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != sum_at(i);
     return wrong;
   };
   auto wrong_gathered = [n](const std::vector<float>& v) {
@@ -92,8 +97,7 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
     std::fill(v.begin(), v.end(), 0.0f);
     std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
   };
-  for (auto [name, algo] : {std::pair{"ring", comm::Algo::Ring}, std::pair{"shm", comm::Algo::Shm}}) {
-    if (algo == comm::Algo::Shm && !one_node) continue;
+  for (const auto& [name, algo] : partial_algos) {
     list.push_back({"reduce_scatter", name, part,
                     [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size(), algo); },
                     wrong_own_sum, fill_sum});
