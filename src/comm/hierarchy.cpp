@@ -88,13 +88,12 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
   node_ = make_communicator(node_comm_, t, "node level of " + name, settings, kind);
   rack_ = make_communicator(rack_comm_, t, "rack level of " + name, settings, kind);
   cross_ = make_communicator(cross_comm_, t, "cross-rack level of " + name, settings, kind);
-  int all_regular = regular ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_regular, 1, MPI_INT, MPI_LAND, group));
+  // Every member computes `regular` from the same topology and member list: no need to agree.
   const bool spans_nodes = span_ != topo::Level::Node;
-  if (settings.algo == "hierarchical" && !all_regular)
+  if (settings.algo == "hierarchical" && !regular)
     fatal_all("comm.algo = hierarchical needs the same number of " + name + "-group members on "
               "every node; this layout puts different numbers on some nodes; use comm.algo = auto");
-  use_hierarchy_ = all_regular && (settings.algo == "hierarchical" || (settings.algo == "auto" && spans_nodes));
+  use_hierarchy_ = regular && (settings.algo == "hierarchical" || (settings.algo == "auto" && spans_nodes));
 }
 
 GroupCollectives::~GroupCollectives() {
