@@ -177,7 +177,7 @@ int compare_precisions(const deck::Deck& deck, const std::string& precision, int
   if (precision != "bf16" && precision != "fp16")
     throw UserError("trident bench: --compare takes bf16 or fp16, not '" + precision + "'");
   StepRunner f32(deck, kernels::Precision::fp32);
-  StepRunner low(deck, precision == "bf16" ? kernels::Precision::bf16 : kernels::Precision::fp16);
+  StepRunner low(deck, precision_from_name(precision));
   const auto [f32_seconds, low_seconds] =
       alternating_medians(warmup, steps, [&] { return f32.run(); }, [&] { return low.run(); });
   char text[256];

@@ -72,10 +72,13 @@ std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
   return pipeline::stage_layer_counts(static_cast<int>(deck.get_int("model.layers")), stages, given);
 }
 
-kernels::Precision precision_from_deck(const deck::Deck& deck) {
-  const std::string name = deck.get_string("optim.precision");
+kernels::Precision precision_from_name(const std::string& name) {
   return name == "bf16" ? kernels::Precision::bf16 : name == "fp16" ? kernels::Precision::fp16
                                                                     : kernels::Precision::fp32;
+}
+
+kernels::Precision precision_from_deck(const deck::Deck& deck) {
+  return precision_from_name(deck.get_string("optim.precision"));
 }
 
 std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck) {

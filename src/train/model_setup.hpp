@@ -15,7 +15,8 @@ namespace trident {
 // Collective in effect (every rank reads the same header): a file that is missing, malformed
 // or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config_from_deck(const deck::Deck& deck);
-// optim.precision.
+// "fp32" | "bf16" | "fp16" (the choices of optim.precision), and the deck's optim.precision.
+kernels::Precision precision_from_name(const std::string& name);
 kernels::Precision precision_from_deck(const deck::Deck& deck);
 // fp16's loss scaler from the optim.*loss_scale* keys: dynamic, or fixed (optim.loss_scale > 0:
 // a scaler that never changes its scale).
