@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "comm/hierarchy.hpp"
 #include "core/mpi_util.hpp"
@@ -25,35 +26,46 @@ std::vector<float> contribution(size_t n, int r) {
   return v;
 }
 
+// Element i of the contributions' sum over `members` ranks.
+float sum_at(size_t i, int members) { return float(members * (members + 1) / 2) * float(i % 7 + 1); }
+
 size_t wrong_elements(const std::vector<float>& v, int members) {
   size_t wrong = 0;
-  const float ranks_sum = float(members * (members + 1) / 2);
-  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != ranks_sum * float(i % 7 + 1);
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != sum_at(i, members);
   return wrong;
 }
 
 std::vector<topo::Level> all_node(int n) { return std::vector<topo::Level>(n, topo::Level::Node); }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size) {
-  const int world = world_size();
-  for (int members = 1; members <= world; ++members) {
+// For each group of the first `members` world ranks, `smallest` members up to all: check(group,
+// members) runs on the group's ranks and says whether all was right; one assertion per size.
+void for_each_leading_group(int smallest, const std::function<bool(MPI_Comm, int)>& check) {
+  for (int members = smallest; members <= world_size(); ++members) {
     MPI_Comm group = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, world_rank() < members ? 0 : MPI_UNDEFINED, world_rank(), &group);
     bool ok = true;
     if (group != MPI_COMM_NULL) {
-      comm::Communicator c(group, all_node(members), "test", 60);
-      for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi})
-        for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(300001), size_t(3 << 20) + 5}) {
-          std::vector<float> v = contribution(n, c.rank());
-          c.all_reduce(v.data(), n, algo);
-          ok = ok && wrong_elements(v, members) == 0;
-        }
+      ok = check(group, members);
       MPI_Comm_free(&group);
     }
     BOOST_TEST(everywhere(ok), "group of " << members);
   }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size) {
+  for_each_leading_group(1, [](MPI_Comm group, int members) {
+    bool ok = true;
+    comm::Communicator c(group, all_node(members), "test", 60);
+    for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi})
+      for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(300001), size_t(3 << 20) + 5}) {
+        std::vector<float> v = contribution(n, c.rank());
+        c.all_reduce(v.data(), n, algo);
+        ok = ok && wrong_elements(v, members) == 0;
+      }
+    return ok;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(sixty_four_megabytes_ring) {
@@ -91,45 +103,37 @@ BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
 // the bytes the ranks read from each other — the ring's formulas: all-reduce 2(n−1)/n·S,
 // reduce-scatter and all-gather (n−1)/n·S.
 BOOST_AUTO_TEST_CASE(shared_memory_collectives_exact_with_the_ring_byte_counts) {
-  const int world = world_size();
-  for (int members = 2; members <= world; ++members) {
-    MPI_Comm group = MPI_COMM_NULL;
-    MPI_Comm_split(MPI_COMM_WORLD, world_rank() < members ? 0 : MPI_UNDEFINED, world_rank(), &group);
+  for_each_leading_group(2, [](MPI_Comm group, int members) {
     bool ok = true;
-    if (group != MPI_COMM_NULL) {
-      for (size_t n : {size_t(5), size_t(1000), (size_t(5) << 19) + 3}) {
-        comm::Communicator c(group, all_node(members), "test", 60);
-        const auto own = comm::Communicator::segment_of(n, members, c.rank());
-        std::vector<float> v = contribution(n, c.rank());
-        c.reduce_scatter(v.data(), n, comm::Algo::Shm);
-        for (size_t i = own.first; i < own.second; ++i)
-          ok = ok && v[i] == float(members * (members + 1) / 2 * (i % 7 + 1));
-        const double after_reduce_scatter = c.traffic().sent[0];
-        std::fill(v.begin(), v.end(), -1.0f);
-        std::fill(v.begin() + own.first, v.begin() + own.second, float(c.rank() + 1));
-        c.all_gather(v.data(), n, comm::Algo::Shm);
-        for (int k = 0; k < members; ++k) {
-          const auto seg = comm::Communicator::segment_of(n, members, k);
-          for (size_t i = seg.first; i < seg.second; ++i) ok = ok && v[i] == float(k + 1);
-        }
-        const double after_all_gather = c.traffic().sent[0];
-        // Bytes: exact for n divisible by the group; otherwise what the segments say.
-        const double S = n * sizeof(float), own_bytes = (own.second - own.first) * sizeof(float);
-        ok = ok && after_reduce_scatter == S - own_bytes &&
-             after_all_gather - after_reduce_scatter == (members - 1) * own_bytes;
-        if (n % members == 0) ok = ok && after_reduce_scatter == (members - 1.0) / members * S;
-      }
+    for (size_t n : {size_t(5), size_t(1000), (size_t(5) << 19) + 3}) {
       comm::Communicator c(group, all_node(members), "test", 60);
-      const size_t count = size_t(members) * 1000;
-      std::vector<float> v = contribution(count, c.rank());
-      c.all_reduce(v.data(), count, comm::Algo::Shm);
-      ok = ok && wrong_elements(v, members) == 0 &&
+      const auto own = comm::Communicator::segment_of(n, members, c.rank());
+      std::vector<float> v = contribution(n, c.rank());
+      c.reduce_scatter(v.data(), n, comm::Algo::Shm);
+      for (size_t i = own.first; i < own.second; ++i) ok = ok && v[i] == sum_at(i, members);
+      const double after_reduce_scatter = c.traffic().sent[0];
+      std::fill(v.begin(), v.end(), -1.0f);
+      std::fill(v.begin() + own.first, v.begin() + own.second, float(c.rank() + 1));
+      c.all_gather(v.data(), n, comm::Algo::Shm);
+      for (int k = 0; k < members; ++k) {
+        const auto seg = comm::Communicator::segment_of(n, members, k);
+        for (size_t i = seg.first; i < seg.second; ++i) ok = ok && v[i] == float(k + 1);
+      }
+      const double after_all_gather = c.traffic().sent[0];
+      // Bytes: exact for n divisible by the group; otherwise what the segments say.
+      const double S = n * sizeof(float), own_bytes = (own.second - own.first) * sizeof(float);
+      ok = ok && after_reduce_scatter == S - own_bytes &&
+           after_all_gather - after_reduce_scatter == (members - 1) * own_bytes;
+      if (n % members == 0) ok = ok && after_reduce_scatter == (members - 1.0) / members * S;
+    }
+    comm::Communicator c(group, all_node(members), "test", 60);
+    const size_t count = size_t(members) * 1000;
+    std::vector<float> v = contribution(count, c.rank());
+    c.all_reduce(v.data(), count, comm::Algo::Shm);
+    return ok && wrong_elements(v, members) == 0 &&
            c.traffic().sent[0] == 2.0 * (members - 1) / members * count * sizeof(float) &&
            c.traffic().received[0] == c.traffic().sent[0];
-      MPI_Comm_free(&group);
-    }
-    BOOST_TEST(everywhere(ok), "group of " << members);
-  }
+  });
 }
 
 // A window only for a group inside one node: across (emulated) nodes the ring carries the data,
