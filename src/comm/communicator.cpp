@@ -131,8 +131,6 @@ void Communicator::emulate(double start, const std::vector<std::pair<int, double
   if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
 }
 
-namespace {
-
 void combine(float* into, const float* from, size_t n, Op op) {
   if (op == Op::Sum) {
 #pragma omp simd
@@ -142,8 +140,6 @@ void combine(float* into, const float* from, size_t n, Op op) {
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) into[i] = from[i] > into[i] ? from[i] : into[i];
 }
-
-}  // namespace
 
 void Communicator::exchange(const float* out, size_t count_out, int to, float* in, size_t count_in,
                             int from, bool reduce, const char* operation, Op op) {

@@ -30,6 +30,8 @@ namespace trident::comm {
 enum class Algo { Ring, Tree, Shm, Mpi };
 enum class Op { Sum, Max };
 Algo parse_algo(const std::string& name);  // "ring" | "tree" | "shm" | "mpi"
+// into[0, n) = into op from, element-wise: the reduction step of every algorithm.
+void combine(float* into, const float* from, size_t n, Op op);
 
 // For the calling thread, a background one: while *overlapping is true, its waits sleep between
 // polls after a short spin instead of yielding (see communicator.cpp); null: never.

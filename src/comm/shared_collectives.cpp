@@ -37,16 +37,7 @@ void sum_in_rank_order(float* into, const std::vector<const float*>& parts, size
   for (size_t at = 0; at < n; at += kBlock) {
     const size_t len = std::min(kBlock, n - at);
     std::memcpy(block, parts[0] + at, len * sizeof(float));
-    for (size_t k = 1; k < parts.size(); ++k) {
-      const float* from = parts[k] + at;
-      if (op == Op::Sum) {
-#pragma omp simd
-        for (size_t i = 0; i < len; ++i) block[i] += from[i];
-      } else {
-#pragma omp simd
-        for (size_t i = 0; i < len; ++i) block[i] = from[i] > block[i] ? from[i] : block[i];
-      }
-    }
+    for (size_t k = 1; k < parts.size(); ++k) combine(block, parts[k] + at, len, op);
     std::memcpy(into + at, block, len * sizeof(float));
   }
 }
