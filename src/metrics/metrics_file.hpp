@@ -1,61 +1,78 @@
-// metrics.h5: one chunked, extendable 1-D dataset per metric (float64; "step"-like integer
-// series as int64), written by rank 0, with the resolved deck as attributes of the root group.
-// Values are buffered in memory and written on flush(); the file is flushed (H5Fflush) each
-// time, so a run killed later keeps everything up to its last flush. Readable with h5dump,
-// h5py and any HDF5 tool.
+// metrics.h5: one 1-D dataset per metric (float64; "step"-like integer series as int64), written
+// by rank 0, with the resolved deck as attributes of the root group. Readable with h5dump, h5py
+// and any HDF5 tool, at any time, also after the run was killed.
+//
+// Crash-safe by construction (docs/CHECKPOINTS.md): metrics.h5 is a snapshot replaced only by
+// rename (metrics/snapshot.hpp); each flush appends the new rows to metrics.h5.journal
+// (metrics/journal.hpp); a new snapshot takes in the journal now and then (rate-limited: its
+// cost stays a small share of the run), and at the end. A resumed run rebuilds the history
+// from the snapshot and the journal, cut back to its checkpoint's step, before it goes on.
 #pragma once
-
-#include <hdf5.h>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "metrics/history.hpp"
+#include "metrics/journal.hpp"
 
 namespace trident::metrics {
 
 class MetricsFile {
  public:
-  // Creates (truncates) the file. attributes: (name, text) pairs stored as string attributes
-  // of "/". Throws std::runtime_error naming the file on any HDF5 failure.
-  MetricsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes);
-  // Continues the file of a run resumed after `resume_step` steps: every series is cut back to
-  // its rows of steps <= resume_step, so that the file reads as if the run had never stopped.
-  // A series' rows follow an index series by name: val_* follow val_step, checkpoint/* follow
-  // checkpoint/step, all others step (appended once per step). The attributes are replaced; a
-  // missing or unreadable file is created anew.
-  MetricsFile(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
-              int64_t resume_step);
-  ~MetricsFile();
+  // A new history (any previous metrics.h5 and journal replaced). attributes: (name, text)
+  // pairs stored as string attributes of "/". Throws std::runtime_error naming the file on
+  // any failure.
+  MetricsFile(const std::string& path, const Attributes& attributes);
+  // Continues the history of a run resumed after `resume_step` steps: the snapshot and its
+  // journal are read (a torn journal tail dropped, an unreadable snapshot moved aside), every
+  // series is cut back to its rows of steps <= resume_step (History::cut_back), and the
+  // attributes are replaced. What recovery lost or set aside is in recovery_notes().
+  MetricsFile(const std::string& path, const Attributes& attributes, int64_t resume_step);
+  ~MetricsFile();  // flushes and writes a last snapshot (errors swallowed: call close() to see them)
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
 
-  // Appends one value to the dataset `name` (created on first use).
+  // Appends one value to the series `name` (created on first use).
   void append(const std::string& name, double value);
   void append_int(const std::string& name, long long value);
-  // Writes every buffered value and flushes the file to disk.
+  // Appends every buffered value to the journal (one record), and snapshots when one is due.
   void flush();
+  // flush(), then the journal forced to disk: before a checkpoint names these steps.
+  void sync();
+  // flush() and a new snapshot now: metrics.h5 alone holds everything.
+  void close();
   const std::string& path() const { return path_; }
+  // Warnings of the recovery at resume (damage found, rows lost), empty when all was intact.
+  const std::vector<std::string>& recovery_notes() const { return notes_; }
 
  private:
-  struct Series {
+  struct Pending {
     bool integer = false;
-    std::vector<double> pending_real;
-    std::vector<long long> pending_int;
-    hsize_t written = 0;
+    std::vector<double> real;
+    std::vector<long long> ints;
+    uint64_t rows = 0;  // rows already in the snapshot and the journal
   };
-  void write_series(const std::string& name, Series& series);
-  void write_attributes(const std::vector<std::pair<std::string, std::string>>& attributes);
+  History recover(int64_t resume_step);
+  void start(History history, const Attributes& attributes);
+  void snapshot();
 
-  std::string path_;
-  hid_t file_ = -1;
-  std::map<std::string, Series> series_;
+  std::string path_, journal_path_;
+  std::unique_ptr<JournalWriter> journal_;
+  std::map<std::string, Pending> series_;
+  std::vector<std::string> notes_;
+  double last_snapshot_at_ = 0, last_snapshot_cost_ = 0;
 };
 
-// Reads a whole 1-D dataset as doubles (for tests and tools). Throws std::runtime_error.
+// Everything a metrics.h5 holds now: its snapshot with the journal beside it applied (so a
+// running job's latest rows are seen too). Throws std::runtime_error naming the file.
+History read_history(const std::string& path);
+// One whole series as doubles (for tests and tools); throws if missing.
 std::vector<double> read_series(const std::string& path, const std::string& name);
-// Reads a string attribute of "/".
+// A string attribute of "/"; throws if missing.
 std::string read_attribute(const std::string& path, const std::string& name);
 
 }  // namespace trident::metrics

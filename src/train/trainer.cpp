@@ -417,6 +417,7 @@ int Trainer::run(const std::string& run_dir) {
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",
                                                                            deck_attributes(deck), start_step_)
                                  : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(deck));
+      for (const std::string& note : metrics_->recovery_notes()) warn0(note);
     } catch (const std::runtime_error& e) {
       fatal_one(e.what());
     }
@@ -443,7 +444,7 @@ int Trainer::run(const std::string& run_dir) {
     if (checkpoint_boundary(step + 1)) return kExitStopped;
   }
   if (deck.get_bool("checkpoint.at_end") && last_full_step_ != steps_) {
-    if (metrics_) metrics_->flush();
+    if (metrics_) metrics_->sync();
     checkpointer_->save("full", state_view(), metadata(steps_));
     last_full_step_ = steps_;
   }
@@ -453,7 +454,7 @@ int Trainer::run(const std::string& run_dir) {
   const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid);
   if (world_rank() == 0) {
     try {
-      metrics_->flush();
+      metrics_->close();  // metrics.h5 alone holds the whole history
       model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
       fatal_one(e.what());

@@ -164,7 +164,7 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
   const bool stop = signal != 0;
   const std::string kind = stop || flags[2] != 0 ? "full" : flags[1] != 0 ? "fast" : "";
   if (!kind.empty()) {
-    if (metrics_) metrics_->flush();  // rows up to this step on disk before the checkpoint names it
+    if (metrics_) metrics_->sync();  // rows up to this step on disk before the checkpoint names it
     checkpointer_->save(kind, state_view(), metadata(completed));
     if (kind == "full") last_full_step_ = completed;
   }
