@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +60,41 @@ std::string sync_to_disk(const std::string& path) {
   const std::string problem = ok ? "" : "fsync of '" + path + "' failed: " + std::strerror(errno);
   if (fd >= 0) ::close(fd);
   return problem;
+}
+
+namespace {
+
+std::string write_all(int fd, const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
+  for (const auto& [data, bytes] : pieces) {
+    const char* at = static_cast<const char*>(data);
+    size_t left = bytes;
+    while (left > 0) {
+      const ssize_t wrote = ::write(fd, at, left);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) return "cannot write '" + path + "': " + std::strerror(errno);
+      at += wrote;
+      left -= static_cast<size_t>(wrote);
+    }
+  }
+  return ::fsync(fd) == 0 ? "" : "fsync of '" + path + "' failed: " + std::strerror(errno);
+}
+
+}  // namespace
+
+std::string write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot create '" + temporary + "': " + std::strerror(errno);
+  std::string problem = write_all(fd, temporary, pieces);
+  if (::close(fd) != 0 && problem.empty()) problem = "cannot write '" + temporary + "': " + std::strerror(errno);
+  if (problem.empty() && std::rename(temporary.c_str(), path.c_str()) != 0)
+    problem = "cannot rename '" + temporary + "' to '" + path + "': " + std::strerror(errno);
+  if (!problem.empty()) {
+    std::remove(temporary.c_str());  // a full disk leaves no half-written temporary behind
+    return problem;
+  }
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  return sync_to_disk(directory.empty() ? "." : directory);
 }
 
 }  // namespace trident

@@ -4,7 +4,10 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trident {
 
@@ -19,5 +22,11 @@ std::string read_on_root_and_broadcast(const std::string& path, const std::strin
 // fsync of a file or a directory (a rename is durable once its directory is synced). Returns
 // "" or what failed, naming the path.
 std::string sync_to_disk(const std::string& path);
+
+// Replaces `path` with the concatenation of `pieces` (pointer, bytes) so that no instant, a kill
+// or a crash of the node included, leaves anything but the old file or the new one under that
+// name: written to "<path>.tmp", synced, renamed, directory synced. On failure the temporary is
+// removed and the old file is untouched. Returns "" or what failed, naming the file.
+std::string write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces);
 
 }  // namespace trident

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/file_util.hpp"
 #include "model/params.hpp"
 
 namespace trident::model {
@@ -71,16 +72,9 @@ void write_llmc_model(const std::string& path, const GptConfig& config, const fl
   header[0] = kLlmcModelMagic, header[1] = kLlmcModelVersionFp32;
   header[2] = config.max_seq_len, header[3] = config.vocab, header[4] = config.layers;
   header[5] = config.heads, header[6] = config.channels, header[7] = config.padded_vocab;
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(header), sizeof(header));
-    out.write(reinterpret_cast<const char*>(params), num_parameters(config) * sizeof(float));
-    out.flush();
-    if (!out) throw file_error(temporary, std::string("write failed: ") + std::strerror(errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw file_error(path, std::string("rename failed: ") + std::strerror(errno));
+  const std::string problem =
+      write_atomically(path, {{header, sizeof(header)}, {params, num_parameters(config) * sizeof(float)}});
+  if (!problem.empty()) throw file_error(path, problem);
 }
 
 }  // namespace trident::model

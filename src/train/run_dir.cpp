@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident {
@@ -30,19 +31,6 @@ std::string creatable_problem(const fs::path& dir) {
   if (!fs::is_directory(probe, ec)) return "'" + probe.string() + "' exists and is not a directory";
   if (access(probe.c_str(), W_OK | X_OK) != 0)
     return "cannot write in '" + probe.string() + "': " + std::strerror(errno);
-  return "";
-}
-
-std::string write_atomically(const fs::path& file, const std::string& content) {
-  const fs::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out) return "cannot write '" + temporary.string() + "': " + std::strerror(errno);
-  }
-  if (std::rename(temporary.c_str(), file.c_str()) != 0)
-    return "cannot rename '" + temporary.string() + "': " + std::strerror(errno);
   return "";
 }
 
@@ -69,7 +57,8 @@ std::string prepare_run_dir(const deck::Deck& deck, const std::string& header_co
     if (ec) {
       error = "run directory '" + dir.string() + "' cannot be created: " + ec.message() + hint(deck);
     } else {
-      const std::string problem = write_atomically(dir / "deck.resolved.ini", deck.to_ini(header_comment));
+      const std::string text = deck.to_ini(header_comment);
+      const std::string problem = write_atomically((dir / "deck.resolved.ini").string(), {{text.data(), text.size()}});
       if (!problem.empty()) error = "run directory '" + dir.string() + "': " + problem + hint(deck);
     }
   }
