@@ -155,6 +155,11 @@ std::vector<KeySpec> build_schema() {
       boolean("comm.overlap", "true", "overlap the gradient reduction with backward"),
       real("comm.timeout_s", "300", 0.001, 1e9,
            "watchdog: a collective stuck this long aborts the job naming the operation"),
+      real("comm.heartbeat_s", "1", 0.01, 3600,
+           "seconds between heartbeats: each rank's heartbeat thread messages its neighbour rank"),
+      real("comm.heartbeat_timeout_s", "20", 0, 1e9,
+           "a rank whose heartbeat is silent this long (stopped, hung, its node unresponsive) ends the job "
+           "naming it, long before comm.timeout_s; at least 3 x comm.heartbeat_s; 0 = no heartbeat"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),

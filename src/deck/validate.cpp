@@ -106,6 +106,15 @@ void check_precision(const Deck& deck) {
               "); set optim.precision = fp16, or remove optim.loss_scale");
 }
 
+// A timeout within a few intervals would blame a rank for ordinary scheduling jitter.
+void check_heartbeat(const Deck& deck) {
+  const double interval = deck.get_float("comm.heartbeat_s"), timeout = deck.get_float("comm.heartbeat_timeout_s");
+  if (timeout > 0 && timeout < 3 * interval)
+    fatal_all(deck.file_name() + ": comm.heartbeat_timeout_s must be at least 3 x comm.heartbeat_s (" +
+              deck.cite("comm.heartbeat_timeout_s") + ", " + deck.cite("comm.heartbeat_s") +
+              "); raise the timeout, lower the interval, or set the timeout to 0 for no heartbeat");
+}
+
 }  // namespace
 
 int64_t micro_batches_per_step(const Deck& deck) {
@@ -120,6 +129,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_batch(deck);
   check_topology(deck, world_size);
   check_precision(deck);
+  check_heartbeat(deck);
 }
 
 }  // namespace trident::deck

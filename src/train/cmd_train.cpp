@@ -1,4 +1,5 @@
 // `trident train DECK`: set up the job, the run directory and the resolved deck.
+#include "comm/heartbeat.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -32,6 +33,9 @@ int run_train(const std::vector<std::string>& args) {
   }
   const Job job = load_job(line);
   const auto groups = make_process_groups(job);
+  // A stopped or hung rank ends the job within seconds (the watchdog would take minutes).
+  const comm::Heartbeat heartbeat(MPI_COMM_WORLD, job.deck.get_float("comm.heartbeat_s"),
+                                  line.check ? 0.0 : job.deck.get_float("comm.heartbeat_timeout_s"));
   Trainer trainer(job, *groups);  // checks the data and the model source
   trainer.restore(line.check);    // and the checkpoint to resume from
   if (line.check) {

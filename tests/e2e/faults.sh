@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-rank faults end the whole job quickly, with the rank, host, place and message visible.
+# One-rank faults end the whole job quickly, with the rank, host, place and message visible; a
+# stopped rank ends it through the heartbeat, a suspended job does not.
 . tests/e2e/lib.sh
 write_deck "$WORK/ok.deck"
 
@@ -54,3 +55,47 @@ expect_watchdog watchdog_ends_a_hung_shared_memory_collective \
   --parallel.tensor=4 --comm.node_algo=shm --debug.hang_rank=3
 expect_watchdog watchdog_ends_a_hung_pipeline 'watchdog: receive on the pipeline group (2 ranks) has waited 3 s' \
   --parallel.pipeline=2 --parallel.data=2 --debug.hang_rank=1
+
+# A rank stopped with SIGSTOP: its main thread and its heartbeat thread are silent, and its
+# neighbour ends the job within comm.heartbeat_timeout_s (4 s here, against a watchdog of 300 s),
+# naming the stopped rank and its host.
+rank_of() { tr '\0' '\n' < "/proc/$1/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }
+( cd "$WORK" && timeout 60 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --train.run_dir=stopped --parallel.data=4 \
+    --train.steps=100000 --comm.heartbeat_timeout_s=4 > stopped.out 2> stopped.err ) &
+launcher=$!
+for _ in $(seq 300); do grep -q '^step *20/' "$WORK/stopped.out" 2> /dev/null && break; sleep 0.1; done
+victim=$(pgrep -f "^$TRIDENT train .*run_dir=stopped " | sed -n 2p)
+victim_rank=$(rank_of "$victim")
+start=$(date +%s)
+kill -STOP "$victim"
+wait "$launcher"
+status=$? took=$(($(date +%s) - start))
+kill -KILL "$victim" 2> /dev/null
+if [[ $status != 0 && $status != 124 && $took -le 15 ]] &&
+  grep -q "rank $victim_rank (host [^)]*) has sent no heartbeat for [0-9.]* s" "$WORK/stopped.err"; then
+  pass "heartbeat_ends_a_job_with_a_stopped_rank (rank $victim_rank, ${took}s)"
+else
+  fail heartbeat_ends_a_job_with_a_stopped_rank "rank '$victim_rank', status $status after ${took}s: $(grep -m2 -E 'heartbeat|error' "$WORK/stopped.err")"
+fi
+
+# A whole job suspended and resumed (scontrol suspend/resume stops every rank) is not a dead
+# rank: each watcher sees that it did not run either, and the job finishes normally.
+( cd "$WORK" && timeout 120 mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --train.run_dir=suspended --parallel.data=4 \
+    --train.steps=300 --comm.heartbeat_timeout_s=3 > suspended.out 2> suspended.err ) &
+launcher=$!
+for _ in $(seq 300); do grep -q '^step *20/' "$WORK/suspended.out" 2> /dev/null && break; sleep 0.1; done
+ranks=$(pgrep -f "^$TRIDENT train .*run_dir=suspended ")
+kill -STOP $ranks
+sleep 7
+kill -CONT $ranks
+wait "$launcher"
+status=$?
+if [[ $status == 0 ]] && ! grep -q heartbeat "$WORK/suspended.err"; then
+  pass heartbeat_survives_a_suspended_job
+else
+  fail heartbeat_survives_a_suspended_job "status $status: $(grep -m2 -E 'heartbeat|error' "$WORK/suspended.err")"
+fi
+
+expect_user_error heartbeat_timeout_below_3_intervals \
+  'comm.heartbeat_timeout_s must be at least 3 x comm.heartbeat_s|comm.heartbeat_timeout_s = 2 (command line)' \
+  "$TRIDENT" train "$WORK/ok.deck" --comm.heartbeat_timeout_s=2 --comm.heartbeat_s=1
