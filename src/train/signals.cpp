@@ -8,7 +8,15 @@ namespace {
 
 volatile std::sig_atomic_t received = 0;
 
-extern "C" void on_stop_signal(int signal) { received = signal; }
+// A second Ctrl-C means "now": the default action (signal() and raise() are async-signal-safe).
+extern "C" void on_stop_signal(int signal) {
+  if (signal == SIGINT && received != 0) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
+  }
+  received = signal;
+}
 
 }  // namespace
 
@@ -19,6 +27,7 @@ void install_stop_signals() {
   action.sa_flags = SA_RESTART;  // blocking calls resume; the flag is read at the step boundary
   sigaction(SIGUSR1, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
 }
 
 int stop_signal() { return received; }

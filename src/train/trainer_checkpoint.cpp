@@ -25,7 +25,7 @@ std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t 
 }
 
 const char* signal_name(int signal) {
-  return signal == SIGUSR1 ? "SIGUSR1" : signal == SIGTERM ? "SIGTERM" : "a stop signal";
+  return signal == SIGUSR1 ? "SIGUSR1" : signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a stop signal";
 }
 
 }  // namespace

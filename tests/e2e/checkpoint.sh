@@ -81,6 +81,37 @@ timeout 120 mpirun -q -np 4 "$TRIDENT" train c.deck --train.run_dir=uninterrupte
   fail uninterrupted400 "$(tail -3 uninterrupted400.out)"
 stopped_by usr1 USR1 mpirun
 stopped_by term TERM ranks
+stopped_by int INT ranks
+
+# The same through scripts/trident-mpirun, the launcher that keeps the contract: TERM or INT
+# (Ctrl-C) to it reaches the ranks as USR1, and it exits with status 3 — where mpirun alone
+# exits 1. Job control on (set -m), so that the background launcher does not ignore SIGINT; no
+# `timeout` around it, which would pass the signal on to its process group a second time (and a
+# second Ctrl-C within 2 s means "abort now").
+stopped_via_launcher() {
+  local name=$1 signal=$2
+  set -m
+  "$ROOT/scripts/trident-mpirun" -q -np 4 "$TRIDENT" train c.deck --train.run_dir="$name" \
+    --parallel.data=2 --parallel.tensor=2 --train.steps=400 --checkpoint.full_interval=off \
+    --metrics.log_interval=1 > "$name.out" 2>&1 &
+  local launcher=$!
+  set +m
+  for _ in $(seq 600); do grep -q "^step *5/" "$name.out" 2> /dev/null && break; sleep 0.1; done
+  kill -"$signal" "$launcher"
+  wait "$launcher"
+  local status=$?
+  if [[ $status != 3 ]] || ! grep -q "stopped by SIGUSR1 after step" "$name.out"; then
+    fail "${name}_exit_3" "status $status: $(tail -3 "$name.out")"
+    return
+  fi
+  pass "${name}_exit_3 ($(grep -o 'after step [0-9]*' "$name.out"))"
+  timeout 120 "$ROOT/scripts/trident-mpirun" -q -np 4 "$TRIDENT" train c.deck --train.run_dir="$name" \
+    --parallel.data=2 --parallel.tensor=2 --train.steps=400 --checkpoint.full_interval=off \
+    --checkpoint.resume=auto >> "$name.out" 2>&1 || { fail "$name" "resume failed: $(tail -3 "$name.out")"; return; }
+  same_losses "${name}_resumed_bitwise" uninterrupted400 "$name"
+}
+stopped_via_launcher launcher_term TERM
+stopped_via_launcher launcher_int INT
 
 # kill -9 from outside, on one of the ranks of a running job (not at a chosen step): the job
 # ends, and the resumed run matches the uninterrupted one bitwise.

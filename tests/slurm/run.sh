@@ -4,7 +4,8 @@
 #   (a) sbatch slurm/train.sbatch with a tiny deck: 4 ranks through srun, metrics.h5, a checkpoint;
 #   (b) a 4-point sweep (scripts/sweep --submit) as a job array: the summary has 4 rows;
 #   (c) a job signalled with USR1 checkpoints, requeues itself, resumes and ends with the same
-#       final loss as an uninterrupted run.
+#       final loss as an uninterrupted run;
+#   (d) TERM to the batch shell: the ranks checkpoint, the job ends with status 3.
 # Prints "PASS name" / "FAIL name: why" like tests/e2e/*.sh. Stops the cluster at the end when it
 # started it (only the daemons it started). Run from the repository root, as root; about a minute.
 # Environment: BUILD (build directory, default build), SLURM_LOCAL_* (see slurm-local.sh).
@@ -17,7 +18,8 @@ SB=(--gpus-per-node=0 --cpus-per-task=1 --time=5 --chdir="$WORK")
 
 SCENARIOS=(slurm_train_sbatch_4_ranks_through_srun slurm_train_sbatch_writes_metrics
   slurm_train_sbatch_writes_checkpoint slurm_sweep_job_array_summary_4_rows
-  slurm_usr1_requeue_resume_same_final_loss slurm_kill9_rank_job_ends)
+  slurm_usr1_requeue_resume_same_final_loss slurm_kill9_rank_job_ends
+  slurm_term_to_batch_shell_checkpoint_exit_3)
 
 started_here=0
 cleanup() {
@@ -210,5 +212,35 @@ else
     fail slurm_usr1_requeue_resume_same_final_loss "final loss after the resume '$ours', uninterrupted '$ref'"
   else
     pass slurm_usr1_requeue_resume_same_final_loss
+  fi
+fi
+
+# --------------------------------- (d) TERM to the batch shell: checkpoint, exit status 3
+# srun would kill its step on a TERM of its own; train.sbatch forwards TERM to it as USR1, so the
+# ranks checkpoint and the job ends with trident's status 3 (no requeue on TERM).
+jid=$(sbatch --parsable -N1 --ntasks-per-node=2 "${SB[@]}" -o "$WORK/d.out" \
+  "$ROOT/slurm/train.sbatch" "$WORK/c.deck" --parallel.data=2 --train.run_dir="$WORK/d-run" \
+  2>"$WORK/d.sbatch.err")
+signalled=0
+for ((i = 0; i < 600 && ${#jid} > 0; i++)); do
+  if grep -qE '^step +([2-9][0-9]|[1-9][0-9]{2,})/800 ' "$WORK/d.out" 2>/dev/null; then
+    scancel --signal=TERM --batch "$jid" && signalled=1
+    break
+  fi
+  [[ -z $(squeue -h -j "$jid" -o %i 2>/dev/null) ]] && break
+  sleep 0.1
+done
+if [[ -z $jid ]]; then
+  fail slurm_term_to_batch_shell_checkpoint_exit_3 "sbatch failed: $(cat "$WORK/d.sbatch.err")"
+elif ((!signalled)); then
+  fail slurm_term_to_batch_shell_checkpoint_exit_3 "the job ended (or never logged step 20) before the signal"
+elif ! wait_job "$jid" 120; then
+  fail slurm_term_to_batch_shell_checkpoint_exit_3 "job $jid still in the queue after the signal + 120 s"; scancel "$jid"
+else
+  code=$(job_field "$jid" ExitCode)
+  if [[ $code == 3:0 ]] && grep -q 'stopped by SIGUSR1 after step' "$WORK/d.out" && ls "$WORK/d-run/checkpoints/"*.full.h5 > /dev/null 2>&1; then
+    pass "slurm_term_to_batch_shell_checkpoint_exit_3 ($(grep -o 'stopped by SIGUSR1 after step [0-9]*' "$WORK/d.out"))"
+  else
+    fail slurm_term_to_batch_shell_checkpoint_exit_3 "job $jid exit $code: $(grep -E 'train.sbatch|stopped|error' "$WORK/d.out" | tail -3 | tr '\n' ' ')"
   fi
 fi
