@@ -3,6 +3,7 @@
 #   make CUDA=0     force a CPU-only build
 #   make test       install deps, build, run unit + multi-rank + end-to-end + Slurm tests
 #   make test-slurm the Slurm scenarios alone (a local single-node Slurm, started and stopped)
+#   make test-asan  the sanitizer build (ASan + UBSan) and the tests that exercise memory and signals
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 SHELL := /bin/bash
@@ -28,6 +29,11 @@ LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)
 CXXFLAGS += $(HDF5_CFLAGS)
+# SANITIZE=address,undefined: the sanitizer build of `make test-asan` (its own BUILD directory).
+ifneq ($(SANITIZE),)
+  CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
+  LDFLAGS  += -fsanitize=$(SANITIZE)
+endif
 LDLIBS   := -lboost_program_options -ldnnl $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
@@ -57,7 +63,7 @@ UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-slurm all deps test run docs clean bench
+.PHONY: test-slurm test-asan all deps test run docs clean bench
 all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN)
 
 deps:
@@ -97,6 +103,14 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) tests/run.sh
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, CPU only) running the unit,
+# multi-rank and the end-to-end tests that exercise memory and signals, and a stress loop of
+# SIGTERM-then-SIGKILL at random instants. Not part of `make test` (about 20 minutes here); run it
+# once per change that touches memory or signals.
+test-asan: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 all
+	@BUILD=build-asan tests/run-asan.sh
 
 # The Slurm scenarios alone (part of `make test`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

@@ -16,7 +16,8 @@
 # Environment: BUILD (build directory, default build), SEED (random seed, default from the
 # clock; printed), LABEL (the test names' prefix), STEPS (default 1000 + 100 N), MAX_DELAY_MS (default: 1/N of the uninterrupted run, at
 # least 1.5 s),
-# KEEP=1 keeps the work directory.
+# KEEP=1 keeps the work directory, SIGNALS=TERM,KILL sends SIGTERM first and SIGKILL 0-1 s later
+# (a preemption whose grace time runs out; the stop checkpoint may or may not be complete).
 set -u
 N=${1:?usage: stress-resume.sh N [RANKS [OVERRIDES...]]}
 RANKS=${2:-1}
@@ -81,6 +82,10 @@ for round in $(seq "$N"); do
   if kill -0 "$job" 2> /dev/null; then
     # The whole session: mpirun puts each rank in a process group of its own, and a rank that
     # outlived its launcher would still be writing when the next job starts (not a dead node).
+    if [[ ${SIGNALS:-KILL} == TERM,KILL ]]; then  # a preemption: TERM, then KILL after a grace time
+      pkill -TERM -s "$job"
+      sleep "0.$(printf '%03d' $((RANDOM % 1000)))"
+    fi
     pkill -KILL -s "$job"
     wait "$job" 2> /dev/null
     while pgrep -s "$job" > /dev/null; do sleep 0.05; done
