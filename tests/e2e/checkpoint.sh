@@ -170,7 +170,9 @@ grep -q "resumed from async/checkpoints/step-0000000[67].full.h5" async.out &&
 # A file system that fills up: a 4 MB tmpfs holds one checkpoint of this model and not two.
 # The second is refused before it starts, with a warning, and training goes on; forced past
 # that check, the write fails inside HDF5 and the job ends (checkpoint.timeout_s) instead of
-# hanging. Either way the first checkpoint stays sound and nothing half-written is left.
+# hanging. Either way the first checkpoint stays sound and nothing half-written is left. (The
+# forced run continues the first one's branch, resume = auto: a fresh run would set the first
+# run's checkpoint aside into branches/, docs/CHECKPOINTS.md "Lineage".)
 mkdir -p small
 if mount -t tmpfs -o size=4m tmpfs small 2> mount.err; then
   run full_disk 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=3steps --train.steps=9
@@ -180,7 +182,7 @@ if mount -t tmpfs -o size=4m tmpfs small 2> mount.err; then
     pass full_disk_refused || fail full_disk_refused "status $status, $(ls -A small | tr '\n' ' '): $(grep -m2 -E 'warning|error' full_disk.out)"
   start=$SECONDS
   run full_disk2 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=6steps --train.steps=9 \
-    --debug.skip_space_check=true --checkpoint.timeout_s=10
+    --debug.skip_space_check=true --checkpoint.timeout_s=10 --checkpoint.resume=auto
   status=$? took=$((SECONDS - start))
   [[ $status != 0 && $took -lt 60 ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
     pass "full_disk_write_fails_job_ends (status $status in $took s)" ||
