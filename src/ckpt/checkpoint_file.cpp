@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -194,6 +196,9 @@ const std::vector<Field>& fields() {
       text_field("trident_version", &Metadata::version),
       text_field("written_at", &Metadata::written_at),
       text_field("deck", &Metadata::deck),
+      optional(text_field("lineage.run_id", &Metadata::run_id)),
+      optional(text_field("lineage.branch", &Metadata::branch)),
+      optional(text_field("lineage.parent", &Metadata::parent)),
   };
   return table;
 }
@@ -219,23 +224,45 @@ std::string unescape(const std::string& text) {
 
 std::string write_metadata(hid_t file, const Metadata& metadata) {
   h5::Lock lock(h5::hdf5_mutex());
+  Metadata written = metadata;
+  written.format_version = kFormatVersion;
   bool ok = h5::write_int_attribute(file, "format_version", kFormatVersion);
   for (const Field& f : fields())
-    ok = ok && (f.integer ? h5::write_int_attribute(file, f.name, std::stoll(f.get(metadata)))
-                          : h5::write_string_attribute(file, f.name, f.get(metadata)));
+    ok = ok && (f.integer ? h5::write_int_attribute(file, f.name, std::stoll(f.get(written)))
+                          : h5::write_string_attribute(file, f.name, f.get(written)));
   ok = ok && h5::write_string_attribute(file, "checksum_algorithm",
                                         "sum mod 2^64 over elements of mix(row-major index * 0x9e3779b97f4a7c15 xor float32 "
-                                        "bits), mix(x) = y xor (y >> 31), y = x * 0xbf58476d1ce4e5b9 (docs/CHECKPOINTS.md)");
+                                        "bits), mix(x) = y xor (y >> 31), y = x * 0xbf58476d1ce4e5b9 (docs/CHECKPOINTS.md); "
+                                        "metadata_checksum: FNV-1a 64 of the attributes as key=value lines");
+  ok = ok && h5::write_uint_attribute(file, "metadata_checksum", metadata_checksum(written));
   return ok ? "" : "writing the metadata attributes failed";
 }
 
-// The metadata of an open file, or a description of what is missing.
+// Version 2 on, the attributes must add up to metadata_checksum: HDF5 keeps attributes in
+// object headers without checksums of their own, so a flipped bit in `step` would otherwise
+// resume a silently different run.
+std::string check_metadata_checksum(hid_t file, const Metadata& metadata) {
+  if (metadata.format_version < 2) return "";
+  uint64_t stored = 0;
+  if (!h5::read_uint_attribute(file, "metadata_checksum", stored)) return "no attribute 'metadata_checksum'";
+  const uint64_t computed = metadata_checksum(metadata);
+  if (stored == computed) return "";
+  char line[200];
+  std::snprintf(line, sizeof line, "metadata checksum mismatch (stored %016llx, computed %016llx): an attribute "
+                "(step, optimizer_updates, layout, ...) was altered", static_cast<unsigned long long>(stored),
+                static_cast<unsigned long long>(computed));
+  return line;
+}
+
+// The metadata of an open file, or a description of what is missing or altered.
 std::string read_metadata_of(hid_t file, Metadata& metadata) {
   h5::Lock lock(h5::hdf5_mutex());
   int64_t version = 0;
   if (!h5::read_int_attribute(file, "format_version", version)) return "no format_version attribute";
-  if (version != kFormatVersion)
-    return "format version " + std::to_string(version) + ", this trident reads version " + std::to_string(kFormatVersion);
+  if (version < 1 || version > kFormatVersion)
+    return "format version " + std::to_string(version) + ", this trident reads versions 1 to " +
+           std::to_string(kFormatVersion);
+  metadata.format_version = version;
   for (const Field& f : fields()) {
     std::string text;
     int64_t number = 0;
@@ -243,13 +270,43 @@ std::string read_metadata_of(hid_t file, Metadata& metadata) {
       if (f.optional) continue;
       return std::string("no attribute '") + f.name + "'";
     }
-    f.set(metadata, f.integer ? std::to_string(number) : text);
+    try {
+      f.set(metadata, f.integer ? std::to_string(number) : text);
+    } catch (const std::exception&) {  // a damaged number that no longer parses
+      return std::string("attribute '") + f.name + "' is unreadable";
+    }
   }
+  const std::string altered = check_metadata_checksum(file, metadata);
+  if (!altered.empty()) return altered;
   if (metadata.kind != "fast" && metadata.kind != "full") return "unknown kind '" + metadata.kind + "'";
   return "";
 }
 
 }  // namespace
+
+std::string Metadata::id() const {
+  char name[64];
+  std::snprintf(name, sizeof name, "/step-%08lld.%s", static_cast<long long>(step), kind.c_str());
+  return run_id + name;
+}
+
+uint64_t metadata_checksum(const Metadata& metadata) {
+  const std::string text = "format_version=" + std::to_string(metadata.format_version) + "\n" + metadata.to_text();
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+
+std::string name_mismatch(const std::string& path, const Metadata& metadata) {
+  static const std::regex pattern(R"(step-(\d+)\.(fast|full)\.h5)");
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::smatch match;
+  if (!std::regex_match(name, match, pattern)) return "";
+  const long long named = std::stoll(match[1].str());
+  if (named == metadata.step && match[2].str() == metadata.kind) return "";
+  return "its file name says step " + std::to_string(named) + " (" + match[2].str() + ") but its metadata says step " +
+         std::to_string(metadata.step) + " (" + metadata.kind + "): renamed, or the step attribute altered";
+}
 
 std::string Metadata::to_text() const {
   std::string text;
@@ -362,8 +419,10 @@ Metadata read_metadata(const std::string& path) {
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) throw std::runtime_error("'" + path + "' cannot be opened as HDF5 (truncated, or not a checkpoint)");
   Metadata metadata;
-  const std::string problem = read_metadata_of(file.get(), metadata);
-  if (!problem.empty()) throw std::runtime_error("'" + path + "' is not a trident checkpoint: " + problem);
+  std::string problem = read_metadata_of(file.get(), metadata);
+  if (!problem.empty()) throw std::runtime_error("'" + path + "' is not a sound trident checkpoint: " + problem);
+  problem = name_mismatch(path, metadata);
+  if (!problem.empty()) throw std::runtime_error("'" + path + "': " + problem);
   return metadata;
 }
 
@@ -376,6 +435,7 @@ std::string verify_checkpoint(const std::string& path, MPI_Comm comm) {
   Metadata metadata;
   int64_t complete = 0;
   std::string problem = read_metadata_of(file.get(), metadata);
+  if (problem.empty()) problem = name_mismatch(path, metadata);
   if (problem.empty() && (!h5::read_int_attribute(file.get(), "complete", complete) || complete != 1))
     problem = "not marked complete (its writing was interrupted)";
   if (!all_ok(problem.empty(), comm)) return problem.empty() ? "metadata unreadable on some rank" : problem;

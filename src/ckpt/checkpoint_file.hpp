@@ -6,7 +6,8 @@
 //   /adamw_m/<name>   float32, same shape: AdamW's first moment   (full checkpoints only)
 //   /adamw_v/<name>   float32, same shape: AdamW's second moment  (full checkpoints only)
 // Every dataset carries "checksum" (ckpt/checksum.hpp); the root carries the Metadata as
-// attributes, "complete" = 1 written last.
+// attributes, "metadata_checksum" over all of them (format version 2 on), "complete" = 1
+// written last.
 //
 // Who writes what: each global element exactly once. A rank writes its slice of a tensor
 // (ckpt/slab.hpp) when it owns it: tensor-parallel-split tensors by every tensor rank,
@@ -27,7 +28,9 @@
 
 namespace trident::ckpt {
 
-constexpr int64_t kFormatVersion = 1;
+// 2: the lineage attributes and "metadata_checksum". Version 1 files are still read (without
+// lineage; their metadata unprotected). One flipped bit cannot turn 2 into 1.
+constexpr int64_t kFormatVersion = 2;
 
 struct Metadata {
   std::string kind;  // "fast" (parameters) or "full" (parameters and optimizer state)
@@ -48,6 +51,13 @@ struct Metadata {
   std::string deck;          // the resolved deck of the run that wrote it
   std::string version;       // trident's
   std::string written_at;    // UTC, ISO 8601
+  // Lineage (docs/CHECKPOINTS.md, "Lineage"): the run (one process start of `trident train`)
+  // that wrote it, the branch that run extends, and the checkpoint this one follows (its
+  // id, checkpoint_id(); empty for the first checkpoint of a run started from step 0).
+  std::string run_id, branch, parent;
+  int64_t format_version = kFormatVersion;  // of the file it was read from
+  // This checkpoint's identity, unique across runs: "<run_id>/step-00000120.full".
+  std::string id() const;
   // Key = value lines (the root attributes as text), and back: for broadcasting and printing.
   std::string to_text() const;
   static Metadata from_text(const std::string& text);
@@ -78,13 +88,23 @@ struct WriteResult {
 WriteResult write_checkpoint(const std::string& path, MPI_Comm comm, const StateView& state,
                              const Metadata& metadata);
 
-// Collective over comm: opens the file, checks that every dataset the metadata promises is
+// Collective over comm: opens the file, checks the metadata (its checksum, the file name's
+// step and kind), that every dataset the metadata promises is
 // there with the model's shapes, recomputes every checksum (each rank reading 1/n of each
 // dataset) and the "complete" mark. Returns "" for a sound file, else the first problem.
 std::string verify_checkpoint(const std::string& path, MPI_Comm comm);
 
-// Reads the root attributes (one rank, no MPI). Throws std::runtime_error naming the file.
+// Reads the root attributes (one rank, no MPI) and checks them against metadata_checksum and
+// the file name (step-<step>.<kind>.h5 must agree with the attributes). Throws
+// std::runtime_error naming the file and the problem.
 Metadata read_metadata(const std::string& path);
+
+// The 64-bit FNV-1a checksum of the metadata (every attribute but "complete" and the
+// checksums themselves), as stored in "metadata_checksum".
+uint64_t metadata_checksum(const Metadata& metadata);
+
+// "" when `path`'s file name is not step-<N>.<kind>.h5 or agrees with `metadata`; else why not.
+std::string name_mismatch(const std::string& path, const Metadata& metadata);
 
 // Collective over comm: fills state.params (and state.m / state.v when not null) from the
 // file. Returns "" or the error (the same on every rank).

@@ -99,6 +99,18 @@ Checkpointer::~Checkpointer() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+void Checkpointer::begin_lineage(const Lineage& lineage) {
+  std::string problem;
+  if (rank_ == 0) {
+    lineage_ = lineage;
+    problem = apply_lineage(settings_.dir, lineage_);
+    last_id_ = lineage_.parent;
+    for (const std::string& note : lineage_.notes) print0(note);
+    if (!problem.empty()) problem = "checkpoint directory '" + settings_.dir + "': " + problem;
+  }
+  agree_on_error(problem, 0, comm_);
+}
+
 std::string Checkpointer::due(int64_t step) const {
   if (settings_.full.due(step, seconds_since(last_full_))) return "full";
   if (settings_.fast.due(step, seconds_since(last_any_))) return "fast";  // a full one counts too
@@ -132,7 +144,11 @@ void Checkpointer::save(const std::string& kind, const StateView& state, const M
   wait();  // one write at a time; the staging buffers are free again
   last_full_ = kind == "full" ? start : last_full_;
   last_any_ = start;
-  std::string text = metadata.to_text();  // rank 0's: attributes must be equal on every rank
+  Metadata stamped = metadata;
+  stamped.run_id = lineage_.run_id;
+  stamped.branch = lineage_.branch;
+  stamped.parent = last_id_;  // the previous write is finished (wait() above)
+  std::string text = stamped.to_text();  // rank 0's: attributes must be equal on every rank
   broadcast_string(text, 0, comm_);
   StateView written = state;
   if (kind == "fast") written.m = written.v = nullptr;  // parameters only: nothing else to copy
@@ -201,7 +217,7 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
       verdict = ec ? "renaming '" + temporary + "' failed: " + ec.message() : sync_to_disk(dir.string());
     }
     if (!verdict.empty()) fs::remove(temporary, ec);  // the earlier checkpoints stay as they were
-    if (verdict.empty()) prune(record.kind, record.kind == "full" ? settings_.keep_full : settings_.keep_fast);
+    if (verdict.empty()) joined_branch(record.path, pending.metadata);
   }
   record.error = from_root(verdict, comm_);
   if (record.error.empty()) {
@@ -217,10 +233,29 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
   return record;
 }
 
-void Checkpointer::prune(const std::string& kind, int keep) const {
-  const std::vector<std::string> files = checkpoint_files(settings_.dir, kind);
+void Checkpointer::joined_branch(const std::string& path, const Metadata& metadata) {
+  last_id_ = metadata.id();
+  const std::string problem = advance_pointer(settings_.dir, lineage_, metadata, path);
+  if (!problem.empty())
+    print0("warning: " + problem + "; resume = auto still finds " + path + " by its lineage attributes");
+  std::vector<std::string>& files = lineage_.branch_files;
+  if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+  prune(metadata.kind, metadata.kind == "full" ? settings_.keep_full : settings_.keep_fast);
+}
+
+// The branch's own files only: another branch's never, whatever their names say.
+void Checkpointer::prune(const std::string& kind, int keep) {
+  std::vector<std::string>& files = lineage_.branch_files;
+  std::sort(files.begin(), files.end());  // one directory, zero-padded steps: the branch's order
+  const std::string suffix = "." + kind + ".h5";
+  std::vector<std::string> of_kind;
+  for (const std::string& f : files)
+    if (f.size() > suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) of_kind.push_back(f);
   std::error_code ec;
-  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i], ec);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < of_kind.size(); ++i) {
+    fs::remove(of_kind[i], ec);
+    files.erase(std::find(files.begin(), files.end(), of_kind[i]));
+  }
 }
 
 }  // namespace trident::ckpt

@@ -2,7 +2,8 @@
 // (parameters, AdamW moments, counters) at their own intervals, each written atomically —
 // temporary name, fsync, verification of every checksum, rename, fsync of the directory — so
 // that a crash or a full disk at any moment leaves the earlier checkpoints intact and never a
-// file that looks valid but is not; the newest keep_fast / keep_full of each kind kept.
+// file that looks valid but is not; the newest keep_fast / keep_full of each kind kept — of the
+// run's own branch (ckpt/lineage.hpp), never judged by file names alone.
 //
 // Asynchronous mode: save() copies this rank's part of the state into host buffers (the only
 // part training waits for, with the wait for a previous write still in flight) and a
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint_file.hpp"
+#include "ckpt/lineage.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::ckpt {
@@ -65,6 +67,10 @@ class Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
+  // Collective, before the first save: sets the lineage up on disk (rank 0: the abandoned
+  // branch moved aside, the branch pointer written; ckpt/lineage.hpp) and prints what it did.
+  // `lineage` matters on rank 0 only. A failure is a UserError on every rank.
+  void begin_lineage(const Lineage& lineage);
   // This rank's view of what is due after `step` completed steps: "", "fast" or "full".
   std::string due(int64_t step) const;
   // Collective: a checkpoint of `state`. Returns once the state may change again.
@@ -83,7 +89,8 @@ class Checkpointer {
   };
   WriteRecord write_atomically(const Pending& pending);  // collective over comm_
   StateView stage(const StateView& state);              // copies into the staging buffers
-  void prune(const std::string& kind, int keep) const;  // rank 0
+  void prune(const std::string& kind, int keep);  // rank 0: of the branch's files
+  void joined_branch(const std::string& path, const Metadata& metadata);  // rank 0, after a write
 
   Settings settings_;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -93,6 +100,8 @@ class Checkpointer {
   std::thread writer_;
   std::mutex records_mutex_;
   std::vector<WriteRecord> records_;
+  Lineage lineage_;      // rank 0: the run's branch, its files at the top level
+  std::string last_id_;  // rank 0: the newest checkpoint of the lineage, the next one's parent
 };
 
 }  // namespace trident::ckpt

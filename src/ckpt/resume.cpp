@@ -15,11 +15,14 @@ namespace trident::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-// Rank 0: the checkpoint files of the directory, newest first (a full one before a fast one of
-// the same step).
-std::vector<std::string> candidates(const std::string& dir) {
-  std::vector<std::string> files = checkpoint_files(dir, "");
-  std::reverse(files.begin(), files.end());
+// Collective: rank 0's list of paths on every rank.
+std::vector<std::string> broadcast_list(const std::vector<std::string>& mine, MPI_Comm comm) {
+  std::string list;
+  for (const std::string& f : mine) list += f + "\n";
+  broadcast_string(list, 0, comm);
+  std::vector<std::string> files;
+  for (size_t at = 0, next; (next = list.find('\n', at)) != std::string::npos; at = next + 1)
+    files.push_back(list.substr(at, next - at));
   return files;
 }
 
@@ -41,32 +44,39 @@ std::string broadcast_metadata(const std::string& path, Metadata& metadata, MPI_
 
 }  // namespace
 
-std::optional<Chosen> choose_checkpoint(const std::string& resume, const std::string& dir, MPI_Comm comm) {
-  if (resume == "none") return std::nullopt;
+Start choose_checkpoint(const std::string& resume, const std::string& dir, const std::string& run_id, MPI_Comm comm) {
   const bool automatic = resume == "auto";
-  std::vector<std::string> files;
-  if (world_rank() == 0) files = automatic ? candidates(dir) : std::vector<std::string>{resume};
-  std::string list;
-  for (const std::string& f : files) list += f + "\n";
-  broadcast_string(list, 0, comm);
-  files.clear();
-  for (size_t at = 0, next; (next = list.find('\n', at)) != std::string::npos; at = next + 1)
-    files.push_back(list.substr(at, next - at));
-  if (!automatic) {
+  DirectoryState state;
+  std::vector<std::string> files, notes;
+  if (world_rank() == 0) {
+    state = scan_directory(dir);
+    if (automatic) files = auto_candidates(state, notes);
+    else if (resume != "none") files = {resume};
+    for (const std::string& note : notes) print0(note);
+  }
+  files = broadcast_list(files, comm);
+  if (!automatic && resume != "none") {
     std::string missing = world_rank() == 0 && !fs::exists(resume) ? "checkpoint.resume = " + resume +
                           ": no such file; give a checkpoint file, auto (the newest in " + dir + ") or none" : "";
     agree_on_error(missing, 0, comm);
   }
+  Start start;
   for (const std::string& path : files) {
     Chosen chosen{path, {}};
     std::string problem = broadcast_metadata(path, chosen.metadata, comm);
     if (problem.empty()) problem = verify_checkpoint(path, comm);
-    if (problem.empty()) return chosen;
+    if (problem.empty()) {
+      start.chosen = chosen;
+      break;
+    }
     if (!automatic) fatal_all("checkpoint.resume = " + path + ": the checkpoint is corrupt: " + problem);
     print0("warning: skipping checkpoint " + path + ": " + problem + "; trying the next older one");
   }
-  if (automatic) print0("no valid checkpoint in " + dir + ": starting from step 0");
-  return std::nullopt;
+  if (automatic && !start.chosen) print0("no valid checkpoint of the current branch in " + dir + ": starting from step 0");
+  if (world_rank() == 0)
+    start.lineage = plan_lineage(state, resume, dir, start.chosen ? &start.chosen->metadata : nullptr,
+                                 start.chosen ? start.chosen->path : "", run_id);
+  return start;
 }
 
 }  // namespace trident::ckpt

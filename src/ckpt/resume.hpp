@@ -1,8 +1,10 @@
 // Which checkpoint a run resumes from (checkpoint.resume = auto | none | PATH).
 //
-// auto: the newest checkpoint in the directory that verifies — a full one, or a newer fast one
-// (whose optimizer moments the caller re-initialises, with a warning). A corrupt or unfinished
-// newest file is reported and the next older one tried. PATH: that file, which must verify.
+// auto: the newest checkpoint of the directory's current branch that verifies — a full one, or
+// a newer fast one (whose optimizer moments the caller re-initialises, with a warning); never
+// another branch's (ckpt/lineage.hpp). A corrupt or unfinished newest file is reported and the
+// next older one tried. PATH: that file, which must verify. Either way the run's Lineage says
+// whether it continues the current branch or starts a new one.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "ckpt/checkpoint_file.hpp"
+#include "ckpt/lineage.hpp"
 
 namespace trident::ckpt {
 
@@ -19,9 +22,14 @@ struct Chosen {
   Metadata metadata;
 };
 
+struct Start {
+  std::optional<Chosen> chosen;  // empty: the run starts at step 0
+  Lineage lineage;               // rank 0's plan (empty on the other ranks)
+};
+
 // Collective over comm. Rank 0 lists the directory and reads the metadata (broadcast to all);
-// all ranks verify together. Prints what it skips and why. Empty when there is nothing to
-// resume from. With an explicit PATH that is missing or corrupt: UserError on every rank.
-std::optional<Chosen> choose_checkpoint(const std::string& resume, const std::string& dir, MPI_Comm comm);
+// all ranks verify together. Prints what it skips and why. With an explicit PATH that is
+// missing or corrupt: UserError on every rank. `run_id`: this run's.
+Start choose_checkpoint(const std::string& resume, const std::string& dir, const std::string& run_id, MPI_Comm comm);
 
 }  // namespace trident::ckpt

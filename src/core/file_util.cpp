@@ -97,4 +97,16 @@ std::string write_atomically(const std::string& path, const std::vector<std::pai
   return sync_to_disk(directory.empty() ? "." : directory);
 }
 
+std::map<std::string, std::string> parse_key_values(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t equals = line.find(" = ");
+    if (line.empty() || line[0] == '#' || equals == std::string::npos) continue;
+    values[line.substr(0, equals)] = line.substr(equals + 3);
+  }
+  return values;
+}
+
 }  // namespace trident

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,5 +29,9 @@ std::string sync_to_disk(const std::string& path);
 // name: written to "<path>.tmp", synced, renamed, directory synced. On failure the temporary is
 // removed and the old file is untouched. Returns "" or what failed, naming the file.
 std::string write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces);
+
+// The "key = value" lines of the small text files we write (lock, branch pointer); lines
+// starting with '#' and lines without " = " are skipped.
+std::map<std::string, std::string> parse_key_values(const std::string& text);
 
 }  // namespace trident

@@ -76,6 +76,11 @@ std::vector<KeySpec> build_schema() {
               "validation tokens per pass (whole windows of model.seq_len)"),
       text("train.run_dir", KeyType::Path, "runs/default",
            "directory for deck.resolved.ini, metrics.h5 and checkpoints"),
+      real("train.lock_wait_s", "10", 0, 1e9,
+           "a run directory locked by a live run (trident.lock) is waited for this long, then exit 2"),
+      real("train.lock_heartbeat_s", "10", 0.1, 1e9, "the run refreshes its lock's mtime this often"),
+      real("train.lock_stale_s", "120", 0.3, 1e9,
+           "a lock of another host not refreshed this long is stale (its node died) and taken over"),
       // [optim] — AdamW with warm-up and cosine decay.
       real("optim.lr", "6e-4", 0, 10, "peak learning rate"),
       real("optim.min_lr", "6e-5", 0, 10, "learning rate at the end of the cosine decay"),

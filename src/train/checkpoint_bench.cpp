@@ -90,9 +90,9 @@ int run_checkpoint_bench(const Job& job, int repeats) {
   }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   const auto restart_start = Clock::now();  // what `resume = PATH` does: metadata, verify, read
-  const auto chosen = ckpt::choose_checkpoint(path, settings.dir, MPI_COMM_WORLD);
+  const auto start = ckpt::choose_checkpoint(path, settings.dir, "bench", MPI_COMM_WORLD);
   const std::string problem = ckpt::read_checkpoint(path, MPI_COMM_WORLD, view);
-  REQUIRE(chosen && problem.empty(), problem);
+  REQUIRE(start.chosen && problem.empty(), problem);
   const double restart = seconds_since(restart_start);
   char text[320];
   std::snprintf(text, sizeof text,

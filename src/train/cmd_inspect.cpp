@@ -27,6 +27,16 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text + ")";
 }
 
+// Who wrote it and what it follows (docs/CHECKPOINTS.md, Lineage); read after the metadata
+// checksum verified, so these lines are what was written.
+std::string lineage_text(const ckpt::Metadata& m) {
+  if (m.format_version < 2)
+    return "lineage: not recorded (format version 1: written before run ids; metadata not checksummed)\n";
+  return "lineage: run " + m.run_id + ", branch " + m.branch + ", parent " +
+         (m.parent.empty() ? std::string("none (the run started at step 0)") : m.parent) + "\nid: " + m.id() +
+         "\nmetadata checksum: verified\n";
+}
+
 std::string describe(const ckpt::Metadata& m) {
   char line[512];
   std::snprintf(line, sizeof line,
@@ -46,7 +56,7 @@ std::string describe(const ckpt::Metadata& m) {
                   static_cast<long long>(m.loss_scale_good_steps), static_cast<long long>(m.loss_scale_hysteresis_left));
     text += line;
   }
-  text += "\n";
+  text += "\n" + lineage_text(m);
   for (const auto& [name, shape] : ckpt::checkpoint_datasets(m.model, m.kind)) {
     std::snprintf(line, sizeof line, "  %-24s %s\n", name.c_str(), shape_text(shape).c_str());
     text += line;

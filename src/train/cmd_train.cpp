@@ -1,4 +1,5 @@
 // `trident train DECK`: set up the job, the run directory and the resolved deck.
+#include "ckpt/lineage.hpp"
 #include "comm/heartbeat.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -37,7 +38,11 @@ int run_train(const std::vector<std::string>& args) {
   const comm::Heartbeat heartbeat(MPI_COMM_WORLD, job.deck.get_float("comm.heartbeat_s"),
                                   line.check ? 0.0 : job.deck.get_float("comm.heartbeat_timeout_s"));
   Trainer trainer(job, *groups);  // checks the data and the model source
-  trainer.restore(line.check);    // and the checkpoint to resume from
+  std::string run_id = world_rank() == 0 ? ckpt::make_run_id() : "";
+  broadcast_string(run_id, 0, MPI_COMM_WORLD);
+  // Owned before the checkpoint directory is even read: what restore() sees stays as it is.
+  RunDirLock lock = line.check ? RunDirLock() : lock_run_dir(job.deck, run_id);
+  trainer.restore(run_id, line.check);  // and the checkpoint to resume from
   if (line.check) {
     check_run_dir_creatable(job.deck);
     print0(trainer.memory_report(false));
@@ -46,8 +51,10 @@ int run_train(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
+  lock.keep();
   print0("trident train: " + job_summary(job));
-  print0("run directory: " + run_dir);
+  print0("run directory: " + run_dir + " (locked: " + run_dir + "/" + kLockFileName + ")");
+  print0("run id: " + run_id);
   print0(trainer.memory_report(false));
   return trainer.run(run_dir);
 }

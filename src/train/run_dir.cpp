@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/file_util.hpp"
+#include "core/log.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident {
@@ -34,7 +35,65 @@ std::string creatable_problem(const fs::path& dir) {
   return "";
 }
 
+// The directories create_directories(dir) is about to make, deepest first.
+std::vector<std::string> missing_directories(const fs::path& dir) {
+  std::vector<std::string> missing;
+  std::error_code ec;
+  for (fs::path at = fs::absolute(dir).lexically_normal(); !at.empty() && !fs::exists(at, ec); at = at.parent_path())
+    missing.push_back(at.string());
+  return missing;
+}
+
+LockSettings lock_settings(const deck::Deck& deck) {
+  LockSettings settings;
+  settings.wait_s = deck.get_float("train.lock_wait_s");
+  settings.heartbeat_s = deck.get_float("train.lock_heartbeat_s");
+  settings.stale_s = deck.get_float("train.lock_stale_s");
+  if (settings.stale_s < 3 * settings.heartbeat_s)
+    fatal_all(deck.cite("train.lock_stale_s") + " must be at least 3 x train.lock_heartbeat_s (" +
+              deck.cite("train.lock_heartbeat_s") + "), or a live run's lock could be judged stale; "
+              "raise train.lock_stale_s");
+  return settings;
+}
+
+void say(const std::string& line) {
+  if (line.rfind("warning:", 0) == 0) std::fprintf(stderr, "%s\n", line.c_str());
+  else std::printf("%s\n", line.c_str());
+  std::fflush(nullptr);
+}
+
 }  // namespace
+
+RunDirLock::~RunDirLock() {
+  lock_.reset();
+  std::error_code ec;
+  for (const std::string& dir : created_)
+    if (!fs::remove(dir, ec)) break;  // not empty (or gone): the rest stays too
+}
+
+RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
+  const LockSettings settings = lock_settings(deck);
+  check_run_dir_creatable(deck);
+  const fs::path dir = deck.get_string("train.run_dir");
+  std::string error;
+  RunDirLock held;
+  if (world_rank() == 0) {
+    std::vector<std::string> created = missing_directories(dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    try {
+      if (ec) throw std::runtime_error("cannot be created: " + ec.message());
+      held = RunDirLock(std::make_unique<DirLock>(dir.string(), run_id, settings, say), created);
+    } catch (const DirLockBusy& e) {
+      error = e.what();
+    } catch (const std::runtime_error& e) {
+      error = "run directory '" + dir.string() + "' cannot be locked: " + e.what() + hint(deck);
+    }
+    if (!error.empty()) RunDirLock(nullptr, created);  // what it created goes again
+  }
+  agree_on_error(error, 0, MPI_COMM_WORLD);
+  return held;
+}
 
 void check_run_dir_creatable(const deck::Deck& deck) {
   const fs::path dir = deck.get_string("train.run_dir");

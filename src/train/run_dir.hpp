@@ -2,11 +2,38 @@
 // deck leaves nothing behind; holds deck.resolved.ini, metrics.h5 and checkpoints.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "core/dir_lock.hpp"
 #include "deck/deck.hpp"
 
 namespace trident {
+
+// Ownership of train.run_dir for the life of a run (core/dir_lock.hpp), on rank 0. Until keep(),
+// the directories it had to create are removed again (when empty) with the lock, so that a run
+// rejected after locking leaves nothing behind.
+class RunDirLock {
+ public:
+  RunDirLock() = default;
+  RunDirLock(std::unique_ptr<DirLock> lock, std::vector<std::string> created)
+      : lock_(std::move(lock)), created_(std::move(created)) {}
+  ~RunDirLock();
+  RunDirLock(RunDirLock&&) = default;
+  RunDirLock& operator=(RunDirLock&&) = default;
+  void keep() { created_.clear(); }  // the run directory is in use: stays
+
+ private:
+  std::unique_ptr<DirLock> lock_;
+  std::vector<std::string> created_;  // deepest first
+};
+
+// Collective. Rank 0 creates train.run_dir if needed and takes its lock (train.lock_* keys):
+// after this no other run writes there. A directory held by a live run (after waiting
+// train.lock_wait_s) or that cannot be locked is a UserError on every rank that names it and
+// its holder; a stale lock is taken over with a warning.
+RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id);
 
 // Collective. Creates train.run_dir (and parents) and writes deck.resolved.ini atomically
 // (temporary file, then rename). A directory that cannot be created or written is a UserError

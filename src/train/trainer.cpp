@@ -38,9 +38,12 @@ std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::st
   }
 }
 
-std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck) {
+// The resolved deck and the lineage of the run that wrote (or last continued) the history.
+std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck, const std::string& run_id,
+                                                                 const ckpt::Lineage& lineage) {
   std::vector<std::pair<std::string, std::string>> attributes{
-      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")}};
+      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")},
+      {"run_id", run_id}, {"lineage.branch", lineage.branch}, {"lineage.parent", lineage.parent}};
   for (const deck::KeySpec& spec : deck::schema())
     attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
   return attributes;
@@ -412,11 +415,12 @@ double Trainer::evaluate() {
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
+  checkpointer_->begin_lineage(lineage_);
   if (world_rank() == 0) {
     try {
-      metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",
-                                                                           deck_attributes(deck), start_step_)
-                                 : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(deck));
+      const auto attributes = deck_attributes(deck, run_id_, lineage_);
+      metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes, start_step_)
+                                 : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes);
       for (const std::string& note : metrics_->recovery_notes()) warn0(note);
     } catch (const std::runtime_error& e) {
       fatal_one(e.what());

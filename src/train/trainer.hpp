@@ -51,8 +51,9 @@ class Trainer {
   // Collective, before the run directory is prepared: restores the state of the checkpoint
   // checkpoint.resume names or finds. A missing, corrupt or mismatching checkpoint named
   // explicitly is a UserError, so that a rejected resume leaves nothing behind.
-  // checking: --check (says "would resume from").
-  void restore(bool checking = false);
+  // checking: --check (says "would resume from"). run_id: this run's (the same on every rank),
+  // recorded in its checkpoints and metrics.h5 with the lineage it extends.
+  void restore(const std::string& run_id, bool checking = false);
   // Trains (from the restored step), writing metrics.h5,
   // checkpoints and model.bin into run_dir. Returns kExitOk, or kExitStopped after a stop
   // signal and its full checkpoint.
@@ -108,6 +109,8 @@ class Trainer {
   std::unique_ptr<metrics::MetricsFile> metrics_;
   RecomputeChoice recompute_;
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
+  std::string run_id_;
+  ckpt::Lineage lineage_;          // rank 0: what this run continues (ckpt/lineage.hpp)
   int64_t start_step_ = 0;         // 0, or the step a checkpoint resumed at
   int64_t last_full_step_ = -1;    // of the newest full checkpoint written or resumed from
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)

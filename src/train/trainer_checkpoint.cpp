@@ -109,9 +109,13 @@ void Trainer::restore_precision_state(const ckpt::Metadata& saved, const std::st
     loss_scaler_->restore({saved.loss_scale, saved.loss_scale_good_steps, saved.loss_scale_hysteresis_left});
 }
 
-void Trainer::restore(bool checking) {
+void Trainer::restore(const std::string& run_id, bool checking) {
   const deck::Deck& deck = job_.deck;
-  const auto chosen = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir(deck), MPI_COMM_WORLD);
+  run_id_ = run_id;
+  ckpt::Start start = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir(deck), run_id,
+                                              MPI_COMM_WORLD);
+  lineage_ = std::move(start.lineage);
+  const auto& chosen = start.chosen;
   if (!chosen) return;
   const ckpt::Metadata& saved = chosen->metadata;
   const model::GptConfig& config = model_->config();

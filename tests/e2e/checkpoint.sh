@@ -178,7 +178,7 @@ run wrongshape 1 --model.hidden=64 --checkpoint.resume=wrongshape/s.h5
 # Fast checkpoints: parameters only; resuming from one warns that the moments start again.
 run fast 1 --checkpoint.fast_interval=1steps --checkpoint.full_interval=5steps --checkpoint.keep_fast=3 \
   --checkpoint.at_end=false --train.steps=7 || fail fast "$(tail -3 fast.out)"
-fast_files=$(cd fast/checkpoints && ls | tr '\n' ' ')
+fast_files=$(cd fast/checkpoints && ls step-* | tr '\n' ' ')
 # (no fast checkpoint at step 5, where the full one is due: the newest three fast are 4, 6, 7)
 [[ $fast_files == "step-00000004.fast.h5 step-00000005.full.h5 step-00000006.fast.h5 step-00000007.fast.h5 " ]] &&
   pass "keep_n ($fast_files)" || fail keep_n "$fast_files"
@@ -187,7 +187,7 @@ run fast 1 --checkpoint.resume=auto --train.steps=9 && grep -q "resumed from fas
 
 # Time intervals: a full checkpoint every 0.3 s of a run of a few seconds.
 run timed 1 --checkpoint.full_interval=0.3s --checkpoint.at_end=false --checkpoint.keep_full=100 --train.steps=300
-n_timed=$(ls timed/checkpoints | wc -l)
+n_timed=$(ls timed/checkpoints/step-* | wc -l)
 [[ $n_timed -ge 2 ]] && pass "time_interval ($n_timed checkpoints)" || fail time_interval "$n_timed checkpoints"
 
 # Asynchronous writes: every step a checkpoint, the resumed run still bitwise the same.
@@ -201,17 +201,19 @@ grep -q "resumed from async/checkpoints/step-0000000[67].full.h5" async.out &&
 # A file system that fills up: a 4 MB tmpfs holds one checkpoint of this model and not two.
 # The second is refused before it starts, with a warning, and training goes on; forced past
 # that check, the write fails inside HDF5 and the job ends (checkpoint.timeout_s) instead of
-# hanging. Either way the first checkpoint stays sound and nothing half-written is left.
+# hanging. Either way the first checkpoint stays sound and nothing half-written is left. (The
+# forced run continues the first one's branch, resume = auto: a fresh run would set the first
+# run's checkpoint aside into branches/, docs/CHECKPOINTS.md "Lineage".)
 mkdir -p small
 if mount -t tmpfs -o size=4m tmpfs small 2> mount.err; then
   run full_disk 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=3steps --train.steps=9
   status=$?
   [[ $status == 0 ]] && grep -q "not written: not enough space in 'small'" full_disk.out &&
-    [[ -z $(ls -A small | grep -v '^step-00000003.full.h5$') ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
+    [[ -z $(ls -A small | grep -v -e '^step-00000003.full.h5$' -e '^current_branch.ini$') ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
     pass full_disk_refused || fail full_disk_refused "status $status, $(ls -A small | tr '\n' ' '): $(grep -m2 -E 'warning|error' full_disk.out)"
   start=$SECONDS
   run full_disk2 2 --model.hidden=64 --parallel.data=2 --checkpoint.dir=small --checkpoint.full_interval=6steps --train.steps=9 \
-    --debug.skip_space_check=true --checkpoint.timeout_s=10
+    --debug.skip_space_check=true --checkpoint.timeout_s=10 --checkpoint.resume=auto
   status=$? took=$((SECONDS - start))
   [[ $status != 0 && $took -lt 60 ]] && "$TRIDENT" inspect small/step-00000003.full.h5 > /dev/null &&
     pass "full_disk_write_fails_job_ends (status $status in $took s)" ||

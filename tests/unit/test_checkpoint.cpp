@@ -148,3 +148,45 @@ BOOST_AUTO_TEST_CASE(metadata_round_trips_as_text) {
   BOOST_TEST(back.model.padded_vocab == 256);
   BOOST_TEST(back.tokens_seen == m.tokens_seen);
 }
+
+// The metadata checksum covers every attribute: a changed step, optimizer_updates, layout,
+// lineage or deck changes it; and a file's name must agree with its step and kind.
+BOOST_AUTO_TEST_CASE(metadata_checksum_covers_every_field) {
+  ckpt::Metadata m;
+  m.kind = "full";
+  m.step = 12;
+  m.optimizer_updates = 12;
+  m.model = small_model();
+  m.run_id = "20261129T120000Z-000000000001";
+  m.branch = m.run_id;
+  const uint64_t reference = ckpt::metadata_checksum(m);
+  BOOST_TEST(ckpt::metadata_checksum(ckpt::Metadata::from_text(m.to_text())) == reference);
+  for (int bit = 0; bit < 63; ++bit) {
+    ckpt::Metadata step = m, updates = m;
+    step.step ^= int64_t(1) << bit;
+    updates.optimizer_updates ^= int64_t(1) << bit;
+    BOOST_TEST(ckpt::metadata_checksum(step) != reference);
+    BOOST_TEST(ckpt::metadata_checksum(updates) != reference);
+  }
+  ckpt::Metadata other = m;
+  other.tensor = 2;
+  BOOST_TEST(ckpt::metadata_checksum(other) != reference);
+  other = m;
+  other.parent = "x/step-00000008.full";
+  BOOST_TEST(ckpt::metadata_checksum(other) != reference);
+  other = m;
+  other.format_version = 1;
+  BOOST_TEST(ckpt::metadata_checksum(other) != reference);
+}
+
+BOOST_AUTO_TEST_CASE(file_name_must_agree_with_step_and_kind) {
+  ckpt::Metadata m;
+  m.kind = "full";
+  m.step = 12;
+  BOOST_TEST(ckpt::name_mismatch("d/step-00000012.full.h5", m).empty());
+  BOOST_TEST(ckpt::name_mismatch("d/from.h5", m).empty());  // a name of the user's: not judged
+  BOOST_TEST(ckpt::name_mismatch("d/.step-00000016.full.h5.tmp", m).empty());
+  BOOST_TEST(!ckpt::name_mismatch("d/step-00000016.full.h5", m).empty());
+  BOOST_TEST(!ckpt::name_mismatch("d/step-00000012.fast.h5", m).empty());
+  BOOST_TEST(m.id() == "/step-00000012.full");
+}
