@@ -27,7 +27,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TRIDENT="$ROOT/${BUILD:-build}/bin/trident"
 . "$ROOT/scripts/mpi-env.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-SEED=${SEED:-$(date +%s%N | tail -c 6)}
+SEED=${SEED:-$(($(date +%s%N) % 100000))}
 RANDOM=$SEED
 STEPS=${STEPS:-$((1000 + 100 * N))}
 WORK=$(mktemp -d /tmp/trident-stress.XXXXXX)
