@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Hostile and unlucky inputs (issue 20, items 6 and 8): decks, data files, checkpoint paths and
+# run-time files that are not what they should be — FIFOs, devices, directories, binary, huge
+# values, files truncated under a running job, full disks, shapes that cannot be allocated.
+# Each ends with one clear error (exit 2 for input, 1 for a fault) and never hangs or crashes.
+. tests/e2e/lib.sh
+D="$WORK/decks"; mkdir -p "$D"
+write_deck "$D/ok.deck"
+
+# ---- Decks: type checked before any read, bounded, text only -------------------------------
+mkfifo "$WORK/deck.fifo"
+expect_user_error deck_fifo_refused "cannot read deck '$WORK/deck.fifo': is a FIFO (named pipe), not a regular file" \
+  "$TRIDENT" train "$WORK/deck.fifo"
+expect_user_error deck_dev_zero_refused "cannot read deck '/dev/zero': is a character device, not a regular file" \
+  "$TRIDENT" train /dev/zero
+expect_user_error deck_dev_urandom_refused "cannot read deck '/dev/urandom': is a character device" \
+  "$TRIDENT" train /dev/urandom
+head -c $((5 * 1048576)) /dev/zero | tr '\0' '#' > "$D/huge.deck"
+expect_user_error deck_too_large "cannot read deck '$D/huge.deck': is 5.0 MiB, more than the 4.0 MiB allowed" \
+  "$TRIDENT" train "$D/huge.deck"
+
+# A UTF-8 byte-order mark (Notepad writes one) is skipped, not read as part of "[model]".
+{ printf '\xef\xbb\xbf'; cat "$D/ok.deck"; } > "$D/bom.deck"
+if "$TRIDENT" train "$D/bom.deck" --check > "$WORK/bom.out" 2>&1 && grep -q '^deck ok' "$WORK/bom.out"; then
+  pass deck_byte_order_mark_accepted
+else
+  fail deck_byte_order_mark_accepted "$(head -c 300 "$WORK/bom.out")"
+fi
+
+# A NUL byte: reported as binary at its line, and the message is not cut short at the NUL.
+write_deck "$D/nul.deck" "[optim]
+lr = 0.1"
+sed -i 's/^lr = 0.1$/lr = 0.1\x00rest/' "$D/nul.deck"
+expect_user_error deck_nul_byte_is_binary "nul.deck:12 (column 9): byte 0x00 (NUL): the deck is binary|give a text deck" \
+  "$TRIDENT" train "$D/nul.deck"
+head -c 3000 /dev/urandom > "$D/random.deck"
+expect_user_error deck_random_bytes_are_binary "random.deck:|the deck is binary|give a text deck" \
+  "$TRIDENT" train "$D/random.deck"
+
+# Values echoed in messages: escaped and bounded (a megabyte value gives a short line).
+write_deck "$D/long_value.deck" "[optim]
+lr = $(head -c 1000000 /dev/zero | tr '\0' 'x')"
+expect_user_error deck_long_value_cut "long_value.deck:12: optim.lr = 'xxxxxxxx|(1000000 bytes)' is not a finite number" \
+  "$TRIDENT" train "$D/long_value.deck"
+if [[ $(wc -c < "$WORK/deck_long_value_cut/stderr") -lt 600 ]]; then pass deck_long_value_message_bounded
+else fail deck_long_value_message_bounded "$(wc -c < "$WORK/deck_long_value_cut/stderr") bytes on stderr"; fi
+expect_user_error override_control_characters_escaped "train.steps = 'a\\x1b[31mb' is not an integer" \
+  "$TRIDENT" train "$D/ok.deck" "--train.steps=a"$'\x1b'"[31mb"
