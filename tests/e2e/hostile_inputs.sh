@@ -46,3 +46,22 @@ if [[ $(wc -c < "$WORK/deck_long_value_cut/stderr") -lt 600 ]]; then pass deck_l
 else fail deck_long_value_message_bounded "$(wc -c < "$WORK/deck_long_value_cut/stderr") bytes on stderr"; fi
 expect_user_error override_control_characters_escaped "train.steps = 'a\\x1b[31mb' is not an integer" \
   "$TRIDENT" train "$D/ok.deck" "--train.steps=a"$'\x1b'"[31mb"
+
+# ---- Data files: type checked; a file truncated under the job is an error naming it ----------
+mkfifo "$WORK/train.fifo"
+expect_user_error data_fifo_refused "token file '$WORK/train.fifo': is a FIFO (named pipe), not a regular file|data.train" \
+  "$TRIDENT" train "$D/ok.deck" --data.train="$WORK/train.fifo"
+
+cp "$WORK/data/train.bin" "$WORK/shrinking.bin"
+( cd "$WORK" && exec timeout -k 10 120 "$TRIDENT" train "$D/ok.deck" --train.steps=100000 --train.eval_interval=0 \
+    --train.run_dir=shrink_run --data.train="$WORK/shrinking.bin" --checkpoint.at_end=false > shrink.out 2> shrink.err ) &
+job=$!
+for _ in $(seq 300); do grep -q '^step ' "$WORK/shrink.out" 2>/dev/null && break; sleep 0.1; done
+truncate -s 4096 "$WORK/shrinking.bin"
+wait $job; status=$?
+if [[ $status == 1 ]] && grep -q "token file '$WORK/shrinking.bin': changed under the job" "$WORK/shrink.err" &&
+   ! grep -qiE 'bus error|SIGBUS|backtrace' "$WORK/shrink.err"; then
+  pass data_truncated_under_the_job
+else
+  fail data_truncated_under_the_job "exit status $status: $(head -c 400 "$WORK/shrink.err")"
+fi
