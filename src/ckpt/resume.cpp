@@ -2,17 +2,17 @@
 #include "ckpt/resume.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
 #include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/printable.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident::ckpt {
-namespace fs = std::filesystem;
 namespace {
 
 // Rank 0: the checkpoint files of the directory, newest first (a full one before a fast one of
@@ -26,7 +26,8 @@ std::vector<std::string> candidates(const std::string& dir) {
 // Collective: the metadata of `path` read on rank 0 ("" and the problem when it cannot be).
 std::string broadcast_metadata(const std::string& path, Metadata& metadata, MPI_Comm comm) {
   std::string text, problem;
-  if (world_rank() == 0) {
+  if (world_rank() == 0) problem = regular_file_problem(path);  // a FIFO named like a checkpoint
+  if (world_rank() == 0 && problem.empty()) {
     try {
       text = read_metadata(path).to_text();
     } catch (const std::runtime_error& e) {
@@ -53,8 +54,10 @@ std::optional<Chosen> choose_checkpoint(const std::string& resume, const std::st
   for (size_t at = 0, next; (next = list.find('\n', at)) != std::string::npos; at = next + 1)
     files.push_back(list.substr(at, next - at));
   if (!automatic) {
-    std::string missing = world_rank() == 0 && !fs::exists(resume) ? "checkpoint.resume = " + resume +
-                          ": no such file; give a checkpoint file, auto (the newest in " + dir + ") or none" : "";
+    // By type first: a directory is not a corrupt checkpoint, and HDF5 would block on a FIFO.
+    const std::string not_file = world_rank() == 0 ? regular_file_problem(resume) : "";
+    std::string missing = not_file.empty() ? "" : "checkpoint.resume = " + printable(resume) + ": " + not_file +
+                          "; give a checkpoint file, auto (the newest in " + dir + ") or none";
     agree_on_error(missing, 0, comm);
   }
   for (const std::string& path : files) {

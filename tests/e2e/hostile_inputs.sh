@@ -65,3 +65,14 @@ if [[ $status == 1 ]] && grep -q "token file '$WORK/shrinking.bin': changed unde
 else
   fail data_truncated_under_the_job "exit status $status: $(head -c 400 "$WORK/shrink.err")"
 fi
+
+# ---- Checkpoint paths --------------------------------------------------------------------
+mkdir -p "$WORK/ckdir"
+expect_user_error inspect_directory "checkpoint '$WORK/ckdir': is a directory|give a checkpoint file" \
+  "$TRIDENT" inspect "$WORK/ckdir"
+mkfifo "$WORK/ck.fifo"
+expect_user_error inspect_fifo "checkpoint '$WORK/ck.fifo': is a FIFO" "$TRIDENT" inspect "$WORK/ck.fifo"
+expect_user_error resume_directory "checkpoint.resume = $WORK/ckdir: is a directory|give a checkpoint file" \
+  "$TRIDENT" train "$D/ok.deck" --checkpoint.resume="$WORK/ckdir"
+expect_user_error resume_fifo "checkpoint.resume = $WORK/ck.fifo: is a FIFO (named pipe)" \
+  "$TRIDENT" train "$D/ok.deck" --checkpoint.resume="$WORK/ck.fifo"
