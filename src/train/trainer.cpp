@@ -409,9 +409,18 @@ double Trainer::evaluate() {
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
+// Collective: rank 0's failure to write a file of the run directory (a full disk, an I/O
+// error), agreed by every rank and ended as one "error:" line with exit status 1 — not
+// fatal_one's abort, whose launcher noise would bury the one line that says what to do.
+void Trainer::end_if_root_failed(std::string problem, const std::string& hint) const {
+  broadcast_string(problem, 0, MPI_COMM_WORLD);
+  if (!problem.empty()) throw RunFailure(problem + "; " + hint, kExitFault);
+}
+
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
+  std::string problem;
   if (world_rank() == 0) {
     try {
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5",
@@ -419,9 +428,10 @@ int Trainer::run(const std::string& run_dir) {
                                  : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", deck_attributes(deck));
       for (const std::string& note : metrics_->recovery_notes()) warn0(note);
     } catch (const std::runtime_error& e) {
-      fatal_one(e.what());
+      problem = e.what();
     }
   }
+  end_if_root_failed(problem, "free space in " + run_dir + " or choose another train.run_dir");
   const int64_t eval_interval = deck.get_int("train.eval_interval");
   print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
          std::to_string(model_->num_parameters()) + " on this rank); " +
@@ -457,12 +467,15 @@ int Trainer::run(const std::string& run_dir) {
       metrics_->close();  // metrics.h5 alone holds the whole history
       model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
-      fatal_one(e.what());
+      problem = e.what();
     }
   }
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // the files exist when any rank returns
+  // Also the barrier after which the files exist when any rank returns.
+  end_if_root_failed(problem, "the checkpoints written are intact; free space in " + run_dir + " and resume with "
+                     "--checkpoint.resume=auto");
   print_summary();
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
+  check_final_checkpoint();
   return kExitOk;
 }
 

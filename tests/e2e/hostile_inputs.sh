@@ -76,3 +76,51 @@ expect_user_error resume_directory "checkpoint.resume = $WORK/ckdir: is a direct
   "$TRIDENT" train "$D/ok.deck" --checkpoint.resume="$WORK/ckdir"
 expect_user_error resume_fifo "checkpoint.resume = $WORK/ck.fifo: is a FIFO (named pipe)" \
   "$TRIDENT" train "$D/ok.deck" --checkpoint.resume="$WORK/ck.fifo"
+
+# ---- Run-time files: checked before anything is created ------------------------------------
+mkdir -p "$WORK/dir_metrics/metrics.h5"
+expect_user_error metrics_h5_is_a_directory "'$WORK/dir_metrics/metrics.h5' is a directory|train.run_dir" \
+  "$TRIDENT" train "$D/ok.deck" --train.run_dir="$WORK/dir_metrics"
+mkdir -p "$WORK/full_metrics" && ln -s /dev/full "$WORK/full_metrics/metrics.h5"
+expect_user_error metrics_h5_is_dev_full "'$WORK/full_metrics/metrics.h5' is a character device, not a regular file" \
+  "$TRIDENT" train "$D/ok.deck" --train.run_dir="$WORK/full_metrics"
+if [[ -e $WORK/dir_metrics/deck.resolved.ini || -e $WORK/full_metrics/deck.resolved.ini ]]; then
+  fail run_files_checked_before_writing "deck.resolved.ini was written"
+else
+  pass run_files_checked_before_writing
+fi
+touch "$WORK/a_file"
+expect_user_error bad_checkpoint_dir_creates_nothing "checkpoint directory '$WORK/a_file/ckpt' cannot be created|checkpoint.dir" \
+  "$TRIDENT" train "$D/ok.deck" --checkpoint.dir="$WORK/a_file/ckpt"
+
+# A nearly full disk: the run and model.bin fit, the final checkpoint does not. Exit 1 naming the
+# checkpoint and the shortfall, not 0. And a disk too full for metrics.h5: one clear error.
+small="$WORK/small_fs"
+mkdir -p "$small"
+# small_disk NAME SIZE PATTERN: a training run into a tmpfs of SIZE ends with exit status 1 and
+# one line on stderr matching PATTERN (grep).
+small_disk() {
+  local name=$1 size=$2 pattern=$3
+  mount -t tmpfs -o size="$size" tmpfs "$small"
+  ( cd "$WORK" && timeout -k 10 120 "$TRIDENT" train "$D/ok.deck" --train.run_dir="$small/run" > "$name.out" 2> "$name.err"
+    echo $? > "$name.status" )
+  umount "$small"
+  if [[ $(cat "$WORK/$name.status") == 1 && $(grep -c . "$WORK/$name.err") == 1 ]] && grep -q "$pattern" "$WORK/$name.err"; then
+    pass "$name"
+  else
+    fail "$name" "exit status $(cat "$WORK/$name.status"): $(head -c 600 "$WORK/$name.err")"
+  fi
+}
+if mount -t tmpfs -o size=8k tmpfs "$small" 2> /dev/null && umount "$small"; then
+  # 3 MB: metrics.h5 (twice while it is replaced) and model.bin fit, the 3.7 MB checkpoint does not.
+  small_disk final_checkpoint_refused_exit_1 3000k \
+    "^error: training finished, but its final checkpoint $small/run/checkpoints/step-00000002.full.h5 (step 2) was not written: not enough space.*needs about 3.7 MB, 3.0 MB are free"
+  # 1.5 MB: just room for the run's files; metrics.h5 was snapshotted again at exit, the snapshot
+  # failed for lack of space inside HDF5, and MPI_Finalize crashed (SIGSEGV) on what it left open.
+  small_disk nearly_full_disk_no_crash_at_exit 1500k "^error: training finished, but its final checkpoint"
+  # 8 KB: not even the first snapshot of metrics.h5.
+  small_disk metrics_h5_on_a_full_disk 8k \
+    "^error: metrics file '$small/run/metrics.h5': not enough space: writing it needs about .* MB are free; free space in"
+else
+  echo "SKIP final_checkpoint_refused_exit_1, nearly_full_disk_no_crash_at_exit, metrics_h5_on_a_full_disk: cannot mount a tmpfs here"
+fi
