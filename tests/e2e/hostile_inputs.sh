@@ -124,3 +124,13 @@ if mount -t tmpfs -o size=8k tmpfs "$small" 2> /dev/null && umount "$small"; the
 else
   echo "SKIP final_checkpoint_refused_exit_1, nearly_full_disk_no_crash_at_exit, metrics_h5_on_a_full_disk: cannot mount a tmpfs here"
 fi
+
+# ---- Small ones ----------------------------------------------------------------------------
+printf 'a tiny corpus of a hundred bytes or so, split into train and validation tokens, ok?\n' > "$WORK/tiny.txt"
+"$TRIDENT" prepare "$WORK/tiny" "$WORK/tiny.txt" > /dev/null
+expect_user_error eval_tokens_with_too_little_validation_data "has 8 tokens, fewer than model.seq_len + 1 = 33|lower model.seq_len to at most 7" \
+  "$TRIDENT" train "$D/ok.deck" --data.val="$WORK/tiny/val.bin"
+expect_user_error debug_hang_rank_outside_the_job "debug.hang_rank is not a rank of this job of 4 ranks|debug.hang_rank = 99 (command line)|-1 (none) or a rank from 0 to 3" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.data=4 --debug.hang_rank=99
+expect_user_error debug_fail_rank_outside_the_job "debug.fail_rank is not a rank of this job of 1 rank" \
+  "$TRIDENT" train "$D/ok.deck" --debug.fail_rank=1
