@@ -74,6 +74,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
     fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
+  // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
+  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
+  check_memory_fits(deck, job.grid, config, &job.topology, recompute_);
   const comm::CollectiveSettings collective = collective_settings(deck);
   tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective,
                                                                  comm::Traffic::Tensor);
@@ -86,7 +89,6 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group, precision_from_deck(deck));
   if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
-  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
   initialise_parameters(deck, *model_);

@@ -134,3 +134,12 @@ expect_user_error debug_hang_rank_outside_the_job "debug.hang_rank is not a rank
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.data=4 --debug.hang_rank=99
 expect_user_error debug_fail_rank_outside_the_job "debug.fail_rank is not a rank of this job of 1 rank" \
   "$TRIDENT" train "$D/ok.deck" --debug.fail_rank=1
+
+# ---- Allocations checked against the memory model before they happen -----------------------
+big="--model.layers=48 --model.hidden=4096 --model.heads=32"
+expect_user_error memory_budget_check "the run does not fit in memory: the busiest rank needs|more than memory.budget_gb = 4 (command line)|parameters 36" \
+  "$TRIDENT" train "$D/ok.deck" $big --memory.budget_gb=4 --check
+expect_user_error memory_budget_run "the run does not fit in memory|more than memory.budget_gb = 4" \
+  "$TRIDENT" train "$D/ok.deck" $big --memory.budget_gb=4
+expect_user_error memory_host_check "the run does not fit in memory: the 2 ranks on host|GiB of memory" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" $big --parallel.data=2 --check
