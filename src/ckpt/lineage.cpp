@@ -134,7 +134,7 @@ DirectoryState scan_directory(const std::string& dir) {
   const std::string pointer_path = (fs::path(dir) / kBranchPointerName).string();
   std::error_code ec;
   if (fs::exists(pointer_path, ec)) {
-    if (read_file(pointer_path, text, why)) state.pointer = BranchPointer::from_text(text);
+    if (read_file(pointer_path, kMaxConfigBytes, text, why)) state.pointer = BranchPointer::from_text(text);
     if (!state.pointer) state.pointer_problem = "'" + pointer_path + "' is unreadable" + (why.empty() ? "" : ": " + why);
   }
   for (const std::string& path : checkpoint_files(dir, "")) {

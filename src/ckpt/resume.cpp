@@ -2,17 +2,17 @@
 #include "ckpt/resume.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
 #include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/printable.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident::ckpt {
-namespace fs = std::filesystem;
 namespace {
 
 // Collective: rank 0's list of paths on every rank.
@@ -29,7 +29,8 @@ std::vector<std::string> broadcast_list(const std::vector<std::string>& mine, MP
 // Collective: the metadata of `path` read on rank 0 ("" and the problem when it cannot be).
 std::string broadcast_metadata(const std::string& path, Metadata& metadata, MPI_Comm comm) {
   std::string text, problem;
-  if (world_rank() == 0) {
+  if (world_rank() == 0) problem = regular_file_problem(path);  // a FIFO named like a checkpoint
+  if (world_rank() == 0 && problem.empty()) {
     try {
       text = read_metadata(path).to_text();
     } catch (const std::runtime_error& e) {
@@ -56,8 +57,10 @@ Start choose_checkpoint(const std::string& resume, const std::string& dir, const
   }
   files = broadcast_list(files, comm);
   if (!automatic && resume != "none") {
-    std::string missing = world_rank() == 0 && !fs::exists(resume) ? "checkpoint.resume = " + resume +
-                          ": no such file; give a checkpoint file, auto (the newest in " + dir + ") or none" : "";
+    // By type first: a directory is not a corrupt checkpoint, and HDF5 would block on a FIFO.
+    const std::string not_file = world_rank() == 0 ? regular_file_problem(resume) : "";
+    std::string missing = not_file.empty() ? "" : "checkpoint.resume = " + printable(resume) + ": " + not_file +
+                          "; give a checkpoint file, auto (the newest in " + dir + ") or none";
     agree_on_error(missing, 0, comm);
   }
   Start start;

@@ -21,7 +21,7 @@ namespace {
 
 std::string first_line_of(const char* path) {
   std::string text, why;
-  if (!read_file(path, text, why)) return "";
+  if (!read_file(path, kMaxConfigBytes, text, why)) return "";
   return text.substr(0, text.find('\n'));
 }
 
@@ -121,7 +121,7 @@ DirLock::DirLock(const std::string& dir, const std::string& run_id, const LockSe
   bool told_wait = false;
   while (!try_create(mine)) {
     std::string seen, why;
-    if (!read_file(path_, seen, why)) {
+    if (!read_file(path_, kMaxConfigBytes, seen, why)) {
       if (age_of(path_) < 0) continue;  // released meanwhile: try again
       seen.clear();                     // there, but unreadable
     }
@@ -181,7 +181,7 @@ void DirLock::take_over(const std::string& seen, const std::string& why) {
   const std::string moved = path_ + ".stale." + run_id_;
   if (::rename(path_.c_str(), moved.c_str()) != 0) return;  // gone already: try again
   std::string text, problem;
-  read_file(moved, text, problem);
+  read_file(moved, kMaxConfigBytes, text, problem);
   if (text == seen) say_(why);
   else ::link(moved.c_str(), path_.c_str());  // a live lock: back in place
   ::unlink(moved.c_str());

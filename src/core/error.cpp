@@ -14,7 +14,7 @@ void fatal_all(const std::string& message) { throw UserError(message); }
 
 void fatal_one_at(const char* file, int line, const std::string& message) {
   std::fprintf(stderr, "[rank %d@%s] %s:%d: %s\n", world_rank(), host_name().c_str(), file, line,
-               message.c_str());
+               printable_message(message).c_str());
   std::fflush(stderr);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/printable.hpp"
+
 namespace trident {
 
 // Exit statuses the program documents (README, docs/DECK.md).
@@ -21,7 +23,8 @@ constexpr int kExitStopped = 3;    // stopped by SIGUSR1/SIGTERM after writing a
 // finalizes MPI and returns `status`.
 class RunFailure : public std::runtime_error {
  public:
-  RunFailure(const std::string& message, int status) : std::runtime_error(message), status_(status) {}
+  RunFailure(const std::string& message, int status)
+      : std::runtime_error(printable_message(message)), status_(status) {}
   int status() const { return status_; }
 
  private:
@@ -31,10 +34,12 @@ class RunFailure : public std::runtime_error {
 // A user error that every rank detects identically (all ranks parse the same deck text, so
 // they all throw the same UserError). main() catches it: rank 0 prints "error: <what>",
 // every rank finalizes MPI and returns kExitUserError. Never thrown for a condition that
-// only some ranks can see — use fatal_one, or agree first (see agree_on_error).
+// only some ranks can see — use fatal_one, or agree first (see agree_on_error). The message is
+// made printable here, once for every path: what() is a C string, so a NUL echoed from a file
+// would otherwise end the message early.
 class UserError : public std::runtime_error {
  public:
-  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+  explicit UserError(const std::string& message) : std::runtime_error(printable_message(message)) {}
 };
 
 // Throws UserError; the name says who must call it: all ranks, together.

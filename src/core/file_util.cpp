@@ -7,48 +7,87 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
+#include "core/printable.hpp"
 
 namespace trident {
 
-bool read_file(const std::string& path, std::string& text, std::string& why) {
+std::string file_type_problem(unsigned mode) {
+  if (S_ISREG(mode)) return "";
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISFIFO(mode)) return "is a FIFO (named pipe), not a regular file";
+  if (S_ISCHR(mode)) return "is a character device, not a regular file";
+  if (S_ISBLK(mode)) return "is a block device, not a regular file";
+  if (S_ISSOCK(mode)) return "is a socket, not a regular file";
+  return "is not a regular file";
+}
+
+namespace {
+
+std::string size_text(size_t bytes) {
+  char text[64];
+  if (bytes >= (size_t(1) << 20)) std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  else std::snprintf(text, sizeof text, "%zu bytes", bytes);
+  return text;
+}
+
+// Reads up to max_bytes + 1 bytes of fd: one more than allowed tells "too large" from "fits"
+// even when the file grew after fstat.
+bool read_bounded(int fd, size_t max_bytes, std::string& text, std::string& why) {
+  text.clear();
+  char chunk[65536];
+  while (text.size() <= max_bytes) {
+    const size_t want = std::min(sizeof chunk, max_bytes + 1 - text.size());
+    const ssize_t got = ::read(fd, chunk, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      why = std::strerror(errno);
+      return false;
+    }
+    if (got == 0) return true;
+    text.append(chunk, static_cast<size_t>(got));
+  }
+  why = "is larger than the " + size_text(max_bytes) + " allowed";
+  return false;
+}
+
+}  // namespace
+
+std::string regular_file_problem(const std::string& path) {
   struct stat info {};
-  if (stat(path.c_str(), &info) != 0) {
+  if (::stat(path.c_str(), &info) != 0) return errno == ENOENT ? "no such file" : std::strerror(errno);
+  return file_type_problem(info.st_mode);
+}
+
+bool read_file(const std::string& path, size_t max_bytes, std::string& text, std::string& why) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     why = std::strerror(errno);
     return false;
   }
-  if (S_ISDIR(info.st_mode)) {
-    why = "is a directory";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = std::strerror(errno);
-    return false;
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    why = "read error";
-    return false;
-  }
-  text = buffer.str();
-  return true;
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) why = std::strerror(errno);
+  else why = file_type_problem(info.st_mode);
+  if (why.empty() && static_cast<size_t>(info.st_size) > max_bytes)
+    why = "is " + size_text(static_cast<size_t>(info.st_size)) + ", more than the " + size_text(max_bytes) + " allowed";
+  const bool ok = why.empty() && read_bounded(fd, max_bytes, text, why);
+  ::close(fd);
+  return ok;
 }
 
 std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
-                                       const std::string& hint, MPI_Comm comm) {
+                                       const std::string& hint, MPI_Comm comm, size_t max_bytes) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   std::string text, why, error;
-  if (rank == 0 && !read_file(path, text, why))
-    error = "cannot read " + what + " '" + path + "': " + why + "; " + hint;
+  if (rank == 0 && !read_file(path, max_bytes, text, why))
+    error = "cannot read " + what + " '" + printable(path) + "': " + why + "; " + hint;
   agree_on_error(error, 0, comm);
   broadcast_string(text, 0, comm);
   return text;

@@ -12,13 +12,28 @@
 
 namespace trident {
 
-// Reads `path` into `text`; on failure returns false and puts the reason (strerror) in `why`.
-bool read_file(const std::string& path, std::string& text, std::string& why);
+// The most a deck or a topology file may hold: real ones are a few kilobytes, and a bound is
+// what stops /dev/zero or a multi-gigabyte file given by mistake from filling the memory.
+constexpr size_t kMaxConfigBytes = size_t(4) << 20;
 
-// Collective: rank 0 reads `path` and broadcasts its bytes. If rank 0 cannot read it, every
-// rank throws the same UserError: "<what> '<path>': <reason>; <hint>".
+// Why `path` is not a regular file, from stat (which never blocks, even on a FIFO): "" when it
+// is one, else "no such file", "is a directory", "is a FIFO (named pipe), not a
+// regular file", "is a character device, not a regular file", ….
+std::string regular_file_problem(const std::string& path);
+// The same from a st_mode (of an fstat on a file already open).
+std::string file_type_problem(unsigned mode);
+
+// Reads the regular file `path` into `text` if it holds at most `max_bytes`; on failure returns
+// false and puts the reason in `why`. Never blocks and never reads without limit: the file is
+// opened with O_NONBLOCK and its type checked with fstat before any read (a FIFO, a directory,
+// a device are refused), and no more than max_bytes + 1 bytes are ever read.
+bool read_file(const std::string& path, size_t max_bytes, std::string& text, std::string& why);
+
+// Collective: rank 0 reads `path` (at most max_bytes) and broadcasts its bytes. If rank 0
+// cannot read it, every rank throws the same UserError: "<what> '<path>': <reason>; <hint>".
 std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
-                                       const std::string& hint, MPI_Comm comm);
+                                       const std::string& hint, MPI_Comm comm,
+                                       size_t max_bytes = kMaxConfigBytes);
 
 // fsync of a file or a directory (a rename is durable once its directory is synced). Returns
 // "" or what failed, naming the path.

@@ -1,7 +1,9 @@
 // Token data: llm.c shards (256 × int32 header — magic 20240520, version 1, token count — then
 // uint16 tokens) or raw uint16 files (nanoGPT's train.bin), one file or a glob of several read
-// as one stream in sorted name order. Files are memory-mapped; every token is checked against
-// the vocabulary once, when the data is opened.
+// as one stream in sorted name order. Every token is checked against the vocabulary when the data
+// is opened. Windows are read with pread, not through a memory mapping: a mapped file truncated
+// under a running job kills the process with SIGBUS at an arbitrary load, while a read returns
+// short, which we report naming the file (see TokenData::read).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,8 @@ TokenFormat parse_token_format(const std::string& name);  // "llmc" | "u16"
 class TokenData {
  public:
   // Opens every file matching `pattern`. Throws std::runtime_error naming the file and the
-  // problem: no match, unreadable, wrong magic or version, truncated, a token >= vocab.
+  // problem: no match, not a regular file (a FIFO would block), unreadable, wrong magic or
+  // version, truncated, a token >= vocab.
   TokenData(const std::string& pattern, TokenFormat format, int vocab);
   ~TokenData();
   TokenData(const TokenData&) = delete;
@@ -27,22 +30,29 @@ class TokenData {
 
   int64_t size() const { return total_; }  // tokens over all files
   const std::vector<std::string>& files() const { return paths_; }
-  // tokens[start, start + count) of the concatenated stream, as int32
+  // tokens[start, start + count) of the concatenated stream, as int32; "" or, when a file no
+  // longer holds what it held when opened (truncated, or a token now >= vocab), what changed,
+  // naming the file.
+  std::string read(int64_t start, int64_t count, int32_t* out) const;
+  // read(), and a file changed under the job is a fault of this rank (fatal_one, exit 1).
   void copy(int64_t start, int64_t count, int32_t* out) const;
 
  private:
   struct Shard {
-    const uint16_t* tokens = nullptr;  // into the mapping
-    int64_t count = 0;
-    void* mapping = nullptr;
-    size_t mapping_bytes = 0;
+    int fd = -1;
+    int64_t count = 0;       // tokens
+    int64_t offset = 0;      // bytes before the first token (the llm.c header)
+    int64_t file_bytes = 0;  // the size when opened
   };
-  Shard open_shard(const std::string& path, TokenFormat format, int vocab) const;
+  Shard open_shard(const std::string& path, TokenFormat format) const;
+  void check_tokens(size_t shard) const;  // every token below vocab_, in chunks
+  std::string read_shard(size_t shard, int64_t first, int64_t count, uint16_t* out) const;
 
   std::vector<std::string> paths_;
   std::vector<Shard> shards_;
   std::vector<int64_t> starts_;  // first global index of each shard
   int64_t total_ = 0;
+  int vocab_ = 0;
 };
 
 // Writes an llm.c token shard (temporary name, then rename).

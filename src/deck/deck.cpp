@@ -2,10 +2,13 @@
 // section checks, typed validation and the command-line overrides on top.
 #include "deck/deck.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/printable.hpp"
 #include "deck/options.hpp"
 
 namespace trident::deck {
@@ -16,6 +19,36 @@ std::string trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t\r");
   if (first == std::string::npos) return "";
   return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+// "deck.ini:3 (column 7)": where byte `at` of the text lies.
+std::string position(const std::string& file_name, const std::string& text, size_t at) {
+  const size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
+  const size_t column = at - (line_start == std::string::npos || at == 0 ? 0 : line_start + 1) + 1;
+  const long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n');
+  return file_name + ":" + std::to_string(line) + " (column " + std::to_string(column) + ")";
+}
+
+// The deck's text without a UTF-8 byte-order mark (some Windows editors write one; it is not
+// part of the first line). A NUL or another control character means the file is not text at
+// all — a binary file given as the deck — and is reported as such, before the line scan echoes
+// any of it.
+std::string text_without_bom(const std::string& file_name, const std::string& text) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string body = text.compare(0, bom.size(), bom) == 0 ? text.substr(bom.size()) : text;
+  for (size_t at = 0; at < body.size(); ++at) {
+    const unsigned char byte = static_cast<unsigned char>(body[at]);
+    if (byte >= 0x20 || byte == '\n' || byte == '\t' || byte == '\r') continue;
+    char shown[8];
+    std::snprintf(shown, sizeof shown, "0x%02x", byte);
+    fatal_all(position(file_name, body, at) + ": byte " + shown + (byte == 0 ? " (NUL)" : " (a control character)") +
+              ": the deck is binary, not INI text; give a text deck ([section] and name = value lines, UTF-8)");
+  }
+  const size_t bad = invalid_utf8_at(body);
+  if (bad != std::string::npos)
+    fatal_all(position(file_name, body, bad) + ": the deck is not UTF-8 text (byte " + printable(body.substr(bad, 1)) +
+              "); save it as UTF-8");
+  return body;
 }
 
 struct KeyLine {
@@ -35,10 +68,10 @@ std::vector<KeyLine> scan_lines(const std::string& file_name, const std::string&
     if (s.empty()) continue;
     if (s.front() == '[') {
       if (s.back() != ']')
-        fatal_all(where + "malformed section header '" + s + "'; write it as [name]");
+        fatal_all(where + "malformed section header '" + printable(s) + "'; write it as [name]");
       section = trim(s.substr(1, s.size() - 2));
       if (!is_section(section))
-        fatal_all(where + "unknown section [" + section + "]." + suggest_section(section) +
+        fatal_all(where + "unknown section [" + printable(section) + "]." + suggest_section(section) +
                   " Sections are: " + [] {
                     std::string list;
                     for (const auto& name : sections()) list += (list.empty() ? "" : ", ") + name;
@@ -48,7 +81,7 @@ std::vector<KeyLine> scan_lines(const std::string& file_name, const std::string&
     }
     const auto equals = s.find('=');
     if (equals == std::string::npos || trim(s.substr(0, equals)).empty())
-      fatal_all(where + "cannot read '" + s + "': expected 'name = value', '[section]' or "
+      fatal_all(where + "cannot read '" + printable(s) + "': expected 'name = value', '[section]' or "
                 "'# comment'");
     const std::string name = trim(s.substr(0, equals));
     keys.push_back({line, section.empty() ? name : section + "." + name});
@@ -58,15 +91,15 @@ std::vector<KeyLine> scan_lines(const std::string& file_name, const std::string&
 
 std::string unknown_key_message(const std::string& where, const std::string& key) {
   if (key.find('.') == std::string::npos)
-    return where + "key '" + key + "' is outside any section." + suggest_key(key) +
+    return where + "key '" + printable(key) + "' is outside any section." + suggest_key(key) +
            " (trident train --help lists every key)";
-  return where + "unknown key '" + key + "'." + suggest_key(key) +
+  return where + "unknown key '" + printable(key) + "'." + suggest_key(key) +
          " (trident train --help lists every key)";
 }
 
 void check_value(const KeySpec& spec, const std::string& text, const std::string& where) {
   if (auto problem = value_problem(spec, text))
-    fatal_all(where + spec.key + " = '" + text + "' " + *problem + "; allowed: " +
+    fatal_all(where + spec.key + " = '" + printable(text) + "' " + printable(*problem) + "; allowed: " +
               describe_allowed(spec));
 }
 
@@ -85,13 +118,14 @@ Deck Deck::parse(const std::string& file_name, const std::string& text,
                  const std::vector<Override>& overrides) {
   Deck deck;
   deck.file_name_ = file_name;
-  const std::vector<KeyLine> lines = scan_lines(file_name, text);
-  std::istringstream stream(text);
+  const std::string body = text_without_bom(file_name, text);
+  const std::vector<KeyLine> lines = scan_lines(file_name, body);
+  std::istringstream stream(body);
   po::parsed_options parsed(nullptr);
   try {
     parsed = po::parse_config_file(stream, key_options(false), /*allow_unregistered=*/true);
   } catch (const po::error& e) {
-    fatal_all(file_name + ": " + e.what() + "; expected INI text: [section] then name = value");
+    fatal_all(file_name + ": " + printable(e.what()) + "; expected INI text: [section] then name = value");
   }
   REQUIRE(parsed.options.size() == lines.size(),
           "Boost read " << parsed.options.size() << " assignments, the scan " << lines.size());
@@ -167,7 +201,7 @@ const std::string& Deck::text(const std::string& key) const {
 
 std::string Deck::cite(const std::string& key) const {
   const Entry& entry = entries_.at(key);
-  return key + " = " + entry.text + " (" + entry.origin.describe() + ")";
+  return key + " = " + printable(entry.text) + " (" + entry.origin.describe() + ")";
 }
 
 std::string Deck::to_ini(const std::string& header_comment) const {

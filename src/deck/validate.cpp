@@ -115,6 +115,17 @@ void check_heartbeat(const Deck& deck) {
               "); raise the timeout, lower the interval, or set the timeout to 0 for no heartbeat");
 }
 
+// A fault injected on a rank the job does not have would silently test nothing.
+void check_debug_ranks(const Deck& deck, int world_size) {
+  for (const char* key : {"debug.fail_rank", "debug.hang_rank"}) {
+    const int64_t rank = deck.get_int(key);
+    if (rank >= world_size)
+      fatal_all(deck.file_name() + ": " + key + " is not a rank of this job of " + std::to_string(world_size) +
+                (world_size == 1 ? " rank (" : " ranks (") + deck.cite(key) + "); use -1 (none) or a rank from 0 to " +
+                std::to_string(world_size - 1));
+  }
+}
+
 }  // namespace
 
 int64_t micro_batches_per_step(const Deck& deck) {
@@ -130,6 +141,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_topology(deck, world_size);
   check_precision(deck);
   check_heartbeat(deck);
+  check_debug_ranks(deck, world_size);
 }
 
 }  // namespace trident::deck

@@ -125,6 +125,7 @@ void MetricsFile::append_int(const std::string& name, long long value) {
 }
 
 void MetricsFile::flush() {
+  if (!journal_) throw std::runtime_error("metrics file '" + path_ + "': written to after close()");
   std::vector<SeriesRows> record;
   for (auto& [name, pending] : series_) {
     const size_t count = pending.integer ? pending.ints.size() : pending.real.size();
@@ -144,10 +145,13 @@ void MetricsFile::sync() {
   journal_->sync();
 }
 
+// Once: the destructor calls it again, and a second snapshot at exit would rewrite the whole
+// history for nothing (or, on a full disk, fail after the run had reported its outcome).
 void MetricsFile::close() {
   if (!journal_) return;
   flush();
   snapshot();
+  journal_.reset();
 }
 
 // The snapshot read back, the journal applied, written as the next snapshot; a new journal.

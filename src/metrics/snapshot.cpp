@@ -1,6 +1,7 @@
 // Reading and atomically replacing metrics.h5.
 #include "metrics/snapshot.hpp"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,6 +91,32 @@ void write_file(const std::string& path, const History& history) {
   if (H5Fclose(file.release()) < 0) throw snapshot_error(path, "closing failed");
 }
 
+// A generous bound on the snapshot's size: whole chunks of every series, a kilobyte of metadata
+// per dataset and per attribute, the attributes' text, and 64 KiB besides.
+double snapshot_bytes(const History& history) {
+  double bytes = 65536;
+  for (const auto& [name, value] : history.attributes) bytes += 1024 + static_cast<double>(name.size() + value.size());
+  for (const auto& [name, series] : history.series)
+    bytes += 1024 + 8.0 * static_cast<double>(kChunk) * static_cast<double>((series.size() + kChunk - 1) / kChunk);
+  return bytes;
+}
+
+// HDF5 does not recover from a write that fails for lack of space: the objects of the failed
+// file stay open, and HDF5's shutdown inside MPI_Finalize crashes on them (a full tmpfs showed
+// it). So a full disk is caught here, before HDF5 writes anything, as the checkpoints do.
+void check_space(const std::string& path, const History& history) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  struct statvfs info {};
+  if (::statvfs(directory.empty() ? "." : directory.c_str(), &info) != 0) return;  // cannot tell: let the write find out
+  const double available = static_cast<double>(info.f_bavail) * static_cast<double>(info.f_frsize);
+  const double needed = snapshot_bytes(history);
+  if (available >= needed) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "not enough space: writing it needs about %.2f MB, %.2f MB are free", needed / 1e6,
+                available / 1e6);
+  throw snapshot_error(path, text);
+}
+
 }  // namespace
 
 History read_snapshot(const std::string& path) {
@@ -107,6 +134,7 @@ History read_snapshot(const std::string& path) {
 }
 
 void write_snapshot(const std::string& path, const History& history) {
+  check_space(path, history);
   const std::string temporary = path + ".tmp";
   try {
     h5::Lock lock(h5::hdf5_mutex());

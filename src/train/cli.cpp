@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/printable.hpp"
 #include "deck/options.hpp"
 
 namespace trident::cli {
@@ -34,7 +35,7 @@ po::variables_map parse_without_deck(const std::vector<std::string>& args, const
   try {
     po::store(po::command_line_parser(args).options(options).positional(rest).run(), values);
   } catch (const po::error& e) {
-    fatal_all(std::string("command line: ") + e.what() + "\n" + usage);
+    fatal_all(std::string("command line: ") + printable(e.what(), 300) + "\n" + usage);
   }
   return values;
 }
@@ -50,7 +51,7 @@ CommandLine parse_command_line(const std::string& command, const std::vector<std
     parsed = po::command_line_parser(args).options(all).positional(positional)
                  .allow_unregistered().run();
   } catch (const po::error& e) {
-    fatal_all(std::string("command line: ") + e.what() + "; " + usage_line(command));
+    fatal_all(std::string("command line: ") + printable(e.what(), 300) + "; " + usage_line(command));
   }
   CommandLine line;
   line.command = command;
@@ -59,7 +60,7 @@ CommandLine parse_command_line(const std::string& command, const std::vector<std
     const std::string& key = option.string_key;
     if (option.unregistered) {
       const std::string shown = option.original_tokens.empty() ? key : option.original_tokens[0];
-      fatal_all("command line: unknown option '" + shown + "'." +
+      fatal_all("command line: unknown option '" + printable(shown) + "'." +
                 deck::suggest_key(key) + " (trident " + command + " --help lists every option)");
     }
     if (key == "help") line.help = true;
@@ -70,7 +71,7 @@ CommandLine parse_command_line(const std::string& command, const std::vector<std
   if (line.help) return line;
   if (decks.empty()) fatal_all("command line: no deck given; " + usage_line(command));
   if (decks.size() > 1)
-    fatal_all("command line: more than one deck given ('" + decks[0] + "', '" + decks[1] +
+    fatal_all("command line: more than one deck given ('" + printable(decks[0]) + "', '" + printable(decks[1]) +
               "'); give one deck and override keys with --section.key=value");
   line.deck_path = decks.front();
   return line;

@@ -58,7 +58,9 @@ PrepareArgs parse_prepare(const std::vector<std::string>& args) {
 void write_split(const PrepareArgs& a) {
   std::vector<uint16_t> tokens;
   for (const std::string& path : a.inputs) {
-    const std::string text = read_on_root_and_broadcast(path, "text file", "give readable text files", MPI_COMM_WORLD);
+    // 1 GiB: every rank holds the text and its tokens, and MPI broadcasts at most 2^31 bytes.
+    const std::string text = read_on_root_and_broadcast(path, "text file", "give readable text files of at most 1 GiB",
+                                                        MPI_COMM_WORLD, size_t(1) << 30);
     for (unsigned char byte : text) tokens.push_back(byte);
   }
   const size_t val = static_cast<size_t>(tokens.size() * a.val_fraction);

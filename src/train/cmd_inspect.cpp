@@ -1,14 +1,15 @@
 // `trident inspect FILE.h5`: what a checkpoint holds (step, layout, every tensor with its shape)
-// and whether every checksum verifies. Exit status 0: sound; 1: corrupt; 2: no such file.
+// and whether every checksum verifies. Exit status 0: sound; 1: corrupt; 2: no such file, or not a file.
 // Runs on any number of ranks (each verifies its share of every dataset).
 #include <hdf5.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <stdexcept>
 
 #include "ckpt/checkpoint_file.hpp"
 #include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/printable.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "train/commands.hpp"
@@ -73,9 +74,10 @@ int run_inspect(const std::vector<std::string>& args) {
   }
   if (args.size() != 1) fatal_all(std::string("inspect takes one checkpoint file\n") + kInspectUsage);
   const std::string path = args[0];
-  std::string missing = world_rank() == 0 && !std::filesystem::is_regular_file(path)
-                            ? "'" + path + "': no such file; give a checkpoint (RUN_DIR/checkpoints/step-*.h5)"
-                            : "";
+  // By type before HDF5 opens it: a directory is not "missing", and a FIFO would block the read.
+  const std::string not_file = world_rank() == 0 ? regular_file_problem(path) : "";
+  std::string missing = not_file.empty() ? "" : "checkpoint '" + printable(path) + "': " + not_file +
+                                                    "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)";
   agree_on_error(missing, 0, MPI_COMM_WORLD);
   std::string header;
   if (world_rank() == 0) {

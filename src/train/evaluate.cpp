@@ -15,6 +15,12 @@ int64_t validation_windows(const data::TokenData& val, int64_t eval_tokens, int 
   if (wanted < 1)
     fatal_all("train.eval_tokens = " + std::to_string(eval_tokens) +
               " is less than one window of model.seq_len = " + std::to_string(T) + " tokens");
+  // Fewer than T + 1 tokens hold no window at all: lowering train.eval_tokens cannot help.
+  if (available < 1)
+    fatal_all("validation data '" + val.files().front() + "' has " + std::to_string(val.size()) +
+              " tokens, fewer than model.seq_len + 1 = " + std::to_string(T + 1) +
+              ", the one window validation needs; give more validation data (data.val) or lower model.seq_len to at most " +
+              std::to_string(std::max<int64_t>(1, val.size() - 1)));
   if (available < wanted)
     fatal_all("validation data '" + val.files().front() + "' has " + std::to_string(val.size()) +
               " tokens, but train.eval_tokens = " + std::to_string(eval_tokens) + " needs " +

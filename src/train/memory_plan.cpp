@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "comm/hierarchy.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
 #include "train/job.hpp"
 #include "train/model_setup.hpp"
@@ -56,7 +58,85 @@ std::vector<int> shared_windows(const deck::Deck& deck, const layout::Grid& grid
   return per_stage;
 }
 
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / 1073741824.0);
+  return text;
+}
+
+// This host's memory as the processes see it: the RAM, or less where a cgroup (a container, a
+// Slurm job) limits it. 0 if neither can be read.
+double host_memory_bytes() {
+  double bytes = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kib = 0;
+    meminfo >> kib;
+    if (key == "MemTotal:") bytes = kib * 1024;
+    meminfo.ignore(1 << 10, '\n');
+  }
+  for (const char* limit : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(limit);
+    double value = 0;
+    if (in >> value && value > 0 && (bytes == 0 || value < bytes)) bytes = value;  // "max" reads as nothing
+  }
+  return bytes;
+}
+
+// The world ranks that share this rank's host (an MPI shared-memory group: real hosts, not the
+// emulated nodes of topology.ranks_per_node).
+std::vector<int> ranks_on_this_host() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int size = 0, me = world_rank();
+  MPI_CHECK(MPI_Comm_size(host, &size));
+  std::vector<int> ranks(size);
+  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, host));
+  MPI_CHECK(MPI_Comm_free(&host));
+  return ranks;
+}
+
+std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid) {
+  const double memory = host_memory_bytes();
+  const std::vector<int> ranks = ranks_on_this_host();
+  double needed = 0;
+  for (int rank : ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
+  if (memory <= 0 || needed <= memory) return "";
+  return "the " + std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank" : " ranks") + " on host " + host_name() +
+         " need " + gib(needed) + " by the memory model, " + gib(needed - memory) + " more than its " + gib(memory) +
+         " of memory";
+}
+
+// Collective: the message of the lowest rank that has one, thrown on every rank.
+void agree_on_any_error(const std::string& mine) {
+  int first = mine.empty() ? world_size() : world_rank();
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first < world_size()) agree_on_error(mine, first, MPI_COMM_WORLD);
+}
+
 }  // namespace
+
+void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                       const topo::Topology* topology, const RecomputeChoice& recompute) {
+  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
+  in.recompute = recompute.mode;
+  in.recompute_interval = recompute.interval;
+  int64_t total = 0;
+  const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
+  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+  std::string problem;
+  if (budget > 0 && static_cast<double>(total) > budget)
+    problem = "the busiest rank needs " + gib(static_cast<double>(total)) + " by the memory model, " +
+              gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
+  else
+    problem = host_problem(in, grid);
+  if (!problem.empty())
+    problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
+              "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "
+              "pipeline stages or tensor parallelism, set optim.zero = 1, lower train.micro_batch, or use "
+              "memory.recompute = auto with memory.budget_gb";
+  agree_on_any_error(problem);
+}
 
 plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology) {
@@ -131,9 +211,6 @@ RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& gri
               " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "
               "train.micro_batch");
   }
-  if (!fits(choice.mode, choice.interval))  // a mode the deck chose: run it, but say so
-    warn0("by the memory model, memory.recompute = " + choice.mode + " needs " + mib(total(choice.mode, choice.interval)) +
-          " per rank, more than " + deck.cite("memory.budget_gb") + "; memory.recompute = auto finds the mode that fits");
   if (choice.mode != "every_k" && choice.mode != "full") choice.interval = 0;
   return choice;
 }

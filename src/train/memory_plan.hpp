@@ -28,6 +28,14 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
 RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology = nullptr);
 
+// Collective, before any of the model's memory is allocated: UserError with the model's figures
+// and the shortfall when the busiest rank needs more than memory.budget_gb, or when the ranks
+// of some host together need more than that host's memory (the smaller of its RAM and its
+// cgroup limit) — a shape that cannot be allocated ends here with exit 2, not in std::bad_alloc
+// or the kernel's OOM killer.
+void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                       const topo::Topology* topology, const RecomputeChoice& recompute);
+
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
 std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);
 

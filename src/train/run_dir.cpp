@@ -13,6 +13,7 @@
 #include "core/file_util.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
+#include "core/printable.hpp"
 
 namespace trident {
 namespace fs = std::filesystem;
@@ -62,6 +63,37 @@ void say(const std::string& line) {
   std::fflush(nullptr);
 }
 
+// The files a run writes into its directory, if they exist already, must be files: a directory
+// or a device under one of these names (metrics.h5 a symlink to /dev/full) would otherwise be
+// found only when the first write fails, with the run directory half-written.
+std::string run_files_problem(const fs::path& dir) {
+  for (const char* name : {"metrics.h5", "deck.resolved.ini", "model.bin"}) {
+    const fs::path file = dir / name;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    const std::string problem = regular_file_problem(file.string());
+    if (!problem.empty()) return "'" + printable(file.string()) + "' " + problem + "; remove it, or choose another";
+  }
+  return "";
+}
+
+// Rank 0: every reason the run directory, its files or checkpoint.dir would fail, before any
+// of them is created ("" if none).
+std::string run_dir_problem(const deck::Deck& deck) {
+  const fs::path dir = deck.get_string("train.run_dir");
+  std::string problem = creatable_problem(dir);
+  if (!problem.empty()) return "run directory '" + printable(dir.string()) + "' cannot be created: " + problem + hint(deck);
+  problem = run_files_problem(dir);
+  if (!problem.empty()) return "run directory '" + printable(dir.string()) + "': " + problem + hint(deck);
+  const std::string checkpoints = deck.get_string("checkpoint.dir");  // empty: inside the run directory
+  problem = checkpoints.empty() ? "" : creatable_problem(checkpoints);
+  if (!problem.empty())
+    return "checkpoint directory '" + printable(checkpoints) + "' cannot be created: " + problem + " (" +
+           deck.cite("checkpoint.dir") + "); choose a directory you can write, or leave checkpoint.dir empty "
+           "(RUN_DIR/checkpoints)";
+  return "";
+}
+
 }  // namespace
 
 RunDirLock::~RunDirLock() {
@@ -96,14 +128,7 @@ RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
 }
 
 void check_run_dir_creatable(const deck::Deck& deck) {
-  const fs::path dir = deck.get_string("train.run_dir");
-  std::string error;
-  if (world_rank() == 0) {
-    const std::string problem = creatable_problem(dir);
-    if (!problem.empty())
-      error = "run directory '" + dir.string() + "' cannot be created: " + problem + hint(deck);
-  }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
+  agree_on_error(world_rank() == 0 ? run_dir_problem(deck) : "", 0, MPI_COMM_WORLD);
 }
 
 std::string prepare_run_dir(const deck::Deck& deck, const std::string& header_comment) {

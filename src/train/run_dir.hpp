@@ -41,7 +41,9 @@ RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id);
 std::string prepare_run_dir(const deck::Deck& deck, const std::string& header_comment);
 
 // Collective, writes nothing: UserError unless train.run_dir exists as a writable directory or
-// could be created (its nearest existing ancestor is a writable directory).
+// could be created (its nearest existing ancestor is a writable directory), the files a run
+// writes there are regular files where they exist, and checkpoint.dir (when given) could be
+// created too.
 void check_run_dir_creatable(const deck::Deck& deck);
 
 }  // namespace trident

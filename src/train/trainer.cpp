@@ -77,6 +77,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
     fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
               " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
   const model::GptConfig config = model_config_from_deck(deck);
+  // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
+  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
+  check_memory_fits(deck, job.grid, config, &job.topology, recompute_);
   const comm::CollectiveSettings collective = collective_settings(deck);
   tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective,
                                                                  comm::Traffic::Tensor);
@@ -89,7 +92,6 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
   model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group, precision_from_deck(deck));
   if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
-  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
   initialise_parameters(deck, *model_);
@@ -412,10 +414,19 @@ double Trainer::evaluate() {
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
+// Collective: rank 0's failure to write a file of the run directory (a full disk, an I/O
+// error), agreed by every rank and ended as one "error:" line with exit status 1 — not
+// fatal_one's abort, whose launcher noise would bury the one line that says what to do.
+void Trainer::end_if_root_failed(std::string problem, const std::string& hint) const {
+  broadcast_string(problem, 0, MPI_COMM_WORLD);
+  if (!problem.empty()) throw RunFailure(problem + "; " + hint, kExitFault);
+}
+
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
   checkpointer_->begin_lineage(lineage_);
+  std::string problem;
   if (world_rank() == 0) {
     try {
       const auto attributes = deck_attributes(deck, run_id_, lineage_);
@@ -423,9 +434,10 @@ int Trainer::run(const std::string& run_dir) {
                                  : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes);
       for (const std::string& note : metrics_->recovery_notes()) warn0(note);
     } catch (const std::runtime_error& e) {
-      fatal_one(e.what());
+      problem = e.what();
     }
   }
+  end_if_root_failed(problem, "free space in " + run_dir + " or choose another train.run_dir");
   const int64_t eval_interval = deck.get_int("train.eval_interval");
   print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
          std::to_string(model_->num_parameters()) + " on this rank); " +
@@ -461,12 +473,15 @@ int Trainer::run(const std::string& run_dir) {
       metrics_->close();  // metrics.h5 alone holds the whole history
       model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
-      fatal_one(e.what());
+      problem = e.what();
     }
   }
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // the files exist when any rank returns
+  // Also the barrier after which the files exist when any rank returns.
+  end_if_root_failed(problem, "the checkpoints written are intact; free space in " + run_dir + " and resume with "
+                     "--checkpoint.resume=auto");
   print_summary();
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
+  check_final_checkpoint();
   return kExitOk;
 }
 

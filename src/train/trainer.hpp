@@ -85,6 +85,10 @@ class Trainer {
   // when a stop signal reached any rank (a full checkpoint has been written then).
   bool checkpoint_boundary(int64_t completed);
   std::vector<ckpt::WriteRecord> record_checkpoints();  // into metrics.h5 (rank 0)
+  void check_final_checkpoint() const;  // RunFailure (exit 1) if the last step's full checkpoint failed
+  // Collective: rank 0's `problem` (a file of the run directory not written) as a RunFailure
+  // (exit 1) on every rank, with `hint`; nothing when it is empty.
+  void end_if_root_failed(std::string problem, const std::string& hint) const;
   // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
   void count_bad_step(int64_t step, const StepResult& result);
 
@@ -113,6 +117,7 @@ class Trainer {
   ckpt::Lineage lineage_;          // rank 0: what this run continues (ckpt/lineage.hpp)
   int64_t start_step_ = 0;         // 0, or the step a checkpoint resumed at
   int64_t last_full_step_ = -1;    // of the newest full checkpoint written or resumed from
+  ckpt::WriteRecord final_full_;   // the full checkpoint of the last step, once attempted (path empty: not yet)
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
   std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only

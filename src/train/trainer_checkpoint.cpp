@@ -188,6 +188,7 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
 std::vector<ckpt::WriteRecord> Trainer::record_checkpoints() {
   const std::vector<ckpt::WriteRecord> records = checkpointer_->take_records();
   for (const ckpt::WriteRecord& r : records) {
+    if (r.kind == "full" && r.step == steps_) final_full_ = r;  // the same on every rank
     if (!metrics_) continue;
     metrics_->append_int("checkpoint/step", r.step);
     metrics_->append_int("checkpoint/full", r.kind == "full" ? 1 : 0);
@@ -199,6 +200,18 @@ std::vector<ckpt::WriteRecord> Trainer::record_checkpoints() {
     metrics_->append("checkpoint/blocking_ms", r.blocking_seconds * 1e3);
   }
   return records;
+}
+
+// A run whose last checkpoint was refused (a full disk) must not end as a success: a job script
+// would take the run as done while nothing it could resume from holds the last steps. Called on
+// every rank after model.bin and metrics.h5 are written, which are still worth having.
+void Trainer::check_final_checkpoint() const {
+  if (final_full_.path.empty() || final_full_.error.empty()) return;
+  throw RunFailure("training finished, but its final checkpoint " + final_full_.path + " (step " +
+                       std::to_string(final_full_.step) + ") was not written: " + final_full_.error +
+                       "; model.bin and metrics.h5 are written. Free space for it and run again with "
+                       "--checkpoint.resume=auto, which redoes the steps after the newest checkpoint written",
+                   kExitFault);
 }
 
 void Trainer::count_bad_step(int64_t step, const StepResult& result) {

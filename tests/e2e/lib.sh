@@ -69,7 +69,7 @@ expect_user_error() {
   shift 2
   local dir="$WORK/$name"
   mkdir -p "$dir"
-  ( cd "$dir" && timeout 60 "$@" >stdout 2>stderr; echo $? >status )
+  ( cd "$dir" && timeout -k 10 60 "$@" >stdout 2>stderr; echo $? >status )  # -k: a hung rank may ignore SIGTERM
   local status lines
   status=$(cat "$dir/status")
   sed -i '/^-\{20,\}$/,/^-\{20,\}$/d' "$dir/stderr"

@@ -153,3 +153,30 @@ BOOST_AUTO_TEST_CASE(suggestions) {
   BOOST_TEST(contains(suggest_key("seqlen"), "model.seq_len"));
   BOOST_TEST(suggest_key("completely.unrelated_name_here") == "");
 }
+
+// Issue 20: a byte-order mark is skipped; binary is reported as such, at its line and column,
+// without the NUL cutting the message short; values echoed in messages are bounded and escaped.
+BOOST_AUTO_TEST_CASE(byte_order_mark_is_skipped) {
+  const Deck deck = Deck::parse("t.deck", "\xEF\xBB\xBF" + kModel, {});
+  BOOST_TEST(deck.get_int("model.layers") == 4);
+  BOOST_TEST(deck.origin("model.layers").line == 2);
+}
+
+BOOST_AUTO_TEST_CASE(nul_and_control_bytes_are_binary) {
+  const std::string nul = parse_error(kModel + "[optim]\nlr = 0.1" + std::string(1, '\0') + "x\n");
+  BOOST_TEST(contains(nul, "t.deck:8 (column 9): byte 0x00 (NUL): the deck is binary, not INI text"), nul);
+  BOOST_TEST(contains(nul, "give a text deck"), nul);  // what follows the NUL is there too
+  const std::string escape = parse_error(kModel + "\x1b[31m");
+  BOOST_TEST(contains(escape, "t.deck:7 (column 1): byte 0x1b (a control character)"), escape);
+  const std::string latin1 = parse_error(kModel + "# caf\xE9\n");
+  BOOST_TEST(contains(latin1, "t.deck:7 (column 6): the deck is not UTF-8 text (byte \\xe9)"), latin1);
+  BOOST_TEST(parse_error(kModel + "# café ☃\n").empty());
+}
+
+BOOST_AUTO_TEST_CASE(echoed_values_are_bounded_and_printable) {
+  const std::string huge = parse_error(kModel + "[optim]\nlr = " + std::string(1000000, 'x') + "\n");
+  BOOST_TEST(huge.size() < 400u, huge.size());
+  BOOST_TEST(contains(huge, "(1000000 bytes)' is not a finite number"), huge);
+  const std::string escaped = parse_error(kModel, {{"train.steps", "a\x1b[2Jb"}});
+  BOOST_TEST(contains(escaped, "train.steps = 'a\\x1b[2Jb' is not an integer"), escaped);
+}

@@ -31,7 +31,7 @@ struct TempDir {
 
 std::string read(const std::string& path) {
   std::string text, why;
-  read_file(path, text, why);
+  read_file(path, trident::kMaxConfigBytes, text, why);
   return text;
 }
 
