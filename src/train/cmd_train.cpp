@@ -6,6 +6,7 @@
 #include "core/version.hpp"
 #include "train/commands.hpp"
 #include "train/job.hpp"
+#include "train/model_setup.hpp"
 #include "train/run_dir.hpp"
 #include "train/signals.hpp"
 #include "train/trainer.hpp"
@@ -34,8 +35,10 @@ int run_train(const std::vector<std::string>& args) {
   const auto groups = make_process_groups(job);
   Trainer trainer(job, *groups);  // checks the data and the model source
   trainer.restore(line.check);    // and the checkpoint to resume from
+  const std::string gemm_path = kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(job.deck));
   if (line.check) {
     check_run_dir_creatable(job.deck);
+    print0(gemm_path);
     print0(trainer.memory_report(false));
     print0(trainer.memory_report(true));
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));
@@ -44,6 +47,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir);
+  print0(gemm_path);
   print0(trainer.memory_report(false));
   return trainer.run(run_dir);
 }

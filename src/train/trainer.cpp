@@ -40,7 +40,8 @@ std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::st
 
 std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck) {
   std::vector<std::pair<std::string, std::string>> attributes{
-      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")}};
+      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")},
+      {"gemm_path", kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(deck))}};
   for (const deck::KeySpec& spec : deck::schema())
     attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
   return attributes;
@@ -89,6 +90,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
+  model_->prepare_kernels(B_, T_);  // every GEMM primitive, also in --check
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
