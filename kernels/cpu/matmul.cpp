@@ -59,9 +59,7 @@ std::string hint(const Gemm& g) {
 }
 
 [[noreturn]] void fail(const char* what, const Gemm& g, const dnnl::error& e) {
-  throw std::runtime_error(std::string("oneDNN could not ") + what + " the " + describe(g) + " on this CPU (" +
-                           cpu_isa() + "): " + e.what() + " (dnnl status " + std::to_string(int(e.status)) + ")" +
-                           hint(g));
+  throw onednn_failure(std::string(what) + " the " + describe(g), e, hint(g));
 }
 
 CachedMatmul create(const Gemm& g) {
