@@ -99,7 +99,7 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LIBS)
 
-# The suite needs the binaries built first; the runner prints the closing "N passed, N failed".
+# The suite needs the binaries built first; the runner prints the closing "N passed, N failed, N skipped".
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) tests/run.sh

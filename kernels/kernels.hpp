@@ -11,14 +11,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace trident::kernels {
 
+// How the GEMMs on 16-bit operands (optim.precision = bf16 | fp16) run on the CPU, the deck's
+// kernels.low16_gemm: native = oneDNN's matmul on the 16-bit type; widened = the operands
+// widened (exactly) to f32 in a tracked workspace and multiplied in f32 — the same products (a
+// product of two 16-bit values is exact in f32), summed in f32, so the results agree to f32
+// rounding; automatic = native where oneDNN creates that matmul on this CPU, else widened.
+enum class Low16Gemm { automatic, native, widened };
+
 // Where and on what queue kernels run. device = -1: the host CPU (stream unused); device >= 0:
-// a CUDA device, stream a cudaStream_t.
+// a CUDA device, stream a cudaStream_t. low16_gemm: the path of the 16-bit GEMMs; automatic
+// follows the process's path (set_default_low16_gemm), which a job sets once at start-up from
+// kernels.low16_gemm agreed over all ranks (tests force native or widened per context).
 struct Context {
   int device = -1;
   void* stream = nullptr;
+  Low16Gemm low16_gemm = Low16Gemm::automatic;
 };
 
 // ---- GEMM (oneDNN matmul on the CPU, primitives cached per shape) ----------------------------
@@ -72,7 +83,8 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
 // values (n) = values rounded to the 16-bit type (and widened back): kept in f32 as 16-bit values.
 void round_low(Context& ctx, Precision precision, float* values, size_t n);
 // batched_matmul with bf16 operands and an f32 result (= or +=): products of bf16 values,
-// accumulated in f32 by oneDNN (AVX512-BF16 instructions where the CPU has them).
+// accumulated in f32 by oneDNN (AVX512-BF16 instructions where the CPU has them), or widened
+// to f32 first, as ctx.low16_gemm says.
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M,
                          int N, int K, bool transpose_a, bool transpose_b, bool accumulate);
 // strided_matmul with bf16 operands and an f32 result.
@@ -80,9 +92,9 @@ void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const
                          const Strides& a_strides, const bf16* b, const Strides& b_strides,
                          int batch, int heads, int M, int N, int K, bool accumulate);
 // linear_forward / linear_backward on 16-bit operands, f32 results and accumulation (dw and
-// dbias are the f32 gradients). bf16: oneDNN's bf16 matmul. fp16: oneDNN 2.6 has no f16
-// matmul on CPUs, so the operands are widened (exactly) into a workspace and multiplied in f32 —
-// the same products (a product of two fp16 values is exact in f32), summed in f32.
+// dbias are the f32 gradients), by ctx.low16_gemm: oneDNN's 16-bit matmul, or the operands
+// widened (exactly) into a workspace and multiplied in f32 — always for fp16, for which
+// oneDNN 2.6 has no CPU matmul.
 // y (M, N) = x (M, K) · wᵀ + bias
 void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x,
                         const low16* w, const float* bias, int M, int K, int N);
@@ -91,6 +103,33 @@ void linear_forward_low(Context& ctx, Precision precision, float* y, const low16
 void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias,
                          const float* dy, const low16* dy_low, const low16* x, const low16* w,
                          int M, int K, int N);
+
+// ---- The 16-bit GEMM path and the GEMM plan ------------------------------------------------
+// The CPU's instruction set as oneDNN uses it ("avx2", "avx512_core", "avx512_core_bf16",
+// "avx512_core_amx", ...), capped by DNNL_MAX_CPU_ISA.
+std::string cpu_isa();
+// Whether oneDNN creates a matmul on operands of this 16-bit type on this CPU (asked once per
+// type, by creating a small one; fp32: always).
+bool native_low16_gemm_available(Precision precision);
+// The path of the contexts that say automatic (initially automatic itself: native where
+// available), and the path a context takes: its own, or the process's.
+void set_default_low16_gemm(Low16Gemm path);
+Low16Gemm effective_low16_gemm(const Context& ctx);
+// Whether ctx's GEMMs in this precision widen their 16-bit operands (never for fp32).
+bool widens_low16(const Context& ctx, Precision precision);
+// One line on the path ctx's GEMMs take in this precision, e.g. "bf16 GEMM: native
+// avx512_core_amx (oneDNN brg:avx512_core_bf16)", "bf16 GEMM: widened to f32 (no bf16 matmul on
+// avx2)", "fp32 GEMM: avx512_core_amx".
+std::string gemm_path_summary(const Context& ctx, Precision precision);
+// Create (and cache) the GEMM primitives that linear_forward(_low) / linear_backward(_low) with
+// these arguments (bias given or not) and the attention kernels of this precision will run,
+// without running them: what the start of a job (and --check) does, so that a GEMM this CPU
+// cannot run fails before the first step, naming its shape. A GEMM oneDNN refuses throws
+// std::runtime_error naming the operation, the shapes, the types and the CPU's ISA.
+void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias);
+void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, int NH);
+// GEMM primitives created so far in this process (the tests hold prepare_* to what runs).
+int64_t gemm_primitives_created();
 
 // ---- Transformer pieces ----------------------------------------------------------------------
 // out (N, C) = (inp − mean) / √(variance + 1e-5) · weight + bias (biased variance over C);
@@ -121,7 +160,8 @@ void attention_forward(Context& ctx, float* out, float* att, const float* qkv, i
 // dqkv (B, T, 3C) =; datt (B, NH, T, T) is scratch.
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
                         const float* qkv, const float* att, int B, int T, int C, int NH);
-// The same with bf16 products (f32 accumulation, softmax in f32), for optim.precision = bf16:
+// The same with bf16 products (f32 accumulation, softmax in f32; widened to f32 as
+// ctx.low16_gemm says), for optim.precision = bf16:
 // q, k, v read from qkv_low (B, T, 3C); the probabilities rounded to bf16 before P·V, kept in
 // att_low (B, NH, T, T) and, as their f32 values, in att.
 void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,

@@ -8,9 +8,13 @@
 //                       dq = dS k;  dk = dSᵀ q
 // The full T×T products are computed (the masked half multiplies zeros in P): simple, and a
 // single large GEMM is faster on the CPU than T small triangular ones. The bf16 variants run
-// the same steps with bf16 operands (optim.precision = bf16).
+// the same steps with bf16 operands (optim.precision = bf16): oneDNN's bf16 matmul, or, widened
+// (Context::low16_gemm), the f32 products of the same bf16 values — q, k, v and dy widened into
+// the workspace, P and dS rounded in place in f32.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/vector_math.hpp"
 #include "kernels/kernels.hpp"
 
@@ -71,63 +75,106 @@ void softmax_backward(float* datt, const float* att, int rows, int T, float scal
   }
 }
 
+// The six products of the attention core over the (B, NH) grid, on operands of one type.
+struct AttentionGemms {
+  Gemm scores;    // S = q kᵀ     (T, T) = (T, hs) · (hs, T)
+  Gemm values;    // y = P v      (T, hs) = (T, T) · (T, hs)
+  Gemm dprobs;    // dP = dy vᵀ
+  Gemm dvalues;   // dv = Pᵀ dy
+  Gemm dqueries;  // dq = dS k
+  Gemm dkeys;     // dk = dSᵀ q
+};
+
+AttentionGemms attention_gemms(int B, int T, int C, int NH, OperandType type) {
+  const int hs = C / NH;
+  const Views v = views(T, C, NH);
+  auto gemm = [&](int M, int N, int K, const Strides& a, const Strides& b, const Strides& c) {
+    return Gemm{B, NH, M, N, K, a, b, c, false, false, type};
+  };
+  return {gemm(T, T, hs, v.head, v.head_transposed, v.probs),
+          gemm(T, hs, T, v.probs, v.head, v.out_head),
+          gemm(T, T, hs, v.out_head, v.head_transposed, v.probs),
+          gemm(T, hs, T, v.probs_transposed, v.out_head, v.head),
+          gemm(T, hs, T, v.probs, v.head, v.head),
+          gemm(T, hs, T, v.probs_transposed, v.head, v.head)};
+}
+
+float softmax_scale(int C, int NH) { return 1.0f / std::sqrt(static_cast<float>(C / NH)); }
+
+// The element `offset` values past `base`, in operands of `type`.
+const void* at(const void* base, int64_t offset, OperandType type) {
+  return static_cast<const char*>(base) + offset * (type == OperandType::f32 ? sizeof(float) : sizeof(bf16));
+}
+
 }  // namespace
 
 void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T,
                        int C, int NH) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  strided_matmul(ctx, att, v.probs, qkv, v.head, qkv + C, v.head_transposed, B, NH, T, T, hs,
-                 false);                                                      // S = q kᵀ
-  causal_softmax(att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // P
-  strided_matmul(ctx, out, v.out_head, att, v.probs, qkv + 2 * C, v.head, B, NH, T, hs, T,
-                 false);                                                      // y = P v
+  const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
+  run_gemm(g.scores, att, qkv, qkv + C);
+  causal_softmax(att, B * NH * T, T, softmax_scale(C, NH));  // P
+  run_gemm(g.values, out, att, qkv + 2 * C);
 }
 
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
                         const float* qkv, const float* att, int B, int T, int C, int NH) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  strided_matmul(ctx, datt, v.probs, dout, v.out_head, qkv + 2 * C, v.head_transposed, B, NH, T,
-                 T, hs, false);                                               // dP = dy vᵀ
-  strided_matmul(ctx, dqkv + 2 * C, v.head, att, v.probs_transposed, dout, v.out_head, B, NH, T,
-                 hs, T, false);                                               // dv = Pᵀ dy
-  softmax_backward(datt, att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // dS
-  strided_matmul(ctx, dqkv, v.head, datt, v.probs, qkv + C, v.head, B, NH, T, hs, T,
-                 false);                                                      // dq = dS k
-  strided_matmul(ctx, dqkv + C, v.head, datt, v.probs_transposed, qkv, v.head, B, NH, T, hs, T,
-                 false);                                                      // dk = dSᵀ q
+  const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
+  run_gemm(g.dprobs, datt, dout, qkv + 2 * C);
+  run_gemm(g.dvalues, dqkv + 2 * C, att, dout);
+  softmax_backward(datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  run_gemm(g.dqueries, dqkv, datt, qkv + C);
+  run_gemm(g.dkeys, dqkv + C, datt, qkv);
 }
 
-// bf16: the same steps, every product on bf16 operands (q, k, v as kept; P, dy and dS rounded).
+// bf16: the same steps, every product on bf16 values (q, k, v as kept; P, dy and dS rounded).
 void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
                             const bf16* qkv_low, int B, int T, int C, int NH) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  strided_matmul_bf16(ctx, att, v.probs, qkv_low, v.head, qkv_low + C, v.head_transposed, B, NH, T, T, hs,
-                      false);                                                 // S = q kᵀ
-  causal_softmax(att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // P
-  store_low(ctx, Precision::bf16, att_low, att, static_cast<size_t>(B) * NH * T * T);
-  strided_matmul_bf16(ctx, out, v.out_head, att_low, v.probs, qkv_low + 2 * C, v.head, B, NH, T, hs, T,
-                      false);                                                 // y = P v
+  const OperandType type = operand_type(ctx, Precision::bf16);
+  const AttentionGemms g = attention_gemms(B, T, C, NH, type);
+  const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_att = static_cast<size_t>(B) * NH * T * T;
+  const void* qkv = qkv_low;
+  if (type == OperandType::f32) {  // widened: q, k, v (B, T, 3C) in f32
+    float* qkv32 = widening_workspace(n_qkv);
+    from_bf16(ctx, qkv32, qkv_low, n_qkv);
+    qkv = qkv32;
+  }
+  run_gemm(g.scores, att, qkv, at(qkv, C, type));
+  causal_softmax(att, B * NH * T, T, softmax_scale(C, NH));  // P
+  store_low(ctx, Precision::bf16, att_low, att, n_att);      // att: P's bf16 values, in f32
+  run_gemm(g.values, out, type == OperandType::f32 ? static_cast<const void*>(att) : att_low, at(qkv, 2 * C, type));
 }
 
 void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float* dout,
                              bf16* dout_low, const bf16* qkv_low, const float* att,
                              const bf16* att_low, int B, int T, int C, int NH) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  to_bf16(ctx, dout_low, dout, static_cast<size_t>(B) * T * C);
-  strided_matmul_bf16(ctx, datt, v.probs, dout_low, v.out_head, qkv_low + 2 * C, v.head_transposed, B, NH,
-                      T, T, hs, false);                                       // dP = dy vᵀ
-  strided_matmul_bf16(ctx, dqkv + 2 * C, v.head, att_low, v.probs_transposed, dout_low, v.out_head, B, NH,
-                      T, hs, T, false);                                       // dv = Pᵀ dy
-  softmax_backward(datt, att, B * NH * T, T, 1.0f / std::sqrt(static_cast<float>(hs)));  // dS
-  const bf16* ds = narrow_in_place(ctx, Precision::bf16, datt, static_cast<size_t>(B) * NH * T * T);
-  strided_matmul_bf16(ctx, dqkv, v.head, ds, v.probs, qkv_low + C, v.head, B, NH, T, hs, T,
-                      false);                                                 // dq = dS k
-  strided_matmul_bf16(ctx, dqkv + C, v.head, ds, v.probs_transposed, qkv_low, v.head, B, NH, T, hs, T,
-                      false);                                                 // dk = dSᵀ q
+  const OperandType type = operand_type(ctx, Precision::bf16);
+  const AttentionGemms g = attention_gemms(B, T, C, NH, type);
+  const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_out = static_cast<size_t>(B) * T * C;
+  const size_t n_att = static_cast<size_t>(B) * NH * T * T;
+  const void *qkv = qkv_low, *dy = dout_low, *probs = att_low;
+  if (type == OperandType::f32) {  // widened: q, k, v (B, T, 3C), then dy (B, T, C) rounded, in f32
+    float* qkv32 = widening_workspace(n_qkv + n_out);
+    from_bf16(ctx, qkv32, qkv_low, n_qkv);
+    std::memcpy(qkv32 + n_qkv, dout, n_out * sizeof(float));
+    round_low(ctx, Precision::bf16, qkv32 + n_qkv, n_out);
+    qkv = qkv32, dy = qkv32 + n_qkv, probs = att;  // att holds P's bf16 values
+  } else {
+    to_bf16(ctx, dout_low, dout, n_out);
+  }
+  run_gemm(g.dprobs, datt, dy, at(qkv, 2 * C, type));
+  run_gemm(g.dvalues, dqkv + 2 * C, probs, dy);
+  softmax_backward(datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  const void* ds = datt;  // dS rounded to bf16: in place in f32 (widened), or narrowed
+  if (type == OperandType::f32) round_low(ctx, Precision::bf16, datt, n_att);
+  else ds = narrow_in_place(ctx, Precision::bf16, datt, n_att);
+  run_gemm(g.dqueries, dqkv, ds, at(qkv, C, type));
+  run_gemm(g.dkeys, dqkv + C, ds, qkv);
+}
+
+void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, int NH) {
+  const OperandType type = precision == Precision::bf16 ? operand_type(ctx, precision) : OperandType::f32;
+  const AttentionGemms g = attention_gemms(B, T, C, NH, type);
+  for (const Gemm& gemm : {g.scores, g.values, g.dprobs, g.dvalues, g.dqueries, g.dkeys}) prepare_gemm(gemm);
 }
 
 }  // namespace trident::kernels

@@ -1,5 +1,6 @@
 // Backend summary: the CPU part always; the CUDA part comes from kernels/cuda in a CUDA build.
 #include "kernels/build_info.hpp"
+#include "kernels/kernels.hpp"
 
 #include <dnnl.hpp>
 
@@ -17,8 +18,10 @@ static std::string cuda_summary() {
 
 std::string accelerator_summary() {
   const dnnl_version_t* v = dnnl_version();
+  const Context ctx;  // the paths a job with kernels.low16_gemm = auto takes on this CPU
   return "CPU: oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + "\n" + cuda_summary();
+         std::to_string(v->patch) + " on " + cpu_isa() + "\n" + gemm_path_summary(ctx, Precision::bf16) + "\n" +
+         gemm_path_summary(ctx, Precision::fp16) + "\n" + cuda_summary();
 }
 
 }  // namespace trident::kernels

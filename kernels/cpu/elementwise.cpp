@@ -2,6 +2,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,19 +27,30 @@ void gelu_forward(Context&, float* out, const float* inp, size_t n) {
   static std::mutex mutex;
   std::unique_lock<std::mutex> lock(mutex);
   auto found = cache.find(n);
+  const auto failure = [n](const char* what, const dnnl::error& e) {
+    return onednn_failure(std::string(what) + " the f32 GELU (eltwise_gelu_tanh) forward of " + std::to_string(n) + " values", e);
+  };
   if (found == cache.end()) {
-    const memory::desc md({static_cast<memory::dim>(n)}, memory::data_type::f32, memory::format_tag::a);
-    dnnl::eltwise_forward primitive(dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                    dnnl::algorithm::eltwise_gelu_tanh, md, 0.f, 0.f),
-        cpu_engine()));
-    found = cache.emplace(n, std::make_pair(md, primitive)).first;
+    try {
+      const memory::desc md({static_cast<memory::dim>(n)}, memory::data_type::f32, memory::format_tag::a);
+      dnnl::eltwise_forward primitive(dnnl::eltwise_forward::primitive_desc(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::eltwise_gelu_tanh, md, 0.f, 0.f),
+          cpu_engine()));
+      found = cache.emplace(n, std::make_pair(md, primitive)).first;
+    } catch (const dnnl::error& e) {
+      throw failure("create", e);
+    }
   }
   const auto& [md, primitive] = found->second;
   lock.unlock();
-  primitive.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(md, cpu_engine(), const_cast<float*>(inp))},
-                                   {DNNL_ARG_DST, memory(md, cpu_engine(), out)}});
-  cpu_stream().wait();
+  try {
+    primitive.execute(cpu_stream(), {{DNNL_ARG_SRC, memory(md, cpu_engine(), const_cast<float*>(inp))},
+                                     {DNNL_ARG_DST, memory(md, cpu_engine(), out)}});
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    throw failure("run", e);
+  }
 }
 
 void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {

@@ -3,6 +3,8 @@
 // overwrites its outputs; the interface accumulates the input and parameter gradients (residual
 // stream, micro-batches), so backward writes into a workspace and adds.
 #include <map>
+#include <string>
+#include <unordered_map>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -22,12 +24,7 @@ struct LayerNormPrimitives {
   dnnl::layer_normalization_backward backward;
 };
 
-const LayerNormPrimitives& primitives(int N, int C) {
-  static std::map<std::pair<int, int>, LayerNormPrimitives> cache;
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = cache.find({N, C});
-  if (found != cache.end()) return found->second;
+LayerNormPrimitives create(int N, int C) {
   LayerNormPrimitives p;
   p.data = memory::desc({N, C}, memory::data_type::f32, memory::format_tag::ab);
   p.stats = memory::desc({N}, memory::data_type::f32, memory::format_tag::a);
@@ -42,11 +39,34 @@ const LayerNormPrimitives& primitives(int N, int C) {
       dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, p.data, p.data,
                                                kLayerNormEps, flags),
       cpu_engine(), forward_pd));
-  return cache.emplace(std::make_pair(N, C), std::move(p)).first->second;
+  return p;
+}
+
+const LayerNormPrimitives& primitives(int N, int C) {
+  static std::map<std::pair<int, int>, LayerNormPrimitives> cache;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find({N, C});
+  if (found != cache.end()) return found->second;
+  try {
+    return cache.emplace(std::make_pair(N, C), create(N, C)).first->second;
+  } catch (const dnnl::error& e) {
+    throw onednn_failure("create the f32 layer normalization of (N " + std::to_string(N) + ", C " + std::to_string(C) + ")", e);
+  }
 }
 
 memory wrap(const memory::desc& desc, const float* data) {
   return memory(desc, cpu_engine(), const_cast<float*>(data));
+}
+
+void run(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args, const char* pass, int N, int C) {
+  try {
+    primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    throw onednn_failure(std::string("run the f32 layer normalization ") + pass + " of (N " + std::to_string(N) +
+                             ", C " + std::to_string(C) + ")", e);
+  }
 }
 
 // Per-thread scratch for oneDNN's overwritten outputs: (N, C) + 2 × (C).
@@ -61,13 +81,13 @@ std::vector<float>& workspace(size_t n) {
 void layernorm_forward(Context&, float* out, float* mean, float* variance, const float* inp,
                        const float* weight, const float* bias, int N, int C) {
   const LayerNormPrimitives& p = primitives(N, C);
-  p.forward.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(p.data, inp)},
-                                   {DNNL_ARG_DST, wrap(p.data, out)},
-                                   {DNNL_ARG_SCALE, wrap(p.channels, weight)},
-                                   {DNNL_ARG_SHIFT, wrap(p.channels, bias)},
-                                   {DNNL_ARG_MEAN, wrap(p.stats, mean)},
-                                   {DNNL_ARG_VARIANCE, wrap(p.stats, variance)}});
-  cpu_stream().wait();
+  run(p.forward, {{DNNL_ARG_SRC, wrap(p.data, inp)},
+                  {DNNL_ARG_DST, wrap(p.data, out)},
+                  {DNNL_ARG_SCALE, wrap(p.channels, weight)},
+                  {DNNL_ARG_SHIFT, wrap(p.channels, bias)},
+                  {DNNL_ARG_MEAN, wrap(p.stats, mean)},
+                  {DNNL_ARG_VARIANCE, wrap(p.stats, variance)}},
+      "forward", N, C);
 }
 
 void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
@@ -80,16 +100,16 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
   float* dx = scratch.data();
   float* dw = dx + n;
   float* db = dw + C;
-  p.backward.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(p.data, inp)},
-                                    {DNNL_ARG_DIFF_DST, wrap(p.data, dout)},
-                                    {DNNL_ARG_SCALE, wrap(p.channels, weight)},
-                                    {DNNL_ARG_SHIFT, wrap(p.channels, bias)},
-                                    {DNNL_ARG_MEAN, wrap(p.stats, mean)},
-                                    {DNNL_ARG_VARIANCE, wrap(p.stats, variance)},
-                                    {DNNL_ARG_DIFF_SRC, wrap(p.data, dx)},
-                                    {DNNL_ARG_DIFF_SCALE, wrap(p.channels, dw)},
-                                    {DNNL_ARG_DIFF_SHIFT, wrap(p.channels, db)}});
-  cpu_stream().wait();
+  run(p.backward, {{DNNL_ARG_SRC, wrap(p.data, inp)},
+                   {DNNL_ARG_DIFF_DST, wrap(p.data, dout)},
+                   {DNNL_ARG_SCALE, wrap(p.channels, weight)},
+                   {DNNL_ARG_SHIFT, wrap(p.channels, bias)},
+                   {DNNL_ARG_MEAN, wrap(p.stats, mean)},
+                   {DNNL_ARG_VARIANCE, wrap(p.stats, variance)},
+                   {DNNL_ARG_DIFF_SRC, wrap(p.data, dx)},
+                   {DNNL_ARG_DIFF_SCALE, wrap(p.channels, dw)},
+                   {DNNL_ARG_DIFF_SHIFT, wrap(p.channels, db)}},
+      "backward", N, C);
   add_inplace(ctx, dinp, dx, n);
   add_inplace(ctx, dweight, dw, C);
   add_inplace(ctx, dbias, db, C);

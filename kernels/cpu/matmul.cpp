@@ -1,15 +1,19 @@
 // GEMMs through oneDNN's matmul primitive (no hand-written GEMM), with primitives cached per
-// shape/layout so that a training step creates none after the first.
+// shape/layout so that a training step creates none after the first (and prepare_* creates
+// them before it). 16-bit operands go to oneDNN's bf16 matmul, or are widened exactly to f32 in
+// a workspace and multiplied in f32 (Context::low16_gemm).
+#include "kernels/cpu/matmul.hpp"
+
 #include <dnnl.hpp>
 
+#include <atomic>
 #include <mutex>
-#include <type_traits>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
 #include "kernels/cpu/column_sums.hpp"
 #include "kernels/cpu/onednn.hpp"
-#include "kernels/kernels.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::kernels {
@@ -19,125 +23,128 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dims = memory::dims;
 
-memory::desc strided_desc(int batch, int heads, int rows, int cols, const Strides& s,
-                          memory::data_type type = memory::data_type::f32) {
-  return memory::desc({batch, heads, rows, cols}, type, dims{s.batch, s.head, s.row, s.col});
-}
-
 struct CachedMatmul {
   dnnl::matmul primitive;
   memory::desc a, b, bias, c;
 };
 
-std::string strides_key(const Strides& s) {
-  return std::to_string(s.batch) + ":" + std::to_string(s.head) + ":" + std::to_string(s.row) +
-         ":" + std::to_string(s.col);
+std::atomic<int64_t> g_created{0};
+
+memory::data_type dnnl_type(OperandType type) {
+  switch (type) {
+    case OperandType::bf16: return memory::data_type::bf16;
+    case OperandType::f16: return memory::data_type::f16;
+    default: return memory::data_type::f32;
+  }
 }
 
-// One primitive per shape, layout, accumulation, bias and operand type (f32, or bf16 a and b
-// with an f32 result: oneDNN accumulates in f32 and, with AVX512-BF16, multiplies in bf16).
-const CachedMatmul& get_matmul(int batch, int heads, int M, int N, int K, const Strides& as,
-                               const Strides& bs, const Strides& cs, bool accumulate,
-                               bool with_bias, bool bf16 = false) {
-  static std::unordered_map<std::string, CachedMatmul> cache;
-  static std::mutex mutex;
-  const std::string key = std::to_string(batch) + "," + std::to_string(heads) + "," +
-                          std::to_string(M) + "," + std::to_string(N) + "," + std::to_string(K) +
-                          "," + strides_key(as) + "," + strides_key(bs) + "," + strides_key(cs) +
-                          char('0' + accumulate) + char('0' + with_bias) + char('0' + bf16);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = cache.find(key);
-  if (found != cache.end()) return found->second;
+const char* type_name(OperandType type) {
+  return type == OperandType::bf16 ? "bf16" : type == OperandType::f16 ? "f16" : "f32";
+}
+
+std::string strides_text(const Strides& s) {
+  return "{" + std::to_string(s.batch) + "," + std::to_string(s.head) + "," + std::to_string(s.row) +
+         "," + std::to_string(s.col) + "}";
+}
+
+memory::desc strided_desc(int batch, int heads, int rows, int cols, const Strides& s, memory::data_type type) {
+  return memory::desc({batch, heads, rows, cols}, type, dims{s.batch, s.head, s.row, s.col});
+}
+
+// What to do about a GEMM oneDNN refuses: a 16-bit one has the widened path on every CPU.
+std::string hint(const Gemm& g) {
+  return g.operands == OperandType::f32
+             ? "; this is a fault of the build or the library: report it with the output of `trident version`"
+             : "; kernels.low16_gemm = widened (or auto) multiplies 16-bit operands in f32 on any CPU";
+}
+
+[[noreturn]] void fail(const char* what, const Gemm& g, const dnnl::error& e) {
+  throw onednn_failure(std::string(what) + " the " + describe(g), e, hint(g));
+}
+
+CachedMatmul create(const Gemm& g) {
   CachedMatmul entry;
-  const memory::data_type operands = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  entry.a = strided_desc(batch, heads, M, K, as, operands);
-  entry.b = strided_desc(batch, heads, K, N, bs, operands);
-  entry.c = strided_desc(batch, heads, M, N, cs);
-  if (with_bias) entry.bias = memory::desc({1, 1, 1, N}, memory::data_type::f32, tag::abcd);
+  const memory::data_type operands = dnnl_type(g.operands);
+  entry.a = strided_desc(g.batch, g.heads, g.M, g.K, g.a, operands);
+  entry.b = strided_desc(g.batch, g.heads, g.K, g.N, g.b, operands);
+  entry.c = strided_desc(g.batch, g.heads, g.M, g.N, g.c, memory::data_type::f32);
+  if (g.bias) entry.bias = memory::desc({1, 1, 1, g.N}, memory::data_type::f32, tag::abcd);
   dnnl::primitive_attr attr;
-  if (accumulate) {
+  if (g.accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::desc desc = with_bias ? dnnl::matmul::desc(entry.a, entry.b, entry.bias, entry.c)
-                                            : dnnl::matmul::desc(entry.a, entry.b, entry.c);
+  const dnnl::matmul::desc desc = g.bias ? dnnl::matmul::desc(entry.a, entry.b, entry.bias, entry.c)
+                                         : dnnl::matmul::desc(entry.a, entry.b, entry.c);
   entry.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, cpu_engine()));
-  return cache.emplace(key, std::move(entry)).first->second;
+  return entry;
 }
 
-// a and b are f32, or bf16 when `bf16` is set; c and bias are f32.
-void run_matmul(float* c, const Strides& cs, const void* a, const Strides& as, const void* b,
-                const Strides& bs, const float* bias, int batch, int heads, int M, int N, int K,
-                bool accumulate, bool bf16 = false) {
-  if (M == 0 || N == 0 || batch == 0 || heads == 0) return;
-  const CachedMatmul& mm = get_matmul(batch, heads, M, N, K, as, bs, cs, accumulate, bias != nullptr, bf16);
-  dnnl::engine& engine = cpu_engine();
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(mm.a, engine, const_cast<void*>(a))},
-      {DNNL_ARG_WEIGHTS, memory(mm.b, engine, const_cast<void*>(b))},
-      {DNNL_ARG_DST, memory(mm.c, engine, c)}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, memory(mm.bias, engine, const_cast<float*>(bias)));
-  mm.primitive.execute(cpu_stream(), args);
-  cpu_stream().wait();
+// One primitive per shape, layout, accumulation, bias and operand type.
+const CachedMatmul& get_matmul(const Gemm& g) {
+  static std::unordered_map<std::string, CachedMatmul> cache;
+  static std::mutex mutex;
+  const std::string key = std::to_string(g.batch) + "," + std::to_string(g.heads) + "," + std::to_string(g.M) +
+                          "," + std::to_string(g.N) + "," + std::to_string(g.K) + "," + strides_text(g.a) +
+                          strides_text(g.b) + strides_text(g.c) + char('0' + g.accumulate) +
+                          char('0' + g.bias) + type_name(g.operands);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  try {
+    CachedMatmul entry = create(g);
+    ++g_created;
+    return cache.emplace(key, std::move(entry)).first->second;
+  } catch (const dnnl::error& e) {
+    fail("create", g, e);
+  }
 }
 
-// A dense (rows, cols) matrix, or one stored transposed, per batch entry.
-Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
-  return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows}
-                           : Strides{rows * cols, rows * cols, cols, 1};
+bool empty(const Gemm& g) { return g.M == 0 || g.N == 0 || g.batch == 0 || g.heads == 0; }
+
+// The extent of a strided operand in elements: its last element's offset + 1.
+size_t extent(int batch, int heads, int rows, int cols, const Strides& s) {
+  return static_cast<size_t>((batch - 1) * s.batch + (heads - 1) * s.head + (rows - 1) * s.row +
+                             (cols - 1) * s.col + 1);
 }
 
 }  // namespace
 
-void batched_matmul_bf16(Context&, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
-                         bool transpose_a, bool transpose_b, bool accumulate) {
-  run_matmul(c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b),
-             nullptr, batch, 1, M, N, K, accumulate, true);
+std::string describe(const Gemm& g) {
+  const std::string t = type_name(g.operands);
+  return t + " x " + t + " -> f32 matmul, batch " + std::to_string(g.batch) + " x " + std::to_string(g.heads) +
+         ", M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " + std::to_string(g.K) + ", strides a " +
+         strides_text(g.a) + " b " + strides_text(g.b) + " c " + strides_text(g.c) +
+         (g.accumulate ? ", accumulating" : "") + (g.bias ? ", with bias" : "");
 }
 
-void strided_matmul_bf16(Context&, float* c, const Strides& c_strides, const bf16* a,
-                         const Strides& a_strides, const bf16* b, const Strides& b_strides,
-                         int batch, int heads, int M, int N, int K, bool accumulate) {
-  run_matmul(c, c_strides, a, a_strides, b, b_strides, nullptr, batch, heads, M, N, K, accumulate, true);
+void prepare_gemm(const Gemm& g) {
+  if (!empty(g)) get_matmul(g);
 }
 
-void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a,
-                    const Strides& a_strides, const float* b, const Strides& b_strides, int batch,
-                    int heads, int M, int N, int K, bool accumulate) {
-  run_matmul(c, c_strides, a, a_strides, b, b_strides, nullptr, batch, heads, M, N, K, accumulate);
+void run_gemm(const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
+  if (empty(g)) return;
+  const CachedMatmul& mm = get_matmul(g);
+  dnnl::engine& engine = cpu_engine();
+  try {
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(mm.a, engine, const_cast<void*>(a))},
+                                         {DNNL_ARG_WEIGHTS, memory(mm.b, engine, const_cast<void*>(b))},
+                                         {DNNL_ARG_DST, memory(mm.c, engine, c)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(mm.bias, engine, const_cast<float*>(bias)));
+    mm.primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+  } catch (const dnnl::error& e) {
+    fail("run", g, e);
+  }
 }
 
-void batched_matmul(Context&, float* c, const float* a, const float* b, int batch, int M, int N,
-                    int K, bool transpose_a, bool transpose_b, bool accumulate) {
-  run_matmul(c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b),
-             nullptr, batch, 1, M, N, K, accumulate);
+OperandType operand_type(const Context& ctx, Precision precision) {
+  if (precision == Precision::fp32 || widens_low16(ctx, precision)) return OperandType::f32;
+  return precision == Precision::bf16 ? OperandType::bf16 : OperandType::f16;
 }
 
-namespace {
-
-// The linear layer's GEMMs on f32 or bf16 operands (T float or bf16), f32 results.
-template <class T>
-void linear_forward_gemm(float* y, const T* x, const T* w, const float* bias, int M, int K, int N) {
-  // wᵀ as the (K, N) operand: w is stored (N, K), i.e. the operand stored transposed.
-  run_matmul(y, dense(M, N, false), x, dense(M, K, false), w, dense(K, N, true), bias, 1, 1, M, N,
-             K, false, !std::is_same_v<T, float>);
-}
-
-template <class T>
-void linear_backward_gemms(float* dx, float* dw, const T* dy, const T* x, const T* w, int M, int K, int N) {
-  const bool bf16 = !std::is_same_v<T, float>;
-  if (dx)  // (M, N) · (N, K)
-    run_matmul(dx, dense(M, K, false), dy, dense(M, N, false), w, dense(N, K, false), nullptr, 1,
-               1, M, K, N, false, bf16);
-  // (N, M) · (M, K): dyᵀ read from dy stored (M, N)
-  run_matmul(dw, dense(N, K, false), dy, dense(N, M, true), x, dense(M, K, false), nullptr, 1, 1,
-             N, K, M, true, bf16);
-}
-
-// fp16 operands widened to f32 (exact): a workspace that grows to the largest GEMM's operands
-// and is kept (tracked as Workspace), so that a step allocates nothing after the first.
-float* fp16_workspace(size_t floats) {
+float* widening_workspace(size_t floats) {
   static Buffer<float> workspace;
   if (workspace.size() < floats) {
     workspace = Buffer<float>();  // freed first: the peak is the largest need, not two
@@ -146,43 +153,109 @@ float* fp16_workspace(size_t floats) {
   return workspace.data();
 }
 
+Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
+  return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows} : Strides{rows * cols, rows * cols, cols, 1};
+}
+
+int64_t gemm_primitives_created() { return g_created; }
+
+void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
+                    const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
+                    bool accumulate) {
+  run_gemm({batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, OperandType::f32}, c, a, b);
+}
+
+void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
+                    bool transpose_a, bool transpose_b, bool accumulate) {
+  strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1, M,
+                 N, K, accumulate);
+}
+
+// Widened: each operand's whole extent (strides kept) widened into the workspace, then f32.
+void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const bf16* a, const Strides& a_strides,
+                         const bf16* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
+                         bool accumulate) {
+  Gemm g{batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, operand_type(ctx, Precision::bf16)};
+  if (g.operands != OperandType::f32 || empty(g)) return run_gemm(g, c, a, b);
+  const size_t na = extent(batch, heads, M, K, a_strides), nb = extent(batch, heads, K, N, b_strides);
+  float* a32 = widening_workspace(na + nb);  // a's extent, then b's
+  from_bf16(ctx, a32, a, na);
+  from_bf16(ctx, a32 + na, b, nb);
+  run_gemm(g, c, a32, a32 + na);
+}
+
+void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
+                         bool transpose_a, bool transpose_b, bool accumulate) {
+  strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch,
+                      1, M, N, K, accumulate);
+}
+
+namespace {
+
+// The linear layer's GEMMs. Forward: y (M, N) = x (M, K) · wᵀ (+ bias), wᵀ read from w stored
+// (N, K) as the transposed (K, N) operand.
+Gemm forward_gemm(int M, int K, int N, bool bias, OperandType type) {
+  return {1, 1, M, N, K, dense(M, K, false), dense(K, N, true), dense(M, N, false), false, bias, type};
+}
+// dx (M, K) = dy (M, N) · w (N, K)
+Gemm input_gradient_gemm(int M, int K, int N, OperandType type) {
+  return {1, 1, M, K, N, dense(M, N, false), dense(N, K, false), dense(M, K, false), false, false, type};
+}
+// dw (N, K) += dyᵀ · x: dyᵀ (N, M) read from dy stored (M, N)
+Gemm weight_gradient_gemm(int M, int K, int N, OperandType type) {
+  return {1, 1, N, K, M, dense(N, M, true), dense(M, K, false), dense(N, K, false), true, false, type};
+}
+
+void backward_gemms(float* dx, float* dw, const void* dy, const void* x, const void* w, int M, int K, int N,
+                    OperandType type) {
+  if (dx) run_gemm(input_gradient_gemm(M, K, N, type), dx, dy, w);
+  run_gemm(weight_gradient_gemm(M, K, N, type), dw, dy, x);
+}
+
 }  // namespace
 
-void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M,
-                    int K, int N) {
-  linear_forward_gemm(y, x, w, bias, M, K, N);
+void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M, int K, int N) {
+  run_gemm(forward_gemm(M, K, N, bias != nullptr, OperandType::f32), y, x, w, bias);
 }
 
-void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy,
-                     const float* x, const float* w, int M, int K, int N) {
-  linear_backward_gemms(dx, dw, dy, x, w, M, K, N);
+void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
+                     int M, int K, int N) {
+  backward_gemms(dx, dw, dy, x, w, M, K, N, OperandType::f32);
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 
-void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x,
-                        const low16* w, const float* bias, int M, int K, int N) {
-  if (precision == Precision::bf16) return linear_forward_gemm(y, x, w, bias, M, K, N);
+void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x, const low16* w,
+                        const float* bias, int M, int K, int N) {
+  const Gemm g = forward_gemm(M, K, N, bias != nullptr, operand_type(ctx, precision));
+  if (g.operands != OperandType::f32) return run_gemm(g, y, x, w, bias);
   const size_t MK = size_t(M) * K, NK = size_t(N) * K;
-  float* x32 = fp16_workspace(MK + NK);  // (M, K) then w (N, K)
-  from_fp16(ctx, x32, x, MK);
-  from_fp16(ctx, x32 + MK, w, NK);
-  linear_forward_gemm(y, x32, x32 + MK, bias, M, K, N);
+  float* x32 = widening_workspace(MK + NK);  // x (M, K), then w (N, K)
+  from_low(ctx, precision, x32, x, MK);
+  from_low(ctx, precision, x32 + MK, w, NK);
+  run_gemm(g, y, x32, x32 + MK, bias);
 }
 
-void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias,
-                         const float* dy, const low16* dy_low, const low16* x, const low16* w,
-                         int M, int K, int N) {
-  if (precision == Precision::bf16) {
-    linear_backward_gemms(dx, dw, dy_low, x, w, M, K, N);
+void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias, const float* dy,
+                         const low16* dy_low, const low16* x, const low16* w, int M, int K, int N) {
+  const OperandType type = operand_type(ctx, precision);
+  if (type != OperandType::f32) {
+    backward_gemms(dx, dw, dy_low, x, w, M, K, N, type);
   } else {
     const size_t MN = size_t(M) * N, MK = size_t(M) * K, NK = size_t(N) * K;
-    float* dy32 = fp16_workspace(MN + MK + NK);  // dy (M, N), x (M, K), w (N, K)
-    from_fp16(ctx, dy32, dy_low, MN);
-    from_fp16(ctx, dy32 + MN, x, MK);
-    from_fp16(ctx, dy32 + MN + MK, w, NK);
-    linear_backward_gemms(dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N);
+    float* dy32 = widening_workspace(MN + MK + NK);  // dy (M, N), x (M, K), w (N, K)
+    from_low(ctx, precision, dy32, dy_low, MN);
+    from_low(ctx, precision, dy32 + MN, x, MK);
+    from_low(ctx, precision, dy32 + MN + MK, w, NK);
+    backward_gemms(dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N, type);
   }
   if (dbias) column_sums_add(dbias, dy, M, N);
+}
+
+void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
+  const OperandType type = operand_type(ctx, precision);
+  prepare_gemm(forward_gemm(M, K, N, bias, type));
+  prepare_gemm(input_gradient_gemm(M, K, N, type));
+  prepare_gemm(weight_gradient_gemm(M, K, N, type));
 }
 
 }  // namespace trident::kernels

@@ -110,6 +110,12 @@ std::vector<KeySpec> build_schema() {
       integer("optim.zero", std::string("0"), 0, 1,
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
+      // [kernels]
+      choice("kernels.low16_gemm", "auto", {"auto", "native", "widened"},
+             "GEMMs on bf16/fp16 operands: native (oneDNN's 16-bit matmul; a deck error where "
+             "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "
+             "exactly to f32 in a workspace, multiplied in f32: any CPU, same products), or auto "
+             "(native where every rank's CPU has it, else widened)"),
       // [memory]
       choice("memory.recompute", "none", {"none", "full", "every_k", "selective", "auto"},
              "activation recompute: none; full (keep each block's input, recompute the block in "

@@ -41,11 +41,13 @@ void communication_rule(const RunFigures& run, size_t runs, const Thresholds& li
                                      100 * share, exposed, step, 100 * cv);
   checked.push_back(label(run, runs) + "communication blocking: " + figures);
   if (share < limits.exposed_share && !(cv >= limits.fluctuation_cv && share >= limits.fluctuation_exposed)) return;
+  // A remedy never suggests the setting in force.
   std::string remedy;
   if (key(run, "comm.overlap") == "false") remedy += "set comm.overlap = true, so that buckets reduce during backward; ";
-  remedy += "try a smaller comm.bucket_mb (now " + key(run, "comm.bucket_mb") +
-            ") so the first buckets start earlier, and comm.algo = hierarchical (now " + key(run, "comm.algo") +
-            ") so less crosses the slow links; `trident commbench` measures each level";
+  remedy += "try a smaller comm.bucket_mb (now " + key(run, "comm.bucket_mb") + ") so the first buckets start earlier";
+  if (key(run, "comm.algo") != "hierarchical")
+    remedy += ", and comm.algo = hierarchical (now " + key(run, "comm.algo") + ") so less crosses the slow links";
+  remedy += "; `trident commbench` measures each level";
   out.push_back({"communication blocking (seed §5.1: fluctuating utilisation)", label(run, runs) + figures, remedy});
 }
 
@@ -66,8 +68,9 @@ void memory_rule(const RunFigures& run, size_t runs, const Thresholds& limits, s
   std::string remedy = recompute == "none" || recompute.empty()
                            ? "enable activation recompute: memory.recompute = selective (attention only), every_k or "
                              "full (now none)"
-                           : "recompute is already " + recompute +
-                                 "; use optim.zero = 1, more pipeline stages or tensor parallelism";
+                           : "recompute is already " + recompute + "; use " +
+                                 (key(run, "optim.zero") == "1" ? "" : "optim.zero = 1, ") +
+                                 "more pipeline stages or tensor parallelism";
   out.push_back({"memory close to the budget (seed §5.1: out of memory)", label(run, runs) + figures, remedy});
 }
 
@@ -167,9 +170,13 @@ void scaling_rule(const std::vector<RunFigures>& runs, const Thresholds& limits,
                          small.dir + " on " + std::to_string(small.world) + " ranks (" +
                          format("%.0f tokens/s", median(small.tokens_per_s)) + "); comm.algo there: " +
                          key(big, "comm.algo"),
-                     "reduce with the ring or the node/rack/cross-rack hierarchy: comm.algo = hierarchical (or auto), "
-                     "not flat across slow links or a central (MPI/parameter-server) reduction; check per-level "
-                     "bytes in metrics.h5 and `trident commbench`"});
+                     key(big, "comm.algo") == "hierarchical"
+                         ? "the node/rack/cross-rack hierarchy is in use (comm.algo = hierarchical): check per-level "
+                           "bytes in metrics.h5 and each level's links with `trident commbench`, and the algorithm "
+                           "of the slow level (comm.rack_algo, comm.cross_rack_algo)"
+                         : "reduce with the ring or the node/rack/cross-rack hierarchy: comm.algo = hierarchical (now " +
+                               key(big, "comm.algo") + "), not flat across slow links or a central (MPI/parameter-"
+                               "server) reduction; check per-level bytes in metrics.h5 and `trident commbench`"});
       return;  // one finding for the series
     }
 }

@@ -122,6 +122,21 @@ void Gpt2::prepare(int B, int T) {
   d_att_ = Buffer<float>(probs, kActs);
 }
 
+// The linear layers as block_forward and head_forward call them: the row-parallel ones (the
+// attention projection, MLP down) add their bias after the all-reduce, not in the GEMM.
+void Gpt2::prepare_kernels(int B, int T) {
+  const int BT = B * T, C = config_.channels, Cl = C_local_;
+  const kernels::Precision p = gemm_.precision;
+  if (layers_ > 0) {
+    kernels::prepare_linear(ctx_, p, BT, C, 3 * Cl, true);    // qkv
+    kernels::prepare_linear(ctx_, p, BT, Cl, C, false);       // attention projection
+    kernels::prepare_linear(ctx_, p, BT, C, 4 * Cl, true);    // MLP up
+    kernels::prepare_linear(ctx_, p, BT, 4 * Cl, C, false);   // MLP down
+    kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
+  }
+  if (tp_.slice.last_stage) kernels::prepare_linear(ctx_, p, BT, C, vocab_.rows, false);  // the tied head
+}
+
 float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
 const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.f32.data(); }
 const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }

@@ -62,6 +62,10 @@ class Gpt2 {
   void set_attention_recompute(bool on) { recompute_attention_ = on; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
+  // Creates the GEMM primitives that forward and backward of (B, T) micro-batches run
+  // (kernels::prepare_linear / prepare_attention), allocating nothing: at set-up and in
+  // --check, so that a GEMM this CPU cannot run fails there, naming it, not in the first step.
+  void prepare_kernels(int B, int T);
 
   // Forward of one micro-batch into `slot`. The first stage reads the tokens `inputs` (B, T);
   // the others read stage_input(slot), which the caller fills with the previous stage's output.

@@ -69,13 +69,15 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   return slots * slot + shared + low_working_bytes(in, stage, selective);
 }
 
-// fp16: the widened operands of the largest linear backward (kernels/cpu/matmul.cpp).
-int64_t fp16_workspace_bytes(const MemoryInputs& in, int stage) {
-  if (in.precision != "fp16") return 0;
+// Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest
+// need — the operands of the largest linear backward, and in bf16 the attention backward's
+// q, k, v and dy (kernels/cpu/attention.cpp; fp16's attention runs on f32 values).
+int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
+  if (!low(in) || !in.low16_widened) return 0;
   const Sizes z = sizes(in);
   std::vector<std::pair<int64_t, int64_t>> linears = {{z.C, 3 * z.Cl}, {z.Cl, z.C}, {z.C, 4 * z.Cl}, {4 * z.Cl, z.C}};
   if (stage == in.pipeline - 1) linears.push_back({z.C, z.vocab_rows});  // the tied head
-  int64_t largest = 0;
+  int64_t largest = in.precision == "bf16" ? 4 * z.BT * z.Cl : 0;
   for (const auto& [K, N] : linears) largest = std::max(largest, z.BT * N + z.BT * K + N * K);
   return largest * kFloat;
 }
@@ -100,7 +102,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
   e.bytes[index(MemoryCategory::OptimizerState)] = (2 * shard + (low(in) ? n : 0)) * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
-  e.bytes[index(MemoryCategory::Workspace)] = fp16_workspace_bytes(in, stage);
+  e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
   if (in.data > 1 && !in.zero) {  // the reducer's packing buffer: the largest bucket
     int64_t largest = 0;
     for (const comm::Bucket& b : comm::plan_buckets(in.config, part, in.bucket_mb)) largest = std::max(largest, b.elements);

@@ -19,9 +19,11 @@
 // working sets; selective keeps everything but the probabilities, recomputed into one shared
 // (a·b·T) f32 buffer (and, in bf16, its 16-bit copy). Backward's gradient scratch is one f32
 // set per stage. The last stage keeps the final LayerNorm's output (16-bit in bf16/fp16), and
-// the logits (b·Vp/p) and the losses in f32. fp16 widens each GEMM's operands into an f32
-// workspace (oneDNN 2.6 has no f16 CPU matmul): the largest backward's dy, x and w,
-// (M·N + M·K + N·K) floats.
+// the logits (b·Vp/p) and the losses in f32. Widened 16-bit GEMMs (always fp16: oneDNN 2.6
+// has no f16 CPU matmul; bf16 where the CPU has no bf16 matmul, or kernels.low16_gemm =
+// widened) widen their operands into one f32 workspace, as large as the largest need: a linear
+// backward's dy, x and w (M·N + M·K + N·K floats) and, in bf16, the attention backward's q, k, v
+// and dy (4·b·C/p).
 #pragma once
 
 #include <array>
@@ -46,6 +48,7 @@ struct MemoryInputs {
   double bucket_mb = 25;
   bool async_checkpoint = false;
   std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
+  bool low16_widened = true;       // bf16/fp16: GEMM operands widened to f32 (kernels::widens_low16)
   // comm.node_algo = shm: per stage, the most shared windows one of its ranks holds (tensor,
   // data and embedding groups), each SharedWindow::bytes_per_rank(kCapacity); empty: none.
   std::vector<int> shared_windows;

@@ -2,6 +2,7 @@
 #include "tensor/buffer.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -21,7 +22,19 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
 }  // namespace
+
+OutOfMemory::OutOfMemory(size_t bytes, MemoryCategory category) {
+  message_ = "out of memory: could not allocate " + mib(static_cast<int64_t>(bytes)) + " for " +
+             memory_category_name(category) + " (this rank's tracked buffers hold " + mib(g_total_current) +
+             " already, at most " + mib(g_total_peak) + " so far)";
+}
 
 const char* memory_category_name(MemoryCategory category) {
   switch (category) {
@@ -54,7 +67,7 @@ void* tracked_alloc(size_t bytes, MemoryCategory category) {
   if (bytes == 0) return nullptr;
   void* pointer = nullptr;
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (posix_memalign(&pointer, kAlignment, rounded) != 0) throw std::bad_alloc();
+  if (posix_memalign(&pointer, kAlignment, rounded) != 0) throw OutOfMemory(bytes, category);
   std::memset(pointer, 0, rounded);
   const int c = static_cast<int>(category);
   raise_peak(g_peak[c], g_current[c] += static_cast<int64_t>(bytes));

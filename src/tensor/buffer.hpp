@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 
 namespace trident {
@@ -46,6 +47,16 @@ class Buffer {
 
 // Untyped allocation with accounting, used by Buffer<T>.
 void* tracked_alloc(size_t bytes, MemoryCategory category);
+// What tracked_alloc throws when the memory is not there: a std::bad_alloc whose what() names
+// the size, the category and what this rank holds already.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  OutOfMemory(size_t bytes, MemoryCategory category);
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
 void tracked_free(void* pointer, size_t bytes, MemoryCategory category);
 // Memory allocated by someone else on our behalf (an MPI shared window): +bytes when it is
 // allocated, -bytes when it is freed, so that it counts like a Buffer of that category.

@@ -19,6 +19,7 @@
 #include "tensor/buffer.hpp"
 #include "train/cli.hpp"
 #include "train/commands.hpp"
+#include "train/doctor_input.hpp"
 
 namespace trident {
 namespace po = boost::program_options;
@@ -44,7 +45,27 @@ std::vector<double> after_warmup(std::vector<double> values) {
   return values;
 }
 
-diag::RunFigures read_run(const std::string& dir) {
+// Bytes per rank to compare the peaks with, and where the figure comes from.
+double budget_bytes(double given_gb, const diag::RunFigures& run, std::string& source) {
+  if (given_gb > 0) {
+    source = "--budget_gb";
+    return given_gb * 1e9;
+  }
+  const auto it = run.deck.find("memory.budget_gb");
+  if (it != run.deck.end() && std::stod(it->second) > 0) {
+    source = "memory.budget_gb";
+    return std::stod(it->second) * 1e9;
+  }
+  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const auto per_node = run.deck.find("topology.ranks_per_node");
+  const int sharing = per_node != run.deck.end() && std::stoi(per_node->second) > 0 ? std::stoi(per_node->second) : run.world;
+  source = "this host's memory / " + std::to_string(sharing) + " ranks";
+  return host / sharing;
+}
+
+}  // namespace
+
+diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
   const std::string path = dir + "/metrics.h5";
   if (!std::filesystem::exists(path)) fatal_all("'" + dir + "' has no metrics.h5; give a run directory of trident train");
   diag::RunFigures run;
@@ -102,28 +123,9 @@ diag::RunFigures read_run(const std::string& dir) {
     run.bubble_share = after_warmup(share);
     run.micro_batches = number("train.global_batch") / (number("train.micro_batch") * number("parallel.data"));
   }
+  run.budget_bytes = budget_bytes(budget_gb, run, run.budget_source);
   return run;
 }
-
-// Bytes per rank to compare the peaks with, and where the figure comes from.
-double budget_bytes(double given_gb, const diag::RunFigures& run, std::string& source) {
-  if (given_gb > 0) {
-    source = "--budget_gb";
-    return given_gb * 1e9;
-  }
-  const auto it = run.deck.find("memory.budget_gb");
-  if (it != run.deck.end() && std::stod(it->second) > 0) {
-    source = "memory.budget_gb";
-    return std::stod(it->second) * 1e9;
-  }
-  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  const auto per_node = run.deck.find("topology.ranks_per_node");
-  const int sharing = per_node != run.deck.end() && std::stoi(per_node->second) > 0 ? std::stoi(per_node->second) : run.world;
-  source = "this host's memory / " + std::to_string(sharing) + " ranks";
-  return host / sharing;
-}
-
-}  // namespace
 
 int run_doctor(const std::vector<std::string>& args) {
   po::options_description options;
@@ -137,8 +139,7 @@ int run_doctor(const std::vector<std::string>& args) {
   std::vector<diag::RunFigures> runs;
   const double given_gb = values.count("budget_gb") ? values["budget_gb"].as<double>() : 0.0;
   for (const std::string& dir : values["dirs"].as<std::vector<std::string>>()) {
-    runs.push_back(read_run(dir));
-    runs.back().budget_bytes = budget_bytes(given_gb, runs.back(), runs.back().budget_source);
+    runs.push_back(read_run_figures(dir, given_gb));
   }
   std::vector<std::string> checked;
   const std::vector<diag::Finding> findings = diag::diagnose(runs, diag::Thresholds{}, checked);

@@ -8,6 +8,7 @@
 #include "core/version.hpp"
 #include "train/commands.hpp"
 #include "train/job.hpp"
+#include "train/model_setup.hpp"
 #include "train/run_dir.hpp"
 #include "train/signals.hpp"
 #include "train/trainer.hpp"
@@ -43,8 +44,10 @@ int run_train(const std::vector<std::string>& args) {
   // Owned before the checkpoint directory is even read: what restore() sees stays as it is.
   RunDirLock lock = line.check ? RunDirLock() : lock_run_dir(job.deck, run_id);
   trainer.restore(run_id, line.check);  // and the checkpoint to resume from
+  const std::string gemm_path = kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(job.deck));
   if (line.check) {
     check_run_dir_creatable(job.deck);
+    print0(gemm_path);
     print0(trainer.memory_report(false));
     print0(trainer.memory_report(true));
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));
@@ -55,6 +58,7 @@ int run_train(const std::vector<std::string>& args) {
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir + " (locked: " + run_dir + "/" + kLockFileName + ")");
   print0("run id: " + run_id);
+  print0(gemm_path);
   print0(trainer.memory_report(false));
   return trainer.run(run_dir);
 }

@@ -8,6 +8,7 @@
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
 #include "topo/discover.hpp"
+#include "train/model_setup.hpp"
 
 namespace trident {
 
@@ -34,7 +35,26 @@ Job load_job(const cli::CommandLine& line) {
                     static_cast<int>(deck.get_int("parallel.pipeline")),
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(deck);
+  choose_low16_gemm(deck);
   return Job{std::move(deck), grid, std::move(topology)};
+}
+
+void choose_low16_gemm(const deck::Deck& deck) {
+  const kernels::Precision precision = precision_from_deck(deck);
+  const std::string wanted = deck.get_string("kernels.low16_gemm");
+  const bool here = kernels::native_low16_gemm_available(precision);
+  int everywhere = here ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (wanted == "native" && !everywhere) {
+    const std::string type = precision == kernels::Precision::bf16 ? "bf16" : "f16";
+    fatal_all(deck.cite("kernels.low16_gemm") + " with optim.precision = " + kernels::precision_name(precision) +
+              ", but oneDNN creates no " + type + " matmul on " +
+              (here ? "another rank's CPU (this one's ISA: " + kernels::cpu_isa() + ")"
+                    : "this CPU (ISA " + kernels::cpu_isa() + ")") +
+              "; use kernels.low16_gemm = auto or widened (the operands widened exactly to f32)");
+  }
+  kernels::set_default_low16_gemm(wanted == "widened" || !everywhere ? kernels::Low16Gemm::widened
+                                                                    : kernels::Low16Gemm::native);
 }
 
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {

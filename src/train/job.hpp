@@ -21,7 +21,14 @@ struct Job {
 };
 
 // Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
+// Chooses the process's 16-bit GEMM path (choose_low16_gemm).
 Job load_job(const cli::CommandLine& line);
+
+// Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
+// rank's CPU, made the path of every kernel context of this process
+// (kernels::set_default_low16_gemm) — one path for the whole job, whichever nodes it got: auto
+// is native only where every rank has it. native where a rank has none: UserError naming the ISA.
+void choose_low16_gemm(const deck::Deck& deck);
 
 // Collective: the communicators of the job, checked against the grid and topology (a mismatch
 // is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.

@@ -7,6 +7,7 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/doc.hpp"
+#include "train/failures.hpp"
 #include "train/commands.hpp"
 
 namespace {
@@ -43,6 +44,7 @@ int dispatch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trident::install_terminate_handler();
   trident::MpiSession mpi(&argc, &argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
   } catch (const trident::RunFailure& e) {
     if (trident::world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return e.status();
-  } catch (const std::exception& e) {
-    fatal_one(std::string("unexpected exception: ") + e.what());
+  } catch (...) {  // oneDNN, an allocation, a library: a fault of this rank, described
+    fatal_one(trident::describe_exception(std::current_exception()));
   }
 }

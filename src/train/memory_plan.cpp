@@ -156,6 +156,7 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
   in.bucket_mb = deck.get_float("comm.bucket_mb");
   in.async_checkpoint = deck.get_bool("checkpoint.async");
   in.precision = deck.get_string("optim.precision");
+  in.low16_widened = kernels::widens_low16(kernels::Context{}, precision_from_name(in.precision));
   if (topology) in.shared_windows = shared_windows(deck, grid, *topology);
   return in;
 }

@@ -43,7 +43,8 @@ std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Dec
                                                                  const ckpt::Lineage& lineage) {
   std::vector<std::pair<std::string, std::string>> attributes{
       {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")},
-      {"run_id", run_id}, {"lineage.branch", lineage.branch}, {"lineage.parent", lineage.parent}};
+      {"run_id", run_id}, {"lineage.branch", lineage.branch}, {"lineage.parent", lineage.parent},
+      {"gemm_path", kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(deck))}};
   for (const deck::KeySpec& spec : deck::schema())
     attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
   return attributes;
@@ -94,6 +95,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
   model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
   model_->set_attention_recompute(recompute_.mode == "selective");
+  model_->prepare_kernels(B_, T_);  // every GEMM primitive, also in --check
   initialise_parameters(deck, *model_);
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));

@@ -1,4 +1,5 @@
-# lib.sh — helpers of the end-to-end tests: each case prints "PASS name" or "FAIL name: why";
+# lib.sh — helpers of the end-to-end tests: each case prints "PASS name", "FAIL name: why" or
+# "SKIP name: why" (a CPU feature this machine lacks);
 # tests/run.sh counts those lines. Sourced with the repository root as the working directory.
 ROOT=$(pwd)
 TRIDENT="$ROOT/${BUILD:-build}/bin/trident"
@@ -8,6 +9,9 @@ trap 'rm -rf "$WORK"' EXIT
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
+
+# skip NAME WHY: a case this machine cannot run (a CPU feature it lacks); never a failure.
+skip() { echo "SKIP $1: $2"; }
 
 # A small byte-level corpus for the decks below, made once per test script.
 "$TRIDENT" prepare "$WORK/data" /usr/share/common-licenses/GPL-3 > /dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
-# for 22 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
+# for 24 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
 # checkpoints) every
 # category of `trident train --check`'s estimate is within 5% of the busiest rank's peak in
 # metrics.h5 (the model is derived buffer by buffer, so it is expected to be exact). Then
@@ -79,6 +79,10 @@ model_matches fp16_selective 1 --optim.precision=fp16 --memory.recompute=selecti
 model_matches bf16_t2p2d2_zero_every2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --optim.precision=bf16 --memory.recompute=every_k
 model_matches fp16_t2p2 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=fp16
 model_matches bf16_p2_gpipe_selective 2 --parallel.pipeline=2 --parallel.schedule=gpipe --optim.precision=bf16 --memory.recompute=selective
+# bf16 GEMMs widened to f32 (the path of CPUs without a bf16 matmul): the widening workspace.
+model_matches bf16_widened 1 --optim.precision=bf16 --kernels.low16_gemm=widened
+model_matches bf16_widened_t2p2_selective 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16 \
+  --kernels.low16_gemm=widened --memory.recompute=selective
 
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }

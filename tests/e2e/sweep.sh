@@ -21,3 +21,13 @@ status=$?
   fail sweep_bad_point_refused "status $status: $(tail -3 bad.out)"
 "$ROOT/scripts/sweep" s.deck --set parallel.tensor --local > spec.out 2>&1
 [[ $? == 2 ]] && pass sweep_bad_spec || fail sweep_bad_spec "$(cat spec.out)"
+# Submission requests no GPUs unless asked for (a cluster without GPU resources rejects any
+# request, even of 0 GPUs); an --sbatch option asking for them is passed on.
+"$ROOT/scripts/sweep" s.deck --set train.micro_batch=1,2 --submit --dry-run > dry.out 2>&1
+"$ROOT/scripts/sweep" s.deck --set train.micro_batch=1,2 --submit --dry-run --sbatch=--gpus-per-task=1 > dry_gpu.out 2>&1
+if grep -q '^\$ sbatch' dry.out && ! grep -qE -- '--(gpus|gres)' dry.out && ! grep -qE '^#SBATCH +--(gpus|gres)' "$ROOT/slurm/sweep.sbatch" &&
+  [[ $(grep -c -- '--gpus-per-task=1' dry_gpu.out) == 1 ]]; then
+  pass sweep_submit_requests_gpus_only_when_asked
+else
+  fail sweep_submit_requests_gpus_only_when_asked "$(grep -hE 'sbatch|gpus' dry.out dry_gpu.out "$ROOT/slurm/sweep.sbatch" | head -5)"
+fi

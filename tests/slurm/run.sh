@@ -114,7 +114,7 @@ fi
 write_deck "$WORK/b.deck"
 (cd "$WORK" && timeout 180 "$ROOT/scripts/sweep" b.deck --set parallel.tensor=1,2 \
   --set train.micro_batch=1,2 --ranks 2 --out "$WORK/sweep" --submit --wait \
-  --sbatch=--gpus-per-task=0 --sbatch=--cpus-per-task=1 --sbatch=--time=5 >"$WORK/b.out" 2>&1)
+  --sbatch=--cpus-per-task=1 --sbatch=--time=5 >"$WORK/b.out" 2>&1)
 status=$?
 rows=$(($(wc -l <"$WORK/sweep/summary.csv" 2>/dev/null || echo 1) - 1))
 done_rows=$(grep -c ',done,' "$WORK/sweep/summary.csv" 2>/dev/null)

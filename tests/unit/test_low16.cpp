@@ -142,10 +142,15 @@ BOOST_AUTO_TEST_CASE(narrow_in_place_equals_to_low) {
 }
 
 // The linear layer on 16-bit operands against double sums of the same 16-bit values:
-// y = x wᵀ + b, dx = dy w, dw += dyᵀ x, db += Σ dy (from the f32 dy).
+// y = x wᵀ + b, dx = dy w, dw += dyᵀ x, db += Σ dy (from the f32 dy). Widened, and natively
+// where oneDNN has the type's matmul on this CPU.
 BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
   const int M = 33, K = 24, N = 40;
-  for (Precision p : {Precision::bf16, Precision::fp16}) {
+  for (Precision p : {Precision::bf16, Precision::fp16})
+  for (auto path : {trident::kernels::Low16Gemm::widened, trident::kernels::Low16Gemm::native}) {
+    if (path == trident::kernels::Low16Gemm::native && !trident::kernels::native_low16_gemm_available(p)) continue;
+    trident::kernels::Context ctx;
+    ctx.low16_gemm = path;
     auto make = [&](size_t n, float f) {
       std::vector<float> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = std::sin(f * i + 0.3f);
@@ -184,7 +189,8 @@ BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
       for (int m = 0; m < M; ++m) bias_sum += dy[m * N + n];
       check(db[n], bias_sum);
     }
-    BOOST_TEST(worst < 1e-5, trident::kernels::precision_name(p) << ": worst relative error " << worst);
+    BOOST_TEST(worst < 1e-5, trident::kernels::precision_name(p) << (path == trident::kernels::Low16Gemm::native ? " native" : " widened")
+                                                               << ": worst relative error " << worst);
   }
 }
 
