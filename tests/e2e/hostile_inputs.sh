@@ -97,12 +97,13 @@ expect_user_error bad_checkpoint_dir_creates_nothing "checkpoint directory '$WOR
 # checkpoint and the shortfall, not 0. And a disk too full for metrics.h5: one clear error.
 small="$WORK/small_fs"
 mkdir -p "$small"
-# small_disk NAME SIZE PATTERN: a training run into a tmpfs of SIZE ends with exit status 1 and
-# one line on stderr matching PATTERN (grep).
+# small_disk NAME SIZE PATTERN [OVERRIDES...]: a training run into a tmpfs of SIZE ends with exit
+# status 1 and one line on stderr matching PATTERN (grep).
 small_disk() {
   local name=$1 size=$2 pattern=$3
+  shift 3
   mount -t tmpfs -o size="$size" tmpfs "$small"
-  ( cd "$WORK" && timeout -k 10 120 "$TRIDENT" train "$D/ok.deck" --train.run_dir="$small/run" > "$name.out" 2> "$name.err"
+  ( cd "$WORK" && timeout -k 10 120 "$TRIDENT" train "$D/ok.deck" --train.run_dir="$small/run" "$@" > "$name.out" 2> "$name.err"
     echo $? > "$name.status" )
   umount "$small"
   if [[ $(cat "$WORK/$name.status") == 1 && $(grep -c . "$WORK/$name.err") == 1 ]] && grep -q "$pattern" "$WORK/$name.err"; then
@@ -118,9 +119,11 @@ if mount -t tmpfs -o size=8k tmpfs "$small" 2> /dev/null && umount "$small"; the
   # 1.5 MB: just room for the run's files; metrics.h5 was snapshotted again at exit, the snapshot
   # failed for lack of space inside HDF5, and MPI_Finalize crashed (SIGSEGV) on what it left open.
   small_disk nearly_full_disk_no_crash_at_exit 1500k "^error: training finished, but its final checkpoint"
-  # 8 KB: not even the first snapshot of metrics.h5.
+  # 8 KB: not even the first snapshot of metrics.h5 (the checkpoints elsewhere: their branch
+  # pointer would be the first file to find the disk full).
   small_disk metrics_h5_on_a_full_disk 8k \
-    "^error: metrics file '$small/run/metrics.h5': not enough space: writing it needs about .* MB are free; free space in"
+    "^error: metrics file '$small/run/metrics.h5': not enough space: writing it needs about .* MB are free; free space in" \
+    --checkpoint.dir="$WORK/checkpoints_8k"
 else
   echo "SKIP final_checkpoint_refused_exit_1, nearly_full_disk_no_crash_at_exit, metrics_h5_on_a_full_disk: cannot mount a tmpfs here"
 fi
