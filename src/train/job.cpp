@@ -53,6 +53,12 @@ void choose_low16_gemm(const deck::Deck& deck) {
                     : "this CPU (ISA " + kernels::cpu_isa() + ")") +
               "; use kernels.low16_gemm = auto or widened (the operands widened exactly to f32)");
   }
+  // An fp32 job has no 16-bit GEMM to agree on (probing fp32 says nothing about bf16): auto then
+  // leaves each 16-bit GEMM it may still run (trident bench --compare=bf16) to ask oneDNN itself.
+  if (precision == kernels::Precision::fp32 && wanted == "auto") {
+    kernels::set_default_low16_gemm(kernels::Low16Gemm::automatic);
+    return;
+  }
   kernels::set_default_low16_gemm(wanted == "widened" || !everywhere ? kernels::Low16Gemm::widened
                                                                     : kernels::Low16Gemm::native);
 }

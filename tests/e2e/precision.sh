@@ -175,3 +175,10 @@ expect_user_error native_bf16_without_cpu_feature 'kernels.low16_gemm = native (
   env DNNL_MAX_CPU_ISA=AVX2 "$TRIDENT" train "$WORK/bad.deck" --optim.loss_scale=0 --kernels.low16_gemm=native
 expect_user_error native_fp16_is_refused 'kernels.low16_gemm = native|no f16 matmul' \
   "$TRIDENT" train "$WORK/bad.deck" --optim.precision=fp16 --kernels.low16_gemm=native
+
+# An fp32 deck leaves the 16-bit path to each GEMM: `trident bench --compare=bf16` on a CPU
+# without a bf16 matmul widens (it used to force native from the fp32 probe and abort).
+if env DNNL_MAX_CPU_ISA=AVX2 "$TRIDENT" bench m.deck --compare=bf16 --steps=1 --warmup=0 > compare.out 2>&1 &&
+  grep -q "^precision threads=.* bf16_step_ms=" compare.out
+then pass "bench_compare_bf16_on_avx2 ($(grep -o 'speedup=[0-9.]*' compare.out))"
+else fail bench_compare_bf16_on_avx2 "$(tail -2 compare.out)"; fi
