@@ -47,7 +47,27 @@ long long first_step(const History& history) {
 
 MetricsFile::MetricsFile(const std::string& path, const Attributes& attributes)
     : path_(path), journal_path_(journal_of(path)) {
+  set_previous_aside();
   start(History{}, attributes);
+}
+
+// A new run in a directory that holds another run's history keeps that history (its snapshot
+// with its journal applied) as metrics.h5.previous-<UTC time>: never replaced without a word.
+void MetricsFile::set_previous_aside() {
+  std::error_code ec;
+  if (!std::filesystem::exists(path_, ec)) return;
+  const std::string aside = path_ + ".previous-" + utc_stamp();
+  try {
+    const History previous = read_history(path_);
+    write_snapshot(aside, previous);
+    const auto step = previous.series.find("step");
+    notes_.push_back("the previous run's metrics history (" +
+                     std::to_string(step == previous.series.end() ? 0 : step->second.size()) +
+                     " steps) is kept as '" + aside + "'");
+  } catch (const std::runtime_error& e) {
+    std::filesystem::rename(path_, aside + ".damaged", ec);
+    notes_.push_back(std::string(e.what()) + "; the previous run's file is moved to '" + aside + ".damaged'");
+  }
 }
 
 MetricsFile::MetricsFile(const std::string& path, const Attributes& attributes, int64_t resume_step)

@@ -23,9 +23,9 @@ namespace trident::metrics {
 
 class MetricsFile {
  public:
-  // A new history (any previous metrics.h5 and journal replaced). attributes: (name, text)
-  // pairs stored as string attributes of "/". Throws std::runtime_error naming the file on
-  // any failure.
+  // A new history. A previous run's metrics.h5 (with its journal) is kept beside it as
+  // metrics.h5.previous-<UTC time>, said in recovery_notes(). attributes: (name, text) pairs
+  // stored as string attributes of "/". Throws std::runtime_error naming the file on any failure.
   MetricsFile(const std::string& path, const Attributes& attributes);
   // Continues the history of a run resumed after `resume_step` steps: the snapshot and its
   // journal are read (a torn journal tail dropped, an unreadable snapshot moved aside), every
@@ -46,7 +46,8 @@ class MetricsFile {
   // flush() and a new snapshot now: metrics.h5 alone holds everything.
   void close();
   const std::string& path() const { return path_; }
-  // Warnings of the recovery at resume (damage found, rows lost), empty when all was intact.
+  // What recovery at resume found (damage, rows lost), or where a previous run's history went;
+  // empty when there was nothing to say.
   const std::vector<std::string>& recovery_notes() const { return notes_; }
 
  private:
@@ -57,6 +58,7 @@ class MetricsFile {
     uint64_t rows = 0;  // rows already in the snapshot and the journal
   };
   History recover(int64_t resume_step);
+  void set_previous_aside();
   void start(History history, const Attributes& attributes);
   void snapshot();
 

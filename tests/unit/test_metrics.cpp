@@ -225,3 +225,25 @@ BOOST_AUTO_TEST_CASE(a_stale_journal_is_ignored) {
   BOOST_TEST((m::read_series(path, "step") == std::vector<double>{1, 2, 3}));
   remove_all(path);
 }
+
+// A new run in the same directory keeps the previous run's history (journal included) beside
+// the new file, and says so.
+BOOST_AUTO_TEST_CASE(a_new_run_keeps_the_previous_history) {
+  const std::string path = temp_path("previous");
+  killed_after(path, 5);
+  std::vector<std::string> notes;
+  {
+    m::MetricsFile fresh(path, {{"deck", "new"}});
+    notes = fresh.recovery_notes();
+    write_steps(fresh, 1, 2);
+  }
+  BOOST_TEST_REQUIRE(notes.size() == 1u);
+  const std::string marker = "is kept as '";
+  const size_t at = notes[0].find(marker);
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  const std::string aside = notes[0].substr(at + marker.size(), notes[0].size() - at - marker.size() - 1);
+  BOOST_TEST((m::read_series(aside, "step") == std::vector<double>{1, 2, 3, 4, 5}));
+  BOOST_TEST((m::read_series(path, "step") == std::vector<double>{1, 2}));
+  std::remove(aside.c_str());
+  remove_all(path);
+}
