@@ -180,18 +180,23 @@ DECK
 jid=$(sbatch --parsable -N1 --ntasks-per-node=4 "${SB[@]}" -o "$WORK/c.out" \
   "$ROOT/slurm/train.sbatch" "$WORK/c.deck" --parallel.data=4 --train.run_dir="$WORK/c-run" \
   2>"$WORK/c.sbatch.err")
-signalled=0
-if [[ -n $jid ]]; then
-  # Signal once the run is under way (a step line past 20), the way --signal=B:USR1@120 would.
+# signal_batch_when_under_way JID OUT SIGNAL: once the job's output OUT logs a step past 20,
+# SIGNAL to its batch shell, the way --signal=B:USR1@120 would; signalled=1 if it was sent
+# (0 if the job left the queue or never got there within 60 s).
+signal_batch_when_under_way() {
+  local i
+  signalled=0
+  [[ -n $1 ]] || return
   for ((i = 0; i < 600; i++)); do
-    if grep -qE '^step +([2-9][0-9]|[1-9][0-9]{2,})/800 ' "$WORK/c.out" 2>/dev/null; then
-      scancel --signal=USR1 --batch "$jid" && signalled=1
+    if grep -qE '^step +([2-9][0-9]|[1-9][0-9]{2,})/800 ' "$2" 2>/dev/null; then
+      scancel --signal="$3" --batch "$1" && signalled=1
       break
     fi
-    [[ -z $(squeue -h -j "$jid" -o %i 2>/dev/null) ]] && break
+    [[ -z $(squeue -h -j "$1" -o %i 2>/dev/null) ]] && break
     sleep 0.1
   done
-fi
+}
+signal_batch_when_under_way "$jid" "$WORK/c.out" USR1
 # The uninterrupted reference, same deck and layout, while the requeued job waits to restart.
 timeout 120 mpirun -np 4 "$TRIDENT" train "$WORK/c.deck" --parallel.data=4 \
   --train.run_dir="$WORK/c-ref" >"$WORK/c-ref.out" 2>&1
@@ -221,15 +226,7 @@ fi
 jid=$(sbatch --parsable -N1 --ntasks-per-node=2 "${SB[@]}" -o "$WORK/d.out" \
   "$ROOT/slurm/train.sbatch" "$WORK/c.deck" --parallel.data=2 --train.run_dir="$WORK/d-run" \
   2>"$WORK/d.sbatch.err")
-signalled=0
-for ((i = 0; i < 600 && ${#jid} > 0; i++)); do
-  if grep -qE '^step +([2-9][0-9]|[1-9][0-9]{2,})/800 ' "$WORK/d.out" 2>/dev/null; then
-    scancel --signal=TERM --batch "$jid" && signalled=1
-    break
-  fi
-  [[ -z $(squeue -h -j "$jid" -o %i 2>/dev/null) ]] && break
-  sleep 0.1
-done
+signal_batch_when_under_way "$jid" "$WORK/d.out" TERM
 if [[ -z $jid ]]; then
   fail slurm_term_to_batch_shell_checkpoint_exit_3 "sbatch failed: $(cat "$WORK/d.sbatch.err")"
 elif ((!signalled)); then
