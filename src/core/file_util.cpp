@@ -126,10 +126,17 @@ std::string write_atomically(const std::string& path, const std::vector<std::pai
   if (fd < 0) return "cannot create '" + temporary + "': " + std::strerror(errno);
   std::string problem = write_all(fd, temporary, pieces);
   if (::close(fd) != 0 && problem.empty()) problem = "cannot write '" + temporary + "': " + std::strerror(errno);
-  if (problem.empty() && std::rename(temporary.c_str(), path.c_str()) != 0)
-    problem = "cannot rename '" + temporary + "' to '" + path + "': " + std::strerror(errno);
   if (!problem.empty()) {
     std::remove(temporary.c_str());  // a full disk leaves no half-written temporary behind
+    return problem;
+  }
+  return rename_into_place(temporary, path);
+}
+
+std::string rename_into_place(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string problem = "cannot rename '" + temporary + "' to '" + path + "': " + std::strerror(errno);
+    std::remove(temporary.c_str());
     return problem;
   }
   const std::string directory = std::filesystem::path(path).parent_path().string();

@@ -45,6 +45,11 @@ std::string sync_to_disk(const std::string& path);
 // removed and the old file is untouched. Returns "" or what failed, naming the file.
 std::string write_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces);
 
+// The commit of a file written aside and synced by the caller: renames `temporary` over `path`
+// and syncs the directory (the rename is durable then). On a failed rename the temporary is
+// removed. Returns "" or what failed, naming the files.
+std::string rename_into_place(const std::string& temporary, const std::string& path);
+
 // The "key = value" lines of the small text files we write (lock, branch pointer); lines
 // starting with '#' and lines without " = " are skipped.
 std::map<std::string, std::string> parse_key_values(const std::string& text);

@@ -142,14 +142,11 @@ void write_snapshot(const std::string& path, const History& history) {
     write_file(temporary, history);
     const std::string problem = sync_to_disk(temporary);
     if (!problem.empty()) throw snapshot_error(path, problem);
-    if (std::rename(temporary.c_str(), path.c_str()) != 0)
-      throw snapshot_error(path, std::string("rename failed: ") + std::strerror(errno));
   } catch (...) {
     std::remove(temporary.c_str());
     throw;
   }
-  const std::string directory = std::filesystem::path(path).parent_path().string();
-  const std::string problem = sync_to_disk(directory.empty() ? "." : directory);
+  const std::string problem = rename_into_place(temporary, path);
   if (!problem.empty()) throw snapshot_error(path, problem);
 }
 
