@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# reference-runs.sh — the training arithmetic against recorded fingerprints, bit for bit: the
+# per-step losses, the validation losses and the final model file of two runs,
+#   default   tests/reference/default.deck (inputs/default.deck as of the redesign of issue 15)
+#             on one rank, on the default corpus, 40 steps (300 with `full`)
+#   bf16      the same as default in bf16 mixed precision (optim.precision = bf16)
+#   tp2pp2dp2 a (tensor 2, pipeline 2, data 2) ZeRO-1 run of a small model on 8 ranks, 12 steps
+# A fingerprint holds only for one CPU instruction set (oneDNN's kernels, and ours built with
+# -march=native, sum in an order that depends on it) and thread count, so records are keyed by
+# both; where no record exists for this machine, `check` says SKIP and `record` adds one.
+#   scripts/reference-runs.sh record [full]   run and write tests/reference/fingerprints.txt
+#   scripts/reference-runs.sh check [full]    run and compare: PASS/FAIL/SKIP lines
+# RUNS="default bf16" selects runs.
+set -uo pipefail
+MODE=${1:?usage: reference-runs.sh record|check [full]}
+FULL=${2:-}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TRIDENT="$ROOT/${BUILD:-build}/bin/trident"
+RECORDS="$ROOT/tests/reference/fingerprints.txt"
+. "$ROOT/scripts/mpi-env.sh"
+WORK=$(mktemp -d /tmp/trident-reference.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL-2 LGPL-2.1 LGPL-3 MPL-1.1 MPL-2.0)
+"$TRIDENT" prepare "$WORK/data" "${CORPUS[@]/#//usr/share/common-licenses/}" > /dev/null || exit 1
+DATA=(--data.train="$WORK/data/train.bin" --data.val="$WORK/data/val.bin")
+ISA=$("$TRIDENT" version | sed -n 's/^CPU: oneDNN [^ ]* on //p')
+
+# fingerprint RUN_DIR: sha256 (first 16 hex digits) of the loss and val_loss arrays' bytes
+# and of the final model file.
+fingerprint() {
+  /usr/bin/python3 - "$1" <<'PY'
+import hashlib, sys, h5py
+run = sys.argv[1]
+h = lambda b: hashlib.sha256(b).hexdigest()[:16]
+with h5py.File(run + "/metrics.h5", "r") as f:
+    loss, val = f["loss"][:], f["val_loss"][:]
+print(f"steps={len(loss)} loss={h(loss.tobytes())} val={h(val.tobytes())} "
+      f"model={h(open(run + '/model.bin', 'rb').read())}")
+PY
+}
+
+run_default() {  # run_default RUN_DIR [OVERRIDES...]
+  local steps=40 run_dir=$1
+  shift
+  [[ $FULL == full ]] && steps=300
+  OMP_NUM_THREADS=2 mpirun -np 1 "$TRIDENT" train "$ROOT/tests/reference/default.deck" \
+    --train.steps=$steps --train.run_dir="$run_dir" "${DATA[@]}" "$@"
+}
+
+run_bf16() {  # run_bf16 RUN_DIR
+  run_default "$1" --optim.precision=bf16
+}
+
+run_tp2pp2dp2() {  # run_tp2pp2dp2 RUN_DIR
+  OMP_NUM_THREADS=1 mpirun -np 8 "$TRIDENT" train "$ROOT/tests/reference/default.deck" \
+    --model.hidden=64 --model.seq_len=32 --train.steps=12 --train.global_batch=16 \
+    --train.micro_batch=2 --train.eval_interval=6 --train.eval_tokens=2048 \
+    --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 \
+    --train.run_dir="$1" "${DATA[@]}"
+}
+
+for run in ${RUNS:-default bf16 tp2pp2dp2}; do
+  name="$run${FULL:+-$FULL}"
+  key="$ISA/omp$([[ $run == tp2pp2dp2 ]] && echo 1 || echo 2) $name"
+  if ! "run_$run" "$WORK/$name" > "$WORK/$name.log" 2>&1; then
+    echo "FAIL reference $name: the run failed"; tail -5 "$WORK/$name.log"; continue
+  fi
+  got=$(fingerprint "$WORK/$name")
+  want=$(grep -F "$key " "$RECORDS" 2>/dev/null | head -1 | cut -d' ' -f3-)
+  if [[ $MODE == record ]]; then
+    { grep -vF "$key " "$RECORDS" 2>/dev/null; echo "$key $got"; } | sort > "$WORK/records"
+    cp "$WORK/records" "$RECORDS"
+    echo "recorded $key $got"
+  elif [[ -z $want ]]; then
+    echo "SKIP reference $name: no fingerprint recorded for $ISA (scripts/reference-runs.sh record on a build known good)"
+  elif [[ $got == "$want" ]]; then
+    echo "PASS reference $name bitwise ($got)"
+  else
+    echo "FAIL reference $name: $got, recorded $want"
+  fi
+done
