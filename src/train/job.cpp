@@ -1,29 +1,15 @@
 // Job set-up shared by the subcommands.
 #include "train/job.hpp"
 
-#include <csignal>
-
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
 #include "topo/discover.hpp"
+#include "train/fault_hooks.hpp"
 #include "train/model_setup.hpp"
 
 namespace trident {
-
-// The test hook for the one-rank error paths: the other ranks go on into the next collective
-// and must be ended by the faulty rank's MPI_Abort (or, for SIGKILL, by the launcher and the
-// watchdog), not left waiting.
-void inject_fault(const deck::Deck& deck, int64_t step) {
-  if (world_rank() != deck.get_int("debug.fail_rank") || deck.get_int("debug.fail_step") != step) return;
-  if (deck.get_string("debug.fail_mode") == "sigkill") std::raise(SIGKILL);
-  if (deck.get_string("debug.fail_mode") == "mpi_error") {
-    int payload = 0;
-    MPI_CHECK(MPI_Send(&payload, 1, MPI_INT, world_size() + 7, 0, MPI_COMM_WORLD));  // bad rank
-  }
-  fatal_one("fault injected by " + deck.cite("debug.fail_rank"));
-}
 
 Job load_job(const cli::CommandLine& line) {
   const std::string text = read_on_root_and_broadcast(
@@ -36,7 +22,8 @@ Job load_job(const cli::CommandLine& line) {
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(deck);
   choose_low16_gemm(deck);
-  return Job{std::move(deck), grid, std::move(topology)};
+  RunSettings settings = read_settings(deck);
+  return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {
@@ -65,7 +52,7 @@ void choose_low16_gemm(const deck::Deck& deck) {
 
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
   auto groups = std::make_unique<comm::ProcessGroups>(job.grid, job.topology);
-  inject_fault(job.deck, 0);
+  inject_fault(job.settings.debug, 0);
   const std::string problem = comm::verify_groups(*groups, job.grid, job.topology);
   if (!problem.empty()) {
     if (world_rank() == 0) fatal_one("internal error in communicator set-up: " + problem);

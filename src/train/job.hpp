@@ -11,13 +11,15 @@
 #include "layout/grid.hpp"
 #include "topo/topology.hpp"
 #include "train/cli.hpp"
+#include "train/settings.hpp"
 
 namespace trident {
 
 struct Job {
-  deck::Deck deck;
+  deck::Deck deck;          // the record of the run (resolved deck, metadata, messages)
   layout::Grid grid;
   topo::Topology topology;
+  RunSettings settings;     // the deck read once into types: what the code runs on
 };
 
 // Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
@@ -37,9 +39,6 @@ std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
 // The collectives' settings from [comm] and the link model from [topology]; a malformed link
 // is a UserError.
 comm::CollectiveSettings collective_settings(const deck::Deck& deck);
-
-// Testing aid: on debug.fail_rank, at debug.fail_step (0: set-up), the fault of debug.fail_mode.
-void inject_fault(const deck::Deck& deck, int64_t step);
 
 // "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
 std::string job_summary(const Job& job);

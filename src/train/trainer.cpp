@@ -25,17 +25,70 @@
 namespace trident {
 namespace {
 
-std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::string& key) {
-  const std::string pattern = deck.get_string(key);
+std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::string& key,
+                                           const std::string& pattern, const DataSettings& data) {
   if (pattern.empty())
     fatal_all(deck.file_name() + ": " + key + " is empty; give the token file (or a glob) to " +
               "read, e.g. data/default/train.bin made by `trident prepare`");
   try {
-    return std::make_unique<data::TokenData>(pattern, data::parse_token_format(deck.get_string("data.format")),
-                                             static_cast<int>(deck.get_int("model.vocab")));
+    return std::make_unique<data::TokenData>(pattern, data::parse_token_format(data.format), data.vocab);
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + " (" + deck.cite(key) + ")");
   }
+}
+
+// The validation windows of train.eval_tokens, once the training data is known to hold a window.
+int64_t checked_windows(const data::TokenData& train, const data::TokenData& val, const TrainSettings& settings) {
+  const int64_t windows = validation_windows(val, settings.eval_tokens, settings.seq_len);
+  const int T = settings.seq_len;
+  if (train.size() < T + 1)
+    fatal_all(train.files().front() + " has " + std::to_string(train.size()) +
+              " tokens, fewer than model.seq_len + 1 = " + std::to_string(T + 1));
+  return windows;
+}
+
+// Before the first buffer of the model: a shape that cannot be allocated is a deck error.
+RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config) {
+  const RecomputeChoice recompute = choose_recompute(job.deck, job.grid, config, &job.topology);
+  check_memory_fits(job.deck, job.grid, config, &job.topology, recompute);
+  return recompute;
+}
+
+// This rank's part of the model, its kernels prepared and its parameters initialised.
+std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
+                                         kernels::Context& ctx, comm::GroupCollectives& tensor) {
+  const deck::Deck& deck = job.deck;
+  model::TensorGroup tensor_group;
+  tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
+  tensor_group.collectives = &tensor;
+  if (config.padded_vocab % tensor_group.slice.size != 0)
+    fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
+              " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
+              deck.cite("parallel.tensor") + "); use a power of two up to 128");
+  auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, precision_from_deck(deck));
+  model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
+  model->set_attention_recompute(recompute.mode == "selective");
+  model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);  // every GEMM primitive, also in --check
+  initialise_parameters(deck, *model);
+  return model;
+}
+
+std::unique_ptr<comm::GradientReducer> make_reducer(const Job& job, const model::Gpt2& model, comm::GroupCollectives& data) {
+  return std::make_unique<comm::GradientReducer>(model.config(), model.partition(), data,
+                                                 job.deck.get_float("comm.bucket_mb"), job.deck.get_bool("comm.overlap"),
+                                                 job.settings.step.zero);
+}
+
+// ZeRO-1: each replica keeps the AdamW moments of its own shard only.
+std::unique_ptr<optim::AdamW> make_optimizer(const deck::Deck& deck, const model::Gpt2& model,
+                                             const comm::GradientReducer& reducer) {
+  optim::AdamWSettings settings;
+  settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
+  settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
+  settings.eps = static_cast<float>(deck.get_float("optim.eps"));
+  settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
+  const comm::Shard shard = reducer.shard();
+  return std::make_unique<optim::AdamW>(model.config(), settings, model.partition(), shard.begin, shard.end);
 }
 
 // The resolved deck and the lineage of the run that wrote (or last continued) the history.
@@ -61,76 +114,38 @@ uint64_t digest(const float* data, int64_t n) {
 
 }  // namespace
 
-Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job), groups_(groups) {
-  const deck::Deck& deck = job.deck;
-  MPI_CHECK(MPI_Comm_rank(groups.data(), &dp_rank_));
-  MPI_CHECK(MPI_Comm_size(groups.data(), &dp_size_));
-  MPI_CHECK(MPI_Comm_rank(groups.pipeline(), &pp_rank_));
-  MPI_CHECK(MPI_Comm_size(groups.pipeline(), &pp_size_));
-  steps_ = deck.get_int("train.steps");
-  micro_batches_ = deck::micro_batches_per_step(deck);
-  B_ = static_cast<int>(deck.get_int("train.micro_batch"));
-  T_ = static_cast<int>(deck.get_int("model.seq_len"));
-  train_data_ = open_data(deck, "data.train");
-  val_data_ = open_data(deck, "data.val");
-  val_windows_ = validation_windows(*val_data_, deck.get_int("train.eval_tokens"), T_);
-  if (train_data_->size() < T_ + 1)
-    fatal_all(train_data_->files().front() + " has " + std::to_string(train_data_->size()) +
-              " tokens, fewer than model.seq_len + 1 = " + std::to_string(T_ + 1));
-  const model::GptConfig config = model_config_from_deck(deck);
-  // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
-  recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
-  check_memory_fits(deck, job.grid, config, &job.topology, recompute_);
-  const comm::CollectiveSettings collective = collective_settings(deck);
-  tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective,
-                                                                 comm::Traffic::Tensor);
-  model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
-  tensor_group.collectives = tensor_collectives_.get();
-  if (config.padded_vocab % tensor_group.slice.size != 0)
-    fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
-              " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
-              deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  model_ = std::make_unique<model::Gpt2>(config, ctx_, tensor_group, precision_from_deck(deck));
-  if (model_->precision() == kernels::Precision::fp16) loss_scaler_ = make_loss_scaler(deck);
-  model_->set_recompute_interval(recompute_.mode == "full" || recompute_.mode == "every_k" ? recompute_.interval : 0);
-  model_->set_attention_recompute(recompute_.mode == "selective");
-  model_->prepare_kernels(B_, T_);  // every GEMM primitive, also in --check
-  initialise_parameters(deck, *model_);
-  optim::AdamWSettings settings;
-  settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
-  settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
-  settings.eps = static_cast<float>(deck.get_float("optim.eps"));
-  settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective,
-                                                               comm::Traffic::Data);
-  reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
-                                                     deck.get_float("comm.bucket_mb"),
-                                                     deck.get_bool("comm.overlap"),
-                                                     deck.get_int("optim.zero") == 1);
-  // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
-  const comm::Shard shard = reducer_->shard();
-  optimizer_ = std::make_unique<optim::AdamW>(config, settings, tensor_group.slice, shard.begin, shard.end);
-  flops_per_token_ = model::training_flops_per_token(config, T_);
-  bubble_busy_.assign(pp_size_, 0.0);
-  bubble_wait_.assign(pp_size_, 0.0);
-  // The step-boundary agreements (NaN skip, stop signal, checkpoint due) over all ranks, under
-  // the watchdog: a rank that died must not leave the others waiting in them.
-  world_collectives_ = std::make_unique<comm::GroupCollectives>(MPI_COMM_WORLD, job.topology, "world", collective);
-  pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective,
-                                                                   comm::Traffic::Pipeline);
-  if (groups.embedding() != MPI_COMM_NULL)  // the first and last stage's ranks only
-    embedding_collectives_ = std::make_unique<comm::GroupCollectives>(groups.embedding(), job.topology, "embedding", collective,
-                                                                    comm::Traffic::Embedding);
-  runner_ = std::make_unique<pipeline::PipelineRunner>(
-      *model_, pipeline_collectives_->flat(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
-      static_cast<int>(micro_batches_), B_, T_);
-}
+Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
+    : job_(job),
+      settings_(job.settings),
+      groups_(groups),
+      collectives_(groups, job.topology, collective_settings(job.deck)),
+      dp_rank_(collectives_.dp_rank()),
+      dp_size_(collectives_.dp_size()),
+      pp_rank_(collectives_.pp_rank()),
+      pp_size_(collectives_.pp_size()),
+      train_data_(open_data(job.deck, "data.train", settings_.data.train, settings_.data)),
+      val_data_(open_data(job.deck, "data.val", settings_.data.val, settings_.data)),
+      val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
+      config_(model_config_from_deck(job.deck)),
+      recompute_(checked_recompute(job, config_)),
+      model_(build_model(job, config_, recompute_, ctx_, *collectives_.tensor)),
+      loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
+      reducer_(make_reducer(job, *model_, *collectives_.data)),
+      optimizer_(make_optimizer(job.deck, *model_, *reducer_)),
+      runner_(std::make_unique<pipeline::PipelineRunner>(
+          *model_, collectives_.pipeline->flat(), pipeline::parse_schedule(settings_.step.schedule),
+          static_cast<int>(settings_.train.micro_batches), settings_.train.micro_batch, settings_.train.seq_len)),
+      hooks_(FaultHooks::install(settings_.debug)),
+      B_(settings_.train.micro_batch),
+      T_(settings_.train.seq_len),
+      steps_(settings_.train.steps),
+      micro_batches_(settings_.train.micro_batches),
+      flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
+      figures_(job.grid, pp_size_) {}
 
 StepResult Trainer::train_step(int64_t step) {
-  const deck::Deck& deck = job_.deck;
   const auto start = std::chrono::steady_clock::now();
-  const uint64_t seed = static_cast<uint64_t>(deck.get_int("train.seed"));
+  const uint64_t seed = settings_.train.seed;
   model_->zero_grad();
   // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
   const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
@@ -149,32 +164,26 @@ StepResult Trainer::train_step(int64_t step) {
     if (layer >= 0) reducer_->on_final(layer);
   };
   StepResult result;
-  inject_fault(deck, step + 1);
-  if (step == 0 && world_rank() == deck.get_int("debug.hang_rank"))
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog test: never answer
+  if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin(model_->grads());
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
-  for (int64_t poisoned : deck.get_int_list("debug.nan_steps"))  // the NaN-skipping tests: a NaN
-    if (poisoned == step + 1 && world_rank() == 0)               // in wte's gradient, before its reduction
-      model_->grads()[0] = std::nanf("");
+  if (hooks_) hooks_->after_backward(step + 1, model_->grads());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
 
-  data_collectives_->flat().all_reduce_scalars(&loss_sum, 1);
+  collectives_.data->flat().all_reduce_scalars(&loss_sum, 1);
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
-  const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")), fp16_scale);
+  const optim::GradNorm norm = global_grad_norm(settings_.step.grad_clip, fp16_scale);
   result.grad_norm = norm.norm;
-  result.lr = optim::learning_rate(step, steps_, deck.get_int("optim.warmup_steps"),
-                                   static_cast<float>(deck.get_float("optim.lr")),
-                                   static_cast<float>(deck.get_float("optim.min_lr")));
+  result.lr = optim::learning_rate(step, steps_, settings_.step.warmup_steps, settings_.step.lr, settings_.step.min_lr);
   // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
   // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
   double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
-  world_collectives_->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
+  collectives_.world->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
   result.skipped = bad != 0.0;
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
@@ -188,76 +197,9 @@ StepResult Trainer::train_step(int64_t step) {
   return result;
 }
 
-// Every rank's timings and traffic of the step, gathered to rank 0, which records the maximum
-// over all ranks and, with pipeline stages, the maximum over each stage's ranks.
-void Trainer::record_rank_figures(const StepResult& r) {
-  const comm::TrafficTotals traffic = comm::take_traffic();
-  std::vector<double> mine = {r.pipeline.forward_seconds * 1e3, r.pipeline.backward_seconds * 1e3,
-                              r.optimizer_seconds * 1e3,       r.exposed_comm_seconds * 1e3,
-                              r.comm_seconds * 1e3,            r.pipeline.wait_seconds * 1e3,
-                              r.pipeline.schedule_seconds * 1e3};
-  for (double bytes : traffic.bytes) mine.push_back(bytes);
-  const int level_begin = static_cast<int>(mine.size());
-  // The data, tensor and pipeline groups' bytes per level since the last step.
-  const comm::GroupCollectives* groups[] = {data_collectives_.get(), tensor_collectives_.get(),
-                                            pipeline_collectives_.get()};
-  for (int g = 0; g < 3; ++g) {
-    const comm::LevelBytes now = groups[g]->traffic();
-    for (int l = 0; l < 3; ++l) mine.push_back(now.sent[l] - last_group_bytes_[g].sent[l]);
-    last_group_bytes_[g] = now;
-  }
-  const MemoryUsage memory = memory_usage();  // tracked bytes per category, current and peak
-  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.current[c]));
-  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.peak[c]));
-  const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
-  std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
-  MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  if (!metrics_) return;
-  std::vector<std::string> names = {"forward_ms", "backward_ms", "optimizer_ms", "comm_exposed_ms",
-                                    "comm_ms", "pipeline_wait_ms", "schedule_ms"};
-  for (int g = 0; g < static_cast<int>(comm::Traffic::Count); ++g)
-    names.push_back(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(g)));
-  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("data_bytes_") + level);
-  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("tensor_bytes_") + level);
-  for (const char* level : {"node", "rack", "cross_rack"}) names.push_back(std::string("pipeline_bytes_") + level);
-  for (const char* kind : {"_bytes", "_peak_bytes"})
-    for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c)
-      names.push_back(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + kind);
-  std::vector<std::vector<double>> stage_max(pp_size_, std::vector<double>(n, 0.0));
-  for (int rank = 0; rank < world; ++rank)
-    for (int k = 0; k < n; ++k) {
-      double& m = stage_max[job_.grid.coord_of(rank).pp][k];
-      m = std::max(m, all[static_cast<size_t>(rank) * n + k]);
-    }
-  for (int k = 0; k < n; ++k) {
-    double overall = 0.0;
-    for (int stage = 0; stage < pp_size_; ++stage) {
-      overall = std::max(overall, stage_max[stage][k]);
-      if (pp_size_ > 1) metrics_->append("stage" + std::to_string(stage) + "/" + names[k], stage_max[stage][k]);
-    }
-    metrics_->append(names[k], overall);
-    const int level_column = k - level_begin;  // nine: data, tensor, pipeline × 3 levels
-    if (level_column >= 0 && level_column < 9) level_totals_[level_column % 3] += overall;
-    if (k >= n - static_cast<int>(MemoryCategory::Count))  // peaks: the run's maximum
-      memory_peaks_[k - (n - static_cast<int>(MemoryCategory::Count))] =
-          std::max(memory_peaks_[k - (n - static_cast<int>(MemoryCategory::Count))], overall);
-  }
-  // A stage is idle for the part of the pipeline phase — as long as the slowest stage's
-  // schedule — that it does not compute: waiting for inputs, and before and after its work.
-  double phase = 0.0;
-  for (int stage = 0; stage < pp_size_; ++stage) phase = std::max(phase, stage_max[stage][6]);
-  for (int stage = 0; stage < pp_size_; ++stage) {
-    const double busy = stage_max[stage][0] + stage_max[stage][1];
-    bubble_busy_[stage] += busy;
-    bubble_wait_[stage] += std::max(0.0, phase - busy);
-    metrics_->append(pp_size_ > 1 ? "stage" + std::to_string(stage) + "/bubble_ms" : "bubble_ms",
-                     std::max(0.0, phase - busy));
-  }
-}
-
 void Trainer::record_step(int64_t step, const StepResult& r) {
   const double tokens = static_cast<double>(micro_batches_) * dp_size_ * B_ * T_;
-  record_rank_figures(r);
+  figures_.record(r, collectives_, metrics_.get());
   if (!metrics_) return;  // only rank 0 writes metrics and prints
   const double tokens_per_s = tokens / r.seconds;
   const double tflops = tokens_per_s * flops_per_token_ / 1e12;
@@ -272,7 +214,7 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
   metrics_->append_int("skipped", r.skipped ? 1 : 0);
   if (loss_scaler_) metrics_->append("loss_scale", r.loss_scale);
-  const int64_t interval = job_.deck.get_int("metrics.log_interval");
+  const int64_t interval = settings_.log_interval;
   if ((step + 1) % interval != 0 && step + 1 != steps_ && step != start_step_ && !r.skipped) return;
   char line[256];
   std::snprintf(line, sizeof line,
@@ -289,40 +231,11 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   metrics_->flush();
 }
 
-// The end-of-run summary: the pipeline bubble measured (per stage, the share of the pipeline
-// phase it spent not computing, over the steps after the first) beside its theory
-// (p − 1)/(m + p − 1), which assumes equal stages.
+// The end-of-run summary: traffic, peak memory, and the pipeline bubble measured (per stage,
+// the share of the pipeline phase it spent not computing, over the steps after the first)
+// beside its theory (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
-  char traffic[256];
-  std::snprintf(traffic, sizeof traffic,
-                "traffic of the busiest rank per group, whole run: node %.1f MB, rack %.1f MB, "
-                "cross-rack %.1f MB (data, tensor and pipeline groups; metrics.h5 has each per step)",
-                level_totals_[0] / 1e6, level_totals_[1] / 1e6, level_totals_[2] / 1e6);
-  if (job_.grid.world_size() > 1) print0(traffic);
-  std::string peaks = "peak tracked memory of the busiest rank:";
-  for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) {
-    char part[64];
-    std::snprintf(part, sizeof part, " %s %.1f MiB", memory_category_name(static_cast<MemoryCategory>(c)),
-                  memory_peaks_[c] / 1048576.0);
-    peaks += part;
-  }
-  print0(peaks);
-  if (pp_size_ == 1) return;
-  double mean = 0.0;
-  std::string per_stage;
-  for (int stage = 0; stage < pp_size_; ++stage) {
-    const double fraction = bubble_wait_[stage] / std::max(1e-12, bubble_wait_[stage] + bubble_busy_[stage]);
-    mean += fraction / pp_size_;
-    char part[32];
-    std::snprintf(part, sizeof part, "%s%.1f%%", stage ? ", " : "", 100.0 * fraction);
-    per_stage += part;
-  }
-  const double theory = double(pp_size_ - 1) / double(micro_batches_ + pp_size_ - 1);
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "pipeline bubble: measured %.1f%% (mean of stages: %s), theoretical (p-1)/(m+p-1) = %.1f%% (p = %d, m = %lld)",
-                100.0 * mean, per_stage.c_str(), 100.0 * theory, pp_size_, static_cast<long long>(micro_batches_));
-  print0(line);
+  for (const std::string& line : figures_.summary(micro_batches_)) print0(line);
 }
 
 void Trainer::record_validation(int64_t step, double loss) {
@@ -352,11 +265,11 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
     offset += spec.count();
   }
   if (shard.count() != model_->num_parameters())
-    data_collectives_->flat().all_reduce_scalars(squares, 2);
+    collectives_.data->flat().all_reduce_scalars(squares, 2);
   if (job_.grid.tp_size() > 1)
-    tensor_collectives_->flat().all_reduce_scalars(squares, 1);
+    collectives_.tensor->flat().all_reduce_scalars(squares, 1);
   if (pp_size_ > 1)  // every stage holds different tensors
-    pipeline_collectives_->flat().all_reduce_scalars(squares, 2);
+    collectives_.pipeline->flat().all_reduce_scalars(squares, 2);
   optim::GradNorm result;
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
@@ -390,14 +303,14 @@ void Trainer::check_replicas_agree() {
 }
 
 void Trainer::tie_embedding_gradients() {
-  if (pp_size_ == 1 || !embedding_collectives_) return;
+  if (pp_size_ == 1 || !collectives_.embedding) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  embedding_collectives_->all_reduce(grads.wte, count);
+  collectives_.embedding->all_reduce(grads.wte, count);
 }
 
 double Trainer::from_last_stage(double value) {
-  pipeline_collectives_->flat().broadcast_scalars(&value, 1, pp_size_ - 1);
+  collectives_.pipeline->flat().broadcast_scalars(&value, 1, pp_size_ - 1);
   return value;
 }
 
@@ -412,7 +325,7 @@ double Trainer::evaluate() {
     for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
   };
   runner_->forward_only(share.batches(B_), batch, consume);
-  data_collectives_->flat().all_reduce_scalars(&sum, 1);
+  collectives_.data->flat().all_reduce_scalars(&sum, 1);
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
@@ -426,7 +339,7 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
 
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
-  checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, MPI_COMM_WORLD);
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
   if (world_rank() == 0) {
@@ -440,7 +353,7 @@ int Trainer::run(const std::string& run_dir) {
     }
   }
   end_if_root_failed(problem, "free space in " + run_dir + " or choose another train.run_dir");
-  const int64_t eval_interval = deck.get_int("train.eval_interval");
+  const int64_t eval_interval = settings_.train.eval_interval;
   print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
          std::to_string(model_->num_parameters()) + " on this rank); " +
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
@@ -452,16 +365,13 @@ int Trainer::run(const std::string& run_dir) {
     record_step(step, result);
     if (result.skipped) count_bad_step(step, result);
     else bad_in_a_row_ = 0;
-    if (step == start_step_) {  // the first step warms up (primitive creation, first touches): not counted
-      std::fill(bubble_busy_.begin(), bubble_busy_.end(), 0.0);
-      std::fill(bubble_wait_.begin(), bubble_wait_.end(), 0.0);
-    }
+    if (step == start_step_) figures_.forget_bubble();  // the first step warms up: not counted
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       record_validation(step + 1, evaluate());
     if (checkpoint_boundary(step + 1)) return kExitStopped;
   }
-  if (deck.get_bool("checkpoint.at_end") && last_full_step_ != steps_) {
+  if (settings_.checkpoint_at_end && last_full_step_ != steps_) {
     if (metrics_) metrics_->sync();
     checkpointer_->save("full", state_view(), metadata(steps_));
     last_full_step_ = steps_;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ckpt/checkpointer.hpp"
+#include "ckpt/lineage.hpp"
 #include "comm/groups.hpp"
 #include "comm/reducer.hpp"
 #include "data/token_data.hpp"
@@ -20,25 +21,14 @@
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
 #include "pipeline/runner.hpp"
+#include "train/fault_hooks.hpp"
 #include "train/job.hpp"
 #include "train/memory_plan.hpp"
+#include "train/run_collectives.hpp"
+#include "train/step_figures.hpp"
+#include "train/step_result.hpp"
 
 namespace trident {
-
-struct StepResult {
-  float loss = 0, lr = 0, grad_norm = 0;
-  double seconds = 0;
-  double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
-  double optimizer_seconds = 0;                       // gradient norm, AdamW, ZeRO all-gather
-  pipeline::StepTimes pipeline;                       // this stage's compute and waiting
-  bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made
-  double loss_scale = 1;  // fp16: the loss scale the step ran with
-};
-
-// checkpoint.dir, or train.run_dir/checkpoints.
-std::string checkpoint_dir(const deck::Deck& deck);
-// The checkpoint.* keys as the checkpointer's settings.
-ckpt::Settings checkpoint_settings(const deck::Deck& deck);
 
 class Trainer {
  public:
@@ -64,7 +54,6 @@ class Trainer {
   void restore_precision_state(const ckpt::Metadata& saved, const std::string& path);
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
-  void record_rank_figures(const StepResult& result);  // collective over MPI_COMM_WORLD
   void print_summary() const;
   void record_validation(int64_t step, double loss);
   // Pipeline: the first and last stage both hold wte (tied); their gradients add up.
@@ -93,25 +82,31 @@ class Trainer {
   void count_bad_step(int64_t step, const StepResult& result);
 
   const Job& job_;
+  const RunSettings& settings_;  // job_.settings
   const comm::ProcessGroups& groups_;
-  int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
-  std::unique_ptr<comm::GroupCollectives> world_collectives_;     // step-boundary agreements
-  std::unique_ptr<comm::GroupCollectives> pipeline_collectives_;  // before runner_, which uses it
-  std::unique_ptr<comm::GroupCollectives> embedding_collectives_;  // first and last stage only
-  std::unique_ptr<pipeline::PipelineRunner> runner_;
-  std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
-  std::array<double, 3> level_totals_{};            // bytes per level over the run (rank 0)
-  std::array<double, static_cast<int>(MemoryCategory::Count)> memory_peaks_{};  // (rank 0)
-  std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
-  std::unique_ptr<comm::GroupCollectives> data_collectives_;  // before reducer_, which uses it
-  std::unique_ptr<comm::GradientReducer> reducer_;
-  std::array<comm::LevelBytes, 3> last_group_bytes_{};  // data, tensor, pipeline: up to the last step
+  // Built in declaration order, each from the ones above it: the collectives first (the model,
+  // the reducer and the runner hold references into them), then the data, the memory decision
+  // (checked before the model's first buffer), the model, and what works on the model.
+  RunCollectives collectives_;
+  const int dp_rank_, dp_size_, pp_rank_, pp_size_;
+  const std::unique_ptr<data::TokenData> train_data_, val_data_;
+  const int64_t val_windows_;
+  const model::GptConfig config_;
+  const RecomputeChoice recompute_;  // memory.recompute, or auto by the budget; the memory checked
   kernels::Context ctx_;
-  std::unique_ptr<model::Gpt2> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;
-  std::unique_ptr<data::TokenData> train_data_, val_data_;
-  std::unique_ptr<metrics::MetricsFile> metrics_;
-  RecomputeChoice recompute_;
+  const std::unique_ptr<model::Gpt2> model_;
+  const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
+  const std::unique_ptr<comm::GradientReducer> reducer_;
+  const std::unique_ptr<optim::AdamW> optimizer_;
+  const std::unique_ptr<pipeline::PipelineRunner> runner_;
+  const std::unique_ptr<FaultHooks> hooks_;  // null unless a debug.* key asks for a fault
+  const int B_, T_;
+  const int64_t steps_, micro_batches_;
+  const double flops_per_token_;
+  StepFigureLog figures_;
+
+  // The state of the run.
+  std::unique_ptr<metrics::MetricsFile> metrics_;  // rank 0
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
   std::string run_id_;
   ckpt::Lineage lineage_;          // rank 0: what this run continues (ckpt/lineage.hpp)
@@ -120,10 +115,6 @@ class Trainer {
   ckpt::WriteRecord final_full_;   // the full checkpoint of the last step, once attempted (path empty: not yet)
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
-  std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
-  int64_t steps_ = 0, micro_batches_ = 0, val_windows_ = 0;
-  int B_ = 0, T_ = 0;
-  double flops_per_token_ = 0;
 };
 
 }  // namespace trident

@@ -30,28 +30,6 @@ const char* signal_name(int signal) {
 
 }  // namespace
 
-std::string checkpoint_dir(const deck::Deck& deck) {
-  const std::string given = deck.get_string("checkpoint.dir");
-  return given.empty() ? deck.get_string("train.run_dir") + "/checkpoints" : given;
-}
-
-ckpt::Settings checkpoint_settings(const deck::Deck& deck) {
-  ckpt::Settings settings;
-  settings.dir = checkpoint_dir(deck);
-  for (auto [key, interval] : {std::pair{"checkpoint.fast_interval", &settings.fast},
-                               std::pair{"checkpoint.full_interval", &settings.full}}) {
-    const deck::Interval given = deck.get_interval(key);
-    if (given.unit == deck::Interval::Unit::Steps) interval->steps = static_cast<int64_t>(given.count);
-    if (given.unit == deck::Interval::Unit::Seconds) interval->seconds = given.count;
-  }
-  settings.keep_fast = static_cast<int>(deck.get_int("checkpoint.keep_fast"));
-  settings.keep_full = static_cast<int>(deck.get_int("checkpoint.keep_full"));
-  settings.async = deck.get_bool("checkpoint.async");
-  settings.timeout_s = deck.get_float("checkpoint.timeout_s");
-  settings.check_space = !deck.get_bool("debug.skip_space_check");
-  return settings;
-}
-
 // Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
 // without it replica 0 (every replica holds them all).
 ckpt::StateView Trainer::state_view() {
@@ -64,7 +42,7 @@ ckpt::StateView Trainer::state_view() {
   view.v = optimizer_->v();
   view.moments_begin = reducer_->shard().begin;
   view.moments_end = reducer_->shard().end;
-  view.moments_owner = job_.deck.get_int("optim.zero") == 1 || dp_rank_ == 0;
+  view.moments_owner = settings_.step.zero || dp_rank_ == 0;
   return view;
 }
 
@@ -73,11 +51,11 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   const layout::Grid& grid = job_.grid;
   ckpt::Metadata m;
   m.step = completed_steps;
-  m.tokens_seen = completed_steps * deck.get_int("train.global_batch") * T_;
+  m.tokens_seen = completed_steps * settings_.train.global_batch * T_;
   m.optimizer_updates = optimizer_updates_;
   m.bad_steps_in_a_row = bad_in_a_row_;
   m.skipped_steps = skipped_steps_;
-  m.seed = deck.get_int("train.seed");
+  m.seed = static_cast<int64_t>(settings_.train.seed);
   m.precision = kernels::precision_name(model_->precision());
   if (loss_scaler_) {
     const optim::LossScaleState& scaler = loss_scaler_->state();
@@ -89,7 +67,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   m.tensor = grid.tp_size();
   m.pipeline = grid.pp_size();
   m.data = grid.dp_size();
-  m.zero = deck.get_int("optim.zero");
+  m.zero = settings_.step.zero ? 1 : 0;
   for (int layers : stage_layer_counts(deck, grid.pp_size()))
     m.stage_layers += (m.stage_layers.empty() ? "" : ",") + std::to_string(layers);
   m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
@@ -112,7 +90,7 @@ void Trainer::restore_precision_state(const ckpt::Metadata& saved, const std::st
 void Trainer::restore(const std::string& run_id, bool checking) {
   const deck::Deck& deck = job_.deck;
   run_id_ = run_id;
-  ckpt::Start start = ckpt::choose_checkpoint(deck.get_string("checkpoint.resume"), checkpoint_dir(deck), run_id,
+  ckpt::Start start = ckpt::choose_checkpoint(settings_.checkpoint_resume, settings_.checkpoint.dir, run_id,
                                               MPI_COMM_WORLD);
   lineage_ = std::move(start.lineage);
   const auto& chosen = start.chosen;
@@ -147,12 +125,12 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   bad_in_a_row_ = saved.bad_steps_in_a_row;
   skipped_steps_ = saved.skipped_steps;
   restore_precision_state(saved, chosen->path);
-  if (saved.seed != deck.get_int("train.seed"))
-    print0("warning: train.seed is " + std::to_string(deck.get_int("train.seed")) + ", the checkpoint's run used " +
+  if (saved.seed != static_cast<int64_t>(settings_.train.seed))
+    print0("warning: train.seed is " + std::to_string(settings_.train.seed) + ", the checkpoint's run used " +
            std::to_string(saved.seed) + ": the batches from here on differ from that run's");
   check_replicas_agree();  // every replica restored the same bits
   const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
-                                      deck.get_int("optim.zero"));
+                                      settings_.step.zero ? 1 : 0);
   const std::string then = layout_text(saved.tensor, saved.pipeline, saved.data, saved.zero);
   print0(std::string(checking ? "would resume from " : "resumed from ") + chosen->path + " (" + saved.kind +
          ", step " + std::to_string(saved.step) + ", written " + saved.written_at + " by layout " + then + ")" +
@@ -163,7 +141,7 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
   // Any rank's signal or clock decides for all: one small all-reduce per step.
   const std::string due = checkpointer_->due(completed);
   double flags[3] = {double(stop_signal()), double(due == "fast"), double(due == "full")};
-  world_collectives_->flat().all_reduce_scalars(flags, 3, comm::Op::Max);
+  collectives_.world->flat().all_reduce_scalars(flags, 3, comm::Op::Max);
   const int signal = static_cast<int>(flags[0]);
   const bool stop = signal != 0;
   const std::string kind = stop || flags[2] != 0 ? "full" : flags[1] != 0 ? "fast" : "";
@@ -217,7 +195,7 @@ void Trainer::check_final_checkpoint() const {
 void Trainer::count_bad_step(int64_t step, const StepResult& result) {
   ++skipped_steps_;
   ++bad_in_a_row_;
-  const int64_t limit = job_.deck.get_int("optim.max_bad_steps");
+  const int64_t limit = settings_.step.max_bad_steps;
   if (bad_in_a_row_ <= limit) return;
   checkpointer_->wait();
   if (metrics_) metrics_->flush();

@@ -1,0 +1,40 @@
+// The fault-path test hooks of debug.*.
+#include "train/fault_hooks.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident {
+
+void inject_fault(const DebugSettings& settings, int64_t step) {
+  if (world_rank() != settings.fail_rank || settings.fail_step != step) return;
+  if (settings.fail_mode == "sigkill") std::raise(SIGKILL);
+  if (settings.fail_mode == "mpi_error") {
+    int payload = 0;
+    MPI_CHECK(MPI_Send(&payload, 1, MPI_INT, world_size() + 7, 0, MPI_COMM_WORLD));  // bad rank
+  }
+  fatal_one("fault injected by " + settings.fail_cite);
+}
+
+std::unique_ptr<FaultHooks> FaultHooks::install(const DebugSettings& settings) {
+  return settings.active() ? std::make_unique<FaultHooks>(settings) : nullptr;
+}
+
+void FaultHooks::before_step(int64_t step) const {
+  inject_fault(settings_, step);
+  if (step == 1 && world_rank() == settings_.hang_rank)
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answer
+}
+
+void FaultHooks::after_backward(int64_t step, float* grads) const {
+  if (world_rank() != 0) return;
+  for (int64_t poisoned : settings_.nan_steps)
+    if (poisoned == step) grads[0] = std::nanf("");  // wte's gradient, before its reduction
+}
+
+}  // namespace trident

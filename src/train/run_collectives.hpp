@@ -1,0 +1,34 @@
+// The collectives of one training run, made together: one per parallel group this rank
+// belongs to and one over all ranks, each under the watchdog. The model (tensor), the
+// pipeline runner (pipeline), the gradient reducer (data), the tied embedding (embedding) and
+// the step-boundary agreements (world) hold references into this bundle, which therefore is
+// built before and outlives all of them.
+#pragma once
+
+#include <memory>
+
+#include "comm/groups.hpp"
+#include "comm/hierarchy.hpp"
+#include "topo/topology.hpp"
+
+namespace trident {
+
+struct RunCollectives {
+  // Collective over every group of `groups`.
+  RunCollectives(const comm::ProcessGroups& groups, const topo::Topology& topology,
+                 const comm::CollectiveSettings& settings);
+
+  // The step-boundary agreements over all ranks (NaN skip, stop signal, checkpoint due): under
+  // the watchdog, so that a rank that died cannot leave the others waiting in them.
+  std::unique_ptr<comm::GroupCollectives> world;
+  std::unique_ptr<comm::GroupCollectives> tensor, pipeline, data;
+  std::unique_ptr<comm::GroupCollectives> embedding;  // the first and last stage's ranks; else null
+
+  // This rank's position in its data and pipeline groups.
+  int dp_rank() const { return data->flat().rank(); }
+  int dp_size() const { return data->flat().size(); }
+  int pp_rank() const { return pipeline->flat().rank(); }
+  int pp_size() const { return pipeline->flat().size(); }
+};
+
+}  // namespace trident

@@ -1,0 +1,160 @@
+// Every rank's figures of a step, gathered and recorded by rank 0.
+#include "train/step_figures.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "core/mpi_util.hpp"
+
+namespace trident {
+namespace {
+
+const char* const kLevels[] = {"node", "rack", "cross_rack"};
+
+}  // namespace
+
+void RankFigures::for_each(const std::function<void(const std::string&, double&)>& visit) {
+  visit("forward_ms", forward_ms);
+  visit("backward_ms", backward_ms);
+  visit("optimizer_ms", optimizer_ms);
+  visit("comm_exposed_ms", comm_exposed_ms);
+  visit("comm_ms", comm_ms);
+  visit("pipeline_wait_ms", pipeline_wait_ms);
+  visit("schedule_ms", schedule_ms);
+  for (int kind = 0; kind < kTrafficKinds; ++kind)
+    visit(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(kind)), bytes[kind]);
+  for (int level = 0; level < 3; ++level) visit(std::string("data_bytes_") + kLevels[level], data_bytes[level]);
+  for (int level = 0; level < 3; ++level) visit(std::string("tensor_bytes_") + kLevels[level], tensor_bytes[level]);
+  for (int level = 0; level < 3; ++level)
+    visit(std::string("pipeline_bytes_") + kLevels[level], pipeline_bytes[level]);
+  for (int c = 0; c < kMemoryCategories; ++c)
+    visit(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + "_bytes", memory[c]);
+  for (int c = 0; c < kMemoryCategories; ++c)
+    visit(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + "_peak_bytes",
+          memory_peak[c]);
+}
+
+void RankFigures::raise_to(const RankFigures& other) {
+  std::vector<double> theirs;
+  RankFigures copy = other;
+  copy.for_each([&](const std::string&, double& value) { theirs.push_back(value); });
+  size_t k = 0;
+  for_each([&](const std::string&, double& value) { value = std::max(value, theirs[k++]); });
+}
+
+RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collectives) {
+  RankFigures f;
+  f.forward_ms = r.pipeline.forward_seconds * 1e3;
+  f.backward_ms = r.pipeline.backward_seconds * 1e3;
+  f.optimizer_ms = r.optimizer_seconds * 1e3;
+  f.comm_exposed_ms = r.exposed_comm_seconds * 1e3;
+  f.comm_ms = r.comm_seconds * 1e3;
+  f.pipeline_wait_ms = r.pipeline.wait_seconds * 1e3;
+  f.schedule_ms = r.pipeline.schedule_seconds * 1e3;
+  const comm::TrafficTotals traffic = comm::take_traffic();
+  std::copy(std::begin(traffic.bytes), std::end(traffic.bytes), f.bytes.begin());
+  // The data, tensor and pipeline groups' bytes per level since the last step.
+  comm::GroupCollectives* groups[] = {collectives.data.get(), collectives.tensor.get(), collectives.pipeline.get()};
+  std::array<double, 3>* into[] = {&f.data_bytes, &f.tensor_bytes, &f.pipeline_bytes};
+  for (int g = 0; g < 3; ++g) {
+    const comm::LevelBytes now = groups[g]->traffic();
+    for (int level = 0; level < 3; ++level) (*into[g])[level] = now.sent[level] - last_group_bytes_[g].sent[level];
+    last_group_bytes_[g] = now;
+  }
+  const MemoryUsage memory = memory_usage();
+  for (int c = 0; c < kMemoryCategories; ++c) {
+    f.memory[c] = static_cast<double>(memory.current[c]);
+    f.memory_peak[c] = static_cast<double>(memory.peak[c]);
+  }
+  return f;
+}
+
+void StepFigureLog::record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics) {
+  RankFigures mine = measure(result, collectives);
+  std::vector<double> flat;
+  mine.for_each([&](const std::string&, double& value) { flat.push_back(value); });
+  const int world = grid_.world_size(), n = static_cast<int>(flat.size());
+  std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
+  MPI_CHECK(MPI_Gather(flat.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  if (!metrics) return;
+  const int stages = static_cast<int>(bubble_busy_.size());
+  std::vector<RankFigures> stage_max(stages);
+  for (int rank = 0; rank < world; ++rank) {
+    RankFigures theirs;
+    size_t k = static_cast<size_t>(rank) * n;
+    theirs.for_each([&](const std::string&, double& value) { value = all[k++]; });
+    stage_max[grid_.coord_of(rank).pp].raise_to(theirs);
+  }
+  RankFigures overall;
+  for (const RankFigures& stage : stage_max) overall.raise_to(stage);
+  std::vector<std::vector<double>> per_stage(stages);
+  for (int stage = 0; stage < stages; ++stage)
+    stage_max[stage].for_each([&](const std::string&, double& value) { per_stage[stage].push_back(value); });
+  size_t k = 0;
+  overall.for_each([&](const std::string& name, double& value) {
+    if (stages > 1)
+      for (int stage = 0; stage < stages; ++stage) metrics->append("stage" + std::to_string(stage) + "/" + name, per_stage[stage][k]);
+    metrics->append(name, value);
+    ++k;
+  });
+  for (int level = 0; level < 3; ++level)
+    level_totals_[level] += overall.data_bytes[level] + overall.tensor_bytes[level] + overall.pipeline_bytes[level];
+  for (int c = 0; c < kMemoryCategories; ++c) memory_peaks_[c] = std::max(memory_peaks_[c], overall.memory_peak[c]);
+  record_bubble(stage_max, *metrics);
+}
+
+// A stage is idle for the part of the pipeline phase — as long as the slowest stage's
+// schedule — that it does not compute: waiting for inputs, and before and after its work.
+void StepFigureLog::record_bubble(const std::vector<RankFigures>& stage_max, metrics::MetricsFile& metrics) {
+  const int stages = static_cast<int>(stage_max.size());
+  double phase = 0.0;
+  for (const RankFigures& stage : stage_max) phase = std::max(phase, stage.schedule_ms);
+  for (int stage = 0; stage < stages; ++stage) {
+    const double busy = stage_max[stage].forward_ms + stage_max[stage].backward_ms;
+    bubble_busy_[stage] += busy;
+    bubble_wait_[stage] += std::max(0.0, phase - busy);
+    metrics.append(stages > 1 ? "stage" + std::to_string(stage) + "/bubble_ms" : "bubble_ms",
+                   std::max(0.0, phase - busy));
+  }
+}
+
+void StepFigureLog::forget_bubble() {
+  std::fill(bubble_busy_.begin(), bubble_busy_.end(), 0.0);
+  std::fill(bubble_wait_.begin(), bubble_wait_.end(), 0.0);
+}
+
+std::vector<std::string> StepFigureLog::summary(int64_t micro_batches) const {
+  std::vector<std::string> lines;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "traffic of the busiest rank per group, whole run: node %.1f MB, rack %.1f MB, "
+                "cross-rack %.1f MB (data, tensor and pipeline groups; metrics.h5 has each per step)",
+                level_totals_[0] / 1e6, level_totals_[1] / 1e6, level_totals_[2] / 1e6);
+  if (grid_.world_size() > 1) lines.push_back(text);
+  std::string peaks = "peak tracked memory of the busiest rank:";
+  for (int c = 0; c < kMemoryCategories; ++c) {
+    std::snprintf(text, sizeof text, " %s %.1f MiB", memory_category_name(static_cast<MemoryCategory>(c)),
+                  memory_peaks_[c] / 1048576.0);
+    peaks += text;
+  }
+  lines.push_back(peaks);
+  const int stages = static_cast<int>(bubble_busy_.size());
+  if (stages == 1) return lines;
+  double mean = 0.0;
+  std::string per_stage;
+  for (int stage = 0; stage < stages; ++stage) {
+    const double fraction = bubble_wait_[stage] / std::max(1e-12, bubble_wait_[stage] + bubble_busy_[stage]);
+    mean += fraction / stages;
+    std::snprintf(text, sizeof text, "%s%.1f%%", stage ? ", " : "", 100.0 * fraction);
+    per_stage += text;
+  }
+  const double theory = double(stages - 1) / double(micro_batches + stages - 1);
+  std::snprintf(text, sizeof text,
+                "pipeline bubble: measured %.1f%% (mean of stages: %s), theoretical (p-1)/(m+p-1) = %.1f%% (p = %d, m = %lld)",
+                100.0 * mean, per_stage.c_str(), 100.0 * theory, stages, static_cast<long long>(micro_batches));
+  lines.push_back(text);
+  return lines;
+}
+
+}  // namespace trident

@@ -1,0 +1,65 @@
+// The figures every rank measures in a step — compute and waiting times, bytes sent per kind
+// of traffic and per cluster level, tracked memory — as one named record; gathered to rank 0,
+// which writes the maximum over all ranks (and, with pipeline stages, over each stage's ranks)
+// into metrics.h5, keeps the run's totals, and measures the pipeline bubble from them.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/traffic.hpp"
+#include "layout/grid.hpp"
+#include "metrics/metrics_file.hpp"
+#include "tensor/buffer.hpp"
+#include "train/run_collectives.hpp"
+#include "train/step_result.hpp"
+
+namespace trident {
+
+constexpr int kTrafficKinds = static_cast<int>(comm::Traffic::Count);
+constexpr int kMemoryCategories = static_cast<int>(MemoryCategory::Count);
+
+struct RankFigures {
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  double comm_exposed_ms = 0, comm_ms = 0;   // data-parallel reduction: exposed, and all of it
+  double pipeline_wait_ms = 0, schedule_ms = 0;
+  std::array<double, kTrafficKinds> bytes{};  // sent, per kind of traffic (comm/traffic.hpp)
+  // Sent by the data, tensor and pipeline groups at each level (node, rack, cross-rack).
+  std::array<double, 3> data_bytes{}, tensor_bytes{}, pipeline_bytes{};
+  std::array<double, kMemoryCategories> memory{}, memory_peak{};  // tracked bytes per category
+
+  // Calls visit(name, value) for every figure, in one fixed order, with its metrics.h5 name:
+  // the one place that orders, names and (by the same walk) serialises the record.
+  void for_each(const std::function<void(const std::string&, double&)>& visit);
+  // The element-wise maximum with another record.
+  void raise_to(const RankFigures& other);
+};
+
+// Rank 0's side of the figures over the run: per step into metrics.h5, and the totals the
+// end-of-run summary prints.
+class StepFigureLog {
+ public:
+  StepFigureLog(const layout::Grid& grid, int pp_size) : grid_(grid), bubble_busy_(pp_size), bubble_wait_(pp_size) {}
+  // Collective over all ranks: this rank's figures of the step (and the traffic counters since
+  // the last call), to rank 0, which appends them to `metrics` (null on other ranks).
+  void record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics);
+  // The first step warms up (primitive creation, first touches): its bubble is not counted.
+  void forget_bubble();
+  // The summary lines: traffic per level and peak memory of the busiest rank; the bubble
+  // measured beside (p − 1)/(m + p − 1) with m micro-batches.
+  std::vector<std::string> summary(int64_t micro_batches) const;
+
+ private:
+  RankFigures measure(const StepResult& result, RunCollectives& collectives);
+  void record_bubble(const std::vector<RankFigures>& stage_max, metrics::MetricsFile& metrics);
+
+  const layout::Grid& grid_;
+  std::vector<double> bubble_busy_, bubble_wait_;        // per stage, summed over steps
+  std::array<double, 3> level_totals_{};                  // bytes per level over the run
+  std::array<double, kMemoryCategories> memory_peaks_{};  // the run's maxima
+  std::array<comm::LevelBytes, 3> last_group_bytes_{};    // data, tensor, pipeline: at the last step
+};
+
+}  // namespace trident
