@@ -16,7 +16,7 @@
 #include "kernels/cpu/onednn.hpp"
 #include "tensor/buffer.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 using dnnl::memory;
@@ -157,7 +157,7 @@ Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
   return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows} : Strides{rows * cols, rows * cols, cols, 1};
 }
 
-int64_t gemm_primitives_created() { return g_created; }
+int64_t primitives_created() { return g_created; }
 
 void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
                     const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
@@ -167,7 +167,7 @@ void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a
 
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
                     bool transpose_a, bool transpose_b, bool accumulate) {
-  strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1, M,
+  cpu::strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1, M,
                  N, K, accumulate);
 }
 
@@ -186,7 +186,7 @@ void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const
 
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
                          bool transpose_a, bool transpose_b, bool accumulate) {
-  strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch,
+  cpu::strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch,
                       1, M, N, K, accumulate);
 }
 
@@ -258,4 +258,4 @@ void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool
   prepare_gemm(weight_gradient_gemm(M, K, N, type));
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

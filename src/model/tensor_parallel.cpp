@@ -20,24 +20,26 @@ namespace {
 void linear_forward(kernels::Context& ctx, const GemmMode& mode, float* y, Operand x, Operand w,
                     const float* bias, int M, int K, int N) {
   if (mode.precision == kernels::Precision::fp32)
-    kernels::linear_forward(ctx, y, x.f32, w.f32, bias, M, K, N);
+    kernels::linear_forward(ctx, y, x.as<float>(), w.as<float>(), bias, M, K, N);
   else
-    kernels::linear_forward_low(ctx, mode.precision, y, x.low, w.low, bias, M, K, N);
+    kernels::linear_forward_low(ctx, mode.precision, y, x.as<kernels::low16>(), w.as<kernels::low16>(), bias, M, K, N);
 }
 
 void linear_backward(kernels::Context& ctx, const GemmMode& mode, float* dx, float* dw, float* dbias,
                      const float* dy, Operand x, Operand w, int M, int K, int N) {
   if (mode.precision == kernels::Precision::fp32) {
-    kernels::linear_backward(ctx, dx, dw, dbias, dy, x.f32, w.f32, M, K, N);
+    kernels::linear_backward(ctx, dx, dw, dbias, dy, x.as<float>(), w.as<float>(), M, K, N);
     return;
   }
   // dy_low pointing at dy itself: dy was narrowed in place already (its f32 values are gone, so
   // there is no bias to sum from them).
+  const size_t MN = static_cast<size_t>(M) * N;
   if (static_cast<const void*>(mode.dy_low) != static_cast<const void*>(dy))
-    kernels::to_low(ctx, mode.precision, mode.dy_low, dy, static_cast<size_t>(M) * N);
+    kernels::convert(ctx, view(mode.dy_low, kernels::storage_dtype(mode.precision), MN), view(dy, MN));
   else
     REQUIRE(dbias == nullptr, "a bias gradient needs the f32 output gradient");
-  kernels::linear_backward_low(ctx, mode.precision, dx, dw, dbias, dy, mode.dy_low, x.low, w.low, M, K, N);
+  kernels::linear_backward_low(ctx, mode.precision, dx, dw, dbias, dy, mode.dy_low, x.as<kernels::low16>(),
+                               w.as<kernels::low16>(), M, K, N);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
+#include "tensor/tensor.hpp"
 
 namespace trident::model {
 
@@ -47,15 +48,12 @@ struct TensorGroup {
   void all_reduce_max(float* data, size_t n) const;
 };
 
-// A GEMM operand as the model holds it: f32 values (fp32), or in 16-bit mode (bf16, fp16) the
-// 16-bit values it stores, which the GEMM reads directly.
-struct Operand {
-  const float* f32 = nullptr;
-  const kernels::low16* low = nullptr;
-};
+// A GEMM operand as the model holds it, typed: f32 values (fp32), or in 16-bit mode (bf16,
+// fp16) the 16-bit values it stores, which the GEMM reads directly.
+using Operand = Tensor;
 // How the linear layers multiply: the precision, and in 16-bit mode a scratch of at least
 // (M, N) 16-bit values for the output gradient dy, which backward's GEMMs read in 16 bits —
-// or dy's own memory, narrowed in place (kernels::narrow_in_place) by the caller.
+// or dy's own memory, narrowed in place (kernels::narrow) by the caller.
 struct GemmMode {
   kernels::Precision precision = kernels::Precision::fp32;
   kernels::low16* dy_low = nullptr;
