@@ -26,14 +26,14 @@ std::atomic<Backend*> g_default{nullptr};
 }  // namespace
 
 int KernelTable::present() const {
-  return count_set(clear, copy, upload, download, sum,
-                   convert, store, round_to, narrow, linear_forward,
+  return count_set(clear, copy, upload, download, sum, convert, store, round_to, narrow, linear_forward,
                    linear_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
-                   linear_forward_low, linear_backward_low, prepare_linear, prepare_attention, layernorm_forward,
-                   layernorm_backward, gelu_forward, gelu_backward, residual_forward, bias_residual_forward,
-                   add_inplace, attention_forward, attention_backward, attention_forward_bf16, attention_backward_bf16,
-                   embedding_forward, embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
-                   crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update, sum_of_squares);
+                   prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
+                   gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
+                   attention_backward, attention_forward_bf16, attention_backward_bf16, embedding_forward,
+                   embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
+                   crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
+                   sum_of_squares);
 }
 
 // Every entry is one function pointer, so the struct's size counts them (the unit tests hold

@@ -30,8 +30,6 @@ struct KernelTable {
   decltype(&kernels::batched_matmul) batched_matmul = nullptr;
   decltype(&kernels::batched_matmul_bf16) batched_matmul_bf16 = nullptr;
   decltype(&kernels::strided_matmul_bf16) strided_matmul_bf16 = nullptr;
-  decltype(&kernels::linear_forward_low) linear_forward_low = nullptr;
-  decltype(&kernels::linear_backward_low) linear_backward_low = nullptr;
   decltype(&kernels::prepare_linear) prepare_linear = nullptr;
   decltype(&kernels::prepare_attention) prepare_attention = nullptr;
   decltype(&kernels::layernorm_forward) layernorm_forward = nullptr;

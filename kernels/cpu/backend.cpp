@@ -23,8 +23,6 @@ KernelTable make_table() {
   t.batched_matmul = &cpu::batched_matmul;
   t.batched_matmul_bf16 = &cpu::batched_matmul_bf16;
   t.strided_matmul_bf16 = &cpu::strided_matmul_bf16;
-  t.linear_forward_low = &cpu::linear_forward_low;
-  t.linear_backward_low = &cpu::linear_backward_low;
   t.prepare_linear = &cpu::prepare_linear;
   t.prepare_attention = &cpu::prepare_attention;
   t.layernorm_forward = &cpu::layernorm_forward;

@@ -212,6 +212,12 @@ void backward_gemms(float* dx, float* dw, const void* dy, const void* x, const v
   run_gemm(weight_gradient_gemm(M, K, N, type), dw, dy, x);
 }
 
+void require_same_type(const Tensor& x, const Tensor& w) {
+  if (x.dtype != w.dtype)
+    throw std::logic_error(std::string("linear layer on operands of two types: ") + dtype_name(x.dtype) + " and " +
+                           dtype_name(w.dtype));
+}
+
 }  // namespace
 
 void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M, int K, int N) {
@@ -249,6 +255,28 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
     backward_gemms(dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N, type);
   }
   if (dbias) column_sums_add(dbias, dy, M, N);
+}
+
+// The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type.
+void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K,
+                    int N) {
+  if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y, x.as<float>(), w.as<float>(), bias, M, K, N);
+  require_same_type(x, w);
+  cpu::linear_forward_low(ctx, precision_of(x.dtype), y, x.as<low16>(), w.as<low16>(), bias, M, K, N);
+}
+
+void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
+                     const Tensor& x, const Tensor& w, int M, int K, int N) {
+  if (x.dtype == DType::f32)
+    return cpu::linear_backward(ctx, dx, dw, dbias, dy, x.as<float>(), w.as<float>(), M, K, N);
+  require_same_type(x, w);
+  const Precision precision = precision_of(x.dtype);
+  if (dy_low.data != static_cast<const void*>(dy))
+    to_low(ctx, precision, dy_low.as<low16>(), dy, static_cast<size_t>(M) * N);
+  else if (dbias != nullptr)
+    throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
+  cpu::linear_backward_low(ctx, precision, dx, dw, dbias, dy, dy_low.as<low16>(), x.as<low16>(), w.as<low16>(), M,
+                           K, N);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {

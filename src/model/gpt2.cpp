@@ -123,7 +123,7 @@ void Gpt2::prepare(int B, int T) {
     allocate_layer(work32_, Role::Working, true);
     stream_[0] = activations(BT * C), stream_[1] = activations(BT * C);
     dy_low_ = activations(low_type(), BT * std::max(C, 4 * Cl));  // the head's: in place
-    gemm_.dy_low = dy_low_.data<low16>();
+    gemm_.dy_low = dy_low_.view();
   }
   loss_scratch_ = activations(3 * BT);
   scratch_c_ = activations(BT * C);
@@ -223,23 +223,23 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   kernels::layernorm_forward(ctx_, w.ln1.data<float>(), a.ln1_mean.data(), a.ln1_var.data(), input,
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
   keep(w.ln1, a.ln1);
-  column_parallel_forward(ctx_, gemm_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C),
+  column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C),
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
-  row_parallel_forward(ctx_, gemm_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
+  row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        weight(p_.attprojw + l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
   keep(w.residual2, a.residual2);
   kernels::layernorm_forward(ctx_, w.ln2.data<float>(), a.ln2_mean.data(), a.ln2_var.data(),
                              w.residual2.data<float>(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
   keep(w.ln2, a.ln2);
-  column_parallel_forward(ctx_, gemm_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C),
+  column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C),
                           p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   keep(w.fch, a.fch);
   kernels::gelu_forward(ctx_, w.fch_gelu.data<float>(), w.fch.data<float>(), static_cast<size_t>(BT) * 4 * cl);
   keep(w.fch_gelu, a.fch_gelu);
-  row_parallel_forward(ctx_, gemm_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
+  row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
                        operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl),
                        p_.fcprojb + l * c, BT, 4 * Cl, C);
   if (!low()) return;
@@ -267,7 +267,7 @@ void Gpt2::head_forward(Slot& s, const int32_t* targets) {
   kernels::layernorm_forward(ctx_, lnf, s.lnf_mean.data(), s.lnf_var.data(),
                              s.layers.back().residual3.data<float>(), p_.lnfw, p_.lnfb, BT, C);
   kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
-  column_parallel_forward(ctx_, gemm_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
+  column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
                           C, vocab_.rows);
   if (targets == nullptr) return;
   kernels::upload(ctx_, s.targets.view(), targets);
@@ -320,8 +320,9 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   if (recompute_attention_)  // selective: the probabilities again from the kept qkv (d_qkv_: scratch)
     attention_core(a, w, d_qkv_.data());
   if (bf16)
-    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low, a.qkv.data<low16>(),
-                                     probabilities(w), probabilities_low(a), B_, T_, Cl, heads_local_);
+    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low.as<low16>(),
+                                     a.qkv.data<low16>(), probabilities(w), probabilities_low(a), B_, T_, Cl,
+                                     heads_local_);
   else
     kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.data<float>(),
                                 probabilities(w), B_, T_, Cl, heads_local_);
@@ -339,7 +340,7 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
                                  s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
                                  vocab_.rows);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
-  if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type()).as<low16>();
+  if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
   column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
                            weight(p_.wte, vocab_.rows, C), BT, C, vocab_.rows);
   kernels::clear(ctx_, view(dresidual, d_residual_.size()));

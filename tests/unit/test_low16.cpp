@@ -163,8 +163,8 @@ BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
     auto [w, w16] = make(size_t(N) * K, 0.11f);
     auto [dy, dy16] = make(size_t(M) * N, 0.23f);
     std::vector<float> bias(N, 0.5f), y(size_t(M) * N), dx(size_t(M) * K), dw(size_t(N) * K, 1.0f), db(N, 2.0f);
-    trident::kernels::linear_forward_low(ctx, p, y.data(), x16.data(), w16.data(), bias.data(), M, K, N);
-    trident::kernels::linear_backward_low(ctx, p, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(),
+    trident::kernels::cpu::linear_forward_low(ctx, p, y.data(), x16.data(), w16.data(), bias.data(), M, K, N);
+    trident::kernels::cpu::linear_backward_low(ctx, p, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(),
                                           x16.data(), w16.data(), M, K, N);
     double worst = 0.0;
     auto check = [&](double got, double want) { worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(want))); };
