@@ -68,8 +68,10 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Backend& backend() {
-  static CpuBackend instance;
-  return instance;
+  // Never destroyed, so that buffers of static storage duration (the CPU's widening workspace),
+  // released at exit in whatever order, can still reach it.
+  static CpuBackend* const instance = new CpuBackend();
+  return *instance;
 }
 
 }  // namespace trident::kernels::cpu

@@ -75,8 +75,10 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 Backend& backend() {
-  static CudaBackend instance;
-  return instance;
+  // Never destroyed, so that buffers of static storage duration (the CPU's widening workspace),
+  // released at exit in whatever order, can still reach it.
+  static CudaBackend* const instance = new CudaBackend();
+  return *instance;
 }
 
 void clear(Context& ctx, const Tensor& t) {

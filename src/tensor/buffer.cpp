@@ -44,8 +44,10 @@ class HostAllocator : public Allocator {
 }  // namespace
 
 Allocator& host_allocator() {
-  static HostAllocator allocator;
-  return allocator;
+  // Never destroyed, so that buffers of static storage duration (the CPU's widening workspace),
+  // released at exit in whatever order, can still reach it.
+  static HostAllocator* const allocator = new HostAllocator();
+  return *allocator;
 }
 
 OutOfMemory::OutOfMemory(size_t bytes, MemoryCategory category) {
