@@ -38,7 +38,7 @@ LDLIBS   := -lboost_program_options -ldnnl $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
 MAIN_SRC := src/train/main.cpp
-LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/cpu/*.cpp))
+LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/*.cpp kernels/cpu/*.cpp))
 CU_SRC   := $(sort $(wildcard kernels/cuda/*.cu))
 
 ifeq ($(CUDA),1)

@@ -16,9 +16,9 @@
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/vector_math.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 // The (batch, head) views attention works on, as strides into the activations.
@@ -177,4 +177,4 @@ void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, i
   for (const Gemm& gemm : {g.scores, g.values, g.dprobs, g.dvalues, g.dqueries, g.dkeys}) prepare_gemm(gemm);
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -2,9 +2,9 @@
 #include <cmath>
 
 #include "kernels/cpu/vector_math.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 
 void crossentropy_row_max(Context&, float* maxes, const float* logits, int N, int valid, int ld) {
 #pragma omp parallel for schedule(static)
@@ -61,4 +61,4 @@ void crossentropy_backward(Context&, float* dlogits, const float* logits,
   }
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

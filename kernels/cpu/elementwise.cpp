@@ -8,9 +8,9 @@
 
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/vector_math.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
@@ -128,4 +128,4 @@ double sum_of_squares(Context&, const float* x, size_t n) {
   return total;
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -1,7 +1,7 @@
 // Token and position embeddings, forward and backward.
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 
 void embedding_forward(Context&, float* out, const int32_t* tokens, const float* wte,
                        int vocab_begin, int rows, int B, int T, int C) {
@@ -50,4 +50,4 @@ void positions_backward(Context&, float* dwpe, const float* dout, int B, int T, 
     }
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/kernels.hpp"
 
@@ -29,7 +30,7 @@ Probe probe(Precision precision) {
   try {
     const memory::desc a(shape, type, memory::format_tag::ab), b(shape, type, memory::format_tag::ab);
     const memory::desc c(shape, memory::data_type::f32, memory::format_tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), cpu_engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), cpu::cpu_engine());
     result.available = true;
     result.implementation = pd.impl_info_str();
   } catch (const dnnl::error&) {
@@ -71,6 +72,8 @@ std::string cpu_isa() {
 bool native_low16_gemm_available(Precision precision) {
   return precision == Precision::fp32 || cached_probe(precision).available;
 }
+
+int64_t gemm_primitives_created() { return cpu::primitives_created(); }
 
 void set_default_low16_gemm(Low16Gemm path) { g_default_path = path; }
 

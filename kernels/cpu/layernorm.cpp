@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/cpu/onednn.hpp"
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 using dnnl::memory;
@@ -110,9 +110,9 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
                    {DNNL_ARG_DIFF_SCALE, wrap(p.channels, dw)},
                    {DNNL_ARG_DIFF_SHIFT, wrap(p.channels, db)}},
       "backward", N, C);
-  add_inplace(ctx, dinp, dx, n);
-  add_inplace(ctx, dweight, dw, C);
-  add_inplace(ctx, dbias, db, C);
+  cpu::add_inplace(ctx, dinp, dx, n);
+  cpu::add_inplace(ctx, dweight, dw, C);
+  cpu::add_inplace(ctx, dbias, db, C);
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

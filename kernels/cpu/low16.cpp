@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 // The two 16-bit types, each as its rounding from and widening to f32.
@@ -80,14 +80,6 @@ void with_type(Precision precision, F&& f) {
 
 }  // namespace
 
-const char* precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    default: return "fp32";
-  }
-}
-
 void to_bf16(Context&, bf16* out, const float* in, size_t n) { round_all<Bf16>(out, in, n); }
 void from_bf16(Context&, float* out, const bf16* in, size_t n) { widen_all<Bf16>(out, in, n); }
 void to_fp16(Context&, low16* out, const float* in, size_t n) { round_all<Fp16>(out, in, n); }
@@ -132,4 +124,4 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
   return reinterpret_cast<low16*>(values);
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -16,7 +16,7 @@
 #include "kernels/cpu/onednn.hpp"
 #include "tensor/buffer.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 namespace {
 
 using dnnl::memory;
@@ -157,7 +157,7 @@ Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
   return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows} : Strides{rows * cols, rows * cols, cols, 1};
 }
 
-int64_t gemm_primitives_created() { return g_created; }
+int64_t primitives_created() { return g_created; }
 
 void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
                     const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
@@ -167,7 +167,7 @@ void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a
 
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
                     bool transpose_a, bool transpose_b, bool accumulate) {
-  strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1, M,
+  cpu::strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1, M,
                  N, K, accumulate);
 }
 
@@ -186,7 +186,7 @@ void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const
 
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
                          bool transpose_a, bool transpose_b, bool accumulate) {
-  strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch,
+  cpu::strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch,
                       1, M, N, K, accumulate);
 }
 
@@ -210,6 +210,12 @@ void backward_gemms(float* dx, float* dw, const void* dy, const void* x, const v
                     OperandType type) {
   if (dx) run_gemm(input_gradient_gemm(M, K, N, type), dx, dy, w);
   run_gemm(weight_gradient_gemm(M, K, N, type), dw, dy, x);
+}
+
+void require_same_type(const Tensor& x, const Tensor& w) {
+  if (x.dtype != w.dtype)
+    throw std::logic_error(std::string("linear layer on operands of two types: ") + dtype_name(x.dtype) + " and " +
+                           dtype_name(w.dtype));
 }
 
 }  // namespace
@@ -251,6 +257,28 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 
+// The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type.
+void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K,
+                    int N) {
+  if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y, x.as<float>(), w.as<float>(), bias, M, K, N);
+  require_same_type(x, w);
+  cpu::linear_forward_low(ctx, precision_of(x.dtype), y, x.as<low16>(), w.as<low16>(), bias, M, K, N);
+}
+
+void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
+                     const Tensor& x, const Tensor& w, int M, int K, int N) {
+  if (x.dtype == DType::f32)
+    return cpu::linear_backward(ctx, dx, dw, dbias, dy, x.as<float>(), w.as<float>(), M, K, N);
+  require_same_type(x, w);
+  const Precision precision = precision_of(x.dtype);
+  if (dy_low.data != static_cast<const void*>(dy))
+    to_low(ctx, precision, dy_low.as<low16>(), dy, static_cast<size_t>(M) * N);
+  else if (dbias != nullptr)
+    throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
+  cpu::linear_backward_low(ctx, precision, dx, dw, dbias, dy, dy_low.as<low16>(), x.as<low16>(), w.as<low16>(), M,
+                           K, N);
+}
+
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
   const OperandType type = operand_type(ctx, precision);
   prepare_gemm(forward_gemm(M, K, N, bias, type));
@@ -258,4 +286,4 @@ void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool
   prepare_gemm(weight_gradient_gemm(M, K, N, type));
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/kernels.hpp"
+#include "kernels/cpu/cpu.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 
 // The type of a GEMM's a and b operands; c (and the bias) are always f32.
 enum class OperandType { f32, bf16, f16 };
@@ -39,7 +39,10 @@ OperandType operand_type(const Context& ctx, Precision precision);
 // need — which the memory model (plan/memory_model.cpp) counts.
 float* widening_workspace(size_t floats);
 
+// GEMM primitives created so far in this process (kernels::gemm_primitives_created).
+int64_t primitives_created();
+
 // A dense (rows, cols) matrix, or one stored transposed, per batch entry.
 Strides dense(int64_t rows, int64_t cols, bool stored_transposed);
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -3,7 +3,7 @@
 
 #include "kernels/kernels.hpp"
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -20,4 +20,4 @@ std::runtime_error onednn_failure(const std::string& operation, const dnnl::erro
                             " (dnnl status " + std::to_string(static_cast<int>(error.status)) + ")" + hint);
 }
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace trident::kernels {
+namespace trident::kernels::cpu {
 
 dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
@@ -18,4 +18,4 @@ dnnl::stream& cpu_stream();
 std::runtime_error onednn_failure(const std::string& operation, const dnnl::error& error,
                                   const std::string& hint = "");
 
-}  // namespace trident::kernels
+}  // namespace trident::kernels::cpu

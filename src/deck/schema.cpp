@@ -111,6 +111,10 @@ std::vector<KeySpec> build_schema() {
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
       // [kernels]
+      choice("kernels.device", "cpu", {"cpu", "cuda"},
+             "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP) or "
+             "cuda (a deck error where the binary was built without CUDA, the machine has no GPU, "
+             "or the CUDA backend lacks kernels, as it does until they are written)"),
       choice("kernels.low16_gemm", "auto", {"auto", "native", "widened"},
              "GEMMs on bf16/fp16 operands: native (oneDNN's 16-bit matmul; a deck error where "
              "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "

@@ -3,13 +3,14 @@
 #include "model/gpt2.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace trident::model {
 namespace {
 
 using kernels::Context;
+using kernels::low16;
 constexpr MemoryCategory kActs = MemoryCategory::Activations;
+constexpr MemoryKind kDevice = MemoryKind::device;
 
 }  // namespace
 
@@ -17,13 +18,18 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
            kernels::Precision precision)
     : config_(config),
       ctx_(ctx),
+      backend_(kernels::backend_of(ctx)),
       tp_(tensor_group),
       vocab_(vocab_slice(config, tensor_group.slice)),
       params_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)),
-              precision == kernels::Precision::fp32 ? MemoryCategory::Parameters : MemoryCategory::OptimizerState),
-      grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients) {
+              precision == kernels::Precision::fp32 ? MemoryCategory::Parameters : MemoryCategory::OptimizerState,
+              backend_, kDevice),
+      grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients,
+             backend_, kDevice) {
   gemm_.precision = precision;
-  if (low()) params_low_ = Buffer<kernels::low16>(params_.size(), MemoryCategory::Parameters);
+  if (low())
+    params_low_ = TensorBuffer(low_type(), Shape{static_cast<int64_t>(params_.size())}, MemoryCategory::Parameters,
+                               backend_, kDevice);
   p_ = model::param_views(config_, params_.data(), tp_.slice);
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
@@ -32,7 +38,7 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   slots_.resize(1);
 }
 
-void Gpt2::zero_grad() { std::memset(grads_.data(), 0, grads_.size() * sizeof(float)); }
+void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
 void Gpt2::set_slots(int slots) {
   if (slots == static_cast<int>(slots_.size())) return;
@@ -47,16 +53,19 @@ void Gpt2::set_slots(int slots) {
 
 void Gpt2::refresh_low_params() {
   if (!low() || !low_stale_) return;
-  kernels::to_low(ctx_, gemm_.precision, params_low_.data(), params_.data(), params_.size());
+  kernels::convert(ctx_, params_low_.view(), params_.view());
   low_stale_ = false;
 }
 
-Gpt2::Kept Gpt2::kept(size_t n, bool f32) const {
-  Kept k;
-  if (f32) k.f32 = Buffer<float>(n, kActs);
-  else k.low = Buffer<kernels::low16>(n, kActs);
-  return k;
+Buffer<float> Gpt2::activations(size_t n) const { return Buffer<float>(n, kActs, backend_, kDevice); }
+
+Buffer<int32_t> Gpt2::tokens(size_t n) const { return Buffer<int32_t>(n, kActs, backend_, kDevice); }
+
+TensorBuffer Gpt2::activations(DType dtype, size_t n) const {
+  return TensorBuffer(dtype, Shape{static_cast<int64_t>(n)}, kActs, backend_, kDevice);
 }
+
+Gpt2::Kept Gpt2::kept(size_t n, bool f32) const { return activations(f32 ? DType::f32 : low_type(), n); }
 
 // Everything backward needs of one block. With recompute every K blocks, a slot keeps only the
 // outputs of the blocks that end a segment (the next segment's input, and the last block's for
@@ -70,8 +79,8 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
   if (role != Role::Working) a.residual3 = kept(BT * C, f32 || output_f32);
   if (role == Role::OutputOnly) return;
   if (role == Role::Kept) {
-    a.ln1_mean = Buffer<float>(BT, kActs), a.ln1_var = Buffer<float>(BT, kActs);
-    a.ln2_mean = Buffer<float>(BT, kActs), a.ln2_var = Buffer<float>(BT, kActs);
+    a.ln1_mean = activations(BT), a.ln1_var = activations(BT);
+    a.ln2_mean = activations(BT), a.ln2_var = activations(BT);
   }
   a.ln1 = kept(BT * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
   if (!recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
@@ -86,12 +95,14 @@ void Gpt2::allocate_slot(Slot& s) {
   for (int l = 0; l < layers_; ++l)
     if (!interval_ || keeps_output(l))
       allocate_layer(s.layers[l], interval_ ? Role::OutputOnly : Role::Kept, l == layers_ - 1);
-  s.stage_input = Buffer<float>(BT * C, kActs);
+  s.stage_input = activations(BT * C);
+  if (tp_.slice.first_stage) s.inputs = tokens(BT);
   if (!tp_.slice.last_stage) return;
+  s.targets = tokens(BT);
   s.lnf = kept(BT * C, !low());
-  s.lnf_mean = Buffer<float>(BT, kActs), s.lnf_var = Buffer<float>(BT, kActs);
-  s.logits = Buffer<float>(BT * vocab_.rows, kActs);
-  s.losses = Buffer<float>(BT, kActs), s.log_normalizers = Buffer<float>(BT, kActs);
+  s.lnf_mean = activations(BT), s.lnf_var = activations(BT);
+  s.logits = activations(BT * vocab_.rows);
+  s.losses = activations(BT), s.log_normalizers = activations(BT);
 }
 
 void Gpt2::prepare(int B, int T) {
@@ -102,24 +113,24 @@ void Gpt2::prepare(int B, int T) {
   work_.resize(interval_);
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
   if (recompute_attention_) {
-    shared_att_ = Buffer<float>(static_cast<size_t>(B) * heads_local_ * T * T, kActs);
+    shared_att_ = activations(static_cast<size_t>(B) * heads_local_ * T * T);
     if (gemm_.precision == kernels::Precision::bf16)  // what P·V reads
-      shared_att_low_ = Buffer<kernels::low16>(shared_att_.size(), kActs);
+      shared_att_low_ = activations(DType::bf16, shared_att_.size());
   }
   const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   if (low()) {
     allocate_layer(work32_, Role::Working, true);
-    stream_[0] = Buffer<float>(BT * C, kActs), stream_[1] = Buffer<float>(BT * C, kActs);
-    dy_low_ = Buffer<kernels::low16>(BT * std::max(C, 4 * Cl), kActs);  // the head's: in place
-    gemm_.dy_low = dy_low_.data();
+    stream_[0] = activations(BT * C), stream_[1] = activations(BT * C);
+    dy_low_ = activations(low_type(), BT * std::max(C, 4 * Cl));  // the head's: in place
+    gemm_.dy_low = dy_low_.view();
   }
-  loss_scratch_ = Buffer<float>(3 * BT, kActs);
-  scratch_c_ = Buffer<float>(BT * C, kActs);
-  d_residual_ = Buffer<float>(BT * C, kActs), d_ln_ = Buffer<float>(BT * C, kActs);
-  d_atty_ = Buffer<float>(BT * Cl, kActs), d_qkv_ = Buffer<float>(BT * 3 * Cl, kActs);
-  d_fch_ = Buffer<float>(BT * 4 * Cl, kActs), d_fch_gelu_ = Buffer<float>(BT * 4 * Cl, kActs);
-  d_att_ = Buffer<float>(probs, kActs);
+  loss_scratch_ = activations(3 * BT);
+  scratch_c_ = activations(BT * C);
+  d_residual_ = activations(BT * C), d_ln_ = activations(BT * C);
+  d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
+  d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
+  d_att_ = activations(probs);
 }
 
 // The linear layers as block_forward and head_forward call them: the row-parallel ones (the
@@ -138,7 +149,7 @@ void Gpt2::prepare_kernels(int B, int T) {
 }
 
 float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
-const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.f32.data(); }
+const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.data<float>(); }
 const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
 const float* Gpt2::logits(int slot) const { return slots_.at(slot).logits.data(); }
 float* Gpt2::output_gradient() { return d_residual_.data(); }
@@ -158,17 +169,17 @@ Gpt2::Kept& Gpt2::output_kept(Slot& s, int l) {
 const float* Gpt2::block_input(Slot& s, int l, float* into) {
   if (l == 0) return s.stage_input.data();
   Kept& previous = output_kept(s, l - 1);
-  if (previous.f32.size()) return previous.f32.data();
-  kernels::from_low(ctx_, gemm_.precision, into, previous.low.data(), previous.low.size());
+  if (previous.dtype() == DType::f32) return previous.data<float>();
+  kernels::convert(ctx_, view(into, previous.size()), previous.view());
   return into;
 }
 
 float* Gpt2::probabilities(LayerActivations& a) {
-  return recompute_attention_ ? shared_att_.data() : a.att.f32.data();
+  return recompute_attention_ ? shared_att_.data() : a.att.data<float>();
 }
 
-kernels::low16* Gpt2::probabilities_low(LayerActivations& a) {
-  return recompute_attention_ ? shared_att_low_.data() : a.att.low.data();
+low16* Gpt2::probabilities_low(LayerActivations& a) {
+  return recompute_attention_ ? shared_att_low_.data<low16>() : a.att.data<low16>();
 }
 
 // The attention core of block activations `a` (computed in w): out (B,T,C/p) f32, and the
@@ -176,32 +187,31 @@ kernels::low16* Gpt2::probabilities_low(LayerActivations& a) {
 // f32 products on the stored values, then the probabilities kept (rounded) as every activation.
 void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
   if (gemm_.precision == kernels::Precision::bf16) {
-    kernels::attention_forward_bf16(ctx_, out, probabilities(w), probabilities_low(a), a.qkv.low.data(), B_, T_,
+    kernels::attention_forward_bf16(ctx_, out, probabilities(w), probabilities_low(a), a.qkv.data<low16>(), B_, T_,
                                     C_local_, heads_local_);
     return;
   }
-  kernels::attention_forward(ctx_, out, probabilities(w), w.qkv.f32.data(), B_, T_, C_local_, heads_local_);
-  if (!low()) return;
+  kernels::attention_forward(ctx_, out, probabilities(w), w.qkv.data<float>(), B_, T_, C_local_, heads_local_);
   if (recompute_attention_)  // not kept, but the values as if they were
-    kernels::round_low(ctx_, gemm_.precision, probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_);
+    kernels::round_to(ctx_, view(probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_), low_type());
   else
     keep(w.att, a.att);
 }
 
+// In fp32 work and kept are the same buffer: nothing to store.
 void Gpt2::keep(Kept& work, Kept& kept) {
-  if (low()) kernels::store_low(ctx_, gemm_.precision, kept.low.data(), work.f32.data(), work.f32.size());
+  if (&work != &kept) kernels::store(ctx_, kept.view(), work.view());
 }
 
-void Gpt2::widen(const Kept& kept, Kept& work) {
-  kernels::from_low(ctx_, gemm_.precision, work.f32.data(), kept.low.data(), kept.low.size());
-}
+void Gpt2::widen(const Kept& kept, Kept& work) { kernels::convert(ctx_, work.view(), kept.view()); }
 
-Operand Gpt2::operand(const Kept& work, const Kept& kept) const {
-  return Operand{work.f32.data(), low() ? kept.low.data() : nullptr};
-}
+// What the GEMMs read: the kept 16-bit values in 16-bit mode, else the f32 ones.
+Operand Gpt2::operand(const Kept& work, const Kept& kept) const { return low() ? kept.view() : work.view(); }
 
-Operand Gpt2::weight(const float* param) const {
-  return Operand{param, low() ? params_low_.data() + (param - params_.data()) : nullptr};
+Operand Gpt2::weight(const float* param, int rows, int cols) const {
+  const Shape shape{rows, cols};
+  if (!low()) return view(param, shape);
+  return Tensor{params_low_.data<low16>() + (param - params_.data()), low_type(), shape, params_low_.view().device};
 }
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
@@ -210,32 +220,32 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
-  kernels::layernorm_forward(ctx_, w.ln1.f32.data(), a.ln1_mean.data(), a.ln1_var.data(), input,
+  kernels::layernorm_forward(ctx_, w.ln1.data<float>(), a.ln1_mean.data(), a.ln1_var.data(), input,
                              p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
   keep(w.ln1, a.ln1);
-  column_parallel_forward(ctx_, gemm_, w.qkv.f32.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c),
+  column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C),
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
   keep(w.qkv, a.qkv);
-  attention_core(a, w, w.atty.f32.data());
+  attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
-  row_parallel_forward(ctx_, gemm_, tp_, w.residual2.f32.data(), scratch_c_.data(), input, operand(w.atty, a.atty),
-                       weight(p_.attprojw + l * c * cl), p_.attprojb + l * c, BT, Cl, C);
+  row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
+                       weight(p_.attprojw + l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
   keep(w.residual2, a.residual2);
-  kernels::layernorm_forward(ctx_, w.ln2.f32.data(), a.ln2_mean.data(), a.ln2_var.data(),
-                             w.residual2.f32.data(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
+  kernels::layernorm_forward(ctx_, w.ln2.data<float>(), a.ln2_mean.data(), a.ln2_var.data(),
+                             w.residual2.data<float>(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
   keep(w.ln2, a.ln2);
-  column_parallel_forward(ctx_, gemm_, w.fch.f32.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c),
+  column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C),
                           p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   keep(w.fch, a.fch);
-  kernels::gelu_forward(ctx_, w.fch_gelu.f32.data(), w.fch.f32.data(), static_cast<size_t>(BT) * 4 * cl);
+  kernels::gelu_forward(ctx_, w.fch_gelu.data<float>(), w.fch.data<float>(), static_cast<size_t>(BT) * 4 * cl);
   keep(w.fch_gelu, a.fch_gelu);
-  row_parallel_forward(ctx_, gemm_, tp_, output, scratch_c_.data(), w.residual2.f32.data(),
-                       operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl),
+  row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
+                       operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl),
                        p_.fcprojb + l * c, BT, 4 * Cl, C);
   if (!low()) return;
-  const size_t n = static_cast<size_t>(BT) * c;
-  if (kept_output.low.size()) kernels::store_low(ctx_, gemm_.precision, kept_output.low.data(), output, n);
-  else kernels::round_low(ctx_, gemm_.precision, output, n);  // kept in f32, as 16-bit values
+  const Tensor values = view(output, static_cast<size_t>(BT) * c);
+  if (kept_output.dtype() != DType::f32) kernels::store(ctx_, kept_output.view(), values);
+  else kernels::round_to(ctx_, values, low_type());  // kept in f32, as 16-bit values
 }
 
 // Blocks first … last forward. Outputs go where they are kept (f32) or, in 16-bit mode, through
@@ -244,7 +254,7 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
   const float* input = block_input(s, first, stream_[0].data());
   for (int l = first; l <= last; ++l) {
     Kept& out = output_kept(s, l);
-    float* output = out.f32.size() ? out.f32.data() : stream_[(l - first + 1) % 2].data();
+    float* output = out.dtype() == DType::f32 ? out.data<float>() : stream_[(l - first + 1) % 2].data();
     block_forward(layer_state(s, l), l, input, output, out);
     input = output;
   }
@@ -253,16 +263,16 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
 void Gpt2::head_forward(Slot& s, const int32_t* targets) {
   const int BT = B_ * T_, C = config_.channels;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
-  float* lnf = s.lnf.f32.size() ? s.lnf.f32.data() : stream_[0].data();
+  float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() : stream_[0].data();
   kernels::layernorm_forward(ctx_, lnf, s.lnf_mean.data(), s.lnf_var.data(),
-                             s.layers.back().residual3.f32.data(), p_.lnfw, p_.lnfb, BT, C);
-  if (low()) kernels::store_low(ctx_, gemm_.precision, s.lnf.low.data(), lnf, static_cast<size_t>(BT) * C);
-  column_parallel_forward(ctx_, gemm_, s.logits.data(), Operand{lnf, s.lnf.low.data()}, weight(p_.wte), nullptr,
-                          BT, C, vocab_.rows);
+                             s.layers.back().residual3.data<float>(), p_.lnfw, p_.lnfb, BT, C);
+  kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
+  column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
+                          C, vocab_.rows);
   if (targets == nullptr) return;
-  s.targets.assign(targets, targets + BT);
+  kernels::upload(ctx_, s.targets.view(), targets);
   vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
-                               loss_scratch_.data(), s.logits.data(), targets, BT);
+                               loss_scratch_.data(), s.logits.data(), s.targets.data(), BT);
 }
 
 float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -271,19 +281,17 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
   Slot& s = slots_.at(slot);
   const int BT = B * T, C = config_.channels;
   if (tp_.slice.first_stage) {
-    s.inputs.assign(inputs, inputs + BT);
-    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), inputs, p_.wte,
+    kernels::upload(ctx_, s.inputs.view(), inputs);
+    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
                                      p_.wpe, B, T, C);
-    if (low())  // kept as 16-bit values (in f32: it is also what a pipeline stage receives)
-      kernels::round_low(ctx_, gemm_.precision, s.stage_input.data(), static_cast<size_t>(BT) * C);
+    // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
+    kernels::round_to(ctx_, s.stage_input.view(), low_type());
   }
   forward_blocks(s, 0, layers_ - 1);
   if (!tp_.slice.last_stage) return 0.0f;
   head_forward(s, targets);
   if (targets == nullptr) return 0.0f;
-  double sum = 0.0;
-  for (int i = 0; i < BT; ++i) sum += s.losses[i];
-  return static_cast<float>(sum / BT);
+  return static_cast<float>(kernels::sum(ctx_, s.losses.view()) / BT);
 }
 
 void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual) {
@@ -298,27 +306,28 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   }
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
   row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
-                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl), BT,
+                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl), BT,
                         4 * Cl, C);
-  kernels::gelu_backward(ctx_, d_fch_.data(), w.fch.f32.data(), d_fch_gelu_.data(), static_cast<size_t>(BT) * 4 * cl);
+  kernels::gelu_backward(ctx_, d_fch_.data(), w.fch.data<float>(), d_fch_gelu_.data(), static_cast<size_t>(BT) * 4 * cl);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
-                           d_fch_.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c), BT, C, 4 * Cl);
+                           d_fch_.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln2w + l * c, g_.ln2b + l * c, d_ln_.data(),
-                              w.residual2.f32.data(), p_.ln2w + l * c, p_.ln2b + l * c,
+                              w.residual2.data<float>(), p_.ln2w + l * c, p_.ln2b + l * c,
                               a.ln2_mean.data(), a.ln2_var.data(), BT, C);
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
-                        dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl), BT, Cl, C);
+                        dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl, C, Cl), BT, Cl, C);
   if (recompute_attention_)  // selective: the probabilities again from the kept qkv (d_qkv_: scratch)
     attention_core(a, w, d_qkv_.data());
   if (bf16)
-    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low, a.qkv.low.data(),
-                                     probabilities(w), probabilities_low(a), B_, T_, Cl, heads_local_);
+    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low.as<low16>(),
+                                     a.qkv.data<low16>(), probabilities(w), probabilities_low(a), B_, T_, Cl,
+                                     heads_local_);
   else
-    kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.f32.data(),
+    kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.data<float>(),
                                 probabilities(w), B_, T_, Cl, heads_local_);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
-                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c), BT, C, 3 * Cl);
+                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),
                               input, p_.ln1w + l * c, p_.ln1b + l * c, a.ln1_mean.data(),
                               a.ln1_var.data(), BT, C);
@@ -331,12 +340,12 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
                                  s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
                                  vocab_.rows);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
-  if (low()) head.dy_low = kernels::narrow_in_place(ctx_, gemm_.precision, dlogits, s.logits.size());
-  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits,
-                           Operand{s.lnf.f32.data(), s.lnf.low.data()}, weight(p_.wte), BT, C, vocab_.rows);
-  std::memset(dresidual, 0, d_residual_.size() * sizeof(float));
+  if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
+  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
+                           weight(p_.wte, vocab_.rows, C), BT, C, vocab_.rows);
+  kernels::clear(ctx_, view(dresidual, d_residual_.size()));
   kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
-                              s.layers.back().residual3.f32.data(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
+                              s.layers.back().residual3.data<float>(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
                               s.lnf_var.data(), BT, C);
 }
 

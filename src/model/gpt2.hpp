@@ -6,6 +6,10 @@
 // micro-batch slot, so that a pipeline schedule can hold several micro-batches between their
 // forward and their backward; they are sized for (B, T) and reallocated only when that changes.
 //
+// Memory and every operation on it go through the kernel backend of the Context
+// (kernels/backend.hpp): buffers are allocated from it (MemoryKind::device, host memory on the
+// CPU backend), cleared, uploaded (the tokens) and summed (the loss) by its calls.
+//
 // Mixed precision (bf16, fp16): the fp32 parameters are the optimizer's master weights, and a
 // 16-bit copy of them (refreshed at the first forward after params() was handed out for
 // writing) is what the GEMMs read. Activations are kept for backward in the 16-bit type: each
@@ -23,6 +27,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
@@ -101,12 +106,9 @@ class Gpt2 {
   void zero_grad();
 
  private:
-  // An activation kept for backward: f32, or its 16-bit values (low), whichever the precision
-  // and the role of the buffer say; the other is empty.
-  struct Kept {
-    Buffer<float> f32;
-    Buffer<kernels::low16> low;
-  };
+  // An activation kept for backward, typed: f32, or the 16-bit storage type, whichever the
+  // precision and the role of the buffer say.
+  using Kept = TensorBuffer;
   struct LayerActivations {
     Kept ln1;                               // (B,T,C)
     Buffer<float> ln1_mean, ln1_var;        // (B,T) each, always f32
@@ -120,7 +122,7 @@ class Gpt2 {
     Kept residual3;                         // (B,T,C) block output
   };
   struct Slot {
-    std::vector<int32_t> inputs, targets;    // (B,T) tokens, first / last stage
+    Buffer<int32_t> inputs, targets;         // (B,T) tokens, first / last stage: uploaded
     Buffer<float> stage_input;               // (B,T,C) embedding output or received activation
     std::vector<LayerActivations> layers;    // this stage's blocks
     Kept lnf;                                // (B,T,C) last stage
@@ -130,6 +132,11 @@ class Gpt2 {
   };
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
+  DType low_type() const { return kernels::storage_dtype(gemm_.precision); }
+  // Activation memory of the backend: n f32 values, n tokens, n values of dtype.
+  Buffer<float> activations(size_t n) const;
+  Buffer<int32_t> tokens(size_t n) const;
+  TensorBuffer activations(DType dtype, size_t n) const;
   Kept kept(size_t n, bool f32) const;               // a kept activation of n values
   void allocate_layer(LayerActivations& a, Role role, bool output_f32);
   void allocate_slot(Slot& slot);
@@ -144,7 +151,8 @@ class Gpt2 {
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
   Operand operand(const Kept& work, const Kept& kept) const;
-  Operand weight(const float* param) const;          // the master's 16-bit copy in 16-bit mode
+  // The weight (rows, cols) at param: the master's 16-bit copy in 16-bit mode.
+  Operand weight(const float* param, int rows, int cols) const;
   void refresh_low_params();
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
@@ -154,12 +162,13 @@ class Gpt2 {
 
   GptConfig config_;
   kernels::Context& ctx_;
+  kernels::Backend& backend_;          // where the buffers live (ctx_'s backend)
   TensorGroup tp_;
   VocabSlice vocab_;
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
   Buffer<float> params_, grads_;  // 16-bit mode: params_ is the optimizer's fp32 master copy
-  Buffer<kernels::low16> params_low_;  // 16-bit mode: the parameters the GEMMs read
+  TensorBuffer params_low_;            // 16-bit mode: the parameters the GEMMs read, bf16 or fp16
   bool low_stale_ = true;              // params_ written since params_low_ was made
   ParamViews p_{}, g_{};
   GemmMode gemm_;
@@ -169,12 +178,12 @@ class Gpt2 {
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
-  Buffer<kernels::low16> shared_att_low_;      // and in bf16 (bf16 mode)
+  TensorBuffer shared_att_low_;                // and in bf16 (bf16 mode)
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on
   // 16-bit mode: the f32 values of the block being computed, and the residual stream.
   LayerActivations work32_;
   Buffer<float> stream_[2];                    // (B,T,C) each
-  Buffer<kernels::low16> dy_low_;              // (B,T,max(C,4C/p)) dy in 16 bits
+  TensorBuffer dy_low_;                        // (B,T,max(C,4C/p)) dy in the 16-bit type
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums

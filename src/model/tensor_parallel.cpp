@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
-
 namespace trident::model {
 
 void TensorGroup::all_reduce_sum(float* data, size_t n) const {
@@ -15,58 +13,30 @@ void TensorGroup::all_reduce_max(float* data, size_t n) const {
   if (slice.size > 1) collectives->all_reduce(data, n, comm::Op::Max);
 }
 
-namespace {
-
-void linear_forward(kernels::Context& ctx, const GemmMode& mode, float* y, Operand x, Operand w,
-                    const float* bias, int M, int K, int N) {
-  if (mode.precision == kernels::Precision::fp32)
-    kernels::linear_forward(ctx, y, x.f32, w.f32, bias, M, K, N);
-  else
-    kernels::linear_forward_low(ctx, mode.precision, y, x.low, w.low, bias, M, K, N);
-}
-
-void linear_backward(kernels::Context& ctx, const GemmMode& mode, float* dx, float* dw, float* dbias,
-                     const float* dy, Operand x, Operand w, int M, int K, int N) {
-  if (mode.precision == kernels::Precision::fp32) {
-    kernels::linear_backward(ctx, dx, dw, dbias, dy, x.f32, w.f32, M, K, N);
-    return;
-  }
-  // dy_low pointing at dy itself: dy was narrowed in place already (its f32 values are gone, so
-  // there is no bias to sum from them).
-  if (static_cast<const void*>(mode.dy_low) != static_cast<const void*>(dy))
-    kernels::to_low(ctx, mode.precision, mode.dy_low, dy, static_cast<size_t>(M) * N);
-  else
-    REQUIRE(dbias == nullptr, "a bias gradient needs the f32 output gradient");
-  kernels::linear_backward_low(ctx, mode.precision, dx, dw, dbias, dy, mode.dy_low, x.low, w.low, M, K, N);
-}
-
-}  // namespace
-
-void column_parallel_forward(kernels::Context& ctx, const GemmMode& mode, float* y_local,
-                             Operand x, Operand w_local, const float* b_local, int M, int K,
-                             int N_local) {
-  linear_forward(ctx, mode, y_local, x, w_local, b_local, M, K, N_local);
+void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,
+                             const float* b_local, int M, int K, int N_local) {
+  kernels::linear_forward(ctx, y_local, x, w_local, b_local, M, K, N_local);
 }
 
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
-                              Operand x, Operand w_local, int M, int K, int N_local) {
-  linear_backward(ctx, mode, dx, dw_local, db_local, dy_local, x, w_local, M, K, N_local);
+                              const Operand& x, const Operand& w_local, int M, int K, int N_local) {
+  kernels::linear_backward(ctx, dx, dw_local, db_local, dy_local, mode.dy_low, x, w_local, M, K, N_local);
   group.all_reduce_sum(dx, static_cast<size_t>(M) * K);
 }
 
-void row_parallel_forward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
-                          float* y, float* partial, const float* residual, Operand x_local,
-                          Operand w_local, const float* bias, int M, int K_local, int N) {
-  linear_forward(ctx, mode, partial, x_local, w_local, nullptr, M, K_local, N);
+void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
+                          const float* residual, const Operand& x_local, const Operand& w_local,
+                          const float* bias, int M, int K_local, int N) {
+  kernels::linear_forward(ctx, partial, x_local, w_local, nullptr, M, K_local, N);
   group.all_reduce_sum(partial, static_cast<size_t>(M) * N);
   kernels::bias_residual_forward(ctx, y, residual, partial, bias, M, N);
 }
 
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
-                           float* dw_local, float* dbias, const float* dy, Operand x_local,
-                           Operand w_local, int M, int K_local, int N) {
-  linear_backward(ctx, mode, dx_local, dw_local, dbias, dy, x_local, w_local, M, K_local, N);
+                           float* dw_local, float* dbias, const float* dy, const Operand& x_local,
+                           const Operand& w_local, int M, int K_local, int N) {
+  kernels::linear_backward(ctx, dx_local, dw_local, dbias, dy, mode.dy_low, x_local, w_local, M, K_local, N);
 }
 
 VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {

@@ -37,6 +37,7 @@
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
+#include "tensor/tensor.hpp"
 
 namespace trident::model {
 
@@ -47,36 +48,32 @@ struct TensorGroup {
   void all_reduce_max(float* data, size_t n) const;
 };
 
-// A GEMM operand as the model holds it: f32 values (fp32), or in 16-bit mode (bf16, fp16) the
-// 16-bit values it stores, which the GEMM reads directly.
-struct Operand {
-  const float* f32 = nullptr;
-  const kernels::low16* low = nullptr;
-};
-// How the linear layers multiply: the precision, and in 16-bit mode a scratch of at least
-// (M, N) 16-bit values for the output gradient dy, which backward's GEMMs read in 16 bits —
-// or dy's own memory, narrowed in place (kernels::narrow_in_place) by the caller.
+// A GEMM operand as the model holds it, typed: f32 values (fp32), or in 16-bit mode (bf16,
+// fp16) the 16-bit values it stores, which the GEMM reads directly.
+using Operand = Tensor;
+// How the linear layers multiply: the precision (the operands' dtype), and in 16-bit mode a
+// scratch of at least (M, N) values of that type for the output gradient dy, which backward's
+// GEMMs read in 16 bits — or dy's own memory, narrowed in place (kernels::narrow) by the caller.
 struct GemmMode {
   kernels::Precision precision = kernels::Precision::fp32;
-  kernels::low16* dy_low = nullptr;
+  Tensor dy_low;
 };
 
 // x (M, K), w_local (N_local, K), y_local (M, N_local)
-void column_parallel_forward(kernels::Context& ctx, const GemmMode& mode, float* y_local,
-                             Operand x, Operand w_local, const float* b_local, int M, int K,
-                             int N_local);
+void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,
+                             const float* b_local, int M, int K, int N_local);
 // dx (M, K) = (all-reduced); dw_local, db_local +=
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
-                              Operand x, Operand w_local, int M, int K, int N_local);
+                              const Operand& x, const Operand& w_local, int M, int K, int N_local);
 // y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in.
-void row_parallel_forward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
-                          float* y, float* partial, const float* residual, Operand x_local,
-                          Operand w_local, const float* bias, int M, int K_local, int N);
+void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
+                          const float* residual, const Operand& x_local, const Operand& w_local,
+                          const float* bias, int M, int K_local, int N);
 // dx_local (M, K_local) =; dw_local, dbias +=
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
-                           float* dw_local, float* dbias, const float* dy, Operand x_local,
-                           Operand w_local, int M, int K_local, int N);
+                           float* dw_local, float* dbias, const float* dy, const Operand& x_local,
+                           const Operand& w_local, int M, int K_local, int N);
 
 // The vocabulary rows [begin, begin + rows) this rank holds.
 struct VocabSlice {

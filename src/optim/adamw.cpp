@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/backend.hpp"
 #include "model/params.hpp"
 
 namespace trident::optim {
@@ -12,8 +13,11 @@ AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings,
              const model::Partition& slice, int64_t shard_begin, int64_t shard_end)
     : settings_(settings), shard_begin_(shard_begin) {
   if (shard_end < 0) shard_end = model::num_parameters(config, slice);
-  m_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
-  v_ = Buffer<float>(static_cast<size_t>(shard_end - shard_begin), MemoryCategory::OptimizerState);
+  // The moments live with the parameters, on the process's kernel backend.
+  kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+  const size_t n = static_cast<size_t>(shard_end - shard_begin);
+  m_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
+  v_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
   int64_t offset = 0;
   for (const model::ParamSpec& spec : model::param_specs(config, slice)) {
     const int64_t begin = std::max(offset, shard_begin), end = std::min(offset + spec.count(), shard_end);

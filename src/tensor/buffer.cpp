@@ -1,4 +1,4 @@
-// Tracked, aligned host allocation.
+// Tracked allocation through an Allocator, and the host allocator.
 #include "tensor/buffer.hpp"
 
 #include <atomic>
@@ -28,7 +28,27 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+class HostAllocator : public Allocator {
+ public:
+  Device device() const override { return Device{}; }
+  void* allocate(size_t bytes, MemoryKind) override {
+    void* pointer = nullptr;
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (posix_memalign(&pointer, kAlignment, rounded) != 0) return nullptr;
+    std::memset(pointer, 0, rounded);
+    return pointer;
+  }
+  void release(void* pointer, size_t, MemoryKind) override { std::free(pointer); }
+};
+
 }  // namespace
+
+Allocator& host_allocator() {
+  // Never destroyed, so that buffers of static storage duration (the CPU's widening workspace),
+  // released at exit in whatever order, can still reach it.
+  static HostAllocator* const allocator = new HostAllocator();
+  return *allocator;
+}
 
 OutOfMemory::OutOfMemory(size_t bytes, MemoryCategory category) {
   message_ = "out of memory: could not allocate " + mib(static_cast<int64_t>(bytes)) + " for " +
@@ -63,12 +83,10 @@ MemoryUsage memory_usage() {
   return usage;
 }
 
-void* tracked_alloc(size_t bytes, MemoryCategory category) {
+void* tracked_alloc(size_t bytes, MemoryCategory category, Allocator& allocator, MemoryKind kind) {
   if (bytes == 0) return nullptr;
-  void* pointer = nullptr;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (posix_memalign(&pointer, kAlignment, rounded) != 0) throw OutOfMemory(bytes, category);
-  std::memset(pointer, 0, rounded);
+  void* pointer = allocator.allocate(bytes, kind);
+  if (pointer == nullptr) throw OutOfMemory(bytes, category);
   const int c = static_cast<int>(category);
   raise_peak(g_peak[c], g_current[c] += static_cast<int64_t>(bytes));
   raise_peak(g_total_peak, g_total_current += static_cast<int64_t>(bytes));
@@ -81,8 +99,8 @@ void tracked_external(int64_t bytes, MemoryCategory category) {
   raise_peak(g_total_peak, g_total_current += bytes);
 }
 
-void tracked_free(void* pointer, size_t bytes, MemoryCategory category) {
-  std::free(pointer);
+void tracked_free(void* pointer, size_t bytes, MemoryCategory category, Allocator& allocator, MemoryKind kind) {
+  allocator.release(pointer, bytes, kind);
   g_current[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
   g_total_current -= static_cast<int64_t>(bytes);
 }

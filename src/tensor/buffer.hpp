@@ -1,11 +1,15 @@
-// Host buffers: 64-byte aligned, zero-initialised, move-only, and tracked by memory category so
-// that current and peak bytes per category can be reported (and compared with the planner).
+// Buffers: 64-byte aligned, zero-initialised, move-only, allocated through an Allocator (the
+// host's, or a kernel backend's for its device) and tracked by memory category so that current
+// and peak bytes per category can be reported (and compared with the planner).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <new>
 #include <string>
+
+#include "tensor/allocator.hpp"
+#include "tensor/tensor.hpp"
 
 namespace trident {
 
@@ -25,7 +29,8 @@ template <class T>
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(size_t count, MemoryCategory category);
+  Buffer(size_t count, MemoryCategory category, Allocator& allocator = host_allocator(),
+         MemoryKind kind = MemoryKind::host);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -37,16 +42,44 @@ class Buffer {
   size_t size() const { return count_; }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
+  // The whole buffer as a 1-D tensor of T's dtype (not for 16-bit values: TensorBuffer).
+  Tensor view() const { return trident::view(data_, count_, device()); }
+  Device device() const { return allocator_ ? allocator_->device() : Device{}; }
 
  private:
   void release();
   T* data_ = nullptr;
   size_t count_ = 0;
   MemoryCategory category_ = MemoryCategory::Workspace;
+  Allocator* allocator_ = nullptr;
+  MemoryKind kind_ = MemoryKind::host;
 };
 
-// Untyped allocation with accounting, used by Buffer<T>.
-void* tracked_alloc(size_t bytes, MemoryCategory category);
+// A buffer whose element type is chosen at run time (an activation kept in f32, bf16 or fp16):
+// the bytes of numel(shape) values of dtype, as one tracked allocation.
+class TensorBuffer {
+ public:
+  TensorBuffer() = default;
+  TensorBuffer(DType dtype, Shape shape, MemoryCategory category, Allocator& allocator = host_allocator(),
+               MemoryKind kind = MemoryKind::host)
+      : bytes_(static_cast<size_t>(shape.numel()) * dtype_size(dtype), category, allocator, kind),
+        dtype_(dtype),
+        shape_(shape) {}
+  Tensor view() const { return Tensor{const_cast<unsigned char*>(bytes_.data()), dtype_, shape_, bytes_.device()}; }
+  template <class T>
+  T* data() const { return view().as<T>(); }
+  DType dtype() const { return dtype_; }
+  size_t size() const { return static_cast<size_t>(shape_.numel()); }
+
+ private:
+  Buffer<unsigned char> bytes_;
+  DType dtype_ = DType::f32;
+  Shape shape_;
+};
+
+// Untyped allocation through `allocator` with accounting, used by Buffer<T>.
+void* tracked_alloc(size_t bytes, MemoryCategory category, Allocator& allocator = host_allocator(),
+                    MemoryKind kind = MemoryKind::host);
 // What tracked_alloc throws when the memory is not there: a std::bad_alloc whose what() names
 // the size, the category and what this rank holds already.
 class OutOfMemory : public std::bad_alloc {
@@ -57,16 +90,19 @@ class OutOfMemory : public std::bad_alloc {
  private:
   std::string message_;
 };
-void tracked_free(void* pointer, size_t bytes, MemoryCategory category);
+void tracked_free(void* pointer, size_t bytes, MemoryCategory category, Allocator& allocator = host_allocator(),
+                  MemoryKind kind = MemoryKind::host);
 // Memory allocated by someone else on our behalf (an MPI shared window): +bytes when it is
 // allocated, -bytes when it is freed, so that it counts like a Buffer of that category.
 void tracked_external(int64_t bytes, MemoryCategory category);
 
 template <class T>
-Buffer<T>::Buffer(size_t count, MemoryCategory category)
-    : data_(static_cast<T*>(tracked_alloc(count * sizeof(T), category))),
+Buffer<T>::Buffer(size_t count, MemoryCategory category, Allocator& allocator, MemoryKind kind)
+    : data_(static_cast<T*>(tracked_alloc(count * sizeof(T), category, allocator, kind))),
       count_(count),
-      category_(category) {}
+      category_(category),
+      allocator_(&allocator),
+      kind_(kind) {}
 
 template <class T>
 Buffer<T>::~Buffer() {
@@ -75,7 +111,11 @@ Buffer<T>::~Buffer() {
 
 template <class T>
 Buffer<T>::Buffer(Buffer&& other) noexcept
-    : data_(other.data_), count_(other.count_), category_(other.category_) {
+    : data_(other.data_),
+      count_(other.count_),
+      category_(other.category_),
+      allocator_(other.allocator_),
+      kind_(other.kind_) {
   other.data_ = nullptr;
   other.count_ = 0;
 }
@@ -85,6 +125,7 @@ Buffer<T>& Buffer<T>::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     release();
     data_ = other.data_, count_ = other.count_, category_ = other.category_;
+    allocator_ = other.allocator_, kind_ = other.kind_;
     other.data_ = nullptr;
     other.count_ = 0;
   }
@@ -93,7 +134,7 @@ Buffer<T>& Buffer<T>::operator=(Buffer&& other) noexcept {
 
 template <class T>
 void Buffer<T>::release() {
-  if (data_) tracked_free(data_, count_ * sizeof(T), category_);
+  if (data_) tracked_free(data_, count_ * sizeof(T), category_, *allocator_, kind_);
   data_ = nullptr;
   count_ = 0;
 }

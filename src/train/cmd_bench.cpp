@@ -70,8 +70,8 @@ class GemmPass {
     a_.assign(largest, 0.01f), b_.assign(largest, 0.02f), c_.assign(largest, 0.0f);
     if (bf16_) {
       a16_.resize(largest), b16_.resize(largest);
-      kernels::to_bf16(ctx_, a16_.data(), a_.data(), largest);
-      kernels::to_bf16(ctx_, b16_.data(), b_.data(), largest);
+      kernels::convert(ctx_, view(a16_.data(), DType::bf16, largest), view(a_.data(), largest));
+      kernels::convert(ctx_, view(b16_.data(), DType::bf16, largest), view(b_.data(), largest));
     }
   }
   double flops() const { return flops_; }

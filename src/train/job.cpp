@@ -5,6 +5,7 @@
 #include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
+#include "kernels/backend.hpp"
 #include "topo/discover.hpp"
 #include "train/fault_hooks.hpp"
 #include "train/model_setup.hpp"
@@ -21,9 +22,23 @@ Job load_job(const cli::CommandLine& line) {
                     static_cast<int>(deck.get_int("parallel.pipeline")),
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(deck);
+  choose_device(deck);
   choose_low16_gemm(deck);
   RunSettings settings = read_settings(deck);
   return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
+}
+
+// Every rank must be able to run the backend (a CUDA job on a node without a GPU is the same
+// deck error everywhere, not a hang): agreed like the GEMM path below.
+void choose_device(const deck::Deck& deck) {
+  const std::string device = deck.get_string("kernels.device");
+  const std::string why = kernels::backend_unavailable(device);
+  int everywhere = why.empty() ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (!everywhere)
+    fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
+              "; use kernels.device = cpu");
+  kernels::set_default_backend(*kernels::find_backend(device));
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {

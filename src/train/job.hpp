@@ -23,8 +23,13 @@ struct Job {
 };
 
 // Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
-// Chooses the process's 16-bit GEMM path (choose_low16_gemm).
+// Chooses the process's kernel backend (choose_device) and 16-bit GEMM path (choose_low16_gemm).
 Job load_job(const cli::CommandLine& line);
+
+// Collective over MPI_COMM_WORLD: kernels.device, which every rank must be able to run (else a
+// UserError saying why: no CUDA in the binary, no GPU, kernels missing), made the backend of
+// every kernel context of this process (kernels::set_default_backend).
+void choose_device(const deck::Deck& deck);
 
 // Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
 // rank's CPU, made the path of every kernel context of this process

@@ -74,6 +74,18 @@ expect_user_error no_deck "command line: no deck given" "$TRIDENT" train
 expect_user_error topology_file_missing "cannot read topology file 'nope.conf'" \
   "$TRIDENT" layout "$D/ok.deck" --topology.file=nope.conf
 
+# kernels.device = cuda names what this binary and machine lack: CUDA compiled in, a GPU, or
+# (with both) the CUDA backend's kernels, which it does not have yet.
+if "$TRIDENT" version 2>/dev/null | grep -q "CUDA: not compiled in"; then
+  lacks="this binary was built without CUDA"
+elif nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
+  lacks="this binary's CUDA backend has no compute kernels yet"
+else
+  lacks="this machine has no GPU visible to CUDA"
+fi
+expect_user_error device_cuda_unavailable "kernels.device = cuda (command line), but|$lacks|use kernels.device = cpu" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.data=2 --kernels.device=cuda
+
 # Reported once even when every rank detects it.
 expect_user_error reported_once_by_rank_0 "unknown option '--model.layrs=2'" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.data=4 --model.layrs=2

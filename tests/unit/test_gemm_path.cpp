@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_check.hpp"
+#include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 #include "model/gpt2.hpp"
 
@@ -56,7 +57,7 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<bf16> to_bf16(const std::vector<float>& values) {
   kernels::Context ctx;
   std::vector<bf16> out(values.size());
-  kernels::to_bf16(ctx, out.data(), values.data(), values.size());
+  kernels::cpu::to_bf16(ctx, out.data(), values.data(), values.size());
   return out;
 }
 
@@ -67,9 +68,9 @@ std::vector<std::vector<float>> linear_outputs(Low16Gemm path, int M, int K, int
   const std::vector<float> dy = testing::random_vector(size_t(M) * N, 3), bias = testing::random_vector(N, 4);
   std::vector<bf16> dy16(dy.size());
   std::vector<float> y(size_t(M) * N), dx(size_t(M) * K), dw(size_t(N) * K, 0.5f), db(N, 0.25f);
-  kernels::linear_forward_low(ctx, Precision::bf16, y.data(), x.data(), w.data(), bias.data(), M, K, N);
-  kernels::to_bf16(ctx, dy16.data(), dy.data(), dy.size());
-  kernels::linear_backward_low(ctx, Precision::bf16, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(), x.data(),
+  kernels::cpu::linear_forward_low(ctx, Precision::bf16, y.data(), x.data(), w.data(), bias.data(), M, K, N);
+  kernels::cpu::to_bf16(ctx, dy16.data(), dy.data(), dy.size());
+  kernels::cpu::linear_backward_low(ctx, Precision::bf16, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(), x.data(),
                                w.data(), M, K, N);
   return {y, dx, dw, db};
 }

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "kernel_check.hpp"
+#include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 
 using namespace trident;
@@ -32,9 +33,9 @@ BOOST_AUTO_TEST_CASE(linear_forward_matches_reference) {
   const int M = 37, K = 29, N = 23;
   auto x = random_vector(M * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
   std::vector<float> y(M * N);
-  kernels::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+  kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
   expect_close(y, linear_reference(x, w, b, M, K, N), 1e-4, 1e-2, "linear forward");
-  kernels::linear_forward(ctx, y.data(), x.data(), w.data(), nullptr, M, K, N);
+  kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), nullptr, M, K, N);
   expect_close(y, linear_reference(x, w, {}, M, K, N), 1e-4, 1e-2, "linear forward, no bias");
 }
 
@@ -43,13 +44,13 @@ BOOST_AUTO_TEST_CASE(linear_backward_matches_finite_differences) {
   auto x = random_vector(M * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
   const auto upstream = random_vector(M * N, 7);
   std::vector<float> dx(M * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);  // dx overwritten, others +=
-  kernels::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
+  kernels::cpu::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
                            w.data(), M, K, N);
   for (float& v : dw) v -= 0.25f;
   for (float& v : db) v += 1.0f;
   auto loss = [&] {
     std::vector<float> y(M * N);
-    kernels::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+    kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
     return weighted_sum(y, upstream);
   };
   check_gradient(x, dx, loss, "linear dx");

@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 #include "optim/loss_scaler.hpp"
 
@@ -31,13 +32,13 @@ float from_bits(uint32_t bits) {
 // One value through the conversions of a 16-bit type (bf16 by default).
 low16 round(float value, Precision type = Precision::bf16) {
   low16 out;
-  trident::kernels::to_low(ctx, type, &out, &value, 1);
+  trident::kernels::cpu::to_low(ctx, type, &out, &value, 1);
   return out;
 }
 
 float widen(low16 value, Precision type = Precision::bf16) {
   float out;
-  trident::kernels::from_low(ctx, type, &out, &value, 1);
+  trident::kernels::cpu::from_low(ctx, type, &out, &value, 1);
   return out;
 }
 
@@ -75,10 +76,10 @@ BOOST_AUTO_TEST_CASE(bf16_batched_matmul_matches_reference) {
       for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * i);
       for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * i);
       std::vector<bf16> a16(a.size()), b16(b.size());
-      trident::kernels::to_bf16(ctx, a16.data(), a.data(), a.size());
-      trident::kernels::to_bf16(ctx, b16.data(), b.data(), b.size());
-      trident::kernels::from_bf16(ctx, a.data(), a16.data(), a.size());  // the values the GEMM sees
-      trident::kernels::from_bf16(ctx, b.data(), b16.data(), b.size());
+      trident::kernels::cpu::to_bf16(ctx, a16.data(), a.data(), a.size());
+      trident::kernels::cpu::to_bf16(ctx, b16.data(), b.data(), b.size());
+      trident::kernels::cpu::from_bf16(ctx, a.data(), a16.data(), a.size());  // the values the GEMM sees
+      trident::kernels::cpu::from_bf16(ctx, b.data(), b16.data(), b.size());
       std::vector<float> c(size_t(batch) * M * N, 1.0f);
       trident::kernels::batched_matmul_bf16(ctx, c.data(), a16.data(), b16.data(), batch, M, N, K, ta, tb, true);
       double worst = 0.0;
@@ -119,9 +120,9 @@ BOOST_AUTO_TEST_CASE(store_low_keeps_what_the_kernels_read_next) {
     std::vector<float> values(100), again(100), rounded(100);
     for (size_t i = 0; i < values.size(); ++i) values[i] = rounded[i] = std::sin(0.7f * i) * 300.0f;
     std::vector<low16> kept(values.size());
-    trident::kernels::store_low(ctx, p, kept.data(), values.data(), values.size());
-    trident::kernels::from_low(ctx, p, again.data(), kept.data(), kept.size());
-    trident::kernels::round_low(ctx, p, rounded.data(), rounded.size());
+    trident::kernels::cpu::store_low(ctx, p, kept.data(), values.data(), values.size());
+    trident::kernels::cpu::from_low(ctx, p, again.data(), kept.data(), kept.size());
+    trident::kernels::cpu::round_low(ctx, p, rounded.data(), rounded.size());
     BOOST_TEST(values == again);    // values became exactly the stored 16-bit values
     BOOST_TEST(rounded == again);   // round_low: the same rounding in place
     BOOST_TEST(std::abs(values[1] - std::sin(0.7f) * 300.0f) <= std::abs(values[1]) * (p == Precision::bf16 ? 4e-3 : 5e-4));
@@ -134,8 +135,8 @@ BOOST_AUTO_TEST_CASE(narrow_in_place_equals_to_low) {
     std::vector<float> values(n);
     for (size_t i = 0; i < n; ++i) values[i] = std::sin(0.001f * i) * 1000.0f + 1e-3f * i;
     std::vector<low16> expected(n);
-    trident::kernels::to_low(ctx, p, expected.data(), values.data(), n);
-    const low16* narrowed = trident::kernels::narrow_in_place(ctx, p, values.data(), n);
+    trident::kernels::cpu::to_low(ctx, p, expected.data(), values.data(), n);
+    const low16* narrowed = trident::kernels::cpu::narrow_in_place(ctx, p, values.data(), n);
     BOOST_TEST(static_cast<const void*>(narrowed) == static_cast<const void*>(values.data()));
     BOOST_TEST(std::memcmp(narrowed, expected.data(), n * sizeof(low16)) == 0);
   }
@@ -155,15 +156,15 @@ BOOST_AUTO_TEST_CASE(linear_low_matches_reference) {
       std::vector<float> v(n);
       for (size_t i = 0; i < n; ++i) v[i] = std::sin(f * i + 0.3f);
       std::vector<low16> v16(n);
-      trident::kernels::store_low(ctx, p, v16.data(), v.data(), n);  // v: the 16-bit values
+      trident::kernels::cpu::store_low(ctx, p, v16.data(), v.data(), n);  // v: the 16-bit values
       return std::make_pair(v, v16);
     };
     auto [x, x16] = make(size_t(M) * K, 0.37f);
     auto [w, w16] = make(size_t(N) * K, 0.11f);
     auto [dy, dy16] = make(size_t(M) * N, 0.23f);
     std::vector<float> bias(N, 0.5f), y(size_t(M) * N), dx(size_t(M) * K), dw(size_t(N) * K, 1.0f), db(N, 2.0f);
-    trident::kernels::linear_forward_low(ctx, p, y.data(), x16.data(), w16.data(), bias.data(), M, K, N);
-    trident::kernels::linear_backward_low(ctx, p, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(),
+    trident::kernels::cpu::linear_forward_low(ctx, p, y.data(), x16.data(), w16.data(), bias.data(), M, K, N);
+    trident::kernels::cpu::linear_backward_low(ctx, p, dx.data(), dw.data(), db.data(), dy.data(), dy16.data(),
                                           x16.data(), w16.data(), M, K, N);
     double worst = 0.0;
     auto check = [&](double got, double want) { worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(want))); };
@@ -234,7 +235,7 @@ BOOST_AUTO_TEST_CASE(bf16_attention_follows_f32) {
   for (size_t i = 0; i < n_qkv; ++i) qkv[i] = std::sin(0.37f * i) * 2.0f;
   for (size_t i = 0; i < n_out; ++i) dout[i] = std::cos(0.13f * i);
   std::vector<bf16> qkv16(n_qkv), att16(n_att), dout16(n_out);
-  trident::kernels::store_low(ctx, Precision::bf16, qkv16.data(), qkv.data(), n_qkv);
+  trident::kernels::cpu::store_low(ctx, Precision::bf16, qkv16.data(), qkv.data(), n_qkv);
   std::vector<float> out(n_out), att(n_att), datt(n_att), dqkv(n_qkv);
   std::vector<float> out32(n_out), att32(n_att), datt32(n_att), dqkv32(n_qkv);
   trident::kernels::attention_forward(ctx, out32.data(), att32.data(), qkv.data(), B, T, C, NH);

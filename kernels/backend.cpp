@@ -1,0 +1,69 @@
+// Choosing the kernel backend: the CPU's always, the CUDA one where it is compiled in and can
+// run; the process's default backend, which contexts naming none use.
+#include "kernels/backend.hpp"
+
+#include <atomic>
+
+namespace trident::kernels {
+namespace cpu {
+Backend& backend();  // kernels/cpu/backend.cpp
+}
+#if TRIDENT_CUDA
+namespace cuda {
+Backend& backend();  // kernels/cuda/backend.cu
+}
+#endif
+
+namespace {
+
+template <class... F>
+int count_set(F... entries) {
+  return ((entries != nullptr ? 1 : 0) + ...);
+}
+
+std::atomic<Backend*> g_default{nullptr};
+
+}  // namespace
+
+int KernelTable::present() const {
+  return count_set(clear, copy, upload, download, sum, convert, store, round_to, narrow, linear_forward,
+                   linear_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
+                   prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
+                   gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
+                   attention_backward, attention_forward_bf16, attention_backward_bf16, embedding_forward,
+                   embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
+                   crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
+                   sum_of_squares);
+}
+
+// Every entry is one function pointer, so the struct's size counts them (the unit tests hold
+// present() to it for the CPU, which has every entry).
+int KernelTable::total() { return static_cast<int>(sizeof(KernelTable) / sizeof(void (*)())); }
+
+Backend& cpu_backend() { return cpu::backend(); }
+
+Backend* find_backend(const std::string& name) {
+  if (name == "cpu") return &cpu::backend();
+#if TRIDENT_CUDA
+  if (name == "cuda") return &cuda::backend();
+#endif
+  return nullptr;
+}
+
+std::string backend_unavailable(const std::string& name) {
+  Backend* backend = find_backend(name);
+  if (backend == nullptr && name == "cuda")
+    return "this binary was built without CUDA (build it where nvcc is on PATH, or make CUDA=1)";
+  if (backend == nullptr) return "there is no kernel backend '" + name + "' (there are cpu and cuda)";
+  return backend->unavailable_reason();
+}
+
+void set_default_backend(Backend& backend) { g_default = &backend; }
+
+Backend& backend_of(const Context& ctx) {
+  if (ctx.backend) return *ctx.backend;
+  Backend* chosen = g_default.load();
+  return chosen ? *chosen : cpu::backend();
+}
+
+}  // namespace trident::kernels

@@ -1,0 +1,84 @@
+// The kernel backend seam: which device the model's buffers live on and which kernels run on
+// them, chosen at run time (kernels.device = cpu | cuda). A Backend is an abstract class for
+// what has state — its device, its memory (it is the Allocator of tracked buffers), whether it
+// can run here — and holds a function table of its kernels, one entry per operation of
+// kernels/ops.inc, each of exactly the type of the public declaration. Why the mix is written
+// in docs/ARCHITECTURE.md ("Kernel backend").
+#pragma once
+
+#include <string>
+
+#include "kernels/kernels.hpp"
+#include "tensor/allocator.hpp"
+
+namespace trident::kernels {
+
+// One pointer per operation; null where a backend lacks it.
+struct KernelTable {
+  decltype(&kernels::clear) clear = nullptr;
+  decltype(&kernels::copy) copy = nullptr;
+  decltype(&kernels::upload) upload = nullptr;
+  decltype(&kernels::download) download = nullptr;
+  decltype(&kernels::sum) sum = nullptr;
+  decltype(&kernels::convert) convert = nullptr;
+  decltype(&kernels::store) store = nullptr;
+  decltype(&kernels::round_to) round_to = nullptr;
+  decltype(&kernels::narrow) narrow = nullptr;
+  decltype(&kernels::linear_forward) linear_forward = nullptr;
+  decltype(&kernels::linear_backward) linear_backward = nullptr;
+  decltype(&kernels::strided_matmul) strided_matmul = nullptr;
+  decltype(&kernels::batched_matmul) batched_matmul = nullptr;
+  decltype(&kernels::batched_matmul_bf16) batched_matmul_bf16 = nullptr;
+  decltype(&kernels::strided_matmul_bf16) strided_matmul_bf16 = nullptr;
+  decltype(&kernels::prepare_linear) prepare_linear = nullptr;
+  decltype(&kernels::prepare_attention) prepare_attention = nullptr;
+  decltype(&kernels::layernorm_forward) layernorm_forward = nullptr;
+  decltype(&kernels::layernorm_backward) layernorm_backward = nullptr;
+  decltype(&kernels::gelu_forward) gelu_forward = nullptr;
+  decltype(&kernels::gelu_backward) gelu_backward = nullptr;
+  decltype(&kernels::residual_forward) residual_forward = nullptr;
+  decltype(&kernels::bias_residual_forward) bias_residual_forward = nullptr;
+  decltype(&kernels::add_inplace) add_inplace = nullptr;
+  decltype(&kernels::attention_forward) attention_forward = nullptr;
+  decltype(&kernels::attention_backward) attention_backward = nullptr;
+  decltype(&kernels::attention_forward_bf16) attention_forward_bf16 = nullptr;
+  decltype(&kernels::attention_backward_bf16) attention_backward_bf16 = nullptr;
+  decltype(&kernels::embedding_forward) embedding_forward = nullptr;
+  decltype(&kernels::embedding_backward) embedding_backward = nullptr;
+  decltype(&kernels::positions_forward) positions_forward = nullptr;
+  decltype(&kernels::positions_backward) positions_backward = nullptr;
+  decltype(&kernels::crossentropy_row_max) crossentropy_row_max = nullptr;
+  decltype(&kernels::crossentropy_row_sums) crossentropy_row_sums = nullptr;
+  decltype(&kernels::crossentropy_losses) crossentropy_losses = nullptr;
+  decltype(&kernels::crossentropy_backward) crossentropy_backward = nullptr;
+  decltype(&kernels::adamw_update) adamw_update = nullptr;
+  decltype(&kernels::sum_of_squares) sum_of_squares = nullptr;
+
+  // Entries set, of all (a backend runs a job only with every one).
+  int present() const;
+  static int total();
+};
+
+class Backend : public Allocator {
+ public:
+  virtual const char* name() const = 0;  // "cpu", "cuda": the kernels.device value
+  virtual const KernelTable& kernels() const = 0;
+  // Why this backend cannot run a job in this process ("" when it can): no device visible, or
+  // kernels missing from its table.
+  virtual std::string unavailable_reason() const = 0;
+};
+
+Backend& cpu_backend();
+// The backend of kernels.device = `name`, or null where this binary has none (cuda without
+// CUDA compiled in).
+Backend* find_backend(const std::string& name);
+// Whether the backend of `name` can run here: "" when it can, else why not (the deck error's
+// reason).
+std::string backend_unavailable(const std::string& name);
+
+// The backend of the contexts that name none (initially the CPU's); a job sets it once at
+// start-up from kernels.device.
+void set_default_backend(Backend& backend);
+Backend& backend_of(const Context& ctx);
+
+}  // namespace trident::kernels

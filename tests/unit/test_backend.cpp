@@ -1,0 +1,203 @@
+// The kernel backend seam: allocation of each MemoryKind through a backend, tracked by memory
+// category as before; the memory operations (clear, copy, upload, download, sum) and the typed
+// element-type operations (convert, store, round_to, narrow) against the CPU's own conversions;
+// typed tensor views; the dispatch of a Context to its backend; and the choice of a backend by
+// kernels.device (the CPU's always, CUDA's only when it can run here).
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "kernel_check.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/cpu/cpu.hpp"
+#include "tensor/buffer.hpp"
+
+namespace kernels = trident::kernels;
+using trident::Buffer;
+using trident::DType;
+using trident::MemoryCategory;
+using trident::MemoryKind;
+using trident::Shape;
+using trident::Tensor;
+using trident::TensorBuffer;
+using kernels::low16;
+
+namespace {
+
+int64_t tracked(MemoryCategory category) {
+  return trident::memory_usage().current[static_cast<int>(category)];
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(kernel_backend)
+
+BOOST_AUTO_TEST_CASE(allocation_of_every_kind_is_tracked_and_zeroed) {
+  kernels::Backend& cpu = kernels::cpu_backend();
+  for (MemoryKind kind : {MemoryKind::host, MemoryKind::pinned_host, MemoryKind::device}) {
+    const int64_t before = tracked(MemoryCategory::Workspace), peak_before = trident::memory_usage().total_peak;
+    {
+      Buffer<float> buffer(1000, MemoryCategory::Workspace, cpu, kind);
+      BOOST_TEST(tracked(MemoryCategory::Workspace) == before + 4000);
+      BOOST_TEST(trident::memory_usage().total_peak >= peak_before);
+      BOOST_TEST(reinterpret_cast<uintptr_t>(buffer.data()) % 64 == 0u);
+      size_t nonzero = 0;
+      for (size_t i = 0; i < buffer.size(); ++i) nonzero += buffer[i] != 0.0f;
+      BOOST_TEST(nonzero == 0u);
+      BOOST_TEST(buffer.device().is_cpu());
+      Buffer<float> moved = std::move(buffer);  // the accounting moves with the memory
+      BOOST_TEST(tracked(MemoryCategory::Workspace) == before + 4000);
+    }
+    BOOST_TEST(tracked(MemoryCategory::Workspace) == before);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tensor_buffer_counts_its_dtype_bytes) {
+  const int64_t before = tracked(MemoryCategory::Activations);
+  {
+    TensorBuffer low(DType::bf16, Shape{10, 20}, MemoryCategory::Activations, kernels::cpu_backend(), MemoryKind::device);
+    TensorBuffer f32(DType::f32, Shape{10, 20}, MemoryCategory::Activations);
+    BOOST_TEST(tracked(MemoryCategory::Activations) == before + 200 * 2 + 200 * 4);
+    const Tensor t = low.view();
+    BOOST_TEST(t.numel() == 200u);
+    BOOST_TEST(t.bytes() == 400u);
+    BOOST_TEST(t.shape.rank == 2);
+    BOOST_TEST(t.shape.dims[1] == 20);
+    BOOST_TEST(low.data<low16>() == static_cast<low16*>(t.data));
+    BOOST_CHECK_THROW(low.data<float>(), std::logic_error);  // bf16 is not read as f32
+    BOOST_TEST(f32.data<float>() != nullptr);
+  }
+  BOOST_TEST(tracked(MemoryCategory::Activations) == before);
+}
+
+BOOST_AUTO_TEST_CASE(typed_views) {
+  std::vector<float> values(12, 1.0f);
+  const Tensor t = trident::view(values.data(), Shape{3, 4});
+  BOOST_TEST((t.dtype == DType::f32));
+  BOOST_TEST(t.numel() == 12u);
+  BOOST_TEST(t.as<float>() == values.data());
+  BOOST_CHECK_THROW(t.as<int32_t>(), std::logic_error);
+  BOOST_CHECK_THROW(t.as<low16>(), std::logic_error);
+  std::vector<low16> half(12);
+  for (DType type : {DType::bf16, DType::fp16}) {
+    const Tensor h = trident::view(half.data(), type, half.size());
+    BOOST_TEST(h.holds<low16>());
+    BOOST_TEST(h.bytes() == 24u);
+    BOOST_CHECK_THROW(h.as<float>(), std::logic_error);
+  }
+  BOOST_TEST(Shape{}.numel() == 0);
+  BOOST_CHECK_THROW((Shape{1, 2, 3, 4, 5}), std::logic_error);
+}
+
+BOOST_AUTO_TEST_CASE(clear_copy_upload_download_and_sum) {
+  kernels::Context ctx;
+  const auto host = trident::testing::random_vector(1001, 3);
+  Buffer<float> a(host.size(), MemoryCategory::Workspace, kernels::cpu_backend(), MemoryKind::device);
+  Buffer<float> b(host.size(), MemoryCategory::Workspace, kernels::cpu_backend(), MemoryKind::device);
+  kernels::upload(ctx, a.view(), host.data());
+  BOOST_TEST(std::memcmp(a.data(), host.data(), host.size() * sizeof(float)) == 0);
+  kernels::copy(ctx, b.view(), a.view());
+  std::vector<float> back(host.size());
+  kernels::download(ctx, back.data(), b.view());
+  BOOST_TEST(back == host);
+  double expected = 0.0;  // in index order, in double: the loss of a micro-batch
+  for (float x : host) expected += x;
+  BOOST_TEST(kernels::sum(ctx, a.view()) == expected);
+  kernels::clear(ctx, a.view());
+  BOOST_TEST(kernels::sum(ctx, a.view()) == 0.0);
+  BOOST_TEST(a[500] == 0.0f);
+  Buffer<int32_t> tokens(6, MemoryCategory::Activations);
+  const int32_t ids[6] = {1, 2, 3, 255, 0, 7};
+  kernels::upload(ctx, tokens.view(), ids);
+  BOOST_TEST((tokens.view().dtype == DType::i32));
+  BOOST_TEST(tokens[3] == 255);
+  Buffer<float> shorter(10, MemoryCategory::Workspace);
+  BOOST_CHECK_THROW(kernels::copy(ctx, shorter.view(), a.view()), std::logic_error);
+}
+
+// The typed operations are the CPU's 16-bit conversions, bit for bit.
+BOOST_AUTO_TEST_CASE(typed_conversions_equal_the_cpu_conversions) {
+  kernels::Context ctx;
+  const size_t n = 70000;  // more than one narrowing block
+  const auto values = trident::testing::random_vector(n, 4, 100.0f);
+  for (auto [type, precision] : {std::pair{DType::bf16, kernels::Precision::bf16}, std::pair{DType::fp16, kernels::Precision::fp16}}) {
+    std::vector<low16> expected(n), got(n);
+    kernels::cpu::to_low(ctx, precision, expected.data(), values.data(), n);
+    kernels::convert(ctx, trident::view(got.data(), type, n), trident::view(values.data(), n));
+    BOOST_TEST(got == expected);
+    std::vector<float> widened(n), widened_expected(n);
+    kernels::cpu::from_low(ctx, precision, widened_expected.data(), expected.data(), n);
+    kernels::convert(ctx, trident::view(widened.data(), n), trident::view(got.data(), type, n));
+    BOOST_TEST(std::memcmp(widened.data(), widened_expected.data(), n * sizeof(float)) == 0);
+
+    std::vector<float> stored = values, rounded = values;
+    std::vector<low16> kept(n);
+    kernels::store(ctx, trident::view(kept.data(), type, n), trident::view(stored.data(), n));
+    BOOST_TEST(kept == expected);
+    BOOST_TEST(std::memcmp(stored.data(), widened_expected.data(), n * sizeof(float)) == 0);
+    kernels::round_to(ctx, trident::view(rounded.data(), n), type);
+    BOOST_TEST(std::memcmp(rounded.data(), widened_expected.data(), n * sizeof(float)) == 0);
+
+    std::vector<float> in_place = values;
+    const Tensor narrowed = kernels::narrow(ctx, trident::view(in_place.data(), n), type);
+    BOOST_TEST((narrowed.dtype == type));
+    BOOST_TEST(narrowed.data == static_cast<void*>(in_place.data()));
+    BOOST_TEST(std::memcmp(narrowed.data, expected.data(), n * sizeof(low16)) == 0);
+  }
+  std::vector<float> unchanged = values;  // f32 is its own storage type
+  kernels::round_to(ctx, trident::view(unchanged.data(), n), DType::f32);
+  BOOST_TEST(unchanged == values);
+}
+
+// A backend lacking an operation is not called into: the call says which backend lacks what.
+BOOST_AUTO_TEST_CASE(a_context_runs_on_its_backend) {
+  using Table = trident::kernels::KernelTable;
+  struct EmptyBackend : trident::kernels::Backend {
+    trident::Device device() const override { return {}; }
+    void* allocate(size_t bytes, MemoryKind kind) override { return trident::host_allocator().allocate(bytes, kind); }
+    void release(void* p, size_t bytes, MemoryKind kind) override { trident::host_allocator().release(p, bytes, kind); }
+    const char* name() const override { return "empty"; }
+    const Table& kernels() const override { return table; }
+    std::string unavailable_reason() const override { return "it has no kernels"; }
+    Table table;
+  } empty;
+  kernels::Context ctx;
+  ctx.backend = &empty;
+  std::vector<float> x(4, 1.0f);
+  try {
+    kernels::clear(ctx, trident::view(x.data(), x.size()));
+    BOOST_FAIL("a backend without clear ran it");
+  } catch (const std::logic_error& e) {
+    BOOST_TEST(std::string(e.what()) == "the empty kernel backend has no clear");
+  }
+  BOOST_TEST(x[0] == 1.0f);
+  BOOST_TEST(&kernels::backend_of(ctx) == &empty);
+  BOOST_TEST(&kernels::backend_of(kernels::Context{}) == &kernels::cpu_backend());
+  BOOST_TEST(empty.kernels().present() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(device_selection) {
+  BOOST_TEST(kernels::find_backend("cpu") == &kernels::cpu_backend());
+  BOOST_TEST(kernels::backend_unavailable("cpu") == "");
+  const kernels::KernelTable& cpu = kernels::cpu_backend().kernels();
+  BOOST_TEST(cpu.present() == kernels::KernelTable::total());  // every operation
+  BOOST_TEST(kernels::find_backend("tpu") == nullptr);
+  BOOST_TEST(kernels::backend_unavailable("tpu") != "");
+  // CUDA: never selectable while its table lacks kernels, whatever the machine has.
+  const std::string why = kernels::backend_unavailable("cuda");
+  BOOST_TEST(why != "");
+  kernels::Backend* cuda = kernels::find_backend("cuda");
+#if TRIDENT_CUDA
+  BOOST_REQUIRE(cuda != nullptr);
+  BOOST_TEST(cuda->kernels().present() < kernels::KernelTable::total());
+  BOOST_TEST((why.find("no GPU") != std::string::npos || why.find("no compute kernels yet") != std::string::npos), why);
+#else
+  BOOST_TEST(cuda == nullptr);
+  BOOST_TEST(why.find("built without CUDA") != std::string::npos, why);
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()
