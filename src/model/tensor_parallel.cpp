@@ -8,11 +8,11 @@
 namespace trident::model {
 
 void TensorGroup::all_reduce_sum(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, comm::Op::Sum);
+  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Sum, Stream{}).wait();
 }
 
 void TensorGroup::all_reduce_max(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, comm::Op::Max);
+  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Max, Stream{}).wait();
 }
 
 namespace {

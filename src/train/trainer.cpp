@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/traffic.hpp"
+#include "dp/gpt2_segments.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -63,10 +64,9 @@ uint64_t digest(const float* data, int64_t n) {
 
 Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job), groups_(groups) {
   const deck::Deck& deck = job.deck;
-  MPI_CHECK(MPI_Comm_rank(groups.data(), &dp_rank_));
-  MPI_CHECK(MPI_Comm_size(groups.data(), &dp_size_));
-  MPI_CHECK(MPI_Comm_rank(groups.pipeline(), &pp_rank_));
-  MPI_CHECK(MPI_Comm_size(groups.pipeline(), &pp_size_));
+  // Every group keeps world-rank order (comm/groups.hpp): the coordinates are the ranks in them.
+  const layout::Coord me = job.grid.coord_of(world_rank());
+  dp_rank_ = me.dp, dp_size_ = job.grid.dp_size(), pp_rank_ = me.pp, pp_size_ = job.grid.pp_size();
   steps_ = deck.get_int("train.steps");
   micro_batches_ = deck::micro_batches_per_step(deck);
   B_ = static_cast<int>(deck.get_int("train.micro_batch"));
@@ -82,8 +82,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   recompute_ = choose_recompute(deck, job.grid, config, &job.topology);  // memory.recompute, or auto by the budget
   check_memory_fits(deck, job.grid, config, &job.topology, recompute_);
   const comm::CollectiveSettings collective = collective_settings(deck);
-  tensor_collectives_ = std::make_unique<comm::GroupCollectives>(groups.tensor(), job.topology, "tensor", collective,
-                                                                 comm::Traffic::Tensor);
+  tensor_collectives_ = comm::make_group_communicator(groups.tensor(), job.topology, "tensor", collective,
+                                                      comm::Traffic::Tensor);
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
   tensor_group.collectives = tensor_collectives_.get();
@@ -102,28 +102,30 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups) : job_(job),
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  data_collectives_ = std::make_unique<comm::GroupCollectives>(groups.data(), job.topology, "data", collective,
-                                                               comm::Traffic::Data);
-  reducer_ = std::make_unique<comm::GradientReducer>(config, tensor_group.slice, *data_collectives_,
-                                                     deck.get_float("comm.bucket_mb"),
-                                                     deck.get_bool("comm.overlap"),
-                                                     deck.get_int("optim.zero") == 1);
+  data_collectives_ = comm::make_group_communicator(groups.data(), job.topology, "data", collective,
+                                                    comm::Traffic::Data);
+  dp::Gradients gradients{dp::gpt2_gradient_segments(config, tensor_group.slice, model_->grads()),
+                          model_->grads(), model_->num_parameters()};
+  reducer_ = std::make_unique<dp::GradientReducer>(*data_collectives_, std::move(gradients),
+                                                   deck.get_float("comm.bucket_mb"),
+                                                   deck.get_bool("comm.overlap"),
+                                                   deck.get_int("optim.zero") == 1);
   // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
-  const comm::Shard shard = reducer_->shard();
+  const dp::Shard shard = reducer_->shard();
   optimizer_ = std::make_unique<optim::AdamW>(config, settings, tensor_group.slice, shard.begin, shard.end);
   flops_per_token_ = model::training_flops_per_token(config, T_);
   bubble_busy_.assign(pp_size_, 0.0);
   bubble_wait_.assign(pp_size_, 0.0);
   // The step-boundary agreements (NaN skip, stop signal, checkpoint due) over all ranks, under
   // the watchdog: a rank that died must not leave the others waiting in them.
-  world_collectives_ = std::make_unique<comm::GroupCollectives>(MPI_COMM_WORLD, job.topology, "world", collective);
-  pipeline_collectives_ = std::make_unique<comm::GroupCollectives>(groups.pipeline(), job.topology, "pipeline", collective,
-                                                                   comm::Traffic::Pipeline);
-  if (groups.embedding() != MPI_COMM_NULL)  // the first and last stage's ranks only
-    embedding_collectives_ = std::make_unique<comm::GroupCollectives>(groups.embedding(), job.topology, "embedding", collective,
-                                                                    comm::Traffic::Embedding);
+  world_collectives_ = comm::make_group_communicator(groups.world(), job.topology, "world", collective);
+  pipeline_collectives_ = comm::make_group_communicator(groups.pipeline(), job.topology, "pipeline", collective,
+                                                        comm::Traffic::Pipeline);
+  if (groups.member_of(layout::GroupKind::Embedding))  // the first and last stage's ranks only
+    embedding_collectives_ = comm::make_group_communicator(groups.embedding(), job.topology, "embedding", collective,
+                                                           comm::Traffic::Embedding);
   runner_ = std::make_unique<pipeline::PipelineRunner>(
-      *model_, pipeline_collectives_->flat(), pipeline::parse_schedule(deck.get_string("parallel.schedule")),
+      *model_, *pipeline_collectives_, pipeline::parse_schedule(deck.get_string("parallel.schedule")),
       static_cast<int>(micro_batches_), B_, T_);
 }
 
@@ -152,7 +154,7 @@ StepResult Trainer::train_step(int64_t step) {
   inject_fault(deck, step + 1);
   if (step == 0 && world_rank() == deck.get_int("debug.hang_rank"))
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog test: never answer
-  reducer_->begin(model_->grads());
+  reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
   for (int64_t poisoned : deck.get_int_list("debug.nan_steps"))  // the NaN-skipping tests: a NaN
@@ -162,7 +164,7 @@ StepResult Trainer::train_step(int64_t step) {
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
 
-  data_collectives_->flat().all_reduce_scalars(&loss_sum, 1);
+  data_collectives_->all_reduce(&loss_sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
   const optim::GradNorm norm = global_grad_norm(static_cast<float>(deck.get_float("optim.grad_clip")), fp16_scale);
@@ -174,7 +176,7 @@ StepResult Trainer::train_step(int64_t step) {
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
   // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
   double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
-  world_collectives_->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
+  world_collectives_->all_reduce(&bad, 1, DType::f64, comm::Op::Max, Stream{}).wait();
   result.skipped = bad != 0.0;
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
@@ -199,8 +201,8 @@ void Trainer::record_rank_figures(const StepResult& r) {
   for (double bytes : traffic.bytes) mine.push_back(bytes);
   const int level_begin = static_cast<int>(mine.size());
   // The data, tensor and pipeline groups' bytes per level since the last step.
-  const comm::GroupCollectives* groups[] = {data_collectives_.get(), tensor_collectives_.get(),
-                                            pipeline_collectives_.get()};
+  const comm::Communicator* groups[] = {data_collectives_.get(), tensor_collectives_.get(),
+                                        pipeline_collectives_.get()};
   for (int g = 0; g < 3; ++g) {
     const comm::LevelBytes now = groups[g]->traffic();
     for (int l = 0; l < 3; ++l) mine.push_back(now.sent[l] - last_group_bytes_[g].sent[l]);
@@ -211,7 +213,7 @@ void Trainer::record_rank_figures(const StepResult& r) {
   for (int c = 0; c < static_cast<int>(MemoryCategory::Count); ++c) mine.push_back(double(memory.peak[c]));
   const int world = job_.grid.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
-  MPI_CHECK(MPI_Gather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  world_collectives_->gather(mine.data(), all.data(), n, DType::f64, 0, Stream{}).wait();
   if (!metrics_) return;
   std::vector<std::string> names = {"forward_ms", "backward_ms", "optimizer_ms", "comm_exposed_ms",
                                     "comm_ms", "pipeline_wait_ms", "schedule_ms"};
@@ -339,7 +341,7 @@ void Trainer::record_validation(int64_t step, double loss) {
 // the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
 // shard only, and the shards add up over the data group.
 optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
-  const comm::Shard shard = reducer_->shard();
+  const dp::Shard shard = reducer_->shard();
   double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
   int64_t offset = 0;
   const model::Partition& part = model_->partition();
@@ -352,11 +354,11 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
     offset += spec.count();
   }
   if (shard.count() != model_->num_parameters())
-    data_collectives_->flat().all_reduce_scalars(squares, 2);
+    data_collectives_->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (job_.grid.tp_size() > 1)
-    tensor_collectives_->flat().all_reduce_scalars(squares, 1);
+    tensor_collectives_->all_reduce(squares, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (pp_size_ > 1)  // every stage holds different tensors
-    pipeline_collectives_->flat().all_reduce_scalars(squares, 2);
+    pipeline_collectives_->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
   optim::GradNorm result;
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
@@ -380,24 +382,25 @@ std::string Trainer::memory_report(bool bytes) const {
 void Trainer::check_replicas_agree() {
   uint64_t mine = digest(model_->params(), model_->num_parameters());
   std::vector<uint64_t> all(dp_size_);
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, groups_.data()));
+  static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
+  data_collectives_->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();
   for (int r = 1; r < dp_size_; ++r)
     if (all[r] != all[0] && dp_rank_ == 0)
       fatal_one("data-parallel replica " + std::to_string(r) + " holds different parameters "
                 "than replica 0 after training: the gradient reduction is not identical on "
                 "every replica");
-  MPI_CHECK(MPI_Barrier(groups_.data()));
+  data_collectives_->barrier(Stream{}).wait();
 }
 
 void Trainer::tie_embedding_gradients() {
   if (pp_size_ == 1 || !embedding_collectives_) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  embedding_collectives_->all_reduce(grads.wte, count);
+  embedding_collectives_->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, Stream{}).wait();
 }
 
 double Trainer::from_last_stage(double value) {
-  pipeline_collectives_->flat().broadcast_scalars(&value, 1, pp_size_ - 1);
+  pipeline_collectives_->broadcast(&value, 1, DType::f64, pp_size_ - 1, Stream{}).wait();
   return value;
 }
 
@@ -412,7 +415,7 @@ double Trainer::evaluate() {
     for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
   };
   runner_->forward_only(share.batches(B_), batch, consume);
-  data_collectives_->flat().all_reduce_scalars(&sum, 1);
+  data_collectives_->all_reduce(&sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
@@ -420,13 +423,13 @@ double Trainer::evaluate() {
 // error), agreed by every rank and ended as one "error:" line with exit status 1 — not
 // fatal_one's abort, whose launcher noise would bury the one line that says what to do.
 void Trainer::end_if_root_failed(std::string problem, const std::string& hint) const {
-  broadcast_string(problem, 0, MPI_COMM_WORLD);
+  comm::broadcast_string(*world_collectives_, problem, 0);
   if (!problem.empty()) throw RunFailure(problem + "; " + hint, kExitFault);
 }
 
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
-  checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), MPI_COMM_WORLD);
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(checkpoint_settings(deck), groups_.world());
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
   if (world_rank() == 0) {

@@ -1,7 +1,7 @@
 // The training loop: micro-batches with gradient accumulation up to the global batch, run by
 // the pipeline schedule over the stages (pipeline::PipelineRunner; one stage without pipeline
 // parallelism), tensor parallel inside the model, data parallel over the data group (each
-// replica its slice of every global batch, gradients summed by comm::GradientReducer), global-norm clipping, AdamW with warm-up and cosine decay, validation every
+// replica its slice of every global batch, gradients summed by dp::GradientReducer), global-norm clipping, AdamW with warm-up and cosine decay, validation every
 // train.eval_interval steps and at the end, a console line every metrics.log_interval steps,
 // every step's figures in metrics.h5, and the final model as an llm.c file in the run directory.
 #pragma once
@@ -12,8 +12,9 @@
 
 #include "ckpt/checkpointer.hpp"
 #include "comm/groups.hpp"
-#include "comm/reducer.hpp"
+#include "comm/hierarchy.hpp"
 #include "data/token_data.hpp"
+#include "dp/reducer.hpp"
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
 #include "model/gpt2.hpp"
@@ -64,7 +65,7 @@ class Trainer {
   void restore_precision_state(const ckpt::Metadata& saved, const std::string& path);
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
-  void record_rank_figures(const StepResult& result);  // collective over MPI_COMM_WORLD
+  void record_rank_figures(const StepResult& result);  // collective over all ranks
   void print_summary() const;
   void record_validation(int64_t step, double loss);
   // Pipeline: the first and last stage both hold wte (tied); their gradients add up.
@@ -95,16 +96,16 @@ class Trainer {
   const Job& job_;
   const comm::ProcessGroups& groups_;
   int dp_rank_ = 0, dp_size_ = 1, pp_rank_ = 0, pp_size_ = 1;
-  std::unique_ptr<comm::GroupCollectives> world_collectives_;     // step-boundary agreements
-  std::unique_ptr<comm::GroupCollectives> pipeline_collectives_;  // before runner_, which uses it
-  std::unique_ptr<comm::GroupCollectives> embedding_collectives_;  // first and last stage only
+  std::unique_ptr<comm::Communicator> world_collectives_;     // step-boundary agreements
+  std::unique_ptr<comm::Communicator> pipeline_collectives_;  // before runner_, which uses it
+  std::unique_ptr<comm::Communicator> embedding_collectives_;  // first and last stage only
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   std::vector<double> bubble_busy_, bubble_wait_;  // per stage, summed over steps (rank 0)
   std::array<double, 3> level_totals_{};            // bytes per level over the run (rank 0)
   std::array<double, static_cast<int>(MemoryCategory::Count)> memory_peaks_{};  // (rank 0)
-  std::unique_ptr<comm::GroupCollectives> tensor_collectives_;  // before model_, which uses it
-  std::unique_ptr<comm::GroupCollectives> data_collectives_;  // before reducer_, which uses it
-  std::unique_ptr<comm::GradientReducer> reducer_;
+  std::unique_ptr<comm::Communicator> tensor_collectives_;  // before model_, which uses it
+  std::unique_ptr<comm::Communicator> data_collectives_;  // before reducer_, which uses it
+  std::unique_ptr<dp::GradientReducer> reducer_;
   std::array<comm::LevelBytes, 3> last_group_bytes_{};  // data, tensor, pipeline: up to the last step
   kernels::Context ctx_;
   std::unique_ptr<model::Gpt2> model_;
