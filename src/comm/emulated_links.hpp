@@ -1,6 +1,6 @@
 // The α-β link model of single-host emulation, as a wrapper around any communicator: every
 // step of transfers the wrapped communicator completes (a ring exchange, a tree chunk, a
-// shared-memory chunk, a send or a receive) takes at least latency + bytes / bandwidth of the
+// shared-memory chunk, a receive) takes at least latency + bytes / bandwidth of the
 // slowest level it crossed — the real transfer counts towards it — so ranks on one host see the
 // link speeds of the emulated cluster. The wrapper delays completion only: results, byte counts
 // and the order of operations are the wrapped communicator's.

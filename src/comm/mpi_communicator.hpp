@@ -69,7 +69,6 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter_f32(float* data, size_t n, Algo algo = Algo::Ring, Op op = Op::Sum);
   void all_gather_f32(float* data, size_t n, Algo algo = Algo::Ring);
   topo::Level level_of(int peer) const { return level_of_rank_[peer]; }
-  MPI_Comm mpi() const { return comm_; }  // comm/ only: the callers of the interface never see it
 
   // The watchdog's wait: completes requests of this communicator, or aborts the job naming
   // `operation` and the `peers` still awaited.

@@ -472,7 +472,7 @@ int Trainer::run(const std::string& run_dir) {
   checkpointer_->wait();
   record_checkpoints();
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid);
+  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid, *world_collectives_);
   if (world_rank() == 0) {
     try {
       metrics_->close();  // metrics.h5 alone holds the whole history
