@@ -23,6 +23,8 @@ class ProcessGroups {
   ProcessGroups& operator=(const ProcessGroups&) = delete;
 
   MPI_Comm group(layout::GroupKind kind) const;  // MPI_COMM_NULL: not a member (embedding)
+  bool member_of(layout::GroupKind kind) const { return group(kind) != MPI_COMM_NULL; }
+  MPI_Comm world() const { return MPI_COMM_WORLD; }  // every rank of the job
   MPI_Comm tensor() const { return tensor_; }
   MPI_Comm pipeline() const { return pipeline_; }
   MPI_Comm data() const { return data_; }

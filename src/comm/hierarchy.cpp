@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "comm/widen.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident::comm {
@@ -30,13 +31,13 @@ topo::Level level_between(const topo::Topology& t, int a, int b) {
   return topo::Level::CrossRack;
 }
 
-std::unique_ptr<Communicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
+std::unique_ptr<MpiCommunicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
                                                 const std::string& name,
                                                 const CollectiveSettings& settings, Traffic kind) {
   const std::vector<int> members = world_ranks_of(comm);
   std::vector<topo::Level> levels;
   for (int w : members) levels.push_back(level_between(t, world_rank(), w));
-  return std::make_unique<Communicator>(comm, levels, name, settings.timeout_s, settings.links, kind);
+  return std::make_unique<MpiCommunicator>(comm, levels, name, settings.timeout_s, kind);
 }
 
 }  // namespace
@@ -104,19 +105,19 @@ GroupCollectives::~GroupCollectives() {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
-void GroupCollectives::all_reduce(float* data, size_t n, Op op) {
+void GroupCollectives::all_reduce_f32(float* data, size_t n, Op op) {
   if (flat_->size() == 1 || n == 0) return;
-  if (settings_.algo == "mpi") return flat_->all_reduce(data, n, Algo::Mpi, op);
+  if (settings_.algo == "mpi") return flat_->all_reduce_f32(data, n, Algo::Mpi, op);
   if (!use_hierarchy_ || op != Op::Sum) {
     // Inside one node the node's algorithm; across nodes, flat, a ring (NCCL's choice).
-    return flat_->all_reduce(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring, op);
+    return flat_->all_reduce_f32(data, n, span_ == topo::Level::Node ? settings_.node_algo : Algo::Ring, op);
   }
   // Inside the node: through shared memory with node_algo = shm, else the ring.
   const Algo inside = settings_.node_algo == Algo::Shm ? Algo::Shm : Algo::Ring;
-  node_->reduce_scatter(data, n, inside);
-  const auto shard = Communicator::segment_of(n, node_->size(), node_->rank());
+  node_->reduce_scatter_f32(data, n, inside);
+  const auto shard = segment_of(n, node_->size(), node_->rank());
   across_nodes(data + shard.first, shard.second - shard.first);
-  node_->all_gather(data, n, inside);
+  node_->all_gather_f32(data, n, inside);
 }
 
 // The shard's all-reduce across nodes: over the rack, then across racks. A large shard goes in
@@ -128,8 +129,8 @@ void GroupCollectives::across_nodes(float* shard, size_t len) {
   constexpr size_t kMaxPieces = 8, kMinPiece = size_t(1) << 18, kPieceAlign = 4096;  // floats
   const size_t pieces = std::min(kMaxPieces, len / kMinPiece);
   if (rack_->size() == 1 || cross_->size() == 1 || pieces < 2) {
-    rack_->all_reduce(shard, len, settings_.rack_algo);
-    cross_->all_reduce(shard, len, settings_.cross_rack_algo);
+    rack_->all_reduce_f32(shard, len, settings_.rack_algo);
+    cross_->all_reduce_f32(shard, len, settings_.cross_rack_algo);
     return;
   }
   const size_t piece = (len / pieces + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
@@ -145,12 +146,12 @@ void GroupCollectives::across_nodes(float* shard, size_t len) {
         summed_over_rack.wait(lock, [&] { return summed > k; });
       }
       const auto [begin, end] = range(k);
-      cross_->all_reduce(shard + begin, end - begin, settings_.cross_rack_algo);
+      cross_->all_reduce_f32(shard + begin, end - begin, settings_.cross_rack_algo);
     }
   });
   for (size_t k = 0; k < count; ++k) {
     const auto [begin, end] = range(k);
-    rack_->all_reduce(shard + begin, end - begin, settings_.rack_algo);
+    rack_->all_reduce_f32(shard + begin, end - begin, settings_.rack_algo);
     {
       std::lock_guard<std::mutex> lock(mutex);
       summed = k + 1;
@@ -169,10 +170,58 @@ std::string GroupCollectives::describe() const {
 
 LevelBytes GroupCollectives::traffic() const {
   LevelBytes total;
-  for (const Communicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()})
+  for (const MpiCommunicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()})
     for (int l = 0; l < 3; ++l)
       total.sent[l] += c->traffic().sent[l], total.received[l] += c->traffic().received[l];
   return total;
+}
+
+Work GroupCollectives::all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  if (dtype == DType::f64 || dtype == DType::i32) return flat_->all_reduce(data, count, dtype, op, stream);
+  REQUIRE(stream.device.is_cpu(), "all-reduce on the " << name() << " group: host memory only");
+  as_f32(data, count, dtype, wide_, [&](float* values) { all_reduce_f32(values, count, op); });
+  return Work();
+}
+
+// The ring, as the ZeRO-1 reduction has always run it (node_algo does not apply).
+Work GroupCollectives::reduce_scatter(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  return flat_->reduce_scatter(data, count, dtype, op, stream);
+}
+
+Work GroupCollectives::all_gather(void* data, size_t count, DType dtype, Stream stream) {
+  return flat_->all_gather(data, count, dtype, stream);
+}
+
+Work GroupCollectives::broadcast(void* data, size_t count, DType dtype, int root, Stream stream) {
+  return flat_->broadcast(data, count, dtype, root, stream);
+}
+
+Work GroupCollectives::send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  return flat_->send(data, count, dtype, peer, tag, stream);
+}
+
+Work GroupCollectives::recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  return flat_->recv(data, count, dtype, peer, tag, stream);
+}
+
+Work GroupCollectives::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {
+  return flat_->gather(in, out, count, dtype, root, stream);
+}
+
+Work GroupCollectives::all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) {
+  return flat_->all_gather_values(in, out, count, dtype, stream);
+}
+
+Work GroupCollectives::barrier(Stream stream) { return flat_->barrier(stream); }
+
+void GroupCollectives::observe_steps(StepObserver observer) {
+  for (MpiCommunicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()}) c->observe_steps(observer);
+}
+
+std::unique_ptr<Communicator> make_group_communicator(MPI_Comm group, const topo::Topology& topology,
+                                                      const std::string& name,
+                                                      const CollectiveSettings& settings, Traffic kind) {
+  return with_links(std::make_unique<GroupCollectives>(group, topology, name, settings, kind), settings.links);
 }
 
 }  // namespace trident::comm

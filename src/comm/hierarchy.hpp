@@ -15,7 +15,8 @@
 #include <memory>
 #include <string>
 
-#include "comm/communicator.hpp"
+#include "comm/emulated_links.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
@@ -24,7 +25,7 @@ struct CollectiveSettings {
   std::string algo = "auto";  // flat | hierarchical | auto | mpi
   Algo node_algo = Algo::Tree, rack_algo = Algo::Tree, cross_rack_algo = Algo::Ring;
   double timeout_s = 300;
-  LinkModel links;  // emulated link speeds per level (off by default)
+  LinkModel links;  // emulated link speeds per level (off by default): make_group_communicator
 };
 
 // Whether every node holds the same number of `members` (world ranks) and every rack the same
@@ -36,7 +37,10 @@ bool regular_layout(const topo::Topology& t, const std::vector<int>& members);
 bool uses_shared_window(const topo::Topology& t, const std::vector<int>& members, int me,
                         const CollectiveSettings& settings);
 
-class GroupCollectives {
+// The communicator of one group that knows the cluster's levels: its all-reduce is the
+// hierarchical one above (or flat, by the settings); its other operations are the flat
+// communicator's (reduce-scatter and all-gather: the ring).
+class GroupCollectives final : public Communicator {
  public:
   // Collective over `group` (its ranks in any order). Builds the flat communicator and, when
   // every node holds the same number of the group's members, the per-level ones.
@@ -47,22 +51,44 @@ class GroupCollectives {
   GroupCollectives(const GroupCollectives&) = delete;
   GroupCollectives& operator=(const GroupCollectives&) = delete;
 
-  // Sum (or maximum), by the algorithm the settings choose.
-  void all_reduce(float* data, size_t n, Op op = Op::Sum);
-  Communicator& flat() { return *flat_; }
-  Communicator& level(int level) { return level == 0 ? *node_ : level == 1 ? *rack_ : *cross_; }
+  int rank() const override { return flat_->rank(); }
+  int size() const override { return flat_->size(); }
+  const std::string& name() const override { return flat_->name(); }
+  LevelBytes traffic() const override;  // everything this rank sent and received, all levels
+  // Sum (or maximum), by the algorithm the settings choose; 16-bit summed in f32.
+  Work all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) override;
+  Work reduce_scatter(void* data, size_t count, DType dtype, Op op, Stream stream) override;
+  Work all_gather(void* data, size_t count, DType dtype, Stream stream) override;
+  Work broadcast(void* data, size_t count, DType dtype, int root, Stream stream) override;
+  Work send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
+  Work recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
+  Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override;
+  Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) override;
+  Work barrier(Stream stream) override;
+  void observe_steps(StepObserver observer) override;  // every level's communicator reports
+
+  MpiCommunicator& flat() { return *flat_; }
+  MpiCommunicator& level(int level) { return level == 0 ? *node_ : level == 1 ? *rack_ : *cross_; }
   bool hierarchical() const { return use_hierarchy_; }
   topo::Level span() const { return span_; }  // the widest level between the group's members
   std::string describe() const;             // "hierarchical: node 2 × rack 2 × cross-rack 2"
-  LevelBytes traffic() const;               // everything this rank sent and received
 
  private:
+  void all_reduce_f32(float* data, size_t n, Op op);
   void across_nodes(float* shard, size_t len);  // rack, then cross-rack (pipelined when large)
   CollectiveSettings settings_;
   topo::Level span_ = topo::Level::Node;
-  std::unique_ptr<Communicator> flat_, node_, rack_, cross_;
+  std::unique_ptr<MpiCommunicator> flat_, node_, rack_, cross_;
+  std::vector<float> wide_;  // a 16-bit buffer widened to f32 for its all-reduce
   MPI_Comm node_comm_ = MPI_COMM_NULL, rack_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
   bool use_hierarchy_ = false;
 };
+
+// The group's communicator as the settings make it: GroupCollectives, wrapped in EmulatedLinks
+// when the link model slows a level.
+std::unique_ptr<Communicator> make_group_communicator(MPI_Comm group, const topo::Topology& topology,
+                                                      const std::string& name,
+                                                      const CollectiveSettings& settings,
+                                                      Traffic kind = Traffic::Count);
 
 }  // namespace trident::comm

@@ -22,7 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/log.hpp"
 
@@ -50,11 +50,13 @@ std::pair<size_t, size_t> overlap(std::pair<size_t, size_t> range, size_t lo, si
 
 size_t length(std::pair<size_t, size_t> range) { return range.second - range.first; }
 
+double floats(size_t n) { return static_cast<double>(n) * sizeof(float); }  // their bytes
+
 }  // namespace
 
 // Only a group inside one node (as the topology says; every member sees the same) shares
 // memory: across emulated nodes the transfers must go through the link model's levels.
-bool Communicator::shares_memory() {
+bool MpiCommunicator::shares_memory() {
   if (!shared_checked_) {
     shared_checked_ = true;
     const bool one_node = std::all_of(level_of_rank_.begin(), level_of_rank_.end(),
@@ -69,7 +71,7 @@ bool Communicator::shares_memory() {
 }
 
 // Each rank arrives with the next epoch and waits for all others, under the watchdog.
-void Communicator::shm_barrier(const char* operation) {
+void MpiCommunicator::shm_barrier(const char* operation) {
   const uint64_t epoch = ++shm_epoch_;
   shared_->arrive(rank_, epoch);
   const double begin = steady_seconds(), deadline = begin + timeout_s_;
@@ -85,7 +87,7 @@ void Communicator::shm_barrier(const char* operation) {
     }
 }
 
-void Communicator::shm_all_reduce(float* data, size_t n, Op op) {
+void MpiCommunicator::shm_all_reduce(float* data, size_t n, Op op) {
   const size_t capacity = shared_->capacity();
   std::vector<const float*> parts(size_);
   for (size_t at = 0; at < n; at += capacity) {
@@ -106,14 +108,14 @@ void Communicator::shm_all_reduce(float* data, size_t n, Op op) {
       const auto seg = segment_of(len, size_, k);
       std::memcpy(data + at + seg.first, parts[k] + seg.first, length(seg) * sizeof(float));
       if (k == rank_) continue;
-      count(k, length(seg) + length(own), length(own) + length(seg));
+      count(k, floats(length(seg) + length(own)), floats(length(own) + length(seg)));
       transfers.emplace_back(k, double(length(seg) + length(own)) * sizeof(float));
     }
-    emulate(start, transfers);
+    report(start, transfers);
   }
 }
 
-void Communicator::shm_reduce_scatter(float* data, size_t n) {
+void MpiCommunicator::shm_reduce_scatter(float* data, size_t n) {
   const size_t capacity = shared_->capacity();
   const auto own = segment_of(n, size_, rank_);
   std::vector<const float*> parts(size_);
@@ -130,14 +132,14 @@ void Communicator::shm_reduce_scatter(float* data, size_t n) {
     for (int k = 0; k < size_; ++k) {
       if (k == rank_) continue;
       const size_t theirs = length(overlap(segment_of(n, size_, k), at, at + len));
-      count(k, theirs, length(part));
+      count(k, floats(theirs), floats(length(part)));
       transfers.emplace_back(k, double(std::max(theirs, length(part))) * sizeof(float));
     }
-    emulate(start, transfers);
+    report(start, transfers);
   }
 }
 
-void Communicator::shm_all_gather(float* data, size_t n) {
+void MpiCommunicator::shm_all_gather(float* data, size_t n) {
   const size_t capacity = shared_->capacity();
   const auto own = segment_of(n, size_, rank_);
   for (size_t at = 0; at < n; at += capacity) {
@@ -154,10 +156,10 @@ void Communicator::shm_all_gather(float* data, size_t n) {
       const auto theirs = overlap(segment_of(n, size_, k), at, at + len);
       std::memcpy(data + theirs.first, shared_->buffer(k, which) + (theirs.first - at),
                   length(theirs) * sizeof(float));
-      count(k, length(mine), length(theirs));
+      count(k, floats(length(mine)), floats(length(theirs)));
       transfers.emplace_back(k, double(std::max(length(mine), length(theirs))) * sizeof(float));
     }
-    emulate(start, transfers);
+    report(start, transfers);
   }
 }
 

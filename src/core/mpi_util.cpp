@@ -11,7 +11,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   // MULTIPLE: the data-parallel reducer's communication thread calls MPI while the main thread
   // computes (and, with tensor parallelism, communicates too). Where the library offers less,
-  // the reducer runs without overlap (comm/reducer.cpp).
+  // the reducer runs without overlap (dp/reducer.cpp).
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }

@@ -29,11 +29,9 @@
 //             partial: all-reduce (sum); dwte_i += dlogits_iᵀ H: local.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstddef>
 
-#include "comm/hierarchy.hpp"
+#include "comm/communicator.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
@@ -43,7 +41,7 @@ namespace trident::model {
 
 struct TensorGroup {
   Partition slice;                              // this rank's part of the model
-  comm::GroupCollectives* collectives = nullptr;  // the tensor group's; null when slice.size == 1
+  comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
 };

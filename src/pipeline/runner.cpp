@@ -18,7 +18,7 @@ const std::atomic<bool> kPatient{true};
 // Receives under the patient wait, then restores the thread's usual one.
 void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer, int tag) {
   comm::wait_patiently(&kPatient);
-  pipeline.recv(data, n, peer, tag);
+  pipeline.recv(data, n, DType::f32, peer, tag, Stream{}).wait();
   comm::wait_patiently(nullptr);
 }
 
@@ -38,12 +38,12 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   activation_elements_ = static_cast<size_t>(B) * T * gpt.config().channels;
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
-  activation_sends_.assign(slots_, MPI_REQUEST_NULL);
+  activation_sends_.resize(slots_);
 }
 
 float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
                                   StepTimes* times) {
-  pipeline_.wait(activation_sends_[slot], "pipeline send (activation)", stage_ + 1);  // slot reuse
+  activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
   if (!first())
     patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
@@ -51,21 +51,23 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   if (!last())
-    activation_sends_[slot] = pipeline_.isend(gpt_.output(slot), activation_elements_, stage_ + 1, activation_tag(i));
+    activation_sends_[slot] =
+        pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), Stream{});
   if (times) times->wait_seconds += received - start, times->forward_seconds += steady_seconds() - received;
   return loss;
 }
 
 void PipelineRunner::run_backward(int i, int slot, float loss_scale,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
-  pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);  // buffer reuse
+  gradient_send_.wait();  // buffer reuse
   const double start = steady_seconds();
   if (!last())
     patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
   const double received = steady_seconds();
   gpt_.backward(slot, loss_scale, on_final);
   if (!first())
-    gradient_send_ = pipeline_.isend(gpt_.input_gradient(), activation_elements_, stage_ - 1, gradient_tag(i));
+    gradient_send_ =
+        pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), Stream{});
   if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
 }
 
@@ -83,8 +85,8 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
     run_backward(action.micro_batch, slot, loss_scale,
                  last_backward ? on_last_final : std::function<void(int)>(), times);
   }
-  for (MPI_Request& request : activation_sends_) pipeline_.wait(request, "pipeline send (activation)", stage_ + 1);
-  pipeline_.wait(gradient_send_, "pipeline send (gradient)", stage_ - 1);
+  for (comm::Work& send : activation_sends_) send.wait();
+  gradient_send_.wait();
   if (times) times->schedule_seconds += steady_seconds() - start;
   return loss_sum;
 }
@@ -96,7 +98,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
     run_forward(i, slot, batch, true, nullptr);
     if (last()) consume(i, gpt_.losses(slot));
   }
-  for (MPI_Request& request : activation_sends_) pipeline_.wait(request, "pipeline send (activation)", stage_ + 1);
+  for (comm::Work& send : activation_sends_) send.wait();
 }
 
 }  // namespace trident::pipeline

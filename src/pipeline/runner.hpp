@@ -1,15 +1,14 @@
 // Runs one stage's part of a pipeline schedule over the pipeline group.
 //
-// Communication: point-to-point on the pipeline group's Communicator. Forward of micro-batch i on
+// Communication: point-to-point on the pipeline group's Communicator, every transfer a Work
+// handle (f32, on the CPU stream). Forward of micro-batch i on
 // stage s > 0 receives the activation (B, T, C) of stage s − 1 (tag 2i); a non-last stage sends
 // its output to s + 1 with a non-blocking send straight from the micro-batch's activation slot,
-// completed before that slot is used again. Backward of i on a non-last stage receives the
+// completed (its Work waited for) before that slot is used again. Backward of i on a non-last stage receives the
 // gradient (B, T, C) of stage s + 1 (tag 2i + 1); a non-first stage sends its input gradient to
 // s − 1, completed before the buffer is reused. Receives block (under the watchdog): the
 // schedules are deadlock-free with buffered sends (tests/unit/test_schedule.cpp simulates them).
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <functional>
@@ -65,8 +64,8 @@ class PipelineRunner {
   int micro_batches_, B_, T_, slots_;
   size_t activation_elements_;
   std::vector<int32_t> inputs_, targets_;
-  std::vector<MPI_Request> activation_sends_;  // per slot
-  MPI_Request gradient_send_ = MPI_REQUEST_NULL;
+  std::vector<comm::Work> activation_sends_;  // per slot
+  comm::Work gradient_send_;
 };
 
 }  // namespace trident::pipeline

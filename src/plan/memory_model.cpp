@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "comm/buckets.hpp"
 #include "comm/shared_window.hpp"
+#include "dp/gpt2_segments.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -105,7 +105,8 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
   if (in.data > 1 && !in.zero) {  // the reducer's packing buffer: the largest bucket
     int64_t largest = 0;
-    for (const comm::Bucket& b : comm::plan_buckets(in.config, part, in.bucket_mb)) largest = std::max(largest, b.elements);
+    for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
+      largest = std::max(largest, b.elements);
     e.bytes[index(MemoryCategory::Communication)] = largest * kFloat;
   }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts

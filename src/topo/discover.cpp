@@ -30,19 +30,19 @@ std::string processor_name() {
   return std::string(name, length);
 }
 
-TopologyOptions options_from_deck(const deck::Deck& deck) {
+TopologyOptions options_from(const TopologySettings& settings) {
   TopologyOptions options;
-  options.ranks_per_node = static_cast<int>(deck.get_int("topology.ranks_per_node"));
-  options.nodes_per_rack = static_cast<int>(deck.get_int("topology.nodes_per_rack"));
-  const std::string file = deck.get_string("topology.file");
+  options.ranks_per_node = settings.ranks_per_node;
+  options.nodes_per_rack = settings.nodes_per_rack;
+  const std::string& file = settings.file;
   if (file.empty()) return options;
   const std::string text = read_on_root_and_broadcast(
       file, "topology file", "topology.file must name a Slurm topology.conf (" +
-      deck.cite("topology.file") + ")", MPI_COMM_WORLD);
+      settings.file_cite + ")", MPI_COMM_WORLD);
   try {
     options.switches = parse_topology_conf(text);
   } catch (const std::invalid_argument& e) {
-    fatal_all(file + ": " + e.what() + " (" + deck.cite("topology.file") +
+    fatal_all(file + ": " + e.what() + " (" + settings.file_cite +
               "); expected lines like 'SwitchName=rack0 Nodes=node[0-3]'");
   }
   options.use_switches = true;
@@ -51,15 +51,15 @@ TopologyOptions options_from_deck(const deck::Deck& deck) {
 
 }  // namespace
 
-Topology discover_topology(const deck::Deck& deck) {
-  const TopologyOptions options = options_from_deck(deck);
+Topology discover_topology(const TopologySettings& settings) {
+  const TopologyOptions options = options_from(settings);
   const std::vector<std::string> hosts = allgather_strings(processor_name(), MPI_COMM_WORLD);
   const std::vector<int> shared_keys = gather_shared_keys();
   try {
     return Topology::build(hosts, shared_keys, options);
   } catch (const std::invalid_argument& e) {
-    fatal_all(deck.get_string("topology.file") + ": " + e.what() + " (" +
-              deck.cite("topology.file") + "); list every node of the job under a leaf switch" +
+    fatal_all(settings.file + ": " + e.what() + " (" +
+              settings.file_cite + "); list every node of the job under a leaf switch" +
               (options.ranks_per_node > 0 ? " (emulated nodes are named node0, node1, ...)" : ""));
   }
 }

@@ -52,7 +52,7 @@ std::vector<double> interleaved_means(const std::vector<Row>& rows, std::vector<
 }
 
 // The shared-memory rows only where the group is one node: across nodes there is none.
-std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& flat, int n, bool one_node) {
+std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::MpiCommunicator& flat, int n, bool one_node) {
   const int r = flat.rank();
   auto fill_sum = [r](std::vector<float>& v) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((r + 1) * (i % 7 + 1));
@@ -73,13 +73,15 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
   std::vector<Row> list;
   for (const auto& [name, algo] : all_reduce_algos)
     list.push_back({"all_reduce", name, ar,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce(v.data(), v.size(), algo); },
+                    [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce_f32(v.data(), v.size(), algo); },
                     wrong_sum, fill_sum});
   list.push_back({"all_reduce", "hierarchical", ar,
-                  [&hierarchical](std::vector<float>& v) { hierarchical.all_reduce(v.data(), v.size()); },
+                  [&hierarchical](std::vector<float>& v) {
+                    hierarchical.all_reduce(v.data(), v.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
+                  },
                   wrong_sum, fill_sum});
   auto wrong_own_sum = [n, r, sum_at](const std::vector<float>& v) {
-    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+    const auto seg = comm::segment_of(v.size(), n, r);
     size_t wrong = 0;
     for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != sum_at(i);
     return wrong;
@@ -87,35 +89,35 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::Communicator& 
   auto wrong_gathered = [n](const std::vector<float>& v) {
     size_t wrong = 0;
     for (int k = 0; k < n; ++k) {
-      const auto seg = comm::Communicator::segment_of(v.size(), n, k);
+      const auto seg = comm::segment_of(v.size(), n, k);
       for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(k + 1);
     }
     return wrong;
   };
   auto fill_own = [n, r](std::vector<float>& v) {
-    const auto seg = comm::Communicator::segment_of(v.size(), n, r);
+    const auto seg = comm::segment_of(v.size(), n, r);
     std::fill(v.begin(), v.end(), 0.0f);
     std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
   };
   for (const auto& [name, algo] : partial_algos) {
     list.push_back({"reduce_scatter", name, part,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter(v.data(), v.size(), algo); },
+                    [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter_f32(v.data(), v.size(), algo); },
                     wrong_own_sum, fill_sum});
     list.push_back({"all_gather", name, part,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.all_gather(v.data(), v.size(), algo); },
+                    [&flat, algo = algo](std::vector<float>& v) { flat.all_gather_f32(v.data(), v.size(), algo); },
                     wrong_gathered, fill_own});
   }
   return list;
 }
 
 // Small all-reduce latency and large all-reduce bus bandwidth of a level's communicator.
-std::pair<double, double> level_figures(comm::Communicator& c) {
+std::pair<double, double> level_figures(comm::MpiCommunicator& c) {
   if (c.size() == 1) return {0.0, 0.0};
   std::vector<float> small(2, 1.0f), large(size_t(4) << 20, 1.0f);
   auto mean = [&](std::vector<float>& v, int iterations) {
-    c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+    c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
     const double start = steady_seconds();
-    for (int i = 0; i < iterations; ++i) c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+    for (int i = 0; i < iterations; ++i) c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
     return (steady_seconds() - start) / iterations;
   };
   const double latency = mean(small, 50);
@@ -141,6 +143,7 @@ int run_commbench(const std::vector<std::string>& args) {
   comm::CollectiveSettings hierarchical_settings = settings;
   hierarchical_settings.algo = "auto";
   comm::GroupCollectives world(MPI_COMM_WORLD, job.topology, "world", hierarchical_settings);
+  const comm::EmulatedLinks emulated(world, settings.links);  // every level's steps at the link model's speed
   const int n = world.flat().size();
   print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + world.describe());
   print0("#      size       count  collective      algorithm     time(us)  algbw(GB/s)  busbw(GB/s)  #wrong");
@@ -171,7 +174,7 @@ int run_commbench(const std::vector<std::string>& args) {
   const std::string dir = job.deck.get_string("train.run_dir");
   std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
   const char* names[] = {"node", "rack", "cross_rack"};
-  comm::Communicator* levels[] = {&world.level(0), &world.level(1), &world.level(2)};
+  comm::MpiCommunicator* levels[] = {&world.level(0), &world.level(1), &world.level(2)};
   for (int l = 0; l < 3; ++l) {
     const auto [latency, busbw] = level_figures(*levels[l]);
     char text[160];

@@ -21,7 +21,7 @@ Job load_job(const cli::CommandLine& line) {
   layout::Grid grid(static_cast<int>(deck.get_int("parallel.tensor")),
                     static_cast<int>(deck.get_int("parallel.pipeline")),
                     static_cast<int>(deck.get_int("parallel.data")));
-  topo::Topology topology = topo::discover_topology(deck);
+  topo::Topology topology = topo::discover_topology(topology_settings(deck));
   choose_device(deck);
   choose_low16_gemm(deck);
   RunSettings settings = read_settings(deck);
@@ -74,6 +74,15 @@ std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // rank 0 aborts the job
   }
   return groups;
+}
+
+topo::TopologySettings topology_settings(const deck::Deck& deck) {
+  topo::TopologySettings settings;
+  settings.ranks_per_node = static_cast<int>(deck.get_int("topology.ranks_per_node"));
+  settings.nodes_per_rack = static_cast<int>(deck.get_int("topology.nodes_per_rack"));
+  settings.file = deck.get_string("topology.file");
+  settings.file_cite = deck.cite("topology.file");
+  return settings;
 }
 
 comm::CollectiveSettings collective_settings(const deck::Deck& deck) {

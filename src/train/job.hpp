@@ -9,6 +9,7 @@
 #include "comm/hierarchy.hpp"
 #include "deck/deck.hpp"
 #include "layout/grid.hpp"
+#include "topo/discover.hpp"
 #include "topo/topology.hpp"
 #include "train/cli.hpp"
 #include "train/settings.hpp"
@@ -40,6 +41,9 @@ void choose_low16_gemm(const deck::Deck& deck);
 // Collective: the communicators of the job, checked against the grid and topology (a mismatch
 // is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
+
+// The [topology] keys discovery applies (topo/ does not read the deck).
+topo::TopologySettings topology_settings(const deck::Deck& deck);
 
 // The collectives' settings from [comm] and the link model from [topology]; a malformed link
 // is a UserError.

@@ -122,14 +122,13 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 }  // namespace
 
 std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
-                                      const layout::Grid& grid) {
+                                      const layout::Grid& grid, comm::Communicator& world) {
   const model::GptConfig& config = gpt.config();
   const int me = world_rank();
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
   if (me != 0) {
-    MPI_CHECK(MPI_Send(gpt.params(), static_cast<int>(gpt.num_parameters()), MPI_FLOAT, 0, tag,
-                       MPI_COMM_WORLD));
+    world.send(gpt.params(), static_cast<size_t>(gpt.num_parameters()), DType::f32, 0, tag, Stream{}).wait();
     return {};
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
@@ -138,8 +137,7 @@ std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& 
     if (grid.coord_of(rank).dp != 0) continue;
     const model::Partition part = partition_for_rank(deck, grid, rank);
     std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
-    MPI_CHECK(MPI_Recv(values.data(), static_cast<int>(values.size()), MPI_FLOAT, rank, tag,
-                       MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    world.recv(values.data(), values.size(), DType::f32, rank, tag, Stream{}).wait();
     place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies
   }
   return whole;

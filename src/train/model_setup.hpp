@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "deck/deck.hpp"
 #include "layout/grid.hpp"
 #include "model/gpt2.hpp"
@@ -30,8 +31,9 @@ std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages);
 // This rank's slice of the initial model: random by the counter-based rule, or cut from the file.
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt);
 // The whole model (llm.c order), assembled on world rank 0 from the parts held by data replica
-// 0's ranks (every tensor slice of every stage), which send them; empty on every other rank.
+// 0's ranks (every tensor slice of every stage), which send them over `world` (every rank,
+// in world-rank order; under its watchdog); empty on every other rank.
 std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
-                                      const layout::Grid& grid);
+                                      const layout::Grid& grid, comm::Communicator& world);
 
 }  // namespace trident

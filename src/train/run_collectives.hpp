@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "comm/communicator.hpp"
 #include "comm/groups.hpp"
 #include "comm/hierarchy.hpp"
 #include "topo/topology.hpp"
@@ -20,15 +21,15 @@ struct RunCollectives {
 
   // The step-boundary agreements over all ranks (NaN skip, stop signal, checkpoint due): under
   // the watchdog, so that a rank that died cannot leave the others waiting in them.
-  std::unique_ptr<comm::GroupCollectives> world;
-  std::unique_ptr<comm::GroupCollectives> tensor, pipeline, data;
-  std::unique_ptr<comm::GroupCollectives> embedding;  // the first and last stage's ranks; else null
+  std::unique_ptr<comm::Communicator> world;
+  std::unique_ptr<comm::Communicator> tensor, pipeline, data;
+  std::unique_ptr<comm::Communicator> embedding;  // the first and last stage's ranks; else null
 
-  // This rank's position in its data and pipeline groups.
-  int dp_rank() const { return data->flat().rank(); }
-  int dp_size() const { return data->flat().size(); }
-  int pp_rank() const { return pipeline->flat().rank(); }
-  int pp_size() const { return pipeline->flat().size(); }
+  // This rank's position in its data and pipeline groups (groups keep world-rank order).
+  int dp_rank() const { return data->rank(); }
+  int dp_size() const { return data->size(); }
+  int pp_rank() const { return pipeline->rank(); }
+  int pp_size() const { return pipeline->size(); }
 };
 
 }  // namespace trident

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/error.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident {
@@ -55,7 +54,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
   const comm::TrafficTotals traffic = comm::take_traffic();
   std::copy(std::begin(traffic.bytes), std::end(traffic.bytes), f.bytes.begin());
   // The data, tensor and pipeline groups' bytes per level since the last step.
-  comm::GroupCollectives* groups[] = {collectives.data.get(), collectives.tensor.get(), collectives.pipeline.get()};
+  const comm::Communicator* groups[] = {collectives.data.get(), collectives.tensor.get(), collectives.pipeline.get()};
   std::array<double, 3>* into[] = {&f.data_bytes, &f.tensor_bytes, &f.pipeline_bytes};
   for (int g = 0; g < 3; ++g) {
     const comm::LevelBytes now = groups[g]->traffic();
@@ -76,7 +75,7 @@ void StepFigureLog::record(const StepResult& result, RunCollectives& collectives
   mine.for_each([&](const std::string&, double& value) { flat.push_back(value); });
   const int world = grid_.world_size(), n = static_cast<int>(flat.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
-  MPI_CHECK(MPI_Gather(flat.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  collectives.world->gather(flat.data(), all.data(), n, DType::f64, 0, Stream{}).wait();
   if (!metrics) return;
   const int stages = static_cast<int>(bubble_busy_.size());
   std::vector<RankFigures> stage_max(stages);

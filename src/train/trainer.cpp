@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/traffic.hpp"
+#include "dp/gpt2_segments.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -56,7 +57,7 @@ RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config
 
 // This rank's part of the model, its kernels prepared and its parameters initialised.
 std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
-                                         kernels::Context& ctx, comm::GroupCollectives& tensor) {
+                                         kernels::Context& ctx, comm::Communicator& tensor) {
   const deck::Deck& deck = job.deck;
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
@@ -73,21 +74,22 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
   return model;
 }
 
-std::unique_ptr<comm::GradientReducer> make_reducer(const Job& job, const model::Gpt2& model, comm::GroupCollectives& data) {
-  return std::make_unique<comm::GradientReducer>(model.config(), model.partition(), data,
-                                                 job.deck.get_float("comm.bucket_mb"), job.deck.get_bool("comm.overlap"),
-                                                 job.settings.step.zero);
+std::unique_ptr<dp::GradientReducer> make_reducer(const Job& job, model::Gpt2& model, comm::Communicator& data) {
+  dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
+                          model.grads(), model.num_parameters()};
+  return std::make_unique<dp::GradientReducer>(data, std::move(gradients), job.deck.get_float("comm.bucket_mb"),
+                                               job.deck.get_bool("comm.overlap"), job.settings.step.zero);
 }
 
 // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
 std::unique_ptr<optim::AdamW> make_optimizer(const deck::Deck& deck, const model::Gpt2& model,
-                                             const comm::GradientReducer& reducer) {
+                                             const dp::GradientReducer& reducer) {
   optim::AdamWSettings settings;
   settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
   settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
   settings.eps = static_cast<float>(deck.get_float("optim.eps"));
   settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
-  const comm::Shard shard = reducer.shard();
+  const dp::Shard shard = reducer.shard();
   return std::make_unique<optim::AdamW>(model.config(), settings, model.partition(), shard.begin, shard.end);
 }
 
@@ -133,7 +135,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       reducer_(make_reducer(job, *model_, *collectives_.data)),
       optimizer_(make_optimizer(job.deck, *model_, *reducer_)),
       runner_(std::make_unique<pipeline::PipelineRunner>(
-          *model_, collectives_.pipeline->flat(), pipeline::parse_schedule(settings_.step.schedule),
+          *model_, *collectives_.pipeline, pipeline::parse_schedule(settings_.step.schedule),
           static_cast<int>(settings_.train.micro_batches), settings_.train.micro_batch, settings_.train.seq_len)),
       hooks_(FaultHooks::install(settings_.debug)),
       B_(settings_.train.micro_batch),
@@ -165,7 +167,7 @@ StepResult Trainer::train_step(int64_t step) {
   };
   StepResult result;
   if (hooks_) hooks_->before_step(step + 1);
-  reducer_->begin(model_->grads());
+  reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
   if (hooks_) hooks_->after_backward(step + 1, model_->grads());
@@ -173,7 +175,7 @@ StepResult Trainer::train_step(int64_t step) {
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
 
-  collectives_.data->flat().all_reduce_scalars(&loss_sum, 1);
+  collectives_.data->all_reduce(&loss_sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
   const optim::GradNorm norm = global_grad_norm(settings_.step.grad_clip, fp16_scale);
@@ -183,7 +185,7 @@ StepResult Trainer::train_step(int64_t step) {
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
   // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
   double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
-  collectives_.world->flat().all_reduce_scalars(&bad, 1, comm::Op::Max);
+  collectives_.world->all_reduce(&bad, 1, DType::f64, comm::Op::Max, Stream{}).wait();
   result.skipped = bad != 0.0;
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
@@ -252,7 +254,7 @@ void Trainer::record_validation(int64_t step, double loss) {
 // the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
 // shard only, and the shards add up over the data group.
 optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
-  const comm::Shard shard = reducer_->shard();
+  const dp::Shard shard = reducer_->shard();
   double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
   int64_t offset = 0;
   const model::Partition& part = model_->partition();
@@ -265,11 +267,11 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
     offset += spec.count();
   }
   if (shard.count() != model_->num_parameters())
-    collectives_.data->flat().all_reduce_scalars(squares, 2);
+    collectives_.data->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (job_.grid.tp_size() > 1)
-    collectives_.tensor->flat().all_reduce_scalars(squares, 1);
+    collectives_.tensor->all_reduce(squares, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (pp_size_ > 1)  // every stage holds different tensors
-    collectives_.pipeline->flat().all_reduce_scalars(squares, 2);
+    collectives_.pipeline->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
   optim::GradNorm result;
   result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
@@ -293,24 +295,25 @@ std::string Trainer::memory_report(bool bytes) const {
 void Trainer::check_replicas_agree() {
   uint64_t mine = digest(model_->params(), model_->num_parameters());
   std::vector<uint64_t> all(dp_size_);
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, groups_.data()));
+  static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
+  collectives_.data->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();
   for (int r = 1; r < dp_size_; ++r)
     if (all[r] != all[0] && dp_rank_ == 0)
       fatal_one("data-parallel replica " + std::to_string(r) + " holds different parameters "
                 "than replica 0 after training: the gradient reduction is not identical on "
                 "every replica");
-  MPI_CHECK(MPI_Barrier(groups_.data()));
+  collectives_.data->barrier(Stream{}).wait();
 }
 
 void Trainer::tie_embedding_gradients() {
   if (pp_size_ == 1 || !collectives_.embedding) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  collectives_.embedding->all_reduce(grads.wte, count);
+  collectives_.embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, Stream{}).wait();
 }
 
 double Trainer::from_last_stage(double value) {
-  collectives_.pipeline->flat().broadcast_scalars(&value, 1, pp_size_ - 1);
+  collectives_.pipeline->broadcast(&value, 1, DType::f64, pp_size_ - 1, Stream{}).wait();
   return value;
 }
 
@@ -325,7 +328,7 @@ double Trainer::evaluate() {
     for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
   };
   runner_->forward_only(share.batches(B_), batch, consume);
-  collectives_.data->flat().all_reduce_scalars(&sum, 1);
+  collectives_.data->all_reduce(&sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
 }
 
@@ -333,13 +336,13 @@ double Trainer::evaluate() {
 // error), agreed by every rank and ended as one "error:" line with exit status 1 — not
 // fatal_one's abort, whose launcher noise would bury the one line that says what to do.
 void Trainer::end_if_root_failed(std::string problem, const std::string& hint) const {
-  broadcast_string(problem, 0, MPI_COMM_WORLD);
+  comm::broadcast_string(*collectives_.world, problem, 0);
   if (!problem.empty()) throw RunFailure(problem + "; " + hint, kExitFault);
 }
 
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
-  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, MPI_COMM_WORLD);
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, groups_.world());
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
   if (world_rank() == 0) {
@@ -379,7 +382,7 @@ int Trainer::run(const std::string& run_dir) {
   checkpointer_->wait();
   record_checkpoints();
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid);
+  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid, *collectives_.world);
   if (world_rank() == 0) {
     try {
       metrics_->close();  // metrics.h5 alone holds the whole history

@@ -13,7 +13,8 @@
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
 #include "comm/groups.hpp"
-#include "comm/reducer.hpp"
+#include "comm/hierarchy.hpp"
+#include "dp/reducer.hpp"
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
@@ -96,7 +97,7 @@ class Trainer {
   kernels::Context ctx_;
   const std::unique_ptr<model::Gpt2> model_;
   const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
-  const std::unique_ptr<comm::GradientReducer> reducer_;
+  const std::unique_ptr<dp::GradientReducer> reducer_;
   const std::unique_ptr<optim::AdamW> optimizer_;
   const std::unique_ptr<pipeline::PipelineRunner> runner_;
   const std::unique_ptr<FaultHooks> hooks_;  // null unless a debug.* key asks for a fault

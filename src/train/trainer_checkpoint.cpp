@@ -91,7 +91,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   const deck::Deck& deck = job_.deck;
   run_id_ = run_id;
   ckpt::Start start = ckpt::choose_checkpoint(settings_.checkpoint_resume, settings_.checkpoint.dir, run_id,
-                                              MPI_COMM_WORLD);
+                                              groups_.world());
   lineage_ = std::move(start.lineage);
   const auto& chosen = start.chosen;
   if (!chosen) return;
@@ -117,7 +117,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
     print0("warning: " + chosen->path + " is a fast checkpoint (parameters only): the AdamW moments "
            "start again from zero, so the steps after it differ from the uninterrupted run's");
   }
-  const std::string problem = ckpt::read_checkpoint(chosen->path, MPI_COMM_WORLD, view);
+  const std::string problem = ckpt::read_checkpoint(chosen->path, groups_.world(), view);
   if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
   start_step_ = saved.step;
   last_full_step_ = saved.kind == "full" ? saved.step : -1;
@@ -141,7 +141,7 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
   // Any rank's signal or clock decides for all: one small all-reduce per step.
   const std::string due = checkpointer_->due(completed);
   double flags[3] = {double(stop_signal()), double(due == "fast"), double(due == "full")};
-  collectives_.world->flat().all_reduce_scalars(flags, 3, comm::Op::Max);
+  collectives_.world->all_reduce(flags, 3, DType::f64, comm::Op::Max, Stream{}).wait();
   const int signal = static_cast<int>(flags[0]);
   const bool stop = signal != 0;
   const std::string kind = stop || flags[2] != 0 ? "full" : flags[1] != 0 ? "fast" : "";

@@ -13,6 +13,7 @@
 #include "tensor/buffer.hpp"
 #include "mpi_fixture.hpp"
 #include "topo/discover.hpp"
+#include "train/job.hpp"
 
 using namespace trident;
 using testing::everywhere;
@@ -57,11 +58,11 @@ void for_each_leading_group(int smallest, const std::function<bool(MPI_Comm, int
 BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size) {
   for_each_leading_group(1, [](MPI_Comm group, int members) {
     bool ok = true;
-    comm::Communicator c(group, all_node(members), "test", 60);
+    comm::MpiCommunicator c(group, all_node(members), "test", 60);
     for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi})
       for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(300001), size_t(3 << 20) + 5}) {
         std::vector<float> v = contribution(n, c.rank());
-        c.all_reduce(v.data(), n, algo);
+        c.all_reduce_f32(v.data(), n, algo);
         ok = ok && wrong_elements(v, members) == 0;
       }
     return ok;
@@ -69,32 +70,32 @@ BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size
 }
 
 BOOST_AUTO_TEST_CASE(sixty_four_megabytes_ring) {
-  comm::Communicator c(MPI_COMM_WORLD, all_node(world_size()), "world", 120);
+  comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(world_size()), "world", 120);
   std::vector<float> v = contribution(size_t(16) << 20, c.rank());
-  c.all_reduce(v.data(), v.size(), comm::Algo::Ring);
+  c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
   BOOST_TEST(everywhere(wrong_elements(v, c.size()) == 0));
 }
 
 BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
   const int n = world_size();
-  comm::Communicator ring(MPI_COMM_WORLD, all_node(n), "world", 60);
+  comm::MpiCommunicator ring(MPI_COMM_WORLD, all_node(n), "world", 60);
   const size_t count = size_t(n) * 1000;  // divisible: exactly 2(n−1)/n·S
   std::vector<float> v = contribution(count, ring.rank());
-  ring.all_reduce(v.data(), count, comm::Algo::Ring);
+  ring.all_reduce_f32(v.data(), count, comm::Algo::Ring);
   const double S = count * sizeof(float);
   BOOST_TEST(everywhere(ring.traffic().sent[0] == 2.0 * (n - 1) / n * S &&
                         ring.traffic().received[0] == ring.traffic().sent[0]));
-  comm::Communicator tree(MPI_COMM_WORLD, all_node(n), "world", 60);
-  tree.all_reduce(v.data(), count, comm::Algo::Tree);
+  comm::MpiCommunicator tree(MPI_COMM_WORLD, all_node(n), "world", 60);
+  tree.all_reduce_f32(v.data(), count, comm::Algo::Tree);
   // Double binary tree: each half S/2 goes up its tree (all but the root) and down to each child;
   // in the mirrored tree rank r sits at position n−1−r.
   double expected = 0.0;
   for (int position : {tree.rank(), n - 1 - tree.rank()})
     expected += ((position != 0 ? 1 : 0) + (2 * position + 1 < n) + (2 * position + 2 < n)) * S / 2;
   BOOST_TEST(everywhere(tree.traffic().sent[0] == expected), tree.traffic().sent[0] << " vs " << expected);
-  comm::Communicator bcast(MPI_COMM_WORLD, all_node(n), "world", 60);
+  comm::MpiCommunicator bcast(MPI_COMM_WORLD, all_node(n), "world", 60);
   std::vector<float> b(100, world_rank() == n - 1 ? 3.0f : 0.0f);
-  bcast.broadcast(b.data(), b.size(), n - 1);
+  bcast.broadcast(b.data(), b.size(), DType::f32, n - 1, Stream{}).wait();
   BOOST_TEST(everywhere(std::all_of(b.begin(), b.end(), [](float x) { return x == 3.0f; })));
 }
 
@@ -106,17 +107,17 @@ BOOST_AUTO_TEST_CASE(shared_memory_collectives_exact_with_the_ring_byte_counts) 
   for_each_leading_group(2, [](MPI_Comm group, int members) {
     bool ok = true;
     for (size_t n : {size_t(5), size_t(1000), (size_t(5) << 19) + 3}) {
-      comm::Communicator c(group, all_node(members), "test", 60);
-      const auto own = comm::Communicator::segment_of(n, members, c.rank());
+      comm::MpiCommunicator c(group, all_node(members), "test", 60);
+      const auto own = comm::segment_of(n, members, c.rank());
       std::vector<float> v = contribution(n, c.rank());
-      c.reduce_scatter(v.data(), n, comm::Algo::Shm);
+      c.reduce_scatter_f32(v.data(), n, comm::Algo::Shm);
       for (size_t i = own.first; i < own.second; ++i) ok = ok && v[i] == sum_at(i, members);
       const double after_reduce_scatter = c.traffic().sent[0];
       std::fill(v.begin(), v.end(), -1.0f);
       std::fill(v.begin() + own.first, v.begin() + own.second, float(c.rank() + 1));
-      c.all_gather(v.data(), n, comm::Algo::Shm);
+      c.all_gather_f32(v.data(), n, comm::Algo::Shm);
       for (int k = 0; k < members; ++k) {
-        const auto seg = comm::Communicator::segment_of(n, members, k);
+        const auto seg = comm::segment_of(n, members, k);
         for (size_t i = seg.first; i < seg.second; ++i) ok = ok && v[i] == float(k + 1);
       }
       const double after_all_gather = c.traffic().sent[0];
@@ -126,10 +127,10 @@ BOOST_AUTO_TEST_CASE(shared_memory_collectives_exact_with_the_ring_byte_counts) 
            after_all_gather - after_reduce_scatter == (members - 1) * own_bytes;
       if (n % members == 0) ok = ok && after_reduce_scatter == (members - 1.0) / members * S;
     }
-    comm::Communicator c(group, all_node(members), "test", 60);
+    comm::MpiCommunicator c(group, all_node(members), "test", 60);
     const size_t count = size_t(members) * 1000;
     std::vector<float> v = contribution(count, c.rank());
-    c.all_reduce(v.data(), count, comm::Algo::Shm);
+    c.all_reduce_f32(v.data(), count, comm::Algo::Shm);
     return ok && wrong_elements(v, members) == 0 &&
            c.traffic().sent[0] == 2.0 * (members - 1) / members * count * sizeof(float) &&
            c.traffic().received[0] == c.traffic().sent[0];
@@ -147,15 +148,15 @@ BOOST_AUTO_TEST_CASE(shared_memory_only_inside_one_node) {
   std::vector<topo::Level> two_nodes(n, topo::Level::Rack);
   two_nodes[world_rank()] = topo::Level::Node;
   {
-    comm::Communicator c(MPI_COMM_WORLD, two_nodes, "across nodes", 60);
+    comm::MpiCommunicator c(MPI_COMM_WORLD, two_nodes, "across nodes", 60);
     std::vector<float> v = contribution(1000, c.rank());
-    c.all_reduce(v.data(), v.size(), comm::Algo::Shm);
+    c.all_reduce_f32(v.data(), v.size(), comm::Algo::Shm);
     ok = ok && wrong_elements(v, n) == 0 && communication() == before;
   }
   {
-    comm::Communicator c(MPI_COMM_WORLD, all_node(n), "one node", 60);
+    comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(n), "one node", 60);
     std::vector<float> v = contribution(1000, c.rank());
-    c.all_reduce(v.data(), v.size(), comm::Algo::Shm);
+    c.all_reduce_f32(v.data(), v.size(), comm::Algo::Shm);
     ok = ok && wrong_elements(v, n) == 0 &&
          communication() == before + int64_t(comm::SharedWindow::bytes_per_rank(comm::SharedWindow::kCapacity));
   }
@@ -168,7 +169,7 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   const deck::Deck deck = deck::Deck::parse(
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
-  const topo::Topology t = topo::discover_topology(deck);
+  const topo::Topology t = topo::discover_topology(topology_settings(deck));
   for (comm::Algo level_algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm}) {
     comm::CollectiveSettings settings;
     settings.algo = "hierarchical";
@@ -181,7 +182,7 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
     double S = 0;
     for (size_t count : {size_t(4000), (size_t(8) << 20) + 4096 + 8}) {
       std::vector<float> v = contribution(count, world_rank());
-      g.all_reduce(v.data(), count);
+      g.all_reduce(v.data(), count, DType::f32, comm::Op::Sum, Stream{}).wait();
       S += count * sizeof(float);
       BOOST_TEST(everywhere(wrong_elements(v, n) == 0), count << " elements");
     }
@@ -197,7 +198,7 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   flat.algo = "flat";
   comm::GroupCollectives f(MPI_COMM_WORLD, t, "data", flat);
   std::vector<float> v = contribution(8000, world_rank());
-  f.all_reduce(v.data(), v.size());
+  f.all_reduce(v.data(), v.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
   const comm::LevelBytes bytes = f.traffic();
   BOOST_TEST(everywhere(wrong_elements(v, n) == 0 &&
                         bytes.sent[0] + bytes.sent[1] + bytes.sent[2] == 2.0 * 7 / 8 * 8000 * 4));
@@ -205,12 +206,12 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
 
 BOOST_AUTO_TEST_CASE(maximum_over_the_group) {
   const int n = world_size();
-  comm::Communicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
+  comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
   bool ok = true;
   for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm, comm::Algo::Mpi}) {
     std::vector<float> v(1001);
     for (size_t i = 0; i < v.size(); ++i) v[i] = float((c.rank() * 31 + i * 7) % 97) - 40.0f;
-    c.all_reduce(v.data(), v.size(), algo, comm::Op::Max);
+    c.all_reduce_f32(v.data(), v.size(), algo, comm::Op::Max);
     for (size_t i = 0; i < v.size(); ++i) {
       float expected = -1e30f;
       for (int r = 0; r < n; ++r) expected = std::max(expected, float((r * 31 + i * 7) % 97) - 40.0f);

@@ -1,0 +1,50 @@
+// Work: the handle of an operation a communicator (or a host stream) has started. wait() blocks
+// until it is complete — every wait of an MPI operation under the communicator's watchdog —
+// and test() says whether it is, without blocking. A default Work is complete: an operation
+// that finished inside the call that started it (docs/COMMUNICATION.md, "Work").
+#pragma once
+
+#include <memory>
+
+namespace trident::comm {
+
+// What a Work waits for; implemented by each kind of pending operation.
+class PendingWork {
+ public:
+  virtual ~PendingWork() = default;
+  virtual bool test() = 0;  // true once complete (and then its completion steps have run)
+  virtual void wait() = 0;  // returns once complete
+};
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::unique_ptr<PendingWork> pending) : pending_(std::move(pending)) {}
+  Work(Work&&) = default;
+  Work& operator=(Work&& other) {
+    wait();  // an operation is never dropped while in flight: its buffers would be reused
+    pending_ = std::move(other.pending_);
+    return *this;
+  }
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  ~Work() { wait(); }
+
+  // Blocks until the operation is complete; afterwards its buffers may be reused.
+  void wait() {
+    if (!pending_) return;
+    pending_->wait();
+    pending_.reset();
+  }
+  // Whether the operation is complete (it progresses as a side effect); never blocks.
+  bool test() {
+    if (pending_ && pending_->test()) pending_.reset();
+    return !pending_;
+  }
+  bool done() const { return !pending_; }  // complete, as last seen by wait() or test()
+
+ private:
+  std::unique_ptr<PendingWork> pending_;
+};
+
+}  // namespace trident::comm

@@ -1,0 +1,30 @@
+// The GPT-2's gradients in backward order.
+#include "dp/gpt2_segments.hpp"
+
+namespace trident::dp {
+
+std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& config,
+                                                    const model::Partition& slice, float* grads) {
+  const auto specs = model::param_specs(config, slice);
+  std::vector<int64_t> offset(specs.size(), 0);
+  for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
+  const int L = slice.layers(config);  // this stage's blocks, numbered from 0 as backward reports them
+  std::vector<GradientSegment> segments;
+  auto add = [&](size_t tensor, int layer, int event) {
+    const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
+    const int64_t at = offset[tensor] + (layer < 0 ? 0 : layer * per_layer);
+    const std::string name = specs[tensor].name + (layer < 0 ? "" : "[" + std::to_string(layer) + "]");
+    segments.push_back({name, grads ? grads + at : nullptr, per_layer, DType::f32, event});
+  };
+  for (int event = L - 1; event >= -1; --event)
+    for (size_t t = 0; t < specs.size(); ++t) {
+      const bool per_block = specs[t].name.rfind("blocks.", 0) == 0;
+      const bool final_layernorm = specs[t].name == "lnfw" || specs[t].name == "lnfb";
+      if (event >= 0 && per_block) add(t, event, event);
+      if (event == L - 1 && final_layernorm) add(t, -1, event);
+      if (event == -1 && !per_block && !final_layernorm) add(t, -1, event);  // wte, wpe
+    }
+  return segments;
+}
+
+}  // namespace trident::dp

@@ -1,0 +1,104 @@
+// Bucketed, optionally overlapped, data-parallel gradient all-reduce.
+#include "dp/reducer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace trident::dp {
+
+Shard shard_of(int64_t n, int rank, int size) {
+  const auto segment = comm::segment_of(static_cast<size_t>(n), size, rank);
+  return {static_cast<int64_t>(segment.first), static_cast<int64_t>(segment.second)};
+}
+
+GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb,
+                                 bool overlap, bool zero)
+    : data_(data), gradients_(std::move(gradients)), zero_(zero) {
+  data_size_ = data.size();
+  data_rank_ = data.rank();
+  const int64_t n = gradients_.count;
+  shard_ = zero ? shard_of(n, data_rank_, data_size_) : Shard{0, n};
+  if (data_size_ == 1) return;
+  if (zero) return;  // the reduce-scatter works in place on the gradient buffer
+  for (const GradientSegment& s : gradients_.segments)
+    REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
+  buckets_ = plan_buckets(gradients_.segments, bucket_mb);
+  int64_t largest = 0;
+  for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
+  packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication);
+  const bool can_overlap = overlap && comm::concurrent_callers_supported();
+  if (overlap && !can_overlap)
+    warn0(std::string("comm.overlap = true needs ") + comm::concurrent_callers_requirement() +
+          ", which this MPI does not provide; the gradient reduction runs after backward");
+  if (can_overlap) stream_ = std::make_unique<comm::HostStream>(&backward_running_);  // backward shares the core
+}
+
+GradientReducer::~GradientReducer() { launched_.clear(); }  // every bucket done before the stream stops
+
+void GradientReducer::reduce(const Bucket& bucket) {
+  const double start = steady_seconds();
+  float* packed = packed_.data();
+  int64_t at = 0;
+  for (const GradientSegment& s : bucket.segments) {
+    std::memcpy(packed + at, s.data, s.count * sizeof(float));
+    at += s.count;
+  }
+  data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, Stream{}).wait();
+  at = 0;
+  for (const GradientSegment& s : bucket.segments) {
+    std::memcpy(s.data, packed + at, s.count * sizeof(float));
+    at += s.count;
+  }
+  comm_seconds_ += steady_seconds() - start;
+}
+
+void GradientReducer::begin() {
+  backward_running_ = true;
+  next_to_launch_ = 0;
+  launched_.clear();
+  comm_seconds_ = 0;
+}
+
+void GradientReducer::on_final(int event) {
+  if (!stream_) return;
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= event) {
+    const Bucket& bucket = buckets_[next_to_launch_++];
+    launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket); }));
+  }
+}
+
+void GradientReducer::reduce_scatter() {
+  const double start = steady_seconds();
+  // Own shard summed in place.
+  data_.reduce_scatter(gradients_.flat, static_cast<size_t>(gradients_.count), DType::f32, comm::Op::Sum, Stream{}).wait();
+  comm_seconds_ += steady_seconds() - start;
+}
+
+void GradientReducer::all_gather_params(float* params) {
+  if (!zero_ || data_size_ == 1) return;
+  const double start = steady_seconds();
+  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, Stream{}).wait();
+  comm_seconds_ += steady_seconds() - start;
+}
+
+double GradientReducer::finish() {
+  if (data_size_ == 1) return 0.0;
+  const double start = steady_seconds();
+  if (zero_) {
+    reduce_scatter();
+  } else if (stream_) {
+    backward_running_ = false;  // the reduction left is on the critical path now
+    on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
+    for (comm::Work& work : launched_) work.wait();
+  } else {
+    for (const Bucket& bucket : buckets_) reduce(bucket);
+  }
+  return steady_seconds() - start;
+}
+
+}  // namespace trident::dp

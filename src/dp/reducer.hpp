@@ -1,0 +1,90 @@
+// Data-parallel gradient reduction: the gradients are summed over the data group in buckets of
+// about comm.bucket_mb.
+//
+// Math: after every replica's backward, g = Σ_r g_r over the data group (each replica scaled its
+// loss by 1/(micro-batches · data), so g is the gradient of the global mean loss).
+// Communication: one all-reduce (sum) per bucket over the data communicator; every replica
+// receives the same bytes, so the replicas stay bitwise identical.
+//
+// The reducer knows the model only as gradient segments (dp/segments.hpp), in the order
+// backward finishes them. With overlap, backward reports each finished event (on_final); a
+// bucket whose segments are all final is enqueued on the reduction's host stream
+// (comm/host_stream.hpp), which packs, all-reduces and unpacks it while backward goes on; each
+// bucket's Work says when it is done. finish() waits for what is left: the exposed
+// communication time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/host_stream.hpp"
+#include "dp/segments.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::dp {
+
+// The contiguous part [begin, end) of a flat buffer of n elements that replica `rank` of `size`
+// owns under ZeRO-1: the reduce-scatter's segment (comm::segment_of).
+struct Shard {
+  int64_t begin = 0, end = 0;
+  int64_t count() const { return end - begin; }
+};
+Shard shard_of(int64_t n, int rank, int size);
+
+// The gradients as the reducer takes them: the segments in backward order, and the flat f32
+// buffer (count elements) they lie in, which ZeRO-1 reduce-scatters whole.
+struct Gradients {
+  std::vector<GradientSegment> segments;
+  float* flat = nullptr;
+  int64_t count = 0;
+};
+
+class GradientReducer {
+ public:
+  // data: the data-parallel communicator (size 1: nothing to do). overlap needs communicators
+  // that other threads may drive too (comm::concurrent_callers_supported); without it the
+  // reduction runs after backward. zero: ZeRO-1 — after backward, one reduce-scatter leaves
+  // each replica the summed gradients of its own shard only (the rest of its gradient buffer is
+  // then stale); no overlap in this mode.
+  GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, bool zero);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Before the backward whose gradients are to be reduced (the step's last micro-batch).
+  void begin();
+  // The backward hook: event `event` (a block, or -1: everything else) is final.
+  void on_final(int event);
+  // Reduces what has not been reduced yet and waits for all buckets. Returns the seconds the
+  // caller waited (the exposed communication time).
+  double finish();
+
+  bool overlapping() const { return stream_ != nullptr; }
+  const Shard& shard() const { return shard_; }  // what this replica owns (everything without ZeRO)
+  // ZeRO-1: after the owners updated their shards, every replica gathers all of them.
+  void all_gather_params(float* params);
+  size_t buckets() const { return buckets_.size(); }
+  double communication_seconds() const { return comm_seconds_; }  // of the last step
+
+ private:
+  void reduce(const Bucket& bucket);  // pack, all-reduce, unpack
+  void reduce_scatter();
+
+  comm::Communicator& data_;
+  Gradients gradients_;
+  int data_size_ = 1, data_rank_ = 0;
+  bool zero_ = false;
+  Shard shard_;
+  std::vector<Bucket> buckets_;
+  Buffer<float> packed_;  // (largest bucket) used by whichever thread reduces (not with ZeRO)
+  size_t next_to_launch_ = 0;
+  double comm_seconds_ = 0;
+  std::vector<comm::Work> launched_;            // per bucket launched this step, in order
+  std::atomic<bool> backward_running_{false};   // the stream's waits sleep meanwhile
+  std::unique_ptr<comm::HostStream> stream_;    // with overlap: where the buckets are reduced
+};
+
+}  // namespace trident::dp

@@ -1,0 +1,33 @@
+// The gradients the data-parallel layer reduces, as the model hands them over: a list of
+// segments of gradient memory, each with its element type, a name for messages, and the
+// backward event after which it is final — nothing of the model's structure beyond that.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/device.hpp"
+
+namespace trident::dp {
+
+struct GradientSegment {
+  std::string name;       // "blocks.qkvw[3]": the tensor and layer it holds
+  void* data = nullptr;   // (count) gradients; null where only the sizes matter (planning)
+  int64_t count = 0;
+  DType dtype = DType::f32;
+  int ready_event = -1;   // final after backward reports this event (a block's index; -1: the end)
+};
+
+struct Bucket {
+  std::vector<GradientSegment> segments;
+  int64_t elements = 0;
+  int ready_event = 0;  // the event after which every segment is final
+};
+
+// Segments in the order backward finishes them, grouped by ready_event (events descending,
+// -1 last); a bucket closes at the end of an event once it holds bucket_mb MiB of f32 (the last
+// one takes what is left).
+std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
+
+}  // namespace trident::dp

@@ -1,0 +1,199 @@
+// The typed, asynchronous communicator interface: 16-bit all-reduces against their f32
+// reference, what Work's test() and wait() promise, the collectives of a few values, and the
+// link-model wrapper (its delays at least the model's, its byte counts the wrapped one's).
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "comm/emulated_links.hpp"
+#include "comm/hierarchy.hpp"
+#include "comm/host_stream.hpp"
+#include "comm/widen.hpp"
+#include "core/clock.hpp"
+#include "core/mpi_util.hpp"
+#include "mpi_fixture.hpp"
+#include "train/job.hpp"
+
+using namespace trident;
+using testing::everywhere;
+
+namespace {
+
+std::vector<topo::Level> all_node(int n) { return std::vector<topo::Level>(n, topo::Level::Node); }
+
+// Rank r's value at i, as a 16-bit number: (r + 1)·(1 + (i mod 97)/128) rounded to the type.
+// Sums of such values over a few ranks are exact in f32 (and double), in any order, so the
+// reference is the exact sum rounded once to the type.
+std::vector<uint16_t> contribution16(DType dtype, size_t n, int r) {
+  std::vector<float> wide(n);
+  for (size_t i = 0; i < n; ++i) wide[i] = float(r + 1) * (1.0f + float(i % 97) / 128.0f);
+  std::vector<uint16_t> out(n);
+  comm::narrow(dtype, wide.data(), out.data(), n);
+  return out;
+}
+
+// The f32 reference: every rank's 16-bit contribution widened, summed in f32, rounded once.
+std::vector<uint16_t> reference16(DType dtype, size_t n, int members) {
+  std::vector<float> sum(n, 0.0f), wide(n);
+  for (int r = 0; r < members; ++r) {
+    const std::vector<uint16_t> part = contribution16(dtype, n, r);
+    comm::widen(dtype, part.data(), wide.data(), n);
+    for (size_t i = 0; i < n; ++i) sum[i] += wide[i];
+  }
+  std::vector<uint16_t> out(n);
+  comm::narrow(dtype, sum.data(), out.data(), n);
+  return out;
+}
+
+topo::Topology eight_ranks_in_two_racks() {
+  const deck::Deck deck = deck::Deck::parse(
+      "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
+      {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
+  return topo::discover_topology(topology_settings(deck));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_all_reduce_equals_the_f32_reference_rounded_once) {
+  const int n = world_size();
+  bool ok = true;
+  for (DType dtype : {DType::bf16, DType::fp16})
+    for (comm::Algo algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm})
+      for (size_t count : {size_t(1), size_t(1000), size_t(300001)}) {
+        comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(n), "world", 60, comm::Traffic::Count, algo);
+        std::vector<uint16_t> v = contribution16(dtype, count, c.rank());
+        c.all_reduce(v.data(), count, dtype, comm::Op::Sum, Stream{}).wait();
+        const bool same = v == reference16(dtype, count, n);
+        ok = ok && same;
+        // Summed in f32 and sent as f32: the ring's f32 bytes, not half of them.
+        if (algo == comm::Algo::Ring && count % n == 0)
+          ok = ok && c.traffic().sent[0] == 2.0 * (n - 1) / n * count * sizeof(float);
+      }
+  BOOST_TEST(everywhere(ok));
+}
+
+// The same through the hierarchical communicator (4 emulated nodes of 2 ranks in 2 racks).
+BOOST_AUTO_TEST_CASE(sixteen_bit_hierarchical_all_reduce_equals_the_reference) {
+  const int n = world_size();
+  if (n != 8) return;
+  const topo::Topology t = eight_ranks_in_two_racks();
+  comm::CollectiveSettings settings;
+  settings.algo = "hierarchical";
+  comm::GroupCollectives g(MPI_COMM_WORLD, t, "data", settings);
+  bool ok = g.hierarchical();
+  for (DType dtype : {DType::bf16, DType::fp16}) {
+    std::vector<uint16_t> v = contribution16(dtype, 4000, world_rank());
+    comm::Communicator& group = g;
+    group.all_reduce(v.data(), v.size(), dtype, comm::Op::Sum, Stream{}).wait();
+    ok = ok && v == reference16(dtype, v.size(), n);
+  }
+  BOOST_TEST(everywhere(ok));
+}
+
+// A receive is not complete before its message was sent: test() says so without blocking, and
+// wait() completes it. The sender sends only after a barrier the receiver reaches after testing.
+BOOST_AUTO_TEST_CASE(work_test_and_wait_semantics_of_point_to_point) {
+  const int n = world_size();
+  if (n < 2) return;
+  comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
+  bool ok = true;
+  std::vector<float> data(1000, world_rank() == 1 ? 2.5f : 0.0f);
+  if (world_rank() == 0) {
+    comm::Work receive = c.recv(data.data(), data.size(), DType::f32, 1, 7, Stream{});
+    ok = ok && !receive.test() && !receive.done();
+    c.barrier(Stream{}).wait();
+    receive.wait();
+    ok = ok && receive.done() && receive.test() && data[0] == 2.5f && data[999] == 2.5f;
+  } else {
+    c.barrier(Stream{}).wait();
+    if (world_rank() == 1) {
+      comm::Work send = c.send(data.data(), data.size(), DType::f32, 0, 7, Stream{});
+      while (!send.test()) {
+      }
+      ok = ok && send.done();
+    }
+  }
+  comm::Work nothing;
+  ok = ok && nothing.done() && nothing.test();
+  BOOST_TEST(everywhere(ok));
+}
+
+// A host stream runs its work in order, on its own thread; a Work is done only once its task ran.
+BOOST_AUTO_TEST_CASE(host_stream_work_completes_in_order) {
+  comm::HostStream stream;
+  std::atomic<bool> release{false};
+  std::vector<int> order;
+  comm::Work first = stream.enqueue([&] {
+    while (!release) std::this_thread::yield();
+    order.push_back(1);
+  });
+  comm::Work second = stream.enqueue([&] { order.push_back(2); });
+  const bool held = !first.test() && !second.test();
+  release = true;
+  second.wait();
+  const bool first_done = first.test();
+  BOOST_TEST(everywhere(held && first_done && order == std::vector<int>({1, 2})));
+}
+
+BOOST_AUTO_TEST_CASE(few_values_gather_all_gather_broadcast_and_strings) {
+  const int n = world_size();
+  comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(n), "world", 60);
+  const double mine[2] = {double(world_rank()), 0.5 * world_rank()};
+  std::vector<double> gathered(world_rank() == 0 ? 2 * n : 0);
+  c.gather(mine, gathered.data(), 2, DType::f64, 0, Stream{}).wait();
+  bool ok = true;
+  for (int r = 0; world_rank() == 0 && r < n; ++r) ok = ok && gathered[2 * r] == r && gathered[2 * r + 1] == 0.5 * r;
+  const int32_t id = 10 * world_rank();
+  std::vector<int32_t> ids(n, -1);
+  c.all_gather_values(&id, ids.data(), 1, DType::i32, Stream{}).wait();
+  for (int r = 0; r < n; ++r) ok = ok && ids[r] == 10 * r;
+  double value = world_rank() == n - 1 ? 42.0 : 0.0;
+  c.broadcast(&value, 1, DType::f64, n - 1, Stream{}).wait();
+  double largest = world_rank();
+  c.all_reduce(&largest, 1, DType::f64, comm::Op::Max, Stream{}).wait();
+  std::string text = world_rank() == 0 ? std::string(1001, 'q') + "!" : "";
+  comm::broadcast_string(c, text, 0);
+  ok = ok && value == 42.0 && largest == n - 1 && text.size() == 1002 && text.back() == '!';
+  // Not in the byte counts: MPI's own collectives carry them.
+  ok = ok && c.traffic().sent[0] == 0 && c.traffic().received[0] == 0;
+  BOOST_TEST(everywhere(ok));
+}
+
+// The wrapper delays each step to latency + bytes / bandwidth and changes nothing else: the
+// same sums and the same bytes per level as the communicator alone. A ring all-reduce over n
+// ranks is 2(n−1) steps, so with a 2 ms latency it takes at least 4(n−1) ms.
+BOOST_AUTO_TEST_CASE(link_model_wrapper_delays_steps_and_keeps_byte_counts) {
+  const int n = world_size();
+  if (n < 2) return;
+  comm::LinkModel links;
+  comm::parse_link("2000,100", links, 0);  // node level: 2 ms, 100 GB/s
+  const size_t count = size_t(n) * 1000;
+  std::vector<float> alone(count, float(world_rank() + 1)), wrapped_data = alone;
+  comm::MpiCommunicator plain(MPI_COMM_WORLD, all_node(n), "plain", 60);
+  plain.all_reduce(alone.data(), count, DType::f32, comm::Op::Sum, Stream{}).wait();
+  comm::EmulatedLinks wrapped(std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, all_node(n), "wrapped", 60),
+                              links);
+  const double start = steady_seconds();
+  wrapped.all_reduce(wrapped_data.data(), count, DType::f32, comm::Op::Sum, Stream{}).wait();
+  const double ring_seconds = steady_seconds() - start;
+  const double step = links.seconds(0, double(count / n) * sizeof(float));
+  bool ok = alone == wrapped_data && alone[0] == float(n * (n + 1) / 2);
+  ok = ok && ring_seconds >= 2 * (n - 1) * step;
+  ok = ok && wrapped.traffic().sent == plain.traffic().sent && wrapped.traffic().received == plain.traffic().received;
+  // A receive completes no sooner than the model says, counted from when it was posted.
+  std::vector<float> message(250000, 1.0f);  // 1 MB: 2 ms + 10 µs
+  double receive_seconds = 1e9;
+  if (world_rank() == 0) wrapped.send(message.data(), message.size(), DType::f32, 1, 3, Stream{}).wait();
+  if (world_rank() == 1) {
+    const double posted = steady_seconds();
+    wrapped.recv(message.data(), message.size(), DType::f32, 0, 3, Stream{}).wait();
+    receive_seconds = steady_seconds() - posted;
+  }
+  ok = ok && (world_rank() != 1 || receive_seconds >= links.seconds(0, 1e6));
+  BOOST_TEST(everywhere(ok), "ring " << ring_seconds << " s, receive " << receive_seconds << " s");
+}

@@ -1,0 +1,55 @@
+// The data-parallel layer's view of the gradients: the GPT-2's segments cover its flat gradient
+// buffer exactly once, in backward order, and the buckets close at event boundaries once full.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "dp/gpt2_segments.hpp"
+#include "dp/segments.hpp"
+
+using namespace trident;
+
+namespace {
+
+model::GptConfig small_config() {
+  model::GptConfig c;
+  c.max_seq_len = 16, c.vocab = 60, c.padded_vocab = 64, c.layers = 4, c.heads = 2, c.channels = 8;
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gpt2_segments_cover_the_gradient_buffer_once_in_backward_order) {
+  const model::GptConfig config = small_config();
+  for (const model::Partition& slice : {model::Partition{}, model::stage_partition({1, 3}, 1, 1, 2),
+                                        model::stage_partition({2, 2}, 0, 0, 2)}) {
+    const int64_t n = model::num_parameters(config, slice);
+    std::vector<float> grads(static_cast<size_t>(n));
+    std::vector<int> covered(grads.size(), 0);
+    int previous_event = slice.layers(config) - 1;
+    for (const dp::GradientSegment& s : dp::gpt2_gradient_segments(config, slice, grads.data())) {
+      for (int64_t i = 0; i < s.count; ++i) ++covered[static_cast<float*>(s.data) - grads.data() + i];
+      BOOST_TEST(s.ready_event <= previous_event, s.name);  // events only descend
+      previous_event = s.ready_event;
+    }
+    BOOST_TEST(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(buckets_close_at_the_end_of_an_event_once_full) {
+  // 1 MiB of f32 = 262144 elements; events 2, 1, 0, -1.
+  std::vector<dp::GradientSegment> segments = {
+      {"a[2]", nullptr, 200000, DType::f32, 2}, {"b[2]", nullptr, 100000, DType::f32, 2},
+      {"a[1]", nullptr, 100000, DType::f32, 1}, {"a[0]", nullptr, 100000, DType::f32, 0},
+      {"a[0]'", nullptr, 100000, DType::f32, 0}, {"wte", nullptr, 5, DType::f32, -1}};
+  const std::vector<dp::Bucket> buckets = dp::plan_buckets(segments, 1.0);
+  BOOST_TEST_REQUIRE(buckets.size() == 3u);
+  BOOST_TEST(buckets[0].elements == 300000);  // event 2 alone passes the target
+  BOOST_TEST(buckets[0].ready_event == 2);
+  BOOST_TEST(buckets[1].elements == 300000);  // events 1 and 0 together
+  BOOST_TEST(buckets[1].ready_event == 0);
+  BOOST_TEST(buckets[2].elements == 5);  // the rest, at the end
+  BOOST_TEST(buckets[2].ready_event == -1);
+}
