@@ -26,46 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A training step of the deck's model on fixed random tokens.
-class StepRunner {
- public:
-  StepRunner(const deck::Deck& deck, kernels::Precision precision)
-      : config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision), optimizer_(config_, {}) {
-    initialise_parameters(deck, gpt_);
-    const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
-    gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
-    gpt_.set_attention_recompute(recompute.mode == "selective");
-    B_ = static_cast<int>(deck.get_int("train.micro_batch"));
-    T_ = static_cast<int>(deck.get_int("model.seq_len"));
-    micro_batches_ = deck::micro_batches_per_step(deck);
-    tokens_.resize(static_cast<size_t>(B_) * T_ + 1);
-    for (size_t i = 0; i < tokens_.size(); ++i)
-      tokens_[i] = static_cast<int32_t>(uniform_below(1, 7, i, config_.vocab));
-  }
-  double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
-  double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
-  double run() {
-    const auto start = Clock::now();
-    gpt_.zero_grad();
-    for (int64_t m = 0; m < micro_batches_; ++m) {
-      gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
-      gpt_.backward(1.0f / micro_batches_);
-    }
-    const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
-    optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
-    return seconds_since(start);
-  }
-
- private:
-  kernels::Context ctx_;
-  model::GptConfig config_;
-  model::Gpt2 gpt_;
-  optim::AdamW optimizer_;
-  int B_ = 0, T_ = 0;
-  int64_t micro_batches_ = 0, updates_ = 0;
-  std::vector<int32_t> tokens_;
-};
-
 }  // namespace
 
 void compare_kernels_with_onednn(int rows, int channels, int repeats);  // kernel_bench.cpp

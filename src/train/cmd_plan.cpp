@@ -17,6 +17,7 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
+#include "plan/png_plot.hpp"
 #include "plan/report.hpp"
 #include "train/cli.hpp"
 #include "train/commands.hpp"
@@ -32,12 +33,12 @@ struct PlanFlags {
   bool json = false, calibrate = false;
   int top = 10;
   double audit_samples_per_s = 0;
-  std::string emit_deck, calibrate_out, links;
+  std::string emit_deck, calibrate_out, links, plot;
 };
 
 const char* kUsage =
     "usage: trident plan DECK [--gpus=N | --gpus=A-B | --gpus=N1,N2,...] [--hardware=PROFILE] [--json]\n"
-    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--section.key=value ...]\n"
+    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
     "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile. --gpus=A-B: every\n"
@@ -83,6 +84,7 @@ PlanFlags take_plan_flags(std::vector<std::string>& args) {
     else if (a.rfind("--top=", 0) == 0) flags.top = positive_int(value("--top"), "--top");
     else if (a.rfind("--emit-deck=", 0) == 0) flags.emit_deck = value("--emit-deck");
     else if (a.rfind("--links=", 0) == 0) flags.links = value("--links");
+    else if (a.rfind("--plot=", 0) == 0) flags.plot = value("--plot");
     else if (a == "--calibrate") flags.calibrate = true;
     else if (a.rfind("--calibrate=", 0) == 0) flags.calibrate = true, flags.calibrate_out = value("--calibrate");
     else if (a == "--audit" || a.rfind("--audit=", 0) == 0) {
@@ -201,7 +203,19 @@ void emit_deck(const cli::CommandLine& line, const std::string& text, const plan
          " x pipeline " + std::to_string(l.pipeline) + " x data " + std::to_string(l.data) + ")");
 }
 
-int calibrate(const deck::Deck& deck, const plan::Workload& w, const PlanFlags& flags);  // below
+// The scaling curve as a PNG (--plot).
+void write_plot(const std::vector<plan::CurvePoint>& curve, const std::string& path) {
+  std::vector<plan::PlotPoint> points;
+  for (const plan::CurvePoint& p : curve)
+    points.push_back({double(p.devices), p.best ? p.best->estimate.tokens_per_s : 0, p.negative});
+  std::ofstream out(path, std::ios::binary);
+  out << plan::scaling_plot_png(points);
+  if (!out) fatal_all("--plot=" + path + ": cannot write the file; give a writable path");
+  print0("wrote " + path + " (predicted tokens/s against devices; red: slower than fewer devices)");
+}
+
+int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
+              const PlanFlags& flags);  // below
 
 }  // namespace
 
@@ -216,7 +230,7 @@ int run_plan(const std::vector<std::string>& args) {
   const std::string text = read_text(line.deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
   const plan::Workload w = workload_from(deck);
-  if (flags.calibrate) return calibrate(deck, w, flags);
+  if (flags.calibrate) return calibrate(line, text, deck, w, flags);
   const plan::Hardware hw = load_hardware(flags.hardware);
   const plan::Layout base = layout_from(deck, hw);
   const std::string problem = plan::layout_problem(w, base);
@@ -246,13 +260,16 @@ int run_plan(const std::vector<std::string>& args) {
     for (const plan::CurvePoint& p : curve)
       if (p.best && p.best->estimate.tokens_per_s > best_rate) best_rate = p.best->estimate.tokens_per_s, best_count = p.devices;
     if (curve.size() > 1) print0("\n" + plan::curve_table(curve));
-    const plan::Candidate* reference = problem.empty() && declared.estimate.feasible ? &declared : curve.back().best;
+    // The seed's rule on the layout at hand: the deck's, or with a range the best at the most devices.
+    const bool deck_reference = curve.size() == 1 && problem.empty() && declared.estimate.feasible;
+    const plan::Candidate* reference = deck_reference ? &declared : curve.back().best;
     if (reference) print0("\n" + plan::seed_rule_table(plan::seed_rules(w, *reference, hw), curve.size() > 1 ? best_count : 0));
   }
   if (flags.audit_samples_per_s > 0) {
     if (!problem.empty()) fatal_all("--audit: the deck's layout is not runnable (" + problem + "); fix the deck's [parallel] keys");
     print0((flags.json ? "" : "\n") + plan::audit(w, hw, flags.audit_samples_per_s, counts.front(), declared, curve.front().best));
   }
+  if (!flags.plot.empty()) write_plot(curve, flags.plot);
   if (!flags.emit_deck.empty()) {
     if (!curve.back().best) fatal_all("--emit-deck: no layout of " + std::to_string(counts.back()) + " devices fits; nothing written");
     emit_deck(line, text, *curve.back().best, flags.emit_deck);
@@ -262,20 +279,42 @@ int run_plan(const std::vector<std::string>& args) {
 
 namespace {
 
-// Bytes/s of a large copy (read + write), the rate of the element-wise passes.
-double copy_bandwidth() {
-  std::vector<float> a(size_t(32) << 20, 1.0f), b(a.size());
-  std::vector<double> rates;
-  for (int r = 0; r < 5; ++r) {
-    const auto start = SteadyClock::now();
-#pragma omp parallel for
-    for (size_t i = 0; i < a.size(); ++i) b[i] = a[i] * 1.0001f;
-    rates.push_back(2.0 * a.size() * sizeof(float) / seconds_since(start));
+struct Rates {
+  double gemm_flops_per_s, other_bytes_per_s;
+};
+
+// On one rank with this process's threads: the GEMM rate of the deck's micro-batch shapes, and
+// the rate of everything else in a real step (element-wise kernels, the optimizer) expressed as
+// the bandwidth at which the step model's element-wise and optimizer bytes take the time that a
+// step of 2 micro-batches spends outside its GEMMs. Median of alternating turns.
+Rates probe_rates(const cli::CommandLine& line, const std::string& text, const plan::Workload& w) {
+  std::vector<deck::Override> one_rank = line.overrides;
+  const int64_t B = deck::Deck::parse(line.deck_path, text, line.overrides).get_int("train.micro_batch");
+  one_rank.insert(one_rank.end(), {{"parallel.tensor", "1"}, {"parallel.pipeline", "1"}, {"parallel.data", "1"},
+                                   {"parallel.stage_layers", ""}, {"train.global_batch", std::to_string(2 * B)},
+                                   {"memory.recompute", "none"}, {"optim.precision", "fp32"}, {"optim.zero", "0"}});
+  const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
+  GemmPass gemm(w.config, static_cast<int>(B), w.seq_len);
+  StepRunner step(deck, kernels::Precision::fp32);
+  std::vector<double> gemm_s, step_s;
+  for (int turn = 0; turn < 6; ++turn) {
+    const double g = gemm.run(), t = step.run();
+    if (turn > 0) gemm_s.push_back(g), step_s.push_back(t);
   }
-  return median(rates);
+  // The step model's bytes of that step: its times at 1 byte/s and an unlimited GEMM rate.
+  plan::Hardware unit;
+  unit.peak_fp32 = 1e30, unit.memory_bandwidth = 1, unit.devices_per_node = 1, unit.nodes_per_rack = 1;
+  plan::Workload one = w;
+  one.global_batch = 2 * B;
+  plan::Layout layout;
+  layout.micro_batch = static_cast<int>(B);
+  const plan::StepEstimate bytes = plan::estimate_step(one, layout, unit);
+  const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
+  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s};
 }
 
-int calibrate(const deck::Deck& deck, const plan::Workload& w, const PlanFlags& flags) {
+int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
+              const PlanFlags& flags) {
   const std::string links_path = flags.links.empty() ? deck.get_string("train.run_dir") + "/links.ini" : flags.links;
   const std::string links = read_text(links_path, "links.ini", "run trident commbench with this deck first (it writes "
                                       "RUN_DIR/links.ini), or give --links=FILE");
@@ -291,14 +330,12 @@ int calibrate(const deck::Deck& deck, const plan::Workload& w, const PlanFlags& 
     fatal_all(links_path + ": " + e.what());
   }
   // The ranks of a job on this host share its cores: one rank's share of the GEMM rate.
-  GemmPass gemm(w.config, static_cast<int>(deck.get_int("train.micro_batch")), w.seq_len);
-  std::vector<double> seconds;
-  for (int r = 0; r < 4; ++r) seconds.push_back(gemm.run());
+  const Rates rates = probe_rates(line, text, w);
   const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
   const double share = std::min(1.0, cores / (threads * world));
-  hw.peak_fp32 = hw.peak_bf16 = hw.peak_fp16 = gemm.flops() / median(seconds) * share;
+  hw.peak_fp32 = hw.peak_bf16 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
   hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
-  hw.memory_bandwidth = copy_bandwidth() * share;
+  hw.memory_bandwidth = rates.other_bytes_per_s * share;
   hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / world;
   const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
   const std::string probe = "measured by trident plan --calibrate";
@@ -308,7 +345,8 @@ int calibrate(const deck::Deck& deck, const plan::Workload& w, const PlanFlags& 
       {"device.peak_tflops_bf16", "the f32 rate: 16-bit GEMMs run widened to f32 or at about its rate on this CPU"},
       {"device.peak_tflops_fp16", "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
       {"device.gemm_fraction", "1: the peak figures are the achieved GEMM rate"},
-      {"device.memory_bandwidth_gbps", probe + ": a 128 MiB copy, one rank's share"},
+      {"device.memory_bandwidth_gbps", probe + ": a one-rank step's time outside its GEMMs over the model's element-wise "
+                                       "and optimizer bytes (trident bench's step), one rank's share"},
       {"cluster.devices_per_node", "topology.ranks_per_node of " + deck.file_name()},
       {"cluster.nodes_per_rack", "topology.nodes_per_rack of " + deck.file_name()},
       {"link.node_latency_us", links_path}, {"link.node_bandwidth_gbps", links_path},

@@ -5,6 +5,10 @@
 #include <chrono>
 
 #include "core/clock.hpp"
+#include "core/random.hpp"
+#include "deck/validate.hpp"
+#include "train/memory_plan.hpp"
+#include "train/model_setup.hpp"
 
 namespace trident {
 
@@ -59,6 +63,32 @@ double GemmPass::run() {
       kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
                               s.accumulate);
   }
+  return seconds_since(start);
+}
+
+StepRunner::StepRunner(const deck::Deck& deck, kernels::Precision precision)
+    : config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision), optimizer_(config_, {}) {
+  initialise_parameters(deck, gpt_);
+  const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
+  gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
+  gpt_.set_attention_recompute(recompute.mode == "selective");
+  B_ = static_cast<int>(deck.get_int("train.micro_batch"));
+  T_ = static_cast<int>(deck.get_int("model.seq_len"));
+  micro_batches_ = deck::micro_batches_per_step(deck);
+  tokens_.resize(static_cast<size_t>(B_) * T_ + 1);
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    tokens_[i] = static_cast<int32_t>(uniform_below(1, 7, i, config_.vocab));
+}
+
+double StepRunner::run() {
+  const auto start = Clock::now();
+  gpt_.zero_grad();
+  for (int64_t m = 0; m < micro_batches_; ++m) {
+    gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
+    gpt_.backward(1.0f / micro_batches_);
+  }
+  const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
+  optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
   return seconds_since(start);
 }
 
