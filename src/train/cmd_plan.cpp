@@ -53,7 +53,7 @@ int positive_int(const std::string& text, const std::string& flag) {
     if (used == text.size() && value >= 1 && value <= (1L << 24)) return static_cast<int>(value);
   } catch (const std::exception&) {
   }
-  fatal_all("command line: " + flag + " takes a positive whole number, not '" + text + "'\n" + kUsage);
+  fatal_all("command line: " + flag + " takes a positive whole number, not '" + text + "' (trident plan --help)");
 }
 
 std::vector<int> gpu_counts(const std::string& text) {
@@ -281,6 +281,7 @@ namespace {
 
 struct Rates {
   double gemm_flops_per_s, other_bytes_per_s;
+  double bf16_gemm_flops_per_s;  // oneDNN's native bf16 matmul where this CPU has one, else the f32 rate
 };
 
 // On one rank with this process's threads: the GEMM rate of the deck's micro-batch shapes, and
@@ -310,7 +311,14 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   layout.micro_batch = static_cast<int>(B);
   const plan::StepEstimate bytes = plan::estimate_step(one, layout, unit);
   const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
-  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s};
+  double bf16 = gemm.flops() / median(gemm_s);
+  if (kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
+    GemmPass native(w.config, static_cast<int>(B), w.seq_len, true);
+    std::vector<double> native_s;
+    for (int turn = 0; turn < 4; ++turn) native_s.push_back(native.run());
+    bf16 = native.flops() / median(native_s);
+  }
+  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16};
 }
 
 int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
@@ -333,7 +341,8 @@ int calibrate(const cli::CommandLine& line, const std::string& text, const deck:
   const Rates rates = probe_rates(line, text, w);
   const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
   const double share = std::min(1.0, cores / (threads * world));
-  hw.peak_fp32 = hw.peak_bf16 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
+  hw.peak_fp32 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
+  hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
   hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
   hw.memory_bandwidth = rates.other_bytes_per_s * share;
   hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / world;
@@ -342,7 +351,9 @@ int calibrate(const cli::CommandLine& line, const std::string& text, const deck:
   const std::map<std::string, std::string> sources = {
       {"device.memory_gb", "this host's RAM / " + std::to_string(world) + " ranks"},
       {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), one rank's share of the cores"},
-      {"device.peak_tflops_bf16", "the f32 rate: 16-bit GEMMs run widened to f32 or at about its rate on this CPU"},
+      {"device.peak_tflops_bf16", kernels::native_low16_gemm_available(kernels::Precision::bf16)
+                                      ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
+                                      : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32"},
       {"device.peak_tflops_fp16", "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
       {"device.gemm_fraction", "1: the peak figures are the achieved GEMM rate"},
       {"device.memory_bandwidth_gbps", probe + ": a one-rank step's time outside its GEMMs over the model's element-wise "

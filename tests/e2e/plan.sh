@@ -11,14 +11,14 @@ export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
 
 # 175B on 1024 A100s: seconds and a small resident set, in one process without mpirun.
-start=$(date +%s.%N)
+start=$(date +%s%N)
 if /usr/bin/time -f '%M' -o rss.txt "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx \
     --gpus=1024 > big.out 2> big.err; then
-  seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
   rss_mb=$(( $(tail -1 rss.txt) / 1024 ))
-  if (( $(echo "$seconds < 30" | bc) )) && (( rss_mb < 500 )) && grep -q "fit in memory" big.out; then
-    pass "plan_175b_1024_gpus (${seconds%.*} s, ${rss_mb} MB resident)"
-  else fail "plan_175b_1024_gpus" "${seconds} s, ${rss_mb} MB: $(tail -3 big.out)"; fi
+  if (( ms < 30000 && rss_mb < 500 )) && grep -q "fit in memory" big.out; then
+    pass "plan_175b_1024_gpus (${ms} ms, ${rss_mb} MB resident)"
+  else fail "plan_175b_1024_gpus" "${ms} ms, ${rss_mb} MB: $(tail -3 big.out)"; fi
 else fail "plan_175b_1024_gpus" "$(tail -3 big.err)"; fi
 
 # --json: every line one object with the fields the issue names; feasible ones ranked by tokens/s.
@@ -32,8 +32,10 @@ for r in rows:
     missing = [k for k in need if k not in r]
     if missing: sys.exit(print(f"missing {missing} in {r}") or 1)
     if r["tensor"] * r["pipeline"] * r["data"] != r["devices"]: sys.exit(print(f"bad layout {r}") or 1)
-    if sum(v for k, v in r["memory_bytes"].items() if k != "total") != r["memory_bytes"]["total"]:
-        sys.exit(print(f"categories do not add up: {r['memory_bytes']}") or 1)
+    # Per category the largest over ranks; the total is the busiest rank's: at most their sum.
+    parts = [v for k, v in r["memory_bytes"].items() if k != "total"]
+    if not max(parts) <= r["memory_bytes"]["total"] <= sum(parts):
+        sys.exit(print(f"categories and total disagree: {r['memory_bytes']}") or 1)
     if not r["feasible"] and "more than the device" not in r["reason"]: sys.exit(print(f"no reason: {r}") or 1)
 search = [r for r in rows if r["source"] == "search"]
 fit = [r for r in search if r["feasible"]]
@@ -119,7 +121,8 @@ PLAN_TOLERANCE=${PLAN_TOLERANCE:-0.20}
 # or a collective yields its core to the others), which the step model does not describe: the
 # comparison is then printed as SKIP with its figures, not counted (docs/PLANNER.md, "Measured
 # on this host"). PLAN_ENFORCE=1 counts it anyway.
-oversubscribed=$(( $(nproc) < 8 ))
+cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
+oversubscribed=$(( cores < 8 ))
 if ! timeout 300 mpirun -q -np 8 "$TRIDENT" commbench m.deck > commbench.out 2>&1 ||
    ! "$TRIDENT" plan m.deck --calibrate="$WORK/host.ini" > calibrate.out 2>&1; then
   fail "plan_calibrate" "$(tail -3 commbench.out) $(tail -3 calibrate.out)"
@@ -156,7 +159,7 @@ sys.exit(0 if abs(error) <= tolerance else 1)
 PY
     then pass "plan_measured_$name ($(cat "$name.cmp"))"
     elif (( oversubscribed )) && [[ ${PLAN_ENFORCE:-0} != 1 ]]; then
-      skip "plan_measured_$name" "8 ranks on $(nproc) cores: $(cat "$name.cmp")"
+      skip "plan_measured_$name" "8 ranks on $cores cores: $(cat "$name.cmp")"
     else fail "plan_measured_$name" "$(cat "$name.cmp")"; fi
   done
 fi
