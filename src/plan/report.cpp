@@ -133,7 +133,8 @@ std::string curve_table(const std::vector<CurvePoint>& curve) {
                     "  devices  tensor pipeline  data micro recompute      tokens/s  TFLOP/s/dev  efficiency\n";
   for (const CurvePoint& p : curve) {
     if (!p.best) {
-      out += format("  %7g  nothing fits\n", p.devices);
+      out += format(p.ranked.empty() ? "  %7g  no runnable layout (the batch, heads and layers allow none)\n"
+                                     : "  %7g  nothing fits in memory\n", p.devices);
       continue;
     }
     const Layout& l = p.best->layout;

@@ -180,6 +180,24 @@ BOOST_AUTO_TEST_CASE(search_ranks_feasible_layouts_by_throughput) {
   }
 }
 
+// The seed's §1: a tensor group that grows past a node onto a slow link makes 8 devices slower
+// than 4 — the curve marks it.
+BOOST_AUTO_TEST_CASE(curve_marks_negative_scaling) {
+  Workload w;
+  w.config = {2048, 256, 256, 1, 8, 512};
+  w.seq_len = 2048;
+  w.global_batch = 1;  // no data parallelism, one block: tensor is the only way to use devices
+  Layout base;
+  base.hierarchical = false;
+  const std::vector<CurvePoint> curve = scaling_curve(w, base, {4, 8}, round_hardware());
+  BOOST_REQUIRE(curve[0].best && curve[1].best);
+  BOOST_TEST(curve[1].best->layout.tensor == 8);
+  BOOST_TEST(curve[1].best->estimate.tokens_per_s < curve[0].best->estimate.tokens_per_s);
+  BOOST_TEST(!curve[0].negative);
+  BOOST_TEST(curve[1].negative);
+  BOOST_TEST(curve_table(curve).find("negative scaling") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(profiles_parse_and_reject_bad_figures) {
   for (const char* name : {"a100-80gb-dgx", "h100-80gb-dgx", "h200"}) {
     const Hardware hw = parse_hardware(slurp(std::string("inputs/hardware/") + name + ".ini"), name);
