@@ -16,6 +16,7 @@
 #include "deck/validate.hpp"
 #include "optim/adamw.hpp"
 #include "train/commands.hpp"
+#include "train/gemm_probe.hpp"
 #include "train/job.hpp"
 #include "train/memory_plan.hpp"
 #include "train/model_setup.hpp"
@@ -24,118 +25,6 @@ namespace trident {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One GEMM as the model runs it: c[b] (M, N) = op(a[b]) · op(b[b]) for b < batch.
-struct GemmShape {
-  int batch, M, N, K;
-  bool ta, tb, accumulate;
-};
-
-// Every forward and backward GEMM of one micro-batch (B sequences of T tokens), as
-// model/gpt2.cpp and kernels/cpu/attention.cpp call them.
-std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
-  std::vector<GemmShape> shapes;
-  const int C = c.channels, BT = B * T, heads = B * c.heads, hs = c.channels / c.heads;
-  for (int l = 0; l < c.layers; ++l) {
-    shapes.push_back({heads, T, T, hs, false, true, false});   // S = q kᵀ
-    shapes.push_back({heads, T, hs, T, false, false, false});  // y = P v
-    shapes.push_back({heads, T, T, hs, false, true, false});   // dP = dy vᵀ
-    shapes.push_back({heads, T, hs, T, true, false, false});   // dv = Pᵀ dy
-    shapes.push_back({heads, T, hs, T, false, false, false});  // dq = dS k
-    shapes.push_back({heads, T, hs, T, true, false, false});   // dk = dSᵀ q
-  }
-  const std::pair<int, int> linears[] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, c.padded_vocab}};
-  for (const auto& [K, N] : linears) {
-    const int repeat = N == c.padded_vocab ? 1 : c.layers;
-    for (int r = 0; r < repeat; ++r) {
-      shapes.push_back({1, BT, N, K, false, true, false});  // y = x wᵀ
-      shapes.push_back({1, BT, K, N, false, false, false});  // dx = dy w
-      shapes.push_back({1, N, K, BT, true, false, true});    // dw += dyᵀ x
-    }
-  }
-  return shapes;
-}
-
-// The model's GEMMs on dummy operands: one pass runs each once.
-class GemmPass {
- public:
-  GemmPass(const model::GptConfig& config, int B, int T, bool bf16 = false)
-      : shapes_(model_gemms(config, B, T)), bf16_(bf16) {
-    size_t largest = 0;
-    for (const auto& s : shapes_) {
-      largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
-                          size_t(s.batch) * s.M * s.N});
-      flops_ += 2.0 * s.batch * s.M * s.N * s.K;
-    }
-    a_.assign(largest, 0.01f), b_.assign(largest, 0.02f), c_.assign(largest, 0.0f);
-    if (bf16_) {
-      a16_.resize(largest), b16_.resize(largest);
-      kernels::convert(ctx_, view(a16_.data(), DType::bf16, largest), view(a_.data(), largest));
-      kernels::convert(ctx_, view(b16_.data(), DType::bf16, largest), view(b_.data(), largest));
-    }
-  }
-  double flops() const { return flops_; }
-  double run() {
-    const auto start = Clock::now();
-    for (const auto& s : shapes_) {
-      if (bf16_)
-        kernels::batched_matmul_bf16(ctx_, c_.data(), a16_.data(), b16_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
-                                     s.accumulate);
-      else
-        kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
-                                s.accumulate);
-    }
-    return seconds_since(start);
-  }
-
- private:
-  kernels::Context ctx_;
-  std::vector<GemmShape> shapes_;
-  bool bf16_ = false;
-  std::vector<float> a_, b_, c_;
-  std::vector<kernels::bf16> a16_, b16_;  // bf16 operands (bf16 passes)
-  double flops_ = 0;
-};
-
-// A training step of the deck's model on fixed random tokens.
-class StepRunner {
- public:
-  StepRunner(const deck::Deck& deck, kernels::Precision precision)
-      : config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision), optimizer_(config_, {}) {
-    initialise_parameters(deck, gpt_);
-    const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
-    gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
-    gpt_.set_attention_recompute(recompute.mode == "selective");
-    B_ = static_cast<int>(deck.get_int("train.micro_batch"));
-    T_ = static_cast<int>(deck.get_int("model.seq_len"));
-    micro_batches_ = deck::micro_batches_per_step(deck);
-    tokens_.resize(static_cast<size_t>(B_) * T_ + 1);
-    for (size_t i = 0; i < tokens_.size(); ++i)
-      tokens_[i] = static_cast<int32_t>(uniform_below(1, 7, i, config_.vocab));
-  }
-  double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
-  double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
-  double run() {
-    const auto start = Clock::now();
-    gpt_.zero_grad();
-    for (int64_t m = 0; m < micro_batches_; ++m) {
-      gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
-      gpt_.backward(1.0f / micro_batches_);
-    }
-    const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
-    optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
-    return seconds_since(start);
-  }
-
- private:
-  kernels::Context ctx_;
-  model::GptConfig config_;
-  model::Gpt2 gpt_;
-  optim::AdamW optimizer_;
-  int B_ = 0, T_ = 0;
-  int64_t micro_batches_ = 0, updates_ = 0;
-  std::vector<int32_t> tokens_;
-};
 
 }  // namespace
 

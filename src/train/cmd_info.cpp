@@ -28,6 +28,8 @@ std::string main_help() {
          "  doctor    RUN_DIR...: the troubleshooting rules over metrics.h5, with figures and remedies\n"
          "  layout    print the rank table (host, node, rack, tensor/data/pipeline coordinates)\n"
          "            and the levels (node, rack, cross-rack) each kind of parallel group spans\n"
+         "  plan      DECK [--gpus=N] [--hardware=PROFILE]: memory, step time and the best layouts,\n"
+         "            in one process, before a GPU hour is spent (docs/PLANNER.md)\n"
          "  version   version and build: MPI, CUDA, cuBLASLt, NCCL\n"
          "  help      this text; `trident help deck`: the deck reference in Markdown\n"
          "\n"

@@ -15,6 +15,7 @@ int run_bench(const std::vector<std::string>& args);
 int run_commbench(const std::vector<std::string>& args);
 int run_inspect(const std::vector<std::string>& args);
 int run_doctor(const std::vector<std::string>& args);
+int run_plan(const std::vector<std::string>& args);
 std::string version_text();
 std::string main_help();
 

@@ -37,7 +37,8 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "commbench") return run_commbench(rest);
   if (command == "inspect") return run_inspect(rest);
   if (command == "doctor") return run_doctor(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, doctor, layout, help, version "
+  if (command == "plan") return run_plan(rest);
+  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, doctor, layout, plan, help, version "
             "(trident --help)");
 }
 

@@ -1,0 +1,54 @@
+// Hardware profiles for the planner: what one device computes and holds, how devices group into
+// nodes and racks, and the α-β cost of each level's links — read from inputs/hardware/*.ini,
+// and written back by `trident plan --calibrate` for this host. Pure text in, figures out: no
+// MPI, no allocation beyond the profile itself.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+
+namespace trident::plan {
+
+// α-β link of one level: a transfer of S bytes takes latency_s + S / bandwidth_bytes_per_s.
+// bandwidth is the bus bandwidth nccl-tests and our commbench report (busbw), so a ring
+// all-reduce of S bytes over n ranks takes 2(n−1)·latency + 2(n−1)/n · S / bandwidth.
+struct Link {
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = 0;
+};
+
+enum class Level { Node = 0, Rack = 1, CrossRack = 2 };
+const char* level_name(Level level);  // "node", "rack", "cross_rack"
+
+struct Hardware {
+  std::string name;                  // "A100-80GB DGX"
+  double memory_bytes = 0;           // per device
+  double peak_fp32 = 0, peak_bf16 = 0, peak_fp16 = 0;  // dense FLOP/s per device
+  double gemm_fraction = 1;          // achieved / peak on the model's large GEMMs
+  double memory_bandwidth = 0;       // bytes/s per device, for the element-wise passes
+  int devices_per_node = 1;
+  int nodes_per_rack = 1;
+  std::array<Link, 3> links{};       // node, rack, cross-rack
+
+  double peak(const std::string& precision) const;  // "fp32", "bf16", "fp16"
+};
+
+// Parses a profile ("[section]" and "key = value  # source"); a missing or unknown key, or a
+// value out of range, is std::invalid_argument naming `origin`, the line and the key.
+Hardware parse_hardware(const std::string& text, const std::string& origin);
+
+// The profile as text that parse_hardware reads back; `sources["section.key"]` is written
+// beside each key.
+std::string format_hardware(const Hardware& hw, const std::string& header,
+                            const std::map<std::string, std::string>& sources);
+
+// "section.key" -> value of an INI text; comments (#, ;) and blank lines dropped. A line that
+// is neither is std::invalid_argument naming `origin` and the line.
+std::map<std::string, std::string> parse_ini(const std::string& text, const std::string& origin);
+
+// Replaces the links of `hw` by those of a commbench links.ini ([node] latency_us, busbw_gbps;
+// levels whose group had one rank keep the profile's). Throws std::invalid_argument.
+void apply_links_ini(const std::string& text, Hardware& hw);
+
+}  // namespace trident::plan

@@ -1,0 +1,94 @@
+// Layout search, the seed's planning rule and the scaling curve.
+#include "plan/search.hpp"
+
+#include <algorithm>
+
+namespace trident::plan {
+namespace {
+
+std::vector<int> divisors(int64_t n, int64_t at_most) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= std::min(n, at_most); ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.estimate.feasible != b.estimate.feasible) return a.estimate.feasible;
+  if (a.estimate.feasible) return a.estimate.tokens_per_s > b.estimate.tokens_per_s;
+  return a.estimate.memory_total < b.estimate.memory_total;
+}
+
+}  // namespace
+
+std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
+                                      const SearchSpace& space) {
+  std::vector<Candidate> out;
+  for (int t : divisors(devices, w.config.heads))
+    for (int p : divisors(devices / t, w.config.layers)) {
+      const int d = devices / t / p;
+      if (w.global_batch % d) continue;
+      for (int b : divisors(w.global_batch / d, space.max_micro_batch))
+        for (const std::string& recompute : space.recompute)
+          for (bool zero : {false, true}) {
+            if (zero && (d == 1 || !space.zero)) continue;
+            Layout l = base;
+            l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
+            l.stage_layers.clear();
+            if (!layout_problem(w, l).empty()) continue;
+            out.push_back({l, estimate_step(w, l, hw)});
+          }
+    }
+  std::stable_sort(out.begin(), out.end(), better);
+  return out;
+}
+
+const Candidate* best_feasible(const std::vector<Candidate>& ranked) {
+  return !ranked.empty() && ranked.front().estimate.feasible ? &ranked.front() : nullptr;
+}
+
+std::vector<SeedRule> seed_rules(const Workload& w, const Candidate& c, const Hardware& hw) {
+  const StepEstimate& e = c.estimate;
+  const double t_comp = e.hardware_flops / (hw.peak(c.layout.precision) * hw.gemm_fraction);
+  double tensor = 0;
+  for (const StageTime& s : e.stages) tensor = std::max(tensor, s.tensor_s);
+  double p2p = 0;
+  for (const StageTime& s : e.stages) p2p = std::max(p2p, s.p2p_s);
+  const double m = e.micro_batches;
+  const SeedRule rules[] = {
+      {"tensor", t_comp, tensor * m, 0.6, 0.8},
+      {"pipeline", t_comp, p2p * m + e.bubble_s, 0.4, 0.6},
+      {"data", t_comp, e.data_s, 0.8, 0.95},
+  };
+  std::vector<SeedRule> out;
+  for (SeedRule r : rules) {
+    r.n_lo = r.t_comm_s > 0 ? r.t_comp_s / (r.t_comm_s * r.alpha_hi) : 0;
+    r.n_hi = r.t_comm_s > 0 ? r.t_comp_s / (r.t_comm_s * r.alpha_lo) : 0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<CurvePoint> scaling_curve(const Workload& w, const Layout& base, const std::vector<int>& counts,
+                                      const Hardware& hw, const SearchSpace& space) {
+  std::vector<CurvePoint> curve;
+  curve.reserve(counts.size());  // `best` points into each point's own ranking
+  double reference = 0, best_so_far = 0;  // tokens/s per device of the smallest count that fits
+  for (int n : counts) {
+    CurvePoint point;
+    point.devices = n;
+    point.ranked = search_layouts(w, base, n, hw, space);
+    curve.push_back(std::move(point));
+    CurvePoint& p = curve.back();
+    p.best = best_feasible(p.ranked);
+    if (!p.best) continue;
+    const double rate = p.best->estimate.tokens_per_s;
+    if (reference == 0) reference = rate / n;
+    p.efficiency = rate / (reference * n);
+    p.negative = rate < best_so_far;
+    best_so_far = std::max(best_so_far, rate);
+  }
+  return curve;
+}
+
+}  // namespace trident::plan

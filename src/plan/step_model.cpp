@@ -1,0 +1,257 @@
+// The step model: FLOPs, bytes and α-β per level for one layout (docs/PLANNER.md).
+#include "plan/step_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "model/params.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace trident::plan {
+namespace {
+
+constexpr double kGradientBytes = 4;  // gradients are reduced in f32 (comm/reducer.cpp)
+// AdamW per local parameter: read p, g, m, v, the master weights in 16-bit training, write
+// p, m, v (and the 16-bit copy), and the gradient norm's read: 36 bytes, rounded up.
+constexpr double kOptimizerBytesPerParameter = 36;
+
+bool low(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
+double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
+
+std::vector<int> stage_layers(const Workload& w, const Layout& l) {
+  return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
+                                      std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
+}
+
+int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (dp + l.data * pp); }
+
+// The group of `kind` on stage `pp` that spans the widest level: with tensor groups not filling
+// whole nodes (tensor 6 on nodes of 8), some groups cross a node boundary and set the pace.
+GroupShape widest_group(const Layout& l, int pp, bool tensor, const Hardware& hw) {
+  GroupShape widest;
+  const int groups = tensor ? l.data : l.tensor, members = tensor ? l.tensor : l.data;
+  for (int g = 0; g < groups; ++g) {
+    std::vector<int> ranks;
+    for (int m = 0; m < members; ++m) ranks.push_back(tensor ? rank_of(l, m, g, pp) : rank_of(l, g, m, pp));
+    const GroupShape shape = group_shape(ranks, hw);
+    if (g == 0 || shape.span > widest.span) widest = shape;
+  }
+  return widest;
+}
+
+// One point-to-point message between two ranks: α + S/β of the level they share.
+double p2p_seconds(double bytes, int a, int b, const Hardware& hw, std::array<double, 3>& level_bytes) {
+  const GroupShape g = group_shape({a, b}, hw);
+  level_bytes[static_cast<int>(g.span)] += bytes;
+  const Link& link = hw.links[static_cast<int>(g.span)];
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
+// Passes of a block's forward work in one micro-batch: forward, backward (twice the forward's
+// products), and the forward again where blocks are recomputed.
+double layer_passes(const Layout& l) { return 3 + ((l.recompute == "full" || l.recompute == "every_k") ? 1 : 0); }
+
+// Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs 24·C² and the
+// attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
+double layer_flops_per_token(const Workload& w, const Layout& l) {
+  const double C = w.config.channels, T = w.seq_len;
+  return (24 * C * C + 4 * T * C) / l.tensor;
+}
+
+// One micro-batch's forward and backward on `stage`, by part.
+StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
+                     StepEstimate& e) {
+  const double tokens = double(l.micro_batch) * w.seq_len, C = w.config.channels, T = w.seq_len;
+  const double heads_local = double(w.config.heads) / l.tensor;
+  const bool first = stage == 0, last = stage == l.pipeline - 1;
+  StageTime t;
+  double flops = layers * tokens * layer_flops_per_token(w, l) * layer_passes(l);
+  if (l.recompute == "selective") flops += layers * tokens * 2 * T * C / l.tensor;  // q·kᵀ again
+  if (last) flops += 3 * tokens * 2 * C * w.config.padded_vocab / l.tensor;       // the tied head
+  t.compute_s = flops / (hw.peak(l.precision) * hw.gemm_fraction);
+  // Element-wise passes (LayerNorms, residual adds, GELU, softmax), values read + written per
+  // block forward; backward about twice that; the LayerNorms and adds are not split over tp.
+  double forward_values = 10 * tokens * C + 8 * tokens * C / l.tensor + 2 * tokens * heads_local * T;
+  // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
+  // and of the two block outputs.
+  if (w.dropout) forward_values += 2.5 * tokens * heads_local * T + 5 * tokens * C;
+  double values = layers * forward_values * layer_passes(l);
+  if (l.recompute == "selective") values += layers * 2 * tokens * heads_local * T;
+  t.elementwise_s = values * stored_bytes(l) / hw.memory_bandwidth;
+  const double activation = tokens * C * stored_bytes(l);  // (b, T, C), one message
+  if (l.tensor > 1) {  // 2 all-reduces per block forward, 2 backward, 2 more when recomputed
+    const double count = layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
+    t.tensor_s = count * all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical,
+                                            &e.tensor_bytes);
+  }
+  const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.data;
+  if (!last) t.p2p_s += p2p_seconds(activation, here, here + step, hw, e.pipeline_bytes);   // activation on
+  if (!first) t.p2p_s += p2p_seconds(activation, here, here - step, hw, e.pipeline_bytes);  // gradient back
+  return t;
+}
+
+int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<int>& layers, int stage) {
+  return model::num_parameters(w.config, model::stage_partition(layers, stage, 0, l.tensor));
+}
+
+// The gradient reduction of each stage and the part overlap cannot hide: with overlap (never
+// under ZeRO-1), buckets go out while backward runs, so at most the last micro-batch's
+// backward hides it, and the last bucket never hides.
+void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const std::vector<int>& layers,
+                   StepEstimate& e) {
+  if (l.data == 1) return;
+  for (int stage = 0; stage < l.pipeline; ++stage) {
+    const double bytes = stage_parameters(w, l, layers, stage) * kGradientBytes;
+    const double seconds = all_reduce_seconds(bytes, widest_group(l, stage, false, hw), hw, l.hierarchical,
+                                              stage == 0 ? &e.data_bytes : nullptr);
+    double exposed = seconds;
+    if (l.overlap && !l.zero) {
+      const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));
+      const double backward = e.stages[stage].total() * 2 / 3;
+      exposed = std::max(seconds - backward, seconds / buckets);
+    }
+    e.data_s = std::max(e.data_s, seconds);
+    e.data_exposed_s = std::max(e.data_exposed_s, exposed);
+  }
+}
+
+void flops_and_rates(const Workload& w, const Layout& l, const Hardware& hw, StepEstimate& e) {
+  const double tokens = double(w.global_batch) * w.seq_len, C = w.config.channels, L = w.config.layers;
+  e.model_flops = tokens * model::training_flops_per_token(w.config, w.seq_len);
+  e.hardware_flops = e.model_flops;
+  if (l.recompute == "full" || l.recompute == "every_k") e.hardware_flops += tokens * L * (24 * C * C + 4 * w.seq_len * C);
+  if (l.recompute == "selective") e.hardware_flops += tokens * L * 2 * w.seq_len * C;
+  e.tokens_per_s = tokens / e.step_s;
+  e.tflops_per_device = e.model_flops / e.step_s / l.devices() / 1e12;
+  e.hardware_tflops_per_device = e.hardware_flops / e.step_s / l.devices() / 1e12;
+  e.mfu = e.tflops_per_device * 1e12 / hw.peak(l.precision);
+}
+
+std::string gb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
+  e.headroom_bytes = hw.memory_bytes - double(e.memory_total);
+  if (e.headroom_bytes >= 0) return;
+  e.feasible = false;
+  std::vector<std::pair<int64_t, int>> order;
+  for (int c = 0; c < kCategories; ++c) order.push_back({e.memory.bytes[c], c});
+  std::sort(order.rbegin(), order.rend());
+  e.reason = "memory: the busiest rank needs " + gb(double(e.memory_total)) + ", " + gb(-e.headroom_bytes) +
+             " more than the device's " + gb(hw.memory_bytes) + " (";
+  for (int i = 0; i < 3 && order[i].first > 0; ++i)
+    e.reason += std::string(i ? ", " : "") + memory_category_name(static_cast<MemoryCategory>(order[i].second)) +
+                " " + gb(double(order[i].first));
+  e.reason += ")";
+}
+
+}  // namespace
+
+GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw) {
+  std::set<int> nodes, racks;
+  for (int r : ranks) {
+    nodes.insert(r / hw.devices_per_node);
+    racks.insert(r / hw.devices_per_node / hw.nodes_per_rack);
+  }
+  GroupShape g;
+  g.span = racks.size() > 1 ? Level::CrossRack : nodes.size() > 1 ? Level::Rack : Level::Node;
+  g.per_node = static_cast<int>((ranks.size() + nodes.size() - 1) / nodes.size());
+  g.racks = static_cast<int>(racks.size());
+  g.nodes_per_rack = static_cast<int>((nodes.size() + racks.size() - 1) / racks.size());
+  return g;
+}
+
+double all_reduce_seconds(double bytes, const GroupShape& g, const Hardware& hw, bool hierarchical,
+                          std::array<double, 3>* level_bytes) {
+  // A ring over n ranks: 2(n−1) steps of α, and 2(n−1)/n·S over the link, per rank.
+  auto ring = [&](int n, double size, Level level) {
+    if (n < 2) return 0.0;
+    const Link& link = hw.links[static_cast<int>(level)];
+    if (level_bytes) (*level_bytes)[static_cast<int>(level)] += 2.0 * (n - 1) / n * size;
+    return 2.0 * (n - 1) * link.latency_s + 2.0 * (n - 1) / n * size / link.bandwidth_bytes_per_s;
+  };
+  const int n = g.per_node * g.nodes_per_rack * g.racks;
+  if (!hierarchical || g.span == Level::Node || g.per_node == n) return ring(n, bytes, g.span);
+  const double slice = bytes / g.per_node;  // each node member carries 1/k across nodes
+  return ring(g.per_node, bytes, Level::Node) + ring(g.nodes_per_rack, slice, Level::Rack) +
+         ring(g.racks, slice, Level::CrossRack);
+}
+
+MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
+  MemoryInputs in;
+  in.config = w.config;
+  in.tensor = l.tensor;
+  in.pipeline = l.pipeline;
+  in.data = l.data;
+  in.stage_layers = stage_layers(w, l);
+  in.micro_batch = l.micro_batch;
+  in.seq_len = w.seq_len;
+  in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
+  in.gpipe = l.gpipe;
+  in.recompute = l.recompute;
+  in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
+  in.zero = l.zero && l.data > 1;
+  in.bucket_mb = l.bucket_mb;
+  in.precision = l.precision;
+  in.low16_widened = l.low16_widened;
+  return in;
+}
+
+std::string layout_problem(const Workload& w, const Layout& l) {
+  const std::string t = std::to_string(l.tensor);
+  if (w.config.heads % l.tensor) return "model.heads " + std::to_string(w.config.heads) + " is not divisible by tensor " + t;
+  if (w.config.layers < l.pipeline)
+    return "model.layers " + std::to_string(w.config.layers) + " is fewer than pipeline " + std::to_string(l.pipeline);
+  if (w.global_batch % (int64_t(l.micro_batch) * l.data))
+    return "global batch " + std::to_string(w.global_batch) + " is not divisible by micro-batch " +
+           std::to_string(l.micro_batch) + " x data " + std::to_string(l.data);
+  const int64_t m = w.global_batch / (int64_t(l.micro_batch) * l.data);
+  if (!l.gpipe && l.pipeline > 1 && m < l.pipeline)
+    return "1F1B needs at least " + std::to_string(l.pipeline) + " micro-batches per replica, the batch gives " +
+           std::to_string(m);
+  if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline)
+    return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +
+           std::to_string(l.pipeline);
+  return "";
+}
+
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw) {
+  StepEstimate e;
+  const MemoryInputs in = memory_inputs(w, l);
+  e.memory = estimate_busiest(in, &e.memory_total);
+  check_memory(l, hw, e);
+  e.micro_batches = in.micro_batches;
+  double slowest = 0, sum = 0;
+  for (int stage = 0; stage < l.pipeline; ++stage) {
+    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], e));
+    slowest = std::max(slowest, e.stages.back().total());
+    sum += e.stages.back().total();
+  }
+  for (double& b : e.pipeline_bytes) b *= e.micro_batches / double(l.pipeline);  // per rank, mean over stages
+  for (double& b : e.tensor_bytes) b *= e.micro_batches / double(l.pipeline);
+  // Micro-batches stream through the stages: the slowest sets the pace, the others add the
+  // fill and drain (p − 1 micro-batch times when they are equal: the bubble).
+  e.pipeline_s = (e.micro_batches - 1) * slowest + sum;
+  e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
+  data_parallel(w, l, hw, in.stage_layers, e);
+  if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage
+    const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kGradientBytes;
+    const int a = rank_of(l, 0, 0, 0), b = rank_of(l, 0, 0, l.pipeline - 1);
+    e.embedding_s = all_reduce_seconds(bytes, group_shape({a, b}, hw), hw, false);
+  }
+  double local = 0;
+  for (int stage = 0; stage < l.pipeline; ++stage) {
+    const double n = double(stage_parameters(w, l, in.stage_layers, stage));
+    local = std::max(local, in.zero ? std::ceil(n / l.data) : n);
+  }
+  e.optimizer_s = local * kOptimizerBytesPerParameter / hw.memory_bandwidth;
+  e.step_s = e.pipeline_s + e.data_exposed_s + e.embedding_s + e.optimizer_s;
+  flops_and_rates(w, l, hw, e);
+  return e;
+}
+
+}  // namespace trident::plan

@@ -1,0 +1,94 @@
+// The cost model of one training step for a layout on a hardware profile: per-rank memory (the
+// exact memory model, from shapes only), compute time from FLOPs, tensor / pipeline / data /
+// embedding communication per level from the collectives' byte formulas (docs/COMMUNICATION.md)
+// and the profile's α-β links, the pipeline bubble, and the part of the data-parallel reduction
+// that overlap hides. Every formula is in docs/PLANNER.md. Nothing model-sized is allocated.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+#include "plan/hardware.hpp"
+#include "plan/memory_model.hpp"
+
+namespace trident::plan {
+
+struct Workload {
+  model::GptConfig config;
+  int seq_len = 1;
+  int64_t global_batch = 1;  // sequences per optimizer step
+  // Attention and hidden dropout, as Megatron-LM trains (its defaults 0.1 / 0.1): element-wise
+  // passes and masks our blocks do not have (Trident has no dropout). For modelling others' runs.
+  bool dropout = false;
+};
+
+struct Layout {
+  int tensor = 1, pipeline = 1, data = 1;
+  int micro_batch = 1;
+  bool zero = false;
+  std::string recompute = "none";  // none, selective, every_k, full
+  int recompute_interval = 1;
+  bool gpipe = false;
+  std::string precision = "fp32";
+  bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
+  bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)
+  bool low16_widened = false;      // CPU only: 16-bit GEMM operands widened in a workspace
+  double bucket_mb = 25;
+  std::vector<int> stage_layers;   // empty: the even split of the runtime
+  int devices() const { return tensor * pipeline * data; }
+};
+
+// Time of one micro-batch's forward + backward (and recompute) on one stage, by part.
+struct StageTime {
+  double compute_s = 0, elementwise_s = 0, tensor_s = 0, p2p_s = 0;
+  double total() const { return compute_s + elementwise_s + tensor_s + p2p_s; }
+};
+
+struct StepEstimate {
+  bool feasible = true;
+  std::string reason;              // why not: the overflowing categories and by how much
+  MemoryEstimate memory;           // per category, the largest over ranks
+  int64_t memory_total = 0;        // the busiest rank's total
+  double headroom_bytes = 0;       // device memory − memory_total (negative: overflow)
+  int micro_batches = 0;           // per replica per step
+  std::vector<StageTime> stages;   // per micro-batch, per stage
+  double pipeline_s = 0;           // forward/backward of all micro-batches, bubble included
+  double bubble_s = 0;             // the idle part of pipeline_s on the slowest stage
+  double data_s = 0, data_exposed_s = 0;  // the gradient reduction, and the part not hidden
+  double embedding_s = 0, optimizer_s = 0;
+  double step_s = 0;
+  std::array<double, 3> data_bytes{}, tensor_bytes{}, pipeline_bytes{};  // per rank per step, per level
+  double model_flops = 0;          // per step, all devices: 3 passes, no recompute
+  double hardware_flops = 0;       // per step, all devices: recompute included
+  double tokens_per_s = 0;
+  double tflops_per_device = 0;    // model FLOPs / step / devices
+  double hardware_tflops_per_device = 0;  // the figure Megatron papers publish (recompute counted)
+  double mfu = 0;                  // model FLOP/s / (devices × peak)
+};
+
+// The memory model's inputs for a layout (stage_layers resolved, micro-batches from the batch).
+MemoryInputs memory_inputs(const Workload& w, const Layout& l);
+
+// Checks the layout against the workload the way deck validation does; "" if it is runnable,
+// else what is wrong ("model.heads 12 is not divisible by tensor 8").
+std::string layout_problem(const Workload& w, const Layout& l);
+
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw);
+
+// The level a group of world ranks spans under the tp-dp-pp rank order and the profile's nodes
+// and racks, and the members per node (k), nodes per rack (r) and racks (q) it has.
+struct GroupShape {
+  Level span = Level::Node;
+  int per_node = 1, nodes_per_rack = 1, racks = 1;
+};
+GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw);
+
+// Seconds of one all-reduce of `bytes` over a group of that shape: hierarchical (reduce-scatter
+// in the node, all-reduce across nodes and racks on 1/k of the data, all-gather) or one flat
+// ring at the speed of the slowest level it crosses. `level_bytes` accumulates bytes sent.
+double all_reduce_seconds(double bytes, const GroupShape& g, const Hardware& hw, bool hierarchical,
+                          std::array<double, 3>* level_bytes = nullptr);
+
+}  // namespace trident::plan

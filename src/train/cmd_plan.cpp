@@ -1,0 +1,378 @@
+// `trident plan DECK [--gpus=N|A-B] [--hardware=PROFILE] [--json] [--audit samples_per_s=X]
+// [--emit-deck=FILE] [--calibrate]`: memory, step time and scaling of the deck's model on any
+// layout and cluster, in one process, from shapes only (src/plan/). Works the same under
+// mpirun; rank 0 prints.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+#include "deck/deck.hpp"
+#include "plan/png_plot.hpp"
+#include "plan/report.hpp"
+#include "train/cli.hpp"
+#include "train/commands.hpp"
+#include "train/gemm_probe.hpp"
+#include "train/model_setup.hpp"
+
+namespace trident {
+namespace {
+
+struct PlanFlags {
+  std::vector<int> gpus;  // empty: the deck's tensor x pipeline x data
+  std::string hardware = "this-host";
+  bool json = false, calibrate = false;
+  int top = 10;
+  double audit_samples_per_s = 0;
+  std::string emit_deck, calibrate_out, links, plot;
+};
+
+const char* kUsage =
+    "usage: trident plan DECK [--gpus=N | --gpus=A-B | --gpus=N1,N2,...] [--hardware=PROFILE] [--json]\n"
+    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--section.key=value ...]\n"
+    "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
+    "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
+    "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile. --gpus=A-B: every\n"
+    "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
+    "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
+    "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n";
+
+int positive_int(const std::string& text, const std::string& flag) {
+  try {
+    size_t used = 0;
+    const long value = std::stol(text, &used);
+    if (used == text.size() && value >= 1 && value <= (1L << 24)) return static_cast<int>(value);
+  } catch (const std::exception&) {
+  }
+  fatal_all("command line: " + flag + " takes a positive whole number, not '" + text + "' (trident plan --help)");
+}
+
+std::vector<int> gpu_counts(const std::string& text) {
+  std::vector<int> counts;
+  const size_t dash = text.find('-');
+  if (dash != std::string::npos) {  // every power of two from A to B, and B
+    const int lo = positive_int(text.substr(0, dash), "--gpus"), hi = positive_int(text.substr(dash + 1), "--gpus");
+    if (hi < lo) fatal_all("command line: --gpus=" + text + " is an empty range; give A-B with A <= B");
+    for (long n = lo; n <= hi; n *= 2) counts.push_back(static_cast<int>(n));
+    if (counts.back() != hi) counts.push_back(hi);
+    return counts;
+  }
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) counts.push_back(positive_int(item, "--gpus"));
+  return counts;
+}
+
+// Takes the plan's own flags out of `args`; the rest is the deck and its overrides.
+PlanFlags take_plan_flags(std::vector<std::string>& args) {
+  PlanFlags flags;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& flag) { return a.substr(flag.size() + 1); };
+    if (a.rfind("--gpus=", 0) == 0) flags.gpus = gpu_counts(value("--gpus"));
+    else if (a.rfind("--hardware=", 0) == 0) flags.hardware = value("--hardware");
+    else if (a == "--json") flags.json = true;
+    else if (a.rfind("--top=", 0) == 0) flags.top = positive_int(value("--top"), "--top");
+    else if (a.rfind("--emit-deck=", 0) == 0) flags.emit_deck = value("--emit-deck");
+    else if (a.rfind("--links=", 0) == 0) flags.links = value("--links");
+    else if (a.rfind("--plot=", 0) == 0) flags.plot = value("--plot");
+    else if (a == "--calibrate") flags.calibrate = true;
+    else if (a.rfind("--calibrate=", 0) == 0) flags.calibrate = true, flags.calibrate_out = value("--calibrate");
+    else if (a == "--audit" || a.rfind("--audit=", 0) == 0) {
+      const std::string claim = a == "--audit" ? (i + 1 < args.size() ? args[++i] : "") : value("--audit");
+      if (claim.rfind("samples_per_s=", 0) != 0)
+        fatal_all("command line: --audit takes samples_per_s=X (e.g. --audit samples_per_s=680), not '" + claim + "'");
+      char* end = nullptr;
+      flags.audit_samples_per_s = std::strtod(claim.c_str() + 14, &end);
+      if (*end || !(flags.audit_samples_per_s > 0) || !std::isfinite(flags.audit_samples_per_s))
+        fatal_all("command line: --audit samples_per_s= takes a positive number, not '" + claim.substr(14) + "'");
+    } else rest.push_back(a);
+  }
+  args = rest;
+  return flags;
+}
+
+std::string read_text(const std::string& path, const std::string& what, const std::string& hint) {
+  std::string text, why;
+  if (!read_file(path, kMaxConfigBytes, text, why)) fatal_all(what + " '" + path + "': " + why + "; " + hint);
+  return text;
+}
+
+// inputs/hardware/NAME.ini from the working directory or beside the executable, or a path.
+std::string profile_path(const std::string& name) {
+  if (name.find('/') != std::string::npos || (name.size() > 4 && name.substr(name.size() - 4) == ".ini")) return name;
+  const std::string relative = "inputs/hardware/" + name + ".ini";
+  if (std::filesystem::exists(relative)) return relative;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);  // build/bin/trident
+  if (!ec && std::filesystem::exists(exe.parent_path() / "../.." / relative))
+    return (exe.parent_path() / "../.." / relative).lexically_normal().string();
+  return relative;
+}
+
+plan::Hardware load_hardware(const std::string& name) {
+  const std::string path = profile_path(name);
+  const std::string text = read_text(path, "hardware profile", "give --hardware=a100-80gb-dgx, h100-80gb-dgx, h200, "
+                                     "this-host (written by trident plan --calibrate) or the path of a profile");
+  try {
+    return plan::parse_hardware(text, path);
+  } catch (const std::invalid_argument& e) {
+    fatal_all(std::string(e.what()));
+  }
+}
+
+plan::Workload workload_from(const deck::Deck& deck) {
+  plan::Workload w;
+  w.config = model_config_from_deck(deck);
+  w.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
+  w.global_batch = deck.get_int("train.global_batch");
+  return w;
+}
+
+plan::Layout layout_from(const deck::Deck& deck, const plan::Hardware& hw) {
+  plan::Layout l;
+  l.tensor = static_cast<int>(deck.get_int("parallel.tensor"));
+  l.pipeline = static_cast<int>(deck.get_int("parallel.pipeline"));
+  l.data = static_cast<int>(deck.get_int("parallel.data"));
+  l.micro_batch = static_cast<int>(deck.get_int("train.micro_batch"));
+  l.zero = deck.get_int("optim.zero") == 1;
+  l.recompute = deck.get_string("memory.recompute");
+  if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
+  l.recompute_interval = std::max<int>(1, static_cast<int>(deck.get_int("memory.recompute_interval")));
+  l.gpipe = deck.get_string("parallel.schedule") == "gpipe";
+  l.precision = deck.get_string("optim.precision");
+  const std::string algo = deck.get_string("comm.algo");
+  l.hierarchical = algo == "auto" || algo == "hierarchical";
+  l.overlap = deck.get_bool("comm.overlap");
+  l.bucket_mb = deck.get_float("comm.bucket_mb");
+  for (int64_t n : deck.get_int_list("parallel.stage_layers")) l.stage_layers.push_back(static_cast<int>(n));
+  // Widened 16-bit GEMMs (and their workspace) exist only in the CPU backend: this host.
+  l.low16_widened = hw.name.rfind("this-host", 0) == 0 && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
+  return l;
+}
+
+std::string describe_model(const plan::Workload& w) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%.4g B parameters (%d layers, width %d, %d heads, vocabulary %d), sequence %d, "
+                "%lld sequences per step", model::num_parameters(w.config) / 1e9, w.config.layers, w.config.channels,
+                w.config.heads, w.config.padded_vocab, w.seq_len, static_cast<long long>(w.global_batch));
+  return text;
+}
+
+void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& flags) {
+  int feasible = 0;
+  for (const auto& c : ranked) feasible += c.estimate.feasible ? 1 : 0;
+  print0(std::to_string(ranked.size()) + " runnable layouts, " + std::to_string(feasible) + " fit in memory; the best " +
+         std::to_string(std::min(flags.top, feasible)) + " by predicted tokens/s:");
+  print0(plan::table_header());
+  for (int i = 0; i < feasible && i < flags.top; ++i) print0(plan::table_row(ranked[i], i + 1));
+  if (feasible < static_cast<int>(ranked.size())) {
+    print0("closest that do not fit (least memory first):");
+    for (int i = feasible; i < static_cast<int>(ranked.size()) && i < feasible + 3; ++i)
+      print0(plan::table_row(ranked[i], i + 1));
+  }
+}
+
+// The best layout as a deck: the input deck with the layout's keys overridden, resolved.
+void emit_deck(const cli::CommandLine& line, const std::string& text, const plan::Candidate& best,
+               const std::string& path) {
+  std::vector<deck::Override> overrides = line.overrides;
+  const plan::Layout& l = best.layout;
+  overrides.insert(overrides.end(), {{"parallel.tensor", std::to_string(l.tensor)},
+                                     {"parallel.pipeline", std::to_string(l.pipeline)},
+                                     {"parallel.data", std::to_string(l.data)},
+                                     {"parallel.stage_layers", ""},
+                                     {"train.micro_batch", std::to_string(l.micro_batch)},
+                                     {"memory.recompute", l.recompute},
+                                     {"optim.zero", l.zero ? "1" : "0"}});
+  const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, overrides);
+  std::ofstream out(path);
+  out << chosen.to_ini("written by trident plan from " + line.deck_path + ": the best predicted layout, " +
+                       std::to_string(l.devices()) + " ranks");
+  if (!out) fatal_all("--emit-deck=" + path + ": cannot write the file; give a writable path");
+  print0("wrote " + path + " (" + std::to_string(l.devices()) + " ranks: tensor " + std::to_string(l.tensor) +
+         " x pipeline " + std::to_string(l.pipeline) + " x data " + std::to_string(l.data) + ")");
+}
+
+// The scaling curve as a PNG (--plot).
+void write_plot(const std::vector<plan::CurvePoint>& curve, const std::string& path) {
+  std::vector<plan::PlotPoint> points;
+  for (const plan::CurvePoint& p : curve)
+    points.push_back({double(p.devices), p.best ? p.best->estimate.tokens_per_s : 0, p.negative});
+  std::ofstream out(path, std::ios::binary);
+  out << plan::scaling_plot_png(points);
+  if (!out) fatal_all("--plot=" + path + ": cannot write the file; give a writable path");
+  print0("wrote " + path + " (predicted tokens/s against devices; red: slower than fewer devices)");
+}
+
+int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
+              const PlanFlags& flags);  // below
+
+}  // namespace
+
+int run_plan(const std::vector<std::string>& args) {
+  std::vector<std::string> rest = args;
+  const PlanFlags flags = take_plan_flags(rest);
+  const cli::CommandLine line = cli::parse_command_line("plan", rest);
+  if (line.help) {
+    print0(std::string(kUsage) + "\n" + cli::command_help("plan"));
+    return kExitOk;
+  }
+  const std::string text = read_text(line.deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
+  const deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
+  const plan::Workload w = workload_from(deck);
+  if (flags.calibrate) return calibrate(line, text, deck, w, flags);
+  const plan::Hardware hw = load_hardware(flags.hardware);
+  const plan::Layout base = layout_from(deck, hw);
+  const std::string problem = plan::layout_problem(w, base);
+  const plan::Candidate declared{base, problem.empty() ? plan::estimate_step(w, base, hw) : plan::StepEstimate{}};
+  const std::vector<int> counts = flags.gpus.empty() ? std::vector<int>{base.devices()} : flags.gpus;
+  const std::vector<plan::CurvePoint> curve = plan::scaling_curve(w, base, counts, hw);
+  if (flags.json) {
+    if (problem.empty()) print0(plan::layout_json(declared, plan::scaling_efficiency(w, base, hw), "deck", 0));
+    for (const plan::CurvePoint& p : curve)
+      for (size_t i = 0; i < p.ranked.size(); ++i)
+        print0(plan::layout_json(p.ranked[i], p.ranked[i].estimate.feasible ? plan::scaling_efficiency(w, p.ranked[i].layout, hw) : 0,
+                                 "search", static_cast<int>(i) + 1));
+  } else {
+    print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(flags.hardware) + ")");
+    print0(problem.empty() ? "the deck's layout:" : "the deck's layout is not runnable: " + problem);
+    if (problem.empty()) {
+      print0(plan::table_header() + "\n" + plan::table_row(declared, 0));
+      print0(plan::breakdown(declared));
+    }
+    for (const plan::CurvePoint& p : curve) {
+      print0("\n" + std::to_string(p.devices) + " devices:");
+      print_ranking(p.ranked, flags);
+      if (p.best) print0("the best, in parts:\n" + plan::breakdown(*p.best));
+    }
+    int best_count = 0;
+    double best_rate = 0;
+    for (const plan::CurvePoint& p : curve)
+      if (p.best && p.best->estimate.tokens_per_s > best_rate) best_rate = p.best->estimate.tokens_per_s, best_count = p.devices;
+    if (curve.size() > 1) print0("\n" + plan::curve_table(curve));
+    // The seed's rule on the layout at hand: the deck's, or with a range the best at the most devices.
+    const bool deck_reference = curve.size() == 1 && problem.empty() && declared.estimate.feasible;
+    const plan::Candidate* reference = deck_reference ? &declared : curve.back().best;
+    if (reference) print0("\n" + plan::seed_rule_table(plan::seed_rules(w, *reference, hw), curve.size() > 1 ? best_count : 0));
+  }
+  if (flags.audit_samples_per_s > 0) {
+    if (!problem.empty()) fatal_all("--audit: the deck's layout is not runnable (" + problem + "); fix the deck's [parallel] keys");
+    print0((flags.json ? "" : "\n") + plan::audit(w, hw, flags.audit_samples_per_s, counts.front(), declared, curve.front().best));
+  }
+  if (!flags.plot.empty()) write_plot(curve, flags.plot);
+  if (!flags.emit_deck.empty()) {
+    if (!curve.back().best) fatal_all("--emit-deck: no layout of " + std::to_string(counts.back()) + " devices fits; nothing written");
+    emit_deck(line, text, *curve.back().best, flags.emit_deck);
+  }
+  return kExitOk;
+}
+
+namespace {
+
+struct Rates {
+  double gemm_flops_per_s, other_bytes_per_s;
+  double bf16_gemm_flops_per_s;  // oneDNN's native bf16 matmul where this CPU has one, else the f32 rate
+};
+
+// On one rank with this process's threads: the GEMM rate of the deck's micro-batch shapes, and
+// the rate of everything else in a real step (element-wise kernels, the optimizer) expressed as
+// the bandwidth at which the step model's element-wise and optimizer bytes take the time that a
+// step of 2 micro-batches spends outside its GEMMs. Median of alternating turns.
+Rates probe_rates(const cli::CommandLine& line, const std::string& text, const plan::Workload& w) {
+  std::vector<deck::Override> one_rank = line.overrides;
+  const int64_t B = deck::Deck::parse(line.deck_path, text, line.overrides).get_int("train.micro_batch");
+  one_rank.insert(one_rank.end(), {{"parallel.tensor", "1"}, {"parallel.pipeline", "1"}, {"parallel.data", "1"},
+                                   {"parallel.stage_layers", ""}, {"train.global_batch", std::to_string(2 * B)},
+                                   {"memory.recompute", "none"}, {"optim.precision", "fp32"}, {"optim.zero", "0"}});
+  const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
+  GemmPass gemm(w.config, static_cast<int>(B), w.seq_len);
+  StepRunner step(deck, kernels::Precision::fp32);
+  std::vector<double> gemm_s, step_s;
+  for (int turn = 0; turn < 6; ++turn) {
+    const double g = gemm.run(), t = step.run();
+    if (turn > 0) gemm_s.push_back(g), step_s.push_back(t);
+  }
+  // The step model's bytes of that step: its times at 1 byte/s and an unlimited GEMM rate.
+  plan::Hardware unit;
+  unit.peak_fp32 = 1e30, unit.memory_bandwidth = 1, unit.devices_per_node = 1, unit.nodes_per_rack = 1;
+  plan::Workload one = w;
+  one.global_batch = 2 * B;
+  plan::Layout layout;
+  layout.micro_batch = static_cast<int>(B);
+  const plan::StepEstimate bytes = plan::estimate_step(one, layout, unit);
+  const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
+  double bf16 = gemm.flops() / median(gemm_s);
+  if (kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
+    GemmPass native(w.config, static_cast<int>(B), w.seq_len, true);
+    std::vector<double> native_s;
+    for (int turn = 0; turn < 4; ++turn) native_s.push_back(native.run());
+    bf16 = native.flops() / median(native_s);
+  }
+  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16};
+}
+
+int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
+              const PlanFlags& flags) {
+  const std::string links_path = flags.links.empty() ? deck.get_string("train.run_dir") + "/links.ini" : flags.links;
+  const std::string links = read_text(links_path, "links.ini", "run trident commbench with this deck first (it writes "
+                                      "RUN_DIR/links.ini), or give --links=FILE");
+  const int world = static_cast<int>(deck.get_int("parallel.tensor") * deck.get_int("parallel.pipeline") * deck.get_int("parallel.data"));
+  const int per_node = deck.get_int("topology.ranks_per_node") > 0 ? static_cast<int>(deck.get_int("topology.ranks_per_node")) : world;
+  plan::Hardware hw;
+  hw.name = "this-host";
+  hw.devices_per_node = per_node;
+  hw.nodes_per_rack = deck.get_int("topology.nodes_per_rack") > 0 ? static_cast<int>(deck.get_int("topology.nodes_per_rack")) : world / per_node;
+  try {
+    plan::apply_links_ini(links, hw);
+  } catch (const std::exception& e) {
+    fatal_all(links_path + ": " + e.what());
+  }
+  // The ranks of a job on this host share its cores: one rank's share of the GEMM rate.
+  const Rates rates = probe_rates(line, text, w);
+  const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
+  const double share = std::min(1.0, cores / (threads * world));
+  hw.peak_fp32 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
+  hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
+  hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
+  hw.memory_bandwidth = rates.other_bytes_per_s * share;
+  hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / world;
+  const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
+  const std::string probe = "measured by trident plan --calibrate";
+  const std::map<std::string, std::string> sources = {
+      {"device.memory_gb", "this host's RAM / " + std::to_string(world) + " ranks"},
+      {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), one rank's share of the cores"},
+      {"device.peak_tflops_bf16", kernels::native_low16_gemm_available(kernels::Precision::bf16)
+                                      ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
+                                      : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32"},
+      {"device.peak_tflops_fp16", "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
+      {"device.gemm_fraction", "1: the peak figures are the achieved GEMM rate"},
+      {"device.memory_bandwidth_gbps", probe + ": a one-rank step's time outside its GEMMs over the model's element-wise "
+                                       "and optimizer bytes (trident bench's step), one rank's share"},
+      {"cluster.devices_per_node", "topology.ranks_per_node of " + deck.file_name()},
+      {"cluster.nodes_per_rack", "topology.nodes_per_rack of " + deck.file_name()},
+      {"link.node_latency_us", links_path}, {"link.node_bandwidth_gbps", links_path},
+      {"link.rack_latency_us", links_path}, {"link.rack_bandwidth_gbps", links_path},
+      {"link.cross_rack_latency_us", links_path}, {"link.cross_rack_bandwidth_gbps", links_path}};
+  const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(world) + " ranks, " +
+                                                        probe + " on " + deck.file_name() + "'s shapes\n", sources);
+  if (world_rank() == 0) {
+    std::ofstream file(out);
+    file << profile;
+    if (!file) fatal_all("--calibrate=" + out + ": cannot write the profile; give a writable path");
+  }
+  print0("wrote " + out + ":\n" + profile);
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace trident

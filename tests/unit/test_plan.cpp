@@ -1,0 +1,289 @@
+// The planner (src/plan/): the α-β formulas against docs/COMMUNICATION.md, the step model's
+// bubble and flop counts, the paper validation against Narayanan et al. 2021 Table 1
+// (tests/data/ptdp_table1.csv) and Korthikanti et al. 2022's activation memory, and the
+// hardware profiles' parser.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/params.hpp"
+#include "plan/report.hpp"
+
+using namespace trident;
+using namespace trident::plan;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  BOOST_REQUIRE_MESSAGE(in, "cannot read " + path + " (run the unit tests from the repository root)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Hardware a100() { return parse_hardware(slurp("inputs/hardware/a100-80gb-dgx.ini"), "a100-80gb-dgx.ini"); }
+
+// A profile with round figures, for checking formulas by hand.
+Hardware round_hardware() {
+  Hardware hw;
+  hw.name = "round";
+  hw.memory_bytes = 1e12;
+  hw.peak_fp32 = hw.peak_bf16 = hw.peak_fp16 = 1e12;
+  hw.gemm_fraction = 0.5;
+  hw.memory_bandwidth = 1e11;
+  hw.devices_per_node = 4;
+  hw.nodes_per_rack = 2;
+  hw.links = {Link{1e-6, 1e10}, Link{1e-5, 1e9}, Link{1e-4, 1e8}};
+  return hw;
+}
+
+struct PaperRow {
+  double params_b;
+  int heads, hidden, layers, tp, pp, gpus, global_batch, micro_batch;
+  double tflops_per_gpu;
+};
+
+std::vector<PaperRow> paper_rows() {
+  std::istringstream in(slurp("tests/data/ptdp_table1.csv"));
+  std::vector<PaperRow> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line.rfind("params_b", 0) == 0) continue;
+    PaperRow r;
+    BOOST_REQUIRE(std::sscanf(line.c_str(), "%lf,%d,%d,%d,%d,%d,%d,%d,%d,%lf", &r.params_b, &r.heads, &r.hidden,
+                              &r.layers, &r.tp, &r.pp, &r.gpus, &r.global_batch, &r.micro_batch,
+                              &r.tflops_per_gpu) == 10);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// The paper's setting: sequence 2048, vocabulary 51200, fp16, full recompute (its §5.1).
+Workload paper_workload(const PaperRow& r) {
+  Workload w;
+  w.config = {2048, 51200, model::padded_vocab_for(51200), r.layers, r.heads, r.hidden};
+  w.seq_len = 2048;
+  w.global_batch = r.global_batch;
+  w.dropout = true;  // Megatron-LM's attention and hidden dropout
+  return w;
+}
+
+Layout paper_layout(const PaperRow& r) {
+  Layout l;
+  l.tensor = r.tp, l.pipeline = r.pp, l.data = r.gpus / (r.tp * r.pp), l.micro_batch = r.micro_batch;
+  l.precision = "fp16";
+  l.recompute = "full";
+  return l;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(plan_formulas)
+
+BOOST_AUTO_TEST_CASE(ring_all_reduce_is_alpha_beta_of_the_byte_formula) {
+  const Hardware hw = round_hardware();
+  std::array<double, 3> bytes{};
+  // 4 ranks of one node: 2(n−1) = 6 latencies, 2(n−1)/n·S = 1.5·S bytes.
+  const GroupShape node = group_shape({0, 1, 2, 3}, hw);
+  BOOST_TEST(int(node.span) == int(Level::Node));
+  const double s = all_reduce_seconds(8e6, node, hw, true, &bytes);
+  BOOST_TEST(s == 6 * 1e-6 + 1.5 * 8e6 / 1e10, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bytes[0] == 1.5 * 8e6);
+}
+
+BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_moves_one_kth_across_nodes) {
+  const Hardware hw = round_hardware();
+  std::vector<int> ranks(16);
+  for (int i = 0; i < 16; ++i) ranks[i] = i;  // 4 per node, 2 nodes per rack, 2 racks
+  const GroupShape g = group_shape(ranks, hw);
+  BOOST_TEST(int(g.span) == int(Level::CrossRack));
+  BOOST_TEST(g.per_node == 4);
+  BOOST_TEST(g.nodes_per_rack == 2);
+  BOOST_TEST(g.racks == 2);
+  std::array<double, 3> bytes{};
+  const double S = 4e6;
+  const double t = all_reduce_seconds(S, g, hw, true, &bytes);
+  // docs/COMMUNICATION.md: node 2(k−1)/k·S, rack 2(r−1)/r·S/k, cross-rack 2(q−1)/q·S/k.
+  BOOST_TEST(bytes[0] == 1.5 * S);
+  BOOST_TEST(bytes[1] == 1.0 * S / 4);
+  BOOST_TEST(bytes[2] == 1.0 * S / 4);
+  const double expected = (6e-6 + 1.5 * S / 1e10) + (2e-5 + S / 4 / 1e9) + (2e-4 + S / 4 / 1e8);
+  BOOST_TEST(t == expected, boost::test_tools::tolerance(1e-12));
+  // A flat ring over all 16 crosses racks at the cross-rack speed: far slower.
+  BOOST_TEST(all_reduce_seconds(S, g, hw, false) == 30 * 1e-4 + 2.0 * 15 / 16 * S / 1e8,
+             boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(even_stages_have_the_textbook_bubble) {
+  // Equal stages: (m + p − 1)·t, the bubble (p − 1)·t — Narayanan et al. 2021 eq. (1).
+  Workload w;
+  w.config = {64, 256, 256, 8, 4, 64};
+  w.seq_len = 64;
+  w.global_batch = 16;
+  Layout l;
+  l.pipeline = 4, l.micro_batch = 1;
+  const Hardware hw = round_hardware();
+  const StepEstimate e = estimate_step(w, l, hw);
+  BOOST_TEST(e.micro_batches == 16);
+  double slowest = 0, sum = 0;
+  for (const StageTime& s : e.stages) slowest = std::max(slowest, s.total()), sum += s.total();
+  // The middle stages are equal (2 blocks, messages both ways); the last adds the head.
+  BOOST_TEST(e.stages[1].total() == e.stages[2].total(), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slowest == e.stages[3].total());
+  BOOST_TEST(e.pipeline_s == 15 * slowest + sum, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(e.bubble_s == sum - slowest, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(e.bubble_s >= 2 * e.stages[1].total() + e.stages[0].total());
+}
+
+BOOST_AUTO_TEST_CASE(flops_follow_the_papers_formula) {
+  // Narayanan et al. 2021 eq. (3), with full recompute: 96·B·s·l·h²·(1 + s/6h + V/16lh).
+  const PaperRow r = paper_rows().at(4);
+  const Workload w = paper_workload(r);
+  const StepEstimate e = estimate_step(w, paper_layout(r), a100());
+  const double B = r.global_batch, s = 2048, l = r.layers, h = r.hidden, V = 51200;
+  const double paper = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  // Ours also counts the biases and LayerNorms' weights (6 per weight): within 0.1%.
+  BOOST_TEST(e.hardware_flops == paper, boost::test_tools::tolerance(1e-3));
+  BOOST_TEST(e.model_flops == paper * 3 / 4, boost::test_tools::tolerance(2e-2));
+}
+
+BOOST_AUTO_TEST_CASE(memory_overflow_names_the_categories) {
+  Workload w;
+  w.config = {2048, 50257, model::padded_vocab_for(50257), 96, 96, 12288};
+  w.seq_len = 2048;
+  w.global_batch = 1024;
+  Layout l;
+  l.data = 256, l.micro_batch = 4, l.precision = "bf16";
+  const StepEstimate e = estimate_step(w, l, a100());
+  // Pure data parallelism of 175B: 2 + 4 + 12 bytes per parameter on every GPU.
+  BOOST_TEST(!e.feasible);
+  BOOST_TEST(e.memory_total > 3.1e12);
+  BOOST_TEST(e.reason.find("optimizer") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(search_ranks_feasible_layouts_by_throughput) {
+  const PaperRow r = paper_rows().at(0);
+  const auto ranked = search_layouts(paper_workload(r), paper_layout(r), r.gpus, a100());
+  BOOST_REQUIRE(best_feasible(ranked));
+  for (size_t i = 1; i < ranked.size(); ++i) {
+    if (!ranked[i].estimate.feasible) {
+      BOOST_TEST(!ranked.back().estimate.feasible);
+      break;
+    }
+    BOOST_TEST(ranked[i - 1].estimate.tokens_per_s >= ranked[i].estimate.tokens_per_s);
+  }
+}
+
+// The seed's §1: a tensor group that grows past a node onto a slow link makes 8 devices slower
+// than 4 — the curve marks it.
+BOOST_AUTO_TEST_CASE(curve_marks_negative_scaling) {
+  Workload w;
+  w.config = {2048, 256, 256, 1, 8, 512};
+  w.seq_len = 2048;
+  w.global_batch = 1;  // no data parallelism, one block: tensor is the only way to use devices
+  Layout base;
+  base.hierarchical = false;
+  const std::vector<CurvePoint> curve = scaling_curve(w, base, {4, 8}, round_hardware());
+  BOOST_REQUIRE(curve[0].best && curve[1].best);
+  BOOST_TEST(curve[1].best->layout.tensor == 8);
+  BOOST_TEST(curve[1].best->estimate.tokens_per_s < curve[0].best->estimate.tokens_per_s);
+  BOOST_TEST(!curve[0].negative);
+  BOOST_TEST(curve[1].negative);
+  BOOST_TEST(curve_table(curve).find("negative scaling") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(profiles_parse_and_reject_bad_figures) {
+  for (const char* name : {"a100-80gb-dgx", "h100-80gb-dgx", "h200"}) {
+    const Hardware hw = parse_hardware(slurp(std::string("inputs/hardware/") + name + ".ini"), name);
+    BOOST_TEST(hw.peak_bf16 > 1e14);
+    BOOST_TEST(hw.devices_per_node == 8);
+    // Written and read back: the same figures.
+    const Hardware again = parse_hardware(format_hardware(hw, "# test\n", {}), "again");
+    BOOST_TEST(again.peak_bf16 == hw.peak_bf16, boost::test_tools::tolerance(1e-5));
+    BOOST_TEST(again.links[2].bandwidth_bytes_per_s == hw.links[2].bandwidth_bytes_per_s, boost::test_tools::tolerance(1e-5));
+  }
+  const std::string good = slurp("inputs/hardware/a100-80gb-dgx.ini");
+  BOOST_CHECK_THROW(parse_hardware(good + "\n[device]\nspeed = 3\n", "x"), std::invalid_argument);
+  std::string bad = good;
+  bad.replace(bad.find("gemm_fraction = 0.7"), 19, "gemm_fraction = 1.7");
+  BOOST_CHECK_THROW(parse_hardware(bad, "x"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(plan_validation)
+
+// Narayanan et al. 2021, Table 1: every row's model and layout on the A100 profile, predicted
+// TFLOP/s per GPU (counted as the paper counts, recompute included) within 20% of the
+// published figure; and the search's best layout for the row never predicted slower than the
+// published layout. (Against the published measurement itself the best is 0.99x for the 1T
+// row, inside the model's -3.9% error there; docs/PLANNER.md.)
+BOOST_AUTO_TEST_CASE(ptdp_table1_within_20_percent) {
+  const Hardware hw = a100();
+  const auto rows = paper_rows();
+  BOOST_REQUIRE(rows.size() == 10u);
+  std::string table = "\n params(B)  tp  pp   dp  GPUs  published  predicted   error  best layout (t x p x d, mb, recompute)  best/published tokens/s\n";
+  for (const PaperRow& r : rows) {
+    const Workload w = paper_workload(r);
+    const Layout l = paper_layout(r);
+    BOOST_REQUIRE(layout_problem(w, l).empty());
+    const StepEstimate e = estimate_step(w, l, hw);
+    const double error = e.hardware_tflops_per_device / r.tflops_per_gpu - 1;
+    const auto ranked = search_layouts(w, l, r.gpus, hw);
+    const Candidate* best = best_feasible(ranked);
+    BOOST_REQUIRE(best);
+    // The published throughput in tokens/s: its TFLOP/s over the FLOPs per token it counted.
+    const double published_tokens = r.tflops_per_gpu * 1e12 * r.gpus / (e.hardware_flops / (w.global_batch * 2048.0));
+    char line[300];
+    std::snprintf(line, sizeof line, "%10.1f %3d %3d %4d %5d %10.0f %10.1f %+6.1f%%  %3d x %2d x %3d, mb %2d, %-9s %8.2f\n",
+                  r.params_b, r.tp, r.pp, l.data, r.gpus, r.tflops_per_gpu, e.hardware_tflops_per_device, 100 * error,
+                  best->layout.tensor, best->layout.pipeline, best->layout.data, best->layout.micro_batch,
+                  best->layout.recompute.c_str(), best->estimate.tokens_per_s / published_tokens);
+    table += line;
+    BOOST_TEST(e.feasible, r.params_b << "B: the published layout must fit: " << e.reason);
+    BOOST_TEST(std::fabs(error) <= 0.20, r.params_b << "B: predicted " << e.hardware_tflops_per_device
+                                                    << " TFLOP/s, published " << r.tflops_per_gpu);
+    BOOST_TEST(best->estimate.tokens_per_s >= e.tokens_per_s * (1 - 1e-12), r.params_b << "B: the best is slower");
+  }
+  BOOST_TEST_MESSAGE(table);
+}
+
+// Korthikanti et al. 2022, eq. (1)-(2): per layer, in 16-bit with dropout, s·b·h·(34 + 5as/h)
+// without recompute and 34·s·b·h with selective recompute (t = 1; with tensor parallelism
+// s·b·h·(10 + 24/t + 5as/(ht))). Our blocks keep no dropout masks and no dropout outputs
+// (we have no dropout): their 2·s·b·h bytes of masks and 3·a·s²·b of attention dropout are
+// not ours; and we keep the LayerNorm statistics (2 floats per token and LayerNorm, 16·s·b
+// bytes) which they do not count. With those named terms taken out, the same tensors must
+// give the same bytes within 1%, for their 22B model (h 6144, a 64, s 2048, t 8).
+BOOST_AUTO_TEST_CASE(korthikanti_22b_activation_memory) {
+  const double s = 2048, b = 1, h = 6144, a = 64;
+  for (int t : {1, 8}) {
+    Workload w;
+    w.config = {2048, 51200, model::padded_vocab_for(51200), 48, 64, 6144};
+    w.seq_len = 2048;
+    w.global_batch = 1;
+    Layout l;
+    l.tensor = t, l.micro_batch = 1, l.precision = "bf16";
+    const double ours = double(block_activation_bytes(memory_inputs(w, l)));
+    const double theirs = s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t));
+    const double dropout = 2 * s * b * h + 3 * a * s * s * b / t, statistics = 16 * s * b;
+    BOOST_TEST(ours == theirs - dropout + statistics, boost::test_tools::tolerance(0.01));
+    // Selective: no attention probabilities (theirs: 34·s·b·h at t = 1, masks included).
+    l.recompute = "selective";
+    MemoryInputs in = memory_inputs(w, l);
+    const double kept_without_probabilities = ours - a / t * s * s * b * 2;
+    const double theirs_selective = s * b * h * (10 + 24.0 / t);
+    BOOST_TEST(kept_without_probabilities == theirs_selective - 2 * s * b * h + statistics,
+               boost::test_tools::tolerance(0.01));
+    BOOST_TEST_MESSAGE("22B t=" << t << ": ours " << ours / 1e6 << " MB per layer, Korthikanti " << theirs / 1e6
+                                << " MB, of which dropout " << dropout / 1e6 << " MB");
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
