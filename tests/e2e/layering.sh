@@ -23,3 +23,42 @@ expect_none no_mpi_outside_comm "an MPI_ identifier outside comm/ and the start-
 expect_none no_mpi_header_above_comm "<mpi.h> included outside comm/ and core/" \
   '#include <mpi.h>' $(find src/model src/pipeline src/optim src/data src/dp kernels -name '*.[ch]pp') \
   src/train/trainer*.[ch]pp
+
+# The whole module graph (docs/ARCHITECTURE.md, "Modules and their layers"): every #include of
+# a project header points to a module on a lower layer, or stays in its own module. One layer
+# per line, top first; modules on one line do not include each other.
+LAYERS='app
+bench
+train
+job
+plan
+ckpt dp optim pipeline
+model
+comm
+kernels topo deck data metrics diag
+core layout tensor'
+violations=$(LAYERS="$LAYERS" /usr/bin/python3 - <<'PY'
+import os, re, sys
+layers = [line.split() for line in os.environ["LAYERS"].splitlines()]
+rank = {module: depth for depth, line in enumerate(layers) for module in line}
+found = []
+roots = [os.path.join("src", d) for d in sorted(os.listdir("src"))] + ["kernels"]
+for root in roots:
+    module = os.path.basename(root)
+    if module not in rank:
+        found.append(f"{root}: a module missing from the layer table")
+        continue
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            for number, line in enumerate(open(path, errors="replace"), 1):
+                m = re.match(r'\s*#include "([a-z_]+)/', line)
+                if not m or m.group(1) == module:
+                    continue
+                target = m.group(1)
+                if target not in rank or rank[target] <= rank[module]:
+                    found.append(f"{path}:{number}: {module} includes {target}")
+print("\n".join(found[:5]))
+PY
+)
+if [[ -z $violations ]]; then pass "module_includes_point_down"; else fail "module_includes_point_down" "$violations"; fi
