@@ -16,6 +16,7 @@
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
+#include "metrics/progress.hpp"
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
@@ -111,6 +112,8 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<data::TokenData> train_data_, val_data_;
   std::unique_ptr<metrics::MetricsFile> metrics_;
+  std::unique_ptr<metrics::RunProgress> progress_;  // rank 0: ETA and the end-of-run totals
+  double peak_tflops_ = 0;                          // rank 0: the measured GEMM peak, for MFU
   RecomputeChoice recompute_;
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
   std::string run_id_;
