@@ -127,6 +127,7 @@ bench: deps
 	@scripts/bench-parallel.sh
 	@scripts/bench-checkpoint.sh
 	@scripts/bench-recompute.sh
+	@scripts/bench-text.sh
 
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)

@@ -8,6 +8,7 @@ PACKAGES=(
   libdnnl-dev                                          # oneDNN: CPU matmul and friends
   python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
   python3-h5py python3-matplotlib bc                   # metrics.h5 in tests and plots; bench arithmetic
+  python3-regex                                        # the GPT-2 reference encoder of tests/e2e/generate.sh
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,5 +1,5 @@
-// `trident prepare` (text -> byte-level token shards), `trident eval` (validation loss of the
-// deck's model), `trident export` (the deck's model as an llm.c file).
+// `trident eval` (validation loss of the deck's model), `trident export` (the deck's model as an
+// llm.c file). `trident prepare` is in cmd_prepare.cpp.
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "model/llmc_io.hpp"
 #include "train/cli.hpp"
 #include "train/commands.hpp"
+#include "train/deck_tokenizer.hpp"
 #include "train/evaluate.hpp"
 #include "train/job.hpp"
 #include "train/model_setup.hpp"
@@ -22,65 +23,6 @@ namespace trident {
 namespace po = boost::program_options;
 namespace {
 
-struct PrepareArgs {
-  std::string out_dir;
-  std::vector<std::string> inputs;
-  double val_fraction = 0.1;
-  bool help = false;
-};
-
-const char* kPrepareUsage =
-    "usage: trident prepare OUT_DIR TEXT_FILE... [--val_fraction=0.1]\n"
-    "Reads the text files in order as bytes (vocab 256), writes OUT_DIR/train.bin and\n"
-    "OUT_DIR/val.bin in llm.c's token format; the last val_fraction of the bytes is validation.";
-
-PrepareArgs parse_prepare(const std::vector<std::string>& args) {
-  po::options_description options;
-  options.add_options()("help,h", "")("val_fraction", po::value<double>(), "")(
-      "paths", po::value<std::vector<std::string>>(), "");
-  const po::variables_map values = cli::parse_without_deck(args, options, "paths", kPrepareUsage);
-  PrepareArgs result;
-  result.help = values.count("help") > 0;
-  if (values.count("val_fraction")) result.val_fraction = values["val_fraction"].as<double>();
-  if (values.count("paths")) {
-    auto paths = values["paths"].as<std::vector<std::string>>();
-    result.out_dir = paths.front();
-    result.inputs.assign(paths.begin() + 1, paths.end());
-  }
-  if (!result.help && result.inputs.empty())
-    fatal_all(std::string("command line: give an output directory and at least one text file\n") + kPrepareUsage);
-  if (!(result.val_fraction > 0 && result.val_fraction < 1))
-    fatal_all("command line: --val_fraction must be in (0, 1), got " + std::to_string(result.val_fraction));
-  return result;
-}
-
-// Every rank reads the inputs (they are small and equal), rank 0 writes.
-void write_split(const PrepareArgs& a) {
-  std::vector<uint16_t> tokens;
-  for (const std::string& path : a.inputs) {
-    // 1 GiB: every rank holds the text and its tokens, and MPI broadcasts at most 2^31 bytes.
-    const std::string text = read_on_root_and_broadcast(path, "text file", "give readable text files of at most 1 GiB",
-                                                        MPI_COMM_WORLD, size_t(1) << 30);
-    for (unsigned char byte : text) tokens.push_back(byte);
-  }
-  const size_t val = static_cast<size_t>(tokens.size() * a.val_fraction);
-  if (val < 2 || tokens.size() - val < 2)
-    fatal_all("the input has only " + std::to_string(tokens.size()) + " bytes: too little to split");
-  std::string error;
-  if (world_rank() == 0) {
-    try {
-      std::filesystem::create_directories(a.out_dir);
-      data::write_llmc_tokens(a.out_dir + "/train.bin", {tokens.begin(), tokens.end() - val});
-      data::write_llmc_tokens(a.out_dir + "/val.bin", {tokens.end() - val, tokens.end()});
-    } catch (const std::exception& e) {
-      error = std::string("cannot write the shards: ") + e.what();
-    }
-  }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
-  print0("prepared " + a.out_dir + "/train.bin (" + std::to_string(tokens.size() - val) +
-         " tokens) and " + a.out_dir + "/val.bin (" + std::to_string(val) + " tokens), vocab 256");
-}
-
 std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx) {
   auto gpt = std::make_unique<model::Gpt2>(model_config_from_deck(job.deck), ctx);
   initialise_parameters(job.deck, *gpt);
@@ -88,16 +30,6 @@ std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx) {
 }
 
 }  // namespace
-
-int run_prepare(const std::vector<std::string>& args) {
-  const PrepareArgs parsed = parse_prepare(args);
-  if (parsed.help) {
-    print0(kPrepareUsage);
-    return kExitOk;
-  }
-  write_split(parsed);
-  return kExitOk;
-}
 
 int run_eval(const std::vector<std::string>& args) {
   const cli::CommandLine line = cli::parse_command_line("eval", args);
@@ -111,6 +43,7 @@ int run_eval(const std::vector<std::string>& args) {
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx;
   auto gpt = deck_model(job, ctx);
+  require_vocab_covers_tokenizer(job.deck);
   std::unique_ptr<data::TokenData> val;
   const int vocab = static_cast<int>(job.deck.get_int("model.vocab"));
   try {

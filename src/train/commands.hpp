@@ -10,6 +10,7 @@ int run_train(const std::vector<std::string>& args);
 int run_layout(const std::vector<std::string>& args);
 int run_prepare(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 int run_commbench(const std::vector<std::string>& args);

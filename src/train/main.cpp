@@ -33,12 +33,13 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "prepare") return run_prepare(rest);
   if (command == "eval") return run_eval(rest);
   if (command == "export") return run_export(rest);
+  if (command == "generate") return run_generate(rest);
   if (command == "bench") return run_bench(rest);
   if (command == "commbench") return run_commbench(rest);
   if (command == "inspect") return run_inspect(rest);
   if (command == "doctor") return run_doctor(rest);
   if (command == "plan") return run_plan(rest);
-  fatal_all("unknown command '" + command + "'; commands are train, eval, prepare, export, bench, commbench, inspect, doctor, layout, plan, help, version "
+  fatal_all("unknown command '" + command + "'; commands are train, eval, generate, prepare, export, bench, commbench, inspect, doctor, layout, plan, help, version "
             "(trident --help)");
 }
 

@@ -18,6 +18,7 @@
 #include "deck/validate.hpp"
 #include "train/evaluate.hpp"
 #include "model/llmc_io.hpp"
+#include "train/deck_tokenizer.hpp"
 #include "train/memory_plan.hpp"
 #include "train/model_setup.hpp"
 #include "train/signals.hpp"
@@ -36,6 +37,12 @@ std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::st
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + " (" + deck.cite(key) + ")");
   }
+}
+
+// The training data, once model.vocab is known to cover the data directory's tokenizer.
+std::unique_ptr<data::TokenData> open_training_data(const deck::Deck& deck, const DataSettings& data) {
+  require_vocab_covers_tokenizer(deck);
+  return open_data(deck, "data.train", data.train, data);
 }
 
 // The validation windows of train.eval_tokens, once the training data is known to hold a window.
@@ -125,7 +132,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       dp_size_(collectives_.dp_size()),
       pp_rank_(collectives_.pp_rank()),
       pp_size_(collectives_.pp_size()),
-      train_data_(open_data(job.deck, "data.train", settings_.data.train, settings_.data)),
+      train_data_(open_training_data(job.deck, settings_.data)),
       val_data_(open_data(job.deck, "data.val", settings_.data.val, settings_.data)),
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config_from_deck(job.deck)),
@@ -205,6 +212,7 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
   if (!metrics_) return;  // only rank 0 writes metrics and prints
   const double tokens_per_s = tokens / r.seconds;
   const double tflops = tokens_per_s * flops_per_token_ / 1e12;
+  progress_->step_done(step + 1, tokens, r.seconds);
   const MemoryUsage memory = memory_usage();
   metrics_->append_int("step", step + 1);
   metrics_->append("loss", r.loss);
@@ -228,6 +236,11 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
     std::snprintf(line, sizeof line, " | scale %g", r.loss_scale);
     text += line;
   }
+  // MFU per rank (the job's FLOPs are shared by its ranks) against this rank's measured peak.
+  const double eta = progress_->eta_seconds();
+  std::snprintf(line, sizeof line, " | MFU %4.1f%% | ETA %s", 100.0 * tflops / job_.grid.world_size() / peak_tflops_,
+                eta < 0 ? "-" : metrics::format_duration(eta).c_str());
+  text += line;
   if (r.skipped) text += loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
   print0(text);
   metrics_->flush();
@@ -362,7 +375,27 @@ int Trainer::run(const std::string& run_dir) {
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
-  if (start_step_ == 0) record_validation(0, evaluate());
+  if (metrics_) {
+    peak_tflops_ = metrics::measure_gemm_peak_tflops(model_->precision());
+    progress_ = std::make_unique<metrics::RunProgress>(steps_, start_step_);
+    char peak[160];
+    std::snprintf(peak, sizeof peak, "MFU against the measured %s GEMM peak of rank 0: %.1f GFLOP/s (1024^3)",
+                  kernels::precision_name(model_->precision()), peak_tflops_ * 1e3);
+    print0(peak);
+  }
+  // Evaluation and checkpoints, timed for the end-of-run summary.
+  auto validate = [&](int64_t step) {
+    const auto start = SteadyClock::now();
+    record_validation(step, evaluate());
+    if (progress_) progress_->add_evaluation(seconds_since(start));
+  };
+  auto checkpoint = [&](int64_t completed) {
+    const auto start = SteadyClock::now();
+    const bool stop = checkpoint_boundary(completed);
+    if (progress_) progress_->add_checkpoint(seconds_since(start));
+    return stop;
+  };
+  if (start_step_ == 0) validate(0);
   for (int64_t step = start_step_; step < steps_; ++step) {
     const StepResult result = train_step(step);
     record_step(step, result);
@@ -371,15 +404,19 @@ int Trainer::run(const std::string& run_dir) {
     if (step == start_step_) figures_.forget_bubble();  // the first step warms up: not counted
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
-      record_validation(step + 1, evaluate());
-    if (checkpoint_boundary(step + 1)) return kExitStopped;
+      validate(step + 1);
+    if (checkpoint(step + 1)) return kExitStopped;
   }
   if (settings_.checkpoint_at_end && last_full_step_ != steps_) {
     if (metrics_) metrics_->sync();
+    const auto start = SteadyClock::now();
     checkpointer_->save("full", state_view(), metadata(steps_));
     last_full_step_ = steps_;
+    if (progress_) progress_->add_checkpoint(seconds_since(start));
   }
+  const auto wait_start = SteadyClock::now();
   checkpointer_->wait();
+  if (progress_) progress_->add_checkpoint(seconds_since(wait_start));
   record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid, *collectives_.world);
@@ -395,6 +432,7 @@ int Trainer::run(const std::string& run_dir) {
   end_if_root_failed(problem, "the checkpoints written are intact; free space in " + run_dir + " and resume with "
                      "--checkpoint.resume=auto");
   print_summary();
+  if (progress_) print0(progress_->summary());
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
   check_final_checkpoint();
   return kExitOk;

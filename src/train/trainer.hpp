@@ -18,6 +18,7 @@
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
+#include "metrics/progress.hpp"
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
@@ -108,6 +109,8 @@ class Trainer {
 
   // The state of the run.
   std::unique_ptr<metrics::MetricsFile> metrics_;  // rank 0
+  std::unique_ptr<metrics::RunProgress> progress_;  // rank 0: ETA and the end-of-run totals
+  double peak_tflops_ = 0;                          // rank 0: the measured GEMM peak, for MFU
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
   std::string run_id_;
   ckpt::Lineage lineage_;          // rank 0: what this run continues (ckpt/lineage.hpp)

@@ -34,8 +34,8 @@ job
 plan
 ckpt dp optim pipeline
 model
-comm
-kernels topo deck data metrics diag
+comm metrics
+kernels topo deck data diag
 core layout tensor'
 violations=$(LAYERS="$LAYERS" /usr/bin/python3 - <<'PY'
 import os, re, sys

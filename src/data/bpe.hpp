@@ -1,0 +1,62 @@
+// Byte-level BPE (GPT-2's scheme): a vocabulary of byte strings whose first entries are the 256
+// single bytes, and merges in rank order, each joining two tokens into a third. Encoding cuts
+// the text into pieces (data/pretokenize.hpp), starts each piece as its bytes and applies the
+// merges lowest rank first, every occurrence left to right — exactly OpenAI's encoder.py
+// bpe(). Decoding concatenates the tokens' bytes, so decode(encode(x)) == x for any bytes.
+// Ids are uint16 (llm.c's shard format): at most 65,536 tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace trident::data {
+
+constexpr int kMaxVocab = 65536;
+
+class Bpe {
+ public:
+  // tokens: id -> bytes; every single byte must be a token. merges: (left id, right id) in rank
+  // order; the concatenation of the two must be a token. Throws std::invalid_argument saying
+  // which rule a vocabulary breaks.
+  Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges);
+
+  int vocab() const { return static_cast<int>(tokens_.size()); }
+  const std::vector<std::string>& tokens() const { return tokens_; }
+  const std::vector<std::pair<int, int>>& merges() const { return merges_; }
+
+  // One piece of pre-tokenised text, appended to out.
+  void encode_piece(std::string_view piece, std::vector<uint16_t>& out) const;
+  // The whole text, serially (pieces seen before in this call come from a cache).
+  std::vector<uint16_t> encode(std::string_view text) const;
+  std::string decode(const uint16_t* ids, size_t n) const;  // ids < vocab()
+
+ private:
+  struct Merge {
+    int rank, merged;
+  };
+  const Merge* merge_of(int left, int right) const;
+
+  std::vector<std::string> tokens_;
+  std::vector<std::pair<int, int>> merges_;
+  int byte_token_[256];
+  std::unordered_map<uint64_t, Merge> merge_of_;  // key left << 32 | right
+};
+
+// Learns a vocabulary of at most `vocab` tokens (>= 256) from the texts: the 256 bytes in
+// GPT-2's order (gpt2_byte_order()), then, while the vocabulary has room, the most frequent
+// adjacent pair within the pieces of the texts becomes a merge (ties: the pair of lower ids).
+// Stops early when no pair occurs twice. progress(merges done, merges wanted), if given, is
+// called now and then.
+Bpe train_bpe(const std::vector<std::string_view>& texts, int vocab,
+              const std::function<void(int, int)>& progress = {});
+
+// GPT-2's order of the single bytes: token i of a GPT-2 vocabulary is byte gpt2_byte_order()[i]
+// (the printable bytes '!'..'~', '¡'..'¬', '®'..'ÿ' first, then the others).
+const std::vector<unsigned char>& gpt2_byte_order();
+
+}  // namespace trident::data

@@ -1,0 +1,105 @@
+// The data directory's tokenizer: its record, loading, and parallel encoding.
+#include "data/tokenizer.hpp"
+
+#include <omp.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "core/file_util.hpp"
+#include "data/bpe_files.hpp"
+#include "data/pretokenize.hpp"
+
+namespace trident::data {
+namespace {
+
+const char* kRecordName = "/tokenizer.txt";
+
+std::runtime_error record_error(const std::string& path, const std::string& what) {
+  return std::runtime_error("tokenizer record '" + path + "': " + what +
+                            "; prepare the data again with `trident prepare`");
+}
+
+}  // namespace
+
+std::optional<TokenizerRecord> read_tokenizer_record(const std::string& dir) {
+  const std::string path = dir + kRecordName;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::string text, why;
+  if (!read_file(path, 4096, text, why)) throw record_error(path, why);
+  const auto values = parse_key_values(text);
+  TokenizerRecord record;
+  const auto kind = values.find("kind"), vocab = values.find("vocab");
+  if (kind == values.end() || vocab == values.end()) throw record_error(path, "needs 'kind = ...' and 'vocab = ...'");
+  record.kind = kind->second;
+  if (record.kind != "bytes" && record.kind != "bpe" && record.kind != "gpt2")
+    throw record_error(path, "kind '" + record.kind + "' is not bytes, bpe or gpt2");
+  try {
+    record.vocab = std::stoi(vocab->second);
+  } catch (const std::exception&) {
+    throw record_error(path, "vocab '" + vocab->second + "' is not a number");
+  }
+  if (record.vocab < 1 || record.vocab > kMaxVocab) throw record_error(path, "vocab " + vocab->second + " is out of range");
+  return record;
+}
+
+void write_tokenizer_record(const std::string& dir, const TokenizerRecord& record) {
+  const std::string text = "# written by trident prepare: the tokenizer of this directory's token files\n"
+                           "kind = " + record.kind + "\nvocab = " + std::to_string(record.vocab) + "\n";
+  const std::string problem = write_atomically(dir + kRecordName, {{text.data(), text.size()}});
+  if (!problem.empty()) throw std::runtime_error(problem);
+}
+
+Tokenizer Tokenizer::bytes() { return Tokenizer(nullptr, "bytes"); }
+
+Tokenizer::Tokenizer(std::shared_ptr<const Bpe> bpe, std::string kind) : bpe_(std::move(bpe)), kind_(std::move(kind)) {}
+
+Tokenizer Tokenizer::load(const std::string& dir) {
+  const std::optional<TokenizerRecord> record = read_tokenizer_record(dir);
+  if (!record || record->kind == "bytes") return bytes();
+  Tokenizer tokenizer(std::make_shared<Bpe>(read_gpt2_files(dir)), record->kind);
+  if (tokenizer.vocab() != record->vocab)
+    throw record_error(dir + kRecordName, "says vocab " + std::to_string(record->vocab) + " but encoder.json has " +
+                                              std::to_string(tokenizer.vocab()) + " tokens");
+  return tokenizer;
+}
+
+std::vector<uint16_t> Tokenizer::encode(std::string_view text, size_t chunk_bytes,
+                                        const std::function<void(size_t, size_t)>& progress) const {
+  if (!bpe_) return std::vector<uint16_t>(text.begin(), text.end());
+  std::vector<size_t> cuts = {0};
+  while (cuts.back() < text.size()) cuts.push_back(safe_cut(text, cuts.back() + std::max<size_t>(chunk_bytes, 1)));
+  const int chunks = static_cast<int>(cuts.size()) - 1;
+  std::vector<std::vector<uint16_t>> parts(chunks);
+  size_t done = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int c = 0; c < chunks; ++c) {
+    parts[c] = bpe_->encode(text.substr(cuts[c], cuts[c + 1] - cuts[c]));
+#pragma omp critical(trident_encode_progress)
+    {
+      done += cuts[c + 1] - cuts[c];
+      if (progress) progress(done, text.size());
+    }
+  }
+  std::vector<uint16_t> tokens;
+  for (const auto& part : parts) tokens.insert(tokens.end(), part.begin(), part.end());
+  return tokens;
+}
+
+std::string Tokenizer::decode(const uint16_t* ids, size_t n) const {
+  if (bpe_) return bpe_->decode(ids, n);
+  std::string text;
+  for (size_t i = 0; i < n; ++i) {
+    if (ids[i] > 255) throw std::out_of_range("token " + std::to_string(ids[i]) + " is not a byte (vocabulary 256)");
+    text += static_cast<char>(ids[i]);
+  }
+  return text;
+}
+
+std::string data_directory(const std::string& pattern) {
+  const size_t slash = pattern.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : pattern.substr(0, slash);
+}
+
+}  // namespace trident::data

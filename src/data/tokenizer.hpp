@@ -1,0 +1,59 @@
+// The tokenizer of a data directory: bytes (vocabulary 256, token = byte), or byte-level BPE
+// (trained by `trident prepare --tokenizer=bpe`, or GPT-2's files: --tokenizer=gpt2). The
+// directory records which in DIR/tokenizer.txt ("kind = bytes | bpe | gpt2", "vocab = N"), and
+// a BPE's vocabulary sits beside it as encoder.json and vocab.bpe (data/bpe_files.hpp).
+// A directory without tokenizer.txt (made before it existed, or by hand) is byte-level.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/bpe.hpp"
+
+namespace trident::data {
+
+struct TokenizerRecord {
+  std::string kind;  // "bytes" | "bpe" | "gpt2"
+  int vocab = 0;
+};
+// DIR/tokenizer.txt, or nothing when the directory has none. Throws std::runtime_error naming
+// the file when it is there but unreadable or malformed.
+std::optional<TokenizerRecord> read_tokenizer_record(const std::string& dir);
+void write_tokenizer_record(const std::string& dir, const TokenizerRecord& record);
+
+class Tokenizer {
+ public:
+  static Tokenizer bytes();
+  explicit Tokenizer(std::shared_ptr<const Bpe> bpe, std::string kind);
+  // The tokenizer DIR records (bytes without a record); throws std::runtime_error naming the
+  // file and the problem.
+  static Tokenizer load(const std::string& dir);
+
+  const std::string& kind() const { return kind_; }
+  int vocab() const { return bpe_ ? bpe_->vocab() : 256; }
+  const Bpe* bpe() const { return bpe_.get(); }
+
+  // Encoding in chunks of about chunk_bytes cut where a piece surely begins (so the tokens are
+  // those of one serial pass), OpenMP threads over the chunks. progress(bytes done, total) is
+  // called from one thread at a time after each chunk.
+  std::vector<uint16_t> encode(std::string_view text, size_t chunk_bytes = kChunkBytes,
+                               const std::function<void(size_t, size_t)>& progress = {}) const;
+  std::string decode(const uint16_t* ids, size_t n) const;
+  std::string decode(const std::vector<uint16_t>& ids) const { return decode(ids.data(), ids.size()); }
+
+  static constexpr size_t kChunkBytes = size_t(1) << 20;
+
+ private:
+  std::shared_ptr<const Bpe> bpe_;  // null: bytes
+  std::string kind_ = "bytes";
+};
+
+// The directory a data.train / data.val pattern reads from ("." for a bare name).
+std::string data_directory(const std::string& pattern);
+
+}  // namespace trident::data

@@ -1,0 +1,97 @@
+// One-token-at-a-time forward of GPT-2 with a key/value cache.
+#include "model/kv_cache.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "tensor/tensor.hpp"
+
+namespace trident::model {
+namespace {
+
+constexpr MemoryCategory kActs = MemoryCategory::Activations;
+
+}  // namespace
+
+KvDecoder::KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx)
+    : config_(config),
+      p_(param_views(config, const_cast<float*>(params))),  // read only: views of the one layout
+      ctx_(ctx) {
+  const size_t C = config.channels, L = config.layers, T = config.max_seq_len;
+  keys_ = Buffer<float>(L * T * C, kActs), values_ = Buffer<float>(L * T * C, kActs);
+  x_ = Buffer<float>(C, kActs), ln_ = Buffer<float>(C, kActs), atty_ = Buffer<float>(C, kActs);
+  proj_ = Buffer<float>(C, kActs), qkv_ = Buffer<float>(3 * C, kActs);
+  fch_ = Buffer<float>(4 * C, kActs), gelu_ = Buffer<float>(4 * C, kActs);
+  scores_ = Buffer<float>(static_cast<size_t>(config.heads) * T, kActs);
+  stats_ = Buffer<float>(2, kActs), logits_ = Buffer<float>(config.padded_vocab, kActs);
+}
+
+const float* KvDecoder::step(int token) {
+  const int C = config_.channels;
+  if (position_ >= config_.max_seq_len)
+    throw std::out_of_range("the context is full: the model has " + std::to_string(config_.max_seq_len) + " positions");
+  if (token < 0 || token >= config_.vocab)
+    throw std::out_of_range("token " + std::to_string(token) + " is outside the vocabulary");
+  const float* wte = p_.wte + static_cast<size_t>(token) * C;
+  const float* wpe = p_.wpe + static_cast<size_t>(position_) * C;
+  kernels::residual_forward(ctx_, x_.data(), wte, wpe, C);
+  for (int l = 0; l < config_.layers; ++l) block(l);
+  kernels::layernorm_forward(ctx_, ln_.data(), &stats_[0], &stats_[1], x_.data(), p_.lnfw, p_.lnfb, 1, C);
+  linear(logits_.data(), ln_.data(), p_.wte, nullptr, C, config_.padded_vocab);
+  ++position_;
+  return logits_.data();
+}
+
+// y (N) = x (K) · wᵀ + bias, one row of the model's linear layer (w: (N, K)).
+void KvDecoder::linear(float* y, const float* x, const float* w, const float* bias, int K, int N) {
+  kernels::linear_forward(ctx_, y, view(x, size_t(K)), view(w, size_t(N) * K), bias, 1, K, N);
+}
+
+// The block of model/gpt2.cpp at one position: x += attn(ln1(x)); x += mlp(ln2(x)).
+void KvDecoder::block(int l) {
+  const int C = config_.channels;
+  const size_t c = C, at = (static_cast<size_t>(l) * config_.max_seq_len + position_) * c;
+  kernels::layernorm_forward(ctx_, ln_.data(), &stats_[0], &stats_[1], x_.data(), p_.ln1w + l * c, p_.ln1b + l * c, 1, C);
+  linear(qkv_.data(), ln_.data(), p_.qkvw + l * 3 * c * c, p_.qkvb + l * 3 * c, C, 3 * C);
+  kernels::copy(ctx_, view(&keys_[at], c), view(&qkv_[c], c));        // k
+  kernels::copy(ctx_, view(&values_[at], c), view(&qkv_[2 * c], c));  // v
+  attend(l, qkv_.data());
+  linear(proj_.data(), atty_.data(), p_.attprojw + l * c * c, p_.attprojb + l * c, C, C);
+  kernels::add_inplace(ctx_, x_.data(), proj_.data(), c);
+  kernels::layernorm_forward(ctx_, ln_.data(), &stats_[0], &stats_[1], x_.data(), p_.ln2w + l * c, p_.ln2b + l * c, 1, C);
+  linear(fch_.data(), ln_.data(), p_.fcw + l * 4 * c * c, p_.fcb + l * 4 * c, C, 4 * C);
+  kernels::gelu_forward(ctx_, gelu_.data(), fch_.data(), 4 * c);
+  linear(proj_.data(), gelu_.data(), p_.fcprojw + l * 4 * c * c, p_.fcprojb + l * c, 4 * C, C);
+  kernels::add_inplace(ctx_, x_.data(), proj_.data(), c);
+}
+
+// Causal attention of the newest position: per head, softmax(q·kᵀ/√hs) over positions
+// 0..position_ of the cache, times their values.
+void KvDecoder::attend(int l, const float* q) {
+  const int C = config_.channels, NH = config_.heads, hs = C / NH, T = config_.max_seq_len, n = position_ + 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float* keys = &keys_[static_cast<size_t>(l) * T * C];
+  const float* values = &values_[static_cast<size_t>(l) * T * C];
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < NH; ++h) {
+    float* s = &scores_[static_cast<size_t>(h) * T];
+    float max = -INFINITY;
+    for (int t = 0; t < n; ++t) {
+      float dot = 0.0f;
+      for (int d = 0; d < hs; ++d) dot += q[h * hs + d] * keys[static_cast<size_t>(t) * C + h * hs + d];
+      s[t] = dot * scale;
+      max = std::max(max, s[t]);
+    }
+    float sum = 0.0f;
+    for (int t = 0; t < n; ++t) sum += (s[t] = std::exp(s[t] - max));
+    float* y = &atty_[static_cast<size_t>(h) * hs];
+    std::fill(y, y + hs, 0.0f);
+    for (int t = 0; t < n; ++t) {
+      const float p = s[t] / sum;
+      for (int d = 0; d < hs; ++d) y[d] += p * values[static_cast<size_t>(t) * C + h * hs + d];
+    }
+  }
+}
+
+}  // namespace trident::model

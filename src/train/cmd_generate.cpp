@@ -1,0 +1,179 @@
+// `trident generate DECK [--model.init=FILE | --checkpoint=FILE] --prompt=TEXT [--tokens=N
+// --temperature=T --top_k=K --seed=S]`: text from a trained model. The prompt is encoded with the
+// tokenizer of the deck's data (data.train's directory), the model continues it one token at a
+// time with a key/value cache (model/kv_cache.hpp), and the text is decoded with that tokenizer.
+// One rank; the model from an llm.c file (model.init), a Trident checkpoint of any layout (read
+// whole: resharding onto one rank), or random from train.seed.
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "ckpt/checkpoint_file.hpp"
+#include "core/error.hpp"
+#include "core/file_util.hpp"
+#include "core/log.hpp"
+#include "core/mpi_util.hpp"
+#include "core/printable.hpp"
+#include "model/kv_cache.hpp"
+#include "model/llmc_io.hpp"
+#include "model/sampler.hpp"
+#include "train/cli.hpp"
+#include "train/commands.hpp"
+#include "train/deck_tokenizer.hpp"
+#include "train/job.hpp"
+#include "train/model_setup.hpp"
+
+namespace trident {
+namespace {
+
+const char* kGenerateUsage =
+    "usage: trident generate DECK [--model.init=FILE | --checkpoint=FILE] --prompt=TEXT\n"
+    "                        [--tokens=64] [--temperature=1.0] [--top_k=0] [--seed=1] [--section.key=value ...]\n"
+    "Continues the prompt with the model: an llm.c file (model.init), a checkpoint of any layout, or random\n"
+    "(train.seed). Text is encoded and decoded with the tokenizer of the deck's data (data.train's\n"
+    "directory; bytes where none is recorded). --temperature=0 is greedy; the same seed gives the same text.\n"
+    "Prints the prompt and its continuation on stdout, the speed on stderr.";
+
+struct GenerateArgs {
+  std::string prompt, checkpoint;
+  bool has_prompt = false;
+  int tokens = 64;
+  model::SamplingSettings sampling;
+  std::vector<std::string> rest;  // the deck and its overrides
+};
+
+template <typename T>
+T number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size()) return static_cast<T>(value);
+  } catch (const std::exception&) {
+  }
+  fatal_all("command line: --" + flag + "=" + printable(text) + " is not a number (trident generate --help)");
+}
+
+// Takes generate's own flags (--flag=value or --flag value) out of args; the rest is a deck
+// command line.
+GenerateArgs parse_generate(const std::vector<std::string>& args) {
+  GenerateArgs a;
+  const std::vector<std::string> flags = {"prompt", "checkpoint", "tokens", "temperature", "top_k", "seed"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag, value;
+    for (const std::string& f : flags) {
+      if (args[i].rfind("--" + f + "=", 0) == 0) flag = f, value = args[i].substr(f.size() + 3);
+      else if (args[i] == "--" + f && i + 1 < args.size()) flag = f, value = args[++i];
+    }
+    if (flag.empty()) a.rest.push_back(args[i]);
+    else if (flag == "prompt") a.prompt = value, a.has_prompt = true;
+    else if (flag == "checkpoint") a.checkpoint = value;
+    else if (flag == "tokens") a.tokens = number<int>(flag, value);
+    else if (flag == "temperature") a.sampling.temperature = number<float>(flag, value);
+    else if (flag == "top_k") a.sampling.top_k = number<int>(flag, value);
+    else a.sampling.seed = number<uint64_t>(flag, value);
+  }
+  if (a.tokens < 1) fatal_all("command line: --tokens must be at least 1");
+  if (!(a.sampling.temperature >= 0)) fatal_all("command line: --temperature must be 0 (greedy) or more");
+  if (a.sampling.top_k < 0) fatal_all("command line: --top_k must be 0 (every token) or more");
+  return a;
+}
+
+struct WholeModel {
+  model::GptConfig config;
+  std::vector<float> params;  // (num_parameters(config)) llm.c order
+};
+
+// A checkpoint of any layout, read whole onto this rank (the reader takes every element).
+WholeModel from_checkpoint(const std::string& path) {
+  const std::string not_file = regular_file_problem(path);
+  if (!not_file.empty())
+    fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
+  WholeModel m;
+  try {
+    m.config = ckpt::read_metadata(path).model;
+  } catch (const std::runtime_error& e) {
+    fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
+  }
+  m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
+  ckpt::StateView state;
+  state.config = m.config;
+  state.params = m.params.data();
+  const std::string problem = ckpt::read_checkpoint(path, MPI_COMM_WORLD, state);
+  if (!problem.empty()) fatal_all("checkpoint '" + printable(path) + "': " + problem + "; trident inspect says more");
+  return m;
+}
+
+// The deck's model: the llm.c file of model.init (checked against the deck), or random.
+WholeModel from_deck(const deck::Deck& deck) {
+  WholeModel m;
+  m.config = model_config_from_deck(deck);
+  m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
+  if (deck.get_string("model.init") == "random") {
+    model::init_params(m.config, m.params.data(), static_cast<uint64_t>(deck.get_int("train.seed")));
+    return m;
+  }
+  try {
+    model::read_llmc_params(deck.get_string("model.init"), m.config, m.params.data());
+  } catch (const std::runtime_error& e) {
+    fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") + ")");
+  }
+  return m;
+}
+
+std::vector<uint16_t> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer, const model::GptConfig& config) {
+  if (!a.has_prompt || a.prompt.empty())
+    fatal_all("command line: give the text to continue with --prompt=TEXT (not empty; trident generate --help)");
+  const std::vector<uint16_t> tokens = tokenizer.encode(a.prompt);
+  if (static_cast<int64_t>(tokens.size()) + a.tokens > config.max_seq_len)
+    fatal_all("command line: the prompt (" + std::to_string(tokens.size()) + " tokens) and --tokens=" +
+              std::to_string(a.tokens) + " do not fit the model's context of " + std::to_string(config.max_seq_len) +
+              " positions; shorten the prompt or ask for at most " +
+              std::to_string(std::max<int64_t>(0, config.max_seq_len - static_cast<int64_t>(tokens.size()))) + " tokens");
+  return tokens;
+}
+
+// Feeds the prompt, then samples `count` tokens; returns them.
+std::vector<uint16_t> continue_text(model::KvDecoder& decoder, const std::vector<uint16_t>& prompt, int count,
+                                    int vocab, const model::SamplingSettings& sampling) {
+  const float* logits = nullptr;
+  for (uint16_t token : prompt) logits = decoder.step(token);
+  std::vector<uint16_t> out;
+  for (int i = 0; i < count; ++i) {
+    const int next = model::sample_token(logits, vocab, sampling, decoder.position());
+    out.push_back(static_cast<uint16_t>(next));
+    if (i + 1 < count) logits = decoder.step(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    print0(kGenerateUsage);
+    return args.empty() ? kExitUserError : kExitOk;
+  }
+  const GenerateArgs a = parse_generate(args);
+  const Job job = load_job(cli::parse_command_line("generate", a.rest));
+  if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
+  if (!a.checkpoint.empty() && job.deck.get_string("model.init") != "random")
+    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
+  const data::Tokenizer tokenizer = deck_tokenizer(job.deck);
+  const WholeModel m = a.checkpoint.empty() ? from_deck(job.deck) : from_checkpoint(a.checkpoint);
+  if (m.config.vocab < tokenizer.vocab())
+    fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
+              " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
+  const std::vector<uint16_t> prompt = prompt_tokens(a, tokenizer, m.config);
+  kernels::Context ctx;
+  model::KvDecoder decoder(m.config, m.params.data(), ctx);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<uint16_t> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print0(a.prompt + tokenizer.decode(out));
+  if (world_rank() == 0)
+    std::fprintf(stderr, "generated %d tokens after a prompt of %zu in %.3f s (the prompt's steps included): %.1f tokens/s\n",
+                 a.tokens, prompt.size(), seconds, out.size() / seconds);
+  return kExitOk;
+}
+
+}  // namespace trident
