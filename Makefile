@@ -37,7 +37,7 @@ endif
 LDLIBS   := -lboost_program_options -ldnnl $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
-MAIN_SRC := src/train/main.cpp
+MAIN_SRC := src/app/main.cpp
 LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/*.cpp kernels/cpu/*.cpp))
 CU_SRC   := $(sort $(wildcard kernels/cuda/*.cu))
 

@@ -18,10 +18,10 @@
 #include "deck/validate.hpp"
 #include "train/evaluate.hpp"
 #include "model/llmc_io.hpp"
-#include "train/deck_tokenizer.hpp"
-#include "train/memory_plan.hpp"
-#include "train/model_setup.hpp"
-#include "train/signals.hpp"
+#include "job/deck_tokenizer.hpp"
+#include "job/memory_plan.hpp"
+#include "job/model_setup.hpp"
+#include "job/signals.hpp"
 #include "ckpt/resume.hpp"
 
 namespace trident {

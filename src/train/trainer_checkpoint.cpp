@@ -12,8 +12,8 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "core/version.hpp"
-#include "train/model_setup.hpp"
-#include "train/signals.hpp"
+#include "job/model_setup.hpp"
+#include "job/signals.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {

@@ -21,7 +21,7 @@ expect_fault() {
 }
 
 expect_fault fatal_on_one_of_4_ranks_ends_the_job \
-  "[rank 2@|src/train/fault_hooks.cpp:|fault injected by debug.fail_rank = 2 (command line)" \
+  "[rank 2@|src/job/fault_hooks.cpp:|fault injected by debug.fail_rank = 2 (command line)" \
   mpirun -np 4 "$TRIDENT" train "$WORK/ok.deck" --parallel.data=4 --train.global_batch=8 --debug.fail_rank=2
 
 expect_fault mpi_error_is_returned_and_reported \

@@ -13,7 +13,7 @@
 #include "tensor/buffer.hpp"
 #include "mpi_fixture.hpp"
 #include "topo/discover.hpp"
-#include "train/job.hpp"
+#include "job/job.hpp"
 
 using namespace trident;
 using testing::everywhere;

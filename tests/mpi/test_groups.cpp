@@ -10,7 +10,7 @@
 #include "deck/deck.hpp"
 #include "mpi_fixture.hpp"
 #include "topo/discover.hpp"
-#include "train/job.hpp"
+#include "job/job.hpp"
 
 using namespace trident;
 using testing::everywhere;

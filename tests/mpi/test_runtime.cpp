@@ -11,7 +11,7 @@
 #include "core/mpi_util.hpp"
 #include "mpi_fixture.hpp"
 #include "topo/discover.hpp"
-#include "train/job.hpp"
+#include "job/job.hpp"
 
 using namespace trident;
 using testing::everywhere;

@@ -17,7 +17,7 @@
 #include "core/clock.hpp"
 #include "core/mpi_util.hpp"
 #include "mpi_fixture.hpp"
-#include "train/job.hpp"
+#include "job/job.hpp"
 
 using namespace trident;
 using testing::everywhere;

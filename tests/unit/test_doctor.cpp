@@ -17,7 +17,7 @@
 
 #include "deck/schema.hpp"
 #include "metrics/metrics_file.hpp"
-#include "train/doctor_input.hpp"
+#include "diag/doctor_input.hpp"
 
 using namespace trident;
 

@@ -2,7 +2,7 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
-#include "train/layout_report.hpp"
+#include "job/layout_report.hpp"
 
 using namespace trident;
 using layout::GroupKind;

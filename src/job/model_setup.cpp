@@ -1,5 +1,5 @@
 // Model configuration and initialisation from the deck.
-#include "train/model_setup.hpp"
+#include "job/model_setup.hpp"
 
 #include <stdexcept>
 

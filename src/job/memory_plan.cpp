@@ -1,5 +1,5 @@
 // Recompute chosen by the memory model.
-#include "train/memory_plan.hpp"
+#include "job/memory_plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
-#include "train/job.hpp"
-#include "train/model_setup.hpp"
+#include "job/job.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 namespace {

@@ -1,5 +1,5 @@
 // The model's GEMM shapes and their timed pass.
-#include "train/gemm_probe.hpp"
+#include "bench/gemm_probe.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,8 +8,8 @@
 #include "core/random.hpp"
 #include "tensor/tensor.hpp"
 #include "deck/validate.hpp"
-#include "train/memory_plan.hpp"
-#include "train/model_setup.hpp"
+#include "job/memory_plan.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 

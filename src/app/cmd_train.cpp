@@ -6,11 +6,12 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "core/version.hpp"
-#include "train/commands.hpp"
-#include "train/job.hpp"
-#include "train/model_setup.hpp"
-#include "train/run_dir.hpp"
-#include "train/signals.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "job/job.hpp"
+#include "job/model_setup.hpp"
+#include "job/run_dir.hpp"
+#include "job/signals.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {

@@ -1,5 +1,5 @@
 // Job set-up shared by the subcommands.
-#include "train/job.hpp"
+#include "job/job.hpp"
 
 #include "core/error.hpp"
 #include "core/file_util.hpp"
@@ -7,16 +7,16 @@
 #include "deck/validate.hpp"
 #include "kernels/backend.hpp"
 #include "topo/discover.hpp"
-#include "train/fault_hooks.hpp"
-#include "train/model_setup.hpp"
+#include "job/fault_hooks.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 
-Job load_job(const cli::CommandLine& line) {
+Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides) {
   const std::string text = read_on_root_and_broadcast(
-      line.deck_path, "deck", "give the path of an INI input deck (examples in inputs/)",
+      deck_path, "deck", "give the path of an INI input deck (examples in inputs/)",
       MPI_COMM_WORLD);
-  deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
+  deck::Deck deck = deck::Deck::parse(deck_path, text, overrides);
   deck::validate_layout(deck, world_size());
   layout::Grid grid(static_cast<int>(deck.get_int("parallel.tensor")),
                     static_cast<int>(deck.get_int("parallel.pipeline")),

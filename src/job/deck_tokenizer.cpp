@@ -1,5 +1,5 @@
 // The tokenizer behind a deck's data, checked against model.vocab.
-#include "train/deck_tokenizer.hpp"
+#include "job/deck_tokenizer.hpp"
 
 #include <stdexcept>
 

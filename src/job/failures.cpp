@@ -1,5 +1,5 @@
 // Exceptions as one-rank faults (see failures.hpp).
-#include "train/failures.hpp"
+#include "job/failures.hpp"
 
 #include <dnnl.hpp>
 

@@ -1,5 +1,5 @@
 // Signal handlers that set a flag and nothing else (async-signal-safe).
-#include "train/signals.hpp"
+#include "job/signals.hpp"
 
 #include <csignal>
 

@@ -1,5 +1,5 @@
 // Run-directory creation and the resolved deck.
-#include "train/run_dir.hpp"
+#include "job/run_dir.hpp"
 
 #include <unistd.h>
 

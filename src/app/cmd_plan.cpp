@@ -19,10 +19,10 @@
 #include "deck/deck.hpp"
 #include "plan/png_plot.hpp"
 #include "plan/report.hpp"
-#include "train/cli.hpp"
-#include "train/commands.hpp"
-#include "train/gemm_probe.hpp"
-#include "train/model_setup.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "bench/gemm_probe.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 namespace {

@@ -17,9 +17,9 @@
 #include "diag/doctor.hpp"
 #include "metrics/metrics_file.hpp"
 #include "tensor/buffer.hpp"
-#include "train/cli.hpp"
-#include "train/commands.hpp"
-#include "train/doctor_input.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "diag/doctor_input.hpp"
 
 namespace trident {
 namespace po = boost::program_options;

@@ -13,9 +13,10 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
-#include "train/commands.hpp"
-#include "train/job.hpp"
-#include "train/run_dir.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "job/job.hpp"
+#include "job/run_dir.hpp"
 
 namespace trident {
 namespace {

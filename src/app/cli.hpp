@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "deck/deck.hpp"
+#include "job/job.hpp"
 
 namespace trident::cli {
 
@@ -33,3 +34,10 @@ boost::program_options::variables_map parse_without_deck(const std::vector<std::
 std::string command_help(const std::string& command);
 
 }  // namespace trident::cli
+
+namespace trident {
+
+// load_job (job/job.hpp) on the deck and overrides of a parsed command line.
+inline Job load_job(const cli::CommandLine& line) { return load_job(line.deck_path, line.overrides); }
+
+}  // namespace trident

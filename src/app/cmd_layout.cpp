@@ -1,9 +1,10 @@
 // `trident layout DECK`: the rank table and how the parallel groups sit in the cluster.
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "train/commands.hpp"
-#include "train/job.hpp"
-#include "train/layout_report.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "job/job.hpp"
+#include "job/layout_report.hpp"
 
 namespace trident {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "train/settings.hpp"
+#include "job/settings.hpp"
 
 namespace trident {
 

@@ -18,9 +18,9 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "core/random.hpp"
-#include "train/job.hpp"
-#include "train/model_setup.hpp"
-#include "train/trainer.hpp"
+#include "job/job.hpp"
+#include "job/model_setup.hpp"
+#include "job/settings.hpp"
 
 namespace trident {
 namespace {

@@ -15,11 +15,12 @@
 #include "core/random.hpp"
 #include "deck/validate.hpp"
 #include "optim/adamw.hpp"
-#include "train/commands.hpp"
-#include "train/gemm_probe.hpp"
-#include "train/job.hpp"
-#include "train/memory_plan.hpp"
-#include "train/model_setup.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "bench/gemm_probe.hpp"
+#include "job/job.hpp"
+#include "job/memory_plan.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 namespace {

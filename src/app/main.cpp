@@ -7,8 +7,8 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/doc.hpp"
-#include "train/failures.hpp"
-#include "train/commands.hpp"
+#include "job/failures.hpp"
+#include "app/commands.hpp"
 
 namespace {
 

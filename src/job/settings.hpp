@@ -42,7 +42,7 @@ struct DataSettings {
   int vocab = 0;                 // model.vocab: tokens must be below it
 };
 
-// [debug]: the test hooks of the fault paths (train/fault_hooks.hpp).
+// [debug]: the test hooks of the fault paths (job/fault_hooks.hpp).
 struct DebugSettings {
   int fail_rank = -1;
   std::string fail_cite;         // "debug.fail_rank = 2 (command line)": where the fault was asked for

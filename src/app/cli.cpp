@@ -1,5 +1,5 @@
 // Command-line parsing of the subcommands (Boost.Program_options).
-#include "train/cli.hpp"
+#include "app/cli.hpp"
 
 #include <sstream>
 

@@ -16,8 +16,8 @@
 #include "data/bpe_files.hpp"
 #include "data/token_data.hpp"
 #include "data/tokenizer.hpp"
-#include "train/cli.hpp"
-#include "train/commands.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
 
 namespace trident {
 namespace po = boost::program_options;

@@ -5,7 +5,7 @@
 
 #include "kernels/build_info.hpp"
 #include "core/version.hpp"
-#include "train/commands.hpp"
+#include "app/commands.hpp"
 
 namespace trident {
 

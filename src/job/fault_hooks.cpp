@@ -1,5 +1,5 @@
 // The fault-path test hooks of debug.*.
-#include "train/fault_hooks.hpp"
+#include "job/fault_hooks.hpp"
 
 #include <chrono>
 #include <cmath>

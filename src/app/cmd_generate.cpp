@@ -17,11 +17,11 @@
 #include "model/kv_cache.hpp"
 #include "model/llmc_io.hpp"
 #include "model/sampler.hpp"
-#include "train/cli.hpp"
-#include "train/commands.hpp"
-#include "train/deck_tokenizer.hpp"
-#include "train/job.hpp"
-#include "train/model_setup.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "job/deck_tokenizer.hpp"
+#include "job/job.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/printable.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
-#include "train/commands.hpp"
+#include "app/commands.hpp"
 
 namespace trident {
 namespace {

@@ -12,12 +12,12 @@
 #include "core/mpi_util.hpp"
 #include "data/token_data.hpp"
 #include "model/llmc_io.hpp"
-#include "train/cli.hpp"
-#include "train/commands.hpp"
-#include "train/deck_tokenizer.hpp"
+#include "app/cli.hpp"
+#include "app/commands.hpp"
+#include "job/deck_tokenizer.hpp"
 #include "train/evaluate.hpp"
-#include "train/job.hpp"
-#include "train/model_setup.hpp"
+#include "job/job.hpp"
+#include "job/model_setup.hpp"
 
 namespace trident {
 namespace po = boost::program_options;

@@ -1,5 +1,5 @@
 // The deck's keys, read once into the typed settings of the run.
-#include "train/settings.hpp"
+#include "job/settings.hpp"
 
 #include "deck/validate.hpp"
 

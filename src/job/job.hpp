@@ -11,8 +11,7 @@
 #include "layout/grid.hpp"
 #include "topo/discover.hpp"
 #include "topo/topology.hpp"
-#include "train/cli.hpp"
-#include "train/settings.hpp"
+#include "job/settings.hpp"
 
 namespace trident {
 
@@ -25,7 +24,7 @@ struct Job {
 
 // Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
 // Chooses the process's kernel backend (choose_device) and 16-bit GEMM path (choose_low16_gemm).
-Job load_job(const cli::CommandLine& line);
+Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides);
 
 // Collective over MPI_COMM_WORLD: kernels.device, which every rank must be able to run (else a
 // UserError saying why: no CUDA in the binary, no GPU, kernels missing), made the backend of

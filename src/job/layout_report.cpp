@@ -1,5 +1,5 @@
 // The layout report.
-#include "train/layout_report.hpp"
+#include "job/layout_report.hpp"
 
 #include <cstdio>
 
