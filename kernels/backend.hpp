@@ -43,6 +43,7 @@ struct KernelTable {
   decltype(&kernels::attention_backward) attention_backward = nullptr;
   decltype(&kernels::attention_forward_bf16) attention_forward_bf16 = nullptr;
   decltype(&kernels::attention_backward_bf16) attention_backward_bf16 = nullptr;
+  decltype(&kernels::attention_decode) attention_decode = nullptr;
   decltype(&kernels::embedding_forward) embedding_forward = nullptr;
   decltype(&kernels::embedding_backward) embedding_backward = nullptr;
   decltype(&kernels::positions_forward) positions_forward = nullptr;

@@ -146,6 +146,11 @@ void attention_forward(Context& ctx, float* out, float* att, const float* qkv, i
   entry(ctx, &KernelTable::attention_forward, "attention_forward")(ctx, out, att, qkv, B, T, C, NH);
 }
 
+void attention_decode(Context& ctx, float* out, float* scores, const float* q, const float* keys,
+                      const float* values, int positions, int C, int NH) {
+  entry(ctx, &KernelTable::attention_decode, "attention_decode")(ctx, out, scores, q, keys, values, positions, C, NH);
+}
+
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH) {
   entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, B, T, C,

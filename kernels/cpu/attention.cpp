@@ -11,6 +11,7 @@
 // the same steps with bf16 operands (optim.precision = bf16): oneDNN's bf16 matmul, or, widened
 // (Context::low16_gemm), the f32 products of the same bf16 values — q, k, v and dy widened into
 // the workspace, P and dS rounded in place in f32.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -175,6 +176,35 @@ void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, i
   const OperandType type = precision == Precision::bf16 ? operand_type(ctx, precision) : OperandType::f32;
   const AttentionGemms g = attention_gemms(B, T, C, NH, type);
   for (const Gemm& gemm : {g.scores, g.values, g.dprobs, g.dvalues, g.dqueries, g.dkeys}) prepare_gemm(gemm);
+}
+
+// One position against the cache: dot products, a max-subtracted softmax and the weighted sum
+// of values, per head (heads in parallel; each head's sums in position order).
+void attention_decode(Context& ctx, float* out, float* scores, const float* q, const float* keys,
+                      const float* values, int positions, int C, int NH) {
+  const int hs = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < NH; ++h) {
+    float* s = scores + static_cast<size_t>(h) * positions;
+    float max = -INFINITY;
+    for (int t = 0; t < positions; ++t) {
+      const float* k = keys + static_cast<size_t>(t) * C + h * hs;
+      float dot = 0.0f;
+      for (int d = 0; d < hs; ++d) dot += q[h * hs + d] * k[d];
+      s[t] = dot * scale;
+      max = std::max(max, s[t]);
+    }
+    float sum = 0.0f;
+    for (int t = 0; t < positions; ++t) sum += (s[t] = std::exp(s[t] - max));
+    float* y = out + static_cast<size_t>(h) * hs;
+    std::fill(y, y + hs, 0.0f);
+    for (int t = 0; t < positions; ++t) {
+      const float p = s[t] / sum;
+      const float* v = values + static_cast<size_t>(t) * C + h * hs;
+      for (int d = 0; d < hs; ++d) y[d] += p * v[d];
+    }
+  }
 }
 
 }  // namespace trident::kernels::cpu

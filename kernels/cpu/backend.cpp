@@ -36,6 +36,7 @@ KernelTable make_table() {
   t.attention_backward = &cpu::attention_backward;
   t.attention_forward_bf16 = &cpu::attention_forward_bf16;
   t.attention_backward_bf16 = &cpu::attention_backward_bf16;
+  t.attention_decode = &cpu::attention_decode;
   t.embedding_forward = &cpu::embedding_forward;
   t.embedding_backward = &cpu::embedding_backward;
   t.positions_forward = &cpu::positions_forward;

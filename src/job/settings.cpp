@@ -29,6 +29,10 @@ StepSettings step_settings(const deck::Deck& deck) {
   s.max_bad_steps = deck.get_int("optim.max_bad_steps");
   s.zero = deck.get_int("optim.zero") == 1;
   s.schedule = deck.get_string("parallel.schedule");
+  s.adamw.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
+  s.adamw.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
+  s.adamw.eps = static_cast<float>(deck.get_float("optim.eps"));
+  s.adamw.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
   return s;
 }
 
@@ -71,6 +75,7 @@ RunSettings read_settings(const deck::Deck& deck) {
   RunSettings s;
   s.train = train_settings(deck);
   s.step = step_settings(deck);
+  s.reduce = {deck.get_float("comm.bucket_mb"), deck.get_bool("comm.overlap")};
   s.data = {deck.get_string("data.train"), deck.get_string("data.val"), deck.get_string("data.format"),
             static_cast<int>(deck.get_int("model.vocab"))};
   s.debug = debug_settings(deck);

@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpointer.hpp"
 #include "deck/deck.hpp"
+#include "optim/adamw.hpp"
 
 namespace trident {
 
@@ -34,6 +35,13 @@ struct StepSettings {
   int64_t max_bad_steps = 0;     // skipped steps in a row before the run stops
   bool zero = false;             // ZeRO-1
   std::string schedule;          // parallel.schedule
+  optim::AdamWSettings adamw;    // optim.beta1, beta2, eps, weight_decay
+};
+
+// [comm] as the data-parallel reducer uses it.
+struct ReduceSettings {
+  double bucket_mb = 0;          // gradient bucket size
+  bool overlap = true;           // reduce buckets while backward runs
 };
 
 // [data]
@@ -56,6 +64,7 @@ struct DebugSettings {
 struct RunSettings {
   TrainSettings train;
   StepSettings step;
+  ReduceSettings reduce;
   DataSettings data;
   DebugSettings debug;
   ckpt::Settings checkpoint;

@@ -18,7 +18,8 @@
 
 namespace trident::metrics {
 
-// TFLOP/s of an n × n × n GEMM (bf16 operands for Precision::bf16, else f32), best of a few runs.
+// TFLOP/s of an n × n × n GEMM (bf16 operands for Precision::bf16 where oneDNN's bf16 matmul
+// runs, else f32: what fp16 and widened bf16 GEMMs run at), best of a few runs.
 double measure_gemm_peak_tflops(kernels::Precision precision, int n = 1024);
 
 // "12s", "3m05s", "2h04m", "3d05h".

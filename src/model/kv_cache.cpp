@@ -1,8 +1,6 @@
 // One-token-at-a-time forward of GPT-2 with a key/value cache.
 #include "model/kv_cache.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include "tensor/tensor.hpp"
@@ -66,32 +64,11 @@ void KvDecoder::block(int l) {
   kernels::add_inplace(ctx_, x_.data(), proj_.data(), c);
 }
 
-// Causal attention of the newest position: per head, softmax(q·kᵀ/√hs) over positions
-// 0..position_ of the cache, times their values.
+// Causal attention of the newest position over positions 0..position_ of layer l's cache.
 void KvDecoder::attend(int l, const float* q) {
-  const int C = config_.channels, NH = config_.heads, hs = C / NH, T = config_.max_seq_len, n = position_ + 1;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const float* keys = &keys_[static_cast<size_t>(l) * T * C];
-  const float* values = &values_[static_cast<size_t>(l) * T * C];
-#pragma omp parallel for schedule(static)
-  for (int h = 0; h < NH; ++h) {
-    float* s = &scores_[static_cast<size_t>(h) * T];
-    float max = -INFINITY;
-    for (int t = 0; t < n; ++t) {
-      float dot = 0.0f;
-      for (int d = 0; d < hs; ++d) dot += q[h * hs + d] * keys[static_cast<size_t>(t) * C + h * hs + d];
-      s[t] = dot * scale;
-      max = std::max(max, s[t]);
-    }
-    float sum = 0.0f;
-    for (int t = 0; t < n; ++t) sum += (s[t] = std::exp(s[t] - max));
-    float* y = &atty_[static_cast<size_t>(h) * hs];
-    std::fill(y, y + hs, 0.0f);
-    for (int t = 0; t < n; ++t) {
-      const float p = s[t] / sum;
-      for (int d = 0; d < hs; ++d) y[d] += p * values[static_cast<size_t>(t) * C + h * hs + d];
-    }
-  }
+  const size_t layer = static_cast<size_t>(l) * config_.max_seq_len * config_.channels;
+  kernels::attention_decode(ctx_, atty_.data(), scores_.data(), q, &keys_[layer], &values_[layer], position_ + 1,
+                            config_.channels, config_.heads);
 }
 
 }  // namespace trident::model

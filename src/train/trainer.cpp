@@ -81,23 +81,19 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
   return model;
 }
 
-std::unique_ptr<dp::GradientReducer> make_reducer(const Job& job, model::Gpt2& model, comm::Communicator& data) {
+std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Gpt2& model,
+                                                  comm::Communicator& data) {
   dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
                           model.grads(), model.num_parameters()};
-  return std::make_unique<dp::GradientReducer>(data, std::move(gradients), job.deck.get_float("comm.bucket_mb"),
-                                               job.deck.get_bool("comm.overlap"), job.settings.step.zero);
+  return std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
+                                               settings.reduce.overlap, settings.step.zero);
 }
 
 // ZeRO-1: each replica keeps the AdamW moments of its own shard only.
-std::unique_ptr<optim::AdamW> make_optimizer(const deck::Deck& deck, const model::Gpt2& model,
+std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Gpt2& model,
                                              const dp::GradientReducer& reducer) {
-  optim::AdamWSettings settings;
-  settings.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
-  settings.beta2 = static_cast<float>(deck.get_float("optim.beta2"));
-  settings.eps = static_cast<float>(deck.get_float("optim.eps"));
-  settings.weight_decay = static_cast<float>(deck.get_float("optim.weight_decay"));
   const dp::Shard shard = reducer.shard();
-  return std::make_unique<optim::AdamW>(model.config(), settings, model.partition(), shard.begin, shard.end);
+  return std::make_unique<optim::AdamW>(model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
 }
 
 // The resolved deck and the lineage of the run that wrote (or last continued) the history.
@@ -139,8 +135,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       recompute_(checked_recompute(job, config_)),
       model_(build_model(job, config_, recompute_, ctx_, *collectives_.tensor)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
-      reducer_(make_reducer(job, *model_, *collectives_.data)),
-      optimizer_(make_optimizer(job.deck, *model_, *reducer_)),
+      reducer_(make_reducer(settings_, *model_, *collectives_.data)),
+      optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
       runner_(std::make_unique<pipeline::PipelineRunner>(
           *model_, *collectives_.pipeline, pipeline::parse_schedule(settings_.step.schedule),
           static_cast<int>(settings_.train.micro_batches), settings_.train.micro_batch, settings_.train.seq_len)),
@@ -236,12 +232,12 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
     std::snprintf(line, sizeof line, " | scale %g", r.loss_scale);
     text += line;
   }
+  if (r.skipped) text += loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
   // MFU per rank (the job's FLOPs are shared by its ranks) against this rank's measured peak.
   const double eta = progress_->eta_seconds();
   std::snprintf(line, sizeof line, " | MFU %4.1f%% | ETA %s", 100.0 * tflops / job_.grid.world_size() / peak_tflops_,
                 eta < 0 ? "-" : metrics::format_duration(eta).c_str());
   text += line;
-  if (r.skipped) text += loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
   print0(text);
   metrics_->flush();
 }
