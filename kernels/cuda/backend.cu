@@ -75,8 +75,8 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 Backend& backend() {
-  // Never destroyed, so that buffers of static storage duration (the CPU's widening workspace),
-  // released at exit in whatever order, can still reach it.
+  // Never destroyed, so that buffers of static storage duration, released at exit in whatever
+  // order, can still reach it.
   static CudaBackend* const instance = new CudaBackend();
   return *instance;
 }

@@ -34,12 +34,17 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
           memory_peak[c]);
 }
 
-void RankFigures::raise_to(const RankFigures& other) {
-  std::vector<double> theirs;
-  RankFigures copy = other;
-  copy.for_each([&](const std::string&, double& value) { theirs.push_back(value); });
-  size_t k = 0;
-  for_each([&](const std::string&, double& value) { value = std::max(value, theirs[k++]); });
+std::vector<double> RankFigures::values() const {
+  RankFigures copy = *this;
+  std::vector<double> flat;
+  copy.for_each([&](const std::string&, double& value) { flat.push_back(value); });
+  return flat;
+}
+
+RankFigures RankFigures::from_values(const double* values) {
+  RankFigures figures;
+  figures.for_each([&](const std::string&, double& value) { value = *values++; });
+  return figures;
 }
 
 RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collectives) {
@@ -70,37 +75,36 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
 }
 
 void StepFigureLog::record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics) {
-  RankFigures mine = measure(result, collectives);
-  std::vector<double> flat;
-  mine.for_each([&](const std::string&, double& value) { flat.push_back(value); });
-  const int world = grid_.world_size(), n = static_cast<int>(flat.size());
+  const std::vector<double> mine = measure(result, collectives).values();
+  const int world = grid_.world_size(), n = static_cast<int>(mine.size());
   std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
-  collectives.world->gather(flat.data(), all.data(), n, DType::f64, 0, Stream{}).wait();
+  collectives.world->gather(mine.data(), all.data(), n, DType::f64, 0, Stream{}).wait();
   if (!metrics) return;
+  // The maximum of each figure over each stage's ranks, and over all of them.
   const int stages = static_cast<int>(bubble_busy_.size());
-  std::vector<RankFigures> stage_max(stages);
-  for (int rank = 0; rank < world; ++rank) {
-    RankFigures theirs;
-    size_t k = static_cast<size_t>(rank) * n;
-    theirs.for_each([&](const std::string&, double& value) { value = all[k++]; });
-    stage_max[grid_.coord_of(rank).pp].raise_to(theirs);
-  }
-  RankFigures overall;
-  for (const RankFigures& stage : stage_max) overall.raise_to(stage);
-  std::vector<std::vector<double>> per_stage(stages);
-  for (int stage = 0; stage < stages; ++stage)
-    stage_max[stage].for_each([&](const std::string&, double& value) { per_stage[stage].push_back(value); });
-  size_t k = 0;
-  overall.for_each([&](const std::string& name, double& value) {
+  std::vector<std::vector<double>> stage_max(stages, std::vector<double>(n, 0.0));
+  std::vector<double> overall(n, 0.0);
+  for (int rank = 0; rank < world; ++rank)
+    for (int k = 0; k < n; ++k) {
+      const double value = all[static_cast<size_t>(rank) * n + k];
+      double& stage = stage_max[grid_.coord_of(rank).pp][k];
+      stage = std::max(stage, value);
+      overall[k] = std::max(overall[k], value);
+    }
+  int k = 0;
+  RankFigures{}.for_each([&](const std::string& name, double&) {
     if (stages > 1)
-      for (int stage = 0; stage < stages; ++stage) metrics->append("stage" + std::to_string(stage) + "/" + name, per_stage[stage][k]);
-    metrics->append(name, value);
+      for (int stage = 0; stage < stages; ++stage) metrics->append("stage" + std::to_string(stage) + "/" + name, stage_max[stage][k]);
+    metrics->append(name, overall[k]);
     ++k;
   });
+  const RankFigures busiest = RankFigures::from_values(overall.data());
   for (int level = 0; level < 3; ++level)
-    level_totals_[level] += overall.data_bytes[level] + overall.tensor_bytes[level] + overall.pipeline_bytes[level];
-  for (int c = 0; c < kMemoryCategories; ++c) memory_peaks_[c] = std::max(memory_peaks_[c], overall.memory_peak[c]);
-  record_bubble(stage_max, *metrics);
+    level_totals_[level] += busiest.data_bytes[level] + busiest.tensor_bytes[level] + busiest.pipeline_bytes[level];
+  for (int c = 0; c < kMemoryCategories; ++c) memory_peaks_[c] = std::max(memory_peaks_[c], busiest.memory_peak[c]);
+  std::vector<RankFigures> per_stage;
+  for (const std::vector<double>& stage : stage_max) per_stage.push_back(RankFigures::from_values(stage.data()));
+  record_bubble(per_stage, *metrics);
 }
 
 // A stage is idle for the part of the pipeline phase — as long as the slowest stage's

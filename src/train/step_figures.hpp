@@ -33,8 +33,9 @@ struct RankFigures {
   // Calls visit(name, value) for every figure, in one fixed order, with its metrics.h5 name:
   // the one place that orders, names and (by the same walk) serialises the record.
   void for_each(const std::function<void(const std::string&, double&)>& visit);
-  // The element-wise maximum with another record.
-  void raise_to(const RankFigures& other);
+  // The record as doubles in that order (what is gathered), and back.
+  std::vector<double> values() const;
+  static RankFigures from_values(const double* values);
 };
 
 // Rank 0's side of the figures over the run: per step into metrics.h5, and the totals the
