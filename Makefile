@@ -4,6 +4,7 @@
 #   make test       install deps, build, run unit + multi-rank + end-to-end + Slurm tests
 #   make test-slurm the Slurm scenarios alone (a local single-node Slurm, started and stopped)
 #   make test-asan  the sanitizer build (ASan + UBSan) and the tests that exercise memory and signals
+#   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 SHELL := /bin/bash
@@ -29,7 +30,8 @@ LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)
 CXXFLAGS += $(HDF5_CFLAGS)
-# SANITIZE=address,undefined: the sanitizer build of `make test-asan` (its own BUILD directory).
+# SANITIZE=address,undefined or thread: the sanitizer builds of `make test-asan` and `make test-tsan`
+# (each in its own BUILD directory).
 ifneq ($(SANITIZE),)
   CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   LDFLAGS  += -fsanitize=$(SANITIZE)
@@ -63,7 +65,7 @@ UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-slurm test-asan all deps test run docs clean bench
+.PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench
 all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN)
 
 deps:
@@ -111,6 +113,13 @@ test: deps
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 all
 	@BUILD=build-asan tests/run-asan.sh
+
+# ThreadSanitizer build (build-tsan/, CPU only): the unit tests and training runs that use every
+# thread of a rank at once (overlapped reduction, asynchronous checkpoint writer, heartbeats),
+# a SIGTERM stop and a resume. Not part of `make test` (about 10 minutes here, build included).
+test-tsan: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-tsan SANITIZE=thread CUDA=0 all
+	@BUILD=build-tsan tests/run-tsan.sh
 
 # The Slurm scenarios alone (part of `make test`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

@@ -98,13 +98,12 @@ std::string set_aside(const std::string& dir, Lineage& lineage) {
 
 std::string make_run_id() {
   const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const std::string stamp = utc_time(now, "%Y%m%dT%H%M%SZ");
   std::random_device device;
   std::seed_seq seed{device(), device(), static_cast<unsigned>(::getpid()), static_cast<unsigned>(now)};
   std::mt19937_64 generator(seed);
   char id[64];
-  std::snprintf(id, sizeof id, "%s-%012llx", stamp, static_cast<unsigned long long>(generator() & 0xffffffffffffULL));
+  std::snprintf(id, sizeof id, "%s-%012llx", stamp.c_str(), static_cast<unsigned long long>(generator() & 0xffffffffffffULL));
   return id;
 }
 

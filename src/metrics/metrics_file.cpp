@@ -20,13 +20,6 @@ constexpr double kSnapshotShare = 20.0;
 
 std::string journal_of(const std::string& path) { return path + ".journal"; }
 
-std::string utc_stamp() {
-  char text[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
-  return text;
-}
-
 // Journal rows that extend no snapshot (it was lost): each series starts at row 0.
 void apply_rebased(History& history, std::vector<SeriesRows> rows) {
   std::map<std::string, uint64_t> first;
@@ -56,7 +49,7 @@ MetricsFile::MetricsFile(const std::string& path, const Attributes& attributes)
 void MetricsFile::set_previous_aside() {
   std::error_code ec;
   if (!std::filesystem::exists(path_, ec)) return;
-  const std::string aside = path_ + ".previous-" + utc_stamp();
+  const std::string aside = path_ + ".previous-" + utc_compact_stamp();
   try {
     const History previous = read_history(path_);
     write_snapshot(aside, previous);
@@ -85,7 +78,7 @@ History MetricsFile::recover(int64_t resume_step) {
       history = read_snapshot(path_);
       snapshot_ok = true;
     } catch (const std::runtime_error& e) {
-      const std::string aside = path_ + ".damaged-" + utc_stamp();
+      const std::string aside = path_ + ".damaged-" + utc_compact_stamp();
       std::filesystem::rename(path_, aside, ec);
       notes_.push_back(std::string(e.what()) + "; moved to '" + aside + "'");
     }
