@@ -1,10 +1,13 @@
 // Job set-up shared by the subcommands.
 #include "job/job.hpp"
 
+#include <cstdlib>
+
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
+#include "comm/nccl.hpp"
 #include "kernels/backend.hpp"
 #include "topo/discover.hpp"
 #include "job/fault_hooks.hpp"
@@ -23,6 +26,7 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(topology_settings(deck));
   choose_device(deck);
+  choose_comm_backend(deck);
   choose_low16_gemm(deck);
   RunSettings settings = read_settings(deck);
   return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
@@ -39,6 +43,49 @@ void choose_device(const deck::Deck& deck) {
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
   kernels::set_default_backend(*kernels::find_backend(device));
+}
+
+namespace {
+
+// This rank's place among the ranks of its host (real host, not an emulated node): (position, count).
+std::pair<int, int> place_on_host() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host));
+  int rank = 0, size = 1;
+  MPI_Comm_rank(host, &rank);
+  MPI_Comm_size(host, &size);
+  MPI_Comm_free(&host);
+  return {rank, size};
+}
+
+// What keeps NCCL from running on this rank ("" if nothing): the user's NCCL_* environment
+// against the deck, or a GPU to itself.
+std::string nccl_problem(const deck::Deck& deck, const comm::CollectiveSettings& settings,
+                         const comm::NcclEnvironment& environment, int ranks_on_host) {
+  if (settings.links.any())
+    return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
+           "for the MPI communicator only (NCCL reports no steps to delay); use comm.backend = mpi "
+           "or topology.link.* = off";
+  if (!environment.conflict.empty()) return environment.conflict;
+  const std::string sharing = comm::device_sharing_problem(ranks_on_host, comm::cuda_devices_visible());
+  return sharing.empty() ? "" : deck.cite("comm.backend") + ", but " + sharing;
+}
+
+}  // namespace
+
+// Agreed like the device: a problem on any rank is the same deck error everywhere. The NCCL
+// environment is set before the first NCCL communicator (NCCL reads it once per process).
+void choose_comm_backend(const deck::Deck& deck) {
+  const comm::CollectiveSettings settings = collective_settings(deck);
+  if (settings.backend != "nccl") return;
+  const comm::NcclEnvironment environment =
+      comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
+  const auto [rank_on_host, ranks_on_host] = place_on_host();
+  const std::string problem = nccl_problem(deck, settings, environment, ranks_on_host);
+  for (const std::string& seen : allgather_strings(problem, MPI_COMM_WORLD))
+    if (!seen.empty()) fatal_all(seen);
+  for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
+  comm::use_cuda_device(rank_on_host);
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {
@@ -92,6 +139,19 @@ comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   settings.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
   settings.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
   settings.timeout_s = deck.get_float("comm.timeout_s");
+  try {
+    settings.backend = comm::resolve_backend(deck.get_string("comm.backend"), deck.get_string("kernels.device"),
+                                             comm::nccl_built_in());
+  } catch (const std::invalid_argument& e) {
+    fatal_all(deck.cite("comm.backend") + ", but " + e.what());
+  }
+  const char* levels[] = {"node", "rack", "cross_rack"};
+  for (int level = 0; level < 3; ++level) {
+    const std::string key = std::string("comm.nccl_") + levels[level];
+    settings.nccl.level[level].algo = deck.get_string(key + "_algo");
+    settings.nccl.level[level].proto = deck.get_string(key + "_proto");
+    settings.nccl.level[level].collnet = deck.get_bool(key + "_collnet");
+  }
   const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
   for (int level = 0; level < 3; ++level) {
     try {

@@ -1,0 +1,61 @@
+// NCCL's presence, the CUDA devices, and the factory of NCCL communicators; without NCCL in
+// the build, the answers of a binary that has none.
+#include "comm/nccl.hpp"
+
+#include <stdexcept>
+
+#if TRIDENT_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/nccl_communicator.hpp"
+#endif
+
+namespace trident::comm {
+
+#if TRIDENT_NCCL
+
+bool nccl_built_in() { return true; }
+
+std::string nccl_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+int cuda_devices_visible() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+void use_cuda_device(int index) {
+  const cudaError_t status = cudaSetDevice(index);
+  if (status != cudaSuccess)
+    throw std::runtime_error("cudaSetDevice(" + std::to_string(index) + "): " + cudaGetErrorString(status));
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
+                                                     const NcclCommOptions& options, double timeout_s,
+                                                     Traffic kind) {
+  return std::make_unique<NcclCommunicator>(comm, std::move(level_of_rank), options, timeout_s, kind);
+}
+
+#else
+
+bool nccl_built_in() { return false; }
+std::string nccl_version() { return ""; }
+int cuda_devices_visible() { return 0; }
+
+void use_cuda_device(int index) {
+  throw std::runtime_error("CUDA device " + std::to_string(index) + ": this binary was built without CUDA");
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo::Level>, const NcclCommOptions& options,
+                                                     double, Traffic) {
+  throw std::runtime_error("NCCL communicator for the " + options.name +
+                           " group: this binary was built without NCCL; use comm.backend = mpi");
+}
+
+#endif
+
+}  // namespace trident::comm
