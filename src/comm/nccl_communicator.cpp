@@ -76,9 +76,15 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level
   cuda_check(cudaMalloc(&barrier_word_, sizeof(int)), "cudaMalloc (barrier)");
 }
 
+// Finalize (which flushes what is in flight and may answer ncclInProgress: waited out under the
+// watchdog), then destroy, after which the handle must not be touched again.
 NcclCommunicator::~NcclCommunicator() {
-  for (ncclComm_t* c : {&comm_, &up_, &down_})
-    if (*c) settle(*c, ncclCommDestroy(*c), "destruction"), *c = nullptr;
+  for (ncclComm_t* c : {&comm_, &up_, &down_}) {
+    if (!*c) continue;
+    settle(*c, ncclCommFinalize(*c), "finalisation");
+    ncclCommDestroy(*c);
+    *c = nullptr;
+  }
   for (cudaStream_t s : {up_stream_, down_stream_})
     if (s) cudaStreamDestroy(s);
   if (barrier_word_) cudaFree(barrier_word_);
