@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 
+#include "core/error.hpp"
+#include "core/mpi_util.hpp"
+
 #if TRIDENT_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -34,6 +37,16 @@ void use_cuda_device(int index) {
     throw std::runtime_error("cudaSetDevice(" + std::to_string(index) + "): " + cudaGetErrorString(status));
 }
 
+namespace {
+
+std::string bus_id(int index) {
+  char id[32] = {};
+  if (index < 0 || cudaDeviceGetPCIBusId(id, sizeof id, index) != cudaSuccess) return "device " + std::to_string(index);
+  return id;
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
                                                      const NcclCommOptions& options, double timeout_s,
                                                      Traffic kind) {
@@ -41,6 +54,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<
 }
 
 #else
+
+namespace {
+std::string bus_id(int index) { return "device " + std::to_string(index); }
+}  // namespace
 
 bool nccl_built_in() { return false; }
 std::string nccl_version() { return ""; }
@@ -57,5 +74,20 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo:
 }
 
 #endif
+
+DeviceChoice choose_cuda_device() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host));
+  int rank_on_host = 0;
+  MPI_CHECK(MPI_Comm_rank(host, &rank_on_host));
+  const int visible = cuda_devices_visible();
+  DeviceChoice choice;
+  choice.index = device_for_rank(rank_on_host, visible);
+  const std::vector<std::string> bus_ids = allgather_strings(bus_id(choice.index), host);
+  MPI_Comm_free(&host);
+  for (const std::string& seen : allgather_strings(device_sharing_problem(bus_ids, visible), MPI_COMM_WORLD))
+    if (choice.problem.empty()) choice.problem = seen;
+  return choice;
+}
 
 }  // namespace trident::comm

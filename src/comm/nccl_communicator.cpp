@@ -38,6 +38,23 @@ void cuda_check(cudaError_t status, const char* what) {
 
 char* bytes(void* data) { return static_cast<char*>(data); }
 
+// The communicator's device made current for the scope of a call, the caller's restored after:
+// the current device is per thread, and a stream's events must be made on its device — the
+// gradient reducer's thread starts on device 0 whatever its rank's GPU.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 }  // namespace
 
 // An operation enqueued on a stream: complete when the event recorded after it has happened.
@@ -63,6 +80,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level
   MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   MPI_CHECK(MPI_Comm_size(comm, &size_));
   REQUIRE(static_cast<int>(level_of_rank_.size()) == size_, "one level per rank of " << name_);
+  cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
   world_of_rank_.resize(size_);
   const int me = world_rank();
   MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, world_of_rank_.data(), 1, MPI_INT, comm));
@@ -79,6 +97,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level
 // Finalize (which flushes what is in flight and may answer ncclInProgress: waited out under the
 // watchdog), then destroy, after which the handle must not be touched again.
 NcclCommunicator::~NcclCommunicator() {
+  const DeviceScope scope(device_);
   for (ncclComm_t* c : {&comm_, &up_, &down_}) {
     if (!*c) continue;
     settle(*c, ncclCommFinalize(*c), "finalisation");
@@ -193,6 +212,7 @@ void NcclCommunicator::count_ring(double bytes_each_way) {
 }
 
 Work NcclCommunicator::all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "all-reduce");
   settle(comm_, ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, s), "all-reduce");
   if (dtype != DType::f64 && dtype != DType::i32)
@@ -203,6 +223,7 @@ Work NcclCommunicator::all_reduce(void* data, size_t count, DType dtype, Op op, 
 // Equal segments: NCCL's reduce-scatter, in place (rank r's segment is where it receives).
 // Unequal ones (count not a multiple of the size): one reduce per segment, rooted at its owner.
 Work NcclCommunicator::reduce_scatter(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "reduce-scatter");
   const size_t width = dtype_size(dtype);
   if (count % size_ == 0) {
@@ -224,6 +245,7 @@ Work NcclCommunicator::reduce_scatter(void* data, size_t count, DType dtype, Op 
 
 // The mirror of reduce_scatter: NCCL's all-gather in place, or one broadcast per segment.
 Work NcclCommunicator::all_gather(void* data, size_t count, DType dtype, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "all-gather");
   const size_t width = dtype_size(dtype);
   if (count % size_ == 0) {
@@ -243,6 +265,7 @@ Work NcclCommunicator::all_gather(void* data, size_t count, DType dtype, Stream 
 }
 
 Work NcclCommunicator::broadcast(void* data, size_t count, DType dtype, int root, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "broadcast");
   settle(comm_, ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, s), "broadcast");
   const double total = static_cast<double>(count * dtype_size(dtype));
@@ -268,6 +291,7 @@ void order_after(cudaStream_t later, cudaStream_t earlier) {
 // buffer's contents). The caller's stream does not wait for the send: its Work does, before
 // the buffer is reused, as on the CPU.
 Work NcclCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t caller = device_stream(stream, "send");
   REQUIRE(up_ != nullptr, "send on the " << name_ << " group: its NCCL communicator was made without point-to-point");
   ncclComm_t comm = peer > rank_ ? up_ : down_;
@@ -280,6 +304,7 @@ Work NcclCommunicator::send(const void* data, size_t count, DType dtype, int pee
 
 // The caller's stream waits for the message, so that what it enqueues next reads it.
 Work NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t caller = device_stream(stream, "receive");
   REQUIRE(up_ != nullptr, "receive on the " << name_ << " group: its NCCL communicator was made without point-to-point");
   ncclComm_t comm = peer < rank_ ? up_ : down_;
@@ -292,6 +317,7 @@ Work NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer, int
 }
 
 Work NcclCommunicator::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "gather");
   const size_t row = count * dtype_size(dtype);
   grouped(comm_, "gather", [&] {
@@ -304,12 +330,14 @@ Work NcclCommunicator::gather(const void* in, void* out, size_t count, DType dty
 }
 
 Work NcclCommunicator::all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "all-gather of values");
   settle(comm_, ncclAllGather(in, out, count, nccl_type(dtype), comm_, s), "all-gather of values");
   return enqueued(s, "all-gather of values", everyone_else());
 }
 
 Work NcclCommunicator::barrier(Stream stream) {
+  const DeviceScope scope(device_);
   cudaStream_t s = device_stream(stream, "barrier");
   settle(comm_, ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, s), "barrier");
   return enqueued(s, "barrier", everyone_else());

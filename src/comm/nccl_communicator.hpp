@@ -84,6 +84,7 @@ class NcclCommunicator final : public Communicator {
   void count_ring(double bytes_each_way);  // a ring's traffic: to the right, from the left
 
   MPI_Comm mpi_;
+  int device_ = 0;  // the CUDA device its communicators, streams and events live on
   int rank_ = 0, size_ = 1;
   std::vector<topo::Level> level_of_rank_;
   std::vector<int> world_of_rank_;  // for the watchdog's message

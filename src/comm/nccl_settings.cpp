@@ -80,13 +80,20 @@ NcclEnvironment process_environment(const NcclSettings& settings, const EnvLooku
   return environment;
 }
 
-std::string device_sharing_problem(int ranks_on_host, int devices) {
-  if (devices <= 0) return "this host has no CUDA device";
-  if (ranks_on_host <= devices) return "";
-  return std::to_string(ranks_on_host) + " ranks run on this host but it has " + std::to_string(devices) +
-         (devices == 1 ? " CUDA device" : " CUDA devices") +
-         ", and NCCL refuses two ranks of a communicator on one device; start at most one rank per "
-         "GPU, or use comm.backend = mpi (several ranks per GPU through MPI)";
+int device_for_rank(int rank_on_host, int devices_visible) {
+  return devices_visible > 0 ? rank_on_host % devices_visible : -1;
+}
+
+std::string device_sharing_problem(const std::vector<std::string>& bus_ids, int devices_visible) {
+  if (devices_visible <= 0) return "this host has no CUDA device";
+  for (size_t a = 0; a < bus_ids.size(); ++a)
+    for (size_t b = a + 1; b < bus_ids.size(); ++b)
+      if (bus_ids[a] == bus_ids[b])
+        return std::to_string(bus_ids.size()) + " ranks run on this host, and ranks " + std::to_string(a) + " and " +
+               std::to_string(b) + " of them would share the CUDA device at " + bus_ids[a] +
+               ": NCCL refuses two ranks of a communicator on one device; start at most one rank per "
+               "GPU, or use comm.backend = mpi (several ranks per GPU through MPI)";
+  return "";
 }
 
 std::string resolve_backend(const std::string& wanted, const std::string& device, bool nccl_built_in) {

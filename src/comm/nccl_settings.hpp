@@ -52,9 +52,13 @@ struct NcclEnvironment {
 using EnvLookup = std::function<const char*(const char*)>;  // getenv, or a test's table
 NcclEnvironment process_environment(const NcclSettings& settings, const EnvLookup& getenv_fn);
 
-// Whether `ranks_on_host` ranks can each have a GPU of their own among `devices` visible ones:
-// "" if so, else why not (NCCL refuses two ranks of a communicator on one device).
-std::string device_sharing_problem(int ranks_on_host, int devices);
+// The device a rank takes: its position among its host's ranks, modulo the devices it sees
+// (a launcher that binds one GPU to each task shows each rank one device, index 0).
+int device_for_rank(int rank_on_host, int devices_visible);
+// Whether the host's ranks, which chose the devices with these PCI bus ids (one per rank, in
+// host-rank order), each have a GPU of their own: "" if so, else why not (NCCL refuses two
+// ranks of a communicator on one device). devices_visible: what this rank sees (0: none).
+std::string device_sharing_problem(const std::vector<std::string>& bus_ids, int devices_visible);
 
 // comm.backend resolved: "mpi" or "nccl". wanted: auto | mpi | nccl; device: kernels.device;
 // nccl_built_in: whether this binary has NCCL. Throws std::invalid_argument with the reason

@@ -47,45 +47,33 @@ void choose_device(const deck::Deck& deck) {
 
 namespace {
 
-// This rank's place among the ranks of its host (real host, not an emulated node): (position, count).
-std::pair<int, int> place_on_host() {
-  MPI_Comm host = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host));
-  int rank = 0, size = 1;
-  MPI_Comm_rank(host, &rank);
-  MPI_Comm_size(host, &size);
-  MPI_Comm_free(&host);
-  return {rank, size};
-}
-
-// What keeps NCCL from running on this rank ("" if nothing): the user's NCCL_* environment
-// against the deck, or a GPU to itself.
-std::string nccl_problem(const deck::Deck& deck, const comm::CollectiveSettings& settings,
-                         const comm::NcclEnvironment& environment, int ranks_on_host) {
+// What keeps NCCL from this job as the deck sets it ("" if nothing): the link emulation, or the
+// user's NCCL_* environment against the deck.
+std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSettings& settings,
+                              const comm::NcclEnvironment& environment) {
   if (settings.links.any())
     return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
            "for the MPI communicator only (NCCL reports no steps to delay); use comm.backend = mpi "
            "or topology.link.* = off";
-  if (!environment.conflict.empty()) return environment.conflict;
-  const std::string sharing = comm::device_sharing_problem(ranks_on_host, comm::cuda_devices_visible());
-  return sharing.empty() ? "" : deck.cite("comm.backend") + ", but " + sharing;
+  return environment.conflict.empty() ? "" : deck.cite("comm.backend") + ", but " + environment.conflict;
 }
 
 }  // namespace
 
-// Agreed like the device: a problem on any rank is the same deck error everywhere. The NCCL
-// environment is set before the first NCCL communicator (NCCL reads it once per process).
+// Agreed like the device: a problem on any rank is the same deck error everywhere (the
+// environment may differ between ranks). NCCL's environment is set before the first NCCL
+// communicator: NCCL reads it once per process.
 void choose_comm_backend(const deck::Deck& deck) {
   const comm::CollectiveSettings settings = collective_settings(deck);
   if (settings.backend != "nccl") return;
   const comm::NcclEnvironment environment =
       comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
-  const auto [rank_on_host, ranks_on_host] = place_on_host();
-  const std::string problem = nccl_problem(deck, settings, environment, ranks_on_host);
-  for (const std::string& seen : allgather_strings(problem, MPI_COMM_WORLD))
+  for (const std::string& seen : allgather_strings(nccl_deck_problem(deck, settings, environment), MPI_COMM_WORLD))
     if (!seen.empty()) fatal_all(seen);
+  const comm::DeviceChoice device = comm::choose_cuda_device();
+  if (!device.problem.empty()) fatal_all(deck.cite("comm.backend") + ", but " + device.problem);
   for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
-  comm::use_cuda_device(rank_on_host);
+  comm::use_cuda_device(device.index);
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {

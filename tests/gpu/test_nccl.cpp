@@ -223,20 +223,13 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   const bool hang_mode = argc > 1 && std::strcmp(argv[1], "--hang") == 0;
   if (!comm::nccl_built_in()) return skip_all("built without NCCL");
-  MPI_Comm host = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host);
-  int on_host = 0, ranks_on_host = 1;
-  MPI_Comm_rank(host, &on_host);
-  MPI_Comm_size(host, &ranks_on_host);
-  MPI_Comm_free(&host);
-  const std::string problem = comm::device_sharing_problem(ranks_on_host, comm::cuda_devices_visible());
-  for (const std::string& seen : allgather_strings(problem, MPI_COMM_WORLD))
-    if (!seen.empty()) return skip_all(seen);
+  const comm::DeviceChoice choice = comm::choose_cuda_device();
+  if (!choice.problem.empty()) return skip_all(choice.problem);
 #if TRIDENT_NCCL
-  comm::use_cuda_device(on_host);
+  comm::use_cuda_device(choice.index);
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  const Stream device{Device{DeviceKind::cuda, on_host}, stream};
+  const Stream device{Device{DeviceKind::cuda, choice.index}, stream};
   const int n = world_size();
   comm::NcclCommOptions options;
   options.name = "world";

@@ -102,12 +102,18 @@ BOOST_AUTO_TEST_CASE(the_users_environment_must_agree_with_the_deck) {
 }
 
 BOOST_AUTO_TEST_CASE(one_gpu_per_rank_of_a_host) {
-  BOOST_TEST(device_sharing_problem(4, 8) == "");
-  BOOST_TEST(device_sharing_problem(8, 8) == "");
-  const std::string two_on_one = device_sharing_problem(2, 1);
-  BOOST_TEST(two_on_one.find("2 ranks run on this host but it has 1 CUDA device") != std::string::npos);
+  // Ranks take their host position modulo the devices they see: all 4 of a 4-GPU node, or each
+  // its one GPU where the launcher binds one per task.
+  BOOST_TEST(device_for_rank(3, 4) == 3);
+  BOOST_TEST(device_for_rank(3, 1) == 0);
+  BOOST_TEST(device_for_rank(0, 0) == -1);
+  BOOST_TEST(device_sharing_problem({"0000:07:00.0", "0000:0a:00.0"}, 2) == "");
+  BOOST_TEST(device_sharing_problem({"0000:07:00.0", "0000:0a:00.0"}, 1) == "");  // bound per task
+  const std::string two_on_one = device_sharing_problem({"0000:07:00.0", "0000:0a:00.0", "0000:07:00.0"}, 2);
+  BOOST_TEST(two_on_one.find("3 ranks run on this host, and ranks 0 and 2 of them would share the CUDA "
+                             "device at 0000:07:00.0") != std::string::npos);
   BOOST_TEST(two_on_one.find("comm.backend = mpi") != std::string::npos);
-  BOOST_TEST(device_sharing_problem(1, 0) == "this host has no CUDA device");
+  BOOST_TEST(device_sharing_problem({"device -1"}, 0) == "this host has no CUDA device");
 }
 
 BOOST_AUTO_TEST_CASE(the_backend_resolves_by_device_and_build) {
