@@ -34,6 +34,15 @@ namespace {
 const char* const kCases[] = {"nccl_all_reduce", "nccl_reduce_scatter", "nccl_all_gather", "nccl_broadcast",
                               "nccl_send_recv", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical"};
 
+int skip_all(const std::string& why) {
+  if (world_rank() == 0)
+    for (const char* name : kCases) std::printf("SKIP %s (%s)\n", name, why.c_str());
+  MPI_Finalize();
+  return 0;
+}
+
+#if TRIDENT_NCCL
+
 bool everywhere(bool ok) {
   int all = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -46,21 +55,12 @@ void verdict(const char* name, bool ok, const std::string& detail = "") {
   std::fflush(stdout);
 }
 
-int skip_all(const std::string& why) {
-  if (world_rank() == 0)
-    for (const char* name : kCases) std::printf("SKIP %s (%s)\n", name, why.c_str());
-  MPI_Finalize();
-  return 0;
-}
-
 // Rank r's value at i: (r + 1)·(i mod 7 + 1); sums over up to 8 ranks stay below 256 (exact in bf16).
 std::vector<float> contribution(size_t n, int r) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = float((r + 1) * int(i % 7 + 1));
   return v;
 }
-
-#if TRIDENT_NCCL
 
 // A device buffer holding `host`'s bytes, and the way back.
 struct DeviceBuffer {
@@ -221,11 +221,11 @@ int hang(comm::Communicator& nccl, Stream device) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  const bool hang_mode = argc > 1 && std::strcmp(argv[1], "--hang") == 0;
   if (!comm::nccl_built_in()) return skip_all("built without NCCL");
   const comm::DeviceChoice choice = comm::choose_cuda_device();
   if (!choice.problem.empty()) return skip_all(choice.problem);
 #if TRIDENT_NCCL
+  const bool hang_mode = argc > 1 && std::strcmp(argv[1], "--hang") == 0;
   comm::use_cuda_device(choice.index);
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
