@@ -54,6 +54,19 @@ ifeq ($(CUDA),1)
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 endif
 
+# NCCL: with CUDA, where nccl.h is there; NCCL=0 leaves the NCCL communicator out (comm.backend
+# = nccl is then a deck error). Only the files that hold NCCL calls read TRIDENT_NCCL, so it is
+# set for them alone (their own stamp rebuilds them when it changes), not for every object.
+NCCL ?= $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0),0)
+NCCL_OBJ := $(BUILD)/obj/src/comm/nccl.o $(BUILD)/obj/src/comm/nccl_communicator.o \
+            $(BUILD)/obj/tests/gpu/test_nccl.o
+NCCL_STAMP := $(BUILD)/nccl-flag
+$(shell mkdir -p $(BUILD) && echo '$(NCCL)' | cmp -s - $(NCCL_STAMP) || echo '$(NCCL)' > $(NCCL_STAMP))
+$(NCCL_OBJ): $(NCCL_STAMP)
+ifeq ($(NCCL),1)
+  $(NCCL_OBJ): CXXFLAGS += -DTRIDENT_NCCL=1
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_OBJ)
 MAIN_OBJ := $(MAIN_SRC:%.cpp=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/lib/libtrident.a
@@ -63,10 +76,11 @@ UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp))
 MPI_SRC  := $(sort $(wildcard tests/mpi/*.cpp))
 UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
+NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
 .PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench
-all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN)
+all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(NCCL_TEST_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -100,6 +114,10 @@ $(UNIT_BIN): $(UNIT_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LIBS)
+
+$(NCCL_TEST_BIN): $(BUILD)/obj/tests/gpu/test_nccl.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The suite needs the binaries built first; the runner prints the closing "N passed, N failed, N skipped".
 test: deps

@@ -3,7 +3,8 @@
 // on an explicit Stream and returning a Work handle (comm/work.hpp). MpiCommunicator
 // (comm/mpi_communicator.hpp) implements it on MPI, GroupCollectives (comm/hierarchy.hpp) over
 // the levels of the cluster, EmulatedLinks (comm/emulated_links.hpp) wraps any of them with the
-// α-β link model; an NCCL one can sit behind the same interface (docs/COMMUNICATION.md).
+// α-β link model; NcclCommunicator (comm/nccl_communicator.hpp) implements it on NCCL for
+// device buffers (docs/COMMUNICATION.md).
 //
 // Element types: f32, bf16 and fp16 for the collectives on model buffers — a 16-bit reduction
 // sums in f32 and rounds the result back once (16-bit storage, f32 arithmetic); f64 and i32

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "comm/nccl.hpp"
 #include "comm/widen.hpp"
 #include "core/mpi_util.hpp"
 
@@ -31,13 +32,21 @@ topo::Level level_between(const topo::Topology& t, int a, int b) {
   return topo::Level::CrossRack;
 }
 
+// Collective: the level at which each rank of `comm` is from this rank.
+std::vector<topo::Level> levels_of(MPI_Comm comm, const topo::Topology& t) {
+  std::vector<topo::Level> levels;
+  for (int w : world_ranks_of(comm)) levels.push_back(level_between(t, world_rank(), w));
+  return levels;
+}
+
 std::unique_ptr<MpiCommunicator> make_communicator(MPI_Comm comm, const topo::Topology& t,
                                                 const std::string& name,
                                                 const CollectiveSettings& settings, Traffic kind) {
-  const std::vector<int> members = world_ranks_of(comm);
-  std::vector<topo::Level> levels;
-  for (int w : members) levels.push_back(level_between(t, world_rank(), w));
-  return std::make_unique<MpiCommunicator>(comm, levels, name, settings.timeout_s, kind);
+  return std::make_unique<MpiCommunicator>(comm, levels_of(comm, t), name, settings.timeout_s, kind);
+}
+
+char* offset(void* data, size_t elements, DType dtype) {
+  return static_cast<char*>(data) + elements * dtype_size(dtype);
 }
 
 }  // namespace
@@ -95,6 +104,53 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
     fatal_all("comm.algo = hierarchical needs the same number of " + name + "-group members on "
               "every node; this layout puts different numbers on some nodes; use comm.algo = auto");
   use_hierarchy_ = regular && (settings.algo == "hierarchical" || (settings.algo == "auto" && spans_nodes));
+  if (settings.backend == "nccl") make_device_communicators(group, t, kind);
+}
+
+// Every member of a level communicator sees the same size and the same use_hierarchy_, so
+// each NCCL communicator is made by all of its members or by none (creation is collective).
+// Only the pipeline's communicator carries point-to-point (two more NCCL communicators).
+void GroupCollectives::make_device_communicators(MPI_Comm group, const topo::Topology& t, Traffic kind) {
+  const NcclSettings& nccl = settings_.nccl;
+  NcclCommOptions flat = communicator_options(nccl, span_, name());
+  flat.point_to_point = kind == Traffic::Pipeline;
+  device_flat_ = make_nccl_communicator(group, levels_of(group, t), flat, settings_.timeout_s, kind);
+  if (!use_hierarchy_) return;
+  const std::pair<MPI_Comm, topo::Level> levels[] = {
+      {node_comm_, topo::Level::Node}, {rack_comm_, topo::Level::Rack}, {cross_comm_, topo::Level::CrossRack}};
+  std::unique_ptr<Communicator>* made[] = {&device_node_, &device_rack_, &device_cross_};
+  for (int l = 0; l < 3; ++l) {
+    if (level(l).size() == 1) continue;
+    const NcclCommOptions options = communicator_options(nccl, levels[l].second, level(l).name());
+    *made[l] = make_nccl_communicator(levels[l].first, levels_of(levels[l].first, t), options, settings_.timeout_s, kind);
+  }
+}
+
+Communicator& GroupCollectives::device(const char* operation) {
+  REQUIRE(device_flat_ != nullptr, operation << " on the " << name() << " group with a device stream, but its "
+                                             "communicators were made for comm.backend = mpi (host memory only)");
+  return *device_flat_;
+}
+
+Work hierarchical_all_reduce(Communicator* node, Communicator* rack, Communicator* cross, void* data,
+                             size_t count, DType dtype, Stream stream) {
+  std::vector<Work> steps;
+  std::pair<size_t, size_t> shard{0, count};
+  if (node) {
+    steps.push_back(node->reduce_scatter(data, count, dtype, Op::Sum, stream));
+    shard = segment_of(count, node->size(), node->rank());
+  }
+  for (Communicator* level : {rack, cross})
+    if (level) steps.push_back(level->all_reduce(offset(data, shard.first, dtype), shard.second - shard.first, dtype, Op::Sum, stream));
+  if (node) steps.push_back(node->all_gather(data, count, dtype, stream));
+  return all_of(std::move(steps));
+}
+
+Work GroupCollectives::device_all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  const bool few = dtype == DType::f64 || dtype == DType::i32;
+  if (few || !use_hierarchy_ || op != Op::Sum || settings_.algo == "mpi" || count == 0)
+    return device("all-reduce").all_reduce(data, count, dtype, op, stream);
+  return hierarchical_all_reduce(device_node_.get(), device_rack_.get(), device_cross_.get(), data, count, dtype, stream);
 }
 
 GroupCollectives::~GroupCollectives() {
@@ -170,49 +226,61 @@ std::string GroupCollectives::describe() const {
 
 LevelBytes GroupCollectives::traffic() const {
   LevelBytes total;
-  for (const MpiCommunicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()})
-    for (int l = 0; l < 3; ++l)
+  const Communicator* all[] = {flat_.get(),        node_.get(),        rack_.get(),        cross_.get(),
+                               device_flat_.get(), device_node_.get(), device_rack_.get(), device_cross_.get()};
+  for (const Communicator* c : all)
+    for (int l = 0; c && l < 3; ++l)
       total.sent[l] += c->traffic().sent[l], total.received[l] += c->traffic().received[l];
   return total;
 }
 
 Work GroupCollectives::all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  if (!stream.device.is_cpu()) return device_all_reduce(data, count, dtype, op, stream);
   if (dtype == DType::f64 || dtype == DType::i32) return flat_->all_reduce(data, count, dtype, op, stream);
-  REQUIRE(stream.device.is_cpu(), "all-reduce on the " << name() << " group: host memory only");
   as_f32(data, count, dtype, wide_, [&](float* values) { all_reduce_f32(values, count, op); });
   return Work();
 }
 
 // The ring, as the ZeRO-1 reduction has always run it (node_algo does not apply).
 Work GroupCollectives::reduce_scatter(void* data, size_t count, DType dtype, Op op, Stream stream) {
+  if (!stream.device.is_cpu()) return device("reduce-scatter").reduce_scatter(data, count, dtype, op, stream);
   return flat_->reduce_scatter(data, count, dtype, op, stream);
 }
 
 Work GroupCollectives::all_gather(void* data, size_t count, DType dtype, Stream stream) {
+  if (!stream.device.is_cpu()) return device("all-gather").all_gather(data, count, dtype, stream);
   return flat_->all_gather(data, count, dtype, stream);
 }
 
 Work GroupCollectives::broadcast(void* data, size_t count, DType dtype, int root, Stream stream) {
+  if (!stream.device.is_cpu()) return device("broadcast").broadcast(data, count, dtype, root, stream);
   return flat_->broadcast(data, count, dtype, root, stream);
 }
 
 Work GroupCollectives::send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  if (!stream.device.is_cpu()) return device("send").send(data, count, dtype, peer, tag, stream);
   return flat_->send(data, count, dtype, peer, tag, stream);
 }
 
 Work GroupCollectives::recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
+  if (!stream.device.is_cpu()) return device("recv").recv(data, count, dtype, peer, tag, stream);
   return flat_->recv(data, count, dtype, peer, tag, stream);
 }
 
 Work GroupCollectives::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {
+  if (!stream.device.is_cpu()) return device("gather").gather(in, out, count, dtype, root, stream);
   return flat_->gather(in, out, count, dtype, root, stream);
 }
 
 Work GroupCollectives::all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) {
+  if (!stream.device.is_cpu()) return device("all-gather-values").all_gather_values(in, out, count, dtype, stream);
   return flat_->all_gather_values(in, out, count, dtype, stream);
 }
 
-Work GroupCollectives::barrier(Stream stream) { return flat_->barrier(stream); }
+Work GroupCollectives::barrier(Stream stream) {
+  if (!stream.device.is_cpu()) return device("barrier").barrier(stream);
+  return flat_->barrier(stream);
+}
 
 void GroupCollectives::observe_steps(StepObserver observer) {
   for (MpiCommunicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()}) c->observe_steps(observer);

@@ -17,6 +17,7 @@
 
 #include "comm/emulated_links.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "comm/nccl_settings.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
@@ -26,6 +27,10 @@ struct CollectiveSettings {
   Algo node_algo = Algo::Tree, rack_algo = Algo::Tree, cross_rack_algo = Algo::Ring;
   double timeout_s = 300;
   LinkModel links;  // emulated link speeds per level (off by default): make_group_communicator
+  // mpi: MPI only. nccl: also an NCCL communicator per group and per level, which the
+  // operations on device streams go to (comm.backend resolved: comm/nccl_settings.hpp).
+  std::string backend = "mpi";
+  NcclSettings nccl;  // the NCCL choices per level (backend = nccl)
 };
 
 // Whether every node holds the same number of `members` (world ranks) and every rack the same
@@ -37,9 +42,18 @@ bool regular_layout(const topo::Topology& t, const std::vector<int>& members);
 bool uses_shared_window(const topo::Topology& t, const std::vector<int>& members, int me,
                         const CollectiveSettings& settings);
 
+// The hierarchical all-reduce (sum) over level communicators, against the interface alone:
+// reduce-scatter over `node`, all-reduce of this rank's segment over `rack`, then `cross`,
+// all-gather over `node` — each started on `stream` after the one before (a device stream
+// orders them; on the CPU each completes in its call). A null level has one member.
+Work hierarchical_all_reduce(Communicator* node, Communicator* rack, Communicator* cross, void* data,
+                             size_t count, DType dtype, Stream stream);
+
 // The communicator of one group that knows the cluster's levels: its all-reduce is the
 // hierarchical one above (or flat, by the settings); its other operations are the flat
-// communicator's (reduce-scatter and all-gather: the ring).
+// communicator's (reduce-scatter and all-gather: the ring). With backend = nccl, operations
+// on a device stream go to the NCCL communicators of the same group and levels (the same
+// hierarchy, through hierarchical_all_reduce), those on the CPU's stream to MPI.
 class GroupCollectives final : public Communicator {
  public:
   // Collective over `group` (its ranks in any order). Builds the flat communicator and, when
@@ -76,12 +90,18 @@ class GroupCollectives final : public Communicator {
  private:
   void all_reduce_f32(float* data, size_t n, Op op);
   void across_nodes(float* shard, size_t len);  // rack, then cross-rack (pipelined when large)
+  // backend = nccl: the NCCL communicators over the flat group and (hierarchical) its levels.
+  void make_device_communicators(MPI_Comm group, const topo::Topology& t, Traffic kind);
+  Communicator& device(const char* operation);  // the flat one; a fault without backend = nccl
+  Work device_all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream);
   CollectiveSettings settings_;
   topo::Level span_ = topo::Level::Node;
   std::unique_ptr<MpiCommunicator> flat_, node_, rack_, cross_;
   std::vector<float> wide_;  // a 16-bit buffer widened to f32 for its all-reduce
   MPI_Comm node_comm_ = MPI_COMM_NULL, rack_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
   bool use_hierarchy_ = false;
+  // Null without backend = nccl, and for a level of one member.
+  std::unique_ptr<Communicator> device_flat_, device_node_, device_rack_, device_cross_;
 };
 
 // The group's communicator as the settings make it: GroupCollectives, wrapped in EmulatedLinks

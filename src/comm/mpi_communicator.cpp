@@ -11,6 +11,7 @@
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "comm/watchdog.hpp"
 #include "comm/widen.hpp"
 
 namespace trident::comm {
@@ -94,16 +95,9 @@ void MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const char* o
 }
 
 void MpiCommunicator::watchdog_expired(const char* operation, const std::vector<int>& peers) const {
-  std::string waiting;
-  for (int peer : peers)
-    waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer) + " (world rank " +
-               std::to_string(world_rank_of(comm_, peer)) + ")";
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
-  fatal_one("watchdog: " + std::string(operation) + " on the " + name_ + " group (" +
-            std::to_string(size_) + " ranks) has waited " + seconds +
-            " s (comm.timeout_s) for rank(s) " + waiting +
-            " of the group; aborting the job so that no rank hangs");
+  std::vector<std::pair<int, int>> awaited;
+  for (int peer : peers) awaited.emplace_back(peer, world_rank_of(comm_, peer));
+  fatal_one(watchdog_message(operation, name_, size_, timeout_s_, awaited));
 }
 
 void MpiCommunicator::report(double start, const std::vector<std::pair<int, double>>& peer_bytes) const {

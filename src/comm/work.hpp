@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 namespace trident::comm {
 
@@ -46,5 +47,25 @@ class Work {
  private:
   std::unique_ptr<PendingWork> pending_;
 };
+
+// Several operations as one Work, complete once all of them are: a sequence of operations
+// ordered on one stream (the hierarchical all-reduce's levels on a device stream).
+class AllOf final : public PendingWork {
+ public:
+  explicit AllOf(std::vector<Work> works) : works_(std::move(works)) {}
+  bool test() override {
+    for (Work& work : works_)
+      if (!work.test()) return false;
+    return true;
+  }
+  void wait() override {
+    for (Work& work : works_) work.wait();
+  }
+
+ private:
+  std::vector<Work> works_;
+};
+
+inline Work all_of(std::vector<Work> works) { return Work(std::make_unique<AllOf>(std::move(works))); }
 
 }  // namespace trident::comm

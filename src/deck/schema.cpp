@@ -11,6 +11,9 @@ namespace {
 
 constexpr double kIntMax = 9.0e15;  // below 2^53, so the bound is exact as a double
 constexpr double kInf = HUGE_VAL;
+// NCCL's algorithms (NCCL_ALGO), in the deck's spelling (comm/nccl_settings.cpp maps them).
+const std::vector<std::string> kNcclAlgos = {"auto", "ring", "tree", "collnet_direct", "collnet_chain",
+                                             "nvls", "nvls_tree", "pat"};
 
 KeySpec integer(const char* key, std::optional<std::string> def, double lo, double hi,
                 const char* help) {
@@ -166,6 +169,27 @@ std::vector<KeySpec> build_schema() {
              "all-reduce algorithm among nodes of a rack (hierarchical all-reduce)"),
       choice("comm.cross_rack_algo", "ring", {"ring", "tree"},
              "all-reduce algorithm across racks (hierarchical all-reduce)"),
+      choice("comm.backend", "auto", {"auto", "mpi", "nccl"},
+             "communicator of device buffers: mpi (host memory), nccl (one NCCL communicator per "
+             "group and per level; needs kernels.device = cuda, NCCL in the binary and one GPU per "
+             "rank), or auto (nccl with kernels.device = cuda where NCCL is built in, else mpi)"),
+      choice("comm.nccl_node_algo", "auto", kNcclAlgos,
+             "comm.backend = nccl: NCCL's algorithm inside a node (NCCL_ALGO, per process: the three "
+             "levels must agree); auto = NCCL's choice per operation"),
+      choice("comm.nccl_rack_algo", "auto", kNcclAlgos, "as comm.nccl_node_algo, among the nodes of a rack"),
+      choice("comm.nccl_cross_rack_algo", "auto", kNcclAlgos, "as comm.nccl_node_algo, across racks"),
+      choice("comm.nccl_node_proto", "auto", {"auto", "simple", "ll", "ll128"},
+             "comm.backend = nccl: NCCL's protocol inside a node (NCCL_PROTO, per process: the three "
+             "levels must agree); auto = NCCL's choice"),
+      choice("comm.nccl_rack_proto", "auto", {"auto", "simple", "ll", "ll128"},
+             "as comm.nccl_node_proto, among the nodes of a rack"),
+      choice("comm.nccl_cross_rack_proto", "auto", {"auto", "simple", "ll", "ll128"},
+             "as comm.nccl_node_proto, across racks"),
+      boolean("comm.nccl_node_collnet", "false",
+              "comm.backend = nccl: CollNet/SHARP (reduction in the switches) for the communicators "
+              "inside a node (ncclConfig_t.collnetEnable, per communicator)"),
+      boolean("comm.nccl_rack_collnet", "false", "as comm.nccl_node_collnet, among the nodes of a rack"),
+      boolean("comm.nccl_cross_rack_collnet", "false", "as comm.nccl_node_collnet, across racks"),
       real("comm.bucket_mb", "25", 0.001, 65536, "gradient bucket size in MiB"),
       boolean("comm.overlap", "true", "overlap the gradient reduction with backward"),
       real("comm.timeout_s", "300", 0.001, 1e9,

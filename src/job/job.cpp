@@ -1,10 +1,13 @@
 // Job set-up shared by the subcommands.
 #include "job/job.hpp"
 
+#include <cstdlib>
+
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
+#include "comm/nccl.hpp"
 #include "kernels/backend.hpp"
 #include "topo/discover.hpp"
 #include "job/fault_hooks.hpp"
@@ -23,6 +26,7 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(topology_settings(deck));
   choose_device(deck);
+  choose_comm_backend(deck);
   choose_low16_gemm(deck);
   RunSettings settings = read_settings(deck);
   return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
@@ -39,6 +43,37 @@ void choose_device(const deck::Deck& deck) {
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
   kernels::set_default_backend(*kernels::find_backend(device));
+}
+
+namespace {
+
+// What keeps NCCL from this job as the deck sets it ("" if nothing): the link emulation, or the
+// user's NCCL_* environment against the deck.
+std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSettings& settings,
+                              const comm::NcclEnvironment& environment) {
+  if (settings.links.any())
+    return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
+           "for the MPI communicator only (NCCL reports no steps to delay); use comm.backend = mpi "
+           "or topology.link.* = off";
+  return environment.conflict.empty() ? "" : deck.cite("comm.backend") + ", but " + environment.conflict;
+}
+
+}  // namespace
+
+// Agreed like the device: a problem on any rank is the same deck error everywhere (the
+// environment may differ between ranks). NCCL's environment is set before the first NCCL
+// communicator: NCCL reads it once per process.
+void choose_comm_backend(const deck::Deck& deck) {
+  const comm::CollectiveSettings settings = collective_settings(deck);
+  if (settings.backend != "nccl") return;
+  const comm::NcclEnvironment environment =
+      comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
+  for (const std::string& seen : allgather_strings(nccl_deck_problem(deck, settings, environment), MPI_COMM_WORLD))
+    if (!seen.empty()) fatal_all(seen);
+  const comm::DeviceChoice device = comm::choose_cuda_device();
+  if (!device.problem.empty()) fatal_all(deck.cite("comm.backend") + ", but " + device.problem);
+  for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
+  comm::use_cuda_device(device.index);
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {
@@ -92,6 +127,19 @@ comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   settings.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
   settings.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
   settings.timeout_s = deck.get_float("comm.timeout_s");
+  try {
+    settings.backend = comm::resolve_backend(deck.get_string("comm.backend"), deck.get_string("kernels.device"),
+                                             comm::nccl_built_in());
+  } catch (const std::invalid_argument& e) {
+    fatal_all(deck.cite("comm.backend") + ", but " + e.what());
+  }
+  const char* levels[] = {"node", "rack", "cross_rack"};
+  for (int level = 0; level < 3; ++level) {
+    const std::string key = std::string("comm.nccl_") + levels[level];
+    settings.nccl.level[level].algo = deck.get_string(key + "_algo");
+    settings.nccl.level[level].proto = deck.get_string(key + "_proto");
+    settings.nccl.level[level].collnet = deck.get_bool(key + "_collnet");
+  }
   const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
   for (int level = 0; level < 3; ++level) {
     try {

@@ -31,6 +31,13 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
 // every kernel context of this process (kernels::set_default_backend).
 void choose_device(const deck::Deck& deck);
 
+// Collective over MPI_COMM_WORLD: comm.backend resolved (auto: nccl with kernels.device = cuda
+// where NCCL is built in); for nccl, checked on every rank (a GPU of its own for every rank of
+// a host, the user's NCCL_ALGO/NCCL_PROTO against the deck, no link emulation) — else a
+// UserError saying why — and prepared: NCCL's per-process environment set, this rank's GPU made
+// current (comm::choose_cuda_device).
+void choose_comm_backend(const deck::Deck& deck);
+
 // Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
 // rank's CPU, made the path of every kernel context of this process
 // (kernels::set_default_low16_gemm) — one path for the whole job, whichever nodes it got: auto

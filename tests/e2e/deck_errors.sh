@@ -86,6 +86,18 @@ fi
 expect_user_error device_cuda_unavailable "kernels.device = cuda (command line), but|$lacks|use kernels.device = cpu" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.data=2 --kernels.device=cuda
 
+# comm.backend = nccl needs NCCL in the binary, then device buffers (kernels.device = cuda);
+# a bad value is refused like every choice.
+if [[ -f "${BUILD:-build}/nccl-flag" && $(cat "${BUILD:-build}/nccl-flag") == 1 ]]; then
+  nccl_lacks="NCCL communicates device memory, and kernels.device = cpu keeps the model in host memory"
+else
+  nccl_lacks="this binary was built without NCCL"
+fi
+expect_user_error nccl_backend_needs_device_buffers "comm.backend = nccl (command line), but|$nccl_lacks|use comm.backend = mpi" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.data=2 --comm.backend=nccl
+expect_user_error comm_backend_choices "comm.backend = 'gloo' is not an allowed choice|one of auto, mpi, nccl" \
+  "$TRIDENT" train "$D/ok.deck" --comm.backend=gloo
+
 # Reported once even when every rank detects it.
 expect_user_error reported_once_by_rank_0 "unknown option '--model.layrs=2'" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.data=4 --model.layrs=2

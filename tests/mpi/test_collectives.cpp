@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "comm/hierarchy.hpp"
+#include "comm/widen.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "tensor/buffer.hpp"
@@ -34,6 +35,14 @@ size_t wrong_elements(const std::vector<float>& v, int members) {
   size_t wrong = 0;
   for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != sum_at(i, members);
   return wrong;
+}
+
+// 8 ranks as 4 emulated nodes of 2 ranks in 2 racks (collective).
+topo::Topology four_nodes_in_two_racks() {
+  const deck::Deck deck = deck::Deck::parse(
+      "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
+      {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
+  return topo::discover_topology(topology_settings(deck));
 }
 
 std::vector<topo::Level> all_node(int n) { return std::vector<topo::Level>(n, topo::Level::Node); }
@@ -166,10 +175,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_only_inside_one_node) {
 BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   const int n = world_size();
   if (n != 8) return;  // 4 emulated nodes of 2 ranks in 2 racks
-  const deck::Deck deck = deck::Deck::parse(
-      "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
-      {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
-  const topo::Topology t = topo::discover_topology(topology_settings(deck));
+  const topo::Topology t = four_nodes_in_two_racks();
   for (comm::Algo level_algo : {comm::Algo::Ring, comm::Algo::Tree, comm::Algo::Shm}) {
     comm::CollectiveSettings settings;
     settings.algo = "hierarchical";
@@ -202,6 +208,47 @@ BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_exact_with_per_level_bytes) {
   const comm::LevelBytes bytes = f.traffic();
   BOOST_TEST(everywhere(wrong_elements(v, n) == 0 &&
                         bytes.sent[0] + bytes.sent[1] + bytes.sent[2] == 2.0 * 7 / 8 * 8000 * 4));
+}
+
+// The hierarchy written against the interface alone (what the NCCL level communicators run
+// on device streams), here over the MPI level communicators on the CPU's stream: exact sums in
+// f32 and bf16 (small integers), an odd count (unequal node segments), and the ring's bytes per
+// level: node 2(k−1)/k·S, rack and cross-rack 2(2−1)/2 of this rank's node segment (k = 2).
+BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_over_the_interface) {
+  const int n = world_size();
+  if (n != 8) return;  // 4 emulated nodes of 2 ranks in 2 racks
+  const topo::Topology t = four_nodes_in_two_racks();
+  comm::CollectiveSettings settings;
+  settings.algo = "hierarchical";
+  comm::GroupCollectives g(MPI_COMM_WORLD, t, "data", settings);
+  comm::Communicator* levels[] = {&g.level(0), &g.level(1), &g.level(2)};
+  const size_t count = 4001;
+  std::vector<float> v = contribution(count, world_rank());
+  comm::hierarchical_all_reduce(levels[0], levels[1], levels[2], v.data(), count, DType::f32, Stream{}).wait();
+  const comm::LevelBytes bytes = g.traffic();
+  const double S = count * sizeof(float);
+  const auto shard = comm::segment_of(count, 2, world_rank() % 2);  // 2001 or 2000 elements
+  const double shard_bytes = (shard.second - shard.first) * sizeof(float);
+  BOOST_TEST(everywhere(wrong_elements(v, n) == 0));
+  BOOST_TEST(everywhere(bytes.sent[0] == S && bytes.sent[1] == shard_bytes && bytes.sent[2] == shard_bytes),
+             "node " << bytes.sent[0] << " rack " << bytes.sent[1] << " cross " << bytes.sent[2]);
+  // bf16: integers up to 256 are exact, so the sum survives the rounding at every level.
+  const std::vector<float> wide = contribution(count, world_rank());
+  std::vector<uint16_t> narrow(count);
+  comm::narrow(DType::bf16, wide.data(), narrow.data(), count);
+  comm::hierarchical_all_reduce(levels[0], levels[1], levels[2], narrow.data(), count, DType::bf16, Stream{}).wait();
+  std::vector<float> summed(count);
+  comm::widen(DType::bf16, narrow.data(), summed.data(), count);
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += summed[i] != sum_at(i, n);
+  BOOST_TEST(everywhere(wrong == 0));
+  // A level of one member is null: two nodes' worth of the same data, node level only.
+  std::vector<float> w = contribution(count, world_rank());
+  comm::hierarchical_all_reduce(levels[0], nullptr, nullptr, w.data(), count, DType::f32, Stream{}).wait();
+  size_t wrong_node = 0;
+  const int pair_sum = (world_rank() / 2 * 2 + 1) + (world_rank() / 2 * 2 + 2);  // (r+1) over the node's two ranks
+  for (size_t i = 0; i < count; ++i) wrong_node += w[i] != float(pair_sum * int(i % 7 + 1));
+  BOOST_TEST(everywhere(wrong_node == 0));
 }
 
 BOOST_AUTO_TEST_CASE(maximum_over_the_group) {

@@ -1,0 +1,93 @@
+// NCCL's presence, the CUDA devices, and the factory of NCCL communicators; without NCCL in
+// the build, the answers of a binary that has none.
+#include "comm/nccl.hpp"
+
+#include <stdexcept>
+
+#include "core/error.hpp"
+#include "core/mpi_util.hpp"
+
+#if TRIDENT_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/nccl_communicator.hpp"
+#endif
+
+namespace trident::comm {
+
+#if TRIDENT_NCCL
+
+bool nccl_built_in() { return true; }
+
+std::string nccl_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+int cuda_devices_visible() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+void use_cuda_device(int index) {
+  const cudaError_t status = cudaSetDevice(index);
+  if (status != cudaSuccess)
+    throw std::runtime_error("cudaSetDevice(" + std::to_string(index) + "): " + cudaGetErrorString(status));
+}
+
+namespace {
+
+std::string bus_id(int index) {
+  char id[32] = {};
+  if (index < 0 || cudaDeviceGetPCIBusId(id, sizeof id, index) != cudaSuccess) return "device " + std::to_string(index);
+  return id;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
+                                                     const NcclCommOptions& options, double timeout_s,
+                                                     Traffic kind) {
+  return std::make_unique<NcclCommunicator>(comm, std::move(level_of_rank), options, timeout_s, kind);
+}
+
+#else
+
+namespace {
+std::string bus_id(int index) { return "device " + std::to_string(index); }
+}  // namespace
+
+bool nccl_built_in() { return false; }
+std::string nccl_version() { return ""; }
+int cuda_devices_visible() { return 0; }
+
+void use_cuda_device(int index) {
+  throw std::runtime_error("CUDA device " + std::to_string(index) + ": this binary was built without CUDA");
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo::Level>, const NcclCommOptions& options,
+                                                     double, Traffic) {
+  throw std::runtime_error("NCCL communicator for the " + options.name +
+                           " group: this binary was built without NCCL; use comm.backend = mpi");
+}
+
+#endif
+
+DeviceChoice choose_cuda_device() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host));
+  int rank_on_host = 0;
+  MPI_CHECK(MPI_Comm_rank(host, &rank_on_host));
+  const int visible = cuda_devices_visible();
+  DeviceChoice choice;
+  choice.index = device_for_rank(rank_on_host, visible);
+  const std::vector<std::string> bus_ids = allgather_strings(bus_id(choice.index), host);
+  MPI_Comm_free(&host);
+  for (const std::string& seen : allgather_strings(device_sharing_problem(bus_ids, visible), MPI_COMM_WORLD))
+    if (choice.problem.empty()) choice.problem = seen;
+  return choice;
+}
+
+}  // namespace trident::comm
