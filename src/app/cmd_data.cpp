@@ -17,14 +17,18 @@
 #include "job/deck_tokenizer.hpp"
 #include "train/evaluate.hpp"
 #include "job/job.hpp"
+#include "job/memory_plan.hpp"
 #include "job/model_setup.hpp"
 
 namespace trident {
 namespace po = boost::program_options;
 namespace {
 
-std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx) {
-  auto gpt = std::make_unique<model::Gpt2>(model_config_from_deck(job.deck), ctx);
+// Checked against the memory model before its first buffer (exit 2 with the figures).
+std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx, const std::string& command) {
+  const model::GptConfig config = model_config_from_deck(job.deck);
+  check_whole_model_fits(job.deck, config, command);
+  auto gpt = std::make_unique<model::Gpt2>(config, ctx);
   initialise_parameters(job.deck, *gpt);
   return gpt;
 }
@@ -42,7 +46,7 @@ int run_eval(const std::vector<std::string>& args) {
   const Job job = load_job(line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx;
-  auto gpt = deck_model(job, ctx);
+  auto gpt = deck_model(job, ctx, "eval");
   require_vocab_covers_tokenizer(job.deck);
   std::unique_ptr<data::TokenData> val;
   const int vocab = static_cast<int>(job.deck.get_int("model.vocab"));
@@ -74,7 +78,7 @@ int run_export(const std::vector<std::string>& args) {
   rest.erase(rest.begin() + 1);
   const Job job = load_job(cli::parse_command_line("export", rest));
   kernels::Context ctx;
-  auto gpt = deck_model(job, ctx);
+  auto gpt = deck_model(job, ctx, "export");
   std::string error;
   if (world_rank() == 0) {
     try {

@@ -96,15 +96,19 @@ std::vector<int> ranks_on_this_host() {
   return ranks;
 }
 
-std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid) {
+// What this host's ranks together need beyond its memory ("" when they fit).
+std::string host_shortfall(double needed, size_t ranks) {
   const double memory = host_memory_bytes();
+  if (memory <= 0 || needed <= memory) return "";
+  return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on host " + host_name() + " need " +
+         gib(needed) + " by the memory model, " + gib(needed - memory) + " more than its " + gib(memory) + " of memory";
+}
+
+std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid) {
   const std::vector<int> ranks = ranks_on_this_host();
   double needed = 0;
   for (int rank : ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
-  if (memory <= 0 || needed <= memory) return "";
-  return "the " + std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank" : " ranks") + " on host " + host_name() +
-         " need " + gib(needed) + " by the memory model, " + gib(needed - memory) + " more than its " + gib(memory) +
-         " of memory";
+  return host_shortfall(needed, ranks.size());
 }
 
 // Collective: the message of the lowest rank that has one, thrown on every rank.
@@ -115,6 +119,32 @@ void agree_on_any_error(const std::string& mine) {
 }
 
 }  // namespace
+
+void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
+  // The serial layout's estimate without what only training allocates: the optimizer's moments
+  // and the checkpoint's staging copies. Parameters, gradients (the model allocates them with
+  // its parameters) and one micro-batch's activations remain.
+  plan::MemoryInputs in = memory_inputs(deck, layout::Grid(1, 1, 1), config);
+  in.recompute = "none";
+  in.recompute_interval = 0;
+  plan::MemoryEstimate estimate = plan::estimate_busiest(in);
+  estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
+  estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
+  const int64_t total = estimate.total();
+  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+  const size_t host_ranks = ranks_on_this_host().size();  // collective: every rank calls it
+  std::string problem;
+  if (budget > 0 && static_cast<double>(total) > budget)
+    problem = "the whole model needs " + gib(static_cast<double>(total)) + " by the memory model, " +
+              gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
+  else
+    problem = host_shortfall(static_cast<double>(total) * static_cast<double>(host_ranks), host_ranks);
+  if (!problem.empty())
+    problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
+              " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
+              "or a lower train.micro_batch";
+  agree_on_any_error(problem);
+}
 
 void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute) {

@@ -36,6 +36,11 @@ RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& gri
 void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute);
 
+// The same check for commands that build the whole model on every rank without an optimizer
+// (`trident eval`, `trident export`): parameters, gradients and one micro-batch's activations
+// against memory.budget_gb and the host's memory. `command` names it in the message.
+void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command);
+
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
 std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);
 
