@@ -50,6 +50,8 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+  # Each CUDA kernel against the CPU backend (tests/gpu; SKIP lines where there is no GPU).
+  GPU_BIN = $(BUILD)/tests/gpu_tests
 endif
 
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_OBJ)
@@ -59,12 +61,13 @@ BIN      := $(BUILD)/bin/trident
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp))
 MPI_SRC  := $(sort $(wildcard tests/mpi/*.cpp))
+GPU_SRC  := $(sort $(wildcard tests/gpu/*.cpp))
 UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
 TEST_LIBS := -lboost_unit_test_framework
 
 .PHONY: test-slurm test-asan all deps test run docs clean bench
-all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN)
+all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -79,9 +82,10 @@ $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+# -MMD -MP here, not in NVCCFLAGS: the header dependencies of the CUDA objects, as for the C++ ones.
 $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -98,6 +102,10 @@ $(UNIT_BIN): $(UNIT_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LIBS)
+
+$(BUILD)/tests/gpu_tests: $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The suite needs the binaries built first; the runner prints the closing "N passed, N failed, N skipped".
 test: deps

@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {
