@@ -10,6 +10,7 @@
 //                       dq = dS k;  dk = dSᵀ q
 #include <cmath>
 
+#include "kernels/common/gemm_shapes.hpp"
 #include "kernels/common/rows.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
@@ -18,50 +19,6 @@ namespace trident::kernels::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-
-// The (batch, head) views attention works on, as strides into the activations.
-struct Views {
-  Strides head;              // a head's (T, hs) slice of q, k or v inside qkv (B, T, 3C)
-  Strides head_transposed;   // the same slice read as (hs, T)
-  Strides out_head;          // a head's (T, hs) slice of out or dout (B, T, C)
-  Strides probs;             // att (B, NH, T, T), dense
-  Strides probs_transposed;  // att read as Pᵀ
-};
-
-Views views(int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  return {{T * 3 * C, hs, 3 * C, 1},
-          {T * 3 * C, hs, 1, 3 * C},
-          {T * C, hs, C, 1},
-          {NH * T * T, T * T, T, 1},
-          {NH * T * T, T * T, 1, T}};
-}
-
-// The six products of the attention core over the (B, NH) grid, on operands of one type.
-struct AttentionGemms {
-  Gemm scores;    // S = q kᵀ     (T, T) = (T, hs) · (hs, T)
-  Gemm values;    // y = P v      (T, hs) = (T, T) · (T, hs)
-  Gemm dprobs;    // dP = dy vᵀ
-  Gemm dvalues;   // dv = Pᵀ dy
-  Gemm dqueries;  // dq = dS k
-  Gemm dkeys;     // dk = dSᵀ q
-};
-
-AttentionGemms attention_gemms(int B, int T, int C, int NH, OperandType type) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  auto gemm = [&](int M, int N, int K, const Strides& a, const Strides& b, const Strides& c) {
-    return Gemm{B, NH, M, N, K, a, b, c, false, false, type};
-  };
-  return {gemm(T, T, hs, v.head, v.head_transposed, v.probs),
-          gemm(T, hs, T, v.probs, v.head, v.out_head),
-          gemm(T, T, hs, v.out_head, v.head_transposed, v.probs),
-          gemm(T, hs, T, v.probs_transposed, v.out_head, v.head),
-          gemm(T, hs, T, v.probs, v.head, v.head),
-          gemm(T, hs, T, v.probs_transposed, v.head, v.head)};
-}
-
-float softmax_scale(int C, int NH) { return 1.0f / std::sqrt(static_cast<float>(C / NH)); }
 
 // One block per row of att (rows of T, query position t = row mod T): the causal softmax of
 // scale · S in place, entries above the diagonal 0.
@@ -133,7 +90,7 @@ __global__ void decode_kernel(float* out, float* scores, const float* q, const f
 void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
   run_gemm(ctx, g.scores, att, qkv, qkv + C);
-  causal_softmax(ctx, att, B * NH * T, T, softmax_scale(C, NH));  // P
+  causal_softmax(ctx, att, B * NH * T, T, attention_scale(C, NH));  // P
   run_gemm(ctx, g.values, out, att, qkv + 2 * C);
 }
 
@@ -142,7 +99,7 @@ void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dou
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
   run_gemm(ctx, g.dprobs, datt, dout, qkv + 2 * C);
   run_gemm(ctx, g.dvalues, dqkv + 2 * C, att, dout);
-  softmax_backward(ctx, datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  softmax_backward(ctx, datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
   run_gemm(ctx, g.dqueries, dqkv, datt, qkv + C);
   run_gemm(ctx, g.dkeys, dqkv + C, datt, qkv);
 }
@@ -153,7 +110,7 @@ void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::bf16);
   const size_t n_att = static_cast<size_t>(B) * NH * T * T;
   run_gemm(ctx, g.scores, att, qkv_low, qkv_low + C);
-  causal_softmax(ctx, att, B * NH * T, T, softmax_scale(C, NH));  // P
+  causal_softmax(ctx, att, B * NH * T, T, attention_scale(C, NH));  // P
   store_low(ctx, Precision::bf16, att_low, att, n_att);            // att: P's bf16 values, in f32
   run_gemm(ctx, g.values, out, att_low, qkv_low + 2 * C);
 }
@@ -165,7 +122,7 @@ void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float
   to_low(ctx, Precision::bf16, dout_low, dout, n_out);
   run_gemm(ctx, g.dprobs, datt, dout_low, qkv_low + 2 * C);
   run_gemm(ctx, g.dvalues, dqkv + 2 * C, att_low, dout_low);
-  softmax_backward(ctx, datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  softmax_backward(ctx, datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
   const low16* ds = narrow_in_place(ctx, Precision::bf16, datt, n_att);   // dS rounded to bf16, in place
   run_gemm(ctx, g.dqueries, dqkv, ds, qkv_low + C);
   run_gemm(ctx, g.dkeys, dqkv + C, ds, qkv_low);
@@ -181,7 +138,7 @@ void attention_decode(Context& ctx, float* out, float* scores, const float* q, c
                       int positions, int C, int NH) {
   if (NH == 0 || positions == 0) return;
   decode_kernel<<<NH, kRowThreads, 0, stream_of(ctx)>>>(out, scores, q, keys, values, positions, C, C / NH,
-                                                        1.0f / std::sqrt(static_cast<float>(C / NH)));
+                                                        attention_scale(C, NH));
   check_launch("attention_decode");
 }
 

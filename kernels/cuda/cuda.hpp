@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/gemm_shapes.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels::cuda {
@@ -32,29 +33,20 @@ inline unsigned blocks_for(size_t n, int threads = kThreads) {
 }
 
 // ---- GEMMs (matmul.cu) -------------------------------------------------------------------------
-enum class OperandType { f32, bf16, f16 };
-
-// c[b,h] (M, N) (= or +=) a[b,h] (M, K) · b[b,h] (K, N) (+ bias (N)), each operand with its
-// strides (kernels.hpp's Strides; each operand must have a unit row or column stride), products
-// summed in f32 (CUBLAS_COMPUTE_32F: no TF32 for f32 operands), c f32.
-struct Gemm {
-  int batch = 1, heads = 1, M = 0, N = 0, K = 0;
-  Strides a{}, b{}, c{};
-  bool accumulate = false, bias = false;
-  OperandType operands = OperandType::f32;
-};
+// The GEMMs themselves are described in kernels/common/gemm_shapes.hpp (shared with the CPU):
+// here each operand must have a unit row or column stride; products are summed in f32
+// (CUBLAS_COMPUTE_32F: no TF32 for f32 operands), c is f32.
 // Runs the GEMM on ctx's stream through cuBLASLt (its descriptors, layouts and algorithm created
 // on first use and cached per shape). An empty GEMM does nothing.
 void run_gemm(Context& ctx, const Gemm& gemm, float* c, const void* a, const void* b, const float* bias = nullptr);
 // Creates and caches the GEMM's plan without running it (throws when cuBLASLt has no algorithm).
 void prepare_gemm(const Gemm& gemm);
-// A dense (rows, cols) matrix, or one stored transposed, per batch entry.
-Strides dense(int64_t rows, int64_t cols, bool stored_transposed);
 // out[c] += Σ_r x[r, c] for x (rows, cols), each column summed in row order (deterministic).
 void column_sums_add(Context& ctx, float* out, const float* x, int rows, int cols);
 
 // ---- 16-bit conversions on device pointers (low16.cu) ------------------------------------------
 void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n);
+void from_low(Context& ctx, Precision precision, float* out, const low16* in, size_t n);
 void store_low(Context& ctx, Precision precision, low16* kept, float* values, size_t n);
 void round_low(Context& ctx, Precision precision, float* values, size_t n);
 low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t n);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/common/low16.hpp"
+#include "kernels/common/typed_low16.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
 
@@ -49,12 +50,6 @@ void with_type(Precision precision, Launch&& launch) {
   if (precision == Precision::fp16) launch(std::true_type{});
   else launch(std::false_type{});
 }
-
-void require(bool condition, const char* what) {
-  if (!condition) throw std::logic_error(std::string("kernels::cuda: ") + what);
-}
-
-bool is_low16(DType dtype) { return dtype == DType::bf16 || dtype == DType::fp16; }
 
 }  // namespace
 
@@ -106,40 +101,21 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
   return reinterpret_cast<low16*>(values);
 }
 
-void convert(Context& ctx, const Tensor& out, const Tensor& in) {
-  require(out.numel() == in.numel(), "convert between tensors of different sizes");
-  if (out.dtype == in.dtype) return cuda::copy(ctx, out, in);
-  const size_t n = in.numel();
-  if (in.dtype == DType::f32 && is_low16(out.dtype))
-    return to_low(ctx, precision_of(out.dtype), out.as<low16>(), in.as<float>(), n);
-  if (is_low16(in.dtype) && out.dtype == DType::f32) {
-    if (n == 0) return;
-    with_type(precision_of(in.dtype), [&](auto fp16) {
-      widen_kernel<decltype(fp16)::value><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out.as<float>(),
-                                                                                          in.as<low16>(), n);
-    });
-    return check_launch("convert");
-  }
-  throw std::logic_error(std::string("kernels::cuda: no conversion from ") + dtype_name(in.dtype) + " to " +
-                         dtype_name(out.dtype));
+void from_low(Context& ctx, Precision precision, float* out, const low16* in, size_t n) {
+  if (n == 0) return;
+  with_type(precision, [&](auto fp16) {
+    widen_kernel<decltype(fp16)::value><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out, in, n);
+  });
+  check_launch("from_low");
 }
 
-void store(Context& ctx, const Tensor& kept, const Tensor& values) {
-  require(kept.numel() == values.numel(), "store into a tensor of another size");
-  if (kept.dtype == DType::f32) return cuda::copy(ctx, kept, values);
-  store_low(ctx, precision_of(kept.dtype), kept.as<low16>(), values.as<float>(), values.numel());
+namespace {
+const Low16Ops kLow16{"cuda", &cuda::copy, &to_low, &from_low, &store_low, &round_low, &narrow_in_place};
 }
 
-void round_to(Context& ctx, const Tensor& values, DType type) {
-  if (type == DType::f32) return;
-  require(is_low16(type), "round_to a type that is not bf16 or fp16");
-  round_low(ctx, precision_of(type), values.as<float>(), values.numel());
-}
-
-Tensor narrow(Context& ctx, const Tensor& values, DType type) {
-  require(is_low16(type), "narrow to a type that is not bf16 or fp16");
-  low16* narrowed = narrow_in_place(ctx, precision_of(type), values.as<float>(), values.numel());
-  return Tensor{narrowed, type, values.shape, values.device};
-}
+void convert(Context& ctx, const Tensor& out, const Tensor& in) { typed_low16::convert(kLow16, ctx, out, in); }
+void store(Context& ctx, const Tensor& kept, const Tensor& values) { typed_low16::store(kLow16, ctx, kept, values); }
+void round_to(Context& ctx, const Tensor& values, DType type) { typed_low16::round_to(kLow16, ctx, values, type); }
+Tensor narrow(Context& ctx, const Tensor& values, DType type) { return typed_low16::narrow(kLow16, ctx, values, type); }
 
 }  // namespace trident::kernels::cuda

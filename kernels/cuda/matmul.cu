@@ -30,25 +30,8 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper; plenty for Ampere
 
-const char* type_name(OperandType type) {
-  return type == OperandType::bf16 ? "bf16" : type == OperandType::f16 ? "f16" : "f32";
-}
 cudaDataType_t cuda_type(OperandType type) {
   return type == OperandType::bf16 ? CUDA_R_16BF : type == OperandType::f16 ? CUDA_R_16F : CUDA_R_32F;
-}
-size_t element_bytes(OperandType type) { return type == OperandType::f32 ? 4 : 2; }
-
-std::string strides_text(const Strides& s) {
-  return "{" + std::to_string(s.batch) + "," + std::to_string(s.head) + "," + std::to_string(s.row) + "," +
-         std::to_string(s.col) + "}";
-}
-
-std::string describe(const Gemm& g) {
-  const std::string t = type_name(g.operands);
-  return t + " x " + t + " -> f32 matmul, batch " + std::to_string(g.batch) + " x " + std::to_string(g.heads) +
-         ", M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " + std::to_string(g.K) + ", strides a " +
-         strides_text(g.a) + " b " + strides_text(g.b) + " c " + strides_text(g.c) +
-         (g.accumulate ? ", accumulating" : "") + (g.bias ? ", with bias" : "");
 }
 
 void check_blas(cublasStatus_t status, const char* what, const Gemm& g) {
@@ -198,7 +181,7 @@ Plan create(const Gemm& g, const Alignments& align) {
 
 Alignments alignments_of(const Gemm& g, const void* a, const void* b, const void* c) {
   const Batching bt = batching(g);
-  const int64_t e = static_cast<int64_t>(element_bytes(g.operands));
+  const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
   return {alignment(reinterpret_cast<uintptr_t>(a), bt.stride_a * e, bt.call_a * e),
           alignment(reinterpret_cast<uintptr_t>(b), bt.stride_b * e, bt.call_b * e),
           alignment(reinterpret_cast<uintptr_t>(c), bt.stride_c * 4, bt.call_c * 4)};
@@ -246,10 +229,6 @@ __global__ void column_sums_kernel(float* out, const float* x, int rows, int col
 
 }  // namespace
 
-Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
-  return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows} : Strides{rows * cols, rows * cols, cols, 1};
-}
-
 void prepare_gemm(const Gemm& g) {
   if (empty(g) || g.K == 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -271,7 +250,7 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                "set the bias pointer", g);
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-  const size_t e = element_bytes(g.operands);
+  const size_t e = operand_bytes(g.operands);
   const Batching& bt = plan.batches;
   for (int call = 0; call < bt.calls; ++call) {
     const char* a_call = static_cast<const char*>(a) + call * bt.call_a * e;
@@ -322,20 +301,6 @@ OperandType operand_type(DType dtype) {
 }
 OperandType operand_type(Precision precision) { return operand_type(storage_dtype(precision)); }
 
-// The linear layer's GEMMs. Forward: y (M, N) = x (M, K) · wᵀ (+ bias), wᵀ read from w stored
-// (N, K) as the transposed (K, N) operand.
-Gemm forward_gemm(int M, int K, int N, bool bias, OperandType type) {
-  return {1, 1, M, N, K, dense(M, K, false), dense(K, N, true), dense(M, N, false), false, bias, type};
-}
-// dx (M, K) = dy (M, N) · w (N, K)
-Gemm input_gradient_gemm(int M, int K, int N, OperandType type) {
-  return {1, 1, M, K, N, dense(M, N, false), dense(N, K, false), dense(M, K, false), false, false, type};
-}
-// dw (N, K) += dyᵀ · x: dyᵀ (N, M) read from dy stored (M, N)
-Gemm weight_gradient_gemm(int M, int K, int N, OperandType type) {
-  return {1, 1, N, K, M, dense(N, M, true), dense(M, K, false), dense(N, K, false), true, false, type};
-}
-
 void require_same_type(const Tensor& x, const Tensor& w) {
   if (x.dtype != w.dtype)
     throw std::logic_error(std::string("linear layer on operands of two types: ") + dtype_name(x.dtype) + " and " +
@@ -346,7 +311,7 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 
 void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K, int N) {
   require_same_type(x, w);
-  run_gemm(ctx, forward_gemm(M, K, N, bias != nullptr, operand_type(x.dtype)), y, x.data, w.data, bias);
+  run_gemm(ctx, linear_forward_gemm(M, K, N, bias != nullptr, operand_type(x.dtype)), y, x.data, w.data, bias);
 }
 
 void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
@@ -361,16 +326,16 @@ void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const flo
       throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
     dy_operand = dy_low.data;
   }
-  if (dx) run_gemm(ctx, input_gradient_gemm(M, K, N, type), dx, dy_operand, w.data);
-  run_gemm(ctx, weight_gradient_gemm(M, K, N, type), dw, dy_operand, x.data);
+  if (dx) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx, dy_operand, w.data);
+  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy_operand, x.data);
   if (dbias) column_sums_add(ctx, dbias, dy, M, N);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
   const OperandType type = operand_type(precision);
-  prepare_gemm(forward_gemm(M, K, N, bias, type));
-  prepare_gemm(input_gradient_gemm(M, K, N, type));
-  prepare_gemm(weight_gradient_gemm(M, K, N, type));
+  prepare_gemm(linear_forward_gemm(M, K, N, bias, type));
+  prepare_gemm(linear_input_gradient_gemm(M, K, N, type));
+  prepare_gemm(linear_weight_gradient_gemm(M, K, N, type));
 }
 
 }  // namespace trident::kernels::cuda
