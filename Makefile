@@ -50,8 +50,9 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
-  # Each CUDA kernel against the CPU backend (tests/gpu; SKIP lines where there is no GPU).
-  GPU_BIN = $(BUILD)/tests/gpu_tests
+  # Each CUDA kernel against the CPU backend, and the cuBLASLt GEMM rate (tests/gpu; SKIP lines
+  # where there is no GPU).
+  GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/tests/gpu_gemm_rate
 endif
 
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_OBJ)
@@ -61,7 +62,6 @@ BIN      := $(BUILD)/bin/trident
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp))
 MPI_SRC  := $(sort $(wildcard tests/mpi/*.cpp))
-GPU_SRC  := $(sort $(wildcard tests/gpu/*.cpp))
 UNIT_BIN := $(BUILD)/tests/unit_tests
 MPI_BIN  := $(BUILD)/tests/mpi_tests
 TEST_LIBS := -lboost_unit_test_framework
@@ -103,7 +103,11 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LIBS)
 
-$(BUILD)/tests/gpu_tests: $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+$(BUILD)/tests/gpu_tests: $(BUILD)/obj/tests/gpu/test_cuda_kernels.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/gpu_gemm_rate: $(BUILD)/obj/tests/gpu/gemm_rate.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
