@@ -227,6 +227,11 @@ __global__ void column_sums_kernel(float* out, const float* x, int rows, int col
   }
 }
 
+// c (M, N) += bias[n], rows ldc apart: the bias of a GEMM whose bias the epilogue may not take.
+__global__ void add_bias_kernel(float* c, const float* bias, int M, int N, int64_t ldc) {
+  FOR_EACH_ELEMENT(i, static_cast<size_t>(M) * N) c[i / N * ldc + i % N] += bias[i % N];
+}
+
 }  // namespace
 
 void prepare_gemm(const Gemm& g) {
@@ -243,6 +248,16 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     throw std::logic_error("kernels::cuda: a GEMM with K = 0 that overwrites its result: " + describe(g));
   }
   cudaStream_t stream = stream_of(ctx);
+  // cuBLASLt's heuristic is not told the bias's alignment, so the epilogue gets only 16-byte
+  // aligned vectors (what vectorized loads may assume); another bias is added after the
+  // product, the same f32 addition.
+  if (g.bias && reinterpret_cast<uintptr_t>(bias) % 16 != 0) {
+    Gemm plain = g;
+    plain.bias = false;
+    run_gemm(ctx, plain, c, a, b);
+    add_bias_kernel<<<blocks_for(static_cast<size_t>(g.M) * g.N), kThreads, 0, stream>>>(c, bias, g.M, g.N, g.c.row);
+    return check_launch("add_bias");
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   const Plan& plan = plan_for(g, alignments_of(g, a, b, c));
   void* workspace = workspace_of(stream);

@@ -190,7 +190,7 @@ void conversions(Report& r) {
 void linear(Report& r, DType type) {
   const int M = 96, K = 80, N = 72;
   const std::string t = dtype_name(type);
-  Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N, 5));
+  Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N + 1, 5));
   Halves x_low(M * K), w_low(N * K);
   Tensor x_cpu = x32.host_tensor(), w_cpu = w32.host_tensor(), x_gpu = x32.tensor(), w_gpu = w32.tensor();
   if (type != DType::f32) {
@@ -205,6 +205,9 @@ void linear(Report& r, DType type) {
   kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu(), M, K, N);
   kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu(), M, K, N);
   r.add(y, kGemm, t + " linear forward with bias");
+  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu() + 1, M, K, N);  // a bias 4 bytes off alignment
+  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu() + 1, M, K, N);
+  r.add(y, kGemm, t + " linear forward with an unaligned bias");
   kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, nullptr, M, K, N);
   kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, nullptr, M, K, N);
   r.add(y, kGemm, t + " linear forward");
