@@ -41,8 +41,20 @@ inline unsigned blocks_for(size_t n, int threads = kThreads) {
 void run_gemm(Context& ctx, const Gemm& gemm, float* c, const void* a, const void* b, const float* bias = nullptr);
 // Creates and caches the GEMM's plan without running it (throws when cuBLASLt has no algorithm).
 void prepare_gemm(const Gemm& gemm);
-// out[c] += Σ_r x[r, c] for x (rows, cols), each column summed in row order (deterministic).
+
+// ---- Column sums (column_sums.cu): bias and LayerNorm parameter gradients ------------------------
+// Sums over many rows in two deterministic passes: each chunk of kColumnChunk rows summed in row
+// order by one thread per (chunk, column), then the chunks' sums in chunk order — enough threads
+// to fill the GPU where one thread per column would loop over every row, and no atomics.
+constexpr int kColumnChunk = 64;
+inline int column_chunks(int rows) { return (rows + kColumnChunk - 1) / kColumnChunk; }
+// out[c] += Σ_r x[r, c] for x (rows, cols).
 void column_sums_add(Context& ctx, float* out, const float* x, int rows, int cols);
+// out[c] += Σ_chunk partial[chunk, c] for partial (chunks, cols), chunks in order.
+void add_chunk_sums(Context& ctx, float* out, const float* partial, int chunks, int cols);
+// Stream-ordered scratch of n floats (cudaMallocAsync), and its release on the same stream.
+float* stream_scratch(Context& ctx, size_t n, const char* what);
+void release_scratch(Context& ctx, float* scratch);
 
 // ---- 16-bit conversions on device pointers (low16.cu) ------------------------------------------
 void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n);

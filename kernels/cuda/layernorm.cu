@@ -1,6 +1,6 @@
 // LayerNorm, forward and backward: one thread block per row for the row's statistics and its
-// input gradient (block reductions in a fixed order), and one thread per channel for the
-// parameter gradients (rows summed in order: deterministic, no atomics). The per-element
+// input gradient (block reductions in a fixed order), and the parameter gradients as column sums
+// in two passes (chunks of rows in order, then the chunks in order: deterministic, no atomics). The per-element
 // arithmetic is kernels/common/rows.hpp's, shared with the CPU tests. Outputs as the CPU's:
 // out, mean and variance overwritten; dinp, dweight, dbias accumulated.
 #include "kernels/common/rows.hpp"
@@ -50,20 +50,22 @@ __global__ void layernorm_input_gradient_kernel(float* dinp, const float* dout, 
     dx[c] += layernorm_input_gradient(dy[c], weight[c], (x[c] - m) * rstd, rstd, mean_dxhat, mean_dxhat_xhat);
 }
 
-// One thread per channel: dweight[c] += Σ_rows dout · x̂, dbias[c] += Σ_rows dout, rows in order.
-__global__ void layernorm_parameter_gradient_kernel(float* dweight, float* dbias, const float* dout,
-                                                    const float* inp, const float* mean, const float* variance,
-                                                    int N, int C) {
-  FOR_EACH_ELEMENT(c, static_cast<size_t>(C)) {
-    float dw = 0.0f, db = 0.0f;
-    for (int row = 0; row < N; ++row) {
-      const size_t at = static_cast<size_t>(row) * C + c;
-      dw += dout[at] * (inp[at] - mean[row]) * layernorm_rstd(variance[row]);
-      db += dout[at];
-    }
-    dweight[c] += dw;
-    dbias[c] += db;
+// Per chunk of rows and channel, in row order: partial_dw[chunk, c] = Σ dout · x̂,
+// partial_db[chunk, c] = Σ dout (the chunks then summed in order: add_chunk_sums).
+__global__ void layernorm_parameter_chunks_kernel(float* partial_dw, float* partial_db, const float* dout,
+                                                  const float* inp, const float* mean, const float* variance,
+                                                  int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (c >= C) return;
+  const int end = min(N, (chunk + 1) * kColumnChunk);
+  float dw = 0.0f, db = 0.0f;
+  for (int row = chunk * kColumnChunk; row < end; ++row) {
+    const size_t at = static_cast<size_t>(row) * C + c;
+    dw += dout[at] * (inp[at] - mean[row]) * layernorm_rstd(variance[row]);
+    db += dout[at];
   }
+  partial_dw[static_cast<size_t>(chunk) * C + c] = dw;
+  partial_db[static_cast<size_t>(chunk) * C + c] = db;
 }
 
 }  // namespace
@@ -81,9 +83,15 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
   if (N == 0 || C == 0) return;
   layernorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, inp, weight, mean, variance, C);
   check_launch("layernorm_backward (input)");
-  layernorm_parameter_gradient_kernel<<<blocks_for(C, 64), 64, 0, stream_of(ctx)>>>(dweight, dbias, dout, inp, mean,
-                                                                                       variance, N, C);
+  const int chunks = column_chunks(N);
+  float* partial = stream_scratch(ctx, 2 * static_cast<size_t>(chunks) * C, "cudaMallocAsync (layernorm_backward)");
+  float* partial_db = partial + static_cast<size_t>(chunks) * C;
+  layernorm_parameter_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(
+      partial, partial_db, dout, inp, mean, variance, N, C);
   check_launch("layernorm_backward (parameters)");
+  add_chunk_sums(ctx, dweight, partial, chunks, C);
+  add_chunk_sums(ctx, dbias, partial_db, chunks, C);
+  release_scratch(ctx, partial);
 }
 
 }  // namespace trident::kernels::cuda

@@ -218,15 +218,6 @@ void* workspace_of(cudaStream_t stream) {
 
 bool empty(const Gemm& g) { return g.M == 0 || g.N == 0 || g.batch == 0 || g.heads == 0; }
 
-// out[c] += Σ_r x[r, c]: one thread per column, rows in order (the CPU's order: the same sums).
-__global__ void column_sums_kernel(float* out, const float* x, int rows, int cols) {
-  FOR_EACH_ELEMENT(c, static_cast<size_t>(cols)) {
-    float sum = 0.0f;
-    for (int r = 0; r < rows; ++r) sum += x[static_cast<size_t>(r) * cols + c];
-    out[c] += sum;
-  }
-}
-
 // c (M, N) += bias[n], rows ldc apart: the bias of a GEMM whose bias the epilogue may not take.
 __global__ void add_bias_kernel(float* c, const float* bias, int M, int N, int64_t ldc) {
   FOR_EACH_ELEMENT(i, static_cast<size_t>(M) * N) c[i / N * ldc + i % N] += bias[i % N];
@@ -275,12 +266,6 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
                               plan.c, &plan.algo, workspace, kWorkspaceBytes, stream),
                "cublasLtMatmul", g);
   }
-}
-
-void column_sums_add(Context& ctx, float* out, const float* x, int rows, int cols) {
-  if (cols == 0) return;
-  column_sums_kernel<<<blocks_for(cols, 64), 64, 0, stream_of(ctx)>>>(out, x, rows, cols);
-  check_launch("column_sums_add");
 }
 
 void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
