@@ -22,14 +22,19 @@ __global__ void positions_forward_kernel(float* out, const float* wpe, size_t n,
   FOR_EACH_ELEMENT(i, n) out[i] += wpe[i % (static_cast<size_t>(T) * C)];
 }
 
-// dwte (rows, C) += dout at the slice's tokens: one thread per channel, positions in order.
+// dwte (rows, C) += dout at the slice's tokens: one thread per (channel, range of rows) adds the
+// positions whose token is in its range, in position order — each entry the CPU's sum, with
+// kRowRanges times the threads of one per channel.
+constexpr int kRowRanges = 16;
 __global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* tokens, int vocab_begin,
                                           int rows, int positions, int C) {
-  FOR_EACH_ELEMENT(c, static_cast<size_t>(C)) {
-    for (int n = 0; n < positions; ++n) {
-      const int row = slice_column(tokens[n], vocab_begin, rows);
-      if (row >= 0) dwte[static_cast<size_t>(row) * C + c] += dout[static_cast<size_t>(n) * C + c];
-    }
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, range = blockIdx.y;
+  if (c >= C) return;
+  const int per_range = (rows + kRowRanges - 1) / kRowRanges;
+  const int first = range * per_range, last = min(rows, first + per_range);
+  for (int n = 0; n < positions; ++n) {
+    const int row = slice_column(tokens[n], vocab_begin, rows);
+    if (row >= first && row < last) dwte[static_cast<size_t>(row) * C + c] += dout[static_cast<size_t>(n) * C + c];
   }
 }
 
@@ -63,8 +68,8 @@ void positions_forward(Context& ctx, float* out, const float* wpe, int B, int T,
 void embedding_backward(Context& ctx, float* dwte, const float* dout, const int32_t* tokens, int vocab_begin,
                         int rows, int B, int T, int C) {
   if (C == 0 || B * T == 0) return;
-  embedding_backward_kernel<<<blocks_for(C, 64), 64, 0, stream_of(ctx)>>>(dwte, dout, tokens, vocab_begin, rows,
-                                                                            B * T, C);
+  embedding_backward_kernel<<<dim3(blocks_for(C, 64), kRowRanges), 64, 0, stream_of(ctx)>>>(dwte, dout, tokens,
+                                                                                             vocab_begin, rows, B * T, C);
   check_launch("embedding_backward");
 }
 
