@@ -24,8 +24,9 @@ void check(cudaError_t status, const char* what);
 // After a kernel launch: the launch's own error (bad configuration), named.
 void check_launch(const char* kernel);
 
-// Blocks of `threads` covering n items (at least one block; grids beyond 2^31 - 1 blocks do not
-// occur at the model's sizes: kernels loop grid-stride where n may be larger).
+// Blocks of `threads` covering n items: at least one, at most 2^20 (about 1M) — the element-wise
+// kernels loop grid-stride over what one grid does not cover; the column kernels' widths (a few
+// thousand columns) stay far below the cap.
 constexpr int kThreads = 256;
 inline unsigned blocks_for(size_t n, int threads = kThreads) {
   const size_t blocks = (n + threads - 1) / threads;
