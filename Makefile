@@ -52,6 +52,9 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+  # Each CUDA kernel against the CPU backend, and the cuBLASLt GEMM rate (tests/gpu; SKIP lines
+  # where there is no GPU).
+  GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/tests/gpu_gemm_rate
 endif
 
 # NCCL: with CUDA, where nccl.h is there; NCCL=0 leaves the NCCL communicator out (comm.backend
@@ -80,7 +83,7 @@ NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU;
 TEST_LIBS := -lboost_unit_test_framework
 
 .PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench
-all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(NCCL_TEST_BIN)
+all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -95,9 +98,10 @@ $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+# -MMD -MP here, not in NVCCFLAGS: the header dependencies of the CUDA objects, as for the C++ ones.
 $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -116,6 +120,14 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(TEST_LIBS)
 
 $(NCCL_TEST_BIN): $(BUILD)/obj/tests/gpu/test_nccl.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/gpu_tests: $(BUILD)/obj/tests/gpu/test_cuda_kernels.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/gpu_gemm_rate: $(BUILD)/obj/tests/gpu/gemm_rate.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 

@@ -4,7 +4,7 @@
 # "N passed, N failed, N skipped" (skipped: a case that needs a CPU feature this machine lacks,
 # e.g. oneDNN's bf16 matmul under DNNL_MAX_CPU_ISA=AVX2 — never a failure). Run from the repo root.
 #   tests/run.sh                        everything
-#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, e2e/NAME, gpu, slurm)
+#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, gpu, e2e/NAME, slurm)
 set -u
 BUILD=${BUILD:-build}
 export BUILD
@@ -62,7 +62,8 @@ for script in tests/e2e/*.sh; do
   wanted "e2e/$(basename "$script" .sh)" || continue
   run_script "e2e $(basename "$script" .sh)" "$script"
 done
-# GPU checks: SKIP lines where there is no GPU (or no NCCL in the build).
+# GPU checks: PASS/FAIL with a GPU, SKIP lines without one (or without NCCL in the build).
+wanted gpu && run_script "gpu kernels" tests/gpu/run.sh
 wanted gpu && run_script "gpu nccl" tests/gpu/test_nccl.sh
 # A real single-node Slurm (installed and started by the harness, stopped afterwards).
 wanted slurm && run_script slurm tests/slurm/run.sh

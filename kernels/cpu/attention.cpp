@@ -16,29 +16,11 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
-
-// The (batch, head) views attention works on, as strides into the activations.
-struct Views {
-  Strides head;              // a head's (T, hs) slice of q, k or v inside qkv (B, T, 3C)
-  Strides head_transposed;   // the same slice read as (hs, T)
-  Strides out_head;          // a head's (T, hs) slice of out or dout (B, T, C)
-  Strides probs;             // att (B, NH, T, T), dense
-  Strides probs_transposed;  // att read as Pᵀ
-};
-
-Views views(int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  return {{T * 3 * C, hs, 3 * C, 1},
-          {T * 3 * C, hs, 1, 3 * C},
-          {T * C, hs, C, 1},
-          {NH * T * T, T * T, T, 1},
-          {NH * T * T, T * T, 1, T}};
-}
 
 // att (rows of T) <- causal softmax of scale · att, in place; entries above the diagonal = 0.
 void causal_softmax(float* att, int rows, int T, float scale) {
@@ -76,32 +58,6 @@ void softmax_backward(float* datt, const float* att, int rows, int T, float scal
   }
 }
 
-// The six products of the attention core over the (B, NH) grid, on operands of one type.
-struct AttentionGemms {
-  Gemm scores;    // S = q kᵀ     (T, T) = (T, hs) · (hs, T)
-  Gemm values;    // y = P v      (T, hs) = (T, T) · (T, hs)
-  Gemm dprobs;    // dP = dy vᵀ
-  Gemm dvalues;   // dv = Pᵀ dy
-  Gemm dqueries;  // dq = dS k
-  Gemm dkeys;     // dk = dSᵀ q
-};
-
-AttentionGemms attention_gemms(int B, int T, int C, int NH, OperandType type) {
-  const int hs = C / NH;
-  const Views v = views(T, C, NH);
-  auto gemm = [&](int M, int N, int K, const Strides& a, const Strides& b, const Strides& c) {
-    return Gemm{B, NH, M, N, K, a, b, c, false, false, type};
-  };
-  return {gemm(T, T, hs, v.head, v.head_transposed, v.probs),
-          gemm(T, hs, T, v.probs, v.head, v.out_head),
-          gemm(T, T, hs, v.out_head, v.head_transposed, v.probs),
-          gemm(T, hs, T, v.probs_transposed, v.out_head, v.head),
-          gemm(T, hs, T, v.probs, v.head, v.head),
-          gemm(T, hs, T, v.probs_transposed, v.head, v.head)};
-}
-
-float softmax_scale(int C, int NH) { return 1.0f / std::sqrt(static_cast<float>(C / NH)); }
-
 // The element `offset` values past `base`, in operands of `type`.
 const void* at(const void* base, int64_t offset, OperandType type) {
   return static_cast<const char*>(base) + offset * (type == OperandType::f32 ? sizeof(float) : sizeof(bf16));
@@ -113,7 +69,7 @@ void attention_forward(Context& ctx, float* out, float* att, const float* qkv, i
                        int C, int NH) {
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
   run_gemm(g.scores, att, qkv, qkv + C);
-  causal_softmax(att, B * NH * T, T, softmax_scale(C, NH));  // P
+  causal_softmax(att, B * NH * T, T, attention_scale(C, NH));  // P
   run_gemm(g.values, out, att, qkv + 2 * C);
 }
 
@@ -122,7 +78,7 @@ void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dou
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
   run_gemm(g.dprobs, datt, dout, qkv + 2 * C);
   run_gemm(g.dvalues, dqkv + 2 * C, att, dout);
-  softmax_backward(datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
   run_gemm(g.dqueries, dqkv, datt, qkv + C);
   run_gemm(g.dkeys, dqkv + C, datt, qkv);
 }
@@ -140,7 +96,7 @@ void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
     qkv = qkv32;
   }
   run_gemm(g.scores, att, qkv, at(qkv, C, type));
-  causal_softmax(att, B * NH * T, T, softmax_scale(C, NH));  // P
+  causal_softmax(att, B * NH * T, T, attention_scale(C, NH));  // P
   store_low(ctx, Precision::bf16, att_low, att, n_att);      // att: P's bf16 values, in f32
   run_gemm(g.values, out, type == OperandType::f32 ? static_cast<const void*>(att) : att_low, at(qkv, 2 * C, type));
 }
@@ -164,7 +120,7 @@ void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float
   }
   run_gemm(g.dprobs, datt, dy, at(qkv, 2 * C, type));
   run_gemm(g.dvalues, dqkv + 2 * C, probs, dy);
-  softmax_backward(datt, att, B * NH * T, T, softmax_scale(C, NH));  // dS
+  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
   const void* ds = datt;  // dS rounded to bf16: in place in f32 (widened), or narrowed
   if (type == OperandType::f32) round_low(ctx, Precision::bf16, datt, n_att);
   else ds = narrow_in_place(ctx, Precision::bf16, datt, n_att);

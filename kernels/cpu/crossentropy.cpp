@@ -1,7 +1,7 @@
 // Softmax cross-entropy over a (possibly tensor-split) vocabulary, in vectorized row passes.
 #include <cmath>
 
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {

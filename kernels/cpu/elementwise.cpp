@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/onednn.hpp"
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {

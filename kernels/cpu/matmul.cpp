@@ -38,10 +38,6 @@ memory::data_type dnnl_type(OperandType type) {
   }
 }
 
-const char* type_name(OperandType type) {
-  return type == OperandType::bf16 ? "bf16" : type == OperandType::f16 ? "f16" : "f32";
-}
-
 std::string strides_text(const Strides& s) {
   return "{" + std::to_string(s.batch) + "," + std::to_string(s.head) + "," + std::to_string(s.row) +
          "," + std::to_string(s.col) + "}";
@@ -88,7 +84,7 @@ const CachedMatmul& get_matmul(const Gemm& g) {
   const std::string key = std::to_string(g.batch) + "," + std::to_string(g.heads) + "," + std::to_string(g.M) +
                           "," + std::to_string(g.N) + "," + std::to_string(g.K) + "," + strides_text(g.a) +
                           strides_text(g.b) + strides_text(g.c) + char('0' + g.accumulate) +
-                          char('0' + g.bias) + type_name(g.operands);
+                          char('0' + g.bias) + operand_type_name(g.operands);
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
@@ -110,14 +106,6 @@ size_t extent(int batch, int heads, int rows, int cols, const Strides& s) {
 }
 
 }  // namespace
-
-std::string describe(const Gemm& g) {
-  const std::string t = type_name(g.operands);
-  return t + " x " + t + " -> f32 matmul, batch " + std::to_string(g.batch) + " x " + std::to_string(g.heads) +
-         ", M " + std::to_string(g.M) + " N " + std::to_string(g.N) + " K " + std::to_string(g.K) + ", strides a " +
-         strides_text(g.a) + " b " + strides_text(g.b) + " c " + strides_text(g.c) +
-         (g.accumulate ? ", accumulating" : "") + (g.bias ? ", with bias" : "");
-}
 
 void prepare_gemm(const Gemm& g) {
   if (!empty(g)) get_matmul(g);
@@ -151,10 +139,6 @@ float* widening_workspace(size_t floats) {
     workspace = Buffer<float>(floats, MemoryCategory::Workspace);
   }
   return workspace.data();
-}
-
-Strides dense(int64_t rows, int64_t cols, bool stored_transposed) {
-  return stored_transposed ? Strides{rows * cols, rows * cols, 1, rows} : Strides{rows * cols, rows * cols, cols, 1};
 }
 
 int64_t primitives_created() { return g_created; }
@@ -192,24 +176,10 @@ void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, i
 
 namespace {
 
-// The linear layer's GEMMs. Forward: y (M, N) = x (M, K) · wᵀ (+ bias), wᵀ read from w stored
-// (N, K) as the transposed (K, N) operand.
-Gemm forward_gemm(int M, int K, int N, bool bias, OperandType type) {
-  return {1, 1, M, N, K, dense(M, K, false), dense(K, N, true), dense(M, N, false), false, bias, type};
-}
-// dx (M, K) = dy (M, N) · w (N, K)
-Gemm input_gradient_gemm(int M, int K, int N, OperandType type) {
-  return {1, 1, M, K, N, dense(M, N, false), dense(N, K, false), dense(M, K, false), false, false, type};
-}
-// dw (N, K) += dyᵀ · x: dyᵀ (N, M) read from dy stored (M, N)
-Gemm weight_gradient_gemm(int M, int K, int N, OperandType type) {
-  return {1, 1, N, K, M, dense(N, M, true), dense(M, K, false), dense(N, K, false), true, false, type};
-}
-
 void backward_gemms(float* dx, float* dw, const void* dy, const void* x, const void* w, int M, int K, int N,
                     OperandType type) {
-  if (dx) run_gemm(input_gradient_gemm(M, K, N, type), dx, dy, w);
-  run_gemm(weight_gradient_gemm(M, K, N, type), dw, dy, x);
+  if (dx) run_gemm(linear_input_gradient_gemm(M, K, N, type), dx, dy, w);
+  run_gemm(linear_weight_gradient_gemm(M, K, N, type), dw, dy, x);
 }
 
 void require_same_type(const Tensor& x, const Tensor& w) {
@@ -221,7 +191,7 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 }  // namespace
 
 void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M, int K, int N) {
-  run_gemm(forward_gemm(M, K, N, bias != nullptr, OperandType::f32), y, x, w, bias);
+  run_gemm(linear_forward_gemm(M, K, N, bias != nullptr, OperandType::f32), y, x, w, bias);
 }
 
 void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
@@ -232,7 +202,7 @@ void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* 
 
 void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x, const low16* w,
                         const float* bias, int M, int K, int N) {
-  const Gemm g = forward_gemm(M, K, N, bias != nullptr, operand_type(ctx, precision));
+  const Gemm g = linear_forward_gemm(M, K, N, bias != nullptr, operand_type(ctx, precision));
   if (g.operands != OperandType::f32) return run_gemm(g, y, x, w, bias);
   const size_t MK = size_t(M) * K, NK = size_t(N) * K;
   float* x32 = widening_workspace(MK + NK);  // x (M, K), then w (N, K)
@@ -281,9 +251,9 @@ void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const flo
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
   const OperandType type = operand_type(ctx, precision);
-  prepare_gemm(forward_gemm(M, K, N, bias, type));
-  prepare_gemm(input_gradient_gemm(M, K, N, type));
-  prepare_gemm(weight_gradient_gemm(M, K, N, type));
+  prepare_gemm(linear_forward_gemm(M, K, N, bias, type));
+  prepare_gemm(linear_input_gradient_gemm(M, K, N, type));
+  prepare_gemm(linear_weight_gradient_gemm(M, K, N, type));
 }
 
 }  // namespace trident::kernels::cpu

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/common/typed_low16.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {
@@ -14,8 +15,6 @@ namespace {
 void require(bool condition, const char* what) {
   if (!condition) throw std::logic_error(std::string("kernels::cpu: ") + what);
 }
-
-bool is_low16(DType dtype) { return dtype == DType::bf16 || dtype == DType::fp16; }
 
 }  // namespace
 
@@ -43,33 +42,13 @@ double sum(Context&, const Tensor& values) {
   return total;
 }
 
-void convert(Context& ctx, const Tensor& out, const Tensor& in) {
-  require(out.numel() == in.numel(), "convert between tensors of different sizes");
-  if (out.dtype == in.dtype) return cpu::copy(ctx, out, in);
-  if (in.dtype == DType::f32 && is_low16(out.dtype))
-    return to_low(ctx, precision_of(out.dtype), out.as<low16>(), in.as<float>(), in.numel());
-  if (is_low16(in.dtype) && out.dtype == DType::f32)
-    return from_low(ctx, precision_of(in.dtype), out.as<float>(), in.as<low16>(), in.numel());
-  throw std::logic_error(std::string("kernels::cpu: no conversion from ") + dtype_name(in.dtype) + " to " +
-                         dtype_name(out.dtype));
+namespace {
+const Low16Ops kLow16{"cpu", &cpu::copy, &to_low, &from_low, &store_low, &round_low, &narrow_in_place};
 }
 
-void store(Context& ctx, const Tensor& kept, const Tensor& values) {
-  require(kept.numel() == values.numel(), "store into a tensor of another size");
-  if (kept.dtype == DType::f32) return cpu::copy(ctx, kept, values);
-  store_low(ctx, precision_of(kept.dtype), kept.as<low16>(), values.as<float>(), values.numel());
-}
-
-void round_to(Context& ctx, const Tensor& values, DType type) {
-  if (type == DType::f32) return;
-  require(is_low16(type), "round_to a type that is not bf16 or fp16");
-  round_low(ctx, precision_of(type), values.as<float>(), values.numel());
-}
-
-Tensor narrow(Context& ctx, const Tensor& values, DType type) {
-  require(is_low16(type), "narrow to a type that is not bf16 or fp16");
-  low16* narrowed = narrow_in_place(ctx, precision_of(type), values.as<float>(), values.numel());
-  return Tensor{narrowed, type, values.shape, values.device};
-}
+void convert(Context& ctx, const Tensor& out, const Tensor& in) { typed_low16::convert(kLow16, ctx, out, in); }
+void store(Context& ctx, const Tensor& kept, const Tensor& values) { typed_low16::store(kLow16, ctx, kept, values); }
+void round_to(Context& ctx, const Tensor& values, DType type) { typed_low16::round_to(kLow16, ctx, values, type); }
+Tensor narrow(Context& ctx, const Tensor& values, DType type) { return typed_low16::narrow(kLow16, ctx, values, type); }
 
 }  // namespace trident::kernels::cpu

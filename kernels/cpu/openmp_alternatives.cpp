@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/column_sums.hpp"
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 
 namespace trident::kernels::openmp {
 

@@ -1,26 +1,26 @@
-// The CUDA backend, namespace kernels::cuda: device, pinned and host memory, and the memory
-// operations (clear, copy, upload, download) on the Context's stream. Its compute kernels are
-// not written yet, so its table lacks them and it says so (unavailable_reason): kernels.device
-// = cuda is a deck error until every entry is there, never a backend that pretends.
-#include <cuda_runtime.h>
-
+// The CUDA backend, namespace kernels::cuda: device, pinned and host memory, and its kernel
+// table — every operation of kernels/ops.inc (kernels/cuda/*.cu). It can run where CUDA sees a
+// GPU; elsewhere kernels.device = cuda is a deck error that says so.
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/cuda.hpp"
 
 namespace trident::kernels::cuda {
-
-#include "kernels/ops.inc"
-
-namespace {
-
-cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream.handle); }
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
 }
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaPeekAtLastError();
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("launching the CUDA kernel ") + kernel + ": " + cudaGetErrorString(status));
+}
+
+namespace {
 
 KernelTable make_table() {
   KernelTable t;
@@ -28,6 +28,41 @@ KernelTable make_table() {
   t.copy = &cuda::copy;
   t.upload = &cuda::upload;
   t.download = &cuda::download;
+  t.sum = &cuda::sum;
+  t.convert = &cuda::convert;
+  t.store = &cuda::store;
+  t.round_to = &cuda::round_to;
+  t.narrow = &cuda::narrow;
+  t.linear_forward = &cuda::linear_forward;
+  t.linear_backward = &cuda::linear_backward;
+  t.strided_matmul = &cuda::strided_matmul;
+  t.batched_matmul = &cuda::batched_matmul;
+  t.batched_matmul_bf16 = &cuda::batched_matmul_bf16;
+  t.strided_matmul_bf16 = &cuda::strided_matmul_bf16;
+  t.prepare_linear = &cuda::prepare_linear;
+  t.prepare_attention = &cuda::prepare_attention;
+  t.layernorm_forward = &cuda::layernorm_forward;
+  t.layernorm_backward = &cuda::layernorm_backward;
+  t.gelu_forward = &cuda::gelu_forward;
+  t.gelu_backward = &cuda::gelu_backward;
+  t.residual_forward = &cuda::residual_forward;
+  t.bias_residual_forward = &cuda::bias_residual_forward;
+  t.add_inplace = &cuda::add_inplace;
+  t.attention_forward = &cuda::attention_forward;
+  t.attention_backward = &cuda::attention_backward;
+  t.attention_forward_bf16 = &cuda::attention_forward_bf16;
+  t.attention_backward_bf16 = &cuda::attention_backward_bf16;
+  t.attention_decode = &cuda::attention_decode;
+  t.embedding_forward = &cuda::embedding_forward;
+  t.embedding_backward = &cuda::embedding_backward;
+  t.positions_forward = &cuda::positions_forward;
+  t.positions_backward = &cuda::positions_backward;
+  t.crossentropy_row_max = &cuda::crossentropy_row_max;
+  t.crossentropy_row_sums = &cuda::crossentropy_row_sums;
+  t.crossentropy_losses = &cuda::crossentropy_losses;
+  t.crossentropy_backward = &cuda::crossentropy_backward;
+  t.adamw_update = &cuda::adamw_update;
+  t.sum_of_squares = &cuda::sum_of_squares;
   return t;
 }
 
@@ -62,8 +97,8 @@ class CudaBackend final : public Backend {
     if (status != cudaSuccess || count == 0)
       return std::string("this machine has no GPU visible to CUDA (cudaGetDeviceCount: ") +
              (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")";
-    if (table_.present() < KernelTable::total())
-      return "this binary's CUDA backend has no compute kernels yet (" + std::to_string(table_.present()) + " of " +
+    if (table_.present() < KernelTable::total())  // a programming error: make_table lists every one
+      return "this binary's CUDA backend lacks kernels (" + std::to_string(table_.present()) + " of " +
              std::to_string(KernelTable::total()) + " operations)";
     return "";
   }
@@ -79,28 +114,6 @@ Backend& backend() {
   // order, can still reach it.
   static CudaBackend* const instance = new CudaBackend();
   return *instance;
-}
-
-void clear(Context& ctx, const Tensor& t) {
-  check(cudaMemsetAsync(t.data, 0, t.bytes(), stream_of(ctx)), "cudaMemsetAsync");
-}
-
-void copy(Context& ctx, const Tensor& dst, const Tensor& src) {
-  if (dst.dtype != src.dtype || dst.numel() != src.numel())
-    throw std::logic_error("kernels::cuda: copy between tensors of different types or sizes");
-  check(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream_of(ctx)), "cudaMemcpyAsync");
-}
-
-// The host memory is ordinary (pageable): the copy is complete when the call returns, so the
-// caller may reuse it at once.
-void upload(Context& ctx, const Tensor& dst, const void* host) {
-  check(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, stream_of(ctx)), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize");
-}
-
-void download(Context& ctx, void* host, const Tensor& src) {
-  check(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_of(ctx)), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize");
 }
 
 }  // namespace trident::kernels::cuda

@@ -32,11 +32,28 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
   return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
 }
 
+namespace {
+
+// What keeps a job off a device whose kernels can run: the CUDA backend has every kernel
+// (kernels/cuda), but these parts of the trainer still read and write model buffers as host
+// memory, so a run on the GPU would crash or compute garbage rather than fail cleanly.
+std::string trainer_not_ready_for(const std::string& device) {
+  if (device != "cuda") return "";
+  return "the trainer does not run on CUDA yet: its kernels are all there, but parameters are initialised "
+         "and llm.c weights loaded by host writes (model::init_params, job/model_setup.cpp), checkpoints "
+         "copy and restore parameters and AdamW moments with host loops (ckpt/checkpointer.cpp), and the "
+         "gradient reducer (dp/reducer.cpp) and the tensor and pipeline messages hand model buffers to the "
+         "host MPI communicator (NCCL communicators are not yet wired in)";
+}
+
+}  // namespace
+
 // Every rank must be able to run the backend (a CUDA job on a node without a GPU is the same
 // deck error everywhere, not a hang): agreed like the GEMM path below.
 void choose_device(const deck::Deck& deck) {
   const std::string device = deck.get_string("kernels.device");
-  const std::string why = kernels::backend_unavailable(device);
+  std::string why = kernels::backend_unavailable(device);
+  if (why.empty()) why = trainer_not_ready_for(device);
   int everywhere = why.empty() ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (!everywhere)

@@ -27,8 +27,9 @@ struct Job {
 Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides);
 
 // Collective over MPI_COMM_WORLD: kernels.device, which every rank must be able to run (else a
-// UserError saying why: no CUDA in the binary, no GPU, kernels missing), made the backend of
-// every kernel context of this process (kernels::set_default_backend).
+// UserError saying why: no CUDA in the binary, no GPU, kernels missing, or — for cuda, whose
+// kernels are all there — the parts of the trainer that still work on host memory), made the
+// backend of every kernel context of this process (kernels::set_default_backend).
 void choose_device(const deck::Deck& deck);
 
 // Collective over MPI_COMM_WORLD: comm.backend resolved (auto: nccl with kernels.device = cuda

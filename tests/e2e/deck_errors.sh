@@ -75,11 +75,11 @@ expect_user_error topology_file_missing "cannot read topology file 'nope.conf'" 
   "$TRIDENT" layout "$D/ok.deck" --topology.file=nope.conf
 
 # kernels.device = cuda names what this binary and machine lack: CUDA compiled in, a GPU, or
-# (with both) the CUDA backend's kernels, which it does not have yet.
+# (with both) the parts of the trainer that still work on host memory.
 if "$TRIDENT" version 2>/dev/null | grep -q "CUDA: not compiled in"; then
   lacks="this binary was built without CUDA"
 elif nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
-  lacks="this binary's CUDA backend has no compute kernels yet"
+  lacks="the trainer does not run on CUDA yet"
 else
   lacks="this machine has no GPU visible to CUDA"
 fi

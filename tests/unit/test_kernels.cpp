@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
   BOOST_TEST(one == two);  // bitwise
 }
 
-#include "kernels/cpu/vector_math.hpp"
+#include "kernels/common/math.hpp"
 
 BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
   double worst = 0;

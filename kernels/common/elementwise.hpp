@@ -1,0 +1,74 @@
+// The per-element arithmetic of GELU, AdamW and the gradient norm, shared by the CPU reference
+// tests and the CUDA kernels (kernels/cuda/elementwise.cu): the CUDA kernels call these; the
+// unit tests (tests/unit/test_shared_arithmetic.cpp) hold them to the CPU backend's kernels on
+// random inputs. The CPU kernels keep their own vectorized loops (GELU forward is oneDNN's).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/common/math.hpp"
+
+namespace trident::kernels {
+
+constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), computed as x σ(2u)
+// = x / (1 + e^(−2u)): the same function without the cancellation of 1 + tanh u → 0 for large
+// negative x (where 1 + tanhf loses every digit of a result near 1e-6).
+TRIDENT_HD inline float gelu_value(float x) {
+  const float u = kGeluScale * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-2.0f * u));
+}
+
+// dinp = dout · d/dx [x σ(2u)] = dout (σ(2u) + 2x σ(2u)(1 − σ(2u)) u'),  σ(2u) = (1 + tanh u)/2:
+// the CPU's gelu_backward, element by element.
+TRIDENT_HD inline float gelu_gradient(float x, float dout) {
+  const float u = kGeluScale * (x + 0.044715f * x * x * x);
+  const float s = 1.0f / (1.0f + vexp(-2.0f * u));
+  const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+  return dout * (s + 2.0f * x * s * (1.0f - s) * du);
+}
+
+// One AdamW step's constants: the bias corrections 1 − βᵗ computed once per step (in float, by
+// std::pow on the host, as the CPU kernel does).
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale, correction1, correction2;
+};
+
+inline AdamWStep adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, long long t,
+                            float grad_scale) {
+  return {lr, beta1, beta2, eps, weight_decay, grad_scale,
+          1.0f - std::pow(beta1, static_cast<float>(t)), 1.0f - std::pow(beta2, static_cast<float>(t))};
+}
+
+// One parameter's update: the moments m, v and the parameter, in place.
+TRIDENT_HD inline void adamw_element(const AdamWStep& s, float& param, float grad, float& m, float& v) {
+  const float g = grad * s.grad_scale;
+  const float m_i = s.beta1 * m + (1.0f - s.beta1) * g;
+  const float v_i = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  m = m_i;
+  v = v_i;
+  const float m_hat = m_i / s.correction1;
+  const float v_hat = v_i / s.correction2;
+  param -= s.lr * (m_hat / (sqrtf(v_hat) + s.eps) + s.weight_decay * param);
+}
+
+// Σ x² in double in the fixed chunks of the CPU's sum_of_squares: one chunk [begin, end), its
+// element i summed into lane i mod kLanes, then the tail, then the lanes in order. The chunks'
+// sums are then added in chunk order: the same total for any thread count, on either backend.
+constexpr size_t kSumOfSquaresChunk = 8192;
+constexpr int kSumOfSquaresLanes = 16;
+
+TRIDENT_HD inline double sum_of_squares_chunk(const float* x, size_t begin, size_t end) {
+  double lane[kSumOfSquaresLanes] = {};
+  size_t i = begin;
+  for (; i + kSumOfSquaresLanes <= end; i += kSumOfSquaresLanes)
+    for (int l = 0; l < kSumOfSquaresLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
+  double sum = 0.0;
+  for (; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (double l : lane) sum += l;
+  return sum;
+}
+
+}  // namespace trident::kernels

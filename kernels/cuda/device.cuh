@@ -1,0 +1,44 @@
+// Device-side helpers of the CUDA kernels: the grid-stride loop of element-wise kernels, and
+// block-wide reductions for the row kernels (one thread block per row): a fixed shuffle tree per
+// warp, then the warps' results in warp order, so a row's sum is the same on every run (no
+// atomics). blockDim.x must be a multiple of 32 (at most 1024); every thread gets the result.
+#pragma once
+
+#include <cuda_runtime.h>
+
+// Grid-stride loop: i over [0, n) in steps of the grid's threads.
+#define FOR_EACH_ELEMENT(i, n)                                                                    \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n);         \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+namespace trident::kernels::cuda {
+
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+
+template <class Op>
+__device__ inline float warp_reduce(float value, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+template <class Op>
+__device__ inline float block_reduce(float value, Op op, float identity) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  value = warp_reduce(value, op);
+  __syncthreads();  // partial may still be read by a previous reduction
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  value = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : identity;
+  return warp_reduce(value, op);
+}
+
+__device__ inline float block_sum(float value) { return block_reduce(value, SumOp{}, 0.0f); }
+__device__ inline float block_max(float value) { return block_reduce(value, MaxOp{}, -INFINITY); }
+
+}  // namespace trident::kernels::cuda

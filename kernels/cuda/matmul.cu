@@ -1,0 +1,341 @@
+// GEMMs through cuBLASLt: f32 operands in f32 (CUBLAS_COMPUTE_32F: TF32 off, so the fp32 path
+// agrees with the CPU's oneDNN to f32 rounding), bf16 / fp16 operands with f32 accumulation and
+// f32 results. Per shape, layout, alignment and type, the matmul descriptor, the three layouts and
+// the algorithm cuBLASLt's heuristic picks are created once and cached (an unordered_map keyed by
+// that tuple); the workspace is one per stream.
+//
+// Row-major to column-major: cuBLASLt is column-major, so the row-major c (M, N) = a · b is run as
+// cᵀ (N, M) = bᵀ (N, K) · aᵀ (K, M): a row-major operand is its own transpose in column-major,
+// an operand stored transposed (unit row stride) is read with op = T. The (batch, heads) grid
+// maps onto cuBLASLt's strided batch where one stride describes it (one of the two is 1, or the
+// batch stride is heads × the head stride for all three operands); otherwise one call per batch
+// entry over the heads (attention's heads inside the fused qkv activation).
+#include <cublasLt.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/backend.hpp"
+#include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/device.cuh"
+#include "tensor/buffer.hpp"
+
+namespace trident::kernels::cuda {
+Backend& backend();  // kernels/cuda/backend.cu
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper; plenty for Ampere
+
+cudaDataType_t cuda_type(OperandType type) {
+  return type == OperandType::bf16 ? CUDA_R_16BF : type == OperandType::f16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+void check_blas(cublasStatus_t status, const char* what, const Gemm& g) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed (status " + std::to_string(status) +
+                             ") for the " + describe(g));
+}
+
+// An operand X, logically (rows, cols) row-major with strides s, described as Xᵀ in column-major:
+// the op cuBLASLt applies to the stored layout (layout_rows, layout_cols, ld).
+struct Operand {
+  cublasOperation_t op;
+  uint64_t layout_rows, layout_cols;
+  int64_t ld;
+};
+
+bool describes(int64_t rows, int64_t cols, const Strides& s, Operand& out) {
+  if (s.col == 1 && (s.row >= cols || rows == 1)) {
+    out = {CUBLAS_OP_N, static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), s.row > cols ? s.row : cols};
+    return true;
+  }
+  if (s.row == 1 && (s.col >= rows || cols == 1)) {
+    out = {CUBLAS_OP_T, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), s.col > rows ? s.col : rows};
+    return true;
+  }
+  return false;
+}
+
+// One cuBLASLt call's batching: `count` matrices `stride` elements apart in each operand, and
+// `calls` such calls `call_stride` apart (the batch entries that one stride cannot reach).
+struct Batching {
+  int count = 1, calls = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  int64_t call_a = 0, call_b = 0, call_c = 0;
+};
+
+Batching batching(const Gemm& g) {
+  Batching plan;
+  const bool folds = g.a.batch == g.heads * g.a.head && g.b.batch == g.heads * g.b.head &&
+                     g.c.batch == g.heads * g.c.head;
+  if (g.heads == 1) {
+    plan.count = g.batch, plan.stride_a = g.a.batch, plan.stride_b = g.b.batch, plan.stride_c = g.c.batch;
+  } else if (g.batch == 1 || folds) {
+    plan.count = g.batch * g.heads, plan.stride_a = g.a.head, plan.stride_b = g.b.head, plan.stride_c = g.c.head;
+  } else {
+    plan.count = g.heads, plan.stride_a = g.a.head, plan.stride_b = g.b.head, plan.stride_c = g.c.head;
+    plan.calls = g.batch, plan.call_a = g.a.batch, plan.call_b = g.b.batch, plan.call_c = g.c.batch;
+  }
+  return plan;
+}
+
+// The alignment in bytes (a power of two, at most 256) that every matrix of an operand has: its
+// base address and its batch strides.
+uint32_t alignment(uintptr_t base, int64_t stride_bytes, int64_t call_bytes) {
+  const uint64_t bits = base | static_cast<uint64_t>(stride_bytes) | static_cast<uint64_t>(call_bytes) | 256u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+// The cache key: shape, strides, flags, type and the three alignments.
+using Key = std::array<int64_t, 23>;
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t v : key) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Batching batches;
+};
+
+struct Alignments {
+  uint32_t a, b, c;
+};
+
+cublasLtHandle_t handle() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t created = nullptr;
+    if (cublasLtCreate(&created) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cuBLASLt: cublasLtCreate failed");
+    return created;
+  }();
+  return h;
+}
+
+cublasLtMatrixLayout_t make_layout(const Gemm& g, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
+                                   int count, int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check_blas(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld), "cublasLtMatrixLayoutCreate", g);
+  if (count > 1) {
+    check_blas(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+               "set the batch count", g);
+    check_blas(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                sizeof stride),
+               "set the batch stride", g);
+  }
+  return layout;
+}
+
+Plan create(const Gemm& g, const Alignments& align) {
+  // cuBLASLt's "A" is our b read as bᵀ (N, K); its "B" is our a read as aᵀ (K, M); D is cᵀ (N, M).
+  Operand first{}, second{};
+  if (!describes(g.K, g.N, g.b, first) || !describes(g.M, g.K, g.a, second) || g.c.col != 1 || g.c.row < g.N)
+    throw std::logic_error("kernels::cuda: a GEMM operand without a unit row or column stride: " + describe(g));
+  Plan plan;
+  plan.batches = batching(g);
+  const cudaDataType_t operands = cuda_type(g.operands);
+  check_blas(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", g);
+  check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &first.op, sizeof first.op),
+             "set op(A)", g);
+  check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &second.op, sizeof second.op),
+             "set op(B)", g);
+  if (g.bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+               "set the bias epilogue", g);
+  }
+  const Batching& bt = plan.batches;
+  plan.a = make_layout(g, operands, first.layout_rows, first.layout_cols, first.ld, bt.count, bt.stride_b);
+  plan.b = make_layout(g, operands, second.layout_rows, second.layout_cols, second.ld, bt.count, bt.stride_a);
+  plan.c = make_layout(g, CUDA_R_32F, g.N, g.M, g.c.row, bt.count, bt.stride_c);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  check_blas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", g);
+  const uint64_t workspace = kWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof workspace);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align.b, sizeof align.b);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align.a, sizeof align.a);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align.c, sizeof align.c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align.c, sizeof align.c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), plan.op, plan.a, plan.b, plan.c, plan.c,
+                                                               preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw std::runtime_error("cuBLASLt has no algorithm (status " + std::to_string(status) + ") for the " +
+                             describe(g) + ", alignments a " + std::to_string(align.a) + " b " +
+                             std::to_string(align.b) + " c " + std::to_string(align.c) + " bytes");
+  plan.algo = result.algo;
+  return plan;
+}
+
+Alignments alignments_of(const Gemm& g, const void* a, const void* b, const void* c) {
+  const Batching bt = batching(g);
+  const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
+  return {alignment(reinterpret_cast<uintptr_t>(a), bt.stride_a * e, bt.call_a * e),
+          alignment(reinterpret_cast<uintptr_t>(b), bt.stride_b * e, bt.call_b * e),
+          alignment(reinterpret_cast<uintptr_t>(c), bt.stride_c * 4, bt.call_c * 4)};
+}
+
+Key key_of(const Gemm& g, const Alignments& align) {
+  return {g.batch, g.heads, g.M, g.N, g.K, g.a.batch, g.a.head, g.a.row, g.a.col, g.b.batch, g.b.head, g.b.row,
+          g.b.col, g.c.batch, g.c.head, g.c.row, g.c.col, g.accumulate, g.bias, static_cast<int64_t>(g.operands),
+          align.a, align.b, align.c};
+}
+
+std::mutex g_mutex;  // the plan cache and the workspaces
+
+// The plan of this GEMM at these alignments (created on first use). Call with g_mutex held.
+const Plan& plan_for(const Gemm& g, const Alignments& align) {
+  static std::unordered_map<Key, Plan, KeyHash> cache;
+  const Key key = key_of(g, align);
+  auto found = cache.find(key);
+  if (found == cache.end()) found = cache.emplace(key, create(g, align)).first;
+  return found->second;
+}
+
+// The workspace of a stream: cuBLASLt calls on one stream run in order, so one per stream.
+void* workspace_of(cudaStream_t stream) {
+  static std::map<cudaStream_t, Buffer<unsigned char>> workspaces;
+  auto found = workspaces.find(stream);
+  if (found == workspaces.end())
+    found = workspaces.emplace(stream, Buffer<unsigned char>(kWorkspaceBytes, MemoryCategory::Workspace,
+                                                             cuda::backend(), MemoryKind::device))
+                .first;
+  if (found->second.data() == nullptr) throw std::runtime_error("cuBLASLt: no device memory for its workspace");
+  return found->second.data();
+}
+
+bool empty(const Gemm& g) { return g.M == 0 || g.N == 0 || g.batch == 0 || g.heads == 0; }
+
+// c (M, N) += bias[n], rows ldc apart: the bias of a GEMM whose bias the epilogue may not take.
+__global__ void add_bias_kernel(float* c, const float* bias, int M, int N, int64_t ldc) {
+  FOR_EACH_ELEMENT(i, static_cast<size_t>(M) * N) c[i / N * ldc + i % N] += bias[i % N];
+}
+
+}  // namespace
+
+void prepare_gemm(const Gemm& g) {
+  if (empty(g) || g.K == 0) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  // Buffers of cudaMalloc are 256-byte aligned: the alignments of operands at the start of one.
+  plan_for(g, alignments_of(g, nullptr, nullptr, nullptr));
+}
+
+void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
+  if (empty(g)) return;
+  if (g.K == 0) {  // no products: c keeps its values (+=) or would be all bias
+    if (g.accumulate) return;
+    throw std::logic_error("kernels::cuda: a GEMM with K = 0 that overwrites its result: " + describe(g));
+  }
+  cudaStream_t stream = stream_of(ctx);
+  // cuBLASLt's heuristic is not told the bias's alignment, so the epilogue gets only 16-byte
+  // aligned vectors (what vectorized loads may assume); another bias is added after the
+  // product, the same f32 addition.
+  if (g.bias && reinterpret_cast<uintptr_t>(bias) % 16 != 0) {
+    Gemm plain = g;
+    plain.bias = false;
+    run_gemm(ctx, plain, c, a, b);
+    add_bias_kernel<<<blocks_for(static_cast<size_t>(g.M) * g.N), kThreads, 0, stream>>>(c, bias, g.M, g.N, g.c.row);
+    return check_launch("add_bias");
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const Plan& plan = plan_for(g, alignments_of(g, a, b, c));
+  void* workspace = workspace_of(stream);
+  if (g.bias)  // the plan's descriptor carries the bias pointer: set under the lock, read at the call
+    check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+               "set the bias pointer", g);
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  const size_t e = operand_bytes(g.operands);
+  const Batching& bt = plan.batches;
+  for (int call = 0; call < bt.calls; ++call) {
+    const char* a_call = static_cast<const char*>(a) + call * bt.call_a * e;
+    const char* b_call = static_cast<const char*>(b) + call * bt.call_b * e;
+    float* c_call = c + call * bt.call_c;
+    check_blas(cublasLtMatmul(handle(), plan.op, &alpha, b_call, plan.a, a_call, plan.b, &beta, c_call, plan.c, c_call,
+                              plan.c, &plan.algo, workspace, kWorkspaceBytes, stream),
+               "cublasLtMatmul", g);
+  }
+}
+
+void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
+                    const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
+                    bool accumulate) {
+  run_gemm(ctx, {batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, OperandType::f32}, c, a,
+           b);
+}
+
+void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
+                    bool transpose_a, bool transpose_b, bool accumulate) {
+  cuda::strided_matmul(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b), batch, 1,
+                       M, N, K, accumulate);
+}
+
+void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const bf16* a, const Strides& a_strides,
+                         const bf16* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
+                         bool accumulate) {
+  run_gemm(ctx, {batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, OperandType::bf16}, c, a,
+           b);
+}
+
+void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
+                         bool transpose_a, bool transpose_b, bool accumulate) {
+  cuda::strided_matmul_bf16(ctx, c, dense(M, N, false), a, dense(M, K, transpose_a), b, dense(K, N, transpose_b),
+                            batch, 1, M, N, K, accumulate);
+}
+
+namespace {
+
+OperandType operand_type(DType dtype) {
+  return dtype == DType::bf16 ? OperandType::bf16 : dtype == DType::fp16 ? OperandType::f16 : OperandType::f32;
+}
+OperandType operand_type(Precision precision) { return operand_type(storage_dtype(precision)); }
+
+void require_same_type(const Tensor& x, const Tensor& w) {
+  if (x.dtype != w.dtype)
+    throw std::logic_error(std::string("linear layer on operands of two types: ") + dtype_name(x.dtype) + " and " +
+                           dtype_name(w.dtype));
+}
+
+}  // namespace
+
+void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K, int N) {
+  require_same_type(x, w);
+  run_gemm(ctx, linear_forward_gemm(M, K, N, bias != nullptr, operand_type(x.dtype)), y, x.data, w.data, bias);
+}
+
+void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
+                     const Tensor& x, const Tensor& w, int M, int K, int N) {
+  require_same_type(x, w);
+  const OperandType type = operand_type(x.dtype);
+  const void* dy_operand = dy;
+  if (type != OperandType::f32) {
+    if (dy_low.data != static_cast<const void*>(dy))
+      to_low(ctx, precision_of(x.dtype), dy_low.as<low16>(), dy, static_cast<size_t>(M) * N);
+    else if (dbias != nullptr)
+      throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
+    dy_operand = dy_low.data;
+  }
+  if (dx) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx, dy_operand, w.data);
+  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy_operand, x.data);
+  if (dbias) column_sums_add(ctx, dbias, dy, M, N);
+}
+
+void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
+  const OperandType type = operand_type(precision);
+  prepare_gemm(linear_forward_gemm(M, K, N, bias, type));
+  prepare_gemm(linear_input_gradient_gemm(M, K, N, type));
+  prepare_gemm(linear_weight_gradient_gemm(M, K, N, type));
+}
+
+}  // namespace trident::kernels::cuda

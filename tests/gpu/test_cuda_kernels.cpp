@@ -1,0 +1,500 @@
+// Every operation of the CUDA backend against the CPU backend on the same random inputs: one
+// "PASS cuda_NAME" / "FAIL cuda_NAME" line per operation (tests/e2e/lib.sh's format), with the
+// worst error as a fraction of its tolerance. Where CUDA sees no GPU, one "SKIP cuda_NAME
+// (why)" line per operation and exit 0: `make test` on a machine without a GPU reports them as
+// skipped. The GPU side runs on a non-blocking stream of its own, so a kernel that ignored the
+// Context's stream would race with the copies and fail here.
+//
+// Tolerances, per kind of arithmetic (|gpu − cpu| ≤ rtol·|cpu| + atol·rms(cpu) per element):
+//   exact  the same operations in the same order (conversions, copies, adds, embedding sums in
+//          position order, the loss sum): bit for bit.
+//   f32    the same formulas with another reduction order or libm (block reductions, expf,
+//          tanh/exp forms, FMA contraction): rtol 1e-5, atol 1e-5.
+//   gemm   f32 GEMMs without TF32, and bf16 GEMMs (the same bf16 operands, products exact in
+//          f32, summed in f32 in another order): rtol 1e-4, atol 1e-4.
+//   bf16   results that pass through a rounding to bf16 of values the two backends computed
+//          in f32 up to their last bits (the attention probabilities and dS): one bf16 unit
+//          (2^-8 relative) where a value sits at a rounding tie; rtol 1e-2, atol 1e-2.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "tensor/buffer.hpp"
+
+using namespace trident;
+using kernels::bf16;
+using kernels::Context;
+using kernels::low16;
+using kernels::Precision;
+
+namespace {
+
+struct Tolerance {
+  double rtol, atol;
+};
+constexpr Tolerance kExact{0.0, 0.0}, kF32{1e-5, 1e-5}, kGemm{1e-4, 1e-4}, kBf16{1e-2, 1e-2};
+
+kernels::Backend& gpu_backend() { return *kernels::find_backend("cuda"); }
+
+Context g_cpu, g_gpu;
+
+std::vector<float> random_floats(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<int32_t> random_tokens(size_t n, int below, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = static_cast<int32_t>(rng() % below);
+  return v;
+}
+
+// The same values on the host (for the CPU backend) and on the GPU.
+template <class T>
+struct Twin {
+  std::vector<T> host;
+  Buffer<T> device;
+  explicit Twin(std::vector<T> values)
+      : host(std::move(values)), device(host.size(), MemoryCategory::Workspace, gpu_backend(), MemoryKind::device) {
+    kernels::upload(g_gpu, tensor(), host.data());
+  }
+  explicit Twin(size_t n, T fill = T{}) : Twin(std::vector<T>(n, fill)) {}
+  // 16-bit twins name their dtype (bf16 where only the bytes matter).
+  static constexpr DType kDefault = sizeof(T) == 2 ? DType::bf16 : DType::f32;
+  Tensor tensor(DType dtype = kDefault) const {
+    if constexpr (sizeof(T) == 2) return view(device.data(), dtype, host.size(), gpu_backend().device());
+    else return view(device.data(), host.size(), gpu_backend().device());
+  }
+  Tensor host_tensor(DType dtype = kDefault) {
+    if constexpr (sizeof(T) == 2) return view(host.data(), dtype, host.size());
+    else return view(host.data(), host.size());
+  }
+  T* cpu() { return host.data(); }
+  T* gpu() { return device.data(); }
+  std::vector<T> from_gpu(DType dtype = kDefault) const {
+    std::vector<T> out(host.size());
+    kernels::download(g_gpu, out.data(), tensor(dtype));
+    return out;
+  }
+};
+using Floats = Twin<float>;
+using Tokens = Twin<int32_t>;
+using Halves = Twin<low16>;
+
+// The worst |gpu − cpu| / (rtol·|cpu| + atol·rms(cpu)) over the elements; exact: the count of
+// elements whose bits differ.
+struct Verdict {
+  double worst = 0.0;
+  std::string detail;
+};
+
+Verdict compare(const std::vector<float>& gpu, const std::vector<float>& cpu, Tolerance tol, const std::string& what) {
+  Verdict v;
+  if (tol.rtol == 0.0 && tol.atol == 0.0) {
+    size_t differ = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) differ += std::memcmp(&gpu[i], &cpu[i], sizeof(float)) != 0;
+    v.worst = differ ? 2.0 : 0.0;
+    if (differ) v.detail = what + ": " + std::to_string(differ) + " of " + std::to_string(cpu.size()) + " differ";
+    return v;
+  }
+  double squares = 0.0;
+  for (float x : cpu) squares += static_cast<double>(x) * x;
+  const double rms = cpu.empty() ? 0.0 : std::sqrt(squares / cpu.size());
+  size_t at = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double bound = tol.rtol * std::fabs(cpu[i]) + tol.atol * rms + 1e-30;
+    const double error = std::isnan(gpu[i]) != std::isnan(cpu[i]) ? 1e30 : std::fabs(gpu[i] - cpu[i]) / bound;
+    if (error > v.worst) v.worst = error, at = i;
+  }
+  if (!cpu.empty())
+    v.detail = what + ": worst " + std::to_string(v.worst) + " of tolerance at " + std::to_string(at) + " (gpu " +
+               std::to_string(gpu[at]) + ", cpu " + std::to_string(cpu[at]) + ")";
+  return v;
+}
+
+Verdict compare_bits(const std::vector<low16>& gpu, const std::vector<low16>& cpu, const std::string& what) {
+  size_t differ = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) differ += gpu[i] != cpu[i];
+  return {differ ? 2.0 : 0.0, differ ? what + ": " + std::to_string(differ) + " values differ" : ""};
+}
+
+// Several comparisons of one operation: the worst of them decides.
+struct Report {
+  std::vector<Verdict> verdicts;
+  void add(Verdict v) { verdicts.push_back(std::move(v)); }
+  void add(const Floats& twin, Tolerance tol, const std::string& what) { add(compare(twin.from_gpu(), twin.host, tol, what)); }
+};
+
+struct Check {
+  const char* name;
+  std::function<void(Report&)> run;
+};
+
+// ---- the checks ------------------------------------------------------------------------------
+
+void memory_ops(Report& r) {
+  Floats a(random_floats(10007, 1)), b(10007);
+  kernels::copy(g_cpu, b.host_tensor(), a.host_tensor());
+  kernels::copy(g_gpu, b.tensor(), a.tensor());
+  r.add(b, kExact, "copy");
+  const double cpu_sum = kernels::sum(g_cpu, a.host_tensor()), gpu_sum = kernels::sum(g_gpu, a.tensor());
+  r.add({cpu_sum == gpu_sum ? 0.0 : 2.0, "sum " + std::to_string(gpu_sum) + " vs " + std::to_string(cpu_sum)});
+  kernels::clear(g_gpu, a.tensor());
+  r.add(compare(a.from_gpu(), std::vector<float>(a.host.size(), 0.0f), kExact, "clear"));
+}
+
+void conversions(Report& r) {
+  std::vector<float> values = random_floats(70001, 2, 100.0f);  // more than one narrowing block
+  for (size_t i = 0; i < values.size(); i += 97) values[i] = std::ldexp(values[i], -30);  // fp16 subnormals
+  values[5] = 1e6f, values[6] = -INFINITY, values[7] = NAN;
+  for (DType type : {DType::bf16, DType::fp16}) {
+    const std::string t = dtype_name(type);
+    Floats in(values), stored(values), rounded(values), narrowed(values), widened(values.size());
+    Halves out(values.size()), kept(values.size());
+    kernels::convert(g_cpu, out.host_tensor(type), in.host_tensor());
+    kernels::convert(g_gpu, out.tensor(type), in.tensor());
+    r.add(compare_bits(out.from_gpu(type), out.host, "convert f32 -> " + t));
+    kernels::convert(g_cpu, widened.host_tensor(), out.host_tensor(type));
+    kernels::convert(g_gpu, widened.tensor(), out.tensor(type));
+    r.add(widened, kExact, "convert " + t + " -> f32");
+    kernels::store(g_cpu, kept.host_tensor(type), stored.host_tensor());
+    kernels::store(g_gpu, kept.tensor(type), stored.tensor());
+    r.add(compare_bits(kept.from_gpu(type), kept.host, "store (kept) " + t));
+    r.add(stored, kExact, "store (values) " + t);
+    kernels::round_to(g_cpu, rounded.host_tensor(), type);
+    kernels::round_to(g_gpu, rounded.tensor(), type);
+    r.add(rounded, kExact, "round_to " + t);
+    kernels::narrow(g_cpu, narrowed.host_tensor(), type);
+    kernels::narrow(g_gpu, narrowed.tensor(), type);
+    std::vector<low16> cpu_half(values.size()), gpu_half(values.size());
+    std::memcpy(cpu_half.data(), narrowed.host.data(), cpu_half.size() * 2);
+    const std::vector<float> gpu_all = narrowed.from_gpu();
+    std::memcpy(gpu_half.data(), gpu_all.data(), gpu_half.size() * 2);
+    r.add(compare_bits(gpu_half, cpu_half, "narrow " + t));
+  }
+}
+
+// The linear layer, f32 and bf16, with and without bias; backward with dbias, with dx skipped,
+// and (bf16) with dy narrowed in place.
+void linear(Report& r, DType type) {
+  const int M = 96, K = 80, N = 72;
+  const std::string t = dtype_name(type);
+  Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N + 1, 5));
+  Halves x_low(M * K), w_low(N * K);
+  Tensor x_cpu = x32.host_tensor(), w_cpu = w32.host_tensor(), x_gpu = x32.tensor(), w_gpu = w32.tensor();
+  if (type != DType::f32) {
+    kernels::convert(g_cpu, x_low.host_tensor(type), x32.host_tensor());
+    kernels::convert(g_cpu, w_low.host_tensor(type), w32.host_tensor());
+    kernels::upload(g_gpu, x_low.tensor(type), x_low.host.data());
+    kernels::upload(g_gpu, w_low.tensor(type), w_low.host.data());
+    x_cpu = x_low.host_tensor(type), w_cpu = w_low.host_tensor(type), x_gpu = x_low.tensor(type), w_gpu = w_low.tensor(type);
+  }
+  kernels::prepare_linear(g_gpu, kernels::precision_of(type), M, K, N, true);
+  Floats y(M * N);
+  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu(), M, K, N);
+  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu(), M, K, N);
+  r.add(y, kGemm, t + " linear forward with bias");
+  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu() + 1, M, K, N);  // a bias 4 bytes off alignment
+  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu() + 1, M, K, N);
+  r.add(y, kGemm, t + " linear forward with an unaligned bias");
+  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, nullptr, M, K, N);
+  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, nullptr, M, K, N);
+  r.add(y, kGemm, t + " linear forward");
+  Floats dy(random_floats(M * N, 6)), dx(M * K, 7.0f), dw(random_floats(N * K, 7)), db(random_floats(N, 8));
+  Halves dy_low(M * N);
+  kernels::linear_backward(g_cpu, dx.cpu(), dw.cpu(), db.cpu(), dy.cpu(), dy_low.host_tensor(type == DType::f32 ? DType::bf16 : type), x_cpu, w_cpu, M, K, N);
+  kernels::linear_backward(g_gpu, dx.gpu(), dw.gpu(), db.gpu(), dy.gpu(), dy_low.tensor(type == DType::f32 ? DType::bf16 : type), x_gpu, w_gpu, M, K, N);
+  r.add(dx, kGemm, t + " linear backward dx");
+  r.add(dw, kGemm, t + " linear backward dw (+=)");
+  r.add(db, kF32, t + " linear backward dbias (+=, chunks of rows)");
+  if (type == DType::f32) return;
+  // dy narrowed in place (no dbias), dx skipped.
+  Floats dy2(random_floats(M * N, 9));
+  const Tensor cpu_narrowed = kernels::narrow(g_cpu, dy2.host_tensor(), type);
+  const Tensor gpu_narrowed = kernels::narrow(g_gpu, dy2.tensor(), type);
+  kernels::linear_backward(g_cpu, nullptr, dw.cpu(), nullptr, dy2.cpu(), cpu_narrowed, x_cpu, w_cpu, M, K, N);
+  kernels::linear_backward(g_gpu, nullptr, dw.gpu(), nullptr, dy2.gpu(), gpu_narrowed, x_gpu, w_gpu, M, K, N);
+  r.add(dw, kGemm, t + " linear backward dw, dy narrowed in place");
+}
+
+void batched(Report& r, bool bf16_operands) {
+  const int batch = 3, M = 40, N = 24, K = 56;
+  for (int case_index = 0; case_index < 4; ++case_index) {
+    const bool ta = case_index & 1, tb = case_index & 2;
+    Floats a(random_floats(batch * M * K, 10 + case_index)), b(random_floats(batch * K * N, 20 + case_index));
+    Floats c(random_floats(batch * M * N, 30));
+    const std::string what = std::string(bf16_operands ? "bf16" : "f32") + " batched_matmul ta=" + (ta ? "1" : "0") +
+                             " tb=" + (tb ? "1" : "0");
+    if (!bf16_operands) {
+      kernels::batched_matmul(g_cpu, c.cpu(), a.cpu(), b.cpu(), batch, M, N, K, ta, tb, case_index == 3);
+      kernels::batched_matmul(g_gpu, c.gpu(), a.gpu(), b.gpu(), batch, M, N, K, ta, tb, case_index == 3);
+    } else {
+      Halves a16(a.host.size()), b16(b.host.size());
+      kernels::convert(g_cpu, a16.host_tensor(DType::bf16), a.host_tensor());
+      kernels::convert(g_cpu, b16.host_tensor(DType::bf16), b.host_tensor());
+      kernels::upload(g_gpu, a16.tensor(DType::bf16), a16.cpu());
+      kernels::upload(g_gpu, b16.tensor(DType::bf16), b16.cpu());
+      kernels::batched_matmul_bf16(g_cpu, c.cpu(), a16.cpu(), b16.cpu(), batch, M, N, K, ta, tb, case_index == 3);
+      kernels::batched_matmul_bf16(g_gpu, c.gpu(), a16.gpu(), b16.gpu(), batch, M, N, K, ta, tb, case_index == 3);
+    }
+    r.add(c, kGemm, what + (case_index == 3 ? " (+=)" : ""));
+  }
+}
+
+// The attention layout: heads read out of a fused (B, T, 3C) activation, written into (B, T, C).
+void strided(Report& r, bool bf16_operands) {
+  const int B = 2, T = 32, C = 64, NH = 4, hs = C / NH;
+  const kernels::Strides head{int64_t(T) * 3 * C, hs, 3 * C, 1}, head_t{int64_t(T) * 3 * C, hs, 1, 3 * C};
+  const kernels::Strides probs{int64_t(NH) * T * T, int64_t(T) * T, T, 1};
+  Floats qkv(random_floats(B * T * 3 * C, 40)), s(B * NH * T * T, 1.0f);
+  Halves qkv16(qkv.host.size());
+  const std::string t = bf16_operands ? "bf16" : "f32";
+  for (bool accumulate : {false, true}) {
+    if (!bf16_operands) {
+      kernels::strided_matmul(g_cpu, s.cpu(), probs, qkv.cpu(), head, qkv.cpu() + C, head_t, B, NH, T, T, hs, accumulate);
+      kernels::strided_matmul(g_gpu, s.gpu(), probs, qkv.gpu(), head, qkv.gpu() + C, head_t, B, NH, T, T, hs, accumulate);
+    } else {
+      kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
+      kernels::upload(g_gpu, qkv16.tensor(DType::bf16), qkv16.cpu());
+      kernels::strided_matmul_bf16(g_cpu, s.cpu(), probs, qkv16.cpu(), head, qkv16.cpu() + C, head_t, B, NH, T, T, hs,
+                                   accumulate);
+      kernels::strided_matmul_bf16(g_gpu, s.gpu(), probs, qkv16.gpu(), head, qkv16.gpu() + C, head_t, B, NH, T, T, hs,
+                                   accumulate);
+    }
+    r.add(s, kGemm, t + " strided_matmul q kᵀ" + (accumulate ? " (+=)" : ""));
+  }
+}
+
+void layernorm(Report& r) {
+  const int N = 67, C = 200;
+  Floats x(random_floats(N * C, 50, 2.0f)), w(random_floats(C, 51)), b(random_floats(C, 52)), y(N * C), mean(N),
+      var(N);
+  kernels::layernorm_forward(g_cpu, y.cpu(), mean.cpu(), var.cpu(), x.cpu(), w.cpu(), b.cpu(), N, C);
+  kernels::layernorm_forward(g_gpu, y.gpu(), mean.gpu(), var.gpu(), x.gpu(), w.gpu(), b.gpu(), N, C);
+  r.add(y, kF32, "layernorm out");
+  r.add(mean, kF32, "layernorm mean");
+  r.add(var, kF32, "layernorm variance");
+  // Backward from the CPU's statistics on both, so that only backward is compared.
+  kernels::upload(g_gpu, mean.tensor(), mean.cpu());
+  kernels::upload(g_gpu, var.tensor(), var.cpu());
+  Floats dout(random_floats(N * C, 53)), dx(random_floats(N * C, 54)), dw(random_floats(C, 55)), db(random_floats(C, 56));
+  kernels::layernorm_backward(g_cpu, dx.cpu(), dw.cpu(), db.cpu(), dout.cpu(), x.cpu(), w.cpu(), b.cpu(), mean.cpu(),
+                              var.cpu(), N, C);
+  kernels::layernorm_backward(g_gpu, dx.gpu(), dw.gpu(), db.gpu(), dout.gpu(), x.gpu(), w.gpu(), b.gpu(), mean.gpu(),
+                              var.gpu(), N, C);
+  r.add(dx, Tolerance{1e-4, 1e-4}, "layernorm dinp (+=)");
+  r.add(dw, Tolerance{1e-4, 1e-4}, "layernorm dweight (+=)");
+  r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
+}
+
+void gelu(Report& r) {
+  const size_t n = 100003;
+  Floats x(random_floats(n, 60, 3.0f)), y(n), dout(random_floats(n, 61)), dx(n);
+  kernels::gelu_forward(g_cpu, y.cpu(), x.cpu(), n);
+  kernels::gelu_forward(g_gpu, y.gpu(), x.gpu(), n);
+  r.add(y, Tolerance{1e-5, 5e-7}, "gelu forward");  // oneDNN's tanh form loses the far tail (unit tests)
+  kernels::gelu_backward(g_cpu, dx.cpu(), x.cpu(), dout.cpu(), n);
+  kernels::gelu_backward(g_gpu, dx.gpu(), x.gpu(), dout.gpu(), n);
+  r.add(dx, kF32, "gelu backward");
+}
+
+void residuals(Report& r) {
+  const int M = 33, N = 129;
+  Floats a(random_floats(M * N, 70)), b(random_floats(M * N, 71)), bias(random_floats(N, 72)), out(M * N);
+  kernels::residual_forward(g_cpu, out.cpu(), a.cpu(), b.cpu(), out.host.size());
+  kernels::residual_forward(g_gpu, out.gpu(), a.gpu(), b.gpu(), out.host.size());
+  r.add(out, kExact, "residual_forward");
+  kernels::bias_residual_forward(g_cpu, out.cpu(), a.cpu(), b.cpu(), bias.cpu(), M, N);
+  kernels::bias_residual_forward(g_gpu, out.gpu(), a.gpu(), b.gpu(), bias.gpu(), M, N);
+  r.add(out, kExact, "bias_residual_forward");
+  kernels::add_inplace(g_cpu, a.cpu(), b.cpu(), a.host.size());
+  kernels::add_inplace(g_gpu, a.gpu(), b.gpu(), a.host.size());
+  r.add(a, kExact, "add_inplace");
+}
+
+void attention(Report& r, bool bf16_path) {
+  const int B = 2, T = 48, C = 96, NH = 4;
+  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_att = size_t(B) * NH * T * T;
+  Floats qkv(random_floats(n_qkv, 80)), out(n_out), att(n_att), dout(random_floats(n_out, 81)), dqkv(n_qkv, 5.0f),
+      datt(n_att);
+  Halves qkv16(n_qkv), att16(n_att), dout16(n_out);
+  const std::string t = bf16_path ? "bf16 " : "f32 ";
+  kernels::prepare_attention(g_gpu, bf16_path ? Precision::bf16 : Precision::fp32, B, T, C, NH);
+  if (!bf16_path) {
+    kernels::attention_forward(g_cpu, out.cpu(), att.cpu(), qkv.cpu(), B, T, C, NH);
+    kernels::attention_forward(g_gpu, out.gpu(), att.gpu(), qkv.gpu(), B, T, C, NH);
+  } else {
+    kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
+    kernels::upload(g_gpu, qkv16.tensor(DType::bf16), qkv16.cpu());
+    kernels::attention_forward_bf16(g_cpu, out.cpu(), att.cpu(), att16.cpu(), qkv16.cpu(), B, T, C, NH);
+    kernels::attention_forward_bf16(g_gpu, out.gpu(), att.gpu(), att16.gpu(), qkv16.gpu(), B, T, C, NH);
+  }
+  const Tolerance tol = bf16_path ? kBf16 : kGemm;
+  r.add(att, tol, t + "attention probabilities");
+  r.add(out, tol, t + "attention out");
+  // Backward from the CPU's probabilities on both, so that only backward is compared.
+  kernels::upload(g_gpu, att.tensor(), att.cpu());
+  if (!bf16_path) {
+    kernels::attention_backward(g_cpu, dqkv.cpu(), datt.cpu(), dout.cpu(), qkv.cpu(), att.cpu(), B, T, C, NH);
+    kernels::attention_backward(g_gpu, dqkv.gpu(), datt.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B, T, C, NH);
+  } else {
+    kernels::upload(g_gpu, att16.tensor(DType::bf16), att16.cpu());
+    kernels::attention_backward_bf16(g_cpu, dqkv.cpu(), datt.cpu(), dout.cpu(), dout16.cpu(), qkv16.cpu(), att.cpu(),
+                                     att16.cpu(), B, T, C, NH);
+    kernels::attention_backward_bf16(g_gpu, dqkv.gpu(), datt.gpu(), dout.gpu(), dout16.gpu(), qkv16.gpu(), att.gpu(),
+                                     att16.gpu(), B, T, C, NH);
+  }
+  r.add(dqkv, tol, t + "attention dqkv");
+}
+
+void decode(Report& r) {
+  const int positions = 37, C = 96, NH = 4;
+  Floats q(random_floats(C, 90)), keys(random_floats(positions * C, 91)), values(random_floats(positions * C, 92)),
+      out(C), scores(NH * positions);
+  kernels::attention_decode(g_cpu, out.cpu(), scores.cpu(), q.cpu(), keys.cpu(), values.cpu(), positions, C, NH);
+  kernels::attention_decode(g_gpu, out.gpu(), scores.gpu(), q.gpu(), keys.gpu(), values.gpu(), positions, C, NH);
+  r.add(out, kF32, "attention_decode");
+}
+
+void embeddings(Report& r) {
+  const int B = 3, T = 17, C = 40, V = 50, begin = 10, rows = 25;  // a vocabulary slice
+  Tokens tokens(random_tokens(B * T, V, 100));
+  Floats wte(random_floats(rows * C, 101)), wpe(random_floats(T * C, 102)), out(B * T * C, 3.0f);
+  kernels::embedding_forward(g_cpu, out.cpu(), tokens.cpu(), wte.cpu(), begin, rows, B, T, C);
+  kernels::embedding_forward(g_gpu, out.gpu(), tokens.gpu(), wte.gpu(), begin, rows, B, T, C);
+  r.add(out, kExact, "embedding_forward");
+  kernels::positions_forward(g_cpu, out.cpu(), wpe.cpu(), B, T, C);
+  kernels::positions_forward(g_gpu, out.gpu(), wpe.gpu(), B, T, C);
+  r.add(out, kExact, "positions_forward (+=)");
+  Floats dout(random_floats(B * T * C, 103)), dwte(random_floats(rows * C, 104)), dwpe(random_floats(T * C, 105));
+  kernels::embedding_backward(g_cpu, dwte.cpu(), dout.cpu(), tokens.cpu(), begin, rows, B, T, C);
+  kernels::embedding_backward(g_gpu, dwte.gpu(), dout.gpu(), tokens.gpu(), begin, rows, B, T, C);
+  r.add(dwte, kExact, "embedding_backward (+=, positions in order)");
+  kernels::positions_backward(g_cpu, dwpe.cpu(), dout.cpu(), B, T, C);
+  kernels::positions_backward(g_gpu, dwpe.gpu(), dout.gpu(), B, T, C);
+  r.add(dwpe, kExact, "positions_backward (+=, batches in order)");
+}
+
+void crossentropy(Report& r) {
+  const int N = 29, valid = 1000, ld = 1024, begin = 500;  // a slice with padding columns
+  Floats logits(random_floats(N * ld, 110, 3.0f)), maxes(N), sums(N), targets_logit(N), losses(N), norms(N),
+      dlogits(N * ld, 9.0f);
+  Tokens targets(random_tokens(N, 2000, 111));
+  kernels::crossentropy_row_max(g_cpu, maxes.cpu(), logits.cpu(), N, valid, ld);
+  kernels::crossentropy_row_max(g_gpu, maxes.gpu(), logits.gpu(), N, valid, ld);
+  r.add(maxes, kExact, "crossentropy_row_max");
+  kernels::crossentropy_row_sums(g_cpu, sums.cpu(), targets_logit.cpu(), logits.cpu(), maxes.cpu(), targets.cpu(),
+                                 begin, N, valid, ld);
+  kernels::crossentropy_row_sums(g_gpu, sums.gpu(), targets_logit.gpu(), logits.gpu(), maxes.gpu(), targets.gpu(),
+                                 begin, N, valid, ld);
+  r.add(sums, kF32, "crossentropy_row_sums (sums)");
+  r.add(targets_logit, kExact, "crossentropy_row_sums (target logits)");
+  kernels::upload(g_gpu, sums.tensor(), sums.cpu());  // the pieces after it from the same inputs
+  kernels::crossentropy_losses(g_cpu, losses.cpu(), norms.cpu(), maxes.cpu(), sums.cpu(), targets_logit.cpu(), N);
+  kernels::crossentropy_losses(g_gpu, losses.gpu(), norms.gpu(), maxes.gpu(), sums.gpu(), targets_logit.gpu(), N);
+  r.add(losses, kF32, "crossentropy_losses");
+  r.add(norms, kF32, "crossentropy_losses (log normalizers)");
+  kernels::upload(g_gpu, norms.tensor(), norms.cpu());
+  kernels::crossentropy_backward(g_cpu, dlogits.cpu(), logits.cpu(), norms.cpu(), targets.cpu(), begin, 0.01f, N,
+                                 valid, ld);
+  kernels::crossentropy_backward(g_gpu, dlogits.gpu(), logits.gpu(), norms.gpu(), targets.gpu(), begin, 0.01f, N,
+                                 valid, ld);
+  r.add(dlogits, kF32, "crossentropy_backward");
+  kernels::crossentropy_backward(g_cpu, logits.cpu(), logits.cpu(), norms.cpu(), targets.cpu(), begin, 0.01f, N,
+                                 valid, ld);
+  kernels::crossentropy_backward(g_gpu, logits.gpu(), logits.gpu(), norms.gpu(), targets.gpu(), begin, 0.01f, N,
+                                 valid, ld);
+  r.add(logits, kF32, "crossentropy_backward in place");
+}
+
+void optimizer(Report& r) {
+  const size_t n = 100001;
+  std::vector<float> v0 = random_floats(n, 123, 0.01f);
+  for (float& x : v0) x = std::fabs(x);
+  Floats params(random_floats(n, 120)), grads(random_floats(n, 121)), m(random_floats(n, 122, 0.01f)), v(v0);
+  kernels::adamw_update(g_cpu, params.cpu(), grads.cpu(), m.cpu(), v.cpu(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  kernels::adamw_update(g_gpu, params.gpu(), grads.gpu(), m.gpu(), v.gpu(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  r.add(params, kF32, "adamw params");
+  r.add(m, kF32, "adamw m");
+  r.add(v, kF32, "adamw v");
+  const double cpu = kernels::sum_of_squares(g_cpu, grads.cpu(), n), gpu = kernels::sum_of_squares(g_gpu, grads.gpu(), n);
+  r.add({std::fabs(gpu - cpu) / (1e-12 * cpu), "sum_of_squares " + std::to_string(gpu) + " vs " + std::to_string(cpu)});
+}
+
+const std::vector<Check>& checks() {
+  static const std::vector<Check> all = {
+      {"memory", memory_ops},
+      {"conversions", conversions},
+      {"linear_f32", [](Report& r) { linear(r, DType::f32); }},
+      {"linear_bf16", [](Report& r) { linear(r, DType::bf16); }},
+      {"linear_fp16", [](Report& r) { linear(r, DType::fp16); }},
+      {"batched_matmul", [](Report& r) { batched(r, false); }},
+      {"batched_matmul_bf16", [](Report& r) { batched(r, true); }},
+      {"strided_matmul", [](Report& r) { strided(r, false); }},
+      {"strided_matmul_bf16", [](Report& r) { strided(r, true); }},
+      {"layernorm", layernorm},
+      {"gelu", gelu},
+      {"residuals", residuals},
+      {"attention_f32", [](Report& r) { attention(r, false); }},
+      {"attention_bf16", [](Report& r) { attention(r, true); }},
+      {"attention_decode", decode},
+      {"embeddings", embeddings},
+      {"crossentropy", crossentropy},
+      {"optimizer", optimizer},
+  };
+  return all;
+}
+
+}  // namespace
+
+int main() {
+  const std::string why = kernels::backend_unavailable("cuda");
+  if (!why.empty()) {
+    for (const Check& check : checks()) std::printf("SKIP cuda_%s (%s)\n", check.name, why.c_str());
+    return 0;
+  }
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    std::printf("FAIL cuda_stream (cudaStreamCreateWithFlags failed)\n");
+    return 1;
+  }
+  g_cpu.backend = &kernels::cpu_backend();
+  g_gpu.backend = &gpu_backend();
+  g_gpu.stream = Stream{gpu_backend().device(), stream};
+  int failed = 0;
+  for (const Check& check : checks()) {
+    Report report;
+    std::string error;
+    try {
+      check.run(report);
+      const cudaError_t status = cudaStreamSynchronize(stream);
+      if (status != cudaSuccess) error = std::string("CUDA: ") + cudaGetErrorString(status);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    double worst = 0.0;
+    std::string detail;
+    for (const Verdict& v : report.verdicts)
+      if (v.worst >= worst) worst = v.worst, detail = v.detail;
+    const bool ok = error.empty() && worst <= 1.0;
+    failed += !ok;
+    std::printf("%s cuda_%s (%zu comparisons; %s)\n", ok ? "PASS" : "FAIL", check.name, report.verdicts.size(),
+                error.empty() ? detail.c_str() : error.c_str());
+    if (!ok && error.empty())
+      for (const Verdict& v : report.verdicts)
+        if (v.worst > 1.0) std::printf("  %s\n", v.detail.c_str());
+    std::fflush(stdout);
+  }
+  return failed ? 1 : 0;
+}
