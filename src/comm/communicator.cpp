@@ -17,7 +17,8 @@ void broadcast_string(Communicator& group, std::string& text, int root) {
   int32_t length = static_cast<int32_t>(text.size());
   group.broadcast(&length, 1, DType::i32, root, Stream{}).wait();
   std::vector<int32_t> words((static_cast<size_t>(length) + 3) / 4, 0);  // the bytes, 4 to a word
-  if (group.rank() == root) std::memcpy(words.data(), text.data(), text.size());
+  // An empty text has no words: memcpy's pointers must not be null even for 0 bytes (UBSan).
+  if (group.rank() == root && !text.empty()) std::memcpy(words.data(), text.data(), text.size());
   group.broadcast(words.data(), words.size(), DType::i32, root, Stream{}).wait();
   text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
 }
