@@ -79,7 +79,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   double values = layers * forward_values * layer_passes(l);
   if (l.recompute == "selective") values += layers * 2 * tokens * heads_local * T;
   t.elementwise_s = values * stored_bytes(l) / hw.memory_bandwidth;
-  const double activation = tokens * C * stored_bytes(l);  // (b, T, C), one message
+  const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   if (l.tensor > 1) {  // 2 all-reduces per block forward, 2 backward, 2 more when recomputed
     const double count = layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
     t.tensor_s = count * all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical,

@@ -22,6 +22,11 @@ struct Workload {
   // Attention and hidden dropout, as Megatron-LM trains (its defaults 0.1 / 0.1): element-wise
   // passes and masks our blocks do not have (Trident has no dropout). For modelling others' runs.
   bool dropout = false;
+  // Bytes per activation element in the tensor all-reduces and the pipeline's messages. Trident
+  // sends them in f32 in every precision (model/tensor_parallel.cpp, pipeline/runner.cpp: the
+  // activations are computed in f32, and 16-bit sums would round at every hop); Megatron-LM
+  // sends its 16-bit activations (2). For modelling others' runs, like `dropout`.
+  double activation_message_bytes = 4;
 };
 
 struct Layout {

@@ -81,10 +81,45 @@ expect_user_error plan_bad_key "unknown option" "$TRIDENT" plan "$PLAN_DECKS/tin
 printf '[device]\nname = x\nmemory_gb = -1\n' > bad.ini
 expect_user_error plan_bad_profile "bad.ini|memory_gb" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --hardware="$WORK/bad.ini"
 
-# Measured against predicted on this host: an emulated cluster of 8 ranks (4 nodes of 2 in 2
-# racks, links slowed by the link model), calibrated in this test (commbench's links.ini and
-# the GEMM probe), then 8 layouts trained for a few steps; the median step (steps 2 on) against
-# the planner's step_time_s, and the memory model's peak against the tracked one.
+# Measured against predicted on this host, with a core per rank (the step model's devices are
+# independent; 8 ranks on 2 cores are not: a rank waiting in a bubble or a collective gives its
+# core to the others, docs/PLANNER.md, "Measured on this host"): an emulated cluster of 8 ranks
+# (4 nodes of 2 in 2 racks) where the host has 8 cores, else 2 ranks on two emulated racks, the
+# links slowed by the link model in both. Calibrated in this test (commbench's links.ini and the
+# GEMM probe), then 9 layouts trained for a few steps; the median step (steps 2 on) against the
+# planner's step_time_s. At least 8 of the 9 must be within PLAN_TOLERANCE (the issue's target).
+cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
+if (( cores >= 8 )); then
+  ranks=8 topology="ranks_per_node = 2
+nodes_per_rack = 2" parallel="tensor = 2
+pipeline = 2
+data = 2"
+  layouts=(
+    "t2p2d2 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2"
+    "d8 --parallel.tensor=1 --parallel.pipeline=1 --parallel.data=8"
+    "d8_zero --parallel.tensor=1 --parallel.pipeline=1 --parallel.data=8 --optim.zero=1"
+    "t8 --parallel.tensor=8 --parallel.pipeline=1 --parallel.data=1"
+    "p8 --parallel.tensor=1 --parallel.pipeline=8 --parallel.data=1 --train.micro_batch=1"
+    "t2p2d2_full --memory.recompute=full"
+    "t2p2d2_bf16 --optim.precision=bf16"
+    "t4p2_gpipe_selective --parallel.tensor=4 --parallel.pipeline=2 --parallel.data=1 --parallel.schedule=gpipe --memory.recompute=selective"
+    "t2d4_flat --parallel.tensor=2 --parallel.pipeline=1 --parallel.data=4 --comm.algo=flat"
+  )
+else
+  ranks=2 topology="ranks_per_node = 1
+nodes_per_rack = 1" parallel="data = 2"
+  layouts=(
+    "d2 --parallel.data=2"
+    "d2_zero --parallel.data=2 --optim.zero=1"
+    "t2 --parallel.tensor=2 --parallel.data=1"
+    "p2 --parallel.pipeline=2 --parallel.data=1 --train.micro_batch=1"
+    "t2_full --parallel.tensor=2 --parallel.data=1 --memory.recompute=full"
+    "d2_bf16 --parallel.data=2 --optim.precision=bf16"
+    "p2_gpipe_selective --parallel.pipeline=2 --parallel.data=1 --parallel.schedule=gpipe --memory.recompute=selective"
+    "d2_flat --parallel.data=2 --comm.algo=flat"
+    "t2_bf16 --parallel.tensor=2 --parallel.data=1 --optim.precision=bf16"
+  )
+fi
 cat > m.deck <<DECK
 [model]
 layers = 8
@@ -93,12 +128,9 @@ hidden = 256
 vocab = 256
 seq_len = 128
 [parallel]
-tensor = 2
-pipeline = 2
-data = 2
+$parallel
 [topology]
-ranks_per_node = 2
-nodes_per_rack = 2
+$topology
 link.node = 20,1
 link.rack = 100,0.25
 link.cross_rack = 200,0.1
@@ -117,37 +149,20 @@ train = $WORK/data/train.bin
 val = $WORK/data/val.bin
 DECK
 PLAN_TOLERANCE=${PLAN_TOLERANCE:-0.20}
-# With more ranks than cores the ranks are not independent devices (a rank waiting in a bubble
-# or a collective yields its core to the others), which the step model does not describe: the
-# comparison is then printed as SKIP with its figures, not counted (docs/PLANNER.md, "Measured
-# on this host"). PLAN_ENFORCE=1 counts it anyway.
-cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
-oversubscribed=$(( cores < 8 ))
-if ! timeout 300 mpirun -q -np 8 "$TRIDENT" commbench m.deck > commbench.out 2>&1 ||
-   ! "$TRIDENT" plan m.deck --calibrate="$WORK/host.ini" > calibrate.out 2>&1; then
+if (( cores < 2 )); then
+  skip plan_measured_vs_predicted "one core: no layout of two ranks has a core per rank"
+elif ! timeout 300 mpirun -q -np "$ranks" "$TRIDENT" commbench m.deck > commbench.out 2>&1 ||
+     ! "$TRIDENT" plan m.deck --calibrate="$WORK/host.ini" > calibrate.out 2>&1; then
   fail "plan_calibrate" "$(tail -3 commbench.out) $(tail -3 calibrate.out)"
 else
-  pass "plan_calibrate ($(grep -E '^peak_tflops_fp32|^memory_bandwidth_gbps' host.ini | tr '\n' ' '))"
-  layouts=(
-    "t2p2d2 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2"
-    "d8 --parallel.tensor=1 --parallel.pipeline=1 --parallel.data=8"
-    "d8_zero --parallel.tensor=1 --parallel.pipeline=1 --parallel.data=8 --optim.zero=1"
-    "t8 --parallel.tensor=8 --parallel.pipeline=1 --parallel.data=1"
-    "p8 --parallel.tensor=1 --parallel.pipeline=8 --parallel.data=1 --train.micro_batch=1"
-    "t2p2d2_full --memory.recompute=full"
-    "t2p2d2_bf16 --optim.precision=bf16"
-    "t4p2_gpipe_selective --parallel.tensor=4 --parallel.pipeline=2 --parallel.data=1 --parallel.schedule=gpipe --memory.recompute=selective"
-    "t2d4_flat --parallel.tensor=2 --parallel.pipeline=1 --parallel.data=4 --comm.algo=flat"
-  )
-  # Where the comparison cannot count (oversubscribed), three layouts keep the path exercised
-  # and the figures printed without the suite paying for all nine.
-  if (( oversubscribed )) && [[ ${PLAN_ENFORCE:-0} != 1 ]]; then layouts=("${layouts[0]}" "${layouts[2]}" "${layouts[8]}"); fi
+  pass "plan_calibrate ($ranks ranks; $(grep -E '^peak_tflops_fp32|^memory_bandwidth_gbps' host.ini | cut -d'#' -f1 | tr -s ' \n' ' '))"
+  within=0 figures=""
   for entry in "${layouts[@]}"; do
     read -r name overrides <<< "$entry"
     # shellcheck disable=SC2086
     predicted=$("$TRIDENT" plan m.deck --hardware="$WORK/host.ini" --json $overrides | head -1)
     # shellcheck disable=SC2086
-    if ! timeout 300 mpirun -q -np 8 "$TRIDENT" train m.deck --train.run_dir="run_$name" $overrides > "$name.out" 2>&1; then
+    if ! timeout 300 mpirun -q -np "$ranks" "$TRIDENT" train m.deck --train.run_dir="run_$name" $overrides > "$name.out" 2>&1; then
       fail "plan_measured_$name" "run failed: $(tail -2 "$name.out")"; continue
     fi
     if $PY - "run_$name/metrics.h5" "$predicted" "$PLAN_TOLERANCE" > "$name.cmp" 2>&1 <<'PY'
@@ -160,9 +175,12 @@ error = predicted / measured - 1
 print(f"predicted {1e3 * predicted:.0f} ms, measured {1e3 * measured:.0f} ms ({100 * error:+.0f}%)")
 sys.exit(0 if abs(error) <= tolerance else 1)
 PY
-    then pass "plan_measured_$name ($(cat "$name.cmp"))"
-    elif (( oversubscribed )) && [[ ${PLAN_ENFORCE:-0} != 1 ]]; then
-      skip "plan_measured_$name" "8 ranks on $cores cores: $(cat "$name.cmp")"
-    else fail "plan_measured_$name" "$(cat "$name.cmp")"; fi
+    then within=$((within + 1)); fi
+    figures+="; $name $(cat "$name.cmp")"
   done
+  if (( within >= ${#layouts[@]} - 1 )); then
+    pass "plan_measured_vs_predicted ($within of ${#layouts[@]} within $PLAN_TOLERANCE${figures})"
+  else
+    fail "plan_measured_vs_predicted" "$within of ${#layouts[@]} within $PLAN_TOLERANCE, at least $(( ${#layouts[@]} - 1 )) needed${figures}"
+  fi
 fi

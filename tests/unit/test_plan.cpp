@@ -71,6 +71,7 @@ Workload paper_workload(const PaperRow& r) {
   w.seq_len = 2048;
   w.global_batch = r.global_batch;
   w.dropout = true;  // Megatron-LM's attention and hidden dropout
+  w.activation_message_bytes = 2;  // and its fp16 activations in the tensor all-reduces and p2p
   return w;
 }
 
