@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gpu-check.sh — the one prepared check for a machine with a GPU (at most 8 minutes on one GPU),
 # run from the repository root: builds the CUDA binaries, runs each CUDA kernel against the CPU
-# backend (tests/gpu), trains the default deck, bench-s and the tensor / pipeline / data layouts
-# on the GPU against the same runs on the CPU (fp32 within 1e-4 relative per step over 20 steps,
-# bf16 within 2e-2), measures the cuBLASLt GEMM rate, and ends with a table. Each part prints
+# backend (tests/gpu) and the NCCL communicators against MPI (tests/gpu/test_nccl.sh), trains the
+# default deck, bench-s and the tensor / pipeline / data layouts on the GPU against the same runs
+# on the CPU (fp32 within 1e-4 relative per step over 20 steps, bf16 within 2e-2), measures the
+# cuBLASLt GEMM rate, and ends with a table. Each part prints
 # PASS / FAIL / SKIP lines (tests/e2e/lib.sh's format); what the trainer does not support on
 # CUDA yet FAILs with the trainer's own reason: nothing here claims a result it did not measure.
 # Exit status: 0 only when every part passed.
@@ -36,7 +37,7 @@ fi
 
 note "build (the binary and the GPU tests; make deps is not run: the machine has its packages)"
 if ! make -j"$JOBS" CUDA=1 "$BUILD/bin/trident" "$BUILD/tests/gpu_tests" "$BUILD/tests/gpu_gemm_rate" \
-    > "$LOGS/build.log" 2>&1; then
+    "$BUILD/tests/gpu/test_nccl" > "$LOGS/build.log" 2>&1; then
   tail -20 "$LOGS/build.log"
   result FAIL build "see $LOGS/build.log"
   exit 1
@@ -48,6 +49,12 @@ timeout 240 "$BUILD/tests/gpu_tests" | tee "$LOGS/kernels.log"
 kernel_pass=$(grep -c '^PASS' "$LOGS/kernels.log")
 kernel_fail=$(grep -c '^FAIL' "$LOGS/kernels.log")
 if [[ $kernel_fail != 0 || $kernel_pass == 0 ]]; then failures=$((failures + 1)); fi
+
+note "the NCCL communicators against MPI, one rank per GPU (tests/gpu/test_nccl.sh)"
+timeout 420 bash tests/gpu/test_nccl.sh | tee "$LOGS/nccl.log"
+nccl_pass=$(grep -c '^PASS' "$LOGS/nccl.log")
+nccl_fail=$(grep -c '^FAIL' "$LOGS/nccl.log")
+if [[ $nccl_fail != 0 || $nccl_pass == 0 ]]; then failures=$((failures + 1)); fi
 
 note "training on CUDA against the CPU ($STEPS steps)"
 . scripts/mpi-env.sh
@@ -111,6 +118,7 @@ case "$device" in  # dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM
 esac
 printf '%-52s %s\n' "GPU" "${device:-none}" \
   "kernels against the CPU backend" "$kernel_pass passed, $kernel_fail failed" \
+  "NCCL communicators against MPI" "$nccl_pass passed, $nccl_fail failed" \
   "cuBLASLt bf16 GEMM, 8192^3" "${gemm_bf16:-not measured}" \
   "cuBLASLt bf16 GEMM, GPT-2 124M qkv (8192 x 768 x 2304)" "${gemm_qkv:-not measured}" \
   "bf16 dense peak (data sheet)" "$peak" \
