@@ -146,7 +146,10 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       steps_(settings_.train.steps),
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
-      figures_(job.grid, pp_size_) {}
+      figures_(job.grid, pp_size_),
+      balance_(settings_.balance, job.grid) {
+  runner_->set_slowdown(settings_.debug.slowdown_of(world_rank()));
+}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
@@ -398,6 +401,10 @@ int Trainer::run(const std::string& run_dir) {
     if (result.skipped) count_bad_step(step, result);
     else bad_in_a_row_ = 0;
     if (step == start_step_) figures_.forget_bubble();  // the first step warms up: not counted
+    const bool warm_up = step == start_step_;
+    if (auto measured = balance_.add_step(warm_up ? pipeline::StepTimes{} : result.pipeline, warm_up ? 0 : micro_batches_,
+                                          step + 1, *collectives_.world))
+      balance_.record(step + 1, *measured, metrics_.get());
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       validate(step + 1);

@@ -26,6 +26,7 @@
 #include "job/fault_hooks.hpp"
 #include "job/job.hpp"
 #include "job/memory_plan.hpp"
+#include "train/balance_monitor.hpp"
 #include "train/run_collectives.hpp"
 #include "train/step_figures.hpp"
 #include "train/step_result.hpp"
@@ -106,6 +107,7 @@ class Trainer {
   const int64_t steps_, micro_batches_;
   const double flops_per_token_;
   StepFigureLog figures_;
+  BalanceMonitor balance_;
 
   // The state of the run.
   std::unique_ptr<metrics::MetricsFile> metrics_;  // rank 0

@@ -1,0 +1,90 @@
+// The balance arithmetic (pipeline/balance.hpp): figures per stage and replica, the min-max
+// allocation behind the pipeline re-split and the replica shares, against exhaustive search.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "pipeline/balance.hpp"
+
+using namespace trident::pipeline;
+
+namespace {
+
+// The best maximum over every allocation of `total` units, each worker at least one.
+double exhaustive_best(const std::vector<double>& unit, const std::vector<double>& fixed, int total) {
+  std::vector<int> counts(unit.size(), 1);
+  double best = 1e300;
+  std::function<void(size_t, int)> visit = [&](size_t w, int left) {
+    if (w + 1 == unit.size()) {
+      counts[w] = left;
+      best = std::min(best, predicted_max_ms(unit, fixed, counts));
+      return;
+    }
+    for (int n = 1; n <= left - int(unit.size() - w - 1); ++n) counts[w] = n, visit(w + 1, left - n);
+  };
+  visit(0, total);
+  return best;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(figures_take_the_slowest_rank_of_each_stage_and_replica) {
+  // 4 ranks: stages 0,0,1,1 and replicas 0,1,0,1; rank 3 slow.
+  const std::vector<RankTimes> ranks{{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0}, {2, 4, 0}};
+  const BalanceFigures f = summarise(ranks, {0, 0, 1, 1}, {0, 1, 0, 1}, 2, 2);
+  BOOST_TEST(f.stage_ms(0) == 3.0);
+  BOOST_TEST(f.stage_ms(1) == 6.0);
+  BOOST_TEST(f.stage_edge_ms[0] == 0.5);
+  BOOST_TEST(f.replica_ms(1) == 6.0);
+  BOOST_TEST(f.stage_ratio() == 2.0);
+  BOOST_TEST(f.replica_ratio() == 2.0);
+  const BalanceFigures one = summarise({{1, 1, 0}}, {0}, {0}, 1, 1);
+  BOOST_TEST(one.stage_ratio() == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_stage_gets_fewer_blocks) {
+  // 8 blocks on 2 stages of 4; stage 1 twice as slow per block: 5,3 balances 5 against 6.
+  const std::vector<double> unit{1, 2}, fixed{0, 0};
+  const std::vector<int> split = minmax_allocation(unit, fixed, 8, {4, 4});
+  BOOST_TEST((split == std::vector<int>{5, 3}));
+  BOOST_TEST(predicted_max_ms(unit, fixed, split) == 6.0);
+  BOOST_TEST(predicted_max_ms(unit, fixed, {4, 4}) == 8.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_balanced_split_is_kept) {
+  const std::vector<double> unit{1, 1, 1, 1}, fixed{0.5, 0, 0, 0.5};
+  // 9 blocks: 2,3,2,2 and 2,2,3,2 are equally good; the current one stays.
+  BOOST_TEST((minmax_allocation(unit, fixed, 9, {2, 2, 3, 2}) == std::vector<int>{2, 2, 3, 2}));
+  BOOST_TEST((minmax_allocation(unit, fixed, 9, {2, 3, 2, 2}) == std::vector<int>{2, 3, 2, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(the_greedy_allocation_is_optimal) {
+  // Pseudo-random costs (a fixed LCG): the greedy maximum equals the exhaustive one.
+  unsigned state = 12345;
+  auto next = [&] { return (state = state * 1103515245u + 12345u) % 1000 / 100.0 + 0.1; };
+  for (int trial = 0; trial < 200; ++trial) {
+    const int workers = 2 + trial % 3, total = workers + trial % 9;
+    std::vector<double> unit, fixed;
+    for (int w = 0; w < workers; ++w) unit.push_back(next()), fixed.push_back(trial % 2 ? next() : 0.0);
+    const std::vector<int> counts = minmax_allocation(unit, fixed, total);
+    int sum = 0;
+    for (int n : counts) {
+      sum += n;
+      BOOST_TEST(n >= 1);
+    }
+    BOOST_TEST(sum == total);
+    BOOST_TEST(predicted_max_ms(unit, fixed, counts) == exhaustive_best(unit, fixed, total), "trial " << trial);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stage_costs_split_the_stage_time_over_its_blocks) {
+  BalanceFigures f;
+  f.stage_forward_ms = {3, 4}, f.stage_backward_ms = {5, 8}, f.stage_edge_ms = {2, 4};
+  std::vector<double> unit, fixed;
+  stage_costs(f, {3, 2}, &unit, &fixed);
+  BOOST_TEST((fixed == std::vector<double>{2, 4}));
+  BOOST_TEST((unit == std::vector<double>{2, 4}));
+  BOOST_TEST(split_text({3, 5}) == "3,5");
+}
