@@ -181,7 +181,15 @@ std::vector<KeySpec> build_schema() {
               "and replica, agreed over all ranks, into metrics.h5 (balance/*); 0 = off"),
       real("balance.threshold", "1.15", 1, 1e9,
            "max/min of the stages' (or replicas') time per micro-batch above which a measurement is an "
-           "imbalance: printed on the console"),
+           "imbalance: printed on the console, and (balance.pipeline) a re-split considered"),
+      boolean("balance.pipeline", "false",
+              "move whole blocks between pipeline stages at a step boundary when the stages are imbalanced: "
+              "the split that minimises the predicted slowest stage, from the measured per-block times; a "
+              "resumed run takes the split its checkpoint recorded"),
+      real("balance.margin", "0.1", 0, 100,
+           "a re-split happens only when it predicts the slowest stage faster by more than this fraction"),
+      integer("balance.cooldown", std::string("50"), 0, kIntMax,
+              "steps after a re-split during which no other is made"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),

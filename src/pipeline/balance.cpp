@@ -2,6 +2,7 @@
 #include "pipeline/balance.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -51,11 +52,27 @@ std::vector<int> minmax_allocation(const std::vector<double>& unit_ms, const std
       if (fixed_ms[w] + (counts[w] + 1) * unit_ms[w] < fixed_ms[best] + (counts[best] + 1) * unit_ms[best]) best = w;
     ++counts[best];
   }
-  // The greedy fixes the slowest worker's time; any allocation whose workers all stay within
-  // it is as good, and `current` is the one to keep if it is among them.
-  if (!current.empty() && predicted_max_ms(unit_ms, fixed_ms, current) <= predicted_max_ms(unit_ms, fixed_ms, counts))
-    return current;
-  return counts;
+  if (current.empty()) return counts;
+  // The greedy fixes the slowest worker's time; any allocation whose workers all stay within it
+  // is as good. Of those, the one nearest `current`: each worker keeps what it has up to its
+  // cap, and what is missing goes where it ends lowest — the fewest units moved.
+  const double best = predicted_max_ms(unit_ms, fixed_ms, counts);
+  std::vector<int> cap(counts), near(workers);  // cap: the most units a worker takes within `best`
+  int placed = 0;
+  for (int w = 0; w < workers; ++w) {
+    while (cap[w] < total && fixed_ms[w] + (cap[w] + 1) * unit_ms[w] <= best) ++cap[w];
+    near[w] = std::max(1, std::min(current[w], cap[w]));
+    placed += near[w];
+  }
+  for (; placed < total; ++placed) {
+    int to = -1;
+    for (int w = 0; w < workers; ++w)
+      if (near[w] < cap[w] && (to < 0 || fixed_ms[w] + (near[w] + 1) * unit_ms[w] < fixed_ms[to] + (near[to] + 1) * unit_ms[to]))
+        to = w;
+    if (to < 0) return counts;  // rounding left no room: the greedy's answer
+    ++near[to];
+  }
+  return placed == total ? near : counts;
 }
 
 double predicted_max_ms(const std::vector<double>& unit_ms, const std::vector<double>& fixed_ms,
@@ -74,6 +91,33 @@ void stage_costs(const BalanceFigures& figures, const std::vector<int>& stage_la
     (*fixed_ms)[s] = edge;
     (*unit_ms)[s] = (figures.stage_ms(static_cast<int>(s)) - edge) / stage_layers[s];
   }
+}
+
+SplitDecision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold,
+                           double margin) {
+  SplitDecision d;
+  std::vector<double> unit, fixed;
+  stage_costs(figures, current, &unit, &fixed);
+  int total = 0;
+  for (int n : current) total += n;
+  d.split = minmax_allocation(unit, fixed, total, current);
+  d.current_ms = predicted_max_ms(unit, fixed, current);
+  d.predicted_ms = predicted_max_ms(unit, fixed, d.split);
+  char text[200];
+  std::snprintf(text, sizeof text, "split %s -> %s, slowest stage %.3f -> %.3f ms predicted (gain %.1f%%",
+                split_text(current).c_str(), split_text(d.split).c_str(), d.current_ms, d.predicted_ms,
+                100.0 * d.gain());
+  d.why = text;
+  if (figures.stage_ratio() <= threshold) {
+    std::snprintf(text, sizeof text, "); stages within threshold %g: no move", threshold);
+  } else if (d.split == current || d.gain() <= margin) {
+    std::snprintf(text, sizeof text, ", not above margin %.1f%%): no move", 100.0 * margin);
+  } else {
+    std::snprintf(text, sizeof text, " > margin %.1f%%)", 100.0 * margin);
+    d.move = true;
+  }
+  d.why += text;
+  return d;
 }
 
 std::string split_text(const std::vector<int>& counts) {

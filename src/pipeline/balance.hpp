@@ -32,8 +32,8 @@ BalanceFigures summarise(const std::vector<RankTimes>& per_rank, const std::vect
 
 // Units (blocks, micro-batches) over workers (stages, replicas) in a fixed order: worker w
 // takes n_w ≥ 1 units and the time fixed_ms[w] + n_w · unit_ms[w]; the result minimises the
-// slowest worker's time, Σ n_w = total. `current` (when given) is kept if it is as good, so that
-// equal answers never move anything. Greedy: each unit goes to the worker that ends lowest with it — optimal for a
+// slowest worker's time, Σ n_w = total. Of the equally good answers, the one nearest `current`
+// (when given): the fewest units move, and an optimal `current` stays as it is. Greedy: each unit goes to the worker that ends lowest with it — optimal for a
 // maximum of increasing linear costs.
 std::vector<int> minmax_allocation(const std::vector<double>& unit_ms, const std::vector<double>& fixed_ms,
                                    int total, const std::vector<int>& current = {});
@@ -47,6 +47,20 @@ double predicted_max_ms(const std::vector<double>& unit_ms, const std::vector<do
 // edge part as a fixed cost of the first and the last stage.
 void stage_costs(const BalanceFigures& figures, const std::vector<int>& stage_layers, std::vector<double>* unit_ms,
                  std::vector<double>* fixed_ms);
+
+// Whether to re-split the pipeline after a measurement: only when the stages are imbalanced
+// (max/min above `threshold`) and the best split predicts the slowest stage faster by more
+// than `margin` (a fraction) — what keeps noise and a near-balance from moving blocks to and fro.
+struct SplitDecision {
+  std::vector<int> split;    // the best split (the current one when nothing is better)
+  double current_ms = 0;     // the slowest stage now, per micro-batch (forward + backward)
+  double predicted_ms = 0;   // the slowest stage of `split`, predicted
+  bool move = false;
+  std::string why;           // the figures behind the decision, for the log (a move: without its verdict)
+  double gain() const { return predicted_ms > 0 ? current_ms / predicted_ms - 1 : 0; }
+};
+SplitDecision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold,
+                           double margin);
 
 // "3,5" — a split as parallel.stage_layers writes it.
 std::string split_text(const std::vector<int>& counts);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
 
 namespace trident {
@@ -24,19 +25,20 @@ std::optional<pipeline::BalanceFigures> BalanceMonitor::add_step(const pipeline:
                                                                  int64_t micro_batches, int64_t completed,
                                                                  comm::Communicator& world) {
   if (settings_.interval <= 0) return std::nullopt;
-  sum_.forward_seconds += times.forward_seconds;
-  sum_.backward_seconds += times.backward_seconds;
-  sum_.edge_seconds += times.edge_seconds;
-  micro_batches_ += micro_batches;
+  if (micro_batches > 0) {
+    const double per = 1e3 / static_cast<double>(micro_batches);
+    forward_ms_.push_back(times.forward_seconds * per);
+    backward_ms_.push_back(times.backward_seconds * per);
+    edge_ms_.push_back(times.edge_seconds * per);
+  }
   if (completed % settings_.interval != 0) return std::nullopt;
-  // (3) per rank: forward, backward and edge ms per micro-batch over the interval; a rank that
-  // measured nothing (the interval held only the warm-up step) sends zeros.
-  const double per = micro_batches_ > 0 ? 1e3 / static_cast<double>(micro_batches_) : 0.0;
-  const double mine[3] = {sum_.forward_seconds * per, sum_.backward_seconds * per, sum_.edge_seconds * per};
+  // (3) per rank: the medians; a rank that measured nothing (the interval held only the warm-up
+  // step) sends zeros.
+  const double mine[3] = {median(forward_ms_), median(backward_ms_), median(edge_ms_)};
+  forward_ms_.clear(), backward_ms_.clear(), edge_ms_.clear();
   const int world_size = grid_.world_size();
   std::vector<double> all(static_cast<size_t>(3) * world_size);  // (world, 3)
   world.all_gather_values(mine, all.data(), 3, DType::f64, Stream{}).wait();
-  sum_ = {}, micro_batches_ = 0;
   std::vector<pipeline::RankTimes> per_rank(world_size);
   std::vector<int> stage_of(world_size), replica_of(world_size);
   for (int r = 0; r < world_size; ++r) {

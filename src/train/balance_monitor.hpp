@@ -1,6 +1,7 @@
 // Measuring the load balance of a running job (issue 18, item 1): every balance.interval steps,
-// each rank's forward and backward time per micro-batch (and its embedding/head part) over the
-// interval is gathered by every rank, summarised per stage and per data replica (the slowest
+// each rank's forward and backward time per micro-batch (and its embedding/head part) — the
+// median over the interval's steps, so that a step where another process took the core does
+// not count — is gathered by every rank, summarised per stage and per data replica (the slowest
 // rank of each), written into metrics.h5 (balance/*) and printed when max/min exceeds
 // balance.threshold. Every rank holds the same figures, so decisions taken from them need no
 // further agreement.
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "job/settings.hpp"
@@ -36,8 +38,8 @@ class BalanceMonitor {
  private:
   const BalanceSettings settings_;
   const layout::Grid grid_;
-  pipeline::StepTimes sum_;      // over the interval so far
-  int64_t micro_batches_ = 0;    // over the interval so far
+  // Per step of the interval so far: forward, backward and edge ms per micro-batch.
+  std::vector<double> forward_ms_, backward_ms_, edge_ms_;
 };
 
 }  // namespace trident

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <functional>
+#include <numeric>
 #include <vector>
 
 #include "pipeline/balance.hpp"
@@ -76,6 +77,11 @@ BOOST_AUTO_TEST_CASE(the_greedy_allocation_is_optimal) {
     }
     BOOST_TEST(sum == total);
     BOOST_TEST(predicted_max_ms(unit, fixed, counts) == exhaustive_best(unit, fixed, total), "trial " << trial);
+    std::vector<int> current(workers, 1);  // from any current split: still optimal, and a valid split
+    current[trial % workers] += total - workers;
+    const std::vector<int> near = minmax_allocation(unit, fixed, total, current);
+    BOOST_TEST(predicted_max_ms(unit, fixed, near) == exhaustive_best(unit, fixed, total), "trial " << trial);
+    BOOST_TEST(std::accumulate(near.begin(), near.end(), 0) == total);
   }
 }
 
@@ -87,4 +93,21 @@ BOOST_AUTO_TEST_CASE(stage_costs_split_the_stage_time_over_its_blocks) {
   BOOST_TEST((fixed == std::vector<double>{2, 4}));
   BOOST_TEST((unit == std::vector<double>{2, 4}));
   BOOST_TEST(split_text({3, 5}) == "3,5");
+}
+
+BOOST_AUTO_TEST_CASE(a_split_moves_only_above_threshold_and_margin) {
+  BalanceFigures f;
+  f.stage_edge_ms = {0, 0};
+  f.stage_forward_ms = {4, 8}, f.stage_backward_ms = {0, 0};  // 4,4 blocks: stage 1 twice as slow per block
+  SplitDecision d = decide_split(f, {4, 4}, 1.15, 0.05);
+  BOOST_TEST(d.move);
+  BOOST_TEST((d.split == std::vector<int>{5, 3}));
+  BOOST_TEST(d.current_ms == 8.0);
+  BOOST_TEST(d.predicted_ms == 6.0);
+  BOOST_TEST(!decide_split(f, {4, 4}, 1.15, 0.5).move);   // a 33% gain is not above a 50% margin
+  BOOST_TEST(!decide_split(f, {4, 4}, 2.5, 0.05).move);   // ratio 2 within a threshold of 2.5
+  f.stage_forward_ms = {4, 4.4};                          // 10% apart: moving a block would be worse
+  d = decide_split(f, {4, 4}, 1.05, 0.05);
+  BOOST_TEST(!d.move);
+  BOOST_TEST((d.split == std::vector<int>{4, 4}));
 }
