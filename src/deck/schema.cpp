@@ -186,10 +186,14 @@ std::vector<KeySpec> build_schema() {
               "move whole blocks between pipeline stages at a step boundary when the stages are imbalanced: "
               "the split that minimises the predicted slowest stage, from the measured per-block times; a "
               "resumed run takes the split its checkpoint recorded"),
+      boolean("balance.replicas", "false",
+              "give a slower data replica fewer of the global batch's micro-batches and a faster one more, at a "
+              "step boundary: the same sequences and the same loss and gradient normalisation (by tokens)"),
       real("balance.margin", "0.1", 0, 100,
-           "a re-split happens only when it predicts the slowest stage faster by more than this fraction"),
+           "a re-split (or new replica shares) only when it predicts the slowest stage (replica) faster by more "
+           "than this fraction"),
       integer("balance.cooldown", std::string("50"), 0, kIntMax,
-              "steps after a re-split during which no other is made"),
+              "steps after a re-split (or new replica shares) during which no other of its kind is made"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),

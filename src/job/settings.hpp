@@ -69,6 +69,7 @@ struct BalanceSettings {
   int64_t interval = 0;          // steps between measurements; 0: off
   double threshold = 1.15;       // max/min above which a measurement is an imbalance
   bool pipeline = false;         // re-split the pipeline stages when imbalanced
+  bool replicas = false;         // uneven micro-batch shares of the data replicas when imbalanced
   double margin = 0.1;           // predicted gain a re-split must exceed
   int64_t cooldown = 50;         // steps after a re-split without another
 };

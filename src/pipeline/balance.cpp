@@ -93,24 +93,24 @@ void stage_costs(const BalanceFigures& figures, const std::vector<int>& stage_la
   }
 }
 
-SplitDecision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold,
-                           double margin) {
-  SplitDecision d;
-  std::vector<double> unit, fixed;
-  stage_costs(figures, current, &unit, &fixed);
+namespace {
+
+Decision decide(const std::vector<double>& unit, const std::vector<double>& fixed, const std::vector<int>& current,
+                double ratio, double threshold, double margin, const char* what) {
+  Decision d;
   int total = 0;
   for (int n : current) total += n;
-  d.split = minmax_allocation(unit, fixed, total, current);
+  d.counts = minmax_allocation(unit, fixed, total, current);
   d.current_ms = predicted_max_ms(unit, fixed, current);
-  d.predicted_ms = predicted_max_ms(unit, fixed, d.split);
-  char text[200];
-  std::snprintf(text, sizeof text, "split %s -> %s, slowest stage %.3f -> %.3f ms predicted (gain %.1f%%",
-                split_text(current).c_str(), split_text(d.split).c_str(), d.current_ms, d.predicted_ms,
+  d.predicted_ms = predicted_max_ms(unit, fixed, d.counts);
+  char text[240];
+  std::snprintf(text, sizeof text, "%s %s -> %s, slowest %.3f -> %.3f ms predicted (gain %.1f%%", what,
+                split_text(current).c_str(), split_text(d.counts).c_str(), d.current_ms, d.predicted_ms,
                 100.0 * d.gain());
   d.why = text;
-  if (figures.stage_ratio() <= threshold) {
-    std::snprintf(text, sizeof text, "); stages within threshold %g: no move", threshold);
-  } else if (d.split == current || d.gain() <= margin) {
+  if (ratio <= threshold) {
+    std::snprintf(text, sizeof text, "); max/min %.2f within threshold %g: no move", ratio, threshold);
+  } else if (d.counts == current || d.gain() <= margin) {
     std::snprintf(text, sizeof text, ", not above margin %.1f%%): no move", 100.0 * margin);
   } else {
     std::snprintf(text, sizeof text, " > margin %.1f%%)", 100.0 * margin);
@@ -118,6 +118,40 @@ SplitDecision decide_split(const BalanceFigures& figures, const std::vector<int>
   }
   d.why += text;
   return d;
+}
+
+}  // namespace
+
+Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin) {
+  std::vector<double> unit, fixed;
+  stage_costs(figures, current, &unit, &fixed);
+  return decide(unit, fixed, current, figures.stage_ratio(), threshold, margin, "stages");
+}
+
+Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin) {
+  std::vector<double> unit(current.size()), fixed(current.size(), 0.0);
+  for (size_t d = 0; d < current.size(); ++d) unit[d] = figures.replica_ms(static_cast<int>(d));
+  return decide(unit, fixed, current, figures.replica_ratio(), threshold, margin, "replica shares");
+}
+
+void Hysteresis::apply(Decision& decision, int64_t completed, int64_t cooldown) {
+  // Confirmed: the previous measurement proposed a move too (not necessarily the same one: the
+  // imbalance lasted, and the newer figures choose where to).
+  const bool confirmed = !proposed.empty();
+  proposed = decision.move ? decision.counts : std::vector<int>{};
+  if (!decision.move) return;
+  if (last_move >= 0 && completed - last_move < cooldown) {
+    decision.move = false;
+    decision.why += ": held, within balance.cooldown = " + std::to_string(cooldown) + " steps of the move after step " +
+                    std::to_string(last_move);
+  } else if (!confirmed) {
+    decision.move = false;
+    decision.why += ": proposed, moving if the next measurement agrees";
+  } else {
+    decision.why += ": confirmed, moving";
+    last_move = completed;
+    proposed.clear();
+  }
 }
 
 std::string split_text(const std::vector<int>& counts) {

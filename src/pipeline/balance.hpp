@@ -4,6 +4,7 @@
 // replicas) are. Pure arithmetic: the trainer gathers the times and applies the decisions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,19 +49,33 @@ double predicted_max_ms(const std::vector<double>& unit_ms, const std::vector<do
 void stage_costs(const BalanceFigures& figures, const std::vector<int>& stage_layers, std::vector<double>* unit_ms,
                  std::vector<double>* fixed_ms);
 
-// Whether to re-split the pipeline after a measurement: only when the stages are imbalanced
-// (max/min above `threshold`) and the best split predicts the slowest stage faster by more
-// than `margin` (a fraction) — what keeps noise and a near-balance from moving blocks to and fro.
-struct SplitDecision {
-  std::vector<int> split;    // the best split (the current one when nothing is better)
-  double current_ms = 0;     // the slowest stage now, per micro-batch (forward + backward)
-  double predicted_ms = 0;   // the slowest stage of `split`, predicted
+// Whether to re-allocate after a measurement — blocks over stages (a re-split) or micro-batches
+// over replicas (shares): only when the workers are imbalanced (max/min above `threshold`) and
+// the best allocation predicts the slowest worker faster by more than `margin` (a fraction) —
+// what keeps noise and a near-balance from moving work to and fro.
+struct Decision {
+  std::vector<int> counts;   // the best allocation (the current one when nothing is better)
+  double current_ms = 0;     // the slowest worker now (stage: per micro-batch; replica: per step)
+  double predicted_ms = 0;   // the slowest worker of `counts`, predicted
   bool move = false;
   std::string why;           // the figures behind the decision, for the log (a move: without its verdict)
   double gain() const { return predicted_ms > 0 ? current_ms / predicted_ms - 1 : 0; }
 };
-SplitDecision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold,
-                           double margin);
+// Blocks over stages, by stage_costs.
+Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin);
+// Micro-batches over replicas: a replica's step is its share times its time per micro-batch.
+Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin);
+
+// The hysteresis after the margin, for one kind of move: none within `cooldown` steps of the
+// last, and none on one measurement alone — the one before must have proposed a move too (a
+// process that took a core for one interval does not move work); the newer proposal is made.
+struct Hysteresis {
+  std::vector<int> proposed;  // the last measurement's proposal (empty: none)
+  int64_t last_move = -1;     // the step after which the last move happened (-1: never)
+  // Turns decision.move off (and says why in decision.why) unless the move may happen now,
+  // after step `completed`; records a move that may.
+  void apply(Decision& decision, int64_t completed, int64_t cooldown);
+};
 
 // "3,5" — a split as parallel.stage_layers writes it.
 std::string split_text(const std::vector<int>& counts);

@@ -75,6 +75,15 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
   if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
 }
 
+void PipelineRunner::set_micro_batches(int micro_batches) {
+  for (comm::Work& send : activation_sends_) send.wait();  // no slot may go while its send is pending
+  micro_batches_ = micro_batches;
+  slots_ = slots_needed(schedule_, stage_, stages_, micro_batches);
+  gpt_.set_slots(slots_);
+  activation_sends_.clear();
+  activation_sends_.resize(slots_);
+}
+
 void PipelineRunner::stretch(double compute_start) const {
   if (slowdown_ <= 1.0) return;
   const double compute = steady_seconds() - compute_start;

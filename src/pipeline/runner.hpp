@@ -53,6 +53,10 @@ class PipelineRunner {
   // forward and backward the runner sleeps for the compute time just measured × (factor − 1),
   // and that time counts as compute (the StepTimes see a slower device). 1: off.
   void set_slowdown(double factor) { slowdown_ = factor; }
+  // From the next step on, `micro_batches` per step (balance.replicas: this replica's share of
+  // the global batch); the activation slots follow the schedule's need.
+  void set_micro_batches(int micro_batches);
+  int micro_batches() const { return micro_batches_; }
 
   int stage() const { return stage_; }
   int stages() const { return stages_; }

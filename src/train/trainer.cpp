@@ -156,7 +156,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
       figures_(job.grid, pp_size_),
-      balance_(settings_.balance, job.grid) {}
+      balance_(settings_.balance, job.grid),
+      shares_(dp_size_, static_cast<int>(micro_batches_)),
+      first_micro_batch_(dp_rank_ * micro_batches_) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -169,14 +171,18 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
   runner_ = make_runner(settings_, *model_, *collectives_.pipeline);
+  runner_->set_micro_batches(shares_[dp_rank_]);
 }
 
 StepResult Trainer::train_step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   const uint64_t seed = settings_.train.seed;
   model_->zero_grad();
-  // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
-  const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
+  // This replica's slice of the global batch: its micro-batches [first, first + share) of the
+  // m · dp, each of B sequences — [dp_rank · G/dp, (dp_rank+1) · G/dp) with equal shares. Every
+  // micro-batch holds B · T tokens, so scaling each by 1/(m · dp) weights every token alike
+  // whatever the shares: the same loss and the same gradient as equal shares.
+  const int64_t first_sequence = first_micro_batch_ * B_;
   // fp16: the loss scale S multiplies every gradient; the norm and the update divide it out.
   const double fp16_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float loss_scale = static_cast<float>(fp16_scale / static_cast<double>(micro_batches_ * dp_size_));

@@ -89,6 +89,8 @@ class Trainer {
   // Collective: moves the blocks to `split` at the boundary after step `completed`: the state
   // through a scratch checkpoint file in the run directory, read back resharded.
   void move_blocks(const std::vector<int>& split, int64_t completed);
+  // New micro-batch shares of the replicas, from the next step on.
+  void apply_shares(const std::vector<int>& shares, int64_t completed);
   // Collective, in restore(): with balance.pipeline, the split a checkpoint recorded.
   void adopt_saved_split(const ckpt::Metadata& saved);
   // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
@@ -136,8 +138,11 @@ class Trainer {
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
   std::string run_dir_;            // run()'s
   int64_t warm_step_ = 0;          // a step that warms up (the first, the first after a move): not measured
-  int64_t last_move_step_ = -1;    // the step after which blocks last moved (-1: never)
-  std::vector<int> proposed_split_;  // the last measurement's proposed move (empty: none)
+  pipeline::Hysteresis split_hysteresis_, share_hysteresis_;  // balance.pipeline, balance.replicas
+  // Micro-batches per step of each data replica (balance.replicas; else micro_batches_ each),
+  // and the first of this replica's within the global batch's micro-batches.
+  std::vector<int> shares_;
+  int64_t first_micro_batch_ = 0;
 };
 
 }  // namespace trident

@@ -25,45 +25,57 @@ std::vector<int> parse_split(const std::string& text) {
   return split;
 }
 
+// After the margin, the hysteresis; then the decision on the console (when imbalanced or
+// moving) and in metrics.h5 (always): its figures and each worker's count from now on, e.g.
+// balance/stage1/blocks. True when the move is to be made.
+bool settle(pipeline::Decision& decision, pipeline::Hysteresis& hysteresis, const BalanceSettings& settings,
+            double ratio, int64_t completed, const std::vector<int>& now, const std::string& series,
+            const std::string& per_worker, metrics::MetricsFile* metrics) {
+  hysteresis.apply(decision, completed, settings.cooldown);
+  if (ratio > settings.threshold || decision.move)
+    print0("balance: after step " + std::to_string(completed) + ": " + decision.why);
+  if (!metrics) return decision.move;
+  metrics->append("balance/" + series + "_current_ms", decision.current_ms);
+  metrics->append("balance/" + series + "_predicted_ms", decision.predicted_ms);
+  metrics->append_int("balance/" + series + "_moved", decision.move ? 1 : 0);
+  for (size_t w = 0; w < now.size(); ++w)
+    metrics->append_int("balance/" + series + std::to_string(w) + "/" + per_worker, decision.move ? decision.counts[w] : now[w]);
+  return decision.move;
+}
+
 }  // namespace
 
 void Trainer::balance_after(int64_t completed, const StepResult& result) {
   // A warm-up step (primitives created, memory first touched) still joins the collective.
   const bool warm_up = completed - 1 == warm_step_;
   const auto measured = balance_.add_step(warm_up ? pipeline::StepTimes{} : result.pipeline,
-                                          warm_up ? 0 : micro_batches_, completed, *collectives_.world);
+                                          warm_up ? 0 : runner_->micro_batches(), completed, *collectives_.world);
   if (!measured) return;
   balance_.record(completed, *measured, metrics_.get());
-  if (!settings_.balance.pipeline || pp_size_ == 1) return;
   // Every rank holds the same figures (gathered by all), so every rank decides the same.
-  pipeline::SplitDecision decision =
-      pipeline::decide_split(*measured, stage_layers_, settings_.balance.threshold, settings_.balance.margin);
-  // Hysteresis beyond the margin: no move within the cooldown of the last, and none on one
-  // measurement alone — the next one must propose the same split (a transient, such as another
-  // process taking a core for a moment, does not last two intervals).
-  const bool cooling = last_move_step_ >= 0 && completed - last_move_step_ < settings_.balance.cooldown;
-  const bool confirmed = decision.split == proposed_split_;
-  proposed_split_ = decision.move ? decision.split : std::vector<int>{};
-  if (decision.move && cooling) {
-    decision.move = false;
-    decision.why += ": held, within balance.cooldown = " + std::to_string(settings_.balance.cooldown) +
-                    " steps of the move after step " + std::to_string(last_move_step_);
-  } else if (decision.move && !confirmed) {
-    decision.move = false;
-    decision.why += ": proposed, moving if the next measurement agrees";
-  } else if (decision.move) {
-    decision.why += ": confirmed, moving";
+  const BalanceSettings& b = settings_.balance;
+  if (b.replicas && dp_size_ > 1) {
+    pipeline::Decision shares = pipeline::decide_shares(*measured, shares_, b.threshold, b.margin);
+    if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, shares_, "replica", "micro_batches",
+               metrics_.get()))
+      apply_shares(shares.counts, completed);
   }
-  if (measured->stage_ratio() > settings_.balance.threshold || decision.move)
-    print0("balance: after step " + std::to_string(completed) + ": " + decision.why);
-  if (metrics_) {
-    metrics_->append("balance/current_ms", decision.current_ms);
-    metrics_->append("balance/predicted_ms", decision.predicted_ms);
-    metrics_->append_int("balance/moved", decision.move ? 1 : 0);
-    for (size_t s = 0; s < decision.split.size(); ++s)
-      metrics_->append_int("balance/stage" + std::to_string(s) + "/blocks", decision.move ? decision.split[s] : stage_layers_[s]);
+  if (b.pipeline && pp_size_ > 1) {
+    pipeline::Decision split = pipeline::decide_split(*measured, stage_layers_, b.threshold, b.margin);
+    if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, stage_layers_, "stage", "blocks",
+               metrics_.get()))
+      move_blocks(split.counts, completed);
   }
-  if (decision.move) move_blocks(decision.split, completed);
+}
+
+void Trainer::apply_shares(const std::vector<int>& shares, int64_t completed) {
+  shares_ = shares;
+  first_micro_batch_ = 0;
+  for (int d = 0; d < dp_rank_; ++d) first_micro_batch_ += shares_[d];
+  runner_->set_micro_batches(shares_[dp_rank_]);
+  warm_step_ = completed;  // the next step may touch new activation slots
+  print0("balance: replica shares now " + pipeline::split_text(shares_) + " micro-batches of the global batch's " +
+         std::to_string(micro_batches_ * dp_size_));
 }
 
 void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
@@ -85,8 +97,6 @@ void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   const std::string problem = ckpt::read_checkpoint(path, groups_.world(), state_view());
   if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
   if (world_rank() == 0) std::remove(path.c_str());
-  last_move_step_ = completed;
-  proposed_split_.clear();
   warm_step_ = completed;  // the next step creates its primitives and touches new memory
   char text[160];
   std::snprintf(text, sizeof text, "balance: moved blocks after step %lld: stages %s -> %s (%.1f MB of state, %.2f s)",

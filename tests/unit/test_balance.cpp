@@ -99,9 +99,9 @@ BOOST_AUTO_TEST_CASE(a_split_moves_only_above_threshold_and_margin) {
   BalanceFigures f;
   f.stage_edge_ms = {0, 0};
   f.stage_forward_ms = {4, 8}, f.stage_backward_ms = {0, 0};  // 4,4 blocks: stage 1 twice as slow per block
-  SplitDecision d = decide_split(f, {4, 4}, 1.15, 0.05);
+  Decision d = decide_split(f, {4, 4}, 1.15, 0.05);
   BOOST_TEST(d.move);
-  BOOST_TEST((d.split == std::vector<int>{5, 3}));
+  BOOST_TEST((d.counts == std::vector<int>{5, 3}));
   BOOST_TEST(d.current_ms == 8.0);
   BOOST_TEST(d.predicted_ms == 6.0);
   BOOST_TEST(!decide_split(f, {4, 4}, 1.15, 0.5).move);   // a 33% gain is not above a 50% margin
@@ -109,5 +109,47 @@ BOOST_AUTO_TEST_CASE(a_split_moves_only_above_threshold_and_margin) {
   f.stage_forward_ms = {4, 4.4};                          // 10% apart: moving a block would be worse
   d = decide_split(f, {4, 4}, 1.05, 0.05);
   BOOST_TEST(!d.move);
-  BOOST_TEST((d.split == std::vector<int>{4, 4}));
+  BOOST_TEST((d.counts == std::vector<int>{4, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_replica_gets_fewer_micro_batches) {
+  BalanceFigures f;
+  f.replica_forward_ms = {1, 1.5}, f.replica_backward_ms = {0, 0};  // replica 1 at 1.5x
+  const Decision d = decide_shares(f, {4, 4}, 1.15, 0.1);
+  BOOST_TEST(d.move);
+  BOOST_TEST((d.counts == std::vector<int>{5, 3}));  // 5 ms and 4.5 ms, against 6 ms now
+  BOOST_TEST(d.current_ms == 6.0);
+  BOOST_TEST(d.predicted_ms == 5.0);
+  f.replica_forward_ms = {1, 1.1};
+  BOOST_TEST(!decide_shares(f, {4, 4}, 1.15, 0.1).move);
+}
+
+BOOST_AUTO_TEST_CASE(hysteresis_confirms_then_cools_down) {
+  Hysteresis h;
+  Decision d;
+  auto proposal = [&](std::vector<int> counts) {
+    d.counts = counts, d.move = true, d.why.clear();
+    return d;
+  };
+  d = proposal({5, 3});
+  h.apply(d, 10, 50);
+  BOOST_TEST(!d.move);  // first proposal
+  d.counts = {4, 4}, d.move = false;
+  h.apply(d, 20, 50);   // no imbalance in between: the proposal lapses
+  d = proposal({6, 2});
+  h.apply(d, 25, 50);
+  BOOST_TEST(!d.move);
+  d = proposal({5, 3});
+  h.apply(d, 30, 50);
+  BOOST_TEST(d.move);   // confirmed by the one before (the newer split is made)
+  BOOST_TEST(h.last_move == 30);
+  d = proposal({5, 3});
+  h.apply(d, 40, 50);
+  d = proposal({5, 3});
+  h.apply(d, 50, 50);
+  BOOST_TEST(!d.move);  // confirmed but within the cooldown
+  BOOST_TEST(d.why.find("cooldown") != std::string::npos);
+  d = proposal({5, 3});
+  h.apply(d, 80, 50);
+  BOOST_TEST(d.move);
 }
