@@ -167,6 +167,7 @@ bench: deps
 	@scripts/bench-checkpoint.sh
 	@scripts/bench-recompute.sh
 	@scripts/bench-text.sh
+	@scripts/bench-balance.sh
 
 # Regenerate the key table of docs/DECK.md from the schema (a test keeps them equal).
 docs: $(BIN)

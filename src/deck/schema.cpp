@@ -199,6 +199,25 @@ std::vector<KeySpec> build_schema() {
       real("comm.heartbeat_timeout_s", "20", 0, 1e9,
            "a rank whose heartbeat is silent this long (stopped, hung, its node unresponsive) ends the job "
            "naming it, long before comm.timeout_s; at least 3 x comm.heartbeat_s; 0 = no heartbeat"),
+      // [balance] — measuring (and, issue 18, correcting) slow stages and replicas.
+      integer("balance.interval", std::string("10"), 0, kIntMax,
+              "steps between balance measurements: forward and backward time per micro-batch of every stage "
+              "and replica, agreed over all ranks, into metrics.h5 (balance/*); 0 = off"),
+      real("balance.threshold", "1.15", 1, 1e9,
+           "max/min of the stages' (or replicas') time per micro-batch above which a measurement is an "
+           "imbalance: printed on the console, and (balance.pipeline) a re-split considered"),
+      boolean("balance.pipeline", "false",
+              "move whole blocks between pipeline stages at a step boundary when the stages are imbalanced: "
+              "the split that minimises the predicted slowest stage, from the measured per-block times; a "
+              "resumed run takes the split its checkpoint recorded"),
+      boolean("balance.replicas", "false",
+              "give a slower data replica fewer of the global batch's micro-batches and a faster one more, at a "
+              "step boundary: the same sequences and the same loss and gradient normalisation (by tokens)"),
+      real("balance.margin", "0.1", 0, 100,
+           "a re-split (or new replica shares) only when it predicts the slowest stage (replica) faster by more "
+           "than this fraction"),
+      integer("balance.cooldown", std::string("50"), 0, kIntMax,
+              "steps after a re-split (or new replica shares) during which no other of its kind is made"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),
@@ -213,6 +232,10 @@ std::vector<KeySpec> build_schema() {
               "testing aid: debug.fail_rank fails at the start of this step (1-based); 0 = at set-up"),
       {"debug.nan_steps", KeyType::IntList, std::string(""), 1, kIntMax, {},
        "testing aid: steps (1-based) whose gradients rank 0 turns to NaN, e.g. 3,4"},
+      text("debug.slowdown", KeyType::String, "",
+           "testing aid: RANK:FACTOR[,RANK:FACTOR] makes each named rank's compute take FACTOR (>= 1) "
+           "times as long, by sleeping the measured time x (FACTOR - 1) after each micro-batch's forward "
+           "and backward; empty = none"),
   };
 }
 

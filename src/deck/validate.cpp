@@ -1,7 +1,9 @@
 // Cross-key validation of a deck against the job.
 #include "deck/validate.hpp"
 
+#include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "core/error.hpp"
 
@@ -126,7 +128,52 @@ void check_debug_ranks(const Deck& deck, int world_size) {
   }
 }
 
+// A slowdown named for a rank the job lacks would silently leave the run balanced.
+void check_slowdown(const Deck& deck, int world_size) {
+  std::vector<std::pair<int, double>> slowdown;
+  try {
+    slowdown = parse_slowdown(deck.get_string("debug.slowdown"));
+  } catch (const std::invalid_argument& e) {
+    fatal_all(deck.file_name() + ": debug.slowdown: " + e.what() + " (" + deck.cite("debug.slowdown") +
+              "); write RANK:FACTOR pairs separated by commas, e.g. 1:2 or 0:1.5,3:2");
+  }
+  for (const auto& [rank, factor] : slowdown)
+    if (rank >= world_size)
+      fatal_all(deck.file_name() + ": debug.slowdown names rank " + std::to_string(rank) + ", not a rank of this job of " +
+                std::to_string(world_size) + (world_size == 1 ? " rank (" : " ranks (") + deck.cite("debug.slowdown") +
+                "); name ranks from 0 to " + std::to_string(world_size - 1));
+}
+
 }  // namespace
+
+std::vector<std::pair<int, double>> parse_slowdown(const std::string& text) {
+  std::vector<std::pair<int, double>> pairs;
+  if (text.empty()) return pairs;
+  for (size_t begin = 0; begin <= text.size();) {  // "1:2," ends in an empty item: malformed
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const size_t colon = item.find(':');
+    size_t rank_end = 0, factor_end = 0;
+    long rank = -1;
+    double factor = 0;
+    try {
+      rank = std::stol(item.substr(0, colon), &rank_end);
+      factor = std::stod(item.substr(colon + 1), &factor_end);
+    } catch (const std::exception&) {
+      rank_end = 0;
+    }
+    if (colon == std::string::npos || rank_end != colon || factor_end != item.size() - colon - 1 || rank < 0)
+      throw std::invalid_argument("'" + item + "' is not RANK:FACTOR with a rank >= 0");
+    if (!(factor >= 1.0) || factor > 1e6)
+      throw std::invalid_argument("the factor of rank " + std::to_string(rank) + " is " + item.substr(colon + 1) +
+                                  "; it must be at least 1 (and at most 1e6)");
+    for (const auto& pair : pairs)
+      if (pair.first == rank) throw std::invalid_argument("rank " + std::to_string(rank) + " is named twice");
+    pairs.emplace_back(static_cast<int>(rank), factor);
+    begin = end + 1;
+  }
+  return pairs;
+}
 
 int64_t micro_batches_per_step(const Deck& deck) {
   return deck.get_int("train.global_batch") /
@@ -142,6 +189,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_precision(deck);
   check_heartbeat(deck);
   check_debug_ranks(deck, world_size);
+  check_slowdown(deck, world_size);
 }
 
 }  // namespace trident::deck

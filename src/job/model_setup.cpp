@@ -99,8 +99,12 @@ std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck) {
 }
 
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
+  return partition_for_rank(stage_layer_counts(deck, grid.pp_size()), grid, rank);
+}
+
+model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank) {
   const layout::Coord coord = grid.coord_of(rank);
-  return model::stage_partition(stage_layer_counts(deck, grid.pp_size()), coord.pp, coord.tp, grid.tp_size());
+  return model::stage_partition(stage_layers, coord.pp, coord.tp, grid.tp_size());
 }
 
 namespace {
@@ -121,7 +125,7 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 
 }  // namespace
 
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
+std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world) {
   const model::GptConfig& config = gpt.config();
   const int me = world_rank();
@@ -135,7 +139,7 @@ std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& 
   place_part(config, gpt.partition(), gpt.params(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
-    const model::Partition part = partition_for_rank(deck, grid, rank);
+    const model::Partition part = partition_for_rank(stage_layers, grid, rank);
     std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
     world.recv(values.data(), values.size(), DType::f32, rank, tag, Stream{}).wait();
     place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies

@@ -25,6 +25,8 @@ std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck);
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank);
+// The same under an explicit split (blocks per stage), e.g. one balance.pipeline chose.
+model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank);
 // Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
 std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages);
 
@@ -32,8 +34,9 @@ std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages);
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt);
 // The whole model (llm.c order), assembled on world rank 0 from the parts held by data replica
 // 0's ranks (every tensor slice of every stage), which send them over `world` (every rank,
-// in world-rank order; under its watchdog); empty on every other rank.
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const deck::Deck& deck,
+// in world-rank order; under its watchdog); empty on every other rank. stage_layers: the split
+// the ranks hold now.
+std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world);
 
 }  // namespace trident

@@ -44,10 +44,17 @@ DebugSettings debug_settings(const deck::Deck& deck) {
   s.fail_mode = deck.get_string("debug.fail_mode");
   s.hang_rank = static_cast<int>(deck.get_int("debug.hang_rank"));
   s.nan_steps = deck.get_int_list("debug.nan_steps");
+  s.slowdown = deck::parse_slowdown(deck.get_string("debug.slowdown"));  // validated by validate_layout
   return s;
 }
 
 }  // namespace
+
+double DebugSettings::slowdown_of(int world_rank) const {
+  for (const auto& [rank, factor] : slowdown)
+    if (rank == world_rank) return factor;
+  return 1.0;
+}
 
 std::string checkpoint_dir(const deck::Deck& deck) {
   const std::string given = deck.get_string("checkpoint.dir");
@@ -79,6 +86,8 @@ RunSettings read_settings(const deck::Deck& deck) {
   s.data = {deck.get_string("data.train"), deck.get_string("data.val"), deck.get_string("data.format"),
             static_cast<int>(deck.get_int("model.vocab"))};
   s.debug = debug_settings(deck);
+  s.balance = {deck.get_int("balance.interval"), deck.get_float("balance.threshold"), deck.get_bool("balance.pipeline"),
+               deck.get_bool("balance.replicas"),               deck.get_float("balance.margin"), deck.get_int("balance.cooldown")};
   s.checkpoint = checkpoint_settings(deck);
   s.checkpoint_resume = deck.get_string("checkpoint.resume");
   s.checkpoint_at_end = deck.get_bool("checkpoint.at_end");

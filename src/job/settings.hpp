@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
@@ -58,7 +59,19 @@ struct DebugSettings {
   std::string fail_mode;         // fatal | mpi_error | sigkill
   int hang_rank = -1;
   std::vector<int64_t> nan_steps;
+  std::vector<std::pair<int, double>> slowdown;  // debug.slowdown: (world rank, factor)
+  double slowdown_of(int world_rank) const;      // 1: not slowed
   bool active() const { return fail_rank >= 0 || hang_rank >= 0 || !nan_steps.empty(); }
+};
+
+// [balance]: measuring the stages' and replicas' times (issue 18).
+struct BalanceSettings {
+  int64_t interval = 0;          // steps between measurements; 0: off
+  double threshold = 1.15;       // max/min above which a measurement is an imbalance
+  bool pipeline = false;         // re-split the pipeline stages when imbalanced
+  bool replicas = false;         // uneven micro-batch shares of the data replicas when imbalanced
+  double margin = 0.1;           // predicted gain a re-split must exceed
+  int64_t cooldown = 50;         // steps after a re-split without another
 };
 
 struct RunSettings {
@@ -67,6 +80,7 @@ struct RunSettings {
   ReduceSettings reduce;
   DataSettings data;
   DebugSettings debug;
+  BalanceSettings balance;
   ckpt::Settings checkpoint;
   std::string checkpoint_resume;  // checkpoint.resume: none | auto | a file
   bool checkpoint_at_end = true;

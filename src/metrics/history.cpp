@@ -29,12 +29,13 @@ void History::apply(const SeriesRows& rows) {
 std::string index_series_of(const std::string& name) {
   if (name.rfind("val_", 0) == 0) return "val_step";
   if (name.rfind("checkpoint/", 0) == 0) return "checkpoint/step";
+  if (name.rfind("balance/", 0) == 0) return "balance/step";  // one row per measurement
   return "step";
 }
 
 void History::cut_back(int64_t step) {
   std::map<std::string, size_t> kept;  // per index series: its rows of steps <= step
-  for (const char* index : {"step", "val_step", "checkpoint/step"}) {
+  for (const char* index : {"step", "val_step", "checkpoint/step", "balance/step"}) {
     const auto found = series.find(index);
     if (found == series.end()) continue;
     size_t rows = 0;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/clock.hpp"
+
 namespace trident::model {
 namespace {
 
@@ -281,15 +283,19 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
   Slot& s = slots_.at(slot);
   const int BT = B * T, C = config_.channels;
   if (tp_.slice.first_stage) {
+    const double start = steady_seconds();
     kernels::upload(ctx_, s.inputs.view(), inputs);
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
                                      p_.wpe, B, T, C);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
+    edge_seconds_ += steady_seconds() - start;
   }
   forward_blocks(s, 0, layers_ - 1);
   if (!tp_.slice.last_stage) return 0.0f;
+  const double head_start = steady_seconds();
   head_forward(s, targets);
+  edge_seconds_ += steady_seconds() - head_start;
   if (targets == nullptr) return 0.0f;
   return static_cast<float>(kernels::sum(ctx_, s.losses.view()) / BT);
 }
@@ -352,7 +358,11 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
-  if (tp_.slice.last_stage) head_backward(s, loss_scale, dresidual);
+  if (tp_.slice.last_stage) {
+    const double start = steady_seconds();
+    head_backward(s, loss_scale, dresidual);
+    edge_seconds_ += steady_seconds() - start;
+  }
   // Segments of K blocks from the last: with recompute, the segment's forward runs again from
   // its kept input — the same kernels on the same data, so the activations (and the gradients)
   // are bitwise the originals — then its blocks' backward. Without, one segment of all blocks.
@@ -366,10 +376,19 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
     }
     last = first - 1;
   }
-  if (tp_.slice.first_stage)
+  if (tp_.slice.first_stage) {
+    const double start = steady_seconds();
     vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,
                                       T_, config_.channels);
+    edge_seconds_ += steady_seconds() - start;
+  }
   if (on_final) on_final(-1);
+}
+
+double Gpt2::take_edge_seconds() {
+  const double seconds = edge_seconds_;
+  edge_seconds_ = 0;
+  return seconds;
 }
 
 }  // namespace trident::model

@@ -78,6 +78,10 @@ class Gpt2 {
   // targets, and on other stages); other stages leave their output in output(slot).
   float forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T);
   float* stage_input(int slot);            // (B, T, C): where a received activation goes
+  // Seconds spent in the embedding (first stage) and the head with its loss (last stage),
+  // forward and backward, since the last call: the stages' fixed cost that moving blocks
+  // between them does not change (pipeline/balance.hpp).
+  double take_edge_seconds();
   const float* output(int slot) const;     // (B, T, C): what a non-last stage sends on
   const float* losses(int slot) const;     // (B·T) per-position losses, last stage
   const float* logits(int slot) const;     // (B, T, Vp/p), last stage, until backward
@@ -177,6 +181,7 @@ class Gpt2 {
   std::vector<Slot> slots_;
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
+  double edge_seconds_ = 0;                    // take_edge_seconds()
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
   TensorBuffer shared_att_low_;                // and in bf16 (bf16 mode)
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on

@@ -2,6 +2,8 @@
 #include "pipeline/runner.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -50,6 +52,7 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   const double received = steady_seconds();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
+  stretch(received);
   if (!last())
     activation_sends_[slot] =
         pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), Stream{});
@@ -65,15 +68,32 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
     patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
   const double received = steady_seconds();
   gpt_.backward(slot, loss_scale, on_final);
+  stretch(received);
   if (!first())
     gradient_send_ =
         pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), Stream{});
   if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
 }
 
+void PipelineRunner::set_micro_batches(int micro_batches) {
+  for (comm::Work& send : activation_sends_) send.wait();  // no slot may go while its send is pending
+  micro_batches_ = micro_batches;
+  slots_ = slots_needed(schedule_, stage_, stages_, micro_batches);
+  gpt_.set_slots(slots_);
+  activation_sends_.clear();
+  activation_sends_.resize(slots_);
+}
+
+void PipelineRunner::stretch(double compute_start) const {
+  if (slowdown_ <= 1.0) return;
+  const double compute = steady_seconds() - compute_start;
+  std::this_thread::sleep_for(std::chrono::duration<double>(compute * (slowdown_ - 1.0)));
+}
+
 double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
                                   const std::function<void(int)>& on_last_final, StepTimes* times) {
   double loss_sum = 0.0;
+  gpt_.take_edge_seconds();  // validation's forwards are not this step's
   const double start = steady_seconds();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
@@ -88,6 +108,9 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
   if (times) times->schedule_seconds += steady_seconds() - start;
+  // The slowed rank's embedding and head are slowed too (stretch sleeps for the whole compute).
+  const double edge = gpt_.take_edge_seconds() * slowdown_;
+  if (times) times->edge_seconds += edge;
   return loss_sum;
 }
 

@@ -28,6 +28,7 @@ struct StepTimes {
   double backward_seconds = 0;  // backward compute
   double wait_seconds = 0;      // blocked on receives
   double schedule_seconds = 0;  // the whole schedule on this stage, first action to last send
+  double edge_seconds = 0;      // of forward + backward: the embedding and head (Gpt2::take_edge_seconds)
 };
 
 class PipelineRunner {
@@ -48,6 +49,15 @@ class PipelineRunner {
   void forward_only(int count, const BatchFn& batch,
                     const std::function<void(int, const float*)>& consume);
 
+  // debug.slowdown: this rank's compute takes `factor` times as long — after each micro-batch's
+  // forward and backward the runner sleeps for the compute time just measured × (factor − 1),
+  // and that time counts as compute (the StepTimes see a slower device). 1: off.
+  void set_slowdown(double factor) { slowdown_ = factor; }
+  // From the next step on, `micro_batches` per step (balance.replicas: this replica's share of
+  // the global batch); the activation slots follow the schedule's need.
+  void set_micro_batches(int micro_batches);
+  int micro_batches() const { return micro_batches_; }
+
   int stage() const { return stage_; }
   int stages() const { return stages_; }
   bool first() const { return stage_ == 0; }
@@ -57,11 +67,13 @@ class PipelineRunner {
   float run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
   void run_backward(int micro_batch, int slot, float loss_scale,
                     const std::function<void(int)>& on_final, StepTimes* times);
+  void stretch(double compute_start) const;  // debug.slowdown's sleep
   model::Gpt2& gpt_;
   comm::Communicator& pipeline_;
   int stage_ = 0, stages_ = 1;
   Schedule schedule_;
   int micro_batches_, B_, T_, slots_;
+  double slowdown_ = 1.0;
   size_t activation_elements_;
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::Work> activation_sends_;  // per slot

@@ -64,10 +64,11 @@ RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config
 
 // This rank's part of the model, its kernels prepared and its parameters initialised.
 std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
-                                         kernels::Context& ctx, comm::Communicator& tensor) {
+                                         const std::vector<int>& stage_layers, kernels::Context& ctx,
+                                         comm::Communicator& tensor) {
   const deck::Deck& deck = job.deck;
   model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(deck, job.grid, world_rank());
+  tensor_group.slice = partition_for_rank(stage_layers, job.grid, world_rank());
   tensor_group.collectives = &tensor;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
@@ -94,6 +95,15 @@ std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const
                                              const dp::GradientReducer& reducer) {
   const dp::Shard shard = reducer.shard();
   return std::make_unique<optim::AdamW>(model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
+}
+
+std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, model::Gpt2& model,
+                                                      comm::Communicator& pipeline) {
+  auto runner = std::make_unique<pipeline::PipelineRunner>(
+      model, pipeline, pipeline::parse_schedule(settings.step.schedule), static_cast<int>(settings.train.micro_batches),
+      settings.train.micro_batch, settings.train.seq_len);
+  runner->set_slowdown(settings.debug.slowdown_of(world_rank()));
+  return runner;
 }
 
 // The resolved deck and the lineage of the run that wrote (or last continued) the history.
@@ -133,27 +143,46 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config_from_deck(job.deck)),
       recompute_(checked_recompute(job, config_)),
-      model_(build_model(job, config_, recompute_, ctx_, *collectives_.tensor)),
+      stage_layers_(stage_layer_counts(job.deck, pp_size_)),
+      model_(build_model(job, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
-      runner_(std::make_unique<pipeline::PipelineRunner>(
-          *model_, *collectives_.pipeline, pipeline::parse_schedule(settings_.step.schedule),
-          static_cast<int>(settings_.train.micro_batches), settings_.train.micro_batch, settings_.train.seq_len)),
+      runner_(make_runner(settings_, *model_, *collectives_.pipeline)),
       hooks_(FaultHooks::install(settings_.debug)),
       B_(settings_.train.micro_batch),
       T_(settings_.train.seq_len),
       steps_(settings_.train.steps),
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
-      figures_(job.grid, pp_size_) {}
+      figures_(job.grid, pp_size_),
+      balance_(settings_.balance, job.grid),
+      shares_(dp_size_, static_cast<int>(micro_batches_)),
+      first_micro_batch_(dp_rank_ * micro_batches_) {}
+
+void Trainer::rebuild_model(const std::vector<int>& split) {
+  // The old parts go first (last built, first freed): the rank never holds two models.
+  runner_.reset();
+  optimizer_.reset();
+  reducer_.reset();
+  model_.reset();
+  stage_layers_ = split;
+  model_ = build_model(job_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor);
+  reducer_ = make_reducer(settings_, *model_, *collectives_.data);
+  optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
+  runner_ = make_runner(settings_, *model_, *collectives_.pipeline);
+  runner_->set_micro_batches(shares_[dp_rank_]);
+}
 
 StepResult Trainer::train_step(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   const uint64_t seed = settings_.train.seed;
   model_->zero_grad();
-  // This replica's slice of the global batch: sequences [dp_rank · G/dp, (dp_rank+1) · G/dp).
-  const int64_t first_sequence = dp_rank_ * micro_batches_ * B_;
+  // This replica's slice of the global batch: its micro-batches [first, first + share) of the
+  // m · dp, each of B sequences — [dp_rank · G/dp, (dp_rank+1) · G/dp) with equal shares. Every
+  // micro-batch holds B · T tokens, so scaling each by 1/(m · dp) weights every token alike
+  // whatever the shares: the same loss and the same gradient as equal shares.
+  const int64_t first_sequence = first_micro_batch_ * B_;
   // fp16: the loss scale S multiplies every gradient; the norm and the update divide it out.
   const double fp16_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float loss_scale = static_cast<float>(fp16_scale / static_cast<double>(micro_batches_ * dp_size_));
@@ -351,6 +380,8 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
 
 int Trainer::run(const std::string& run_dir) {
   const deck::Deck& deck = job_.deck;
+  run_dir_ = run_dir;
+  warm_step_ = start_step_;
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, groups_.world());
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
@@ -398,6 +429,7 @@ int Trainer::run(const std::string& run_dir) {
     if (result.skipped) count_bad_step(step, result);
     else bad_in_a_row_ = 0;
     if (step == start_step_) figures_.forget_bubble();  // the first step warms up: not counted
+    balance_after(step + 1, result);
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       validate(step + 1);
@@ -415,7 +447,7 @@ int Trainer::run(const std::string& run_dir) {
   if (progress_) progress_->add_checkpoint(seconds_since(wait_start));
   record_checkpoints();
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(*model_, job_.deck, job_.grid, *collectives_.world);
+  const std::vector<float> whole = gather_whole_model(*model_, stage_layers_, job_.grid, *collectives_.world);
   if (world_rank() == 0) {
     try {
       metrics_->close();  // metrics.h5 alone holds the whole history

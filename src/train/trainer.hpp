@@ -26,6 +26,7 @@
 #include "job/fault_hooks.hpp"
 #include "job/job.hpp"
 #include "job/memory_plan.hpp"
+#include "train/balance_monitor.hpp"
 #include "train/run_collectives.hpp"
 #include "train/step_figures.hpp"
 #include "train/step_result.hpp"
@@ -80,6 +81,18 @@ class Trainer {
   // Collective: rank 0's `problem` (a file of the run directory not written) as a RunFailure
   // (exit 1) on every rank, with `hint`; nothing when it is empty.
   void end_if_root_failed(std::string problem, const std::string& hint) const;
+  // Load balance (train/trainer_balance.cpp). After step `completed`: this rank's times into the
+  // measurement and, at a measurement, the re-split decision (balance.pipeline) and the move.
+  void balance_after(int64_t completed, const StepResult& result);
+  // Rebuilds the model, reducer, optimizer and runner for `split` (their state is not kept).
+  void rebuild_model(const std::vector<int>& split);
+  // Collective: moves the blocks to `split` at the boundary after step `completed`: the state
+  // through a scratch checkpoint file in the run directory, read back resharded.
+  void move_blocks(const std::vector<int>& split, int64_t completed);
+  // New micro-batch shares of the replicas, from the next step on.
+  void apply_shares(const std::vector<int>& shares, int64_t completed);
+  // Collective, in restore(): with balance.pipeline, the split a checkpoint recorded.
+  void adopt_saved_split(const ckpt::Metadata& saved);
   // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
   void count_bad_step(int64_t step, const StepResult& result);
 
@@ -96,16 +109,20 @@ class Trainer {
   const model::GptConfig config_;
   const RecomputeChoice recompute_;  // memory.recompute, or auto by the budget; the memory checked
   kernels::Context ctx_;
-  const std::unique_ptr<model::Gpt2> model_;
+  // The model and what works on it are rebuilt, in this order, when balance.pipeline moves
+  // blocks between stages (rebuild_model): the only members that change after construction.
+  std::vector<int> stage_layers_;  // blocks per stage: parallel.stage_layers, or the last move's
+  std::unique_ptr<model::Gpt2> model_;
   const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
-  const std::unique_ptr<dp::GradientReducer> reducer_;
-  const std::unique_ptr<optim::AdamW> optimizer_;
-  const std::unique_ptr<pipeline::PipelineRunner> runner_;
+  std::unique_ptr<dp::GradientReducer> reducer_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<pipeline::PipelineRunner> runner_;
   const std::unique_ptr<FaultHooks> hooks_;  // null unless a debug.* key asks for a fault
   const int B_, T_;
   const int64_t steps_, micro_batches_;
   const double flops_per_token_;
   StepFigureLog figures_;
+  BalanceMonitor balance_;
 
   // The state of the run.
   std::unique_ptr<metrics::MetricsFile> metrics_;  // rank 0
@@ -119,6 +136,13 @@ class Trainer {
   ckpt::WriteRecord final_full_;   // the full checkpoint of the last step, once attempted (path empty: not yet)
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
+  std::string run_dir_;            // run()'s
+  int64_t warm_step_ = 0;          // a step that warms up (the first, the first after a move): not measured
+  pipeline::Hysteresis split_hysteresis_, share_hysteresis_;  // balance.pipeline, balance.replicas
+  // Micro-batches per step of each data replica (balance.replicas; else micro_batches_ each),
+  // and the first of this replica's within the global batch's micro-batches.
+  std::vector<int> shares_;
+  int64_t first_micro_batch_ = 0;
 };
 
 }  // namespace trident

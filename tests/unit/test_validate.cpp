@@ -84,3 +84,17 @@ BOOST_AUTO_TEST_CASE(topology_settings_must_fit) {
   BOOST_TEST(contains(problem({{"topology.nodes_per_rack", "2"}, {"topology.file", "t.conf"}}, 1),
                       "set only one of them"));
 }
+
+BOOST_AUTO_TEST_CASE(slowdown_pairs_are_parsed_and_checked) {
+  using trident::deck::parse_slowdown;
+  BOOST_TEST(parse_slowdown("").empty());
+  const auto pairs = parse_slowdown("1:2,3:1.5");
+  BOOST_TEST(pairs.size() == 2u);
+  BOOST_TEST(pairs[1].first == 3);
+  BOOST_TEST(pairs[1].second == 1.5);
+  for (const char* bad : {"1", "1:", ":2", "a:2", "1:2x", "-1:2", "1:0.5", "1:2,1:3", "1:2,"})
+    BOOST_CHECK_THROW(parse_slowdown(bad), std::invalid_argument);
+  BOOST_TEST(problem({{"parallel.data", "2"}, {"debug.slowdown", "1:2"}}, 2).empty());
+  BOOST_TEST(contains(problem({{"parallel.data", "2"}, {"debug.slowdown", "2:2"}}, 2), "names rank 2"));
+  BOOST_TEST(contains(problem({{"parallel.data", "2"}, {"debug.slowdown", "1:0.9"}}, 2), "at least 1"));
+}
