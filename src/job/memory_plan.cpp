@@ -111,6 +111,15 @@ std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid)
   return host_shortfall(needed, ranks.size());
 }
 
+// What `who` (its `total` bytes by the memory model) needs beyond memory.budget_gb ("" when it
+// fits or no budget is set).
+std::string budget_shortfall(const deck::Deck& deck, int64_t total, const std::string& who) {
+  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+  if (budget <= 0 || static_cast<double>(total) <= budget) return "";
+  return who + " needs " + gib(static_cast<double>(total)) + " by the memory model, " +
+         gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
+}
+
 // Collective: the message of the lowest rank that has one, thrown on every rank.
 void agree_on_any_error(const std::string& mine) {
   int first = mine.empty() ? world_size() : world_rank();
@@ -131,14 +140,9 @@ void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& conf
   estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
-  const double budget = deck.get_float("memory.budget_gb") * 1e9;
   const size_t host_ranks = ranks_on_this_host().size();  // collective: every rank calls it
-  std::string problem;
-  if (budget > 0 && static_cast<double>(total) > budget)
-    problem = "the whole model needs " + gib(static_cast<double>(total)) + " by the memory model, " +
-              gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
-  else
-    problem = host_shortfall(static_cast<double>(total) * static_cast<double>(host_ranks), host_ranks);
+  std::string problem = budget_shortfall(deck, total, "the whole model");
+  if (problem.empty()) problem = host_shortfall(static_cast<double>(total) * static_cast<double>(host_ranks), host_ranks);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
@@ -153,13 +157,8 @@ void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const m
   in.recompute_interval = recompute.interval;
   int64_t total = 0;
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
-  const double budget = deck.get_float("memory.budget_gb") * 1e9;
-  std::string problem;
-  if (budget > 0 && static_cast<double>(total) > budget)
-    problem = "the busiest rank needs " + gib(static_cast<double>(total)) + " by the memory model, " +
-              gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
-  else
-    problem = host_problem(in, grid);
+  std::string problem = budget_shortfall(deck, total, "the busiest rank");
+  if (problem.empty()) problem = host_problem(in, grid);  // the same branch on every rank: collective
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "
