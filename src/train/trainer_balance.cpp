@@ -10,20 +10,11 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
+#include "deck/value.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
 namespace {
-
-std::vector<int> parse_split(const std::string& text) {
-  std::vector<int> split;
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    split.push_back(std::stoi(text.substr(begin, end - begin)));
-    begin = end + 1;
-  }
-  return split;
-}
 
 // After the margin, the hysteresis; then the decision on the console (when imbalanced or
 // moving) and in metrics.h5 (always): its figures and each worker's count from now on, e.g.
@@ -107,7 +98,8 @@ void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
 
 void Trainer::adopt_saved_split(const ckpt::Metadata& saved) {
   if (!settings_.balance.pipeline || saved.pipeline != pp_size_ || saved.stage_layers.empty()) return;
-  const std::vector<int> split = parse_split(saved.stage_layers);
+  const std::vector<int64_t> counts = deck::parse_int_list(saved.stage_layers);  // split_text's "4,4"
+  const std::vector<int> split(counts.begin(), counts.end());
   if (split == stage_layers_) return;
   print0("balance: resuming with the split the checkpoint recorded, stages " + saved.stage_layers + " (the deck's: " +
          pipeline::split_text(stage_layers_) + ")");
