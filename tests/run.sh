@@ -17,7 +17,7 @@ LOG=$(mktemp -d /tmp/trident-tests.XXXXXX)
 # Boost.Test: count test cases from the short report (skipped: disabled by a precondition on
 # the CPU); a crash without a report counts as a failure.
 run_boost() {  # run_boost LABEL COMMAND...
-  local label=$1 out="$LOG/$1.log" status p f s
+  local label=$1 out="$LOG/$1.log" status p f s started=$SECONDS
   shift
   timeout 600 "$@" --report_level=short --color_output=no >"$out" 2>&1
   status=$?
@@ -27,15 +27,16 @@ run_boost() {  # run_boost LABEL COMMAND...
   p=${p:-0} f=${f:-0} s=${s:-0}
   if [[ $status != 0 && $f == 0 ]]; then f=1; fi
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-  report "$label" "$p" "$f" "$s"
+  report "$label" "$p" "$f" "$s" $((SECONDS - started))
   if [[ $f != 0 ]]; then grep -E 'error|fatal|Test module' "$out" | head -30; fi
 }
 
-# One line per group: "unit   77 passed, 0 failed" (", 1 skipped" when any).
-report() {  # report LABEL PASSED FAILED SKIPPED
+# One line per group: "unit   77 passed, 0 failed  (41 s)" (", 1 skipped" when any): the
+# seconds show where the suite's time goes.
+report() {  # report LABEL PASSED FAILED SKIPPED SECONDS
   printf '%-22s %3d passed, %d failed' "$1" "$2" "$3"
   if [[ $4 != 0 ]]; then printf ', %d skipped' "$4"; fi
-  printf '\n'
+  printf '  (%d s)\n' "$5"
 }
 
 wanted unit && run_boost unit "$BUILD/tests/unit_tests"
@@ -45,7 +46,7 @@ done
 
 # A script that prints PASS/FAIL/SKIP lines: counted; no line at all counts as a failure.
 run_script() {  # run_script LABEL SCRIPT
-  local label=$1 script=$2 out="$LOG/$(basename "$2" .sh)-$(basename "$(dirname "$2")").log"
+  local label=$1 script=$2 out="$LOG/$(basename "$2" .sh)-$(basename "$(dirname "$2")").log" started=$SECONDS
   timeout 900 bash "$script" >"$out" 2>&1
   local p f s
   p=$(grep -c '^PASS ' "$out")
@@ -53,7 +54,7 @@ run_script() {  # run_script LABEL SCRIPT
   s=$(grep -c '^SKIP ' "$out")
   if [[ $p == 0 && $f == 0 && $s == 0 ]]; then f=1; echo "$label: no result (see $out)"; tail -5 "$out"; fi
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-  report "$label" "$p" "$f" "$s"
+  report "$label" "$p" "$f" "$s" $((SECONDS - started))
   grep -E '^(FAIL|SKIP) ' "$out"
 }
 

@@ -17,7 +17,8 @@ constexpr double kGradientBytes = 4;  // gradients are reduced in f32 (comm/redu
 constexpr double kOptimizerBytesPerParameter = 36;
 
 bool low(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
-double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
+// Bytes per value of an element-wise pass (Workload::elementwise_value_bytes_low16).
+double elementwise_bytes(const Workload& w, const Layout& l) { return low(l.precision) ? w.elementwise_value_bytes_low16 : 4; }
 
 std::vector<int> stage_layers(const Workload& w, const Layout& l) {
   return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
@@ -78,7 +79,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   if (w.dropout) forward_values += 2.5 * tokens * heads_local * T + 5 * tokens * C;
   double values = layers * forward_values * layer_passes(l);
   if (l.recompute == "selective") values += layers * 2 * tokens * heads_local * T;
-  t.elementwise_s = values * stored_bytes(l) / hw.memory_bandwidth;
+  t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   if (l.tensor > 1) {  // 2 all-reduces per block forward, 2 backward, 2 more when recomputed
     const double count = layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);

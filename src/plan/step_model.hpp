@@ -27,6 +27,12 @@ struct Workload {
   // activations are computed in f32, and 16-bit sums would round at every hop); Megatron-LM
   // sends its 16-bit activations (2). For modelling others' runs, like `dropout`.
   double activation_message_bytes = 4;
+  // Bytes per value of the element-wise passes (LayerNorm, GELU, softmax, residual adds) in
+  // 16-bit training. Trident computes every such pass in f32 and rounds only what it keeps
+  // (docs/PRECISION.md), so its passes move f32 values in every precision; Megatron-LM's fused
+  // kernels read and write 16-bit values (2). With 2 the step model predicted Trident's bf16 data-
+  // parallel step 20-24% fast (tests/e2e/plan.sh); f32 steps are unaffected.
+  double elementwise_value_bytes_low16 = 4;
 };
 
 struct Layout {

@@ -13,6 +13,14 @@ fail() { echo "FAIL $1: $2"; }
 # skip NAME WHY: a case this machine cannot run (a CPU feature it lacks); never a failure.
 skip() { echo "SKIP $1: $2"; }
 
+# bind_to RANKS: mpirun's binding for a timed run — a core per rank where the host has as many
+# (scripts/mpi-env.sh binds nothing, for runs that oversubscribe). Unbound, two ranks on two
+# cores were measured here to run 1.5x apart for seconds at a time (the scheduler put both on one
+# core), which is noise to the tests that compare times (balance, plan).
+bind_to() {
+  if (( $1 <= $(getconf _NPROCESSORS_ONLN) )); then echo "--bind-to core"; else echo "--bind-to none"; fi
+}
+
 # A small byte-level corpus for the decks below, made once per test script.
 "$TRIDENT" prepare "$WORK/data" /usr/share/common-licenses/GPL-3 > /dev/null
 

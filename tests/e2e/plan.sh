@@ -151,21 +151,27 @@ DECK
 PLAN_TOLERANCE=${PLAN_TOLERANCE:-0.20}
 if (( cores < 2 )); then
   skip plan_measured_vs_predicted "one core: no layout of two ranks has a core per rank"
-elif ! timeout 300 mpirun -q -np "$ranks" "$TRIDENT" commbench m.deck > commbench.out 2>&1 ||
+elif ! timeout 300 mpirun -q $(bind_to "$ranks") -np "$ranks" "$TRIDENT" commbench m.deck > commbench.out 2>&1 ||
      ! "$TRIDENT" plan m.deck --calibrate="$WORK/host.ini" > calibrate.out 2>&1; then
   fail "plan_calibrate" "$(tail -3 commbench.out) $(tail -3 calibrate.out)"
 else
   pass "plan_calibrate ($ranks ranks; $(grep -E '^peak_tflops_fp32|^memory_bandwidth_gbps' host.ini | cut -d'#' -f1 | tr -s ' \n' ' '))"
-  within=0 figures=""
-  for entry in "${layouts[@]}"; do
-    read -r name overrides <<< "$entry"
-    # shellcheck disable=SC2086
-    predicted=$("$TRIDENT" plan m.deck --hardware="$WORK/host.ini" --json $overrides | head -1)
-    # shellcheck disable=SC2086
-    if ! timeout 300 mpirun -q -np "$ranks" "$TRIDENT" train m.deck --train.run_dir="run_$name" $overrides > "$name.out" 2>&1; then
-      fail "plan_measured_$name" "run failed: $(tail -2 "$name.out")"; continue
+  # measure_layout NAME TRY OVERRIDES...: this host's GEMM and element-wise rates probed again
+  # right before the run (a shared host's speed drifts by tens of percent over a minute: the
+  # prediction uses the rates of the moment it is compared with; the links stay commbench's),
+  # the prediction, the run, and "predicted X ms, measured Y ms (+E%)" in NAME.cmp; true when
+  # within PLAN_TOLERANCE.
+  measure_layout() {
+    local name=$1 try=$2 predicted
+    shift 2
+    "$TRIDENT" plan m.deck --calibrate="$WORK/host-$name.ini" > "calibrate-$name.out" 2>&1 ||
+      { echo "calibration failed: $(tail -1 "calibrate-$name.out")" > "$name.cmp"; return 1; }
+    predicted=$("$TRIDENT" plan m.deck --hardware="$WORK/host-$name.ini" --json "$@" | head -1)
+    # shellcheck disable=SC2046
+    if ! timeout 300 mpirun -q $(bind_to "$ranks") -np "$ranks" "$TRIDENT" train m.deck --train.run_dir="run_$name$try" "$@" > "$name$try.out" 2>&1; then
+      echo "run failed: $(tail -2 "$name$try.out")" > "$name.cmp"; return 1
     fi
-    if $PY - "run_$name/metrics.h5" "$predicted" "$PLAN_TOLERANCE" > "$name.cmp" 2>&1 <<'PY'
+    $PY - "run_$name$try/metrics.h5" "$predicted" "$PLAN_TOLERANCE" > "$name.cmp" 2>&1 <<'PY'
 import json, sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 plan, tolerance = json.loads(sys.argv[2]), float(sys.argv[3])
@@ -175,8 +181,21 @@ error = predicted / measured - 1
 print(f"predicted {1e3 * predicted:.0f} ms, measured {1e3 * measured:.0f} ms ({100 * error:+.0f}%)")
 sys.exit(0 if abs(error) <= tolerance else 1)
 PY
-    then within=$((within + 1)); fi
-    figures+="; $name $(cat "$name.cmp")"
+  }
+  # A layout outside the tolerance is measured once more, probe and run: a modelling error
+  # repeats, a minute when another process had a core does not. Both figures are reported.
+  within=0 figures=""
+  for entry in "${layouts[@]}"; do
+    read -r name overrides <<< "$entry"
+    # shellcheck disable=SC2086
+    if measure_layout "$name" "" $overrides; then
+      within=$((within + 1)) figures+="; $name $(cat "$name.cmp")"
+      continue
+    fi
+    first=$(cat "$name.cmp")
+    # shellcheck disable=SC2086
+    measure_layout "$name" _again $overrides && within=$((within + 1))
+    figures+="; $name $first, again $(cat "$name.cmp")"
   done
   if (( within >= ${#layouts[@]} - 1 )); then
     pass "plan_measured_vs_predicted ($within of ${#layouts[@]} within $PLAN_TOLERANCE${figures})"

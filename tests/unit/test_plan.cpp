@@ -72,6 +72,7 @@ Workload paper_workload(const PaperRow& r) {
   w.global_batch = r.global_batch;
   w.dropout = true;  // Megatron-LM's attention and hidden dropout
   w.activation_message_bytes = 2;  // and its fp16 activations in the tensor all-reduces and p2p
+  w.elementwise_value_bytes_low16 = 2;  // and its fused fp16 element-wise kernels
   return w;
 }
 
