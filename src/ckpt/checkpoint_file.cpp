@@ -193,6 +193,8 @@ const std::vector<Field>& fields() {
       int_field("layout.data", &Metadata::data),
       int_field("layout.zero", &Metadata::zero),
       text_field("layout.stage_layers", &Metadata::stage_layers),
+      optional(int_field("layout.micro_batch", &Metadata::micro_batch)),
+      optional(text_field("layout.replica_shares", &Metadata::replica_shares)),
       text_field("trident_version", &Metadata::version),
       text_field("written_at", &Metadata::written_at),
       text_field("deck", &Metadata::deck),

@@ -48,6 +48,11 @@ struct Metadata {
   model::GptConfig model;
   int64_t tensor = 1, pipeline = 1, data = 1, zero = 0;
   std::string stage_layers;  // blocks per stage, e.g. "3,5,5,3"
+  // The batching of the run that wrote it, where load balancing changed it (absent in files of
+  // earlier versions): sequences per micro-batch (balance.micro_batches; 0: not recorded) and
+  // the replicas' micro-batches per step (balance.replicas), e.g. "5,3".
+  int64_t micro_batch = 0;
+  std::string replica_shares;
   std::string deck;          // the resolved deck of the run that wrote it
   std::string version;       // trident's
   std::string written_at;    // UTC, ISO 8601

@@ -218,6 +218,11 @@ std::vector<KeySpec> build_schema() {
            "than this fraction"),
       integer("balance.cooldown", std::string("50"), 0, kIntMax,
               "steps after a re-split (or new replica shares) during which no other of its kind is made"),
+      choice("balance.micro_batches", "fixed", {"fixed", "seed", "model"},
+             "the number of micro-batches per step (the micro-batch size changes with it; the global batch "
+             "does not): fixed = the deck's; seed = the seed's 4.1 rule, ceil(max/median) of the stage times "
+             "when they are imbalanced; model = the count of least predicted step time, (m + p - 1) x the "
+             "measured per-micro-batch time at its size, within the memory budget"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),

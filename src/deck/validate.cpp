@@ -144,6 +144,20 @@ void check_slowdown(const Deck& deck, int world_size) {
                 "); name ranks from 0 to " + std::to_string(world_size - 1));
 }
 
+// A balance key that acts on measurements, with the measurements off, would silently do nothing.
+void check_balance(const Deck& deck) {
+  if (deck.get_int("balance.interval") > 0) return;
+  for (const char* key : {"balance.pipeline", "balance.replicas"})
+    if (deck.get_bool(key))
+      fatal_all(deck.file_name() + ": " + key + " = true acts on the balance measurements, and balance.interval is 0 (" +
+                deck.cite("balance.interval") + "); measure every few steps, e.g. balance.interval = 10, or set " + key +
+                " = false");
+  if (deck.get_string("balance.micro_batches") != "fixed")
+    fatal_all(deck.file_name() + ": balance.micro_batches = " + deck.get_string("balance.micro_batches") +
+              " acts on the balance measurements, and balance.interval is 0 (" + deck.cite("balance.interval") +
+              "); measure every few steps, e.g. balance.interval = 10, or set balance.micro_batches = fixed");
+}
+
 }  // namespace
 
 std::vector<std::pair<int, double>> parse_slowdown(const std::string& text) {
@@ -190,6 +204,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_heartbeat(deck);
   check_debug_ranks(deck, world_size);
   check_slowdown(deck, world_size);
+  check_balance(deck);
 }
 
 }  // namespace trident::deck

@@ -83,19 +83,6 @@ double host_memory_bytes() {
   return bytes;
 }
 
-// The world ranks that share this rank's host (an MPI shared-memory group: real hosts, not the
-// emulated nodes of topology.ranks_per_node).
-std::vector<int> ranks_on_this_host() {
-  MPI_Comm host = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  int size = 0, me = world_rank();
-  MPI_CHECK(MPI_Comm_size(host, &size));
-  std::vector<int> ranks(size);
-  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, host));
-  MPI_CHECK(MPI_Comm_free(&host));
-  return ranks;
-}
-
 // What this host's ranks together need beyond its memory ("" when they fit).
 std::string host_shortfall(double needed, size_t ranks) {
   const double memory = host_memory_bytes();
@@ -128,6 +115,37 @@ void agree_on_any_error(const std::string& mine) {
 }
 
 }  // namespace
+
+// An MPI shared-memory group: real hosts, not the emulated nodes of topology.ranks_per_node.
+std::vector<int> ranks_on_this_host() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  int size = 0, me = world_rank();
+  MPI_CHECK(MPI_Comm_size(host, &size));
+  std::vector<int> ranks(size);
+  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, host));
+  MPI_CHECK(MPI_Comm_free(&host));
+  return ranks;
+}
+
+std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                  const topo::Topology* topology, const RecomputeChoice& recompute,
+                                  const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
+                                  const std::vector<int>& host_ranks) {
+  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
+  in.recompute = recompute.mode;
+  in.recompute_interval = recompute.interval;
+  in.stage_layers = stage_layers;
+  in.micro_batch = micro_batch;
+  in.micro_batches = micro_batches;
+  int64_t total = 0;
+  plan::estimate_busiest(in, &total);
+  const std::string problem = budget_shortfall(deck, total, "the busiest rank");
+  if (!problem.empty()) return problem;
+  double needed = 0;
+  for (int rank : host_ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
+  return host_shortfall(needed, host_ranks.size());
+}
 
 void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
   // The serial layout's estimate without what only training allocates: the optimizer's moments

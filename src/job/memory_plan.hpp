@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "deck/deck.hpp"
 #include "layout/grid.hpp"
@@ -40,6 +41,18 @@ void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const m
 // (`trident eval`, `trident export`): parameters, gradients and one micro-batch's activations
 // against memory.budget_gb and the host's memory. `command` names it in the message.
 void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command);
+
+// The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
+std::vector<int> ranks_on_this_host();
+
+// What keeps micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's
+// new count, balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
+// the ranks on this host (`host_ranks`) against its memory — "" when they fit. Not collective:
+// each rank judges its own host and the caller agrees over all.
+std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+                                  const topo::Topology* topology, const RecomputeChoice& recompute,
+                                  const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
+                                  const std::vector<int>& host_ranks);
 
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
 std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);

@@ -87,7 +87,8 @@ RunSettings read_settings(const deck::Deck& deck) {
             static_cast<int>(deck.get_int("model.vocab"))};
   s.debug = debug_settings(deck);
   s.balance = {deck.get_int("balance.interval"), deck.get_float("balance.threshold"), deck.get_bool("balance.pipeline"),
-               deck.get_bool("balance.replicas"),               deck.get_float("balance.margin"), deck.get_int("balance.cooldown")};
+               deck.get_bool("balance.replicas"),  deck.get_float("balance.margin"),       deck.get_int("balance.cooldown"),
+               deck.get_string("balance.micro_batches")};
   s.checkpoint = checkpoint_settings(deck);
   s.checkpoint_resume = deck.get_string("checkpoint.resume");
   s.checkpoint_at_end = deck.get_bool("checkpoint.at_end");

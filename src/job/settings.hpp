@@ -72,6 +72,7 @@ struct BalanceSettings {
   bool replicas = false;         // uneven micro-batch shares of the data replicas when imbalanced
   double margin = 0.1;           // predicted gain a re-split must exceed
   int64_t cooldown = 50;         // steps after a re-split without another
+  std::string micro_batches = "fixed";  // the micro-batch count: fixed, seed (§4.1's rule), model
 };
 
 struct RunSettings {

@@ -97,11 +97,13 @@ std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const
   return std::make_unique<optim::AdamW>(model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
 }
 
+// `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches').
 std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, model::Gpt2& model,
-                                                      comm::Communicator& pipeline) {
+                                                      comm::Communicator& pipeline, int64_t micro_batches,
+                                                      int micro_batch) {
   auto runner = std::make_unique<pipeline::PipelineRunner>(
-      model, pipeline, pipeline::parse_schedule(settings.step.schedule), static_cast<int>(settings.train.micro_batches),
-      settings.train.micro_batch, settings.train.seq_len);
+      model, pipeline, pipeline::parse_schedule(settings.step.schedule), static_cast<int>(micro_batches), micro_batch,
+      settings.train.seq_len);
   runner->set_slowdown(settings.debug.slowdown_of(world_rank()));
   return runner;
 }
@@ -148,7 +150,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
-      runner_(make_runner(settings_, *model_, *collectives_.pipeline)),
+      runner_(make_runner(settings_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
+                          settings_.train.micro_batch)),
       hooks_(FaultHooks::install(settings_.debug)),
       B_(settings_.train.micro_batch),
       T_(settings_.train.seq_len),
@@ -158,7 +161,8 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       figures_(job.grid, pp_size_),
       balance_(settings_.balance, job.grid),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
-      first_micro_batch_(dp_rank_ * micro_batches_) {}
+      first_micro_batch_(dp_rank_ * micro_batches_),
+      host_ranks_(ranks_on_this_host()) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -170,7 +174,12 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   model_ = build_model(job_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
-  runner_ = make_runner(settings_, *model_, *collectives_.pipeline);
+  rebuild_runner();
+}
+
+void Trainer::rebuild_runner() {
+  runner_.reset();  // its activations go before those of the new one are allocated
+  runner_ = make_runner(settings_, *model_, *collectives_.pipeline, micro_batches_, B_);
   runner_->set_micro_batches(shares_[dp_rank_]);
 }
 

@@ -22,6 +22,7 @@
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
+#include "pipeline/micro_batching.hpp"
 #include "pipeline/runner.hpp"
 #include "job/fault_hooks.hpp"
 #include "job/job.hpp"
@@ -86,13 +87,26 @@ class Trainer {
   void balance_after(int64_t completed, const StepResult& result);
   // Rebuilds the model, reducer, optimizer and runner for `split` (their state is not kept).
   void rebuild_model(const std::vector<int>& split);
+  // Rebuilds the runner (and the model's activations) for micro_batches_ of B_, this replica's share.
+  void rebuild_runner();
   // Collective: moves the blocks to `split` at the boundary after step `completed`: the state
   // through a scratch checkpoint file in the run directory, read back resharded.
   void move_blocks(const std::vector<int>& split, int64_t completed);
   // New micro-batch shares of the replicas, from the next step on.
   void apply_shares(const std::vector<int>& shares, int64_t completed);
-  // Collective, in restore(): with balance.pipeline, the split a checkpoint recorded.
+  // balance.micro_batches after a measurement (`moved`: blocks or shares moved at it, so its
+  // figures are of a layout that is gone): the seed's rule, or the model's probe and choice.
+  void balance_micro_batches(int64_t completed, const pipeline::BalanceFigures& measured, bool moved);
+  // Collective: the micro-batch counts that divide this replica's sequences and fit in memory
+  // on every rank.
+  std::vector<int> allowed_micro_batch_counts(int64_t sequences);
+  // `count` micro-batches of the same sequences per replica from the next step on (equal shares
+  // again): the runner and the activations rebuilt for the new micro-batch size.
+  void apply_micro_batches(int count, int64_t completed);
+  // Collective, in restore(): with balance.pipeline, the split a checkpoint recorded; with
+  // balance.micro_batches, its micro-batch size; with balance.replicas, its shares.
   void adopt_saved_split(const ckpt::Metadata& saved);
+  void adopt_saved_batching(const ckpt::Metadata& saved);
   // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
   void count_bad_step(int64_t step, const StepResult& result);
 
@@ -118,8 +132,12 @@ class Trainer {
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   const std::unique_ptr<FaultHooks> hooks_;  // null unless a debug.* key asks for a fault
-  const int B_, T_;
-  const int64_t steps_, micro_batches_;
+  // Sequences per micro-batch and micro-batches per step of a replica (equal shares): the
+  // deck's, or balance.micro_batches' last choice; their product is fixed.
+  int B_;
+  const int T_;
+  const int64_t steps_;
+  int64_t micro_batches_;
   const double flops_per_token_;
   StepFigureLog figures_;
   BalanceMonitor balance_;
@@ -138,11 +156,15 @@ class Trainer {
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
   std::string run_dir_;            // run()'s
   int64_t warm_step_ = 0;          // a step that warms up (the first, the first after a move): not measured
-  pipeline::Hysteresis split_hysteresis_, share_hysteresis_;  // balance.pipeline, balance.replicas
+  // balance.pipeline, balance.replicas, balance.micro_batches
+  pipeline::Hysteresis split_hysteresis_, share_hysteresis_, count_hysteresis_;
+  pipeline::MicroBatchCost micro_batch_cost_;  // balance.micro_batches = model: t(b) measured
+  bool report_next_count_ = false;             // a probe was made: print the next count decision
   // Micro-batches per step of each data replica (balance.replicas; else micro_batches_ each),
   // and the first of this replica's within the global batch's micro-batches.
   std::vector<int> shares_;
   int64_t first_micro_batch_ = 0;
+  const std::vector<int> host_ranks_;  // the world ranks on this host (balance.micro_batches' memory check)
 };
 
 }  // namespace trident

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/value.hpp"
+#include "job/memory_plan.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
@@ -45,18 +46,91 @@ void Trainer::balance_after(int64_t completed, const StepResult& result) {
   balance_.record(completed, *measured, metrics_.get());
   // Every rank holds the same figures (gathered by all), so every rank decides the same.
   const BalanceSettings& b = settings_.balance;
+  bool moved = false;
   if (b.replicas && dp_size_ > 1) {
     pipeline::Decision shares = pipeline::decide_shares(*measured, shares_, b.threshold, b.margin);
     if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, shares_, "replica", "micro_batches",
                metrics_.get()))
-      apply_shares(shares.counts, completed);
+      apply_shares(shares.counts, completed), moved = true;
   }
   if (b.pipeline && pp_size_ > 1) {
     pipeline::Decision split = pipeline::decide_split(*measured, stage_layers_, b.threshold, b.margin);
     if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, stage_layers_, "stage", "blocks",
                metrics_.get()))
-      move_blocks(split.counts, completed);
+      move_blocks(split.counts, completed), moved = true;
   }
+  if (b.micro_batches != "fixed") balance_micro_batches(completed, *measured, moved);
+}
+
+void Trainer::balance_micro_batches(int64_t completed, const pipeline::BalanceFigures& measured, bool moved) {
+  const BalanceSettings& b = settings_.balance;
+  const int64_t sequences = micro_batches_ * B_;  // a replica's per step, with equal shares
+  double slowest = 0;
+  for (int s = 0; s < pp_size_; ++s) slowest = std::max(slowest, measured.stage_ms(s));
+  if (moved) {  // other stages or shares now: what was measured no longer holds
+    micro_batch_cost_.clear();
+    return;
+  }
+  micro_batch_cost_.observe(B_, slowest);
+  const std::vector<int> allowed = allowed_micro_batch_counts(sequences);  // collective, like the measurement
+  const std::string after = "balance: after step " + std::to_string(completed) + ": ";
+  if (b.micro_batches == "model" && !micro_batch_cost_.fitted()) {
+    // One size measured: the fixed cost and the cost per sequence are not yet apart. Another
+    // size for an interval separates them (the same sequences, so the same model trained).
+    const int probe = pipeline::probe_count(static_cast<int>(micro_batches_), pp_size_, allowed);
+    if (probe == 0) return;
+    char text[160];
+    std::snprintf(text, sizeof text, "micro-batches (model): %.3f ms per micro-batch of %d measured; %d x %lld for "
+                  "an interval, to measure a second size", slowest, B_, probe, static_cast<long long>(sequences / probe));
+    print0(after + text);
+    apply_micro_batches(probe, completed);
+    report_next_count_ = true;  // the decision the probe makes possible is printed, whatever it is
+    return;
+  }
+  pipeline::Decision count = b.micro_batches == "seed"
+                                 ? pipeline::decide_seed_count(measured, static_cast<int>(micro_batches_), allowed, b.threshold)
+                                 : pipeline::decide_model_count(micro_batch_cost_, static_cast<int>(micro_batches_), pp_size_,
+                                                                sequences, allowed, b.margin);
+  const bool proposed = count.move;
+  count_hysteresis_.apply(count, completed, b.cooldown);
+  if (proposed || measured.stage_ratio() > b.threshold || report_next_count_) print0(after + count.why);
+  report_next_count_ = false;
+  if (metrics_) {
+    metrics_->append_int("balance/micro_batches", count.move ? count.counts[0] : micro_batches_);
+    metrics_->append_int("balance/micro_batch", count.move ? sequences / count.counts[0] : B_);
+    metrics_->append("balance/micro_batches_predicted_ms", count.predicted_ms);
+  }
+  if (count.move) apply_micro_batches(count.counts[0], completed);
+}
+
+std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
+  const std::vector<int> counts = pipeline::micro_batch_counts(sequences);
+  std::vector<double> short_of_memory(counts.size());  // (counts) 1 where this rank's memory lacks room
+  for (size_t i = 0; i < counts.size(); ++i)
+    short_of_memory[i] = !micro_batch_shortfall(job_.deck, job_.grid, config_, &job_.topology, recompute_, stage_layers_,
+                                                static_cast<int>(sequences / counts[i]), counts[i], host_ranks_)
+                               .empty();
+  collectives_.world->all_reduce(short_of_memory.data(), short_of_memory.size(), DType::f64, comm::Op::Max, Stream{})
+      .wait();
+  std::vector<int> allowed;
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (short_of_memory[i] == 0) allowed.push_back(counts[i]);
+  return allowed;
+}
+
+void Trainer::apply_micro_batches(int count, int64_t completed) {
+  const int64_t sequences = micro_batches_ * B_;
+  const std::string from = std::to_string(micro_batches_) + " x " + std::to_string(B_);
+  micro_batches_ = count;
+  B_ = static_cast<int>(sequences / count);
+  // Equal shares again: the count is per replica (a replica balance measures anew).
+  shares_.assign(dp_size_, count);
+  first_micro_batch_ = static_cast<int64_t>(dp_rank_) * count;
+  share_hysteresis_ = {};
+  rebuild_runner();
+  warm_step_ = completed;  // the next step creates primitives for the new shapes
+  print0("balance: micro-batches now " + std::to_string(micro_batches_) + " x " + std::to_string(B_) +
+         " sequences a replica (were " + from + ")");
 }
 
 void Trainer::apply_shares(const std::vector<int>& shares, int64_t completed) {
@@ -104,6 +178,31 @@ void Trainer::adopt_saved_split(const ckpt::Metadata& saved) {
   print0("balance: resuming with the split the checkpoint recorded, stages " + saved.stage_layers + " (the deck's: " +
          pipeline::split_text(stage_layers_) + ")");
   rebuild_model(split);
+}
+
+void Trainer::adopt_saved_batching(const ckpt::Metadata& saved) {
+  const BalanceSettings& b = settings_.balance;
+  const int64_t sequences = micro_batches_ * B_;
+  // The micro-batch size balance.micro_batches chose, where it divides this run's sequences per
+  // replica (another data-parallel degree or global batch may not) and fits in memory.
+  if (b.micro_batches != "fixed" && saved.micro_batch > 0 && saved.micro_batch != B_ && sequences % saved.micro_batch == 0) {
+    const int count = static_cast<int>(sequences / saved.micro_batch);
+    const std::vector<int> allowed = allowed_micro_batch_counts(sequences);  // collective
+    if (std::find(allowed.begin(), allowed.end(), count) != allowed.end()) {
+      print0("balance: resuming with the micro-batches the checkpoint recorded, " + std::to_string(count) + " x " +
+             std::to_string(saved.micro_batch));
+      apply_micro_batches(count, saved.step);
+    }
+  }
+  // The replica shares balance.replicas set, where the replicas and the count are the same.
+  if (!b.replicas || saved.data != dp_size_ || saved.replica_shares.empty()) return;
+  const std::vector<int64_t> recorded = deck::parse_int_list(saved.replica_shares);
+  std::vector<int> shares(recorded.begin(), recorded.end());
+  int64_t total = 0;
+  for (int n : shares) total += n;
+  if (static_cast<int>(shares.size()) != dp_size_ || total != micro_batches_ * dp_size_ || shares == shares_) return;
+  print0("balance: resuming with the replica shares the checkpoint recorded, " + saved.replica_shares);
+  apply_shares(shares, saved.step);
 }
 
 }  // namespace trident

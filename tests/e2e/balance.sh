@@ -101,13 +101,41 @@ shared shares_p2d2_gpipe_zero1 measure_slow_replica_d2 4 --parallel.pipeline=2 -
 run static_d2_bf16 2 --parallel.data=2 --optim.precision=bf16 &&
   shared shares_d2_bf16 static_d2_bf16 2 --parallel.data=2 --optim.precision=bf16 --debug.slowdown=1:2
 
-# No false positives: a run of equal stages (8 blocks, 4 each; the head a fraction of a block)
-# makes no move over 200 steps (10 measurements, each of which could) — unless the host's cores
-# differ. On a 2-core VM they do: a rank bound to core 0 was measured here 1.2-1.5x slower than
-# the same work on core 1 for whole runs (interrupts, the launcher, the hypervisor), and moving
-# blocks off it is then right. So a run that moves is repeated with the ranks on swapped cores:
-# a move that follows the core (off stage 0, then off stage 1) is the host's; one that follows
-# the stage both times is ours — a measurement that charges a stage for what is not its work.
+# The micro-batch count (balance.micro_batches): the seed's rule as written sets N =
+# ceil(max/median) of the stage times when they are imbalanced — 2 for a pipeline of 2 with a
+# slow stage, from 8; the model's rule probes a second micro-batch size, fits the time per
+# micro-batch, t(b) = a + b·s, and takes the count of least (m + p − 1)·t. The same sequences
+# per step whatever the count: the static run's losses (summed in another order: within 1e-5).
+# counted NAME REFERENCE RANKS RULE OVERRIDES...
+counted() {
+  local name=$1 reference=$2 ranks=$3 rule=$4 made
+  shift 4
+  run "$name" "$ranks" --balance.micro_batches="$rule" "$@" || return 1
+  made=$(grep -m1 "^balance: micro-batches now" "$name.out") ||
+    { fail "$name" "no change of the count: $(grep -m2 '^balance:' "$name.out")"; return 1; }
+  same_losses "$name (${made#balance: })" "$reference" "$name" 1e-5
+}
+counted count_seed_p2 measure_slow_stage_p2 2 seed --parallel.pipeline=2 --debug.slowdown=1:2 &&
+  { grep -q "^balance: after step [0-9]*: micro-batches (seed 4.1): max/median [0-9.]* -> N = 2; 8 -> 2" count_seed_p2.out &&
+      pass "count_seed_logged ($(grep -m1 'micro-batches (seed' count_seed_p2.out | cut -d: -f3- | cut -c1-60))" ||
+      fail count_seed_logged "$(grep -m3 '^balance:' count_seed_p2.out)"; }
+counted count_model_p2 measure_slow_stage_p2 2 model --parallel.pipeline=2 &&
+  { grep -q "^balance: after step [0-9]*: micro-batches (model): t(b) = " count_model_p2.out &&
+      pass "count_model_fitted ($(grep -m1 'micro-batches (model): t(b)' count_model_p2.out | cut -d: -f3- | cut -c1-110))" ||
+      fail count_model_fitted "no fitted decision: $(grep -m3 '^balance:' count_model_p2.out)"; }
+counted count_seed_gpipe_zero1 measure_slow_stage_p2 4 seed --parallel.pipeline=2 --parallel.data=2 \
+  --parallel.schedule=gpipe --optim.zero=1 --debug.slowdown=2:2
+counted count_model_bf16 static_bf16 2 model --parallel.pipeline=2 --optim.precision=bf16
+
+# No false positives: a run of equal stages makes no move over 200 steps (10 measurements, each
+# of which could). Equal: 4 blocks a stage at hidden 128, where the last stage's head and loss
+# cost about a sixth of a block (at hidden 32 they cost one to one and a half blocks, by CPU and
+# moment, and moving a block off the last stage was then right). Unless the host's cores differ:
+# on a 2-core VM a rank bound to core 0 was measured here 1.2-1.5x slower than the same work on
+# core 1 for whole runs (interrupts, the launcher, the hypervisor), and moving blocks off it is
+# then right too. So a run that moves is repeated with the ranks on swapped cores: a move that
+# follows the core (off stage 0, then off stage 1, or none) is the host's; one that follows the
+# stage both times is ours — a measurement that charges a stage for what is not its work.
 # first_move_off NAME: the stage the first move of NAME took blocks from ("" when none).
 first_move_off() {
   sed -n 's/^balance: moved blocks after step [0-9]*: stages \([0-9]*\),\([0-9]*\) -> \([0-9]*\),.*/\1 \3/p' "$1.out" |
@@ -120,7 +148,7 @@ move_of() {
 above() { grep -c '^balance: after step .*slowest' "$1.out"; }
 balanced_run() {  # balanced_run NAME CORES
   mpirun --bind-to core --cpu-list "$2" -np 2 "$TRIDENT" train b.deck --train.run_dir="$1" --parallel.pipeline=2 \
-    --balance.pipeline=true --train.steps=200 --balance.interval=20 > "$1.out" 2>&1 ||
+    --model.hidden=128 --balance.pipeline=true --train.steps=200 --balance.interval=20 > "$1.out" 2>&1 ||
     { fail balanced_no_move "run failed: $(grep -m1 -E 'error|rank' "$1.out")"; return 1; }
 }
 if (( $(getconf _NPROCESSORS_ONLN) < 2 )); then skip balanced_no_move "one core: the two stages cannot each have one"
@@ -137,18 +165,29 @@ elif balanced_run balanced_200 0,1; then
   fi
 fi
 
-# A run that moved blocks (after step 10 or 15), killed after its checkpoint of step 20 and resumed, equals the
-# uninterrupted one; the resume takes the split the checkpoint recorded.
-KR="--parallel.pipeline=2 --debug.slowdown=1:2 --balance.pipeline=true --checkpoint.full_interval=20steps"
-run moved_straight 2 $KR &&
-  mpirun -np 2 "$TRIDENT" train b.deck --train.run_dir=moved_killed $KR --debug.fail_rank=0 --debug.fail_step=23 \
-    --debug.fail_mode=sigkill > moved_killed.out 2>&1
-if [[ -e moved_killed/checkpoints/step-00000020.full.h5 ]] &&
-   mpirun -np 2 "$TRIDENT" train b.deck --train.run_dir=moved_killed $KR --checkpoint.resume=auto > moved_resumed.out 2>&1; then
-  if grep -q "^balance: resuming with the split the checkpoint recorded" moved_resumed.out; then
-    same_losses moved_kill_resume moved_straight moved_killed 1e-5
-  else fail moved_kill_resume "the resumed run did not take the checkpoint's split: $(grep -m3 '^balance\|^resumed' moved_resumed.out)"; fi
-else fail moved_kill_resume "no checkpoint of step 20 before the kill, or the resume failed"; fi
+# killed_resumed NAME STRAIGHT MARK "OVERRIDES": a run with OVERRIDES killed after its checkpoint
+# of step 20 (SIGKILL at step 23) and resumed equals the uninterrupted run STRAIGHT, and the
+# resume says "balance: MARK" (it took what the checkpoint recorded).
+killed_resumed() {
+  local name=$1 straight=$2 mark=$3 overrides=$4
+  # shellcheck disable=SC2086
+  mpirun -np 2 "$TRIDENT" train b.deck --train.run_dir="${name}_run" $overrides --checkpoint.full_interval=20steps \
+    --debug.fail_rank=0 --debug.fail_step=23 --debug.fail_mode=sigkill > "${name}_killed.out" 2>&1
+  # shellcheck disable=SC2086
+  if [[ -e ${name}_run/checkpoints/step-00000020.full.h5 ]] &&
+     mpirun -np 2 "$TRIDENT" train b.deck --train.run_dir="${name}_run" $overrides --checkpoint.full_interval=20steps \
+       --checkpoint.resume=auto > "${name}_resumed.out" 2>&1; then
+    if grep -q "^balance: $mark" "${name}_resumed.out"; then same_losses "$name" "$straight" "${name}_run" 1e-5
+    else fail "$name" "the resume did not take what the checkpoint recorded: $(grep -m3 '^balance\|^resumed' "${name}_resumed.out")"; fi
+  else fail "$name" "no checkpoint of step 20 before the kill, or the resume failed"; fi
+}
+# A run that moved blocks (after step 10 or 15) resumes with the split; one that changed its
+# micro-batch count (count_seed_p2: after step 10) with the count.
+KR="--parallel.pipeline=2 --debug.slowdown=1:2 --balance.pipeline=true"
+run moved_straight 2 $KR --checkpoint.full_interval=20steps &&
+  killed_resumed moved_kill_resume moved_straight "resuming with the split the checkpoint recorded" "$KR"
+killed_resumed count_kill_resume count_seed_p2 "resuming with the micro-batches the checkpoint recorded, 2 x 4" \
+  "--parallel.pipeline=2 --debug.slowdown=1:2 --balance.micro_batches=seed"
 
 # The keys are checked like every other.
 expect_user_error slowdown_rank_beyond_world 'debug.slowdown names rank 2|from 0 to 1' \
@@ -157,5 +196,9 @@ expect_user_error slowdown_factor_below_one 'debug.slowdown|at least 1' \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --debug.slowdown=0:0.5
 expect_user_error slowdown_malformed "'0-2' is not RANK:FACTOR" \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --debug.slowdown=0-2
+expect_user_error micro_batches_unknown_rule 'balance.micro_batches|fixed|seed|model' \
+  mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --balance.micro_batches=elastic
+expect_user_error micro_batches_without_measurements 'balance.micro_batches = seed acts on the balance measurements' \
+  mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --balance.micro_batches=seed --balance.interval=0
 expect_user_error balance_threshold_below_one 'balance.threshold' \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --balance.threshold=0.9
