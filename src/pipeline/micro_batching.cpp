@@ -114,9 +114,23 @@ Decision decide_model_count(const MicroBatchCost& cost, int current, int stages,
   Decision d;
   d.counts = {current};
   d.current_ms = predicted_pipeline_ms(cost, current, stages, sequences);
+  // Within one size of what was measured: a line through sizes 4 and 8 says little about size
+  // 1, where the costs of every operation that do not shrink with it weigh most (a bench row
+  // here went from 2 x 8 to 16 x 1 on such a line and lost 7%). Further sizes come one move at
+  // a time, each measured before the next.
+  const int smallest = cost.points().begin()->first, largest = cost.points().rbegin()->first;
+  int below = 0, above = 0;  // the nearest allowed micro-batch sizes beyond the measured ones (0: none)
+  for (int m : allowed) {
+    const int size = static_cast<int>(sequences / m);
+    if (size < smallest) below = std::max(below, size);
+    if (size > largest && (above == 0 || size < above)) above = size;
+  }
+  const int low = below ? below : smallest, high = above ? above : largest;
   int best = current;
   double best_ms = d.current_ms;
   for (int m : allowed) {
+    const int size = static_cast<int>(sequences / m);
+    if (size < low || size > high) continue;
     const double ms = predicted_pipeline_ms(cost, m, stages, sequences);
     if (ms < best_ms) best = m, best_ms = ms;
   }

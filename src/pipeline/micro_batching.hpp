@@ -10,8 +10,8 @@
 //   seed:  §4.1's pseudo-code as written — when max/min of the stage times exceeds the
 //          threshold, N = ceil(max / median) micro-batches (rounded up to a count dividing S);
 //   model: α and β fitted to the times measured at two or more sizes (the first measurement's
-//          size and one probe), and the count of least predicted T(m) among those that divide S
-//          and fit in memory.
+//          size and one probe), and the count of least predicted T(m) among those that divide S,
+//          fit in memory and lie at most one size beyond the sizes measured.
 // Pure arithmetic, the same on every rank; the trainer measures, agrees on memory and applies.
 #pragma once
 
@@ -63,8 +63,9 @@ int probe_count(int current, int stages, const std::vector<int>& allowed);
 // imbalanced (max/min above `threshold`) and m differs from `current`.
 Decision decide_seed_count(const BalanceFigures& figures, int current, const std::vector<int>& allowed, double threshold);
 
-// balance.micro_batches = model (cost fitted): the allowed count of least predicted T(m); a
-// move when it predicts the step's pipeline part faster than `current`'s by more than `margin`.
+// balance.micro_batches = model (cost fitted): the allowed count of least predicted T(m) among
+// those whose micro-batch size lies within the measured sizes or one allowed size beyond them;
+// a move when it predicts the step's pipeline part faster than `current`'s by more than `margin`.
 Decision decide_model_count(const MicroBatchCost& cost, int current, int stages, int64_t sequences,
                             const std::vector<int>& allowed, double margin);
 

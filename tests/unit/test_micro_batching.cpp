@@ -115,6 +115,23 @@ BOOST_AUTO_TEST_CASE(model_count_respects_the_margin) {
   BOOST_TEST(taken.counts[0] == 16);
 }
 
+BOOST_AUTO_TEST_CASE(model_count_stays_within_one_size_of_the_measured) {
+  // Measured at sizes 4 and 8 with no fixed cost: the line says size 1 (16 x 1) is best, but
+  // only one size beyond the measured ones is a candidate: size 2 (8 x 2).
+  MicroBatchCost cost;
+  cost.observe(4, 4.0), cost.observe(8, 8.0);
+  const Decision d = decide_model_count(cost, 2, 2, 16, micro_batch_counts(16), 0.0);
+  BOOST_TEST(d.counts[0] == 8);
+  // Once size 2 is measured too, size 1 is within reach.
+  cost.observe(2, 2.0);
+  BOOST_TEST(decide_model_count(cost, 8, 2, 16, micro_batch_counts(16), 0.0).counts[0] == 16);
+  // Upwards the same: measured at 1 and 2 with a large fixed cost and one stage, size 4 (4 x 4)
+  // and not 16.
+  MicroBatchCost fixed;
+  fixed.observe(1, 10.0), fixed.observe(2, 10.1);
+  BOOST_TEST(decide_model_count(fixed, 16, 1, 16, micro_batch_counts(16), 0.0).counts[0] == 4);
+}
+
 BOOST_AUTO_TEST_CASE(probe_goes_towards_a_smaller_bubble_with_stages) {
   BOOST_TEST(probe_count(4, 2, {1, 2, 4, 8}) == 8);   // pipeline: more, smaller micro-batches
   BOOST_TEST(probe_count(8, 2, {1, 2, 4, 8}) == 4);   // none smaller left: the other way
