@@ -58,9 +58,11 @@ std::vector<int> shared_windows(const deck::Deck& deck, const layout::Grid& grid
   return per_stage;
 }
 
-std::string gib(double bytes) {
+// "2.5 GiB", or "1.7 MiB" below a GiB (a budget of a few MB reads "0.0 GiB" otherwise).
+std::string bytes_text(double bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / 1073741824.0);
+  if (bytes < 1073741824.0) std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  else std::snprintf(text, sizeof text, "%.1f GiB", bytes / 1073741824.0);
   return text;
 }
 
@@ -88,7 +90,7 @@ std::string host_shortfall(double needed, size_t ranks) {
   const double memory = host_memory_bytes();
   if (memory <= 0 || needed <= memory) return "";
   return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on host " + host_name() + " need " +
-         gib(needed) + " by the memory model, " + gib(needed - memory) + " more than its " + gib(memory) + " of memory";
+         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory) + " more than its " + bytes_text(memory) + " of memory";
 }
 
 std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid) {
@@ -103,8 +105,8 @@ std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid)
 std::string budget_shortfall(const deck::Deck& deck, int64_t total, const std::string& who) {
   const double budget = deck.get_float("memory.budget_gb") * 1e9;
   if (budget <= 0 || static_cast<double>(total) <= budget) return "";
-  return who + " needs " + gib(static_cast<double>(total)) + " by the memory model, " +
-         gib(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
+  return who + " needs " + bytes_text(static_cast<double>(total)) + " by the memory model, " +
+         bytes_text(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
 }
 
 // Collective: the message of the lowest rank that has one, thrown on every rank.

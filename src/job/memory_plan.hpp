@@ -45,8 +45,9 @@ void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& conf
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
 std::vector<int> ranks_on_this_host();
 
-// What keeps micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's
-// new count, balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
+// What keeps blocks per stage `stage_layers` with micro-batches of `micro_batch` sequences,
+// `micro_batches` a step (a running job's new split or count: balance.pipeline,
+// balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
 // the ranks on this host (`host_ranks`) against its memory — "" when they fit. Not collective:
 // each rank judges its own host and the caller agrees over all.
 std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,

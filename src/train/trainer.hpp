@@ -100,6 +100,9 @@ class Trainer {
   // Collective: the micro-batch counts that divide this replica's sequences and fit in memory
   // on every rank.
   std::vector<int> allowed_micro_batch_counts(int64_t sequences);
+  // Collective: why blocks per stage `split` with micro-batches of `micro_batch` would not fit
+  // on some rank (memory.budget_gb, or a host's memory); "" when they fit everywhere.
+  std::string memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch, int64_t micro_batches);
   // `count` micro-batches of the same sequences per replica from the next step on (equal shares
   // again): the runner and the activations rebuilt for the new micro-batch size.
   void apply_micro_batches(int count, int64_t completed);

