@@ -90,11 +90,12 @@ std::string host_shortfall(double needed, size_t ranks) {
   const double memory = host_memory_bytes();
   if (memory <= 0 || needed <= memory) return "";
   return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on host " + host_name() + " need " +
-         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory) + " more than its " + bytes_text(memory) + " of memory";
+         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory) + " more than its " +
+         bytes_text(memory) + " of memory";
 }
 
-std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid) {
-  const std::vector<int> ranks = ranks_on_this_host();
+// What the world ranks `ranks` (those of this host) need beyond its memory ("" when they fit).
+std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const std::vector<int>& ranks) {
   double needed = 0;
   for (int rank : ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
   return host_shortfall(needed, ranks.size());
@@ -143,10 +144,7 @@ std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& gr
   int64_t total = 0;
   plan::estimate_busiest(in, &total);
   const std::string problem = budget_shortfall(deck, total, "the busiest rank");
-  if (!problem.empty()) return problem;
-  double needed = 0;
-  for (int rank : host_ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
-  return host_shortfall(needed, host_ranks.size());
+  return problem.empty() ? host_problem(in, grid, host_ranks) : problem;
 }
 
 void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
@@ -178,7 +176,8 @@ void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const m
   int64_t total = 0;
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(deck, total, "the busiest rank");
-  if (problem.empty()) problem = host_problem(in, grid);  // the same branch on every rank: collective
+  // The same branch on every rank: ranks_on_this_host is collective.
+  if (problem.empty()) problem = host_problem(in, grid, ranks_on_this_host());
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "

@@ -18,7 +18,9 @@ constexpr double kOptimizerBytesPerParameter = 36;
 
 bool low(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
 // Bytes per value of an element-wise pass (Workload::elementwise_value_bytes_low16).
-double elementwise_bytes(const Workload& w, const Layout& l) { return low(l.precision) ? w.elementwise_value_bytes_low16 : 4; }
+double elementwise_bytes(const Workload& w, const Layout& l) {
+  return low(l.precision) ? w.elementwise_value_bytes_low16 : 4;
+}
 
 std::vector<int> stage_layers(const Workload& w, const Layout& l) {
   return pipeline::stage_layer_counts(w.config.layers, l.pipeline,

@@ -178,7 +178,8 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
 }
 
 void Trainer::rebuild_runner() {
-  runner_.reset();  // its activations go before those of the new one are allocated
+  runner_.reset();
+  // The new runner re-sizes the model's activation slots for B_ (Gpt2::prepare).
   runner_ = make_runner(settings_, *model_, *collectives_.pipeline, micro_batches_, B_);
   runner_->set_micro_batches(shares_[dp_rank_]);
 }
