@@ -17,12 +17,27 @@ std::vector<int> micro_batch_counts(int64_t sequences) {
   return counts;
 }
 
-int seed_micro_batches(const BalanceFigures& f) {
+namespace {
+
+// max / median of the stages' forward + backward per micro-batch (0 when there is nothing to
+// divide: no stages, or a median of 0).
+double max_over_median(const BalanceFigures& f) {
   std::vector<double> times;
   for (size_t s = 0; s < f.stage_forward_ms.size(); ++s) times.push_back(f.stage_ms(static_cast<int>(s)));
   const double middle = median(times);
-  if (times.empty() || middle <= 0) return 1;
-  return std::max(1, static_cast<int>(std::ceil(*std::max_element(times.begin(), times.end()) / middle)));
+  if (times.empty() || middle <= 0) return 0;
+  return *std::max_element(times.begin(), times.end()) / middle;
+}
+
+// "4 x 2": m micro-batches of S/m sequences.
+std::string count_text(int m, int64_t sequences) {
+  return std::to_string(m) + " x " + std::to_string(sequences / m);
+}
+
+}  // namespace
+
+int seed_micro_batches(const BalanceFigures& f) {
+  return std::max(1, static_cast<int>(std::ceil(max_over_median(f))));
 }
 
 void MicroBatchCost::fit(double* alpha, double* beta) const {
@@ -70,14 +85,6 @@ int probe_count(int current, int stages, const std::vector<int>& allowed) {
   return below ? below : above;
 }
 
-namespace {
-
-std::string count_text(int m, int64_t sequences) {
-  return std::to_string(m) + " x " + std::to_string(sequences / m);
-}
-
-}  // namespace
-
 Decision decide_seed_count(const BalanceFigures& f, int current, const std::vector<int>& allowed, double threshold) {
   Decision d;
   d.counts = {current};
@@ -88,11 +95,8 @@ Decision decide_seed_count(const BalanceFigures& f, int current, const std::vect
       chosen = m;
       break;
     }
-  std::vector<double> times;
-  for (size_t s = 0; s < f.stage_forward_ms.size(); ++s) times.push_back(f.stage_ms(static_cast<int>(s)));
-  const double max_over_median = times.empty() ? 1.0 : *std::max_element(times.begin(), times.end()) / median(times);
   char text[240];
-  std::snprintf(text, sizeof text, "micro-batches (seed 4.1): max/median %.3f -> N = %d", max_over_median, wanted);
+  std::snprintf(text, sizeof text, "micro-batches (seed 4.1): max/median %.3f -> N = %d", max_over_median(f), wanted);
   d.why = text;
   if (chosen != wanted) d.why += " (the nearest count that divides the batch and fits: " + std::to_string(chosen) + ")";
   d.why += "; " + std::to_string(current) + " -> " + std::to_string(chosen);

@@ -68,13 +68,13 @@ void Trainer::balance_after(int64_t completed, const StepResult& result) {
 
 void Trainer::balance_micro_batches(int64_t completed, const pipeline::BalanceFigures& measured, bool moved) {
   const BalanceSettings& b = settings_.balance;
-  const int64_t sequences = micro_batches_ * B_;  // a replica's per step, with equal shares
-  double slowest = 0;
-  for (int s = 0; s < pp_size_; ++s) slowest = std::max(slowest, measured.stage_ms(s));
   if (moved) {  // other stages or shares now: what was measured no longer holds
     micro_batch_cost_.clear();
     return;
   }
+  const int64_t sequences = micro_batches_ * B_;  // a replica's per step, with equal shares
+  double slowest = 0;
+  for (int s = 0; s < pp_size_; ++s) slowest = std::max(slowest, measured.stage_ms(s));
   micro_batch_cost_.observe(B_, slowest);
   const std::vector<int> allowed = allowed_micro_batch_counts(sequences);  // collective, like the measurement
   const std::string after = "balance: after step " + std::to_string(completed) + ": ";
