@@ -43,7 +43,7 @@ LDLIBS   := -lboost_program_options -ldnnl $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
 MAIN_SRC := src/app/main.cpp
-LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/*.cpp kernels/cpu/*.cpp))
+LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/*.cpp kernels/cpu/*.cpp kernels/guard/*.cpp))
 CU_SRC   := $(sort $(wildcard kernels/cuda/*.cu))
 
 ifeq ($(CUDA),1)

@@ -8,6 +8,9 @@ namespace trident::kernels {
 namespace cpu {
 Backend& backend();  // kernels/cpu/backend.cpp
 }
+namespace guard {
+Backend& backend();  // kernels/guard/backend.cpp
+}
 #if TRIDENT_CUDA
 namespace cuda {
 Backend& backend();  // kernels/cuda/backend.cu
@@ -44,6 +47,7 @@ Backend& cpu_backend() { return cpu::backend(); }
 
 Backend* find_backend(const std::string& name) {
   if (name == "cpu") return &cpu::backend();
+  if (name == "guard") return &guard::backend();
 #if TRIDENT_CUDA
   if (name == "cuda") return &cuda::backend();
 #endif
@@ -54,7 +58,7 @@ std::string backend_unavailable(const std::string& name) {
   Backend* backend = find_backend(name);
   if (backend == nullptr && name == "cuda")
     return "this binary was built without CUDA (build it where nvcc is on PATH, or make CUDA=1)";
-  if (backend == nullptr) return "there is no kernel backend '" + name + "' (there are cpu and cuda)";
+  if (backend == nullptr) return "there is no kernel backend '" + name + "' (there are cpu, cuda and guard)";
   return backend->unavailable_reason();
 }
 

@@ -59,7 +59,7 @@ int run_checkpoint_bench(const Job& job, int repeats) {
     v[i] = 1e-6f * std::abs(static_cast<float>(normal_at(1, 2, i)));
   }
   const bool replica0 = job.grid.coord_of(world_rank()).dp == 0;
-  ckpt::StateView view{config, part, params.data(), replica0, m.data(), v.data(), 0, static_cast<int64_t>(n), replica0};
+  ckpt::StateView view{config, part, params.data(), replica0, m.data(), v.data(), 0, static_cast<int64_t>(n), replica0, Device{}};
   ckpt::Metadata metadata;
   metadata.model = config;
   metadata.tensor = job.grid.tp_size();

@@ -25,6 +25,7 @@
 
 #include "model/config.hpp"
 #include "model/params.hpp"
+#include "tensor/device.hpp"
 
 namespace trident::ckpt {
 
@@ -80,6 +81,9 @@ struct StateView {
   float* v = nullptr;
   int64_t moments_begin = 0, moments_end = 0;
   bool moments_owner = false;  // writes its moments
+  // Where params, m and v live. The file is written from host memory and read into it: a state on
+  // a device is staged (Checkpointer::save) or read into host memory and uploaded by its owner.
+  Device device;
 };
 
 struct WriteResult {

@@ -14,6 +14,7 @@
 #include "core/file_util.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident::ckpt {
 namespace fs = std::filesystem;
@@ -117,22 +118,31 @@ std::string Checkpointer::due(int64_t step) const {
   return "";
 }
 
+namespace {
+
+// n floats at `from` (on `device`) into the staging buffer `to` (host memory, pinned where the
+// backend has such), allocated or re-sized first.
+void stage_values(Buffer<float>& to, const float* from, size_t n, Device device) {
+  kernels::Backend& backend = kernels::backend_of(kernels::Context{});  // the model's
+  if (to.size() != n) to = Buffer<float>(n, MemoryCategory::Checkpoint, backend, MemoryKind::pinned_host);
+  kernels::Context ctx;
+  kernels::download(ctx, to.data(), view(from, n, device));
+}
+
+}  // namespace
+
 StateView Checkpointer::stage(const StateView& state) {
   StateView staged = state;
+  staged.device = Device{};
   const size_t params = static_cast<size_t>(model::num_parameters(state.config, state.part));
   const size_t moments = static_cast<size_t>(state.moments_end - state.moments_begin);
   if (state.params_owner) {
-    if (staged_params_.size() != params) staged_params_ = Buffer<float>(params, MemoryCategory::Checkpoint);
-    std::copy(state.params, state.params + params, staged_params_.data());
+    stage_values(staged_params_, state.params, params, state.device);
     staged.params = staged_params_.data();
   }
   if (state.m && state.moments_owner) {
-    if (staged_m_.size() != moments) {
-      staged_m_ = Buffer<float>(moments, MemoryCategory::Checkpoint);
-      staged_v_ = Buffer<float>(moments, MemoryCategory::Checkpoint);
-    }
-    std::copy(state.m, state.m + moments, staged_m_.data());
-    std::copy(state.v, state.v + moments, staged_v_.data());
+    stage_values(staged_m_, state.m, moments, state.device);
+    stage_values(staged_v_, state.v, moments, state.device);
     staged.m = staged_m_.data();
     staged.v = staged_v_.data();
   }
@@ -152,7 +162,9 @@ void Checkpointer::save(const std::string& kind, const StateView& state, const M
   broadcast_string(text, 0, comm_);
   StateView written = state;
   if (kind == "fast") written.m = written.v = nullptr;  // parameters only: nothing else to copy
-  Pending pending{settings_.async ? stage(written) : written, Metadata::from_text(text), 0.0};
+  // Asynchronous writes and a state on a device are staged in host memory first.
+  const bool staged = settings_.async || !state.device.is_cpu();
+  Pending pending{staged ? stage(written) : written, Metadata::from_text(text), 0.0};
   pending.metadata.kind = kind;
   pending.blocking_seconds = seconds_since(start);
   if (!settings_.async) {

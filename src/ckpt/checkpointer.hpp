@@ -88,7 +88,7 @@ class Checkpointer {
     double blocking_seconds = 0;
   };
   WriteRecord write_atomically(const Pending& pending);  // collective over comm_
-  StateView stage(const StateView& state);              // copies into the staging buffers
+  StateView stage(const StateView& state);              // copies (downloads) into the staging buffers
   void prune(const std::string& kind, int keep);  // rank 0: of the branch's files
   void joined_branch(const std::string& path, const Metadata& metadata);  // rank 0, after a write
 

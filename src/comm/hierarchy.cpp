@@ -289,7 +289,9 @@ void GroupCollectives::observe_steps(StepObserver observer) {
 std::unique_ptr<Communicator> make_group_communicator(MPI_Comm group, const topo::Topology& topology,
                                                       const std::string& name,
                                                       const CollectiveSettings& settings, Traffic kind) {
-  return with_links(std::make_unique<GroupCollectives>(group, topology, name, settings, kind), settings.links);
+  auto group_collectives = std::make_unique<GroupCollectives>(group, topology, name, settings, kind);
+  return with_staging(with_links(std::move(group_collectives), settings.links),
+                      settings.backend == "mpi" ? settings.staging : DeviceCopies{});
 }
 
 }  // namespace trident::comm

@@ -18,6 +18,7 @@
 #include "comm/emulated_links.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_settings.hpp"
+#include "comm/staged.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
@@ -31,6 +32,9 @@ struct CollectiveSettings {
   // operations on device streams go to (comm.backend resolved: comm/nccl_settings.hpp).
   std::string backend = "mpi";
   NcclSettings nccl;  // the NCCL choices per level (backend = nccl)
+  // backend = mpi with the model on a device: how its buffers are staged through host memory
+  // (comm/staged.hpp). Unset: the model is in host memory.
+  DeviceCopies staging;
 };
 
 // Whether every node holds the same number of `members` (world ranks) and every rack the same

@@ -114,10 +114,11 @@ std::vector<KeySpec> build_schema() {
               "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
               "update the own shard, all-gather parameters"),
       // [kernels]
-      choice("kernels.device", "cpu", {"cpu", "cuda"},
-             "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP) or "
-             "cuda (a deck error where the binary was built without CUDA, the machine has no GPU, "
-             "or the CUDA backend lacks kernels, as it does until they are written)"),
+      choice("kernels.device", "cpu", {"cpu", "cuda", "guard"},
+             "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP), "
+             "cuda (a deck error where the binary was built without CUDA or the machine has no "
+             "GPU), or guard (a testing aid: the CPU's kernels on memory that host code cannot "
+             "touch outside a kernel, as a GPU's; a stray host access stops the run with SIGSEGV)"),
       choice("kernels.low16_gemm", "auto", {"auto", "native", "widened"},
              "GEMMs on bf16/fp16 operands: native (oneDNN's 16-bit matmul; a deck error where "
              "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "

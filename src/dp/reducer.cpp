@@ -2,12 +2,12 @@
 #include "dp/reducer.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident::dp {
 
@@ -30,7 +30,9 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   buckets_ = plan_buckets(gradients_.segments, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
-  packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication);
+  // Where the gradients are: the bucket is packed by the device's copies (memcpy on the CPU).
+  packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication,
+                          kernels::backend_of(kernels::Context{}), MemoryKind::device);
   const bool can_overlap = overlap && comm::concurrent_callers_supported();
   if (overlap && !can_overlap)
     warn0(std::string("comm.overlap = true needs ") + comm::concurrent_callers_requirement() +
@@ -43,15 +45,17 @@ GradientReducer::~GradientReducer() { launched_.clear(); }  // every bucket done
 void GradientReducer::reduce(const Bucket& bucket) {
   const double start = steady_seconds();
   float* packed = packed_.data();
+  const Device device = gradients_.stream.device;
+  kernels::Context ctx{nullptr, gradients_.stream};
   int64_t at = 0;
   for (const GradientSegment& s : bucket.segments) {
-    std::memcpy(packed + at, s.data, s.count * sizeof(float));
+    kernels::copy(ctx, view(packed + at, s.count, device), view(static_cast<float*>(s.data), s.count, device));
     at += s.count;
   }
-  data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, Stream{}).wait();
+  data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, gradients_.stream).wait();
   at = 0;
   for (const GradientSegment& s : bucket.segments) {
-    std::memcpy(s.data, packed + at, s.count * sizeof(float));
+    kernels::copy(ctx, view(static_cast<float*>(s.data), s.count, device), view(packed + at, s.count, device));
     at += s.count;
   }
   comm_seconds_ += steady_seconds() - start;
@@ -75,14 +79,15 @@ void GradientReducer::on_final(int event) {
 void GradientReducer::reduce_scatter() {
   const double start = steady_seconds();
   // Own shard summed in place.
-  data_.reduce_scatter(gradients_.flat, static_cast<size_t>(gradients_.count), DType::f32, comm::Op::Sum, Stream{}).wait();
+  data_.reduce_scatter(gradients_.flat, static_cast<size_t>(gradients_.count), DType::f32, comm::Op::Sum,
+                      gradients_.stream).wait();
   comm_seconds_ += steady_seconds() - start;
 }
 
 void GradientReducer::all_gather_params(float* params) {
   if (!zero_ || data_size_ == 1) return;
   const double start = steady_seconds();
-  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, Stream{}).wait();
+  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, gradients_.stream).wait();
   comm_seconds_ += steady_seconds() - start;
 }
 

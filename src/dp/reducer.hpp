@@ -40,6 +40,7 @@ struct Gradients {
   std::vector<GradientSegment> segments;
   float* flat = nullptr;
   int64_t count = 0;
+  Stream stream;  // the device the gradients live on and the stream their kernels run on
 };
 
 class GradientReducer {

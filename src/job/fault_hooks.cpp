@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident {
 
@@ -31,10 +32,12 @@ void FaultHooks::before_step(int64_t step) const {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answer
 }
 
-void FaultHooks::after_backward(int64_t step, float* grads) const {
+void FaultHooks::after_backward(int64_t step, float* grads, Stream stream) const {
   if (world_rank() != 0) return;
-  for (int64_t poisoned : settings_.nan_steps)
-    if (poisoned == step) grads[0] = std::nanf("");  // wte's gradient, before its reduction
+  const float nan = std::nanf("");
+  kernels::Context ctx{nullptr, stream};
+  for (int64_t poisoned : settings_.nan_steps)  // wte's gradient, before its reduction, wherever it lives
+    if (poisoned == step) kernels::upload(ctx, view(grads, 1, stream.device), &nan);
 }
 
 }  // namespace trident

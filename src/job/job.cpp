@@ -39,11 +39,10 @@ namespace {
 // memory, so a run on the GPU would crash or compute garbage rather than fail cleanly.
 std::string trainer_not_ready_for(const std::string& device) {
   if (device != "cuda") return "";
-  return "the trainer does not run on CUDA yet: its kernels are all there, but parameters are initialised "
-         "and llm.c weights loaded by host writes (model::init_params, job/model_setup.cpp), checkpoints "
-         "copy and restore parameters and AdamW moments with host loops (ckpt/checkpointer.cpp), and the "
-         "gradient reducer (dp/reducer.cpp) and the tensor and pipeline messages hand model buffers to the "
-         "host MPI communicator (NCCL communicators are not yet wired in)";
+  return "the trainer does not run on CUDA yet: its kernels are all there and every path by which it "
+         "touches the model goes through the backend (shown on kernels.device = guard), but it has never "
+         "run on a GPU, and the device memory model, the compute/communication stream pair and CUDA "
+         "Graphs are still to come (issue 16)";
 }
 
 }  // namespace
@@ -137,6 +136,25 @@ topo::TopologySettings topology_settings(const deck::Deck& deck) {
   return settings;
 }
 
+namespace {
+
+// The model's device buffers staged through host memory by the kernel backend's own copies
+// (comm.backend = mpi with kernels.device other than cpu).
+comm::DeviceCopies device_copies() {
+  comm::DeviceCopies copies;
+  copies.to_host = [](void* host, const void* device, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{nullptr, stream};
+    kernels::download(ctx, host, view(device, dtype, count, stream.device));
+  };
+  copies.to_device = [](void* device, const void* host, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{nullptr, stream};
+    kernels::upload(ctx, view(device, dtype, count, stream.device), host);
+  };
+  return copies;
+}
+
+}  // namespace
+
 comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   comm::CollectiveSettings settings;
   settings.algo = deck.get_string("comm.algo");
@@ -150,6 +168,7 @@ comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   } catch (const std::invalid_argument& e) {
     fatal_all(deck.cite("comm.backend") + ", but " + e.what());
   }
+  if (deck.get_string("kernels.device") != "cpu") settings.staging = device_copies();
   const char* levels[] = {"node", "rack", "cross_rack"};
   for (int level = 0; level < 3; ++level) {
     const std::string key = std::string("comm.nccl_") + levels[level];

@@ -53,8 +53,10 @@ model::GptConfig model_config_from_deck(const deck::Deck& deck) {
 
 void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
   const model::Partition& slice = gpt.tensor_group().slice;
+  std::vector<float> values(static_cast<size_t>(gpt.num_parameters()));  // this rank's slice, on the host
   if (!from_file(deck)) {
-    model::init_params(gpt.config(), gpt.params(), static_cast<uint64_t>(deck.get_int("train.seed")), slice);
+    model::init_params(gpt.config(), values.data(), static_cast<uint64_t>(deck.get_int("train.seed")), slice);
+    gpt.upload_params(values.data());
     return;
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(gpt.config())));
@@ -63,7 +65,8 @@ void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
   } catch (const std::runtime_error& e) {
     fatal_one(e.what());
   }
-  model::extract_slice(gpt.config(), whole.data(), gpt.params(), slice);
+  model::extract_slice(gpt.config(), whole.data(), values.data(), slice);
+  gpt.upload_params(values.data());
 }
 
 std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
@@ -131,12 +134,14 @@ std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<
   const int me = world_rank();
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
+  std::vector<float> mine(static_cast<size_t>(gpt.num_parameters()));  // on the host, wherever the model is
+  gpt.download_params(mine.data());
   if (me != 0) {
-    world.send(gpt.params(), static_cast<size_t>(gpt.num_parameters()), DType::f32, 0, tag, Stream{}).wait();
+    world.send(mine.data(), mine.size(), DType::f32, 0, tag, Stream{}).wait();
     return {};
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
-  place_part(config, gpt.partition(), gpt.params(), whole);
+  place_part(config, gpt.partition(), mine.data(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
     const model::Partition part = partition_for_rank(stage_layers, grid, rank);

@@ -29,6 +29,7 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
       grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients,
              backend_, kDevice) {
   gemm_.precision = precision;
+  tp_.stream = stream();
   if (low())
     params_low_ = TensorBuffer(low_type(), Shape{static_cast<int64_t>(params_.size())}, MemoryCategory::Parameters,
                                backend_, kDevice);
@@ -41,6 +42,17 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
 }
 
 void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
+
+void Gpt2::upload_params(const float* host) {
+  kernels::upload(ctx_, params_.view(), host);
+  low_stale_ = true;
+}
+
+void Gpt2::download_losses(int slot, float* host) const {
+  kernels::download(ctx_, host, slots_[static_cast<size_t>(slot)].losses.view());
+}
+
+void Gpt2::download_params(float* host) const { kernels::download(ctx_, host, params_.view()); }
 
 void Gpt2::set_slots(int slots) {
   if (slots == static_cast<int>(slots_.size())) return;

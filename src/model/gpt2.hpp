@@ -54,6 +54,16 @@ class Gpt2 {
   }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
+  // Where params() and grads() live (host memory on the CPU backend): host code reads or writes
+  // them only through the two calls below, or kernels and communicators on this device.
+  Device device() const { return params_.device(); }
+  // The stream the model's kernels run on, on its device: what communication of its buffers
+  // (activations, gradients, parameters) is ordered on.
+  Stream stream() const { return Stream{device(), ctx_.stream.handle}; }
+  // The parameters from / into host memory (num_parameters() floats), through the backend: what
+  // initialisation, llm.c weights, checkpoints and the whole-model gather use.
+  void upload_params(const float* host);
+  void download_params(float* host) const;
   const ParamViews& param_views() const { return p_; }
 
   // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
@@ -84,6 +94,7 @@ class Gpt2 {
   double take_edge_seconds();
   const float* output(int slot) const;     // (B, T, C): what a non-last stage sends on
   const float* losses(int slot) const;     // (B·T) per-position losses, last stage
+  void download_losses(int slot, float* host) const;  // the same, into host memory
   const float* logits(int slot) const;     // (B, T, Vp/p), last stage, until backward
 
   // Backward of the micro-batch in `slot`: grads += ∂(loss_scale · its mean loss)/∂θ. The last

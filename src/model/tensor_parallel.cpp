@@ -6,11 +6,11 @@
 namespace trident::model {
 
 void TensorGroup::all_reduce_sum(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Sum, Stream{}).wait();
+  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Sum, stream).wait();
 }
 
 void TensorGroup::all_reduce_max(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Max, Stream{}).wait();
+  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Max, stream).wait();
 }
 
 void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,

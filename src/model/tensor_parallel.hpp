@@ -42,6 +42,7 @@ namespace trident::model {
 struct TensorGroup {
   Partition slice;                              // this rank's part of the model
   comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
+  Stream stream;  // where the activations live and kernels run (Gpt2 sets it): the collectives' stream
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
 };

@@ -18,9 +18,9 @@ namespace {
 const std::atomic<bool> kPatient{true};
 
 // Receives under the patient wait, then restores the thread's usual one.
-void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer, int tag) {
+void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer, int tag, Stream stream) {
   comm::wait_patiently(&kPatient);
-  pipeline.recv(data, n, DType::f32, peer, tag, Stream{}).wait();
+  pipeline.recv(data, n, DType::f32, peer, tag, stream).wait();
   comm::wait_patiently(nullptr);
 }
 
@@ -48,14 +48,15 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
   activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
   if (!first())
-    patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i));
+    patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i),
+                 gpt_.stream());
   const double received = steady_seconds();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   stretch(received);
   if (!last())
     activation_sends_[slot] =
-        pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), Stream{});
+        pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), gpt_.stream());
   if (times) times->wait_seconds += received - start, times->forward_seconds += steady_seconds() - received;
   return loss;
 }
@@ -65,13 +66,14 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
   gradient_send_.wait();  // buffer reuse
   const double start = steady_seconds();
   if (!last())
-    patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i));
+    patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i),
+                 gpt_.stream());
   const double received = steady_seconds();
   gpt_.backward(slot, loss_scale, on_final);
   stretch(received);
   if (!first())
     gradient_send_ =
-        pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), Stream{});
+        pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), gpt_.stream());
   if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
 }
 
@@ -116,10 +118,13 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
 
 void PipelineRunner::forward_only(int count, const BatchFn& batch,
                                   const std::function<void(int, const float*)>& consume) {
+  std::vector<float> losses(last() ? static_cast<size_t>(B_) * T_ : 0);  // on the host, wherever the model is
   for (int i = 0; i < count; ++i) {
     const int slot = i % slots_;
     run_forward(i, slot, batch, true, nullptr);
-    if (last()) consume(i, gpt_.losses(slot));
+    if (!last()) continue;
+    gpt_.download_losses(slot, losses.data());
+    consume(i, losses.data());
   }
   for (comm::Work& send : activation_sends_) send.wait();
 }

@@ -38,8 +38,10 @@ constexpr const char* dtype_name(DType dtype) {
   return "?";
 }
 
-// Where memory lives and kernels run: the host CPU, or CUDA device `index`.
-enum class DeviceKind : uint8_t { cpu, cuda };
+// Where memory lives and kernels run: the host CPU, or CUDA device `index`, or the guarded
+// backend's memory (kernels/guard: host memory that host code may not touch outside a kernel,
+// the stand-in for device memory that finds such accesses on machines without a GPU).
+enum class DeviceKind : uint8_t { cpu, cuda, guard };
 struct Device {
   DeviceKind kind = DeviceKind::cpu;
   int index = -1;  // the CUDA device ordinal; -1 on the CPU

@@ -48,11 +48,13 @@ int ValidationShare::fill(const data::TokenData& val, int batch, int B, int T, i
 double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T, int B) {
   const ValidationShare share = validation_share(windows, 0, 1);
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  std::vector<float> losses(inputs.size());  // on the host, wherever the model is
   double sum = 0.0;
   for (int k = 0; k < share.batches(B); ++k) {
     const int used = share.fill(val, k, B, T, inputs.data(), targets.data());
     gpt.forward(inputs.data(), targets.data(), B, T);
-    for (int i = 0; i < used * T; ++i) sum += gpt.losses()[i];
+    gpt.download_losses(0, losses.data());
+    for (int i = 0; i < used * T; ++i) sum += losses[i];
   }
   return sum / static_cast<double>(windows * T);
 }

@@ -85,7 +85,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
 std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Gpt2& model,
                                                   comm::Communicator& data) {
   dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
-                          model.grads(), model.num_parameters()};
+                          model.grads(), model.num_parameters(), model.stream()};
   return std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
                                                settings.reduce.overlap, settings.step.zero);
 }
@@ -212,7 +212,7 @@ StepResult Trainer::train_step(int64_t step) {
   reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
-  if (hooks_) hooks_->after_backward(step + 1, model_->grads());
+  if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->stream());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
@@ -341,7 +341,9 @@ std::string Trainer::memory_report(bool bytes) const {
 }
 
 void Trainer::check_replicas_agree() {
-  uint64_t mine = digest(model_->params(), model_->num_parameters());
+  std::vector<float> params(static_cast<size_t>(model_->num_parameters()));  // on the host, wherever the model is
+  model_->download_params(params.data());
+  uint64_t mine = digest(params.data(), model_->num_parameters());
   std::vector<uint64_t> all(dp_size_);
   static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
   collectives_.data->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();
@@ -357,7 +359,7 @@ void Trainer::tie_embedding_gradients() {
   if (pp_size_ == 1 || !collectives_.embedding) return;
   const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
   const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  collectives_.embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, Stream{}).wait();
+  collectives_.embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model_->stream()).wait();
 }
 
 double Trainer::from_last_stage(double value) {

@@ -6,8 +6,12 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernel_check.hpp"
@@ -200,6 +204,63 @@ BOOST_AUTO_TEST_CASE(device_selection) {
   BOOST_TEST(cuda == nullptr);
   BOOST_TEST(why.find("built without CUDA") != std::string::npos, why);
 #endif
+}
+
+// kernels.device = guard: its device memory is usable by its kernels (the same results as the
+// CPU's), and host code touching it outside a kernel stops the process with the guard's report
+// (exit 70), not a crash; host and pinned memory stay ordinary.
+namespace {
+
+// The exit status of `touch` run in a child process, with its stderr in `report`.
+int exit_status_of(void (*touch)(), std::string& report) {
+  int pipe_fds[2];
+  BOOST_REQUIRE(pipe(pipe_fds) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(pipe_fds[1], STDERR_FILENO);
+    touch();
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  char text[512];
+  const ssize_t n = read(pipe_fds[0], text, sizeof text);
+  close(pipe_fds[0]);
+  report.assign(text, n > 0 ? static_cast<size_t>(n) : 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void write_device_memory_from_host() {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  Buffer<float> values(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  values.data()[3] = 1.0f;  // host code, outside a kernel
+}
+
+void read_device_memory_through_the_backend() {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  Buffer<float> values(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  kernels::Context ctx{&guard, {}};
+  std::vector<float> host(64, 2.0f);
+  kernels::upload(ctx, values.view(), host.data());
+  if (kernels::sum(ctx, values.view()) != 128.0) _exit(1);
+  kernels::download(ctx, host.data(), values.view());
+  Buffer<float> pinned(64, MemoryCategory::Checkpoint, guard, MemoryKind::pinned_host);
+  pinned.data()[0] = host[0];  // host memory of the guard: ordinary
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(guard_backend_faults_host_access_to_device_memory) {
+  kernels::Backend* guard = kernels::find_backend("guard");
+  BOOST_REQUIRE(guard != nullptr);
+  BOOST_TEST(kernels::backend_unavailable("guard") == "");
+  BOOST_TEST(guard->kernels().present() == kernels::KernelTable::total());
+  BOOST_TEST(!guard->device().is_cpu());
+  std::string report;
+  BOOST_TEST(exit_status_of(&read_device_memory_through_the_backend, report) == 0, report);
+  BOOST_TEST(exit_status_of(&write_device_memory_from_host, report) == 70);
+  BOOST_TEST(report.find("kernels.device = guard: host code touched device memory") != std::string::npos, report);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,212 @@
+// The guarded backend (kernels.device = guard): the CPU's kernels on "device" memory that host
+// code cannot touch outside a kernel call — what a GPU's memory is to the host, on any machine.
+//
+// Why: the trainer runs on CUDA only if every byte of the model that host code reads or writes
+// goes through the backend (upload, download, the kernels) or a communicator that stages device
+// buffers. A GPU is lent to this project only now and then; this backend finds the host access
+// a GPU would fault on (or silently misread) in every test run, here. Its device memory is its
+// own mapping, PROT_NONE between kernel calls; while one of its kernels runs (on any thread)
+// every device mapping is readable and writable. Host code that touches a device buffer directly
+// gets SIGSEGV at the line that does it.
+//
+// A fault inside a guarded mapping is reported as what it is — one line naming the address and
+// the guard, then exit status 70 — not as a crash; any other SIGSEGV keeps its default action.
+//
+// Limits: while a kernel runs on one thread, another thread's stray access goes unnoticed (the
+// guard is process-wide); page granularity, so each buffer is its own mapping. A tiny model's
+// step makes a few hundred kernel calls, each two rounds of mprotect: slow, but only tests use it.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "kernels/backend.hpp"
+
+namespace trident::kernels::guard {
+namespace {
+
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+size_t mapped_bytes(size_t bytes) { return (bytes + page_size() - 1) / page_size() * page_size(); }
+
+// The lowest and highest guarded addresses ever mapped: enough to tell a stray access to device
+// memory from any other fault without taking the guard's lock in a signal handler.
+std::atomic<uintptr_t> g_low{UINTPTR_MAX}, g_high{0};
+
+void note_range(void* memory, size_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(memory), end = begin + bytes;
+  for (uintptr_t low = g_low.load(); begin < low && !g_low.compare_exchange_weak(low, begin);) {
+  }
+  for (uintptr_t high = g_high.load(); end > high && !g_high.compare_exchange_weak(high, end);) {
+  }
+}
+
+// The device mappings and whether kernels are running (how many, over all threads).
+class Guard {
+ public:
+  void* map(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    void* memory = mmap(nullptr, mapped_bytes(bytes), open_ ? PROT_READ | PROT_WRITE : PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;  // zeroed by mmap
+    mappings_[memory] = mapped_bytes(bytes);
+    note_range(memory, mapped_bytes(bytes));
+    return memory;
+  }
+  void unmap(void* memory) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = mappings_.find(memory);
+    if (it == mappings_.end()) return;
+    munmap(it->first, it->second);
+    mappings_.erase(it);
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (open_++ == 0) protect(PROT_READ | PROT_WRITE);
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--open_ == 0) protect(PROT_NONE);
+  }
+
+ private:
+  void protect(int access) {
+    for (const auto& [memory, bytes] : mappings_) mprotect(memory, bytes, access);
+  }
+  std::mutex mutex_;
+  std::map<void*, size_t> mappings_;
+  int open_ = 0;
+};
+
+Guard& guard() {
+  static Guard* instance = new Guard;  // never destroyed: buffers may outlive static destruction
+  return *instance;
+}
+
+void on_fault(int, siginfo_t* info, void*) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (address >= g_low.load() && address < g_high.load()) {
+    char text[200];
+    const int n = std::snprintf(text, sizeof text,
+                                "error: kernels.device = guard: host code touched device memory at %p outside a "
+                                "kernel (on a GPU this access would fault or read garbage)\n",
+                                info->si_addr);
+    if (n > 0) (void)!write(STDERR_FILENO, text, static_cast<size_t>(n));
+    _exit(70);
+  }
+  signal(SIGSEGV, SIG_DFL);  // not ours: the default action, at the same instruction
+}
+
+void install_fault_report() {
+  struct sigaction action {};
+  action.sa_sigaction = &on_fault;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+}
+
+struct Opened {
+  Opened() { guard().open(); }
+  ~Opened() { guard().close(); }
+  Opened(const Opened&) = delete;
+  Opened& operator=(const Opened&) = delete;
+};
+
+// The CPU's entry `Op`, called with the device memory open.
+template <class F, F KernelTable::*Op>
+struct Wrap;
+template <class R, class... Args, R (*KernelTable::*Op)(Args...)>
+struct Wrap<R (*)(Args...), Op> {
+  static R call(Args... args) {
+    Opened opened;
+    return (cpu_backend().kernels().*Op)(args...);
+  }
+};
+
+#define TRIDENT_GUARDED(op) t.op = &Wrap<decltype(t.op), &KernelTable::op>::call
+
+KernelTable make_table() {
+  KernelTable t;
+  TRIDENT_GUARDED(clear);
+  TRIDENT_GUARDED(copy);
+  TRIDENT_GUARDED(upload);
+  TRIDENT_GUARDED(download);
+  TRIDENT_GUARDED(sum);
+  TRIDENT_GUARDED(convert);
+  TRIDENT_GUARDED(store);
+  TRIDENT_GUARDED(round_to);
+  TRIDENT_GUARDED(narrow);
+  TRIDENT_GUARDED(linear_forward);
+  TRIDENT_GUARDED(linear_backward);
+  TRIDENT_GUARDED(strided_matmul);
+  TRIDENT_GUARDED(batched_matmul);
+  TRIDENT_GUARDED(batched_matmul_bf16);
+  TRIDENT_GUARDED(strided_matmul_bf16);
+  TRIDENT_GUARDED(prepare_linear);
+  TRIDENT_GUARDED(prepare_attention);
+  TRIDENT_GUARDED(layernorm_forward);
+  TRIDENT_GUARDED(layernorm_backward);
+  TRIDENT_GUARDED(gelu_forward);
+  TRIDENT_GUARDED(gelu_backward);
+  TRIDENT_GUARDED(residual_forward);
+  TRIDENT_GUARDED(bias_residual_forward);
+  TRIDENT_GUARDED(add_inplace);
+  TRIDENT_GUARDED(attention_forward);
+  TRIDENT_GUARDED(attention_backward);
+  TRIDENT_GUARDED(attention_forward_bf16);
+  TRIDENT_GUARDED(attention_backward_bf16);
+  TRIDENT_GUARDED(attention_decode);
+  TRIDENT_GUARDED(embedding_forward);
+  TRIDENT_GUARDED(embedding_backward);
+  TRIDENT_GUARDED(positions_forward);
+  TRIDENT_GUARDED(positions_backward);
+  TRIDENT_GUARDED(crossentropy_row_max);
+  TRIDENT_GUARDED(crossentropy_row_sums);
+  TRIDENT_GUARDED(crossentropy_losses);
+  TRIDENT_GUARDED(crossentropy_backward);
+  TRIDENT_GUARDED(adamw_update);
+  TRIDENT_GUARDED(sum_of_squares);
+  return t;
+}
+
+#undef TRIDENT_GUARDED
+
+class GuardBackend final : public Backend {
+ public:
+  GuardBackend() { install_fault_report(); }
+  Device device() const override { return Device{DeviceKind::guard, 0}; }
+  // Device memory is guarded; host and pinned memory are the host's (staging goes through them).
+  void* allocate(size_t bytes, MemoryKind kind) override {
+    if (kind != MemoryKind::device) return host_allocator().allocate(bytes, kind);
+    return guard().map(bytes);
+  }
+  void release(void* pointer, size_t bytes, MemoryKind kind) override {
+    if (kind != MemoryKind::device) return host_allocator().release(pointer, bytes, kind);
+    guard().unmap(pointer);
+  }
+  const char* name() const override { return "guard"; }
+  const KernelTable& kernels() const override { return table_; }
+  std::string unavailable_reason() const override { return ""; }
+
+ private:
+  const KernelTable table_ = make_table();
+};
+
+}  // namespace
+
+Backend& backend() {
+  static GuardBackend instance;
+  return instance;
+}
+
+}  // namespace trident::kernels::guard
