@@ -2,6 +2,7 @@
 // table — every operation of kernels/ops.inc (kernels/cuda/*.cu). It can run where CUDA sees a
 // GPU; elsewhere kernels.device = cuda is a deck error that says so.
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -68,7 +69,15 @@ KernelTable make_table() {
 
 class CudaBackend final : public Backend {
  public:
-  Device device() const override { return Device{DeviceKind::cuda, 0}; }
+  // The GPU the process made current before its first buffer (job start-up: the rank's position on
+  // its host modulo the GPUs it sees), remembered at the first call: threads other than the main
+  // one (the gradient reducer's) start on device 0 whatever the rank's GPU.
+  Device device() const override {
+    std::call_once(index_known_, [this] {
+      if (cudaGetDevice(&index_) != cudaSuccess) index_ = 0;
+    });
+    return Device{DeviceKind::cuda, index_};
+  }
   void* allocate(size_t bytes, MemoryKind kind) override {
     void* pointer = nullptr;
     if (kind == MemoryKind::host) return host_allocator().allocate(bytes, kind);
@@ -105,6 +114,8 @@ class CudaBackend final : public Backend {
 
  private:
   KernelTable table_ = make_table();
+  mutable std::once_flag index_known_;
+  mutable int index_ = 0;
 };
 
 }  // namespace

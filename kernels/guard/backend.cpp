@@ -12,6 +12,9 @@
 // A fault inside a guarded mapping is reported as what it is — one line naming the address and
 // the guard, then exit status 70 — not as a crash; any other SIGSEGV keeps its default action.
 //
+// Each kernel's buffer arguments must lie in device memory too: the CPU's kernels would read a
+// host buffer handed to them, a GPU's would not; such a call is reported the same way.
+//
 // Limits: while a kernel runs on one thread, another thread's stray access goes unnoticed (the
 // guard is process-wide); page granularity, so each buffer is its own mapping. A tiny model's
 // step makes a few hundred kernel calls, each two rounds of mprotect: slow, but only tests use it.
@@ -21,6 +24,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <iterator>
+#include <type_traits>
 
 #include <cstring>
 #include <map>
@@ -69,6 +74,14 @@ class Guard {
     if (it == mappings_.end()) return;
     munmap(it->first, it->second);
     mappings_.erase(it);
+  }
+  // Whether `pointer` lies in one of the device mappings.
+  bool contains(const void* pointer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto after = mappings_.upper_bound(const_cast<void*>(pointer));
+    if (after == mappings_.begin()) return false;
+    const auto& [memory, bytes] = *std::prev(after);
+    return static_cast<const char*>(pointer) < static_cast<char*>(memory) + bytes;
   }
   void open() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -122,18 +135,44 @@ struct Opened {
   Opened& operator=(const Opened&) = delete;
 };
 
-// The CPU's entry `Op`, called with the device memory open.
+// A kernel's buffers must be device memory: the CPU's kernels would read host memory as well,
+// a GPU's would not. Every typed pointer and Tensor argument is checked (null: an absent
+// optional buffer); void pointers are the host side of upload and download.
+void require_device(const char* op, int index, const void* pointer) {
+  if (pointer == nullptr || guard().contains(pointer)) return;
+  std::fprintf(stderr,
+               "error: kernels.device = guard: kernel %s got host memory at %p as its argument %d, not device "
+               "memory (on a GPU it would read garbage or fault)\n",
+               op, pointer, index);
+  _exit(70);
+}
+template <class T>
+void check_argument(const char*, int, const T&) {}  // values: sizes, scalars, the Context
+template <class T>
+void check_argument(const char* op, int index, T* pointer) {
+  if constexpr (!std::is_void_v<T>) require_device(op, index, pointer);
+}
+void check_argument(const char* op, int index, const Tensor& tensor) { require_device(op, index, tensor.data); }
+
+// The CPU's entry `Op`, its buffer arguments checked, called with the device memory open.
 template <class F, F KernelTable::*Op>
 struct Wrap;
 template <class R, class... Args, R (*KernelTable::*Op)(Args...)>
 struct Wrap<R (*)(Args...), Op> {
+  static const char* name;
   static R call(Args... args) {
+    int index = 0;
+    (check_argument(name, index++, args), ...);
     Opened opened;
     return (cpu_backend().kernels().*Op)(args...);
   }
 };
+template <class R, class... Args, R (*KernelTable::*Op)(Args...)>
+const char* Wrap<R (*)(Args...), Op>::name = "";
 
-#define TRIDENT_GUARDED(op) t.op = &Wrap<decltype(t.op), &KernelTable::op>::call
+#define TRIDENT_GUARDED(op) \
+  Wrap<decltype(t.op), &KernelTable::op>::name = #op; \
+  t.op = &Wrap<decltype(t.op), &KernelTable::op>::call
 
 KernelTable make_table() {
   KernelTable t;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/file_util.hpp"
@@ -82,7 +83,9 @@ int run_export(const std::vector<std::string>& args) {
   std::string error;
   if (world_rank() == 0) {
     try {
-      model::write_llmc_model(out, gpt->config(), gpt->params());
+      std::vector<float> params(static_cast<size_t>(gpt->num_parameters()));  // on the host, wherever the model is
+      gpt->download_params(params.data());
+      model::write_llmc_model(out, gpt->config(), params.data());
     } catch (const std::runtime_error& e) {
       error = e.what();
     }

@@ -33,8 +33,16 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   // Where the gradients are: the bucket is packed by the device's copies (memcpy on the CPU).
   packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication,
                           kernels::backend_of(kernels::Context{}), MemoryKind::device);
-  const bool can_overlap = overlap && comm::concurrent_callers_supported();
-  if (overlap && !can_overlap)
+  // On a GPU, a bucket's kernels and collectives must be ordered after backward's kernels by an
+  // event on a communication stream (issue 16, not written yet); from the host stream's thread
+  // they would run on another device's default stream, unordered. The reduction then runs after
+  // backward, on the compute stream.
+  const bool gpu = gradients_.stream.device.kind == DeviceKind::cuda;
+  const bool can_overlap = overlap && !gpu && comm::concurrent_callers_supported();
+  if (overlap && gpu)
+    warn0("comm.overlap = true on CUDA needs the communication stream, which is not written yet; the gradient "
+          "reduction runs after backward");
+  else if (overlap && !can_overlap)
     warn0(std::string("comm.overlap = true needs ") + comm::concurrent_callers_requirement() +
           ", which this MPI does not provide; the gradient reduction runs after backward");
   if (can_overlap) stream_ = std::make_unique<comm::HostStream>(&backward_running_);  // backward shares the core

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/file_util.hpp"
+#include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
 #include "comm/nccl.hpp"
@@ -37,12 +38,19 @@ namespace {
 // What keeps a job off a device whose kernels can run: the CUDA backend has every kernel
 // (kernels/cuda), but these parts of the trainer still read and write model buffers as host
 // memory, so a run on the GPU would crash or compute garbage rather than fail cleanly.
+// scripts/gpu-check.sh sets TRIDENT_TRY_CUDA_TRAINER=1: the check that runs the trainer on a GPU
+// at all, and whose passing lifts the refusal below.
+bool trying_cuda_trainer() {
+  const char* value = std::getenv("TRIDENT_TRY_CUDA_TRAINER");
+  return value != nullptr && std::string(value) == "1";
+}
+
 std::string trainer_not_ready_for(const std::string& device) {
-  if (device != "cuda") return "";
+  if (device != "cuda" || trying_cuda_trainer()) return "";
   return "the trainer does not run on CUDA yet: its kernels are all there and every path by which it "
          "touches the model goes through the backend (shown on kernels.device = guard), but it has never "
-         "run on a GPU, and the device memory model, the compute/communication stream pair and CUDA "
-         "Graphs are still to come (issue 16)";
+         "run on a GPU (scripts/gpu-check.sh tries it, with TRIDENT_TRY_CUDA_TRAINER=1), and the device "
+         "memory model, the compute/communication stream pair and CUDA Graphs are still to come (issue 16)";
 }
 
 }  // namespace
@@ -59,6 +67,9 @@ void choose_device(const deck::Deck& deck) {
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
   kernels::set_default_backend(*kernels::find_backend(device));
+  if (device == "cuda")
+    warn0("kernels.device = cuda with TRIDENT_TRY_CUDA_TRAINER=1: the trainer on CUDA has not been verified on "
+          "a GPU yet (scripts/gpu-check.sh is that verification)");
 }
 
 namespace {
@@ -81,7 +92,14 @@ std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSett
 // communicator: NCCL reads it once per process.
 void choose_comm_backend(const deck::Deck& deck) {
   const comm::CollectiveSettings settings = collective_settings(deck);
-  if (settings.backend != "nccl") return;
+  if (settings.backend != "nccl") {
+    // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
+    // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
+    if (deck.get_string("kernels.device") != "cuda") return;
+    const comm::DeviceChoice device = comm::choose_cuda_device();
+    if (device.index >= 0) comm::use_cuda_device(device.index);
+    return;
+  }
   const comm::NcclEnvironment environment =
       comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
   for (const std::string& seen : allgather_strings(nccl_deck_problem(deck, settings, environment), MPI_COMM_WORLD))

@@ -2,32 +2,65 @@
 #include "metrics/progress.hpp"
 
 #include <cstdio>
+#include <new>
 #include <numeric>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace trident::metrics {
+namespace {
+
+// Memory of the process's kernel backend on its device, not tracked: the probe's operands are
+// not the run's (tracked, they would count in its memory as if training had used them).
+class DeviceScratch {
+ public:
+  DeviceScratch(kernels::Backend& backend, size_t bytes)
+      : backend_(backend), bytes_(bytes), data_(backend.allocate(bytes, MemoryKind::device)) {
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+  ~DeviceScratch() { backend_.release(data_, bytes_, MemoryKind::device); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+
+ private:
+  kernels::Backend& backend_;
+  size_t bytes_;
+  void* data_;
+};
+
+}  // namespace
 
 double measure_gemm_peak_tflops(kernels::Precision precision, int n) {
   kernels::Context ctx;
+  kernels::Backend& backend = kernels::backend_of(ctx);
+  const Device device = backend.device();
   const size_t count = static_cast<size_t>(n) * n;
-  std::vector<float> a(count, 0.01f), b(count, 0.02f), c(count, 0.0f);  // (n, n) each
-  std::vector<kernels::bf16> a16, b16;
+  // (n, n) each, on the device the GEMMs run on.
+  DeviceScratch a(backend, count * sizeof(float)), b(backend, count * sizeof(float)), c(backend, count * sizeof(float));
+  kernels::upload(ctx, view(a.as<float>(), count, device), std::vector<float>(count, 0.01f).data());
+  kernels::upload(ctx, view(b.as<float>(), count, device), std::vector<float>(count, 0.02f).data());
   // Where this process widens bf16 operands to f32 (no bf16 matmul on the CPU), its bf16 GEMMs
   // run as f32 GEMMs: the f32 rate is their peak, and measuring it needs no widening workspace
   // (which would count in the run's tracked memory as if training had used it).
   const bool bf16 = precision == kernels::Precision::bf16 && !kernels::widens_low16(ctx, precision);
+  const size_t count16 = bf16 ? count : 0;
+  DeviceScratch a16(backend, count16 * sizeof(kernels::bf16) + 64), b16(backend, count16 * sizeof(kernels::bf16) + 64);
   if (bf16) {
-    a16.resize(count), b16.resize(count);
-    kernels::convert(ctx, view(a16.data(), DType::bf16, count), view(a.data(), count));
-    kernels::convert(ctx, view(b16.data(), DType::bf16, count), view(b.data(), count));
+    kernels::convert(ctx, view(a16.as<kernels::bf16>(), DType::bf16, count, device), view(a.as<float>(), count, device));
+    kernels::convert(ctx, view(b16.as<kernels::bf16>(), DType::bf16, count, device), view(b.as<float>(), count, device));
   }
   double best = 1e300;
   for (int run = 0; run < 3; ++run) {  // the first creates the primitive and warms the caches
     const auto start = SteadyClock::now();
-    if (bf16) kernels::batched_matmul_bf16(ctx, c.data(), a16.data(), b16.data(), 1, n, n, n, false, false, false);
-    else kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), 1, n, n, n, false, false, false);
+    if (bf16)
+      kernels::batched_matmul_bf16(ctx, c.as<float>(), a16.as<kernels::bf16>(), b16.as<kernels::bf16>(), 1, n, n, n,
+                                   false, false, false);
+    else kernels::batched_matmul(ctx, c.as<float>(), a.as<float>(), b.as<float>(), 1, n, n, n, false, false, false);
+    kernels::sum(ctx, view(c.as<float>(), 1, device));  // waits for the product where the device runs behind
     if (run > 0) best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * double(n) / best / 1e12;

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "kernels/backend.hpp"
 #include "tensor/tensor.hpp"
 
 namespace trident::model {
@@ -13,16 +14,20 @@ constexpr MemoryCategory kActs = MemoryCategory::Activations;
 }  // namespace
 
 KvDecoder::KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx)
-    : config_(config),
-      p_(param_views(config, const_cast<float*>(params))),  // read only: views of the one layout
-      ctx_(ctx) {
+    : config_(config), ctx_(ctx) {
   const size_t C = config.channels, L = config.layers, T = config.max_seq_len;
-  keys_ = Buffer<float>(L * T * C, kActs), values_ = Buffer<float>(L * T * C, kActs);
-  x_ = Buffer<float>(C, kActs), ln_ = Buffer<float>(C, kActs), atty_ = Buffer<float>(C, kActs);
-  proj_ = Buffer<float>(C, kActs), qkv_ = Buffer<float>(3 * C, kActs);
-  fch_ = Buffer<float>(4 * C, kActs), gelu_ = Buffer<float>(4 * C, kActs);
-  scores_ = Buffer<float>(static_cast<size_t>(config.heads) * T, kActs);
-  stats_ = Buffer<float>(2, kActs), logits_ = Buffer<float>(config.padded_vocab, kActs);
+  kernels::Backend& device = kernels::backend_of(ctx);
+  params_ = Buffer<float>(static_cast<size_t>(num_parameters(config)), MemoryCategory::Parameters, device,
+                          MemoryKind::device);
+  kernels::upload(ctx_, params_.view(), params);
+  p_ = param_views(config, params_.data());
+  auto buffer = [&device](size_t n) { return Buffer<float>(n, kActs, device, MemoryKind::device); };
+  keys_ = buffer(L * T * C), values_ = buffer(L * T * C);
+  x_ = buffer(C), ln_ = buffer(C), atty_ = buffer(C), proj_ = buffer(C), qkv_ = buffer(3 * C);
+  fch_ = buffer(4 * C), gelu_ = buffer(4 * C);
+  scores_ = buffer(static_cast<size_t>(config.heads) * T);
+  stats_ = buffer(2), logits_ = buffer(config.padded_vocab);
+  host_logits_.resize(config.padded_vocab);
 }
 
 const float* KvDecoder::step(int token) {
@@ -38,7 +43,8 @@ const float* KvDecoder::step(int token) {
   kernels::layernorm_forward(ctx_, ln_.data(), &stats_[0], &stats_[1], x_.data(), p_.lnfw, p_.lnfb, 1, C);
   linear(logits_.data(), ln_.data(), p_.wte, nullptr, C, config_.padded_vocab);
   ++position_;
-  return logits_.data();
+  kernels::download(ctx_, host_logits_.data(), logits_.view());
+  return host_logits_.data();
 }
 
 // y (N) = x (K) · wᵀ + bias, one row of the model's linear layer (w: (N, K)).

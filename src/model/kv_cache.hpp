@@ -6,6 +6,8 @@
 // is a loop over the cached keys. fp32 parameters, on the Context's device.
 #pragma once
 
+#include <vector>
+
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
@@ -15,10 +17,11 @@ namespace trident::model {
 
 class KvDecoder {
  public:
-  // params: the whole model (num_parameters(config)), llm.c order; must outlive the decoder.
+  // params: the whole model (num_parameters(config)), llm.c order, in host memory; copied to the
+  // Context's device.
   KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx);
   // Feeds `token` at the next position (0, 1, ... up to max_seq_len − 1) and returns the logits
-  // (Vp) of the token after it; valid until the next step.
+  // (Vp, in host memory) of the token after it; valid until the next step.
   const float* step(int token);
   int position() const { return position_; }  // tokens fed so far
   void reset() { position_ = 0; }
@@ -29,7 +32,8 @@ class KvDecoder {
   void attend(int l, const float* q);  // atty_ = attention of q over positions 0..position_
 
   GptConfig config_;
-  ParamViews p_;
+  Buffer<float> params_;  // (num_parameters(config)) on the device
+  ParamViews p_;          // views of params_
   kernels::Context& ctx_;
   int position_ = 0;
   Buffer<float> keys_, values_;        // (L, maxT, C) each
@@ -39,6 +43,7 @@ class KvDecoder {
   Buffer<float> scores_;               // (NH, maxT)
   Buffer<float> stats_;                // (2): LayerNorm mean and variance
   Buffer<float> logits_;               // (Vp)
+  std::vector<float> host_logits_;     // (Vp) logits_ in host memory: what step() returns
 };
 
 }  // namespace trident::model

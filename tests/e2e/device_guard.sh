@@ -103,3 +103,18 @@ sys.exit(0 if len(a) == len(b) and np.max(np.abs(a - b) / np.abs(b)) < 1e-5 else
 PY
 then pass pipeline_move_on_guard; else fail pipeline_move_on_guard "no move, or losses differ: $(grep -m2 -E 'balance|error|guard' moved.out)"; fi
 
+
+# The other commands that build a model: export writes it, generate decodes from it (its key/value
+# cache on the device too), eval computes the validation loss — the same on both backends.
+for device in cpu guard; do
+  "$TRIDENT" export g.deck "export_$device.bin" --kernels.device=$device > "export_$device.out" 2>&1
+  "$TRIDENT" generate g.deck --model.init=serial_fp32_cpu/model.bin --prompt="This License" --tokens=20 \
+    --temperature=0 --kernels.device=$device > "generate_$device.txt" 2> "generate_$device.err"
+  "$TRIDENT" eval g.deck --model.init=serial_fp32_cpu/model.bin --kernels.device=$device > "eval_$device.out" 2>&1
+done
+if [[ -s export_cpu.bin ]] && cmp -s export_cpu.bin export_guard.bin; then pass export_on_guard
+else fail export_on_guard "$(tail -1 export_guard.out)"; fi
+if [[ -s generate_cpu.txt ]] && cmp -s generate_cpu.txt generate_guard.txt; then pass generate_on_guard
+else fail generate_on_guard "$(tail -1 generate_guard.err)"; fi
+if grep -q "val_loss" eval_cpu.out && diff <(grep val_loss eval_cpu.out) <(grep val_loss eval_guard.out) > /dev/null
+then pass "eval_on_guard ($(grep -m1 -o 'val_loss [0-9.]*' eval_guard.out))"; else fail eval_on_guard "$(tail -1 eval_guard.out)"; fi

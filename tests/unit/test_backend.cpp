@@ -207,8 +207,8 @@ BOOST_AUTO_TEST_CASE(device_selection) {
 }
 
 // kernels.device = guard: its device memory is usable by its kernels (the same results as the
-// CPU's), and host code touching it outside a kernel stops the process with the guard's report
-// (exit 70), not a crash; host and pinned memory stay ordinary.
+// CPU's), and host code touching it outside a kernel, or a kernel handed host memory, stops the
+// process with the guard's report (exit 70), not a crash; host and pinned memory stay ordinary.
 namespace {
 
 // The exit status of `touch` run in a child process, with its stderr in `report`.
@@ -237,6 +237,13 @@ void write_device_memory_from_host() {
   values.data()[3] = 1.0f;  // host code, outside a kernel
 }
 
+void give_a_kernel_host_memory() {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  kernels::Context ctx{&guard, {}};
+  std::vector<float> host(64, 1.0f);
+  kernels::sum(ctx, trident::view(host.data(), host.size()));  // a GPU kernel could not read it
+}
+
 void read_device_memory_through_the_backend() {
   kernels::Backend& guard = *kernels::find_backend("guard");
   Buffer<float> values(64, MemoryCategory::Activations, guard, MemoryKind::device);
@@ -261,6 +268,8 @@ BOOST_AUTO_TEST_CASE(guard_backend_faults_host_access_to_device_memory) {
   BOOST_TEST(exit_status_of(&read_device_memory_through_the_backend, report) == 0, report);
   BOOST_TEST(exit_status_of(&write_device_memory_from_host, report) == 70);
   BOOST_TEST(report.find("kernels.device = guard: host code touched device memory") != std::string::npos, report);
+  BOOST_TEST(exit_status_of(&give_a_kernel_host_memory, report) == 70);
+  BOOST_TEST(report.find("kernels.device = guard: kernel sum got host memory") != std::string::npos, report);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
