@@ -10,6 +10,7 @@
 #include "model/config.hpp"
 #include "model/gpt2.hpp"
 #include "optim/adamw.hpp"
+#include "tensor/buffer.hpp"
 
 namespace trident {
 
@@ -34,8 +35,9 @@ class GemmPass {
   kernels::Context ctx_;
   std::vector<GemmShape> shapes_;
   bool bf16_ = false;
-  std::vector<float> a_, b_, c_;          // operands, as large as the largest GEMM needs
-  std::vector<kernels::bf16> a16_, b16_;  // bf16 operands (bf16 passes)
+  // Operands as large as the largest GEMM needs, on the device the GEMMs run on.
+  Buffer<float> a_, b_, c_;
+  TensorBuffer a16_, b16_;  // bf16 operands (bf16 passes)
   double flops_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/cpu/openmp_alternatives.hpp"
 #include "kernels/kernels.hpp"
 
@@ -40,7 +41,7 @@ void report(const std::string& what, double ours, double onednn) {
 }
 
 void compare_gelu(int rows, int cols, int repeats) {
-  kernels::Context ctx;
+  kernels::Context ctx{&kernels::cpu_backend(), {}};  // ours against oneDNN: the CPU's kernels, on host memory
   const size_t n = size_t(rows) * cols;
   std::vector<float> x(n, 0.3f), y(n), dy(n, 1.0f), dx(n);
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -65,7 +66,6 @@ void compare_gelu(int rows, int cols, int repeats) {
 }
 
 void compare_layernorm(int rows, int cols, int repeats) {
-  kernels::Context ctx;
   const size_t n = size_t(rows) * cols;
   std::vector<float> x(n), y(n), dy(n, 0.5f), dx(n), w(cols, 1.0f), b(cols, 0.0f), dw(cols), db(cols);
   std::vector<float> mean(rows), rstd(rows), variance(rows);

@@ -118,3 +118,8 @@ if [[ -s generate_cpu.txt ]] && cmp -s generate_cpu.txt generate_guard.txt; then
 else fail generate_on_guard "$(tail -1 generate_guard.err)"; fi
 if grep -q "val_loss" eval_cpu.out && diff <(grep val_loss eval_cpu.out) <(grep val_loss eval_guard.out) > /dev/null
 then pass "eval_on_guard ($(grep -m1 -o 'val_loss [0-9.]*' eval_guard.out))"; else fail eval_on_guard "$(tail -1 eval_guard.out)"; fi
+# trident bench's step runner and GEMM passes (f32 and bf16) on the device's memory.
+if "$TRIDENT" bench g.deck --kernels.device=guard --steps=2 --warmup=1 > bench_guard.out 2>&1 &&
+   "$TRIDENT" bench g.deck --kernels.device=guard --bf16 --steps=2 --warmup=1 >> bench_guard.out 2>&1 &&
+   grep -q "^step .*tokens_per_s=" bench_guard.out; then pass bench_on_guard
+else fail bench_on_guard "$(grep -m1 -E 'error' bench_guard.out)"; fi
