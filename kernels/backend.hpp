@@ -67,7 +67,14 @@ class Backend : public Allocator {
   // Why this backend cannot run a job in this process ("" when it can): no device visible, or
   // kernels missing from its table.
   virtual std::string unavailable_reason() const = 0;
+  // Bytes of memory of this process's device, what the memory model checks a job against; 0
+  // where the model's memory is the host's (the CPU).
+  virtual double memory_bytes() const { return 0; }
 };
+
+// kernels.guard_memory_gb: the guarded backend's device memory, as the memory model sees it
+// (bytes; 0: the host's memory, as on the CPU).
+void set_guard_memory_bytes(double bytes);
 
 Backend& cpu_backend();
 // The backend of kernels.device = `name`, or null where this binary has none (cuda without

@@ -99,6 +99,11 @@ class CudaBackend final : public Backend {
     else cudaFree(pointer);
   }
   const char* name() const override { return "cuda"; }
+  double memory_bytes() const override {
+    size_t free = 0, total = 0;
+    device();  // the index remembered on the GPU made current at start-up
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<double>(total) : 0.0;
+  }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override {
     int count = 0;

@@ -101,6 +101,8 @@ class Guard {
   int open_ = 0;
 };
 
+std::atomic<double> g_memory_bytes{0};  // kernels.guard_memory_gb
+
 Guard& guard() {
   static Guard* instance = new Guard;  // never destroyed: buffers may outlive static destruction
   return *instance;
@@ -236,6 +238,7 @@ class GuardBackend final : public Backend {
   const char* name() const override { return "guard"; }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override { return ""; }
+  double memory_bytes() const override { return g_memory_bytes.load(); }
 
  private:
   const KernelTable table_ = make_table();
@@ -249,3 +252,7 @@ Backend& backend() {
 }
 
 }  // namespace trident::kernels::guard
+
+namespace trident::kernels {
+void set_guard_memory_bytes(double bytes) { guard::g_memory_bytes = bytes; }
+}  // namespace trident::kernels

@@ -28,8 +28,9 @@ namespace {
 const char* kDoctorUsage =
     "usage: trident doctor RUN_DIR... [--budget_gb=GB]\n"
     "The seed's troubleshooting table as rules over each run's metrics.h5: communication blocking,\n"
-    "memory close to the budget (GB per rank; default the deck's memory.budget_gb, else this host's\n"
-    "memory shared by the ranks of a node), NaN/Inf steps, pipeline bubble, and with several runs of\n"
+    "memory close to the budget (GB per rank; default the deck's memory.budget_gb, else the memory\n"
+    "the run's model lived in, its host's or its GPU's, shared by the ranks on it), NaN/Inf steps,\n"
+    "pipeline bubble, and with several runs of\n"
     "different size, throughput falling as ranks are added.";
 
 std::vector<double> series_or_empty(const std::string& path, const std::string& name) {
@@ -56,6 +57,14 @@ double budget_bytes(double given_gb, const diag::RunFigures& run, std::string& s
     source = "memory.budget_gb";
     return std::stod(it->second) * 1e9;
   }
+  // The memory the run's model lived in (its host's or its device's, as the run recorded it),
+  // shared by that many ranks.
+  const auto capacity = run.deck.find("memory.capacity_bytes"), ranks = run.deck.find("memory.capacity_ranks"),
+             of = run.deck.find("memory.capacity_of");
+  if (capacity != run.deck.end() && ranks != run.deck.end() && of != run.deck.end() && std::stod(capacity->second) > 0) {
+    source = "the memory of " + of->second + " / " + ranks->second + " ranks";
+    return std::stod(capacity->second) / std::max(1, std::stoi(ranks->second));
+  }
   const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   const auto per_node = run.deck.find("topology.ranks_per_node");
   const int sharing = per_node != run.deck.end() && std::stoi(per_node->second) > 0 ? std::stoi(per_node->second) : run.world;
@@ -75,6 +84,13 @@ diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
       try {
         run.deck[spec.key] = metrics::read_attribute(path, spec.key);
       } catch (const std::runtime_error&) {  // a key added after the run was made
+      }
+    }
+    // Not deck keys: what the run recorded of the memory its model lived in (budget_bytes).
+    for (const char* name : {"memory.capacity_bytes", "memory.capacity_ranks", "memory.capacity_of"}) {
+      try {
+        run.deck[name] = metrics::read_attribute(path, name);
+      } catch (const std::runtime_error&) {  // a run made before they were recorded
       }
     }
     const std::vector<double> steps = metrics::read_series(path, "step");

@@ -119,6 +119,9 @@ std::vector<KeySpec> build_schema() {
              "cuda (a deck error where the binary was built without CUDA or the machine has no "
              "GPU), or guard (a testing aid: the CPU's kernels on memory that host code cannot "
              "touch outside a kernel, as a GPU's; a stray host access stops the run with SIGSEGV)"),
+      real("kernels.guard_memory_gb", "0", 0, 1e6,
+           "kernels.device = guard only: the memory in GB (1e9 bytes) of its emulated device, which the "
+           "host's ranks share and the memory model checks a job against, as a GPU's; 0 = the host's memory"),
       choice("kernels.low16_gemm", "auto", {"auto", "native", "widened"},
              "GEMMs on bf16/fp16 operands: native (oneDNN's 16-bit matmul; a deck error where "
              "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "

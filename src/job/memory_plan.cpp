@@ -13,6 +13,7 @@
 #include "deck/validate.hpp"
 #include "job/job.hpp"
 #include "job/model_setup.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident {
 namespace {
@@ -85,20 +86,20 @@ double host_memory_bytes() {
   return bytes;
 }
 
-// What this host's ranks together need beyond its memory ("" when they fit).
-std::string host_shortfall(double needed, size_t ranks) {
-  const double memory = host_memory_bytes();
-  if (memory <= 0 || needed <= memory) return "";
-  return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on host " + host_name() + " need " +
-         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory) + " more than its " +
-         bytes_text(memory) + " of memory";
+// What the ranks sharing `memory` together need beyond it ("" when they fit).
+std::string shortfall(double needed, const ModelMemory& memory) {
+  if (memory.bytes <= 0 || needed <= memory.bytes) return "";
+  const size_t ranks = memory.ranks.size();
+  return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on " + memory.name + " need " +
+         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory.bytes) + " more than its " +
+         bytes_text(memory.bytes) + (memory.device ? " of device memory" : " of memory");
 }
 
-// What the world ranks `ranks` (those of this host) need beyond its memory ("" when they fit).
-std::string host_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const std::vector<int>& ranks) {
+// What the world ranks sharing `memory` need beyond it, each by its stage's estimate.
+std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const ModelMemory& memory) {
   double needed = 0;
-  for (int rank : ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
-  return host_shortfall(needed, ranks.size());
+  for (int rank : memory.ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
+  return shortfall(needed, memory);
 }
 
 // What `who` (its `total` bytes by the memory model) needs beyond memory.budget_gb ("" when it
@@ -131,10 +132,37 @@ std::vector<int> ranks_on_this_host() {
   return ranks;
 }
 
+// On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
+// guarded backend's one emulated device).
+ModelMemory model_memory() {
+  const kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+  ModelMemory memory;
+  memory.device = backend.memory_bytes() > 0;
+  if (!memory.device) {
+    memory.ranks = ranks_on_this_host();
+    memory.bytes = host_memory_bytes();
+    memory.name = "host " + host_name();
+    return memory;
+  }
+  const Device device = backend.device();
+  MPI_Comm host = MPI_COMM_NULL, same_device = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  MPI_CHECK(MPI_Comm_split(host, device.index, world_rank(), &same_device));
+  int size = 0, me = world_rank();
+  MPI_CHECK(MPI_Comm_size(same_device, &size));
+  memory.ranks.resize(size);
+  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, memory.ranks.data(), 1, MPI_INT, same_device));
+  MPI_CHECK(MPI_Comm_free(&same_device));
+  MPI_CHECK(MPI_Comm_free(&host));
+  memory.bytes = backend.memory_bytes();
+  memory.name = std::string("device ") + backend.name() + ":" + std::to_string(device.index) + " of host " + host_name();
+  return memory;
+}
+
 std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
                                   const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
-                                  const std::vector<int>& host_ranks) {
+                                  const ModelMemory& memory) {
   plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
@@ -144,7 +172,7 @@ std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& gr
   int64_t total = 0;
   plan::estimate_busiest(in, &total);
   const std::string problem = budget_shortfall(deck, total, "the busiest rank");
-  return problem.empty() ? host_problem(in, grid, host_ranks) : problem;
+  return problem.empty() ? memory_problem(in, grid, memory) : problem;
 }
 
 void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
@@ -158,9 +186,9 @@ void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& conf
   estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
-  const size_t host_ranks = ranks_on_this_host().size();  // collective: every rank calls it
+  const ModelMemory memory = model_memory();  // collective: every rank calls it
   std::string problem = budget_shortfall(deck, total, "the whole model");
-  if (problem.empty()) problem = host_shortfall(static_cast<double>(total) * static_cast<double>(host_ranks), host_ranks);
+  if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
@@ -177,7 +205,7 @@ void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const m
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
-  if (problem.empty()) problem = host_problem(in, grid, ranks_on_this_host());
+  if (problem.empty()) problem = memory_problem(in, grid, model_memory());
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "

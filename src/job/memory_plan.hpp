@@ -45,15 +45,27 @@ void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& conf
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
 std::vector<int> ranks_on_this_host();
 
+// The memory this rank's model lives in, which the memory model checks a job against: the host's
+// (the CPU backend), or its device's (kernels::Backend::memory_bytes) — the GPU it shares with
+// the ranks of its host that chose the same one.
+struct ModelMemory {
+  std::vector<int> ranks;  // the world ranks sharing it, this one included
+  double bytes = 0;        // its size; 0: unknown (nothing is checked)
+  std::string name;        // "host n1", "device cuda:0 of host n1"
+  bool device = false;     // device memory (else the host's)
+};
+// Collective.
+ModelMemory model_memory();
+
 // What keeps blocks per stage `stage_layers` with micro-batches of `micro_batch` sequences,
 // `micro_batches` a step (a running job's new split or count: balance.pipeline,
 // balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
-// the ranks on this host (`host_ranks`) against its memory — "" when they fit. Not collective:
-// each rank judges its own host and the caller agrees over all.
+// the ranks sharing this rank's memory (`memory`: its host's, or its device's) against it — ""
+// when they fit. Not collective: each rank judges its own and the caller agrees over all.
 std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
                                   const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
-                                  const std::vector<int>& host_ranks);
+                                  const ModelMemory& memory);
 
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".
 std::string describe_estimate(const plan::MemoryEstimate& estimate, int64_t busiest_total, bool bytes);

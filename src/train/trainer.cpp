@@ -162,7 +162,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       balance_(settings_.balance, job.grid),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      host_ranks_(ranks_on_this_host()) {}
+      memory_(model_memory()) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -399,7 +399,12 @@ int Trainer::run(const std::string& run_dir) {
   std::string problem;
   if (world_rank() == 0) {
     try {
-      const auto attributes = deck_attributes(deck, run_id_, lineage_);
+      auto attributes = deck_attributes(deck, run_id_, lineage_);
+      // The memory rank 0's model shares (its host's, or its device's) and with how many ranks:
+      // the doctor's default budget per rank.
+      attributes.emplace_back("memory.capacity_bytes", std::to_string(static_cast<int64_t>(memory_.bytes)));
+      attributes.emplace_back("memory.capacity_ranks", std::to_string(memory_.ranks.size()));
+      attributes.emplace_back("memory.capacity_of", memory_.name);
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes, start_step_)
                                  : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes);
       for (const std::string& note : metrics_->recovery_notes()) warn0(note);

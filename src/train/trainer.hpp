@@ -175,7 +175,7 @@ class Trainer {
   // and the first of this replica's within the global batch's micro-batches.
   std::vector<int> shares_;
   int64_t first_micro_batch_ = 0;
-  const std::vector<int> host_ranks_;  // the world ranks on this host (balance.micro_batches' memory check)
+  const ModelMemory memory_;  // the memory this rank's model shares with others (the memory checks of balance moves)
 };
 
 }  // namespace trident

@@ -123,3 +123,18 @@ if "$TRIDENT" bench g.deck --kernels.device=guard --steps=2 --warmup=1 > bench_g
    "$TRIDENT" bench g.deck --kernels.device=guard --bf16 --steps=2 --warmup=1 >> bench_guard.out 2>&1 &&
    grep -q "^step .*tokens_per_s=" bench_guard.out; then pass bench_on_guard
 else fail bench_on_guard "$(grep -m1 -E 'error' bench_guard.out)"; fi
+
+# The memory model against the device's memory (kernels.guard_memory_gb emulates a device of
+# that size, shared by the host's ranks as a GPU would be): a run that does not fit is refused
+# before its first buffer, naming the device; one that fits runs.
+expect_user_error device_memory_refused "the 2 ranks on device guard:0 of host|more than its|of device memory" \
+  mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --parallel.data=2 --kernels.device=guard --kernels.guard_memory_gb=0.0002
+if mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir=fits --parallel.data=2 --kernels.device=guard \
+     --kernels.guard_memory_gb=1 --train.steps=2 > fits.out 2>&1; then pass device_memory_fits
+else fail device_memory_fits "$(grep -m1 error fits.out)"; fi
+# The doctor's default budget is that device's memory shared by its ranks, as the run recorded.
+"$TRIDENT" doctor fits > doctor_fits.out 2>&1
+if grep -q "memory: peak tracked memory .* of the 476.8 MiB budget (the memory of device guard:0 of host .* / 2 ranks)" doctor_fits.out
+then pass doctor_uses_device_memory; else fail doctor_uses_device_memory "$(grep -m1 'memory' doctor_fits.out)"; fi
+expect_user_error guard_memory_without_guard "kernels.guard_memory_gb = 1|set kernels.device = guard" \
+  "$TRIDENT" train "$WORK/g.deck" --kernels.guard_memory_gb=1
