@@ -70,6 +70,15 @@ class Backend : public Allocator {
   // Bytes of memory of this process's device, what the memory model checks a job against; 0
   // where the model's memory is the host's (the CPU).
   virtual double memory_bytes() const { return 0; }
+
+  // Streams of the device (seed §3.2: communication on a stream of its own, ordered against the
+  // compute stream by events). On the CPU every call runs to completion in the calling thread,
+  // in program order, so a stream is the host's and the ordering below holds already.
+  // A new stream (release it with destroy_stream).
+  virtual Stream create_stream() { return Stream{device(), nullptr}; }
+  virtual void destroy_stream(Stream) {}
+  // Work enqueued on `waiting` from now on starts only after the work enqueued on `done` so far.
+  virtual void stream_wait(Stream /*waiting*/, Stream /*done*/) {}
 };
 
 // kernels.guard_memory_gb: the guarded backend's device memory, as the memory model sees it

@@ -99,6 +99,25 @@ class CudaBackend final : public Backend {
     else cudaFree(pointer);
   }
   const char* name() const override { return "cuda"; }
+  // Non-blocking: no implicit ordering with the legacy default stream the model's kernels run on
+  // (Context's null handle); stream_wait orders the two where they must be.
+  Stream create_stream() override {
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+      throw std::runtime_error("cudaStreamCreateWithFlags failed");
+    return Stream{device(), stream};
+  }
+  void destroy_stream(Stream stream) override { cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle)); }
+  // An event recorded on `done` and waited for by `waiting`; destroying it at once is allowed
+  // (CUDA releases it when the wait has happened).
+  void stream_wait(Stream waiting, Stream done) override {
+    cudaEvent_t event = nullptr;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(event, static_cast<cudaStream_t>(done.handle)) != cudaSuccess ||
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(waiting.handle), event, 0) != cudaSuccess)
+      throw std::runtime_error("ordering two CUDA streams by an event failed");
+    cudaEventDestroy(event);
+  }
   double memory_bytes() const override {
     size_t free = 0, total = 0;
     device();  // the index remembered on the GPU made current at start-up

@@ -41,15 +41,16 @@ std::vector<unsigned char> host_buffer(size_t count, DType dtype) {
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> host, DeviceCopies copies)
     : host_(std::move(host)), copies_(std::move(copies)) {}
 
+// Complete when it returns: a caller on a device stream may enqueue work that reads the result
+// next (the gradient reducer's unpacking on its communication stream), as after an NCCL
+// collective, without waiting on the host.
 Work StagedCommunicator::in_place(void* data, size_t count, DType dtype, Stream stream,
                                   const std::function<Work(void*)>& operation) {
   std::vector<unsigned char> buffer = host_buffer(count, dtype);
   copies_.to_host(buffer.data(), data, count, dtype, stream);
-  Work host = operation(buffer.data());
-  auto finish = [this, data, count, dtype, stream](const unsigned char* values) {
-    copies_.to_device(data, values, count, dtype, stream);
-  };
-  return Work(std::make_unique<StagedWork>(std::move(host), std::move(buffer), finish));
+  operation(buffer.data()).wait();
+  copies_.to_device(data, buffer.data(), count, dtype, stream);
+  return Work();
 }
 
 Work StagedCommunicator::all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {

@@ -1,8 +1,9 @@
 // Device buffers over a host communicator: with comm.backend = mpi and the model on a device
 // (several ranks sharing one GPU, which NCCL refuses; or the guarded backend, kernels/guard),
 // an operation on a device stream is staged — its device buffer copied into host memory, the
-// host operation run there, and the result copied back when the operation completes (wait() or
-// a successful test()). Operations on the host's stream pass straight through.
+// host operation run there, and the result copied back: collectives complete before they return
+// (as a device stream would order them), a send or receive when it completes (wait() or a
+// successful test()). Operations on the host's stream pass straight through.
 //
 // The copies are the kernel backend's (upload, download), handed in as DeviceCopies so that
 // comm/ depends on nothing above it. Each staged operation holds its own host buffer until it
@@ -46,7 +47,7 @@ class StagedCommunicator final : public Communicator {
 
  private:
   // An in-place operation on `data` (count values): staged in, run by `operation` on the host
-  // copy, staged out when complete.
+  // copy, staged out; complete on return.
   Work in_place(void* data, size_t count, DType dtype, Stream stream, const std::function<Work(void*)>& operation);
   std::unique_ptr<Communicator> host_;
   DeviceCopies copies_;

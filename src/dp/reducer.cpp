@@ -33,40 +33,53 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   // Where the gradients are: the bucket is packed by the device's copies (memcpy on the CPU).
   packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication,
                           kernels::backend_of(kernels::Context{}), MemoryKind::device);
-  // On a GPU, a bucket's kernels and collectives must be ordered after backward's kernels by an
-  // event on a communication stream (issue 16, not written yet); from the host stream's thread
-  // they would run on another device's default stream, unordered. The reduction then runs after
-  // backward, on the compute stream.
-  const bool gpu = gradients_.stream.device.kind == DeviceKind::cuda;
-  const bool can_overlap = overlap && !gpu && comm::concurrent_callers_supported();
-  if (overlap && gpu)
-    warn0("comm.overlap = true on CUDA needs the communication stream, which is not written yet; the gradient "
-          "reduction runs after backward");
-  else if (overlap && !can_overlap)
+  // On a device the overlap is a communication stream ordered by events, not a host thread: from
+  // another thread a bucket's kernels and collective would run on another device's default
+  // stream, unordered with backward's kernels. (The guarded backend takes this path too, its
+  // streams the host's, so that the path runs in every test.)
+  if (overlap && !gradients_.stream.device.is_cpu()) {
+    device_overlap_ = true;
+    comm_stream_ = kernels::backend_of(kernels::Context{}).create_stream();
+    return;
+  }
+  const bool can_overlap = overlap && comm::concurrent_callers_supported();
+  if (overlap && !can_overlap)
     warn0(std::string("comm.overlap = true needs ") + comm::concurrent_callers_requirement() +
           ", which this MPI does not provide; the gradient reduction runs after backward");
   if (can_overlap) stream_ = std::make_unique<comm::HostStream>(&backward_running_);  // backward shares the core
 }
 
-GradientReducer::~GradientReducer() { launched_.clear(); }  // every bucket done before the stream stops
+GradientReducer::~GradientReducer() {
+  launched_.clear();  // every bucket done before the stream stops
+  if (device_overlap_) kernels::backend_of(kernels::Context{}).destroy_stream(comm_stream_);
+}
 
-void GradientReducer::reduce(const Bucket& bucket) {
+comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
   const double start = steady_seconds();
   float* packed = packed_.data();
-  const Device device = gradients_.stream.device;
-  kernels::Context ctx{nullptr, gradients_.stream};
+  const Device device = stream.device;
+  kernels::Context ctx{nullptr, stream};
   int64_t at = 0;
   for (const GradientSegment& s : bucket.segments) {
     kernels::copy(ctx, view(packed + at, s.count, device), view(static_cast<float*>(s.data), s.count, device));
     at += s.count;
   }
-  data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, gradients_.stream).wait();
+  comm::Work reduced = data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, stream);
+  // On the communication stream the unpacking copies follow the all-reduce in stream order (an
+  // NCCL one; a staged one is complete when it returns): the host does not wait for it here.
+  if (!device_overlap_) reduced.wait();
   at = 0;
   for (const GradientSegment& s : bucket.segments) {
     kernels::copy(ctx, view(static_cast<float*>(s.data), s.count, device), view(packed + at, s.count, device));
     at += s.count;
   }
   comm_seconds_ += steady_seconds() - start;
+  return reduced;
+}
+
+void GradientReducer::launch_on_device(const Bucket& bucket) {
+  kernels::backend_of(kernels::Context{}).stream_wait(comm_stream_, gradients_.stream);
+  launched_.push_back(reduce(bucket, comm_stream_));
 }
 
 void GradientReducer::begin() {
@@ -77,10 +90,11 @@ void GradientReducer::begin() {
 }
 
 void GradientReducer::on_final(int event) {
-  if (!stream_) return;
+  if (!stream_ && !device_overlap_) return;
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= event) {
     const Bucket& bucket = buckets_[next_to_launch_++];
-    launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket); }));
+    if (device_overlap_) launch_on_device(bucket);
+    else launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket, gradients_.stream); }));
   }
 }
 
@@ -104,12 +118,18 @@ double GradientReducer::finish() {
   const double start = steady_seconds();
   if (zero_) {
     reduce_scatter();
+  } else if (device_overlap_) {
+    on_final(-1);
+    // The compute stream (the optimizer next) after the last unpacking; the host waits too,
+    // which is the exposed communication this returns.
+    kernels::backend_of(kernels::Context{}).stream_wait(gradients_.stream, comm_stream_);
+    for (comm::Work& work : launched_) work.wait();
   } else if (stream_) {
     backward_running_ = false;  // the reduction left is on the critical path now
     on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
     for (comm::Work& work : launched_) work.wait();
   } else {
-    for (const Bucket& bucket : buckets_) reduce(bucket);
+    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.stream);
   }
   return steady_seconds() - start;
 }

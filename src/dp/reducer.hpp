@@ -63,7 +63,7 @@ class GradientReducer {
   // caller waited (the exposed communication time).
   double finish();
 
-  bool overlapping() const { return stream_ != nullptr; }
+  bool overlapping() const { return stream_ != nullptr || device_overlap_; }
   const Shard& shard() const { return shard_; }  // what this replica owns (everything without ZeRO)
   // ZeRO-1: after the owners updated their shards, every replica gathers all of them.
   void all_gather_params(float* params);
@@ -71,7 +71,10 @@ class GradientReducer {
   double communication_seconds() const { return comm_seconds_; }  // of the last step
 
  private:
-  void reduce(const Bucket& bucket);  // pack, all-reduce, unpack
+  // Pack, all-reduce, unpack, on `stream` (the gradients' own, or the communication stream);
+  // complete when the returned Work is (at once on the host).
+  comm::Work reduce(const Bucket& bucket, Stream stream);
+  void launch_on_device(const Bucket& bucket);  // the device's overlap: after backward's kernels so far
   void reduce_scatter();
 
   comm::Communicator& data_;
@@ -85,7 +88,12 @@ class GradientReducer {
   double comm_seconds_ = 0;
   std::vector<comm::Work> launched_;            // per bucket launched this step, in order
   std::atomic<bool> backward_running_{false};   // the stream's waits sleep meanwhile
-  std::unique_ptr<comm::HostStream> stream_;    // with overlap: where the buckets are reduced
+  std::unique_ptr<comm::HostStream> stream_;    // with overlap on the host: where the buckets are reduced
+  // With overlap on a device: the buckets are reduced on a communication stream of their own,
+  // each after an event on the compute stream says its gradients are complete, and the compute
+  // stream waits for the communication stream at the end (seed §3.2). Not on the host.
+  bool device_overlap_ = false;
+  Stream comm_stream_;
 };
 
 }  // namespace trident::dp
