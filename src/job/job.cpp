@@ -49,8 +49,8 @@ std::string trainer_not_ready_for(const std::string& device) {
   if (device != "cuda" || trying_cuda_trainer()) return "";
   return "the trainer does not run on CUDA yet: its kernels are all there and every path by which it "
          "touches the model goes through the backend (shown on kernels.device = guard), but it has never "
-         "run on a GPU (scripts/gpu-check.sh tries it, with TRIDENT_TRY_CUDA_TRAINER=1), and the device "
-         "memory model, the compute/communication stream pair and CUDA Graphs are still to come (issue 16)";
+         "run on a GPU (scripts/gpu-check.sh tries it, with TRIDENT_TRY_CUDA_TRAINER=1), and CUDA Graphs "
+         "are still to come (issue 16)";
 }
 
 }  // namespace
