@@ -83,9 +83,7 @@ int run_export(const std::vector<std::string>& args) {
   std::string error;
   if (world_rank() == 0) {
     try {
-      std::vector<float> params(static_cast<size_t>(gpt->num_parameters()));  // on the host, wherever the model is
-      gpt->download_params(params.data());
-      model::write_llmc_model(out, gpt->config(), params.data());
+      model::write_llmc_model(out, gpt->config(), gpt->host_params().data());
     } catch (const std::runtime_error& e) {
       error = e.what();
     }

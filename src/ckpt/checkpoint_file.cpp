@@ -17,6 +17,7 @@
 #include "core/file_util.hpp"
 #include "core/h5.hpp"
 #include "core/mpi_util.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident::ckpt {
 namespace {
@@ -125,6 +126,41 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   piece.slabs = range_hyperslabs(slab, begin, end);
   piece.data = moments + (offset + begin - state.moments_begin);
   return piece;
+}
+
+// A state on a device in host memory, which HDF5 writes from and reads into: host buffers of the
+// state's sizes and a view of them, filled from the device (`download`: what this rank writes) or
+// to be uploaded after a read.
+struct HostState {
+  std::vector<float> params, m, v;
+  StateView view;
+};
+
+HostState on_host(const StateView& state, bool download) {
+  HostState host;
+  host.params.resize(static_cast<size_t>(model::num_parameters(state.config, state.part)));
+  if (state.m) host.m.resize(static_cast<size_t>(state.moments_end - state.moments_begin)), host.v.resize(host.m.size());
+  host.view = state;
+  host.view.device = Device{};
+  host.view.params = host.params.data();
+  host.view.m = state.m ? host.m.data() : nullptr;
+  host.view.v = state.m ? host.v.data() : nullptr;
+  if (!download) return host;
+  kernels::Context ctx;  // the model's backend
+  if (state.params_owner) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device));
+  if (state.m && state.moments_owner) {
+    kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device));
+    kernels::download(ctx, host.v.data(), view(state.v, host.v.size(), state.device));
+  }
+  return host;
+}
+
+void upload(const HostState& host, const StateView& state) {
+  kernels::Context ctx;
+  kernels::upload(ctx, view(state.params, host.params.size(), state.device), host.params.data());
+  if (!state.m) return;
+  kernels::upload(ctx, view(state.m, host.m.size(), state.device), host.m.data());
+  kernels::upload(ctx, view(state.v, host.v.size(), state.device), host.v.data());
 }
 
 std::string name_of(int section, int tensor) {
@@ -340,6 +376,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> checkpoint_datasets(co
 
 WriteResult write_checkpoint(const std::string& path, MPI_Comm comm, const StateView& state,
                              const Metadata& metadata) {
+  if (!state.device.is_cpu()) return write_checkpoint(path, comm, on_host(state, true).view, metadata);
   const auto start = std::chrono::steady_clock::now();
   WriteResult result;
   Errors errors;
@@ -497,6 +534,12 @@ std::string verify_checkpoint(const std::string& path, MPI_Comm comm) {
 }
 
 std::string read_checkpoint(const std::string& path, MPI_Comm comm, const StateView& state) {
+  if (!state.device.is_cpu()) {
+    const HostState host = on_host(state, false);
+    const std::string problem = read_checkpoint(path, comm, host.view);
+    if (problem.empty()) upload(host, state);
+    return problem;
+  }
   Handle file = open_parallel(path, comm, false);
   if (!all_ok(file.valid(), comm)) return "cannot open '" + path + "'";
   Errors errors;

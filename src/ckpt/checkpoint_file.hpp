@@ -81,8 +81,8 @@ struct StateView {
   float* v = nullptr;
   int64_t moments_begin = 0, moments_end = 0;
   bool moments_owner = false;  // writes its moments
-  // Where params, m and v live. The file is written from host memory and read into it: a state on
-  // a device is staged (Checkpointer::save) or read into host memory and uploaded by its owner.
+  // Where params, m and v live. HDF5 writes from host memory and reads into it: a state on a
+  // device goes through host copies (downloaded before a write, uploaded after a read).
   Device device;
 };
 

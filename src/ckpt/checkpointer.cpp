@@ -162,9 +162,7 @@ void Checkpointer::save(const std::string& kind, const StateView& state, const M
   broadcast_string(text, 0, comm_);
   StateView written = state;
   if (kind == "fast") written.m = written.v = nullptr;  // parameters only: nothing else to copy
-  // Asynchronous writes and a state on a device are staged in host memory first.
-  const bool staged = settings_.async || !state.device.is_cpu();
-  Pending pending{staged ? stage(written) : written, Metadata::from_text(text), 0.0};
+  Pending pending{settings_.async ? stage(written) : written, Metadata::from_text(text), 0.0};
   pending.metadata.kind = kind;
   pending.blocking_seconds = seconds_since(start);
   if (!settings_.async) {

@@ -121,23 +121,33 @@ void agree_on_any_error(const std::string& mine) {
 }  // namespace
 
 // An MPI shared-memory group: real hosts, not the emulated nodes of topology.ranks_per_node.
-std::vector<int> ranks_on_this_host() {
-  MPI_Comm host = MPI_COMM_NULL;
+namespace {
+
+// The world ranks of this host with the same `color` (collective over the world).
+std::vector<int> ranks_on_this_host_with(int color) {
+  MPI_Comm host = MPI_COMM_NULL, group = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  MPI_CHECK(MPI_Comm_split(host, color, world_rank(), &group));
   int size = 0, me = world_rank();
-  MPI_CHECK(MPI_Comm_size(host, &size));
+  MPI_CHECK(MPI_Comm_size(group, &size));
   std::vector<int> ranks(size);
-  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, host));
+  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, group));
+  MPI_CHECK(MPI_Comm_free(&group));
   MPI_CHECK(MPI_Comm_free(&host));
   return ranks;
 }
+
+}  // namespace
+
+std::vector<int> ranks_on_this_host() { return ranks_on_this_host_with(0); }
 
 // On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
 // guarded backend's one emulated device).
 ModelMemory model_memory() {
   const kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+  const double device_bytes = backend.memory_bytes();  // a query of the device: once
   ModelMemory memory;
-  memory.device = backend.memory_bytes() > 0;
+  memory.device = device_bytes > 0;
   if (!memory.device) {
     memory.ranks = ranks_on_this_host();
     memory.bytes = host_memory_bytes();
@@ -145,16 +155,8 @@ ModelMemory model_memory() {
     return memory;
   }
   const Device device = backend.device();
-  MPI_Comm host = MPI_COMM_NULL, same_device = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  MPI_CHECK(MPI_Comm_split(host, device.index, world_rank(), &same_device));
-  int size = 0, me = world_rank();
-  MPI_CHECK(MPI_Comm_size(same_device, &size));
-  memory.ranks.resize(size);
-  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, memory.ranks.data(), 1, MPI_INT, same_device));
-  MPI_CHECK(MPI_Comm_free(&same_device));
-  MPI_CHECK(MPI_Comm_free(&host));
-  memory.bytes = backend.memory_bytes();
+  memory.ranks = ranks_on_this_host_with(device.index);
+  memory.bytes = device_bytes;
   memory.name = std::string("device ") + backend.name() + ":" + std::to_string(device.index) + " of host " + host_name();
   return memory;
 }

@@ -52,7 +52,11 @@ void Gpt2::download_losses(int slot, float* host) const {
   kernels::download(ctx_, host, slots_[static_cast<size_t>(slot)].losses.view());
 }
 
-void Gpt2::download_params(float* host) const { kernels::download(ctx_, host, params_.view()); }
+std::vector<float> Gpt2::host_params() const {
+  std::vector<float> host(params_.size());
+  kernels::download(ctx_, host.data(), params_.view());
+  return host;
+}
 
 void Gpt2::set_slots(int slots) {
   if (slots == static_cast<int>(slots_.size())) return;

@@ -61,9 +61,9 @@ class Gpt2 {
   // (activations, gradients, parameters) is ordered on.
   Stream stream() const { return Stream{device(), ctx_.stream.handle}; }
   // The parameters from / into host memory (num_parameters() floats), through the backend: what
-  // initialisation, llm.c weights, checkpoints and the whole-model gather use.
+  // initialisation, llm.c weights, export, the replica check and the whole-model gather use.
   void upload_params(const float* host);
-  void download_params(float* host) const;
+  std::vector<float> host_params() const;
   const ParamViews& param_views() const { return p_; }
 
   // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.

@@ -35,18 +35,6 @@ void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float
                           grad_scale);
 }
 
-void AdamW::upload_moments(const float* m, const float* v) {
-  kernels::Context ctx;
-  kernels::upload(ctx, m_.view(), m);
-  kernels::upload(ctx, v_.view(), v);
-}
-
-void AdamW::download_moments(float* m, float* v) const {
-  kernels::Context ctx;
-  kernels::download(ctx, m, m_.view());
-  kernels::download(ctx, v, v_.view());
-}
-
 float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,
                     float min_lr) {
   if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);

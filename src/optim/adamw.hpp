@@ -33,10 +33,6 @@ class AdamW {
   const float* v() const { return v_.data(); }
   float* m() { return m_.data(); }
   float* v() { return v_.data(); }
-  // Both moments of the shard from host memory (a checkpoint read on the host for a model on a
-  // device), through the backend.
-  void upload_moments(const float* m, const float* v);
-  void download_moments(float* m, float* v) const;
 
  private:
   struct Segment {

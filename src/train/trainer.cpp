@@ -341,9 +341,7 @@ std::string Trainer::memory_report(bool bytes) const {
 }
 
 void Trainer::check_replicas_agree() {
-  std::vector<float> params(static_cast<size_t>(model_->num_parameters()));  // on the host, wherever the model is
-  model_->download_params(params.data());
-  uint64_t mine = digest(params.data(), model_->num_parameters());
+  uint64_t mine = digest(model_->host_params().data(), model_->num_parameters());
   std::vector<uint64_t> all(dp_size_);
   static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
   collectives_.data->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();

@@ -73,14 +73,6 @@ class Trainer {
   // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
   // step-boundary decision all ranks take together.
   ckpt::StateView state_view();  // where the state lives (its device)
-  // The state as a checkpoint file is written from or read into: state_view() where the model
-  // lives on the host, else host copies in `host` (downloaded first when `download`); after a
-  // read, upload_state puts the copies (the moments if `moments`) where the model lives.
-  struct HostCopy {
-    std::vector<float> params, m, v;  // empty: the model is on the host and was used directly
-  };
-  ckpt::StateView host_state_view(HostCopy& host, bool download);
-  void upload_state(const HostCopy& host, bool moments);
   ckpt::Metadata metadata(int64_t completed_steps) const;
   // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
   // when a stop signal reached any rank (a full checkpoint has been written then).

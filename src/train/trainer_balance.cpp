@@ -165,18 +165,15 @@ void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   checkpointer_->wait();  // an asynchronous checkpoint still writing holds the HDF5 lock
   ckpt::Metadata meta = metadata(completed);
   meta.kind = "full";
-  HostCopy host;
-  const ckpt::WriteResult written = ckpt::write_checkpoint(path, groups_.world(), host_state_view(host, true), meta);
+  const ckpt::WriteResult written = ckpt::write_checkpoint(path, groups_.world(), state_view(), meta);
   if (!written.error.empty()) {
     print0("balance: after step " + std::to_string(completed) + ": no move, the state could not be written to " + path +
            ": " + written.error);
     return;
   }
   rebuild_model(split);
-  HostCopy into;  // sized for the new split
-  const std::string problem = ckpt::read_checkpoint(path, groups_.world(), host_state_view(into, false));
+  const std::string problem = ckpt::read_checkpoint(path, groups_.world(), state_view());
   if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
-  upload_state(into, true);
   if (world_rank() == 0) std::remove(path.c_str());
   warm_step_ = completed;  // the next step creates its primitives and touches new memory
   char text[160];

@@ -47,30 +47,6 @@ ckpt::StateView Trainer::state_view() {
   return view;
 }
 
-// Where the model lives on the host, the state itself; else host copies of it (HostCopy), filled
-// from the device when `download` (to write a file), or to be read into and then uploaded.
-ckpt::StateView Trainer::host_state_view(HostCopy& host, bool download) {
-  const ckpt::StateView view = state_view();
-  if (view.device.is_cpu()) return view;
-  ckpt::StateView readable = view;
-  readable.device = Device{};
-  host.params.resize(static_cast<size_t>(model_->num_parameters()));
-  readable.params = host.params.data();
-  host.m.resize(static_cast<size_t>(view.moments_end - view.moments_begin));
-  host.v.resize(host.m.size());
-  readable.m = host.m.data(), readable.v = host.v.data();
-  if (!download) return readable;
-  model_->download_params(host.params.data());
-  optimizer_->download_moments(host.m.data(), host.v.data());
-  return readable;
-}
-
-void Trainer::upload_state(const HostCopy& host, bool moments) {
-  if (host.params.empty()) return;  // read into the model itself
-  model_->upload_params(host.params.data());
-  if (moments) optimizer_->upload_moments(host.m.data(), host.v.data());
-}
-
 ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   const deck::Deck& deck = job_.deck;
   const layout::Grid& grid = job_.grid;
@@ -139,8 +115,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
               std::to_string(steps_) + " (" + deck.cite("train.steps") + "); raise train.steps to train further");
   adopt_saved_split(saved);
   adopt_saved_batching(saved);
-  HostCopy host;
-  ckpt::StateView view = host_state_view(host, false);
+  ckpt::StateView view = state_view();
   if (saved.kind == "fast") {
     view.m = view.v = nullptr;  // AdamW's moments stay zero, as at the start of a run
     print0("warning: " + chosen->path + " is a fast checkpoint (parameters only): the AdamW moments "
@@ -148,7 +123,6 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   }
   const std::string problem = ckpt::read_checkpoint(chosen->path, groups_.world(), view);
   if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
-  upload_state(host, view.m != nullptr);
   start_step_ = saved.step;
   last_full_step_ = saved.kind == "full" ? saved.step : -1;
   optimizer_updates_ = saved.optimizer_updates;
