@@ -35,9 +35,6 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
 
 namespace {
 
-// What keeps a job off a device whose kernels can run: the CUDA backend has every kernel
-// (kernels/cuda), but these parts of the trainer still read and write model buffers as host
-// memory, so a run on the GPU would crash or compute garbage rather than fail cleanly.
 // scripts/gpu-check.sh sets TRIDENT_TRY_CUDA_TRAINER=1: the check that runs the trainer on a GPU
 // at all, and whose passing lifts the refusal below.
 bool trying_cuda_trainer() {
@@ -45,6 +42,7 @@ bool trying_cuda_trainer() {
   return value != nullptr && std::string(value) == "1";
 }
 
+// What keeps a job off a device whose kernels can run: the trainer on CUDA has never run on a GPU.
 std::string trainer_not_ready_for(const std::string& device) {
   if (device != "cuda" || trying_cuda_trainer()) return "";
   return "the trainer does not run on CUDA yet: its kernels are all there and every path by which it "
