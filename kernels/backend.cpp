@@ -3,6 +3,7 @@
 #include "kernels/backend.hpp"
 
 #include <atomic>
+#include <stdexcept>
 
 namespace trident::kernels {
 namespace cpu {
@@ -29,7 +30,7 @@ std::atomic<Backend*> g_default{nullptr};
 }  // namespace
 
 int KernelTable::present() const {
-  return count_set(clear, copy, upload, download, sum, convert, store, round_to, narrow, linear_forward,
+  return count_set(clear, copy, upload, download, sum, sum_into, convert, store, round_to, narrow, linear_forward,
                    linear_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
                    prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
                    gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
@@ -42,6 +43,12 @@ int KernelTable::present() const {
 // Every entry is one function pointer, so the struct's size counts them (the unit tests hold
 // present() to it for the CPU, which has every entry).
 int KernelTable::total() { return static_cast<int>(sizeof(KernelTable) / sizeof(void (*)())); }
+
+void* Backend::capture_graph(Stream, const std::function<void()>&) {
+  throw std::logic_error(std::string("the ") + name() + " kernel backend records no graphs: " + graphs_unavailable());
+}
+void Backend::launch_graph(void*, Stream) { capture_graph(Stream{}, {}); }
+void Backend::destroy_graph(void*) {}
 
 Backend& cpu_backend() { return cpu::backend(); }
 

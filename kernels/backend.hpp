@@ -6,6 +6,7 @@
 // in docs/ARCHITECTURE.md ("Kernel backend").
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "kernels/kernels.hpp"
@@ -20,6 +21,7 @@ struct KernelTable {
   decltype(&kernels::upload) upload = nullptr;
   decltype(&kernels::download) download = nullptr;
   decltype(&kernels::sum) sum = nullptr;
+  decltype(&kernels::sum_into) sum_into = nullptr;
   decltype(&kernels::convert) convert = nullptr;
   decltype(&kernels::store) store = nullptr;
   decltype(&kernels::round_to) round_to = nullptr;
@@ -79,6 +81,21 @@ class Backend : public Allocator {
   virtual void destroy_stream(Stream) {}
   // Work enqueued on `waiting` from now on starts only after the work enqueued on `done` so far.
   virtual void stream_wait(Stream /*waiting*/, Stream /*done*/) {}
+
+  // Graphs (cuda.graphs; seed §3.2: a micro-batch's forward and backward launched as one
+  // graph, not hundreds of kernels). capture_graph records the work `enqueue` puts on `stream`
+  // without running it; launch_graph runs that record on `stream`, as often as wanted, with the
+  // arguments it was recorded with (the same buffers, the same scalars). Only device work may be
+  // recorded: an upload, a download or a result read on the host inside `enqueue` is an error
+  // (CUDA: the capture fails; the guard: reported, exit 70). Handles are released with
+  // destroy_graph. graphs_unavailable(): "" where this backend records graphs, else why not.
+  virtual std::string graphs_unavailable() const { return "the CPU backend runs each kernel as it is called"; }
+  virtual void* capture_graph(Stream stream, const std::function<void()>& enqueue);
+  virtual void launch_graph(void* graph, Stream stream);
+  virtual void destroy_graph(void* graph);
+  // A stream for the model's kernels that a capture can record (CUDA cannot capture its legacy
+  // default stream), implicitly ordered with the legacy one as that stream's own work would be.
+  virtual Stream create_capturable_stream() { return create_stream(); }
 };
 
 // kernels.guard_memory_gb: the guarded backend's device memory, as the memory model sees it

@@ -48,6 +48,10 @@ double sum(Context& ctx, const Tensor& values) {
   return entry(ctx, &KernelTable::sum, "sum")(ctx, values);
 }
 
+void sum_into(Context& ctx, const Tensor& out, const Tensor& values) {
+  entry(ctx, &KernelTable::sum_into, "sum_into")(ctx, out, values);
+}
+
 void convert(Context& ctx, const Tensor& out, const Tensor& in) {
   entry(ctx, &KernelTable::convert, "convert")(ctx, out, in);
 }

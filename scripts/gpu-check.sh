@@ -2,9 +2,10 @@
 # gpu-check.sh — the one prepared check for a machine with a GPU (at most 8 minutes on one GPU),
 # run from the repository root: builds the CUDA binaries, runs each CUDA kernel against the CPU
 # backend (tests/gpu) and the NCCL communicators against MPI (tests/gpu/test_nccl.sh), trains the
-# default deck, bench-s and the tensor / pipeline / data layouts on the GPU against the same runs
-# on the CPU (fp32 within 1e-4 relative per step over 20 steps, bf16 within 2e-2), measures the
-# cuBLASLt GEMM rate, and ends with a table. Each part prints
+# default deck, bench-s and the tensor / pipeline / data layouts (and CUDA Graphs) on the GPU
+# against the same runs on the CPU (fp32 within 1e-4 relative per step over 20 steps, bf16
+# within 2e-2), measures GPT-2 124M with graphs off and on and the cuBLASLt GEMM rate, and ends
+# with a table. Each part prints
 # PASS / FAIL / SKIP lines (tests/e2e/lib.sh's format); what the trainer does not support on
 # CUDA yet FAILs with the trainer's own reason: nothing here claims a result it did not measure.
 # The trainer refuses kernels.device = cuda until this check has passed on a GPU; the check runs
@@ -108,24 +109,38 @@ train_pair tensor2 2 1e-4 inputs/default.deck --parallel.tensor=2 --comm.backend
 train_pair pipeline2 2 1e-4 inputs/default.deck --parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi
 train_pair data2 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi
 train_pair data2_overlap 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi --comm.overlap=true
+# CUDA Graphs: each micro-batch's forward and backward replayed from a capture (the CPU run has none).
+train_pair default_fp32_graphs 1 1e-4 inputs/default.deck --cuda.graphs=true
+train_pair pipeline2_bf16_graphs 2 2e-2 inputs/default.deck --parallel.pipeline=2 --train.micro_batch=2 \
+  --comm.backend=mpi --optim.precision=bf16 --cuda.graphs=true
 
-note "GPT-2 124M (seq 1024) bf16 on CUDA: 30 steps of 16 sequences, the median of the last 15"
-gpt2_figures="not measured: the 124M run failed"
-if timeout 300 "$TRIDENT" train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
-    --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false \
-    --data.train=data/default/train.bin --data.val=data/default/val.bin --data.format=llmc \
-    --train.run_dir="$LOGS/gpt2-124m" > "$LOGS/gpt2-124m.log" 2>&1; then
-  gpt2_figures=$(/usr/bin/python3 - "$LOGS/gpt2-124m" <<'PY'
+note "GPT-2 124M (seq 1024) bf16 on CUDA: 30 steps of 16 sequences, the median of the last 15; graphs off, then on"
+# gpt2_124m NAME OVERRIDES...: prints "N tokens/s, N TFLOP/s" of the run, or fails it.
+gpt2_124m() {
+  local name=$1
+  shift
+  if timeout 300 "$TRIDENT" train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
+      --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false \
+      --data.train=data/default/train.bin --data.val=data/default/val.bin --data.format=llmc \
+      --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1; then
+    local figures
+    figures=$(/usr/bin/python3 - "$LOGS/$name" <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1] + "/metrics.h5", "r")
 half = len(f["step"]) // 2
 print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {np.median(f['tflops'][half:]):.1f} TFLOP/s")
 PY
 )
-  result PASS gpt2_124m_bf16 "$gpt2_figures"
-else
-  result FAIL gpt2_124m_bf16 "$(grep -m1 -E 'rror|kernels.device' "$LOGS/gpt2-124m.log")"
-fi
+    result PASS "$name" "$figures"
+    echo "$figures" > "$LOGS/$name.figures"
+  else
+    result FAIL "$name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log")"
+  fi
+}
+gpt2_124m gpt2_124m_bf16
+gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
+gpt2_figures=$(cat "$LOGS/gpt2_124m_bf16.figures" 2>/dev/null || echo "not measured: the 124M run failed")
+graphs_figures=$(cat "$LOGS/gpt2_124m_bf16_graphs.figures" 2>/dev/null || echo "not measured: the run failed")
 note "cuBLASLt GEMM rate (tests/gpu/gemm_rate.cpp)"
 timeout 120 "$BUILD/tests/gpu_gemm_rate" | tee "$LOGS/gemm.log"
 grep -q '^FAIL' "$LOGS/gemm.log" && failures=$((failures + 1))
@@ -145,7 +160,8 @@ printf '%-52s %s\n' "GPU" "${device:-none}" \
   "cuBLASLt bf16 GEMM, 8192^3" "${gemm_bf16:-not measured}" \
   "cuBLASLt bf16 GEMM, GPT-2 124M qkv (8192 x 768 x 2304)" "${gemm_qkv:-not measured}" \
   "bf16 dense peak (data sheet)" "$peak" \
-  "GPT-2 124M (seq 1024) bf16 tokens/s, TFLOP/s" "$gpt2_figures"
+  "GPT-2 124M (seq 1024) bf16 tokens/s, TFLOP/s" "$gpt2_figures" \
+  "the same with cuda.graphs = true" "$graphs_figures"
 echo "logs: $LOGS"
 echo "$failures part(s) failed"
 [[ $failures == 0 ]]

@@ -13,6 +13,7 @@ KernelTable make_table() {
   t.upload = &cpu::upload;
   t.download = &cpu::download;
   t.sum = &cpu::sum;
+  t.sum_into = &cpu::sum_into;
   t.convert = &cpu::convert;
   t.store = &cpu::store;
   t.round_to = &cpu::round_to;

@@ -42,6 +42,12 @@ double sum(Context&, const Tensor& values) {
   return total;
 }
 
+void sum_into(Context& ctx, const Tensor& out, const Tensor& values) {
+  if (out.dtype != DType::f64 || out.numel() != 1)
+    throw std::logic_error("kernels::cpu: sum_into needs one f64 element to write");
+  *out.as<double>() = cpu::sum(ctx, values);
+}
+
 namespace {
 const Low16Ops kLow16{"cpu", &cpu::copy, &to_low, &from_low, &store_low, &round_low, &narrow_in_place};
 }

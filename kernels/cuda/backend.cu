@@ -2,6 +2,7 @@
 // table — every operation of kernels/ops.inc (kernels/cuda/*.cu). It can run where CUDA sees a
 // GPU; elsewhere kernels.device = cuda is a deck error that says so.
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,7 @@ KernelTable make_table() {
   t.upload = &cuda::upload;
   t.download = &cuda::download;
   t.sum = &cuda::sum;
+  t.sum_into = &cuda::sum_into;
   t.convert = &cuda::convert;
   t.store = &cuda::store;
   t.round_to = &cuda::round_to;
@@ -118,6 +120,44 @@ class CudaBackend final : public Backend {
       throw std::runtime_error("ordering two CUDA streams by an event failed");
     cudaEventDestroy(event);
   }
+  // A blocking stream (cudaStreamCreate): ordered with the legacy default stream as that
+  // stream's own work is, so that work other code enqueues there still follows the model's.
+  Stream create_capturable_stream() override {
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreate(&stream), "cudaStreamCreate (the model's stream, for cuda.graphs)");
+    return Stream{device(), stream};
+  }
+  std::string graphs_unavailable() const override { return ""; }
+  // Stream capture in thread-local mode: other threads (the gradient reducer's) keep launching
+  // while this one captures. An operation that cannot be captured (a synchronous copy, a host
+  // read of a result) fails the capture here, naming the error.
+  void* capture_graph(Stream stream, const std::function<void()>& enqueue) override {
+    const auto captured = static_cast<cudaStream_t>(stream.handle);
+    if (captured == nullptr)
+      throw std::logic_error("a CUDA Graph cannot capture the legacy default stream: the model's stream comes from "
+                             "create_capturable_stream()");
+    check(cudaStreamBeginCapture(captured, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(captured, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    check(cudaStreamEndCapture(captured, &graph), "cudaStreamEndCapture (the captured forward or backward did "
+                                                  "something a graph cannot hold)");
+    cudaGraphExec_t executable = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&executable, graph, 0);
+    cudaGraphDestroy(graph);
+    check(instantiated, "cudaGraphInstantiate");
+    return executable;
+  }
+  void launch_graph(void* graph, Stream stream) override {
+    check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream.handle)),
+          "cudaGraphLaunch");
+  }
+  void destroy_graph(void* graph) override { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
   double memory_bytes() const override {
     size_t free = 0, total = 0;
     device();  // the index remembered on the GPU made current at start-up

@@ -23,14 +23,19 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
+#include <stdexcept>
 #include <cstdio>
 #include <iterator>
 #include <type_traits>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
+#include <tuple>
+#include <vector>
 
 #include "kernels/backend.hpp"
 
@@ -56,10 +61,15 @@ void note_range(void* memory, size_t bytes) {
   }
 }
 
+void install_fault_report();
+
 // The device mappings and whether kernels are running (how many, over all threads).
 class Guard {
  public:
   void* map(size_t bytes) {
+    // Again at each mapping: a handler installed since (a test framework's, per test case)
+    // would otherwise take the report's place.
+    install_fault_report();
     std::lock_guard<std::mutex> lock(mutex_);
     void* memory = mmap(nullptr, mapped_bytes(bytes), open_ ? PROT_READ | PROT_WRITE : PROT_NONE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -156,17 +166,57 @@ void check_argument(const char* op, int index, T* pointer) {
 }
 void check_argument(const char* op, int index, const Tensor& tensor) { require_device(op, index, tensor.data); }
 
-// The CPU's entry `Op`, its buffer arguments checked, called with the device memory open.
+// Graphs (cuda.graphs): while a thread captures, its kernel calls are recorded, not run — each
+// a call of the CPU's entry with the arguments as they were (what a CUDA Graph's kernel nodes
+// hold) — and a replay runs them in order. A call CUDA cannot capture is reported: a transfer
+// to or from host memory, or a result the host reads (sum, sum_of_squares). The GEMM
+// preparations create host-side primitives only, run at once as on CUDA.
+thread_local std::vector<std::function<void()>>* t_recording = nullptr;
+
+struct RecordedGraph {
+  std::vector<std::function<void()>> calls;
+};
+
+[[noreturn]] void uncapturable(const char* op, const char* why) {
+  std::fprintf(stderr,
+               "error: kernels.device = guard: kernel %s inside a captured graph (cuda.graphs): %s; on a GPU the "
+               "capture fails\n",
+               op, why);
+  _exit(70);
+}
+
+bool named(const char* op, const char* name) { return std::strcmp(op, name) == 0; }
+
+// What narrow returns without running: its documented result, the values' own memory in the
+// 16-bit type (kernels/ops.inc).
+Tensor narrowed(Context&, const Tensor& values, DType type) { return Tensor{values.data, type, values.shape, values.device}; }
+
+// The CPU's entry `Op`, its buffer arguments checked, called with the device memory open (or,
+// while this thread captures, recorded).
 template <class F, F KernelTable::*Op>
 struct Wrap;
 template <class R, class... Args, R (*KernelTable::*Op)(Args...)>
 struct Wrap<R (*)(Args...), Op> {
   static const char* name;
+  static R run(Args... args) {
+    Opened opened;
+    return (cpu_backend().kernels().*Op)(args...);
+  }
+  static R record(Args... args) {
+    if constexpr (std::is_same_v<R, double>) uncapturable(name, "its result is read on the host");
+    if (named(name, "upload") || named(name, "download")) uncapturable(name, "it copies host memory");
+    if (named(name, "prepare_linear") || named(name, "prepare_attention")) return run(args...);
+    t_recording->push_back([arguments = std::make_tuple(std::decay_t<Args>(args)...)]() mutable {
+      std::apply(&Wrap::run, arguments);
+    });
+    if constexpr (std::is_same_v<R, Tensor>) return narrowed(args...);
+    else if constexpr (!std::is_void_v<R>) return R{};
+  }
   static R call(Args... args) {
     int index = 0;
     (check_argument(name, index++, args), ...);
-    Opened opened;
-    return (cpu_backend().kernels().*Op)(args...);
+    if (t_recording != nullptr) return record(args...);
+    return run(args...);
   }
 };
 template <class R, class... Args, R (*KernelTable::*Op)(Args...)>
@@ -183,6 +233,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(upload);
   TRIDENT_GUARDED(download);
   TRIDENT_GUARDED(sum);
+  TRIDENT_GUARDED(sum_into);
   TRIDENT_GUARDED(convert);
   TRIDENT_GUARDED(store);
   TRIDENT_GUARDED(round_to);
@@ -224,7 +275,6 @@ KernelTable make_table() {
 
 class GuardBackend final : public Backend {
  public:
-  GuardBackend() { install_fault_report(); }
   Device device() const override { return Device{DeviceKind::guard, 0}; }
   // Device memory is guarded; host and pinned memory are the host's (staging goes through them).
   void* allocate(size_t bytes, MemoryKind kind) override {
@@ -239,6 +289,26 @@ class GuardBackend final : public Backend {
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override { return ""; }
   double memory_bytes() const override { return g_memory_bytes.load(); }
+  // Graphs as CUDA's: recorded on the capturing thread, replayed in order (the stream is the
+  // host's, so a replay has finished when it returns).
+  std::string graphs_unavailable() const override { return ""; }
+  void* capture_graph(Stream, const std::function<void()>& enqueue) override {
+    auto graph = std::make_unique<RecordedGraph>();
+    if (t_recording != nullptr) throw std::logic_error("kernels.device = guard: a capture inside a capture");
+    t_recording = &graph->calls;
+    try {
+      enqueue();
+    } catch (...) {
+      t_recording = nullptr;
+      throw;
+    }
+    t_recording = nullptr;
+    return graph.release();
+  }
+  void launch_graph(void* graph, Stream) override {
+    for (const std::function<void()>& call : static_cast<RecordedGraph*>(graph)->calls) call();
+  }
+  void destroy_graph(void* graph) override { delete static_cast<RecordedGraph*>(graph); }
 
  private:
   const KernelTable table_ = make_table();

@@ -127,6 +127,11 @@ std::vector<KeySpec> build_schema() {
              "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "
              "exactly to f32 in a workspace, multiplied in f32: any CPU, same products), or auto "
              "(native where every rank's CPU has it, else widened)"),
+      // [cuda]
+      boolean("cuda.graphs", "false",
+              "record each micro-batch's forward and backward once as a graph and replay it (CUDA "
+              "Graphs, one launch instead of hundreds of kernels); kernels.device = cuda (or guard, "
+              "whose emulation checks the recorded work), with NCCL for parallel.tensor > 1"),
       // [memory]
       choice("memory.recompute", "none", {"none", "full", "every_k", "selective", "auto"},
              "activation recompute: none; full (keep each block's input, recompute the block in "

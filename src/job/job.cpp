@@ -28,6 +28,7 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
   topo::Topology topology = topo::discover_topology(topology_settings(deck));
   choose_device(deck);
   choose_comm_backend(deck);
+  check_graphs(deck);
   choose_low16_gemm(deck);
   RunSettings settings = read_settings(deck);
   return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
@@ -47,8 +48,7 @@ std::string trainer_not_ready_for(const std::string& device) {
   if (device != "cuda" || trying_cuda_trainer()) return "";
   return "the trainer does not run on CUDA yet: its kernels are all there and every path by which it "
          "touches the model goes through the backend (shown on kernels.device = guard), but it has never "
-         "run on a GPU (scripts/gpu-check.sh tries it, with TRIDENT_TRY_CUDA_TRAINER=1), and CUDA Graphs "
-         "are still to come (issue 16)";
+         "run on a GPU (scripts/gpu-check.sh tries it, with TRIDENT_TRY_CUDA_TRAINER=1)";
 }
 
 }  // namespace
@@ -111,6 +111,25 @@ void choose_comm_backend(const deck::Deck& deck) {
   if (!device.problem.empty()) fatal_all(deck.cite("comm.backend") + ", but " + device.problem);
   for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
   comm::use_cuda_device(device.index);
+}
+
+// What a recorded forward or backward cannot hold, as deck errors (the same on every rank: the
+// deck and the backend are).
+void check_graphs(const deck::Deck& deck) {
+  if (!deck.get_bool("cuda.graphs")) return;
+  const std::string why = kernels::backend_of(kernels::Context{}).graphs_unavailable();
+  if (!why.empty())
+    fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("kernels.device") + ", but " + why +
+              "; use kernels.device = cuda (or guard), or cuda.graphs = false");
+  if (deck.get_int("parallel.tensor") > 1 && collective_settings(deck).backend != "nccl")
+    fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("parallel.tensor") +
+              ", but the tensor group's all-reduces run inside each forward and backward, and a graph records "
+              "them only as NCCL calls: the MPI communicator copies device buffers through host memory; use "
+              "comm.backend = nccl (one GPU per rank), parallel.tensor = 1, or cuda.graphs = false");
+  if (deck.get_bool("balance.pipeline"))
+    fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("balance.pipeline") +
+              ", but moving blocks between stages needs the embedding's and the head's times apart from the "
+              "blocks', which a replayed graph does not measure; use one or the other");
 }
 
 void choose_low16_gemm(const deck::Deck& deck) {

@@ -38,6 +38,10 @@ void choose_device(const deck::Deck& deck);
 // UserError saying why — and prepared: NCCL's per-process environment set, this rank's GPU made
 // current (comm::choose_cuda_device).
 void choose_comm_backend(const deck::Deck& deck);
+// cuda.graphs: a deck error where the device records no graphs, or a recorded forward would
+// hold what a graph cannot (the MPI communicator's staged tensor all-reduces), or balance.pipeline
+// needs times that a replay does not take. After choose_device and choose_comm_backend.
+void check_graphs(const deck::Deck& deck);
 
 // Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
 // rank's CPU, made the path of every kernel context of this process

@@ -41,6 +41,8 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   slots_.resize(1);
 }
 
+Gpt2::~Gpt2() { drop_graphs(); }
+
 void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
 void Gpt2::upload_params(const float* host) {
@@ -60,6 +62,7 @@ std::vector<float> Gpt2::host_params() const {
 
 void Gpt2::set_slots(int slots) {
   if (slots == static_cast<int>(slots_.size())) return;
+  drop_graphs();
   slots_.clear();
   slots_.resize(slots);
   if (B_ > 0) {
@@ -121,10 +124,12 @@ void Gpt2::allocate_slot(Slot& s) {
   s.lnf_mean = activations(BT), s.lnf_var = activations(BT);
   s.logits = activations(BT * vocab_.rows);
   s.losses = activations(BT), s.log_normalizers = activations(BT);
+  s.loss_sum = Buffer<double>(1, kActs, backend_, kDevice);
 }
 
 void Gpt2::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
+  drop_graphs();  // they hold the old buffers' addresses
   B_ = B, T_ = T;
   for (Slot& s : slots_) allocate_slot(s);
   work_.clear();
@@ -278,7 +283,7 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
   }
 }
 
-void Gpt2::head_forward(Slot& s, const int32_t* targets) {
+void Gpt2::head_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
   float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() : stream_[0].data();
@@ -287,33 +292,93 @@ void Gpt2::head_forward(Slot& s, const int32_t* targets) {
   kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
   column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
                           C, vocab_.rows);
-  if (targets == nullptr) return;
-  kernels::upload(ctx_, s.targets.view(), targets);
+  if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
                                loss_scratch_.data(), s.logits.data(), s.targets.data(), BT);
+  kernels::sum_into(ctx_, s.loss_sum.view(), s.losses.view());
 }
 
-float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
-  prepare(B, T);
-  refresh_low_params();
-  Slot& s = slots_.at(slot);
-  const int BT = B * T, C = config_.channels;
+// Device work only, from the slot's tokens or received input to its output or loss sum.
+void Gpt2::forward_work(Slot& s, bool with_loss) {
   if (tp_.slice.first_stage) {
     const double start = steady_seconds();
-    kernels::upload(ctx_, s.inputs.view(), inputs);
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
-                                     p_.wpe, B, T, C);
+                                     p_.wpe, B_, T_, config_.channels);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
     edge_seconds_ += steady_seconds() - start;
   }
   forward_blocks(s, 0, layers_ - 1);
-  if (!tp_.slice.last_stage) return 0.0f;
+  if (!tp_.slice.last_stage) return;
   const double head_start = steady_seconds();
-  head_forward(s, targets);
+  head_forward(s, with_loss);
   edge_seconds_ += steady_seconds() - head_start;
-  if (targets == nullptr) return 0.0f;
-  return static_cast<float>(kernels::sum(ctx_, s.losses.view()) / BT);
+}
+
+void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
+  prepare(B, T);
+  refresh_low_params();
+  Slot& s = slots_.at(slot);
+  const bool with_loss = tp_.slice.last_stage && targets != nullptr;
+  if (tp_.slice.first_stage) kernels::upload(ctx_, s.inputs.view(), inputs);
+  if (with_loss) kernels::upload(ctx_, s.targets.view(), targets);
+  run_recorded(with_loss ? Work::forward_with_loss : Work::forward, slot, 0.0f,
+               [&] { forward_work(s, with_loss); });
+}
+
+float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
+  enqueue_forward(slot, inputs, targets, B, T);
+  if (!tp_.slice.last_stage || targets == nullptr) return 0.0f;
+  double sum = 0.0;
+  kernels::download(ctx_, &sum, slots_.at(slot).loss_sum.view());
+  return static_cast<float>(sum / (B * T));
+}
+
+void Gpt2::keep_loss(int slot, int index) {
+  const size_t needed = static_cast<size_t>(index) + 1;
+  if (kept_losses_.size() < needed) {  // grown on the device, the sums kept so far copied
+    Buffer<double> grown(std::max(needed, 2 * kept_losses_.size()), kActs, backend_, kDevice);
+    if (kept_losses_.size() > 0)
+      kernels::copy(ctx_, view(grown.data(), kept_losses_.size(), grown.device()), kept_losses_.view());
+    kept_losses_ = std::move(grown);
+  }
+  kernels::copy(ctx_, view(kept_losses_.data() + index, 1, kept_losses_.device()), slots_.at(slot).loss_sum.view());
+}
+
+std::vector<double> Gpt2::take_loss_sums(int count) {
+  std::vector<double> sums(static_cast<size_t>(count));
+  if (count > 0) kernels::download(ctx_, sums.data(), view(kept_losses_.data(), sums.size(), kept_losses_.device()));
+  return sums;
+}
+
+void Gpt2::set_graphs(bool on) {
+  if (!on) drop_graphs();
+  graphs_ = on;
+}
+
+void Gpt2::drop_graphs() {
+  for (auto& [what, recorded] : recorded_)
+    if (recorded.graph != nullptr) backend_.destroy_graph(recorded.graph);
+  recorded_.clear();
+}
+
+void Gpt2::run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work) {
+  if (!graphs_) return work();
+  Recorded& recorded = recorded_[{kind, slot}];
+  if (recorded.graph != nullptr && recorded.loss_scale != loss_scale) {
+    backend_.destroy_graph(recorded.graph);
+    recorded.graph = nullptr;
+  }
+  if (recorded.graph == nullptr) {
+    if (!recorded.ran) {
+      recorded.ran = true;
+      return work();
+    }
+    recorded.graph = backend_.capture_graph(stream(), work);
+    recorded.loss_scale = loss_scale;
+  }
+  backend_.launch_graph(recorded.graph, stream());
+  ++graph_replays_;
 }
 
 void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual) {
@@ -373,6 +438,11 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
 
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
+  if (on_final) return backward_work(s, loss_scale, on_final);  // the hook launches work of its own
+  run_recorded(Work::backward, slot, loss_scale, [&] { backward_work(s, loss_scale, {}); });
+}
+
+void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) {
     const double start = steady_seconds();

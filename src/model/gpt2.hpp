@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -41,6 +43,9 @@ class Gpt2 {
   // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
   Gpt2(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
        kernels::Precision precision = kernels::Precision::fp32);
+  ~Gpt2();
+  Gpt2(const Gpt2&) = delete;
+  Gpt2& operator=(const Gpt2&) = delete;
   kernels::Precision precision() const { return gemm_.precision; }
   const TensorGroup& tensor_group() const { return tp_; }
   const Partition& partition() const { return tp_.slice; }
@@ -87,6 +92,27 @@ class Gpt2 {
   // The last stage with targets returns the mean cross-entropy over the B·T targets (0 without
   // targets, and on other stages); other stages leave their output in output(slot).
   float forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // The same, the loss left on the device: the last stage with targets keeps the sum of the
+  // B·T losses in the slot (keep_loss), and nothing is read on the host — what a pipeline step
+  // runs, so that a micro-batch's forward is device work only (cuda.graphs).
+  void enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Last stage: the loss sum of `slot`'s last forward with targets kept as micro-batch
+  // `index`'s (a copy on the device); take_loss_sums(count) downloads those of micro-batches
+  // 0 … count−1, in one transfer.
+  void keep_loss(int slot, int index);
+  std::vector<double> take_loss_sums(int count);
+
+  // CUDA Graphs (cuda.graphs; the backend records them: graphs_unavailable() says where not).
+  // Each slot's forward, and each slot's backward without an on_final hook, is recorded at its
+  // second call (the first runs as usual, so that lazily created GEMM workspaces exist before a
+  // capture) and replayed from then on as one launch. The tokens are uploaded before the
+  // recorded part and the loss stays on the device. A backward with a hook (the data-parallel
+  // overlap, which launches collectives between blocks) runs as usual. The records are dropped
+  // when the activations are reallocated (shapes, slots) and a backward's when its loss scale
+  // changes (fp16's dynamic scaling). A replay does not time the embedding and head apart
+  // (take_edge_seconds counts the calls that ran as usual only).
+  void set_graphs(bool on);
+  int64_t graph_replays() const { return graph_replays_; }
   float* stage_input(int slot);            // (B, T, C): where a received activation goes
   // Seconds spent in the embedding (first stage) and the head with its loss (last stage),
   // forward and backward, since the last call: the stages' fixed cost that moving blocks
@@ -144,7 +170,20 @@ class Gpt2 {
     Buffer<float> lnf_mean, lnf_var;         // (B,T), (B,T) last stage
     Buffer<float> logits;                    // (B,T,Vp/p) last stage; dlogits in place
     Buffer<float> losses, log_normalizers;   // (B,T) last stage
+    Buffer<double> loss_sum;                 // (1) last stage: Σ losses of its last forward
   };
+  // A recorded forward or backward of a slot (set_graphs).
+  enum class Work { forward, forward_with_loss, backward };
+  struct Recorded {
+    void* graph = nullptr;   // the backend's handle, once captured
+    float loss_scale = 0;    // backward: the scale it was recorded with
+    bool ran = false;        // ran once as usual (the warm-up before a capture)
+  };
+  // `work` as usual, or recorded and replayed with graphs on (see set_graphs).
+  void run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work);
+  void drop_graphs();
+  void forward_work(Slot& slot, bool with_loss);
+  void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final);
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
   DType low_type() const { return kernels::storage_dtype(gemm_.precision); }
@@ -172,7 +211,7 @@ class Gpt2 {
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
-  void head_forward(Slot& slot, const int32_t* targets);
+  void head_forward(Slot& slot, bool with_loss);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
 
   GptConfig config_;
@@ -190,6 +229,10 @@ class Gpt2 {
 
   int B_ = 0, T_ = 0;
   std::vector<Slot> slots_;
+  Buffer<double> kept_losses_;                 // (micro-batches): keep_loss's, last stage
+  bool graphs_ = false;
+  std::map<std::pair<Work, int>, Recorded> recorded_;  // (what, slot)
+  int64_t graph_replays_ = 0;
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   double edge_seconds_ = 0;                    // take_edge_seconds()

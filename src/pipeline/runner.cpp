@@ -43,8 +43,8 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   activation_sends_.resize(slots_);
 }
 
-float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
-                                  StepTimes* times) {
+void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
+                                 StepTimes* times) {
   activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
   if (!first())
@@ -52,13 +52,12 @@ float PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wi
                  gpt_.stream());
   const double received = steady_seconds();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
-  const float loss = gpt_.forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
+  gpt_.enqueue_forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   stretch(received);
   if (!last())
     activation_sends_[slot] =
         pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), gpt_.stream());
   if (times) times->wait_seconds += received - start, times->forward_seconds += steady_seconds() - received;
-  return loss;
 }
 
 void PipelineRunner::run_backward(int i, int slot, float loss_scale,
@@ -100,7 +99,8 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
-      loss_sum += run_forward(action.micro_batch, slot, batch, true, times);
+      run_forward(action.micro_batch, slot, batch, true, times);
+      if (last()) gpt_.keep_loss(slot, action.micro_batch);  // read once, after the schedule
       continue;
     }
     const bool last_backward = action.micro_batch == micro_batches_ - 1;
@@ -110,6 +110,9 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
   if (times) times->schedule_seconds += steady_seconds() - start;
+  // Each micro-batch's mean loss, added in micro-batch order (the order of the forwards).
+  if (last())
+    for (double sum : gpt_.take_loss_sums(micro_batches_)) loss_sum += static_cast<float>(sum / (B_ * T_));
   // The slowed rank's embedding and head are slowed too (stretch sleeps for the whole compute).
   const double edge = gpt_.take_edge_seconds() * slowdown_;
   if (times) times->edge_seconds += edge;

@@ -64,7 +64,7 @@ class PipelineRunner {
   bool last() const { return stage_ == stages_ - 1; }
 
  private:
-  float run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
+  void run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
   void run_backward(int micro_batch, int slot, float loss_scale,
                     const std::function<void(int)>& on_final, StepTimes* times);
   void stretch(double compute_start) const;  // debug.slowdown's sleep

@@ -62,6 +62,14 @@ RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config
   return recompute;
 }
 
+// Where the model's kernels run: the device's default stream, or with cuda.graphs one a capture
+// can record (released with the process).
+kernels::Context model_context(const deck::Deck& deck) {
+  kernels::Context ctx;
+  if (deck.get_bool("cuda.graphs")) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
+  return ctx;
+}
+
 // This rank's part of the model, its kernels prepared and its parameters initialised.
 std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
                                          const std::vector<int>& stage_layers, kernels::Context& ctx,
@@ -77,6 +85,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
   auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, precision_from_deck(deck));
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
+  model->set_graphs(deck.get_bool("cuda.graphs"));
   model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);  // every GEMM primitive, also in --check
   initialise_parameters(deck, *model);
   return model;
@@ -145,6 +154,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config_from_deck(job.deck)),
       recompute_(checked_recompute(job, config_)),
+      ctx_(model_context(job.deck)),
       stage_layers_(stage_layer_counts(job.deck, pp_size_)),
       model_(build_model(job, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
@@ -204,9 +214,13 @@ StepResult Trainer::train_step(int64_t step) {
   // reducer at once. The embedding and final LayerNorm (event -1) wait until the schedule is
   // done and the tied wte's two copies are summed — a collective of the first and last stage
   // that must not start before the last stage has sent its last input gradient.
-  auto on_final = [this](int layer) {
-    if (layer >= 0) reducer_->on_final(layer);
-  };
+  // Without overlap there is nothing to hand over, and a backward without a hook can be a
+  // recorded graph (cuda.graphs).
+  std::function<void(int)> on_final;
+  if (reducer_->overlapping())
+    on_final = [this](int layer) {
+      if (layer >= 0) reducer_->on_final(layer);
+    };
   StepResult result;
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
@@ -476,6 +490,9 @@ int Trainer::run(const std::string& run_dir) {
                      "--checkpoint.resume=auto");
   print_summary();
   if (progress_) print0(progress_->summary());
+  if (job_.deck.get_bool("cuda.graphs"))  // the model rebuilt by a move counts from its rebuild
+    print0("cuda.graphs: " + std::to_string(model_->graph_replays()) +
+           " micro-batch forwards and backwards replayed from recorded graphs on rank 0");
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
   check_final_checkpoint();
   return kExitOk;

@@ -10,37 +10,11 @@
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
-cat > g.deck <<DECK
-[model]
-layers = 2
-heads = 4
-hidden = 32
-vocab = 256
-seq_len = 32
-[train]
-steps = 8
-global_batch = 8
-micro_batch = 1
-eval_interval = 4
-eval_tokens = 1024
-[data]
-train = $WORK/data/train.bin
-val = $WORK/data/val.bin
-[comm]
-bucket_mb = 0.01
-DECK
+write_device_deck g.deck
 
-# same NAME: NAME_cpu and NAME_guard have the same per-step losses, validation losses and
-# final parameters, bit for bit.
+# same NAME: NAME_cpu and NAME_guard are the same run, bit for bit.
 same() {
-  if $PY - "$1_cpu" "$1_guard" <<'PY'
-import sys, h5py
-a, b = (h5py.File(d + "/metrics.h5", "r") for d in sys.argv[1:])
-same = all(a[k][:].tobytes() == b[k][:].tobytes() for k in ("loss", "val_loss", "grad_norm"))
-same = same and open(sys.argv[1] + "/model.bin", "rb").read() == open(sys.argv[2] + "/model.bin", "rb").read()
-sys.exit(0 if same else 1)
-PY
-  then pass "$1"; else fail "$1" "the guard run differs from the CPU run"; fi
+  if same_bits "$1_cpu" "$1_guard"; then pass "$1"; else fail "$1" "the guard run differs from the CPU run"; fi
 }
 
 # pair NAME RANKS OVERRIDES...: the run on both backends, compared.

@@ -122,3 +122,39 @@ sys.exit(0 if err <= tol else 1)
 PY
   then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
 }
+
+# The small model of the device tests (device_guard.sh, graphs.sh): 2 blocks, 8 steps of 8
+# sequences in micro-batches of 1, evaluated at steps 4 and 8, small gradient buckets.
+write_device_deck() {  # write_device_deck FILE
+  cat > "$1" <<DECK
+[model]
+layers = 2
+heads = 4
+hidden = 32
+vocab = 256
+seq_len = 32
+[train]
+steps = 8
+global_batch = 8
+micro_batch = 1
+eval_interval = 4
+eval_tokens = 1024
+[data]
+train = $WORK/data/train.bin
+val = $WORK/data/val.bin
+[comm]
+bucket_mb = 0.01
+DECK
+}
+
+# same_bits A B: the runs in A and B have the same per-step losses, validation losses, gradient
+# norms and final parameters, bit for bit (exit status 0).
+same_bits() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, h5py
+a, b = (h5py.File(d + "/metrics.h5", "r") for d in sys.argv[1:])
+same = all(a[k][:].tobytes() == b[k][:].tobytes() for k in ("loss", "val_loss", "grad_norm"))
+same = same and open(sys.argv[1] + "/model.bin", "rb").read() == open(sys.argv[2] + "/model.bin", "rb").read()
+sys.exit(0 if same else 1)
+PY
+}

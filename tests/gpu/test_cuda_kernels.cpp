@@ -432,6 +432,43 @@ void optimizer(Report& r) {
   r.add({std::fabs(gpu - cpu) / (1e-12 * cpu), "sum_of_squares " + std::to_string(gpu) + " vs " + std::to_string(cpu)});
 }
 
+// The loss sum left on the device (one block, a fixed tree in double): the CPU's index-order sum
+// to double rounding.
+void loss_sum(Report& r) {
+  Floats values(random_floats(300007, 130));
+  Buffer<double> total(1, MemoryCategory::Workspace, gpu_backend(), MemoryKind::device);
+  kernels::sum_into(g_gpu, total.view(), values.tensor());
+  double gpu = 0;
+  kernels::download(g_gpu, &gpu, total.view());
+  const double cpu = kernels::sum(g_cpu, values.host_tensor());
+  r.add({std::fabs(gpu - cpu) / (1e-12 * std::fabs(cpu) + 1e-12), "sum_into " + std::to_string(gpu) + " vs " +
+                                                                      std::to_string(cpu)});
+}
+
+// cuda.graphs: a capture records (the buffers unchanged by it), each launch replays the kernels
+// with their recorded arguments: two launches accumulate twice, and the loss sum follows.
+void graphs(Report& r) {
+  kernels::Backend& gpu = gpu_backend();
+  const size_t n = 4099;
+  Floats x(random_floats(n, 131)), acc(n);
+  Buffer<double> total(1, MemoryCategory::Workspace, gpu, MemoryKind::device);
+  void* graph = gpu.capture_graph(g_gpu.stream, [&] {
+    kernels::add_inplace(g_gpu, acc.gpu(), x.gpu(), n);
+    kernels::sum_into(g_gpu, total.view(), acc.tensor());
+  });
+  r.add(compare(acc.from_gpu(), acc.host, kExact, "accumulator after the capture (nothing run)"));
+  for (int launch = 0; launch < 2; ++launch) {
+    gpu.launch_graph(graph, g_gpu.stream);
+    kernels::add_inplace(g_cpu, acc.cpu(), x.cpu(), n);
+  }
+  gpu.destroy_graph(graph);
+  r.add(acc, kExact, "accumulator after two launches");
+  double replayed = 0;
+  kernels::download(g_gpu, &replayed, total.view());
+  const double cpu = kernels::sum(g_cpu, acc.host_tensor());
+  r.add({std::fabs(replayed - cpu) / (1e-12 * std::fabs(cpu) + 1e-12), "replayed loss sum"});
+}
+
 const std::vector<Check>& checks() {
   static const std::vector<Check> all = {
       {"memory", memory_ops},
@@ -452,6 +489,8 @@ const std::vector<Check>& checks() {
       {"embeddings", embeddings},
       {"crossentropy", crossentropy},
       {"optimizer", optimizer},
+      {"loss_sum", loss_sum},
+      {"graphs", graphs},
   };
   return all;
 }

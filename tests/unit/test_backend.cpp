@@ -256,7 +256,69 @@ void read_device_memory_through_the_backend() {
   pinned.data()[0] = host[0];  // host memory of the guard: ordinary
 }
 
+void upload_inside_a_capture() {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  Buffer<float> values(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  kernels::Context ctx{&guard, {}};
+  std::vector<float> host(64, 1.0f);
+  guard.capture_graph(trident::Stream{}, [&] { kernels::upload(ctx, values.view(), host.data()); });
+}
+
+void host_read_inside_a_capture() {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  Buffer<float> values(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  kernels::Context ctx{&guard, {}};
+  guard.capture_graph(trident::Stream{}, [&] { kernels::sum(ctx, values.view()); });
+}
+
 }  // namespace
+
+// cuda.graphs on the guard: a capture records the kernels without running them, each launch
+// runs them again with the recorded arguments; a host transfer or a host read inside a capture is
+// reported as CUDA's capture would fail on it. The CPU backend records no graphs.
+BOOST_AUTO_TEST_CASE(guard_records_and_replays_graphs) {
+  kernels::Backend& guard = *kernels::find_backend("guard");
+  BOOST_TEST(guard.graphs_unavailable() == "");
+  kernels::Context ctx{&guard, {}};
+  Buffer<float> acc(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  Buffer<float> x(64, MemoryCategory::Activations, guard, MemoryKind::device);
+  Buffer<double> total(1, MemoryCategory::Activations, guard, MemoryKind::device);
+  std::vector<float> host(64);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = 0.25f * static_cast<float>(i);
+  kernels::upload(ctx, x.view(), host.data());
+  void* graph = guard.capture_graph(trident::Stream{}, [&] {
+    kernels::add_inplace(ctx, acc.data(), x.data(), acc.size());
+    kernels::sum_into(ctx, total.view(), acc.view());
+  });
+  BOOST_TEST(kernels::sum(ctx, acc.view()) == 0.0);  // recorded, not run
+  guard.launch_graph(graph, trident::Stream{});
+  guard.launch_graph(graph, trident::Stream{});
+  double sum = 0;
+  kernels::download(ctx, &sum, total.view());
+  BOOST_TEST(sum == 2 * kernels::sum(ctx, x.view()));
+  BOOST_TEST(sum == kernels::sum(ctx, acc.view()));
+  guard.destroy_graph(graph);
+  std::string report;
+  BOOST_TEST(exit_status_of(&upload_inside_a_capture, report) == 70);
+  BOOST_TEST(report.find("kernel upload inside a captured graph") != std::string::npos, report);
+  BOOST_TEST(exit_status_of(&host_read_inside_a_capture, report) == 70);
+  BOOST_TEST(report.find("kernel sum inside a captured graph") != std::string::npos, report);
+  kernels::Backend& cpu = kernels::cpu_backend();
+  BOOST_TEST(cpu.graphs_unavailable() != "");
+  BOOST_CHECK_THROW(cpu.capture_graph(trident::Stream{}, [] {}), std::logic_error);
+}
+
+// sum_into leaves the CPU's sum (index order, double) on the device, bit for bit.
+BOOST_AUTO_TEST_CASE(sum_into_is_the_sum) {
+  kernels::Context ctx;
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.0f / static_cast<float>(i + 3);
+  double total = 0;
+  kernels::sum_into(ctx, trident::view(&total, 1), trident::view(values.data(), values.size()));
+  BOOST_TEST(total == kernels::sum(ctx, trident::view(values.data(), values.size())));
+  BOOST_CHECK_THROW(kernels::sum_into(ctx, trident::view(values.data(), 1), trident::view(values.data(), 4)),
+                    std::logic_error);
+}
 
 BOOST_AUTO_TEST_CASE(guard_backend_faults_host_access_to_device_memory) {
   kernels::Backend* guard = kernels::find_backend("guard");

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# cuda.graphs on a machine without a GPU: the guarded backend records each micro-batch's forward
+# and backward as CUDA's stream capture would (kernels/guard/backend.cpp) — the kernels with
+# their arguments, nothing run — and replays the record. Each run equals the same run on the CPU
+# without graphs bit for bit, which shows that a recorded forward or backward holds device work
+# only and that nothing in it changes between micro-batches except what the buffers hold (the
+# tokens uploaded before it, the received activations, the loss left on the device). A host
+# transfer inside a record is the guard's report, exit 70. The combinations a graph cannot hold
+# are deck errors.
+. tests/e2e/lib.sh
+cd "$WORK" || exit 1
+export OMP_NUM_THREADS=1
+write_device_deck g.deck
+
+# pair NAME RANKS OVERRIDES...: the CPU run without graphs and the guard run with them have the
+# same per-step losses, validation losses, gradient norms and final parameters, bit for bit, and
+# the guard run replayed graphs.
+pair() {
+  local name=$1 ranks=$2
+  shift 2
+  mpirun -np "$ranks" "$TRIDENT" train g.deck --train.run_dir="${name}_cpu" "$@" > "${name}_cpu.out" 2>&1 &&
+  mpirun -np "$ranks" "$TRIDENT" train g.deck --train.run_dir="${name}_graphs" --kernels.device=guard \
+    --cuda.graphs=true "$@" > "${name}_graphs.out" 2>&1 ||
+    { fail "$name" "a run failed: $(grep -h -m1 -E 'error|guard' "${name}"_*.out)"; return; }
+  local replays
+  replays=$(grep -oE 'cuda.graphs: [0-9]+' "${name}_graphs.out" | grep -oE '[0-9]+$')
+  if [[ ${replays:-0} -gt 0 ]] && same_bits "${name}_cpu" "${name}_graphs"
+  then pass "$name ($replays replays)"; else fail "$name" "no replays (${replays:-none}) or the runs differ"; fi
+}
+
+pair serial_fp32 1
+pair serial_bf16 1 --optim.precision=bf16
+# fp16's dynamic loss scale changes the backward's scale (down twice from 1e12 on overflows, then up
+# every two steps): its graphs are recorded again (a replay with the old scale would differ).
+pair serial_fp16_dynamic_scale 1 --optim.precision=fp16 --optim.initial_loss_scale=1e12 --optim.loss_scale_backoff=1e-4 \
+  --optim.hysteresis=1 --optim.loss_scale_window=2
+pair recompute_full 1 --memory.recompute=full
+pair recompute_selective_bf16 1 --memory.recompute=selective --optim.precision=bf16
+pair pipeline2_1f1b 2 --parallel.pipeline=2 --train.global_batch=16
+pair pipeline2_gpipe_bf16 2 --parallel.pipeline=2 --parallel.schedule=gpipe --optim.precision=bf16
+pair data2_zero1 2 --parallel.data=2 --optim.zero=1 --comm.overlap=false
+# With overlap the last backward hands blocks to the reducer as they finish: it runs as usual.
+pair data2_overlap 2 --parallel.data=2 --comm.overlap=true
+pair p2d2 4 --parallel.pipeline=2 --parallel.data=2 --train.global_batch=16
+# balance.micro_batches changes the micro-batch count and size: the activations are
+# reallocated and the graphs recorded again.
+pair micro_batches_model 1 --balance.micro_batches=model --balance.interval=2 --train.steps=10
+
+# What a graph cannot hold: deck errors, exit 2, before any step.
+expect_user_error graphs_on_cpu "cuda.graphs = true|the CPU backend runs each kernel as it is called" \
+  "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true
+expect_user_error graphs_tensor_over_mpi "parallel.tensor = 2|only as NCCL calls" \
+  mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.tensor=2
+expect_user_error graphs_with_pipeline_moves "balance.pipeline = true|does not measure" \
+  mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.pipeline=2 \
+  --balance.pipeline=true
+
