@@ -5,6 +5,8 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "core/clock.hpp"
+
 namespace trident::kernels {
 namespace cpu {
 Backend& backend();  // kernels/cpu/backend.cpp
@@ -43,6 +45,9 @@ int KernelTable::present() const {
 // Every entry is one function pointer, so the struct's size counts them (the unit tests hold
 // present() to it for the CPU, which has every entry).
 int KernelTable::total() { return static_cast<int>(sizeof(KernelTable) / sizeof(void (*)())); }
+
+Backend::Mark Backend::mark(Stream) { return Mark{nullptr, steady_seconds()}; }
+double Backend::seconds_between(Mark from, Mark to) { return to.host_seconds - from.host_seconds; }
 
 void* Backend::capture_graph(Stream, const std::function<void()>&) {
   throw std::logic_error(std::string("the ") + name() + " kernel backend records no graphs: " + graphs_unavailable());

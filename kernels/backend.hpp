@@ -82,6 +82,18 @@ class Backend : public Allocator {
   // Work enqueued on `waiting` from now on starts only after the work enqueued on `done` so far.
   virtual void stream_wait(Stream /*waiting*/, Stream /*done*/) {}
 
+  // Time on a stream's own clock (seed §3.2: the exposed communication measured with events).
+  // mark(stream) records the point at which `stream` has done the work enqueued on it so far;
+  // seconds_between(from, to) waits until `to` is reached and returns the seconds from `from` to
+  // it, releasing both marks. On the host's streams (the CPU, the guard) a mark is the host clock
+  // at the call, when that work is done already; on CUDA it is an event (cudaEventElapsedTime).
+  struct Mark {
+    void* event = nullptr;  // the device's record, or null on the host
+    double host_seconds = 0;
+  };
+  virtual Mark mark(Stream stream);
+  virtual double seconds_between(Mark from, Mark to);
+
   // Graphs (cuda.graphs; seed §3.2: a micro-batch's forward and backward launched as one
   // graph, not hundreds of kernels). capture_graph records the work `enqueue` puts on `stream`
   // without running it; launch_graph runs that record on `stream`, as often as wanted, with the

@@ -113,17 +113,28 @@ void GradientReducer::all_gather_params(float* params) {
   comm_seconds_ += steady_seconds() - start;
 }
 
+// The exposed communication on the device's clock (seed §3.2): from the point where the compute
+// stream has finished backward to the point where it may go on (the optimizer next), after the
+// communication stream's last unpacking — the time the compute stream stood waiting. The host
+// does not wait for the compute stream in between; it waits for the buckets' collectives here
+// and for the mark after them (by then backward is done: the last bucket follows all of it).
+double GradientReducer::finish_on_device() {
+  kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+  const kernels::Backend::Mark backward_done = backend.mark(gradients_.stream);
+  on_final(-1);
+  backend.stream_wait(gradients_.stream, comm_stream_);
+  const kernels::Backend::Mark may_go_on = backend.mark(gradients_.stream);
+  for (comm::Work& work : launched_) work.wait();
+  return backend.seconds_between(backward_done, may_go_on);
+}
+
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
   const double start = steady_seconds();
   if (zero_) {
     reduce_scatter();
   } else if (device_overlap_) {
-    on_final(-1);
-    // The compute stream (the optimizer next) after the last unpacking; the host waits too,
-    // which is the exposed communication this returns.
-    kernels::backend_of(kernels::Context{}).stream_wait(gradients_.stream, comm_stream_);
-    for (comm::Work& work : launched_) work.wait();
+    return finish_on_device();
   } else if (stream_) {
     backward_running_ = false;  // the reduction left is on the critical path now
     on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)

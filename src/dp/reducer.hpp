@@ -11,7 +11,7 @@
 // bucket whose segments are all final is enqueued on the reduction's host stream
 // (comm/host_stream.hpp), which packs, all-reduces and unpacks it while backward goes on; each
 // bucket's Work says when it is done. finish() waits for what is left: the exposed
-// communication time.
+// communication time (on a device, measured with events on the compute stream).
 #pragma once
 
 #include <atomic>
@@ -59,8 +59,9 @@ class GradientReducer {
   void begin();
   // The backward hook: event `event` (a block, or -1: everything else) is final.
   void on_final(int event);
-  // Reduces what has not been reduced yet and waits for all buckets. Returns the seconds the
-  // caller waited (the exposed communication time).
+  // Reduces what has not been reduced yet and waits for all buckets. Returns the exposed
+  // communication time: the seconds the caller waited, or with overlap on a device the seconds
+  // the compute stream waited for the communication stream, measured with events on it.
   double finish();
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }
@@ -75,6 +76,7 @@ class GradientReducer {
   // complete when the returned Work is (at once on the host).
   comm::Work reduce(const Bucket& bucket, Stream stream);
   void launch_on_device(const Bucket& bucket);  // the device's overlap: after backward's kernels so far
+  double finish_on_device();                    // finish() of the device's overlap
   void reduce_scatter();
 
   comm::Communicator& data_;

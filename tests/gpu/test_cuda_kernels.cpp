@@ -17,6 +17,7 @@
 //          (2^-8 relative) where a value sits at a rounding tie; rtol 1e-2, atol 1e-2.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -469,6 +470,24 @@ void graphs(Report& r) {
   r.add({std::fabs(replayed - cpu) / (1e-12 * std::fabs(cpu) + 1e-12), "replayed loss sum"});
 }
 
+// Marks are events on the stream: the seconds between two enclose the copies enqueued between
+// them (positive) and no more than the host saw from before the first to after the second.
+void marks(Report& r) {
+  kernels::Backend& gpu = gpu_backend();
+  const size_t n = size_t{64} << 20;  // 256 MiB of f32: some tens of µs per copy on any GPU
+  Buffer<float> a(n, MemoryCategory::Workspace, gpu, MemoryKind::device), b(n, MemoryCategory::Workspace, gpu, MemoryKind::device);
+  cudaStreamSynchronize(static_cast<cudaStream_t>(g_gpu.stream.handle));
+  const auto host_start = std::chrono::steady_clock::now();
+  const kernels::Backend::Mark from = gpu.mark(g_gpu.stream);
+  for (int i = 0; i < 8; ++i) kernels::copy(g_gpu, b.view(), a.view());
+  const kernels::Backend::Mark to = gpu.mark(g_gpu.stream);
+  const double seconds = gpu.seconds_between(from, to);
+  const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+  const bool ok = seconds > 0 && seconds <= host;
+  r.add({ok ? 0.0 : 2.0, "8 copies of 256 MiB: " + std::to_string(1e3 * seconds) + " ms by events, " +
+                             std::to_string(1e3 * host) + " ms on the host"});
+}
+
 const std::vector<Check>& checks() {
   static const std::vector<Check> all = {
       {"memory", memory_ops},
@@ -491,6 +510,7 @@ const std::vector<Check>& checks() {
       {"optimizer", optimizer},
       {"loss_sum", loss_sum},
       {"graphs", graphs},
+      {"marks", marks},
   };
   return all;
 }

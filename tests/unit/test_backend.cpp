@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernel_check.hpp"
@@ -306,6 +308,19 @@ BOOST_AUTO_TEST_CASE(guard_records_and_replays_graphs) {
   kernels::Backend& cpu = kernels::cpu_backend();
   BOOST_TEST(cpu.graphs_unavailable() != "");
   BOOST_CHECK_THROW(cpu.capture_graph(trident::Stream{}, [] {}), std::logic_error);
+}
+
+// Marks on the host's streams are the host clock: the seconds between two span what ran between
+// them (a sleep here), on the CPU and on the guard alike.
+BOOST_AUTO_TEST_CASE(stream_marks_time_the_work_between_them) {
+  for (kernels::Backend* backend : {&kernels::cpu_backend(), kernels::find_backend("guard")}) {
+    const kernels::Backend::Mark from = backend->mark(trident::Stream{});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const kernels::Backend::Mark to = backend->mark(trident::Stream{});
+    const double seconds = backend->seconds_between(from, to);
+    BOOST_TEST(seconds >= 0.019, backend->name() << ": " << seconds);
+    BOOST_TEST(seconds < 2.0, backend->name() << ": " << seconds);
+  }
 }
 
 // sum_into leaves the CPU's sum (index order, double) on the device, bit for bit.
