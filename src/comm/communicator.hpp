@@ -70,6 +70,11 @@ class Communicator {
   virtual Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) = 0;
   // Complete once every rank of the group has started it.
   virtual Work barrier(Stream stream) = 0;
+  // Complete once what this rank enqueued on `stream` so far has run — this group's operations
+  // that their callers left to the stream (Work::leave_to_stream), recorded ones replayed by a
+  // graph launch included — waited for under this group's watchdog. No communication. Where
+  // operations complete inside their calls (MPI, staged), it is complete at once.
+  virtual Work fence(Stream /*stream*/) { return Work{}; }
 
   // The link emulation's hook (comm/emulated_links.hpp): from now on, every step of transfers
   // this communicator (and those it is made of) completes is reported to `observer`, which may

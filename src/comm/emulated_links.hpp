@@ -70,6 +70,7 @@ class EmulatedLinks final : public Communicator {
     return inner_.all_gather_values(in, out, count, dtype, stream);
   }
   Work barrier(Stream stream) override { return inner_.barrier(stream); }
+  Work fence(Stream stream) override { return inner_.fence(stream); }
   // A further observer (another wrapper) sees each step after this one's delay.
   void observe_steps(StepObserver observer) override { next_ = std::move(observer); }
 

@@ -282,6 +282,13 @@ Work GroupCollectives::barrier(Stream stream) {
   return flat_->barrier(stream);
 }
 
+// Every level's operations on the stream are ordered before the flat communicator's fence (one
+// event on the stream); its watchdog names this group.
+Work GroupCollectives::fence(Stream stream) {
+  if (stream.device.is_cpu() || device_flat_ == nullptr) return Work{};
+  return device_flat_->fence(stream);
+}
+
 void GroupCollectives::observe_steps(StepObserver observer) {
   for (MpiCommunicator* c : {flat_.get(), node_.get(), rack_.get(), cross_.get()}) c->observe_steps(observer);
 }

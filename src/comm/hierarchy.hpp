@@ -83,6 +83,7 @@ class GroupCollectives final : public Communicator {
   Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override;
   Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) override;
   Work barrier(Stream stream) override;
+  Work fence(Stream stream) override;  // the device communicator's, on a device stream
   void observe_steps(StepObserver observer) override;  // every level's communicator reports
 
   MpiCommunicator& flat() { return *flat_; }

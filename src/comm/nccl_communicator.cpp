@@ -65,6 +65,7 @@ class EventWork final : public PendingWork {
   ~EventWork() override { cudaEventDestroy(done_); }
   bool test() override { return owner_.happened(done_, operation_); }
   void wait() override { owner_.wait_for(done_, operation_, peers_); }
+  bool stream_ordered() const override { return true; }
 
  private:
   NcclCommunicator& owner_;
@@ -178,10 +179,18 @@ void NcclCommunicator::wait_for(cudaEvent_t done, const char* operation, const s
 }
 
 Work NcclCommunicator::enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) return Work{};
   cudaEvent_t done = nullptr;
   cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventRecord(done, stream), "cudaEventRecord");
   return Work(std::make_unique<EventWork>(*this, done, operation, std::move(peers)));
+}
+
+Work NcclCommunicator::fence(Stream stream) {
+  const DeviceScope scope(device_);
+  return enqueued(device_stream(stream, "fence"), "the fence after the operations left to the stream", everyone_else());
 }
 
 void NcclCommunicator::grouped(ncclComm_t comm, const char* operation, const std::function<void()>& calls) {

@@ -60,6 +60,7 @@ class NcclCommunicator final : public Communicator {
   Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override;
   Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) override;
   Work barrier(Stream stream) override;
+  Work fence(Stream stream) override;  // an event on the stream, waited for under the watchdog
   // NCCL does not report its steps: the link emulation (an MPI-only tool) does not apply.
   void observe_steps(StepObserver) override {}
 
@@ -75,7 +76,10 @@ class NcclCommunicator final : public Communicator {
   void check_async(const char* operation);
   [[noreturn]] void expire(const char* operation, const std::vector<int>& peers);
   [[noreturn]] void failed(ncclComm_t comm, ncclResult_t result, const char* operation) const;
-  // The Work of what was just enqueued on `stream`: an event recorded after it.
+  // The Work of what was just enqueued on `stream`: an event recorded after it — or, while the
+  // stream is being captured into a graph (cuda.graphs), none: the operation is recorded, not
+  // run (it runs at each launch of the graph, which a later fence covers), and an event
+  // recorded in a capture cannot be waited for from the host.
   Work enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers);
   // Sends and receives of one operation inside one NCCL group call.
   void grouped(ncclComm_t comm, const char* operation, const std::function<void()>& calls);

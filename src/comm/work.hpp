@@ -15,6 +15,9 @@ class PendingWork {
   virtual ~PendingWork() = default;
   virtual bool test() = 0;  // true once complete (and then its completion steps have run)
   virtual void wait() = 0;  // returns once complete
+  // Whether the operation is ordered on a device stream (an NCCL one): work enqueued after it on
+  // that stream sees its result without the host waiting.
+  virtual bool stream_ordered() const { return false; }
 };
 
 class Work {
@@ -43,6 +46,15 @@ class Work {
     return !pending_;
   }
   bool done() const { return !pending_; }  // complete, as last seen by wait() or test()
+  bool stream_ordered() const { return pending_ && pending_->stream_ordered(); }
+  // The caller will not wait: what reads or writes the operation's buffers next is enqueued on
+  // the same device stream, whose order suffices (a tensor-parallel all-reduce between two
+  // GEMMs). A stream-ordered operation is let go — its completion, and the watchdog over it, come
+  // with a later Communicator::fence on that stream; any other is waited for here.
+  void leave_to_stream() {
+    if (pending_ && pending_->stream_ordered()) pending_.reset();
+    else wait();
+  }
 
  private:
   std::unique_ptr<PendingWork> pending_;
@@ -60,6 +72,11 @@ class AllOf final : public PendingWork {
   }
   void wait() override {
     for (Work& work : works_) work.wait();
+  }
+  bool stream_ordered() const override {
+    for (const Work& work : works_)
+      if (!work.done() && !work.stream_ordered()) return false;
+    return true;
   }
 
  private:

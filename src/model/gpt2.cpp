@@ -324,11 +324,19 @@ void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targe
   if (with_loss) kernels::upload(ctx_, s.targets.view(), targets);
   run_recorded(with_loss ? Work::forward_with_loss : Work::forward, slot, 0.0f,
                [&] { forward_work(s, with_loss); });
+  fence_tensor_group();
 }
+
+// The previous pass's fence waited for (under the watchdog), this one's set: the host runs at
+// most one pass ahead of the tensor group's all-reduces on a device.
+void Gpt2::fence_tensor_group() { tensor_fence_ = tp_.fence(); }
+
+void Gpt2::settle_communication() { tensor_fence_.wait(); }
 
 float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
   enqueue_forward(slot, inputs, targets, B, T);
   if (!tp_.slice.last_stage || targets == nullptr) return 0.0f;
+  settle_communication();
   double sum = 0.0;
   kernels::download(ctx_, &sum, slots_.at(slot).loss_sum.view());
   return static_cast<float>(sum / (B * T));
@@ -346,6 +354,7 @@ void Gpt2::keep_loss(int slot, int index) {
 }
 
 std::vector<double> Gpt2::take_loss_sums(int count) {
+  settle_communication();
   std::vector<double> sums(static_cast<size_t>(count));
   if (count > 0) kernels::download(ctx_, sums.data(), view(kept_losses_.data(), sums.size(), kept_losses_.device()));
   return sums;
@@ -438,8 +447,9 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
 
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
-  if (on_final) return backward_work(s, loss_scale, on_final);  // the hook launches work of its own
-  run_recorded(Work::backward, slot, loss_scale, [&] { backward_work(s, loss_scale, {}); });
+  if (on_final) backward_work(s, loss_scale, on_final);  // the hook launches work of its own
+  else run_recorded(Work::backward, slot, loss_scale, [&] { backward_work(s, loss_scale, {}); });
+  fence_tensor_group();
 }
 
 void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final) {

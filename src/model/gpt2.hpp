@@ -113,6 +113,10 @@ class Gpt2 {
   // (take_edge_seconds counts the calls that ran as usual only).
   void set_graphs(bool on);
   int64_t graph_replays() const { return graph_replays_; }
+  // On a device the tensor group's all-reduces stay on the stream (TensorGroup), a fence after
+  // each forward and backward; this waits for the last fence, under the group's watchdog — before
+  // the host reads what the passes computed (the losses, the gradients' norm).
+  void settle_communication();
   float* stage_input(int slot);            // (B, T, C): where a received activation goes
   // Seconds spent in the embedding (first stage) and the head with its loss (last stage),
   // forward and backward, since the last call: the stages' fixed cost that moving blocks
@@ -182,6 +186,7 @@ class Gpt2 {
   // `work` as usual, or recorded and replayed with graphs on (see set_graphs).
   void run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work);
   void drop_graphs();
+  void fence_tensor_group();
   void forward_work(Slot& slot, bool with_loss);
   void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final);
   enum class Role { Kept, OutputOnly, Working };
@@ -233,6 +238,7 @@ class Gpt2 {
   bool graphs_ = false;
   std::map<std::pair<Work, int>, Recorded> recorded_;  // (what, slot)
   int64_t graph_replays_ = 0;
+  comm::Work tensor_fence_;                    // the last pass's (settle_communication)
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   double edge_seconds_ = 0;                    // take_edge_seconds()

@@ -5,12 +5,24 @@
 
 namespace trident::model {
 
-void TensorGroup::all_reduce_sum(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Sum, stream).wait();
+// On the host the all-reduce is complete here (MPI). On a device it stays on the stream: the
+// GEMM or kernel that reads the result is enqueued after it there, so the host does not stop
+// for it (a wait per all-reduce would leave the GPU idle between launches, and inside a graph
+// capture there is nothing to wait for); Gpt2's fence after each pass completes it.
+void TensorGroup::all_reduce(float* data, size_t n, comm::Op op) const {
+  if (slice.size == 1) return;
+  comm::Work reduced = collectives->all_reduce(data, n, DType::f32, op, stream);
+  if (stream.device.is_cpu()) reduced.wait();
+  else reduced.leave_to_stream();
 }
 
-void TensorGroup::all_reduce_max(float* data, size_t n) const {
-  if (slice.size > 1) collectives->all_reduce(data, n, DType::f32, comm::Op::Max, stream).wait();
+void TensorGroup::all_reduce_sum(float* data, size_t n) const { all_reduce(data, n, comm::Op::Sum); }
+
+void TensorGroup::all_reduce_max(float* data, size_t n) const { all_reduce(data, n, comm::Op::Max); }
+
+comm::Work TensorGroup::fence() const {
+  if (slice.size == 1 || stream.device.is_cpu()) return comm::Work{};
+  return collectives->fence(stream);
 }
 
 void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,

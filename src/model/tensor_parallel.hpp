@@ -43,8 +43,16 @@ struct TensorGroup {
   Partition slice;                              // this rank's part of the model
   comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
   Stream stream;  // where the activations live and kernels run (Gpt2 sets it): the collectives' stream
+  // In place over the group, on `stream`: complete on return on the host; on a device left to
+  // the stream (what reads the result is enqueued after it) until fence().
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
+  // Complete once this rank's all-reduces so far have run, under the group's watchdog (a
+  // device's; complete at once on the host and for a group of one).
+  comm::Work fence() const;
+
+ private:
+  void all_reduce(float* data, size_t n, comm::Op op) const;
 };
 
 // A GEMM operand as the model holds it, typed: f32 values (fp32), or in 16-bit mode (bf16,

@@ -109,6 +109,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   }
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
+  gpt_.settle_communication();  // the tensor group's last all-reduces, before the host reads results
   if (times) times->schedule_seconds += steady_seconds() - start;
   // Each micro-batch's mean loss, added in micro-batch order (the order of the forwards).
   if (last())

@@ -32,7 +32,8 @@ using namespace trident;
 namespace {
 
 const char* const kCases[] = {"nccl_all_reduce", "nccl_reduce_scatter", "nccl_all_gather", "nccl_broadcast",
-                              "nccl_send_recv", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical"};
+                              "nccl_send_recv", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical",
+                              "nccl_stream_order_and_graph"};
 
 int skip_all(const std::string& why) {
   if (world_rank() == 0)
@@ -204,6 +205,39 @@ void check_hierarchical(Stream device) {
   verdict("nccl_hierarchical", ok && g.hierarchical(), g.describe());
 }
 
+// What the tensor group does on a device: all-reduces left to the stream (no host wait; the
+// second reads the first's result in stream order) and a fence; then an all-reduce captured into
+// a CUDA Graph (its Work complete at once: recorded, not run) and the graph launched twice, then
+// a fence. Four sums in all, against four on MPI.
+bool check_stream_order_and_graph(Pair& p) {
+  std::vector<float> host = contribution(1001, p.mpi.rank());
+  for (float& x : host) x /= 64.0f;  // four sums over up to 8 ranks stay exact
+  DeviceBuffer on_device(host.data(), host.size() * sizeof(float));
+  auto stream = static_cast<cudaStream_t>(p.device.handle);
+  for (int i = 0; i < 2; ++i) {
+    p.nccl.all_reduce(on_device.data, host.size(), DType::f32, comm::Op::Sum, p.device).leave_to_stream();
+    p.mpi.all_reduce(host.data(), host.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
+  }
+  p.nccl.fence(p.device).wait();
+  bool ok = on_device.fetch<float>(host.size()) == host;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t launchable = nullptr;
+  ok &= cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  comm::Work recorded = p.nccl.all_reduce(on_device.data, host.size(), DType::f32, comm::Op::Sum, p.device);
+  ok &= recorded.done();
+  ok &= cudaStreamEndCapture(stream, &graph) == cudaSuccess;
+  ok &= ok && cudaGraphInstantiate(&launchable, graph, 0) == cudaSuccess;
+  for (int i = 0; ok && i < 2; ++i) {
+    ok &= cudaGraphLaunch(launchable, stream) == cudaSuccess;
+    p.mpi.all_reduce(host.data(), host.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
+  }
+  p.nccl.fence(p.device).wait();
+  ok &= on_device.fetch<float>(host.size()) == host;
+  if (launchable) cudaGraphExecDestroy(launchable);
+  if (graph) cudaGraphDestroy(graph);
+  return ok;
+}
+
 // Rank 0 all-reduces, the others never join: rank 0's watchdog must end the job.
 int hang(comm::Communicator& nccl, Stream device) {
   float* data = nullptr;
@@ -247,6 +281,7 @@ int main(int argc, char** argv) {
   verdict("nccl_gather_values", check_gather_values(p));
   verdict("nccl_barrier", check_barrier(p));
   check_hierarchical(device);
+  verdict("nccl_stream_order_and_graph", check_stream_order_and_graph(p));
   nccl.reset();
   cudaStreamDestroy(stream);
 #endif
