@@ -7,7 +7,11 @@
 #   tp2pp2dp2 a (tensor 2, pipeline 2, data 2) ZeRO-1 run of a small model on 8 ranks, 12 steps
 # A fingerprint holds only for one CPU instruction set (oneDNN's kernels, and ours built with
 # -march=native, sum in an order that depends on it) and thread count, so records are keyed by
-# both; where no record exists for this machine, `check` says SKIP and `record` adds one.
+# oneDNN's ISA, the code generation target of our kernels and the thread count; where no record
+# exists for this machine, `check` says SKIP and `record` adds one. The target matters on its
+# own: two CPUs that oneDNN both runs as avx512_core_amx, whose -march=native GCC expands to
+# different targets and features (here "rocketlake" with AMX and AVX512-FP16 on a virtual Xeon),
+# vectorize our loops differently and train to other bits.
 #   scripts/reference-runs.sh record [full]   run and write tests/reference/fingerprints.txt
 #   scripts/reference-runs.sh check [full]    run and compare: PASS/FAIL/SKIP lines
 # RUNS="default bf16" selects runs.
@@ -25,6 +29,18 @@ CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL
 "$TRIDENT" prepare "$WORK/data" "${CORPUS[@]/#//usr/share/common-licenses/}" > /dev/null || exit 1
 DATA=(--data.train="$WORK/data/train.bin" --data.val="$WORK/data/val.bin")
 ISA=$("$TRIDENT" version | sed -n 's/^CPU: oneDNN [^ ]* on //p')
+# What our objects were compiled for: the build's -march (its compile-flags stamp), and for
+# -march=native what GCC makes of it on this machine — its target name and a digest of every
+# target option it sets (features included), e.g. "rocketlake.3f2a91c0".
+code_target() {
+  local march
+  march=$(grep -o -- '-march=[^ ]*' "$ROOT/${BUILD:-build}/compile-flags" 2>/dev/null | head -1)
+  march=${march:--march=native}
+  local options
+  options=$(g++ "$march" -Q --help=target 2>/dev/null)
+  echo "$(awk '$1 == "-march=" {print $2; exit}' <<<"$options").$(sha256sum <<<"$options" | cut -c1-8)"
+}
+TARGET=$(code_target)
 
 # fingerprint RUN_DIR: sha256 (first 16 hex digits) of the loss and val_loss arrays' bytes
 # and of the final model file.
@@ -62,7 +78,7 @@ run_tp2pp2dp2() {  # run_tp2pp2dp2 RUN_DIR
 
 for run in ${RUNS:-default bf16 tp2pp2dp2}; do
   name="$run${FULL:+-$FULL}"
-  key="$ISA/omp$([[ $run == tp2pp2dp2 ]] && echo 1 || echo 2) $name"
+  key="$ISA/$TARGET/omp$([[ $run == tp2pp2dp2 ]] && echo 1 || echo 2) $name"
   if ! "run_$run" "$WORK/$name" > "$WORK/$name.log" 2>&1; then
     echo "FAIL reference $name: the run failed"; tail -5 "$WORK/$name.log"; continue
   fi
@@ -73,7 +89,7 @@ for run in ${RUNS:-default bf16 tp2pp2dp2}; do
     cp "$WORK/records" "$RECORDS"
     echo "recorded $key $got"
   elif [[ -z $want ]]; then
-    echo "SKIP reference $name: no fingerprint recorded for $ISA (scripts/reference-runs.sh record on a build known good)"
+    echo "SKIP reference $name: no fingerprint recorded for $ISA with code for $TARGET (scripts/reference-runs.sh record on a build known good)"
   elif [[ $got == "$want" ]]; then
     echo "PASS reference $name bitwise ($got)"
   else
