@@ -18,6 +18,9 @@ class PendingWork {
   // Whether the operation is ordered on a device stream (an NCCL one): work enqueued after it on
   // that stream sees its result without the host waiting.
   virtual bool stream_ordered() const { return false; }
+  // A stream-ordered operation about to be dropped without a wait (Work::leave_to_stream):
+  // what it holds is let go the same way.
+  virtual void let_go() {}
 };
 
 class Work {
@@ -52,8 +55,12 @@ class Work {
   // GEMMs). A stream-ordered operation is let go — its completion, and the watchdog over it, come
   // with a later Communicator::fence on that stream; any other is waited for here.
   void leave_to_stream() {
-    if (pending_ && pending_->stream_ordered()) pending_.reset();
-    else wait();
+    if (pending_ && pending_->stream_ordered()) {
+      pending_->let_go();
+      pending_.reset();
+    } else {
+      wait();
+    }
   }
 
  private:
@@ -77,6 +84,9 @@ class AllOf final : public PendingWork {
     for (const Work& work : works_)
       if (!work.done() && !work.stream_ordered()) return false;
     return true;
+  }
+  void let_go() override {
+    for (Work& work : works_) work.leave_to_stream();
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -138,6 +139,48 @@ BOOST_AUTO_TEST_CASE(host_stream_work_completes_in_order) {
   second.wait();
   const bool first_done = first.test();
   BOOST_TEST(everywhere(held && first_done && order == std::vector<int>({1, 2})));
+}
+
+namespace {
+// An operation that counts its waits and says whether it is stream-ordered (as NCCL's are).
+class CountedWork final : public comm::PendingWork {
+ public:
+  CountedWork(int& waits, bool ordered) : waits_(waits), ordered_(ordered) {}
+  bool test() override { return false; }
+  void wait() override { ++waits_; }
+  bool stream_ordered() const override { return ordered_; }
+
+ private:
+  int& waits_;
+  bool ordered_;
+};
+comm::Work counted(int& waits, bool ordered) { return comm::Work(std::make_unique<CountedWork>(waits, ordered)); }
+}  // namespace
+
+// leave_to_stream lets a stream-ordered operation go without waiting (a fence completes it
+// later) and waits for any other, also inside all_of; host communicators' fences are complete.
+BOOST_AUTO_TEST_CASE(leave_to_stream_waits_only_for_host_work) {
+  int ordered_waits = 0, host_waits = 0;
+  comm::Work ordered = counted(ordered_waits, true), host = counted(host_waits, false);
+  ordered.leave_to_stream();
+  host.leave_to_stream();
+  bool ok = ordered.done() && host.done() && ordered_waits == 0 && host_waits == 1;
+  std::vector<comm::Work> both;
+  both.push_back(counted(ordered_waits, true));
+  both.push_back(counted(host_waits, false));
+  comm::Work mixed = comm::all_of(std::move(both));
+  ok = ok && !mixed.stream_ordered();
+  mixed.leave_to_stream();
+  ok = ok && ordered_waits == 1 && host_waits == 2;  // waited for, each part
+  std::vector<comm::Work> on_stream;
+  on_stream.push_back(counted(ordered_waits, true));
+  on_stream.push_back(comm::Work{});
+  comm::Work all_ordered = comm::all_of(std::move(on_stream));
+  all_ordered.leave_to_stream();
+  ok = ok && all_ordered.done() && ordered_waits == 1;
+  comm::MpiCommunicator c(MPI_COMM_WORLD, all_node(world_size()), "world", 60);
+  ok = ok && c.fence(Stream{}).done();
+  BOOST_TEST(everywhere(ok));
 }
 
 BOOST_AUTO_TEST_CASE(few_values_gather_all_gather_broadcast_and_strings) {
