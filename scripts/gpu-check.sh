@@ -68,11 +68,18 @@ if [[ ! -f data/default/train.bin ]]; then
   "$TRIDENT" prepare data/default "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 \
     > "$LOGS/prepare.log" 2>&1 || result FAIL prepare "see $LOGS/prepare.log"
 fi
-# train_pair NAME RANKS TOLERANCE DECK [OVERRIDES...]: the deck on the CPU, then on CUDA, losses compared.
+# train_pair NAME RANKS TOLERANCE DECK [OVERRIDES...] [-- CUDA OVERRIDES...]: the deck on the CPU, then
+# on CUDA, losses compared.
+# Overrides after a "--" are the CUDA run's alone (cuda.graphs, which the CPU backend refuses).
 train_pair() {
   local name=$1 ranks=$2 tolerance=$3 deck=$4
   shift 4
-  local common=(--train.steps="$STEPS" --train.eval_interval=0 --checkpoint.at_end=false "$@")
+  local common=(--train.steps="$STEPS" --train.eval_interval=0 --checkpoint.at_end=false) cuda_only=()
+  while (($#)); do
+    if [[ $1 == -- ]]; then shift; cuda_only=("$@"); break; fi
+    common+=("$1")
+    shift
+  done
   local cpu="$LOGS/$name-cpu" gpu="$LOGS/$name-cuda"
   if ! timeout 120 mpirun -np "$ranks" "$TRIDENT" train "$deck" "${common[@]}" --train.run_dir="$cpu" \
       > "$cpu.log" 2>&1; then
@@ -80,7 +87,7 @@ train_pair() {
     return
   fi
   if ! timeout 120 mpirun -np "$ranks" "$TRIDENT" train "$deck" "${common[@]}" --train.run_dir="$gpu" \
-      --kernels.device=cuda > "$gpu.log" 2>&1; then
+      --kernels.device=cuda "${cuda_only[@]}" > "$gpu.log" 2>&1; then
     result FAIL "$name" "the CUDA run failed: $(grep -m1 -E 'kernels.device|rror' "$gpu.log")"
     return
   fi
@@ -110,9 +117,9 @@ train_pair pipeline2 2 1e-4 inputs/default.deck --parallel.pipeline=2 --train.mi
 train_pair data2 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi
 train_pair data2_overlap 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi --comm.overlap=true
 # CUDA Graphs: each micro-batch's forward and backward replayed from a capture (the CPU run has none).
-train_pair default_fp32_graphs 1 1e-4 inputs/default.deck --cuda.graphs=true
+train_pair default_fp32_graphs 1 1e-4 inputs/default.deck -- --cuda.graphs=true
 train_pair pipeline2_bf16_graphs 2 2e-2 inputs/default.deck --parallel.pipeline=2 --train.micro_batch=2 \
-  --comm.backend=mpi --optim.precision=bf16 --cuda.graphs=true
+  --comm.backend=mpi --optim.precision=bf16 -- --cuda.graphs=true
 
 note "GPT-2 124M (seq 1024) bf16 on CUDA: 30 steps of 16 sequences, the median of the last 15; graphs off, then on"
 # gpt2_124m NAME OVERRIDES...: prints "N tokens/s, N TFLOP/s" of the run, or fails it.
