@@ -249,7 +249,7 @@ std::vector<KeySpec> build_schema() {
       text("debug.slowdown", KeyType::String, "",
            "testing aid: RANK:FACTOR[,RANK:FACTOR] makes each named rank's compute take FACTOR (>= 1) "
            "times as long, by sleeping the measured time x (FACTOR - 1) after each micro-batch's forward "
-           "and backward; empty = none"),
+           "and backward (a host sleep: kernels.device = cpu or guard); empty = none"),
   };
 }
 

@@ -137,6 +137,12 @@ void check_slowdown(const Deck& deck, int world_size) {
     fatal_all(deck.file_name() + ": debug.slowdown: " + e.what() + " (" + deck.cite("debug.slowdown") +
               "); write RANK:FACTOR pairs separated by commas, e.g. 1:2 or 0:1.5,3:2");
   }
+  // The slowdown sleeps on the host after each pass for its time × (factor − 1): on a GPU the
+  // passes are timed on the stream, which a host sleep neither lengthens nor is seen by.
+  if (!slowdown.empty() && deck.get_string("kernels.device") == "cuda")
+    fatal_all(deck.file_name() + ": debug.slowdown with " + deck.cite("kernels.device") +
+              ", but the slowdown is a host sleep after each pass, which the GPU's stream and its timing do not "
+              "see; emulate a slow rank on kernels.device = cpu or guard");
   for (const auto& [rank, factor] : slowdown)
     if (rank >= world_size)
       fatal_all(deck.file_name() + ": debug.slowdown names rank " + std::to_string(rank) + ", not a rank of this job of " +

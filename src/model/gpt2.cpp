@@ -27,7 +27,8 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
               precision == kernels::Precision::fp32 ? MemoryCategory::Parameters : MemoryCategory::OptimizerState,
               backend_, kDevice),
       grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients,
-             backend_, kDevice) {
+             backend_, kDevice),
+      edge_times_(kernels::Context{&backend_, stream()}) {
   gemm_.precision = precision;
   tp_.stream = stream();
   if (low())
@@ -301,18 +302,18 @@ void Gpt2::head_forward(Slot& s, bool with_loss) {
 // Device work only, from the slot's tokens or received input to its output or loss sum.
 void Gpt2::forward_work(Slot& s, bool with_loss) {
   if (tp_.slice.first_stage) {
-    const double start = steady_seconds();
+    begin_edge();
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
                                      p_.wpe, B_, T_, config_.channels);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
-    edge_seconds_ += steady_seconds() - start;
+    end_edge();
   }
   forward_blocks(s, 0, layers_ - 1);
   if (!tp_.slice.last_stage) return;
-  const double head_start = steady_seconds();
+  begin_edge();
   head_forward(s, with_loss);
-  edge_seconds_ += steady_seconds() - head_start;
+  end_edge();
 }
 
 void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -383,7 +384,14 @@ void Gpt2::run_recorded(Work kind, int slot, float loss_scale, const std::functi
       recorded.ran = true;
       return work();
     }
-    recorded.graph = backend_.capture_graph(stream(), work);
+    capturing_ = true;
+    try {
+      recorded.graph = backend_.capture_graph(stream(), work);
+    } catch (...) {
+      capturing_ = false;
+      throw;
+    }
+    capturing_ = false;
     recorded.loss_scale = loss_scale;
   }
   backend_.launch_graph(recorded.graph, stream());
@@ -455,9 +463,9 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
 void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) {
-    const double start = steady_seconds();
+    begin_edge();
     head_backward(s, loss_scale, dresidual);
-    edge_seconds_ += steady_seconds() - start;
+    end_edge();
   }
   // Segments of K blocks from the last: with recompute, the segment's forward runs again from
   // its kept input — the same kernels on the same data, so the activations (and the gradients)
@@ -473,18 +481,23 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
     last = first - 1;
   }
   if (tp_.slice.first_stage) {
-    const double start = steady_seconds();
+    begin_edge();
     vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,
                                       T_, config_.channels);
-    edge_seconds_ += steady_seconds() - start;
+    end_edge();
   }
   if (on_final) on_final(-1);
 }
 
-double Gpt2::take_edge_seconds() {
-  const double seconds = edge_seconds_;
-  edge_seconds_ = 0;
-  return seconds;
+// A mark inside a capture would be recorded into the graph, and could not be read.
+void Gpt2::begin_edge() {
+  if (!capturing_) edge_times_.begin();
 }
+
+void Gpt2::end_edge() {
+  if (!capturing_) edge_times_.end();
+}
+
+double Gpt2::take_edge_seconds() { return edge_times_.take_seconds(); }
 
 }  // namespace trident::model

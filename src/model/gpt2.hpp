@@ -31,6 +31,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/stream_intervals.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
 #include "model/tensor_parallel.hpp"
@@ -65,6 +66,7 @@ class Gpt2 {
   // The stream the model's kernels run on, on its device: what communication of its buffers
   // (activations, gradients, parameters) is ordered on.
   Stream stream() const { return Stream{device(), ctx_.stream.handle}; }
+  const kernels::Context& context() const { return ctx_; }  // where its kernels run
   // The parameters from / into host memory (num_parameters() floats), through the backend: what
   // initialisation, llm.c weights, export, the replica check and the whole-model gather use.
   void upload_params(const float* host);
@@ -187,6 +189,8 @@ class Gpt2 {
   void run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work);
   void drop_graphs();
   void fence_tensor_group();
+  void begin_edge();  // the embedding's or head's interval (not inside a capture)
+  void end_edge();
   void forward_work(Slot& slot, bool with_loss);
   void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final);
   enum class Role { Kept, OutputOnly, Working };
@@ -241,7 +245,8 @@ class Gpt2 {
   comm::Work tensor_fence_;                    // the last pass's (settle_communication)
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
-  double edge_seconds_ = 0;                    // take_edge_seconds()
+  kernels::StreamIntervals edge_times_;        // take_edge_seconds(); none while capturing
+  bool capturing_ = false;                     // inside a graph capture (run_recorded)
   Buffer<float> shared_att_;                   // selective recompute: (B,NH/p,T,T) for all blocks
   TensorBuffer shared_att_low_;                // and in bf16 (bf16 mode)
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on

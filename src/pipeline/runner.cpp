@@ -31,7 +31,8 @@ int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
 
 PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule,
                                int micro_batches, int B, int T)
-    : gpt_(gpt), pipeline_(pipeline), schedule_(schedule), micro_batches_(micro_batches), B_(B), T_(T) {
+    : gpt_(gpt), pipeline_(pipeline), schedule_(schedule), micro_batches_(micro_batches), B_(B), T_(T),
+      forward_times_(gpt.context()), backward_times_(gpt.context()), schedule_times_(gpt.context()) {
   stage_ = pipeline.rank();
   stages_ = pipeline.size();
   slots_ = slots_needed(schedule, stage_, stages_, micro_batches);
@@ -51,13 +52,14 @@ void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wit
     patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i),
                  gpt_.stream());
   const double received = steady_seconds();
+  if (times) forward_times_.begin();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
   gpt_.enqueue_forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
   stretch(received);
   if (!last())
     activation_sends_[slot] =
         pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), gpt_.stream());
-  if (times) times->wait_seconds += received - start, times->forward_seconds += steady_seconds() - received;
+  if (times) times->wait_seconds += received - start, forward_times_.end();
 }
 
 void PipelineRunner::run_backward(int i, int slot, float loss_scale,
@@ -68,12 +70,13 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
     patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i),
                  gpt_.stream());
   const double received = steady_seconds();
+  if (times) backward_times_.begin();
   gpt_.backward(slot, loss_scale, on_final);
   stretch(received);
   if (!first())
     gradient_send_ =
         pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), gpt_.stream());
-  if (times) times->wait_seconds += received - start, times->backward_seconds += steady_seconds() - received;
+  if (times) times->wait_seconds += received - start, backward_times_.end();
 }
 
 void PipelineRunner::set_micro_batches(int micro_batches) {
@@ -95,7 +98,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
                                   const std::function<void(int)>& on_last_final, StepTimes* times) {
   double loss_sum = 0.0;
   gpt_.take_edge_seconds();  // validation's forwards are not this step's
-  const double start = steady_seconds();
+  if (times) schedule_times_.begin();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
@@ -110,7 +113,12 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
   gpt_.settle_communication();  // the tensor group's last all-reduces, before the host reads results
-  if (times) times->schedule_seconds += steady_seconds() - start;
+  if (times) {
+    schedule_times_.end();
+    times->schedule_seconds += schedule_times_.take_seconds();
+    times->forward_seconds += forward_times_.take_seconds();
+    times->backward_seconds += backward_times_.take_seconds();
+  }
   // Each micro-batch's mean loss, added in micro-batch order (the order of the forwards).
   if (last())
     for (double sum : gpt_.take_loss_sums(micro_batches_)) loss_sum += static_cast<float>(sum / (B_ * T_));

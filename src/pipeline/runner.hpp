@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "kernels/stream_intervals.hpp"
 #include "model/gpt2.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -23,6 +24,7 @@ namespace trident::pipeline {
 // Fills the tokens of micro-batch i: inputs and targets (B, T).
 using BatchFn = std::function<void(int micro_batch, int32_t* inputs, int32_t* targets)>;
 
+// The compute times are the model stream's (on a device, its own clock); the waits the host's.
 struct StepTimes {
   double forward_seconds = 0;   // forward compute of this stage (with its tensor collectives)
   double backward_seconds = 0;  // backward compute
@@ -78,6 +80,9 @@ class PipelineRunner {
   std::vector<int32_t> inputs_, targets_;
   std::vector<comm::Work> activation_sends_;  // per slot
   comm::Work gradient_send_;
+  // The step's compute on the model's stream, read after the schedule (on a device the host's
+  // clock would time the launches only; kernels/stream_intervals.hpp).
+  kernels::StreamIntervals forward_times_, backward_times_, schedule_times_;
 };
 
 }  // namespace trident::pipeline

@@ -210,6 +210,9 @@ expect_user_error slowdown_factor_below_one 'debug.slowdown|at least 1' \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --debug.slowdown=0:0.5
 expect_user_error slowdown_malformed "'0-2' is not RANK:FACTOR" \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --debug.slowdown=0-2
+# A host sleep cannot slow a GPU's stream, whose clock times the passes there.
+expect_user_error slowdown_on_a_gpu 'debug.slowdown with kernels.device = cuda|host sleep|cpu or guard' \
+  mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --debug.slowdown=0:2 --kernels.device=cuda
 expect_user_error micro_batches_unknown_rule 'balance.micro_batches|fixed|seed|model' \
   mpirun -np 1 "$TRIDENT" train "$WORK/b.deck" --balance.micro_batches=elastic
 expect_user_error micro_batches_without_measurements 'balance.micro_batches = seed acts on the balance measurements' \

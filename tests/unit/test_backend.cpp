@@ -19,6 +19,7 @@
 #include "kernel_check.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/stream_intervals.hpp"
 #include "tensor/buffer.hpp"
 
 namespace kernels = trident::kernels;
@@ -321,6 +322,25 @@ BOOST_AUTO_TEST_CASE(stream_marks_time_the_work_between_them) {
     BOOST_TEST(seconds >= 0.019, backend->name() << ": " << seconds);
     BOOST_TEST(seconds < 2.0, backend->name() << ": " << seconds);
   }
+}
+
+// Intervals of a host stream are the host clock's: they sum what ran inside them (not between),
+// are taken once, and must nest properly.
+BOOST_AUTO_TEST_CASE(stream_intervals_sum_what_ran_inside_them) {
+  kernels::StreamIntervals intervals(kernels::Context{});
+  for (int ms : {12, 6}) {
+    intervals.begin();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    intervals.end();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // outside: not counted
+  }
+  const double seconds = intervals.take_seconds();
+  BOOST_TEST(seconds >= 0.018, seconds);
+  BOOST_TEST(seconds < 0.048, seconds);  // the 60 ms outside would exceed it
+  BOOST_TEST(intervals.take_seconds() == 0.0);
+  BOOST_CHECK_THROW(intervals.end(), std::logic_error);
+  intervals.begin();
+  BOOST_CHECK_THROW(intervals.begin(), std::logic_error);
 }
 
 // sum_into leaves the CPU's sum (index order, double) on the device, bit for bit.
