@@ -12,20 +12,27 @@ cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 write_device_deck g.deck
 
-# pair NAME RANKS OVERRIDES...: the CPU run without graphs and the guard run with them have the
-# same per-step losses, validation losses, gradient norms and final parameters, bit for bit, and
-# the guard run replayed graphs.
-pair() {
+# run_pair NAME RANKS OVERRIDES...: NAME_cpu on the CPU without graphs and NAME_graphs on the
+# guard with them; fails NAME (status 1) if either run fails, and sets `replays` to the graphs
+# run's count of replayed forwards and backwards.
+run_pair() {
   local name=$1 ranks=$2
   shift 2
+  replays=0
   mpirun -np "$ranks" "$TRIDENT" train g.deck --train.run_dir="${name}_cpu" "$@" > "${name}_cpu.out" 2>&1 &&
   mpirun -np "$ranks" "$TRIDENT" train g.deck --train.run_dir="${name}_graphs" --kernels.device=guard \
     --cuda.graphs=true "$@" > "${name}_graphs.out" 2>&1 ||
-    { fail "$name" "a run failed: $(grep -h -m1 -E 'error|guard' "${name}"_*.out)"; return; }
-  local replays
+    { fail "$name" "a run failed: $(grep -h -m1 -E 'error|guard' "${name}"_*.out)"; return 1; }
   replays=$(grep -oE 'cuda.graphs: [0-9]+' "${name}_graphs.out" | grep -oE '[0-9]+$')
-  if [[ ${replays:-0} -gt 0 ]] && same_bits "${name}_cpu" "${name}_graphs"
-  then pass "$name ($replays replays)"; else fail "$name" "no replays (${replays:-none}) or the runs differ"; fi
+  replays=${replays:-0}
+}
+
+# pair NAME RANKS OVERRIDES...: the two runs have the same per-step losses, validation losses,
+# gradient norms and final parameters, bit for bit, and the guard run replayed graphs.
+pair() {
+  run_pair "$@" || return
+  if [[ $replays -gt 0 ]] && same_bits "$1_cpu" "$1_graphs"
+  then pass "$1 ($replays replays)"; else fail "$1" "no replays ($replays) or the runs differ"; fi
 }
 
 pair serial_fp32 1
@@ -47,15 +54,12 @@ pair p2d2 4 --parallel.pipeline=2 --parallel.data=2 --train.global_batch=16
 # may change at other steps (here 8 x 1 -> 4 x 2 always, -> 2 x 4 in some runs): the losses are
 # compared within 1e-5 (what a micro-batch change keeps, balance.sh), the graphs run must have
 # changed, and a replay of a record made for the old buffers would be far off.
-mpirun -np 1 "$TRIDENT" train g.deck --train.run_dir=mb_cpu --balance.micro_batches=model --balance.interval=2 \
-  --train.steps=10 > mb_cpu.out 2>&1 &&
-mpirun -np 1 "$TRIDENT" train g.deck --train.run_dir=mb_graphs --balance.micro_batches=model --balance.interval=2 \
-  --train.steps=10 --kernels.device=guard --cuda.graphs=true > mb_graphs.out 2>&1 ||
-  fail micro_batches_model "a run failed: $(grep -h -m1 -E 'error|guard' mb_*.out)"
-if grep -q 'balance: micro-batches now' mb_graphs.out && grep -qE 'cuda.graphs: [1-9]' mb_graphs.out; then
-  same_losses micro_batches_model mb_cpu mb_graphs 1e-5
-else
-  fail micro_batches_model "the graphs run changed no micro-batch count or replayed nothing: $(grep -m2 -E 'micro-batches|cuda.graphs' mb_graphs.out)"
+if run_pair micro_batches_model 1 --balance.micro_batches=model --balance.interval=2 --train.steps=10; then
+  if grep -q 'balance: micro-batches now' micro_batches_model_graphs.out && [[ $replays -gt 0 ]]; then
+    same_losses micro_batches_model micro_batches_model_cpu micro_batches_model_graphs 1e-5
+  else
+    fail micro_batches_model "the graphs run changed no micro-batch count or replayed nothing ($replays replays): $(grep -m1 -E 'micro-batches' micro_batches_model_graphs.out)"
+  fi
 fi
 
 # What a graph cannot hold: deck errors, exit 2, before any step.
