@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,8 @@
 #include "core/file_util.hpp"
 #include "core/h5.hpp"
 #include "core/mpi_util.hpp"
+#include "core/printable.hpp"
+#include "deck/value.hpp"
 #include "kernels/backend.hpp"
 
 namespace trident::ckpt {
@@ -292,6 +295,54 @@ std::string check_metadata_checksum(hid_t file, const Metadata& metadata) {
   return line;
 }
 
+// Each value for sense on its own (a checksum is no signature: anyone can recompute it): "" or
+// the first value that cannot be, with what is allowed.
+std::string metadata_problem(const Metadata& m) {
+  const auto out_of = [](const char* name, int64_t value, const std::string& allowed) {
+    return std::string("attribute '") + name + "' = " + std::to_string(value) + " is impossible: " + allowed;
+  };
+  if (m.kind != "fast" && m.kind != "full") return "unknown kind '" + m.kind + "'";
+  if (m.step < 0) return out_of("step", m.step, "0 or more");
+  if (m.tokens_seen < 0) return out_of("tokens_seen", m.tokens_seen, "0 or more");
+  if (m.optimizer_updates < 0 || m.optimizer_updates > m.step)
+    return out_of("optimizer_updates", m.optimizer_updates, "from 0 to the step, " + std::to_string(m.step));
+  if (m.skipped_steps < 0 || m.skipped_steps > m.step)
+    return out_of("skipped_steps", m.skipped_steps, "from 0 to the step, " + std::to_string(m.step));
+  if (m.bad_steps_in_a_row < 0 || m.bad_steps_in_a_row > m.skipped_steps)
+    return out_of("bad_steps_in_a_row", m.bad_steps_in_a_row, "from 0 to skipped_steps, " + std::to_string(m.skipped_steps));
+  if (m.precision != "fp32" && m.precision != "bf16" && m.precision != "fp16")
+    return "attribute 'precision' = '" + m.precision + "' is impossible: fp32, bf16 or fp16";
+  if (!std::isfinite(m.loss_scale) || m.loss_scale < 0) return "attribute 'loss_scale' is not a finite number of 0 or more";
+  if (m.loss_scale_good_steps < 0) return out_of("loss_scale_good_steps", m.loss_scale_good_steps, "0 or more");
+  if (m.loss_scale_hysteresis_left < 0) return out_of("loss_scale_hysteresis_left", m.loss_scale_hysteresis_left, "0 or more");
+  const std::string shape = model::config_problem(m.model);
+  if (!shape.empty()) return shape;
+  constexpr int64_t kMaxRanks = int64_t(1) << 24;
+  if (m.tensor < 1 || m.tensor > kMaxRanks) return out_of("layout.tensor", m.tensor, "from 1 to 2^24");
+  if (m.pipeline < 1 || m.pipeline > m.model.layers)
+    return out_of("layout.pipeline", m.pipeline, "from 1 to model.layers, " + std::to_string(m.model.layers));
+  if (m.data < 1 || m.data > kMaxRanks) return out_of("layout.data", m.data, "from 1 to 2^24");
+  if (m.zero != 0 && m.zero != 1) return out_of("layout.zero", m.zero, "0 or 1");
+  if (m.micro_batch < 0) return out_of("layout.micro_batch", m.micro_batch, "0 (not recorded) or more");
+  const auto positive_list = [](const std::string& text, int64_t count, int64_t sum) {
+    try {
+      const std::vector<int64_t> values = deck::parse_int_list(text);
+      int64_t total = 0;
+      for (int64_t v : values) total += v >= 1 && v <= (int64_t(1) << 31) ? v : -(int64_t(1) << 40);
+      return static_cast<int64_t>(values.size()) == count && (sum < 0 ? total > 0 : total == sum);
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  if (!positive_list(m.stage_layers, m.pipeline, m.model.layers))
+    return "attribute 'layout.stage_layers' = '" + printable(m.stage_layers) + "' is impossible: " +
+           std::to_string(m.pipeline) + " counts of at least 1 adding up to model.layers, " + std::to_string(m.model.layers);
+  if (!m.replica_shares.empty() && !positive_list(m.replica_shares, m.data, -1))
+    return "attribute 'layout.replica_shares' = '" + printable(m.replica_shares) + "' is impossible: " +
+           std::to_string(m.data) + " counts of at least 1";
+  return "";
+}
+
 // The metadata of an open file, or a description of what is missing or altered.
 std::string read_metadata_of(hid_t file, Metadata& metadata) {
   h5::Lock lock(h5::hdf5_mutex());
@@ -316,8 +367,87 @@ std::string read_metadata_of(hid_t file, Metadata& metadata) {
   }
   const std::string altered = check_metadata_checksum(file, metadata);
   if (!altered.empty()) return altered;
-  if (metadata.kind != "fast" && metadata.kind != "full") return "unknown kind '" + metadata.kind + "'";
+  return metadata_problem(metadata);
+}
+
+// A dataset the metadata promises, as stored: reached through hard links only (an external or
+// soft link would make HDF5 open another file, which may be a FIFO that blocks for ever),
+// float32, contiguous in this file (no external raw-data files, no virtual dataset) and all of
+// its bytes there: a shape is believed only when the file holds its data. `bytes` adds its size.
+std::string dataset_problem(hid_t file, const std::string& name, const std::vector<int64_t>& shape, int64_t& bytes) {
+  for (size_t slash = name.find('/'); ; slash = name.find('/', slash + 1)) {
+    const std::string link = name.substr(0, slash);
+    H5L_info_t info{};
+    if (H5Lexists(file, link.c_str(), H5P_DEFAULT) <= 0) return "no dataset '" + name + "'";
+    if (H5Lget_info(file, link.c_str(), &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_HARD)
+      return "'" + link + "' is a " + (info.type == H5L_TYPE_EXTERNAL ? "link to another file" : "soft link") +
+             ", not an object of this file (trident writes none)";
+    if (slash == std::string::npos) break;
+  }
+  Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  if (!dataset.valid()) return "'" + name + "' is not a dataset";
+  Handle type(H5Dget_type(dataset.get())), space(H5Dget_space(dataset.get())), create(H5Dget_create_plist(dataset.get()));
+  if (H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) != 4)
+    return "dataset '" + name + "' is not float32";
+  std::vector<hsize_t> dims(shape.size(), 0);
+  if (H5Sget_simple_extent_ndims(space.get()) != static_cast<int>(dims.size()) ||
+      H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0 ||
+      !std::equal(dims.begin(), dims.end(), shape.begin(), [](hsize_t a, int64_t b) { return a == static_cast<hsize_t>(b); }))
+    return "dataset '" + name + "' does not have the shape its metadata gives the model";
+  if (H5Pget_layout(create.get()) != H5D_CONTIGUOUS || H5Pget_external(create.get(), 0, 0, nullptr, nullptr, nullptr) >= 0)
+    return "dataset '" + name + "' is not stored contiguously in the file (trident writes nothing else)";
+  int64_t elements = 1;
+  for (int64_t d : shape) elements *= d;
+  if (static_cast<int64_t>(H5Dget_storage_size(dataset.get())) != elements * 4)
+    return "dataset '" + name + "' holds " + std::to_string(H5Dget_storage_size(dataset.get())) + " bytes, not the " +
+           std::to_string(elements * 4) + " of its shape";
+  bytes += elements * 4;
   return "";
+}
+
+// Every dataset the metadata promises (dataset_problem), and all of them together no larger
+// than the file: checked before anything is sized from the metadata.
+std::string storage_problem(hid_t file, const std::string& path, const Metadata& metadata) {
+  h5::Lock lock(h5::hdf5_mutex());
+  int64_t bytes = 0;
+  for (const auto& [name, shape] : checkpoint_datasets(metadata.model, metadata.kind)) {
+    const std::string problem = dataset_problem(file, name, shape, bytes);
+    if (!problem.empty()) return problem;
+  }
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > static_cast<int64_t>(size))
+    return "its datasets would take " + std::to_string(bytes) + " bytes but the file has " + std::to_string(size);
+  return "";
+}
+
+// This rank's share (1/size, in row-major order) of a dataset's checksum, read in pieces of at
+// most kVerifyChunk elements so that verification needs the same small buffer for any shape.
+// Every rank makes the same number of (collective) reads, some of them empty.
+constexpr int64_t kVerifyChunk = int64_t(1) << 22;  // 16 MiB of float32
+
+uint64_t checksum_of_share(hid_t dataset, const std::vector<int64_t>& shape, int rank, int size, Errors& errors,
+                           const std::string& name) {
+  const TensorSlab whole = whole_slab(shape);
+  const int64_t n = whole.elements();
+  const int64_t begin = n * rank / size, end = n * (rank + 1) / size;
+  const int64_t largest_share = (n + size - 1) / size, reads = (largest_share + kVerifyChunk - 1) / kVerifyChunk;
+  std::vector<float> values(static_cast<size_t>(std::min(end - begin, kVerifyChunk)));
+  uint64_t sum = 0;
+  for (int64_t k = 0; k < reads; ++k) {
+    const int64_t from = std::min(end, begin + k * kVerifyChunk), to = std::min(end, from + kVerifyChunk);
+    const std::vector<Hyperslab> slabs = from < to ? range_hyperslabs(whole, from, to) : std::vector<Hyperslab>{};
+    auto [file_space, memory_space] = selection(dataset, slabs);
+    const Handle transfer = collective_transfer();
+    errors.add(H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), transfer.get(), values.data()) >= 0,
+               "reading dataset '" + name + "' failed (truncated file?)");
+    const float* at = values.data();
+    for (const Hyperslab& slab : slabs) {
+      sum += partial_checksum(shape, slab, at);
+      at += slab.elements();
+    }
+  }
+  return sum;
 }
 
 }  // namespace
@@ -462,6 +592,8 @@ Metadata read_metadata(const std::string& path) {
   if (!problem.empty()) throw std::runtime_error("'" + path + "' is not a sound trident checkpoint: " + problem);
   problem = name_mismatch(path, metadata);
   if (!problem.empty()) throw std::runtime_error("'" + path + "': " + problem);
+  problem = storage_problem(file.get(), path, metadata);
+  if (!problem.empty()) throw std::runtime_error("'" + path + "' is not a sound trident checkpoint: " + problem);
   return metadata;
 }
 
@@ -477,45 +609,19 @@ std::string verify_checkpoint(const std::string& path, MPI_Comm comm) {
   if (problem.empty()) problem = name_mismatch(path, metadata);
   if (problem.empty() && (!h5::read_int_attribute(file.get(), "complete", complete) || complete != 1))
     problem = "not marked complete (its writing was interrupted)";
+  if (problem.empty()) problem = storage_problem(file.get(), path, metadata);
   if (!all_ok(problem.empty(), comm)) return problem.empty() ? "metadata unreadable on some rank" : problem;
   std::vector<uint64_t> computed, stored;
   Errors errors;
   for (const auto& [name, shape] : checkpoint_datasets(metadata.model, metadata.kind)) {
     h5::Lock lock(h5::hdf5_mutex());
-    Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));  // invalid when missing
-    std::vector<hsize_t> dims(shape.size(), 0);
-    const bool present = dataset.valid();
-    if (present) {
-      Handle space(H5Dget_space(dataset.get()));
-      if (H5Sget_simple_extent_ndims(space.get()) == static_cast<int>(dims.size()))
-        H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    }
+    Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
     uint64_t checksum = 0;
-    const bool sound = present && std::equal(dims.begin(), dims.end(), shape.begin(),
-                                             [](hsize_t a, int64_t b) { return a == static_cast<hsize_t>(b); }) &&
-                       h5::read_uint_attribute(dataset.get(), "checksum", checksum);
-    if (!all_ok(sound, comm)) {
-      errors.add(false, "dataset '" + name + "' is missing, has the wrong shape or no checksum");
+    if (!all_ok(h5::read_uint_attribute(dataset.get(), "checksum", checksum), comm)) {
+      errors.add(false, "dataset '" + name + "' has no checksum");
       break;
     }
-    const TensorSlab whole = whole_slab(shape);
-    int64_t n = whole.elements();
-    const int64_t begin = n * rank / size, end = n * (rank + 1) / size;
-    Piece piece{range_hyperslabs(whole, begin, end), nullptr};
-    std::vector<float> values(static_cast<size_t>(end - begin));
-    piece.data = values.data();
-    auto [file_space, memory_space] = selection(dataset.get(), piece.slabs);
-    const Handle transfer = collective_transfer();
-    errors.add(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), transfer.get(),
-                       values.data()) >= 0,
-               "reading dataset '" + name + "' failed (truncated file?)");
-    uint64_t sum = 0;
-    const float* at = values.data();
-    for (const Hyperslab& slab : piece.slabs) {
-      sum += partial_checksum(shape, slab, at);
-      at += slab.elements();
-    }
-    computed.push_back(sum);
+    computed.push_back(checksum_of_share(dataset.get(), shape, rank, size, errors, name));
     stored.push_back(checksum);
   }
   std::string error = errors.agree(comm);

@@ -174,7 +174,10 @@ std::vector<std::string> auto_candidates(const DirectoryState& state, std::vecto
         files.push_back(tip);
         tip_listed = true;
       }
-      tip_listed = tip_listed || (e.problem.empty() && e.metadata.id() == pointer.tip_id);
+      // The tip by its id, or by its file when its metadata is unreadable (listed once either way).
+      std::error_code ec;
+      tip_listed = tip_listed || (e.problem.empty() && e.metadata.id() == pointer.tip_id) ||
+                   (!tip.empty() && fs::equivalent(e.path, tip, ec));
       files.push_back(e.path);
     } else {
       ++others;

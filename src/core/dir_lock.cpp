@@ -58,6 +58,35 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// "" when `path` is gone or is a regular file holding a lock trident wrote; else what it is
+// instead ("'P' is a symbolic link to 'T' (dangling)", "… is empty", …). Never opens anything
+// but a regular file, which cannot block.
+std::string foreign_lock(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return "";
+  const std::string name = "'" + path + "'";
+  if (S_ISLNK(info.st_mode)) {
+    char target[4096] = {};
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    struct stat followed {};
+    const bool dangling = ::stat(path.c_str(), &followed) != 0;
+    return name + " is a symbolic link" + (n > 0 ? " to '" + std::string(target, n) + "'" : std::string()) +
+           (dangling ? " (dangling)" : "") + ", not a lock file (trident's locks are regular files)";
+  }
+  if (!S_ISREG(info.st_mode)) return name + " " + file_type_problem(info.st_mode) + " (a lock is a regular file)";
+  std::string text, why;
+  if (!read_file(path, kMaxConfigBytes, text, why)) return ::access(path.c_str(), F_OK) == 0 ? name + ": " + why : "";
+  if (text.empty()) return name + " is empty, not a lock trident wrote (its locks appear whole)";
+  if (!LockHolder::from_text(text))
+    return name + " holds " + std::to_string(text.size()) + " bytes that are not a lock trident wrote (no host and pid)";
+  return "";
+}
+
 }  // namespace
 
 std::string LockHolder::to_text() const {
@@ -114,30 +143,33 @@ std::string stale_reason(const LockHolder& holder, double age_s, const LockSetti
 }
 
 DirLock::DirLock(const std::string& dir, const std::string& run_id, const LockSettings& settings,
-                 std::function<void(const std::string&)> say)
+                 std::function<void(const std::string&)> say, std::function<bool()> stopped)
     : path_(dir + "/" + kLockFileName), run_id_(run_id), settings_(settings), say_(std::move(say)) {
   const std::string mine = LockHolder::of_this_process(run_id).to_text();
   const double give_up = steady_seconds() + settings.wait_s;
   bool told_wait = false;
   while (!try_create(mine)) {
+    const std::string foreign = foreign_lock(path_);
+    if (!foreign.empty())
+      throw DirLockForeign("run directory '" + dir + "': " + foreign + "; no run of trident holds it: if no other "
+                           "program uses that directory, remove it (rm " + (is_directory(path_) ? "-r '" : "'") + path_ +
+                           "') and start again");
     std::string seen, why;
-    if (!read_file(path_, kMaxConfigBytes, seen, why)) {
-      if (age_of(path_) < 0) continue;  // released meanwhile: try again
-      seen.clear();                     // there, but unreadable
-    }
-    const double age = age_of(path_);
+    if (!read_file(path_, kMaxConfigBytes, seen, why)) continue;  // released meanwhile (or replaced): try again
     const std::optional<LockHolder> holder = LockHolder::from_text(seen);
-    const std::string stale = holder ? stale_reason(*holder, age, settings)
-                                     : age > settings.stale_s ? "it is unreadable and " + seconds_text(age) + " old" : "";
-    const std::string who = holder ? holder->describe() : "an unreadable lock";
+    if (!holder) continue;  // replaced by a garbled file meanwhile: foreign_lock says so next time
+    const double age = age_of(path_);
+    const std::string stale = stale_reason(*holder, age, settings);
     if (!stale.empty()) {
-      take_over(seen, "warning: '" + dir + "' was locked by " + who + ", but " + stale + ": taking it over");
+      take_over(seen, "warning: '" + dir + "' was locked by " + holder->describe() + ", but " + stale + ": taking it over");
       continue;
     }
     if (steady_seconds() >= give_up)
-      throw DirLockBusy("run directory '" + dir + "' is in use by " + who + " (" + path_ +
+      throw DirLockBusy("run directory '" + dir + "' is in use by " + holder->describe() + " (" + path_ +
                         "); wait for that run to end, or choose another train.run_dir");
-    if (!told_wait) say_("note: '" + dir + "' is locked by " + who + "; waiting up to " +
+    if (stopped && stopped())
+      throw DirLockStopped("while waiting for run directory '" + dir + "', in use by " + holder->describe());
+    if (!told_wait) say_("note: '" + dir + "' is locked by " + holder->describe() + "; waiting up to " +
                          seconds_text(settings.wait_s) + " for it to end (train.lock_wait_s)");
     told_wait = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

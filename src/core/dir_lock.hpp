@@ -7,7 +7,11 @@
 //   same host:    stale when the boot differs, or the pid is gone or now another process;
 //   another host: stale when its heartbeat (mtime) is older than `stale_s` — a node that died.
 // A stale lock is taken over (reported); a live one is waited for up to `wait_s` (a killed
-// mpirun leaves its ranks running for a moment), then DirLockBusy names the holder.
+// mpirun leaves its ranks running for a moment), then DirLockBusy names the holder. A lock name
+// that is not a lock trident wrote (a symbolic link, dangling or not, a directory, a FIFO, an
+// empty or garbled file: trident's own appear whole, by link(2)) is held by no run: DirLockForeign
+// says what it is and how to clear it, at once, and nothing reads it (a FIFO would block).
+// Waiting ends early when `stopped` says so (a stop signal): DirLockStopped.
 #pragma once
 
 #include <sys/types.h>
@@ -50,12 +54,25 @@ class DirLockBusy : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The lock's name holds something that is no lock of trident's (what() says what and how to clear it).
+class DirLockForeign : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A stop signal arrived while a live holder was waited for.
+class DirLockStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class DirLock {
  public:
-  // Takes DIR/trident.lock. `say` receives warnings (a stale lock taken over, a wait).
-  // Throws DirLockBusy, or std::runtime_error when the file cannot be written.
+  // Takes DIR/trident.lock. `say` receives warnings (a stale lock taken over, a wait);
+  // `stopped` (may be empty) is asked while waiting. Throws DirLockBusy, DirLockForeign,
+  // DirLockStopped, or std::runtime_error when the file cannot be written.
   DirLock(const std::string& dir, const std::string& run_id, const LockSettings& settings,
-          std::function<void(const std::string&)> say);
+          std::function<void(const std::string&)> say, std::function<bool()> stopped = {});
   ~DirLock();  // stops the heartbeat; removes the lock if it is still this one
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;

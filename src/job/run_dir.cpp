@@ -1,5 +1,6 @@
 // Run-directory creation and the resolved deck.
 #include "job/run_dir.hpp"
+#include "job/signals.hpp"
 
 #include <unistd.h>
 
@@ -108,6 +109,7 @@ RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
   check_run_dir_creatable(deck);
   const fs::path dir = deck.get_string("train.run_dir");
   std::string error;
+  int stopped = 0;  // a stop signal ended the wait: exit kExitStopped, not a user error
   RunDirLock held;
   if (world_rank() == 0) {
     std::vector<std::string> created = missing_directories(dir);
@@ -115,13 +117,25 @@ RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
     fs::create_directories(dir, ec);
     try {
       if (ec) throw std::runtime_error("cannot be created: " + ec.message());
-      held = RunDirLock(std::make_unique<DirLock>(dir.string(), run_id, settings, say), created);
+      held = RunDirLock(std::make_unique<DirLock>(dir.string(), run_id, settings, say, [] { return stop_signal() != 0; }),
+                        created);
     } catch (const DirLockBusy& e) {
       error = e.what();
+    } catch (const DirLockForeign& e) {
+      error = e.what();
+    } catch (const DirLockStopped& e) {
+      error = std::string("stopped by ") + stop_signal_name(stop_signal()) + " before training started, " + e.what() +
+              ": nothing was trained or written";
+      stopped = 1;
     } catch (const std::runtime_error& e) {
       error = "run directory '" + dir.string() + "' cannot be locked: " + e.what() + hint(deck);
     }
     if (!error.empty()) RunDirLock(nullptr, created);  // what it created goes again
+  }
+  MPI_Bcast(&stopped, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (stopped) {
+    broadcast_string(error, 0, MPI_COMM_WORLD);
+    throw RunFailure(error, kExitStopped);
   }
   agree_on_error(error, 0, MPI_COMM_WORLD);
   return held;

@@ -32,4 +32,8 @@ void install_stop_signals() {
 
 int stop_signal() { return received; }
 
+const char* stop_signal_name(int signal) {
+  return signal == SIGUSR1 ? "SIGUSR1" : signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a stop signal";
+}
+
 }  // namespace trident

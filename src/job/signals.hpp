@@ -10,5 +10,6 @@ namespace trident {
 
 void install_stop_signals();  // SIGUSR1, SIGTERM and SIGINT
 int stop_signal();            // the last one received, 0 if none
+const char* stop_signal_name(int signal);  // "SIGTERM", …; "a stop signal" for another number
 
 }  // namespace trident

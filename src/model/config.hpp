@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace trident::model {
 
@@ -17,6 +18,15 @@ struct GptConfig {
 // Vp for a model made from a deck: V rounded up to a multiple of 128 (llm.c's rule: GEMM-
 // friendly and the same as llm.c's GPT-2 files: 50257 -> 50304).
 int padded_vocab_for(int vocab);
+
+// Most parameters a configuration may describe (2^48: 1 PiB of fp32), so that every count and
+// byte size of it fits int64 with room to spare.
+constexpr int64_t kMaxParameters = int64_t(1) << 48;
+
+// "" when the configuration can be a model: every size at least 1, padded_vocab >= vocab,
+// channels a multiple of heads, and at most kMaxParameters parameters (counted without
+// overflow); else what is wrong, naming the sizes. For shapes read from files, which may lie.
+std::string config_problem(const GptConfig& config);
 
 // Training FLOPs of one token, counted as implemented: 6 per weight of every matmul (forward,
 // and two backward products), including the LM head (Vp·C); plus the attention products, full

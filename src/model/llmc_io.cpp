@@ -44,12 +44,8 @@ GptConfig read_llmc_header(const std::string& path) {
   GptConfig c;
   c.max_seq_len = header[2], c.vocab = header[3], c.layers = header[4];
   c.heads = header[5], c.channels = header[6], c.padded_vocab = header[7];
-  if (c.max_seq_len < 1 || c.vocab < 1 || c.layers < 1 || c.heads < 1 || c.channels < 1 ||
-      c.padded_vocab < c.vocab || c.channels % c.heads != 0)
-    throw file_error(path, "inconsistent header (maxT " + std::to_string(c.max_seq_len) +
-                               ", V " + std::to_string(c.vocab) + ", L " + std::to_string(c.layers) +
-                               ", NH " + std::to_string(c.heads) + ", C " +
-                               std::to_string(c.channels) + ", Vp " + std::to_string(c.padded_vocab) + ")");
+  const std::string problem = config_problem(c);
+  if (!problem.empty()) throw file_error(path, "header: " + problem);
   in.seekg(0, std::ios::end);
   const int64_t expected = sizeof(header) + num_parameters(c) * int64_t(sizeof(float));
   const int64_t actual = in.tellg();

@@ -2,12 +2,30 @@
 #include "model/params.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "core/random.hpp"
 
 namespace trident::model {
 
 int padded_vocab_for(int vocab) { return (vocab + 127) / 128 * 128; }
+
+std::string config_problem(const GptConfig& c) {
+  const std::string sizes = "layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + ", hidden " +
+                            std::to_string(c.channels) + ", vocab " + std::to_string(c.vocab) + " (padded " +
+                            std::to_string(c.padded_vocab) + "), seq_len " + std::to_string(c.max_seq_len);
+  if (c.max_seq_len < 1 || c.vocab < 1 || c.layers < 1 || c.heads < 1 || c.channels < 1 || c.padded_vocab < c.vocab ||
+      c.channels % c.heads != 0)
+    return "inconsistent model shape (" + sizes + "): every size must be at least 1, the padded vocabulary at least "
+           "the vocabulary, and hidden a multiple of heads";
+  // num_parameters in long double: the int64 count of a lying shape may overflow.
+  const long double C = c.channels, parameters = (static_cast<long double>(c.padded_vocab) + c.max_seq_len + 2) * C +
+                                                 static_cast<long double>(c.layers) * (12 * C * C + 13 * C);
+  if (parameters > static_cast<long double>(kMaxParameters))
+    return "model shape (" + sizes + ") of " + std::to_string(static_cast<double>(parameters)) +
+           " parameters, more than the " + std::to_string(kMaxParameters) + " any run can hold";
+  return "";
+}
 
 double training_flops_per_token(const GptConfig& c, int seq_len) {
   const double C = c.channels, L = c.layers;

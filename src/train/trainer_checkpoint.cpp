@@ -24,10 +24,6 @@ std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t 
          std::to_string(data) + (zero ? ", ZeRO-1)" : ")");
 }
 
-const char* signal_name(int signal) {
-  return signal == SIGUSR1 ? "SIGUSR1" : signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a stop signal";
-}
-
 }  // namespace
 
 // Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
@@ -159,10 +155,10 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
   if (!kind.empty() && metrics_) metrics_->flush();
   if (!stop) return false;
   if (records.empty() || !records.back().error.empty())
-    throw RunFailure(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) +
+    throw RunFailure(std::string("stopped by ") + stop_signal_name(signal) + " after step " + std::to_string(completed) +
                          ", but its checkpoint could not be written",
                      kExitFault);
-  print0(std::string("stopped by ") + signal_name(signal) + " after step " + std::to_string(completed) + ": wrote " +
+  print0(std::string("stopped by ") + stop_signal_name(signal) + " after step " + std::to_string(completed) + ": wrote " +
          records.back().path + "; continue with --checkpoint.resume=auto (exit status 3)");
   return true;
 }
