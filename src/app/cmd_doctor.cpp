@@ -86,8 +86,10 @@ diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
       } catch (const std::runtime_error&) {  // a key added after the run was made
       }
     }
-    // Not deck keys: what the run recorded of the memory its model lived in (budget_bytes).
-    for (const char* name : {"memory.capacity_bytes", "memory.capacity_ranks", "memory.capacity_of"}) {
+    // Not deck keys: what the run recorded of the memory its model lived in (budget_bytes), and
+    // of its threads (the threads rule).
+    for (const char* name : {"memory.capacity_bytes", "memory.capacity_ranks", "memory.capacity_of", "threads.per_rank",
+                             "threads.chosen", "threads.host_threads", "threads.host_cores", "threads.host_ranks"}) {
       try {
         run.deck[name] = metrics::read_attribute(path, name);
       } catch (const std::runtime_error&) {  // a run made before they were recorded

@@ -5,8 +5,11 @@
 // One rank; the model from an llm.c file (model.init), a Trident checkpoint of any layout (read
 // whole: resharding onto one rank), or random from train.seed.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "ckpt/checkpoint_file.hpp"
 #include "core/error.hpp"
@@ -21,6 +24,7 @@
 #include "app/commands.hpp"
 #include "job/deck_tokenizer.hpp"
 #include "job/job.hpp"
+#include "job/memory_plan.hpp"
 #include "job/model_setup.hpp"
 
 namespace trident {
@@ -42,15 +46,33 @@ struct GenerateArgs {
   std::vector<std::string> rest;  // the deck and its overrides
 };
 
+// A flag's value as T: a whole number in T's range for an integer T (a seed keeps all its 64
+// bits; 10^12 tokens is not truncated into range), a finite number for a floating T.
 template <typename T>
 T number(const std::string& flag, const std::string& text) {
+  const std::string given = "command line: --" + flag + "=" + printable(text);
+  size_t used = 0;
   try {
-    size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size()) return static_cast<T>(value);
-  } catch (const std::exception&) {
+    if constexpr (std::is_integral_v<T>) {
+      const bool negative = text.find('-') != std::string::npos;  // stoull would wrap "-1" around
+      const long long low = negative ? std::stoll(text, &used) : 0;
+      const unsigned long long high = negative ? 0 : std::stoull(text, &used);
+      if (used == text.size() && (negative ? std::is_signed_v<T> && low >= static_cast<long long>(std::numeric_limits<T>::lowest())
+                                           : high <= static_cast<unsigned long long>(std::numeric_limits<T>::max())))
+        return negative ? static_cast<T>(low) : static_cast<T>(high);
+      if (used == text.size())
+        fatal_all(given + " is out of range: from " + std::to_string(std::numeric_limits<T>::lowest()) + " to " +
+                  std::to_string(std::numeric_limits<T>::max()) + " (trident generate --help)");
+    } else {
+      const double value = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(value)) return static_cast<T>(value);
+      if (used == text.size()) fatal_all(given + " is not a finite number (trident generate --help)");
+    }
+  } catch (const std::out_of_range&) {
+    fatal_all(given + " is out of range (trident generate --help)");
+  } catch (const std::invalid_argument&) {
   }
-  fatal_all("command line: --" + flag + "=" + printable(text) + " is not a number (trident generate --help)");
+  fatal_all(given + " is not " + (std::is_integral_v<T> ? "a whole number" : "a number") + " (trident generate --help)");
 }
 
 // Takes generate's own flags (--flag=value or --flag value) out of args; the rest is a deck
@@ -84,7 +106,7 @@ struct WholeModel {
 };
 
 // A checkpoint of any layout, read whole onto this rank (the reader takes every element).
-WholeModel from_checkpoint(const std::string& path) {
+WholeModel from_checkpoint(const deck::Deck& deck, const std::string& path) {
   const std::string not_file = regular_file_problem(path);
   if (!not_file.empty())
     fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
@@ -94,6 +116,7 @@ WholeModel from_checkpoint(const std::string& path) {
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
   }
+  check_whole_model_fits(deck, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   ckpt::StateView state;
   state.config = m.config;
@@ -106,7 +129,8 @@ WholeModel from_checkpoint(const std::string& path) {
 // The deck's model: the llm.c file of model.init (checked against the deck), or random.
 WholeModel from_deck(const deck::Deck& deck) {
   WholeModel m;
-  m.config = model_config_from_deck(deck);
+  m.config = model_config_from_deck(deck);  // a model file's header checked against its size
+  check_whole_model_fits(deck, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   if (deck.get_string("model.init") == "random") {
     model::init_params(m.config, m.params.data(), static_cast<uint64_t>(deck.get_int("train.seed")));
@@ -159,7 +183,7 @@ int run_generate(const std::vector<std::string>& args) {
   if (!a.checkpoint.empty() && job.deck.get_string("model.init") != "random")
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   const data::Tokenizer tokenizer = deck_tokenizer(job.deck);
-  const WholeModel m = a.checkpoint.empty() ? from_deck(job.deck) : from_checkpoint(a.checkpoint);
+  const WholeModel m = a.checkpoint.empty() ? from_deck(job.deck) : from_checkpoint(job.deck, a.checkpoint);
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");

@@ -12,6 +12,7 @@
 #include "job/model_setup.hpp"
 #include "job/run_dir.hpp"
 #include "job/signals.hpp"
+#include "job/threads.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
@@ -35,6 +36,7 @@ int run_train(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const Job job = load_job(line);
+  const ThreadReport threads = report_threads();
   const auto groups = make_process_groups(job);
   // A stopped or hung rank ends the job within seconds (the watchdog would take minutes).
   const comm::Heartbeat heartbeat(MPI_COMM_WORLD, job.deck.get_float("comm.heartbeat_s"),
@@ -59,9 +61,15 @@ int run_train(const std::vector<std::string>& args) {
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir + " (locked: " + run_dir + "/" + kLockFileName + ")");
   print0("run id: " + run_id);
+  print0(threads.header());
+  if (!threads.warning().empty()) print0(threads.warning());
   print0(gemm_path);
   print0(trainer.memory_report(false));
-  return trainer.run(run_dir);
+  return trainer.run(run_dir, {{"threads.per_rank", std::to_string(threads.per_rank)},
+                               {"threads.chosen", threads.chosen ? "true" : "false"},
+                               {"threads.host_threads", std::to_string(threads.host_threads)},
+                               {"threads.host_cores", std::to_string(threads.host_cores)},
+                               {"threads.host_ranks", std::to_string(threads.host_ranks)}});
 }
 
 }  // namespace trident

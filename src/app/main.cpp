@@ -8,6 +8,7 @@
 #include "core/mpi_util.hpp"
 #include "deck/doc.hpp"
 #include "job/failures.hpp"
+#include "job/threads.hpp"
 #include "app/commands.hpp"
 
 namespace {
@@ -46,6 +47,7 @@ int dispatch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trident::settle_openmp_threads(argv);  // before OpenMP's first use and MPI: it may run this program again
   trident::install_terminate_handler();
   trident::MpiSession mpi(&argc, &argv);
   const std::vector<std::string> args(argv + 1, argv + argc);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include "core/clock.hpp"
@@ -147,6 +148,29 @@ void checkpoint_rule(const RunFigures& run, size_t runs, const Thresholds& limit
                        ") between full ones"});
 }
 
+// OpenMP threads with no core: ranks × threads beyond the cores of a host make every step wait
+// for descheduled threads (10-250x slower steps were measured), which looks like every other
+// symptom (fluctuating throughput, exposed communication, a bubble): named first when it is there.
+void threads_rule(const RunFigures& run, size_t runs, std::vector<Finding>& out, std::vector<std::string>& checked) {
+  const std::string per_rank = key(run, "threads.per_rank"), threads = key(run, "threads.host_threads"),
+                    cores = key(run, "threads.host_cores"), ranks = key(run, "threads.host_ranks");
+  if (per_rank.empty() || threads.empty() || cores.empty()) {
+    checked.push_back(label(run, runs) + "threads: not recorded (a run made before they were)");
+    return;
+  }
+  const std::string figures = per_rank + " OpenMP thread(s) per rank (" +
+                              (key(run, "threads.chosen") == "true" ? "chosen by trident" : "OMP_NUM_THREADS") + "), " +
+                              ranks + " rank(s) on the busiest host: " + threads + " threads on its " + cores + " core(s)";
+  checked.push_back(label(run, runs) + "threads: " + figures);
+  if (std::atoi(per_rank.c_str()) <= 1 || std::atoi(threads.c_str()) <= std::atoi(cores.c_str())) return;
+  out.insert(out.begin(), Finding{"threads oversubscribe the cores: the cause of slow steps, whatever else is listed",
+                                  label(run, runs) + figures,
+                                  "unset OMP_NUM_THREADS (trident then takes the cores of each rank's affinity mask over "
+                                  "the ranks sharing them) or set it to at most " +
+                                      std::to_string(std::max(1, std::atoi(cores.c_str()) / std::max(1, std::atoi(ranks.c_str())))) +
+                                      "; bind ranks to cores (mpirun --bind-to core, srun --cpu-bind=cores)"});
+}
+
 // Across runs: a run on more ranks that is slower than one on fewer.
 void scaling_rule(const std::vector<RunFigures>& runs, const Thresholds& limits, std::vector<Finding>& out,
                   std::vector<std::string>& checked) {
@@ -192,6 +216,7 @@ std::vector<Finding> diagnose(const std::vector<RunFigures>& runs, const Thresho
     nan_rule(run, runs.size(), findings, checked);
     bubble_rule(run, runs.size(), limits, findings, checked);
     checkpoint_rule(run, runs.size(), limits, findings, checked);
+    threads_rule(run, runs.size(), findings, checked);
   }
   scaling_rule(runs, limits, findings, checked);
   return findings;

@@ -402,7 +402,7 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
   if (!problem.empty()) throw RunFailure(problem + "; " + hint, kExitFault);
 }
 
-int Trainer::run(const std::string& run_dir) {
+int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::string, std::string>>& facts) {
   const deck::Deck& deck = job_.deck;
   run_dir_ = run_dir;
   warm_step_ = start_step_;
@@ -417,6 +417,7 @@ int Trainer::run(const std::string& run_dir) {
       attributes.emplace_back("memory.capacity_bytes", std::to_string(static_cast<int64_t>(memory_.bytes)));
       attributes.emplace_back("memory.capacity_ranks", std::to_string(memory_.ranks.size()));
       attributes.emplace_back("memory.capacity_of", memory_.name);
+      attributes.insert(attributes.end(), facts.begin(), facts.end());
       metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes, start_step_)
                                  : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes);
       for (const std::string& note : metrics_->recovery_notes()) warn0(note);

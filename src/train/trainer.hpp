@@ -9,6 +9,8 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
@@ -51,7 +53,8 @@ class Trainer {
   // Trains (from the restored step), writing metrics.h5,
   // checkpoints and model.bin into run_dir. Returns kExitOk, or kExitStopped after a stop
   // signal and its full checkpoint.
-  int run(const std::string& run_dir);
+  // `facts`: what the job recorded of its start (threads, …), kept in metrics.h5 with the deck.
+  int run(const std::string& run_dir, const std::vector<std::pair<std::string, std::string>>& facts = {});
 
  private:
   StepResult train_step(int64_t step);
