@@ -4,9 +4,10 @@
   craft.py attrs CKPT.h5 KEY=VALUE ...      set root attributes of a checkpoint (each keeps its
                                             stored type: integer or string) and recompute
                                             metadata_checksum so that it matches again
-  craft.py reshape CKPT.h5                  recreate every dataset with the shapes of the model its
-                                            (crafted) attributes describe, chunked and never written:
-                                            HDF5 stores nothing for them, so the file stays small
+  craft.py reshape CKPT.h5 [contiguous]     recreate every dataset with the shapes of the model its
+                                            (crafted) attributes describe, never written — chunked, or
+                                            contiguous as trident writes them: HDF5 stores nothing for
+                                            them either way, so the file stays small
   craft.py extlink CKPT.h5 DATASET TARGET   replace DATASET (e.g. params/wte) with an HDF5 external
                                             link to TARGET:/data (TARGET may be a FIFO)
   craft.py llmc OUT.bin KEY=VALUE ...       a sparse llm.c model file (no disk used) whose header
@@ -71,7 +72,7 @@ def gpt2_shapes(L, C, V, T):
             ("blocks.fcprojb", (L, C)), ("lnfw", (C,)), ("lnfb", (C,))]
 
 
-def reshape(path):
+def reshape(path, layout):
     import h5py
     with h5py.File(path, "r+") as f:
         a = f.attrs
@@ -81,7 +82,7 @@ def reshape(path):
             for name, shape in shapes:
                 checksum = f[section][name].attrs["checksum"]
                 del f[section][name]
-                chunks = tuple(min(d, 64) for d in shape)
+                chunks = None if layout == "contiguous" else tuple(min(d, 64) for d in shape)
                 f[section].create_dataset(name, shape=shape, dtype="<f4", chunks=chunks)
                 f[section][name].attrs["checksum"] = checksum
 
@@ -114,7 +115,7 @@ if __name__ == "__main__":
     if command == "attrs":
         attrs(target, rest)
     elif command == "reshape":
-        reshape(target)
+        reshape(target, rest[0] if rest else "chunked")
     elif command == "extlink":
         extlink(target, rest[0], rest[1])
     elif command == "llmc":
