@@ -53,7 +53,7 @@ run_boost unit "$BUILD/tests/unit_tests"
 for np in 2 4; do run_boost "mpi -np $np" mpirun -np "$np" "$BUILD/tests/mpi_tests"; done
 # device_guard and graphs: the guard's mappings, its fault handler and the recorded graphs' stored
 # arguments (19 and 14 cases, about 80 s together here under the sanitizers).
-for script in training checkpoint faults cli deck_errors precision device_guard graphs; do
+for script in training checkpoint faults cli deck_errors precision device_guard graphs hostile_files; do
   run_script "e2e $script" bash "tests/e2e/$script.sh"
 done
 # Preemptions at random instants, startup included: SIGTERM, then SIGKILL 0-1 s later.

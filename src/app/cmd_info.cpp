@@ -37,7 +37,7 @@ std::string main_help() {
          "`trident COMMAND --help` lists every deck key with its default and meaning; any key\n"
          "can be overridden on the command line: --parallel.tensor=2.\n"
          "Exit status: 0 success, 1 a fault on some rank (job aborted) or a run that diverged,\n"
-         "2 bad input, 3 stopped by SIGUSR1/SIGTERM after writing a full checkpoint.";
+         "2 bad input, 3 stopped by SIGUSR1/SIGTERM (after writing a full checkpoint once training started).";
 }
 
 std::string version_text() {

@@ -190,3 +190,27 @@ expect_user_error generate_negative_seed "--seed=-1 is out of range: from 0 to 1
 a=$("$TRIDENT" generate ok.deck --prompt=hi --tokens=24 --seed=18446744073709551614 2> /dev/null)
 b=$("$TRIDENT" generate ok.deck --prompt=hi --tokens=24 --seed=18446744073709551615 2> /dev/null)
 [[ -n $a && $a != "$b" ]] && pass generate_seed_keeps_64_bits || fail generate_seed_keeps_64_bits "the same text for both seeds"
+
+# ---- 7. A run directory that fills, or cannot be written ---------------------------------------
+disk="$WORK/disk"
+mkdir -p "$disk"
+if mount -t tmpfs -o size=6500k tmpfs "$disk" 2> /dev/null; then
+  # Room for two 2.6 MB checkpoints and the metrics, not a third: the later ones are refused with a
+  # warning, the run ends with status 1 and one line (model.bin), and nothing earlier is lost.
+  timeout -k 5 120 "$TRIDENT" train ok.deck --train.run_dir="$disk/run" --train.steps=8 --checkpoint.full_interval=2steps \
+    --checkpoint.keep_full=10 > fills.out 2> fills.err
+  status=$?
+  ok=1
+  [[ $status == 1 && $(grep -c . fills.err) == 1 ]] && grep -q "No space left on device; the checkpoints written are intact" fills.err || ok=0
+  [[ $(grep -c "^warning: checkpoint of step [68] not written: not enough space" fills.out) == 2 ]] || ok=0
+  for step in 2 4; do "$TRIDENT" inspect "$disk/run/checkpoints/step-0000000$step.full.h5" > /dev/null || ok=0; done
+  $PY -c "import h5py, sys; sys.exit(list(h5py.File('$disk/run/metrics.h5', 'r')['step'][:]) != list(range(1, 9)))" || ok=0
+  ((ok)) && pass disk_fills_during_checkpoints || fail disk_fills_during_checkpoints "status $status: $(cat fills.err) $(grep warning fills.out)"
+  # The same disk read-only: refused before anything, naming the directory.
+  mount -o remount,ro "$disk"
+  expect_user_error read_only_run_dir "run directory '$disk/run' cannot be created: cannot write in '$disk/run': Read-only file system" \
+    "$TRIDENT" train "$WORK/ok.deck" --train.run_dir="$disk/run" --checkpoint.resume=auto
+  umount "$disk"
+else
+  echo "SKIP disk_fills_during_checkpoints, read_only_run_dir: cannot mount a tmpfs here"
+fi

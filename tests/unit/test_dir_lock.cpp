@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -123,4 +125,46 @@ BOOST_AUTO_TEST_CASE(a_live_holder_of_this_host_is_waited_for) {
   BOOST_TEST_REQUIRE(said.size() == 2u);
   BOOST_TEST(said[0].find("waiting up to 5 s") != std::string::npos);
   BOOST_TEST(said[1].find("zombie") != std::string::npos);
+}
+
+// What is no lock of trident's is refused at once (not waited for for wait_s), saying what it
+// is and how to clear it; a FIFO is never opened (that would block).
+BOOST_AUTO_TEST_CASE(a_name_that_holds_no_lock_is_refused_at_once) {
+  LockSettings settings = quick();
+  settings.wait_s = 30;
+  const auto refused = [&](const std::string& make, const std::string& expected) {
+    TempDir dir;
+    const std::string lock = dir.path + "/" + kLockFileName;
+    BOOST_TEST_REQUIRE(std::system(("cd '" + dir.path + "' && " + make).c_str()) == 0);
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      DirLock taken(dir.path, "run-5", settings, [](const std::string&) {});
+      BOOST_ERROR("taken: " + make);
+    } catch (const DirLockForeign& e) {
+      BOOST_TEST(std::string(e.what()).find(expected) != std::string::npos, e.what());
+      BOOST_TEST(std::string(e.what()).find("no run of trident holds it") != std::string::npos);
+    }
+    BOOST_TEST((std::chrono::steady_clock::now() - started < std::chrono::seconds(10)));
+  };
+  refused("ln -s /nonexistent trident.lock", "is a symbolic link to '/nonexistent' (dangling)");
+  refused("touch trident.lock", "is empty");
+  refused("printf 'garbage' > trident.lock", "7 bytes that are not a lock trident wrote");
+  refused("mkdir trident.lock", "is a directory");
+  refused("mkfifo trident.lock", "is a FIFO");
+}
+
+// A stop signal (here: the callback says so) ends the wait for a live holder.
+BOOST_AUTO_TEST_CASE(a_stop_ends_the_wait_for_a_live_holder) {
+  TempDir dir;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  write_lock(dir.path, host, static_cast<long>(getpid()));  // alive: this process
+  LockSettings settings = quick();
+  settings.wait_s = 30;
+  int asked = 0;
+  const auto started = std::chrono::steady_clock::now();
+  BOOST_CHECK_THROW(DirLock(dir.path, "run-6", settings, [](const std::string&) {}, [&] { return ++asked > 2; }),
+                    DirLockStopped);
+  BOOST_TEST(asked == 3);
+  BOOST_TEST((std::chrono::steady_clock::now() - started < std::chrono::seconds(10)));
 }

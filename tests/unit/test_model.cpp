@@ -179,3 +179,22 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 3.0f;
   BOOST_TEST(gpt.forward(inputs.data(), targets.data(), B, T) != before);
 }
+
+// Shapes read from files may lie: config_problem refuses impossible ones and those whose
+// parameter count would overflow, and passes GPT-2's.
+BOOST_AUTO_TEST_CASE(config_problem_refuses_impossible_and_overflowing_shapes) {
+  using trident::model::GptConfig;
+  const GptConfig gpt2{1024, 50257, 50304, 12, 12, 768};
+  BOOST_TEST(trident::model::config_problem(gpt2).empty());
+  GptConfig c = gpt2;
+  c.padded_vocab = 100;
+  BOOST_TEST(trident::model::config_problem(c).find("inconsistent model shape") != std::string::npos);
+  c = gpt2, c.channels = 770;  // not a multiple of 12 heads
+  BOOST_TEST(!trident::model::config_problem(c).empty());
+  c = gpt2, c.max_seq_len = 0;
+  BOOST_TEST(!trident::model::config_problem(c).empty());
+  c = gpt2, c.channels = 2000000004, c.layers = 2000000000;  // 12·L·C² overflows int64 many times
+  BOOST_TEST(trident::model::config_problem(c).find("any run can hold") != std::string::npos);
+  c = gpt2, c.max_seq_len = 2147483647;  // 1.6e12 parameters: possible, if the file holds them
+  BOOST_TEST(trident::model::config_problem(c).empty());
+}
