@@ -68,7 +68,7 @@ void say(const std::string& line) {
 // or a device under one of these names (metrics.h5 a symlink to /dev/full) would otherwise be
 // found only when the first write fails, with the run directory half-written.
 std::string run_files_problem(const fs::path& dir) {
-  for (const char* name : {"metrics.h5", "deck.resolved.ini", "model.bin"}) {
+  for (const char* name : {"metrics.h5", "metrics.h5.journal", "deck.resolved.ini", "model.bin"}) {
     const fs::path file = dir / name;
     std::error_code ec;
     if (!fs::exists(file, ec)) continue;

@@ -21,7 +21,10 @@ std::runtime_error file_error(const std::string& path, const std::string& what) 
   return std::runtime_error("llm.c model file '" + path + "': " + what);
 }
 
+// By type first (stat never blocks): opening a FIFO for reading waits for a writer.
 std::ifstream open_checked(const std::string& path) {
+  const std::string not_file = regular_file_problem(path);
+  if (!not_file.empty()) throw file_error(path, not_file);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw file_error(path, std::strerror(errno));
   return in;

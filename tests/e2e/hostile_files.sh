@@ -103,6 +103,13 @@ expect_user_error external_link_to_fifo_resume "the checkpoint is corrupt|'param
 expect_user_error external_link_to_fifo_generate "'params/wte' is a link to another file" \
   "$TRIDENT" generate "$WORK/r.deck" --checkpoint="$WORK/extlink.h5" --prompt=hi
 
+mkfifo "$WORK/model.fifo"
+expect_user_error model_init_fifo "llm.c model file '$WORK/model.fifo': is a FIFO (named pipe), not a regular file" \
+  "$TRIDENT" train "$WORK/ok.deck" --model.init="$WORK/model.fifo"
+mkdir -p "$WORK/journal_fifo" && mkfifo "$WORK/journal_fifo/metrics.h5.journal"
+expect_user_error metrics_journal_fifo "'$WORK/journal_fifo/metrics.h5.journal' is a FIFO (named pipe)" \
+  "$TRIDENT" train "$WORK/ok.deck" --train.run_dir="$WORK/journal_fifo"
+
 # lock_case NAME MAKE PATTERN: RUN_DIR/trident.lock made by MAKE (a command run in RUN_DIR) is
 # refused at once (lock_wait_s = 30 would otherwise be waited) with what it is and how to clear it.
 lock_case() {
