@@ -46,12 +46,18 @@ MAIN_SRC := src/app/main.cpp
 LIB_SRC  := $(filter-out $(MAIN_SRC),$(SRC_ALL)) $(sort $(wildcard kernels/*.cpp kernels/cpu/*.cpp kernels/guard/*.cpp))
 CU_SRC   := $(sort $(wildcard kernels/cuda/*.cu))
 
+# NCCL: with CUDA, where nccl.h is there; NCCL=0 leaves the NCCL communicator out (comm.backend
+# = nccl is then a deck error). Only the files that hold NCCL calls read TRIDENT_NCCL, so it is
+# set for them alone (their own stamp rebuilds them when it changes), not for every object.
+NCCL ?= $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0),0)
+
 ifeq ($(CUDA),1)
   CXXFLAGS += -DTRIDENT_CUDA=1 -I$(CUDA_HOME)/include
   # NCCL ships under lib/ in the toolkit here, under lib64/ elsewhere.
   CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
   LDFLAGS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
-  LDLIBS  += -lcublasLt -lnccl -lcudart_static -ldl -lrt -lpthread
+  # libnccl only where the NCCL communicator is built: a CUDA=1 NCCL=0 binary runs where NCCL is absent.
+  LDLIBS  += -lcublasLt $(if $(filter 1,$(NCCL)),-lnccl) -lcudart_static -ldl -lrt -lpthread
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -60,10 +66,8 @@ ifeq ($(CUDA),1)
   GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/tests/gpu_gemm_rate
 endif
 
-# NCCL: with CUDA, where nccl.h is there; NCCL=0 leaves the NCCL communicator out (comm.backend
-# = nccl is then a deck error). Only the files that hold NCCL calls read TRIDENT_NCCL, so it is
-# set for them alone (their own stamp rebuilds them when it changes), not for every object.
-NCCL ?= $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0),0)
+# NCCL: the communicator's files alone read TRIDENT_NCCL, so it is set for them alone (their own
+# stamp rebuilds them when it changes), not for every object.
 NCCL_OBJ := $(BUILD)/obj/src/comm/nccl.o $(BUILD)/obj/src/comm/nccl_communicator.o \
             $(BUILD)/obj/tests/gpu/test_nccl.o
 NCCL_STAMP := $(BUILD)/nccl-flag

@@ -16,8 +16,10 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
 }
 
+// cudaGetLastError, not cudaPeekAtLastError: peeking never clears the error, so one failed launch
+// would be blamed on every kernel launched after it.
 void check_launch(const char* kernel) {
-  const cudaError_t status = cudaPeekAtLastError();
+  const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
     throw std::runtime_error(std::string("launching the CUDA kernel ") + kernel + ": " + cudaGetErrorString(status));
 }
@@ -89,7 +91,10 @@ class CudaBackend final : public Backend {
       return pointer;
     }
     if (cudaMalloc(&pointer, bytes) != cudaSuccess) return nullptr;  // 256-byte aligned
-    if (cudaMemset(pointer, 0, bytes) != cudaSuccess) {
+    // Zeroed on the legacy stream and waited for: the buffer's first user may be a non-blocking
+    // stream (the communication stream), which nothing orders after the legacy stream's memset.
+    // Buffers are allocated at set-up and on a re-split, never within a step.
+    if (cudaMemsetAsync(pointer, 0, bytes, nullptr) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
       cudaFree(pointer);
       return nullptr;
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA switch of the build: with nvcc present the default build compiles kernels/cuda and
-# links CUDA, cuBLASLt and NCCL; `make CUDA=0` builds a CPU-only binary (here unoptimised,
-# OPT=-O0: the check is what it compiles and links; half the time of -O3 on 2 cores).
+# links CUDA, cuBLASLt and NCCL (NCCL only where its communicator is built: NCCL=1); `make
+# CUDA=0` builds a CPU-only binary (here unoptimised, OPT=-O0: the check is what it compiles and
+# links; half the time of -O3 on 2 cores).
 . tests/e2e/lib.sh
 nvcc_path=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 if [[ -n $nvcc_path ]]; then
@@ -18,4 +19,13 @@ if make -C "$ROOT" --no-print-directory -j2 CUDA=0 OPT=-O0 BUILD="$cpu_build" "$
   pass cuda_0_builds_cpu_only
 else
   fail cuda_0_builds_cpu_only "$(tail -5 "$WORK/make.log")"
+fi
+# NCCL=0 with CUDA: the link line names no libnccl (it did, so such a binary failed to start
+# where NCCL is absent); with NCCL=1 it does. A dry run (make -n) into a scratch build directory.
+if [[ -n $nvcc_path ]]; then
+  nb="$WORK/nccl-switch"
+  links() { make -C "$ROOT" --no-print-directory -n CUDA=1 NCCL="$1" BUILD="$nb" "$nb/bin/trident" 2> /dev/null | grep -c -- '-lnccl'; }
+  without=$(links 0) with=$(links 1)
+  if [[ $without == 0 && $with == 1 ]]; then pass nccl_0_links_no_nccl
+  else fail nccl_0_links_no_nccl "link lines naming -lnccl: $without with NCCL=0, $with with NCCL=1"; fi
 fi
