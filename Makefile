@@ -7,6 +7,8 @@
 #   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
+#   make bundle     bundle/: trident and the GPU tests with the libraries a bare GPU node lacks
+#   make test-bundle the bundle proven in a bare Debian root (debootstrap, made once)
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
 
@@ -89,7 +91,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench
+.PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench bundle test-bundle
 all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
 
 deps:
@@ -147,6 +149,17 @@ test: deps
 # multi-rank and the end-to-end tests that exercise memory and signals, and a stress loop of
 # SIGTERM-then-SIGKILL at random instants. Not part of `make test` (about 20 minutes here); run it
 # once per change that touches memory or signals.
+# The bundle for a bare GPU node (scripts/bundle.sh), and its proof in a bare Debian root
+# (tests/bundle/run.sh; the root is made once, in a few minutes, and kept).
+bundle: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 all
+	@scripts/bundle.sh $(BUILD) bundle
+
+test-bundle: bundle
+	@bash tests/bundle/run.sh | tee /tmp/trident-test-bundle.log; \
+	  p=$$(grep -c '^PASS' /tmp/trident-test-bundle.log); f=$$(grep -c '^FAIL' /tmp/trident-test-bundle.log); \
+	  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
+
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 all
 	@BUILD=build-asan tests/run-asan.sh

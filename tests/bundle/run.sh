@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The bundle (scripts/bundle.sh) proven where it is meant to run: a bare Debian 12 root
+# (debootstrap --variant=minbase: none of Open MPI, oneDNN, HDF5, Boost, OpenMP's runtime, not
+# even python3) with only the CUDA toolkit bind-mounted in from this machine, as a GPU node has
+# one. Inside it, through the bundle's env.sh alone: `trident version`, `trident prepare`, a
+# 2-rank mpirun training run of inputs/tiny.deck on the CPU, and its metrics.h5, read back with
+# h5py (outside the root, which has no python3). PASS/FAIL lines; run by `make test-bundle`.
+#   TRIDENT_BARE_ROOT=DIR   where the root is made once and kept (default /var/cache/trident/bare-bookworm;
+#                           making it needs Debian's package repositories and a few minutes)
+. tests/e2e/lib.sh
+BUNDLE=${BUNDLE:-$ROOT/bundle}
+BARE=${TRIDENT_BARE_ROOT:-/var/cache/trident/bare-bookworm}
+CUDA_DIR=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
+
+if [[ ! -x $BARE/bin/bash ]]; then
+  command -v debootstrap > /dev/null || apt-get install -y -q debootstrap > "$WORK/apt.log" 2>&1
+  rm -rf "$BARE" && mkdir -p "$(dirname "$BARE")"
+  mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2> /dev/null)  # apt's own
+  if ! debootstrap --variant=minbase bookworm "$BARE" "${mirror:-http://deb.debian.org/debian}" > "$WORK/debootstrap.log" 2>&1; then
+    fail bare_root "debootstrap failed: $(tail -3 "$WORK/debootstrap.log")"
+    rm -rf "$BARE"
+    exit 0
+  fi
+fi
+# Bare: none of what the build installs, and no OpenMP runtime or python3.
+present=$(chroot "$BARE" dpkg-query -W -f '${Package}\n' 2> /dev/null |
+          grep -E '^(openmpi|libopenmpi|libhdf5|libdnnl|libboost|libgomp|python3|libpmix|libhwloc)' | tr '\n' ' ')
+[[ -z $present ]] && pass "bare_root ($(chroot "$BARE" dpkg-query -W -f '.' | wc -c) packages, none of the build's)" ||
+  fail bare_root "the root has $present"
+
+# The bundle copied in (env.sh unpacks it there), the toolkit, /proc, /sys, /dev and /dev/shm
+# (Open MPI's shared-memory transport) mounted, as on a node; all undone at exit.
+inside=$(mktemp -d "$BARE/tmp/bundle-test.XXXXXX")
+mounts=()
+cleanup() {
+  local m
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2> /dev/null; done
+  rm -rf "$inside" "$WORK"
+}
+trap cleanup EXIT
+bind() {  # bind SOURCE TARGET [ro]
+  mkdir -p "$2" && mount --bind "$1" "$2" && mounts+=("$2") && { [[ ${3:-} != ro ]] || mount -o remount,bind,ro "$2"; }
+}
+mount -t proc proc "$BARE/proc" && mounts+=("$BARE/proc")
+bind /sys "$BARE/sys" ro  # hwloc reads the CPU topology there
+bind /dev "$BARE/dev"
+mount -t tmpfs tmpfs "$BARE/dev/shm" && mounts+=("$BARE/dev/shm")
+bind "$CUDA_DIR" "$BARE/usr/local/cuda" ro
+cp -r "$BUNDLE" "$inside/bundle"
+cp "$ROOT/inputs/tiny.deck" "$inside/"
+rel=${inside#"$BARE"}
+
+# in_root NAME COMMAND: runs COMMAND with bash in the root after sourcing env.sh; output in $WORK/NAME.out.
+in_root() {
+  timeout -k 5 300 chroot "$BARE" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin LANG=C.UTF-8 \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMP_NUM_THREADS=1 \
+    /bin/bash -c "cd $rel && . bundle/env.sh && $2" > "$WORK/$1.out" 2>&1
+}
+if in_root version "trident version" && grep -q '^trident ' "$WORK/version.out" && grep -q '^CUDA: runtime' "$WORK/version.out"; then
+  pass "bundle_trident_version ($(grep -m1 '^trident ' "$WORK/version.out"))"
+else
+  fail bundle_trident_version "$(tail -5 "$WORK/version.out")"
+fi
+grep '^env.sh:' "$WORK/version.out" | sed 's/^/  /'
+if in_root train "trident prepare data/default /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 &&
+                  mpirun -np 2 trident train tiny.deck --parallel.data=2 --train.steps=10 --checkpoint.at_end=true" &&
+   grep -q '^step     10/10' "$WORK/train.out"; then
+  pass "bundle_mpirun_two_ranks_trains ($(grep -m1 '^step     10/10' "$WORK/train.out" | cut -d'|' -f1-2))"
+else
+  fail bundle_mpirun_two_ranks_trains "$(grep -vE '^(step|  )' "$WORK/train.out" | tail -8)"
+fi
+metrics="$inside/runs/tiny/metrics.h5"
+if [[ -f $metrics ]] && /usr/bin/python3 -c "
+import h5py, sys
+f = h5py.File(sys.argv[1], 'r')
+steps = list(f['step'][:])
+assert steps == list(range(1, 11)), steps
+print('metrics.h5: %d steps, last loss %.4f' % (len(steps), f['loss'][-1]))" "$metrics" > "$WORK/h5.out" 2>&1; then
+  pass "bundle_metrics_h5_reads ($(cat "$WORK/h5.out"))"
+else
+  fail bundle_metrics_h5_reads "$(tail -3 "$WORK/h5.out" 2> /dev/null)"
+fi
+if in_root inspect "trident inspect runs/tiny/checkpoints/step-00000010.full.h5" && grep -q 'checksums: all verified' "$WORK/inspect.out"; then
+  pass bundle_checkpoint_verifies
+else
+  fail bundle_checkpoint_verifies "$(tail -3 "$WORK/inspect.out")"
+fi
