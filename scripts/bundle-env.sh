@@ -5,10 +5,16 @@
 # or python3's nvidia-* wheels, saying which it used. TRIDENT_BUNDLE_QUIET=1 says nothing.
 _tb_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 _tb_say() { [ "${TRIDENT_BUNDLE_QUIET:-0}" = 1 ] || echo "env.sh: $*" >&2; }
-if [ ! -x "$_tb_dir/root/bin/trident" ]; then
-  tar -C "$_tb_dir" -xzf "$_tb_dir/root.tar.gz" || { _tb_say "cannot unpack $_tb_dir/root.tar.gz"; return 1; }
+# Unpacked beside env.sh, or under TRIDENT_UNPACK_DIR (keep the bundle folder small where it is
+# carried); again whenever root.tar.gz is not the archive it was unpacked from.
+_tb_unpack=${TRIDENT_UNPACK_DIR:-$_tb_dir}
+_tb_root=$_tb_unpack/root
+_tb_from=$(stat -c '%Y-%s' "$_tb_dir/root.tar.gz" 2> /dev/null)
+if [ ! -x "$_tb_root/bin/trident" ] || [ "$(cat "$_tb_root/.unpacked-from" 2> /dev/null)" != "$_tb_from" ]; then
+  rm -rf "$_tb_root" && mkdir -p "$_tb_unpack" &&
+    tar -C "$_tb_unpack" -xzf "$_tb_dir/root.tar.gz" && echo "$_tb_from" > "$_tb_root/.unpacked-from" ||
+    { _tb_say "cannot unpack $_tb_dir/root.tar.gz into $_tb_unpack"; return 1; }
 fi
-_tb_root=$_tb_dir/root
 _tb_arch=usr/lib/x86_64-linux-gnu
 export TRIDENT_BUNDLE=$_tb_root
 export PATH="$_tb_root/bin:$_tb_root/usr/bin:$PATH"
@@ -61,5 +67,5 @@ for _tb_so in libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
 done
 [ -z "$_tb_missing" ] || _tb_say "not found on this node:$_tb_missing (trident's CPU backend still runs; kernels.device = cuda needs cuBLASLt, comm.backend = nccl needs NCCL)"
 export LD_LIBRARY_PATH="$_tb_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-unset _tb_dir _tb_root _tb_arch _tb_libs _tb_d _tb_p _tb_how _tb_so _tb_missing _tb_wheels
+unset _tb_dir _tb_unpack _tb_from _tb_root _tb_arch _tb_libs _tb_d _tb_p _tb_how _tb_so _tb_missing _tb_wheels
 unset -f _tb_find _tb_say

@@ -1,174 +1,217 @@
 #!/usr/bin/env bash
-# gpu-check.sh — the one prepared check for a machine with a GPU (at most 8 minutes on one GPU),
-# run from the repository root: builds the CUDA binaries, runs each CUDA kernel against the CPU
-# backend (tests/gpu) and the NCCL communicators against MPI (tests/gpu/test_nccl.sh), trains the
-# default deck, bench-s and the tensor / pipeline / data layouts (and CUDA Graphs) on the GPU
-# against the same runs on the CPU (fp32 within 1e-4 relative per step over 20 steps, bf16
-# within 2e-2), measures GPT-2 124M with graphs off and on and the cuBLASLt GEMM rate, and ends
-# with a table. Each part prints
-# PASS / FAIL / SKIP lines (tests/e2e/lib.sh's format); what the trainer does not support on
-# CUDA yet FAILs with the trainer's own reason: nothing here claims a result it did not measure.
-# The trainer refuses kernels.device = cuda until this check has passed on a GPU; the check runs
-# it with TRIDENT_TRY_CUDA_TRAINER=1 (a warning says it is unverified).
-# Exit status: 0 only when every part passed.
-#   scripts/gpu-check.sh            JOBS=16 BUILD=build-gpu scripts/gpu-check.sh
-#   NO_GPU_OK=1 STEPS=2 scripts/gpu-check.sh   the script itself tried on a machine without a GPU
-#                                              (every CUDA part then FAILs or SKIPs, as it says)
+# gpu-check.sh — the one prepared check for a GPU node, made for one short run (issue 30): the
+# node has a driver, the CUDA toolkit and python3 with h5py, and nothing of our build; what it
+# runs comes prepared from here.
+#   scripts/gpu-check.sh prepare   here: make bundle (bundle/) and the CPU side of every training
+#                                  pair and the data into gpu-ref/ (both ignored; carry both)
+#   scripts/gpu-check.sh           on the GPU node, from the repository root
+# Parts, in order of value, each under its own timeout and all under one deadline (DEADLINE_S,
+# default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
+# each CUDA kernel against the CPU backend in a process of its own (then under compute-sanitizer's
+# memcheck where it exists), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on,
+# one-rank CPU-vs-CUDA training pairs, two-rank pairs on one GPU over MPI, NCCL last ("not
+# exercised: one GPU" where there is one). After every part its verdict and figures are appended
+# to OUT/summary.txt (OUT default ./gpu-out) and printed; the same table ends the run even when
+# parts failed; the logs, with nvidia-smi's clocks and power every second, are packed into
+# OUT/logs.tar.gz. No PASS without its figure; every training pair names its largest loss
+# difference. Exit status 0 only when every part passed.
+#   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
+#                                  fails fast, the table is still written (under a minute)
 set -uo pipefail
-BUILD=${BUILD:-build}
-export BUILD
-JOBS=${JOBS:-$(nproc)}
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+BUNDLE=${BUNDLE:-$REPO/bundle}
+REF=${REF:-$REPO/gpu-ref}
 STEPS=${STEPS:-20}
-LOGS=$(mktemp -d /tmp/gpu-check.XXXXXX)
-failures=0
-note() { echo "== $*"; }
-result() {  # result PASS|FAIL|SKIP NAME [WHY]
-  echo "$1 $2${3:+: $3}"
-  [[ $1 == FAIL ]] && failures=$((failures + 1))
-  return 0
-}
-
-note "GPU"
-if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-elif [[ ${NO_GPU_OK:-0} == 1 ]]; then
-  result SKIP gpu "no GPU visible to nvidia-smi; going on (NO_GPU_OK=1)"
-else
-  result FAIL gpu_check "no GPU visible to nvidia-smi"
-  exit 1
-fi
-
-note "build (the binary and the GPU tests; make deps is not run: the machine has its packages)"
-if ! make -j"$JOBS" CUDA=1 "$BUILD/bin/trident" "$BUILD/tests/gpu_tests" "$BUILD/tests/gpu_gemm_rate" \
-    "$BUILD/tests/gpu/test_nccl" > "$LOGS/build.log" 2>&1; then
-  tail -20 "$LOGS/build.log"
-  result FAIL build "see $LOGS/build.log"
-  exit 1
-fi
-result PASS build "$("$BUILD/bin/trident" version 2>/dev/null | grep -m1 '^CUDA')"
-
-note "each CUDA kernel against the CPU backend (tests/gpu)"
-timeout 240 "$BUILD/tests/gpu_tests" | tee "$LOGS/kernels.log"
-kernel_pass=$(grep -c '^PASS' "$LOGS/kernels.log")
-kernel_fail=$(grep -c '^FAIL' "$LOGS/kernels.log")
-if [[ $kernel_fail != 0 || $kernel_pass == 0 ]]; then failures=$((failures + 1)); fi
-
-note "the NCCL communicators against MPI, one rank per GPU (tests/gpu/test_nccl.sh)"
-timeout 420 bash tests/gpu/test_nccl.sh | tee "$LOGS/nccl.log"
-nccl_pass=$(grep -c '^PASS' "$LOGS/nccl.log")
-nccl_fail=$(grep -c '^FAIL' "$LOGS/nccl.log")
-if [[ $nccl_fail != 0 || $nccl_pass == 0 ]]; then failures=$((failures + 1)); fi
-
-note "training on CUDA against the CPU ($STEPS steps)"
-. scripts/mpi-env.sh
-export TRIDENT_TRY_CUDA_TRAINER=1
-TRIDENT="$BUILD/bin/trident"
+DEADLINE_S=${DEADLINE_S:-480}
+OUT=${OUT:-$REPO/gpu-out}
+PY=${PY:-python3}  # with h5py and numpy (the GPU node's python3 has them; here /usr/bin/python3)
 CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL-2 LGPL-2.1 LGPL-3 MPL-1.1 MPL-2.0)
-if [[ ! -f data/default/train.bin ]]; then
-  "$TRIDENT" prepare data/default "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 \
-    > "$LOGS/prepare.log" 2>&1 || result FAIL prepare "see $LOGS/prepare.log"
-fi
-# train_pair NAME RANKS TOLERANCE DECK [OVERRIDES...] [-- CUDA OVERRIDES...]: the deck on the CPU, then
-# on CUDA, losses compared.
-# Overrides after a "--" are the CUDA run's alone (cuda.graphs, which the CPU backend refuses).
-train_pair() {
-  local name=$1 ranks=$2 tolerance=$3 deck=$4
-  shift 4
-  local common=(--train.steps="$STEPS" --train.eval_interval=0 --checkpoint.at_end=false) cuda_only=()
-  while (($#)); do
-    if [[ $1 == -- ]]; then shift; cuda_only=("$@"); break; fi
-    common+=("$1")
-    shift
-  done
-  local cpu="$LOGS/$name-cpu" gpu="$LOGS/$name-cuda"
-  if ! timeout 120 mpirun -np "$ranks" "$TRIDENT" train "$deck" "${common[@]}" --train.run_dir="$cpu" \
-      > "$cpu.log" 2>&1; then
-    result FAIL "$name" "the CPU run failed: $(grep -m1 -iE 'error|but' "$cpu.log")"
-    return
-  fi
-  if ! timeout 120 mpirun -np "$ranks" "$TRIDENT" train "$deck" "${common[@]}" --train.run_dir="$gpu" \
-      --kernels.device=cuda "${cuda_only[@]}" > "$gpu.log" 2>&1; then
-    result FAIL "$name" "the CUDA run failed: $(grep -m1 -E 'kernels.device|rror' "$gpu.log")"
-    return
-  fi
-  /usr/bin/python3 - "$cpu" "$gpu" "$tolerance" "$STEPS" > "$LOGS/$name.cmp" 2>&1 <<'PY'
-import sys, h5py
-a, b, tol, want = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
-fa, fb = h5py.File(a + "/metrics.h5", "r"), h5py.File(b + "/metrics.h5", "r")
-la, lb = dict(zip(fa["step"][:], fa["loss"][:])), dict(zip(fb["step"][:], fb["loss"][:]))
-steps = sorted(set(la) & set(lb))
-if len(steps) < want: sys.exit(print(f"only {len(steps)} common steps") or 1)
-err = max(abs(la[s] - lb[s]) / abs(la[s]) for s in steps)
-print(f"{len(steps)} steps, max relative loss difference {err:.1e} (tolerance {tol:g})")
-sys.exit(0 if err <= tol else 1)
-PY
-  if [[ $? == 0 ]]; then result PASS "$name" "$(cat "$LOGS/$name.cmp")"; else result FAIL "$name" "$(cat "$LOGS/$name.cmp")"; fi
-}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-train_pair default_fp32 1 1e-4 inputs/default.deck
-train_pair default_bf16 1 2e-2 inputs/default.deck --optim.precision=bf16
-train_pair bench_s_fp32 1 1e-4 inputs/bench-s.deck --data.train=data/default/train.bin \
-  --data.val=data/default/val.bin --data.format=llmc --train.eval_tokens=4096  # the benchmark deck has no data
-# Several ranks on one GPU through the MPI communicator (NCCL refuses two ranks on one device).
-# (comm.backend = auto would choose NCCL for kernels.device = cuda, which refuses two ranks on one
-# GPU: these runs stage through host memory, comm/staged.hpp.)
-train_pair tensor2 2 1e-4 inputs/default.deck --parallel.tensor=2 --comm.backend=mpi
-train_pair pipeline2 2 1e-4 inputs/default.deck --parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi
-train_pair data2 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi
-train_pair data2_overlap 2 1e-4 inputs/default.deck --parallel.data=2 --comm.backend=mpi --comm.overlap=true
-# CUDA Graphs: each micro-batch's forward and backward replayed from a capture (the CPU run has none).
-train_pair default_fp32_graphs 1 1e-4 inputs/default.deck -- --cuda.graphs=true
-train_pair pipeline2_bf16_graphs 2 2e-2 inputs/default.deck --parallel.pipeline=2 --train.micro_batch=2 \
-  --comm.backend=mpi --optim.precision=bf16 -- --cuda.graphs=true
 
-note "GPT-2 124M (seq 1024) bf16 on CUDA: 30 steps of 16 sequences, the median of the last 15; graphs off, then on"
-# gpt2_124m NAME OVERRIDES...: prints "N tokens/s, N TFLOP/s" of the run, or fails it.
-gpt2_124m() {
+# The training pairs: NAME|RANKS|TOLERANCE|DECK|OVERRIDES OF BOTH|OVERRIDES OF THE CUDA RUN ALONE.
+# Several ranks share the one GPU through MPI (comm.backend = mpi: NCCL refuses two ranks on one
+# device; the runs stage through host memory, comm/staged.hpp).
+DATA="--data.train=$REF/data/train.bin --data.val=$REF/data/val.bin"
+PAIRS=(
+  "default_fp32|1|1e-4|inputs/default.deck||"
+  "default_bf16|1|2e-2|inputs/default.deck|--optim.precision=bf16|"
+  "default_fp32_graphs|1|1e-4|inputs/default.deck||--cuda.graphs=true"
+  "bench_s_fp32|1|1e-4|inputs/bench-s.deck|--data.format=llmc --train.eval_tokens=4096|"
+  "tensor2|2|1e-4|inputs/default.deck|--parallel.tensor=2 --comm.backend=mpi|"
+  "pipeline2|2|1e-4|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi|"
+  "data2|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi|"
+  "data2_overlap|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --comm.overlap=true|"
+  "pipeline2_bf16_graphs|2|2e-2|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi --optim.precision=bf16|--cuda.graphs=true"
+)
+pair_field() { echo "$1" | cut -d'|' -f"$2"; }
+train_args() { echo "--train.steps=$STEPS --train.eval_interval=0 --checkpoint.at_end=false $DATA $(pair_field "$1" 5)"; }
+
+use_bundle() {
+  export TRIDENT_UNPACK_DIR=${TRIDENT_UNPACK_DIR:-/tmp/trident-bundle}  # not into the carried folder
+  . "$BUNDLE/env.sh" 2>> "$LOGS/env.log" || return 1
+  . scripts/mpi-env.sh
+  export OMP_NUM_THREADS=${THREADS:-4}
+}
+
+# ---- prepare (here) --------------------------------------------------------------------------
+if [[ ${1:-} == prepare ]]; then
+  make bundle || exit 1
+  LOGS=$(mktemp -d /tmp/gpu-prepare.XXXXXX)
+  use_bundle || { echo "the bundle's env.sh failed: $(cat "$LOGS/env.log")"; exit 1; }
+  rm -rf "$REF" && mkdir -p "$REF/data"
+  trident prepare "$LOGS/data" "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 > /dev/null &&
+    cp "$LOGS"/data/{train,val}.bin "$REF/data/" || exit 1
+  for pair in "${PAIRS[@]}"; do
+    name=$(pair_field "$pair" 1)
+    # shellcheck disable=SC2046
+    if mpirun -np "$(pair_field "$pair" 2)" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") \
+        --train.run_dir="$LOGS/$name" > "$LOGS/$name.log" 2>&1; then
+      mkdir -p "$REF/$name" && cp "$LOGS/$name/metrics.h5" "$REF/$name/" && echo "prepared $name (CPU, $STEPS steps)"
+    else
+      echo "the CPU run $name failed: $(grep -m1 error "$LOGS/$name.log")"; exit 1
+    fi
+  done
+  du -sh "$BUNDLE" "$REF"
+  exit 0
+fi
+
+# ---- the check (on the GPU node) --------------------------------------------------------------
+mkdir -p "$OUT"
+LOGS=$(mktemp -d /tmp/gpu-check.XXXXXX)
+SUMMARY="$OUT/summary.txt"
+START=$SECONDS
+failures=0
+: > "$SUMMARY"
+left() { echo $((DEADLINE_S - (SECONDS - START))); }
+# within BUDGET COMMAND...: the command under the smaller of its budget and what the deadline leaves.
+within() {
+  local budget=$1 rest
+  shift
+  rest=$(left)
+  ((rest < budget)) && budget=$rest
+  ((budget < 1)) && return 124
+  timeout -k 5 "$budget" "$@"
+}
+# verdict PASS|FAIL|SKIP PART FIGURES: appended to the summary and printed; PASS needs figures.
+verdict() {
+  local status=$1 part=$2 figures=${3:-}
+  if [[ $status == PASS && -z $figures ]]; then status=FAIL figures="no figure was measured"; fi
+  [[ $status == FAIL ]] && failures=$((failures + 1))
+  printf '%-4s %-28s %s\n' "$status" "$part" "$figures" | tee -a "$SUMMARY"
+}
+finish() {
+  [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
+  echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed)"
+  cat "$SUMMARY"
+  tar -C "$LOGS" -czf "$OUT/logs.tar.gz" . 2> /dev/null
+  echo "summary: $SUMMARY; logs: $OUT/logs.tar.gz"
+}
+trap finish EXIT
+
+# 0. Preflight: everything missing named at once, within 10 s.
+missing=()
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+((gpus > 0)) || [[ ${NO_GPU_OK:-0} == 1 ]] || missing+=("a GPU visible to nvidia-smi")
+[[ -f $BUNDLE/env.sh && -f $BUNDLE/root.tar.gz ]] || missing+=("the bundle ($BUNDLE: scripts/gpu-check.sh prepare, then carry bundle)")
+[[ -f $REF/data/train.bin ]] || missing+=("the CPU reference runs ($REF: scripts/gpu-check.sh prepare, then carry gpu-ref)")
+for tool in timeout tar "$PY"; do command -v "$tool" > /dev/null || missing+=("$tool"); done
+"$PY" -c 'import h5py, numpy' 2> /dev/null || missing+=("$PY with h5py and numpy (PY=...)")
+if [[ -f $BUNDLE/env.sh ]]; then
+  if ! within 60 env TRIDENT_UNPACK_DIR=/tmp/trident-bundle bash -c ". '$BUNDLE/env.sh' && trident version" \
+      > "$LOGS/version.log" 2>&1; then
+    missing+=("a trident that starts from the bundle: $(grep -vE '^\s*$' "$LOGS/version.log" | tail -2 | tr '\n' ' ')")
+  fi
+  grep -q 'libcublasLt.so.13 from' "$LOGS/version.log" || missing+=("libcublasLt.so.13 (CUDA 13's cuBLASLt) on this node")
+fi
+if ((${#missing[@]})); then
+  for m in "${missing[@]}"; do verdict FAIL preflight "missing: $m"; done
+  exit 1
+fi
+verdict PASS preflight "$( ((gpus > 0)) && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1 || echo 'no GPU (NO_GPU_OK=1)'); $(grep -c 'from' "$LOGS/version.log") CUDA libraries found ($(grep -o 'from .*' "$LOGS/version.log" | sort -u | tr '\n' ' '))"
+use_bundle
+export TRIDENT_TRY_CUDA_TRAINER=1
+((gpus > 0)) && { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+                    --format=csv -l 1 > "$LOGS/nvidia-smi.csv" 2>&1 & SMI_PID=$!; }
+
+# 1. Each kernel against the CPU backend, a process each; then memcheck over them.
+for check in $(gpu_tests --list); do
+  within 60 gpu_tests "$check" > "$LOGS/kernel-$check.log" 2>&1
+  status=$?
+  line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$check.log")
+  case $line in
+    PASS*) verdict PASS "kernel $check" "${line#PASS cuda_$check }" ;;
+    SKIP*) verdict FAIL "kernel $check" "not run: ${line#SKIP cuda_$check }" ;;
+    *) verdict FAIL "kernel $check" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$check.log")}" ;;
+  esac
+done
+if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
+  for check in $(gpu_tests --list); do
+    within 120 compute-sanitizer --tool memcheck --error-exitcode 99 gpu_tests "$check" > "$LOGS/memcheck-$check.log" 2>&1
+    status=$?
+    [[ $status == 0 ]] && verdict PASS "memcheck $check" "$(grep -m1 'ERROR SUMMARY' "$LOGS/memcheck-$check.log")" ||
+      verdict FAIL "memcheck $check" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|Invalid' "$LOGS/memcheck-$check.log")"
+  done
+else
+  verdict SKIP memcheck "compute-sanitizer not found (or no GPU)"
+fi
+
+# 2. The cuBLASLt GEMM rate.
+within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
+gemm=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
+[[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(tail -1 "$LOGS/gemm.log")"
+
+# 3. GPT-2 124M (seq 1024) bf16, 30 steps of 16 sequences, the median of the last 15.
+gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   local name=$1
   shift
-  if timeout 300 "$TRIDENT" train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
-      --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false \
-      --data.train=data/default/train.bin --data.val=data/default/val.bin --data.format=llmc \
-      --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1; then
-    local figures
-    figures=$(/usr/bin/python3 - "$LOGS/$name" <<'PY'
+  within 150 trident train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
+    --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false $DATA \
+    --data.format=llmc --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
+  local figures
+  figures=$("$PY" - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
 import sys, h5py, numpy as np
-f = h5py.File(sys.argv[1] + "/metrics.h5", "r")
+f = h5py.File(sys.argv[1], "r")
 half = len(f["step"]) // 2
 print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {np.median(f['tflops'][half:]):.1f} TFLOP/s")
 PY
 )
-    result PASS "$name" "$figures"
-    echo "$figures" > "$LOGS/$name.figures"
-  else
-    result FAIL "$name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log")"
-  fi
+  [[ -n $figures ]] && verdict PASS "$name" "$figures" ||
+    verdict FAIL "$name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"
 }
 gpt2_124m gpt2_124m_bf16
 gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
-gpt2_figures=$(cat "$LOGS/gpt2_124m_bf16.figures" 2>/dev/null || echo "not measured: the 124M run failed")
-graphs_figures=$(cat "$LOGS/gpt2_124m_bf16_graphs.figures" 2>/dev/null || echo "not measured: the run failed")
-note "cuBLASLt GEMM rate (tests/gpu/gemm_rate.cpp)"
-timeout 120 "$BUILD/tests/gpu_gemm_rate" | tee "$LOGS/gemm.log"
-grep -q '^FAIL' "$LOGS/gemm.log" && failures=$((failures + 1))
 
-note "table"
-gemm_bf16=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
-gemm_qkv=$(grep -m1 'gemm bf16 .*qkv' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
-device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-case "$device" in  # dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts)
-  *H100*|*H200*|*GH200*) peak="989 TFLOP/s" ;;
-  *A100*) peak="312 TFLOP/s" ;;
-  *) peak="unknown for this GPU" ;;
-esac
-printf '%-52s %s\n' "GPU" "${device:-none}" \
-  "kernels against the CPU backend" "$kernel_pass passed, $kernel_fail failed" \
-  "NCCL communicators against MPI" "$nccl_pass passed, $nccl_fail failed" \
-  "cuBLASLt bf16 GEMM, 8192^3" "${gemm_bf16:-not measured}" \
-  "cuBLASLt bf16 GEMM, GPT-2 124M qkv (8192 x 768 x 2304)" "${gemm_qkv:-not measured}" \
-  "bf16 dense peak (data sheet)" "$peak" \
-  "GPT-2 124M (seq 1024) bf16 tokens/s, TFLOP/s" "$gpt2_figures" \
-  "the same with cuda.graphs = true" "$graphs_figures"
-echo "logs: $LOGS"
-echo "$failures part(s) failed"
-[[ $failures == 0 ]]
+# 4, 5. The training pairs, one rank first: the CUDA run against the CPU run prepared here.
+for ranks in 1 2; do
+  for pair in "${PAIRS[@]}"; do
+    [[ $(pair_field "$pair" 2) == "$ranks" ]] || continue
+    name=$(pair_field "$pair" 1)
+    # shellcheck disable=SC2046
+    within 90 mpirun -np "$ranks" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") --kernels.device=cuda \
+      $(pair_field "$pair" 6) --train.run_dir="$LOGS/$name" > "$LOGS/$name.log" 2>&1
+    figures=$("$PY" - "$REF/$name/metrics.h5" "$LOGS/$name/metrics.h5" "$(pair_field "$pair" 3)" "$STEPS" 2>&1 <<'PY'
+import sys, h5py
+cpu, gpu, tol, want = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), float(sys.argv[3]), int(sys.argv[4])
+a, b = dict(zip(cpu["step"][:], cpu["loss"][:])), dict(zip(gpu["step"][:], gpu["loss"][:]))
+steps = sorted(set(a) & set(b))
+if len(steps) < want: sys.exit(print(f"only {len(steps)} of {want} steps") or 1)
+worst = max(steps, key=lambda s: abs(a[s] - b[s]) / abs(a[s]))
+err = abs(a[worst] - b[worst]) / abs(a[worst])
+print(f"{len(steps)} steps, largest relative loss difference {err:.1e} at step {worst} (tolerance {tol:g})")
+sys.exit(0 if err <= tol else 1)
+PY
+)
+    if [[ $? == 0 ]]; then verdict PASS "pair $name" "$figures"
+    else verdict FAIL "pair $name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log" || echo "$figures" | tail -1)"; fi
+  done
+done
+
+# 6. NCCL, last: one rank per GPU.
+if ((gpus >= 2)); then
+  within 120 mpirun -np 2 test_nccl > "$LOGS/nccl.log" 2>&1
+  p=$(grep -c '^PASS' "$LOGS/nccl.log") f=$(grep -c '^FAIL' "$LOGS/nccl.log")
+  ((p > 0 && f == 0)) && verdict PASS nccl "$p checks passed" || verdict FAIL nccl "$p passed, $f failed"
+else
+  verdict SKIP nccl "not exercised: $gpus GPU(s); NCCL needs a GPU per rank"
+fi
+((failures == 0))

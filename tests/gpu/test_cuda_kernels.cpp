@@ -517,10 +517,28 @@ const std::vector<Check>& checks() {
 
 }  // namespace
 
-int main() {
+// gpu_tests [NAME ...]: the named checks (all when none are named); gpu_tests --list: their
+// names, one a line. scripts/gpu-check.sh runs each in a process of its own, so that a sticky
+// CUDA error (an illegal address ends the context) fails one check, not every later one.
+int main(int argc, char** argv) {
+  std::vector<Check> chosen;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--list") == 0) {
+      for (const Check& check : checks()) std::printf("%s\n", check.name);
+      return 0;
+    }
+    bool known = false;
+    for (const Check& check : checks())
+      if (std::strcmp(argv[a], check.name) == 0) chosen.push_back(check), known = true;
+    if (!known) {
+      std::fprintf(stderr, "gpu_tests: no check named '%s' (gpu_tests --list)\n", argv[a]);
+      return 2;
+    }
+  }
+  if (chosen.empty()) chosen = checks();
   const std::string why = kernels::backend_unavailable("cuda");
   if (!why.empty()) {
-    for (const Check& check : checks()) std::printf("SKIP cuda_%s (%s)\n", check.name, why.c_str());
+    for (const Check& check : chosen) std::printf("SKIP cuda_%s (%s)\n", check.name, why.c_str());
     return 0;
   }
   cudaStream_t stream = nullptr;
@@ -532,7 +550,7 @@ int main() {
   g_gpu.backend = &gpu_backend();
   g_gpu.stream = Stream{gpu_backend().device(), stream};
   int failed = 0;
-  for (const Check& check : checks()) {
+  for (const Check& check : chosen) {
     Report report;
     std::string error;
     try {
