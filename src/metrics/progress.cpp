@@ -1,6 +1,8 @@
 // The console's progress figures: ETA, MFU against the measured GEMM peak, end-of-run totals.
 #include "metrics/progress.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 #include <numeric>
@@ -34,36 +36,89 @@ class DeviceScratch {
 
 }  // namespace
 
-double measure_gemm_peak_tflops(kernels::Precision precision, int n) {
+namespace {
+
+// Operands the GEMMs keep busy with: uniform in [-1, 1) from a 64-bit LCG. On a GPU, constant
+// operands draw less power than real ones and let the clocks run higher than a training step's.
+std::vector<float> probe_values(size_t count, uint64_t seed) {
+  std::vector<float> values(count);
+  for (float& v : values) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = static_cast<float>(static_cast<int32_t>(seed >> 32)) * (1.0f / 2147483648.0f);
+  }
+  return values;
+}
+
+// `runs` products of n × n × n after `warmups` untimed ones; seconds per product. On the CPU the
+// host clock around each product (the best of them); on a GPU, events on the stream around all
+// of them: the host clock would time the launches, and idle clocks the first products.
+struct GemmProbe {
+  kernels::Context& ctx;
+  kernels::Backend& backend;
+  int n;
+  bool bf16;
+  double seconds_per_product(int warmups, int runs) {
+    const Device device = backend.device();
+    const size_t count = static_cast<size_t>(n) * n;
+    // (n, n) each, on the device the GEMMs run on.
+    DeviceScratch a(backend, count * sizeof(float)), b(backend, count * sizeof(float)), c(backend, count * sizeof(float));
+    const bool random = device.kind == DeviceKind::cuda;  // the CPU's (and the guard's) figure as it always was
+    kernels::upload(ctx, view(a.as<float>(), count, device),
+                    (random ? probe_values(count, 1) : std::vector<float>(count, 0.01f)).data());
+    kernels::upload(ctx, view(b.as<float>(), count, device),
+                    (random ? probe_values(count, 2) : std::vector<float>(count, 0.02f)).data());
+    const size_t count16 = bf16 ? count : 0;
+    DeviceScratch a16(backend, count16 * sizeof(kernels::bf16) + 64), b16(backend, count16 * sizeof(kernels::bf16) + 64);
+    if (bf16) {
+      kernels::convert(ctx, view(a16.as<kernels::bf16>(), DType::bf16, count, device), view(a.as<float>(), count, device));
+      kernels::convert(ctx, view(b16.as<kernels::bf16>(), DType::bf16, count, device), view(b.as<float>(), count, device));
+    }
+    const auto product = [&] {
+      if (bf16)
+        kernels::batched_matmul_bf16(ctx, c.as<float>(), a16.as<kernels::bf16>(), b16.as<kernels::bf16>(), 1, n, n, n,
+                                     false, false, false);
+      else kernels::batched_matmul(ctx, c.as<float>(), a.as<float>(), b.as<float>(), 1, n, n, n, false, false, false);
+    };
+    for (int w = 0; w < warmups; ++w) product();  // the first creates the primitive and warms the caches
+    if (device.kind == DeviceKind::cuda) {
+      const kernels::Backend::Mark from = backend.mark(ctx.stream);
+      for (int r = 0; r < runs; ++r) product();
+      return backend.seconds_between(from, backend.mark(ctx.stream)) / runs;
+    }
+    double best = 1e300;
+    for (int r = 0; r < runs; ++r) {
+      const auto start = SteadyClock::now();
+      product();
+      kernels::sum(ctx, view(c.as<float>(), 1, device));  // waits for the product where the device runs behind
+      best = std::min(best, seconds_since(start));
+    }
+    return best;
+  }
+};
+
+}  // namespace
+
+GemmPeak measure_gemm_peak(kernels::Precision precision) {
   kernels::Context ctx;
   kernels::Backend& backend = kernels::backend_of(ctx);
-  const Device device = backend.device();
-  const size_t count = static_cast<size_t>(n) * n;
-  // (n, n) each, on the device the GEMMs run on.
-  DeviceScratch a(backend, count * sizeof(float)), b(backend, count * sizeof(float)), c(backend, count * sizeof(float));
-  kernels::upload(ctx, view(a.as<float>(), count, device), std::vector<float>(count, 0.01f).data());
-  kernels::upload(ctx, view(b.as<float>(), count, device), std::vector<float>(count, 0.02f).data());
   // Where this process widens bf16 operands to f32 (no bf16 matmul on the CPU), its bf16 GEMMs
   // run as f32 GEMMs: the f32 rate is their peak, and measuring it needs no widening workspace
   // (which would count in the run's tracked memory as if training had used it).
   const bool bf16 = precision == kernels::Precision::bf16 && !kernels::widens_low16(ctx, precision);
-  const size_t count16 = bf16 ? count : 0;
-  DeviceScratch a16(backend, count16 * sizeof(kernels::bf16) + 64), b16(backend, count16 * sizeof(kernels::bf16) + 64);
-  if (bf16) {
-    kernels::convert(ctx, view(a16.as<kernels::bf16>(), DType::bf16, count, device), view(a.as<float>(), count, device));
-    kernels::convert(ctx, view(b16.as<kernels::bf16>(), DType::bf16, count, device), view(b.as<float>(), count, device));
+  if (backend.device().kind != DeviceKind::cuda) {
+    GemmProbe probe{ctx, backend, 1024, bf16};
+    return {2.0 * 1024.0 * 1024.0 * 1024.0 / probe.seconds_per_product(1, 2) / 1e12, 1024};
   }
-  double best = 1e300;
-  for (int run = 0; run < 3; ++run) {  // the first creates the primitive and warms the caches
-    const auto start = SteadyClock::now();
-    if (bf16)
-      kernels::batched_matmul_bf16(ctx, c.as<float>(), a16.as<kernels::bf16>(), b16.as<kernels::bf16>(), 1, n, n, n,
-                                   false, false, false);
-    else kernels::batched_matmul(ctx, c.as<float>(), a.as<float>(), b.as<float>(), 1, n, n, n, false, false, false);
-    kernels::sum(ctx, view(c.as<float>(), 1, device));  // waits for the product where the device runs behind
-    if (run > 0) best = std::min(best, seconds_since(start));
+  // A GPU: a size that fills it (8192^3: 1.1 TFLOP a product), 10 products to warm its clocks,
+  // 20 timed; smaller where the device has no room left beside the model.
+  for (int n : {8192, 4096, 2048}) {
+    try {
+      GemmProbe probe{ctx, backend, n, bf16};
+      return {2.0 * n * double(n) * n / probe.seconds_per_product(10, 20) / 1e12, n};
+    } catch (const std::bad_alloc&) {
+    }
   }
-  return 2.0 * n * n * double(n) / best / 1e12;
+  throw std::bad_alloc();
 }
 
 std::string format_duration(double seconds) {

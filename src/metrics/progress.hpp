@@ -4,7 +4,7 @@
 // (time, tokens, average tokens/s, time in evaluation and in checkpoints).
 //
 // The peak: no vendor figure is known to the program, so it is measured — the rate of one large
-// square GEMM in the run's precision on this rank's threads (measure_gemm_peak_tflops), the most
+// square GEMM in the run's precision on this rank's threads (measure_gemm_peak), the most
 // the model's GEMMs could reach here. MFU = the model FLOPs of a step per second per rank over
 // that peak.
 #pragma once
@@ -18,9 +18,16 @@
 
 namespace trident::metrics {
 
-// TFLOP/s of an n × n × n GEMM (bf16 operands for Precision::bf16 where oneDNN's bf16 matmul
-// runs, else f32: what fp16 and widened bf16 GEMMs run at), best of a few runs.
-double measure_gemm_peak_tflops(kernels::Precision precision, int n = 1024);
+// The rate of an n × n × n GEMM in the run's precision (bf16 operands for Precision::bf16 where
+// the bf16 matmul runs natively, else f32: what fp16 and widened bf16 GEMMs run at). On the CPU
+// (and the guard) n = 1024, the best of 2 runs after one; on a GPU n = 8192 (less where memory
+// is short) on random operands, 20 products timed by events after 10 that warm the clocks: one
+// 1024^3 product timed by the host clock from idle clocks would make the MFU several times too high.
+struct GemmPeak {
+  double tflops = 0;
+  int n = 0;
+};
+GemmPeak measure_gemm_peak(kernels::Precision precision);
 
 // "12s", "3m05s", "2h04m", "3d05h".
 std::string format_duration(double seconds);

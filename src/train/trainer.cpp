@@ -433,11 +433,12 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
   if (metrics_) {
-    peak_tflops_ = metrics::measure_gemm_peak_tflops(model_->precision());
+    const metrics::GemmPeak peak_gemm = metrics::measure_gemm_peak(model_->precision());
+    peak_tflops_ = peak_gemm.tflops;
     progress_ = std::make_unique<metrics::RunProgress>(steps_, start_step_);
     char peak[160];
-    std::snprintf(peak, sizeof peak, "MFU against the measured %s GEMM peak of rank 0: %.1f GFLOP/s (1024^3)",
-                  kernels::precision_name(model_->precision()), peak_tflops_ * 1e3);
+    std::snprintf(peak, sizeof peak, "MFU against the measured %s GEMM peak of rank 0: %.1f GFLOP/s (%d^3)",
+                  kernels::precision_name(model_->precision()), peak_tflops_ * 1e3, peak_gemm.n);
     print0(peak);
   }
   // Evaluation and checkpoints, timed for the end-of-run summary.
