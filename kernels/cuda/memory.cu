@@ -41,11 +41,13 @@ void copy(Context& ctx, const Tensor& dst, const Tensor& src) {
   check(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream_of(ctx)), "cudaMemcpyAsync");
 }
 
-// The host memory is ordinary (pageable): the copy is complete when the call returns, so the
-// caller may reuse it at once.
+// No wait for the stream: from pageable host memory cudaMemcpyAsync returns once the bytes are
+// in CUDA's staging buffer (the runtime's "API synchronization behavior"), so the caller may
+// reuse its buffer at once, and the copy stays ordered on the stream; waiting here drained the
+// whole stream at every upload. From pinned memory the copy is truly asynchronous: the caller
+// keeps that buffer unchanged until the stream has passed the copy.
 void upload(Context& ctx, const Tensor& dst, const void* host) {
   check(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, stream_of(ctx)), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize");
 }
 
 void download(Context& ctx, void* host, const Tensor& src) {
