@@ -65,9 +65,9 @@ comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
     at += s.count;
   }
   comm::Work reduced = data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, stream);
-  // On the communication stream the unpacking copies follow the all-reduce in stream order (an
-  // NCCL one; a staged one is complete when it returns): the host does not wait for it here.
-  if (!device_overlap_) reduced.wait();
+  // The unpacking copies follow the all-reduce in stream order where it is ordered on a device
+  // stream (NCCL; a staged one is complete when it returns): the host waits only for a host one.
+  if (!device_overlap_ && !reduced.stream_ordered()) reduced.wait();
   at = 0;
   for (const GradientSegment& s : bucket.segments) {
     kernels::copy(ctx, view(static_cast<float*>(s.data), s.count, device), view(packed + at, s.count, device));
@@ -140,7 +140,10 @@ double GradientReducer::finish() {
     on_final(-1);  // launches whatever backward did not report (nothing, if the hook ran)
     for (comm::Work& work : launched_) work.wait();
   } else {
-    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.stream);
+    // Each bucket left to the stream (waited for inside reduce where it is a host operation), and
+    // one fence for all of them: no host wait per bucket on a device.
+    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.stream).leave_to_stream();
+    data_.fence(gradients_.stream).wait();
   }
   return steady_seconds() - start;
 }

@@ -17,10 +17,13 @@ namespace {
 // computing ones (yielding still competes for them). The wake-up costs tens of µs per transfer.
 const std::atomic<bool> kPatient{true};
 
-// Receives under the patient wait, then restores the thread's usual one.
+// Receives under the patient wait, then restores the thread's usual one. A receive ordered on a
+// device stream (NCCL) is left to the stream: the kernels that read it are enqueued after it
+// there, and the schedule's fence brings its completion under the watchdog; a host receive is
+// waited for here.
 void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer, int tag, Stream stream) {
   comm::wait_patiently(&kPatient);
-  pipeline.recv(data, n, DType::f32, peer, tag, stream).wait();
+  pipeline.recv(data, n, DType::f32, peer, tag, stream).leave_to_stream();
   comm::wait_patiently(nullptr);
 }
 
@@ -112,6 +115,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   }
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
+  pipeline_.fence(gpt_.stream()).wait();  // the receives left to the stream, under the watchdog
   gpt_.settle_communication();  // the tensor group's last all-reduces, before the host reads results
   if (times) {
     schedule_times_.end();
@@ -139,6 +143,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
     consume(i, losses.data());
   }
   for (comm::Work& send : activation_sends_) send.wait();
+  pipeline_.fence(gpt_.stream()).wait();
 }
 
 }  // namespace trident::pipeline
