@@ -92,7 +92,34 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level
     cuda_check(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     cuda_check(cudaStreamCreateWithFlags(&down_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
-  cuda_check(cudaMalloc(&barrier_word_, sizeof(int)), "cudaMalloc (barrier)");
+  // [0]: the barrier's all-reduce; [1..4]: the words connect_neighbours exchanges.
+  cuda_check(cudaMalloc(&barrier_word_, 5 * sizeof(int)), "cudaMalloc (barrier)");
+  cuda_check(cudaMemset(barrier_word_, 0, 5 * sizeof(int)), "cudaMemset (barrier)");
+  if (options.point_to_point) connect_neighbours();
+}
+
+// NCCL connects two ranks at their first send and receive, and that first call waits on the
+// host for the peer's matching one: two neighbours whose first calls go different ways (one
+// sends its activation on up_ while the other sends a gradient on down_) would each wait for the
+// other's handshake until the watchdog ended the run. So every connection the pipeline uses —
+// to each neighbour, in both directions — is made here, each direction a ring shift in one group
+// (its sends and receives posted together), and waited for under the watchdog.
+void NcclCommunicator::connect_neighbours() {
+  const std::pair<ncclComm_t, cudaStream_t> directions[] = {{up_, up_stream_}, {down_, down_stream_}};
+  for (int d = 0; d < 2; ++d) {
+    const auto [comm, stream] = directions[d];
+    const int to = d == 0 ? rank_ + 1 : rank_ - 1, from = d == 0 ? rank_ - 1 : rank_ + 1;
+    int* send_word = barrier_word_ + 1 + 2 * d;
+    grouped(comm, "connecting point-to-point", [&] {
+      if (to >= 0 && to < size_) settle(comm, ncclSend(send_word, 1, ncclInt32, to, comm, stream), "connecting point-to-point");
+      if (from >= 0 && from < size_)
+        settle(comm, ncclRecv(send_word + 1, 1, ncclInt32, from, comm, stream), "connecting point-to-point");
+    });
+    std::vector<int> peers;
+    for (int peer : {to, from})
+      if (peer >= 0 && peer < size_) peers.push_back(peer);
+    enqueued(stream, "connecting point-to-point", peers).wait();
+  }
 }
 
 // Finalize (which flushes what is in flight and may answer ncclInProgress: waited out under the

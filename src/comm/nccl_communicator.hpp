@@ -71,6 +71,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   ncclComm_t create(const NcclCommOptions& options);  // collective over mpi_
+  void connect_neighbours();  // both directions to both pipeline neighbours, at construction
   // A call's result: ncclInProgress waited out under the watchdog, an error ends the job.
   void settle(ncclComm_t comm, ncclResult_t result, const char* operation);
   void check_async(const char* operation);
