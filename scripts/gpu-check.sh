@@ -144,6 +144,19 @@ for check in $(gpu_tests --list); do
     *) verdict FAIL "kernel $check" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$check.log")}" ;;
   esac
 done
+# The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
+for check in linear_f32 linear_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 attention_bf16 \
+    crossentropy; do
+  within 90 gpu_tests --gpt2 "$check" > "$LOGS/kernel-$check-124m.log" 2>&1
+  status=$?
+  line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$check-124m.log")
+  case $line in
+    PASS*) verdict PASS "kernel ${check}_124m" "${line#PASS cuda_${check}_124m }" ;;
+    SKIP*) verdict FAIL "kernel ${check}_124m" "not run: ${line#SKIP cuda_${check}_124m }" ;;
+    *) verdict FAIL "kernel ${check}_124m" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$check-124m.log")}" ;;
+  esac
+done
+# memcheck over the small sizes (at 124M sizes it would take minutes).
 if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
   for check in $(gpu_tests --list); do
     within 120 compute-sanitizer --tool memcheck --error-exitcode 99 gpu_tests "$check" > "$LOGS/memcheck-$check.log" 2>&1

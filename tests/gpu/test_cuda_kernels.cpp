@@ -144,6 +144,11 @@ struct Check {
 
 // ---- the checks ------------------------------------------------------------------------------
 
+// --gpt2: the checks that have one at GPT-2 124M's sizes (B = 2, T = 1024, C = 768, NH = 12,
+// V = 50304: a tile count, a grid and a workspace the small sizes never reach) run at those.
+bool g_gpt2 = false;
+int sized(int small, int gpt2) { return g_gpt2 ? gpt2 : small; }
+
 void memory_ops(Report& r) {
   Floats a(random_floats(10007, 1)), b(10007);
   kernels::copy(g_cpu, b.host_tensor(), a.host_tensor());
@@ -189,7 +194,7 @@ void conversions(Report& r) {
 // The linear layer, f32 and bf16, with and without bias; backward with dbias, with dx skipped,
 // and (bf16) with dy narrowed in place.
 void linear(Report& r, DType type) {
-  const int M = 96, K = 80, N = 72;
+  const int M = sized(96, 2048), K = sized(80, 768), N = sized(72, 3072);  // GPT-2's fc layer
   const std::string t = dtype_name(type);
   Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N + 1, 5));
   Halves x_low(M * K), w_low(N * K);
@@ -255,7 +260,7 @@ void batched(Report& r, bool bf16_operands) {
 
 // The attention layout: heads read out of a fused (B, T, 3C) activation, written into (B, T, C).
 void strided(Report& r, bool bf16_operands) {
-  const int B = 2, T = 32, C = 64, NH = 4, hs = C / NH;
+  const int B = 2, T = sized(32, 1024), C = sized(64, 768), NH = sized(4, 12), hs = C / NH;
   const kernels::Strides head{int64_t(T) * 3 * C, hs, 3 * C, 1}, head_t{int64_t(T) * 3 * C, hs, 1, 3 * C};
   const kernels::Strides probs{int64_t(NH) * T * T, int64_t(T) * T, T, 1};
   Floats qkv(random_floats(B * T * 3 * C, 40)), s(B * NH * T * T, 1.0f);
@@ -278,7 +283,7 @@ void strided(Report& r, bool bf16_operands) {
 }
 
 void layernorm(Report& r) {
-  const int N = 67, C = 200;
+  const int N = sized(67, 2048), C = sized(200, 768);
   Floats x(random_floats(N * C, 50, 2.0f)), w(random_floats(C, 51)), b(random_floats(C, 52)), y(N * C), mean(N),
       var(N);
   kernels::layernorm_forward(g_cpu, y.cpu(), mean.cpu(), var.cpu(), x.cpu(), w.cpu(), b.cpu(), N, C);
@@ -311,7 +316,7 @@ void gelu(Report& r) {
 }
 
 void residuals(Report& r) {
-  const int M = 33, N = 129;
+  const int M = sized(33, 2048), N = sized(129, 768);
   Floats a(random_floats(M * N, 70)), b(random_floats(M * N, 71)), bias(random_floats(N, 72)), out(M * N);
   kernels::residual_forward(g_cpu, out.cpu(), a.cpu(), b.cpu(), out.host.size());
   kernels::residual_forward(g_gpu, out.gpu(), a.gpu(), b.gpu(), out.host.size());
@@ -325,7 +330,7 @@ void residuals(Report& r) {
 }
 
 void attention(Report& r, bool bf16_path) {
-  const int B = 2, T = 48, C = 96, NH = 4;
+  const int B = 2, T = sized(48, 1024), C = sized(96, 768), NH = sized(4, 12);
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_att = size_t(B) * NH * T * T;
   Floats qkv(random_floats(n_qkv, 80)), out(n_out), att(n_att), dout(random_floats(n_out, 81)), dqkv(n_qkv, 5.0f),
       datt(n_att);
@@ -388,10 +393,11 @@ void embeddings(Report& r) {
 }
 
 void crossentropy(Report& r) {
-  const int N = 29, valid = 1000, ld = 1024, begin = 500;  // a slice with padding columns
-  Floats logits(random_floats(N * ld, 110, 3.0f)), maxes(N), sums(N), targets_logit(N), losses(N), norms(N),
-      dlogits(N * ld, 9.0f);
-  Tokens targets(random_tokens(N, 2000, 111));
+  // Small: a vocabulary slice with padding columns; GPT-2: the whole padded vocabulary.
+  const int N = sized(29, 2048), valid = sized(1000, 50257), ld = sized(1024, 50304), begin = sized(500, 0);
+  Floats logits(random_floats(size_t(N) * ld, 110, 3.0f)), maxes(N), sums(N), targets_logit(N), losses(N), norms(N),
+      dlogits(size_t(N) * ld, 9.0f);
+  Tokens targets(random_tokens(N, sized(2000, 50257), 111));
   kernels::crossentropy_row_max(g_cpu, maxes.cpu(), logits.cpu(), N, valid, ld);
   kernels::crossentropy_row_max(g_gpu, maxes.gpu(), logits.gpu(), N, valid, ld);
   r.add(maxes, kExact, "crossentropy_row_max");
@@ -517,12 +523,17 @@ const std::vector<Check>& checks() {
 
 }  // namespace
 
-// gpu_tests [NAME ...]: the named checks (all when none are named); gpu_tests --list: their
-// names, one a line. scripts/gpu-check.sh runs each in a process of its own, so that a sticky
+// gpu_tests [--gpt2] [NAME ...]: the named checks (all when none are named), with --gpt2 at
+// GPT-2 124M's sizes where a check has them (its lines named cuda_NAME_124m); gpu_tests --list:
+// the names, one a line. scripts/gpu-check.sh runs each in a process of its own, so that a sticky
 // CUDA error (an illegal address ends the context) fails one check, not every later one.
 int main(int argc, char** argv) {
   std::vector<Check> chosen;
   for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--gpt2") == 0) {
+      g_gpt2 = true;
+      continue;
+    }
     if (std::strcmp(argv[a], "--list") == 0) {
       for (const Check& check : checks()) std::printf("%s\n", check.name);
       return 0;
@@ -536,9 +547,10 @@ int main(int argc, char** argv) {
     }
   }
   if (chosen.empty()) chosen = checks();
+  const char* suffix = g_gpt2 ? "_124m" : "";  // the sizes in each line's name
   const std::string why = kernels::backend_unavailable("cuda");
   if (!why.empty()) {
-    for (const Check& check : chosen) std::printf("SKIP cuda_%s (%s)\n", check.name, why.c_str());
+    for (const Check& check : chosen) std::printf("SKIP cuda_%s%s (%s)\n", check.name, suffix, why.c_str());
     return 0;
   }
   cudaStream_t stream = nullptr;
@@ -566,7 +578,7 @@ int main(int argc, char** argv) {
       if (v.worst >= worst) worst = v.worst, detail = v.detail;
     const bool ok = error.empty() && worst <= 1.0;
     failed += !ok;
-    std::printf("%s cuda_%s (%zu comparisons; %s)\n", ok ? "PASS" : "FAIL", check.name, report.verdicts.size(),
+    std::printf("%s cuda_%s%s (%zu comparisons; %s)\n", ok ? "PASS" : "FAIL", check.name, suffix, report.verdicts.size(),
                 error.empty() ? detail.c_str() : error.c_str());
     if (!ok && error.empty())
       for (const Verdict& v : report.verdicts)
