@@ -134,27 +134,25 @@ export TRIDENT_TRY_CUDA_TRAINER=1
                     --format=csv -l 1 > "$LOGS/nvidia-smi.csv" 2>&1 & SMI_PID=$!; }
 
 # 1. Each kernel against the CPU backend, a process each; then memcheck over them.
-for check in $(gpu_tests --list); do
-  within 60 gpu_tests "$check" > "$LOGS/kernel-$check.log" 2>&1
-  status=$?
-  line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$check.log")
+# kernel_check BUDGET NAME [--gpt2]: one check in a process of its own, its line as the verdict
+# (named NAME_124m at GPT-2 124M sizes: gpu_tests --gpt2).
+kernel_check() {
+  local budget=$1 check=$2 size=${3:-} name=$2
+  [[ -n $size ]] && name=${check}_124m
+  within "$budget" gpu_tests $size "$check" > "$LOGS/kernel-$name.log" 2>&1
+  local status=$? line
+  line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$name.log")
   case $line in
-    PASS*) verdict PASS "kernel $check" "${line#PASS cuda_$check }" ;;
-    SKIP*) verdict FAIL "kernel $check" "not run: ${line#SKIP cuda_$check }" ;;
-    *) verdict FAIL "kernel $check" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$check.log")}" ;;
+    PASS*) verdict PASS "kernel $name" "${line#PASS cuda_$name }" ;;
+    SKIP*) verdict FAIL "kernel $name" "not run: ${line#SKIP cuda_$name }" ;;
+    *) verdict FAIL "kernel $name" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$name.log")}" ;;
   esac
-done
+}
+for check in $(gpu_tests --list); do kernel_check 60 "$check"; done
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
 for check in linear_f32 linear_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 attention_bf16 \
     crossentropy; do
-  within 90 gpu_tests --gpt2 "$check" > "$LOGS/kernel-$check-124m.log" 2>&1
-  status=$?
-  line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$check-124m.log")
-  case $line in
-    PASS*) verdict PASS "kernel ${check}_124m" "${line#PASS cuda_${check}_124m }" ;;
-    SKIP*) verdict FAIL "kernel ${check}_124m" "not run: ${line#SKIP cuda_${check}_124m }" ;;
-    *) verdict FAIL "kernel ${check}_124m" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$check-124m.log")}" ;;
-  esac
+  kernel_check 90 "$check" --gpt2
 done
 # memcheck over the small sizes (at 124M sizes it would take minutes).
 if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then

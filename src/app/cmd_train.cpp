@@ -65,11 +65,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!threads.warning().empty()) print0(threads.warning());
   print0(gemm_path);
   print0(trainer.memory_report(false));
-  return trainer.run(run_dir, {{"threads.per_rank", std::to_string(threads.per_rank)},
-                               {"threads.chosen", threads.chosen ? "true" : "false"},
-                               {"threads.host_threads", std::to_string(threads.host_threads)},
-                               {"threads.host_cores", std::to_string(threads.host_cores)},
-                               {"threads.host_ranks", std::to_string(threads.host_ranks)}});
+  return trainer.run(run_dir, threads.attributes());
 }
 
 }  // namespace trident

@@ -1,6 +1,5 @@
 // Run-directory creation and the resolved deck.
 #include "job/run_dir.hpp"
-#include "job/signals.hpp"
 
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
 #include "core/printable.hpp"
+#include "job/signals.hpp"
 
 namespace trident {
 namespace fs = std::filesystem;

@@ -124,6 +124,14 @@ std::string ThreadReport::header() const {
   return text + ")";
 }
 
+std::vector<std::pair<std::string, std::string>> ThreadReport::attributes() const {
+  return {{"threads.per_rank", std::to_string(per_rank)},
+          {"threads.chosen", chosen ? "true" : "false"},
+          {"threads.host_threads", std::to_string(host_threads)},
+          {"threads.host_cores", std::to_string(host_cores)},
+          {"threads.host_ranks", std::to_string(host_ranks)}};
+}
+
 std::string ThreadReport::warning() const {
   if (!oversubscribed() || per_rank == 1) return "";
   const int fair = std::max(1, host_cores / host_ranks);

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trident {
 
@@ -31,6 +33,8 @@ struct ThreadReport {
   bool oversubscribed() const { return host_threads > host_cores; }
   std::string header() const;   // "threads: 1 per rank (...)"
   std::string warning() const;  // "" unless oversubscribed
+  // As metrics.h5 attributes ("threads.per_rank", …), which trident doctor's threads rule reads.
+  std::vector<std::pair<std::string, std::string>> attributes() const;
 };
 ThreadReport report_threads();
 
