@@ -27,10 +27,14 @@ ARCH ?= -march=native
 # -fno-math-errno: we never read errno after sqrtf, and with errno kept GCC will not vectorize a
 # loop that calls it (AdamW's update ran 3x slower, scalar). IEEE sqrt is correctly rounded, so
 # the results are the same bits.
+# -ffp-contract=off: a·b + c stays a multiply and an add, never one FMA. Whether GCC fuses depends
+# on the target's tuning (it avoids chains of FMAs on some AMD cores), so with contraction the
+# same source rounds differently on two x86-64 CPUs; without it our code's results depend on the
+# order of the operations alone, which kernels.arithmetic = portable fixes (docs/PRECISION.md).
 # OPT: optimisation and debug info; the suite's CPU-only build check (tests/e2e/build_switch.sh)
 # compiles with OPT=-O0, which only has to link and start: 64 s instead of 127 s here.
 OPT ?= -O3 -g
-CXXFLAGS := $(ARCH) -fno-math-errno -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
+CXXFLAGS := $(ARCH) -fno-math-errno -ffp-contract=off -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
 LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
 HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)
