@@ -1,8 +1,7 @@
 // Choosing the kernel backend: the CPU's always, the CUDA one where it is compiled in and can
-// run; the process's default backend, which contexts naming none use.
+// run; a context naming none runs on the CPU's.
 #include "kernels/backend.hpp"
 
-#include <atomic>
 #include <stdexcept>
 
 #include "core/clock.hpp"
@@ -26,8 +25,6 @@ template <class... F>
 int count_set(F... entries) {
   return ((entries != nullptr ? 1 : 0) + ...);
 }
-
-std::atomic<Backend*> g_default{nullptr};
 
 }  // namespace
 
@@ -74,12 +71,6 @@ std::string backend_unavailable(const std::string& name) {
   return backend->unavailable_reason();
 }
 
-void set_default_backend(Backend& backend) { g_default = &backend; }
-
-Backend& backend_of(const Context& ctx) {
-  if (ctx.backend) return *ctx.backend;
-  Backend* chosen = g_default.load();
-  return chosen ? *chosen : cpu::backend();
-}
+Backend& backend_of(const Context& ctx) { return ctx.backend ? *ctx.backend : cpu::backend(); }
 
 }  // namespace trident::kernels

@@ -2,8 +2,8 @@
 // them, chosen at run time (kernels.device = cpu | cuda). A Backend is an abstract class for
 // what has state — its device, its memory (it is the Allocator of tracked buffers), whether it
 // can run here — and holds a function table of its kernels, one entry per operation of
-// kernels/ops.inc, each of exactly the type of the public declaration. Why the mix is written
-// in docs/ARCHITECTURE.md ("Kernel backend").
+// kernels/ops.inc, each of exactly the type of the public declaration. Why the mix: docs/DECISIONS.md
+// ("Structure"); what it is: docs/ARCHITECTURE.md ("Kernel backend").
 #pragma once
 
 #include <functional>
@@ -122,9 +122,7 @@ Backend* find_backend(const std::string& name);
 // reason).
 std::string backend_unavailable(const std::string& name);
 
-// The backend of the contexts that name none (initially the CPU's); a job sets it once at
-// start-up from kernels.device.
-void set_default_backend(Backend& backend);
+// ctx's backend: the one it names, or the CPU's.
 Backend& backend_of(const Context& ctx);
 
 }  // namespace trident::kernels

@@ -29,16 +29,25 @@ enum class Low16Gemm { automatic, native, widened };
 
 class Backend;  // kernels/backend.hpp
 
-// Where and on what queue kernels run. backend: the kernel backend (null: the process's,
-// set_default_backend — the CPU's unless the job's kernels.device chose another); stream: the
-// queue on its device (null on the CPU, a cudaStream_t on CUDA). low16_gemm: the path of the
-// CPU's 16-bit GEMMs; automatic follows the process's path (set_default_low16_gemm), which a
-// job sets once at start-up from kernels.low16_gemm agreed over all ranks (tests force native
-// or widened per context).
+// How the CPU sums (the deck's kernels.arithmetic): native = the fastest kernels of this CPU
+// (oneDNN's GEMM, LayerNorm and GELU, whose blocking and instruction set set the order of their
+// sums, and loops vectorized at the build's width); portable = our own kernels in a fixed order
+// everywhere (GEMM sums over k one term after another, LayerNorm and softmax sums in index
+// order, no oneDNN), so that every x86-64 CPU gives the same bits for the same thread count —
+// slower, for reproducing a run on other machines and for proving that a change left the
+// arithmetic alone (scripts/reference-runs.sh).
+enum class Arithmetic { native, portable };
+
+// Where and how kernels run: a value the job builds once (load_job) and passes down, never a
+// process-wide default. backend: the kernel backend (null: the CPU's); stream: the queue on its
+// device (null on the CPU, a cudaStream_t on CUDA). low16_gemm: the path of the CPU's 16-bit
+// GEMMs (a job's is kernels.low16_gemm agreed over all ranks; automatic probes this CPU).
+// arithmetic: native or portable (above; the CPU's kernels read it, CUDA's ignore it).
 struct Context {
   Backend* backend = nullptr;
   Stream stream;
   Low16Gemm low16_gemm = Low16Gemm::automatic;
+  Arithmetic arithmetic = Arithmetic::native;
 };
 
 // ---- 16-bit storage (mixed precision: optim.precision = bf16 | fp16) -------------------------
@@ -76,10 +85,6 @@ std::string cpu_isa();
 // Whether oneDNN creates a matmul on operands of this 16-bit type on this CPU (asked once per
 // type, by creating a small one; fp32: always).
 bool native_low16_gemm_available(Precision precision);
-// The path of the contexts that say automatic (initially automatic itself: native where
-// available), and the path a context takes: its own, or the process's.
-void set_default_low16_gemm(Low16Gemm path);
-Low16Gemm effective_low16_gemm(const Context& ctx);
 // Whether ctx's GEMMs in this precision widen their 16-bit operands (never for fp32).
 bool widens_low16(const Context& ctx, Precision precision);
 // One line on the path ctx's GEMMs take in this precision, e.g. "bf16 GEMM: native

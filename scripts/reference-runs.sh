@@ -5,16 +5,21 @@
 #             on one rank, on the default corpus, 40 steps (300 with `full`)
 #   bf16      the same as default in bf16 mixed precision (optim.precision = bf16)
 #   tp2pp2dp2 a (tensor 2, pipeline 2, data 2) ZeRO-1 run of a small model on 8 ranks, 12 steps
-# A fingerprint holds only for one CPU instruction set (oneDNN's kernels, and ours built with
-# -march=native, sum in an order that depends on it) and thread count, so records are keyed by
-# oneDNN's ISA, the code generation target of our kernels and the thread count; where no record
-# exists for this machine, `check` says SKIP and `record` adds one. The target matters on its
-# own: two CPUs that oneDNN both runs as avx512_core_amx, whose -march=native GCC expands to
-# different targets and features (here "rocketlake" with AMX and AVX512-FP16 on a virtual Xeon),
-# vectorize our loops differently and train to other bits.
+# Each run twice: in native arithmetic and in portable (kernels.arithmetic = portable, named
+# RUN-portable).
+#   portable  our fixed-order kernels instead of oneDNN's: the same bits on every x86-64 CPU,
+#             every build target (-march) and every thread count, so one record, keyed
+#             "portable", holds everywhere and the check runs on any machine — the proof that a
+#             change left the training arithmetic alone, wherever CI runs.
+#   native    oneDNN's kernels sum in an order set by the CPU's instruction set, ours vectorized
+#             for the build target: records keyed by oneDNN's ISA, the code generation target of
+#             our kernels and the thread count; where no record exists for this machine, `check`
+#             says SKIP and `record` adds one. (Two CPUs that oneDNN both runs as
+#             avx512_core_amx, whose -march=native GCC expands to different targets, vectorize
+#             our loops differently and train to other bits.)
 #   scripts/reference-runs.sh record [full]   run and write tests/reference/fingerprints.txt
 #   scripts/reference-runs.sh check [full]    run and compare: PASS/FAIL/SKIP lines
-# RUNS="default bf16" selects runs.
+# RUNS="default bf16-portable" selects runs.
 set -uo pipefail
 MODE=${1:?usage: reference-runs.sh record|check [full]}
 FULL=${2:-}
@@ -64,22 +69,31 @@ run_default() {  # run_default RUN_DIR [OVERRIDES...]
     --train.steps=$steps --train.run_dir="$run_dir" "${DATA[@]}" "$@"
 }
 
-run_bf16() {  # run_bf16 RUN_DIR
-  run_default "$1" --optim.precision=bf16
+run_bf16() {  # run_bf16 RUN_DIR [OVERRIDES...]
+  run_default "$@" --optim.precision=bf16
 }
 
-run_tp2pp2dp2() {  # run_tp2pp2dp2 RUN_DIR
+run_tp2pp2dp2() {  # run_tp2pp2dp2 RUN_DIR [OVERRIDES...]
+  local run_dir=$1
+  shift
   OMP_NUM_THREADS=1 mpirun -np 8 "$TRIDENT" train "$ROOT/tests/reference/default.deck" \
     --model.hidden=64 --model.seq_len=32 --train.steps=12 --train.global_batch=16 \
     --train.micro_batch=2 --train.eval_interval=6 --train.eval_tokens=2048 \
     --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 \
-    --train.run_dir="$1" "${DATA[@]}"
+    --train.run_dir="$run_dir" "${DATA[@]}" "$@"
 }
 
-for run in ${RUNS:-default bf16 tp2pp2dp2}; do
+for run in ${RUNS:-default bf16 tp2pp2dp2 default-portable bf16-portable tp2pp2dp2-portable}; do
   name="$run${FULL:+-$FULL}"
-  key="$ISA/$TARGET/omp$([[ $run == tp2pp2dp2 ]] && echo 1 || echo 2) $name"
-  if ! "run_$run" "$WORK/$name" > "$WORK/$name.log" 2>&1; then
+  base=${run%-portable}
+  arithmetic=()
+  if [[ $run == *-portable ]]; then
+    key="portable $name"
+    arithmetic=(--kernels.arithmetic=portable)
+  else
+    key="$ISA/$TARGET/omp$([[ $run == tp2pp2dp2 ]] && echo 1 || echo 2) $name"
+  fi
+  if ! "run_$base" "$WORK/$name" "${arithmetic[@]}" > "$WORK/$name.log" 2>&1; then
     echo "FAIL reference $name: the run failed"; tail -5 "$WORK/$name.log"; continue
   fi
   got=$(fingerprint "$WORK/$name")

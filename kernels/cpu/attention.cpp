@@ -23,7 +23,8 @@ namespace trident::kernels::cpu {
 namespace {
 
 // att (rows of T) <- causal softmax of scale · att, in place; entries above the diagonal = 0.
-void causal_softmax(float* att, int rows, int T, float scale) {
+// Its sums vectorized (native: in an order set by the vector width), or in index order (portable).
+void causal_softmax(float* att, int rows, int T, float scale, Arithmetic arithmetic) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     const int t = r % T;  // query position
@@ -32,10 +33,14 @@ void causal_softmax(float* att, int rows, int T, float scale) {
 #pragma omp simd reduction(max : max)
     for (int s = 0; s <= t; ++s) max = p[s] * scale > max ? p[s] * scale : max;
     float sum = 0.0f;
+    if (arithmetic == Arithmetic::portable) {
+      for (int s = 0; s <= t; ++s) sum += (p[s] = vexp(p[s] * scale - max));
+    } else {
 #pragma omp simd reduction(+ : sum)
-    for (int s = 0; s <= t; ++s) {
-      p[s] = vexp(p[s] * scale - max);
-      sum += p[s];
+      for (int s = 0; s <= t; ++s) {
+        p[s] = vexp(p[s] * scale - max);
+        sum += p[s];
+      }
     }
     const float inv = 1.0f / sum;
     for (int s = 0; s <= t; ++s) p[s] *= inv;
@@ -44,15 +49,19 @@ void causal_softmax(float* att, int rows, int T, float scale) {
 }
 
 // datt <- P ⊙ (dP − rowsum(dP ⊙ P)) · scale, in place over dP.
-void softmax_backward(float* datt, const float* att, int rows, int T, float scale) {
+void softmax_backward(float* datt, const float* att, int rows, int T, float scale, Arithmetic arithmetic) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
     const int t = r % T;
     float* d = datt + static_cast<size_t>(r) * T;
     const float* p = att + static_cast<size_t>(r) * T;
     float dot = 0.0f;
+    if (arithmetic == Arithmetic::portable) {
+      for (int s = 0; s <= t; ++s) dot += d[s] * p[s];
+    } else {
 #pragma omp simd reduction(+ : dot)
-    for (int s = 0; s <= t; ++s) dot += d[s] * p[s];
+      for (int s = 0; s <= t; ++s) dot += d[s] * p[s];
+    }
     for (int s = 0; s <= t; ++s) d[s] = p[s] * (d[s] - dot) * scale;
     for (int s = t + 1; s < T; ++s) d[s] = 0.0f;
   }
@@ -68,19 +77,19 @@ const void* at(const void* base, int64_t offset, OperandType type) {
 void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T,
                        int C, int NH) {
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
-  run_gemm(g.scores, att, qkv, qkv + C);
-  causal_softmax(att, B * NH * T, T, attention_scale(C, NH));  // P
-  run_gemm(g.values, out, att, qkv + 2 * C);
+  run_gemm(ctx, g.scores, att, qkv, qkv + C);
+  causal_softmax(att, B * NH * T, T, attention_scale(C, NH), ctx.arithmetic);  // P
+  run_gemm(ctx, g.values, out, att, qkv + 2 * C);
 }
 
 void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout,
                         const float* qkv, const float* att, int B, int T, int C, int NH) {
   const AttentionGemms g = attention_gemms(B, T, C, NH, OperandType::f32);
-  run_gemm(g.dprobs, datt, dout, qkv + 2 * C);
-  run_gemm(g.dvalues, dqkv + 2 * C, att, dout);
-  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
-  run_gemm(g.dqueries, dqkv, datt, qkv + C);
-  run_gemm(g.dkeys, dqkv + C, datt, qkv);
+  run_gemm(ctx, g.dprobs, datt, dout, qkv + 2 * C);
+  run_gemm(ctx, g.dvalues, dqkv + 2 * C, att, dout);
+  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH), ctx.arithmetic);  // dS
+  run_gemm(ctx, g.dqueries, dqkv, datt, qkv + C);
+  run_gemm(ctx, g.dkeys, dqkv + C, datt, qkv);
 }
 
 // bf16: the same steps, every product on bf16 values (q, k, v as kept; P, dy and dS rounded).
@@ -95,10 +104,10 @@ void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low,
     from_bf16(ctx, qkv32, qkv_low, n_qkv);
     qkv = qkv32;
   }
-  run_gemm(g.scores, att, qkv, at(qkv, C, type));
-  causal_softmax(att, B * NH * T, T, attention_scale(C, NH));  // P
+  run_gemm(ctx, g.scores, att, qkv, at(qkv, C, type));
+  causal_softmax(att, B * NH * T, T, attention_scale(C, NH), ctx.arithmetic);  // P
   store_low(ctx, Precision::bf16, att_low, att, n_att);      // att: P's bf16 values, in f32
-  run_gemm(g.values, out, type == OperandType::f32 ? static_cast<const void*>(att) : att_low, at(qkv, 2 * C, type));
+  run_gemm(ctx, g.values, out, type == OperandType::f32 ? static_cast<const void*>(att) : att_low, at(qkv, 2 * C, type));
 }
 
 void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float* dout,
@@ -118,20 +127,20 @@ void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float
   } else {
     to_bf16(ctx, dout_low, dout, n_out);
   }
-  run_gemm(g.dprobs, datt, dy, at(qkv, 2 * C, type));
-  run_gemm(g.dvalues, dqkv + 2 * C, probs, dy);
-  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH));  // dS
+  run_gemm(ctx, g.dprobs, datt, dy, at(qkv, 2 * C, type));
+  run_gemm(ctx, g.dvalues, dqkv + 2 * C, probs, dy);
+  softmax_backward(datt, att, B * NH * T, T, attention_scale(C, NH), ctx.arithmetic);  // dS
   const void* ds = datt;  // dS rounded to bf16: in place in f32 (widened), or narrowed
   if (type == OperandType::f32) round_low(ctx, Precision::bf16, datt, n_att);
   else ds = narrow_in_place(ctx, Precision::bf16, datt, n_att);
-  run_gemm(g.dqueries, dqkv, ds, at(qkv, C, type));
-  run_gemm(g.dkeys, dqkv + C, ds, qkv);
+  run_gemm(ctx, g.dqueries, dqkv, ds, at(qkv, C, type));
+  run_gemm(ctx, g.dkeys, dqkv + C, ds, qkv);
 }
 
 void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, int NH) {
   const OperandType type = precision == Precision::bf16 ? operand_type(ctx, precision) : OperandType::f32;
   const AttentionGemms g = attention_gemms(B, T, C, NH, type);
-  for (const Gemm& gemm : {g.scores, g.values, g.dprobs, g.dvalues, g.dqueries, g.dkeys}) prepare_gemm(gemm);
+  for (const Gemm& gemm : {g.scores, g.values, g.dprobs, g.dvalues, g.dqueries, g.dkeys}) prepare_gemm(ctx, gemm);
 }
 
 // One position against the cache: dot products, a max-subtracted softmax and the weighted sum

@@ -17,7 +17,7 @@ void crossentropy_row_max(Context&, float* maxes, const float* logits, int N, in
   }
 }
 
-void crossentropy_row_sums(Context&, float* sums, float* target_logits, const float* logits,
+void crossentropy_row_sums(Context& ctx, float* sums, float* target_logits, const float* logits,
                            const float* maxes, const int32_t* targets, int vocab_begin, int N,
                            int valid, int ld) {
 #pragma omp parallel for schedule(static)
@@ -27,8 +27,12 @@ void crossentropy_row_sums(Context&, float* sums, float* target_logits, const fl
     // Every term is ≤ 1 and the largest row's is 1: a float sum loses nothing that matters
     // against the log.
     float sum = 0.0f;
+    if (ctx.arithmetic == Arithmetic::portable) {
+      for (int i = 0; i < valid; ++i) sum += vexp(row[i] - m);  // in index order
+    } else {
 #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < valid; ++i) sum += vexp(row[i] - m);
+      for (int i = 0; i < valid; ++i) sum += vexp(row[i] - m);
+    }
     sums[n] = sum;
     const int column = targets[n] - vocab_begin;
     target_logits[n] = column >= 0 && column < valid ? row[column] : 0.0f;

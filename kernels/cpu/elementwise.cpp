@@ -9,6 +9,7 @@
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/portable.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -21,7 +22,8 @@ constexpr size_t kLanes = 16;                      // running sums per chunk (su
 
 // oneDNN's eltwise gelu_tanh: 10% faster than ours (docs/PERFORMANCE.md); our backward is
 // faster than oneDNN's and stays.
-void gelu_forward(Context&, float* out, const float* inp, size_t n) {
+void gelu_forward(Context& ctx, float* out, const float* inp, size_t n) {
+  if (ctx.arithmetic == Arithmetic::portable) return portable_gelu_forward(out, inp, n);
   using dnnl::memory;
   static std::map<size_t, std::pair<memory::desc, dnnl::eltwise_forward>> cache;
   static std::mutex mutex;

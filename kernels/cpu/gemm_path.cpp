@@ -3,7 +3,6 @@
 // including under DNNL_MAX_CPU_ISA.
 #include <dnnl.hpp>
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -14,8 +13,6 @@
 
 namespace trident::kernels {
 namespace {
-
-std::atomic<Low16Gemm> g_default_path{Low16Gemm::automatic};
 
 struct Probe {
   bool available = false;
@@ -75,15 +72,10 @@ bool native_low16_gemm_available(Precision precision) {
 
 int64_t gemm_primitives_created() { return cpu::primitives_created(); }
 
-void set_default_low16_gemm(Low16Gemm path) { g_default_path = path; }
-
-Low16Gemm effective_low16_gemm(const Context& ctx) {
-  return ctx.low16_gemm != Low16Gemm::automatic ? ctx.low16_gemm : g_default_path.load();
-}
-
 bool widens_low16(const Context& ctx, Precision precision) {
-  if (precision == Precision::fp32) return false;
-  switch (effective_low16_gemm(ctx)) {
+  // Portable GEMMs widen 16-bit operands as they read them, into no workspace.
+  if (precision == Precision::fp32 || ctx.arithmetic == Arithmetic::portable) return false;
+  switch (ctx.low16_gemm) {
     case Low16Gemm::widened: return true;
     case Low16Gemm::native: return false;
     default: return !native_low16_gemm_available(precision);
@@ -92,6 +84,8 @@ bool widens_low16(const Context& ctx, Precision precision) {
 
 std::string gemm_path_summary(const Context& ctx, Precision precision) {
   const std::string head = std::string(precision_name(precision)) + " GEMM: ";
+  if (ctx.arithmetic == Arithmetic::portable)
+    return head + "portable (kernels.arithmetic = portable: our fixed-order kernels, no oneDNN, on " + cpu_isa() + ")";
   if (precision == Precision::fp32) return head + "f32 on " + cpu_isa();
   const Probe& p = cached_probe(precision);
   if (!widens_low16(ctx, precision))

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/portable.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -78,8 +79,10 @@ std::vector<float>& workspace(size_t n) {
 
 }  // namespace
 
-void layernorm_forward(Context&, float* out, float* mean, float* variance, const float* inp,
+void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
                        const float* weight, const float* bias, int N, int C) {
+  if (ctx.arithmetic == Arithmetic::portable)
+    return portable_layernorm_forward(out, mean, variance, inp, weight, bias, N, C);
   const LayerNormPrimitives& p = primitives(N, C);
   run(p.forward, {{DNNL_ARG_SRC, wrap(p.data, inp)},
                   {DNNL_ARG_DST, wrap(p.data, out)},
@@ -94,6 +97,8 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
                         const float* dout, const float* inp, const float* weight,
                         const float* bias, const float* mean, const float* variance, int N,
                         int C) {
+  if (ctx.arithmetic == Arithmetic::portable)
+    return portable_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, variance, N, C);
   const LayerNormPrimitives& p = primitives(N, C);
   const size_t n = static_cast<size_t>(N) * C;
   std::vector<float>& scratch = workspace(n + 2 * static_cast<size_t>(C));

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/column_sums.hpp"
 #include "kernels/cpu/onednn.hpp"
+#include "kernels/cpu/portable.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::kernels::cpu {
@@ -107,12 +108,13 @@ size_t extent(int batch, int heads, int rows, int cols, const Strides& s) {
 
 }  // namespace
 
-void prepare_gemm(const Gemm& g) {
-  if (!empty(g)) get_matmul(g);
+void prepare_gemm(const Context& ctx, const Gemm& g) {
+  if (!empty(g) && ctx.arithmetic == Arithmetic::native) get_matmul(g);
 }
 
-void run_gemm(const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
+void run_gemm(const Context& ctx, const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
   if (empty(g)) return;
+  if (ctx.arithmetic == Arithmetic::portable) return portable_gemm(g, c, a, b, bias);
   const CachedMatmul& mm = get_matmul(g);
   dnnl::engine& engine = cpu_engine();
   try {
@@ -128,7 +130,7 @@ void run_gemm(const Gemm& g, float* c, const void* a, const void* b, const float
 }
 
 OperandType operand_type(const Context& ctx, Precision precision) {
-  if (precision == Precision::fp32 || widens_low16(ctx, precision)) return OperandType::f32;
+  if (precision == Precision::fp32 || widens_low16(ctx, precision)) return OperandType::f32;  // never portable
   return precision == Precision::bf16 ? OperandType::bf16 : OperandType::f16;
 }
 
@@ -143,10 +145,10 @@ float* widening_workspace(size_t floats) {
 
 int64_t primitives_created() { return g_created; }
 
-void strided_matmul(Context&, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
+void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
                     const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
                     bool accumulate) {
-  run_gemm({batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, OperandType::f32}, c, a, b);
+  run_gemm(ctx, {batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, OperandType::f32}, c, a, b);
 }
 
 void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
@@ -160,12 +162,12 @@ void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const
                          const bf16* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
                          bool accumulate) {
   Gemm g{batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, operand_type(ctx, Precision::bf16)};
-  if (g.operands != OperandType::f32 || empty(g)) return run_gemm(g, c, a, b);
+  if (g.operands != OperandType::f32 || empty(g)) return run_gemm(ctx, g, c, a, b);
   const size_t na = extent(batch, heads, M, K, a_strides), nb = extent(batch, heads, K, N, b_strides);
   float* a32 = widening_workspace(na + nb);  // a's extent, then b's
   from_bf16(ctx, a32, a, na);
   from_bf16(ctx, a32 + na, b, nb);
-  run_gemm(g, c, a32, a32 + na);
+  run_gemm(ctx, g, c, a32, a32 + na);
 }
 
 void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
@@ -176,10 +178,10 @@ void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, i
 
 namespace {
 
-void backward_gemms(float* dx, float* dw, const void* dy, const void* x, const void* w, int M, int K, int N,
+void backward_gemms(const Context& ctx, float* dx, float* dw, const void* dy, const void* x, const void* w, int M, int K, int N,
                     OperandType type) {
-  if (dx) run_gemm(linear_input_gradient_gemm(M, K, N, type), dx, dy, w);
-  run_gemm(linear_weight_gradient_gemm(M, K, N, type), dw, dy, x);
+  if (dx) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx, dy, w);
+  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy, x);
 }
 
 void require_same_type(const Tensor& x, const Tensor& w) {
@@ -190,39 +192,39 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 
 }  // namespace
 
-void linear_forward(Context&, float* y, const float* x, const float* w, const float* bias, int M, int K, int N) {
-  run_gemm(linear_forward_gemm(M, K, N, bias != nullptr, OperandType::f32), y, x, w, bias);
+void linear_forward(Context& ctx, float* y, const float* x, const float* w, const float* bias, int M, int K, int N) {
+  run_gemm(ctx, linear_forward_gemm(M, K, N, bias != nullptr, OperandType::f32), y, x, w, bias);
 }
 
-void linear_backward(Context&, float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
+void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
                      int M, int K, int N) {
-  backward_gemms(dx, dw, dy, x, w, M, K, N, OperandType::f32);
+  backward_gemms(ctx, dx, dw, dy, x, w, M, K, N, OperandType::f32);
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 
 void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x, const low16* w,
                         const float* bias, int M, int K, int N) {
   const Gemm g = linear_forward_gemm(M, K, N, bias != nullptr, operand_type(ctx, precision));
-  if (g.operands != OperandType::f32) return run_gemm(g, y, x, w, bias);
+  if (g.operands != OperandType::f32) return run_gemm(ctx, g, y, x, w, bias);
   const size_t MK = size_t(M) * K, NK = size_t(N) * K;
   float* x32 = widening_workspace(MK + NK);  // x (M, K), then w (N, K)
   from_low(ctx, precision, x32, x, MK);
   from_low(ctx, precision, x32 + MK, w, NK);
-  run_gemm(g, y, x32, x32 + MK, bias);
+  run_gemm(ctx, g, y, x32, x32 + MK, bias);
 }
 
 void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias, const float* dy,
                          const low16* dy_low, const low16* x, const low16* w, int M, int K, int N) {
   const OperandType type = operand_type(ctx, precision);
   if (type != OperandType::f32) {
-    backward_gemms(dx, dw, dy_low, x, w, M, K, N, type);
+    backward_gemms(ctx, dx, dw, dy_low, x, w, M, K, N, type);
   } else {
     const size_t MN = size_t(M) * N, MK = size_t(M) * K, NK = size_t(N) * K;
     float* dy32 = widening_workspace(MN + MK + NK);  // dy (M, N), x (M, K), w (N, K)
     from_low(ctx, precision, dy32, dy_low, MN);
     from_low(ctx, precision, dy32 + MN, x, MK);
     from_low(ctx, precision, dy32 + MN + MK, w, NK);
-    backward_gemms(dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N, type);
+    backward_gemms(ctx, dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N, type);
   }
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
@@ -251,9 +253,9 @@ void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const flo
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
   const OperandType type = operand_type(ctx, precision);
-  prepare_gemm(linear_forward_gemm(M, K, N, bias, type));
-  prepare_gemm(linear_input_gradient_gemm(M, K, N, type));
-  prepare_gemm(linear_weight_gradient_gemm(M, K, N, type));
+  prepare_gemm(ctx, linear_forward_gemm(M, K, N, bias, type));
+  prepare_gemm(ctx, linear_input_gradient_gemm(M, K, N, type));
+  prepare_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type));
 }
 
 }  // namespace trident::kernels::cpu

@@ -12,14 +12,16 @@
 
 namespace trident::kernels::cpu {
 
-// Runs the GEMM (its primitive created on first use and cached). An empty GEMM does nothing. A
-// GEMM oneDNN refuses or fails throws std::runtime_error naming it and the CPU's ISA.
-void run_gemm(const Gemm& gemm, float* c, const void* a, const void* b, const float* bias = nullptr);
-// Creates and caches the GEMM's primitive without running it.
-void prepare_gemm(const Gemm& gemm);
+// Runs the GEMM: through oneDNN (its primitive created on first use and cached), or with
+// ctx.arithmetic = portable our fixed-order loops (kernels/cpu/portable.hpp). An empty GEMM does
+// nothing. A GEMM oneDNN refuses or fails throws std::runtime_error naming it and the CPU's ISA.
+void run_gemm(const Context& ctx, const Gemm& gemm, float* c, const void* a, const void* b,
+              const float* bias = nullptr);
+// Creates and caches the GEMM's primitive without running it (portable: nothing to create).
+void prepare_gemm(const Context& ctx, const Gemm& gemm);
 
 // The operands of ctx's GEMMs in this precision: f32 (fp32, or 16-bit values widened), or the
-// 16-bit type itself (native).
+// 16-bit type itself (native; portable, whose GEMM widens them as it reads them).
 OperandType operand_type(const Context& ctx, Precision precision);
 
 // At least `floats` floats to widen 16-bit operands into: kept between calls (tracked as

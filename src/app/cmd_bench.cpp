@@ -49,8 +49,8 @@ std::pair<double, double> alternating_medians(int warmup, int turns, const std::
 }
 
 // The model's GEMMs with f32 and with bf16 operands, passes alternating; GFLOP/s of each.
-int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, int passes) {
-  GemmPass f32(config, B, T), bf16(config, B, T, true);
+int compare_gemm_bf16(const kernels::Context& device, const model::GptConfig& config, int B, int T, int warmup, int passes) {
+  GemmPass f32(device, config, B, T), bf16(device, config, B, T, true);
   const auto [f32_seconds, bf16_seconds] =
       alternating_medians(warmup, passes, [&] { return f32.run(); }, [&] { return bf16.run(); });
   char text[200];
@@ -63,11 +63,11 @@ int compare_gemm_bf16(const model::GptConfig& config, int B, int T, int warmup, 
 
 // Training steps in fp32 and in `precision` (bf16 or fp16), alternating in one process so that
 // both see the same machine; the median step of each and their ratio.
-int compare_precisions(const deck::Deck& deck, const std::string& precision, int warmup, int steps) {
+int compare_precisions(const kernels::Context& device, const deck::Deck& deck, const std::string& precision, int warmup, int steps) {
   if (precision != "bf16" && precision != "fp16")
     throw UserError("trident bench: --compare takes bf16 or fp16, not '" + precision + "'");
-  StepRunner f32(deck, kernels::Precision::fp32);
-  StepRunner low(deck, precision_from_name(precision));
+  StepRunner f32(device, deck, kernels::Precision::fp32);
+  StepRunner low(device, deck, precision_from_name(precision));
   const auto [f32_seconds, low_seconds] =
       alternating_medians(warmup, steps, [&] { return f32.run(); }, [&] { return low.run(); });
   char text[256];
@@ -120,11 +120,11 @@ int run_bench(const std::vector<std::string>& args) {
     compare_kernels_with_onednn(B * T, config.channels, std::max(steps, 10));
     return kExitOk;
   }
-  if (bf16) return compare_gemm_bf16(config, B, T, warmup, steps);
-  if (!compare.empty()) return compare_precisions(job.deck, compare, warmup, steps);
+  if (bf16) return compare_gemm_bf16(job.device, config, B, T, warmup, steps);
+  if (!compare.empty()) return compare_precisions(job.device, job.deck, compare, warmup, steps);
   // Steps and GEMM passes alternate (--gemm: no steps; --no-gemm: no passes).
-  StepRunner step(job.deck, precision_from_deck(job.deck));
-  GemmPass gemm_pass(config, B, T);
+  StepRunner step(job.device, job.deck, precision_from_deck(job.deck));
+  GemmPass gemm_pass(job.device, config, B, T);
   const auto [gemm_seconds, seconds_per_step] = alternating_medians(
       warmup, steps, [&] { return no_gemm ? 1.0 : gemm_pass.run(); }, [&] { return gemm ? 0.0 : step.run(); });
   const double gemm_gflops = gemm_pass.flops() / gemm_seconds / 1e9;

@@ -17,6 +17,7 @@
 #include "app/commands.hpp"
 #include "job/job.hpp"
 #include "job/run_dir.hpp"
+#include "kernels/backend.hpp"
 
 namespace trident {
 namespace {
@@ -140,7 +141,7 @@ int run_commbench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const Job job = load_job(line);
-  const comm::CollectiveSettings settings = collective_settings(job.deck);
+  const comm::CollectiveSettings settings = collective_settings(job.deck, kernels::backend_of(job.device));
   comm::CollectiveSettings hierarchical_settings = settings;
   hierarchical_settings.algo = "auto";
   comm::GroupCollectives world(MPI_COMM_WORLD, job.topology, "world", hierarchical_settings);

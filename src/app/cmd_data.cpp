@@ -28,7 +28,7 @@ namespace {
 // Checked against the memory model before its first buffer (exit 2 with the figures).
 std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx, const std::string& command) {
   const model::GptConfig config = model_config_from_deck(job.deck);
-  check_whole_model_fits(job.deck, config, command);
+  check_whole_model_fits(job.device, job.deck, config, command);
   auto gpt = std::make_unique<model::Gpt2>(config, ctx);
   initialise_parameters(job.deck, *gpt);
   return gpt;
@@ -46,7 +46,7 @@ int run_eval(const std::vector<std::string>& args) {
   }
   const Job job = load_job(line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
-  kernels::Context ctx;
+  kernels::Context ctx = job.device;
   auto gpt = deck_model(job, ctx, "eval");
   require_vocab_covers_tokenizer(job.deck);
   std::unique_ptr<data::TokenData> val;
@@ -78,7 +78,7 @@ int run_export(const std::vector<std::string>& args) {
   const std::string out = rest[1];
   rest.erase(rest.begin() + 1);
   const Job job = load_job(cli::parse_command_line("export", rest));
-  kernels::Context ctx;
+  kernels::Context ctx = job.device;
   auto gpt = deck_model(job, ctx, "export");
   std::string error;
   if (world_rank() == 0) {

@@ -106,7 +106,8 @@ struct WholeModel {
 };
 
 // A checkpoint of any layout, read whole onto this rank (the reader takes every element).
-WholeModel from_checkpoint(const deck::Deck& deck, const std::string& path) {
+WholeModel from_checkpoint(const Job& job, const std::string& path) {
+  const deck::Deck& deck = job.deck;
   const std::string not_file = regular_file_problem(path);
   if (!not_file.empty())
     fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
@@ -116,7 +117,7 @@ WholeModel from_checkpoint(const deck::Deck& deck, const std::string& path) {
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
   }
-  check_whole_model_fits(deck, m.config, "generate");
+  check_whole_model_fits(job.device, deck, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   ckpt::StateView state;
   state.config = m.config;
@@ -127,10 +128,11 @@ WholeModel from_checkpoint(const deck::Deck& deck, const std::string& path) {
 }
 
 // The deck's model: the llm.c file of model.init (checked against the deck), or random.
-WholeModel from_deck(const deck::Deck& deck) {
+WholeModel from_deck(const Job& job) {
+  const deck::Deck& deck = job.deck;
   WholeModel m;
   m.config = model_config_from_deck(deck);  // a model file's header checked against its size
-  check_whole_model_fits(deck, m.config, "generate");
+  check_whole_model_fits(job.device, deck, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   if (deck.get_string("model.init") == "random") {
     model::init_params(m.config, m.params.data(), static_cast<uint64_t>(deck.get_int("train.seed")));
@@ -183,12 +185,12 @@ int run_generate(const std::vector<std::string>& args) {
   if (!a.checkpoint.empty() && job.deck.get_string("model.init") != "random")
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   const data::Tokenizer tokenizer = deck_tokenizer(job.deck);
-  const WholeModel m = a.checkpoint.empty() ? from_deck(job.deck) : from_checkpoint(job.deck, a.checkpoint);
+  const WholeModel m = a.checkpoint.empty() ? from_deck(job) : from_checkpoint(job, a.checkpoint);
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
   const std::vector<uint16_t> prompt = prompt_tokens(a, tokenizer, m.config);
-  kernels::Context ctx;
+  kernels::Context ctx = job.device;
   model::KvDecoder decoder(m.config, m.params.data(), ctx);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<uint16_t> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);

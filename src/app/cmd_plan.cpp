@@ -295,8 +295,9 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
                                    {"parallel.stage_layers", ""}, {"train.global_batch", std::to_string(2 * B)},
                                    {"memory.recompute", "none"}, {"optim.precision", "fp32"}, {"optim.zero", "0"}});
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
-  GemmPass gemm(w.config, static_cast<int>(B), w.seq_len);
-  StepRunner step(deck, kernels::Precision::fp32);
+  const kernels::Context here;  // this host's CPU, as it is: no job chose another path
+  GemmPass gemm(here, w.config, static_cast<int>(B), w.seq_len);
+  StepRunner step(here, deck, kernels::Precision::fp32);
   std::vector<double> gemm_s, step_s;
   for (int turn = 0; turn < 6; ++turn) {
     const double g = gemm.run(), t = step.run();
@@ -313,7 +314,7 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
   double bf16 = gemm.flops() / median(gemm_s);
   if (kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
-    GemmPass native(w.config, static_cast<int>(B), w.seq_len, true);
+    GemmPass native(here, w.config, static_cast<int>(B), w.seq_len, true);
     std::vector<double> native_s;
     for (int turn = 0; turn < 4; ++turn) native_s.push_back(native.run());
     bf16 = native.flops() / median(native_s);

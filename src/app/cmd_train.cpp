@@ -47,7 +47,7 @@ int run_train(const std::vector<std::string>& args) {
   // Owned before the checkpoint directory is even read: what restore() sees stays as it is.
   RunDirLock lock = line.check ? RunDirLock() : lock_run_dir(job.deck, run_id);
   trainer.restore(run_id, line.check);  // and the checkpoint to resume from
-  const std::string gemm_path = kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(job.deck));
+  const std::string gemm_path = kernels::gemm_path_summary(job.device, precision_from_deck(job.deck));
   if (line.check) {
     check_run_dir_creatable(job.deck);
     print0(gemm_path);

@@ -38,8 +38,8 @@ std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
   return shapes;
 }
 
-GemmPass::GemmPass(const model::GptConfig& config, int B, int T, bool bf16)
-    : shapes_(model_gemms(config, B, T)), bf16_(bf16) {
+GemmPass::GemmPass(const kernels::Context& device, const model::GptConfig& config, int B, int T, bool bf16)
+    : ctx_(device), shapes_(model_gemms(config, B, T)), bf16_(bf16) {
   size_t largest = 0;
   for (const auto& s : shapes_) {
     largest = std::max({largest, size_t(s.batch) * s.M * s.K, size_t(s.batch) * s.K * s.N,
@@ -76,10 +76,11 @@ double GemmPass::run() {
   return seconds_since(start);
 }
 
-StepRunner::StepRunner(const deck::Deck& deck, kernels::Precision precision)
-    : config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision), optimizer_(config_, {}) {
+StepRunner::StepRunner(const kernels::Context& device, const deck::Deck& deck, kernels::Precision precision)
+    : ctx_(device), config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision),
+      optimizer_(device, config_, {}) {
   initialise_parameters(deck, gpt_);
-  const RecomputeChoice recompute = choose_recompute(deck, layout::Grid(1, 1, 1), config_);
+  const RecomputeChoice recompute = choose_recompute(ctx_, deck, layout::Grid(1, 1, 1), config_);
   gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   gpt_.set_attention_recompute(recompute.mode == "selective");
   B_ = static_cast<int>(deck.get_int("train.micro_batch"));

@@ -27,7 +27,7 @@ std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T);
 // The model's GEMMs on dummy operands: one pass runs each once.
 class GemmPass {
  public:
-  GemmPass(const model::GptConfig& config, int B, int T, bool bf16 = false);
+  GemmPass(const kernels::Context& device, const model::GptConfig& config, int B, int T, bool bf16 = false);
   double flops() const { return flops_; }
   double run();  // seconds of one pass
 
@@ -44,7 +44,7 @@ class GemmPass {
 // A training step of the deck's model on fixed random tokens.
 class StepRunner {
  public:
-  StepRunner(const deck::Deck& deck, kernels::Precision precision);
+  StepRunner(const kernels::Context& device, const deck::Deck& deck, kernels::Precision precision);
   double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
   double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
   double run();  // seconds of one step

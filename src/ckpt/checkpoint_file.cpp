@@ -145,11 +145,13 @@ HostState on_host(const StateView& state, bool download) {
   if (state.m) host.m.resize(static_cast<size_t>(state.moments_end - state.moments_begin)), host.v.resize(host.m.size());
   host.view = state;
   host.view.device = Device{};
+  host.view.backend = nullptr;
   host.view.params = host.params.data();
   host.view.m = state.m ? host.m.data() : nullptr;
   host.view.v = state.m ? host.v.data() : nullptr;
   if (!download) return host;
-  kernels::Context ctx;  // the model's backend
+  kernels::Context ctx;
+  ctx.backend = state.backend;
   if (state.params_owner) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device));
   if (state.m && state.moments_owner) {
     kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device));
@@ -160,6 +162,7 @@ HostState on_host(const StateView& state, bool download) {
 
 void upload(const HostState& host, const StateView& state) {
   kernels::Context ctx;
+  ctx.backend = state.backend;
   kernels::upload(ctx, view(state.params, host.params.size(), state.device), host.params.data());
   if (!state.m) return;
   kernels::upload(ctx, view(state.m, host.m.size(), state.device), host.m.data());

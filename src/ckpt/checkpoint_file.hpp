@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
 #include "tensor/device.hpp"
@@ -82,8 +83,10 @@ struct StateView {
   int64_t moments_begin = 0, moments_end = 0;
   bool moments_owner = false;  // writes its moments
   // Where params, m and v live. HDF5 writes from host memory and reads into it: a state on a
-  // device goes through host copies (downloaded before a write, uploaded after a read).
+  // device goes through host copies (downloaded before a write, uploaded after a read) by the
+  // device's kernel backend (null: the CPU's).
   Device device;
+  kernels::Backend* backend = nullptr;
 };
 
 struct WriteResult {

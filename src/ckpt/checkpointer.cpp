@@ -120,13 +120,14 @@ std::string Checkpointer::due(int64_t step) const {
 
 namespace {
 
-// n floats at `from` (on `device`) into the staging buffer `to` (host memory, pinned where the
-// backend has such), allocated or re-sized first.
-void stage_values(Buffer<float>& to, const float* from, size_t n, Device device) {
-  kernels::Backend& backend = kernels::backend_of(kernels::Context{});  // the model's
-  if (to.size() != n) to = Buffer<float>(n, MemoryCategory::Checkpoint, backend, MemoryKind::pinned_host);
+// n floats of `state` at `from` into the staging buffer `to` (host memory, pinned where the
+// state's backend has such), allocated or re-sized first.
+void stage_values(Buffer<float>& to, const float* from, size_t n, const StateView& state) {
   kernels::Context ctx;
-  kernels::download(ctx, to.data(), view(from, n, device));
+  ctx.backend = state.backend;
+  if (to.size() != n)
+    to = Buffer<float>(n, MemoryCategory::Checkpoint, kernels::backend_of(ctx), MemoryKind::pinned_host);
+  kernels::download(ctx, to.data(), view(from, n, state.device));
 }
 
 }  // namespace
@@ -134,15 +135,16 @@ void stage_values(Buffer<float>& to, const float* from, size_t n, Device device)
 StateView Checkpointer::stage(const StateView& state) {
   StateView staged = state;
   staged.device = Device{};
+  staged.backend = nullptr;
   const size_t params = static_cast<size_t>(model::num_parameters(state.config, state.part));
   const size_t moments = static_cast<size_t>(state.moments_end - state.moments_begin);
   if (state.params_owner) {
-    stage_values(staged_params_, state.params, params, state.device);
+    stage_values(staged_params_, state.params, params, state);
     staged.params = staged_params_.data();
   }
   if (state.m && state.moments_owner) {
-    stage_values(staged_m_, state.m, moments, state.device);
-    stage_values(staged_v_, state.v, moments, state.device);
+    stage_values(staged_m_, state.m, moments, state);
+    stage_values(staged_v_, state.v, moments, state);
     staged.m = staged_m_.data();
     staged.v = staged_v_.data();
   }

@@ -127,6 +127,11 @@ std::vector<KeySpec> build_schema() {
              "oneDNN has none for this CPU, e.g. bf16 below AVX-512), widened (operands widened "
              "exactly to f32 in a workspace, multiplied in f32: any CPU, same products), or auto "
              "(native where every rank's CPU has it, else widened)"),
+      choice("kernels.arithmetic", "native", {"native", "portable"},
+             "how the CPU kernels sum: native (oneDNN and loops vectorized for this CPU: the fastest, "
+             "bits that depend on the CPU's instruction set) or portable (our own kernels in one fixed "
+             "order: the same bits on every x86-64 CPU for the same thread count, several times slower; "
+             "kernels.device = cpu only)"),
       // [cuda]
       boolean("cuda.graphs", "false",
               "record each micro-batch's forward and backward once as a graph and replay it (CUDA "

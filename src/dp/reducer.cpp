@@ -32,14 +32,14 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
   // Where the gradients are: the bucket is packed by the device's copies (memcpy on the CPU).
   packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication,
-                          kernels::backend_of(kernels::Context{}), MemoryKind::device);
+                          kernels::backend_of(gradients_.device), MemoryKind::device);
   // On a device the overlap is a communication stream ordered by events, not a host thread: from
   // another thread a bucket's kernels and collective would run on another device's default
   // stream, unordered with backward's kernels. (The guarded backend takes this path too, its
   // streams the host's, so that the path runs in every test.)
-  if (overlap && !gradients_.stream.device.is_cpu()) {
+  if (overlap && !gradients_.device.stream.device.is_cpu()) {
     device_overlap_ = true;
-    comm_stream_ = kernels::backend_of(kernels::Context{}).create_stream();
+    comm_stream_ = kernels::backend_of(gradients_.device).create_stream();
     return;
   }
   const bool can_overlap = overlap && comm::concurrent_callers_supported();
@@ -51,14 +51,15 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
 
 GradientReducer::~GradientReducer() {
   launched_.clear();  // every bucket done before the stream stops
-  if (device_overlap_) kernels::backend_of(kernels::Context{}).destroy_stream(comm_stream_);
+  if (device_overlap_) kernels::backend_of(gradients_.device).destroy_stream(comm_stream_);
 }
 
 comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
   const double start = steady_seconds();
   float* packed = packed_.data();
   const Device device = stream.device;
-  kernels::Context ctx{nullptr, stream};
+  kernels::Context ctx = gradients_.device;
+  ctx.stream = stream;
   int64_t at = 0;
   for (const GradientSegment& s : bucket.segments) {
     kernels::copy(ctx, view(packed + at, s.count, device), view(static_cast<float*>(s.data), s.count, device));
@@ -78,7 +79,7 @@ comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
 }
 
 void GradientReducer::launch_on_device(const Bucket& bucket) {
-  kernels::backend_of(kernels::Context{}).stream_wait(comm_stream_, gradients_.stream);
+  kernels::backend_of(gradients_.device).stream_wait(comm_stream_, gradients_.device.stream);
   launched_.push_back(reduce(bucket, comm_stream_));
 }
 
@@ -94,7 +95,7 @@ void GradientReducer::on_final(int event) {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= event) {
     const Bucket& bucket = buckets_[next_to_launch_++];
     if (device_overlap_) launch_on_device(bucket);
-    else launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket, gradients_.stream); }));
+    else launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket, gradients_.device.stream); }));
   }
 }
 
@@ -102,14 +103,14 @@ void GradientReducer::reduce_scatter() {
   const double start = steady_seconds();
   // Own shard summed in place.
   data_.reduce_scatter(gradients_.flat, static_cast<size_t>(gradients_.count), DType::f32, comm::Op::Sum,
-                      gradients_.stream).wait();
+                      gradients_.device.stream).wait();
   comm_seconds_ += steady_seconds() - start;
 }
 
 void GradientReducer::all_gather_params(float* params) {
   if (!zero_ || data_size_ == 1) return;
   const double start = steady_seconds();
-  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, gradients_.stream).wait();
+  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, gradients_.device.stream).wait();
   comm_seconds_ += steady_seconds() - start;
 }
 
@@ -119,11 +120,11 @@ void GradientReducer::all_gather_params(float* params) {
 // does not wait for the compute stream in between; it waits for the buckets' collectives here
 // and for the mark after them (by then backward is done: the last bucket follows all of it).
 double GradientReducer::finish_on_device() {
-  kernels::Backend& backend = kernels::backend_of(kernels::Context{});
-  const kernels::Backend::Mark backward_done = backend.mark(gradients_.stream);
+  kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  const kernels::Backend::Mark backward_done = backend.mark(gradients_.device.stream);
   on_final(-1);
-  backend.stream_wait(gradients_.stream, comm_stream_);
-  const kernels::Backend::Mark may_go_on = backend.mark(gradients_.stream);
+  backend.stream_wait(gradients_.device.stream, comm_stream_);
+  const kernels::Backend::Mark may_go_on = backend.mark(gradients_.device.stream);
   for (comm::Work& work : launched_) work.wait();
   return backend.seconds_between(backward_done, may_go_on);
 }
@@ -142,8 +143,8 @@ double GradientReducer::finish() {
   } else {
     // Each bucket left to the stream (waited for inside reduce where it is a host operation), and
     // one fence for all of them: no host wait per bucket on a device.
-    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.stream).leave_to_stream();
-    data_.fence(gradients_.stream).wait();
+    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.device.stream).leave_to_stream();
+    data_.fence(gradients_.device.stream).wait();
   }
   return steady_seconds() - start;
 }

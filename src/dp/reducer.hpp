@@ -22,6 +22,7 @@
 #include "comm/communicator.hpp"
 #include "comm/host_stream.hpp"
 #include "dp/segments.hpp"
+#include "kernels/kernels.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::dp {
@@ -40,7 +41,7 @@ struct Gradients {
   std::vector<GradientSegment> segments;
   float* flat = nullptr;
   int64_t count = 0;
-  Stream stream;  // the device the gradients live on and the stream their kernels run on
+  kernels::Context device;  // the backend the gradients live on and the stream their kernels run on
 };
 
 class GradientReducer {

@@ -32,12 +32,12 @@ void FaultHooks::before_step(int64_t step) const {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answer
 }
 
-void FaultHooks::after_backward(int64_t step, float* grads, Stream stream) const {
+void FaultHooks::after_backward(int64_t step, float* grads, const kernels::Context& device) const {
   if (world_rank() != 0) return;
   const float nan = std::nanf("");
-  kernels::Context ctx{nullptr, stream};
+  kernels::Context ctx = device;
   for (int64_t poisoned : settings_.nan_steps)  // wte's gradient, before its reduction, wherever it lives
-    if (poisoned == step) kernels::upload(ctx, view(grads, 1, stream.device), &nan);
+    if (poisoned == step) kernels::upload(ctx, view(grads, 1, device.stream.device), &nan);
 }
 
 }  // namespace trident

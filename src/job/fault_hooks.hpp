@@ -22,7 +22,7 @@ class FaultHooks {
   void before_step(int64_t step) const;
   // After the backward pass of step `step`, before the gradients are reduced: rank 0 puts a
   // NaN into its first gradient at the steps of debug.nan_steps (the NaN-skipping tests).
-  void after_backward(int64_t step, float* grads, Stream stream) const;  // grads on stream.device
+  void after_backward(int64_t step, float* grads, const kernels::Context& device) const;  // grads on device's stream
 
  private:
   DebugSettings settings_;

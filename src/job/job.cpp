@@ -26,12 +26,15 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
                     static_cast<int>(deck.get_int("parallel.pipeline")),
                     static_cast<int>(deck.get_int("parallel.data")));
   topo::Topology topology = topo::discover_topology(topology_settings(deck));
-  choose_device(deck);
-  choose_comm_backend(deck);
-  check_graphs(deck);
-  choose_low16_gemm(deck);
+  kernels::Context device;
+  device.backend = &choose_device(deck);
+  device.stream = Stream{device.backend->device(), nullptr};
+  choose_comm_backend(deck, *device.backend);
+  check_graphs(deck, *device.backend);
+  device.low16_gemm = choose_low16_gemm(deck);
+  device.arithmetic = choose_arithmetic(deck);
   RunSettings settings = read_settings(deck);
-  return Job{std::move(deck), grid, std::move(topology), std::move(settings)};
+  return Job{std::move(deck), grid, std::move(topology), std::move(settings), device};
 }
 
 namespace {
@@ -55,7 +58,7 @@ std::string trainer_not_ready_for(const std::string& device) {
 
 // Every rank must be able to run the backend (a CUDA job on a node without a GPU is the same
 // deck error everywhere, not a hang): agreed like the GEMM path below.
-void choose_device(const deck::Deck& deck) {
+kernels::Backend& choose_device(const deck::Deck& deck) {
   const std::string device = deck.get_string("kernels.device");
   std::string why = kernels::backend_unavailable(device);
   if (why.empty()) why = trainer_not_ready_for(device);
@@ -64,7 +67,6 @@ void choose_device(const deck::Deck& deck) {
   if (!everywhere)
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
-  kernels::set_default_backend(*kernels::find_backend(device));
   const double guard_memory = deck.get_float("kernels.guard_memory_gb") * 1e9;
   if (guard_memory > 0 && device != "guard")
     fatal_all(deck.cite("kernels.guard_memory_gb") + ", but it sizes the guarded backend's emulated device and " +
@@ -73,6 +75,7 @@ void choose_device(const deck::Deck& deck) {
   if (device == "cuda")
     warn0("kernels.device = cuda with TRIDENT_TRY_CUDA_TRAINER=1: the trainer on CUDA has not been verified on "
           "a GPU yet (scripts/gpu-check.sh is that verification)");
+  return *kernels::find_backend(device);
 }
 
 namespace {
@@ -93,8 +96,8 @@ std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSett
 // Agreed like the device: a problem on any rank is the same deck error everywhere (the
 // environment may differ between ranks). NCCL's environment is set before the first NCCL
 // communicator: NCCL reads it once per process.
-void choose_comm_backend(const deck::Deck& deck) {
-  const comm::CollectiveSettings settings = collective_settings(deck);
+void choose_comm_backend(const deck::Deck& deck, kernels::Backend& backend) {
+  const comm::CollectiveSettings settings = collective_settings(deck, backend);
   if (settings.backend != "nccl") {
     // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
     // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
@@ -115,13 +118,13 @@ void choose_comm_backend(const deck::Deck& deck) {
 
 // What a recorded forward or backward cannot hold, as deck errors (the same on every rank: the
 // deck and the backend are).
-void check_graphs(const deck::Deck& deck) {
+void check_graphs(const deck::Deck& deck, kernels::Backend& backend) {
   if (!deck.get_bool("cuda.graphs")) return;
-  const std::string why = kernels::backend_of(kernels::Context{}).graphs_unavailable();
+  const std::string why = backend.graphs_unavailable();
   if (!why.empty())
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("kernels.device") + ", but " + why +
               "; use kernels.device = cuda (or guard), or cuda.graphs = false");
-  if (deck.get_int("parallel.tensor") > 1 && collective_settings(deck).backend != "nccl")
+  if (deck.get_int("parallel.tensor") > 1 && collective_settings(deck, backend).backend != "nccl")
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("parallel.tensor") +
               ", but the tensor group's all-reduces run inside each forward and backward, and a graph records "
               "them only as NCCL calls: the MPI communicator copies device buffers through host memory; use "
@@ -132,7 +135,7 @@ void check_graphs(const deck::Deck& deck) {
               "blocks', which a replayed graph does not measure; use one or the other");
 }
 
-void choose_low16_gemm(const deck::Deck& deck) {
+kernels::Low16Gemm choose_low16_gemm(const deck::Deck& deck) {
   const kernels::Precision precision = precision_from_deck(deck);
   const std::string wanted = deck.get_string("kernels.low16_gemm");
   const bool here = kernels::native_low16_gemm_available(precision);
@@ -148,12 +151,18 @@ void choose_low16_gemm(const deck::Deck& deck) {
   }
   // An fp32 job has no 16-bit GEMM to agree on (probing fp32 says nothing about bf16): auto then
   // leaves each 16-bit GEMM it may still run (trident bench --compare=bf16) to ask oneDNN itself.
-  if (precision == kernels::Precision::fp32 && wanted == "auto") {
-    kernels::set_default_low16_gemm(kernels::Low16Gemm::automatic);
-    return;
-  }
-  kernels::set_default_low16_gemm(wanted == "widened" || !everywhere ? kernels::Low16Gemm::widened
-                                                                    : kernels::Low16Gemm::native);
+  if (precision == kernels::Precision::fp32 && wanted == "auto") return kernels::Low16Gemm::automatic;
+  return wanted == "widened" || !everywhere ? kernels::Low16Gemm::widened : kernels::Low16Gemm::native;
+}
+
+kernels::Arithmetic choose_arithmetic(const deck::Deck& deck) {
+  if (deck.get_string("kernels.arithmetic") == "native") return kernels::Arithmetic::native;
+  if (deck.get_string("kernels.device") == "cuda")
+    fatal_all(deck.cite("kernels.arithmetic") + " with " + deck.cite("kernels.device") +
+              ", but portable arithmetic is the CPU kernels' fixed order; the GPU's kernels sum in their own "
+              "(deterministic run to run, not equal to the CPU's); use kernels.arithmetic = native, or "
+              "kernels.device = cpu");
+  return kernels::Arithmetic::portable;
 }
 
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
@@ -180,14 +189,14 @@ namespace {
 
 // The model's device buffers staged through host memory by the kernel backend's own copies
 // (comm.backend = mpi with kernels.device other than cpu).
-comm::DeviceCopies device_copies() {
+comm::DeviceCopies device_copies(kernels::Backend& backend) {
   comm::DeviceCopies copies;
-  copies.to_host = [](void* host, const void* device, size_t count, DType dtype, Stream stream) {
-    kernels::Context ctx{nullptr, stream};
+  copies.to_host = [&backend](void* host, const void* device, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{&backend, stream};
     kernels::download(ctx, host, view(device, dtype, count, stream.device));
   };
-  copies.to_device = [](void* device, const void* host, size_t count, DType dtype, Stream stream) {
-    kernels::Context ctx{nullptr, stream};
+  copies.to_device = [&backend](void* device, const void* host, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{&backend, stream};
     kernels::upload(ctx, view(device, dtype, count, stream.device), host);
   };
   return copies;
@@ -195,7 +204,7 @@ comm::DeviceCopies device_copies() {
 
 }  // namespace
 
-comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
+comm::CollectiveSettings collective_settings(const deck::Deck& deck, kernels::Backend& backend) {
   comm::CollectiveSettings settings;
   settings.algo = deck.get_string("comm.algo");
   settings.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
@@ -208,7 +217,7 @@ comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   } catch (const std::invalid_argument& e) {
     fatal_all(deck.cite("comm.backend") + ", but " + e.what());
   }
-  if (deck.get_string("kernels.device") != "cpu") settings.staging = device_copies();
+  if (deck.get_string("kernels.device") != "cpu") settings.staging = device_copies(backend);
   const char* levels[] = {"node", "rack", "cross_rack"};
   for (int level = 0; level < 3; ++level) {
     const std::string key = std::string("comm.nccl_") + levels[level];

@@ -43,8 +43,9 @@ int64_t fixed_bytes(const plan::MemoryInputs& in) {
 // Per stage, the most shared windows a rank of it holds: one per group whose all-reduces go
 // through shared memory — the tensor group, the data group (its all-reduce; ZeRO-1's
 // reduce-scatter and all-gather stay on the ring) and the embedding group.
-std::vector<int> shared_windows(const deck::Deck& deck, const layout::Grid& grid, const topo::Topology& topology) {
-  const comm::CollectiveSettings settings = collective_settings(deck);
+std::vector<int> shared_windows(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid,
+                                const topo::Topology& topology) {
+  const comm::CollectiveSettings settings = collective_settings(deck, kernels::backend_of(device));
   std::vector<int> per_stage(grid.pp_size(), 0);
   if (settings.node_algo != comm::Algo::Shm) return per_stage;
   const bool zero = deck.get_int("optim.zero") == 1;
@@ -143,8 +144,8 @@ std::vector<int> ranks_on_this_host() { return ranks_on_this_host_with(0); }
 
 // On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
 // guarded backend's one emulated device).
-ModelMemory model_memory() {
-  const kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+ModelMemory model_memory(const kernels::Context& device) {
+  const kernels::Backend& backend = kernels::backend_of(device);
   const double device_bytes = backend.memory_bytes();  // a query of the device: once
   ModelMemory memory;
   memory.device = device_bytes > 0;
@@ -154,18 +155,18 @@ ModelMemory model_memory() {
     memory.name = "host " + host_name();
     return memory;
   }
-  const Device device = backend.device();
-  memory.ranks = ranks_on_this_host_with(device.index);
+  const int index = backend.device().index;
+  memory.ranks = ranks_on_this_host_with(index);
   memory.bytes = device_bytes;
-  memory.name = std::string("device ") + backend.name() + ":" + std::to_string(device.index) + " of host " + host_name();
+  memory.name = std::string("device ") + backend.name() + ":" + std::to_string(index) + " of host " + host_name();
   return memory;
 }
 
-std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+std::string micro_batch_shortfall(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
                                   const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
                                   const ModelMemory& memory) {
-  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
+  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
   in.stage_layers = stage_layers;
@@ -177,18 +178,18 @@ std::string micro_batch_shortfall(const deck::Deck& deck, const layout::Grid& gr
   return problem.empty() ? memory_problem(in, grid, memory) : problem;
 }
 
-void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
+void check_whole_model_fits(const kernels::Context& device, const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
   // The serial layout's estimate without what only training allocates: the optimizer's moments
   // and the checkpoint's staging copies. Parameters, gradients (the model allocates them with
   // its parameters) and one micro-batch's activations remain.
-  plan::MemoryInputs in = memory_inputs(deck, layout::Grid(1, 1, 1), config);
+  plan::MemoryInputs in = memory_inputs(device, deck, layout::Grid(1, 1, 1), config);
   in.recompute = "none";
   in.recompute_interval = 0;
   plan::MemoryEstimate estimate = plan::estimate_busiest(in);
   estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
-  const ModelMemory memory = model_memory();  // collective: every rank calls it
+  const ModelMemory memory = model_memory(device);  // collective: every rank calls it
   std::string problem = budget_shortfall(deck, total, "the whole model");
   if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
   if (!problem.empty())
@@ -198,16 +199,16 @@ void check_whole_model_fits(const deck::Deck& deck, const model::GptConfig& conf
   agree_on_any_error(problem);
 }
 
-void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+void check_memory_fits(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute) {
-  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
+  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
   int64_t total = 0;
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
-  if (problem.empty()) problem = memory_problem(in, grid, model_memory());
+  if (problem.empty()) problem = memory_problem(in, grid, model_memory(device));
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "
@@ -216,7 +217,7 @@ void check_memory_fits(const deck::Deck& deck, const layout::Grid& grid, const m
   agree_on_any_error(problem);
 }
 
-plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+plan::MemoryInputs memory_inputs(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology) {
   plan::MemoryInputs in;
   in.config = config;
@@ -234,14 +235,14 @@ plan::MemoryInputs memory_inputs(const deck::Deck& deck, const layout::Grid& gri
   in.bucket_mb = deck.get_float("comm.bucket_mb");
   in.async_checkpoint = deck.get_bool("checkpoint.async");
   in.precision = deck.get_string("optim.precision");
-  in.low16_widened = kernels::widens_low16(kernels::Context{}, precision_from_name(in.precision));
-  if (topology) in.shared_windows = shared_windows(deck, grid, *topology);
+  in.low16_widened = kernels::widens_low16(device, precision_from_name(in.precision));
+  if (topology) in.shared_windows = shared_windows(device, deck, grid, *topology);
   return in;
 }
 
-RecomputeChoice choose_recompute(const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+RecomputeChoice choose_recompute(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology) {
-  plan::MemoryInputs in = memory_inputs(deck, grid, config, topology);
+  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
   const double budget = deck.get_float("memory.budget_gb") * 1e9;
   const bool auto_mode = in.recompute == "auto", auto_k = in.recompute == "every_k" && in.recompute_interval == 0;
   if ((auto_mode || auto_k) && budget <= 0)

@@ -98,8 +98,8 @@ struct GemmProbe {
 
 }  // namespace
 
-GemmPeak measure_gemm_peak(kernels::Precision precision) {
-  kernels::Context ctx;
+GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision precision) {
+  kernels::Context ctx = device;
   kernels::Backend& backend = kernels::backend_of(ctx);
   // Where this process widens bf16 operands to f32 (no bf16 matmul on the CPU), its bf16 GEMMs
   // run as f32 GEMMs: the f32 rate is their peak, and measuring it needs no widening workspace

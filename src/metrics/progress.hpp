@@ -27,7 +27,7 @@ struct GemmPeak {
   double tflops = 0;
   int n = 0;
 };
-GemmPeak measure_gemm_peak(kernels::Precision precision);
+GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision precision);
 
 // "12s", "3m05s", "2h04m", "3d05h".
 std::string format_duration(double seconds);

@@ -9,12 +9,11 @@
 
 namespace trident::optim {
 
-AdamW::AdamW(const model::GptConfig& config, const AdamWSettings& settings,
+AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
              const model::Partition& slice, int64_t shard_begin, int64_t shard_end)
     : settings_(settings), shard_begin_(shard_begin) {
   if (shard_end < 0) shard_end = model::num_parameters(config, slice);
-  // The moments live with the parameters, on the process's kernel backend.
-  kernels::Backend& backend = kernels::backend_of(kernels::Context{});
+  kernels::Backend& backend = kernels::backend_of(device);
   const size_t n = static_cast<size_t>(shard_end - shard_begin);
   m_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
   v_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);

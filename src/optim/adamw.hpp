@@ -22,7 +22,8 @@ class AdamW {
   // Updates the parameters [shard_begin, shard_end) of the flat buffer (all of them by
   // default); the moments exist for that range only — ZeRO-1's saving.
   // slice: this rank's tensor-parallel slice (the layout of its parameter buffer).
-  AdamW(const model::GptConfig& config, const AdamWSettings& settings,
+  // The moments live on `device`'s backend, with the parameters.
+  AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
         const model::Partition& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor).

@@ -57,16 +57,16 @@ int64_t checked_windows(const data::TokenData& train, const data::TokenData& val
 
 // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
 RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config) {
-  const RecomputeChoice recompute = choose_recompute(job.deck, job.grid, config, &job.topology);
-  check_memory_fits(job.deck, job.grid, config, &job.topology, recompute);
+  const RecomputeChoice recompute = choose_recompute(job.device, job.deck, job.grid, config, &job.topology);
+  check_memory_fits(job.device, job.deck, job.grid, config, &job.topology, recompute);
   return recompute;
 }
 
 // Where the model's kernels run: the device's default stream, or with cuda.graphs one a capture
 // can record (released with the process).
-kernels::Context model_context(const deck::Deck& deck) {
-  kernels::Context ctx;
-  if (deck.get_bool("cuda.graphs")) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
+kernels::Context model_context(const Job& job) {
+  kernels::Context ctx = job.device;
+  if (job.deck.get_bool("cuda.graphs")) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
   return ctx;
 }
 
@@ -94,7 +94,8 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
 std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Gpt2& model,
                                                   comm::Communicator& data) {
   dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
-                          model.grads(), model.num_parameters(), model.stream()};
+                          model.grads(), model.num_parameters(), model.context()};
+  gradients.device.stream = model.stream();
   return std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
                                                settings.reduce.overlap, settings.step.zero);
 }
@@ -103,7 +104,7 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Gpt2& model,
                                              const dp::GradientReducer& reducer) {
   const dp::Shard shard = reducer.shard();
-  return std::make_unique<optim::AdamW>(model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
+  return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches').
@@ -118,12 +119,13 @@ std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& setting
 }
 
 // The resolved deck and the lineage of the run that wrote (or last continued) the history.
-std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck, const std::string& run_id,
+std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck, const kernels::Context& device,
+                                                                 const std::string& run_id,
                                                                  const ckpt::Lineage& lineage) {
   std::vector<std::pair<std::string, std::string>> attributes{
       {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")},
       {"run_id", run_id}, {"lineage.branch", lineage.branch}, {"lineage.parent", lineage.parent},
-      {"gemm_path", kernels::gemm_path_summary(kernels::Context{}, precision_from_deck(deck))}};
+      {"gemm_path", kernels::gemm_path_summary(device, precision_from_deck(deck))}};
   for (const deck::KeySpec& spec : deck::schema())
     attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
   return attributes;
@@ -144,7 +146,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
     : job_(job),
       settings_(job.settings),
       groups_(groups),
-      collectives_(groups, job.topology, collective_settings(job.deck)),
+      collectives_(groups, job.topology, collective_settings(job.deck, kernels::backend_of(job.device))),
       dp_rank_(collectives_.dp_rank()),
       dp_size_(collectives_.dp_size()),
       pp_rank_(collectives_.pp_rank()),
@@ -154,7 +156,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config_from_deck(job.deck)),
       recompute_(checked_recompute(job, config_)),
-      ctx_(model_context(job.deck)),
+      ctx_(model_context(job)),
       stage_layers_(stage_layer_counts(job.deck, pp_size_)),
       model_(build_model(job, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
@@ -172,7 +174,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       balance_(settings_.balance, job.grid),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      memory_(model_memory()) {}
+      memory_(model_memory(job.device)) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -226,7 +228,7 @@ StepResult Trainer::train_step(int64_t step) {
   reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   tie_embedding_gradients();
-  if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->stream());
+  if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
@@ -341,7 +343,7 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
 }
 
 std::string Trainer::memory_report(bool bytes) const {
-  plan::MemoryInputs in = memory_inputs(job_.deck, job_.grid, model_->config(), &job_.topology);
+  plan::MemoryInputs in = memory_inputs(job_.device, job_.deck, job_.grid, model_->config(), &job_.topology);
   in.recompute = recompute_.mode;
   in.recompute_interval = recompute_.interval;
   int64_t total = 0;
@@ -411,7 +413,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   std::string problem;
   if (world_rank() == 0) {
     try {
-      auto attributes = deck_attributes(deck, run_id_, lineage_);
+      auto attributes = deck_attributes(deck, job_.device, run_id_, lineage_);
       // The memory rank 0's model shares (its host's, or its device's) and with how many ranks:
       // the doctor's default budget per rank.
       attributes.emplace_back("memory.capacity_bytes", std::to_string(static_cast<int64_t>(memory_.bytes)));
@@ -433,7 +435,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
   if (metrics_) {
-    const metrics::GemmPeak peak_gemm = metrics::measure_gemm_peak(model_->precision());
+    const metrics::GemmPeak peak_gemm = metrics::measure_gemm_peak(model_->context(), model_->precision());
     peak_tflops_ = peak_gemm.tflops;
     progress_ = std::make_unique<metrics::RunProgress>(steps_, start_step_);
     char peak[160];

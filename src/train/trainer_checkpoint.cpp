@@ -40,6 +40,7 @@ ckpt::StateView Trainer::state_view() {
   view.moments_end = reducer_->shard().end;
   view.moments_owner = settings_.step.zero || dp_rank_ == 0;
   view.device = model_->device();
+  view.backend = model_->context().backend;
   return view;
 }
 

@@ -24,6 +24,11 @@ expect_none no_mpi_header_above_comm "<mpi.h> included outside comm/ and core/" 
   '#include <mpi.h>' $(find src/model src/pipeline src/optim src/data src/dp kernels -name '*.[ch]pp') \
   src/train/trainer*.[ch]pp
 
+# The device is a value (Job::device, a kernels::Context) passed to what runs kernels: no
+# process-wide default backend, 16-bit GEMM path or arithmetic that a default Context picks up.
+expect_none no_process_wide_kernel_default "a process-wide kernel default (pass the job's kernels::Context)" \
+  'set_default_(backend|low16_gemm|arithmetic)|g_default' $(find src kernels -name '*.[ch]pp' -o -name '*.cu')
+
 # The whole module graph (docs/ARCHITECTURE.md, "Modules and their layers"): every #include of
 # a project header points to a module on a lower layer, or stays in its own module. One layer
 # per line, top first; modules on one line do not include each other.

@@ -69,4 +69,19 @@ inline double weighted_sum(const std::vector<float>& y, const std::vector<float>
   return sum;
 }
 
+// LayerNorm of rows (N, C) in double: (x − mean) / √(variance + 1e-5) · w + b.
+inline std::vector<double> layernorm_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                               const std::vector<float>& b, int N, int C) {
+  std::vector<double> expected(static_cast<size_t>(N) * C);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+    v /= C;
+    for (int c = 0; c < C; ++c) expected[n * C + c] = (x[n * C + c] - m) / std::sqrt(v + 1e-5) * w[c] + b[c];
+  }
+  return expected;
+}
+
 }  // namespace trident::testing

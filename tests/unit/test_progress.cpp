@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(eta_from_recent_steps) {
 // On the CPU the probe is one 1024^3 product (on a GPU 8192^3 with events: tests/gpu and
 // scripts/gpu-check.sh see that one).
 BOOST_AUTO_TEST_CASE(gemm_peak_is_positive) {
-  const metrics::GemmPeak peak = metrics::measure_gemm_peak(trident::kernels::Precision::fp32);
+  const metrics::GemmPeak peak = metrics::measure_gemm_peak({}, trident::kernels::Precision::fp32);
   BOOST_TEST(peak.n == 1024);
   BOOST_TEST(peak.tflops > 0.0);
   BOOST_TEST(peak.tflops < 1e3);
