@@ -1,11 +1,14 @@
-// The scaling chart as PNG bytes: an RGB raster, then the PNG chunks.
+// The scaling chart as PNG bytes: an RGB raster we draw, encoded by libpng.
 #include "plan/png_plot.hpp"
+
+#include <png.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace trident::plan {
@@ -53,43 +56,31 @@ struct Image {
   }
 };
 
-uint32_t crc32(const std::string& bytes) {
-  uint32_t crc = 0xffffffffu;
-  for (unsigned char b : bytes) {
-    crc ^= b;
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
-  }
-  return ~crc;
+// libpng's output callback: the bytes appended to the std::string behind the write struct.
+void append_bytes(png_structp png, png_bytep data, png_size_t length) {
+  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), length);
 }
 
-std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
-
-std::string chunk(const std::string& type, const std::string& data) {
-  return be32(uint32_t(data.size())) + type + data + be32(crc32(type + data));
-}
-
-// zlib stream of stored (uncompressed) deflate blocks of at most 65535 bytes.
-std::string zlib_stored(const std::string& raw) {
-  std::string out = "\x78\x01";
-  uint32_t a = 1, b = 0;
-  for (unsigned char c : raw) a = (a + c) % 65521, b = (b + a) % 65521;
-  for (size_t at = 0; at < raw.size(); at += 65535) {
-    const size_t n = std::min<size_t>(65535, raw.size() - at);
-    out += char(at + n >= raw.size() ? 1 : 0);
-    out += {char(n & 0xff), char(n >> 8), char(~n & 0xff), char((~n >> 8) & 0xff)};
-    out += raw.substr(at, n);
-  }
-  return out + be32((b << 16) | a);
-}
-
+// The image as a PNG file (8-bit RGB, libpng's default compression). libpng reports errors by
+// longjmp; for an image we drew ourselves in memory only running out of memory can raise one.
 std::string encode(const Image& img) {
-  std::string raw;
-  for (int y = 0; y < img.height; ++y) {
-    raw += '\0';  // filter: none
-    raw.append(reinterpret_cast<const char*>(img.rgb.data()) + size_t(y) * img.width * 3, size_t(img.width) * 3);
+  std::string out;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!png || !info || setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    throw std::runtime_error("libpng could not encode the " + std::to_string(img.width) + "x" +
+                             std::to_string(img.height) + " plot");
   }
-  const std::string header = be32(img.width) + be32(img.height) + std::string("\x08\x02\x00\x00\x00", 5);
-  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", header) + chunk("IDAT", zlib_stored(raw)) + chunk("IEND", "");
+  png_set_write_fn(png, &out, append_bytes, nullptr);
+  png_set_IHDR(png, info, img.width, img.height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int y = 0; y < img.height; ++y)
+    png_write_row(png, const_cast<png_bytep>(img.rgb.data() + size_t(y) * img.width * 3));
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
 }
 
 std::string short_number(double v) {

@@ -1,7 +1,6 @@
 // A small PNG line chart for `trident plan --plot`: predicted throughput against the number of
-// devices, with the points where scaling turns negative in red. Written without a plotting or
-// image library (stored deflate blocks, CRC-32 and Adler-32 by hand), so the project needs no
-// new package; digits for the axis labels come from a built-in 3x5 font.
+// devices, with the points where scaling turns negative in red. We draw the raster (lines, dots,
+// digits for the axis labels from a built-in 3x5 font); libpng writes the file.
 #pragma once
 
 #include <string>

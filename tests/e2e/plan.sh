@@ -62,6 +62,21 @@ if grep -q "^scaling:" curve.out && grep -q "seed §2.1" curve.out && grep -q "m
   pass "plan_scaling_curve"
 else fail "plan_scaling_curve" "$(tail -20 curve.out)"; fi
 
+# --plot: the same curve as a PNG (libpng) that a reader decodes: 640x400 RGB, white ground, the
+# curve's blue points drawn.
+"$TRIDENT" plan "$PLAN_DECKS/bench-124m.deck" --hardware=h200 --gpus=1-64 --train.global_batch=64 \
+  --plot=curve.png > plot.out 2>&1
+if $PY - curve.png > plot.cmp 2>&1 <<'PY'
+import sys
+import matplotlib.image as mpimg
+image = mpimg.imread(sys.argv[1])  # float RGB in [0, 1]
+assert image.shape == (400, 640, 3), image.shape
+pixels = (image * 255).round().astype(int).reshape(-1, 3).tolist()
+assert pixels.count([255, 255, 255]) > 0.8 * len(pixels), "not a white ground"
+assert pixels.count([30, 90, 200]) > 50, "no curve drawn"
+PY
+then pass "plan_plot_png_decodes"; else fail "plan_plot_png_decodes" "$(cat plot.out plot.cmp | tail -5)"; fi
+
 # --emit-deck: the best layout for 4 ranks of this host, written as a deck that trains.
 write_deck small.deck '[topology]
 ranks_per_node = 2'
