@@ -1,8 +1,9 @@
 # shellcheck shell=sh
-# Project copy of the proven recipe (users' clones have no ../shared); sourced by tests/run.sh.
+# Single-host MPI settings for the tests and small runs; sourced by tests/run.sh, tests/e2e/lib.sh
+# and other test scripts.
 # mpi-env.sh - source before mpirun/srun on small single-host Debian 12 machines
 # (CI, dev boxes), as root, with more ranks than cores:
-#     . ../shared/tools/mpi-env.sh   (from the project root)
+#     . scripts/mpi-env.sh   (from the project root)
 #     mpirun -np 8 ./app          # or, on the local Slurm node: srun -n 8 ./app
 # Tested with Debian 12 Open MPI 4.1.4 (openmpi-bin 4.1.4-3+b1), -np 8 on 2 cores.
 # Single-host only: the btl/pml settings below would break multi-node runs.

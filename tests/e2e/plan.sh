@@ -98,7 +98,7 @@ expect_user_error plan_bad_profile "bad.ini|memory_gb" "$TRIDENT" plan "$PLAN_DE
 
 # Measured against predicted on this host, with a core per rank (the step model's devices are
 # independent; 8 ranks on 2 cores are not: a rank waiting in a bubble or a collective gives its
-# core to the others, docs/PLANNER.md, "Measured on this host"): an emulated cluster of 8 ranks
+# core to the others, docs/DECISIONS.md, "The planner"): an emulated cluster of 8 ranks
 # (4 nodes of 2 in 2 racks) where the host has 8 cores, else 2 ranks on two emulated racks, the
 # links slowed by the link model in both. Calibrated in this test (commbench's links.ini and the
 # GEMM probe), then 9 layouts trained for a few steps; the median step (steps 2 on) against the

@@ -64,6 +64,8 @@ void for_each_leading_group(int smallest, const std::function<bool(MPI_Comm, int
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(collectives)
+
 BOOST_AUTO_TEST_CASE(flat_all_reduce_is_exact_for_every_algorithm_and_group_size) {
   for_each_leading_group(1, [](MPI_Comm group, int members) {
     bool ok = true;
@@ -267,3 +269,5 @@ BOOST_AUTO_TEST_CASE(maximum_over_the_group) {
   }
   BOOST_TEST(everywhere(ok));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

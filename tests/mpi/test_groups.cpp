@@ -37,6 +37,8 @@ bool sums_match(MPI_Comm comm, const std::vector<int>& members) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(groups)
+
 BOOST_AUTO_TEST_CASE(communicators_match_grid_and_topology_for_every_layout) {
   const int world = world_size();
   int checked = 0;
@@ -82,3 +84,5 @@ BOOST_AUTO_TEST_CASE(level_communicators_have_the_emulated_sizes) {
   BOOST_TEST(everywhere(node == 1 && rack == 2 && cross == world / 2));
   BOOST_TEST(everywhere(groups.leaders() != MPI_COMM_NULL));  // every rank leads its node
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -17,6 +17,8 @@ using namespace trident;
 using testing::everywhere;
 using testing::user_error_of;
 
+BOOST_AUTO_TEST_SUITE(runtime)
+
 BOOST_AUTO_TEST_CASE(an_error_known_to_one_rank_is_raised_on_all) {
   const int root = world_size() - 1;
   const std::string error = user_error_of([&] {
@@ -91,3 +93,5 @@ BOOST_AUTO_TEST_CASE(a_topology_file_missing_a_node_is_a_user_error) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) std::remove(path.c_str());
 }
+
+BOOST_AUTO_TEST_SUITE_END()

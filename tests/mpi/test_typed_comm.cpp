@@ -60,6 +60,8 @@ topo::Topology eight_ranks_in_two_racks() {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(typed_comm)
+
 BOOST_AUTO_TEST_CASE(sixteen_bit_all_reduce_equals_the_f32_reference_rounded_once) {
   const int n = world_size();
   bool ok = true;
@@ -240,3 +242,5 @@ BOOST_AUTO_TEST_CASE(link_model_wrapper_delays_steps_and_keeps_byte_counts) {
   ok = ok && (world_rank() != 1 || receive_seconds >= links.seconds(0, 1e6));
   BOOST_TEST(everywhere(ok), "ring " << ring_seconds << " s, receive " << receive_seconds << " s");
 }
+
+BOOST_AUTO_TEST_SUITE_END()

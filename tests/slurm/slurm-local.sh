@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # slurm-local.sh - a single-host Slurm "cluster" (munged + slurmctld + slurmd) for Trident's
 # Slurm tests (tests/slurm/run.sh) and for trying slurm/*.sbatch on a workstation, on Debian 12,
-# started WITHOUT systemd. The project's own copy of a proven recipe (users' clones have no
-# ../shared); differences: its own state dir, free ports picked when the defaults are taken, only
-# the Slurm and munge packages installed here (the rest is `make deps`), and a requeued job
-# restarting in about 11 s instead of 30-60 (cred_expire 10 s, scheduling passes every 2 s).
+# started WITHOUT systemd. Adapted from a single-host recipe proven on Debian 12; what it adds:
+# its own state dir, free ports picked when the defaults are taken, only the Slurm and munge
+# packages installed here (the rest is `make deps`), and a requeued job restarting in about
+# 11 s instead of 30-60 (cred_expire 10 s, scheduling passes every 2 s).
 #
 # Usage:  slurm-local.sh start     install slurm-wlm + munge if missing (idempotent), write
 #                                  configs, start munged/slurmctld/slurmd, wait for the idle node

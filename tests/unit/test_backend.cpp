@@ -40,7 +40,7 @@ int64_t tracked(MemoryCategory category) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(kernel_backend)
+BOOST_AUTO_TEST_SUITE(backend)
 
 BOOST_AUTO_TEST_CASE(allocation_of_every_kind_is_tracked_and_zeroed) {
   kernels::Backend& cpu = kernels::cpu_backend();

@@ -31,6 +31,8 @@ double exhaustive_best(const std::vector<double>& unit, const std::vector<double
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(balance)
+
 BOOST_AUTO_TEST_CASE(figures_take_the_slowest_rank_of_each_stage_and_replica) {
   // 4 ranks: stages 0,0,1,1 and replicas 0,1,0,1; rank 3 slow.
   const std::vector<RankTimes> ranks{{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0}, {2, 4, 0}};
@@ -153,3 +155,5 @@ BOOST_AUTO_TEST_CASE(hysteresis_confirms_then_cools_down) {
   h.apply(d, 80, 50);
   BOOST_TEST(d.move);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -56,6 +56,8 @@ std::vector<model::Partition> partitions(const model::GptConfig& config) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(checkpoint)
+
 BOOST_AUTO_TEST_CASE(slice_hyperslabs_match_global_index) {
   const model::GptConfig config = small_model();
   for (const model::Partition& part : partitions(config))
@@ -190,3 +192,5 @@ BOOST_AUTO_TEST_CASE(file_name_must_agree_with_step_and_kind) {
   BOOST_TEST(!ckpt::name_mismatch("d/step-00000012.fast.h5", m).empty());
   BOOST_TEST(m.id() == "/step-00000012.full");
 }
+
+BOOST_AUTO_TEST_SUITE_END()

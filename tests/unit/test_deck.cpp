@@ -34,6 +34,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(deck)
+
 BOOST_AUTO_TEST_CASE(parses_values_defaults_and_origins) {
   const Deck deck = Deck::parse("t.deck", "# a comment\n" + kModel +
                                 "[parallel]\ntensor = 2  # inline comment\nstage_layers = 1, 3\n"
@@ -180,3 +182,5 @@ BOOST_AUTO_TEST_CASE(echoed_values_are_bounded_and_printable) {
   const std::string escaped = parse_error(kModel, {{"train.steps", "a\x1b[2Jb"}});
   BOOST_TEST(contains(escaped, "train.steps = 'a\\x1b[2Jb' is not an integer"), escaped);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -8,6 +8,8 @@
 #include "deck/doc.hpp"
 #include "deck/schema.hpp"
 
+BOOST_AUTO_TEST_SUITE(deck_doc)
+
 BOOST_AUTO_TEST_CASE(deck_md_key_tables_equal_the_schema) {
   std::ifstream in("docs/DECK.md");
   BOOST_REQUIRE_MESSAGE(in, "docs/DECK.md not found: run the unit tests from the repository root");
@@ -27,3 +29,5 @@ BOOST_AUTO_TEST_CASE(deck_md_key_tables_equal_the_schema) {
   for (const auto& spec : trident::deck::schema())
     BOOST_TEST(documented.find("| `" + spec.name() + "` |") != std::string::npos, spec.key);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

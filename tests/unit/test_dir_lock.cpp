@@ -58,6 +58,8 @@ LockSettings quick() {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(dir_lock)
+
 BOOST_AUTO_TEST_CASE(a_second_taker_is_refused_and_the_lock_goes_with_its_owner) {
   TempDir dir;
   std::vector<std::string> said;
@@ -168,3 +170,5 @@ BOOST_AUTO_TEST_CASE(a_stop_ends_the_wait_for_a_live_holder) {
   BOOST_TEST(asked == 3);
   BOOST_TEST((std::chrono::steady_clock::now() - started < std::chrono::seconds(10)));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

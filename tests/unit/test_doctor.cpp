@@ -63,7 +63,7 @@ struct Report {
   }
 };
 
-Report doctor(const std::vector<std::string>& dirs, double budget_gb = 0) {
+Report run_doctor(const std::vector<std::string>& dirs, double budget_gb = 0) {
   std::vector<diag::RunFigures> runs;
   for (const std::string& dir : dirs) runs.push_back(read_run_figures(dir, budget_gb));
   Report report;
@@ -105,20 +105,22 @@ StepFigures checkpoints(double ms) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(doctor)
+
 BOOST_AUTO_TEST_CASE(doctor_communication_blocking_from_known_figures) {
   Cleanup cleanup;
-  const Report blocked = doctor({write_run("blocked", {{"comm.overlap", "false"}, {"comm.algo", "flat"}}, 1000, exposed(40))});
+  const Report blocked = run_doctor({write_run("blocked", {{"comm.overlap", "false"}, {"comm.algo", "flat"}}, 1000, exposed(40))});
   const diag::Finding* f = blocked.find("communication blocking");
   BOOST_REQUIRE(f);
   BOOST_TEST(contains(f->evidence, "40.0% of the step"), f->evidence);
   BOOST_TEST(contains(f->remedy, "comm.overlap = true"), f->remedy);
   BOOST_TEST(contains(f->remedy, "comm.algo = hierarchical (now flat)"), f->remedy);
   // Already hierarchical and overlapped: the remedy suggests neither again.
-  const Report in_force = doctor({write_run("in_force", {{"comm.algo", "hierarchical"}}, 1000, exposed(40))});
+  const Report in_force = run_doctor({write_run("in_force", {{"comm.algo", "hierarchical"}}, 1000, exposed(40))});
   BOOST_REQUIRE(in_force.find("communication blocking"));
   BOOST_TEST(!contains(in_force.find("communication blocking")->remedy, "comm.algo = hierarchical"));
   BOOST_TEST(!contains(in_force.find("communication blocking")->remedy, "comm.overlap"));
-  BOOST_TEST(!doctor({write_run("overlapped", {}, 1000, exposed(5))}).find("communication blocking"));
+  BOOST_TEST(!run_doctor({write_run("overlapped", {}, 1000, exposed(5))}).find("communication blocking"));
 }
 
 BOOST_AUTO_TEST_CASE(doctor_scaling_from_known_figures) {
@@ -126,14 +128,14 @@ BOOST_AUTO_TEST_CASE(doctor_scaling_from_known_figures) {
   const std::string one = write_run("one", {}, 1000, nullptr);
   const std::string four = write_run("four", {{"parallel.data", "4"}, {"comm.algo", "flat"}}, 600, nullptr);
   const std::string two = write_run("two", {{"parallel.data", "2"}}, 1900, nullptr);
-  const Report slower = doctor({one, four});
+  const Report slower = run_doctor({one, four});
   const diag::Finding* f = slower.find("throughput falls as ranks are added");
   BOOST_REQUIRE(f);
   BOOST_TEST(contains(f->evidence, "600 tokens/s, 60% of"), f->evidence);
   BOOST_TEST(contains(f->remedy, "comm.algo = hierarchical (now flat)"), f->remedy);
-  BOOST_TEST(!doctor({one, two}).find("throughput falls"));
+  BOOST_TEST(!run_doctor({one, two}).find("throughput falls"));
   const std::string hierarchical = write_run("four_h", {{"parallel.data", "4"}, {"comm.algo", "hierarchical"}}, 600, nullptr);
-  const Report report_h = doctor({one, hierarchical});
+  const Report report_h = run_doctor({one, hierarchical});
   const diag::Finding* h = report_h.find("throughput falls");
   BOOST_REQUIRE(h);
   BOOST_TEST(!contains(h->remedy, "comm.algo = hierarchical ("), h->remedy);
@@ -143,31 +145,31 @@ BOOST_AUTO_TEST_CASE(doctor_pipeline_bubble_from_known_figures) {
   Cleanup cleanup;
   // 2 stages, 2 micro-batches: the schedule's bubble is 1/3; idle 40%: the bubble rule.
   const Overrides few{{"parallel.pipeline", "2"}, {"train.global_batch", "2"}, {"train.micro_batch", "1"}};
-  const Report report_f = doctor({write_run("bubble", few, 1000, stages_idle(40))});
+  const Report report_f = run_doctor({write_run("bubble", few, 1000, stages_idle(40))});
   const diag::Finding* f = report_f.find("pipeline bubble");
   BOOST_REQUIRE(f);
   BOOST_TEST(contains(f->evidence, "idle 40.0%"), f->evidence);
   BOOST_TEST(contains(f->evidence, "33.3%"), f->evidence);
-  BOOST_TEST(!doctor({write_run("small_bubble", few, 1000, stages_idle(10))}).find("pipeline"));
+  BOOST_TEST(!run_doctor({write_run("small_bubble", few, 1000, stages_idle(10))}).find("pipeline"));
   // 16 micro-batches (bubble 1/17) and still idle 40%: stages waiting on each other.
   const Overrides many{{"parallel.pipeline", "2"}, {"train.global_batch", "16"}, {"train.micro_batch", "1"}};
-  BOOST_TEST(doctor({write_run("unbalanced", many, 1000, stages_idle(40))}).find("pipeline stages waiting on each other"));
+  BOOST_TEST(run_doctor({write_run("unbalanced", many, 1000, stages_idle(40))}).find("pipeline stages waiting on each other"));
 }
 
 BOOST_AUTO_TEST_CASE(doctor_checkpoint_blocking_from_known_figures) {
   Cleanup cleanup;
   // 3 checkpoints during the 8 steps (the one after step 8 does not count) of 50 ms: 150 of 800.
-  const Report report_f = doctor({write_run("blocking", {}, 1000, checkpoints(50))});
+  const Report report_f = run_doctor({write_run("blocking", {}, 1000, checkpoints(50))});
   const diag::Finding* f = report_f.find("checkpoints blocking training");
   BOOST_REQUIRE(f);
   BOOST_TEST(contains(f->evidence, "3 checkpoint writes during training"), f->evidence);
   BOOST_TEST(contains(f->evidence, "blocked training 150 ms, 18.8%"), f->evidence);
   BOOST_TEST(contains(f->remedy, "checkpoint.async = true"), f->remedy);
-  const Report report_async = doctor({write_run("async", {{"checkpoint.async", "true"}}, 1000, checkpoints(50))});
+  const Report report_async = run_doctor({write_run("async", {{"checkpoint.async", "true"}}, 1000, checkpoints(50))});
   const diag::Finding* async = report_async.find("checkpoints blocking");
   BOOST_REQUIRE(async);
   BOOST_TEST(!contains(async->remedy, "checkpoint.async"), async->remedy);
-  BOOST_TEST(!doctor({write_run("quick", {}, 1000, checkpoints(1))}).find("checkpoints blocking"));
+  BOOST_TEST(!run_doctor({write_run("quick", {}, 1000, checkpoints(1))}).find("checkpoints blocking"));
 }
 
 BOOST_AUTO_TEST_CASE(doctor_memory_against_the_budget_in_force) {
@@ -178,14 +180,16 @@ BOOST_AUTO_TEST_CASE(doctor_memory_against_the_budget_in_force) {
   };
   // memory.budget_gb = 1: 950 MB of 1 GB is 95%; the finding says which limit it used.
   const Overrides budget{{"memory.budget_gb", "1"}, {"memory.recompute", "full"}, {"optim.zero", "1"}};
-  const Report report_f = doctor({write_run("budget", budget, 1000, peaks)});
+  const Report report_f = run_doctor({write_run("budget", budget, 1000, peaks)});
   const diag::Finding* f = report_f.find("memory close to the budget");
   BOOST_REQUIRE(f);
   BOOST_TEST(contains(f->evidence, "95% of the 953.7 MiB budget (memory.budget_gb)"), f->evidence);
   BOOST_TEST(!contains(f->remedy, "optim.zero = 1"), f->remedy);  // in force already
-  BOOST_TEST(!doctor({write_run("roomy", {{"memory.budget_gb", "4"}}, 1000, peaks)}).find("memory close"));
-  const Report report_given = doctor({write_run("given", {}, 1000, peaks)}, 1.0);
+  BOOST_TEST(!run_doctor({write_run("roomy", {{"memory.budget_gb", "4"}}, 1000, peaks)}).find("memory close"));
+  const Report report_given = run_doctor({write_run("given", {}, 1000, peaks)}, 1.0);
   const diag::Finding* given = report_given.find("memory close");
   BOOST_REQUIRE(given);
   BOOST_TEST(contains(given->evidence, "(--budget_gb)"), given->evidence);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

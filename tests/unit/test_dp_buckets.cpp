@@ -21,6 +21,8 @@ model::GptConfig small_config() {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(dp_buckets)
+
 BOOST_AUTO_TEST_CASE(gpt2_segments_cover_the_gradient_buffer_once_in_backward_order) {
   const model::GptConfig config = small_config();
   for (const model::Partition& slice : {model::Partition{}, model::stage_partition({1, 3}, 1, 1, 2),
@@ -53,3 +55,5 @@ BOOST_AUTO_TEST_CASE(buckets_close_at_the_end_of_an_event_once_full) {
   BOOST_TEST(buckets[2].elements == 5);  // the rest, at the end
   BOOST_TEST(buckets[2].ready_event == -1);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -91,6 +91,8 @@ std::vector<std::vector<float>> attention_outputs(Low16Gemm path, int B, int T, 
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(gemm_path)
+
 BOOST_AUTO_TEST_CASE(widened_bf16_linear_matches_native, *utf::precondition(native_bf16)) {
   const int M = 96, K = 80, N = 112;
   const auto native = linear_outputs(Low16Gemm::native, M, K, N), widened = linear_outputs(Low16Gemm::widened, M, K, N);
@@ -191,3 +193,5 @@ BOOST_AUTO_TEST_CASE(prepare_kernels_creates_every_gemm_the_model_runs) {
                                                       << " GEMM primitives created after prepare_kernels");
       }
 }
+
+BOOST_AUTO_TEST_SUITE_END()

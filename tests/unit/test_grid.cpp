@@ -43,6 +43,8 @@ std::vector<int> brute_group(const std::vector<Coord>& coords, GroupKind kind, i
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(grid)
+
 BOOST_AUTO_TEST_CASE(grid_matches_brute_force_for_all_factorisations_up_to_64) {
   int layouts = 0;
   for (int world = 1; world <= 64; ++world)
@@ -86,3 +88,5 @@ BOOST_AUTO_TEST_CASE(grid_rejects_bad_sizes_and_ranks) {
   BOOST_CHECK_THROW(grid.coord_of(4), std::out_of_range);
   BOOST_CHECK_THROW(grid.rank_of({2, 0, 0}), std::out_of_range);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -3,12 +3,14 @@
 #include <omp.h>
 
 #include "kernel_check.hpp"
+#include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/openmp_alternatives.hpp"
 #include "kernels/kernels.hpp"
 
 using namespace trident;
 using namespace trident::testing;
-using kernels::Context;
+using trident::kernels::Context;
 
 namespace {
 
@@ -29,13 +31,15 @@ std::vector<double> linear_reference(const std::vector<float>& x, const std::vec
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(kernels)
+
 BOOST_AUTO_TEST_CASE(linear_forward_matches_reference) {
   const int M = 37, K = 29, N = 23;
   auto x = random_vector(M * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
   std::vector<float> y(M * N);
-  kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+  trident::kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
   expect_close(y, linear_reference(x, w, b, M, K, N), 1e-4, 1e-2, "linear forward");
-  kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), nullptr, M, K, N);
+  trident::kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), nullptr, M, K, N);
   expect_close(y, linear_reference(x, w, {}, M, K, N), 1e-4, 1e-2, "linear forward, no bias");
 }
 
@@ -44,13 +48,13 @@ BOOST_AUTO_TEST_CASE(linear_backward_matches_finite_differences) {
   auto x = random_vector(M * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
   const auto upstream = random_vector(M * N, 7);
   std::vector<float> dx(M * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);  // dx overwritten, others +=
-  kernels::cpu::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
+  trident::kernels::cpu::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
                            w.data(), M, K, N);
   for (float& v : dw) v -= 0.25f;
   for (float& v : db) v += 1.0f;
   auto loss = [&] {
     std::vector<float> y(M * N);
-    kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
+    trident::kernels::cpu::linear_forward(ctx, y.data(), x.data(), w.data(), b.data(), M, K, N);
     return weighted_sum(y, upstream);
   };
   check_gradient(x, dx, loss, "linear dx");
@@ -76,7 +80,7 @@ BOOST_AUTO_TEST_CASE(batched_matmul_transposes_and_accumulation) {
           }
           expected[(p * M + m) * N + n] = sum;
         }
-    kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
+    trident::kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
     expect_close(c, expected, 1e-4, 1e-2, "batched matmul variant " + std::to_string(variant));
   }
 }
@@ -85,28 +89,20 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   const int N = 5, C = 16;
   auto x = random_vector(N * C, 40, 2.0f), w = random_vector(C, 41), b = random_vector(C, 42);
   std::vector<float> y(N * C), mean(N), variance(N);
-  kernels::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
-  std::vector<double> expected(N * C);
-  for (int n = 0; n < N; ++n) {
-    double m = 0, v = 0;
-    for (int c = 0; c < C; ++c) m += x[n * C + c];
-    m /= C;
-    for (int c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
-    v /= C;
-    for (int c = 0; c < C; ++c) expected[n * C + c] = (x[n * C + c] - m) / std::sqrt(v + 1e-5) * w[c] + b[c];
-  }
+  trident::kernels::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
+  const std::vector<double> expected = layernorm_reference(x, w, b, N, C);
   expect_close(y, expected, 1e-5, 1e-3, "layernorm forward");
   const auto upstream = random_vector(N * C, 43);
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
   std::vector<float> dx_base = random_vector(N * C, 44), dw_base = random_vector(C, 45);
   dx = dx_base, dw = dw_base;  // accumulates onto what is there
-  kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
+  trident::kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
                               w.data(), b.data(), mean.data(), variance.data(), N, C);
   for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx_base[i];
   for (size_t i = 0; i < dw.size(); ++i) dw[i] -= dw_base[i];
   auto loss = [&] {
     std::vector<float> out(N * C), m(N), r(N);
-    kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+    trident::kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
     return weighted_sum(out, upstream);
   };
   check_gradient(x, dx, loss, "layernorm dinp", 1e-2f, 3e-2);
@@ -117,7 +113,7 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
 BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   auto x = random_vector(300, 50, 2.0f);
   std::vector<float> y(x.size());
-  kernels::gelu_forward(ctx, y.data(), x.data(), x.size());
+  trident::kernels::gelu_forward(ctx, y.data(), x.data(), x.size());
   std::vector<double> expected(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
@@ -126,10 +122,10 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   expect_close(y, expected, 1e-4, 1e-3, "gelu forward");
   const auto upstream = random_vector(x.size(), 51);
   std::vector<float> dx(x.size());
-  kernels::gelu_backward(ctx, dx.data(), x.data(), upstream.data(), x.size());
+  trident::kernels::gelu_backward(ctx, dx.data(), x.data(), upstream.data(), x.size());
   auto loss = [&] {
     std::vector<float> out(x.size());
-    kernels::gelu_forward(ctx, out.data(), x.data(), x.size());
+    trident::kernels::gelu_forward(ctx, out.data(), x.data(), x.size());
     return weighted_sum(out, upstream);
   };
   check_gradient(x, dx, loss, "gelu dinp", 1e-2f, 2e-2, 1e-3, 300);
@@ -138,11 +134,11 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
 BOOST_AUTO_TEST_CASE(residual_and_add) {
   auto a = random_vector(100, 60), b = random_vector(100, 61);
   std::vector<float> out(100);
-  kernels::residual_forward(ctx, out.data(), a.data(), b.data(), 100);
+  trident::kernels::residual_forward(ctx, out.data(), a.data(), b.data(), 100);
   std::vector<double> expected(100);
   for (int i = 0; i < 100; ++i) expected[i] = static_cast<double>(a[i]) + b[i];
   expect_close(out, expected, 1e-6, 1e-6, "residual");
-  kernels::add_inplace(ctx, out.data(), a.data(), 100);
+  trident::kernels::add_inplace(ctx, out.data(), a.data(), 100);
   for (int i = 0; i < 100; ++i) expected[i] = expected[i] + a[i];
   expect_close(out, expected, 1e-6, 1e-6, "add in place");
 }
@@ -182,15 +178,15 @@ BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   auto qkv = random_vector(B * T * 3 * C, 70);
   std::vector<float> out(B * T * C), att(probs);
-  kernels::attention_forward(ctx, out.data(), att.data(), qkv.data(), B, T, C, NH);
+  trident::kernels::attention_forward(ctx, out.data(), att.data(), qkv.data(), B, T, C, NH);
   expect_close(out, attention_reference(qkv, B, T, C, NH), 1e-5, 1e-3, "attention forward");
   const auto upstream = random_vector(out.size(), 71);
   std::vector<float> dqkv(qkv.size(), 99.0f), datt(probs);  // dqkv is overwritten
-  kernels::attention_backward(ctx, dqkv.data(), datt.data(), upstream.data(), qkv.data(),
+  trident::kernels::attention_backward(ctx, dqkv.data(), datt.data(), upstream.data(), qkv.data(),
                               att.data(), B, T, C, NH);
   auto loss = [&] {
     std::vector<float> o(B * T * C), a2(probs);
-    kernels::attention_forward(ctx, o.data(), a2.data(), qkv.data(), B, T, C, NH);
+    trident::kernels::attention_forward(ctx, o.data(), a2.data(), qkv.data(), B, T, C, NH);
     return weighted_sum(o, upstream);
   };
   check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
@@ -201,8 +197,8 @@ BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
   const std::vector<int32_t> tokens = {1, 3, 1, 4, 0, 1, 2, 1};  // repeats: gradient sums
   auto wte = random_vector(V * C, 80), wpe = random_vector(T * C, 81);
   auto encode = [&](std::vector<float>& out, int begin, int rows) {
-    kernels::embedding_forward(ctx, out.data(), tokens.data(), wte.data() + begin * C, begin, rows, B, T, C);
-    kernels::positions_forward(ctx, out.data(), wpe.data(), B, T, C);
+    trident::kernels::embedding_forward(ctx, out.data(), tokens.data(), wte.data() + begin * C, begin, rows, B, T, C);
+    trident::kernels::positions_forward(ctx, out.data(), wpe.data(), B, T, C);
   };
   std::vector<float> out(B * T * C);
   encode(out, 0, V);
@@ -222,8 +218,8 @@ BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
     }
   const auto upstream = random_vector(out.size(), 82);
   std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
-  kernels::embedding_backward(ctx, dwte.data(), upstream.data(), tokens.data(), 0, V, B, T, C);
-  kernels::positions_backward(ctx, dwpe.data(), upstream.data(), B, T, C);
+  trident::kernels::embedding_backward(ctx, dwte.data(), upstream.data(), tokens.data(), 0, V, B, T, C);
+  trident::kernels::positions_backward(ctx, dwpe.data(), upstream.data(), B, T, C);
   auto loss = [&] {
     std::vector<float> o(B * T * C);
     encode(o, 0, V);
@@ -240,10 +236,10 @@ void cross_entropy(std::vector<float>& losses, std::vector<float>& normalizers,
                    const std::vector<float>& logits, const std::vector<int32_t>& targets, int N,
                    int V, int Vp) {
   std::vector<float> maxes(N), sums(N), target_logits(N);
-  kernels::crossentropy_row_max(ctx, maxes.data(), logits.data(), N, V, Vp);
-  kernels::crossentropy_row_sums(ctx, sums.data(), target_logits.data(), logits.data(), maxes.data(),
+  trident::kernels::crossentropy_row_max(ctx, maxes.data(), logits.data(), N, V, Vp);
+  trident::kernels::crossentropy_row_sums(ctx, sums.data(), target_logits.data(), logits.data(), maxes.data(),
                                  targets.data(), 0, N, V, Vp);
-  kernels::crossentropy_losses(ctx, losses.data(), normalizers.data(), maxes.data(), sums.data(),
+  trident::kernels::crossentropy_losses(ctx, losses.data(), normalizers.data(), maxes.data(), sums.data(),
                                target_logits.data(), N);
 }
 
@@ -264,7 +260,7 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   expect_close(losses, expected, 1e-5, 1e-4, "cross-entropy forward");
   const float scale = 1.0f / N;
   std::vector<float> dlogits(logits.size(), 5.0f);
-  kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), normalizers.data(),
+  trident::kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), normalizers.data(),
                                  targets.data(), 0, scale, N, V, Vp);
   auto loss = [&] {
     std::vector<float> l(N), z(N);
@@ -278,7 +274,7 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
     for (int i = V; i < Vp; ++i) BOOST_TEST(dlogits[n * Vp + i] == 0.0f);
   // In place, as the model uses it.
   std::vector<float> in_place = logits;
-  kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), normalizers.data(),
+  trident::kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), normalizers.data(),
                                  targets.data(), 0, scale, N, V, Vp);
   BOOST_TEST(in_place == dlogits);
 }
@@ -296,7 +292,7 @@ BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
     expected[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
   }
   for (float& x : g) x *= 2.0f;  // and the clipping factor undoes it
-  kernels::adamw_update(ctx, p.data(), g.data(), m.data(), v.data(), 50, lr, b1, b2, eps, wd, t, 0.5f);
+  trident::kernels::adamw_update(ctx, p.data(), g.data(), m.data(), v.data(), 50, lr, b1, b2, eps, wd, t, 0.5f);
   expect_close(p, expected, 1e-6, 1e-3, "adamw");
 }
 
@@ -306,48 +302,46 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
   for (float v : x) expected += static_cast<double>(v) * v;
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const double one = kernels::sum_of_squares(ctx, x.data(), x.size());
+  const double one = trident::kernels::sum_of_squares(ctx, x.data(), x.size());
   omp_set_num_threads(2);
-  const double two = kernels::sum_of_squares(ctx, x.data(), x.size());
+  const double two = trident::kernels::sum_of_squares(ctx, x.data(), x.size());
   omp_set_num_threads(threads);
   BOOST_TEST(std::fabs(one - expected) / expected < 1e-12);
   BOOST_TEST(one == two);  // bitwise
 }
 
-#include "kernels/common/math.hpp"
-
 BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
   double worst = 0;
   for (float x = -87.0f; x <= 88.0f; x += 0.001f) {
     const double exact = std::exp(static_cast<double>(x));
-    worst = std::max(worst, std::fabs(kernels::vexp(x) - exact) / exact);
+    worst = std::max(worst, std::fabs(trident::kernels::vexp(x) - exact) / exact);
   }
   BOOST_TEST(worst < 5e-7, "worst relative error " << worst);
-  BOOST_TEST(kernels::vexp(-1000.0f) >= 0.0f);
-  BOOST_TEST(std::isfinite(kernels::vexp(1000.0f)));
-  BOOST_TEST(kernels::vexp(0.0f) == 1.0f);
+  BOOST_TEST(trident::kernels::vexp(-1000.0f) >= 0.0f);
+  BOOST_TEST(std::isfinite(trident::kernels::vexp(1000.0f)));
+  BOOST_TEST(trident::kernels::vexp(0.0f) == 1.0f);
 }
-
-#include "kernels/cpu/openmp_alternatives.hpp"
 
 BOOST_AUTO_TEST_CASE(openmp_alternatives_agree_with_the_kernels_in_use) {
   const int N = 7, C = 24;
   auto x = random_vector(N * C, 120, 2.0f), w = random_vector(C, 121), b = random_vector(C, 122);
   const auto dy = random_vector(N * C, 123);
   std::vector<float> y1(N * C), y2(N * C), mean1(N), var(N), mean2(N), rstd(N);
-  kernels::layernorm_forward(ctx, y1.data(), mean1.data(), var.data(), x.data(), w.data(), b.data(), N, C);
-  kernels::openmp::layernorm_forward(y2.data(), mean2.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  trident::kernels::layernorm_forward(ctx, y1.data(), mean1.data(), var.data(), x.data(), w.data(), b.data(), N, C);
+  trident::kernels::openmp::layernorm_forward(y2.data(), mean2.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
   expect_close(y2, std::vector<double>(y1.begin(), y1.end()), 1e-4, 1e-3, "layernorm forward");
   std::vector<float> dx1(N * C, 0.f), dw1(C, 0.f), db1(C, 0.f), dx2(N * C, 0.f), dw2(C, 0.f), db2(C, 0.f);
-  kernels::layernorm_backward(ctx, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
+  trident::kernels::layernorm_backward(ctx, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
                               b.data(), mean1.data(), var.data(), N, C);
-  kernels::openmp::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
+  trident::kernels::openmp::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
                                       mean2.data(), rstd.data(), N, C);
   expect_close(dx2, std::vector<double>(dx1.begin(), dx1.end()), 1e-4, 1e-3, "layernorm dinp");
   expect_close(dw2, std::vector<double>(dw1.begin(), dw1.end()), 1e-4, 1e-3, "layernorm dweight");
   expect_close(db2, std::vector<double>(db1.begin(), db1.end()), 1e-4, 1e-3, "layernorm dbias");
   std::vector<float> g1(N * C), g2(N * C);
-  kernels::gelu_forward(ctx, g1.data(), x.data(), g1.size());
-  kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
+  trident::kernels::gelu_forward(ctx, g1.data(), x.data(), g1.size());
+  trident::kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
   expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-3, "gelu forward");
 }
+
+BOOST_AUTO_TEST_SUITE_END()

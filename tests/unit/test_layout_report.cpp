@@ -25,6 +25,8 @@ GroupSpans find(const std::vector<GroupSpans>& all, GroupKind kind) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(layout_report)
+
 BOOST_AUTO_TEST_CASE(acceptance_layout_4_nodes_2_racks) {
   const layout::Grid grid(2, 2, 2);
   const auto spans = group_spans(grid, emulated(8, 2, 2));
@@ -64,3 +66,5 @@ BOOST_AUTO_TEST_CASE(data_groups_crossing_racks_needlessly_warn) {
   BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
   BOOST_TEST(warnings[0].find("data groups cross racks") != std::string::npos, warnings[0]);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -47,6 +47,8 @@ ckpt::DirectoryState branch_a() {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(lineage)
+
 BOOST_AUTO_TEST_CASE(auto_tries_the_branch_newest_first_and_reports_damage) {
   ckpt::DirectoryState state = branch_a();
   state.entries.insert(state.entries.begin(), entry("b1", "B", 20));  // another branch's, newer
@@ -124,3 +126,5 @@ BOOST_AUTO_TEST_CASE(branch_pointer_round_trips) {
   BOOST_TEST(!ckpt::BranchPointer::from_text("garbage\n").has_value());
   BOOST_TEST(ckpt::make_run_id() != ckpt::make_run_id());
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -15,6 +15,8 @@
 #include "metrics/metrics_file.hpp"
 #include "metrics/snapshot.hpp"
 
+BOOST_AUTO_TEST_SUITE(metrics)
+
 BOOST_AUTO_TEST_CASE(series_and_attributes_round_trip) {
   const std::string path = "/tmp/trident-metrics-" + std::to_string(getpid()) + ".h5";
   {
@@ -247,3 +249,5 @@ BOOST_AUTO_TEST_CASE(a_new_run_keeps_the_previous_history) {
   std::remove(aside.c_str());
   remove_all(path);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -24,6 +24,8 @@ BalanceFigures stages_taking(const std::vector<double>& ms) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(micro_batching)
+
 BOOST_AUTO_TEST_CASE(micro_batch_counts_divide_the_sequences) {
   BOOST_TEST(micro_batch_counts(12) == std::vector<int>({1, 2, 3, 4, 6, 12}), boost::test_tools::per_element());
   BOOST_TEST(micro_batch_counts(7) == std::vector<int>({1, 7}), boost::test_tools::per_element());
@@ -139,3 +141,5 @@ BOOST_AUTO_TEST_CASE(probe_goes_towards_a_smaller_bubble_with_stages) {
   BOOST_TEST(probe_count(4, 1, {4, 8}) == 8);         // larger ones do not fit: the other way
   BOOST_TEST(probe_count(1, 2, {1}) == 0);            // nothing else
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -12,8 +12,8 @@ using namespace trident::testing;
 
 namespace {
 
-model::GptConfig tiny_config() {
-  model::GptConfig c;
+trident::model::GptConfig tiny_config() {
+  trident::model::GptConfig c;
   c.max_seq_len = 8, c.vocab = 11, c.padded_vocab = 16, c.layers = 2, c.heads = 2, c.channels = 8;
   return c;
 }
@@ -26,11 +26,13 @@ std::vector<int32_t> tokens(int n, unsigned seed, int vocab) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(model)
+
 BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
   kernels::Context ctx;
   const auto config = tiny_config();
-  model::Gpt2 gpt(config, ctx);
-  model::init_params(config, gpt.params(), 42);
+  trident::model::Gpt2 gpt(config, ctx);
+  trident::model::init_params(config, gpt.params(), 42);
   // Larger weights than GPT-2's 0.02 give gradients well above the finite-difference noise;
   // h = 1e-3 keeps the truncation error of this now quite nonlinear model small, and atol
   // covers the float rounding of the loss (~1e-4 after dividing by 2h).
@@ -50,7 +52,7 @@ BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
     return sum / (B * T);
   };
   int64_t offset = 0;
-  for (const auto& spec : model::param_specs(config)) {
+  for (const auto& spec : trident::model::param_specs(config)) {
     const int64_t n = spec.count();
     std::vector<float> x(params.begin() + offset, params.begin() + offset + n);
     std::vector<float> g(analytic.begin() + offset, analytic.begin() + offset + n);
@@ -70,8 +72,8 @@ BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
 BOOST_AUTO_TEST_CASE(model_is_deterministic_and_accumulates) {
   kernels::Context ctx;
   const auto config = tiny_config();
-  model::Gpt2 gpt(config, ctx);
-  model::init_params(config, gpt.params(), 7);
+  trident::model::Gpt2 gpt(config, ctx);
+  trident::model::init_params(config, gpt.params(), 7);
   const auto inputs = tokens(16, 3, config.vocab), targets = tokens(16, 4, config.vocab);
   gpt.zero_grad();
   const float first = gpt.forward(inputs.data(), targets.data(), 2, 8);
@@ -92,8 +94,8 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
   kernels::Context ctx;
   auto config = tiny_config();
   config.channels = 64, config.heads = 4, config.layers = 4;
-  model::Gpt2 gpt(config, ctx);
-  model::init_params(config, gpt.params(), 1);
+  trident::model::Gpt2 gpt(config, ctx);
+  trident::model::init_params(config, gpt.params(), 1);
   const auto& p = gpt.param_views();
   auto stddev = [](const float* x, size_t n) {
     double s = 0;
@@ -113,26 +115,26 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
 BOOST_AUTO_TEST_CASE(tensor_slices_partition_every_tensor) {
   auto config = tiny_config();
   config.heads = 4, config.channels = 16;
-  const auto whole_specs = model::param_specs(config);
+  const auto whole_specs = trident::model::param_specs(config);
   for (int p : {1, 2, 4}) {
-    for (int t = 0; t < model::kNumParamTensors; ++t) {
+    for (int t = 0; t < trident::model::kNumParamTensors; ++t) {
       std::vector<int> seen(whole_specs[t].count(), 0);
       for (int r = 0; r < p; ++r) {
-        const model::Partition slice{r, p};
-        const auto spec = model::param_specs(config, slice)[t];
-        for (int64_t i = 0; i < spec.count(); ++i) ++seen[model::global_index(config, slice, t, i)];
+        const trident::model::Partition slice{r, p};
+        const auto spec = trident::model::param_specs(config, slice)[t];
+        for (int64_t i = 0; i < spec.count(); ++i) ++seen[trident::model::global_index(config, slice, t, i)];
       }
       // Split tensors: every element on exactly one rank; replicated ones: on every rank.
-      const int expected = whole_specs[t].count() == model::param_specs(config, {0, p})[t].count() && p > 1 ? p : 1;
+      const int expected = whole_specs[t].count() == trident::model::param_specs(config, {0, p})[t].count() && p > 1 ? p : 1;
       BOOST_TEST(std::all_of(seen.begin(), seen.end(), [&](int n) { return n == expected; }),
                  whole_specs[t].name << " over " << p);
     }
     // The slice of the serial initialisation is the slice's own initialisation.
-    std::vector<float> whole(model::num_parameters(config)), cut(model::num_parameters(config, {1 % p, p}));
+    std::vector<float> whole(trident::model::num_parameters(config)), cut(trident::model::num_parameters(config, {1 % p, p}));
     std::vector<float> own(cut.size());
-    model::init_params(config, whole.data(), 9);
-    model::extract_slice(config, whole.data(), cut.data(), {1 % p, p});
-    model::init_params(config, own.data(), 9, {1 % p, p});
+    trident::model::init_params(config, whole.data(), 9);
+    trident::model::extract_slice(config, whole.data(), cut.data(), {1 % p, p});
+    trident::model::init_params(config, own.data(), 9, {1 % p, p});
     BOOST_TEST(cut == own);
   }
 }
@@ -149,8 +151,8 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   const int B = 2, T = 16;
   const auto inputs = tokens(B * T, 5, config.vocab), targets = tokens(B * T, 6, config.vocab);
   auto run = [&](kernels::Precision precision, float* loss, float scale = 1.0f) {
-    model::Gpt2 gpt(config, ctx, {}, precision);
-    model::init_params(config, gpt.params(), 11);
+    trident::model::Gpt2 gpt(config, ctx, {}, precision);
+    trident::model::init_params(config, gpt.params(), 11);
     gpt.zero_grad();
     *loss = gpt.forward(inputs.data(), targets.data(), B, T);
     gpt.backward(scale);
@@ -162,7 +164,7 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
     const std::vector<float> grads = run(precision, &loss16, 1024.0f);  // fp16's loss scaling: S = 1024
     BOOST_TEST(std::fabs(loss16 - loss32) <= tolerance * loss32);
     int64_t offset = 0;
-    for (const auto& spec : model::param_specs(config)) {
+    for (const auto& spec : trident::model::param_specs(config)) {
       double diff = 0, norm = 0;
       for (int64_t i = offset; i < offset + spec.count(); ++i) {
         diff += std::pow(grads[i] / 1024.0 - reference[i], 2);
@@ -173,8 +175,8 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
       offset += spec.count();
     }
   }
-  model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
-  model::init_params(config, gpt.params(), 11);
+  trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
+  trident::model::init_params(config, gpt.params(), 11);
   const float before = gpt.forward(inputs.data(), targets.data(), B, T);
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 3.0f;
   BOOST_TEST(gpt.forward(inputs.data(), targets.data(), B, T) != before);
@@ -198,3 +200,5 @@ BOOST_AUTO_TEST_CASE(config_problem_refuses_impossible_and_overflowing_shapes) {
   c = gpt2, c.max_seq_len = 2147483647;  // 1.6e12 parameters: possible, if the file holds them
   BOOST_TEST(trident::model::config_problem(c).empty());
 }
+
+BOOST_AUTO_TEST_SUITE_END()

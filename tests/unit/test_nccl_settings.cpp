@@ -31,6 +31,8 @@ NcclSettings all_levels(const std::string& algo, const std::string& proto) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(nccl_settings)
+
 BOOST_AUTO_TEST_CASE(every_deck_choice_has_an_nccl_name) {
   for (const char* level : {"node", "rack", "cross_rack"}) {
     const std::string prefix = std::string("comm.nccl_") + level;
@@ -131,3 +133,5 @@ BOOST_AUTO_TEST_CASE(the_backend_resolves_by_device_and_build) {
     BOOST_TEST(std::string(e.what()).find("kernels.device = cpu") != std::string::npos);
   }
 }
+
+BOOST_AUTO_TEST_SUITE_END()

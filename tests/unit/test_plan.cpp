@@ -86,7 +86,7 @@ Layout paper_layout(const PaperRow& r) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(plan_formulas)
+BOOST_AUTO_TEST_SUITE(plan)
 
 BOOST_AUTO_TEST_CASE(ring_all_reduce_is_alpha_beta_of_the_byte_formula) {
   const Hardware hw = round_hardware();
@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(profiles_parse_and_reject_bad_figures) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(plan_validation)
+BOOST_AUTO_TEST_SUITE(plan)
 
 // Narayanan et al. 2021, Table 1: every row's model and layout on the A100 profile, predicted
 // TFLOP/s per GPU (counted as the paper counts, recompute included) within 20% of the

@@ -51,6 +51,8 @@ bool simulate(Schedule schedule, int stages, int m, std::string& why) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(schedule)
+
 BOOST_AUTO_TEST_CASE(schedules_complete_within_their_slots) {
   for (Schedule schedule : {Schedule::OneFOneB, Schedule::GPipe})
     for (int stages = 1; stages <= 8; ++stages)
@@ -89,3 +91,5 @@ BOOST_AUTO_TEST_CASE(block_split) {
       BOOST_TEST(*std::min_element(counts.begin(), counts.end()) >= 1);
     }
 }
+
+BOOST_AUTO_TEST_SUITE_END()

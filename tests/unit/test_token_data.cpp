@@ -48,6 +48,8 @@ std::string open_error(const std::string& pattern) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(token_data)
+
 BOOST_AUTO_TEST_CASE(reads_across_shards) {
   TokenDir d;
   d.shard("a.bin", 300);
@@ -97,3 +99,5 @@ BOOST_AUTO_TEST_CASE(rewritten_with_tokens_outside_the_vocabulary_is_reported) {
   BOOST_TEST(contains(problem, "changed under the job: token 60000 at position 10 is not below the vocabulary size 256"),
              problem);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -26,6 +26,8 @@ Topology block_hosts(int ranks, int hosts, TopologyOptions options = {}) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(topology)
+
 BOOST_AUTO_TEST_CASE(hostlists_expand_like_slurm) {
   BOOST_TEST((expand_hostlist("gpu[01-03,7],login") == Names{"gpu01", "gpu02", "gpu03", "gpu7", "login"}));
   BOOST_TEST((expand_hostlist("r[1-2]n[0-1]") == Names{"r1n0", "r1n1", "r2n0", "r2n1"}));
@@ -114,3 +116,5 @@ BOOST_AUTO_TEST_CASE(real_hosts_with_racks_by_count) {
   BOOST_TEST(t.place(11).rack == 0);
   BOOST_TEST(t.place(11).rank_in_rack == 11);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -30,6 +30,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(validate)
+
 BOOST_AUTO_TEST_CASE(valid_layouts_pass) {
   BOOST_TEST(problem({}, 1) == "");
   BOOST_TEST(problem({{"parallel.tensor", "2"}, {"parallel.pipeline", "2"}, {"parallel.data", "2"}}, 8) == "");
@@ -98,3 +100,5 @@ BOOST_AUTO_TEST_CASE(slowdown_pairs_are_parsed_and_checked) {
   BOOST_TEST(contains(problem({{"parallel.data", "2"}, {"debug.slowdown", "2:2"}}, 2), "names rank 2"));
   BOOST_TEST(contains(problem({{"parallel.data", "2"}, {"debug.slowdown", "1:0.9"}}, 2), "at least 1"));
 }
+
+BOOST_AUTO_TEST_SUITE_END()

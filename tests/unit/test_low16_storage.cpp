@@ -47,6 +47,8 @@ float widen16(low16 value) { return widen(value, Precision::fp16); }
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(low16_storage)
+
 BOOST_AUTO_TEST_CASE(bf16_rounds_to_nearest_even) {
   BOOST_TEST(round(1.0f) == 0x3f80);
   BOOST_TEST(round(from_bits(0x3f808000u)) == 0x3f80);  // halfway, even below: down
@@ -260,3 +262,5 @@ BOOST_AUTO_TEST_CASE(bf16_attention_follows_f32) {
   BOOST_TEST(kept);
   BOOST_TEST(causal);
 }
+
+BOOST_AUTO_TEST_SUITE_END()

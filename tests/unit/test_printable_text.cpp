@@ -11,6 +11,8 @@
 using trident::printable;
 using trident::printable_message;
 
+BOOST_AUTO_TEST_SUITE(printable_text)
+
 BOOST_AUTO_TEST_CASE(control_characters_and_invalid_utf8_are_escaped) {
   BOOST_TEST(printable(std::string("a\0b", 3)) == "a\\x00b");
   BOOST_TEST(printable("tab\there\nnew\rline\x7f") == "tab\\there\\nnew\\rline\\x7f");
@@ -42,3 +44,5 @@ BOOST_AUTO_TEST_CASE(messages_keep_line_breaks_and_survive_nul) {
   BOOST_TEST(trident::invalid_utf8_at("ok \xE2\x98\x83 then \xFF") == 12u);
   BOOST_TEST(trident::invalid_utf8_at("all good") == std::string::npos);
 }
+
+BOOST_AUTO_TEST_SUITE_END()
