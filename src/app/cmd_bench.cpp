@@ -63,11 +63,11 @@ int compare_gemm_bf16(const kernels::Context& device, const model::GptConfig& co
 
 // Training steps in fp32 and in `precision` (bf16 or fp16), alternating in one process so that
 // both see the same machine; the median step of each and their ratio.
-int compare_precisions(const kernels::Context& device, const deck::Deck& deck, const std::string& precision, int warmup, int steps) {
+int compare_precisions(const Job& job, const std::string& precision, int warmup, int steps) {
   if (precision != "bf16" && precision != "fp16")
     throw UserError("trident bench: --compare takes bf16 or fp16, not '" + precision + "'");
-  StepRunner f32(device, deck, kernels::Precision::fp32);
-  StepRunner low(device, deck, precision_from_name(precision));
+  StepRunner f32(job.device, job.settings, job.record, kernels::Precision::fp32);
+  StepRunner low(job.device, job.settings, job.record, precision_from_name(precision));
   const auto [f32_seconds, low_seconds] =
       alternating_medians(warmup, steps, [&] { return f32.run(); }, [&] { return low.run(); });
   char text[256];
@@ -113,17 +113,17 @@ int run_bench(const std::vector<std::string>& args) {
   }
   const Job job = load_job(line);
   if (checkpoint) return run_checkpoint_bench(job, steps);
-  const model::GptConfig config = model_config_from_deck(job.deck);
-  const int B = static_cast<int>(job.deck.get_int("train.micro_batch"));
-  const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
+  const model::GptConfig config = model_config(job.settings.model, job.record);
+  const int B = job.settings.train.micro_batch;
+  const int T = job.settings.train.seq_len;
   if (kernels) {
     compare_kernels_with_onednn(B * T, config.channels, std::max(steps, 10));
     return kExitOk;
   }
   if (bf16) return compare_gemm_bf16(job.device, config, B, T, warmup, steps);
-  if (!compare.empty()) return compare_precisions(job.device, job.deck, compare, warmup, steps);
+  if (!compare.empty()) return compare_precisions(job, compare, warmup, steps);
   // Steps and GEMM passes alternate (--gemm: no steps; --no-gemm: no passes).
-  StepRunner step(job.device, job.deck, precision_from_deck(job.deck));
+  StepRunner step(job.device, job.settings, job.record, job.settings.precision.precision);
   GemmPass gemm_pass(job.device, config, B, T);
   const auto [gemm_seconds, seconds_per_step] = alternating_medians(
       warmup, steps, [&] { return no_gemm ? 1.0 : gemm_pass.run(); }, [&] { return gemm ? 0.0 : step.run(); });

@@ -17,7 +17,6 @@
 #include "app/commands.hpp"
 #include "job/job.hpp"
 #include "job/run_dir.hpp"
-#include "kernels/backend.hpp"
 
 namespace trident {
 namespace {
@@ -141,7 +140,7 @@ int run_commbench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const Job job = load_job(line);
-  const comm::CollectiveSettings settings = collective_settings(job.deck, kernels::backend_of(job.device));
+  const comm::CollectiveSettings& settings = job.settings.comm.collectives;
   comm::CollectiveSettings hierarchical_settings = settings;
   hierarchical_settings.algo = "auto";
   comm::GroupCollectives world(MPI_COMM_WORLD, job.topology, "world", hierarchical_settings);
@@ -173,7 +172,7 @@ int run_commbench(const std::vector<std::string>& args) {
     }
   }
   std::string error;
-  const std::string dir = job.deck.get_string("train.run_dir");
+  const std::string dir = job.settings.train.run_dir;
   std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
   const char* names[] = {"node", "rack", "cross_rack"};
   comm::MpiCommunicator* levels[] = {&world.level(0), &world.level(1), &world.level(2)};

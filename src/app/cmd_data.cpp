@@ -27,10 +27,10 @@ namespace {
 
 // Checked against the memory model before its first buffer (exit 2 with the figures).
 std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx, const std::string& command) {
-  const model::GptConfig config = model_config_from_deck(job.deck);
-  check_whole_model_fits(job.device, job.deck, config, command);
+  const model::GptConfig config = model_config(job.settings.model, job.record);
+  check_whole_model_fits(job.device, job.settings, job.record, config, command);
   auto gpt = std::make_unique<model::Gpt2>(config, ctx);
-  initialise_parameters(job.deck, *gpt);
+  initialise_parameters(job.settings, *gpt);
   return gpt;
 }
 
@@ -48,19 +48,19 @@ int run_eval(const std::vector<std::string>& args) {
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx = job.device;
   auto gpt = deck_model(job, ctx, "eval");
-  require_vocab_covers_tokenizer(job.deck);
+  require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
-  const int vocab = static_cast<int>(job.deck.get_int("model.vocab"));
+  const int vocab = job.settings.model.vocab;
   try {
-    val = std::make_unique<data::TokenData>(job.deck.get_string("data.val"),
-                                            data::parse_token_format(job.deck.get_string("data.format")), vocab);
+    val = std::make_unique<data::TokenData>(job.settings.data.val,
+                                            data::parse_token_format(job.settings.data.format), vocab);
   } catch (const std::runtime_error& e) {
-    fatal_all(std::string(e.what()) + " (" + job.deck.cite("data.val") + ")");
+    fatal_all(std::string(e.what()) + " (" + job.record.cite("data.val") + ")");
   }
-  const int T = static_cast<int>(job.deck.get_int("model.seq_len"));
-  const int64_t windows = validation_windows(*val, job.deck.get_int("train.eval_tokens"), T);
+  const int T = job.settings.train.seq_len;
+  const int64_t windows = validation_windows(*val, job.settings.train.eval_tokens, T);
   const double loss = validation_loss(*gpt, *val, windows, T,
-                                      static_cast<int>(job.deck.get_int("train.micro_batch")));
+                                      job.settings.train.micro_batch);
   char text[64];
   std::snprintf(text, sizeof text, "val_loss %.6g", loss);
   print0("evaluated " + std::to_string(windows) + " windows of " + std::to_string(T) + " tokens");

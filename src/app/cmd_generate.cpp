@@ -107,7 +107,6 @@ struct WholeModel {
 
 // A checkpoint of any layout, read whole onto this rank (the reader takes every element).
 WholeModel from_checkpoint(const Job& job, const std::string& path) {
-  const deck::Deck& deck = job.deck;
   const std::string not_file = regular_file_problem(path);
   if (!not_file.empty())
     fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
@@ -117,7 +116,7 @@ WholeModel from_checkpoint(const Job& job, const std::string& path) {
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
   }
-  check_whole_model_fits(job.device, deck, m.config, "generate");
+  check_whole_model_fits(job.device, job.settings, job.record, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   ckpt::StateView state;
   state.config = m.config;
@@ -129,19 +128,19 @@ WholeModel from_checkpoint(const Job& job, const std::string& path) {
 
 // The deck's model: the llm.c file of model.init (checked against the deck), or random.
 WholeModel from_deck(const Job& job) {
-  const deck::Deck& deck = job.deck;
+  const RunSettings& settings = job.settings;
   WholeModel m;
-  m.config = model_config_from_deck(deck);  // a model file's header checked against its size
-  check_whole_model_fits(job.device, deck, m.config, "generate");
+  m.config = model_config(settings.model, job.record);  // a model file's header checked against its size
+  check_whole_model_fits(job.device, job.settings, job.record, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
-  if (deck.get_string("model.init") == "random") {
-    model::init_params(m.config, m.params.data(), static_cast<uint64_t>(deck.get_int("train.seed")));
+  if (!settings.model.from_file()) {
+    model::init_params(m.config, m.params.data(), settings.train.seed);
     return m;
   }
   try {
-    model::read_llmc_params(deck.get_string("model.init"), m.config, m.params.data());
+    model::read_llmc_params(settings.model.init, m.config, m.params.data());
   } catch (const std::runtime_error& e) {
-    fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") + ")");
+    fatal_all(std::string(e.what()) + " (" + job.record.cite("model.init") + ")");
   }
   return m;
 }
@@ -182,9 +181,9 @@ int run_generate(const std::vector<std::string>& args) {
   const GenerateArgs a = parse_generate(args);
   const Job job = load_job(cli::parse_command_line("generate", a.rest));
   if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
-  if (!a.checkpoint.empty() && job.deck.get_string("model.init") != "random")
+  if (!a.checkpoint.empty() && job.settings.model.from_file())
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
-  const data::Tokenizer tokenizer = deck_tokenizer(job.deck);
+  const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
   const WholeModel m = a.checkpoint.empty() ? from_deck(job) : from_checkpoint(job, a.checkpoint);
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +

@@ -130,31 +130,31 @@ plan::Hardware load_hardware(const std::string& name) {
   }
 }
 
-plan::Workload workload_from(const deck::Deck& deck) {
+plan::Workload workload_from(const RunSettings& settings, const deck::Record& deck) {
   plan::Workload w;
-  w.config = model_config_from_deck(deck);
-  w.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
-  w.global_batch = deck.get_int("train.global_batch");
+  w.config = model_config(settings.model, deck);
+  w.seq_len = settings.train.seq_len;
+  w.global_batch = settings.train.global_batch;
   return w;
 }
 
-plan::Layout layout_from(const deck::Deck& deck, const plan::Hardware& hw) {
+plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) {
   plan::Layout l;
-  l.tensor = static_cast<int>(deck.get_int("parallel.tensor"));
-  l.pipeline = static_cast<int>(deck.get_int("parallel.pipeline"));
-  l.data = static_cast<int>(deck.get_int("parallel.data"));
-  l.micro_batch = static_cast<int>(deck.get_int("train.micro_batch"));
-  l.zero = deck.get_int("optim.zero") == 1;
-  l.recompute = deck.get_string("memory.recompute");
+  l.tensor = settings.parallel.tensor;
+  l.pipeline = settings.parallel.pipeline;
+  l.data = settings.parallel.data;
+  l.micro_batch = settings.train.micro_batch;
+  l.zero = settings.step.zero;
+  l.recompute = settings.memory.recompute;
   if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
-  l.recompute_interval = std::max<int>(1, static_cast<int>(deck.get_int("memory.recompute_interval")));
-  l.gpipe = deck.get_string("parallel.schedule") == "gpipe";
-  l.precision = deck.get_string("optim.precision");
-  const std::string algo = deck.get_string("comm.algo");
+  l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);
+  l.gpipe = settings.step.schedule == "gpipe";
+  l.precision = settings.precision.name;
+  const std::string& algo = settings.comm.collectives.algo;
   l.hierarchical = algo == "auto" || algo == "hierarchical";
-  l.overlap = deck.get_bool("comm.overlap");
-  l.bucket_mb = deck.get_float("comm.bucket_mb");
-  for (int64_t n : deck.get_int_list("parallel.stage_layers")) l.stage_layers.push_back(static_cast<int>(n));
+  l.overlap = settings.reduce.overlap;
+  l.bucket_mb = settings.reduce.bucket_mb;
+  for (int64_t n : settings.parallel.stage_layers) l.stage_layers.push_back(static_cast<int>(n));
   // Widened 16-bit GEMMs (and their workspace) exist only in the CPU backend: this host.
   l.low16_widened = hw.name.rfind("this-host", 0) == 0 && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
   return l;
@@ -214,8 +214,8 @@ void write_plot(const std::vector<plan::CurvePoint>& curve, const std::string& p
   print0("wrote " + path + " (predicted tokens/s against devices; red: slower than fewer devices)");
 }
 
-int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
-              const PlanFlags& flags);  // below
+int calibrate(const cli::CommandLine& line, const std::string& text, const RunSettings& settings,
+              const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags);  // below
 
 }  // namespace
 
@@ -229,10 +229,12 @@ int run_plan(const std::vector<std::string>& args) {
   }
   const std::string text = read_text(line.deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
-  const plan::Workload w = workload_from(deck);
-  if (flags.calibrate) return calibrate(line, text, deck, w, flags);
+  const RunSettings settings = read_settings(deck);
+  const deck::Record record(deck);
+  const plan::Workload w = workload_from(settings, record);
+  if (flags.calibrate) return calibrate(line, text, settings, record, w, flags);
   const plan::Hardware hw = load_hardware(flags.hardware);
-  const plan::Layout base = layout_from(deck, hw);
+  const plan::Layout base = layout_from(settings, hw);
   const std::string problem = plan::layout_problem(w, base);
   const plan::Candidate declared{base, problem.empty() ? plan::estimate_step(w, base, hw) : plan::StepEstimate{}};
   const std::vector<int> counts = flags.gpus.empty() ? std::vector<int>{base.devices()} : flags.gpus;
@@ -290,14 +292,14 @@ struct Rates {
 // step of 2 micro-batches spends outside its GEMMs. Median of alternating turns.
 Rates probe_rates(const cli::CommandLine& line, const std::string& text, const plan::Workload& w) {
   std::vector<deck::Override> one_rank = line.overrides;
-  const int64_t B = deck::Deck::parse(line.deck_path, text, line.overrides).get_int("train.micro_batch");
+  const int64_t B = read_settings(deck::Deck::parse(line.deck_path, text, line.overrides)).train.micro_batch;
   one_rank.insert(one_rank.end(), {{"parallel.tensor", "1"}, {"parallel.pipeline", "1"}, {"parallel.data", "1"},
                                    {"parallel.stage_layers", ""}, {"train.global_batch", std::to_string(2 * B)},
                                    {"memory.recompute", "none"}, {"optim.precision", "fp32"}, {"optim.zero", "0"}});
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
   const kernels::Context here;  // this host's CPU, as it is: no job chose another path
   GemmPass gemm(here, w.config, static_cast<int>(B), w.seq_len);
-  StepRunner step(here, deck, kernels::Precision::fp32);
+  StepRunner step(here, read_settings(deck), deck::Record(deck), kernels::Precision::fp32);
   std::vector<double> gemm_s, step_s;
   for (int turn = 0; turn < 6; ++turn) {
     const double g = gemm.run(), t = step.run();
@@ -322,17 +324,17 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16};
 }
 
-int calibrate(const cli::CommandLine& line, const std::string& text, const deck::Deck& deck, const plan::Workload& w,
-              const PlanFlags& flags) {
-  const std::string links_path = flags.links.empty() ? deck.get_string("train.run_dir") + "/links.ini" : flags.links;
+int calibrate(const cli::CommandLine& line, const std::string& text, const RunSettings& settings,
+              const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags) {
+  const std::string links_path = flags.links.empty() ? settings.train.run_dir + "/links.ini" : flags.links;
   const std::string links = read_text(links_path, "links.ini", "run trident commbench with this deck first (it writes "
                                       "RUN_DIR/links.ini), or give --links=FILE");
-  const int world = static_cast<int>(deck.get_int("parallel.tensor") * deck.get_int("parallel.pipeline") * deck.get_int("parallel.data"));
-  const int per_node = deck.get_int("topology.ranks_per_node") > 0 ? static_cast<int>(deck.get_int("topology.ranks_per_node")) : world;
+  const int world = settings.parallel.tensor * settings.parallel.pipeline * settings.parallel.data;
+  const int per_node = settings.topology.ranks_per_node > 0 ? settings.topology.ranks_per_node : world;
   plan::Hardware hw;
   hw.name = "this-host";
   hw.devices_per_node = per_node;
-  hw.nodes_per_rack = deck.get_int("topology.nodes_per_rack") > 0 ? static_cast<int>(deck.get_int("topology.nodes_per_rack")) : world / per_node;
+  hw.nodes_per_rack = settings.topology.nodes_per_rack > 0 ? settings.topology.nodes_per_rack : world / per_node;
   try {
     plan::apply_links_ini(links, hw);
   } catch (const std::exception& e) {

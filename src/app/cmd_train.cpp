@@ -39,24 +39,24 @@ int run_train(const std::vector<std::string>& args) {
   const ThreadReport threads = report_threads();
   const auto groups = make_process_groups(job);
   // A stopped or hung rank ends the job within seconds (the watchdog would take minutes).
-  const comm::Heartbeat heartbeat(MPI_COMM_WORLD, job.deck.get_float("comm.heartbeat_s"),
-                                  line.check ? 0.0 : job.deck.get_float("comm.heartbeat_timeout_s"));
+  const comm::Heartbeat heartbeat(MPI_COMM_WORLD, job.settings.comm.heartbeat_s,
+                                  line.check ? 0.0 : job.settings.comm.heartbeat_timeout_s);
   Trainer trainer(job, *groups);  // checks the data and the model source
   std::string run_id = world_rank() == 0 ? ckpt::make_run_id() : "";
   broadcast_string(run_id, 0, MPI_COMM_WORLD);
   // Owned before the checkpoint directory is even read: what restore() sees stays as it is.
-  RunDirLock lock = line.check ? RunDirLock() : lock_run_dir(job.deck, run_id);
+  RunDirLock lock = line.check ? RunDirLock() : lock_run_dir(job, run_id);
   trainer.restore(run_id, line.check);  // and the checkpoint to resume from
-  const std::string gemm_path = kernels::gemm_path_summary(job.device, precision_from_deck(job.deck));
+  const std::string gemm_path = kernels::gemm_path_summary(job.device, job.settings.precision.precision);
   if (line.check) {
-    check_run_dir_creatable(job.deck);
+    check_run_dir_creatable(job);
     print0(gemm_path);
     print0(trainer.memory_report(false));
     print0(trainer.memory_report(true));
     print0("deck ok: " + line.deck_path + ": " + job_summary(job));
     return kExitOk;
   }
-  const std::string run_dir = prepare_run_dir(job.deck, resolved_header(line));
+  const std::string run_dir = prepare_run_dir(job, resolved_header(line));
   lock.keep();
   print0("trident train: " + job_summary(job));
   print0("run directory: " + run_dir + " (locked: " + run_dir + "/" + kLockFileName + ")");

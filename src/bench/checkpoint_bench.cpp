@@ -48,9 +48,8 @@ double plain_write(const std::string& path, int64_t bytes, const std::vector<flo
 }  // namespace
 
 int run_checkpoint_bench(const Job& job, int repeats) {
-  const deck::Deck& deck = job.deck;
-  const model::GptConfig config = model_config_from_deck(deck);
-  const model::Partition part = partition_for_rank(deck, job.grid, world_rank());
+  const model::GptConfig config = model_config(job.settings.model, job.record);
+  const model::Partition part = partition_for_rank(job.settings, job.grid, world_rank());
   const size_t n = static_cast<size_t>(model::num_parameters(config, part));
   std::vector<float> params(n), m(n), v(n);  // (n) this rank's slice: random values, not zeros
   for (size_t i = 0; i < n; ++i) {
@@ -65,9 +64,9 @@ int run_checkpoint_bench(const Job& job, int repeats) {
   metadata.tensor = job.grid.tp_size();
   metadata.pipeline = job.grid.pp_size();
   metadata.data = job.grid.dp_size();
-  metadata.deck = deck.to_ini("checkpoint benchmark");
+  metadata.deck = job.record.to_ini("checkpoint benchmark");
   ckpt::Settings settings;
-  settings.dir = checkpoint_dir(deck) + "-bench";
+  settings.dir = job.settings.checkpoint.dir + "-bench";
   settings.keep_full = 1;
   ckpt::Checkpointer checkpointer(settings, MPI_COMM_WORLD);
   std::vector<double> ours, verify, plain;

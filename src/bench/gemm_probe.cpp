@@ -76,16 +76,17 @@ double GemmPass::run() {
   return seconds_since(start);
 }
 
-StepRunner::StepRunner(const kernels::Context& device, const deck::Deck& deck, kernels::Precision precision)
-    : ctx_(device), config_(model_config_from_deck(deck)), gpt_(config_, ctx_, {}, precision),
+StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+                       kernels::Precision precision)
+    : ctx_(device), config_(model_config(settings.model, deck)), gpt_(config_, ctx_, {}, precision),
       optimizer_(device, config_, {}) {
-  initialise_parameters(deck, gpt_);
-  const RecomputeChoice recompute = choose_recompute(ctx_, deck, layout::Grid(1, 1, 1), config_);
+  initialise_parameters(settings, gpt_);
+  const RecomputeChoice recompute = choose_recompute(ctx_, settings, deck, layout::Grid(1, 1, 1), config_);
   gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   gpt_.set_attention_recompute(recompute.mode == "selective");
-  B_ = static_cast<int>(deck.get_int("train.micro_batch"));
-  T_ = static_cast<int>(deck.get_int("model.seq_len"));
-  micro_batches_ = deck::micro_batches_per_step(deck);
+  B_ = settings.train.micro_batch;
+  T_ = settings.train.seq_len;
+  micro_batches_ = settings.train.micro_batches;
   tokens_.resize(static_cast<size_t>(B_) * T_ + 1);
   for (size_t i = 0; i < tokens_.size(); ++i)
     tokens_[i] = static_cast<int32_t>(uniform_below(1, 7, i, config_.vocab));

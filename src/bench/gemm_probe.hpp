@@ -5,7 +5,8 @@
 
 #include <vector>
 
-#include "deck/deck.hpp"
+#include "deck/record.hpp"
+#include "job/settings.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
 #include "model/gpt2.hpp"
@@ -44,7 +45,8 @@ class GemmPass {
 // A training step of the deck's model on fixed random tokens.
 class StepRunner {
  public:
-  StepRunner(const kernels::Context& device, const deck::Deck& deck, kernels::Precision precision);
+  StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+             kernels::Precision precision);
   double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
   double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
   double run();  // seconds of one step

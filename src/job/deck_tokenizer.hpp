@@ -3,15 +3,16 @@
 #pragma once
 
 #include "data/tokenizer.hpp"
-#include "deck/deck.hpp"
+#include "deck/record.hpp"
+#include "job/settings.hpp"
 
 namespace trident {
 
 // A deck error (UserError, exit 2, on every rank) when data.train's directory records a BPE
 // tokenizer with more tokens than model.vocab: the model could not represent its tokens.
-void require_vocab_covers_tokenizer(const deck::Deck& deck);
+void require_vocab_covers_tokenizer(const RunSettings& settings, const deck::Record& deck);
 // The tokenizer of data.train's directory (bytes where none is recorded); UserError when its
 // record or vocabulary files cannot be read, or it has more tokens than model.vocab.
-data::Tokenizer deck_tokenizer(const deck::Deck& deck);
+data::Tokenizer deck_tokenizer(const RunSettings& settings, const deck::Record& deck);
 
 }  // namespace trident

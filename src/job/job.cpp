@@ -7,6 +7,7 @@
 #include "core/file_util.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
+#include "deck/record.hpp"
 #include "deck/validate.hpp"
 #include "comm/nccl.hpp"
 #include "kernels/backend.hpp"
@@ -16,25 +17,44 @@
 
 namespace trident {
 
+namespace {
+
+// The model's device buffers staged through host memory by the kernel backend's own copies
+// (comm.backend = mpi with kernels.device other than cpu).
+comm::DeviceCopies device_copies(kernels::Backend& backend) {
+  comm::DeviceCopies copies;
+  copies.to_host = [&backend](void* host, const void* device, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{&backend, stream};
+    kernels::download(ctx, host, view(device, dtype, count, stream.device));
+  };
+  copies.to_device = [&backend](void* device, const void* host, size_t count, DType dtype, Stream stream) {
+    kernels::Context ctx{&backend, stream};
+    kernels::upload(ctx, view(device, dtype, count, stream.device), host);
+  };
+  return copies;
+}
+
+}  // namespace
+
 Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides) {
   const std::string text = read_on_root_and_broadcast(
       deck_path, "deck", "give the path of an INI input deck (examples in inputs/)",
       MPI_COMM_WORLD);
-  deck::Deck deck = deck::Deck::parse(deck_path, text, overrides);
+  const deck::Deck deck = deck::Deck::parse(deck_path, text, overrides);
   deck::validate_layout(deck, world_size());
-  layout::Grid grid(static_cast<int>(deck.get_int("parallel.tensor")),
-                    static_cast<int>(deck.get_int("parallel.pipeline")),
-                    static_cast<int>(deck.get_int("parallel.data")));
-  topo::Topology topology = topo::discover_topology(topology_settings(deck));
-  kernels::Context device;
-  device.backend = &choose_device(deck);
-  device.stream = Stream{device.backend->device(), nullptr};
-  choose_comm_backend(deck, *device.backend);
-  check_graphs(deck, *device.backend);
-  device.low16_gemm = choose_low16_gemm(deck);
-  device.arithmetic = choose_arithmetic(deck);
   RunSettings settings = read_settings(deck);
-  return Job{std::move(deck), grid, std::move(topology), std::move(settings), device};
+  const deck::Record record(deck);
+  const layout::Grid grid(settings.parallel.tensor, settings.parallel.pipeline, settings.parallel.data);
+  topo::Topology topology = topo::discover_topology(settings.topology);
+  kernels::Context device;
+  device.backend = &choose_device(settings.kernels, record);
+  device.stream = Stream{device.backend->device(), nullptr};
+  if (settings.kernels.device != "cpu") settings.comm.collectives.staging = device_copies(*device.backend);
+  choose_comm_backend(settings, record);
+  check_graphs(settings, record, *device.backend);
+  device.low16_gemm = choose_low16_gemm(settings, record);
+  device.arithmetic = choose_arithmetic(settings.kernels, record);
+  return Job{record, grid, std::move(topology), std::move(settings), device};
 }
 
 namespace {
@@ -58,8 +78,8 @@ std::string trainer_not_ready_for(const std::string& device) {
 
 // Every rank must be able to run the backend (a CUDA job on a node without a GPU is the same
 // deck error everywhere, not a hang): agreed like the GEMM path below.
-kernels::Backend& choose_device(const deck::Deck& deck) {
-  const std::string device = deck.get_string("kernels.device");
+kernels::Backend& choose_device(const KernelSettings& kernels, const deck::Record& deck) {
+  const std::string device = kernels.device;
   std::string why = kernels::backend_unavailable(device);
   if (why.empty()) why = trainer_not_ready_for(device);
   int everywhere = why.empty() ? 1 : 0;
@@ -67,7 +87,7 @@ kernels::Backend& choose_device(const deck::Deck& deck) {
   if (!everywhere)
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
-  const double guard_memory = deck.get_float("kernels.guard_memory_gb") * 1e9;
+  const double guard_memory = kernels.guard_memory_gb * 1e9;
   if (guard_memory > 0 && device != "guard")
     fatal_all(deck.cite("kernels.guard_memory_gb") + ", but it sizes the guarded backend's emulated device and " +
               deck.cite("kernels.device") + "; set kernels.device = guard, or leave kernels.guard_memory_gb at 0");
@@ -82,7 +102,7 @@ namespace {
 
 // What keeps NCCL from this job as the deck sets it ("" if nothing): the link emulation, or the
 // user's NCCL_* environment against the deck.
-std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSettings& settings,
+std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSettings& settings,
                               const comm::NcclEnvironment& environment) {
   if (settings.links.any())
     return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
@@ -96,12 +116,12 @@ std::string nccl_deck_problem(const deck::Deck& deck, const comm::CollectiveSett
 // Agreed like the device: a problem on any rank is the same deck error everywhere (the
 // environment may differ between ranks). NCCL's environment is set before the first NCCL
 // communicator: NCCL reads it once per process.
-void choose_comm_backend(const deck::Deck& deck, kernels::Backend& backend) {
-  const comm::CollectiveSettings settings = collective_settings(deck, backend);
+void choose_comm_backend(const RunSettings& run, const deck::Record& deck) {
+  const comm::CollectiveSettings& settings = run.comm.collectives;
   if (settings.backend != "nccl") {
     // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
     // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
-    if (deck.get_string("kernels.device") != "cuda") return;
+    if (run.kernels.device != "cuda") return;
     const comm::DeviceChoice device = comm::choose_cuda_device();
     if (device.index >= 0) comm::use_cuda_device(device.index);
     return;
@@ -118,26 +138,26 @@ void choose_comm_backend(const deck::Deck& deck, kernels::Backend& backend) {
 
 // What a recorded forward or backward cannot hold, as deck errors (the same on every rank: the
 // deck and the backend are).
-void check_graphs(const deck::Deck& deck, kernels::Backend& backend) {
-  if (!deck.get_bool("cuda.graphs")) return;
+void check_graphs(const RunSettings& settings, const deck::Record& deck, kernels::Backend& backend) {
+  if (!settings.kernels.graphs) return;
   const std::string why = backend.graphs_unavailable();
   if (!why.empty())
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("kernels.device") + ", but " + why +
               "; use kernels.device = cuda (or guard), or cuda.graphs = false");
-  if (deck.get_int("parallel.tensor") > 1 && collective_settings(deck, backend).backend != "nccl")
+  if (settings.parallel.tensor > 1 && settings.comm.collectives.backend != "nccl")
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("parallel.tensor") +
               ", but the tensor group's all-reduces run inside each forward and backward, and a graph records "
               "them only as NCCL calls: the MPI communicator copies device buffers through host memory; use "
               "comm.backend = nccl (one GPU per rank), parallel.tensor = 1, or cuda.graphs = false");
-  if (deck.get_bool("balance.pipeline"))
+  if (settings.balance.pipeline)
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("balance.pipeline") +
               ", but moving blocks between stages needs the embedding's and the head's times apart from the "
               "blocks', which a replayed graph does not measure; use one or the other");
 }
 
-kernels::Low16Gemm choose_low16_gemm(const deck::Deck& deck) {
-  const kernels::Precision precision = precision_from_deck(deck);
-  const std::string wanted = deck.get_string("kernels.low16_gemm");
+kernels::Low16Gemm choose_low16_gemm(const RunSettings& settings, const deck::Record& deck) {
+  const kernels::Precision precision = settings.precision.precision;
+  const std::string& wanted = settings.kernels.low16_gemm;
   const bool here = kernels::native_low16_gemm_available(precision);
   int everywhere = here ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -155,14 +175,14 @@ kernels::Low16Gemm choose_low16_gemm(const deck::Deck& deck) {
   return wanted == "widened" || !everywhere ? kernels::Low16Gemm::widened : kernels::Low16Gemm::native;
 }
 
-kernels::Arithmetic choose_arithmetic(const deck::Deck& deck) {
-  if (deck.get_string("kernels.arithmetic") == "native") return kernels::Arithmetic::native;
-  if (deck.get_string("kernels.device") == "cuda")
+kernels::Arithmetic choose_arithmetic(const KernelSettings& kernels, const deck::Record& deck) {
+  if (kernels.arithmetic == kernels::Arithmetic::native) return kernels.arithmetic;
+  if (kernels.device == "cuda")
     fatal_all(deck.cite("kernels.arithmetic") + " with " + deck.cite("kernels.device") +
               ", but portable arithmetic is the CPU kernels' fixed order; the GPU's kernels sum in their own "
               "(deterministic run to run, not equal to the CPU's); use kernels.arithmetic = native, or "
               "kernels.device = cpu");
-  return kernels::Arithmetic::portable;
+  return kernels.arithmetic;
 }
 
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
@@ -176,65 +196,6 @@ std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
   return groups;
 }
 
-topo::TopologySettings topology_settings(const deck::Deck& deck) {
-  topo::TopologySettings settings;
-  settings.ranks_per_node = static_cast<int>(deck.get_int("topology.ranks_per_node"));
-  settings.nodes_per_rack = static_cast<int>(deck.get_int("topology.nodes_per_rack"));
-  settings.file = deck.get_string("topology.file");
-  settings.file_cite = deck.cite("topology.file");
-  return settings;
-}
-
-namespace {
-
-// The model's device buffers staged through host memory by the kernel backend's own copies
-// (comm.backend = mpi with kernels.device other than cpu).
-comm::DeviceCopies device_copies(kernels::Backend& backend) {
-  comm::DeviceCopies copies;
-  copies.to_host = [&backend](void* host, const void* device, size_t count, DType dtype, Stream stream) {
-    kernels::Context ctx{&backend, stream};
-    kernels::download(ctx, host, view(device, dtype, count, stream.device));
-  };
-  copies.to_device = [&backend](void* device, const void* host, size_t count, DType dtype, Stream stream) {
-    kernels::Context ctx{&backend, stream};
-    kernels::upload(ctx, view(device, dtype, count, stream.device), host);
-  };
-  return copies;
-}
-
-}  // namespace
-
-comm::CollectiveSettings collective_settings(const deck::Deck& deck, kernels::Backend& backend) {
-  comm::CollectiveSettings settings;
-  settings.algo = deck.get_string("comm.algo");
-  settings.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
-  settings.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
-  settings.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
-  settings.timeout_s = deck.get_float("comm.timeout_s");
-  try {
-    settings.backend = comm::resolve_backend(deck.get_string("comm.backend"), deck.get_string("kernels.device"),
-                                             comm::nccl_built_in());
-  } catch (const std::invalid_argument& e) {
-    fatal_all(deck.cite("comm.backend") + ", but " + e.what());
-  }
-  if (deck.get_string("kernels.device") != "cpu") settings.staging = device_copies(backend);
-  const char* levels[] = {"node", "rack", "cross_rack"};
-  for (int level = 0; level < 3; ++level) {
-    const std::string key = std::string("comm.nccl_") + levels[level];
-    settings.nccl.level[level].algo = deck.get_string(key + "_algo");
-    settings.nccl.level[level].proto = deck.get_string(key + "_proto");
-    settings.nccl.level[level].collnet = deck.get_bool(key + "_collnet");
-  }
-  const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
-  for (int level = 0; level < 3; ++level) {
-    try {
-      comm::parse_link(deck.get_string(keys[level]), settings.links, level);
-    } catch (const std::invalid_argument& e) {
-      fatal_all(deck.origin(keys[level]).describe() + ": " + keys[level] + " = " + e.what());
-    }
-  }
-  return settings;
-}
 
 std::string job_summary(const Job& job) {
   const auto& g = job.grid;
@@ -245,7 +206,7 @@ std::string job_summary(const Job& job) {
                      "; " + std::to_string(t.num_nodes()) +
                      (t.num_nodes() == 1 ? " node" : " nodes");
   if (t.emulated())
-    text += " (emulated, " + std::to_string(job.deck.get_int("topology.ranks_per_node")) + " ranks each)";
+    text += " (emulated, " + std::to_string(job.settings.topology.ranks_per_node) + " ranks each)";
   text += " in " + std::to_string(t.num_racks()) + (t.num_racks() == 1 ? " rack" : " racks");
   return text;
 }

@@ -8,6 +8,7 @@
 #include "comm/groups.hpp"
 #include "comm/hierarchy.hpp"
 #include "deck/deck.hpp"
+#include "deck/record.hpp"
 #include "layout/grid.hpp"
 #include "topo/discover.hpp"
 #include "topo/topology.hpp"
@@ -17,7 +18,7 @@
 namespace trident {
 
 struct Job {
-  deck::Deck deck;          // the record of the run (resolved deck, metadata, messages)
+  deck::Record record;      // where each key came from, for messages; the resolved deck, for the record
   layout::Grid grid;
   topo::Topology topology;
   RunSettings settings;     // the deck read once into types: what the code runs on
@@ -34,39 +35,31 @@ Job load_job(const std::string& deck_path, const std::vector<deck::Override>& ov
 // UserError saying why: no CUDA in the binary, no GPU, kernels missing, or — for cuda, whose
 // kernels are all there — the parts of the trainer that still work on host memory). Returns
 // its backend.
-kernels::Backend& choose_device(const deck::Deck& deck);
+kernels::Backend& choose_device(const KernelSettings& kernels, const deck::Record& deck);
 
 // Collective over MPI_COMM_WORLD: comm.backend resolved (auto: nccl with kernels.device = cuda
 // where NCCL is built in); for nccl, checked on every rank (a GPU of its own for every rank of
 // a host, the user's NCCL_ALGO/NCCL_PROTO against the deck, no link emulation) — else a
 // UserError saying why — and prepared: NCCL's per-process environment set, this rank's GPU made
 // current (comm::choose_cuda_device).
-void choose_comm_backend(const deck::Deck& deck, kernels::Backend& backend);
+void choose_comm_backend(const RunSettings& settings, const deck::Record& deck);
 // cuda.graphs: a deck error where the device records no graphs, or a recorded forward would
 // hold what a graph cannot (the MPI communicator's staged tensor all-reduces), or balance.pipeline
 // needs times that a replay does not take. After choose_device and choose_comm_backend.
-void check_graphs(const deck::Deck& deck, kernels::Backend& backend);
+void check_graphs(const RunSettings& settings, const deck::Record& deck, kernels::Backend& backend);
 
 // Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
 // rank's CPU — one path for the whole job, whichever nodes it got: auto is native only where
 // every rank has it. native where a rank has none: UserError naming the ISA.
-kernels::Low16Gemm choose_low16_gemm(const deck::Deck& deck);
+kernels::Low16Gemm choose_low16_gemm(const RunSettings& settings, const deck::Record& deck);
 
 // kernels.arithmetic; portable is the CPU kernels' (kernels.device = cpu or guard): a deck error
 // on cuda, whose kernels sum in their own orders.
-kernels::Arithmetic choose_arithmetic(const deck::Deck& deck);
+kernels::Arithmetic choose_arithmetic(const KernelSettings& kernels, const deck::Record& deck);
 
 // Collective: the communicators of the job, checked against the grid and topology (a mismatch
 // is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
 std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
-
-// The [topology] keys discovery applies (topo/ does not read the deck).
-topo::TopologySettings topology_settings(const deck::Deck& deck);
-
-// The collectives' settings from [comm] and the link model from [topology]; a malformed link
-// is a UserError. Device buffers are staged through host memory by `backend`'s copies where
-// the MPI communicator carries them.
-comm::CollectiveSettings collective_settings(const deck::Deck& deck, kernels::Backend& backend);
 
 // "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
 std::string job_summary(const Job& job);

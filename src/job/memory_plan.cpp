@@ -43,12 +43,11 @@ int64_t fixed_bytes(const plan::MemoryInputs& in) {
 // Per stage, the most shared windows a rank of it holds: one per group whose all-reduces go
 // through shared memory — the tensor group, the data group (its all-reduce; ZeRO-1's
 // reduce-scatter and all-gather stay on the ring) and the embedding group.
-std::vector<int> shared_windows(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid,
-                                const topo::Topology& topology) {
-  const comm::CollectiveSettings settings = collective_settings(deck, kernels::backend_of(device));
+std::vector<int> shared_windows(const RunSettings& run, const layout::Grid& grid, const topo::Topology& topology) {
+  const comm::CollectiveSettings& settings = run.comm.collectives;
   std::vector<int> per_stage(grid.pp_size(), 0);
   if (settings.node_algo != comm::Algo::Shm) return per_stage;
-  const bool zero = deck.get_int("optim.zero") == 1;
+  const bool zero = run.step.zero;
   for (int rank = 0; rank < grid.world_size(); ++rank) {
     int windows = 0;
     for (layout::GroupKind kind : {layout::GroupKind::Tensor, layout::GroupKind::Data, layout::GroupKind::Embedding})
@@ -105,8 +104,9 @@ std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& gri
 
 // What `who` (its `total` bytes by the memory model) needs beyond memory.budget_gb ("" when it
 // fits or no budget is set).
-std::string budget_shortfall(const deck::Deck& deck, int64_t total, const std::string& who) {
-  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+std::string budget_shortfall(const RunSettings& settings, const deck::Record& deck, int64_t total,
+                             const std::string& who) {
+  const double budget = settings.memory.budget_gb * 1e9;
   if (budget <= 0 || static_cast<double>(total) <= budget) return "";
   return who + " needs " + bytes_text(static_cast<double>(total)) + " by the memory model, " +
          bytes_text(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
@@ -162,11 +162,12 @@ ModelMemory model_memory(const kernels::Context& device) {
   return memory;
 }
 
-std::string micro_batch_shortfall(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,
+                                  const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
                                   const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
                                   const ModelMemory& memory) {
-  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
+  plan::MemoryInputs in = memory_inputs(device, settings, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
   in.stage_layers = stage_layers;
@@ -174,15 +175,16 @@ std::string micro_batch_shortfall(const kernels::Context& device, const deck::De
   in.micro_batches = micro_batches;
   int64_t total = 0;
   plan::estimate_busiest(in, &total);
-  const std::string problem = budget_shortfall(deck, total, "the busiest rank");
+  const std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
   return problem.empty() ? memory_problem(in, grid, memory) : problem;
 }
 
-void check_whole_model_fits(const kernels::Context& device, const deck::Deck& deck, const model::GptConfig& config, const std::string& command) {
+void check_whole_model_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+                            const model::GptConfig& config, const std::string& command) {
   // The serial layout's estimate without what only training allocates: the optimizer's moments
   // and the checkpoint's staging copies. Parameters, gradients (the model allocates them with
   // its parameters) and one micro-batch's activations remain.
-  plan::MemoryInputs in = memory_inputs(device, deck, layout::Grid(1, 1, 1), config);
+  plan::MemoryInputs in = memory_inputs(device, settings, layout::Grid(1, 1, 1), config);
   in.recompute = "none";
   in.recompute_interval = 0;
   plan::MemoryEstimate estimate = plan::estimate_busiest(in);
@@ -190,7 +192,7 @@ void check_whole_model_fits(const kernels::Context& device, const deck::Deck& de
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
   const ModelMemory memory = model_memory(device);  // collective: every rank calls it
-  std::string problem = budget_shortfall(deck, total, "the whole model");
+  std::string problem = budget_shortfall(settings, deck, total, "the whole model");
   if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
@@ -199,14 +201,15 @@ void check_whole_model_fits(const kernels::Context& device, const deck::Deck& de
   agree_on_any_error(problem);
 }
 
-void check_memory_fits(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+void check_memory_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+                       const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute) {
-  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
+  plan::MemoryInputs in = memory_inputs(device, settings, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
   int64_t total = 0;
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
-  std::string problem = budget_shortfall(deck, total, "the busiest rank");
+  std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
   if (problem.empty()) problem = memory_problem(in, grid, model_memory(device));
   if (!problem.empty())
@@ -217,33 +220,35 @@ void check_memory_fits(const kernels::Context& device, const deck::Deck& deck, c
   agree_on_any_error(problem);
 }
 
-plan::MemoryInputs memory_inputs(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettings& settings,
+                                 const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology) {
   plan::MemoryInputs in;
   in.config = config;
   in.tensor = grid.tp_size();
   in.pipeline = grid.pp_size();
   in.data = grid.dp_size();
-  in.stage_layers = stage_layer_counts(deck, in.pipeline);
-  in.micro_batch = static_cast<int>(deck.get_int("train.micro_batch"));
-  in.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
-  in.micro_batches = static_cast<int>(deck::micro_batches_per_step(deck));
-  in.gpipe = deck.get_string("parallel.schedule") == "gpipe";
-  in.recompute = deck.get_string("memory.recompute");
-  in.recompute_interval = static_cast<int>(deck.get_int("memory.recompute_interval"));
-  in.zero = deck.get_int("optim.zero") == 1;
-  in.bucket_mb = deck.get_float("comm.bucket_mb");
-  in.async_checkpoint = deck.get_bool("checkpoint.async");
-  in.precision = deck.get_string("optim.precision");
+  in.stage_layers = stage_layer_counts(settings, in.pipeline);
+  in.micro_batch = settings.train.micro_batch;
+  in.seq_len = settings.train.seq_len;
+  in.micro_batches = static_cast<int>(settings.train.micro_batches);
+  in.gpipe = settings.step.schedule == "gpipe";
+  in.recompute = settings.memory.recompute;
+  in.recompute_interval = settings.memory.recompute_interval;
+  in.zero = settings.step.zero;
+  in.bucket_mb = settings.reduce.bucket_mb;
+  in.async_checkpoint = settings.checkpoint.async;
+  in.precision = settings.precision.name;
   in.low16_widened = kernels::widens_low16(device, precision_from_name(in.precision));
-  if (topology) in.shared_windows = shared_windows(device, deck, grid, *topology);
+  if (topology) in.shared_windows = shared_windows(settings, grid, *topology);
   return in;
 }
 
-RecomputeChoice choose_recompute(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettings& settings,
+                                 const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology) {
-  plan::MemoryInputs in = memory_inputs(device, deck, grid, config, topology);
-  const double budget = deck.get_float("memory.budget_gb") * 1e9;
+  plan::MemoryInputs in = memory_inputs(device, settings, grid, config, topology);
+  const double budget = settings.memory.budget_gb * 1e9;
   const bool auto_mode = in.recompute == "auto", auto_k = in.recompute == "every_k" && in.recompute_interval == 0;
   if ((auto_mode || auto_k) && budget <= 0)
     fatal_all(deck.cite(auto_mode ? "memory.recompute" : "memory.recompute_interval") +

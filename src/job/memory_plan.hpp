@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "deck/deck.hpp"
+#include "deck/record.hpp"
+#include "job/settings.hpp"
 #include "kernels/kernels.hpp"
 #include "layout/grid.hpp"
 #include "model/config.hpp"
@@ -22,12 +23,14 @@ struct RecomputeChoice {
 };
 
 // topology: where the ranks sit, for the shared windows of comm.node_algo = shm (null: none).
-plan::MemoryInputs memory_inputs(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettings& settings,
+                                 const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology = nullptr);
 
 // Collective in effect (every rank computes the same): the recompute mode and K to run with.
 // auto modes without a budget, or a budget nothing fits: UserError naming the shortfall.
-RecomputeChoice choose_recompute(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettings& settings,
+                                 const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology = nullptr);
 
 // Collective, before any of the model's memory is allocated: UserError with the model's figures
@@ -35,13 +38,15 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const deck::Dec
 // of some host together need more than that host's memory (the smaller of its RAM and its
 // cgroup limit) — a shape that cannot be allocated ends here with exit 2, not in std::bad_alloc
 // or the kernel's OOM killer.
-void check_memory_fits(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+void check_memory_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+                       const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute);
 
 // The same check for commands that build the whole model on every rank without an optimizer
 // (`trident eval`, `trident export`): parameters, gradients and one micro-batch's activations
 // against memory.budget_gb and the host's memory. `command` names it in the message.
-void check_whole_model_fits(const kernels::Context& device, const deck::Deck& deck, const model::GptConfig& config, const std::string& command);
+void check_whole_model_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+                            const model::GptConfig& config, const std::string& command);
 
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
 std::vector<int> ranks_on_this_host();
@@ -63,7 +68,8 @@ ModelMemory model_memory(const kernels::Context& device);
 // balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
 // the ranks sharing this rank's memory (`memory`: its host's, or its device's) against it — ""
 // when they fit. Not collective: each rank judges its own and the caller agrees over all.
-std::string micro_batch_shortfall(const kernels::Context& device, const deck::Deck& deck, const layout::Grid& grid, const model::GptConfig& config,
+std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,
+                                  const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
                                   const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
                                   const ModelMemory& memory);

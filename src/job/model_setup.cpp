@@ -11,11 +11,9 @@
 namespace trident {
 namespace {
 
-bool from_file(const deck::Deck& deck) { return deck.get_string("model.init") != "random"; }
-
-void require_match(const deck::Deck& deck, const std::string& key, int from_header,
+void require_match(const deck::Record& deck, const std::string& key, int from_deck, int from_header,
                    const std::string& file) {
-  if (deck.get_int(key) != from_header)
+  if (from_deck != from_header)
     fatal_all(file + ": the model file has " + key + " = " + std::to_string(from_header) +
               " but the deck says " + deck.cite(key) + "; make the deck match the file (" +
               deck.cite("model.init") + ")");
@@ -23,16 +21,16 @@ void require_match(const deck::Deck& deck, const std::string& key, int from_head
 
 }  // namespace
 
-model::GptConfig model_config_from_deck(const deck::Deck& deck) {
+model::GptConfig model_config(const ModelSettings& model, const deck::Record& deck) {
   model::GptConfig c;
-  c.layers = static_cast<int>(deck.get_int("model.layers"));
-  c.heads = static_cast<int>(deck.get_int("model.heads"));
-  c.channels = static_cast<int>(deck.get_int("model.hidden"));
-  c.vocab = static_cast<int>(deck.get_int("model.vocab"));
-  c.max_seq_len = static_cast<int>(deck.get_int("model.seq_len"));
+  c.layers = model.layers;
+  c.heads = model.heads;
+  c.channels = model.hidden;
+  c.vocab = model.vocab;
+  c.max_seq_len = model.seq_len;
   c.padded_vocab = model::padded_vocab_for(c.vocab);
-  if (!from_file(deck)) return c;
-  const std::string file = deck.get_string("model.init");
+  if (!model.from_file()) return c;
+  const std::string& file = model.init;
   model::GptConfig header;
   try {
     header = model::read_llmc_header(file);
@@ -40,28 +38,28 @@ model::GptConfig model_config_from_deck(const deck::Deck& deck) {
     fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") +
               "); give an llm.c fp32 model file or 'random'");
   }
-  require_match(deck, "model.layers", header.layers, file);
-  require_match(deck, "model.heads", header.heads, file);
-  require_match(deck, "model.hidden", header.channels, file);
-  require_match(deck, "model.vocab", header.vocab, file);
-  if (deck.get_int("model.seq_len") > header.max_seq_len)
+  require_match(deck, "model.layers", model.layers, header.layers, file);
+  require_match(deck, "model.heads", model.heads, header.heads, file);
+  require_match(deck, "model.hidden", model.hidden, header.channels, file);
+  require_match(deck, "model.vocab", model.vocab, header.vocab, file);
+  if (model.seq_len > header.max_seq_len)
     fatal_all(file + ": the model file's position table has " + std::to_string(header.max_seq_len) +
               " rows but the deck asks for " + deck.cite("model.seq_len") + "; use at most " +
               std::to_string(header.max_seq_len));
   return header;
 }
 
-void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
+void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
   const model::Partition& slice = gpt.tensor_group().slice;
   std::vector<float> values(static_cast<size_t>(gpt.num_parameters()));  // this rank's slice, on the host
-  if (!from_file(deck)) {
-    model::init_params(gpt.config(), values.data(), static_cast<uint64_t>(deck.get_int("train.seed")), slice);
+  if (!settings.model.from_file()) {
+    model::init_params(gpt.config(), values.data(), settings.train.seed, slice);
     gpt.upload_params(values.data());
     return;
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(gpt.config())));
   try {
-    model::read_llmc_params(deck.get_string("model.init"), gpt.config(), whole.data());
+    model::read_llmc_params(settings.model.init, gpt.config(), whole.data());
   } catch (const std::runtime_error& e) {
     fatal_one(e.what());
   }
@@ -69,10 +67,10 @@ void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt) {
   gpt.upload_params(values.data());
 }
 
-std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages) {
+std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
   std::vector<long> given;
-  for (int64_t n : deck.get_int_list("parallel.stage_layers")) given.push_back(static_cast<long>(n));
-  return pipeline::stage_layer_counts(static_cast<int>(deck.get_int("model.layers")), stages, given);
+  for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
+  return pipeline::stage_layer_counts(settings.model.layers, stages, given);
 }
 
 kernels::Precision precision_from_name(const std::string& name) {
@@ -80,29 +78,8 @@ kernels::Precision precision_from_name(const std::string& name) {
                                                                     : kernels::Precision::fp32;
 }
 
-kernels::Precision precision_from_deck(const deck::Deck& deck) {
-  return precision_from_name(deck.get_string("optim.precision"));
-}
-
-std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck) {
-  optim::LossScaleSettings settings;
-  const double fixed = deck.get_float("optim.loss_scale");
-  if (fixed > 0) {  // a fixed scale: no growth, no backoff
-    settings.initial_scale = settings.min_scale = fixed;
-    settings.growth = settings.backoff = 1;
-    return std::make_unique<optim::LossScaler>(settings);
-  }
-  settings.initial_scale = deck.get_float("optim.initial_loss_scale");
-  settings.min_scale = deck.get_float("optim.min_loss_scale");
-  settings.window = deck.get_int("optim.loss_scale_window");
-  settings.growth = deck.get_float("optim.loss_scale_growth");
-  settings.backoff = deck.get_float("optim.loss_scale_backoff");
-  settings.hysteresis = deck.get_int("optim.hysteresis");
-  return std::make_unique<optim::LossScaler>(settings);
-}
-
-model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank) {
-  return partition_for_rank(stage_layer_counts(deck, grid.pp_size()), grid, rank);
+model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank) {
+  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank);
 }
 
 model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank) {

@@ -6,32 +6,29 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "deck/deck.hpp"
+#include "deck/record.hpp"
+#include "job/settings.hpp"
 #include "layout/grid.hpp"
 #include "model/gpt2.hpp"
 #include "optim/loss_scaler.hpp"
 
 namespace trident {
 
-// Collective in effect (every rank reads the same header): a file that is missing, malformed
-// or disagrees with the deck is a UserError naming both.
-model::GptConfig model_config_from_deck(const deck::Deck& deck);
-// "fp32" | "bf16" | "fp16" (the choices of optim.precision), and the deck's optim.precision.
+// The model of [model]. Collective in effect (every rank reads the same header): a model.init
+// file that is missing, malformed or disagrees with the deck is a UserError naming both.
+model::GptConfig model_config(const ModelSettings& model, const deck::Record& deck);
+// "fp32" | "bf16" | "fp16" (the choices of optim.precision).
 kernels::Precision precision_from_name(const std::string& name);
-kernels::Precision precision_from_deck(const deck::Deck& deck);
-// fp16's loss scaler from the optim.*loss_scale* keys: dynamic, or fixed (optim.loss_scale > 0:
-// a scaler that never changes its scale).
-std::unique_ptr<optim::LossScaler> make_loss_scaler(const deck::Deck& deck);
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
-model::Partition partition_for_rank(const deck::Deck& deck, const layout::Grid& grid, int rank);
+model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank);
 // The same under an explicit split (blocks per stage), e.g. one balance.pipeline chose.
 model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank);
 // Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
-std::vector<int> stage_layer_counts(const deck::Deck& deck, int stages);
+std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 
 // This rank's slice of the initial model: random by the counter-based rule, or cut from the file.
-void initialise_parameters(const deck::Deck& deck, model::Gpt2& gpt);
+void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt);
 // The whole model (llm.c order), assembled on world rank 0 from the parts held by data replica
 // 0's ranks (every tensor slice of every stage), which send them over `world` (every rank,
 // in world-rank order; under its watchdog); empty on every other rank. stage_layers: the split

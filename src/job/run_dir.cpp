@@ -20,7 +20,7 @@ namespace trident {
 namespace fs = std::filesystem;
 namespace {
 
-std::string hint(const deck::Deck& deck) {
+std::string hint(const deck::Record& deck) {
   return " (" + deck.cite("train.run_dir") +
          "); choose a directory you can write, e.g. --train.run_dir=runs/NAME";
 }
@@ -46,11 +46,12 @@ std::vector<std::string> missing_directories(const fs::path& dir) {
   return missing;
 }
 
-LockSettings lock_settings(const deck::Deck& deck) {
+LockSettings lock_settings(const Job& job) {
+  const deck::Record& deck = job.record;
   LockSettings settings;
-  settings.wait_s = deck.get_float("train.lock_wait_s");
-  settings.heartbeat_s = deck.get_float("train.lock_heartbeat_s");
-  settings.stale_s = deck.get_float("train.lock_stale_s");
+  settings.wait_s = job.settings.lock.wait_s;
+  settings.heartbeat_s = job.settings.lock.heartbeat_s;
+  settings.stale_s = job.settings.lock.stale_s;
   if (settings.stale_s < 3 * settings.heartbeat_s)
     fatal_all(deck.cite("train.lock_stale_s") + " must be at least 3 x train.lock_heartbeat_s (" +
               deck.cite("train.lock_heartbeat_s") + "), or a live run's lock could be judged stale; "
@@ -80,13 +81,14 @@ std::string run_files_problem(const fs::path& dir) {
 
 // Rank 0: every reason the run directory, its files or checkpoint.dir would fail, before any
 // of them is created ("" if none).
-std::string run_dir_problem(const deck::Deck& deck) {
-  const fs::path dir = deck.get_string("train.run_dir");
+std::string run_dir_problem(const Job& job) {
+  const deck::Record& deck = job.record;
+  const fs::path dir = job.settings.train.run_dir;
   std::string problem = creatable_problem(dir);
   if (!problem.empty()) return "run directory '" + printable(dir.string()) + "' cannot be created: " + problem + hint(deck);
   problem = run_files_problem(dir);
   if (!problem.empty()) return "run directory '" + printable(dir.string()) + "': " + problem + hint(deck);
-  const std::string checkpoints = deck.get_string("checkpoint.dir");  // empty: inside the run directory
+  const std::string& checkpoints = job.settings.checkpoint_dir_given;  // empty: inside the run directory
   problem = checkpoints.empty() ? "" : creatable_problem(checkpoints);
   if (!problem.empty())
     return "checkpoint directory '" + printable(checkpoints) + "' cannot be created: " + problem + " (" +
@@ -104,10 +106,11 @@ RunDirLock::~RunDirLock() {
     if (!fs::remove(dir, ec)) break;  // not empty (or gone): the rest stays too
 }
 
-RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
-  const LockSettings settings = lock_settings(deck);
-  check_run_dir_creatable(deck);
-  const fs::path dir = deck.get_string("train.run_dir");
+RunDirLock lock_run_dir(const Job& job, const std::string& run_id) {
+  const deck::Record& deck = job.record;
+  const LockSettings settings = lock_settings(job);
+  check_run_dir_creatable(job);
+  const fs::path dir = job.settings.train.run_dir;
   std::string error;
   int stopped = 0;  // a stop signal ended the wait: exit kExitStopped, not a user error
   RunDirLock held;
@@ -141,13 +144,14 @@ RunDirLock lock_run_dir(const deck::Deck& deck, const std::string& run_id) {
   return held;
 }
 
-void check_run_dir_creatable(const deck::Deck& deck) {
-  agree_on_error(world_rank() == 0 ? run_dir_problem(deck) : "", 0, MPI_COMM_WORLD);
+void check_run_dir_creatable(const Job& job) {
+  agree_on_error(world_rank() == 0 ? run_dir_problem(job) : "", 0, MPI_COMM_WORLD);
 }
 
-std::string prepare_run_dir(const deck::Deck& deck, const std::string& header_comment) {
-  const fs::path dir = deck.get_string("train.run_dir");
-  check_run_dir_creatable(deck);
+std::string prepare_run_dir(const Job& job, const std::string& header_comment) {
+  const deck::Record& deck = job.record;
+  const fs::path dir = job.settings.train.run_dir;
+  check_run_dir_creatable(job);
   std::string error;
   if (world_rank() == 0) {
     std::error_code ec;

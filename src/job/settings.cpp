@@ -1,6 +1,8 @@
 // The deck's keys, read once into the typed settings of the run.
 #include "job/settings.hpp"
 
+#include "comm/nccl.hpp"
+#include "core/error.hpp"
 #include "deck/validate.hpp"
 
 namespace trident {
@@ -48,19 +50,107 @@ DebugSettings debug_settings(const deck::Deck& deck) {
   return s;
 }
 
-}  // namespace
-
-double DebugSettings::slowdown_of(int world_rank) const {
-  for (const auto& [rank, factor] : slowdown)
-    if (rank == world_rank) return factor;
-  return 1.0;
+ModelSettings model_settings(const deck::Deck& deck) {
+  ModelSettings s;
+  s.layers = static_cast<int>(deck.get_int("model.layers"));
+  s.heads = static_cast<int>(deck.get_int("model.heads"));
+  s.hidden = static_cast<int>(deck.get_int("model.hidden"));
+  s.vocab = static_cast<int>(deck.get_int("model.vocab"));
+  s.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
+  s.init = deck.get_string("model.init");
+  return s;
 }
 
+PrecisionSettings precision_settings(const deck::Deck& deck) {
+  PrecisionSettings s;
+  s.name = deck.get_string("optim.precision");
+  s.precision = s.name == "bf16" ? kernels::Precision::bf16
+                : s.name == "fp16" ? kernels::Precision::fp16 : kernels::Precision::fp32;
+  optim::LossScaleSettings& scale = s.loss_scale;
+  const double fixed = deck.get_float("optim.loss_scale");
+  if (fixed > 0) {  // a fixed scale: no growth, no backoff
+    scale.initial_scale = scale.min_scale = fixed;
+    scale.growth = scale.backoff = 1;
+    return s;
+  }
+  scale.initial_scale = deck.get_float("optim.initial_loss_scale");
+  scale.min_scale = deck.get_float("optim.min_loss_scale");
+  scale.window = deck.get_int("optim.loss_scale_window");
+  scale.growth = deck.get_float("optim.loss_scale_growth");
+  scale.backoff = deck.get_float("optim.loss_scale_backoff");
+  scale.hysteresis = deck.get_int("optim.hysteresis");
+  return s;
+}
+
+KernelSettings kernel_settings(const deck::Deck& deck) {
+  KernelSettings s;
+  s.device = deck.get_string("kernels.device");
+  s.guard_memory_gb = deck.get_float("kernels.guard_memory_gb");
+  s.low16_gemm = deck.get_string("kernels.low16_gemm");
+  s.arithmetic = deck.get_string("kernels.arithmetic") == "portable" ? kernels::Arithmetic::portable
+                                                                    : kernels::Arithmetic::native;
+  s.graphs = deck.get_bool("cuda.graphs");
+  return s;
+}
+
+// The collectives' settings from [comm] and the link model from [topology]; the device staging
+// is the job's to attach (load_job).
+comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
+  comm::CollectiveSettings settings;
+  settings.algo = deck.get_string("comm.algo");
+  settings.node_algo = comm::parse_algo(deck.get_string("comm.node_algo"));
+  settings.rack_algo = comm::parse_algo(deck.get_string("comm.rack_algo"));
+  settings.cross_rack_algo = comm::parse_algo(deck.get_string("comm.cross_rack_algo"));
+  settings.timeout_s = deck.get_float("comm.timeout_s");
+  try {
+    settings.backend = comm::resolve_backend(deck.get_string("comm.backend"), deck.get_string("kernels.device"),
+                                             comm::nccl_built_in());
+  } catch (const std::invalid_argument& e) {
+    fatal_all(deck.cite("comm.backend") + ", but " + e.what());
+  }
+  const char* levels[] = {"node", "rack", "cross_rack"};
+  for (int level = 0; level < 3; ++level) {
+    const std::string key = std::string("comm.nccl_") + levels[level];
+    settings.nccl.level[level].algo = deck.get_string(key + "_algo");
+    settings.nccl.level[level].proto = deck.get_string(key + "_proto");
+    settings.nccl.level[level].collnet = deck.get_bool(key + "_collnet");
+  }
+  const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
+  for (int level = 0; level < 3; ++level) {
+    try {
+      comm::parse_link(deck.get_string(keys[level]), settings.links, level);
+    } catch (const std::invalid_argument& e) {
+      fatal_all(deck.origin(keys[level]).describe() + ": " + keys[level] + " = " + e.what());
+    }
+  }
+  return settings;
+}
+
+CommSettings comm_settings(const deck::Deck& deck) {
+  CommSettings s;
+  s.collectives = collective_settings(deck);
+  s.requested_backend = deck.get_string("comm.backend");
+  s.heartbeat_s = deck.get_float("comm.heartbeat_s");
+  s.heartbeat_timeout_s = deck.get_float("comm.heartbeat_timeout_s");
+  return s;
+}
+
+topo::TopologySettings topology_settings(const deck::Deck& deck) {
+  topo::TopologySettings settings;
+  settings.ranks_per_node = static_cast<int>(deck.get_int("topology.ranks_per_node"));
+  settings.nodes_per_rack = static_cast<int>(deck.get_int("topology.nodes_per_rack"));
+  settings.file = deck.get_string("topology.file");
+  settings.file_cite = deck.cite("topology.file");
+  return settings;
+}
+
+// checkpoint.dir, or train.run_dir/checkpoints.
 std::string checkpoint_dir(const deck::Deck& deck) {
   const std::string given = deck.get_string("checkpoint.dir");
   return given.empty() ? deck.get_string("train.run_dir") + "/checkpoints" : given;
 }
 
+// The checkpoint.* keys as the checkpointer's settings.
 ckpt::Settings checkpoint_settings(const deck::Deck& deck) {
   ckpt::Settings settings;
   settings.dir = checkpoint_dir(deck);
@@ -78,8 +168,27 @@ ckpt::Settings checkpoint_settings(const deck::Deck& deck) {
   return settings;
 }
 
+}  // namespace
+
+double DebugSettings::slowdown_of(int world_rank) const {
+  for (const auto& [rank, factor] : slowdown)
+    if (rank == world_rank) return factor;
+  return 1.0;
+}
+
 RunSettings read_settings(const deck::Deck& deck) {
   RunSettings s;
+  s.model = model_settings(deck);
+  s.parallel = {static_cast<int>(deck.get_int("parallel.tensor")), static_cast<int>(deck.get_int("parallel.pipeline")),
+                static_cast<int>(deck.get_int("parallel.data")), deck.get_int_list("parallel.stage_layers")};
+  s.precision = precision_settings(deck);
+  s.memory = {deck.get_string("memory.recompute"), static_cast<int>(deck.get_int("memory.recompute_interval")),
+              deck.get_float("memory.budget_gb")};
+  s.kernels = kernel_settings(deck);
+  s.comm = comm_settings(deck);
+  s.topology = topology_settings(deck);
+  s.lock = {deck.get_float("train.lock_wait_s"), deck.get_float("train.lock_heartbeat_s"),
+            deck.get_float("train.lock_stale_s")};
   s.train = train_settings(deck);
   s.step = step_settings(deck);
   s.reduce = {deck.get_float("comm.bucket_mb"), deck.get_bool("comm.overlap")};
@@ -91,6 +200,7 @@ RunSettings read_settings(const deck::Deck& deck) {
                deck.get_string("balance.micro_batches")};
   s.checkpoint = checkpoint_settings(deck);
   s.checkpoint_resume = deck.get_string("checkpoint.resume");
+  s.checkpoint_dir_given = deck.get_string("checkpoint.dir");
   s.checkpoint_at_end = deck.get_bool("checkpoint.at_end");
   s.log_interval = deck.get_int("metrics.log_interval");
   return s;

@@ -1,7 +1,8 @@
-// The deck read once, at start-up, into typed settings: what the training loop and its helpers
-// read instead of looking keys up by name (a typo in a key name is a compile error here, and
-// no step pays for a string look-up). The deck stays the record of the run (resolved deck,
-// metrics attributes, checkpoint metadata); these structs are what the code runs on.
+// The deck read once, at start-up, into typed settings: what every module below the commands
+// reads instead of looking keys up by name (a typo in a key name is a compile error here, and
+// no step pays for a string look-up). settings.cpp is the one place that reads a value by key;
+// messages cite keys through the deck's Record (deck/record.hpp), which also keeps the resolved
+// deck as the record of the run.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,12 @@
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
+#include "comm/hierarchy.hpp"
 #include "deck/deck.hpp"
+#include "kernels/kernels.hpp"
 #include "optim/adamw.hpp"
+#include "optim/loss_scaler.hpp"
+#include "topo/discover.hpp"
 
 namespace trident {
 
@@ -75,7 +80,64 @@ struct BalanceSettings {
   std::string micro_batches = "fixed";  // the micro-batch count: fixed, seed (§4.1's rule), model
 };
 
+// [model]
+struct ModelSettings {
+  int layers = 0, heads = 0, hidden = 0, vocab = 0, seq_len = 0;
+  std::string init;              // "random", or an llm.c model file
+  bool from_file() const { return init != "random"; }
+};
+
+// [parallel]
+struct ParallelSettings {
+  int tensor = 1, pipeline = 1, data = 1;
+  std::vector<int64_t> stage_layers;  // blocks per stage as given (empty: even)
+};
+
+// optim.precision and, for fp16, the loss scaler.
+struct PrecisionSettings {
+  kernels::Precision precision = kernels::Precision::fp32;
+  std::string name = "fp32";
+  optim::LossScaleSettings loss_scale;  // a fixed optim.loss_scale as a scaler that never moves
+};
+
+// [memory]
+struct MemorySettings {
+  std::string recompute = "none";  // none | selective | every_k | full | auto
+  int recompute_interval = 0;
+  double budget_gb = 0;            // 0: no budget
+};
+
+// [kernels] and [cuda]
+struct KernelSettings {
+  std::string device = "cpu";      // cpu | cuda | guard
+  double guard_memory_gb = 0;
+  std::string low16_gemm = "auto"; // auto | native | widened
+  kernels::Arithmetic arithmetic = kernels::Arithmetic::native;
+  bool graphs = false;             // cuda.graphs
+};
+
+// [comm] beyond the reducer's: the collectives (their device staging attached by load_job),
+// the requested backend and the heartbeat.
+struct CommSettings {
+  comm::CollectiveSettings collectives;  // backend resolved (auto → mpi or nccl)
+  std::string requested_backend;         // comm.backend as given
+  double heartbeat_s = 0, heartbeat_timeout_s = 0;
+};
+
+// [train]'s run-directory lock.
+struct LockTimes {
+  double wait_s = 0, heartbeat_s = 0, stale_s = 0;
+};
+
 struct RunSettings {
+  ModelSettings model;
+  ParallelSettings parallel;
+  PrecisionSettings precision;
+  MemorySettings memory;
+  KernelSettings kernels;
+  CommSettings comm;
+  topo::TopologySettings topology;
+  LockTimes lock;
   TrainSettings train;
   StepSettings step;
   ReduceSettings reduce;
@@ -84,16 +146,13 @@ struct RunSettings {
   BalanceSettings balance;
   ckpt::Settings checkpoint;
   std::string checkpoint_resume;  // checkpoint.resume: none | auto | a file
+  std::string checkpoint_dir_given;  // checkpoint.dir as given (empty: inside the run directory)
   bool checkpoint_at_end = true;
   int64_t log_interval = 1;       // metrics.log_interval
 };
 
-// Every setting of the run from a validated deck. Pure: no I/O, no MPI.
+// Every setting of the run from a validated deck. No I/O, no MPI; a malformed link
+// (topology.link.*) or an unknown comm.backend is a UserError citing the key.
 RunSettings read_settings(const deck::Deck& deck);
-
-// checkpoint.dir, or train.run_dir/checkpoints.
-std::string checkpoint_dir(const deck::Deck& deck);
-// The checkpoint.* keys as the checkpointer's settings.
-ckpt::Settings checkpoint_settings(const deck::Deck& deck);
 
 }  // namespace trident

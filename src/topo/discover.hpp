@@ -8,7 +8,7 @@
 namespace trident::topo {
 
 // What discovery applies beside what it finds: the emulation and the switch file, as the
-// caller read them from its settings (job/job.hpp: topology_settings, from the deck).
+// caller read them from its settings (job/settings.hpp: RunSettings::topology, from the deck).
 struct TopologySettings {
   int ranks_per_node = 0;  // emulated nodes of this many ranks (0: the real hosts)
   int nodes_per_rack = 0;  // emulated racks of this many nodes (0: one rack)

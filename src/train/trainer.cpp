@@ -27,7 +27,7 @@
 namespace trident {
 namespace {
 
-std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::string& key,
+std::unique_ptr<data::TokenData> open_data(const deck::Record& deck, const std::string& key,
                                            const std::string& pattern, const DataSettings& data) {
   if (pattern.empty())
     fatal_all(deck.file_name() + ": " + key + " is empty; give the token file (or a glob) to " +
@@ -40,8 +40,9 @@ std::unique_ptr<data::TokenData> open_data(const deck::Deck& deck, const std::st
 }
 
 // The training data, once model.vocab is known to cover the data directory's tokenizer.
-std::unique_ptr<data::TokenData> open_training_data(const deck::Deck& deck, const DataSettings& data) {
-  require_vocab_covers_tokenizer(deck);
+std::unique_ptr<data::TokenData> open_training_data(const Job& job, const DataSettings& data) {
+  const deck::Record& deck = job.record;
+  require_vocab_covers_tokenizer(job.settings, deck);
   return open_data(deck, "data.train", data.train, data);
 }
 
@@ -57,8 +58,8 @@ int64_t checked_windows(const data::TokenData& train, const data::TokenData& val
 
 // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
 RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config) {
-  const RecomputeChoice recompute = choose_recompute(job.device, job.deck, job.grid, config, &job.topology);
-  check_memory_fits(job.device, job.deck, job.grid, config, &job.topology, recompute);
+  const RecomputeChoice recompute = choose_recompute(job.device, job.settings, job.record, job.grid, config, &job.topology);
+  check_memory_fits(job.device, job.settings, job.record, job.grid, config, &job.topology, recompute);
   return recompute;
 }
 
@@ -66,7 +67,7 @@ RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config
 // can record (released with the process).
 kernels::Context model_context(const Job& job) {
   kernels::Context ctx = job.device;
-  if (job.deck.get_bool("cuda.graphs")) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
+  if (job.settings.kernels.graphs) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
   return ctx;
 }
 
@@ -74,7 +75,7 @@ kernels::Context model_context(const Job& job) {
 std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
                                          const std::vector<int>& stage_layers, kernels::Context& ctx,
                                          comm::Communicator& tensor) {
-  const deck::Deck& deck = job.deck;
+  const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(stage_layers, job.grid, world_rank());
   tensor_group.collectives = &tensor;
@@ -82,12 +83,12 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig&
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, precision_from_deck(deck));
+  auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, job.settings.precision.precision);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
-  model->set_graphs(deck.get_bool("cuda.graphs"));
+  model->set_graphs(job.settings.kernels.graphs);
   model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);  // every GEMM primitive, also in --check
-  initialise_parameters(deck, *model);
+  initialise_parameters(job.settings, *model);
   return model;
 }
 
@@ -119,15 +120,13 @@ std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& setting
 }
 
 // The resolved deck and the lineage of the run that wrote (or last continued) the history.
-std::vector<std::pair<std::string, std::string>> deck_attributes(const deck::Deck& deck, const kernels::Context& device,
-                                                                 const std::string& run_id,
+std::vector<std::pair<std::string, std::string>> deck_attributes(const Job& job, const std::string& run_id,
                                                                  const ckpt::Lineage& lineage) {
   std::vector<std::pair<std::string, std::string>> attributes{
-      {"trident_version", TRIDENT_VERSION}, {"deck", deck.to_ini("resolved deck")},
+      {"trident_version", TRIDENT_VERSION}, {"deck", job.record.to_ini("resolved deck")},
       {"run_id", run_id}, {"lineage.branch", lineage.branch}, {"lineage.parent", lineage.parent},
-      {"gemm_path", kernels::gemm_path_summary(device, precision_from_deck(deck))}};
-  for (const deck::KeySpec& spec : deck::schema())
-    attributes.emplace_back(spec.key, deck::canonical_value(spec, deck.text(spec.key)));
+      {"gemm_path", kernels::gemm_path_summary(job.device, job.settings.precision.precision)}};
+  attributes.insert(attributes.end(), job.record.values().begin(), job.record.values().end());
   return attributes;
 }
 
@@ -146,20 +145,21 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
     : job_(job),
       settings_(job.settings),
       groups_(groups),
-      collectives_(groups, job.topology, collective_settings(job.deck, kernels::backend_of(job.device))),
+      collectives_(groups, job.topology, job.settings.comm.collectives),
       dp_rank_(collectives_.dp_rank()),
       dp_size_(collectives_.dp_size()),
       pp_rank_(collectives_.pp_rank()),
       pp_size_(collectives_.pp_size()),
-      train_data_(open_training_data(job.deck, settings_.data)),
-      val_data_(open_data(job.deck, "data.val", settings_.data.val, settings_.data)),
+      train_data_(open_training_data(job, settings_.data)),
+      val_data_(open_data(job.record, "data.val", settings_.data.val, settings_.data)),
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
-      config_(model_config_from_deck(job.deck)),
+      config_(model_config(job.settings.model, job.record)),
       recompute_(checked_recompute(job, config_)),
       ctx_(model_context(job)),
-      stage_layers_(stage_layer_counts(job.deck, pp_size_)),
+      stage_layers_(stage_layer_counts(job.settings, pp_size_)),
       model_(build_model(job, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
-      loss_scaler_(model_->precision() == kernels::Precision::fp16 ? make_loss_scaler(job.deck) : nullptr),
+      loss_scaler_(model_->precision() == kernels::Precision::fp16 ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
+                                                                    : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
       runner_(make_runner(settings_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
@@ -343,7 +343,7 @@ optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
 }
 
 std::string Trainer::memory_report(bool bytes) const {
-  plan::MemoryInputs in = memory_inputs(job_.device, job_.deck, job_.grid, model_->config(), &job_.topology);
+  plan::MemoryInputs in = memory_inputs(job_.device, job_.settings, job_.grid, model_->config(), &job_.topology);
   in.recompute = recompute_.mode;
   in.recompute_interval = recompute_.interval;
   int64_t total = 0;
@@ -405,7 +405,6 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
 }
 
 int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::string, std::string>>& facts) {
-  const deck::Deck& deck = job_.deck;
   run_dir_ = run_dir;
   warm_step_ = start_step_;
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, groups_.world());
@@ -413,7 +412,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   std::string problem;
   if (world_rank() == 0) {
     try {
-      auto attributes = deck_attributes(deck, job_.device, run_id_, lineage_);
+      auto attributes = deck_attributes(job_, run_id_, lineage_);
       // The memory rank 0's model shares (its host's, or its device's) and with how many ranks:
       // the doctor's default budget per rank.
       attributes.emplace_back("memory.capacity_bytes", std::to_string(static_cast<int64_t>(memory_.bytes)));
@@ -494,7 +493,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
                      "--checkpoint.resume=auto");
   print_summary();
   if (progress_) print0(progress_->summary());
-  if (job_.deck.get_bool("cuda.graphs"))  // the model rebuilt by a move counts from its rebuild
+  if (settings_.kernels.graphs)  // the model rebuilt by a move counts from its rebuild
     print0("cuda.graphs: " + std::to_string(model_->graph_replays()) +
            " micro-batch forwards and backwards replayed from recorded graphs on rank 0");
   print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");

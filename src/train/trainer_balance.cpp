@@ -111,7 +111,7 @@ std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
   const std::vector<int> counts = pipeline::micro_batch_counts(sequences);
   std::vector<double> short_of_memory(counts.size());  // (counts) 1 where this rank's memory lacks room
   for (size_t i = 0; i < counts.size(); ++i)
-    short_of_memory[i] = !micro_batch_shortfall(job_.device, job_.deck, job_.grid, config_, &job_.topology, recompute_, stage_layers_,
+    short_of_memory[i] = !micro_batch_shortfall(job_.device, job_.settings, job_.record, job_.grid, config_, &job_.topology, recompute_, stage_layers_,
                                                 static_cast<int>(sequences / counts[i]), counts[i], memory_)
                                .empty();
   collectives_.world->all_reduce(short_of_memory.data(), short_of_memory.size(), DType::f64, comm::Op::Max, Stream{})
@@ -123,7 +123,7 @@ std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
 }
 
 std::string Trainer::memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch, int64_t micro_batches) {
-  const std::string mine = micro_batch_shortfall(job_.device, job_.deck, job_.grid, config_, &job_.topology, recompute_, split,
+  const std::string mine = micro_batch_shortfall(job_.device, job_.settings, job_.record, job_.grid, config_, &job_.topology, recompute_, split,
                                                  micro_batch, static_cast<int>(micro_batches), memory_);
   double short_of_memory = mine.empty() ? 0 : 1;
   collectives_.world->all_reduce(&short_of_memory, 1, DType::f64, comm::Op::Max, Stream{}).wait();

@@ -45,7 +45,7 @@ ckpt::StateView Trainer::state_view() {
 }
 
 ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
-  const deck::Deck& deck = job_.deck;
+  const deck::Record& deck = job_.record;
   const layout::Grid& grid = job_.grid;
   ckpt::Metadata m;
   m.step = completed_steps;
@@ -87,7 +87,7 @@ void Trainer::restore_precision_state(const ckpt::Metadata& saved, const std::st
 }
 
 void Trainer::restore(const std::string& run_id, bool checking) {
-  const deck::Deck& deck = job_.deck;
+  const deck::Record& deck = job_.record;
   run_id_ = run_id;
   ckpt::Start start = ckpt::choose_checkpoint(settings_.checkpoint_resume, settings_.checkpoint.dir, run_id,
                                               groups_.world());
@@ -204,7 +204,7 @@ void Trainer::count_bad_step(int64_t step, const StepResult& result) {
   std::snprintf(values, sizeof values, "loss %g, gradient norm %g", result.loss, result.grad_norm);
   throw RunFailure(std::to_string(bad_in_a_row_) + " steps in a row up to step " + std::to_string(step + 1) +
                        " had NaN or Inf in the loss or the gradients (" + values + "), more than " +
-                       job_.deck.cite("optim.max_bad_steps") +
+                       job_.record.cite("optim.max_bad_steps") +
                        "; the checkpoints written so far are intact. Lower optim.lr, set optim.grad_clip, "
                        "or resume from the last checkpoint",
                    kExitFault);

@@ -29,6 +29,17 @@ expect_none no_mpi_header_above_comm "<mpi.h> included outside comm/ and core/" 
 expect_none no_process_wide_kernel_default "a process-wide kernel default (pass the job's kernels::Context)" \
   'set_default_(backend|low16_gemm|arithmetic)|g_default' $(find src kernels -name '*.[ch]pp' -o -name '*.cu')
 
+# Settings typed and read once (job/settings.cpp): no value read from a deck by key elsewhere
+# (src/deck/ parses and validates), and below the commands nothing holds a Deck — code keeps a
+# deck::Record, which cites keys and records the resolved deck but reads no value. load_job
+# (job/job.cpp) parses the deck it turns into settings.
+expect_none no_key_read_outside_settings "a deck value read by key outside job/settings.cpp (add a typed setting)" \
+  '\.get_(int|float|bool|string|int_list|interval)\("' \
+  $(find src kernels -name '*.[ch]pp' -o -name '*.cu' | grep -v -e '^src/deck/' -e '^src/job/settings\.cpp$')
+expect_none no_deck_below_the_commands "a deck::Deck below src/app/ (pass RunSettings and the deck::Record)" \
+  'deck::Deck\b' \
+  $(find src kernels -name '*.[ch]pp' -o -name '*.cu' | grep -v -e '^src/deck/' -e '^src/app/' -e '^src/job/settings\.' -e '^src/job/job\.cpp$')
+
 # The whole module graph (docs/ARCHITECTURE.md, "Modules and their layers"): every #include of
 # a project header points to a module on a lower layer, or stays in its own module. One layer
 # per line, top first; modules on one line do not include each other.

@@ -184,7 +184,7 @@ void check_hierarchical(Stream device) {
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", std::to_string(n)}, {"topology.ranks_per_node", std::to_string(per_node)},
        {"topology.nodes_per_rack", std::to_string(per_rack)}});
-  const topo::Topology t = topo::discover_topology(topology_settings(deck));
+  const topo::Topology t = topo::discover_topology(read_settings(deck).topology);
   comm::CollectiveSettings settings;
   settings.algo = "hierarchical";
   settings.backend = "nccl";

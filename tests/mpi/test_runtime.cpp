@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(topology_file_places_nodes_in_racks) {
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", std::to_string(world)}, {"topology.ranks_per_node", "1"},
        {"topology.file", shared_path}});
-  const topo::Topology t = topo::discover_topology(topology_settings(deck));
+  const topo::Topology t = topo::discover_topology(read_settings(deck).topology);
   const auto& me = t.place(world_rank());
   BOOST_TEST(everywhere(t.num_racks() == 2 && t.num_nodes() == world &&
                         t.rack_name(me.rack) == (world_rank() % 2 ? "odd" : "even") &&
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_topology_file_missing_a_node_is_a_user_error) {
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", std::to_string(world_size())}, {"topology.ranks_per_node", "1"},
        {"topology.file", path}});
-  const std::string error = user_error_of([&] { topo::discover_topology(topology_settings(deck)); });
+  const std::string error = user_error_of([&] { topo::discover_topology(read_settings(deck).topology); });
   BOOST_TEST(everywhere(error.find("node 'node0' is under no leaf switch") != std::string::npos),
              error);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -55,7 +55,7 @@ topo::Topology eight_ranks_in_two_racks() {
   const deck::Deck deck = deck::Deck::parse(
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
-  return topo::discover_topology(topology_settings(deck));
+  return topo::discover_topology(read_settings(deck).topology);
 }
 
 }  // namespace
