@@ -74,7 +74,7 @@ endif
 
 # NCCL: the communicator's files alone read TRIDENT_NCCL, so it is set for them alone (their own
 # stamp rebuilds them when it changes), not for every object.
-NCCL_OBJ := $(BUILD)/obj/src/comm/nccl.o $(BUILD)/obj/src/comm/nccl_communicator.o \
+NCCL_OBJ := $(BUILD)/obj/src/comm/nccl/nccl.o $(BUILD)/obj/src/comm/nccl/nccl_communicator.o \
             $(BUILD)/obj/tests/gpu/test_nccl.o
 NCCL_STAMP := $(BUILD)/nccl-flag
 $(shell mkdir -p $(BUILD) && echo '$(NCCL)' | cmp -s - $(NCCL_STAMP) || echo '$(NCCL)' > $(NCCL_STAMP))

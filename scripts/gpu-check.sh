@@ -30,7 +30,7 @@ CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL
 
 # The training pairs: NAME|RANKS|TOLERANCE|DECK|OVERRIDES OF BOTH|OVERRIDES OF THE CUDA RUN ALONE.
 # Several ranks share the one GPU through MPI (comm.backend = mpi: NCCL refuses two ranks on one
-# device; the runs stage through host memory, comm/staged.hpp).
+# device; the runs stage through host memory, comm/wrappers/staged.hpp).
 DATA="--data.train=$REF/data/train.bin --data.val=$REF/data/val.bin"
 PAIRS=(
   "default_fp32|1|1e-4|inputs/default.deck||"

@@ -1,9 +1,9 @@
 // The communicator interface every collective and point-to-point transfer of the program goes
 // through: typed (buffer, count, DType, op) operations over one group of ranks, each started
 // on an explicit Stream and returning a Work handle (comm/work.hpp). MpiCommunicator
-// (comm/mpi_communicator.hpp) implements it on MPI, GroupCollectives (comm/hierarchy.hpp) over
-// the levels of the cluster, EmulatedLinks (comm/emulated_links.hpp) wraps any of them with the
-// α-β link model; NcclCommunicator (comm/nccl_communicator.hpp) implements it on NCCL for
+// (comm/mpi/mpi_communicator.hpp) implements it on MPI, GroupCollectives (comm/hierarchy.hpp) over
+// the levels of the cluster, EmulatedLinks (comm/wrappers/emulated_links.hpp) wraps any of them with the
+// α-β link model; NcclCommunicator (comm/nccl/nccl_communicator.hpp) implements it on NCCL for
 // device buffers (docs/COMMUNICATION.md).
 //
 // Element types: f32, bf16 and fp16 for the collectives on model buffers — a 16-bit reduction
@@ -76,7 +76,7 @@ class Communicator {
   // operations complete inside their calls (MPI, staged), it is complete at once.
   virtual Work fence(Stream /*stream*/) { return Work{}; }
 
-  // The link emulation's hook (comm/emulated_links.hpp): from now on, every step of transfers
+  // The link emulation's hook (comm/wrappers/emulated_links.hpp): from now on, every step of transfers
   // this communicator (and those it is made of) completes is reported to `observer`, which may
   // delay its completion. Empty: none.
   virtual void observe_steps(StepObserver observer) = 0;

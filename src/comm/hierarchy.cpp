@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "comm/nccl.hpp"
-#include "comm/widen.hpp"
+#include "comm/nccl/nccl.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "core/mpi_util.hpp"
 
 namespace trident::comm {

@@ -15,10 +15,10 @@
 #include <memory>
 #include <string>
 
-#include "comm/emulated_links.hpp"
-#include "comm/mpi_communicator.hpp"
-#include "comm/nccl_settings.hpp"
-#include "comm/staged.hpp"
+#include "comm/wrappers/emulated_links.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "comm/nccl/nccl_settings.hpp"
+#include "comm/wrappers/staged.hpp"
 #include "topo/topology.hpp"
 
 namespace trident::comm {
@@ -29,11 +29,11 @@ struct CollectiveSettings {
   double timeout_s = 300;
   LinkModel links;  // emulated link speeds per level (off by default): make_group_communicator
   // mpi: MPI only. nccl: also an NCCL communicator per group and per level, which the
-  // operations on device streams go to (comm.backend resolved: comm/nccl_settings.hpp).
+  // operations on device streams go to (comm.backend resolved: comm/nccl/nccl_settings.hpp).
   std::string backend = "mpi";
   NcclSettings nccl;  // the NCCL choices per level (backend = nccl)
   // backend = mpi with the model on a device: how its buffers are staged through host memory
-  // (comm/staged.hpp). Unset: the model is in host memory.
+  // (comm/wrappers/staged.hpp). Unset: the model is in host memory.
   DeviceCopies staging;
 };
 

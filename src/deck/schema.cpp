@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kIntMax = 9.0e15;  // below 2^53, so the bound is exact as a double
 constexpr double kInf = HUGE_VAL;
-// NCCL's algorithms (NCCL_ALGO), in the deck's spelling (comm/nccl_settings.cpp maps them).
+// NCCL's algorithms (NCCL_ALGO), in the deck's spelling (comm/nccl/nccl_settings.cpp maps them).
 const std::vector<std::string> kNcclAlgos = {"auto", "ring", "tree", "collnet_direct", "collnet_chain",
                                              "nvls", "nvls_tree", "pat"};
 

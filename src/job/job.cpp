@@ -9,7 +9,7 @@
 #include "core/mpi_util.hpp"
 #include "deck/record.hpp"
 #include "deck/validate.hpp"
-#include "comm/nccl.hpp"
+#include "comm/nccl/nccl.hpp"
 #include "kernels/backend.hpp"
 #include "topo/discover.hpp"
 #include "job/fault_hooks.hpp"

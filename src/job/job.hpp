@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "comm/groups.hpp"
+#include "comm/mpi/groups.hpp"
 #include "comm/hierarchy.hpp"
 #include "deck/deck.hpp"
 #include "deck/record.hpp"

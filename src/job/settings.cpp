@@ -1,7 +1,7 @@
 // The deck's keys, read once into the typed settings of the run.
 #include "job/settings.hpp"
 
-#include "comm/nccl.hpp"
+#include "comm/nccl/nccl.hpp"
 #include "core/error.hpp"
 #include "deck/validate.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "comm/shared_window.hpp"
+#include "comm/mpi/shared_window.hpp"
 #include "dp/gpt2_segments.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"

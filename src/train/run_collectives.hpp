@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
-#include "comm/groups.hpp"
+#include "comm/mpi/groups.hpp"
 #include "comm/hierarchy.hpp"
 #include "topo/topology.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
-#include "comm/groups.hpp"
+#include "comm/mpi/groups.hpp"
 #include "comm/hierarchy.hpp"
 #include "dp/reducer.hpp"
 #include "data/token_data.hpp"

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "comm/hierarchy.hpp"
-#include "comm/mpi_communicator.hpp"
-#include "comm/nccl.hpp"
-#include "comm/nccl_settings.hpp"
-#include "comm/widen.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "comm/nccl/nccl.hpp"
+#include "comm/nccl/nccl_settings.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "job/job.hpp"

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "comm/hierarchy.hpp"
-#include "comm/widen.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "tensor/buffer.hpp"

@@ -5,7 +5,7 @@
 
 #include <numeric>
 
-#include "comm/groups.hpp"
+#include "comm/mpi/groups.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "mpi_fixture.hpp"

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "comm/emulated_links.hpp"
+#include "comm/wrappers/emulated_links.hpp"
 #include "comm/hierarchy.hpp"
 #include "comm/host_stream.hpp"
-#include "comm/widen.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "core/clock.hpp"
 #include "core/mpi_util.hpp"
 #include "mpi_fixture.hpp"

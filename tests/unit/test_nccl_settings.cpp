@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "comm/nccl_settings.hpp"
+#include "comm/nccl/nccl_settings.hpp"
 #include "deck/schema.hpp"
 
 using namespace trident::comm;

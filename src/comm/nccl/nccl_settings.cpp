@@ -1,5 +1,5 @@
 // The deck's NCCL choices mapped onto ncclConfig_t fields and the process environment.
-#include "comm/nccl_settings.hpp"
+#include "comm/nccl/nccl_settings.hpp"
 
 #include <map>
 #include <stdexcept>

@@ -22,7 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/mpi_communicator.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/log.hpp"
 

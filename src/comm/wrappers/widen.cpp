@@ -1,5 +1,5 @@
 // Widening and rounding of 16-bit collective buffers.
-#include "comm/widen.hpp"
+#include "comm/wrappers/widen.hpp"
 
 #include <cstdint>
 #include <cstring>

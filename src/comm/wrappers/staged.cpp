@@ -1,5 +1,5 @@
 // Device buffers over a host communicator (the header says when and how).
-#include "comm/staged.hpp"
+#include "comm/wrappers/staged.hpp"
 
 #include <vector>
 

@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/shared_window.hpp"
+#include "comm/mpi/shared_window.hpp"
 #include "comm/traffic.hpp"
 
 namespace trident::comm {
 
-// Shm: through memory shared by the group's ranks (comm/shared_window.hpp), when they are all
+// Shm: through memory shared by the group's ranks (comm/mpi/shared_window.hpp), when they are all
 // on one host; otherwise the ring.
 enum class Algo { Ring, Tree, Shm, Mpi };
 Algo parse_algo(const std::string& name);  // "ring" | "tree" | "shm" | "mpi"
@@ -81,7 +81,7 @@ class MpiCommunicator final : public Communicator {
   void ring_all_gather(float* data, size_t n);
   void tree_all_reduce(float* data, size_t n, Op op);
   void tree_broadcast(void* data, size_t count, DType dtype, int root);
-  // Shared memory (comm/shared_collectives.cpp), chunk by chunk through the window's buffers.
+  // Shared memory (comm/mpi/shared_collectives.cpp), chunk by chunk through the window's buffers.
   bool shares_memory();  // creates the window at the first call (collective)
   void shm_all_reduce(float* data, size_t n, Op op);
   void shm_reduce_scatter(float* data, size_t n);

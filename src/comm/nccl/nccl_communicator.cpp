@@ -1,10 +1,10 @@
 // The Communicator interface on NCCL: creation from an MPI communicator, the operations on
 // device streams, and the watchdog around CUDA events and NCCL's asynchronous errors.
-#include "comm/nccl_communicator.hpp"
+#include "comm/nccl/nccl_communicator.hpp"
 
 #if TRIDENT_NCCL
 
-#include "comm/mpi_communicator.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
 #include "comm/watchdog.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"

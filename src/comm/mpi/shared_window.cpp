@@ -1,6 +1,6 @@
 // The shared window of a node's ranks: allocation, addresses of every rank's part, and the
 // per-rank arrival counters.
-#include "comm/shared_window.hpp"
+#include "comm/mpi/shared_window.hpp"
 
 #include "core/error.hpp"
 #include "tensor/buffer.hpp"

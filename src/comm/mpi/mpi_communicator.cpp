@@ -1,6 +1,6 @@
 // Ring and tree collectives on MPI point-to-point, with per-level byte counts and a watchdog;
 // the typed operations of the interface on top of them.
-#include "comm/mpi_communicator.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "comm/watchdog.hpp"
-#include "comm/widen.hpp"
+#include "comm/wrappers/widen.hpp"
 
 namespace trident::comm {
 namespace {

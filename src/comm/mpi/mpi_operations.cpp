@@ -3,8 +3,8 @@
 // a few values posted as MPI non-blocking calls whose Work completes them under the watchdog.
 #include <stdexcept>
 
-#include "comm/mpi_communicator.hpp"
-#include "comm/widen.hpp"
+#include "comm/mpi/mpi_communicator.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 

@@ -1,5 +1,5 @@
 // The link model's wrapper: the delay of each reported step.
-#include "comm/emulated_links.hpp"
+#include "comm/wrappers/emulated_links.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // NCCL's presence, the CUDA devices, and the factory of NCCL communicators; without NCCL in
 // the build, the answers of a binary that has none.
-#include "comm/nccl.hpp"
+#include "comm/nccl/nccl.hpp"
 
 #include <stdexcept>
 
@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "comm/nccl_communicator.hpp"
+#include "comm/nccl/nccl_communicator.hpp"
 #endif
 
 namespace trident::comm {

@@ -1,5 +1,5 @@
 // Creating and checking the job's communicators.
-#include "comm/groups.hpp"
+#include "comm/mpi/groups.hpp"
 
 #include <vector>
 

@@ -4,7 +4,7 @@
 //
 // Created from an MPI communicator: its rank 0 makes an ncclUniqueId and broadcasts it over
 // MPI, every member calls ncclCommInitRankConfig with the level's ncclConfig_t
-// (comm/nccl_settings.hpp). Non-blocking (config.blocking = 0), so that no NCCL call can hang
+// (comm/nccl/nccl_settings.hpp). Non-blocking (config.blocking = 0), so that no NCCL call can hang
 // the thread: a call answering ncclInProgress is waited out under the watchdog.
 //
 // The watchdog: every wait polls the event (cudaEventQuery) and the communicator's
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/nccl_settings.hpp"
+#include "comm/nccl/nccl_settings.hpp"
 #include "comm/traffic.hpp"
 
 namespace trident::comm {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/nccl_settings.hpp"
+#include "comm/nccl/nccl_settings.hpp"
 #include "comm/traffic.hpp"
 
 namespace trident::comm {
