@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"

@@ -1,7 +1,7 @@
 // The communicator interface every collective and point-to-point transfer of the program goes
 // through: typed (buffer, count, DType, op) operations over one group of ranks, each started
 // on an explicit Stream and returning a Work handle (comm/work.hpp). MpiCommunicator
-// (comm/mpi/mpi_communicator.hpp) implements it on MPI, GroupCollectives (comm/hierarchy.hpp) over
+// (comm/mpi/mpi_communicator.hpp) implements it on MPI, GroupCollectives (comm/group_collectives.hpp) over
 // the levels of the cluster, EmulatedLinks (comm/wrappers/emulated_links.hpp) wraps any of them with the
 // α-β link model; NcclCommunicator (comm/nccl/nccl_communicator.hpp) implements it on NCCL for
 // device buffers (docs/COMMUNICATION.md).

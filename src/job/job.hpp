@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "comm/mpi/groups.hpp"
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "deck/deck.hpp"
 #include "deck/record.hpp"
 #include "layout/grid.hpp"

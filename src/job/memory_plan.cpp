@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "deck/deck.hpp"
 #include "kernels/kernels.hpp"
 #include "optim/adamw.hpp"

@@ -9,7 +9,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/mpi/groups.hpp"
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "topo/topology.hpp"
 
 namespace trident {

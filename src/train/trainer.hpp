@@ -15,7 +15,7 @@
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
 #include "comm/mpi/groups.hpp"
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "dp/reducer.hpp"
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"

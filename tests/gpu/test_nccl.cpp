@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/nccl/nccl.hpp"
 #include "comm/nccl/nccl_settings.hpp"

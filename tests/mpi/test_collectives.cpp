@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "comm/wrappers/widen.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/wrappers/emulated_links.hpp"
-#include "comm/hierarchy.hpp"
+#include "comm/group_collectives.hpp"
 #include "comm/host_stream.hpp"
 #include "comm/wrappers/widen.hpp"
 #include "core/clock.hpp"
