@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/traffic.hpp"
+#include "dp/finalize_gradients.hpp"
 #include "dp/gpt2_segments.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -227,7 +228,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
-  tie_embedding_gradients();
+  dp::tie_embedding_gradients(*model_, pp_size_ > 1 ? collectives_.embedding.get() : nullptr);
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
@@ -236,15 +237,14 @@ StepResult Trainer::train_step(int64_t step) {
   collectives_.data->all_reduce(&loss_sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
-  const optim::GradNorm norm = global_grad_norm(settings_.step.grad_clip, fp16_scale);
+  const dp::GradientNorm norm = dp::global_grad_norm(*model_, reducer_->shard(), settings_.step.grad_clip, fp16_scale,
+                                                     *collectives_.data, *collectives_.tensor, *collectives_.pipeline);
   result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, settings_.step.warmup_steps, settings_.step.lr, settings_.step.min_lr);
   // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
   // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
   // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
-  double bad = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
-  collectives_.world->all_reduce(&bad, 1, DType::f64, comm::Op::Max, Stream{}).wait();
-  result.skipped = bad != 0.0;
+  result.skipped = dp::any_rank_not_finite(result.loss, result.grad_norm, *collectives_.world);
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
   if (!result.skipped) {
@@ -317,31 +317,6 @@ void Trainer::record_validation(int64_t step, double loss) {
 // ‖g‖² over the whole model: the tensors split over the tensor group add their parts over it,
 // the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
 // shard only, and the shards add up over the data group.
-optim::GradNorm Trainer::global_grad_norm(float clip, double gradient_scale) {
-  const dp::Shard shard = reducer_->shard();
-  double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
-  int64_t offset = 0;
-  const model::Partition& part = model_->partition();
-  for (const model::ParamSpec& spec : model::param_specs(model_->config(), part)) {
-    const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
-    const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
-    if (begin < end && !tied_copy)
-      squares[spec.sharded ? 0 : 1] +=
-          kernels::sum_of_squares(ctx_, model_->grads() + begin, static_cast<size_t>(end - begin));
-    offset += spec.count();
-  }
-  if (shard.count() != model_->num_parameters())
-    collectives_.data->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
-  if (job_.grid.tp_size() > 1)
-    collectives_.tensor->all_reduce(squares, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
-  if (pp_size_ > 1)  // every stage holds different tensors
-    collectives_.pipeline->all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
-  optim::GradNorm result;
-  result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
-  if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
-  return result;
-}
-
 std::string Trainer::memory_report(bool bytes) const {
   plan::MemoryInputs in = memory_inputs(job_.device, job_.settings, job_.grid, model_->config(), &job_.topology);
   in.recompute = recompute_.mode;
@@ -367,13 +342,6 @@ void Trainer::check_replicas_agree() {
                 "than replica 0 after training: the gradient reduction is not identical on "
                 "every replica");
   collectives_.data->barrier(Stream{}).wait();
-}
-
-void Trainer::tie_embedding_gradients() {
-  if (pp_size_ == 1 || !collectives_.embedding) return;
-  const model::ParamViews grads = model::param_views(model_->config(), model_->grads(), model_->partition());
-  const size_t count = static_cast<size_t>(model::param_specs(model_->config(), model_->partition())[0].count());
-  collectives_.embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model_->stream()).wait();
 }
 
 double Trainer::from_last_stage(double value) {

@@ -63,14 +63,8 @@ class Trainer {
   void record_step(int64_t step, const StepResult& result);
   void print_summary() const;
   void record_validation(int64_t step, double loss);
-  // Pipeline: the first and last stage both hold wte (tied); their gradients add up.
-  void tie_embedding_gradients();
   // Pipeline: a value of the last stage, to every stage (so that rank 0 can report it).
   double from_last_stage(double value);
-  // The norm of the summed gradients, and the clipping factor (collective with ZeRO-1).
-  // The global norm of the gradients divided by gradient_scale (fp16's loss scale), and the
-  // factor that clips it.
-  optim::GradNorm global_grad_norm(float clip, double gradient_scale);
   // Collective over the data group: every replica must hold bitwise the same parameters.
   void check_replicas_agree();
   // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
