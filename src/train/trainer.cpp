@@ -173,6 +173,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
       figures_(job.grid, pp_size_),
       balance_(settings_.balance, job.grid),
+      log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size()),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
       memory_(model_memory(job.device)) {}
@@ -258,43 +259,9 @@ StepResult Trainer::train_step(int64_t step) {
 }
 
 void Trainer::record_step(int64_t step, const StepResult& r) {
+  figures_.record(r, collectives_, log_.metrics());
   const double tokens = static_cast<double>(micro_batches_) * dp_size_ * B_ * T_;
-  figures_.record(r, collectives_, metrics_.get());
-  if (!metrics_) return;  // only rank 0 writes metrics and prints
-  const double tokens_per_s = tokens / r.seconds;
-  const double tflops = tokens_per_s * flops_per_token_ / 1e12;
-  progress_->step_done(step + 1, tokens, r.seconds);
-  const MemoryUsage memory = memory_usage();
-  metrics_->append_int("step", step + 1);
-  metrics_->append("loss", r.loss);
-  metrics_->append("lr", r.lr);
-  metrics_->append("grad_norm", r.grad_norm);
-  metrics_->append("tokens_per_s", tokens_per_s);
-  metrics_->append("tflops", tflops);
-  metrics_->append("step_ms", r.seconds * 1e3);
-  metrics_->append("memory_mb", memory.total_current() / 1048576.0);
-  metrics_->append_int("skipped", r.skipped ? 1 : 0);
-  if (loss_scaler_) metrics_->append("loss_scale", r.loss_scale);
-  const int64_t interval = settings_.log_interval;
-  if ((step + 1) % interval != 0 && step + 1 != steps_ && step != start_step_ && !r.skipped) return;
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "step %6lld/%lld | loss %.4f | lr %.2e | norm %7.3f | %8.0f tok/s | %6.3f TFLOP/s | %8.1f ms",
-                static_cast<long long>(step + 1), static_cast<long long>(steps_), r.loss, r.lr,
-                r.grad_norm, tokens_per_s, tflops, r.seconds * 1e3);
-  std::string text = line;
-  if (loss_scaler_) {
-    std::snprintf(line, sizeof line, " | scale %g", r.loss_scale);
-    text += line;
-  }
-  if (r.skipped) text += loss_scaler_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
-  // MFU per rank (the job's FLOPs are shared by its ranks) against this rank's measured peak.
-  const double eta = progress_->eta_seconds();
-  std::snprintf(line, sizeof line, " | MFU %4.1f%% | ETA %s", 100.0 * tflops / job_.grid.world_size() / peak_tflops_,
-                eta < 0 ? "-" : metrics::format_duration(eta).c_str());
-  text += line;
-  print0(text);
-  metrics_->flush();
+  log_.step(step, r, tokens, flops_per_token_, start_step_);
 }
 
 // The end-of-run summary: traffic, peak memory, and the pipeline bubble measured (per stage,
@@ -302,16 +269,6 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // beside its theory (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
   for (const std::string& line : figures_.summary(micro_batches_)) print0(line);
-}
-
-void Trainer::record_validation(int64_t step, double loss) {
-  if (!metrics_) return;
-  metrics_->append_int("val_step", step);
-  metrics_->append("val_loss", loss);
-  metrics_->flush();
-  char line[128];
-  std::snprintf(line, sizeof line, "step %6lld | val_loss %.6g", static_cast<long long>(step), loss);
-  print0(line);
 }
 
 // ‖g‖² over the whole model: the tensors split over the tensor group add their parts over it,
@@ -387,9 +344,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
       attributes.emplace_back("memory.capacity_ranks", std::to_string(memory_.ranks.size()));
       attributes.emplace_back("memory.capacity_of", memory_.name);
       attributes.insert(attributes.end(), facts.begin(), facts.end());
-      metrics_ = start_step_ > 0 ? std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes, start_step_)
-                                 : std::make_unique<metrics::MetricsFile>(run_dir + "/metrics.h5", attributes);
-      for (const std::string& note : metrics_->recovery_notes()) warn0(note);
+      log_.open(run_dir + "/metrics.h5", attributes, start_step_);
     } catch (const std::runtime_error& e) {
       problem = e.what();
     }
@@ -401,25 +356,19 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
          std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
-  if (metrics_) {
-    const metrics::GemmPeak peak_gemm = metrics::measure_gemm_peak(model_->context(), model_->precision());
-    peak_tflops_ = peak_gemm.tflops;
-    progress_ = std::make_unique<metrics::RunProgress>(steps_, start_step_);
-    char peak[160];
-    std::snprintf(peak, sizeof peak, "MFU against the measured %s GEMM peak of rank 0: %.1f GFLOP/s (%d^3)",
-                  kernels::precision_name(model_->precision()), peak_tflops_ * 1e3, peak_gemm.n);
-    print0(peak);
-  }
+  if (log_.metrics())
+    log_.start(metrics::measure_gemm_peak(model_->context(), model_->precision()),
+               kernels::precision_name(model_->precision()), start_step_);
   // Evaluation and checkpoints, timed for the end-of-run summary.
   auto validate = [&](int64_t step) {
     const auto start = SteadyClock::now();
-    record_validation(step, evaluate());
-    if (progress_) progress_->add_evaluation(seconds_since(start));
+    log_.validation(step, evaluate());
+    log_.add_evaluation(seconds_since(start));
   };
   auto checkpoint = [&](int64_t completed) {
     const auto start = SteadyClock::now();
     const bool stop = checkpoint_boundary(completed);
-    if (progress_) progress_->add_checkpoint(seconds_since(start));
+    log_.add_checkpoint(seconds_since(start));
     return stop;
   };
   if (start_step_ == 0) validate(0);
@@ -436,21 +385,21 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
     if (checkpoint(step + 1)) return kExitStopped;
   }
   if (settings_.checkpoint_at_end && last_full_step_ != steps_) {
-    if (metrics_) metrics_->sync();
+    if (log_.metrics()) log_.metrics()->sync();
     const auto start = SteadyClock::now();
     checkpointer_->save("full", state_view(), metadata(steps_));
     last_full_step_ = steps_;
-    if (progress_) progress_->add_checkpoint(seconds_since(start));
+    log_.add_checkpoint(seconds_since(start));
   }
   const auto wait_start = SteadyClock::now();
   checkpointer_->wait();
-  if (progress_) progress_->add_checkpoint(seconds_since(wait_start));
+  log_.add_checkpoint(seconds_since(wait_start));
   record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole = gather_whole_model(*model_, stage_layers_, job_.grid, *collectives_.world);
   if (world_rank() == 0) {
     try {
-      metrics_->close();  // metrics.h5 alone holds the whole history
+      log_.metrics()->close();  // metrics.h5 alone holds the whole history
       model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
       problem = e.what();
@@ -460,7 +409,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   end_if_root_failed(problem, "the checkpoints written are intact; free space in " + run_dir + " and resume with "
                      "--checkpoint.resume=auto");
   print_summary();
-  if (progress_) print0(progress_->summary());
+  if (log_.metrics()) print0(log_.progress_summary());
   if (settings_.kernels.graphs)  // the model rebuilt by a move counts from its rebuild
     print0("cuda.graphs: " + std::to_string(model_->graph_replays()) +
            " micro-batch forwards and backwards replayed from recorded graphs on rank 0");

@@ -32,6 +32,7 @@
 #include "train/balance_monitor.hpp"
 #include "train/run_collectives.hpp"
 #include "train/step_figures.hpp"
+#include "train/step_log.hpp"
 #include "train/step_result.hpp"
 
 namespace trident {
@@ -62,7 +63,6 @@ class Trainer {
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void print_summary() const;
-  void record_validation(int64_t step, double loss);
   // Pipeline: a value of the last stage, to every stage (so that rank 0 can report it).
   double from_last_stage(double value);
   // Collective over the data group: every replica must hold bitwise the same parameters.
@@ -143,9 +143,7 @@ class Trainer {
   BalanceMonitor balance_;
 
   // The state of the run.
-  std::unique_ptr<metrics::MetricsFile> metrics_;  // rank 0
-  std::unique_ptr<metrics::RunProgress> progress_;  // rank 0: ETA and the end-of-run totals
-  double peak_tflops_ = 0;                          // rank 0: the measured GEMM peak, for MFU
+  StepLog log_;  // metrics.h5 and the console lines (rank 0; closed elsewhere)
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
   std::string run_id_;
   ckpt::Lineage lineage_;          // rank 0: what this run continues (ckpt/lineage.hpp)

@@ -43,14 +43,14 @@ void Trainer::balance_after(int64_t completed, const StepResult& result) {
   const auto measured = balance_.add_step(warm_up ? pipeline::StepTimes{} : result.pipeline,
                                           warm_up ? 0 : runner_->micro_batches(), completed, *collectives_.world);
   if (!measured) return;
-  balance_.record(completed, *measured, metrics_.get());
+  balance_.record(completed, *measured, log_.metrics());
   // Every rank holds the same figures (gathered by all), so every rank decides the same.
   const BalanceSettings& b = settings_.balance;
   bool moved = false;
   if (b.replicas && dp_size_ > 1) {
     pipeline::Decision shares = pipeline::decide_shares(*measured, shares_, b.threshold, b.margin);
     if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, shares_, "replica", "micro_batches",
-               metrics_.get()))
+               log_.metrics()))
       apply_shares(shares.counts, completed), moved = true;
   }
   if (b.pipeline && pp_size_ > 1) {
@@ -60,7 +60,7 @@ void Trainer::balance_after(int64_t completed, const StepResult& result) {
       if (!problem.empty()) split.move = false, split.why += "; but it does not fit: " + problem + ": no move";
     }
     if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, stage_layers_, "stage", "blocks",
-               metrics_.get()))
+               log_.metrics()))
       move_blocks(split.counts, completed), moved = true;
   }
   if (b.micro_batches != "fixed") balance_micro_batches(completed, *measured, moved);
@@ -99,10 +99,10 @@ void Trainer::balance_micro_batches(int64_t completed, const pipeline::BalanceFi
   count_hysteresis_.apply(count, completed, b.cooldown);
   if (proposed || measured.stage_ratio() > b.threshold || report_next_count_) print0(after + count.why);
   report_next_count_ = false;
-  if (metrics_) {
-    metrics_->append_int("balance/micro_batches", count.move ? count.counts[0] : micro_batches_);
-    metrics_->append_int("balance/micro_batch", count.move ? sequences / count.counts[0] : B_);
-    metrics_->append("balance/micro_batches_predicted_ms", count.predicted_ms);
+  if (log_.metrics()) {
+    log_.metrics()->append_int("balance/micro_batches", count.move ? count.counts[0] : micro_batches_);
+    log_.metrics()->append_int("balance/micro_batch", count.move ? sequences / count.counts[0] : B_);
+    log_.metrics()->append("balance/micro_batches_predicted_ms", count.predicted_ms);
   }
   if (count.move) apply_micro_batches(count.counts[0], completed);
 }

@@ -147,13 +147,13 @@ bool Trainer::checkpoint_boundary(int64_t completed) {
   const bool stop = signal != 0;
   const std::string kind = stop || flags[2] != 0 ? "full" : flags[1] != 0 ? "fast" : "";
   if (!kind.empty()) {
-    if (metrics_) metrics_->sync();  // rows up to this step on disk before the checkpoint names it
+    if (log_.metrics()) log_.metrics()->sync();  // rows up to this step on disk before the checkpoint names it
     checkpointer_->save(kind, state_view(), metadata(completed));
     if (kind == "full") last_full_step_ = completed;
   }
   if (stop) checkpointer_->wait();  // the stop checkpoint written before the ranks exit
   const std::vector<ckpt::WriteRecord> records = record_checkpoints();
-  if (!kind.empty() && metrics_) metrics_->flush();
+  if (!kind.empty() && log_.metrics()) log_.metrics()->flush();
   if (!stop) return false;
   if (records.empty() || !records.back().error.empty())
     throw RunFailure(std::string("stopped by ") + stop_signal_name(signal) + " after step " + std::to_string(completed) +
@@ -168,15 +168,15 @@ std::vector<ckpt::WriteRecord> Trainer::record_checkpoints() {
   const std::vector<ckpt::WriteRecord> records = checkpointer_->take_records();
   for (const ckpt::WriteRecord& r : records) {
     if (r.kind == "full" && r.step == steps_) final_full_ = r;  // the same on every rank
-    if (!metrics_) continue;
-    metrics_->append_int("checkpoint/step", r.step);
-    metrics_->append_int("checkpoint/full", r.kind == "full" ? 1 : 0);
-    metrics_->append_int("checkpoint/ok", r.error.empty() ? 1 : 0);
-    metrics_->append("checkpoint/bytes", static_cast<double>(r.bytes));
-    metrics_->append("checkpoint/write_s", r.write_seconds);
-    metrics_->append("checkpoint/verify_s", r.verify_seconds);
-    metrics_->append("checkpoint/gb_per_s", r.bytes / 1e9 / std::max(r.write_seconds, 1e-9));
-    metrics_->append("checkpoint/blocking_ms", r.blocking_seconds * 1e3);
+    if (!log_.metrics()) continue;
+    log_.metrics()->append_int("checkpoint/step", r.step);
+    log_.metrics()->append_int("checkpoint/full", r.kind == "full" ? 1 : 0);
+    log_.metrics()->append_int("checkpoint/ok", r.error.empty() ? 1 : 0);
+    log_.metrics()->append("checkpoint/bytes", static_cast<double>(r.bytes));
+    log_.metrics()->append("checkpoint/write_s", r.write_seconds);
+    log_.metrics()->append("checkpoint/verify_s", r.verify_seconds);
+    log_.metrics()->append("checkpoint/gb_per_s", r.bytes / 1e9 / std::max(r.write_seconds, 1e-9));
+    log_.metrics()->append("checkpoint/blocking_ms", r.blocking_seconds * 1e3);
   }
   return records;
 }
@@ -199,7 +199,7 @@ void Trainer::count_bad_step(int64_t step, const StepResult& result) {
   const int64_t limit = settings_.step.max_bad_steps;
   if (bad_in_a_row_ <= limit) return;
   checkpointer_->wait();
-  if (metrics_) metrics_->flush();
+  if (log_.metrics()) log_.metrics()->flush();
   char values[96];
   std::snprintf(values, sizeof values, "loss %g, gradient norm %g", result.loss, result.grad_norm);
   throw RunFailure(std::to_string(bad_in_a_row_) + " steps in a row up to step " + std::to_string(step + 1) +
