@@ -77,7 +77,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
 void StepFigureLog::record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics) {
   const std::vector<double> mine = measure(result, collectives).values();
   const int world = grid_.world_size(), n = static_cast<int>(mine.size());
-  std::vector<double> all(world_rank() == 0 ? static_cast<size_t>(world) * n : 0);
+  std::vector<double> all(collectives.world->rank() == 0 ? static_cast<size_t>(world) * n : 0);
   collectives.world->gather(mine.data(), all.data(), n, DType::f64, 0, Stream{}).wait();
   if (!metrics) return;
   // The maximum of each figure over each stage's ranks, and over all of them.

@@ -72,13 +72,14 @@ kernels::Context model_context(const Job& job) {
   return ctx;
 }
 
-// This rank's part of the model, its kernels prepared and its parameters initialised.
-std::unique_ptr<model::Gpt2> build_model(const Job& job, const model::GptConfig& config, const RecomputeChoice& recompute,
-                                         const std::vector<int>& stage_layers, kernels::Context& ctx,
-                                         comm::Communicator& tensor) {
+// This rank's part of the model (world rank `rank`), its kernels prepared and its parameters
+// initialised.
+std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::GptConfig& config,
+                                         const RecomputeChoice& recompute, const std::vector<int>& stage_layers,
+                                         kernels::Context& ctx, comm::Communicator& tensor) {
   const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(stage_layers, job.grid, world_rank());
+  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank);
   tensor_group.collectives = &tensor;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
@@ -109,14 +110,15 @@ std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const
   return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
 }
 
-// `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches').
-std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, model::Gpt2& model,
+// `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
+// debug.slowdown's factor of world rank `rank`.
+std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, int rank, model::Gpt2& model,
                                                       comm::Communicator& pipeline, int64_t micro_batches,
                                                       int micro_batch) {
   auto runner = std::make_unique<pipeline::PipelineRunner>(
       model, pipeline, pipeline::parse_schedule(settings.step.schedule), static_cast<int>(micro_batches), micro_batch,
       settings.train.seq_len);
-  runner->set_slowdown(settings.debug.slowdown_of(world_rank()));
+  runner->set_slowdown(settings.debug.slowdown_of(rank));
   return runner;
 }
 
@@ -147,6 +149,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       settings_(job.settings),
       groups_(groups),
       collectives_(groups, job.topology, job.settings.comm.collectives),
+      rank_(collectives_.world->rank()),
       dp_rank_(collectives_.dp_rank()),
       dp_size_(collectives_.dp_size()),
       pp_rank_(collectives_.pp_rank()),
@@ -158,12 +161,12 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       recompute_(checked_recompute(job, config_)),
       ctx_(model_context(job)),
       stage_layers_(stage_layer_counts(job.settings, pp_size_)),
-      model_(build_model(job, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
+      model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16 ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
                                                                     : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
-      runner_(make_runner(settings_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
+      runner_(make_runner(settings_, rank_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
                           settings_.train.micro_batch)),
       hooks_(FaultHooks::install(settings_.debug)),
       B_(settings_.train.micro_batch),
@@ -185,7 +188,7 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   reducer_.reset();
   model_.reset();
   stage_layers_ = split;
-  model_ = build_model(job_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor);
+  model_ = build_model(job_, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
   rebuild_runner();
@@ -194,7 +197,7 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
 void Trainer::rebuild_runner() {
   runner_.reset();
   // The new runner re-sizes the model's activation slots for B_ (Gpt2::prepare).
-  runner_ = make_runner(settings_, *model_, *collectives_.pipeline, micro_batches_, B_);
+  runner_ = make_runner(settings_, rank_, *model_, *collectives_.pipeline, micro_batches_, B_);
   runner_->set_micro_batches(shares_[dp_rank_]);
 }
 
@@ -335,7 +338,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, groups_.world());
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
-  if (world_rank() == 0) {
+  if (rank_ == 0) {
     try {
       auto attributes = deck_attributes(job_, run_id_, lineage_);
       // The memory rank 0's model shares (its host's, or its device's) and with how many ranks:
@@ -397,7 +400,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole = gather_whole_model(*model_, stage_layers_, job_.grid, *collectives_.world);
-  if (world_rank() == 0) {
+  if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history
       model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());

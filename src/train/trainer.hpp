@@ -117,6 +117,7 @@ class Trainer {
   // the reducer and the runner hold references into them), then the data, the memory decision
   // (checked before the model's first buffer), the model, and what works on the model.
   RunCollectives collectives_;
+  const int rank_;  // in the world
   const int dp_rank_, dp_size_, pp_rank_, pp_size_;
   const std::unique_ptr<data::TokenData> train_data_, val_data_;
   const int64_t val_windows_;

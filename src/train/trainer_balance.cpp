@@ -174,7 +174,7 @@ void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   rebuild_model(split);
   const std::string problem = ckpt::read_checkpoint(path, groups_.world(), state_view());
   if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
-  if (world_rank() == 0) std::remove(path.c_str());
+  if (rank_ == 0) std::remove(path.c_str());
   warm_step_ = completed;  // the next step creates its primitives and touches new memory
   char text[160];
   std::snprintf(text, sizeof text, "balance: moved blocks after step %lld: stages %s -> %s (%.1f MB of state, %.2f s)",
