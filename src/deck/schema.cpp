@@ -130,8 +130,8 @@ std::vector<KeySpec> build_schema() {
       choice("kernels.arithmetic", "native", {"native", "portable"},
              "how the CPU kernels sum: native (oneDNN and loops vectorized for this CPU: the fastest, "
              "bits that depend on the CPU's instruction set) or portable (our own kernels in one fixed "
-             "order: the same bits on every x86-64 CPU for the same thread count, several times slower; "
-             "kernels.device = cpu only)"),
+             "order, no oneDNN: the same bits on every x86-64 CPU with FMA, any build target and thread count; "
+             "about twice as slow; kernels.device = cpu or guard)"),
       // [cuda]
       boolean("cuda.graphs", "false",
               "record each micro-batch's forward and backward once as a graph and replay it (CUDA "
