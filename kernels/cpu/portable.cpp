@@ -30,7 +30,8 @@ inline float load(const void* base, int64_t offset, OperandType type) {
 void pack_columns(float* panel, const Gemm& g, const void* b, int batch, int head, int n0, int width) {
   const int64_t base = batch * g.b.batch + head * g.b.head;
   for (int k = 0; k < g.K; ++k)
-    for (int j = 0; j < width; ++j) panel[static_cast<size_t>(k) * kColumns + j] = load(b, base + k * g.b.row + (n0 + j) * g.b.col, g.operands);
+    for (int j = 0; j < width; ++j)
+      panel[static_cast<size_t>(k) * kColumns + j] = load(b, base + k * g.b.row + (n0 + j) * g.b.col, g.operands);
 }
 
 // c[m, n0 : n0 + width) of one matrix: per row, the columns' sums over k in turn.
@@ -55,7 +56,6 @@ void column_block(const Gemm& g, float* c, const void* a, const float* panel, co
 }  // namespace
 
 void portable_gemm(const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
-  if (g.M == 0 || g.N == 0 || g.batch == 0 || g.heads == 0) return;
   const int blocks = (g.N + kColumns - 1) / kColumns;
   const int64_t tasks = int64_t(g.batch) * g.heads * blocks;
 #pragma omp parallel
@@ -93,10 +93,11 @@ void portable_layernorm_forward(float* out, float* mean, float* variance, const 
 
 void portable_layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                  const float* weight, const float* mean, const float* variance, int N, int C) {
+  std::vector<float> rstds(static_cast<size_t>(N));
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const size_t row = static_cast<size_t>(n) * C;
-    const float rstd = layernorm_rstd(variance[n]);
+    const float rstd = rstds[n] = layernorm_rstd(variance[n]);
     float dxhat_sum = 0.0f, dxhat_xhat_sum = 0.0f;
     for (int c = 0; c < C; ++c) {
       const float dxhat = dout[row + c] * weight[c];
@@ -114,7 +115,7 @@ void portable_layernorm_backward(float* dinp, float* dweight, float* dbias, cons
     float dw = 0.0f, db = 0.0f;
     for (int n = 0; n < N; ++n) {
       const size_t at = static_cast<size_t>(n) * C + c;
-      dw += dout[at] * ((inp[at] - mean[n]) * layernorm_rstd(variance[n]));
+      dw += dout[at] * ((inp[at] - mean[n]) * rstds[n]);
       db += dout[at];
     }
     dweight[c] += dw;

@@ -22,7 +22,8 @@
 
 namespace trident::kernels::cpu {
 
-// The GEMM as run_gemm describes it (kernels/cpu/matmul.hpp), operands of g.operands' type.
+// The GEMM as run_gemm describes it (kernels/cpu/matmul.hpp), operands of g.operands' type;
+// run_gemm sends it only non-empty ones.
 void portable_gemm(const Gemm& g, float* c, const void* a, const void* b, const float* bias);
 
 // As kernels::layernorm_forward / layernorm_backward (kernels/ops.inc).

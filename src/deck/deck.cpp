@@ -204,10 +204,16 @@ std::string Deck::cite(const std::string& key) const {
   return key + " = " + printable(entry.text) + " (" + entry.origin.describe() + ")";
 }
 
+std::string ini_comment(const std::string& text) {
+  std::ostringstream out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";
+  return out.str();
+}
+
 std::string Deck::to_ini(const std::string& header_comment) const {
   std::ostringstream out;
-  std::istringstream header(header_comment);
-  for (std::string line; std::getline(header, line);) out << "# " << line << "\n";
+  out << ini_comment(header_comment);
   for (const std::string& section : sections()) {
     out << "\n[" << section << "]\n";
     for (const KeySpec& spec : schema()) {

@@ -59,6 +59,9 @@ class Deck {
   std::map<std::string, Entry> entries_;
 };
 
+// Each line of `text` as an INI comment ("# line\n"): the header of a written deck.
+std::string ini_comment(const std::string& text);
+
 // "Did you mean 'model.layers'?" for an unknown key (full "section.name" or a bare name), or "".
 std::string suggest_key(const std::string& unknown);
 std::string suggest_section(const std::string& unknown);

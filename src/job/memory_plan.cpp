@@ -239,7 +239,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.bucket_mb = settings.reduce.bucket_mb;
   in.async_checkpoint = settings.checkpoint.async;
   in.precision = settings.precision.name;
-  in.low16_widened = kernels::widens_low16(device, precision_from_name(in.precision));
+  in.low16_widened = kernels::widens_low16(device, settings.precision.precision);
   if (topology) in.shared_windows = shared_windows(settings, grid, *topology);
   return in;
 }

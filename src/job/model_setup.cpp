@@ -73,11 +73,6 @@ std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
   return pipeline::stage_layer_counts(settings.model.layers, stages, given);
 }
 
-kernels::Precision precision_from_name(const std::string& name) {
-  return name == "bf16" ? kernels::Precision::bf16 : name == "fp16" ? kernels::Precision::fp16
-                                                                    : kernels::Precision::fp32;
-}
-
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank) {
   return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank);
 }

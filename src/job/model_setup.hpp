@@ -17,8 +17,6 @@ namespace trident {
 // The model of [model]. Collective in effect (every rank reads the same header): a model.init
 // file that is missing, malformed or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config(const ModelSettings& model, const deck::Record& deck);
-// "fp32" | "bf16" | "fp16" (the choices of optim.precision).
-kernels::Precision precision_from_name(const std::string& name);
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank);

@@ -64,8 +64,7 @@ ModelSettings model_settings(const deck::Deck& deck) {
 PrecisionSettings precision_settings(const deck::Deck& deck) {
   PrecisionSettings s;
   s.name = deck.get_string("optim.precision");
-  s.precision = s.name == "bf16" ? kernels::Precision::bf16
-                : s.name == "fp16" ? kernels::Precision::fp16 : kernels::Precision::fp32;
+  s.precision = precision_from_name(s.name);
   optim::LossScaleSettings& scale = s.loss_scale;
   const double fixed = deck.get_float("optim.loss_scale");
   if (fixed > 0) {  // a fixed scale: no growth, no backoff
@@ -169,6 +168,11 @@ ckpt::Settings checkpoint_settings(const deck::Deck& deck) {
 }
 
 }  // namespace
+
+kernels::Precision precision_from_name(const std::string& name) {
+  return name == "bf16" ? kernels::Precision::bf16 : name == "fp16" ? kernels::Precision::fp16
+                                                                    : kernels::Precision::fp32;
+}
 
 double DebugSettings::slowdown_of(int world_rank) const {
   for (const auto& [rank, factor] : slowdown)

@@ -151,6 +151,9 @@ struct RunSettings {
   int64_t log_interval = 1;       // metrics.log_interval
 };
 
+// "fp32" | "bf16" | "fp16" (the choices of optim.precision).
+kernels::Precision precision_from_name(const std::string& name);
+
 // Every setting of the run from a validated deck. No I/O, no MPI; a malformed link
 // (topology.link.*) or an unknown comm.backend is a UserError citing the key.
 RunSettings read_settings(const deck::Deck& deck);

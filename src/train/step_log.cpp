@@ -8,30 +8,35 @@
 
 namespace trident {
 
-StepLog::StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size)
-    : total_steps_(total_steps), log_interval_(log_interval), loss_scaled_(loss_scaled), world_size_(world_size) {}
+StepLog::StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size, double flops_per_token)
+    : total_steps_(total_steps),
+      log_interval_(log_interval),
+      loss_scaled_(loss_scaled),
+      world_size_(world_size),
+      flops_per_token_(flops_per_token) {}
 
 void StepLog::open(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
                    int64_t start_step) {
+  start_step_ = start_step;
   metrics_ = start_step > 0 ? std::make_unique<metrics::MetricsFile>(path, attributes, start_step)
                             : std::make_unique<metrics::MetricsFile>(path, attributes);
   for (const std::string& note : metrics_->recovery_notes()) warn0(note);
 }
 
-void StepLog::start(const metrics::GemmPeak& peak, const char* precision, int64_t start_step) {
+void StepLog::start(const metrics::GemmPeak& peak, const char* precision) {
   if (!metrics_) return;
   peak_tflops_ = peak.tflops;
-  progress_ = std::make_unique<metrics::RunProgress>(total_steps_, start_step);
+  progress_ = std::make_unique<metrics::RunProgress>(total_steps_, start_step_);
   char line[160];
   std::snprintf(line, sizeof line, "MFU against the measured %s GEMM peak of rank 0: %.1f GFLOP/s (%d^3)", precision,
                 peak_tflops_ * 1e3, peak.n);
   print0(line);
 }
 
-void StepLog::step(int64_t step, const StepResult& r, double tokens, double flops_per_token, int64_t start_step) {
+void StepLog::step(int64_t step, const StepResult& r, double tokens) {
   if (!metrics_) return;  // only rank 0 writes metrics and prints
   const double tokens_per_s = tokens / r.seconds;
-  const double tflops = tokens_per_s * flops_per_token / 1e12;
+  const double tflops = tokens_per_s * flops_per_token_ / 1e12;
   progress_->step_done(step + 1, tokens, r.seconds);
   const MemoryUsage memory = memory_usage();
   metrics_->append_int("step", step + 1);
@@ -44,7 +49,7 @@ void StepLog::step(int64_t step, const StepResult& r, double tokens, double flop
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
   metrics_->append_int("skipped", r.skipped ? 1 : 0);
   if (loss_scaled_) metrics_->append("loss_scale", r.loss_scale);
-  if ((step + 1) % log_interval_ != 0 && step + 1 != total_steps_ && step != start_step && !r.skipped) return;
+  if ((step + 1) % log_interval_ != 0 && step + 1 != total_steps_ && step != start_step_ && !r.skipped) return;
   print0(console_line(step, r, tokens_per_s, tflops));
   metrics_->flush();
 }

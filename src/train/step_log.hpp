@@ -20,20 +20,21 @@ namespace trident {
 class StepLog {
  public:
   // total_steps: train.steps; log_interval: metrics.log_interval; loss_scaled: fp16 (its scale
-  // logged); world_size: the ranks sharing the job's FLOPs (MFU is per rank).
-  StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size);
+  // logged); world_size: the ranks sharing the job's FLOPs (MFU is per rank); flops_per_token:
+  // the model's training FLOPs per token.
+  StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size, double flops_per_token);
 
-  // Rank 0: metrics.h5 (created, or continued after `start_step` steps) with `attributes`.
-  // Throws std::runtime_error when it cannot be written.
+  // Rank 0: metrics.h5 (created, or continued after `start_step` steps: the run resumed there)
+  // with `attributes`. Throws std::runtime_error when it cannot be written.
   void open(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
             int64_t start_step);
   // Rank 0, after open: the GEMM peak MFU is measured against (printed), and the progress
-  // from `start_step`.
-  void start(const metrics::GemmPeak& peak, const char* precision, int64_t start_step);
+  // from open's start step.
+  void start(const metrics::GemmPeak& peak, const char* precision);
 
   // Step `step` (0-based) done: its row, and its console line when due. tokens: the step's,
-  // all replicas; flops_per_token: the model's training FLOPs per token.
-  void step(int64_t step, const StepResult& result, double tokens, double flops_per_token, int64_t start_step);
+  // all replicas.
+  void step(int64_t step, const StepResult& result, double tokens);
   void validation(int64_t step, double loss);
   void add_evaluation(double seconds);
   void add_checkpoint(double seconds);
@@ -48,6 +49,8 @@ class StepLog {
   const int64_t total_steps_, log_interval_;
   const bool loss_scaled_;
   const int world_size_;
+  const double flops_per_token_;
+  int64_t start_step_ = 0;  // the step the run started or resumed at (its first line is printed)
   std::unique_ptr<metrics::MetricsFile> metrics_;
   std::unique_ptr<metrics::RunProgress> progress_;
   double peak_tflops_ = 0;  // the measured GEMM peak, for MFU

@@ -59,7 +59,8 @@ int64_t checked_windows(const data::TokenData& train, const data::TokenData& val
 
 // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
 RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config) {
-  const RecomputeChoice recompute = choose_recompute(job.device, job.settings, job.record, job.grid, config, &job.topology);
+  const RecomputeChoice recompute =
+      choose_recompute(job.device, job.settings, job.record, job.grid, config, &job.topology);
   check_memory_fits(job.device, job.settings, job.record, job.grid, config, &job.topology, recompute);
   return recompute;
 }
@@ -89,7 +90,8 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_graphs(job.settings.kernels.graphs);
-  model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);  // every GEMM primitive, also in --check
+  // Every GEMM primitive, also in --check.
+  model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);
   initialise_parameters(job.settings, *model);
   return model;
 }
@@ -107,7 +109,8 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Gpt2& model,
                                              const dp::GradientReducer& reducer) {
   const dp::Shard shard = reducer.shard();
-  return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin, shard.end);
+  return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin,
+                                        shard.end);
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
@@ -162,8 +165,9 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       ctx_(model_context(job)),
       stage_layers_(stage_layer_counts(job.settings, pp_size_)),
       model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
-      loss_scaler_(model_->precision() == kernels::Precision::fp16 ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
-                                                                    : nullptr),
+      loss_scaler_(model_->precision() == kernels::Precision::fp16
+                       ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
+                       : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
       runner_(make_runner(settings_, rank_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
@@ -176,7 +180,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
       figures_(job.grid, pp_size_),
       balance_(settings_.balance, job.grid),
-      log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size()),
+      log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
       memory_(model_memory(job.device)) {}
@@ -264,7 +268,7 @@ StepResult Trainer::train_step(int64_t step) {
 void Trainer::record_step(int64_t step, const StepResult& r) {
   figures_.record(r, collectives_, log_.metrics());
   const double tokens = static_cast<double>(micro_batches_) * dp_size_ * B_ * T_;
-  log_.step(step, r, tokens, flops_per_token_, start_step_);
+  log_.step(step, r, tokens);
 }
 
 // The end-of-run summary: traffic, peak memory, and the pipeline bubble measured (per stage,
@@ -274,9 +278,6 @@ void Trainer::print_summary() const {
   for (const std::string& line : figures_.summary(micro_batches_)) print0(line);
 }
 
-// ‖g‖² over the whole model: the tensors split over the tensor group add their parts over it,
-// the replicated ones count once; with ZeRO-1 each replica holds the final gradients of its
-// shard only, and the shards add up over the data group.
 std::string Trainer::memory_report(bool bytes) const {
   plan::MemoryInputs in = memory_inputs(job_.device, job_.settings, job_.grid, model_->config(), &job_.topology);
   in.recompute = recompute_.mode;
@@ -361,7 +362,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
          " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
   if (log_.metrics())
     log_.start(metrics::measure_gemm_peak(model_->context(), model_->precision()),
-               kernels::precision_name(model_->precision()), start_step_);
+               kernels::precision_name(model_->precision()));
   // Evaluation and checkpoints, timed for the end-of-run summary.
   auto validate = [&](int64_t step) {
     const auto start = SteadyClock::now();
