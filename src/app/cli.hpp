@@ -38,6 +38,8 @@ std::string command_help(const std::string& command);
 namespace trident {
 
 // load_job (job/job.hpp) on the deck and overrides of a parsed command line.
-inline Job load_job(const cli::CommandLine& line) { return load_job(line.deck_path, line.overrides); }
+inline Job load_job(comm::Communicator& world, const cli::CommandLine& line) {
+  return load_job(world, line.deck_path, line.overrides);
+}
 
 }  // namespace trident

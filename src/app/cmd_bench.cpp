@@ -79,9 +79,9 @@ int compare_precisions(const Job& job, const std::string& precision, int warmup,
 }
 
 }  // namespace
-int run_checkpoint_bench(const Job& job, int repeats);                   // checkpoint_bench.cpp
+int run_checkpoint_bench(comm::Communicator& world, const Job& job, int repeats);                   // checkpoint_bench.cpp
 
-int run_bench(const std::vector<std::string>& args) {
+int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   bool gemm = false, kernels = false, checkpoint = false, no_gemm = false, bf16 = false;
   std::string compare;  // --compare=bf16|fp16
@@ -111,8 +111,8 @@ int run_bench(const std::vector<std::string>& args) {
            "same bytes to the same directory, and the restart time (any number of ranks).");
     return kExitOk;
   }
-  const Job job = load_job(line);
-  if (checkpoint) return run_checkpoint_bench(job, steps);
+  const Job job = load_job(world, line);
+  if (checkpoint) return run_checkpoint_bench(world, job, steps);
   const model::GptConfig config = model_config(job.settings.model, job.record);
   const int B = job.settings.train.micro_batch;
   const int T = job.settings.train.seq_len;

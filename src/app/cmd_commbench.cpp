@@ -12,7 +12,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/wrappers/emulated_links.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "job/job.hpp"
@@ -30,24 +30,24 @@ struct Row {
 };
 
 // Seconds of `iterations` runs on freshly filled data, the slowest rank's.
-double time_runs(const Row& row, std::vector<float>& data, int iterations) {
+double time_runs(comm::Communicator& world, const Row& row, std::vector<float>& data, int iterations) {
   row.fill(data);
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  world.barrier(Stream{}).wait();
   const double start = steady_seconds();
   for (int i = 0; i < iterations; ++i) row.run(data);
   double seconds = steady_seconds() - start;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  world.all_reduce(&seconds, 1, DType::f64, comm::Op::Max, Stream{}).wait();
   return seconds;
 }
 
 // Mean seconds per run of each row, the rows' runs interleaved in rounds, so that a drift of the
 // host's speed during the measurement hits every row alike and their ratios hold. (The caller's
 // exactness check has run each row once already: that is its warm-up.)
-std::vector<double> interleaved_means(const std::vector<Row>& rows, std::vector<float>& data, int rounds,
-                                      int per_round) {
+std::vector<double> interleaved_means(comm::Communicator& world, const std::vector<Row>& rows, std::vector<float>& data,
+                                      int rounds, int per_round) {
   std::vector<double> total(rows.size(), 0.0);
   for (int round = 0; round < rounds; ++round)
-    for (size_t r = 0; r < rows.size(); ++r) total[r] += time_runs(rows[r], data, per_round);
+    for (size_t r = 0; r < rows.size(); ++r) total[r] += time_runs(world, rows[r], data, per_round);
   for (double& t : total) t /= rounds * per_round;
   return total;
 }
@@ -129,7 +129,7 @@ std::pair<double, double> level_figures(comm::MpiCommunicator& c) {
 
 }  // namespace
 
-int run_commbench(const std::vector<std::string>& args) {
+int run_commbench(comm::Communicator& world, const std::vector<std::string>& args) {
   const cli::CommandLine line = cli::parse_command_line("commbench", args);
   if (line.help) {
     print0("usage: mpirun -np N trident commbench DECK [--section.key=value ...]\n"
@@ -139,29 +139,31 @@ int run_commbench(const std::vector<std::string>& args) {
            cli::command_help("commbench"));
     return kExitOk;
   }
-  const Job job = load_job(line);
+  const Job job = load_job(world, line);
   const comm::CollectiveSettings& settings = job.settings.comm.collectives;
   comm::CollectiveSettings hierarchical_settings = settings;
   hierarchical_settings.algo = "auto";
-  comm::GroupCollectives world(MPI_COMM_WORLD, job.topology, "world", hierarchical_settings);
-  const comm::EmulatedLinks emulated(world, settings.links);  // every level's steps at the link model's speed
-  const int n = world.flat().size();
-  print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + world.describe());
+  comm::GroupCollectives group(world, job.topology, "world", hierarchical_settings);
+  const comm::EmulatedLinks emulated(group, settings.links);  // every level's steps at the link model's speed
+  const int n = group.flat().size();
+  print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + group.describe());
   print0("#      size       count  collective      algorithm     time(us)  algbw(GB/s)  busbw(GB/s)  #wrong");
   size_t total_wrong = 0;
   for (size_t bytes : {size_t(0), size_t(4) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20}) {
     std::vector<float> data(bytes / sizeof(float));
-    const std::vector<Row> table = rows(world, world.flat(), n, world.span() == topo::Level::Node);
+    const std::vector<Row> table = rows(group, group.flat(), n, group.span() == topo::Level::Node);
     std::vector<size_t> wrong(table.size());
     for (size_t r = 0; r < table.size(); ++r) {  // exact? (and each row's warm-up)
       table[r].fill(data);
       table[r].run(data);
       wrong[r] = table[r].wrong(data);
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong[r], 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD));
+      double everywhere = static_cast<double>(wrong[r]);  // exact in f64 up to 2^53 elements
+      world.all_reduce(&everywhere, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
+      wrong[r] = static_cast<size_t>(everywhere);
       total_wrong += wrong[r];
     }
     const bool large = bytes >= (size_t(16) << 20);
-    const std::vector<double> seconds = interleaved_means(table, data, large ? 3 : 5, large ? 1 : 4);
+    const std::vector<double> seconds = interleaved_means(world, table, data, large ? 3 : 5, large ? 1 : 4);
     for (size_t r = 0; r < table.size(); ++r) {
       const double algbw = bytes / seconds[r] / 1e9;
       char text[200];
@@ -175,7 +177,7 @@ int run_commbench(const std::vector<std::string>& args) {
   const std::string dir = job.settings.train.run_dir;
   std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
   const char* names[] = {"node", "rack", "cross_rack"};
-  comm::MpiCommunicator* levels[] = {&world.level(0), &world.level(1), &world.level(2)};
+  comm::MpiCommunicator* levels[] = {&group.level(0), &group.level(1), &group.level(2)};
   for (int l = 0; l < 3; ++l) {
     const auto [latency, busbw] = level_figures(*levels[l]);
     char text[160];
@@ -183,7 +185,7 @@ int run_commbench(const std::vector<std::string>& args) {
                   levels[l]->size(), latency * 1e6, busbw / 1e9);
     links += text;
   }
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "/links.ini") << links;
   }

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "data/token_data.hpp"
 #include "model/llmc_io.hpp"
 #include "app/cli.hpp"
@@ -26,9 +26,10 @@ namespace po = boost::program_options;
 namespace {
 
 // Checked against the memory model before its first buffer (exit 2 with the figures).
-std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx, const std::string& command) {
+std::unique_ptr<model::Gpt2> deck_model(comm::Communicator& world, const Job& job, kernels::Context& ctx,
+                                        const std::string& command) {
   const model::GptConfig config = model_config(job.settings.model, job.record);
-  check_whole_model_fits(job.device, job.settings, job.record, config, command);
+  check_whole_model_fits(world, job.device, job.settings, job.record, config, command);
   auto gpt = std::make_unique<model::Gpt2>(config, ctx);
   initialise_parameters(job.settings, *gpt);
   return gpt;
@@ -36,7 +37,7 @@ std::unique_ptr<model::Gpt2> deck_model(const Job& job, kernels::Context& ctx, c
 
 }  // namespace
 
-int run_eval(const std::vector<std::string>& args) {
+int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   const cli::CommandLine line = cli::parse_command_line("eval", args);
   if (line.help) {
     print0("Prints the validation loss of the deck's model (model.init, or random from\n"
@@ -44,10 +45,10 @@ int run_eval(const std::vector<std::string>& args) {
            cli::command_help("eval"));
     return kExitOk;
   }
-  const Job job = load_job(line);
+  const Job job = load_job(world, line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx = job.device;
-  auto gpt = deck_model(job, ctx, "eval");
+  auto gpt = deck_model(world, job, ctx, "eval");
   require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
   const int vocab = job.settings.model.vocab;
@@ -68,7 +69,7 @@ int run_eval(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int run_export(const std::vector<std::string>& args) {
+int run_export(comm::Communicator& world, const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   if (rest.size() < 2 || rest[0] == "--help" || rest[0] == "-h") {
     print0("usage: trident export DECK OUT.bin [--section.key=value ...]\n"
@@ -77,18 +78,18 @@ int run_export(const std::vector<std::string>& args) {
   }
   const std::string out = rest[1];
   rest.erase(rest.begin() + 1);
-  const Job job = load_job(cli::parse_command_line("export", rest));
+  const Job job = load_job(world, cli::parse_command_line("export", rest));
   kernels::Context ctx = job.device;
-  auto gpt = deck_model(job, ctx, "export");
+  auto gpt = deck_model(world, job, ctx, "export");
   std::string error;
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     try {
       model::write_llmc_model(out, gpt->config(), gpt->host_params().data());
     } catch (const std::runtime_error& e) {
       error = e.what();
     }
   }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
+  comm::agree_on_error(world, error, 0);
   print0("wrote " + out + " (" + std::to_string(gpt->num_parameters()) + " parameters, llm.c fp32)");
   return kExitOk;
 }

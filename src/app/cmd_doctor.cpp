@@ -145,7 +145,7 @@ diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
   return run;
 }
 
-int run_doctor(const std::vector<std::string>& args) {
+int run_doctor(comm::Communicator& world, const std::vector<std::string>& args) {
   po::options_description options;
   options.add_options()("help,h", "")("budget_gb", po::value<double>(), "")("dirs", po::value<std::vector<std::string>>(), "");
   const po::variables_map values = cli::parse_without_deck(args, options, "dirs", kDoctorUsage);

@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "core/printable.hpp"
 #include "model/kv_cache.hpp"
 #include "model/llmc_io.hpp"
@@ -106,7 +106,7 @@ struct WholeModel {
 };
 
 // A checkpoint of any layout, read whole onto this rank (the reader takes every element).
-WholeModel from_checkpoint(const Job& job, const std::string& path) {
+WholeModel from_checkpoint(comm::Communicator& world, const Job& job, const std::string& path) {
   const std::string not_file = regular_file_problem(path);
   if (!not_file.empty())
     fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
@@ -116,22 +116,22 @@ WholeModel from_checkpoint(const Job& job, const std::string& path) {
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
   }
-  check_whole_model_fits(job.device, job.settings, job.record, m.config, "generate");
+  check_whole_model_fits(world, job.device, job.settings, job.record, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   ckpt::StateView state;
   state.config = m.config;
   state.params = m.params.data();
-  const std::string problem = ckpt::read_checkpoint(path, MPI_COMM_WORLD, state);
+  const std::string problem = ckpt::read_checkpoint(path, world, state);
   if (!problem.empty()) fatal_all("checkpoint '" + printable(path) + "': " + problem + "; trident inspect says more");
   return m;
 }
 
 // The deck's model: the llm.c file of model.init (checked against the deck), or random.
-WholeModel from_deck(const Job& job) {
+WholeModel from_deck(comm::Communicator& world, const Job& job) {
   const RunSettings& settings = job.settings;
   WholeModel m;
   m.config = model_config(settings.model, job.record);  // a model file's header checked against its size
-  check_whole_model_fits(job.device, job.settings, job.record, m.config, "generate");
+  check_whole_model_fits(world, job.device, job.settings, job.record, m.config, "generate");
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   if (!settings.model.from_file()) {
     model::init_params(m.config, m.params.data(), settings.train.seed);
@@ -173,18 +173,18 @@ std::vector<uint16_t> continue_text(model::KvDecoder& decoder, const std::vector
 
 }  // namespace
 
-int run_generate(const std::vector<std::string>& args) {
+int run_generate(comm::Communicator& world, const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     print0(kGenerateUsage);
     return args.empty() ? kExitUserError : kExitOk;
   }
   const GenerateArgs a = parse_generate(args);
-  const Job job = load_job(cli::parse_command_line("generate", a.rest));
+  const Job job = load_job(world, cli::parse_command_line("generate", a.rest));
   if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
   if (!a.checkpoint.empty() && job.settings.model.from_file())
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
-  const WholeModel m = a.checkpoint.empty() ? from_deck(job) : from_checkpoint(job, a.checkpoint);
+  const WholeModel m = a.checkpoint.empty() ? from_deck(world, job) : from_checkpoint(world, job, a.checkpoint);
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
@@ -195,7 +195,7 @@ int run_generate(const std::vector<std::string>& args) {
   const std::vector<uint16_t> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print0(a.prompt + tokenizer.decode(out));
-  if (world_rank() == 0)
+  if (world.rank() == 0)
     std::fprintf(stderr, "generated %d tokens after a prompt of %zu in %.3f s (the prompt's steps included): %.1f tokens/s\n",
                  a.tokens, prompt.size(), seconds, out.size() / seconds);
   return kExitOk;

@@ -1,8 +1,8 @@
 // `trident --help` and `trident --version`.
-#include <mpi.h>
 
 #include <string>
 
+#include "comm/world.hpp"
 #include "kernels/build_info.hpp"
 #include "core/version.hpp"
 #include "app/commands.hpp"
@@ -41,10 +41,7 @@ std::string main_help() {
 }
 
 std::string version_text() {
-  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int length = 0;
-  MPI_Get_library_version(mpi_version, &length);
-  std::string mpi(mpi_version, length);
+  std::string mpi = comm::mpi_library_version();
   mpi = mpi.substr(0, mpi.find_first_of(",\n"));
   return "trident " TRIDENT_VERSION "\nMPI: " + mpi + "\n" + kernels::accelerator_summary();
 }

@@ -7,11 +7,12 @@
 #include <stdexcept>
 
 #include "ckpt/checkpoint_file.hpp"
+#include "ckpt/datasets.hpp"
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/printable.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "app/commands.hpp"
 
 namespace trident {
@@ -67,7 +68,7 @@ std::string describe(const ckpt::Metadata& m) {
 
 }  // namespace
 
-int run_inspect(const std::vector<std::string>& args) {
+int run_inspect(comm::Communicator& world, const std::vector<std::string>& args) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     print0(kInspectUsage);
     return kExitOk;
@@ -75,12 +76,12 @@ int run_inspect(const std::vector<std::string>& args) {
   if (args.size() != 1) fatal_all(std::string("inspect takes one checkpoint file\n") + kInspectUsage);
   const std::string path = args[0];
   // By type before HDF5 opens it: a directory is not "missing", and a FIFO would block the read.
-  const std::string not_file = world_rank() == 0 ? regular_file_problem(path) : "";
+  const std::string not_file = world.rank() == 0 ? regular_file_problem(path) : "";
   std::string missing = not_file.empty() ? "" : "checkpoint '" + printable(path) + "': " + not_file +
                                                     "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)";
-  agree_on_error(missing, 0, MPI_COMM_WORLD);
+  comm::agree_on_error(world, missing, 0);
   std::string header;
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     try {
       header = describe(ckpt::read_metadata(path));
     } catch (const std::runtime_error& e) {
@@ -88,14 +89,14 @@ int run_inspect(const std::vector<std::string>& args) {
       missing = e.what();
     }
   }
-  broadcast_string(missing, 0, MPI_COMM_WORLD);
+  comm::broadcast_string(world, missing, 0);
   print0(path + ":");
   if (!missing.empty()) {
     print0("CORRUPT: " + missing);
     return kExitFault;
   }
   print0(header);
-  const std::string problem = ckpt::verify_checkpoint(path, MPI_COMM_WORLD);
+  const std::string problem = ckpt::verify_checkpoint(path, world);
   print0(problem.empty() ? "checksums: all verified" : "CORRUPT: " + problem);
   return problem.empty() ? kExitOk : kExitFault;
 }

@@ -21,14 +21,14 @@ std::string level_lines(const topo::Topology& t) {
 
 }  // namespace
 
-int run_layout(const std::vector<std::string>& args) {
+int run_layout(comm::Communicator& world, const std::vector<std::string>& args) {
   const cli::CommandLine line = cli::parse_command_line("layout", args);
   if (line.help) {
     print0(cli::command_help("layout"));
     return kExitOk;
   }
-  const Job job = load_job(line);
-  const auto groups = make_process_groups(job);
+  const Job job = load_job(world, line);
+  const auto groups = make_job_groups(world, job);
   print0("trident layout: " + job_summary(job));
   print0(level_lines(job.topology) + "\n");
   print0(rank_table(job.grid, job.topology));

@@ -15,7 +15,6 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "plan/png_plot.hpp"
 #include "plan/report.hpp"
@@ -214,12 +213,12 @@ void write_plot(const std::vector<plan::CurvePoint>& curve, const std::string& p
   print0("wrote " + path + " (predicted tokens/s against devices; red: slower than fewer devices)");
 }
 
-int calibrate(const cli::CommandLine& line, const std::string& text, const RunSettings& settings,
-              const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags);  // below
+int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std::string& text,
+              const RunSettings& settings, const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags);  // below
 
 }  // namespace
 
-int run_plan(const std::vector<std::string>& args) {
+int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   const PlanFlags flags = take_plan_flags(rest);
   const cli::CommandLine line = cli::parse_command_line("plan", rest);
@@ -232,7 +231,7 @@ int run_plan(const std::vector<std::string>& args) {
   const RunSettings settings = read_settings(deck);
   const deck::Record record(deck);
   const plan::Workload w = workload_from(settings, record);
-  if (flags.calibrate) return calibrate(line, text, settings, record, w, flags);
+  if (flags.calibrate) return calibrate(world, line, text, settings, record, w, flags);
   const plan::Hardware hw = load_hardware(flags.hardware);
   const plan::Layout base = layout_from(settings, hw);
   const std::string problem = plan::layout_problem(w, base);
@@ -324,17 +323,17 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16};
 }
 
-int calibrate(const cli::CommandLine& line, const std::string& text, const RunSettings& settings,
-              const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags) {
+int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std::string& text,
+              const RunSettings& settings, const deck::Record& deck, const plan::Workload& w, const PlanFlags& flags) {
   const std::string links_path = flags.links.empty() ? settings.train.run_dir + "/links.ini" : flags.links;
   const std::string links = read_text(links_path, "links.ini", "run trident commbench with this deck first (it writes "
                                       "RUN_DIR/links.ini), or give --links=FILE");
-  const int world = settings.parallel.tensor * settings.parallel.pipeline * settings.parallel.data;
-  const int per_node = settings.topology.ranks_per_node > 0 ? settings.topology.ranks_per_node : world;
+  const int ranks = settings.parallel.tensor * settings.parallel.pipeline * settings.parallel.data;
+  const int per_node = settings.topology.ranks_per_node > 0 ? settings.topology.ranks_per_node : ranks;
   plan::Hardware hw;
   hw.name = "this-host";
   hw.devices_per_node = per_node;
-  hw.nodes_per_rack = settings.topology.nodes_per_rack > 0 ? settings.topology.nodes_per_rack : world / per_node;
+  hw.nodes_per_rack = settings.topology.nodes_per_rack > 0 ? settings.topology.nodes_per_rack : ranks / per_node;
   try {
     plan::apply_links_ini(links, hw);
   } catch (const std::exception& e) {
@@ -343,16 +342,16 @@ int calibrate(const cli::CommandLine& line, const std::string& text, const RunSe
   // The ranks of a job on this host share its cores: one rank's share of the GEMM rate.
   const Rates rates = probe_rates(line, text, w);
   const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
-  const double share = std::min(1.0, cores / (threads * world));
+  const double share = std::min(1.0, cores / (threads * ranks));
   hw.peak_fp32 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
   hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
   hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
   hw.memory_bandwidth = rates.other_bytes_per_s * share;
-  hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / world;
+  hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
   const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
   const std::string probe = "measured by trident plan --calibrate";
   const std::map<std::string, std::string> sources = {
-      {"device.memory_gb", "this host's RAM / " + std::to_string(world) + " ranks"},
+      {"device.memory_gb", "this host's RAM / " + std::to_string(ranks) + " ranks"},
       {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), one rank's share of the cores"},
       {"device.peak_tflops_bf16", kernels::native_low16_gemm_available(kernels::Precision::bf16)
                                       ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
@@ -366,9 +365,9 @@ int calibrate(const cli::CommandLine& line, const std::string& text, const RunSe
       {"link.node_latency_us", links_path}, {"link.node_bandwidth_gbps", links_path},
       {"link.rack_latency_us", links_path}, {"link.rack_bandwidth_gbps", links_path},
       {"link.cross_rack_latency_us", links_path}, {"link.cross_rack_bandwidth_gbps", links_path}};
-  const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(world) + " ranks, " +
+  const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(ranks) + " ranks, " +
                                                         probe + " on " + deck.file_name() + "'s shapes\n", sources);
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     std::ofstream file(out);
     file << profile;
     if (!file) fatal_all("--calibrate=" + out + ": cannot write the profile; give a writable path");

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "data/bpe_files.hpp"
 #include "data/token_data.hpp"
 #include "data/tokenizer.hpp"
@@ -132,9 +132,10 @@ std::vector<uint16_t> encode_all(const data::Tokenizer& tokenizer, const std::ve
 }
 
 // Rank 0 writes the shards, the vocabulary files of a BPE and the record.
-void write_outputs(const PrepareArgs& a, const data::Tokenizer& tokenizer, const std::vector<uint16_t>& tokens, size_t val) {
+void write_outputs(comm::Communicator& world, const PrepareArgs& a, const data::Tokenizer& tokenizer,
+                   const std::vector<uint16_t>& tokens, size_t val) {
   std::string error;
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     try {
       std::filesystem::create_directories(a.out_dir);
       data::write_llmc_tokens(a.out_dir + "/train.bin", {tokens.begin(), tokens.end() - val});
@@ -145,22 +146,22 @@ void write_outputs(const PrepareArgs& a, const data::Tokenizer& tokenizer, const
       error = std::string("cannot write the prepared data: ") + e.what();
     }
   }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
+  comm::agree_on_error(world, error, 0);
 }
 
 // Every rank reads the inputs (they are small and equal) and tokenizes them; rank 0 writes.
-void prepare(const PrepareArgs& a) {
+void prepare(comm::Communicator& world, const PrepareArgs& a) {
   std::vector<std::string> texts;
   for (const std::string& path : a.inputs)
-    // 1 GiB: every rank holds the text and its tokens, and MPI broadcasts at most 2^31 bytes.
-    texts.push_back(read_on_root_and_broadcast(path, "text file", "give readable text files of at most 1 GiB",
-                                               MPI_COMM_WORLD, size_t(1) << 30));
+    // 1 GiB: every rank holds the text and its tokens, and a broadcast carries at most 2^31 words.
+    texts.push_back(comm::read_on_root_and_broadcast(world, path, "text file",
+                                                     "give readable text files of at most 1 GiB", size_t(1) << 30));
   const data::Tokenizer tokenizer = make_tokenizer(a, texts);
   const std::vector<uint16_t> tokens = encode_all(tokenizer, texts);
   const size_t val = static_cast<size_t>(tokens.size() * a.val_fraction);
   if (val < 2 || tokens.size() - val < 2)
     fatal_all("the input has only " + std::to_string(tokens.size()) + " tokens: too little to split");
-  write_outputs(a, tokenizer, tokens, val);
+  write_outputs(world, a, tokenizer, tokens, val);
   print0("prepared " + a.out_dir + "/train.bin (" + std::to_string(tokens.size() - val) + " tokens) and " + a.out_dir +
          "/val.bin (" + std::to_string(val) + " tokens), vocab " + std::to_string(tokenizer.vocab()) + " (" +
          tokenizer.kind() + ")");
@@ -168,13 +169,13 @@ void prepare(const PrepareArgs& a) {
 
 }  // namespace
 
-int run_prepare(const std::vector<std::string>& args) {
+int run_prepare(comm::Communicator& world, const std::vector<std::string>& args) {
   const PrepareArgs parsed = parse_prepare(args);
   if (parsed.help) {
     print0(kPrepareUsage);
     return kExitOk;
   }
-  prepare(parsed);
+  prepare(world, parsed);
   return kExitOk;
 }
 

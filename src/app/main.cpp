@@ -1,8 +1,10 @@
 // trident: one executable on every rank; main() only starts MPI and dispatches the subcommand.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/world.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/mpi_util.hpp"
@@ -13,7 +15,7 @@
 
 namespace {
 
-int dispatch(const std::vector<std::string>& args) {
+int dispatch(trident::comm::Communicator& world, const std::vector<std::string>& args) {
   using namespace trident;
   const std::string command = args.empty() ? "help" : args.front();
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
@@ -29,17 +31,17 @@ int dispatch(const std::vector<std::string>& args) {
     print0(version_text());
     return kExitOk;
   }
-  if (command == "train") return run_train(rest);
-  if (command == "layout") return run_layout(rest);
-  if (command == "prepare") return run_prepare(rest);
-  if (command == "eval") return run_eval(rest);
-  if (command == "export") return run_export(rest);
-  if (command == "generate") return run_generate(rest);
-  if (command == "bench") return run_bench(rest);
-  if (command == "commbench") return run_commbench(rest);
-  if (command == "inspect") return run_inspect(rest);
-  if (command == "doctor") return run_doctor(rest);
-  if (command == "plan") return run_plan(rest);
+  if (command == "train") return run_train(world, rest);
+  if (command == "layout") return run_layout(world, rest);
+  if (command == "prepare") return run_prepare(world, rest);
+  if (command == "eval") return run_eval(world, rest);
+  if (command == "export") return run_export(world, rest);
+  if (command == "generate") return run_generate(world, rest);
+  if (command == "bench") return run_bench(world, rest);
+  if (command == "commbench") return run_commbench(world, rest);
+  if (command == "inspect") return run_inspect(world, rest);
+  if (command == "doctor") return run_doctor(world, rest);
+  if (command == "plan") return run_plan(world, rest);
   fatal_all("unknown command '" + command + "'; commands are train, eval, generate, prepare, export, bench, commbench, inspect, doctor, layout, plan, help, version "
             "(trident --help)");
 }
@@ -52,7 +54,8 @@ int main(int argc, char** argv) {
   trident::MpiSession mpi(&argc, &argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    return dispatch(args);
+    const std::unique_ptr<trident::comm::Communicator> world = trident::comm::make_world();
+    return dispatch(*world, args);
   } catch (const trident::UserError& e) {
     if (trident::world_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     return trident::kExitUserError;

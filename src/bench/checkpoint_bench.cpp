@@ -16,7 +16,6 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
 #include "core/random.hpp"
 #include "job/job.hpp"
 #include "job/model_setup.hpp"
@@ -47,9 +46,9 @@ double plain_write(const std::string& path, int64_t bytes, const std::vector<flo
 
 }  // namespace
 
-int run_checkpoint_bench(const Job& job, int repeats) {
+int run_checkpoint_bench(comm::Communicator& world, const Job& job, int repeats) {
   const model::GptConfig config = model_config(job.settings.model, job.record);
-  const model::Partition part = partition_for_rank(job.settings, job.grid, world_rank());
+  const model::Partition part = partition_for_rank(job.settings, job.grid, world.rank());
   const size_t n = static_cast<size_t>(model::num_parameters(config, part));
   std::vector<float> params(n), m(n), v(n);  // (n) this rank's slice: random values, not zeros
   for (size_t i = 0; i < n; ++i) {
@@ -57,7 +56,7 @@ int run_checkpoint_bench(const Job& job, int repeats) {
     m[i] = 1e-3f * static_cast<float>(normal_at(1, 1, i));
     v[i] = 1e-6f * std::abs(static_cast<float>(normal_at(1, 2, i)));
   }
-  const bool replica0 = job.grid.coord_of(world_rank()).dp == 0;
+  const bool replica0 = job.grid.coord_of(world.rank()).dp == 0;
   ckpt::StateView view{config, part, params.data(), replica0, m.data(), v.data(), 0, static_cast<int64_t>(n), replica0, Device{}};
   ckpt::Metadata metadata;
   metadata.model = config;
@@ -68,7 +67,7 @@ int run_checkpoint_bench(const Job& job, int repeats) {
   ckpt::Settings settings;
   settings.dir = job.settings.checkpoint.dir + "-bench";
   settings.keep_full = 1;
-  ckpt::Checkpointer checkpointer(settings, MPI_COMM_WORLD);
+  ckpt::Checkpointer checkpointer(settings, world);
   std::vector<double> ours, verify, plain;
   int64_t bytes = 0;
   std::string path;
@@ -82,25 +81,25 @@ int run_checkpoint_bench(const Job& job, int repeats) {
     bytes = record.bytes;
     path = record.path;
     double seconds = 0.0;
-    if (world_rank() == 0) seconds = plain_write(settings.dir + "/plain.bin", bytes, params);
-    MPI_CHECK(MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (world.rank() == 0) seconds = plain_write(settings.dir + "/plain.bin", bytes, params);
+    world.broadcast(&seconds, 1, DType::f64, 0, Stream{}).wait();
     plain.push_back(seconds);
-    if (world_rank() == 0) std::filesystem::remove(settings.dir + "/plain.bin");
+    if (world.rank() == 0) std::filesystem::remove(settings.dir + "/plain.bin");
   }
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  world.barrier(Stream{}).wait();
   const auto restart_start = Clock::now();  // what `resume = PATH` does: metadata, verify, read
-  const auto start = ckpt::choose_checkpoint(path, settings.dir, "bench", MPI_COMM_WORLD);
-  const std::string problem = ckpt::read_checkpoint(path, MPI_COMM_WORLD, view);
+  const auto start = ckpt::choose_checkpoint(path, settings.dir, "bench", world);
+  const std::string problem = ckpt::read_checkpoint(path, world, view);
   REQUIRE(start.chosen && problem.empty(), problem);
   const double restart = seconds_since(restart_start);
   char text[320];
   std::snprintf(text, sizeof text,
                 "checkpoint ranks=%d bytes=%lld write_s=%.3f write_gbps=%.3f plain_s=%.3f plain_gbps=%.3f "
                 "of_plain=%.3f verify_s=%.3f restart_s=%.3f",
-                world_size(), static_cast<long long>(bytes), median(ours), bytes / 1e9 / median(ours),
+                world.size(), static_cast<long long>(bytes), median(ours), bytes / 1e9 / median(ours),
                 median(plain), bytes / 1e9 / median(plain), median(plain) / median(ours), median(verify), restart);
   print0(text);
-  if (world_rank() == 0) std::filesystem::remove_all(settings.dir);
+  if (world.rank() == 0) std::filesystem::remove_all(settings.dir);
   return kExitOk;
 }
 

@@ -13,7 +13,9 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "ckpt/datasets.hpp"
+#include "comm/agreement.hpp"
+#include "comm/world.hpp"
 #include "kernels/backend.hpp"
 
 namespace trident::ckpt {
@@ -21,8 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Collective: rank 0's verdict ("" = fine) on every rank.
-std::string from_root(std::string verdict, MPI_Comm comm) {
-  broadcast_string(verdict, 0, comm);
+std::string from_root(std::string verdict, comm::Communicator& group) {
+  comm::broadcast_string(group, verdict, 0);
   return verdict;
 }
 
@@ -77,9 +79,8 @@ std::vector<std::string> checkpoint_files(const std::string& dir, const std::str
   return files;
 }
 
-Checkpointer::Checkpointer(const Settings& settings, MPI_Comm comm) : settings_(settings) {
-  MPI_CHECK(MPI_Comm_dup(comm, &comm_));
-  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+Checkpointer::Checkpointer(const Settings& settings, comm::Communicator& world)
+    : settings_(settings), comm_(comm::duplicate(world, "checkpoint")), rank_(comm_->rank()) {
   last_any_ = last_full_ = std::chrono::steady_clock::now();
   std::string problem;
   if (rank_ == 0) {
@@ -92,12 +93,11 @@ Checkpointer::Checkpointer(const Settings& settings, MPI_Comm comm) : settings_(
         fs::remove(entry.path(), ec);  // a write a killed run left unfinished
     }
   }
-  agree_on_error(problem, 0, comm_);
+  comm::agree_on_error(*comm_, problem, 0);
 }
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void Checkpointer::begin_lineage(const Lineage& lineage) {
@@ -109,7 +109,7 @@ void Checkpointer::begin_lineage(const Lineage& lineage) {
     for (const std::string& note : lineage_.notes) print0(note);
     if (!problem.empty()) problem = "checkpoint directory '" + settings_.dir + "': " + problem;
   }
-  agree_on_error(problem, 0, comm_);
+  comm::agree_on_error(*comm_, problem, 0);
 }
 
 std::string Checkpointer::due(int64_t step) const {
@@ -161,7 +161,7 @@ void Checkpointer::save(const std::string& kind, const StateView& state, const M
   stamped.branch = lineage_.branch;
   stamped.parent = last_id_;  // the previous write is finished (wait() above)
   std::string text = stamped.to_text();  // rank 0's: attributes must be equal on every rank
-  broadcast_string(text, 0, comm_);
+  comm::broadcast_string(*comm_, text, 0);
   StateView written = state;
   if (kind == "fast") written.m = written.v = nullptr;  // parameters only: nothing else to copy
   Pending pending{settings_.async ? stage(written) : written, Metadata::from_text(text), 0.0};
@@ -204,20 +204,20 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
   std::string room = rank_ == 0 && settings_.check_space
                          ? space_problem(dir, data_bytes(pending.state, record.kind) + (int64_t(1) << 20))
                          : "";
-  record.error = from_root(room, comm_);
+  record.error = from_root(room, *comm_);
   if (!record.error.empty()) {
     print0("warning: checkpoint of step " + std::to_string(record.step) + " not written: " + record.error +
            "; the earlier checkpoints are intact");
     return record;
   }
   Deadline deadline(settings_.timeout_s, "writing checkpoint " + temporary + " (checkpoint.timeout_s)");
-  const WriteResult written = write_checkpoint(temporary, comm_, pending.state, pending.metadata);
+  const WriteResult written = write_checkpoint(temporary, *comm_, pending.state, pending.metadata);
   record.bytes = written.bytes;
   record.write_seconds = written.seconds;
   record.error = written.error;
   if (record.error.empty()) {
     const auto verify_start = std::chrono::steady_clock::now();
-    const std::string problem = verify_checkpoint(temporary, comm_);
+    const std::string problem = verify_checkpoint(temporary, *comm_);
     record.verify_seconds = seconds_since(verify_start);
     if (!problem.empty()) record.error = "verification of '" + temporary + "' failed: " + problem;
   }
@@ -231,7 +231,7 @@ WriteRecord Checkpointer::write_atomically(const Pending& pending) {
     if (!verdict.empty()) fs::remove(temporary, ec);  // the earlier checkpoints stay as they were
     if (verdict.empty()) joined_branch(record.path, pending.metadata);
   }
-  record.error = from_root(verdict, comm_);
+  record.error = from_root(verdict, *comm_);
   if (record.error.empty()) {
     char line[256];
     std::snprintf(line, sizeof line, "checkpoint: wrote %s (%.1f MB in %.2f s, %.2f GB/s; verified in %.2f s)",

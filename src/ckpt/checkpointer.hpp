@@ -10,8 +10,6 @@
 // background thread writes it on a communicator of its own while training goes on.
 #pragma once
 
-#include <mpi.h>
-
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -21,6 +19,7 @@
 
 #include "ckpt/checkpoint_file.hpp"
 #include "ckpt/lineage.hpp"
+#include "comm/communicator.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::ckpt {
@@ -60,9 +59,10 @@ std::vector<std::string> checkpoint_files(const std::string& dir, const std::str
 
 class Checkpointer {
  public:
-  // Collective over comm, which it duplicates. Creates the directory and removes temporary
-  // files a killed run left there. A directory that cannot be created is a UserError.
-  Checkpointer(const Settings& settings, MPI_Comm comm);
+  // Collective over `world` (a plain MPI communicator: comm/world.hpp), which it duplicates.
+  // Creates the directory and removes temporary files a killed run left there. A directory that
+  // cannot be created is a UserError.
+  Checkpointer(const Settings& settings, comm::Communicator& world);
   ~Checkpointer();  // waits for a write in flight
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -93,7 +93,7 @@ class Checkpointer {
   void joined_branch(const std::string& path, const Metadata& metadata);  // rank 0, after a write
 
   Settings settings_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<comm::Communicator> comm_;  // the duplicate: its own context, for the writer thread
   int rank_ = 0;
   std::chrono::steady_clock::time_point last_any_, last_full_;  // last checkpoint of any kind, full
   Buffer<float> staged_params_, staged_m_, staged_v_;  // async copies of this rank's part

@@ -2,7 +2,7 @@
 // with i the element's row-major index in the whole tensor, φ = 0x9e3779b97f4a7c15 (odd, so
 // distinct indices give distinct products) and mix(x) = y ⊕ (y >> 31) with y = x·K, K odd — a
 // bijection of one multiply (SplitMix64's finaliser has two; this runs at memory speed).
-// A sum, so each rank adds the elements it wrote (or read) and one MPI_SUM over the ranks gives
+// A sum, so each rank adds the elements it wrote (or read) and one sum over the ranks gives
 // the dataset's checksum whatever the layout; position-dependent, so a moved, truncated or
 // bit-flipped element changes it (a single flipped bit always does: mix is a bijection).
 #pragma once

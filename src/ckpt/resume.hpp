@@ -7,13 +7,12 @@
 // whether it continues the current branch or starts a new one.
 #pragma once
 
-#include <mpi.h>
-
 #include <optional>
 #include <string>
 
 #include "ckpt/checkpoint_file.hpp"
 #include "ckpt/lineage.hpp"
+#include "comm/communicator.hpp"
 
 namespace trident::ckpt {
 
@@ -27,9 +26,10 @@ struct Start {
   Lineage lineage;               // rank 0's plan (empty on the other ranks)
 };
 
-// Collective over comm. Rank 0 lists the directory and reads the metadata (broadcast to all);
-// all ranks verify together. Prints what it skips and why. With an explicit PATH that is
-// missing or corrupt: UserError on every rank. `run_id`: this run's.
-Start choose_checkpoint(const std::string& resume, const std::string& dir, const std::string& run_id, MPI_Comm comm);
+// Collective over `group` (every rank of the job, a plain MPI communicator: comm/world.hpp). Rank 0
+// lists the directory and reads the metadata (broadcast to all); all ranks verify together. Prints
+// what it skips and why. With an explicit PATH that is missing or corrupt: UserError on every rank.
+// `run_id`: this run's.
+Start choose_checkpoint(const std::string& resume, const std::string& dir, const std::string& run_id, comm::Communicator& group);
 
 }  // namespace trident::ckpt

@@ -12,6 +12,10 @@
 
 namespace trident::comm {
 
+// The memory a shared window of comm.node_algo = shm takes on each of its ranks (its staging
+// buffers and flags: comm/mpi/shared_window.hpp), for the memory model.
+size_t shared_window_bytes_per_rank();
+
 struct CollectiveSettings {
   std::string algo = "auto";  // flat | hierarchical | auto | mpi
   Algo node_algo = Algo::Tree, rack_algo = Algo::Tree, cross_rack_algo = Algo::Ring;

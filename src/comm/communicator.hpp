@@ -82,9 +82,6 @@ class Communicator {
   virtual void observe_steps(StepObserver observer) = 0;
 };
 
-// root's text to every rank of the group (collective, under the group's watchdog).
-void broadcast_string(Communicator& group, std::string& text, int root);
-
 // For the calling thread: while *overlapping is true, its waits sleep between polls after a
 // short spin instead of yielding (see mpi_communicator.cpp); null: never. The gradient
 // reduction's stream and the pipeline's receives wait patiently while computation runs on the

@@ -27,6 +27,9 @@ class GroupCollectives final : public Communicator {
   // kind: the per-group traffic counter every transfer also counts into (Count: none).
   GroupCollectives(MPI_Comm group, const topo::Topology& topology, const std::string& name,
                    const CollectiveSettings& settings, Traffic kind = Traffic::Count);
+  // The same over the ranks of a plain MPI communicator (comm/world.hpp), which outlives it.
+  GroupCollectives(Communicator& group, const topo::Topology& topology, const std::string& name,
+                   const CollectiveSettings& settings, Traffic kind = Traffic::Count);
   GroupCollectives(const GroupCollectives&) = delete;
   GroupCollectives& operator=(const GroupCollectives&) = delete;
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <deque>
 
+#include "comm/mpi/native_handle.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -36,17 +37,15 @@ std::vector<std::string> host_names(MPI_Comm comm, int size) {
 
 }  // namespace
 
-Heartbeat::Heartbeat(MPI_Comm world, double interval_s, double timeout_s)
-    : interval_s_(interval_s), timeout_s_(timeout_s) {
-  MPI_Comm_size(world, &size_);
-  MPI_Comm_rank(world, &rank_);
+Heartbeat::Heartbeat(Communicator& world, double interval_s, double timeout_s)
+    : rank_(world.rank()), size_(world.size()), interval_s_(interval_s), timeout_s_(timeout_s) {
   if (size_ == 1 || timeout_s <= 0) return;
   if (!thread_multiple()) {  // every rank sees the same answer: none starts
     warn0("no heartbeat (comm.heartbeat_timeout_s): this MPI does not provide MPI_THREAD_MULTIPLE; a stopped "
           "rank is detected by the collective watchdog (comm.timeout_s) only");
     return;
   }
-  MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  MPI_CHECK(MPI_Comm_dup(native_handle(world), &comm_));
   left_host_ = host_names(comm_, size_)[(rank_ + size_ - 1) % size_];
   thread_ = std::thread([this] { run(); });
 }

@@ -24,12 +24,15 @@
 #include <string>
 #include <thread>
 
+#include "comm/communicator.hpp"
+
 namespace trident::comm {
 
 class Heartbeat {
  public:
-  // Collective over `world`. timeout <= 0 or a single rank: nothing runs.
-  Heartbeat(MPI_Comm world, double interval_s, double timeout_s);
+  // Collective over `world` (a plain MPI communicator over every rank: comm/world.hpp).
+  // timeout <= 0 or a single rank: nothing runs.
+  Heartbeat(Communicator& world, double interval_s, double timeout_s);
   ~Heartbeat();  // the stop handshake (collective in effect: every rank must get here)
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

@@ -8,6 +8,8 @@
 
 #include "core/mpi_util.hpp"
 
+#include <mpi.h>
+
 namespace trident {
 
 void fatal_all(const std::string& message) { throw UserError(message); }
@@ -29,12 +31,6 @@ void check_mpi_at(int code, const char* call, const char* file, int line) {
   int length = 0;
   MPI_Error_string(code, text, &length);
   fatal_one_at(file, line, std::string(call) + " failed: " + std::string(text, length));
-}
-
-void agree_on_error(const std::string& message_on_root, int root, MPI_Comm comm) {
-  std::string message = message_on_root;
-  broadcast_string(message, root, comm);
-  if (!message.empty()) fatal_all(message);
 }
 
 }  // namespace trident

@@ -2,7 +2,6 @@
 // one-rank faults (report with rank and host, then MPI_Abort so no peer waits forever).
 #pragma once
 
-#include <mpi.h>
 
 #include <sstream>
 #include <stdexcept>
@@ -34,7 +33,7 @@ class RunFailure : public std::runtime_error {
 // A user error that every rank detects identically (all ranks parse the same deck text, so
 // they all throw the same UserError). main() catches it: rank 0 prints "error: <what>",
 // every rank finalizes MPI and returns kExitUserError. Never thrown for a condition that
-// only some ranks can see — use fatal_one, or agree first (see agree_on_error). The message is
+// only some ranks can see — use fatal_one, or agree first (comm::agree_on_error, comm/agreement.hpp). The message is
 // made printable here, once for every path: what() is a C string, so a NUL echoed from a file
 // would otherwise end the message early.
 class UserError : public std::runtime_error {
@@ -64,9 +63,5 @@ class UserError : public std::runtime_error {
 // failure into a one-rank fault naming the call and MPI's own message.
 void check_mpi_at(int code, const char* call, const char* file, int line);
 #define MPI_CHECK(call) ::trident::check_mpi_at((call), #call, __FILE__, __LINE__)
-
-// Collective: rank `root` knows whether an error occurred (empty message = none); every rank
-// of `comm` learns it, and all throw the same UserError together.
-void agree_on_error(const std::string& message_on_root, int root, MPI_Comm comm);
 
 }  // namespace trident

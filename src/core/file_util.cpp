@@ -81,18 +81,6 @@ bool read_file(const std::string& path, size_t max_bytes, std::string& text, std
   return ok;
 }
 
-std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
-                                       const std::string& hint, MPI_Comm comm, size_t max_bytes) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  std::string text, why, error;
-  if (rank == 0 && !read_file(path, max_bytes, text, why))
-    error = "cannot read " + what + " '" + printable(path) + "': " + why + "; " + hint;
-  agree_on_error(error, 0, comm);
-  broadcast_string(text, 0, comm);
-  return text;
-}
-
 std::string sync_to_disk(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   const bool ok = fd >= 0 && ::fsync(fd) == 0;

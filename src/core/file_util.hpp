@@ -2,7 +2,6 @@
 // reader, so that every rank parses the same bytes and detects the same errors. And fsync.
 #pragma once
 
-#include <mpi.h>
 
 #include <cstddef>
 #include <map>
@@ -28,12 +27,6 @@ std::string file_type_problem(unsigned mode);
 // opened with O_NONBLOCK and its type checked with fstat before any read (a FIFO, a directory,
 // a device are refused), and no more than max_bytes + 1 bytes are ever read.
 bool read_file(const std::string& path, size_t max_bytes, std::string& text, std::string& why);
-
-// Collective: rank 0 reads `path` (at most max_bytes) and broadcasts its bytes. If rank 0
-// cannot read it, every rank throws the same UserError: "<what> '<path>': <reason>; <hint>".
-std::string read_on_root_and_broadcast(const std::string& path, const std::string& what,
-                                       const std::string& hint, MPI_Comm comm,
-                                       size_t max_bytes = kMaxConfigBytes);
 
 // fsync of a file or a directory (a rename is durable once its directory is synced). Returns
 // "" or what failed, naming the path.

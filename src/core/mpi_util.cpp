@@ -1,6 +1,8 @@
 // MPI session and identity helpers.
 #include "core/mpi_util.hpp"
 
+#include <mpi.h>
+
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -48,28 +50,6 @@ const std::string& host_name() {
     return std::string(buffer);
   }();
   return name;
-}
-
-void broadcast_string(std::string& text, int root, MPI_Comm comm) {
-  unsigned long long size = text.size();
-  MPI_CHECK(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, root, comm));
-  text.resize(size);
-  if (size > 0) MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm));
-}
-
-std::vector<std::string> allgather_strings(const std::string& mine, MPI_Comm comm) {
-  int size = 0;
-  MPI_CHECK(MPI_Comm_size(comm, &size));
-  int my_length = static_cast<int>(mine.size());
-  std::vector<int> lengths(size), offsets(size, 0);
-  MPI_CHECK(MPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
-  for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(offsets[size - 1] + lengths[size - 1], '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), my_length, MPI_CHAR, all.data(), lengths.data(),
-                           offsets.data(), MPI_CHAR, comm));
-  std::vector<std::string> result(size);
-  for (int r = 0; r < size; ++r) result[r] = all.substr(offsets[r], lengths[r]);
-  return result;
 }
 
 }  // namespace trident

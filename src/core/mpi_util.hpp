@@ -1,10 +1,9 @@
-// Small MPI helpers used everywhere: the MPI session, this rank's identity, string broadcast.
+// The MPI session and this process's identity (its world rank, for messages); communication
+// goes through comm/ (comm/world.hpp, comm/agreement.hpp).
 #pragma once
 
-#include <mpi.h>
 
 #include <string>
-#include <vector>
 
 namespace trident {
 
@@ -20,12 +19,6 @@ class MpiSession {
 
 int world_rank();             // -1 before MPI_Init
 int world_size();             // 0 before MPI_Init
-const std::string& host_name();  // MPI_Get_processor_name, or gethostname before MPI_Init
-
-// Broadcast a string of any length from `root` (two messages: size, bytes).
-void broadcast_string(std::string& text, int root, MPI_Comm comm);
-
-// Every rank contributes one string; every rank receives all of them, in rank order.
-std::vector<std::string> allgather_strings(const std::string& mine, MPI_Comm comm);
+const std::string& host_name();  // gethostname (what MPI_Get_processor_name gives with Open MPI)
 
 }  // namespace trident

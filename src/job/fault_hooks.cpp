@@ -7,33 +7,30 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/world.hpp"
 #include "kernels/backend.hpp"
 
 namespace trident {
 
-void inject_fault(const DebugSettings& settings, int64_t step) {
-  if (world_rank() != settings.fail_rank || settings.fail_step != step) return;
+void inject_fault(comm::Communicator& world, const DebugSettings& settings, int64_t step) {
+  if (world.rank() != settings.fail_rank || settings.fail_step != step) return;
   if (settings.fail_mode == "sigkill") std::raise(SIGKILL);
-  if (settings.fail_mode == "mpi_error") {
-    int payload = 0;
-    MPI_CHECK(MPI_Send(&payload, 1, MPI_INT, world_size() + 7, 0, MPI_COMM_WORLD));  // bad rank
-  }
+  if (settings.fail_mode == "mpi_error") comm::send_to_missing_rank(world);
   fatal_one("fault injected by " + settings.fail_cite);
 }
 
-std::unique_ptr<FaultHooks> FaultHooks::install(const DebugSettings& settings) {
-  return settings.active() ? std::make_unique<FaultHooks>(settings) : nullptr;
+std::unique_ptr<FaultHooks> FaultHooks::install(comm::Communicator& world, const DebugSettings& settings) {
+  return settings.active() ? std::make_unique<FaultHooks>(world, settings) : nullptr;
 }
 
 void FaultHooks::before_step(int64_t step) const {
-  inject_fault(settings_, step);
-  if (step == 1 && world_rank() == settings_.hang_rank)
+  inject_fault(world_, settings_, step);
+  if (step == 1 && world_.rank() == settings_.hang_rank)
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // never answer
 }
 
 void FaultHooks::after_backward(int64_t step, float* grads, const kernels::Context& device) const {
-  if (world_rank() != 0) return;
+  if (world_.rank() != 0) return;
   const float nan = std::nanf("");
   kernels::Context ctx = device;
   for (int64_t poisoned : settings_.nan_steps)  // wte's gradient, before its reduction, wherever it lives

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "comm/communicator.hpp"
 #include "job/settings.hpp"
 #include "tensor/device.hpp"
 
@@ -14,8 +15,9 @@ namespace trident {
 class FaultHooks {
  public:
   // Null when no debug key is set (every production run).
-  static std::unique_ptr<FaultHooks> install(const DebugSettings& settings);
-  explicit FaultHooks(DebugSettings settings) : settings_(std::move(settings)) {}
+  // world: the job's control communicator (the faults' ranks are world ranks); outlives the hooks.
+  static std::unique_ptr<FaultHooks> install(comm::Communicator& world, const DebugSettings& settings);
+  FaultHooks(comm::Communicator& world, DebugSettings settings) : world_(world), settings_(std::move(settings)) {}
 
   // Before step `step` (1-based) runs: debug.fail_rank's fault at debug.fail_step, and
   // debug.hang_rank's endless sleep at the first step (the watchdog tests).
@@ -25,12 +27,13 @@ class FaultHooks {
   void after_backward(int64_t step, float* grads, const kernels::Context& device) const;  // grads on device's stream
 
  private:
+  comm::Communicator& world_;
   DebugSettings settings_;
 };
 
 // debug.fail_rank's fault when `step` is debug.fail_step (0: during set-up): the other ranks go
 // on into the next collective and must be ended by the faulty rank's MPI_Abort (or, for
 // SIGKILL, by the launcher and the watchdog), not left waiting.
-void inject_fault(const DebugSettings& settings, int64_t step);
+void inject_fault(comm::Communicator& world, const DebugSettings& settings, int64_t step);
 
 }  // namespace trident

@@ -6,12 +6,12 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
 #include "deck/record.hpp"
 #include "deck/validate.hpp"
+#include "comm/agreement.hpp"
+#include "comm/discover_topology.hpp"
 #include "comm/nccl/nccl.hpp"
 #include "kernels/backend.hpp"
-#include "topo/discover.hpp"
 #include "job/fault_hooks.hpp"
 #include "job/model_setup.hpp"
 
@@ -36,23 +36,22 @@ comm::DeviceCopies device_copies(kernels::Backend& backend) {
 
 }  // namespace
 
-Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides) {
-  const std::string text = read_on_root_and_broadcast(
-      deck_path, "deck", "give the path of an INI input deck (examples in inputs/)",
-      MPI_COMM_WORLD);
+Job load_job(comm::Communicator& world, const std::string& deck_path, const std::vector<deck::Override>& overrides) {
+  const std::string text = comm::read_on_root_and_broadcast(
+      world, deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
   const deck::Deck deck = deck::Deck::parse(deck_path, text, overrides);
-  deck::validate_layout(deck, world_size());
+  deck::validate_layout(deck, world.size());
   RunSettings settings = read_settings(deck);
   const deck::Record record(deck);
   const layout::Grid grid(settings.parallel.tensor, settings.parallel.pipeline, settings.parallel.data);
-  topo::Topology topology = topo::discover_topology(settings.topology);
+  topo::Topology topology = comm::discover_topology(world, settings.topology);
   kernels::Context device;
-  device.backend = &choose_device(settings.kernels, record);
+  device.backend = &choose_device(world, settings.kernels, record);
   device.stream = Stream{device.backend->device(), nullptr};
   if (settings.kernels.device != "cpu") settings.comm.collectives.staging = device_copies(*device.backend);
-  choose_comm_backend(settings, record);
+  choose_comm_backend(world, settings, record);
   check_graphs(settings, record, *device.backend);
-  device.low16_gemm = choose_low16_gemm(settings, record);
+  device.low16_gemm = choose_low16_gemm(world, settings, record);
   device.arithmetic = choose_arithmetic(settings.kernels, record);
   return Job{record, grid, std::move(topology), std::move(settings), device};
 }
@@ -78,13 +77,11 @@ std::string trainer_not_ready_for(const std::string& device) {
 
 // Every rank must be able to run the backend (a CUDA job on a node without a GPU is the same
 // deck error everywhere, not a hang): agreed like the GEMM path below.
-kernels::Backend& choose_device(const KernelSettings& kernels, const deck::Record& deck) {
+kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings& kernels, const deck::Record& deck) {
   const std::string device = kernels.device;
   std::string why = kernels::backend_unavailable(device);
   if (why.empty()) why = trainer_not_ready_for(device);
-  int everywhere = why.empty() ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (!everywhere)
+  if (!comm::all_true(world, why.empty()))
     fatal_all(deck.cite("kernels.device") + ", but " + (why.empty() ? "another rank cannot run it" : why) +
               "; use kernels.device = cpu");
   const double guard_memory = kernels.guard_memory_gb * 1e9;
@@ -116,21 +113,20 @@ std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSe
 // Agreed like the device: a problem on any rank is the same deck error everywhere (the
 // environment may differ between ranks). NCCL's environment is set before the first NCCL
 // communicator: NCCL reads it once per process.
-void choose_comm_backend(const RunSettings& run, const deck::Record& deck) {
+void choose_comm_backend(comm::Communicator& world, const RunSettings& run, const deck::Record& deck) {
   const comm::CollectiveSettings& settings = run.comm.collectives;
   if (settings.backend != "nccl") {
     // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
     // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
     if (run.kernels.device != "cuda") return;
-    const comm::DeviceChoice device = comm::choose_cuda_device();
+    const comm::DeviceChoice device = comm::choose_cuda_device(world);
     if (device.index >= 0) comm::use_cuda_device(device.index);
     return;
   }
   const comm::NcclEnvironment environment =
       comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
-  for (const std::string& seen : allgather_strings(nccl_deck_problem(deck, settings, environment), MPI_COMM_WORLD))
-    if (!seen.empty()) fatal_all(seen);
-  const comm::DeviceChoice device = comm::choose_cuda_device();
+  comm::agree_on_first_error(world, nccl_deck_problem(deck, settings, environment));
+  const comm::DeviceChoice device = comm::choose_cuda_device(world);
   if (!device.problem.empty()) fatal_all(deck.cite("comm.backend") + ", but " + device.problem);
   for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
   comm::use_cuda_device(device.index);
@@ -155,12 +151,11 @@ void check_graphs(const RunSettings& settings, const deck::Record& deck, kernels
               "blocks', which a replayed graph does not measure; use one or the other");
 }
 
-kernels::Low16Gemm choose_low16_gemm(const RunSettings& settings, const deck::Record& deck) {
+kernels::Low16Gemm choose_low16_gemm(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck) {
   const kernels::Precision precision = settings.precision.precision;
   const std::string& wanted = settings.kernels.low16_gemm;
   const bool here = kernels::native_low16_gemm_available(precision);
-  int everywhere = here ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  const bool everywhere = comm::all_true(world, here);
   if (wanted == "native" && !everywhere) {
     const std::string type = precision == kernels::Precision::bf16 ? "bf16" : "f16";
     fatal_all(deck.cite("kernels.low16_gemm") + " with optim.precision = " + kernels::precision_name(precision) +
@@ -185,13 +180,13 @@ kernels::Arithmetic choose_arithmetic(const KernelSettings& kernels, const deck:
   return kernels.arithmetic;
 }
 
-std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job) {
-  auto groups = std::make_unique<comm::ProcessGroups>(job.grid, job.topology);
-  inject_fault(job.settings.debug, 0);
-  const std::string problem = comm::verify_groups(*groups, job.grid, job.topology);
+std::unique_ptr<comm::JobGroups> make_job_groups(comm::Communicator& world, const Job& job) {
+  auto groups = std::make_unique<comm::JobGroups>(job.grid, job.topology);
+  inject_fault(world, job.settings.debug, 0);
+  const std::string problem = groups->verify(job.grid, job.topology);
   if (!problem.empty()) {
-    if (world_rank() == 0) fatal_one("internal error in communicator set-up: " + problem);
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // rank 0 aborts the job
+    if (world.rank() == 0) fatal_one("internal error in communicator set-up: " + problem);
+    world.barrier(Stream{}).wait();  // rank 0 aborts the job
   }
   return groups;
 }

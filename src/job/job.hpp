@@ -5,12 +5,11 @@
 
 #include <memory>
 
-#include "comm/mpi/groups.hpp"
-#include "comm/group_collectives.hpp"
+#include "comm/communicator.hpp"
+#include "comm/job_groups.hpp"
 #include "deck/deck.hpp"
 #include "deck/record.hpp"
 #include "layout/grid.hpp"
-#include "topo/discover.hpp"
 #include "topo/topology.hpp"
 #include "job/settings.hpp"
 #include "kernels/kernels.hpp"
@@ -23,43 +22,45 @@ struct Job {
   topo::Topology topology;
   RunSettings settings;     // the deck read once into types: what the code runs on
   kernels::Context device;  // the kernel backend, its default stream, the 16-bit GEMM path and the
-                            // arithmetic: chosen once here and passed to everything that runs kernels
+                            // arithmetic: chosen once here and passed to everything that runs
+                            // kernels
 };
 
-// Collective over MPI_COMM_WORLD. Every problem with the input is a UserError on every rank.
+// Collective over `world` (every rank of the job: comm/world.hpp). Every problem with the input
+// is a UserError on every rank.
 // Chooses the job's kernel backend (choose_device), 16-bit GEMM path (choose_low16_gemm) and
 // arithmetic (choose_arithmetic) into Job::device.
-Job load_job(const std::string& deck_path, const std::vector<deck::Override>& overrides);
+Job load_job(comm::Communicator& world, const std::string& deck_path, const std::vector<deck::Override>& overrides);
 
-// Collective over MPI_COMM_WORLD: kernels.device, which every rank must be able to run (else a
+// Collective over `world`: kernels.device, which every rank must be able to run (else a
 // UserError saying why: no CUDA in the binary, no GPU, kernels missing, or — for cuda, whose
 // kernels are all there — the parts of the trainer that still work on host memory). Returns
 // its backend.
-kernels::Backend& choose_device(const KernelSettings& kernels, const deck::Record& deck);
+kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings& kernels, const deck::Record& deck);
 
-// Collective over MPI_COMM_WORLD: comm.backend resolved (auto: nccl with kernels.device = cuda
+// Collective over `world`: comm.backend resolved (auto: nccl with kernels.device = cuda
 // where NCCL is built in); for nccl, checked on every rank (a GPU of its own for every rank of
 // a host, the user's NCCL_ALGO/NCCL_PROTO against the deck, no link emulation) — else a
 // UserError saying why — and prepared: NCCL's per-process environment set, this rank's GPU made
 // current (comm::choose_cuda_device).
-void choose_comm_backend(const RunSettings& settings, const deck::Record& deck);
+void choose_comm_backend(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck);
 // cuda.graphs: a deck error where the device records no graphs, or a recorded forward would
 // hold what a graph cannot (the MPI communicator's staged tensor all-reduces), or balance.pipeline
 // needs times that a replay does not take. After choose_device and choose_comm_backend.
 void check_graphs(const RunSettings& settings, const deck::Record& deck, kernels::Backend& backend);
 
-// Collective over MPI_COMM_WORLD: kernels.low16_gemm against what oneDNN creates on every
+// Collective over `world`: kernels.low16_gemm against what oneDNN creates on every
 // rank's CPU — one path for the whole job, whichever nodes it got: auto is native only where
 // every rank has it. native where a rank has none: UserError naming the ISA.
-kernels::Low16Gemm choose_low16_gemm(const RunSettings& settings, const deck::Record& deck);
+kernels::Low16Gemm choose_low16_gemm(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck);
 
 // kernels.arithmetic; portable is the CPU kernels' (kernels.device = cpu or guard): a deck error
 // on cuda, whose kernels sum in their own orders.
 kernels::Arithmetic choose_arithmetic(const KernelSettings& kernels, const deck::Record& deck);
 
-// Collective: the communicators of the job, checked against the grid and topology (a mismatch
-// is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
-std::unique_ptr<comm::ProcessGroups> make_process_groups(const Job& job);
+// Collective over `world`: the groups of the job, checked against the grid and topology (a
+// mismatch is an internal fault). Honours debug.fail_rank (the fault-path test hook) right after.
+std::unique_ptr<comm::JobGroups> make_job_groups(comm::Communicator& world, const Job& job);
 
 // "8 ranks = tensor 2 x pipeline 2 x data 2; 4 nodes (emulated, 2 ranks each) in 2 racks"
 std::string job_summary(const Job& job);

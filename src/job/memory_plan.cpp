@@ -9,6 +9,8 @@
 #include "comm/group_collectives.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "comm/agreement.hpp"
+#include "comm/world.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/validate.hpp"
 #include "job/job.hpp"
@@ -112,51 +114,40 @@ std::string budget_shortfall(const RunSettings& settings, const deck::Record& de
          bytes_text(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
 }
 
-// Collective: the message of the lowest rank that has one, thrown on every rank.
-void agree_on_any_error(const std::string& mine) {
-  int first = mine.empty() ? world_size() : world_rank();
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (first < world_size()) agree_on_error(mine, first, MPI_COMM_WORLD);
-}
-
 }  // namespace
 
-// An MPI shared-memory group: real hosts, not the emulated nodes of topology.ranks_per_node.
 namespace {
 
-// The world ranks of this host with the same `color` (collective over the world).
-std::vector<int> ranks_on_this_host_with(int color) {
-  MPI_Comm host = MPI_COMM_NULL, group = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-  MPI_CHECK(MPI_Comm_split(host, color, world_rank(), &group));
-  int size = 0, me = world_rank();
-  MPI_CHECK(MPI_Comm_size(group, &size));
-  std::vector<int> ranks(size);
-  MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, group));
-  MPI_CHECK(MPI_Comm_free(&group));
-  MPI_CHECK(MPI_Comm_free(&host));
-  return ranks;
+// The world ranks of this host (real hosts, not the emulated nodes of topology.ranks_per_node)
+// with the same `color` (collective over the world).
+std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
+  const std::unique_ptr<comm::Communicator> host = comm::split_by_host(world, "host");
+  const std::unique_ptr<comm::Communicator> group = comm::split(*host, color, world.rank(), "host group");
+  const int32_t me = world.rank();
+  std::vector<int32_t> ranks(static_cast<size_t>(group->size()));
+  group->all_gather_values(&me, ranks.data(), 1, DType::i32, Stream{}).wait();
+  return std::vector<int>(ranks.begin(), ranks.end());
 }
 
 }  // namespace
 
-std::vector<int> ranks_on_this_host() { return ranks_on_this_host_with(0); }
+std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on_this_host_with(world, 0); }
 
 // On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
 // guarded backend's one emulated device).
-ModelMemory model_memory(const kernels::Context& device) {
+ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device) {
   const kernels::Backend& backend = kernels::backend_of(device);
   const double device_bytes = backend.memory_bytes();  // a query of the device: once
   ModelMemory memory;
   memory.device = device_bytes > 0;
   if (!memory.device) {
-    memory.ranks = ranks_on_this_host();
+    memory.ranks = ranks_on_this_host(world);
     memory.bytes = host_memory_bytes();
     memory.name = "host " + host_name();
     return memory;
   }
   const int index = backend.device().index;
-  memory.ranks = ranks_on_this_host_with(index);
+  memory.ranks = ranks_on_this_host_with(world, index);
   memory.bytes = device_bytes;
   memory.name = std::string("device ") + backend.name() + ":" + std::to_string(index) + " of host " + host_name();
   return memory;
@@ -179,7 +170,7 @@ std::string micro_batch_shortfall(const kernels::Context& device, const RunSetti
   return problem.empty() ? memory_problem(in, grid, memory) : problem;
 }
 
-void check_whole_model_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+void check_whole_model_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                             const model::GptConfig& config, const std::string& command) {
   // The serial layout's estimate without what only training allocates: the optimizer's moments
   // and the checkpoint's staging copies. Parameters, gradients (the model allocates them with
@@ -191,17 +182,17 @@ void check_whole_model_fits(const kernels::Context& device, const RunSettings& s
   estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
-  const ModelMemory memory = model_memory(device);  // collective: every rank calls it
+  const ModelMemory memory = model_memory(world, device);  // collective: every rank calls it
   std::string problem = budget_shortfall(settings, deck, total, "the whole model");
   if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
               "or a lower train.micro_batch";
-  agree_on_any_error(problem);
+  comm::agree_on_first_error(world, problem);
 }
 
-void check_memory_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+void check_memory_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                        const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute) {
   plan::MemoryInputs in = memory_inputs(device, settings, grid, config, topology);
@@ -211,13 +202,13 @@ void check_memory_fits(const kernels::Context& device, const RunSettings& settin
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
-  if (problem.empty()) problem = memory_problem(in, grid, model_memory(device));
+  if (problem.empty()) problem = memory_problem(in, grid, model_memory(world, device));
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "
               "pipeline stages or tensor parallelism, set optim.zero = 1, lower train.micro_batch, or use "
               "memory.recompute = auto with memory.budget_gb";
-  agree_on_any_error(problem);
+  comm::agree_on_first_error(world, problem);
 }
 
 plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettings& settings,

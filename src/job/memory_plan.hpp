@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "deck/record.hpp"
 #include "job/settings.hpp"
 #include "kernels/kernels.hpp"
@@ -33,23 +34,23 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
                                  const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                  const topo::Topology* topology = nullptr);
 
-// Collective, before any of the model's memory is allocated: UserError with the model's figures
-// and the shortfall when the busiest rank needs more than memory.budget_gb, or when the ranks
-// of some host together need more than that host's memory (the smaller of its RAM and its
-// cgroup limit) — a shape that cannot be allocated ends here with exit 2, not in std::bad_alloc
-// or the kernel's OOM killer.
-void check_memory_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+// Collective over `world` (every rank), before any of the model's memory is allocated: UserError
+// with the model's figures and the shortfall when the busiest rank needs more than
+// memory.budget_gb, or when the ranks of some host together need more than that host's memory (the
+// smaller of its RAM and its cgroup limit) — a shape that cannot be allocated ends here with exit
+// 2, not in std::bad_alloc or the kernel's OOM killer.
+void check_memory_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                        const layout::Grid& grid, const model::GptConfig& config,
                        const topo::Topology* topology, const RecomputeChoice& recompute);
 
 // The same check for commands that build the whole model on every rank without an optimizer
 // (`trident eval`, `trident export`): parameters, gradients and one micro-batch's activations
 // against memory.budget_gb and the host's memory. `command` names it in the message.
-void check_whole_model_fits(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
+void check_whole_model_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                             const model::GptConfig& config, const std::string& command);
 
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
-std::vector<int> ranks_on_this_host();
+std::vector<int> ranks_on_this_host(comm::Communicator& world);
 
 // The memory this rank's model lives in, which the memory model checks a job against: the host's
 // (the CPU backend), or its device's (kernels::Backend::memory_bytes) — the GPU it shares with
@@ -60,8 +61,8 @@ struct ModelMemory {
   std::string name;        // "host n1", "device cuda:0 of host n1"
   bool device = false;     // device memory (else the host's)
 };
-// Collective.
-ModelMemory model_memory(const kernels::Context& device);
+// Collective over `world`.
+ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device);
 
 // What keeps blocks per stage `stage_layers` with micro-batches of `micro_batch` sequences,
 // `micro_batches` a step (a running job's new split or count: balance.pipeline,

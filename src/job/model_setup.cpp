@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "core/mpi_util.hpp"
 #include "model/llmc_io.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -103,7 +102,7 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world) {
   const model::GptConfig& config = gpt.config();
-  const int me = world_rank();
+  const int me = world.rank();  // the world keeps world-rank order
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
   const std::vector<float> mine = gpt.host_params();

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "core/printable.hpp"
 #include "job/signals.hpp"
 
@@ -106,15 +106,15 @@ RunDirLock::~RunDirLock() {
     if (!fs::remove(dir, ec)) break;  // not empty (or gone): the rest stays too
 }
 
-RunDirLock lock_run_dir(const Job& job, const std::string& run_id) {
+RunDirLock lock_run_dir(comm::Communicator& world, const Job& job, const std::string& run_id) {
   const deck::Record& deck = job.record;
   const LockSettings settings = lock_settings(job);
-  check_run_dir_creatable(job);
+  check_run_dir_creatable(world, job);
   const fs::path dir = job.settings.train.run_dir;
   std::string error;
-  int stopped = 0;  // a stop signal ended the wait: exit kExitStopped, not a user error
+  int32_t stopped = 0;  // a stop signal ended the wait: exit kExitStopped, not a user error
   RunDirLock held;
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     std::vector<std::string> created = missing_directories(dir);
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -135,25 +135,25 @@ RunDirLock lock_run_dir(const Job& job, const std::string& run_id) {
     }
     if (!error.empty()) RunDirLock(nullptr, created);  // what it created goes again
   }
-  MPI_Bcast(&stopped, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  world.broadcast(&stopped, 1, DType::i32, 0, Stream{}).wait();
   if (stopped) {
-    broadcast_string(error, 0, MPI_COMM_WORLD);
+    comm::broadcast_string(world, error, 0);
     throw RunFailure(error, kExitStopped);
   }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
+  comm::agree_on_error(world, error, 0);
   return held;
 }
 
-void check_run_dir_creatable(const Job& job) {
-  agree_on_error(world_rank() == 0 ? run_dir_problem(job) : "", 0, MPI_COMM_WORLD);
+void check_run_dir_creatable(comm::Communicator& world, const Job& job) {
+  comm::agree_on_error(world, world.rank() == 0 ? run_dir_problem(job) : "", 0);
 }
 
-std::string prepare_run_dir(const Job& job, const std::string& header_comment) {
+std::string prepare_run_dir(comm::Communicator& world, const Job& job, const std::string& header_comment) {
   const deck::Record& deck = job.record;
   const fs::path dir = job.settings.train.run_dir;
-  check_run_dir_creatable(job);
+  check_run_dir_creatable(world, job);
   std::string error;
-  if (world_rank() == 0) {
+  if (world.rank() == 0) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
@@ -164,7 +164,7 @@ std::string prepare_run_dir(const Job& job, const std::string& header_comment) {
       if (!problem.empty()) error = "run directory '" + dir.string() + "': " + problem + hint(deck);
     }
   }
-  agree_on_error(error, 0, MPI_COMM_WORLD);
+  comm::agree_on_error(world, error, 0);
   return dir.string();
 }
 

@@ -29,21 +29,21 @@ class RunDirLock {
   std::vector<std::string> created_;  // deepest first
 };
 
-// Collective. Rank 0 creates train.run_dir if needed and takes its lock (train.lock_* keys):
-// after this no other run writes there. A directory held by a live run (after waiting
-// train.lock_wait_s) or that cannot be locked is a UserError on every rank that names it and
-// its holder; a stale lock is taken over with a warning.
-RunDirLock lock_run_dir(const Job& job, const std::string& run_id);
+// Collective over `world` (every rank, here and below). Rank 0 creates train.run_dir if needed and
+// takes its lock (train.lock_* keys): after this no other run writes there. A directory held by a
+// live run (after waiting train.lock_wait_s) or that cannot be locked is a UserError on every rank
+// that names it and its holder; a stale lock is taken over with a warning.
+RunDirLock lock_run_dir(comm::Communicator& world, const Job& job, const std::string& run_id);
 
 // Collective. Creates train.run_dir (and parents) and writes deck.resolved.ini atomically
 // (temporary file, then rename). A directory that cannot be created or written is a UserError
 // on every rank. Returns the directory.
-std::string prepare_run_dir(const Job& job, const std::string& header_comment);
+std::string prepare_run_dir(comm::Communicator& world, const Job& job, const std::string& header_comment);
 
 // Collective, writes nothing: UserError unless train.run_dir exists as a writable directory or
 // could be created (its nearest existing ancestor is a writable directory), the files a run
 // writes there are regular files where they exist, and checkpoint.dir (when given) could be
 // created too.
-void check_run_dir_creatable(const Job& job);
+void check_run_dir_creatable(comm::Communicator& world, const Job& job);
 
 }  // namespace trident

@@ -16,7 +16,7 @@
 #include "kernels/kernels.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
-#include "topo/discover.hpp"
+#include "topo/topology.hpp"
 
 namespace trident {
 

@@ -1,7 +1,6 @@
 // OpenMP threads per rank: chosen before MPI starts, reported and checked after.
 #include "job/threads.hpp"
 
-#include <mpi.h>
 #include <omp.h>
 #include <sched.h>
 #include <unistd.h>
@@ -12,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/mpi_util.hpp"
+#include "comm/world.hpp"
 
 namespace trident {
 namespace {
@@ -85,27 +84,28 @@ void settle_openmp_threads(char** argv) {
   }
 }
 
-ThreadReport report_threads() {
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host);
-  int host_size = 1;
-  MPI_Comm_size(host, &host_size);
+ThreadReport report_threads(comm::Communicator& world) {
+  const std::unique_ptr<comm::Communicator> host = comm::split_by_host(world, "host");
+  const int host_size = host->size();
+  // The affinity masks as 32-bit words, the element type of the values a communicator gathers.
+  static_assert(sizeof(cpu_set_t) % sizeof(int32_t) == 0, "cpu_set_t in whole words");
+  constexpr size_t kWords = sizeof(cpu_set_t) / sizeof(int32_t);
   const cpu_set_t mine = affinity();
   std::vector<cpu_set_t> masks(static_cast<size_t>(host_size));
-  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, masks.data(), sizeof mine, MPI_BYTE, host);
-  int threads = omp_get_max_threads(), host_threads = 0;
-  MPI_Allreduce(&threads, &host_threads, 1, MPI_INT, MPI_SUM, host);
-  MPI_Comm_free(&host);
+  host->all_gather_values(&mine, masks.data(), kWords, DType::i32, Stream{}).wait();
+  int32_t threads = omp_get_max_threads(), host_threads = threads;
+  host->all_reduce(&host_threads, 1, DType::i32, comm::Op::Sum, Stream{}).wait();
   cpu_set_t all;
   CPU_ZERO(&all);
   for (cpu_set_t& m : masks) CPU_OR(&all, &all, &m);
   // The busiest host's figures on every rank: the one with the most threads per core.
-  const int figures[3] = {host_threads, std::max(1, CPU_COUNT(&all)), host_size};
-  std::vector<int> every(3 * static_cast<size_t>(world_size()));
-  MPI_Allgather(figures, 3, MPI_INT, every.data(), 3, MPI_INT, MPI_COMM_WORLD);
+  const int32_t figures[3] = {host_threads, std::max(1, CPU_COUNT(&all)), host_size};
+  std::vector<int32_t> every(3 * static_cast<size_t>(world.size()));
+  world.all_gather_values(figures, every.data(), 3, DType::i32, Stream{}).wait();
   ThreadReport report;
-  report.per_rank = threads;
-  MPI_Bcast(&report.per_rank, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int32_t rank0_threads = threads;
+  world.broadcast(&rank0_threads, 1, DType::i32, 0, Stream{}).wait();
+  report.per_rank = rank0_threads;
   report.chosen = is_set(kChosenVar);
   report.passive_waits = is_set(kPassiveVar);
   for (size_t r = 0; r < every.size(); r += 3)

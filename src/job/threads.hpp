@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "comm/communicator.hpp"
+
 namespace trident {
 
 // Before MPI starts (main's first statement): OMP_NUM_THREADS unset -> the cores of this
@@ -22,7 +24,7 @@ namespace trident {
 // (execv of /proc/self/exe, once) when it differs from what OpenMP started with.
 void settle_openmp_threads(char** argv);
 
-// What each rank runs with, agreed over the job's ranks (collective over MPI_COMM_WORLD).
+// What each rank runs with, agreed over the job's ranks (collective over `world`, every rank).
 struct ThreadReport {
   int per_rank = 1;         // OpenMP threads of rank 0
   bool chosen = true;       // false: OMP_NUM_THREADS was the user's
@@ -36,6 +38,6 @@ struct ThreadReport {
   // As metrics.h5 attributes ("threads.per_rank", …), which trident doctor's threads rule reads.
   std::vector<std::pair<std::string, std::string>> attributes() const;
 };
-ThreadReport report_threads();
+ThreadReport report_threads(comm::Communicator& world);
 
 }  // namespace trident

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "comm/mpi/shared_window.hpp"
+#include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
@@ -111,7 +111,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
-        in.shared_windows[stage] * static_cast<int64_t>(comm::SharedWindow::bytes_per_rank(comm::SharedWindow::kCapacity));
+        in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
   if (in.async_checkpoint)  // staging copies of replica 0: parameters and its moments
     e.bytes[index(MemoryCategory::Checkpoint)] = (n + 2 * shard) * kFloat;
   return e;

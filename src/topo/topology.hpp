@@ -34,7 +34,7 @@ struct RankPlace {
 class Topology {
  public:
   // hosts[r]: host name of world rank r. shared_key[r]: equal for ranks that share memory
-  // (the lowest world rank of r's MPI_COMM_TYPE_SHARED group). Throws std::invalid_argument
+  // (the lowest world rank of the ranks r shares memory with). Throws std::invalid_argument
   // when topology.conf does not place a node.
   static Topology build(const std::vector<std::string>& hosts, const std::vector<int>& shared_key,
                         const TopologyOptions& options);
@@ -60,6 +60,15 @@ class Topology {
   std::vector<std::string> node_names_;
   std::vector<std::string> rack_names_;
   bool emulated_ = false;
+};
+
+// What discovery applies beside what it finds: the emulation and the switch file, as the
+// caller read them from its settings (job/settings.hpp: RunSettings::topology, from the deck).
+struct TopologySettings {
+  int ranks_per_node = 0;  // emulated nodes of this many ranks (0: the real hosts)
+  int nodes_per_rack = 0;  // emulated racks of this many nodes (0: one rack)
+  std::string file;        // a Slurm topology.conf placing nodes under leaf switches, or empty
+  std::string file_cite;   // where the file was named, for messages ("inputs/x.deck, line 7")
 };
 
 }  // namespace trident::topo

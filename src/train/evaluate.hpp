@@ -4,8 +4,6 @@
 // in double). Data-parallel replicas share the windows out (window i on replica i mod size).
 #pragma once
 
-#include <mpi.h>
-
 #include <vector>
 
 #include "data/token_data.hpp"

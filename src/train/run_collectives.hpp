@@ -8,15 +8,14 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
-#include "comm/mpi/groups.hpp"
-#include "comm/group_collectives.hpp"
+#include "comm/job_groups.hpp"
 #include "topo/topology.hpp"
 
 namespace trident {
 
 struct RunCollectives {
   // Collective over every group of `groups`.
-  RunCollectives(const comm::ProcessGroups& groups, const topo::Topology& topology,
+  RunCollectives(const comm::JobGroups& groups, const topo::Topology& topology,
                  const comm::CollectiveSettings& settings);
 
   // The step-boundary agreements over all ranks (NaN skip, stop signal, checkpoint due): under

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/mpi_util.hpp"
 
 namespace trident {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
+#include "comm/agreement.hpp"
 #include "core/version.hpp"
 #include "data/batches.hpp"
 #include "deck/validate.hpp"
@@ -58,10 +58,10 @@ int64_t checked_windows(const data::TokenData& train, const data::TokenData& val
 }
 
 // Before the first buffer of the model: a shape that cannot be allocated is a deck error.
-RecomputeChoice checked_recompute(const Job& job, const model::GptConfig& config) {
+RecomputeChoice checked_recompute(comm::Communicator& world, const Job& job, const model::GptConfig& config) {
   const RecomputeChoice recompute =
       choose_recompute(job.device, job.settings, job.record, job.grid, config, &job.topology);
-  check_memory_fits(job.device, job.settings, job.record, job.grid, config, &job.topology, recompute);
+  check_memory_fits(world, job.device, job.settings, job.record, job.grid, config, &job.topology, recompute);
   return recompute;
 }
 
@@ -147,10 +147,10 @@ uint64_t digest(const float* data, int64_t n) {
 
 }  // namespace
 
-Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
+Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroups& groups)
     : job_(job),
       settings_(job.settings),
-      groups_(groups),
+      world_(world),
       collectives_(groups, job.topology, job.settings.comm.collectives),
       rank_(collectives_.world->rank()),
       dp_rank_(collectives_.dp_rank()),
@@ -161,7 +161,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       val_data_(open_data(job.record, "data.val", settings_.data.val, settings_.data)),
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config(job.settings.model, job.record)),
-      recompute_(checked_recompute(job, config_)),
+      recompute_(checked_recompute(world, job, config_)),
       ctx_(model_context(job)),
       stage_layers_(stage_layer_counts(job.settings, pp_size_)),
       model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
@@ -172,7 +172,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
       runner_(make_runner(settings_, rank_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
                           settings_.train.micro_batch)),
-      hooks_(FaultHooks::install(settings_.debug)),
+      hooks_(FaultHooks::install(world, settings_.debug)),
       B_(settings_.train.micro_batch),
       T_(settings_.train.seq_len),
       steps_(settings_.train.steps),
@@ -183,7 +183,7 @@ Trainer::Trainer(const Job& job, const comm::ProcessGroups& groups)
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      memory_(model_memory(job.device)) {}
+      memory_(model_memory(world, job.device)) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -336,7 +336,7 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
 int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::string, std::string>>& facts) {
   run_dir_ = run_dir;
   warm_step_ = start_step_;
-  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, groups_.world());
+  checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, world_);
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
   if (rank_ == 0) {

@@ -14,7 +14,6 @@
 
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
-#include "comm/mpi/groups.hpp"
 #include "comm/group_collectives.hpp"
 #include "dp/reducer.hpp"
 #include "data/token_data.hpp"
@@ -40,8 +39,10 @@ namespace trident {
 class Trainer {
  public:
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
-  // Every problem with the input is a UserError (before the run directory exists).
-  Trainer(const Job& job, const comm::ProcessGroups& groups);
+  // Every problem with the input is a UserError (before the run directory exists). Collective
+  // over `world`, the job's control communicator (comm/world.hpp: the checkpoints' files, the
+  // memory checks), and over every group of `groups`; both outlive the trainer.
+  Trainer(const Job& job, comm::Communicator& world, const comm::JobGroups& groups);
   // The memory model's estimate for this run ("parameters 0.8 MiB, …"), or its bytes
   // ("memory_estimate_bytes: parameters=… total=…").
   std::string memory_report(bool bytes) const;
@@ -112,7 +113,7 @@ class Trainer {
 
   const Job& job_;
   const RunSettings& settings_;  // job_.settings
-  const comm::ProcessGroups& groups_;
+  comm::Communicator& world_;  // the control communicator over every rank (not collectives_.world)
   // Built in declaration order, each from the ones above it: the collectives first (the model,
   // the reducer and the runner hold references into them), then the data, the memory decision
   // (checked before the model's first buffer), the model, and what works on the model.

@@ -9,7 +9,6 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
 #include "deck/value.hpp"
 #include "job/memory_plan.hpp"
 #include "train/trainer.hpp"
@@ -165,14 +164,14 @@ void Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   checkpointer_->wait();  // an asynchronous checkpoint still writing holds the HDF5 lock
   ckpt::Metadata meta = metadata(completed);
   meta.kind = "full";
-  const ckpt::WriteResult written = ckpt::write_checkpoint(path, groups_.world(), state_view(), meta);
+  const ckpt::WriteResult written = ckpt::write_checkpoint(path, world_, state_view(), meta);
   if (!written.error.empty()) {
     print0("balance: after step " + std::to_string(completed) + ": no move, the state could not be written to " + path +
            ": " + written.error);
     return;
   }
   rebuild_model(split);
-  const std::string problem = ckpt::read_checkpoint(path, groups_.world(), state_view());
+  const std::string problem = ckpt::read_checkpoint(path, world_, state_view());
   if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
   if (rank_ == 0) std::remove(path.c_str());
   warm_step_ = completed;  // the next step creates its primitives and touches new memory

@@ -10,7 +10,6 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/mpi_util.hpp"
 #include "core/version.hpp"
 #include "job/model_setup.hpp"
 #include "job/signals.hpp"
@@ -90,7 +89,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   const deck::Record& deck = job_.record;
   run_id_ = run_id;
   ckpt::Start start = ckpt::choose_checkpoint(settings_.checkpoint_resume, settings_.checkpoint.dir, run_id,
-                                              groups_.world());
+                                              world_);
   lineage_ = std::move(start.lineage);
   const auto& chosen = start.chosen;
   if (!chosen) return;
@@ -118,7 +117,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
     print0("warning: " + chosen->path + " is a fast checkpoint (parameters only): the AdamW moments "
            "start again from zero, so the steps after it differ from the uninterrupted run's");
   }
-  const std::string problem = ckpt::read_checkpoint(chosen->path, groups_.world(), view);
+  const std::string problem = ckpt::read_checkpoint(chosen->path, world_, view);
   if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
   start_step_ = saved.step;
   last_full_step_ = saved.kind == "full" ? saved.step : -1;

@@ -21,7 +21,8 @@
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "job/job.hpp"
-#include "topo/discover.hpp"
+#include "comm/discover_topology.hpp"
+#include "comm/mpi/native_handle.hpp"
 
 #if TRIDENT_NCCL
 #include <cuda_runtime.h>
@@ -184,7 +185,7 @@ void check_hierarchical(Stream device) {
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", std::to_string(n)}, {"topology.ranks_per_node", std::to_string(per_node)},
        {"topology.nodes_per_rack", std::to_string(per_rack)}});
-  const topo::Topology t = topo::discover_topology(read_settings(deck).topology);
+  const topo::Topology t = comm::discover_topology(*comm::over_native(MPI_COMM_WORLD, "world"), read_settings(deck).topology);
   comm::CollectiveSettings settings;
   settings.algo = "hierarchical";
   settings.backend = "nccl";
@@ -256,7 +257,7 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   if (!comm::nccl_built_in()) return skip_all("built without NCCL");
-  const comm::DeviceChoice choice = comm::choose_cuda_device();
+  const comm::DeviceChoice choice = comm::choose_cuda_device(*comm::over_native(MPI_COMM_WORLD, "world"));
   if (!choice.problem.empty()) return skip_all(choice.problem);
 #if TRIDENT_NCCL
   const bool hang_mode = argc > 1 && std::strcmp(argv[1], "--hang") == 0;

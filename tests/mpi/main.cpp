@@ -7,10 +7,13 @@
 
 #include <memory>
 
+#include "comm/world.hpp"
 #include "core/mpi_util.hpp"
 #include "mpi_fixture.hpp"
 
 namespace {
+
+std::unique_ptr<trident::comm::Communicator> the_world;
 
 struct MpiFixture {
   MpiFixture() {
@@ -19,13 +22,21 @@ struct MpiFixture {
     if (trident::world_rank() != 0)
       boost::unit_test::results_reporter::set_level(boost::unit_test::NO_REPORT);
   }
-  ~MpiFixture() { session.reset(); }
+  ~MpiFixture() {
+    the_world.reset();
+    session.reset();
+  }
   std::unique_ptr<trident::MpiSession> session;
 };
 
 }  // namespace
 
 BOOST_TEST_GLOBAL_FIXTURE(MpiFixture);
+
+trident::comm::Communicator& trident::testing::world() {
+  if (!the_world) the_world = trident::comm::make_world();
+  return *the_world;
+}
 
 bool trident::testing::everywhere(bool ok) {
   int mine = ok ? 1 : 0, all = 0;

@@ -6,7 +6,13 @@
 
 #include <string>
 
+#include "comm/communicator.hpp"
+
 namespace trident::testing {
+
+// The job's control communicator over every rank (comm::make_world), made at the first call and
+// freed before MPI ends: what the code under test takes as its world.
+comm::Communicator& world();
 
 // True on every rank iff `ok` is true on every rank.
 bool everywhere(bool ok);

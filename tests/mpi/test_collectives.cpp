@@ -13,7 +13,7 @@
 #include "deck/deck.hpp"
 #include "tensor/buffer.hpp"
 #include "mpi_fixture.hpp"
-#include "topo/discover.hpp"
+#include "comm/discover_topology.hpp"
 #include "job/job.hpp"
 
 using namespace trident;
@@ -42,7 +42,7 @@ topo::Topology four_nodes_in_two_racks() {
   const deck::Deck deck = deck::Deck::parse(
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
-  return topo::discover_topology(read_settings(deck).topology);
+  return comm::discover_topology(testing::world(), read_settings(deck).topology);
 }
 
 std::vector<topo::Level> all_node(int n) { return std::vector<topo::Level>(n, topo::Level::Node); }

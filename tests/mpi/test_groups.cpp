@@ -9,7 +9,7 @@
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "mpi_fixture.hpp"
-#include "topo/discover.hpp"
+#include "comm/discover_topology.hpp"
 #include "job/job.hpp"
 
 using namespace trident;
@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(communicators_match_grid_and_topology_for_every_layout) {
         if (per_node > 0 && world % per_node) continue;
         const deck::Deck deck = layout_deck(tp, pp, dp, per_node, per_node == 1 ? 2 : 0);
         const layout::Grid grid(tp, pp, dp);
-        const topo::Topology topology = topo::discover_topology(read_settings(deck).topology);
+        const topo::Topology topology = comm::discover_topology(testing::world(), read_settings(deck).topology);
         const comm::ProcessGroups groups(grid, topology);
         const std::string problem = comm::verify_groups(groups, grid, topology);
         BOOST_TEST(problem == "", "tp " << tp << " pp " << pp << " dp " << dp << ": " << problem);
@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(communicators_match_grid_and_topology_for_every_layout) {
 }
 
 BOOST_AUTO_TEST_CASE(real_topology_is_one_node_on_one_host) {
-  const topo::Topology t = topo::discover_topology(read_settings(layout_deck(1, 1, world_size(), 0, 0)).topology);
+  const topo::Topology t = comm::discover_topology(testing::world(), read_settings(layout_deck(1, 1, world_size(), 0, 0)).topology);
   BOOST_TEST(everywhere(t.num_nodes() == 1 && t.num_racks() == 1 && !t.emulated()));
   BOOST_TEST(everywhere(t.place(world_rank()).local_rank == world_rank()));
 }
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(level_communicators_have_the_emulated_sizes) {
   const int world = world_size();
   if (world % 2) return;  // one rank: nothing to emulate
   const deck::Deck deck = layout_deck(1, 1, world, 1, 2);  // nodes of 1 rank, racks of 2 nodes
-  const topo::Topology topology = topo::discover_topology(read_settings(deck).topology);
+  const topo::Topology topology = comm::discover_topology(testing::world(), read_settings(deck).topology);
   const comm::ProcessGroups groups(layout::Grid(1, 1, world), topology);
   int node = 0, rack = 0, cross = 0;
   MPI_Comm_size(groups.node(), &node);

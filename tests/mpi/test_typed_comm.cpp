@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/agreement.hpp"
 #include "comm/wrappers/emulated_links.hpp"
+#include "comm/discover_topology.hpp"
 #include "comm/group_collectives.hpp"
 #include "comm/host_stream.hpp"
 #include "comm/wrappers/widen.hpp"
@@ -55,7 +57,7 @@ topo::Topology eight_ranks_in_two_racks() {
   const deck::Deck deck = deck::Deck::parse(
       "t.deck", "[model]\nlayers = 2\nheads = 2\nhidden = 8\nvocab = 16\nseq_len = 4\n",
       {{"parallel.data", "8"}, {"topology.ranks_per_node", "2"}, {"topology.nodes_per_rack", "2"}});
-  return topo::discover_topology(read_settings(deck).topology);
+  return comm::discover_topology(testing::world(), read_settings(deck).topology);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "comm/agreement.hpp"
+#include "comm/mpi/native_handle.hpp"
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
 
@@ -118,7 +120,7 @@ std::string verify_groups(const ProcessGroups& groups, const layout::Grid& grid,
                 describe(actual) + ", expected " + describe(expected);
   }
   // Every rank must return the same verdict: take the lowest rank's problem, if any.
-  const std::vector<std::string> all = allgather_strings(problem, MPI_COMM_WORLD);
+  const std::vector<std::string> all = all_gather_strings(*over_native(MPI_COMM_WORLD, "world"), problem);
   for (const std::string& p : all)
     if (!p.empty()) return p;
   return "";

@@ -75,6 +75,13 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::vector<topo::Level> level_o
   REQUIRE(static_cast<int>(level_of_rank_.size()) == size_, "one level per rank of " << name_);
 }
 
+MpiCommunicator::~MpiCommunicator() {
+  shared_.reset();  // the window lives on comm_
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_handle_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
 void MpiCommunicator::count(int peer, double sent_bytes, double received_bytes) {
   const int level = static_cast<int>(level_of_rank_[peer]);
   traffic_.sent[level] += sent_bytes;

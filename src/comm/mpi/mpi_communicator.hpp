@@ -47,6 +47,13 @@ class MpiCommunicator final : public Communicator {
   // algorithm through the interface (reduce-scatter and all-gather: Shm if algo is, else Ring).
   MpiCommunicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank, std::string name,
                   double timeout_s, Traffic kind = Traffic::Count, Algo algo = Algo::Ring);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+  // From now on the communicator frees `comm` when it is destroyed (one it was made over by
+  // MPI_Comm_dup or a split: comm/world.cpp); otherwise `comm` stays its creator's.
+  void own_handle() { owns_handle_ = true; }
+  MPI_Comm handle() const { return comm_; }  // comm/mpi/native_handle.hpp's
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -101,6 +108,7 @@ class MpiCommunicator final : public Communicator {
   void count(int peer, double sent_bytes, double received_bytes);
 
   MPI_Comm comm_;
+  bool owns_handle_ = false;
   int rank_ = 0, size_ = 1;
   std::vector<topo::Level> level_of_rank_;
   std::string name_;

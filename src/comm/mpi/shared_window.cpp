@@ -14,6 +14,8 @@ uint64_t* counter_of(char* part) { return reinterpret_cast<uint64_t*>(part); }
 
 }  // namespace
 
+size_t shared_window_bytes_per_rank() { return SharedWindow::bytes_per_rank(SharedWindow::kCapacity); }
+
 size_t SharedWindow::bytes_per_rank(size_t capacity_floats) {
   return kHeader + 2 * capacity_floats * sizeof(float);
 }

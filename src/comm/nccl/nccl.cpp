@@ -4,8 +4,9 @@
 
 #include <stdexcept>
 
+#include "comm/agreement.hpp"
+#include "comm/world.hpp"
 #include "core/error.hpp"
-#include "core/mpi_util.hpp"
 
 #if TRIDENT_NCCL
 #include <cuda_runtime.h>
@@ -75,18 +76,13 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo:
 
 #endif
 
-DeviceChoice choose_cuda_device() {
-  MPI_Comm host = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &host));
-  int rank_on_host = 0;
-  MPI_CHECK(MPI_Comm_rank(host, &rank_on_host));
+DeviceChoice choose_cuda_device(Communicator& world) {
+  const std::unique_ptr<Communicator> host = split_by_host(world, "host");
   const int visible = cuda_devices_visible();
   DeviceChoice choice;
-  choice.index = device_for_rank(rank_on_host, visible);
-  const std::vector<std::string> bus_ids = allgather_strings(bus_id(choice.index), host);
-  MPI_Comm_free(&host);
-  for (const std::string& seen : allgather_strings(device_sharing_problem(bus_ids, visible), MPI_COMM_WORLD))
-    if (choice.problem.empty()) choice.problem = seen;
+  choice.index = device_for_rank(host->rank(), visible);
+  const std::vector<std::string> bus_ids = all_gather_strings(*host, bus_id(choice.index));
+  choice.problem = first_error(world, device_sharing_problem(bus_ids, visible));
   return choice;
 }
 
