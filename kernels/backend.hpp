@@ -110,10 +110,6 @@ class Backend : public Allocator {
   virtual Stream create_capturable_stream() { return create_stream(); }
 };
 
-// kernels.guard_memory_gb: the guarded backend's device memory, as the memory model sees it
-// (bytes; 0: the host's memory, as on the CPU).
-void set_guard_memory_bytes(double bytes);
-
 Backend& cpu_backend();
 // The backend of kernels.device = `name`, or null where this binary has none (cuda without
 // CUDA compiled in).

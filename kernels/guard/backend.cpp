@@ -111,8 +111,6 @@ class Guard {
   int open_ = 0;
 };
 
-std::atomic<double> g_memory_bytes{0};  // kernels.guard_memory_gb
-
 Guard& guard() {
   static Guard* instance = new Guard;  // never destroyed: buffers may outlive static destruction
   return *instance;
@@ -288,7 +286,6 @@ class GuardBackend final : public Backend {
   const char* name() const override { return "guard"; }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override { return ""; }
-  double memory_bytes() const override { return g_memory_bytes.load(); }
   // Graphs as CUDA's: recorded on the capturing thread, replayed in order (the stream is the
   // host's, so a replay has finished when it returns).
   std::string graphs_unavailable() const override { return ""; }
@@ -322,7 +319,3 @@ Backend& backend() {
 }
 
 }  // namespace trident::kernels::guard
-
-namespace trident::kernels {
-void set_guard_memory_bytes(double bytes) { guard::g_memory_bytes = bytes; }
-}  // namespace trident::kernels

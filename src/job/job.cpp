@@ -88,7 +88,6 @@ kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings&
   if (guard_memory > 0 && device != "guard")
     fatal_all(deck.cite("kernels.guard_memory_gb") + ", but it sizes the guarded backend's emulated device and " +
               deck.cite("kernels.device") + "; set kernels.device = guard, or leave kernels.guard_memory_gb at 0");
-  kernels::set_guard_memory_bytes(guard_memory);
   if (device == "cuda")
     warn0("kernels.device = cuda with TRIDENT_TRY_CUDA_TRAINER=1: the trainer on CUDA has not been verified on "
           "a GPU yet (scripts/gpu-check.sh is that verification)");

@@ -134,10 +134,11 @@ std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
 std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on_this_host_with(world, 0); }
 
 // On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
-// guarded backend's one emulated device).
-ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device) {
+// guarded backend's one emulated device, as large as kernels.guard_memory_gb says).
+ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels) {
   const kernels::Backend& backend = kernels::backend_of(device);
-  const double device_bytes = backend.memory_bytes();  // a query of the device: once
+  const bool emulated = std::string(backend.name()) == "guard";
+  const double device_bytes = emulated ? kernels.guard_memory_gb * 1e9 : backend.memory_bytes();  // a query: once
   ModelMemory memory;
   memory.device = device_bytes > 0;
   if (!memory.device) {
@@ -182,7 +183,7 @@ void check_whole_model_fits(comm::Communicator& world, const kernels::Context& d
   estimate.bytes[static_cast<int>(MemoryCategory::OptimizerState)] = 0;
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
-  const ModelMemory memory = model_memory(world, device);  // collective: every rank calls it
+  const ModelMemory memory = model_memory(world, device, settings.kernels);  // collective: every rank calls it
   std::string problem = budget_shortfall(settings, deck, total, "the whole model");
   if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
   if (!problem.empty())
@@ -202,7 +203,7 @@ void check_memory_fits(comm::Communicator& world, const kernels::Context& device
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
-  if (problem.empty()) problem = memory_problem(in, grid, model_memory(world, device));
+  if (problem.empty()) problem = memory_problem(in, grid, model_memory(world, device, settings.kernels));
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "

@@ -61,8 +61,8 @@ struct ModelMemory {
   std::string name;        // "host n1", "device cuda:0 of host n1"
   bool device = false;     // device memory (else the host's)
 };
-// Collective over `world`.
-ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device);
+// Collective over `world`. kernels: kernels.guard_memory_gb, the emulated device's size.
+ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
 
 // What keeps blocks per stage `stage_layers` with micro-batches of `micro_batch` sequences,
 // `micro_batches` a step (a running job's new split or count: balance.pipeline,

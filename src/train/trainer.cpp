@@ -179,11 +179,11 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
       figures_(job.grid, pp_size_),
-      balance_(settings_.balance, job.grid),
+      balancer_(settings_.balance, job.grid, *this),
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      memory_(model_memory(world, job.device)) {}
+      memory_(model_memory(world, job.device, job.settings.kernels)) {}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -335,7 +335,7 @@ void Trainer::end_if_root_failed(std::string problem, const std::string& hint) c
 
 int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::string, std::string>>& facts) {
   run_dir_ = run_dir;
-  warm_step_ = start_step_;
+  balancer_.start(start_step_);
   checkpointer_ = std::make_unique<ckpt::Checkpointer>(settings_.checkpoint, world_);
   checkpointer_->begin_lineage(lineage_);
   std::string problem;
@@ -382,7 +382,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
     if (result.skipped) count_bad_step(step, result);
     else bad_in_a_row_ = 0;
     if (step == start_step_) figures_.forget_bubble();  // the first step warms up: not counted
-    balance_after(step + 1, result);
+    balancer_.after_step(step + 1, result.pipeline, runner_->micro_batches(), *collectives_.world, log_.metrics());
     const bool last = step + 1 == steps_;
     if (last || (eval_interval > 0 && (step + 1) % eval_interval == 0))
       validate(step + 1);

@@ -28,7 +28,7 @@
 #include "job/fault_hooks.hpp"
 #include "job/job.hpp"
 #include "job/memory_plan.hpp"
-#include "train/balance_monitor.hpp"
+#include "train/balancer.hpp"
 #include "train/run_collectives.hpp"
 #include "train/step_figures.hpp"
 #include "train/step_log.hpp"
@@ -36,7 +36,7 @@
 
 namespace trident {
 
-class Trainer {
+class Trainer : private BalanceTarget {
  public:
   // Checks the data and the model source and builds the model and optimizer; writes nothing.
   // Every problem with the input is a UserError (before the run directory exists). Collective
@@ -80,34 +80,20 @@ class Trainer {
   // Collective: rank 0's `problem` (a file of the run directory not written) as a RunFailure
   // (exit 1) on every rank, with `hint`; nothing when it is empty.
   void end_if_root_failed(std::string problem, const std::string& hint) const;
-  // Load balance (train/trainer_balance.cpp). After step `completed`: this rank's times into the
-  // measurement and, at a measurement, the re-split decision (balance.pipeline) and the move.
-  void balance_after(int64_t completed, const StepResult& result);
+  // The balancer's target (train/trainer_balance.cpp): the run's batching, read and changed.
+  BatchLayout batch_layout() const override;
+  std::vector<int> allowed_micro_batch_counts(int64_t sequences) override;
+  std::string memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch, int64_t micro_batches) override;
+  void apply_shares(const std::vector<int>& shares) override;
+  // The runner and the activations rebuilt for the new micro-batch size (equal shares again).
+  void apply_micro_batches(int count) override;
+  // The state through a scratch checkpoint file in the run directory, read back resharded.
+  bool move_blocks(const std::vector<int>& split, int64_t completed) override;
+  void build_for_split(const std::vector<int>& split) override { rebuild_model(split); }
   // Rebuilds the model, reducer, optimizer and runner for `split` (their state is not kept).
   void rebuild_model(const std::vector<int>& split);
   // Rebuilds the runner (and the model's activations) for micro_batches_ of B_, this replica's share.
   void rebuild_runner();
-  // Collective: moves the blocks to `split` at the boundary after step `completed`: the state
-  // through a scratch checkpoint file in the run directory, read back resharded.
-  void move_blocks(const std::vector<int>& split, int64_t completed);
-  // New micro-batch shares of the replicas, from the next step on.
-  void apply_shares(const std::vector<int>& shares, int64_t completed);
-  // balance.micro_batches after a measurement (`moved`: blocks or shares moved at it, so its
-  // figures are of a layout that is gone): the seed's rule, or the model's probe and choice.
-  void balance_micro_batches(int64_t completed, const pipeline::BalanceFigures& measured, bool moved);
-  // Collective: the micro-batch counts that divide this replica's sequences and fit in memory
-  // on every rank.
-  std::vector<int> allowed_micro_batch_counts(int64_t sequences);
-  // Collective: why blocks per stage `split` with micro-batches of `micro_batch` would not fit
-  // on some rank (memory.budget_gb, or a host's memory); "" when they fit everywhere.
-  std::string memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch, int64_t micro_batches);
-  // `count` micro-batches of the same sequences per replica from the next step on (equal shares
-  // again): the runner and the activations rebuilt for the new micro-batch size.
-  void apply_micro_batches(int count, int64_t completed);
-  // Collective, in restore(): with balance.pipeline, the split a checkpoint recorded; with
-  // balance.micro_batches, its micro-batch size; with balance.replicas, its shares.
-  void adopt_saved_split(const ckpt::Metadata& saved);
-  void adopt_saved_batching(const ckpt::Metadata& saved);
   // Counts a skipped step; stops the run (RunFailure) past optim.max_bad_steps in a row.
   void count_bad_step(int64_t step, const StepResult& result);
 
@@ -142,7 +128,7 @@ class Trainer {
   int64_t micro_batches_;
   const double flops_per_token_;
   StepFigureLog figures_;
-  BalanceMonitor balance_;
+  Balancer balancer_;  // the load-balance state: its measurement and decisions (train/balancer.hpp)
 
   // The state of the run.
   StepLog log_;  // metrics.h5 and the console lines (rank 0; closed elsewhere)
@@ -155,11 +141,6 @@ class Trainer {
   int64_t optimizer_updates_ = 0;  // AdamW updates made (AdamW's t)
   int64_t bad_in_a_row_ = 0, skipped_steps_ = 0;
   std::string run_dir_;            // run()'s
-  int64_t warm_step_ = 0;          // a step that warms up (the first, the first after a move): not measured
-  // balance.pipeline, balance.replicas, balance.micro_batches
-  pipeline::Hysteresis split_hysteresis_, share_hysteresis_, count_hysteresis_;
-  pipeline::MicroBatchCost micro_batch_cost_;  // balance.micro_batches = model: t(b) measured
-  bool report_next_count_ = false;             // a probe was made: print the next count decision
   // Micro-batches per step of each data replica (balance.replicas; else micro_batches_ each),
   // and the first of this replica's within the global batch's micro-batches.
   std::vector<int> shares_;

@@ -65,9 +65,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
   m.pipeline = grid.pp_size();
   m.data = grid.dp_size();
   m.zero = settings_.step.zero ? 1 : 0;
-  m.stage_layers = pipeline::split_text(stage_layers_);  // the deck's, or balance.pipeline's last move
-  m.micro_batch = B_;                                     // the deck's, or balance.micro_batches' last choice
-  m.replica_shares = pipeline::split_text(shares_);      // equal, or balance.replicas' last shares
+  balancer_.save(m);
   m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
   m.version = TRIDENT_VERSION;
   m.written_at = utc_timestamp();
@@ -109,8 +107,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   if (saved.step > steps_)
     fatal_all(chosen->path + " is at step " + std::to_string(saved.step) + ", beyond train.steps = " +
               std::to_string(steps_) + " (" + deck.cite("train.steps") + "); raise train.steps to train further");
-  adopt_saved_split(saved);
-  adopt_saved_batching(saved);
+  balancer_.restore(saved);
   ckpt::StateView view = state_view();
   if (saved.kind == "fast") {
     view.m = view.v = nullptr;  // AdamW's moments stay zero, as at the start of a run

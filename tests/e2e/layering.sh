@@ -59,9 +59,10 @@ expect_no_code no_world_rank_lookup "a world_rank()/world_size() lookup in libra
     grep -v -e '^src/comm/' -e '^src/core/' -e '^src/app/main\.cpp$') /dev/null
 
 # The device is a value (Job::device, a kernels::Context) passed to what runs kernels: no
-# process-wide default backend, 16-bit GEMM path or arithmetic that a default Context picks up.
+# process-wide default backend, 16-bit GEMM path or arithmetic that a default Context picks up,
+# and no process-wide size of the guarded backend's device (kernels.guard_memory_gb is a setting).
 expect_none no_process_wide_kernel_default "a process-wide kernel default (pass the job's kernels::Context)" \
-  'set_default_(backend|low16_gemm|arithmetic)|g_default' $(find src kernels -name '*.[ch]pp' -o -name '*.cu')
+  'set_default_(backend|low16_gemm|arithmetic)|set_guard_memory|g_default|g_memory_bytes' $(find src kernels -name '*.[ch]pp' -o -name '*.cu')
 
 # Settings typed and read once (job/settings.cpp): no value read from a deck by key elsewhere
 # (src/deck/ parses and validates), and below the commands nothing holds a Deck — code keeps a
