@@ -8,6 +8,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/datasets.hpp"
+#include "ckpt/metadata_attributes.hpp"
 #include "ckpt/parallel_hdf5.hpp"
 #include "comm/agreement.hpp"
 #include "core/clock.hpp"

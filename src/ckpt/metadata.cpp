@@ -1,5 +1,6 @@
 // The root attributes of a checkpoint file <-> Metadata.
 #include "ckpt/metadata.hpp"
+#include "ckpt/metadata_attributes.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -27,66 +28,79 @@ struct Field {
   bool optional = false;  // added after format version 1 was first written: may be absent
 };
 
-template <class T>
-Field int_field(const char* name, T Metadata::*member) {
-  return {name, [member](const Metadata& m) { return std::to_string(m.*member); },
-          [member](Metadata& m, const std::string& v) { m.*member = static_cast<T>(std::stoll(v)); }, true};
-}
-Field model_field(const char* name, int model::GptConfig::*member) {
-  return {name, [member](const Metadata& m) { return std::to_string(m.model.*member); },
-          [member](Metadata& m, const std::string& v) { m.model.*member = std::stoi(v); }, true};
-}
-Field real_field(const char* name, double Metadata::*member) {
-  return {name,
-          [member](const Metadata& m) {
-            char text[32];
-            std::snprintf(text, sizeof text, "%.17g", m.*member);  // round-trips exactly
-            return std::string(text);
-          },
-          [member](Metadata& m, const std::string& v) { m.*member = std::stod(v); }, false};
-}
-Field optional(Field field) {
-  field.optional = true;
-  return field;
-}
-Field text_field(const char* name, std::string Metadata::*member) {
-  return {name, [member](const Metadata& m) { return m.*member; },
-          [member](Metadata& m, const std::string& v) { m.*member = v; }, false};
+std::string real_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);  // round-trips exactly
+  return text;
 }
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = {
-      text_field("kind", &Metadata::kind),
-      int_field("step", &Metadata::step),
-      int_field("tokens_seen", &Metadata::tokens_seen),
-      int_field("optimizer_updates", &Metadata::optimizer_updates),
-      int_field("bad_steps_in_a_row", &Metadata::bad_steps_in_a_row),
-      int_field("skipped_steps", &Metadata::skipped_steps),
-      int_field("seed", &Metadata::seed),
-      optional(text_field("precision", &Metadata::precision)),
-      optional(real_field("loss_scale", &Metadata::loss_scale)),
-      optional(int_field("loss_scale_good_steps", &Metadata::loss_scale_good_steps)),
-      optional(int_field("loss_scale_hysteresis_left", &Metadata::loss_scale_hysteresis_left)),
-      model_field("model.layers", &model::GptConfig::layers),
-      model_field("model.heads", &model::GptConfig::heads),
-      model_field("model.hidden", &model::GptConfig::channels),
-      model_field("model.vocab", &model::GptConfig::vocab),
-      model_field("model.padded_vocab", &model::GptConfig::padded_vocab),
-      model_field("model.seq_len", &model::GptConfig::max_seq_len),
-      int_field("layout.tensor", &Metadata::tensor),
-      int_field("layout.pipeline", &Metadata::pipeline),
-      int_field("layout.data", &Metadata::data),
-      int_field("layout.zero", &Metadata::zero),
-      text_field("layout.stage_layers", &Metadata::stage_layers),
-      optional(int_field("layout.micro_batch", &Metadata::micro_batch)),
-      optional(text_field("layout.replica_shares", &Metadata::replica_shares)),
-      text_field("trident_version", &Metadata::version),
-      text_field("written_at", &Metadata::written_at),
-      text_field("deck", &Metadata::deck),
-      optional(text_field("lineage.run_id", &Metadata::run_id)),
-      optional(text_field("lineage.branch", &Metadata::branch)),
-      optional(text_field("lineage.parent", &Metadata::parent)),
+// The Fields of one part of Metadata (a section, or the model's shape), reached from the
+// metadata by `part`: what a section's `fields` lists.
+template <class Part>
+class Collect {
+ public:
+  struct Reach {
+    Part& (*of)(Metadata&);
+    const Part& (*of_const)(const Metadata&);
   };
+  Collect(std::vector<Field>& out, Reach part) : out_(out), part_(part) {}
+  template <class T>
+  void integer(const char* name, T Part::*member, bool optional = false) {
+    const Reach p = part_;
+    out_.push_back({name, [p, member](const Metadata& m) { return std::to_string(p.of_const(m).*member); },
+                    [p, member](Metadata& m, const std::string& v) { p.of(m).*member = static_cast<T>(std::stoll(v)); },
+                    true, optional});
+  }
+  void real(const char* name, double Part::*member, bool optional = false) {
+    const Reach p = part_;
+    out_.push_back({name, [p, member](const Metadata& m) { return real_text(p.of_const(m).*member); },
+                    [p, member](Metadata& m, const std::string& v) { p.of(m).*member = std::stod(v); }, false, optional});
+  }
+  void text(const char* name, std::string Part::*member, bool optional = false) {
+    const Reach p = part_;
+    out_.push_back({name, [p, member](const Metadata& m) { return p.of_const(m).*member; },
+                    [p, member](Metadata& m, const std::string& v) { p.of(m).*member = v; }, false, optional});
+  }
+
+ private:
+  std::vector<Field>& out_;
+  Reach part_;
+};
+
+// A section is a base of Metadata; the model's shape is its member.
+template <class Section>
+void add_section(std::vector<Field>& table) {
+  Collect<Section> collect(table, {[](Metadata& m) -> Section& { return m; },
+                                   [](const Metadata& m) -> const Section& { return m; }});
+  Section::fields(collect);
+}
+
+void add_model_shape(std::vector<Field>& table) {
+  using model::GptConfig;
+  Collect<GptConfig> f(table, {[](Metadata& m) -> GptConfig& { return m.model; },
+                               [](const Metadata& m) -> const GptConfig& { return m.model; }});
+  f.integer("model.layers", &GptConfig::layers);
+  f.integer("model.heads", &GptConfig::heads);
+  f.integer("model.hidden", &GptConfig::channels);
+  f.integer("model.vocab", &GptConfig::vocab);
+  f.integer("model.padded_vocab", &GptConfig::padded_vocab);
+  f.integer("model.seq_len", &GptConfig::max_seq_len);
+}
+
+// The file's attributes in their order (metadata_checksum's): the kind, then the sections.
+const std::vector<Field>& attribute_table() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> t;
+    add_section<Metadata>(t);  // its own: the kind
+    add_section<TrainingState>(t);
+    add_section<ScalerState>(t);
+    add_model_shape(t);
+    add_section<LayoutRecord>(t);
+    add_section<BalanceState>(t);
+    add_section<Provenance>(t);
+    add_section<LineageIds>(t);
+    return t;
+  }();
   return table;
 }
 
@@ -201,7 +215,7 @@ std::string name_mismatch(const std::string& path, const Metadata& metadata) {
 
 std::string Metadata::to_text() const {
   std::string text;
-  for (const Field& f : fields()) text += std::string(f.name) + "=" + escape(f.get(*this)) + "\n";
+  for (const Field& f : attribute_table()) text += std::string(f.name) + "=" + escape(f.get(*this)) + "\n";
   return text;
 }
 
@@ -212,7 +226,7 @@ Metadata Metadata::from_text(const std::string& text) {
   while (std::getline(lines, line)) {
     const size_t equals = line.find('=');
     if (equals == std::string::npos) continue;
-    for (const Field& f : fields())
+    for (const Field& f : attribute_table())
       if (line.compare(0, equals, f.name) == 0 && std::strlen(f.name) == equals) f.set(metadata, unescape(line.substr(equals + 1)));
   }
   return metadata;
@@ -223,7 +237,7 @@ std::string write_metadata(hid_t file, const Metadata& metadata) {
   Metadata written = metadata;
   written.format_version = kFormatVersion;
   bool ok = h5::write_int_attribute(file, "format_version", kFormatVersion);
-  for (const Field& f : fields())
+  for (const Field& f : attribute_table())
     ok = ok && (f.integer ? h5::write_int_attribute(file, f.name, std::stoll(f.get(written)))
                           : h5::write_string_attribute(file, f.name, f.get(written)));
   ok = ok && h5::write_string_attribute(file, "checksum_algorithm",
@@ -242,7 +256,7 @@ std::string read_metadata_of(hid_t file, Metadata& metadata) {
     return "format version " + std::to_string(version) + ", this trident reads versions 1 to " +
            std::to_string(kFormatVersion);
   metadata.format_version = version;
-  for (const Field& f : fields()) {
+  for (const Field& f : attribute_table()) {
     std::string text;
     int64_t number = 0;
     if (f.integer ? !h5::read_int_attribute(file, f.name, number) : !h5::read_string_attribute(file, f.name, text)) {

@@ -10,6 +10,15 @@ LossScaler::LossScaler(const LossScaleSettings& settings) : settings_(settings) 
   state_.hysteresis_left = settings.hysteresis;
 }
 
+void LossScaler::save(ckpt::Metadata& checkpoint) const {
+  static_cast<ckpt::ScalerState&>(checkpoint) = {state_.scale, state_.good_steps, state_.hysteresis_left};
+}
+
+void LossScaler::restore(const ckpt::Metadata& checkpoint, const std::string& /*path*/) {
+  if (checkpoint.loss_scale > 0)
+    state_ = {checkpoint.loss_scale, checkpoint.loss_scale_good_steps, checkpoint.loss_scale_hysteresis_left};
+}
+
 void LossScaler::update(bool overflow) {
   if (overflow) {
     state_.good_steps = 0;

@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "ckpt/stateful.hpp"
 
 namespace trident::optim {
 
@@ -28,7 +31,7 @@ struct LossScaleState {
   int64_t hysteresis_left = 0;
 };
 
-class LossScaler {
+class LossScaler final : public ckpt::Stateful {
  public:
   explicit LossScaler(const LossScaleSettings& settings);
   double scale() const { return state_.scale; }
@@ -36,6 +39,10 @@ class LossScaler {
   void update(bool overflow);
   const LossScaleState& state() const { return state_; }
   void restore(const LossScaleState& state) { state_ = state; }
+  // Its checkpoint section (ckpt::ScalerState): the state, and back where the checkpoint has one
+  // (a loss scale above 0: written by an fp16 run).
+  void save(ckpt::Metadata& checkpoint) const override;
+  void restore(const ckpt::Metadata& checkpoint, const std::string& path) override;
 
  private:
   LossScaleSettings settings_;

@@ -131,12 +131,12 @@ void Balancer::shares_now(const std::vector<int>& shares, int64_t completed) {
 
 void Balancer::save(ckpt::Metadata& checkpoint) const {
   const BatchLayout layout = target_.batch_layout();
-  checkpoint.stage_layers = pipeline::split_text(layout.stage_layers);  // the deck's, or balance.pipeline's last move
-  checkpoint.micro_batch = layout.micro_batch;                          // the deck's, or balance.micro_batches' choice
-  checkpoint.replica_shares = pipeline::split_text(layout.shares);      // equal, or balance.replicas' last shares
+  // The deck's split, micro-batch size and shares, or the last ones balancing chose.
+  static_cast<ckpt::BalanceState&>(checkpoint) = {pipeline::split_text(layout.stage_layers), layout.micro_batch,
+                                                  pipeline::split_text(layout.shares)};
 }
 
-void Balancer::restore(const ckpt::Metadata& saved) {
+void Balancer::restore(const ckpt::Metadata& saved, const std::string& /*path*/) {
   // The split balance.pipeline chose, where the stages are as many.
   if (settings_.pipeline && saved.pipeline == stages_ && !saved.stage_layers.empty()) {
     const std::vector<int> split = int_list(saved.stage_layers);

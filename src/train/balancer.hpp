@@ -8,14 +8,15 @@
 // the same figures and decides the same, so the moves need no further agreement.
 //
 // In a checkpoint, the balancer's section is the batching it chose (ckpt::BalanceState): saved
-// from the run's layout, and adopted again on resume where the new run's layout allows.
+// from the run's layout, and adopted again on resume where the new run's layout allows
+// (ckpt/stateful.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "ckpt/metadata.hpp"
+#include "ckpt/stateful.hpp"
 #include "comm/communicator.hpp"
 #include "job/settings.hpp"
 #include "layout/grid.hpp"
@@ -56,7 +57,7 @@ class BalanceTarget {
   virtual void build_for_split(const std::vector<int>& split) = 0;
 };
 
-class Balancer {
+class Balancer final : public ckpt::Stateful {
  public:
   Balancer(const BalanceSettings& settings, const layout::Grid& grid, BalanceTarget& target);
 
@@ -68,12 +69,13 @@ class Balancer {
   void after_step(int64_t completed, const pipeline::StepTimes& times, int64_t micro_batches,
                   comm::Communicator& world, metrics::MetricsFile* metrics);
 
-  // The balancer's section of a checkpoint: the split, micro-batch size and shares in effect.
-  void save(ckpt::Metadata& checkpoint) const;
-  // Collective, on resume: the split (balance.pipeline), the micro-batch size
-  // (balance.micro_batches) and the shares (balance.replicas) a checkpoint recorded, adopted
-  // where this run's layout allows them.
-  void restore(const ckpt::Metadata& checkpoint);
+  // The balancer's section of a checkpoint (ckpt::BalanceState): the split, micro-batch size
+  // and shares in effect.
+  void save(ckpt::Metadata& checkpoint) const override;
+  // Collective, on resume, before the checkpoint's state is read: the split (balance.pipeline),
+  // the micro-batch size (balance.micro_batches) and the shares (balance.replicas) a checkpoint
+  // recorded, adopted where this run's layout allows them.
+  void restore(const ckpt::Metadata& checkpoint, const std::string& path) override;
 
  private:
   void decide_micro_batches(int64_t completed, const pipeline::BalanceFigures& measured, bool moved,

@@ -60,7 +60,10 @@ class Trainer : private BalanceTarget {
 
  private:
   StepResult train_step(int64_t step);
-  void restore_precision_state(const ckpt::Metadata& saved, const std::string& path);
+  // The parts of the run with a section of their own in a checkpoint (ckpt/stateful.hpp): the
+  // balancer and, with fp16, the loss scaler. The trainer's own section is TrainingState.
+  std::vector<ckpt::Stateful*> stateful_parts();
+  void restore_training_state(const ckpt::TrainingState& saved, const std::string& path);
   double evaluate();
   void record_step(int64_t step, const StepResult& result);
   void print_summary() const;
@@ -71,7 +74,7 @@ class Trainer : private BalanceTarget {
   // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
   // step-boundary decision all ranks take together.
   ckpt::StateView state_view();  // where the state lives (its device)
-  ckpt::Metadata metadata(int64_t completed_steps) const;
+  ckpt::Metadata metadata(int64_t completed_steps);
   // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
   // when a stop signal reached any rank (a full checkpoint has been written then).
   bool checkpoint_boundary(int64_t completed);

@@ -43,44 +43,47 @@ ckpt::StateView Trainer::state_view() {
   return view;
 }
 
-ckpt::Metadata Trainer::metadata(int64_t completed_steps) const {
-  const deck::Record& deck = job_.record;
+std::vector<ckpt::Stateful*> Trainer::stateful_parts() {
+  std::vector<ckpt::Stateful*> parts = {&balancer_};
+  if (loss_scaler_) parts.push_back(loss_scaler_.get());
+  return parts;
+}
+
+// The file's own attributes (the model, the layout, who wrote it), the trainer's section, then
+// each part's.
+ckpt::Metadata Trainer::metadata(int64_t completed_steps) {
   const layout::Grid& grid = job_.grid;
   ckpt::Metadata m;
-  m.step = completed_steps;
-  m.tokens_seen = completed_steps * settings_.train.global_batch * T_;
-  m.optimizer_updates = optimizer_updates_;
-  m.bad_steps_in_a_row = bad_in_a_row_;
-  m.skipped_steps = skipped_steps_;
-  m.seed = static_cast<int64_t>(settings_.train.seed);
-  m.precision = kernels::precision_name(model_->precision());
-  if (loss_scaler_) {
-    const optim::LossScaleState& scaler = loss_scaler_->state();
-    m.loss_scale = scaler.scale;
-    m.loss_scale_good_steps = scaler.good_steps;
-    m.loss_scale_hysteresis_left = scaler.hysteresis_left;
-  }
   m.model = model_->config();
-  m.tensor = grid.tp_size();
-  m.pipeline = grid.pp_size();
-  m.data = grid.dp_size();
-  m.zero = settings_.step.zero ? 1 : 0;
-  balancer_.save(m);
-  m.deck = deck.to_ini("resolved deck of the run that wrote this checkpoint");
-  m.version = TRIDENT_VERSION;
-  m.written_at = utc_timestamp();
+  static_cast<ckpt::LayoutRecord&>(m) = {grid.tp_size(), grid.pp_size(), grid.dp_size(), settings_.step.zero ? 1 : 0};
+  static_cast<ckpt::Provenance&>(m) = {TRIDENT_VERSION, utc_timestamp(),
+                                       job_.record.to_ini("resolved deck of the run that wrote this checkpoint")};
+  static_cast<ckpt::TrainingState&>(m) = {completed_steps,
+                                          completed_steps * settings_.train.global_batch * T_,
+                                          optimizer_updates_,
+                                          bad_in_a_row_,
+                                          skipped_steps_,
+                                          static_cast<int64_t>(settings_.train.seed),
+                                          kernels::precision_name(model_->precision())};
+  for (const ckpt::Stateful* part : stateful_parts()) part->save(m);
   return m;
 }
 
-// The parameters in a checkpoint are fp32 master weights whatever the precision, so any run can
-// continue any other; fp16's loss scaler continues where it was when both runs are fp16.
-void Trainer::restore_precision_state(const ckpt::Metadata& saved, const std::string& path) {
+// The trainer's section. The parameters in a checkpoint are fp32 master weights whatever the
+// precision, so any run can continue any other (fp16's loss scaler, a part of its own, continues
+// where it was when both runs are fp16).
+void Trainer::restore_training_state(const ckpt::TrainingState& saved, const std::string& path) {
+  start_step_ = saved.step;
+  optimizer_updates_ = saved.optimizer_updates;
+  bad_in_a_row_ = saved.bad_steps_in_a_row;
+  skipped_steps_ = saved.skipped_steps;
   const std::string now = kernels::precision_name(model_->precision());
   if (saved.precision != now)
     print0("note: " + path + " was written by an optim.precision = " + saved.precision + " run; this one continues "
            "in " + now + " from its fp32 master weights");
-  if (loss_scaler_ && saved.loss_scale > 0)
-    loss_scaler_->restore({saved.loss_scale, saved.loss_scale_good_steps, saved.loss_scale_hysteresis_left});
+  if (saved.seed != static_cast<int64_t>(settings_.train.seed))
+    print0("warning: train.seed is " + std::to_string(settings_.train.seed) + ", the checkpoint's run used " +
+           std::to_string(saved.seed) + ": the batches from here on differ from that run's");
 }
 
 void Trainer::restore(const std::string& run_id, bool checking) {
@@ -107,7 +110,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   if (saved.step > steps_)
     fatal_all(chosen->path + " is at step " + std::to_string(saved.step) + ", beyond train.steps = " +
               std::to_string(steps_) + " (" + deck.cite("train.steps") + "); raise train.steps to train further");
-  balancer_.restore(saved);
+  for (ckpt::Stateful* part : stateful_parts()) part->restore(saved, chosen->path);  // the balancer may rebuild the model
   ckpt::StateView view = state_view();
   if (saved.kind == "fast") {
     view.m = view.v = nullptr;  // AdamW's moments stay zero, as at the start of a run
@@ -116,15 +119,8 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   }
   const std::string problem = ckpt::read_checkpoint(chosen->path, world_, view);
   if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
-  start_step_ = saved.step;
   last_full_step_ = saved.kind == "full" ? saved.step : -1;
-  optimizer_updates_ = saved.optimizer_updates;
-  bad_in_a_row_ = saved.bad_steps_in_a_row;
-  skipped_steps_ = saved.skipped_steps;
-  restore_precision_state(saved, chosen->path);
-  if (saved.seed != static_cast<int64_t>(settings_.train.seed))
-    print0("warning: train.seed is " + std::to_string(settings_.train.seed) + ", the checkpoint's run used " +
-           std::to_string(saved.seed) + ": the batches from here on differ from that run's");
+  restore_training_state(saved, chosen->path);
   check_replicas_agree();  // every replica restored the same bits
   const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
                                       settings_.step.zero ? 1 : 0);

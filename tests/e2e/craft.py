@@ -16,13 +16,14 @@
                                             size=N bytes where given
 
 The metadata checksum is FNV-1a 64 over "format_version=V\\n" and one "name=value\\n" line per
-attribute in the order of fields() in src/ckpt/metadata.cpp (a checksum is no signature:
+attribute in the order of the table in src/ckpt/metadata.cpp (the kind, then the sections' lists
+of src/ckpt/metadata.hpp) (a checksum is no signature:
 anyone can recompute it, which is the point of these files).
 """
 import struct
 import sys
 
-# The order of fields() in src/ckpt/metadata.cpp.
+# The order of the table in src/ckpt/metadata.cpp (tests/unit/test_checkpoint.cpp holds it to this list).
 FIELDS = [
     "kind", "step", "tokens_seen", "optimizer_updates", "bad_steps_in_a_row", "skipped_steps", "seed",
     "precision", "loss_scale", "loss_scale_good_steps", "loss_scale_hysteresis_left",

@@ -83,7 +83,8 @@ bench
 train
 job
 plan
-ckpt dp optim pipeline
+dp optim pipeline
+ckpt
 model
 comm metrics
 kernels topo deck data diag

@@ -6,11 +6,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ckpt/checkpoint_file.hpp"
 #include "ckpt/checksum.hpp"
 #include "ckpt/slab.hpp"
+#include "optim/loss_scaler.hpp"
 
 namespace {
 
@@ -179,6 +181,46 @@ BOOST_AUTO_TEST_CASE(metadata_checksum_covers_every_field) {
   other = m;
   other.format_version = 1;
   BOOST_TEST(ckpt::metadata_checksum(other) != reference);
+}
+
+// The attributes in the order of format version 2, which metadata_checksum covers: the table
+// is now the sections' lists, and files already written must still add up.
+BOOST_AUTO_TEST_CASE(the_sections_keep_the_attribute_order_of_format_2) {
+  const std::vector<std::string> version2 = {
+      "kind", "step", "tokens_seen", "optimizer_updates", "bad_steps_in_a_row", "skipped_steps", "seed",
+      "precision", "loss_scale", "loss_scale_good_steps", "loss_scale_hysteresis_left",
+      "model.layers", "model.heads", "model.hidden", "model.vocab", "model.padded_vocab", "model.seq_len",
+      "layout.tensor", "layout.pipeline", "layout.data", "layout.zero", "layout.stage_layers",
+      "layout.micro_batch", "layout.replica_shares", "trident_version", "written_at", "deck",
+      "lineage.run_id", "lineage.branch", "lineage.parent"};
+  std::vector<std::string> keys;
+  const std::string text = ckpt::Metadata{}.to_text();
+  for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+    keys.push_back(text.substr(at, text.find('=', at) - at));
+  BOOST_TEST(keys == version2, boost::test_tools::per_element());
+}
+
+// A part saves its own section and nothing else, and takes it back (ckpt/stateful.hpp).
+BOOST_AUTO_TEST_CASE(a_part_saves_and_restores_its_own_section) {
+  optim::LossScaler scaler(optim::LossScaleSettings{});
+  scaler.update(true);  // an overflow: the hysteresis budget shrinks
+  for (int i = 0; i < 3; ++i) scaler.update(false);
+  ckpt::Metadata m;
+  m.step = 7;
+  m.stage_layers = "2,2";
+  scaler.save(m);
+  BOOST_TEST(m.loss_scale == scaler.state().scale);
+  BOOST_TEST(m.loss_scale_good_steps == 3);
+  BOOST_TEST((m.step == 7 && m.stage_layers == "2,2"));  // the other sections untouched
+  const ckpt::Metadata back = ckpt::Metadata::from_text(m.to_text());
+  optim::LossScaler resumed(optim::LossScaleSettings{});
+  resumed.restore(back, "x.h5");
+  BOOST_TEST(resumed.state().scale == scaler.state().scale);
+  BOOST_TEST(resumed.state().good_steps == scaler.state().good_steps);
+  BOOST_TEST(resumed.state().hysteresis_left == scaler.state().hysteresis_left);
+  optim::LossScaler untouched(optim::LossScaleSettings{});
+  untouched.restore(ckpt::Metadata{}, "bf16.h5");  // no scaler in it (loss_scale 0): its own state kept
+  BOOST_TEST(untouched.state().scale == optim::LossScaleSettings{}.initial_scale);
 }
 
 BOOST_AUTO_TEST_CASE(file_name_must_agree_with_step_and_kind) {
