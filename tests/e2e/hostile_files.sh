@@ -126,7 +126,8 @@ lock_case lock_directory "mkdir trident.lock" "trident.lock' is a directory|rm -
 lock_case lock_fifo "mkfifo trident.lock" "trident.lock' is a FIFO (named pipe)"
 
 # A live holder is waited for; SIGTERM ends the wait at once (exit 3), and nothing is left behind.
-mkdir -p held && sleep 300 & holder=$!
+mkdir -p held
+sleep 300 & holder=$!  # the holder itself (a `cmd && sleep &` subshell would leave its sleep behind)
 printf 'host = %s\nboot_id = %s\npid = %s\nrun_id = other\n' "$(hostname)" "$(cat /proc/sys/kernel/random/boot_id)" \
   "$holder" > held/trident.lock
 ( exec timeout -k 5 60 "$TRIDENT" train ok.deck --train.run_dir=held --train.lock_wait_s=60 > held.out 2> held.err ) &
