@@ -1,6 +1,9 @@
 // Every CPU kernel: forward against a naive double-precision reference, backward against
-// central finite differences.
+// central finite differences; and the operations' checks of their tensors' dtypes and extents.
 #include <omp.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "kernel_check.hpp"
 #include "kernels/common/math.hpp"
@@ -351,6 +354,79 @@ BOOST_AUTO_TEST_CASE(openmp_alternatives_agree_with_the_kernels_in_use) {
   trident::kernels::gelu_forward(ctx, as_tensor(g1), as_tensor(x));
   trident::kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
   expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-3, "gelu forward");
+}
+
+namespace {
+
+// A check that the logic_error names the operation and the argument: "kernels::OP: ARG ...".
+auto names(const std::string& op, const std::string& argument) {
+  return [prefix = "kernels::" + op + ": " + argument + " "](const std::logic_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return std::string(e.what()).rfind(prefix, 0) == 0;
+  };
+}
+
+}  // namespace
+
+// kernels::* checks the tensors against ops.inc before the backend runs: an extent that does not
+// agree with the others is a programming error, named, and nothing is written.
+BOOST_AUTO_TEST_CASE(tensors_of_the_wrong_extent_throw_before_running) {
+  const int N = 4, C = 8;
+  const auto x = random_vector(N * C, 130), w = random_vector(C, 131), b = random_vector(C + 1, 132);
+  const std::vector<float> untouched(N * C, 7.0f);
+  std::vector<float> y = untouched, mean(N), variance(N);
+  BOOST_CHECK_EXCEPTION(trident::kernels::layernorm_forward(ctx, as_tensor(y), as_tensor(mean), as_tensor(variance),
+                                                            as_tensor(x, {N, C}), as_tensor(w), as_tensor(b)),
+                        std::logic_error, names("layernorm_forward", "bias"));
+  BOOST_TEST(y == untouched);
+  // w (3, 5) against x (4, 8): K differs.
+  const auto w35 = random_vector(3 * 5, 133);
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_forward(ctx, as_tensor(y, {N, C}), as_tensor(x, {N, C}),
+                                                         as_tensor(w35, {3, 5}), Tensor{}),
+                        std::logic_error, names("linear_forward", "w"));
+  // A flat qkv: attention needs (B, T, 3C) to know B and T.
+  std::vector<float> out(2 * 4 * 8), att(2 * 2 * 4 * 4);
+  const auto qkv = random_vector(2 * 4 * 3 * 8, 134);
+  BOOST_CHECK_EXCEPTION(trident::kernels::attention_forward(ctx, as_tensor(out), as_tensor(att), as_tensor(qkv), 2),
+                        std::logic_error, names("attention_forward", "qkv"));
+  // b of (K + 1, N) against a (M, K).
+  const auto a = random_vector(3 * 4, 135), b_wrong = random_vector(5 * 2, 136);
+  std::vector<float> c(3 * 2);
+  BOOST_CHECK_EXCEPTION(trident::kernels::batched_matmul(ctx, as_tensor(c, {3, 2}), as_tensor(a, {3, 4}),
+                                                         as_tensor(b_wrong, {5, 2}), false, false, false),
+                        std::logic_error, names("batched_matmul", "b"));
+  // More valid columns than logits has.
+  const auto logits = random_vector(N * C, 137);
+  BOOST_CHECK_EXCEPTION(trident::kernels::crossentropy_row_max(ctx, as_tensor(mean), as_tensor(logits, {N, C}), C + 1),
+                        std::logic_error, names("crossentropy_row_max", "valid"));
+}
+
+BOOST_AUTO_TEST_CASE(tensors_of_the_wrong_dtype_throw_before_running) {
+  const auto x = random_vector(64, 140);
+  std::vector<int32_t> ints(64, 3);
+  BOOST_CHECK_EXCEPTION(trident::kernels::gelu_forward(ctx, as_tensor(ints), as_tensor(x)), std::logic_error,
+                        names("gelu_forward", "out"));
+  BOOST_TEST(ints == std::vector<int32_t>(64, 3));
+  // Targets as floats instead of token ids.
+  const int N = 4, V = 16;
+  const auto logits = random_vector(N * V, 141), as_floats = random_vector(N, 142);
+  std::vector<float> dlogits(N * V), normalizers(N);
+  BOOST_CHECK_EXCEPTION(trident::kernels::crossentropy_backward(ctx, as_tensor(dlogits), as_tensor(logits, {N, V}),
+                                                                as_tensor(normalizers), as_tensor(as_floats), 0, 1.0f,
+                                                                V),
+                        std::logic_error, names("crossentropy_backward", "targets"));
+  // bf16 operands need a bf16 dy_low for their GEMMs: an empty one is an error, not a skip.
+  const std::vector<uint16_t> x16(4 * 8), w16(3 * 8);
+  std::vector<float> dw(3 * 8), dy(4 * 3);
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_backward(ctx, Tensor{}, as_tensor(dw), Tensor{}, as_tensor(dy),
+                                                          Tensor{}, as_tensor(x16, DType::bf16, {4, 8}),
+                                                          as_tensor(w16, DType::bf16, {3, 8})),
+                        std::logic_error, names("linear_backward", "dy_low"));
+  // x and w of two types.
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_forward(ctx, as_tensor(dy, {4, 3}),
+                                                         as_tensor(x16, DType::bf16, {4, 8}),
+                                                         as_tensor(w16, DType::fp16, {3, 8}), Tensor{}),
+                        std::logic_error, names("linear_forward", "w"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
