@@ -1,10 +1,14 @@
-// The public operations of kernels/kernels.hpp: each goes to the entry of the Context's backend
-// (kernels/backend.hpp), and a backend without that entry is a programming error here (a
-// backend is selectable only with every entry; tests may still call a partial one).
+// The public operations of kernels/kernels.hpp: each checks its tensors against kernels/ops.inc
+// (dtypes and extents, read off the shapes as extents.hpp does for the backends) and goes to the
+// entry of the Context's backend (kernels/backend.hpp). A mismatch, and a backend without that
+// entry, are programming errors here (a backend is selectable only with every entry; tests may
+// still call a partial one).
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/backend.hpp"
+#include "kernels/common/extents.hpp"
 
 namespace trident::kernels {
 namespace {
@@ -16,6 +20,156 @@ F entry(const Context& ctx, F KernelTable::*op, const char* name) {
   if (f == nullptr)
     throw std::logic_error(std::string("the ") + backend.name() + " kernel backend has no " + name);
   return f;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string text = "(";
+  for (int d = 0; d < shape.rank; ++d) text += (d ? ", " : "") + std::to_string(shape.dims[d]);
+  return text + ")";
+}
+
+// The checks of one call's arguments against ops.inc, named by the operation: comparisons only,
+// the message built on the error path alone (these run on every kernel call).
+class Arguments {
+ public:
+  explicit Arguments(const char* op) : op_(op) {}
+
+  void type(const char* name, const Tensor& t, DType dtype) const {
+    if (t.dtype != dtype) fail(name, "is " + type_text(t) + ", not " + dtype_name(dtype));
+  }
+  // A GEMM operand: f32 or a 16-bit storage type.
+  void operand(const char* name, const Tensor& t) const {
+    if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::fp16)
+      fail(name, "is " + type_text(t) + ", not a GEMM operand (f32, bf16 or fp16)");
+  }
+  // Of dtype, with n elements; at_least: n or more (a scratch, a strided operand's memory).
+  void exactly(const char* name, const Tensor& t, DType dtype, int64_t n) const {
+    type(name, t, dtype);
+    if (t.shape.numel() != n) fail(name, elements(t) + ", not " + std::to_string(n));
+  }
+  void at_least(const char* name, const Tensor& t, DType dtype, int64_t n) const {
+    type(name, t, dtype);
+    if (t.shape.numel() < n) fail(name, elements(t) + ", fewer than " + std::to_string(n));
+  }
+  void f32(const char* name, const Tensor& t, int64_t n) const { exactly(name, t, DType::f32, n); }
+  void optional_f32(const char* name, const Tensor& t, int64_t n) const {
+    if (t.data != nullptr) f32(name, t, n);
+  }
+  // t as a matrix has `cols` columns (its last dimension).
+  void columns(const char* name, const Tensor& t, int64_t cols) const {
+    if (matrix_cols(t) != cols)
+      fail(name, "is " + shape_text(t.shape) + ": " + std::to_string(matrix_cols(t)) + " columns, not " +
+                     std::to_string(cols));
+  }
+  void rank(const char* name, const Tensor& t, int rank) const {
+    if (t.shape.rank != rank) fail(name, "is " + shape_text(t.shape) + ", not of rank " + std::to_string(rank));
+  }
+  // t of dtype as (batch, rows, cols) matrices (kernels/common/extents.hpp's matrix_batch).
+  void matrices(const char* name, const Tensor& t, DType dtype, int64_t batch, int64_t rows, int64_t cols) const {
+    type(name, t, dtype);
+    const MatrixBatch m = matrix_batch(t);
+    if (t.shape.rank < 2 || m.batch != batch || m.rows != rows || m.cols != cols)
+      fail(name, "is " + shape_text(t.shape) + ", not " + std::to_string(batch) + " × (" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + ")");
+  }
+  void holds(bool condition, const char* name, const char* what) const {
+    if (!condition) fail(name, what);
+  }
+  // valid of the ld columns of logits are real tokens.
+  void valid_columns(int valid, int64_t ld) const {
+    if (valid < 0 || valid > ld)
+      fail("valid", "is " + std::to_string(valid) + ", not within the " + std::to_string(ld) + " columns of logits");
+  }
+
+ private:
+  static std::string elements(const Tensor& t) {
+    const std::string shape = t.shape.rank > 1 ? " " + shape_text(t.shape) : "";
+    return "has " + std::to_string(t.shape.numel()) + " elements" + shape;
+  }
+  // Its dtype, or that it is an empty Tensor (a required buffer left out).
+  static std::string type_text(const Tensor& t) {
+    return t.data == nullptr && t.shape.rank == 0 ? "an empty Tensor" : dtype_name(t.dtype);
+  }
+  [[noreturn]] void fail(const char* name, const std::string& what) const {
+    throw std::logic_error(std::string("kernels::") + op_ + ": " + name + " " + what);
+  }
+  const char* op_;
+};
+
+// The operands of a strided GEMM: each holds its strided view.
+void check_strided(const Arguments& args, DType operands, const Tensor& c, const Strides& c_strides,
+                   const Tensor& a, const Strides& a_strides, const Tensor& b, const Strides& b_strides, int batch,
+                   int heads, int M, int N, int K) {
+  args.at_least("c", c, DType::f32, strided_extent(batch, heads, M, N, c_strides));
+  args.at_least("a", a, operands, strided_extent(batch, heads, M, K, a_strides));
+  args.at_least("b", b, operands, strided_extent(batch, heads, K, N, b_strides));
+}
+
+// The operands of a batched GEMM: c (batch, M, N) says batch, M and N, a says K.
+void check_batched(const Arguments& args, DType operands, const Tensor& c, const Tensor& a, const Tensor& b,
+                   bool transpose_a, bool transpose_b) {
+  const BatchedSizes s = batched_sizes(c, a, transpose_a);
+  args.matrices("c", c, DType::f32, s.batch, s.M, s.N);
+  args.matrices("a", a, operands, s.batch, transpose_a ? s.K : s.M, transpose_a ? s.M : s.K);
+  args.matrices("b", b, operands, s.batch, transpose_b ? s.N : s.K, transpose_b ? s.K : s.N);
+}
+
+// The linear layer's operands: x (M, K), w (N, K), of one GEMM operand type.
+void check_linear_operands(const Arguments& args, const Tensor& x, const Tensor& w) {
+  args.operand("x", x);
+  args.type("w", w, x.dtype);
+  args.columns("w", w, matrix_cols(x));
+}
+
+// Attention's activations over NH heads, from qkv (B, T, 3C) of `operands`: the output or its
+// gradient (B, T, C) and the probabilities att (B, NH, T, T).
+void check_attention(const Arguments& args, const char* qkv_name, const Tensor& qkv, DType operands,
+                     const char* out_name, const Tensor& out, const Tensor& att, int NH) {
+  args.type(qkv_name, qkv, operands);
+  args.rank(qkv_name, qkv, 3);
+  args.holds(qkv.shape.dims[2] % 3 == 0, qkv_name, "has a last dimension that is not 3C");
+  const Sequence s = attention_sequence(qkv);
+  args.f32(out_name, out, int64_t(s.B) * s.T * s.C);
+  args.f32("att", att, int64_t(s.B) * NH * s.T * s.T);
+}
+
+// Element-wise operations: every tensor f32, of as many elements as the first.
+struct Named {
+  const char* name;
+  const Tensor& tensor;
+};
+void check_elementwise(const Arguments& args, std::initializer_list<Named> tensors) {
+  const int64_t n = tensors.begin()->tensor.shape.numel();
+  for (const Named& t : tensors) args.f32(t.name, t.tensor, n);
+}
+
+// LayerNorm's input inp (N, C), its parameters weight and bias (C), its statistics mean and
+// variance (N).
+void check_layernorm(const Arguments& args, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                     const Tensor& mean, const Tensor& variance) {
+  const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
+  args.type("inp", inp, DType::f32);
+  args.f32("weight", weight, C);
+  args.f32("bias", bias, C);
+  args.f32("mean", mean, N);
+  args.f32("variance", variance, N);
+}
+
+// The embedding's tokens (i32), its table (rows, C) and the (B, T, C) activation of the tokens.
+void check_embedding(const Arguments& args, const Tensor& tokens, const char* table_name, const Tensor& table,
+                     const char* activation_name, const Tensor& activation) {
+  args.type("tokens", tokens, DType::i32);
+  args.type(table_name, table, DType::f32);
+  args.f32(activation_name, activation, tokens.shape.numel() * matrix_cols(table));
+}
+
+// The positions' activation (B, T, C), of rank 3, and their table (T, C).
+void check_positions(const Arguments& args, const char* activation_name, const Tensor& activation,
+                     const char* table_name, const Tensor& table) {
+  args.type(activation_name, activation, DType::f32);
+  args.rank(activation_name, activation, 3);
+  const Sequence s = sequence(activation);
+  args.f32(table_name, table, int64_t(s.T) * s.C);
 }
 
 }  // namespace
@@ -68,38 +222,55 @@ Tensor narrow(Context& ctx, const Tensor& values, DType type) {
   return entry(ctx, &KernelTable::narrow, "narrow")(ctx, values, type);
 }
 
-void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K,
-                    int N) {
-  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias, M, K, N);
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const Arguments args("linear_forward");
+  check_linear_operands(args, x, w);
+  const int64_t M = matrix_rows(x), N = matrix_rows(w);
+  args.f32("y", y, M * N);
+  args.optional_f32("bias", bias, N);
+  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias);
 }
 
-void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
-                     const Tensor& x, const Tensor& w, int M, int K, int N) {
-  entry(ctx, &KernelTable::linear_backward, "linear_backward")(ctx, dx, dw, dbias, dy, dy_low, x, w, M, K, N);
+void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
+                     const Tensor& dy_low, const Tensor& x, const Tensor& w) {
+  const Arguments args("linear_backward");
+  check_linear_operands(args, x, w);
+  const int64_t M = matrix_rows(x), K = matrix_cols(x), N = matrix_rows(w);
+  args.optional_f32("dx", dx, M * K);
+  args.f32("dw", dw, N * K);
+  args.optional_f32("dbias", dbias, N);
+  args.f32("dy", dy, M * N);
+  if (x.dtype != DType::f32) args.at_least("dy_low", dy_low, x.dtype, M * N);
+  entry(ctx, &KernelTable::linear_backward, "linear_backward")(ctx, dx, dw, dbias, dy, dy_low, x, w);
 }
 
-void strided_matmul(Context& ctx, float* c, const Strides& c_strides, const float* a, const Strides& a_strides,
-                    const float* b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
+void strided_matmul(Context& ctx, const Tensor& c, const Strides& c_strides, const Tensor& a, const Strides& a_strides,
+                    const Tensor& b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
                     bool accumulate) {
-  entry(ctx, &KernelTable::strided_matmul, "strided_matmul")(ctx, c, c_strides, a, a_strides, b, b_strides,
-    batch, heads, M, N, K, accumulate);
+  check_strided(Arguments("strided_matmul"), DType::f32, c, c_strides, a, a_strides, b, b_strides, batch, heads, M,
+                N, K);
+  entry(ctx, &KernelTable::strided_matmul, "strided_matmul")(ctx, c, c_strides, a, a_strides, b, b_strides, batch,
+    heads, M, N, K, accumulate);
 }
 
-void batched_matmul(Context& ctx, float* c, const float* a, const float* b, int batch, int M, int N, int K,
-                    bool transpose_a, bool transpose_b, bool accumulate) {
-  entry(ctx, &KernelTable::batched_matmul, "batched_matmul")(ctx, c, a, b, batch, M, N, K, transpose_a,
-    transpose_b, accumulate);
+void batched_matmul(Context& ctx, const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a,
+                    bool transpose_b, bool accumulate) {
+  check_batched(Arguments("batched_matmul"), DType::f32, c, a, b, transpose_a, transpose_b);
+  entry(ctx, &KernelTable::batched_matmul, "batched_matmul")(ctx, c, a, b, transpose_a, transpose_b, accumulate);
 }
 
-void batched_matmul_bf16(Context& ctx, float* c, const bf16* a, const bf16* b, int batch, int M, int N, int K,
-                         bool transpose_a, bool transpose_b, bool accumulate) {
-  entry(ctx, &KernelTable::batched_matmul_bf16, "batched_matmul_bf16")(ctx, c, a, b, batch, M, N, K,
-    transpose_a, transpose_b, accumulate);
+void batched_matmul_bf16(Context& ctx, const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a,
+                         bool transpose_b, bool accumulate) {
+  check_batched(Arguments("batched_matmul_bf16"), DType::bf16, c, a, b, transpose_a, transpose_b);
+  entry(ctx, &KernelTable::batched_matmul_bf16, "batched_matmul_bf16")(ctx, c, a, b, transpose_a, transpose_b,
+    accumulate);
 }
 
-void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const bf16* a,
-                         const Strides& a_strides, const bf16* b, const Strides& b_strides, int batch,
-                         int heads, int M, int N, int K, bool accumulate) {
+void strided_matmul_bf16(Context& ctx, const Tensor& c, const Strides& c_strides, const Tensor& a,
+                         const Strides& a_strides, const Tensor& b, const Strides& b_strides, int batch, int heads,
+                         int M, int N, int K, bool accumulate) {
+  check_strided(Arguments("strided_matmul_bf16"), DType::bf16, c, c_strides, a, a_strides, b, b_strides, batch,
+                heads, M, N, K);
   entry(ctx, &KernelTable::strided_matmul_bf16, "strided_matmul_bf16")(ctx, c, c_strides, a, a_strides, b,
     b_strides, batch, heads, M, N, K, accumulate);
 }
@@ -112,118 +283,179 @@ void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, i
   entry(ctx, &KernelTable::prepare_attention, "prepare_attention")(ctx, precision, B, T, C, NH);
 }
 
-void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
-                       const float* weight, const float* bias, int N, int C) {
-  entry(ctx, &KernelTable::layernorm_forward, "layernorm_forward")(ctx, out, mean, variance, inp, weight, bias,
-    N, C);
+void layernorm_forward(Context& ctx, const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias) {
+  const Arguments args("layernorm_forward");
+  check_layernorm(args, inp, weight, bias, mean, variance);
+  args.f32("out", out, inp.shape.numel());
+  entry(ctx, &KernelTable::layernorm_forward, "layernorm_forward")(ctx, out, mean, variance, inp, weight, bias);
 }
 
-void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* bias, const float* mean,
-                        const float* variance, int N, int C) {
-  entry(ctx, &KernelTable::layernorm_backward, "layernorm_backward")(ctx, dinp, dweight, dbias, dout, inp,
-    weight, bias, mean, variance, N, C);
+void layernorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                        const Tensor& mean, const Tensor& variance) {
+  const Arguments args("layernorm_backward");
+  check_layernorm(args, inp, weight, bias, mean, variance);
+  args.f32("dinp", dinp, inp.shape.numel());
+  args.f32("dout", dout, inp.shape.numel());
+  args.f32("dweight", dweight, weight.shape.numel());
+  args.f32("dbias", dbias, weight.shape.numel());
+  entry(ctx, &KernelTable::layernorm_backward, "layernorm_backward")(ctx, dinp, dweight, dbias, dout, inp, weight,
+    bias, mean, variance);
 }
 
-void gelu_forward(Context& ctx, float* out, const float* inp, size_t n) {
-  entry(ctx, &KernelTable::gelu_forward, "gelu_forward")(ctx, out, inp, n);
+void gelu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {
+  check_elementwise(Arguments("gelu_forward"), {{"inp", inp}, {"out", out}});
+  entry(ctx, &KernelTable::gelu_forward, "gelu_forward")(ctx, out, inp);
 }
 
-void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dout, size_t n) {
-  entry(ctx, &KernelTable::gelu_backward, "gelu_backward")(ctx, dinp, inp, dout, n);
+void gelu_backward(Context& ctx, const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  check_elementwise(Arguments("gelu_backward"), {{"inp", inp}, {"dinp", dinp}, {"dout", dout}});
+  entry(ctx, &KernelTable::gelu_backward, "gelu_backward")(ctx, dinp, inp, dout);
 }
 
-void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n) {
-  entry(ctx, &KernelTable::residual_forward, "residual_forward")(ctx, out, a, b, n);
+void residual_forward(Context& ctx, const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_elementwise(Arguments("residual_forward"), {{"out", out}, {"a", a}, {"b", b}});
+  entry(ctx, &KernelTable::residual_forward, "residual_forward")(ctx, out, a, b);
 }
 
-void bias_residual_forward(Context& ctx, float* out, const float* residual, const float* x, const float* bias,
-                           int M, int N) {
-  entry(ctx, &KernelTable::bias_residual_forward, "bias_residual_forward")(ctx, out, residual, x, bias, M, N);
+void bias_residual_forward(Context& ctx, const Tensor& out, const Tensor& residual, const Tensor& x,
+                           const Tensor& bias) {
+  const Arguments args("bias_residual_forward");
+  const int64_t M = matrix_rows(x), N = matrix_cols(x);
+  args.type("x", x, DType::f32);
+  args.f32("out", out, M * N);
+  args.f32("residual", residual, M * N);
+  args.f32("bias", bias, N);
+  entry(ctx, &KernelTable::bias_residual_forward, "bias_residual_forward")(ctx, out, residual, x, bias);
 }
 
-void add_inplace(Context& ctx, float* acc, const float* x, size_t n) {
-  entry(ctx, &KernelTable::add_inplace, "add_inplace")(ctx, acc, x, n);
+void add_inplace(Context& ctx, const Tensor& acc, const Tensor& x) {
+  check_elementwise(Arguments("add_inplace"), {{"acc", acc}, {"x", x}});
+  entry(ctx, &KernelTable::add_inplace, "add_inplace")(ctx, acc, x);
 }
 
-void attention_forward(Context& ctx, float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
-  entry(ctx, &KernelTable::attention_forward, "attention_forward")(ctx, out, att, qkv, B, T, C, NH);
+void attention_forward(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& qkv, int NH) {
+  check_attention(Arguments("attention_forward"), "qkv", qkv, DType::f32, "out", out, att, NH);
+  entry(ctx, &KernelTable::attention_forward, "attention_forward")(ctx, out, att, qkv, NH);
 }
 
-void attention_decode(Context& ctx, float* out, float* scores, const float* q, const float* keys,
-                      const float* values, int positions, int C, int NH) {
-  entry(ctx, &KernelTable::attention_decode, "attention_decode")(ctx, out, scores, q, keys, values, positions, C, NH);
+void attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& datt, const Tensor& dout, const Tensor& qkv,
+                        const Tensor& att, int NH) {
+  const Arguments args("attention_backward");
+  check_attention(args, "qkv", qkv, DType::f32, "dout", dout, att, NH);
+  args.f32("dqkv", dqkv, qkv.shape.numel());
+  args.f32("datt", datt, att.shape.numel());
+  entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, NH);
 }
 
-void attention_backward(Context& ctx, float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, int B, int T, int C, int NH) {
-  entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, B, T, C,
-    NH);
+void attention_forward_bf16(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& att_low,
+                            const Tensor& qkv_low, int NH) {
+  const Arguments args("attention_forward_bf16");
+  check_attention(args, "qkv_low", qkv_low, DType::bf16, "out", out, att, NH);
+  args.exactly("att_low", att_low, DType::bf16, att.shape.numel());
+  entry(ctx, &KernelTable::attention_forward_bf16, "attention_forward_bf16")(ctx, out, att, att_low, qkv_low, NH);
 }
 
-void attention_forward_bf16(Context& ctx, float* out, float* att, bf16* att_low, const bf16* qkv_low, int B,
-                            int T, int C, int NH) {
-  entry(ctx, &KernelTable::attention_forward_bf16, "attention_forward_bf16")(ctx, out, att, att_low, qkv_low, B,
-    T, C, NH);
-}
-
-void attention_backward_bf16(Context& ctx, float* dqkv, float* datt, const float* dout, bf16* dout_low,
-                             const bf16* qkv_low, const float* att, const bf16* att_low, int B, int T, int C,
+void attention_backward_bf16(Context& ctx, const Tensor& dqkv, const Tensor& datt, const Tensor& dout,
+                             const Tensor& dout_low, const Tensor& qkv_low, const Tensor& att, const Tensor& att_low,
                              int NH) {
+  const Arguments args("attention_backward_bf16");
+  check_attention(args, "qkv_low", qkv_low, DType::bf16, "dout", dout, att, NH);
+  args.f32("dqkv", dqkv, qkv_low.shape.numel());
+  args.f32("datt", datt, att.shape.numel());
+  args.at_least("dout_low", dout_low, DType::bf16, dout.shape.numel());
+  args.exactly("att_low", att_low, DType::bf16, att.shape.numel());
   entry(ctx, &KernelTable::attention_backward_bf16, "attention_backward_bf16")(ctx, dqkv, datt, dout, dout_low,
-    qkv_low, att, att_low, B, T, C, NH);
+    qkv_low, att, att_low, NH);
 }
 
-void embedding_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte, int vocab_begin,
-                       int rows, int B, int T, int C) {
-  entry(ctx, &KernelTable::embedding_forward, "embedding_forward")(ctx, out, tokens, wte, vocab_begin, rows, B,
-    T, C);
+void attention_decode(Context& ctx, const Tensor& out, const Tensor& scores, const Tensor& q, const Tensor& keys,
+                      const Tensor& values, int NH) {
+  const Arguments args("attention_decode");
+  const int64_t C = q.shape.numel(), positions = matrix_rows(keys);
+  args.type("q", q, DType::f32);
+  args.f32("out", out, C);
+  args.type("keys", keys, DType::f32);
+  args.columns("keys", keys, C);
+  args.f32("values", values, keys.shape.numel());
+  args.f32("scores", scores, NH * positions);
+  entry(ctx, &KernelTable::attention_decode, "attention_decode")(ctx, out, scores, q, keys, values, NH);
 }
 
-void embedding_backward(Context& ctx, float* dwte, const float* dout, const int32_t* tokens, int vocab_begin,
-                        int rows, int B, int T, int C) {
-  entry(ctx, &KernelTable::embedding_backward, "embedding_backward")(ctx, dwte, dout, tokens, vocab_begin, rows,
-    B, T, C);
+void embedding_forward(Context& ctx, const Tensor& out, const Tensor& tokens, const Tensor& wte, int vocab_begin) {
+  check_embedding(Arguments("embedding_forward"), tokens, "wte", wte, "out", out);
+  entry(ctx, &KernelTable::embedding_forward, "embedding_forward")(ctx, out, tokens, wte, vocab_begin);
 }
 
-void positions_forward(Context& ctx, float* out, const float* wpe, int B, int T, int C) {
-  entry(ctx, &KernelTable::positions_forward, "positions_forward")(ctx, out, wpe, B, T, C);
+void embedding_backward(Context& ctx, const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int vocab_begin) {
+  check_embedding(Arguments("embedding_backward"), tokens, "dwte", dwte, "dout", dout);
+  entry(ctx, &KernelTable::embedding_backward, "embedding_backward")(ctx, dwte, dout, tokens, vocab_begin);
 }
 
-void positions_backward(Context& ctx, float* dwpe, const float* dout, int B, int T, int C) {
-  entry(ctx, &KernelTable::positions_backward, "positions_backward")(ctx, dwpe, dout, B, T, C);
+void positions_forward(Context& ctx, const Tensor& out, const Tensor& wpe) {
+  check_positions(Arguments("positions_forward"), "out", out, "wpe", wpe);
+  entry(ctx, &KernelTable::positions_forward, "positions_forward")(ctx, out, wpe);
 }
 
-void crossentropy_row_max(Context& ctx, float* maxes, const float* logits, int N, int valid, int ld) {
-  entry(ctx, &KernelTable::crossentropy_row_max, "crossentropy_row_max")(ctx, maxes, logits, N, valid, ld);
+void positions_backward(Context& ctx, const Tensor& dwpe, const Tensor& dout) {
+  check_positions(Arguments("positions_backward"), "dout", dout, "dwpe", dwpe);
+  entry(ctx, &KernelTable::positions_backward, "positions_backward")(ctx, dwpe, dout);
 }
 
-void crossentropy_row_sums(Context& ctx, float* sums, float* target_logits, const float* logits,
-                           const float* maxes, const int32_t* targets, int vocab_begin, int N, int valid, int ld) {
-  entry(ctx, &KernelTable::crossentropy_row_sums, "crossentropy_row_sums")(ctx, sums, target_logits, logits,
-    maxes, targets, vocab_begin, N, valid, ld);
+void crossentropy_row_max(Context& ctx, const Tensor& maxes, const Tensor& logits, int valid) {
+  const Arguments args("crossentropy_row_max");
+  args.type("logits", logits, DType::f32);
+  args.valid_columns(valid, matrix_cols(logits));
+  args.f32("maxes", maxes, matrix_rows(logits));
+  entry(ctx, &KernelTable::crossentropy_row_max, "crossentropy_row_max")(ctx, maxes, logits, valid);
 }
 
-void crossentropy_losses(Context& ctx, float* losses, float* log_normalizers, const float* maxes,
-                         const float* sums, const float* target_logits, int N) {
-  entry(ctx, &KernelTable::crossentropy_losses, "crossentropy_losses")(ctx, losses, log_normalizers, maxes,
-    sums, target_logits, N);
+void crossentropy_row_sums(Context& ctx, const Tensor& sums, const Tensor& target_logits, const Tensor& logits,
+                           const Tensor& maxes, const Tensor& targets, int vocab_begin, int valid) {
+  const Arguments args("crossentropy_row_sums");
+  const int64_t N = matrix_rows(logits);
+  args.type("logits", logits, DType::f32);
+  args.valid_columns(valid, matrix_cols(logits));
+  args.f32("sums", sums, N);
+  args.f32("target_logits", target_logits, N);
+  args.f32("maxes", maxes, N);
+  args.exactly("targets", targets, DType::i32, N);
+  entry(ctx, &KernelTable::crossentropy_row_sums, "crossentropy_row_sums")(ctx, sums, target_logits, logits, maxes,
+    targets, vocab_begin, valid);
 }
 
-void crossentropy_backward(Context& ctx, float* dlogits, const float* logits, const float* log_normalizers,
-                           const int32_t* targets, int vocab_begin, float scale, int N, int valid, int ld) {
-  entry(ctx, &KernelTable::crossentropy_backward, "crossentropy_backward")(ctx, dlogits, logits,
-    log_normalizers, targets, vocab_begin, scale, N, valid, ld);
+void crossentropy_losses(Context& ctx, const Tensor& losses, const Tensor& log_normalizers, const Tensor& maxes,
+                         const Tensor& sums, const Tensor& target_logits) {
+  check_elementwise(Arguments("crossentropy_losses"), {{"maxes", maxes}, {"losses", losses},
+                    {"log_normalizers", log_normalizers}, {"sums", sums}, {"target_logits", target_logits}});
+  entry(ctx, &KernelTable::crossentropy_losses, "crossentropy_losses")(ctx, losses, log_normalizers, maxes, sums,
+    target_logits);
 }
 
-void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n, float lr,
+void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& log_normalizers,
+                           const Tensor& targets, int vocab_begin, float scale, int valid) {
+  const Arguments args("crossentropy_backward");
+  const int64_t N = matrix_rows(logits);
+  args.type("logits", logits, DType::f32);
+  args.valid_columns(valid, matrix_cols(logits));
+  args.f32("dlogits", dlogits, logits.shape.numel());
+  args.f32("log_normalizers", log_normalizers, N);
+  args.exactly("targets", targets, DType::i32, N);
+  entry(ctx, &KernelTable::crossentropy_backward, "crossentropy_backward")(ctx, dlogits, logits, log_normalizers,
+    targets, vocab_begin, scale, valid);
+}
+
+void adamw_update(Context& ctx, const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, float lr,
                   float beta1, float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
-  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, grads, m, v, n, lr, beta1, beta2, eps,
+  check_elementwise(Arguments("adamw_update"), {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}});
+  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, grads, m, v, lr, beta1, beta2, eps,
     weight_decay, t, grad_scale);
 }
 
-double sum_of_squares(Context& ctx, const float* x, size_t n) {
-  return entry(ctx, &KernelTable::sum_of_squares, "sum_of_squares")(ctx, x, n);
+double sum_of_squares(Context& ctx, const Tensor& x) {
+  Arguments("sum_of_squares").type("x", x, DType::f32);
+  return entry(ctx, &KernelTable::sum_of_squares, "sum_of_squares")(ctx, x);
 }
 
 }  // namespace trident::kernels

@@ -2,7 +2,7 @@
 // operations (kernels/ops.inc) are declared here, in trident::kernels, and each call goes to
 // the kernel table of the Context's backend (kernels/backend.hpp): the CPU backend's
 // (kernels/cpu, namespace kernels::cpu: oneDNN matmul + OpenMP), which every test runs, or a
-// device backend's (kernels/cuda, namespace kernels::cuda). That is why every pointer here is
+// device backend's (kernels/cuda, namespace kernels::cuda). That is why every tensor here is
 // memory of the Context's device and every call takes the Context.
 //
 // Conventions: row-major; shapes in comments as (rows, cols); "+=" outputs accumulate (grads

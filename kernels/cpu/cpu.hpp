@@ -1,7 +1,8 @@
 // The CPU backend's kernels, in namespace kernels::cpu: every operation of kernels/ops.inc
-// (oneDNN + OpenMP), and what its typed operations are built from — the linear layer on f32 or
-// 16-bit pointers and the 16-bit conversions of its mixed-precision emulation (the model reaches
-// them only through the typed operations: linear_*, convert, store, round_to, narrow).
+// (oneDNN + OpenMP), and what its operations on tensors are built from — the kernels on pointers
+// that kernels/common/unwrap.inc calls, the linear layer on f32 or 16-bit pointers and the 16-bit
+// conversions of its mixed-precision emulation (the model reaches them only through the
+// operations on tensors).
 #pragma once
 
 #include "kernels/kernels.hpp"
@@ -9,6 +10,9 @@
 namespace trident::kernels::cpu {
 
 #include "kernels/ops.inc"
+
+// ---- The kernels on pointers (kernels/cpu/*.cpp) ----------------------------------------------
+#include "kernels/common/pointer_kernels.inc"
 
 // ---- The linear layer on pointers: f32, and 16-bit operands of a precision (what the typed
 // linear_forward / linear_backward of ops.inc call) -------------------------------------------

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/common/extents.hpp"
 #include "kernels/cpu/column_sums.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/portable.hpp"
@@ -100,12 +101,6 @@ const CachedMatmul& get_matmul(const Gemm& g) {
 
 bool empty(const Gemm& g) { return g.M == 0 || g.N == 0 || g.batch == 0 || g.heads == 0; }
 
-// The extent of a strided operand in elements: its last element's offset + 1.
-size_t extent(int batch, int heads, int rows, int cols, const Strides& s) {
-  return static_cast<size_t>((batch - 1) * s.batch + (heads - 1) * s.head + (rows - 1) * s.row +
-                             (cols - 1) * s.col + 1);
-}
-
 }  // namespace
 
 void prepare_gemm(const Context& ctx, const Gemm& g) {
@@ -163,7 +158,8 @@ void strided_matmul_bf16(Context& ctx, float* c, const Strides& c_strides, const
                          bool accumulate) {
   Gemm g{batch, heads, M, N, K, a_strides, b_strides, c_strides, accumulate, false, operand_type(ctx, Precision::bf16)};
   if (g.operands != OperandType::f32 || empty(g)) return run_gemm(ctx, g, c, a, b);
-  const size_t na = extent(batch, heads, M, K, a_strides), nb = extent(batch, heads, K, N, b_strides);
+  const size_t na = static_cast<size_t>(strided_extent(batch, heads, M, K, a_strides));
+  const size_t nb = static_cast<size_t>(strided_extent(batch, heads, K, N, b_strides));
   float* a32 = widening_workspace(na + nb);  // a's extent, then b's
   from_bf16(ctx, a32, a, na);
   from_bf16(ctx, a32 + na, b, nb);
@@ -229,26 +225,34 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 
-// The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type.
-void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K,
-                    int N) {
-  if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y, x.as<float>(), w.as<float>(), bias, M, K, N);
+// The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type. M, K from x (M, K), N
+// from w (N, K).
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
+  const float* b = optional_data<float>(bias);
+  if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y.as<float>(), x.as<float>(), w.as<float>(), b, M, K, N);
   require_same_type(x, w);
-  cpu::linear_forward_low(ctx, precision_of(x.dtype), y, x.as<low16>(), w.as<low16>(), bias, M, K, N);
+  cpu::linear_forward_low(ctx, precision_of(x.dtype), y.as<float>(), x.as<low16>(), w.as<low16>(), b, M, K, N);
 }
 
-void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
-                     const Tensor& x, const Tensor& w, int M, int K, int N) {
+void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
+                     const Tensor& dy_low, const Tensor& x, const Tensor& w) {
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
+  float* dx_data = optional_data<float>(dx);
+  float* db = optional_data<float>(dbias);
+  const float* dy_data = dy.as<float>();
   if (x.dtype == DType::f32)
-    return cpu::linear_backward(ctx, dx, dw, dbias, dy, x.as<float>(), w.as<float>(), M, K, N);
+    return cpu::linear_backward(ctx, dx_data, dw.as<float>(), db, dy_data, x.as<float>(), w.as<float>(), M, K, N);
   require_same_type(x, w);
   const Precision precision = precision_of(x.dtype);
-  if (dy_low.data != static_cast<const void*>(dy))
-    to_low(ctx, precision, dy_low.as<low16>(), dy, static_cast<size_t>(M) * N);
-  else if (dbias != nullptr)
+  if (dy_low.data != dy.data)
+    to_low(ctx, precision, dy_low.as<low16>(), dy_data, static_cast<size_t>(M) * N);
+  else if (db != nullptr)
     throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
-  cpu::linear_backward_low(ctx, precision, dx, dw, dbias, dy, dy_low.as<low16>(), x.as<low16>(), w.as<low16>(), M,
-                           K, N);
+  cpu::linear_backward_low(ctx, precision, dx_data, dw.as<float>(), db, dy_data, dy_low.as<low16>(), x.as<low16>(),
+                           w.as<low16>(), M, K, N);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {

@@ -1,7 +1,8 @@
 // The CUDA backend's kernels, in namespace kernels::cuda: every operation of kernels/ops.inc
-// (cuBLASLt GEMMs + our kernels, each enqueued on the Context's stream), and what the files of
-// kernels/cuda share: the stream of a Context, error checks, launch sizes, the GEMM runner and
-// the 16-bit conversions on device pointers. Included by .cu files only.
+// (cuBLASLt GEMMs + our kernels, each enqueued on the Context's stream), the kernels on pointers
+// its operations on tensors unwrap into, and what the files of kernels/cuda share: the stream of
+// a Context, error checks, launch sizes, the GEMM runner and the 16-bit conversions on device
+// pointers. Included by .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +16,9 @@
 namespace trident::kernels::cuda {
 
 #include "kernels/ops.inc"
+
+// ---- The kernels on pointers (kernels/cuda/*.cu), which kernels/common/unwrap.inc calls ---------
+#include "kernels/common/pointer_kernels.inc"
 
 // The backend's stream of a Context (null: the legacy default stream).
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream.handle); }

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "kernels/backend.hpp"
+#include "kernels/common/extents.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
 #include "tensor/buffer.hpp"
@@ -309,26 +310,33 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 
 }  // namespace
 
-void linear_forward(Context& ctx, float* y, const Tensor& x, const Tensor& w, const float* bias, int M, int K, int N) {
+// M, K from x (M, K), N from w (N, K).
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   require_same_type(x, w);
-  run_gemm(ctx, linear_forward_gemm(M, K, N, bias != nullptr, operand_type(x.dtype)), y, x.data, w.data, bias);
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
+  const float* b = optional_data<float>(bias);
+  run_gemm(ctx, linear_forward_gemm(M, K, N, b != nullptr, operand_type(x.dtype)), y.as<float>(), x.data, w.data, b);
 }
 
-void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const float* dy, const Tensor& dy_low,
-                     const Tensor& x, const Tensor& w, int M, int K, int N) {
+void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
+                     const Tensor& dy_low, const Tensor& x, const Tensor& w) {
   require_same_type(x, w);
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
   const OperandType type = operand_type(x.dtype);
-  const void* dy_operand = dy;
+  float* db = optional_data<float>(dbias);
+  const void* dy_operand = dy.data;
   if (type != OperandType::f32) {
-    if (dy_low.data != static_cast<const void*>(dy))
-      to_low(ctx, precision_of(x.dtype), dy_low.as<low16>(), dy, static_cast<size_t>(M) * N);
-    else if (dbias != nullptr)
+    if (dy_low.data != dy.data)
+      to_low(ctx, precision_of(x.dtype), dy_low.as<low16>(), dy.as<float>(), static_cast<size_t>(M) * N);
+    else if (db != nullptr)
       throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
     dy_operand = dy_low.data;
   }
-  if (dx) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx, dy_operand, w.data);
-  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy_operand, x.data);
-  if (dbias) column_sums_add(ctx, dbias, dy, M, N);
+  if (dx.data) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx.as<float>(), dy_operand, w.data);
+  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw.as<float>(), dy_operand, x.data);
+  if (db) column_sums_add(ctx, db, dy.as<float>(), M, N);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {

@@ -146,8 +146,8 @@ struct Opened {
 };
 
 // A kernel's buffers must be device memory: the CPU's kernels would read host memory as well,
-// a GPU's would not. Every typed pointer and Tensor argument is checked (null: an absent
-// optional buffer); void pointers are the host side of upload and download.
+// a GPU's would not. Every Tensor argument is checked (null data: an absent optional buffer);
+// the operations' only plain pointers are the host side of upload and download (void*).
 void require_device(const char* op, int index, const void* pointer) {
   if (pointer == nullptr || guard().contains(pointer)) return;
   std::fprintf(stderr,
@@ -157,11 +157,7 @@ void require_device(const char* op, int index, const void* pointer) {
   _exit(70);
 }
 template <class T>
-void check_argument(const char*, int, const T&) {}  // values: sizes, scalars, the Context
-template <class T>
-void check_argument(const char* op, int index, T* pointer) {
-  if constexpr (!std::is_void_v<T>) require_device(op, index, pointer);
-}
+void check_argument(const char*, int, const T&) {}  // values: sizes, scalars, the Context, host pointers
 void check_argument(const char* op, int index, const Tensor& tensor) { require_device(op, index, tensor.data); }
 
 // Graphs (cuda.graphs): while a thread captures, its kernel calls are recorded, not run — each

@@ -15,6 +15,15 @@ namespace trident {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The first batch·rows·cols elements of an operand buffer as (batch, rows, cols) matrices.
+Tensor matrices(const Tensor& buffer, int batch, int rows, int cols) {
+  return Tensor{buffer.data, buffer.dtype, Shape{batch, rows, cols}, buffer.device};
+}
+
+}  // namespace
+
 std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
   std::vector<GemmShape> shapes;
   const int C = c.channels, BT = B * T, heads = B * c.heads, hs = c.channels / c.heads;
@@ -64,13 +73,13 @@ GemmPass::GemmPass(const kernels::Context& device, const model::GptConfig& confi
 
 double GemmPass::run() {
   const auto start = Clock::now();
+  const Tensor a_all = bf16_ ? a16_.view() : a_.view(), b_all = bf16_ ? b16_.view() : b_.view();
   for (const auto& s : shapes_) {
-    if (bf16_)
-      kernels::batched_matmul_bf16(ctx_, c_.data(), a16_.data<kernels::bf16>(), b16_.data<kernels::bf16>(), s.batch,
-                                   s.M, s.N, s.K, s.ta, s.tb, s.accumulate);
-    else
-      kernels::batched_matmul(ctx_, c_.data(), a_.data(), b_.data(), s.batch, s.M, s.N, s.K, s.ta, s.tb,
-                              s.accumulate);
+    const Tensor c = matrices(c_.view(), s.batch, s.M, s.N);
+    const Tensor a = matrices(a_all, s.batch, s.ta ? s.K : s.M, s.ta ? s.M : s.K);
+    const Tensor b = matrices(b_all, s.batch, s.tb ? s.N : s.K, s.tb ? s.K : s.N);
+    if (bf16_) kernels::batched_matmul_bf16(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
+    else kernels::batched_matmul(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
   }
   kernels::sum(ctx_, view(c_.data(), 1, c_.device()));  // waits for the last product where the device runs behind
   return seconds_since(start);

@@ -58,7 +58,8 @@ void compare_gelu(int rows, int cols, int repeats) {
   dnnl::eltwise_backward bwd(bwd_pd);
   report("gelu forward", best_ms(repeats, [&] { kernels::openmp::gelu_forward(y.data(), x.data(), n); }),
          best_ms(repeats, [&] { fwd.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}}); stream.wait(); }));
-  report("gelu backward", best_ms(repeats, [&] { kernels::gelu_backward(ctx, dx.data(), x.data(), dy.data(), n); }),
+  const Tensor dx_t = view(dx.data(), n), x_t = view(x.data(), n), dy_t = view(dy.data(), n);
+  report("gelu backward", best_ms(repeats, [&] { kernels::gelu_backward(ctx, dx_t, x_t, dy_t); }),
          best_ms(repeats, [&] {
            bwd.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dsrc}});
            stream.wait();

@@ -26,7 +26,8 @@ GradientNorm global_grad_norm(model::Gpt2& model, const Shard& shard, float clip
     const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
     const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
     if (begin < end && !tied_copy)
-      squares[spec.sharded ? 0 : 1] += kernels::sum_of_squares(ctx, model.grads() + begin, static_cast<size_t>(end - begin));
+      squares[spec.sharded ? 0 : 1] +=
+          kernels::sum_of_squares(ctx, view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
     offset += spec.count();
   }
   if (shard.count() != model.num_parameters()) data.all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();

@@ -73,11 +73,14 @@ struct GemmProbe {
       kernels::convert(ctx, view(a16.as<kernels::bf16>(), DType::bf16, count, device), view(a.as<float>(), count, device));
       kernels::convert(ctx, view(b16.as<kernels::bf16>(), DType::bf16, count, device), view(b.as<float>(), count, device));
     }
+    const Shape square{n, n};
+    const Tensor product_of = view(c.as<float>(), square, device);
+    const Tensor a32 = view(a.as<float>(), square, device), b32 = view(b.as<float>(), square, device);
+    const Tensor a_low{a16.as<kernels::bf16>(), DType::bf16, square, device};
+    const Tensor b_low{b16.as<kernels::bf16>(), DType::bf16, square, device};
     const auto product = [&] {
-      if (bf16)
-        kernels::batched_matmul_bf16(ctx, c.as<float>(), a16.as<kernels::bf16>(), b16.as<kernels::bf16>(), 1, n, n, n,
-                                     false, false, false);
-      else kernels::batched_matmul(ctx, c.as<float>(), a.as<float>(), b.as<float>(), 1, n, n, n, false, false, false);
+      if (bf16) kernels::batched_matmul_bf16(ctx, product_of, a_low, b_low, false, false, false);
+      else kernels::batched_matmul(ctx, product_of, a32, b32, false, false, false);
     };
     for (int w = 0; w < warmups; ++w) product();  // the first creates the primitive and warms the caches
     if (device.kind == DeviceKind::cuda) {

@@ -198,26 +198,31 @@ const float* Gpt2::block_input(Slot& s, int l, float* into) {
   return into;
 }
 
-float* Gpt2::probabilities(LayerActivations& a) {
-  return recompute_attention_ ? shared_att_.data() : a.att.data<float>();
+Tensor Gpt2::on_device(const float* data, Shape shape) const { return view(data, shape, device()); }
+
+Tensor Gpt2::probabilities(LayerActivations& a) const {
+  const Shape shape{B_, heads_local_, T_, T_};
+  return recompute_attention_ ? shared_att_.view(shape) : a.att.view(shape);
 }
 
-low16* Gpt2::probabilities_low(LayerActivations& a) {
-  return recompute_attention_ ? shared_att_low_.data<low16>() : a.att.data<low16>();
+Tensor Gpt2::probabilities_low(LayerActivations& a) const {
+  const Shape shape{B_, heads_local_, T_, T_};
+  return recompute_attention_ ? shared_att_low_.view(shape) : a.att.view(shape);
 }
 
 // The attention core of block activations `a` (computed in w): out (B,T,C/p) f32, and the
 // probabilities kept. bf16: bf16 products, the kernel keeps the probabilities. fp16 and fp32:
 // f32 products on the stored values, then the probabilities kept (rounded) as every activation.
 void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
+  const Tensor y = on_device(out, {B_, T_, C_local_});
+  const Shape qkv{B_, T_, 3 * C_local_};
   if (gemm_.precision == kernels::Precision::bf16) {
-    kernels::attention_forward_bf16(ctx_, out, probabilities(w), probabilities_low(a), a.qkv.data<low16>(), B_, T_,
-                                    C_local_, heads_local_);
+    kernels::attention_forward_bf16(ctx_, y, probabilities(w), probabilities_low(a), a.qkv.view(qkv), heads_local_);
     return;
   }
-  kernels::attention_forward(ctx_, out, probabilities(w), w.qkv.data<float>(), B_, T_, C_local_, heads_local_);
+  kernels::attention_forward(ctx_, y, probabilities(w), w.qkv.view(qkv), heads_local_);
   if (recompute_attention_)  // not kept, but the values as if they were
-    kernels::round_to(ctx_, view(probabilities(w), static_cast<size_t>(B_) * heads_local_ * T_ * T_), low_type());
+    kernels::round_to(ctx_, probabilities(w), low_type());
   else
     keep(w.att, a.att);
 }
@@ -244,8 +249,9 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
-  kernels::layernorm_forward(ctx_, w.ln1.data<float>(), a.ln1_mean.data(), a.ln1_var.data(), input,
-                             p_.ln1w + l * c, p_.ln1b + l * c, BT, C);
+  const Shape rows{BT, C};  // (B·T, C)
+  kernels::layernorm_forward(ctx_, w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows),
+                             on_device(p_.ln1w + l * c, {C}), on_device(p_.ln1b + l * c, {C}));
   keep(w.ln1, a.ln1);
   column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C),
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
@@ -255,13 +261,13 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        weight(p_.attprojw + l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
   keep(w.residual2, a.residual2);
-  kernels::layernorm_forward(ctx_, w.ln2.data<float>(), a.ln2_mean.data(), a.ln2_var.data(),
-                             w.residual2.data<float>(), p_.ln2w + l * c, p_.ln2b + l * c, BT, C);
+  kernels::layernorm_forward(ctx_, w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows),
+                             on_device(p_.ln2w + l * c, {C}), on_device(p_.ln2b + l * c, {C}));
   keep(w.ln2, a.ln2);
   column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C),
                           p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   keep(w.fch, a.fch);
-  kernels::gelu_forward(ctx_, w.fch_gelu.data<float>(), w.fch.data<float>(), static_cast<size_t>(BT) * 4 * cl);
+  kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
   keep(w.fch_gelu, a.fch_gelu);
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
                        operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl),
@@ -288,8 +294,9 @@ void Gpt2::head_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
   float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() : stream_[0].data();
-  kernels::layernorm_forward(ctx_, lnf, s.lnf_mean.data(), s.lnf_var.data(),
-                             s.layers.back().residual3.data<float>(), p_.lnfw, p_.lnfb, BT, C);
+  const Shape rows{BT, C};  // (B·T, C)
+  kernels::layernorm_forward(ctx_, on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(),
+                             s.layers.back().residual3.view(rows), on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}));
   kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
   column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
                           C, vocab_.rows);
@@ -402,6 +409,8 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
+  const Shape rows{BT, C};  // (B·T, C)
+  const Tensor d_stream = on_device(dresidual, rows);
   const bool bf16 = gemm_.precision == kernels::Precision::bf16;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
@@ -412,45 +421,46 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
                         dresidual, operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl), BT,
                         4 * Cl, C);
-  kernels::gelu_backward(ctx_, d_fch_.data(), w.fch.data<float>(), d_fch_gelu_.data(), static_cast<size_t>(BT) * 4 * cl);
+  kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
                            d_fch_.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
-  kernels::layernorm_backward(ctx_, dresidual, g_.ln2w + l * c, g_.ln2b + l * c, d_ln_.data(),
-                              w.residual2.data<float>(), p_.ln2w + l * c, p_.ln2b + l * c,
-                              a.ln2_mean.data(), a.ln2_var.data(), BT, C);
+  kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln2w + l * c, {C}), on_device(g_.ln2b + l * c, {C}),
+                              d_ln_.view(), w.residual2.view(rows), on_device(p_.ln2w + l * c, {C}),
+                              on_device(p_.ln2b + l * c, {C}), a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
                         dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl, C, Cl), BT, Cl, C);
   if (recompute_attention_)  // selective: the probabilities again from the kept qkv (d_qkv_: scratch)
     attention_core(a, w, d_qkv_.data());
+  const Shape qkv{B_, T_, 3 * Cl};
   if (bf16)
-    kernels::attention_backward_bf16(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), gemm_.dy_low.as<low16>(),
-                                     a.qkv.data<low16>(), probabilities(w), probabilities_low(a), B_, T_, Cl,
-                                     heads_local_);
+    kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
+                                     probabilities(w), probabilities_low(a), heads_local_);
   else
-    kernels::attention_backward(ctx_, d_qkv_.data(), d_att_.data(), d_atty_.data(), w.qkv.data<float>(),
-                                probabilities(w), B_, T_, Cl, heads_local_);
+    kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), w.qkv.view(qkv), probabilities(w),
+                                heads_local_);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
                            d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
-  kernels::layernorm_backward(ctx_, dresidual, g_.ln1w + l * c, g_.ln1b + l * c, d_ln_.data(),
-                              input, p_.ln1w + l * c, p_.ln1b + l * c, a.ln1_mean.data(),
-                              a.ln1_var.data(), BT, C);
+  kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln1w + l * c, {C}), on_device(g_.ln1b + l * c, {C}),
+                              d_ln_.view(), on_device(input, rows), on_device(p_.ln1w + l * c, {C}),
+                              on_device(p_.ln1b + l * c, {C}), a.ln1_mean.view(), a.ln1_var.view());
 }
 
 void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   const int BT = B_ * T_, C = config_.channels;
   float* dlogits = s.logits.data();  // in place: the logits are not needed after this
-  kernels::crossentropy_backward(ctx_, dlogits, s.logits.data(), s.log_normalizers.data(),
-                                 s.targets.data(), vocab_.begin, loss_scale / BT, BT, vocab_.valid,
-                                 vocab_.rows);
+  const Tensor logits = s.logits.view({BT, vocab_.rows});
+  kernels::crossentropy_backward(ctx_, logits, logits, s.log_normalizers.view(), s.targets.view(), vocab_.begin,
+                                 loss_scale / BT, vocab_.valid);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
   column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
                            weight(p_.wte, vocab_.rows, C), BT, C, vocab_.rows);
   kernels::clear(ctx_, view(dresidual, d_residual_.size()));
-  kernels::layernorm_backward(ctx_, dresidual, g_.lnfw, g_.lnfb, d_ln_.data(),
-                              s.layers.back().residual3.data<float>(), p_.lnfw, p_.lnfb, s.lnf_mean.data(),
-                              s.lnf_var.data(), BT, C);
+  kernels::layernorm_backward(ctx_, on_device(dresidual, {BT, C}), on_device(g_.lnfw, {C}),
+                              on_device(g_.lnfb, {C}), d_ln_.view(), s.layers.back().residual3.view({BT, C}),
+                              on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}), s.lnf_mean.view(),
+                              s.lnf_var.view());
 }
 
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {

@@ -207,8 +207,10 @@ class Gpt2 {
   bool keeps_output(int l) const;                    // with recompute: a segment's last block
   Kept& output_kept(Slot& slot, int l);              // where block l's output is kept
   const float* block_input(Slot& slot, int l, float* into);  // f32; widened into `into`
-  float* probabilities(LayerActivations& a);         // its attention probabilities, f32
-  kernels::low16* probabilities_low(LayerActivations& a);  // bf16: in 16 bits
+  // Memory of the model's device at data seen as `shape`: what a kernel reads its sizes from.
+  Tensor on_device(const float* data, Shape shape) const;
+  Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
+  Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);

@@ -27,7 +27,9 @@ class KvDecoder {
   void reset() { position_ = 0; }
 
  private:
+  Tensor on_device(const float* data, Shape shape) const;  // memory of params_' device as `shape`
   void linear(float* y, const float* x, const float* w, const float* bias, int K, int N);
+  void layernorm(const float* weight, const float* bias);  // ln_ = LayerNorm(x_)
   void block(int l);                   // x_ through block l at position_
   void attend(int l, const float* q);  // atty_ = attention of q over positions 0..position_
 

@@ -3,7 +3,19 @@
 
 #include <algorithm>
 
+#include "kernels/backend.hpp"
+
 namespace trident::model {
+namespace {
+
+// Memory of ctx's device at data seen as `shape`: what the kernels read their sizes from (null
+// data: an absent optional buffer).
+template <class T>
+Tensor on_device(const kernels::Context& ctx, const T* data, Shape shape) {
+  return view(data, shape, kernels::backend_of(ctx).device());
+}
+
+}  // namespace
 
 // On the host the all-reduce is complete here (MPI). On a device it stays on the stream: the
 // GEMM or kernel that reads the result is enqueued after it there, so the host does not stop
@@ -27,28 +39,35 @@ comm::Work TensorGroup::fence() const {
 
 void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,
                              const float* b_local, int M, int K, int N_local) {
-  kernels::linear_forward(ctx, y_local, x, w_local, b_local, M, K, N_local);
+  kernels::linear_forward(ctx, on_device(ctx, y_local, {M, N_local}), x.reshaped({M, K}), w_local,
+                          on_device(ctx, b_local, {N_local}));
 }
 
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
                               const Operand& x, const Operand& w_local, int M, int K, int N_local) {
-  kernels::linear_backward(ctx, dx, dw_local, db_local, dy_local, mode.dy_low, x, w_local, M, K, N_local);
+  kernels::linear_backward(ctx, on_device(ctx, dx, {M, K}), on_device(ctx, dw_local, {N_local, K}),
+                           on_device(ctx, db_local, {N_local}), on_device(ctx, dy_local, {M, N_local}), mode.dy_low,
+                           x.reshaped({M, K}), w_local);
   group.all_reduce_sum(dx, static_cast<size_t>(M) * K);
 }
 
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
                           const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N) {
-  kernels::linear_forward(ctx, partial, x_local, w_local, nullptr, M, K_local, N);
+  const Tensor sums = on_device(ctx, partial, {M, N});
+  kernels::linear_forward(ctx, sums, x_local.reshaped({M, K_local}), w_local, Tensor{});
   group.all_reduce_sum(partial, static_cast<size_t>(M) * N);
-  kernels::bias_residual_forward(ctx, y, residual, partial, bias, M, N);
+  kernels::bias_residual_forward(ctx, on_device(ctx, y, {M, N}), on_device(ctx, residual, {M, N}), sums,
+                                 on_device(ctx, bias, {N}));
 }
 
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, const Operand& x_local,
                            const Operand& w_local, int M, int K_local, int N) {
-  kernels::linear_backward(ctx, dx_local, dw_local, dbias, dy, mode.dy_low, x_local, w_local, M, K_local, N);
+  kernels::linear_backward(ctx, on_device(ctx, dx_local, {M, K_local}), on_device(ctx, dw_local, {N, K_local}),
+                           on_device(ctx, dbias, {N}), on_device(ctx, dy, {M, N}), mode.dy_low,
+                           x_local.reshaped({M, K_local}), w_local);
 }
 
 VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {
@@ -62,16 +81,20 @@ VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
                                       const VocabSlice& vocab, float* out, const int32_t* tokens,
                                       const float* wte_local, const float* wpe, int B, int T, int C) {
-  kernels::embedding_forward(ctx, out, tokens, wte_local, vocab.begin, vocab.rows, B, T, C);
+  const Tensor embedded = on_device(ctx, out, {B, T, C});
+  kernels::embedding_forward(ctx, embedded, on_device(ctx, tokens, {B, T}), on_device(ctx, wte_local, {vocab.rows, C}),
+                             vocab.begin);
   group.all_reduce_sum(out, static_cast<size_t>(B) * T * C);
-  kernels::positions_forward(ctx, out, wpe, B, T, C);
+  kernels::positions_forward(ctx, embedded, on_device(ctx, wpe, {T, C}));
 }
 
 void vocab_parallel_embedding_backward(kernels::Context& ctx, const VocabSlice& vocab,
                                        float* dwte_local, float* dwpe, const float* dout,
                                        const int32_t* tokens, int B, int T, int C) {
-  kernels::embedding_backward(ctx, dwte_local, dout, tokens, vocab.begin, vocab.rows, B, T, C);
-  kernels::positions_backward(ctx, dwpe, dout, B, T, C);
+  const Tensor gradient = on_device(ctx, dout, {B, T, C});
+  kernels::embedding_backward(ctx, on_device(ctx, dwte_local, {vocab.rows, C}), gradient,
+                              on_device(ctx, tokens, {B, T}), vocab.begin);
+  kernels::positions_backward(ctx, on_device(ctx, dwpe, {T, C}), gradient);
 }
 
 void vocab_parallel_cross_entropy(kernels::Context& ctx, const TensorGroup& group,
@@ -79,13 +102,15 @@ void vocab_parallel_cross_entropy(kernels::Context& ctx, const TensorGroup& grou
                                   float* scratch, const float* logits, const int32_t* targets, int N) {
   float* maxes = scratch;                // (N)
   float* sums_and_targets = scratch + N;  // (2N): Σ exp, then the target logits
-  kernels::crossentropy_row_max(ctx, maxes, logits, N, vocab.valid, vocab.rows);
+  const Tensor rows = on_device(ctx, logits, {N, vocab.rows}), max = on_device(ctx, maxes, {N});
+  const Tensor sums = on_device(ctx, sums_and_targets, {N}), target_logits = on_device(ctx, sums_and_targets + N, {N});
+  kernels::crossentropy_row_max(ctx, max, rows, vocab.valid);
   group.all_reduce_max(maxes, N);
-  kernels::crossentropy_row_sums(ctx, sums_and_targets, sums_and_targets + N, logits, maxes,
-                                 targets, vocab.begin, N, vocab.valid, vocab.rows);
+  kernels::crossentropy_row_sums(ctx, sums, target_logits, rows, max, on_device(ctx, targets, {N}), vocab.begin,
+                                 vocab.valid);
   group.all_reduce_sum(sums_and_targets, 2 * static_cast<size_t>(N));
-  kernels::crossentropy_losses(ctx, losses, log_normalizers, maxes, sums_and_targets,
-                               sums_and_targets + N, N);
+  kernels::crossentropy_losses(ctx, on_device(ctx, losses, {N}), on_device(ctx, log_normalizers, {N}), max, sums,
+                               target_logits);
 }
 
 }  // namespace trident::model

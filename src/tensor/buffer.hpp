@@ -44,6 +44,8 @@ class Buffer {
   const T& operator[](size_t i) const { return data_[i]; }
   // The whole buffer as a 1-D tensor of T's dtype (not for 16-bit values: TensorBuffer).
   Tensor view() const { return trident::view(data_, count_, device()); }
+  // The same as `shape` (of size() elements).
+  Tensor view(Shape shape) const { return view().reshaped(shape); }
   Device device() const { return allocator_ ? allocator_->device() : Device{}; }
 
  private:
@@ -66,6 +68,7 @@ class TensorBuffer {
         dtype_(dtype),
         shape_(shape) {}
   Tensor view() const { return Tensor{const_cast<unsigned char*>(bytes_.data()), dtype_, shape_, bytes_.device()}; }
+  Tensor view(Shape shape) const { return view().reshaped(shape); }  // of size() elements
   template <class T>
   T* data() const { return view().as<T>(); }
   DType dtype() const { return dtype_; }

@@ -61,6 +61,14 @@ struct Tensor {
       throw std::logic_error(std::string("Tensor of ") + dtype_name(dtype) + " read as another type");
     return static_cast<T*>(data);
   }
+  // The same memory as `to`, which must have as many elements (a mismatch is a programming error
+  // and throws): a flat buffer seen with the shape a kernel reads its sizes from.
+  Tensor reshaped(Shape to) const {
+    if (to.numel() != shape.numel())
+      throw std::logic_error("Tensor of " + std::to_string(shape.numel()) + " elements reshaped to " +
+                             std::to_string(to.numel()));
+    return Tensor{data, dtype, to, device};
+  }
   template <class T>
   bool holds() const {
     if constexpr (std::is_same_v<std::remove_const_t<T>, uint16_t>)

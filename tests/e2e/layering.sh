@@ -64,6 +64,12 @@ expect_no_code no_world_rank_lookup "a world_rank()/world_size() lookup in libra
 expect_none no_process_wide_kernel_default "a process-wide kernel default (pass the job's kernels::Context)" \
   'set_default_(backend|low16_gemm|arithmetic)|set_guard_memory|g_default|g_memory_bytes' $(find src kernels -name '*.[ch]pp' -o -name '*.cu')
 
+# The kernel operations take Tensor views (kernels/ops.inc's convention): a buffer's dtype and
+# extents travel with it, and kernels::* checks them. No raw typed pointer parameter there; the
+# host side of upload and download (void*) is the only plain pointer.
+expect_none ops_take_tensor_views "kernels/ops.inc declares a raw typed pointer (take a const Tensor&)" \
+  '^[^/]*\b(float|double|bf16|low16|u?int(8|16|32|64)_t|int|char|size_t)[[:space:]]*\*' kernels/ops.inc
+
 # Settings typed and read once (job/settings.cpp): no value read from a deck by key elsewhere
 # (src/deck/ parses and validates), and below the commands nothing holds a Deck — code keeps a
 # deck::Record, which cites keys and records the resolved deck but reads no value. load_job

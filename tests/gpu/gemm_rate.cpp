@@ -29,8 +29,9 @@ double tflops(kernels::Context& ctx, DType type, const GemmShape& s) {
   Buffer<unsigned char> w(size_t(s.N) * s.K * e, MemoryCategory::Workspace, gpu, MemoryKind::device);
   Buffer<float> y(size_t(s.M) * s.N, MemoryCategory::Workspace, gpu, MemoryKind::device);
   const Tensor xt{x.data(), type, trident::Shape{s.M, s.K}, gpu.device()}, wt{w.data(), type, trident::Shape{s.N, s.K}, gpu.device()};
+  const Tensor yt = y.view({s.M, s.N});
   const double flops = 2.0 * s.M * s.N * s.K;
-  for (int i = 0; i < 3; ++i) kernels::linear_forward(ctx, y.data(), xt, wt, nullptr, s.M, s.K, s.N);
+  for (int i = 0; i < 3; ++i) kernels::linear_forward(ctx, yt, xt, wt, Tensor{});
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
@@ -39,7 +40,7 @@ double tflops(kernels::Context& ctx, DType type, const GemmShape& s) {
   float ms = 0.0f;
   for (;;) {
     cudaEventRecord(start, stream);
-    for (int i = 0; i < runs; ++i) kernels::linear_forward(ctx, y.data(), xt, wt, nullptr, s.M, s.K, s.N);
+    for (int i = 0; i < runs; ++i) kernels::linear_forward(ctx, yt, xt, wt, Tensor{});
     cudaEventRecord(stop, stream);
     cudaEventSynchronize(stop);
     cudaEventElapsedTime(&ms, start, stop);

@@ -83,6 +83,9 @@ struct Twin {
   }
   T* cpu() { return host.data(); }
   T* gpu() { return device.data(); }
+  // Seen as `shape` (of the twin's elements), what a kernel reads its sizes from.
+  Tensor on_cpu(Shape shape, DType dtype = kDefault) { return host_tensor(dtype).reshaped(shape); }
+  Tensor on_gpu(Shape shape, DType dtype = kDefault) const { return tensor(dtype).reshaped(shape); }
   std::vector<T> from_gpu(DType dtype = kDefault) const {
     std::vector<T> out(host.size());
     kernels::download(g_gpu, out.data(), tensor(dtype));
@@ -198,29 +201,34 @@ void linear(Report& r, DType type) {
   const std::string t = dtype_name(type);
   Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N + 1, 5));
   Halves x_low(M * K), w_low(N * K);
-  Tensor x_cpu = x32.host_tensor(), w_cpu = w32.host_tensor(), x_gpu = x32.tensor(), w_gpu = w32.tensor();
+  Tensor x_cpu = x32.on_cpu({M, K}), w_cpu = w32.on_cpu({N, K}), x_gpu = x32.on_gpu({M, K}), w_gpu = w32.on_gpu({N, K});
   if (type != DType::f32) {
     kernels::convert(g_cpu, x_low.host_tensor(type), x32.host_tensor());
     kernels::convert(g_cpu, w_low.host_tensor(type), w32.host_tensor());
     kernels::upload(g_gpu, x_low.tensor(type), x_low.host.data());
     kernels::upload(g_gpu, w_low.tensor(type), w_low.host.data());
-    x_cpu = x_low.host_tensor(type), w_cpu = w_low.host_tensor(type), x_gpu = x_low.tensor(type), w_gpu = w_low.tensor(type);
+    x_cpu = x_low.on_cpu({M, K}, type), w_cpu = w_low.on_cpu({N, K}, type);
+    x_gpu = x_low.on_gpu({M, K}, type), w_gpu = w_low.on_gpu({N, K}, type);
   }
   kernels::prepare_linear(g_gpu, kernels::precision_of(type), M, K, N, true);
   Floats y(M * N);
-  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu(), M, K, N);
-  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu(), M, K, N);
+  const Device gpu = gpu_backend().device();
+  kernels::linear_forward(g_cpu, y.host_tensor(), x_cpu, w_cpu, view(bias.cpu(), N));
+  kernels::linear_forward(g_gpu, y.tensor(), x_gpu, w_gpu, view(bias.gpu(), N, gpu));
   r.add(y, kGemm, t + " linear forward with bias");
-  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, bias.cpu() + 1, M, K, N);  // a bias 4 bytes off alignment
-  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, bias.gpu() + 1, M, K, N);
+  // A bias 4 bytes off alignment.
+  kernels::linear_forward(g_cpu, y.host_tensor(), x_cpu, w_cpu, view(bias.cpu() + 1, N));
+  kernels::linear_forward(g_gpu, y.tensor(), x_gpu, w_gpu, view(bias.gpu() + 1, N, gpu));
   r.add(y, kGemm, t + " linear forward with an unaligned bias");
-  kernels::linear_forward(g_cpu, y.cpu(), x_cpu, w_cpu, nullptr, M, K, N);
-  kernels::linear_forward(g_gpu, y.gpu(), x_gpu, w_gpu, nullptr, M, K, N);
+  kernels::linear_forward(g_cpu, y.host_tensor(), x_cpu, w_cpu, Tensor{});
+  kernels::linear_forward(g_gpu, y.tensor(), x_gpu, w_gpu, Tensor{});
   r.add(y, kGemm, t + " linear forward");
   Floats dy(random_floats(M * N, 6)), dx(M * K, 7.0f), dw(random_floats(N * K, 7)), db(random_floats(N, 8));
   Halves dy_low(M * N);
-  kernels::linear_backward(g_cpu, dx.cpu(), dw.cpu(), db.cpu(), dy.cpu(), dy_low.host_tensor(type == DType::f32 ? DType::bf16 : type), x_cpu, w_cpu, M, K, N);
-  kernels::linear_backward(g_gpu, dx.gpu(), dw.gpu(), db.gpu(), dy.gpu(), dy_low.tensor(type == DType::f32 ? DType::bf16 : type), x_gpu, w_gpu, M, K, N);
+  const DType low = type == DType::f32 ? DType::bf16 : type;
+  kernels::linear_backward(g_cpu, dx.host_tensor(), dw.host_tensor(), db.host_tensor(), dy.host_tensor(),
+                           dy_low.host_tensor(low), x_cpu, w_cpu);
+  kernels::linear_backward(g_gpu, dx.tensor(), dw.tensor(), db.tensor(), dy.tensor(), dy_low.tensor(low), x_gpu, w_gpu);
   r.add(dx, kGemm, t + " linear backward dx");
   r.add(dw, kGemm, t + " linear backward dw (+=)");
   r.add(db, kF32, t + " linear backward dbias (+=, chunks of rows)");
@@ -229,8 +237,8 @@ void linear(Report& r, DType type) {
   Floats dy2(random_floats(M * N, 9));
   const Tensor cpu_narrowed = kernels::narrow(g_cpu, dy2.host_tensor(), type);
   const Tensor gpu_narrowed = kernels::narrow(g_gpu, dy2.tensor(), type);
-  kernels::linear_backward(g_cpu, nullptr, dw.cpu(), nullptr, dy2.cpu(), cpu_narrowed, x_cpu, w_cpu, M, K, N);
-  kernels::linear_backward(g_gpu, nullptr, dw.gpu(), nullptr, dy2.gpu(), gpu_narrowed, x_gpu, w_gpu, M, K, N);
+  kernels::linear_backward(g_cpu, Tensor{}, dw.host_tensor(), Tensor{}, dy2.host_tensor(), cpu_narrowed, x_cpu, w_cpu);
+  kernels::linear_backward(g_gpu, Tensor{}, dw.tensor(), Tensor{}, dy2.tensor(), gpu_narrowed, x_gpu, w_gpu);
   r.add(dw, kGemm, t + " linear backward dw, dy narrowed in place");
 }
 
@@ -242,17 +250,20 @@ void batched(Report& r, bool bf16_operands) {
     Floats c(random_floats(batch * M * N, 30));
     const std::string what = std::string(bf16_operands ? "bf16" : "f32") + " batched_matmul ta=" + (ta ? "1" : "0") +
                              " tb=" + (tb ? "1" : "0");
+    const Shape c_shape{batch, M, N}, a_shape{batch, ta ? K : M, ta ? M : K}, b_shape{batch, tb ? N : K, tb ? K : N};
     if (!bf16_operands) {
-      kernels::batched_matmul(g_cpu, c.cpu(), a.cpu(), b.cpu(), batch, M, N, K, ta, tb, case_index == 3);
-      kernels::batched_matmul(g_gpu, c.gpu(), a.gpu(), b.gpu(), batch, M, N, K, ta, tb, case_index == 3);
+      kernels::batched_matmul(g_cpu, c.on_cpu(c_shape), a.on_cpu(a_shape), b.on_cpu(b_shape), ta, tb, case_index == 3);
+      kernels::batched_matmul(g_gpu, c.on_gpu(c_shape), a.on_gpu(a_shape), b.on_gpu(b_shape), ta, tb, case_index == 3);
     } else {
       Halves a16(a.host.size()), b16(b.host.size());
       kernels::convert(g_cpu, a16.host_tensor(DType::bf16), a.host_tensor());
       kernels::convert(g_cpu, b16.host_tensor(DType::bf16), b.host_tensor());
       kernels::upload(g_gpu, a16.tensor(DType::bf16), a16.cpu());
       kernels::upload(g_gpu, b16.tensor(DType::bf16), b16.cpu());
-      kernels::batched_matmul_bf16(g_cpu, c.cpu(), a16.cpu(), b16.cpu(), batch, M, N, K, ta, tb, case_index == 3);
-      kernels::batched_matmul_bf16(g_gpu, c.gpu(), a16.gpu(), b16.gpu(), batch, M, N, K, ta, tb, case_index == 3);
+      kernels::batched_matmul_bf16(g_cpu, c.on_cpu(c_shape), a16.on_cpu(a_shape), b16.on_cpu(b_shape), ta, tb,
+                                   case_index == 3);
+      kernels::batched_matmul_bf16(g_gpu, c.on_gpu(c_shape), a16.on_gpu(a_shape), b16.on_gpu(b_shape), ta, tb,
+                                   case_index == 3);
     }
     r.add(c, kGemm, what + (case_index == 3 ? " (+=)" : ""));
   }
@@ -266,17 +277,21 @@ void strided(Report& r, bool bf16_operands) {
   Floats qkv(random_floats(B * T * 3 * C, 40)), s(B * NH * T * T, 1.0f);
   Halves qkv16(qkv.host.size());
   const std::string t = bf16_operands ? "bf16" : "f32";
+  const size_t keys = qkv.host.size() - C;  // the elements from k's first onwards
+  const Device gpu = gpu_backend().device();
   for (bool accumulate : {false, true}) {
     if (!bf16_operands) {
-      kernels::strided_matmul(g_cpu, s.cpu(), probs, qkv.cpu(), head, qkv.cpu() + C, head_t, B, NH, T, T, hs, accumulate);
-      kernels::strided_matmul(g_gpu, s.gpu(), probs, qkv.gpu(), head, qkv.gpu() + C, head_t, B, NH, T, T, hs, accumulate);
+      kernels::strided_matmul(g_cpu, s.host_tensor(), probs, qkv.host_tensor(), head, view(qkv.cpu() + C, keys), head_t,
+                              B, NH, T, T, hs, accumulate);
+      kernels::strided_matmul(g_gpu, s.tensor(), probs, qkv.tensor(), head, view(qkv.gpu() + C, keys, gpu), head_t, B,
+                              NH, T, T, hs, accumulate);
     } else {
       kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
       kernels::upload(g_gpu, qkv16.tensor(DType::bf16), qkv16.cpu());
-      kernels::strided_matmul_bf16(g_cpu, s.cpu(), probs, qkv16.cpu(), head, qkv16.cpu() + C, head_t, B, NH, T, T, hs,
-                                   accumulate);
-      kernels::strided_matmul_bf16(g_gpu, s.gpu(), probs, qkv16.gpu(), head, qkv16.gpu() + C, head_t, B, NH, T, T, hs,
-                                   accumulate);
+      kernels::strided_matmul_bf16(g_cpu, s.host_tensor(), probs, qkv16.host_tensor(), head,
+                                   view(qkv16.cpu() + C, DType::bf16, keys), head_t, B, NH, T, T, hs, accumulate);
+      kernels::strided_matmul_bf16(g_gpu, s.tensor(), probs, qkv16.tensor(), head,
+                                   view(qkv16.gpu() + C, DType::bf16, keys, gpu), head_t, B, NH, T, T, hs, accumulate);
     }
     r.add(s, kGemm, t + " strided_matmul q kᵀ" + (accumulate ? " (+=)" : ""));
   }
@@ -286,8 +301,9 @@ void layernorm(Report& r) {
   const int N = sized(67, 2048), C = sized(200, 768);
   Floats x(random_floats(N * C, 50, 2.0f)), w(random_floats(C, 51)), b(random_floats(C, 52)), y(N * C), mean(N),
       var(N);
-  kernels::layernorm_forward(g_cpu, y.cpu(), mean.cpu(), var.cpu(), x.cpu(), w.cpu(), b.cpu(), N, C);
-  kernels::layernorm_forward(g_gpu, y.gpu(), mean.gpu(), var.gpu(), x.gpu(), w.gpu(), b.gpu(), N, C);
+  kernels::layernorm_forward(g_cpu, y.host_tensor(), mean.host_tensor(), var.host_tensor(), x.on_cpu({N, C}),
+                             w.host_tensor(), b.host_tensor());
+  kernels::layernorm_forward(g_gpu, y.tensor(), mean.tensor(), var.tensor(), x.on_gpu({N, C}), w.tensor(), b.tensor());
   r.add(y, kF32, "layernorm out");
   r.add(mean, kF32, "layernorm mean");
   r.add(var, kF32, "layernorm variance");
@@ -295,10 +311,11 @@ void layernorm(Report& r) {
   kernels::upload(g_gpu, mean.tensor(), mean.cpu());
   kernels::upload(g_gpu, var.tensor(), var.cpu());
   Floats dout(random_floats(N * C, 53)), dx(random_floats(N * C, 54)), dw(random_floats(C, 55)), db(random_floats(C, 56));
-  kernels::layernorm_backward(g_cpu, dx.cpu(), dw.cpu(), db.cpu(), dout.cpu(), x.cpu(), w.cpu(), b.cpu(), mean.cpu(),
-                              var.cpu(), N, C);
-  kernels::layernorm_backward(g_gpu, dx.gpu(), dw.gpu(), db.gpu(), dout.gpu(), x.gpu(), w.gpu(), b.gpu(), mean.gpu(),
-                              var.gpu(), N, C);
+  kernels::layernorm_backward(g_cpu, dx.host_tensor(), dw.host_tensor(), db.host_tensor(), dout.host_tensor(),
+                              x.on_cpu({N, C}), w.host_tensor(), b.host_tensor(), mean.host_tensor(),
+                              var.host_tensor());
+  kernels::layernorm_backward(g_gpu, dx.tensor(), dw.tensor(), db.tensor(), dout.tensor(), x.on_gpu({N, C}), w.tensor(),
+                              b.tensor(), mean.tensor(), var.tensor());
   r.add(dx, Tolerance{1e-4, 1e-4}, "layernorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "layernorm dweight (+=)");
   r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
@@ -307,25 +324,25 @@ void layernorm(Report& r) {
 void gelu(Report& r) {
   const size_t n = 100003;
   Floats x(random_floats(n, 60, 3.0f)), y(n), dout(random_floats(n, 61)), dx(n);
-  kernels::gelu_forward(g_cpu, y.cpu(), x.cpu(), n);
-  kernels::gelu_forward(g_gpu, y.gpu(), x.gpu(), n);
+  kernels::gelu_forward(g_cpu, y.host_tensor(), x.host_tensor());
+  kernels::gelu_forward(g_gpu, y.tensor(), x.tensor());
   r.add(y, Tolerance{1e-5, 5e-7}, "gelu forward");  // oneDNN's tanh form loses the far tail (unit tests)
-  kernels::gelu_backward(g_cpu, dx.cpu(), x.cpu(), dout.cpu(), n);
-  kernels::gelu_backward(g_gpu, dx.gpu(), x.gpu(), dout.gpu(), n);
+  kernels::gelu_backward(g_cpu, dx.host_tensor(), x.host_tensor(), dout.host_tensor());
+  kernels::gelu_backward(g_gpu, dx.tensor(), x.tensor(), dout.tensor());
   r.add(dx, kF32, "gelu backward");
 }
 
 void residuals(Report& r) {
   const int M = sized(33, 2048), N = sized(129, 768);
   Floats a(random_floats(M * N, 70)), b(random_floats(M * N, 71)), bias(random_floats(N, 72)), out(M * N);
-  kernels::residual_forward(g_cpu, out.cpu(), a.cpu(), b.cpu(), out.host.size());
-  kernels::residual_forward(g_gpu, out.gpu(), a.gpu(), b.gpu(), out.host.size());
+  kernels::residual_forward(g_cpu, out.host_tensor(), a.host_tensor(), b.host_tensor());
+  kernels::residual_forward(g_gpu, out.tensor(), a.tensor(), b.tensor());
   r.add(out, kExact, "residual_forward");
-  kernels::bias_residual_forward(g_cpu, out.cpu(), a.cpu(), b.cpu(), bias.cpu(), M, N);
-  kernels::bias_residual_forward(g_gpu, out.gpu(), a.gpu(), b.gpu(), bias.gpu(), M, N);
+  kernels::bias_residual_forward(g_cpu, out.host_tensor(), a.host_tensor(), b.on_cpu({M, N}), bias.host_tensor());
+  kernels::bias_residual_forward(g_gpu, out.tensor(), a.tensor(), b.on_gpu({M, N}), bias.tensor());
   r.add(out, kExact, "bias_residual_forward");
-  kernels::add_inplace(g_cpu, a.cpu(), b.cpu(), a.host.size());
-  kernels::add_inplace(g_gpu, a.gpu(), b.gpu(), a.host.size());
+  kernels::add_inplace(g_cpu, a.host_tensor(), b.host_tensor());
+  kernels::add_inplace(g_gpu, a.tensor(), b.tensor());
   r.add(a, kExact, "add_inplace");
 }
 
@@ -337,14 +354,16 @@ void attention(Report& r, bool bf16_path) {
   Halves qkv16(n_qkv), att16(n_att), dout16(n_out);
   const std::string t = bf16_path ? "bf16 " : "f32 ";
   kernels::prepare_attention(g_gpu, bf16_path ? Precision::bf16 : Precision::fp32, B, T, C, NH);
+  const Shape sequence{B, T, 3 * C};
   if (!bf16_path) {
-    kernels::attention_forward(g_cpu, out.cpu(), att.cpu(), qkv.cpu(), B, T, C, NH);
-    kernels::attention_forward(g_gpu, out.gpu(), att.gpu(), qkv.gpu(), B, T, C, NH);
+    kernels::attention_forward(g_cpu, out.host_tensor(), att.host_tensor(), qkv.on_cpu(sequence), NH);
+    kernels::attention_forward(g_gpu, out.tensor(), att.tensor(), qkv.on_gpu(sequence), NH);
   } else {
     kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
     kernels::upload(g_gpu, qkv16.tensor(DType::bf16), qkv16.cpu());
-    kernels::attention_forward_bf16(g_cpu, out.cpu(), att.cpu(), att16.cpu(), qkv16.cpu(), B, T, C, NH);
-    kernels::attention_forward_bf16(g_gpu, out.gpu(), att.gpu(), att16.gpu(), qkv16.gpu(), B, T, C, NH);
+    kernels::attention_forward_bf16(g_cpu, out.host_tensor(), att.host_tensor(), att16.host_tensor(),
+                                    qkv16.on_cpu(sequence), NH);
+    kernels::attention_forward_bf16(g_gpu, out.tensor(), att.tensor(), att16.tensor(), qkv16.on_gpu(sequence), NH);
   }
   const Tolerance tol = bf16_path ? kBf16 : kGemm;
   r.add(att, tol, t + "attention probabilities");
@@ -352,14 +371,17 @@ void attention(Report& r, bool bf16_path) {
   // Backward from the CPU's probabilities on both, so that only backward is compared.
   kernels::upload(g_gpu, att.tensor(), att.cpu());
   if (!bf16_path) {
-    kernels::attention_backward(g_cpu, dqkv.cpu(), datt.cpu(), dout.cpu(), qkv.cpu(), att.cpu(), B, T, C, NH);
-    kernels::attention_backward(g_gpu, dqkv.gpu(), datt.gpu(), dout.gpu(), qkv.gpu(), att.gpu(), B, T, C, NH);
+    kernels::attention_backward(g_cpu, dqkv.host_tensor(), datt.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
+                                att.host_tensor(), NH);
+    kernels::attention_backward(g_gpu, dqkv.tensor(), datt.tensor(), dout.tensor(), qkv.on_gpu(sequence), att.tensor(),
+                                NH);
   } else {
     kernels::upload(g_gpu, att16.tensor(DType::bf16), att16.cpu());
-    kernels::attention_backward_bf16(g_cpu, dqkv.cpu(), datt.cpu(), dout.cpu(), dout16.cpu(), qkv16.cpu(), att.cpu(),
-                                     att16.cpu(), B, T, C, NH);
-    kernels::attention_backward_bf16(g_gpu, dqkv.gpu(), datt.gpu(), dout.gpu(), dout16.gpu(), qkv16.gpu(), att.gpu(),
-                                     att16.gpu(), B, T, C, NH);
+    kernels::attention_backward_bf16(g_cpu, dqkv.host_tensor(), datt.host_tensor(), dout.host_tensor(),
+                                     dout16.host_tensor(), qkv16.on_cpu(sequence), att.host_tensor(),
+                                     att16.host_tensor(), NH);
+    kernels::attention_backward_bf16(g_gpu, dqkv.tensor(), datt.tensor(), dout.tensor(), dout16.tensor(),
+                                     qkv16.on_gpu(sequence), att.tensor(), att16.tensor(), NH);
   }
   r.add(dqkv, tol, t + "attention dqkv");
 }
@@ -368,8 +390,10 @@ void decode(Report& r) {
   const int positions = 37, C = 96, NH = 4;
   Floats q(random_floats(C, 90)), keys(random_floats(positions * C, 91)), values(random_floats(positions * C, 92)),
       out(C), scores(NH * positions);
-  kernels::attention_decode(g_cpu, out.cpu(), scores.cpu(), q.cpu(), keys.cpu(), values.cpu(), positions, C, NH);
-  kernels::attention_decode(g_gpu, out.gpu(), scores.gpu(), q.gpu(), keys.gpu(), values.gpu(), positions, C, NH);
+  kernels::attention_decode(g_cpu, out.host_tensor(), scores.host_tensor(), q.host_tensor(),
+                            keys.on_cpu({positions, C}), values.host_tensor(), NH);
+  kernels::attention_decode(g_gpu, out.tensor(), scores.tensor(), q.tensor(), keys.on_gpu({positions, C}),
+                            values.tensor(), NH);
   r.add(out, kF32, "attention_decode");
 }
 
@@ -377,18 +401,18 @@ void embeddings(Report& r) {
   const int B = 3, T = 17, C = 40, V = 50, begin = 10, rows = 25;  // a vocabulary slice
   Tokens tokens(random_tokens(B * T, V, 100));
   Floats wte(random_floats(rows * C, 101)), wpe(random_floats(T * C, 102)), out(B * T * C, 3.0f);
-  kernels::embedding_forward(g_cpu, out.cpu(), tokens.cpu(), wte.cpu(), begin, rows, B, T, C);
-  kernels::embedding_forward(g_gpu, out.gpu(), tokens.gpu(), wte.gpu(), begin, rows, B, T, C);
+  kernels::embedding_forward(g_cpu, out.host_tensor(), tokens.on_cpu({B, T}), wte.on_cpu({rows, C}), begin);
+  kernels::embedding_forward(g_gpu, out.tensor(), tokens.on_gpu({B, T}), wte.on_gpu({rows, C}), begin);
   r.add(out, kExact, "embedding_forward");
-  kernels::positions_forward(g_cpu, out.cpu(), wpe.cpu(), B, T, C);
-  kernels::positions_forward(g_gpu, out.gpu(), wpe.gpu(), B, T, C);
+  kernels::positions_forward(g_cpu, out.on_cpu({B, T, C}), wpe.host_tensor());
+  kernels::positions_forward(g_gpu, out.on_gpu({B, T, C}), wpe.tensor());
   r.add(out, kExact, "positions_forward (+=)");
   Floats dout(random_floats(B * T * C, 103)), dwte(random_floats(rows * C, 104)), dwpe(random_floats(T * C, 105));
-  kernels::embedding_backward(g_cpu, dwte.cpu(), dout.cpu(), tokens.cpu(), begin, rows, B, T, C);
-  kernels::embedding_backward(g_gpu, dwte.gpu(), dout.gpu(), tokens.gpu(), begin, rows, B, T, C);
+  kernels::embedding_backward(g_cpu, dwte.on_cpu({rows, C}), dout.host_tensor(), tokens.on_cpu({B, T}), begin);
+  kernels::embedding_backward(g_gpu, dwte.on_gpu({rows, C}), dout.tensor(), tokens.on_gpu({B, T}), begin);
   r.add(dwte, kExact, "embedding_backward (+=, positions in order)");
-  kernels::positions_backward(g_cpu, dwpe.cpu(), dout.cpu(), B, T, C);
-  kernels::positions_backward(g_gpu, dwpe.gpu(), dout.gpu(), B, T, C);
+  kernels::positions_backward(g_cpu, dwpe.host_tensor(), dout.on_cpu({B, T, C}));
+  kernels::positions_backward(g_gpu, dwpe.tensor(), dout.on_gpu({B, T, C}));
   r.add(dwpe, kExact, "positions_backward (+=, batches in order)");
 }
 
@@ -398,30 +422,32 @@ void crossentropy(Report& r) {
   Floats logits(random_floats(size_t(N) * ld, 110, 3.0f)), maxes(N), sums(N), targets_logit(N), losses(N), norms(N),
       dlogits(size_t(N) * ld, 9.0f);
   Tokens targets(random_tokens(N, sized(2000, 50257), 111));
-  kernels::crossentropy_row_max(g_cpu, maxes.cpu(), logits.cpu(), N, valid, ld);
-  kernels::crossentropy_row_max(g_gpu, maxes.gpu(), logits.gpu(), N, valid, ld);
+  const Tensor rows_cpu = logits.on_cpu({N, ld}), rows_gpu = logits.on_gpu({N, ld});
+  kernels::crossentropy_row_max(g_cpu, maxes.host_tensor(), rows_cpu, valid);
+  kernels::crossentropy_row_max(g_gpu, maxes.tensor(), rows_gpu, valid);
   r.add(maxes, kExact, "crossentropy_row_max");
-  kernels::crossentropy_row_sums(g_cpu, sums.cpu(), targets_logit.cpu(), logits.cpu(), maxes.cpu(), targets.cpu(),
-                                 begin, N, valid, ld);
-  kernels::crossentropy_row_sums(g_gpu, sums.gpu(), targets_logit.gpu(), logits.gpu(), maxes.gpu(), targets.gpu(),
-                                 begin, N, valid, ld);
+  kernels::crossentropy_row_sums(g_cpu, sums.host_tensor(), targets_logit.host_tensor(), rows_cpu, maxes.host_tensor(),
+                                 targets.host_tensor(), begin, valid);
+  kernels::crossentropy_row_sums(g_gpu, sums.tensor(), targets_logit.tensor(), rows_gpu, maxes.tensor(),
+                                 targets.tensor(), begin, valid);
   r.add(sums, kF32, "crossentropy_row_sums (sums)");
   r.add(targets_logit, kExact, "crossentropy_row_sums (target logits)");
   kernels::upload(g_gpu, sums.tensor(), sums.cpu());  // the pieces after it from the same inputs
-  kernels::crossentropy_losses(g_cpu, losses.cpu(), norms.cpu(), maxes.cpu(), sums.cpu(), targets_logit.cpu(), N);
-  kernels::crossentropy_losses(g_gpu, losses.gpu(), norms.gpu(), maxes.gpu(), sums.gpu(), targets_logit.gpu(), N);
+  kernels::crossentropy_losses(g_cpu, losses.host_tensor(), norms.host_tensor(), maxes.host_tensor(),
+                               sums.host_tensor(), targets_logit.host_tensor());
+  kernels::crossentropy_losses(g_gpu, losses.tensor(), norms.tensor(), maxes.tensor(), sums.tensor(),
+                               targets_logit.tensor());
   r.add(losses, kF32, "crossentropy_losses");
   r.add(norms, kF32, "crossentropy_losses (log normalizers)");
   kernels::upload(g_gpu, norms.tensor(), norms.cpu());
-  kernels::crossentropy_backward(g_cpu, dlogits.cpu(), logits.cpu(), norms.cpu(), targets.cpu(), begin, 0.01f, N,
-                                 valid, ld);
-  kernels::crossentropy_backward(g_gpu, dlogits.gpu(), logits.gpu(), norms.gpu(), targets.gpu(), begin, 0.01f, N,
-                                 valid, ld);
+  kernels::crossentropy_backward(g_cpu, dlogits.host_tensor(), rows_cpu, norms.host_tensor(), targets.host_tensor(),
+                                 begin, 0.01f, valid);
+  kernels::crossentropy_backward(g_gpu, dlogits.tensor(), rows_gpu, norms.tensor(), targets.tensor(), begin, 0.01f,
+                                 valid);
   r.add(dlogits, kF32, "crossentropy_backward");
-  kernels::crossentropy_backward(g_cpu, logits.cpu(), logits.cpu(), norms.cpu(), targets.cpu(), begin, 0.01f, N,
-                                 valid, ld);
-  kernels::crossentropy_backward(g_gpu, logits.gpu(), logits.gpu(), norms.gpu(), targets.gpu(), begin, 0.01f, N,
-                                 valid, ld);
+  kernels::crossentropy_backward(g_cpu, rows_cpu, rows_cpu, norms.host_tensor(), targets.host_tensor(), begin, 0.01f,
+                                 valid);
+  kernels::crossentropy_backward(g_gpu, rows_gpu, rows_gpu, norms.tensor(), targets.tensor(), begin, 0.01f, valid);
   r.add(logits, kF32, "crossentropy_backward in place");
 }
 
@@ -430,12 +456,15 @@ void optimizer(Report& r) {
   std::vector<float> v0 = random_floats(n, 123, 0.01f);
   for (float& x : v0) x = std::fabs(x);
   Floats params(random_floats(n, 120)), grads(random_floats(n, 121)), m(random_floats(n, 122, 0.01f)), v(v0);
-  kernels::adamw_update(g_cpu, params.cpu(), grads.cpu(), m.cpu(), v.cpu(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
-  kernels::adamw_update(g_gpu, params.gpu(), grads.gpu(), m.gpu(), v.gpu(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  kernels::adamw_update(g_cpu, params.host_tensor(), grads.host_tensor(), m.host_tensor(), v.host_tensor(), 3e-4f, 0.9f,
+                        0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  kernels::adamw_update(g_gpu, params.tensor(), grads.tensor(), m.tensor(), v.tensor(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                        5, 0.7f);
   r.add(params, kF32, "adamw params");
   r.add(m, kF32, "adamw m");
   r.add(v, kF32, "adamw v");
-  const double cpu = kernels::sum_of_squares(g_cpu, grads.cpu(), n), gpu = kernels::sum_of_squares(g_gpu, grads.gpu(), n);
+  const double cpu = kernels::sum_of_squares(g_cpu, grads.host_tensor());
+  const double gpu = kernels::sum_of_squares(g_gpu, grads.tensor());
   r.add({std::fabs(gpu - cpu) / (1e-12 * cpu), "sum_of_squares " + std::to_string(gpu) + " vs " + std::to_string(cpu)});
 }
 
@@ -460,13 +489,13 @@ void graphs(Report& r) {
   Floats x(random_floats(n, 131)), acc(n);
   Buffer<double> total(1, MemoryCategory::Workspace, gpu, MemoryKind::device);
   void* graph = gpu.capture_graph(g_gpu.stream, [&] {
-    kernels::add_inplace(g_gpu, acc.gpu(), x.gpu(), n);
+    kernels::add_inplace(g_gpu, acc.tensor(), x.tensor());
     kernels::sum_into(g_gpu, total.view(), acc.tensor());
   });
   r.add(compare(acc.from_gpu(), acc.host, kExact, "accumulator after the capture (nothing run)"));
   for (int launch = 0; launch < 2; ++launch) {
     gpu.launch_graph(graph, g_gpu.stream);
-    kernels::add_inplace(g_cpu, acc.cpu(), x.cpu(), n);
+    kernels::add_inplace(g_cpu, acc.host_tensor(), x.host_tensor());
   }
   gpu.destroy_graph(graph);
   r.add(acc, kExact, "accumulator after two launches");

@@ -11,7 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.hpp"
+
 namespace trident::testing {
+
+// A host vector as the tensor a kernel takes: its elements, or seen as `shape` (what the kernel
+// reads its sizes from). 16-bit values name their dtype.
+template <class T>
+Tensor as_tensor(const std::vector<T>& v) {
+  return view(v.data(), v.size());
+}
+template <class T>
+Tensor as_tensor(const std::vector<T>& v, Shape shape) {
+  return view(v.data(), v.size()).reshaped(shape);
+}
+inline Tensor as_tensor(const std::vector<uint16_t>& v, DType dtype, Shape shape) {
+  return view(v.data(), dtype, v.size()).reshaped(shape);
+}
 
 inline std::vector<float> random_vector(size_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 rng(seed);

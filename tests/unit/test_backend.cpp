@@ -290,7 +290,7 @@ BOOST_AUTO_TEST_CASE(guard_records_and_replays_graphs) {
   for (size_t i = 0; i < host.size(); ++i) host[i] = 0.25f * static_cast<float>(i);
   kernels::upload(ctx, x.view(), host.data());
   void* graph = guard.capture_graph(trident::Stream{}, [&] {
-    kernels::add_inplace(ctx, acc.data(), x.data(), acc.size());
+    kernels::add_inplace(ctx, acc.view(), x.view());
     kernels::sum_into(ctx, total.view(), acc.view());
   });
   BOOST_TEST(kernels::sum(ctx, acc.view()) == 0.0);  // recorded, not run

@@ -83,9 +83,12 @@ std::vector<std::vector<float>> attention_outputs(Low16Gemm path, int B, int T, 
   const std::vector<float> dout = testing::random_vector(n_out, 6);
   std::vector<bf16> att16(n_att), dout16(n_out);
   std::vector<float> out(n_out), att(n_att), datt(n_att), dqkv(n_qkv);
-  kernels::attention_forward_bf16(ctx, out.data(), att.data(), att16.data(), qkv16.data(), B, T, C, NH);
-  kernels::attention_backward_bf16(ctx, dqkv.data(), datt.data(), dout.data(), dout16.data(), qkv16.data(), att.data(),
-                                   att16.data(), B, T, C, NH);
+  const Tensor qkv_low = testing::as_tensor(qkv16, DType::bf16, {B, T, 3 * C});
+  const Tensor att_low = testing::as_tensor(att16, DType::bf16, {B, NH, T, T});
+  const Tensor dout_low = testing::as_tensor(dout16, DType::bf16, {B, T, C});
+  kernels::attention_forward_bf16(ctx, testing::as_tensor(out), testing::as_tensor(att), att_low, qkv_low, NH);
+  kernels::attention_backward_bf16(ctx, testing::as_tensor(dqkv), testing::as_tensor(datt), testing::as_tensor(dout),
+                                   dout_low, qkv_low, testing::as_tensor(att), att_low, NH);
   return {out, att, dqkv};
 }
 
@@ -111,8 +114,11 @@ BOOST_AUTO_TEST_CASE(widened_bf16_batched_matmul_matches_native, *utf::precondit
   for (bool ta : {false, true}) {
     std::vector<float> native(size_t(batch) * M * N, 1.0f), widened = native;
     kernels::Context n = with_path(Low16Gemm::native), w = with_path(Low16Gemm::widened);
-    kernels::batched_matmul_bf16(n, native.data(), a.data(), b.data(), batch, M, N, K, ta, !ta, true);
-    kernels::batched_matmul_bf16(w, widened.data(), a.data(), b.data(), batch, M, N, K, ta, !ta, true);
+    const bool tb = !ta;
+    const Tensor a_t = testing::as_tensor(a, DType::bf16, {batch, ta ? K : M, ta ? M : K});
+    const Tensor b_t = testing::as_tensor(b, DType::bf16, {batch, tb ? N : K, tb ? K : N});
+    kernels::batched_matmul_bf16(n, testing::as_tensor(native, {batch, M, N}), a_t, b_t, ta, tb, true);
+    kernels::batched_matmul_bf16(w, testing::as_tensor(widened, {batch, M, N}), a_t, b_t, ta, tb, true);
     BOOST_TEST(worst_difference(widened, native) < 1e-5, "transpose a " << ta);
   }
 }

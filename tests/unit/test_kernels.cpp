@@ -1,6 +1,9 @@
 // Every CPU kernel: forward against a naive double-precision reference, backward against
-// central finite differences.
+// central finite differences; and the operations' checks of their tensors' dtypes and extents.
 #include <omp.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "kernel_check.hpp"
 #include "kernels/common/math.hpp"
@@ -80,7 +83,8 @@ BOOST_AUTO_TEST_CASE(batched_matmul_transposes_and_accumulation) {
           }
           expected[(p * M + m) * N + n] = sum;
         }
-    trident::kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
+    trident::kernels::batched_matmul(ctx, as_tensor(c, {batch, M, N}), as_tensor(a, {batch, ta ? K : M, ta ? M : K}),
+                                     as_tensor(b, {batch, tb ? N : K, tb ? K : N}), ta, tb, acc);
     expect_close(c, expected, 1e-4, 1e-2, "batched matmul variant " + std::to_string(variant));
   }
 }
@@ -89,20 +93,23 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   const int N = 5, C = 16;
   auto x = random_vector(N * C, 40, 2.0f), w = random_vector(C, 41), b = random_vector(C, 42);
   std::vector<float> y(N * C), mean(N), variance(N);
-  trident::kernels::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
+  trident::kernels::layernorm_forward(ctx, as_tensor(y), as_tensor(mean), as_tensor(variance), as_tensor(x, {N, C}),
+                                      as_tensor(w), as_tensor(b));
   const std::vector<double> expected = layernorm_reference(x, w, b, N, C);
   expect_close(y, expected, 1e-5, 1e-3, "layernorm forward");
   const auto upstream = random_vector(N * C, 43);
   std::vector<float> dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
   std::vector<float> dx_base = random_vector(N * C, 44), dw_base = random_vector(C, 45);
   dx = dx_base, dw = dw_base;  // accumulates onto what is there
-  trident::kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(),
-                              w.data(), b.data(), mean.data(), variance.data(), N, C);
+  trident::kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(upstream),
+                                       as_tensor(x, {N, C}), as_tensor(w), as_tensor(b), as_tensor(mean),
+                                       as_tensor(variance));
   for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx_base[i];
   for (size_t i = 0; i < dw.size(); ++i) dw[i] -= dw_base[i];
   auto loss = [&] {
     std::vector<float> out(N * C), m(N), r(N);
-    trident::kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+    trident::kernels::layernorm_forward(ctx, as_tensor(out), as_tensor(m), as_tensor(r), as_tensor(x, {N, C}),
+                                        as_tensor(w), as_tensor(b));
     return weighted_sum(out, upstream);
   };
   check_gradient(x, dx, loss, "layernorm dinp", 1e-2f, 3e-2);
@@ -113,7 +120,7 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
 BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   auto x = random_vector(300, 50, 2.0f);
   std::vector<float> y(x.size());
-  trident::kernels::gelu_forward(ctx, y.data(), x.data(), x.size());
+  trident::kernels::gelu_forward(ctx, as_tensor(y), as_tensor(x));
   std::vector<double> expected(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
@@ -122,10 +129,10 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   expect_close(y, expected, 1e-4, 1e-3, "gelu forward");
   const auto upstream = random_vector(x.size(), 51);
   std::vector<float> dx(x.size());
-  trident::kernels::gelu_backward(ctx, dx.data(), x.data(), upstream.data(), x.size());
+  trident::kernels::gelu_backward(ctx, as_tensor(dx), as_tensor(x), as_tensor(upstream));
   auto loss = [&] {
     std::vector<float> out(x.size());
-    trident::kernels::gelu_forward(ctx, out.data(), x.data(), x.size());
+    trident::kernels::gelu_forward(ctx, as_tensor(out), as_tensor(x));
     return weighted_sum(out, upstream);
   };
   check_gradient(x, dx, loss, "gelu dinp", 1e-2f, 2e-2, 1e-3, 300);
@@ -134,11 +141,11 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
 BOOST_AUTO_TEST_CASE(residual_and_add) {
   auto a = random_vector(100, 60), b = random_vector(100, 61);
   std::vector<float> out(100);
-  trident::kernels::residual_forward(ctx, out.data(), a.data(), b.data(), 100);
+  trident::kernels::residual_forward(ctx, as_tensor(out), as_tensor(a), as_tensor(b));
   std::vector<double> expected(100);
   for (int i = 0; i < 100; ++i) expected[i] = static_cast<double>(a[i]) + b[i];
   expect_close(out, expected, 1e-6, 1e-6, "residual");
-  trident::kernels::add_inplace(ctx, out.data(), a.data(), 100);
+  trident::kernels::add_inplace(ctx, as_tensor(out), as_tensor(a));
   for (int i = 0; i < 100; ++i) expected[i] = expected[i] + a[i];
   expect_close(out, expected, 1e-6, 1e-6, "add in place");
 }
@@ -178,15 +185,15 @@ BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   auto qkv = random_vector(B * T * 3 * C, 70);
   std::vector<float> out(B * T * C), att(probs);
-  trident::kernels::attention_forward(ctx, out.data(), att.data(), qkv.data(), B, T, C, NH);
+  trident::kernels::attention_forward(ctx, as_tensor(out), as_tensor(att), as_tensor(qkv, {B, T, 3 * C}), NH);
   expect_close(out, attention_reference(qkv, B, T, C, NH), 1e-5, 1e-3, "attention forward");
   const auto upstream = random_vector(out.size(), 71);
   std::vector<float> dqkv(qkv.size(), 99.0f), datt(probs);  // dqkv is overwritten
-  trident::kernels::attention_backward(ctx, dqkv.data(), datt.data(), upstream.data(), qkv.data(),
-                              att.data(), B, T, C, NH);
+  trident::kernels::attention_backward(ctx, as_tensor(dqkv), as_tensor(datt), as_tensor(upstream),
+                                       as_tensor(qkv, {B, T, 3 * C}), as_tensor(att), NH);
   auto loss = [&] {
     std::vector<float> o(B * T * C), a2(probs);
-    trident::kernels::attention_forward(ctx, o.data(), a2.data(), qkv.data(), B, T, C, NH);
+    trident::kernels::attention_forward(ctx, as_tensor(o), as_tensor(a2), as_tensor(qkv, {B, T, 3 * C}), NH);
     return weighted_sum(o, upstream);
   };
   check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
@@ -197,8 +204,9 @@ BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
   const std::vector<int32_t> tokens = {1, 3, 1, 4, 0, 1, 2, 1};  // repeats: gradient sums
   auto wte = random_vector(V * C, 80), wpe = random_vector(T * C, 81);
   auto encode = [&](std::vector<float>& out, int begin, int rows) {
-    trident::kernels::embedding_forward(ctx, out.data(), tokens.data(), wte.data() + begin * C, begin, rows, B, T, C);
-    trident::kernels::positions_forward(ctx, out.data(), wpe.data(), B, T, C);
+    trident::kernels::embedding_forward(ctx, as_tensor(out), as_tensor(tokens, {B, T}),
+                                        view(wte.data() + begin * C, Shape{rows, C}), begin);
+    trident::kernels::positions_forward(ctx, as_tensor(out, {B, T, C}), as_tensor(wpe));
   };
   std::vector<float> out(B * T * C);
   encode(out, 0, V);
@@ -218,8 +226,8 @@ BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
     }
   const auto upstream = random_vector(out.size(), 82);
   std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
-  trident::kernels::embedding_backward(ctx, dwte.data(), upstream.data(), tokens.data(), 0, V, B, T, C);
-  trident::kernels::positions_backward(ctx, dwpe.data(), upstream.data(), B, T, C);
+  trident::kernels::embedding_backward(ctx, as_tensor(dwte, {V, C}), as_tensor(upstream), as_tensor(tokens), 0);
+  trident::kernels::positions_backward(ctx, as_tensor(dwpe), as_tensor(upstream, {B, T, C}));
   auto loss = [&] {
     std::vector<float> o(B * T * C);
     encode(o, 0, V);
@@ -236,11 +244,12 @@ void cross_entropy(std::vector<float>& losses, std::vector<float>& normalizers,
                    const std::vector<float>& logits, const std::vector<int32_t>& targets, int N,
                    int V, int Vp) {
   std::vector<float> maxes(N), sums(N), target_logits(N);
-  trident::kernels::crossentropy_row_max(ctx, maxes.data(), logits.data(), N, V, Vp);
-  trident::kernels::crossentropy_row_sums(ctx, sums.data(), target_logits.data(), logits.data(), maxes.data(),
-                                 targets.data(), 0, N, V, Vp);
-  trident::kernels::crossentropy_losses(ctx, losses.data(), normalizers.data(), maxes.data(), sums.data(),
-                               target_logits.data(), N);
+  const Tensor rows = as_tensor(logits, {N, Vp});
+  trident::kernels::crossentropy_row_max(ctx, as_tensor(maxes), rows, V);
+  trident::kernels::crossentropy_row_sums(ctx, as_tensor(sums), as_tensor(target_logits), rows, as_tensor(maxes),
+                                          as_tensor(targets), 0, V);
+  trident::kernels::crossentropy_losses(ctx, as_tensor(losses), as_tensor(normalizers), as_tensor(maxes),
+                                        as_tensor(sums), as_tensor(target_logits));
 }
 
 }  // namespace
@@ -260,8 +269,8 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   expect_close(losses, expected, 1e-5, 1e-4, "cross-entropy forward");
   const float scale = 1.0f / N;
   std::vector<float> dlogits(logits.size(), 5.0f);
-  trident::kernels::crossentropy_backward(ctx, dlogits.data(), logits.data(), normalizers.data(),
-                                 targets.data(), 0, scale, N, V, Vp);
+  trident::kernels::crossentropy_backward(ctx, as_tensor(dlogits), as_tensor(logits, {N, Vp}), as_tensor(normalizers),
+                                          as_tensor(targets), 0, scale, V);
   auto loss = [&] {
     std::vector<float> l(N), z(N);
     cross_entropy(l, z, logits, targets, N, V, Vp);
@@ -274,8 +283,8 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
     for (int i = V; i < Vp; ++i) BOOST_TEST(dlogits[n * Vp + i] == 0.0f);
   // In place, as the model uses it.
   std::vector<float> in_place = logits;
-  trident::kernels::crossentropy_backward(ctx, in_place.data(), in_place.data(), normalizers.data(),
-                                 targets.data(), 0, scale, N, V, Vp);
+  trident::kernels::crossentropy_backward(ctx, as_tensor(in_place), as_tensor(in_place, {N, Vp}),
+                                          as_tensor(normalizers), as_tensor(targets), 0, scale, V);
   BOOST_TEST(in_place == dlogits);
 }
 
@@ -292,7 +301,8 @@ BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
     expected[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
   }
   for (float& x : g) x *= 2.0f;  // and the clipping factor undoes it
-  trident::kernels::adamw_update(ctx, p.data(), g.data(), m.data(), v.data(), 50, lr, b1, b2, eps, wd, t, 0.5f);
+  trident::kernels::adamw_update(ctx, as_tensor(p), as_tensor(g), as_tensor(m), as_tensor(v), lr, b1, b2, eps, wd, t,
+                                 0.5f);
   expect_close(p, expected, 1e-6, 1e-3, "adamw");
 }
 
@@ -302,9 +312,9 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
   for (float v : x) expected += static_cast<double>(v) * v;
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const double one = trident::kernels::sum_of_squares(ctx, x.data(), x.size());
+  const double one = trident::kernels::sum_of_squares(ctx, as_tensor(x));
   omp_set_num_threads(2);
-  const double two = trident::kernels::sum_of_squares(ctx, x.data(), x.size());
+  const double two = trident::kernels::sum_of_squares(ctx, as_tensor(x));
   omp_set_num_threads(threads);
   BOOST_TEST(std::fabs(one - expected) / expected < 1e-12);
   BOOST_TEST(one == two);  // bitwise
@@ -327,21 +337,96 @@ BOOST_AUTO_TEST_CASE(openmp_alternatives_agree_with_the_kernels_in_use) {
   auto x = random_vector(N * C, 120, 2.0f), w = random_vector(C, 121), b = random_vector(C, 122);
   const auto dy = random_vector(N * C, 123);
   std::vector<float> y1(N * C), y2(N * C), mean1(N), var(N), mean2(N), rstd(N);
-  trident::kernels::layernorm_forward(ctx, y1.data(), mean1.data(), var.data(), x.data(), w.data(), b.data(), N, C);
+  trident::kernels::layernorm_forward(ctx, as_tensor(y1), as_tensor(mean1), as_tensor(var), as_tensor(x, {N, C}),
+                                      as_tensor(w), as_tensor(b));
   trident::kernels::openmp::layernorm_forward(y2.data(), mean2.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
   expect_close(y2, std::vector<double>(y1.begin(), y1.end()), 1e-4, 1e-3, "layernorm forward");
   std::vector<float> dx1(N * C, 0.f), dw1(C, 0.f), db1(C, 0.f), dx2(N * C, 0.f), dw2(C, 0.f), db2(C, 0.f);
-  trident::kernels::layernorm_backward(ctx, dx1.data(), dw1.data(), db1.data(), dy.data(), x.data(), w.data(),
-                              b.data(), mean1.data(), var.data(), N, C);
+  trident::kernels::layernorm_backward(ctx, as_tensor(dx1), as_tensor(dw1), as_tensor(db1), as_tensor(dy),
+                                       as_tensor(x, {N, C}), as_tensor(w), as_tensor(b), as_tensor(mean1),
+                                       as_tensor(var));
   trident::kernels::openmp::layernorm_backward(dx2.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(),
                                       mean2.data(), rstd.data(), N, C);
   expect_close(dx2, std::vector<double>(dx1.begin(), dx1.end()), 1e-4, 1e-3, "layernorm dinp");
   expect_close(dw2, std::vector<double>(dw1.begin(), dw1.end()), 1e-4, 1e-3, "layernorm dweight");
   expect_close(db2, std::vector<double>(db1.begin(), db1.end()), 1e-4, 1e-3, "layernorm dbias");
   std::vector<float> g1(N * C), g2(N * C);
-  trident::kernels::gelu_forward(ctx, g1.data(), x.data(), g1.size());
+  trident::kernels::gelu_forward(ctx, as_tensor(g1), as_tensor(x));
   trident::kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
   expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-3, "gelu forward");
+}
+
+namespace {
+
+// A check that the logic_error names the operation and the argument: "kernels::OP: ARG ...".
+auto names(const std::string& op, const std::string& argument) {
+  return [prefix = "kernels::" + op + ": " + argument + " "](const std::logic_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return std::string(e.what()).rfind(prefix, 0) == 0;
+  };
+}
+
+}  // namespace
+
+// kernels::* checks the tensors against ops.inc before the backend runs: an extent that does not
+// agree with the others is a programming error, named, and nothing is written.
+BOOST_AUTO_TEST_CASE(tensors_of_the_wrong_extent_throw_before_running) {
+  const int N = 4, C = 8;
+  const auto x = random_vector(N * C, 130), w = random_vector(C, 131), b = random_vector(C + 1, 132);
+  const std::vector<float> untouched(N * C, 7.0f);
+  std::vector<float> y = untouched, mean(N), variance(N);
+  BOOST_CHECK_EXCEPTION(trident::kernels::layernorm_forward(ctx, as_tensor(y), as_tensor(mean), as_tensor(variance),
+                                                            as_tensor(x, {N, C}), as_tensor(w), as_tensor(b)),
+                        std::logic_error, names("layernorm_forward", "bias"));
+  BOOST_TEST(y == untouched);
+  // w (3, 5) against x (4, 8): K differs.
+  const auto w35 = random_vector(3 * 5, 133);
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_forward(ctx, as_tensor(y, {N, C}), as_tensor(x, {N, C}),
+                                                         as_tensor(w35, {3, 5}), Tensor{}),
+                        std::logic_error, names("linear_forward", "w"));
+  // A flat qkv: attention needs (B, T, 3C) to know B and T.
+  std::vector<float> out(2 * 4 * 8), att(2 * 2 * 4 * 4);
+  const auto qkv = random_vector(2 * 4 * 3 * 8, 134);
+  BOOST_CHECK_EXCEPTION(trident::kernels::attention_forward(ctx, as_tensor(out), as_tensor(att), as_tensor(qkv), 2),
+                        std::logic_error, names("attention_forward", "qkv"));
+  // b of (K + 1, N) against a (M, K).
+  const auto a = random_vector(3 * 4, 135), b_wrong = random_vector(5 * 2, 136);
+  std::vector<float> c(3 * 2);
+  BOOST_CHECK_EXCEPTION(trident::kernels::batched_matmul(ctx, as_tensor(c, {3, 2}), as_tensor(a, {3, 4}),
+                                                         as_tensor(b_wrong, {5, 2}), false, false, false),
+                        std::logic_error, names("batched_matmul", "b"));
+  // More valid columns than logits has.
+  const auto logits = random_vector(N * C, 137);
+  BOOST_CHECK_EXCEPTION(trident::kernels::crossentropy_row_max(ctx, as_tensor(mean), as_tensor(logits, {N, C}), C + 1),
+                        std::logic_error, names("crossentropy_row_max", "valid"));
+}
+
+BOOST_AUTO_TEST_CASE(tensors_of_the_wrong_dtype_throw_before_running) {
+  const auto x = random_vector(64, 140);
+  std::vector<int32_t> ints(64, 3);
+  BOOST_CHECK_EXCEPTION(trident::kernels::gelu_forward(ctx, as_tensor(ints), as_tensor(x)), std::logic_error,
+                        names("gelu_forward", "out"));
+  BOOST_TEST(ints == std::vector<int32_t>(64, 3));
+  // Targets as floats instead of token ids.
+  const int N = 4, V = 16;
+  const auto logits = random_vector(N * V, 141), as_floats = random_vector(N, 142);
+  std::vector<float> dlogits(N * V), normalizers(N);
+  BOOST_CHECK_EXCEPTION(trident::kernels::crossentropy_backward(ctx, as_tensor(dlogits), as_tensor(logits, {N, V}),
+                                                                as_tensor(normalizers), as_tensor(as_floats), 0, 1.0f,
+                                                                V),
+                        std::logic_error, names("crossentropy_backward", "targets"));
+  // bf16 operands need a bf16 dy_low for their GEMMs: an empty one is an error, not a skip.
+  const std::vector<uint16_t> x16(4 * 8), w16(3 * 8);
+  std::vector<float> dw(3 * 8), dy(4 * 3);
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_backward(ctx, Tensor{}, as_tensor(dw), Tensor{}, as_tensor(dy),
+                                                          Tensor{}, as_tensor(x16, DType::bf16, {4, 8}),
+                                                          as_tensor(w16, DType::bf16, {3, 8})),
+                        std::logic_error, names("linear_backward", "dy_low"));
+  // x and w of two types.
+  BOOST_CHECK_EXCEPTION(trident::kernels::linear_forward(ctx, as_tensor(dy, {4, 3}),
+                                                         as_tensor(x16, DType::bf16, {4, 8}),
+                                                         as_tensor(w16, DType::fp16, {3, 8}), Tensor{}),
+                        std::logic_error, names("linear_forward", "w"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

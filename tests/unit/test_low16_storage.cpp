@@ -11,10 +11,13 @@
 #include <limits>
 #include <vector>
 
+#include "kernel_check.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 #include "optim/loss_scaler.hpp"
 
+using trident::DType;
+using trident::testing::as_tensor;
 using trident::kernels::bf16;
 using trident::kernels::low16;
 using trident::kernels::Precision;
@@ -83,7 +86,9 @@ BOOST_AUTO_TEST_CASE(bf16_batched_matmul_matches_reference) {
       trident::kernels::cpu::from_bf16(ctx, a.data(), a16.data(), a.size());  // the values the GEMM sees
       trident::kernels::cpu::from_bf16(ctx, b.data(), b16.data(), b.size());
       std::vector<float> c(size_t(batch) * M * N, 1.0f);
-      trident::kernels::batched_matmul_bf16(ctx, c.data(), a16.data(), b16.data(), batch, M, N, K, ta, tb, true);
+      trident::kernels::batched_matmul_bf16(ctx, as_tensor(c, {batch, M, N}),
+                                            as_tensor(a16, DType::bf16, {batch, ta ? K : M, ta ? M : K}),
+                                            as_tensor(b16, DType::bf16, {batch, tb ? N : K, tb ? K : N}), ta, tb, true);
       double worst = 0.0;
       for (int p = 0; p < batch; ++p)
         for (int m = 0; m < M; ++m)
@@ -240,11 +245,16 @@ BOOST_AUTO_TEST_CASE(bf16_attention_follows_f32) {
   trident::kernels::cpu::store_low(ctx, Precision::bf16, qkv16.data(), qkv.data(), n_qkv);
   std::vector<float> out(n_out), att(n_att), datt(n_att), dqkv(n_qkv);
   std::vector<float> out32(n_out), att32(n_att), datt32(n_att), dqkv32(n_qkv);
-  trident::kernels::attention_forward(ctx, out32.data(), att32.data(), qkv.data(), B, T, C, NH);
-  trident::kernels::attention_backward(ctx, dqkv32.data(), datt32.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
-  trident::kernels::attention_forward_bf16(ctx, out.data(), att.data(), att16.data(), qkv16.data(), B, T, C, NH);
-  trident::kernels::attention_backward_bf16(ctx, dqkv.data(), datt.data(), dout.data(), dout16.data(), qkv16.data(),
-                                            att.data(), att16.data(), B, T, C, NH);
+  const trident::Shape sequence{B, T, 3 * C};
+  const trident::Tensor qkv_low = as_tensor(qkv16, DType::bf16, sequence);
+  const trident::Tensor att_low = as_tensor(att16, DType::bf16, {B, NH, T, T});
+  trident::kernels::attention_forward(ctx, as_tensor(out32), as_tensor(att32), as_tensor(qkv, sequence), NH);
+  trident::kernels::attention_backward(ctx, as_tensor(dqkv32), as_tensor(datt32), as_tensor(dout),
+                                       as_tensor(qkv, sequence), as_tensor(att32), NH);
+  trident::kernels::attention_forward_bf16(ctx, as_tensor(out), as_tensor(att), att_low, qkv_low, NH);
+  trident::kernels::attention_backward_bf16(ctx, as_tensor(dqkv), as_tensor(datt), as_tensor(dout),
+                                            as_tensor(dout16, DType::bf16, {B, T, C}), qkv_low, as_tensor(att), att_low,
+                                            NH);
   auto relative = [](const std::vector<float>& got, const std::vector<float>& want) {
     double diff = 0, norm = 0;
     for (size_t i = 0; i < got.size(); ++i) diff += std::pow(got[i] - double(want[i]), 2), norm += std::pow(double(want[i]), 2);

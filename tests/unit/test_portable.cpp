@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(linear_forward_sums_each_element_over_k_in_turn) {
   const int M = 7, K = 131, N = 150;
   auto x = random_vector(M * K, 1), w = random_vector(N * K, 2), b = random_vector(N, 3);
   std::vector<float> y(M * N);
-  kernels::linear_forward(ctx, y.data(), view(x.data(), x.size()), view(w.data(), w.size()), b.data(), M, K, N);
+  kernels::linear_forward(ctx, as_tensor(y), as_tensor(x, {M, K}), as_tensor(w, {N, K}), as_tensor(b));
   BOOST_TEST(same_bits(y, linear_in_order(x, w, b, M, K, N)));
 }
 
@@ -62,15 +62,18 @@ BOOST_AUTO_TEST_CASE(gemms_agree_with_native_and_create_no_onednn_primitive) {
     auto a = random_vector(batch * M * K, 10 + variant), b = random_vector(batch * K * N, 20 + variant);
     auto ours = random_vector(batch * M * N, 30 + variant), theirs = ours;
     std::vector<double> expected(ours.size());
-    kernels::batched_matmul(ctx, ours.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
-    kernels::batched_matmul(native, theirs.data(), a.data(), b.data(), batch, M, N, K, ta, tb, acc);
+    const Tensor a_t = as_tensor(a, {batch, ta ? K : M, ta ? M : K});
+    const Tensor b_t = as_tensor(b, {batch, tb ? N : K, tb ? K : N});
+    kernels::batched_matmul(ctx, as_tensor(ours, {batch, M, N}), a_t, b_t, ta, tb, acc);
+    kernels::batched_matmul(native, as_tensor(theirs, {batch, M, N}), a_t, b_t, ta, tb, acc);
     for (size_t i = 0; i < theirs.size(); ++i) expected[i] = theirs[i];
     expect_close(ours, expected, 1e-4, 1e-2, "portable batched matmul variant " + std::to_string(variant));
   }
   const int64_t after_native = kernels::gemm_primitives_created();
   std::vector<float> c(static_cast<size_t>(batch) * M * N);
   auto a = random_vector(batch * M * K, 40), b = random_vector(batch * K * N, 41);
-  kernels::batched_matmul(ctx, c.data(), a.data(), b.data(), batch, M, N, K, false, false, false);
+  kernels::batched_matmul(ctx, as_tensor(c, {batch, M, N}), as_tensor(a, {batch, M, K}), as_tensor(b, {batch, K, N}),
+                          false, false, false);
   kernels::prepare_linear(ctx, kernels::Precision::fp32, 64, 32, 96, true);
   kernels::prepare_attention(ctx, kernels::Precision::bf16, 2, 16, 32, 4);
   BOOST_TEST(kernels::gemm_primitives_created() == after_native);  // the portable calls created none
@@ -84,7 +87,8 @@ BOOST_AUTO_TEST_CASE(bf16_operands_are_widened_exactly) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = kernels::bf16_widen(x16[i] = kernels::bf16_round(x[i]));
   for (size_t i = 0; i < w.size(); ++i) w[i] = kernels::bf16_widen(w16[i] = kernels::bf16_round(w[i]));
   std::vector<float> y(M * N);
-  kernels::linear_forward(ctx, y.data(), view(x16.data(), DType::bf16, x16.size()), view(w16.data(), DType::bf16, w16.size()), b.data(), M, K, N);
+  kernels::linear_forward(ctx, as_tensor(y), as_tensor(x16, DType::bf16, {M, K}), as_tensor(w16, DType::bf16, {N, K}),
+                          as_tensor(b));
   BOOST_TEST(same_bits(y, linear_in_order(x, w, b, M, K, N)));
   BOOST_TEST(!kernels::widens_low16(ctx, kernels::Precision::bf16));  // no workspace: widened as read
 }
@@ -95,11 +99,11 @@ BOOST_AUTO_TEST_CASE(linear_backward_matches_finite_differences) {
   auto x = random_vector(M * K, 4), w = random_vector(N * K, 5), b = random_vector(N, 6);
   const auto upstream = random_vector(M * N, 7);
   std::vector<float> dx(M * K), dw(N * K, 0.0f), db(N, 0.0f);
-  kernels::linear_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), view(upstream.data(), 0),
-                           view(x.data(), x.size()), view(w.data(), w.size()), M, K, N);
+  kernels::linear_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(upstream), Tensor{},
+                           as_tensor(x, {M, K}), as_tensor(w, {N, K}));
   auto loss = [&] {
     std::vector<float> y(M * N);
-    kernels::linear_forward(ctx, y.data(), view(x.data(), x.size()), view(w.data(), w.size()), b.data(), M, K, N);
+    kernels::linear_forward(ctx, as_tensor(y), as_tensor(x, {M, K}), as_tensor(w, {N, K}), as_tensor(b));
     return weighted_sum(y, upstream);
   };
   check_gradient(x, dx, loss, "portable linear dx");
@@ -112,19 +116,21 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   const int N = 5, C = 16;
   auto x = random_vector(N * C, 40, 2.0f), w = random_vector(C, 41), b = random_vector(C, 42);
   std::vector<float> y(N * C), mean(N), variance(N);
-  kernels::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
+  kernels::layernorm_forward(ctx, as_tensor(y), as_tensor(mean), as_tensor(variance), as_tensor(x, {N, C}),
+                             as_tensor(w), as_tensor(b));
   const std::vector<double> expected = layernorm_reference(x, w, b, N, C);
   expect_close(y, expected, 1e-5, 1e-3, "portable layernorm forward");
   const auto upstream = random_vector(N * C, 43);
   const std::vector<float> dx_base = random_vector(N * C, 44), dw_base = random_vector(C, 45);
   std::vector<float> dx = dx_base, dw = dw_base, db(C, 0.0f);  // accumulates onto what is there
-  kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), x.data(), w.data(), b.data(),
-                              mean.data(), variance.data(), N, C);
+  kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(upstream),
+                              as_tensor(x, {N, C}), as_tensor(w), as_tensor(b), as_tensor(mean), as_tensor(variance));
   for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx_base[i];
   for (size_t i = 0; i < dw.size(); ++i) dw[i] -= dw_base[i];
   auto loss = [&] {
     std::vector<float> out(N * C), m(N), r(N);
-    kernels::layernorm_forward(ctx, out.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+    kernels::layernorm_forward(ctx, as_tensor(out), as_tensor(m), as_tensor(r), as_tensor(x, {N, C}), as_tensor(w),
+                               as_tensor(b));
     return weighted_sum(out, upstream);
   };
   check_gradient(x, dx, loss, "portable layernorm dinp", 1e-2f, 3e-2);
@@ -136,7 +142,7 @@ BOOST_AUTO_TEST_CASE(gelu_forward_matches_the_tanh_form) {
   Context ctx = portable_context();
   auto x = random_vector(300, 50, 4.0f);
   std::vector<float> y(x.size());
-  kernels::gelu_forward(ctx, y.data(), x.data(), x.size());
+  kernels::gelu_forward(ctx, as_tensor(y), as_tensor(x));
   std::vector<double> expected(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
@@ -151,15 +157,16 @@ BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   auto qkv = random_vector(B * T * 3 * C, 70);
   std::vector<float> out(B * T * C), att(probs), native_out(out.size()), native_att(probs);
-  kernels::attention_forward(ctx, out.data(), att.data(), qkv.data(), B, T, C, NH);
-  kernels::attention_forward(native, native_out.data(), native_att.data(), qkv.data(), B, T, C, NH);
+  const Tensor qkv_t = as_tensor(qkv, {B, T, 3 * C});
+  kernels::attention_forward(ctx, as_tensor(out), as_tensor(att), qkv_t, NH);
+  kernels::attention_forward(native, as_tensor(native_out), as_tensor(native_att), qkv_t, NH);
   expect_close(out, std::vector<double>(native_out.begin(), native_out.end()), 1e-4, 1e-2, "portable attention");
   const auto upstream = random_vector(out.size(), 71);
   std::vector<float> dqkv(qkv.size(), 99.0f), datt(probs);  // dqkv is overwritten
-  kernels::attention_backward(ctx, dqkv.data(), datt.data(), upstream.data(), qkv.data(), att.data(), B, T, C, NH);
+  kernels::attention_backward(ctx, as_tensor(dqkv), as_tensor(datt), as_tensor(upstream), qkv_t, as_tensor(att), NH);
   auto loss = [&] {
     std::vector<float> o(B * T * C), a2(probs);
-    kernels::attention_forward(ctx, o.data(), a2.data(), qkv.data(), B, T, C, NH);
+    kernels::attention_forward(ctx, as_tensor(o), as_tensor(a2), qkv_t, NH);
     return weighted_sum(o, upstream);
   };
   check_gradient(qkv, dqkv, loss, "portable attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
@@ -174,10 +181,12 @@ BOOST_AUTO_TEST_CASE(results_do_not_depend_on_the_thread_count) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> y(M * N), ln(M * C), mean(M), variance(M), dx(M * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    kernels::linear_forward(ctx, y.data(), view(x.data(), x.size()), view(w.data(), w.size()), b.data(), M, K, N);
-    kernels::layernorm_forward(ctx, ln.data(), mean.data(), variance.data(), rows.data(), gamma.data(), beta.data(), M, C);
-    kernels::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), upstream.data(), rows.data(), gamma.data(),
-                                beta.data(), mean.data(), variance.data(), M, C);
+    kernels::linear_forward(ctx, as_tensor(y), as_tensor(x, {M, K}), as_tensor(w, {N, K}), as_tensor(b));
+    kernels::layernorm_forward(ctx, as_tensor(ln), as_tensor(mean), as_tensor(variance), as_tensor(rows, {M, C}),
+                               as_tensor(gamma), as_tensor(beta));
+    kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(upstream),
+                                as_tensor(rows, {M, C}), as_tensor(gamma), as_tensor(beta), as_tensor(mean),
+                                as_tensor(variance));
     y.insert(y.end(), ln.begin(), ln.end());
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
