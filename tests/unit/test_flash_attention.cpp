@@ -1,0 +1,81 @@
+// The tiled attention (kernels/cpu/flash_attention.cpp) against the materialized one
+// (kernels/cpu/attention.cpp): the output and every gradient, at sizes that cross the tiles'
+// edges (T = 1, one short of a tile, one past it, several tiles) and heads of 8, 64 and 128
+// channels, and the same bits at any thread count.
+#include <boost/test/unit_test.hpp>
+
+#include <omp.h>
+
+#include <vector>
+
+#include "kernel_check.hpp"
+#include "kernels/cpu/cpu.hpp"
+
+using namespace trident;
+using namespace trident::testing;
+
+namespace {
+
+struct Shape4 {
+  int B, T, C, NH;
+};
+
+struct Results {
+  std::vector<float> out, dqkv;
+};
+
+Results materialized(const Shape4& s, const std::vector<float>& qkv, const std::vector<float>& dout) {
+  kernels::Context ctx;
+  Results r{std::vector<float>(static_cast<size_t>(s.B) * s.T * s.C), std::vector<float>(qkv.size())};
+  std::vector<float> att(static_cast<size_t>(s.B) * s.NH * s.T * s.T), datt(att.size());
+  kernels::cpu::attention_forward(ctx, r.out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  kernels::cpu::attention_backward(ctx, r.dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), s.B, s.T,
+                                   s.C, s.NH);
+  return r;
+}
+
+Results tiled(const Shape4& s, const std::vector<float>& qkv, const std::vector<float>& dout) {
+  kernels::Context ctx;
+  Results r{std::vector<float>(static_cast<size_t>(s.B) * s.T * s.C), std::vector<float>(qkv.size(), -1.0f)};
+  std::vector<float> lse(static_cast<size_t>(s.B) * s.NH * s.T);
+  kernels::cpu::flash_attention_forward(ctx, r.out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  kernels::cpu::flash_attention_backward(ctx, r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), lse.data(), s.B,
+                                         s.T, s.C, s.NH);
+  return r;
+}
+
+std::vector<double> wide(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(flash_attention)
+
+BOOST_AUTO_TEST_CASE(equals_the_materialized_attention_across_tile_edges) {
+  for (const Shape4 s : {Shape4{2, 1, 16, 2}, Shape4{2, 63, 16, 2}, Shape4{1, 65, 128, 2}, Shape4{2, 130, 64, 8},
+                         Shape4{1, 129, 256, 2}}) {
+    const std::vector<float> qkv = random_vector(static_cast<size_t>(s.B) * s.T * 3 * s.C, 11, 1.0f);
+    const std::vector<float> dout = random_vector(static_cast<size_t>(s.B) * s.T * s.C, 12, 1.0f);
+    const Results expected = materialized(s, qkv, dout), actual = tiled(s, qkv, dout);
+    const std::string at = "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " hs=" + std::to_string(s.C / s.NH);
+    // Values of order 1 that the two sum in different orders: within a few float roundings of
+    // each other, relative to the values' scale (atol 1), not to a value that cancels to ~0.
+    expect_close(actual.out, wide(expected.out), 1e-5, 1.0, "output, " + at);
+    expect_close(actual.dqkv, wide(expected.dqkv), 1e-5, 1.0, "dqkv, " + at);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_same_bits_at_any_thread_count) {
+  const Shape4 s{2, 100, 64, 4};
+  const std::vector<float> qkv = random_vector(static_cast<size_t>(s.B) * s.T * 3 * s.C, 21, 1.0f);
+  const std::vector<float> dout = random_vector(static_cast<size_t>(s.B) * s.T * s.C, 22, 1.0f);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Results one = tiled(s, qkv, dout);
+  omp_set_num_threads(3);
+  const Results three = tiled(s, qkv, dout);
+  omp_set_num_threads(threads);
+  BOOST_TEST(one.out == three.out);
+  BOOST_TEST(one.dqkv == three.dqkv);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
