@@ -33,7 +33,8 @@ int KernelTable::present() const {
                    linear_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
                    prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
                    gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
-                   attention_backward, attention_forward_bf16, attention_backward_bf16, attention_decode, embedding_forward,
+                   attention_backward, attention_forward_bf16, attention_backward_bf16, attention_decode,
+                   flash_attention_forward, flash_attention_backward, embedding_forward,
                    embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
                    crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
                    sum_of_squares);

@@ -46,6 +46,8 @@ struct KernelTable {
   decltype(&kernels::attention_forward_bf16) attention_forward_bf16 = nullptr;
   decltype(&kernels::attention_backward_bf16) attention_backward_bf16 = nullptr;
   decltype(&kernels::attention_decode) attention_decode = nullptr;
+  decltype(&kernels::flash_attention_forward) flash_attention_forward = nullptr;
+  decltype(&kernels::flash_attention_backward) flash_attention_backward = nullptr;
   decltype(&kernels::embedding_forward) embedding_forward = nullptr;
   decltype(&kernels::embedding_backward) embedding_backward = nullptr;
   decltype(&kernels::positions_forward) positions_forward = nullptr;

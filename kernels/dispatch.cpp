@@ -349,6 +349,31 @@ void attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& datt, co
   entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, NH);
 }
 
+// The flash attention's row statistics lse (B, NH, T), beside qkv, out or dout as above.
+void check_flash(const Arguments& args, const Tensor& qkv, const char* out_name, const Tensor& out, const Tensor& lse,
+                 int NH) {
+  args.type("qkv", qkv, DType::f32);
+  args.rank("qkv", qkv, 3);
+  args.holds(qkv.shape.dims[2] % 3 == 0, "qkv", "has a last dimension that is not 3C");
+  const Sequence s = attention_sequence(qkv);
+  args.f32(out_name, out, int64_t(s.B) * s.T * s.C);
+  args.f32("lse", lse, int64_t(s.B) * NH * s.T);
+}
+
+void flash_attention_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv, int NH) {
+  check_flash(Arguments("flash_attention_forward"), qkv, "out", out, lse, NH);
+  entry(ctx, &KernelTable::flash_attention_forward, "flash_attention_forward")(ctx, out, lse, qkv, NH);
+}
+
+void flash_attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                              const Tensor& out, const Tensor& lse, int NH) {
+  const Arguments args("flash_attention_backward");
+  check_flash(args, qkv, "out", out, lse, NH);
+  args.f32("dout", dout, out.shape.numel());
+  args.f32("dqkv", dqkv, qkv.shape.numel());
+  entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH);
+}
+
 void attention_forward_bf16(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& att_low,
                             const Tensor& qkv_low, int NH) {
   const Arguments args("attention_forward_bf16");

@@ -38,6 +38,8 @@ KernelTable make_table() {
   t.attention_forward_bf16 = &cpu::attention_forward_bf16;
   t.attention_backward_bf16 = &cpu::attention_backward_bf16;
   t.attention_decode = &cpu::attention_decode;
+  t.flash_attention_forward = &cpu::flash_attention_forward;
+  t.flash_attention_backward = &cpu::flash_attention_backward;
   t.embedding_forward = &cpu::embedding_forward;
   t.embedding_backward = &cpu::embedding_backward;
   t.positions_forward = &cpu::positions_forward;

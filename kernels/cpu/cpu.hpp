@@ -37,15 +37,6 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
                          const float* dy, const low16* dy_low, const low16* x, const low16* w,
                          int M, int K, int N);
 
-// ---- Memory-efficient attention (kernels/cpu/flash_attention.cpp; issue 32, not yet an operation
-// of ops.inc) ------------------------------------------------------------------------------------
-// Causal attention by tiles, no T×T buffer: out (B, T, C) from qkv (B, T, 3C) as attention_forward,
-// and lse (B, NH, T), each query's log-sum-exp of its scaled scores, for backward.
-void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH);
-// dqkv (B, T, 3C) = from dout (B, T, C), with qkv, out and lse as forward left them.
-void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int B, int T, int C, int NH);
-
 // ---- 16-bit conversions on host pointers ------------------------------------------------------
 // out (n) = in rounded to bf16, to nearest even; NaN stays NaN (quiet), ±Inf stays ±Inf.
 void to_bf16(Context& ctx, bf16* out, const float* in, size_t n);

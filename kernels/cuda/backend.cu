@@ -58,6 +58,8 @@ KernelTable make_table() {
   t.attention_forward_bf16 = &cuda::attention_forward_bf16;
   t.attention_backward_bf16 = &cuda::attention_backward_bf16;
   t.attention_decode = &cuda::attention_decode;
+  t.flash_attention_forward = &cuda::flash_attention_forward;
+  t.flash_attention_backward = &cuda::flash_attention_backward;
   t.embedding_forward = &cuda::embedding_forward;
   t.embedding_backward = &cuda::embedding_backward;
   t.positions_forward = &cuda::positions_forward;

@@ -252,6 +252,8 @@ KernelTable make_table() {
   TRIDENT_GUARDED(attention_forward_bf16);
   TRIDENT_GUARDED(attention_backward_bf16);
   TRIDENT_GUARDED(attention_decode);
+  TRIDENT_GUARDED(flash_attention_forward);
+  TRIDENT_GUARDED(flash_attention_backward);
   TRIDENT_GUARDED(embedding_forward);
   TRIDENT_GUARDED(embedding_backward);
   TRIDENT_GUARDED(positions_forward);

@@ -24,6 +24,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -386,6 +387,31 @@ void attention(Report& r, bool bf16_path) {
   r.add(dqkv, tol, t + "attention dqkv");
 }
 
+// The memory-efficient attention on the device against the CPU's, at sizes that cross the CPU's
+// tiles (T not a multiple of 64) and heads of 24 and 64 channels; backward from the CPU's
+// forward results on both.
+void flash_attention(Report& r) {
+  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(96, 768), sized(4, 12)},
+                                 std::tuple<int, int, int>{37, 128, 2}}) {
+    const int B = 2;
+    const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+    Floats qkv(random_floats(n_qkv, 83)), out(n_out), lse(n_lse), dout(random_floats(n_out, 84)), dqkv(n_qkv, 5.0f);
+    const Shape sequence{B, T, 3 * C};
+    const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
+    kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
+    kernels::flash_attention_forward(g_gpu, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
+    r.add(out, kGemm, "flash attention out" + at);
+    r.add(lse, kGemm, "flash attention log-sum-exp" + at);
+    kernels::upload(g_gpu, out.tensor(), out.cpu());
+    kernels::upload(g_gpu, lse.tensor(), lse.cpu());
+    kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
+                                      out.host_tensor(), lse.host_tensor(), NH);
+    kernels::flash_attention_backward(g_gpu, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(),
+                                      lse.tensor(), NH);
+    r.add(dqkv, kGemm, "flash attention dqkv" + at);
+  }
+}
+
 void decode(Report& r) {
   const int positions = 37, C = 96, NH = 4;
   Floats q(random_floats(C, 90)), keys(random_floats(positions * C, 91)), values(random_floats(positions * C, 92)),
@@ -539,6 +565,7 @@ const std::vector<Check>& checks() {
       {"residuals", residuals},
       {"attention_f32", [](Report& r) { attention(r, false); }},
       {"attention_bf16", [](Report& r) { attention(r, true); }},
+      {"flash_attention", flash_attention},
       {"attention_decode", decode},
       {"embeddings", embeddings},
       {"crossentropy", crossentropy},

@@ -6,10 +6,12 @@
 
 #include <omp.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "kernel_check.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/kernels.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -76,6 +78,22 @@ BOOST_AUTO_TEST_CASE(the_same_bits_at_any_thread_count) {
   omp_set_num_threads(threads);
   BOOST_TEST(one.out == three.out);
   BOOST_TEST(one.dqkv == three.dqkv);
+}
+
+// Through the operation (kernels/ops.inc): the same results as the kernel, and row statistics
+// of the wrong size refused before anything runs.
+BOOST_AUTO_TEST_CASE(the_operation_checks_its_tensors) {
+  const Shape4 s{1, 70, 32, 2};
+  const std::vector<float> qkv = random_vector(static_cast<size_t>(s.T) * 3 * s.C, 31, 1.0f);
+  std::vector<float> out(static_cast<size_t>(s.T) * s.C), lse(static_cast<size_t>(s.NH) * s.T);
+  kernels::Context ctx;
+  const Tensor q = view(qkv.data(), Shape{s.B, s.T, 3 * s.C});
+  kernels::flash_attention_forward(ctx, view(out.data(), out.size()), view(lse.data(), lse.size()), q, s.NH);
+  const std::vector<float> dout(out.size(), 0.0f);
+  BOOST_TEST(out == tiled(s, qkv, dout).out);
+  BOOST_CHECK_THROW(kernels::flash_attention_forward(ctx, view(out.data(), out.size()),
+                                                     view(lse.data(), lse.size() - 1), q, s.NH),
+                    std::logic_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
