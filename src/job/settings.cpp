@@ -58,6 +58,7 @@ ModelSettings model_settings(const deck::Deck& deck) {
   s.vocab = static_cast<int>(deck.get_int("model.vocab"));
   s.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
   s.init = deck.get_string("model.init");
+  s.flash_attention = deck.get_string("model.attention") == "flash";
   return s;
 }
 

@@ -84,6 +84,7 @@ struct BalanceSettings {
 struct ModelSettings {
   int layers = 0, heads = 0, hidden = 0, vocab = 0, seq_len = 0;
   std::string init;              // "random", or an llm.c model file
+  bool flash_attention = false;  // model.attention = flash
   bool from_file() const { return init != "random"; }
 };
 

@@ -103,9 +103,10 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
   if (role == Role::Kept) {
     a.ln1_mean = activations(BT), a.ln1_var = activations(BT);
     a.ln2_mean = activations(BT), a.ln2_var = activations(BT);
+    if (flash_) a.lse = activations(BT * heads_local_);  // statistics, as LayerNorm's: f32
   }
   a.ln1 = kept(BT * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
-  if (!recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
+  if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
   a.atty = kept(BT * Cl, f32), a.residual2 = kept(BT * C, f32);
   a.ln2 = kept(BT * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
 }
@@ -136,7 +137,7 @@ void Gpt2::prepare(int B, int T) {
   work_.clear();
   work_.resize(interval_);
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
-  if (recompute_attention_) {
+  if (recompute_attention_ && !flash_) {
     shared_att_ = activations(static_cast<size_t>(B) * heads_local_ * T * T);
     if (gemm_.precision == kernels::Precision::bf16)  // what P·V reads
       shared_att_low_ = activations(DType::bf16, shared_att_.size());
@@ -154,7 +155,7 @@ void Gpt2::prepare(int B, int T) {
   d_residual_ = activations(BT * C), d_ln_ = activations(BT * C);
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
-  d_att_ = activations(probs);
+  if (!flash_) d_att_ = activations(probs);
 }
 
 // The linear layers as block_forward and head_forward call them: the row-parallel ones (the
@@ -167,7 +168,7 @@ void Gpt2::prepare_kernels(int B, int T) {
     kernels::prepare_linear(ctx_, p, BT, Cl, C, false);       // attention projection
     kernels::prepare_linear(ctx_, p, BT, C, 4 * Cl, true);    // MLP up
     kernels::prepare_linear(ctx_, p, BT, 4 * Cl, C, false);   // MLP down
-    kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
+    if (!flash_) kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
   }
   if (tp_.slice.last_stage) kernels::prepare_linear(ctx_, p, BT, C, vocab_.rows, false);  // the tied head
 }
@@ -216,6 +217,10 @@ Tensor Gpt2::probabilities_low(LayerActivations& a) const {
 void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
   const Tensor y = on_device(out, {B_, T_, C_local_});
   const Shape qkv{B_, T_, 3 * C_local_};
+  if (flash_) {  // f32 products on the stored values (w.qkv holds what a.qkv keeps), in every precision
+    kernels::flash_attention_forward(ctx_, y, a.lse.view(), w.qkv.view(qkv), heads_local_);
+    return;
+  }
   if (gemm_.precision == kernels::Precision::bf16) {
     kernels::attention_forward_bf16(ctx_, y, probabilities(w), probabilities_low(a), a.qkv.view(qkv), heads_local_);
     return;
@@ -225,6 +230,24 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
     kernels::round_to(ctx_, probabilities(w), low_type());
   else
     keep(w.att, a.att);
+}
+
+// d_qkv_ from d_atty_: the flash attention from the kept log-sum-exps; the materialized one
+// from the probabilities (recomputed first with selective recompute; d_qkv_ is their scratch).
+void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
+  const Shape qkv{B_, T_, 3 * C_local_};
+  if (flash_) {
+    kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), w.qkv.view(qkv),
+                                      w.atty.view({B_, T_, C_local_}), a.lse.view(), heads_local_);
+    return;
+  }
+  if (recompute_attention_) attention_core(a, w, d_qkv_.data());
+  if (gemm_.precision == kernels::Precision::bf16)
+    kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
+                                     probabilities(w), probabilities_low(a), heads_local_);
+  else
+    kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), w.qkv.view(qkv), probabilities(w),
+                                heads_local_);
 }
 
 // In fp32 work and kept are the same buffer: nothing to store.
@@ -414,8 +437,9 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   const bool bf16 = gemm_.precision == kernels::Precision::bf16;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
-    if (!bf16) widen(a.qkv, w.qkv);  // bf16 attention reads q, k, v in 16 bits
-    if (!recompute_attention_) widen(a.att, w.att);
+    if (!bf16 || flash_) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
+    if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
+    else if (!recompute_attention_) widen(a.att, w.att);
   }
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
   row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
@@ -430,15 +454,7 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
                         dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl, C, Cl), BT, Cl, C);
-  if (recompute_attention_)  // selective: the probabilities again from the kept qkv (d_qkv_: scratch)
-    attention_core(a, w, d_qkv_.data());
-  const Shape qkv{B_, T_, 3 * Cl};
-  if (bf16)
-    kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
-                                     probabilities(w), probabilities_low(a), heads_local_);
-  else
-    kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), w.qkv.view(qkv), probabilities(w),
-                                heads_local_);
+  attention_core_backward(a, w);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
                            d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln1w + l * c, {C}), on_device(g_.ln1b + l * c, {C}),

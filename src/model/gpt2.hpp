@@ -82,6 +82,11 @@ class Gpt2 {
   // Selective recompute (Korthikanti et al. 2022): keep everything but the attention
   // probabilities (B, NH/p, T, T), recomputed from q and k in backward. Before prepare().
   void set_attention_recompute(bool on) { recompute_attention_ = on; }
+  // model.attention = flash: the memory-efficient attention (kernels::flash_attention_*), which
+  // keeps each query's log-sum-exp (B, NH/p, T) instead of the probabilities and recomputes them
+  // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
+  // left to do. Before prepare().
+  void set_flash_attention(bool on) { flash_ = on; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
   // Creates the GEMM primitives that forward and backward of (B, T) micro-batches run
@@ -159,8 +164,10 @@ class Gpt2 {
   struct LayerActivations {
     Kept ln1;                               // (B,T,C)
     Buffer<float> ln1_mean, ln1_var;        // (B,T) each, always f32
+    Buffer<float> lse;                      // (B,NH/p,T) f32; flash attention only
     Kept qkv;                               // (B,T,3C/p): q, k, v of this rank's heads
-    Kept att;                               // (B,NH/p,T,T)
+    Kept att;                               // (B,NH/p,T,T); materialized attention only
+
     Kept atty;                              // (B,T,C/p) attention output before the projection
     Kept residual2;                         // (B,T,C) after the attention branch
     Kept ln2;                               // (B,T,C)
@@ -212,6 +219,7 @@ class Gpt2 {
   Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
+  void attention_core_backward(LayerActivations& a, LayerActivations& w);
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
@@ -230,6 +238,7 @@ class Gpt2 {
   kernels::Backend& backend_;          // where the buffers live (ctx_'s backend)
   TensorGroup tp_;
   VocabSlice vocab_;
+  bool flash_ = false;  // model.attention = flash
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
   Buffer<float> params_, grads_;  // 16-bit mode: params_ is the optimizer's fp32 master copy

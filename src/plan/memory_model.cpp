@@ -18,12 +18,15 @@ int index(MemoryCategory c) { return static_cast<int>(c); }
 bool low(const MemoryInputs& in) { return in.precision == "bf16" || in.precision == "fp16"; }
 int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  // a kept value
 
+// probs: a block's attention probabilities (B, NH/p, T, T), none with flash attention, which
+// keeps lse (B, NH/p, T) instead.
 struct Sizes {
-  int64_t BT, C, Cl, probs, vocab_rows;
+  int64_t BT, C, Cl, probs, lse, vocab_rows;
 };
 Sizes sizes(const MemoryInputs& in) {
-  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels;
-  return {BT, C, C / in.tensor, BT * (in.config.heads / in.tensor) * in.seq_len,
+  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, heads = in.config.heads / in.tensor;
+  const bool flash = in.flash_attention;
+  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * in.seq_len, flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor};
 }
 
@@ -33,7 +36,7 @@ int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32
   const Sizes z = sizes(in);
   const int64_t stored = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl +
                          (attention_kept ? z.probs : 0) + (output_f32 ? 0 : z.BT * z.C);
-  return stored * stored_bytes(in) + 4 * z.BT * kFloat + (output_f32 ? z.BT * z.C * kFloat : 0);
+  return stored * stored_bytes(in) + (4 * z.BT + z.lse) * kFloat + (output_f32 ? z.BT * z.C * kFloat : 0);
 }
 
 // bf16/fp16: the f32 working set of one block (Role::Working), the residual stream, and the

@@ -43,6 +43,7 @@ struct MemoryInputs {
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
   bool gpipe = false;
   std::string recompute = "none";  // none, selective, every_k, full
+  bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
   int recompute_interval = 1;      // K of every_k
   bool zero = false;
   double bucket_mb = 25;

@@ -89,6 +89,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, job.settings.precision.precision);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
+  model->set_flash_attention(job.settings.model.flash_attention);
   model->set_graphs(job.settings.kernels.graphs);
   // Every GEMM primitive, also in --check.
   model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);

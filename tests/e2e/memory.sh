@@ -84,6 +84,13 @@ model_matches bf16_widened 1 --optim.precision=bf16 --kernels.low16_gemm=widened
 model_matches bf16_widened_t2p2_selective 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16 \
   --kernels.low16_gemm=widened --memory.recompute=selective
 
+# model.attention = flash: each block keeps its row statistics (B, heads, T), no probabilities,
+# no probability-gradient scratch, and selective recompute has nothing to recompute.
+model_matches flash 1 --model.attention=flash
+model_matches flash_selective_t2 2 --model.attention=flash --parallel.tensor=2 --memory.recompute=selective
+model_matches flash_bf16_t2p2d2_every2 8 --model.attention=flash --parallel.tensor=2 --parallel.pipeline=2 \
+  --parallel.data=2 --optim.precision=bf16 --memory.recompute=every_k
+
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
 none=$(total_of none) selective=$(total_of selective) full=$(total_of full)
