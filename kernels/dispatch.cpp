@@ -8,18 +8,40 @@
 #include <string>
 
 #include "kernels/backend.hpp"
+#include "kernels/op_times.hpp"
 #include "kernels/common/extents.hpp"
 
 namespace trident::kernels {
 namespace {
 
+// An operation's call, timed into ctx.op_times where the context has one (kernels/op_times.hpp):
+// the backend's marks on both sides of it.
 template <class F>
-F entry(const Context& ctx, F KernelTable::*op, const char* name) {
+struct Call;
+template <class R, class... Rest>
+struct Call<R (*)(Context&, Rest...)> {
+  R (*f)(Context&, Rest...);
+  const char* name;
+  R operator()(Context& ctx, Rest... rest) const {
+    if (ctx.op_times == nullptr) return f(ctx, rest...);
+    struct Timer {
+      Context& ctx;
+      const char* name;
+      Backend& backend;
+      Backend::Mark from;
+      ~Timer() { ctx.op_times->record(name, backend, from, backend.mark(ctx.stream)); }
+    } timer{ctx, name, backend_of(ctx), backend_of(ctx).mark(ctx.stream)};
+    return f(ctx, rest...);
+  }
+};
+
+template <class F>
+Call<F> entry(const Context& ctx, F KernelTable::*op, const char* name) {
   const Backend& backend = backend_of(ctx);
   const F f = backend.kernels().*op;
   if (f == nullptr)
     throw std::logic_error(std::string("the ") + backend.name() + " kernel backend has no " + name);
-  return f;
+  return {f, name};
 }
 
 std::string shape_text(const Shape& shape) {

@@ -43,11 +43,13 @@ enum class Arithmetic { native, portable };
 // device (null on the CPU, a cudaStream_t on CUDA). low16_gemm: the path of the CPU's 16-bit
 // GEMMs (a job's is kernels.low16_gemm agreed over all ranks; automatic probes this CPU).
 // arithmetic: native or portable (above; the CPU's kernels read it, CUDA's ignore it).
+class OpTimes;  // kernels/op_times.hpp
 struct Context {
   Backend* backend = nullptr;
   Stream stream;
   Low16Gemm low16_gemm = Low16Gemm::automatic;
   Arithmetic arithmetic = Arithmetic::native;
+  OpTimes* op_times = nullptr;  // `trident bench --ops`: each operation timed into it (null: not)
 };
 
 // ---- 16-bit storage (mixed precision: optim.precision = bf16 | fp16) -------------------------

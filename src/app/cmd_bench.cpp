@@ -80,15 +80,17 @@ int compare_precisions(const Job& job, const std::string& precision, int warmup,
 
 }  // namespace
 int run_checkpoint_bench(comm::Communicator& world, const Job& job, int repeats);                   // checkpoint_bench.cpp
+int run_op_bench(const Job& job, int warmup, int steps);                                           // op_bench.cpp
 
 int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   std::vector<std::string> rest;
-  bool gemm = false, kernels = false, checkpoint = false, no_gemm = false, bf16 = false;
+  bool gemm = false, kernels = false, checkpoint = false, no_gemm = false, bf16 = false, ops = false;
   std::string compare;  // --compare=bf16|fp16
   int steps = 5, warmup = 2;
   for (const std::string& a : args) {
     if (a == "--gemm") gemm = true;
     else if (a == "--kernels") kernels = true;
+    else if (a == "--ops") ops = true;
     else if (a == "--checkpoint") checkpoint = true;
     else if (a == "--no-gemm") no_gemm = true;
     else if (a == "--bf16") bf16 = true;
@@ -99,7 +101,7 @@ int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   }
   const cli::CommandLine line = cli::parse_command_line("bench", rest);
   if (line.help) {
-    print0("usage: trident bench DECK [--gemm | --bf16 | --compare=bf16|fp16 | --kernels | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
+    print0("usage: trident bench DECK [--gemm | --bf16 | --compare=bf16|fp16 | --kernels | --ops | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
            "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
@@ -107,12 +109,15 @@ int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
            "--bf16: the model's GEMMs with f32 and with bf16 operands (f32 accumulation), alternating;\n"
            "--compare=bf16|fp16: training steps in fp32 and in that precision, alternating;\n"
            "--no-gemm: the steps only (and their peak activation memory);\n"
+           "--ops: the steps with every kernel operation timed (host clock on the CPU, events on CUDA):\n"
+           "each operation's calls, ms and share of the step, the slowest first;\n"
            "--checkpoint: full checkpoints (--steps of them) beside plain sequential writes of the\n"
            "same bytes to the same directory, and the restart time (any number of ranks).");
     return kExitOk;
   }
   const Job job = load_job(world, line);
   if (checkpoint) return run_checkpoint_bench(world, job, steps);
+  if (ops) return run_op_bench(job, warmup, steps);
   const model::GptConfig config = model_config(job.settings.model, job.record);
   const int B = job.settings.train.micro_batch;
   const int T = job.settings.train.seq_len;

@@ -3,7 +3,7 @@
 # one: the same training within 1e-5 over 20 steps in fp32 (serial and with the heads split
 # over a tensor group in a (2,2,2) layout), fp16 and bf16 within their storage's precision, and
 # the (B, heads, T, T) probabilities gone from the memory estimate (the memory model is held to
-# the tracked peaks in memory.sh).
+# the tracked peaks in memory.sh); and `trident bench --ops`, each operation of the step timed.
 . tests/e2e/lib.sh
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
@@ -51,3 +51,30 @@ if [[ -n $with && -n $without && $((with - without)) == "$expected" ]]; then
 else
   fail flash_keeps_no_probabilities "activations $with -> $without, expected a difference of $expected"
 fi
+
+# trident bench --ops (issue 32, item 4): every kernel operation of the step timed, the
+# operations' time within the step's, and the attention's operations those of model.attention.
+check_ops() {  # check_ops NAME EXPECTED_ATTENTION_OP ABSENT_OP OVERRIDES...
+  local name=$1 present=$2 absent=$3
+  shift 3
+  "$TRIDENT" bench a.deck --ops --steps=2 --warmup=1 "$@" > "$name.ops" 2>&1
+  if /usr/bin/python3 - "$name.ops" "$present" "$absent" > "$name.cmp" 2>&1 <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+ops = dict((m.group(1), float(m.group(3))) for m in re.finditer(r"^(\w+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+%$", text, re.M))
+step = float(re.search(r"step_ms=([0-9.]+)", text).group(1))
+inside = float(re.search(r"operations_ms=([0-9.]+)", text).group(1))
+problems = []
+if sys.argv[2] not in ops: problems.append(f"no {sys.argv[2]} row")
+if sys.argv[3] in ops: problems.append(f"a {sys.argv[3]} row")
+for needed in ("linear_forward", "linear_backward", "layernorm_forward", "adamw_update"):
+    if needed not in ops: problems.append(f"no {needed} row")
+if not (0 < inside <= step) or abs(sum(ops.values()) - inside) > 0.01 * step:
+    problems.append(f"operations {inside} ms (rows {sum(ops.values()):.3f}) against a step of {step} ms")
+print("; ".join(problems) or f"{len(ops)} operations, {inside:.1f} of {step:.1f} ms")
+sys.exit(1 if problems else 0)
+PY
+  then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
+}
+check_ops bench_ops_times_every_operation attention_forward flash_attention_forward
+check_ops bench_ops_with_flash flash_attention_backward attention_backward --model.attention=flash
