@@ -134,6 +134,7 @@ plan::Workload workload_from(const RunSettings& settings, const deck::Record& de
   w.config = model_config(settings.model, deck);
   w.seq_len = settings.train.seq_len;
   w.global_batch = settings.train.global_batch;
+  w.flash_attention = settings.model.flash_attention;
   return w;
 }
 

@@ -45,9 +45,9 @@ std::vector<KeySpec> build_schema() {
       text("model.init", KeyType::String, "random",
            "random (N(0, 0.02) init from train.seed) or the path of an llm.c GPT-2 model file"),
       choice("model.attention", "materialized", {"materialized", "flash"},
-             "the attention's algorithm: materialized (the (B, heads, T, T) probabilities kept for backward: "
-             "GEMMs, the fastest on the CPU today) or flash (tiles with an online softmax, FlashAttention-2: "
-             "only (B, heads, T) row statistics kept, the probabilities recomputed in backward; memory linear in T)"),
+             "the attention's algorithm: materialized (the (B, heads, T, T) probabilities kept for backward) or "
+             "flash (tiles with an online softmax, FlashAttention-2: only (B, heads, T) row statistics kept, the "
+             "probabilities recomputed in backward; memory linear in T, and on the CPU faster from T = 512)"),
       // [parallel] — world = tensor x pipeline x data.
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),

@@ -19,6 +19,9 @@ struct Workload {
   model::GptConfig config;
   int seq_len = 1;
   int64_t global_batch = 1;  // sequences per optimizer step
+  // model.attention = flash: in the memory model, row statistics instead of the probabilities
+  // (the step's time is still modelled on the materialized attention's FLOPs).
+  bool flash_attention = false;
   // Attention and hidden dropout, as Megatron-LM trains (its defaults 0.1 / 0.1): element-wise
   // passes and masks our blocks do not have (Trident has no dropout). For modelling others' runs.
   bool dropout = false;
