@@ -143,16 +143,30 @@ void check_linear_operands(const Arguments& args, const Tensor& x, const Tensor&
   args.columns("w", w, matrix_cols(x));
 }
 
-// Attention's activations over NH heads, from qkv (B, T, 3C) of `operands`: the output or its
-// gradient (B, T, C) and the probabilities att (B, NH, T, T).
-void check_attention(const Arguments& args, const char* qkv_name, const Tensor& qkv, DType operands,
-                     const char* out_name, const Tensor& out, const Tensor& att, int NH) {
+// Attention's input qkv (B, T, 3C) of `operands` and its output or the output's gradient
+// (B, T, C): what both attentions check first. Returns (B, T, C).
+Sequence check_sequence(const Arguments& args, const char* qkv_name, const Tensor& qkv, DType operands,
+                        const char* out_name, const Tensor& out) {
   args.type(qkv_name, qkv, operands);
   args.rank(qkv_name, qkv, 3);
   args.holds(qkv.shape.dims[2] % 3 == 0, qkv_name, "has a last dimension that is not 3C");
   const Sequence s = attention_sequence(qkv);
   args.f32(out_name, out, int64_t(s.B) * s.T * s.C);
+  return s;
+}
+
+// The materialized attention over NH heads: qkv and out as above, the probabilities att
+// (B, NH, T, T).
+void check_attention(const Arguments& args, const char* qkv_name, const Tensor& qkv, DType operands,
+                     const char* out_name, const Tensor& out, const Tensor& att, int NH) {
+  const Sequence s = check_sequence(args, qkv_name, qkv, operands, out_name, out);
   args.f32("att", att, int64_t(s.B) * NH * s.T * s.T);
+}
+
+// The flash attention: qkv (f32) and out as above, the row statistics lse (B, NH, T).
+void check_flash(const Arguments& args, const Tensor& qkv, const Tensor& out, const Tensor& lse, int NH) {
+  const Sequence s = check_sequence(args, "qkv", qkv, DType::f32, "out", out);
+  args.f32("lse", lse, int64_t(s.B) * NH * s.T);
 }
 
 // Element-wise operations: every tensor f32, of as many elements as the first.
@@ -371,26 +385,15 @@ void attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& datt, co
   entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, NH);
 }
 
-// The flash attention's row statistics lse (B, NH, T), beside qkv, out or dout as above.
-void check_flash(const Arguments& args, const Tensor& qkv, const char* out_name, const Tensor& out, const Tensor& lse,
-                 int NH) {
-  args.type("qkv", qkv, DType::f32);
-  args.rank("qkv", qkv, 3);
-  args.holds(qkv.shape.dims[2] % 3 == 0, "qkv", "has a last dimension that is not 3C");
-  const Sequence s = attention_sequence(qkv);
-  args.f32(out_name, out, int64_t(s.B) * s.T * s.C);
-  args.f32("lse", lse, int64_t(s.B) * NH * s.T);
-}
-
 void flash_attention_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv, int NH) {
-  check_flash(Arguments("flash_attention_forward"), qkv, "out", out, lse, NH);
+  check_flash(Arguments("flash_attention_forward"), qkv, out, lse, NH);
   entry(ctx, &KernelTable::flash_attention_forward, "flash_attention_forward")(ctx, out, lse, qkv, NH);
 }
 
 void flash_attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                               const Tensor& out, const Tensor& lse, int NH) {
   const Arguments args("flash_attention_backward");
-  check_flash(args, qkv, "out", out, lse, NH);
+  check_flash(args, qkv, out, lse, NH);
   args.f32("dout", dout, out.shape.numel());
   args.f32("dqkv", dqkv, qkv.shape.numel());
   entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH);

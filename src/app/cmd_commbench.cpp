@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "comm/group_collectives.hpp"
+#include "comm/wrappers/emulated_links.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "comm/wrappers/emulated_links.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "job/job.hpp"

@@ -17,8 +17,6 @@
 namespace trident::ckpt {
 namespace {
 
-using h5::Handle;
-
 // Root attributes <-> Metadata, one table for both directions.
 struct Field {
   const char* name;

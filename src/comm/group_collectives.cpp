@@ -27,13 +27,13 @@ GroupCollectives::GroupCollectives(MPI_Comm group, const topo::Topology& t, cons
   if (settings.backend == "nccl") make_device_communicators(group, t, kind);
 }
 
-// Every member of a level communicator sees the same size and the same use_hierarchy_, so
-// each NCCL communicator is made by all of its members or by none (creation is collective).
-// Only the pipeline's communicator carries point-to-point (two more NCCL communicators).
 GroupCollectives::GroupCollectives(Communicator& group, const topo::Topology& t, const std::string& name,
                                    const CollectiveSettings& settings, Traffic kind)
     : GroupCollectives(native_handle(group), t, name, settings, kind) {}
 
+// Every member of a level communicator sees the same size and the same use_hierarchy_, so
+// each NCCL communicator is made by all of its members or by none (creation is collective).
+// Only the pipeline's communicator carries point-to-point (two more NCCL communicators).
 void GroupCollectives::make_device_communicators(MPI_Comm group, const topo::Topology& t, Traffic kind) {
   const NcclSettings& nccl = settings_.nccl;
   NcclCommOptions flat = communicator_options(nccl, span_, name());

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <deque>
 
+#include "comm/agreement.hpp"
 #include "comm/mpi/native_handle.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/mpi_util.hpp"
 
 namespace trident::comm {
 namespace {
@@ -23,18 +25,6 @@ bool thread_multiple() {
   return provided == MPI_THREAD_MULTIPLE;
 }
 
-// Every rank's host name, indexed by rank.
-std::vector<std::string> host_names(MPI_Comm comm, int size) {
-  char mine[MPI_MAX_PROCESSOR_NAME] = {0};
-  int length = 0;
-  MPI_Get_processor_name(mine, &length);
-  std::vector<char> all(size_t(size) * MPI_MAX_PROCESSOR_NAME);
-  MPI_CHECK(MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm));
-  std::vector<std::string> names;
-  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
-  return names;
-}
-
 }  // namespace
 
 Heartbeat::Heartbeat(Communicator& world, double interval_s, double timeout_s)
@@ -46,7 +36,7 @@ Heartbeat::Heartbeat(Communicator& world, double interval_s, double timeout_s)
     return;
   }
   MPI_CHECK(MPI_Comm_dup(native_handle(world), &comm_));
-  left_host_ = host_names(comm_, size_)[(rank_ + size_ - 1) % size_];
+  left_host_ = all_gather_strings(world, host_name())[(rank_ + size_ - 1) % size_];
   thread_ = std::thread([this] { run(); });
 }
 

@@ -1,14 +1,13 @@
 // Implementation of the two error paths (collective user errors, one-rank faults).
 #include "core/error.hpp"
 
+#include <mpi.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <vector>
 
 #include "core/mpi_util.hpp"
-
-#include <mpi.h>
 
 namespace trident {
 

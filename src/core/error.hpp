@@ -2,7 +2,6 @@
 // one-rank faults (report with rank and host, then MPI_Abort so no peer waits forever).
 #pragma once
 
-
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,9 +32,9 @@ class RunFailure : public std::runtime_error {
 // A user error that every rank detects identically (all ranks parse the same deck text, so
 // they all throw the same UserError). main() catches it: rank 0 prints "error: <what>",
 // every rank finalizes MPI and returns kExitUserError. Never thrown for a condition that
-// only some ranks can see — use fatal_one, or agree first (comm::agree_on_error, comm/agreement.hpp). The message is
-// made printable here, once for every path: what() is a C string, so a NUL echoed from a file
-// would otherwise end the message early.
+// only some ranks can see — use fatal_one, or agree first (comm::agree_on_error,
+// comm/agreement.hpp). The message is made printable here, once for every path: what() is a C
+// string, so a NUL echoed from a file would otherwise end the message early.
 class UserError : public std::runtime_error {
  public:
   explicit UserError(const std::string& message) : std::runtime_error(printable_message(message)) {}

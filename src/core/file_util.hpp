@@ -2,7 +2,6 @@
 // reader, so that every rank parses the same bytes and detects the same errors. And fsync.
 #pragma once
 
-
 #include <cstddef>
 #include <map>
 #include <string>

@@ -119,11 +119,8 @@ std::string verify_groups(const ProcessGroups& groups, const layout::Grid& grid,
       problem = std::string(level) + " communicator of rank " + std::to_string(me) + " holds " +
                 describe(actual) + ", expected " + describe(expected);
   }
-  // Every rank must return the same verdict: take the lowest rank's problem, if any.
-  const std::vector<std::string> all = all_gather_strings(*over_native(MPI_COMM_WORLD, "world"), problem);
-  for (const std::string& p : all)
-    if (!p.empty()) return p;
-  return "";
+  // Every rank must return the same verdict: the lowest rank's problem, if any.
+  return first_error(*over_native(MPI_COMM_WORLD, "world"), problem);
 }
 
 }  // namespace trident::comm

@@ -23,10 +23,10 @@ int cuda_devices_visible();  // 0 without CUDA, a driver or a device
 // allocations use); throws std::runtime_error where CUDA refuses.
 void use_cuda_device(int index);
 
-// Collective over `world` (every rank of the job): the CUDA device of this rank (device_for_rank, by its place
-// among the ranks of its host) and why it cannot have one of its own (device_sharing_problem
-// over the PCI bus ids the host's ranks chose; "" if it can) — the same verdict on every rank
-// of the job: the first problem any rank found.
+// Collective over `world` (every rank of the job): the CUDA device of this rank
+// (device_for_rank, by its place among the ranks of its host) and why it cannot have one of its
+// own (device_sharing_problem over the PCI bus ids the host's ranks chose; "" if it can) — the
+// same verdict on every rank of the job: the first problem any rank found.
 struct DeviceChoice {
   int index = -1;
   std::string problem;
