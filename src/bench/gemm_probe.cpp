@@ -94,6 +94,7 @@ StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settin
   gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   gpt_.set_attention_recompute(recompute.mode == "selective");
   gpt_.set_flash_attention(settings.model.flash_attention);
+  gpt_.set_classifier_chunk(settings.model.classifier_chunk);
   B_ = settings.train.micro_batch;
   T_ = settings.train.seq_len;
   micro_batches_ = settings.train.micro_batches;
@@ -106,8 +107,9 @@ double StepRunner::run() {
   const auto start = Clock::now();
   gpt_.zero_grad();
   for (int64_t m = 0; m < micro_batches_; ++m) {
-    gpt_.forward(tokens_.data(), tokens_.data() + 1, B_, T_);
-    gpt_.backward(1.0f / micro_batches_);
+    const float scale = 1.0f / micro_batches_;  // as a training step: the head's gradient in the forward
+    gpt_.enqueue_forward(0, tokens_.data(), tokens_.data() + 1, B_, T_, scale);
+    gpt_.backward(scale);
   }
   const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
   optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);

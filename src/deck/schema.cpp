@@ -48,6 +48,10 @@ std::vector<KeySpec> build_schema() {
              "the attention's algorithm: materialized (the (B, heads, T, T) probabilities kept for backward) or "
              "flash (tiles with an online softmax, FlashAttention-2: only (B, heads, T) row statistics kept, the "
              "probabilities recomputed in backward; memory linear in T, and on the CPU faster from T = 512)"),
+      integer("model.classifier_chunk", std::string("0"), 0, 1048576,
+              "tokens per chunk of the fused classifier: the LM head, its cross-entropy and (in training) its "
+              "gradient over chunks of this many tokens, so that only (chunk, vocab/tensor) logits exist; 0: the "
+              "whole (B, T, vocab/tensor) logits kept from forward to backward"),
       // [parallel] — world = tensor x pipeline x data.
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),

@@ -228,6 +228,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.recompute = settings.memory.recompute;
   in.recompute_interval = settings.memory.recompute_interval;
   in.flash_attention = settings.model.flash_attention;
+  in.classifier_chunk = settings.model.classifier_chunk;
   in.zero = settings.step.zero;
   in.bucket_mb = settings.reduce.bucket_mb;
   in.async_checkpoint = settings.checkpoint.async;

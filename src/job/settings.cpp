@@ -59,6 +59,7 @@ ModelSettings model_settings(const deck::Deck& deck) {
   s.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
   s.init = deck.get_string("model.init");
   s.flash_attention = deck.get_string("model.attention") == "flash";
+  s.classifier_chunk = static_cast<int>(deck.get_int("model.classifier_chunk"));
   return s;
 }
 

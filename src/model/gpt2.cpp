@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/clock.hpp"
+#include "model/classifier.hpp"
 
 namespace trident::model {
 namespace {
@@ -124,7 +125,8 @@ void Gpt2::allocate_slot(Slot& s) {
   s.targets = tokens(BT);
   s.lnf = kept(BT * C, !low());
   s.lnf_mean = activations(BT), s.lnf_var = activations(BT);
-  s.logits = activations(BT * vocab_.rows);
+  if (head_chunk(B_ * T_) == 0) s.logits = activations(BT * vocab_.rows);
+  else s.d_lnf = activations(BT * C);
   s.losses = activations(BT), s.log_normalizers = activations(BT);
   s.loss_sum = Buffer<double>(1, kActs, backend_, kDevice);
 }
@@ -151,6 +153,7 @@ void Gpt2::prepare(int B, int T) {
     gemm_.dy_low = dy_low_.view();
   }
   loss_scratch_ = activations(3 * BT);
+  logits_chunk_ = activations(static_cast<size_t>(head_chunk(B_ * T_)) * vocab_.rows);
   scratch_c_ = activations(BT * C);
   d_residual_ = activations(BT * C), d_ln_ = activations(BT * C);
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
@@ -170,13 +173,24 @@ void Gpt2::prepare_kernels(int B, int T) {
     kernels::prepare_linear(ctx_, p, BT, 4 * Cl, C, false);   // MLP down
     if (!flash_) kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
   }
-  if (tp_.slice.last_stage) kernels::prepare_linear(ctx_, p, BT, C, vocab_.rows, false);  // the tied head
+  if (!tp_.slice.last_stage) return;
+  const int chunk = head_chunk(BT);  // the tied head, over the whole batch or chunks (and the last, shorter)
+  if (chunk == 0 || BT % chunk != 0) kernels::prepare_linear(ctx_, p, chunk == 0 ? BT : BT % chunk, C, vocab_.rows, false);
+  if (chunk > 0) kernels::prepare_linear(ctx_, p, chunk, C, vocab_.rows, false);
+}
+
+int Gpt2::head_chunk(int BT) const {
+  if (!tp_.slice.last_stage || classifier_chunk_ == 0) return 0;
+  return std::min(classifier_chunk_, BT);
 }
 
 float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
 const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.data<float>(); }
 const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
-const float* Gpt2::logits(int slot) const { return slots_.at(slot).logits.data(); }
+const float* Gpt2::logits(int slot) const {
+  if (head_chunk(B_ * T_) > 0) throw std::logic_error("Gpt2::logits: the chunked classifier keeps no logits");
+  return slots_.at(slot).logits.data();
+}
 float* Gpt2::output_gradient() { return d_residual_.data(); }
 const float* Gpt2::input_gradient() const { return d_residual_.data(); }
 
@@ -313,7 +327,7 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
   }
 }
 
-void Gpt2::head_forward(Slot& s, bool with_loss) {
+void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   const int BT = B_ * T_, C = config_.channels;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
   float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() : stream_[0].data();
@@ -321,16 +335,30 @@ void Gpt2::head_forward(Slot& s, bool with_loss) {
   kernels::layernorm_forward(ctx_, on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(),
                              s.layers.back().residual3.view(rows), on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}));
   kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
+  if (const int chunk = head_chunk(BT); chunk > 0) {  // the logits only chunk by chunk, with the loss
+    const ClassifierGradient gradient{s.d_lnf.data(), g_.wte, backward_scale.value_or(0.0f) / BT};
+    if (with_loss)
+      chunked_classifier_forward(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
+                                 logits_chunk_.view(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), s.targets.data(),
+                                 BT, C, chunk, backward_scale ? &gradient : nullptr);
+  } else {
+    whole_classifier_forward(s, with_loss);
+  }
+  if (with_loss) kernels::sum_into(ctx_, s.loss_sum.view(), s.losses.view());
+}
+
+// The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
+void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
+  const int BT = B_ * T_, C = config_.channels;
   column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
                           C, vocab_.rows);
   if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
                                loss_scratch_.data(), s.logits.data(), s.targets.data(), BT);
-  kernels::sum_into(ctx_, s.loss_sum.view(), s.losses.view());
 }
 
 // Device work only, from the slot's tokens or received input to its output or loss sum.
-void Gpt2::forward_work(Slot& s, bool with_loss) {
+void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   if (tp_.slice.first_stage) {
     begin_edge();
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
@@ -342,19 +370,22 @@ void Gpt2::forward_work(Slot& s, bool with_loss) {
   forward_blocks(s, 0, layers_ - 1);
   if (!tp_.slice.last_stage) return;
   begin_edge();
-  head_forward(s, with_loss);
+  head_forward(s, with_loss, backward_scale);
   end_edge();
 }
 
-void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
+void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
+                           std::optional<float> backward_scale) {
   prepare(B, T);
   refresh_low_params();
   Slot& s = slots_.at(slot);
   const bool with_loss = tp_.slice.last_stage && targets != nullptr;
   if (tp_.slice.first_stage) kernels::upload(ctx_, s.inputs.view(), inputs);
   if (with_loss) kernels::upload(ctx_, s.targets.view(), targets);
-  run_recorded(with_loss ? Work::forward_with_loss : Work::forward, slot, 0.0f,
-               [&] { forward_work(s, with_loss); });
+  // Host state, set outside the recorded work (a replay does not run the lambda).
+  s.head_gradient = with_loss && head_chunk(B * T) > 0 ? backward_scale : std::nullopt;
+  const Work kind = s.head_gradient ? Work::forward_for_backward : with_loss ? Work::forward_with_loss : Work::forward;
+  run_recorded(kind, slot, s.head_gradient.value_or(0.0f), [&] { forward_work(s, with_loss, s.head_gradient); });
   fence_tensor_group();
 }
 
@@ -464,6 +495,26 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
 
 void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   const int BT = B_ * T_, C = config_.channels;
+  // The final LayerNorm's output gradient: from the training forward, or computed here.
+  Tensor d_lnf = d_ln_.view();
+  if (s.head_gradient)
+    d_lnf = s.d_lnf.view();
+  else if (const int chunk = head_chunk(BT); chunk > 0)
+    chunked_classifier_backward(ctx_, tp_, vocab_, {d_ln_.data(), g_.wte, loss_scale / BT}, logits_chunk_.view(),
+                                s.lnf.view(), weight(p_.wte, vocab_.rows, C), s.log_normalizers.data(),
+                                s.targets.data(), BT, C, chunk);
+  else
+    whole_classifier_backward(s, loss_scale);
+  kernels::clear(ctx_, view(dresidual, d_residual_.size()));
+  kernels::layernorm_backward(ctx_, on_device(dresidual, {BT, C}), on_device(g_.lnfw, {C}),
+                              on_device(g_.lnfb, {C}), d_lnf, s.layers.back().residual3.view({BT, C}),
+                              on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}), s.lnf_mean.view(),
+                              s.lnf_var.view());
+}
+
+// d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place.
+void Gpt2::whole_classifier_backward(Slot& s, float loss_scale) {
+  const int BT = B_ * T_, C = config_.channels;
   float* dlogits = s.logits.data();  // in place: the logits are not needed after this
   const Tensor logits = s.logits.view({BT, vocab_.rows});
   kernels::crossentropy_backward(ctx_, logits, logits, s.log_normalizers.view(), s.targets.view(), vocab_.begin,
@@ -472,17 +523,17 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
   column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
                            weight(p_.wte, vocab_.rows, C), BT, C, vocab_.rows);
-  kernels::clear(ctx_, view(dresidual, d_residual_.size()));
-  kernels::layernorm_backward(ctx_, on_device(dresidual, {BT, C}), on_device(g_.lnfw, {C}),
-                              on_device(g_.lnfb, {C}), d_ln_.view(), s.layers.back().residual3.view({BT, C}),
-                              on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}), s.lnf_mean.view(),
-                              s.lnf_var.view());
 }
 
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
+  if (s.head_gradient && *s.head_gradient != loss_scale)
+    throw std::logic_error("Gpt2::backward: loss scale " + std::to_string(loss_scale) + ", but the forward computed the "
+                           "head's gradient for " + std::to_string(*s.head_gradient));
   if (on_final) backward_work(s, loss_scale, on_final);  // the hook launches work of its own
-  else run_recorded(Work::backward, slot, loss_scale, [&] { backward_work(s, loss_scale, {}); });
+  else run_recorded(s.head_gradient ? Work::backward_from_head : Work::backward, slot, loss_scale,
+                    [&] { backward_work(s, loss_scale, {}); });
+  s.head_gradient.reset();  // used: the slot's next backward needs its own forward's
   fence_tensor_group();
 }
 

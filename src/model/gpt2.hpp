@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,11 @@ class Gpt2 {
   // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
   // left to do. Before prepare().
   void set_flash_attention(bool on) { flash_ = on; }
+  // model.classifier_chunk = n > 0: the fused, chunked classifier (model/classifier.hpp), the
+  // head and its loss over chunks of n tokens — only (n, Vp/p) logits exist, recomputed in
+  // backward; no logits() then. 0: the (B, T, Vp/p) logits kept per slot from forward to
+  // backward. Before prepare().
+  void set_classifier_chunk(int rows) { classifier_chunk_ = rows; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
   // Creates the GEMM primitives that forward and backward of (B, T) micro-batches run
@@ -102,7 +108,13 @@ class Gpt2 {
   // The same, the loss left on the device: the last stage with targets keeps the sum of the
   // B·T losses in the slot (keep_loss), and nothing is read on the host — what a pipeline step
   // runs, so that a micro-batch's forward is device work only (cuda.graphs).
-  void enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // backward_scale, given with targets: a training step's forward, whose backward(slot) follows
+  // with this loss scale. The chunked classifier then computes the head's gradient here (the
+  // final LayerNorm's output gradient kept in the slot, the head's dwte accumulated), and the
+  // backward starts from it instead of computing each chunk's logits again. A backward with
+  // another scale is a programming error and throws.
+  void enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
+                       std::optional<float> backward_scale = std::nullopt);
   // Last stage: the loss sum of `slot`'s last forward with targets kept as micro-batch
   // `index`'s (a copy on the device); take_loss_sums(count) downloads those of micro-batches
   // 0 … count−1, in one transfer.
@@ -132,7 +144,8 @@ class Gpt2 {
   const float* output(int slot) const;     // (B, T, C): what a non-last stage sends on
   const float* losses(int slot) const;     // (B·T) per-position losses, last stage
   void download_losses(int slot, float* host) const;  // the same, into host memory
-  const float* logits(int slot) const;     // (B, T, Vp/p), last stage, until backward
+  // (B, T, Vp/p), last stage, until backward; the whole classifier only (classifier chunk 0).
+  const float* logits(int slot) const;
 
   // Backward of the micro-batch in `slot`: grads += ∂(loss_scale · its mean loss)/∂θ. The last
   // stage starts from its loss; the others from output_gradient(), which the caller fills with
@@ -181,12 +194,17 @@ class Gpt2 {
     std::vector<LayerActivations> layers;    // this stage's blocks
     Kept lnf;                                // (B,T,C) last stage
     Buffer<float> lnf_mean, lnf_var;         // (B,T), (B,T) last stage
-    Buffer<float> logits;                    // (B,T,Vp/p) last stage; dlogits in place
+    Buffer<float> logits;                    // (B,T,Vp/p) last stage, whole classifier; dlogits in place
+    Buffer<float> d_lnf;                     // (B,T,C) last stage, chunked classifier: the head's
+                                             // gradient from a training forward
+    std::optional<float> head_gradient;      // the loss scale d_lnf was computed with (host state)
     Buffer<float> losses, log_normalizers;   // (B,T) last stage
     Buffer<double> loss_sum;                 // (1) last stage: Σ losses of its last forward
   };
   // A recorded forward or backward of a slot (set_graphs).
-  enum class Work { forward, forward_with_loss, backward };
+  // forward_for_backward and backward_from_head: the chunked classifier's head gradient computed
+  // in the forward (enqueue_forward's backward_scale), and the backward that starts from it.
+  enum class Work { forward, forward_with_loss, forward_for_backward, backward, backward_from_head };
   struct Recorded {
     void* graph = nullptr;   // the backend's handle, once captured
     float loss_scale = 0;    // backward: the scale it was recorded with
@@ -198,7 +216,7 @@ class Gpt2 {
   void fence_tensor_group();
   void begin_edge();  // the embedding's or head's interval (not inside a capture)
   void end_edge();
-  void forward_work(Slot& slot, bool with_loss);
+  void forward_work(Slot& slot, bool with_loss, std::optional<float> backward_scale);
   void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final);
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
@@ -230,8 +248,11 @@ class Gpt2 {
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
-  void head_forward(Slot& slot, bool with_loss);
+  void head_forward(Slot& slot, bool with_loss, std::optional<float> backward_scale);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
+  void whole_classifier_forward(Slot& slot, bool with_loss);
+  void whole_classifier_backward(Slot& slot, float loss_scale);
+  int head_chunk(int BT) const;  // rows of the chunked classifier's chunk (0: the whole classifier)
 
   GptConfig config_;
   kernels::Context& ctx_;
@@ -239,6 +260,7 @@ class Gpt2 {
   TensorGroup tp_;
   VocabSlice vocab_;
   bool flash_ = false;  // model.attention = flash
+  int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
   Buffer<float> params_, grads_;  // 16-bit mode: params_ is the optimizer's fp32 master copy
@@ -267,6 +289,7 @@ class Gpt2 {
   TensorBuffer dy_low_;                        // (B,T,max(C,4C/p)) dy in the 16-bit type
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
+  Buffer<float> logits_chunk_;                 // (chunk,Vp/p) the chunked classifier's, last stage
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums
   Buffer<float> d_residual_, d_ln_;            // (B,T,C)
   Buffer<float> d_atty_;                       // (B,T,C/p)

@@ -47,7 +47,7 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   activation_sends_.resize(slots_);
 }
 
-void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool with_targets,
+void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, std::optional<float> backward_scale,
                                  StepTimes* times) {
   activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
@@ -57,7 +57,7 @@ void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, bool wit
   const double received = steady_seconds();
   if (times) forward_times_.begin();
   if (first() || last()) batch(i, inputs_.data(), targets_.data());
-  gpt_.enqueue_forward(slot, inputs_.data(), with_targets ? targets_.data() : nullptr, B_, T_);
+  gpt_.enqueue_forward(slot, inputs_.data(), targets_.data(), B_, T_, backward_scale);
   stretch(received);
   if (!last())
     activation_sends_[slot] =
@@ -105,7 +105,7 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
-      run_forward(action.micro_batch, slot, batch, true, times);
+      run_forward(action.micro_batch, slot, batch, loss_scale, times);
       if (last()) gpt_.keep_loss(slot, action.micro_batch);  // read once, after the schedule
       continue;
     }
@@ -137,7 +137,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
   std::vector<float> losses(last() ? static_cast<size_t>(B_) * T_ : 0);  // on the host, wherever the model is
   for (int i = 0; i < count; ++i) {
     const int slot = i % slots_;
-    run_forward(i, slot, batch, true, nullptr);
+    run_forward(i, slot, batch, std::nullopt, nullptr);
     if (!last()) continue;
     gpt_.download_losses(slot, losses.data());
     consume(i, losses.data());

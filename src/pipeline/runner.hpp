@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -66,7 +67,10 @@ class PipelineRunner {
   bool last() const { return stage_ == stages_ - 1; }
 
  private:
-  void run_forward(int micro_batch, int slot, const BatchFn& batch, bool with_targets, StepTimes* times);
+  // backward_scale: a training step's forward, whose backward follows with that loss scale
+  // (Gpt2::enqueue_forward); none: a forward for the loss alone.
+  void run_forward(int micro_batch, int slot, const BatchFn& batch, std::optional<float> backward_scale,
+                   StepTimes* times);
   void run_backward(int micro_batch, int slot, float loss_scale,
                     const std::function<void(int)>& on_final, StepTimes* times);
   void stretch(double compute_start) const;  // debug.slowdown's sleep

@@ -20,14 +20,15 @@ int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  /
 
 // probs: a block's attention probabilities (B, NH/p, T, T), none with flash attention, which
 // keeps lse (B, NH/p, T) instead.
+// chunk: rows of the chunked classifier's logits (0: the whole classifier).
 struct Sizes {
-  int64_t BT, C, Cl, probs, lse, vocab_rows;
+  int64_t BT, C, Cl, probs, lse, vocab_rows, chunk;
 };
 Sizes sizes(const MemoryInputs& in) {
   const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, heads = in.config.heads / in.tensor;
   const bool flash = in.flash_attention;
   return {BT, C, C / in.tensor, flash ? 0 : BT * heads * in.seq_len, flash ? BT * heads : 0,
-          int64_t(in.config.padded_vocab) / in.tensor};
+          int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT)};
 }
 
 // Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
@@ -60,8 +61,10 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
     for (int l = 0; l < L; ++l)  // segment-ending outputs; the stage's last in f32
       if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
   }
-  if (stage == in.pipeline - 1)  // final LayerNorm and its statistics, logits, losses
-    slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + z.BT * z.vocab_rows + 2 * z.BT) * kFloat;
+  const bool last = stage == in.pipeline - 1;
+  if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
+    slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
+            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
   const int slots = pipeline::slots_needed(in.gpipe ? pipeline::Schedule::GPipe : pipeline::Schedule::OneFOneB, stage,
                                            in.pipeline, in.micro_batches);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
@@ -69,6 +72,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
   shared += (3 * z.BT + z.BT * z.C + 2 * z.BT * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
             kFloat;  // backward scratch
+  if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   return slots * slot + shared + low_working_bytes(in, stage, selective);
 }
 
@@ -79,9 +83,11 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   if (!low(in) || !in.low16_widened) return 0;
   const Sizes z = sizes(in);
   std::vector<std::pair<int64_t, int64_t>> linears = {{z.C, 3 * z.Cl}, {z.Cl, z.C}, {z.C, 4 * z.Cl}, {4 * z.Cl, z.C}};
-  if (stage == in.pipeline - 1) linears.push_back({z.C, z.vocab_rows});  // the tied head
   int64_t largest = in.precision == "bf16" ? 4 * z.BT * z.Cl : 0;
   for (const auto& [K, N] : linears) largest = std::max(largest, z.BT * N + z.BT * K + N * K);
+  const int64_t head_rows = z.chunk ? z.chunk : z.BT;  // the tied head, over chunks when chunked
+  if (stage == in.pipeline - 1)
+    largest = std::max(largest, head_rows * z.vocab_rows + head_rows * z.C + z.vocab_rows * z.C);
   return largest * kFloat;
 }
 

@@ -19,7 +19,9 @@
 // working sets; selective keeps everything but the probabilities, recomputed into one shared
 // (a·b·T) f32 buffer (and, in bf16, its 16-bit copy). Backward's gradient scratch is one f32
 // set per stage. The last stage keeps the final LayerNorm's output (16-bit in bf16/fp16), and
-// the logits (b·Vp/p) and the losses in f32. Widened 16-bit GEMMs (always fp16: oneDNN 2.6
+// the logits (b·Vp/p) and the losses in f32 — with the chunked classifier no logits but the
+// final LayerNorm's output gradient (b·C) per micro-batch, and one (min(chunk, b)·Vp/p) f32
+// buffer for all. Widened 16-bit GEMMs (always fp16: oneDNN 2.6
 // has no f16 CPU matmul; bf16 where the CPU has no bf16 matmul, or kernels.low16_gemm =
 // widened) widen their operands into one f32 workspace, as large as the largest need: a linear
 // backward's dy, x and w (M·N + M·K + N·K floats) and, in bf16, the attention backward's q, k, v
@@ -44,6 +46,7 @@ struct MemoryInputs {
   bool gpipe = false;
   std::string recompute = "none";  // none, selective, every_k, full
   bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
+  int classifier_chunk = 0;        // model.classifier_chunk: (chunk, Vp/p) logits, not (b, Vp/p)
   int recompute_interval = 1;      // K of every_k
   bool zero = false;
   double bucket_mb = 25;

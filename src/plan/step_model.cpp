@@ -198,6 +198,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
+  in.classifier_chunk = w.classifier_chunk;
   in.zero = l.zero && l.data > 1;
   in.bucket_mb = l.bucket_mb;
   in.precision = l.precision;

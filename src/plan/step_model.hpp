@@ -22,6 +22,9 @@ struct Workload {
   // model.attention = flash: in the memory model, row statistics instead of the probabilities
   // (the step's time is still modelled on the materialized attention's FLOPs).
   bool flash_attention = false;
+  // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
+  // the memory model (a training step computes the same GEMMs either way).
+  int classifier_chunk = 0;
   // Attention and hidden dropout, as Megatron-LM trains (its defaults 0.1 / 0.1): element-wise
   // passes and masks our blocks do not have (Trident has no dropout). For modelling others' runs.
   bool dropout = false;

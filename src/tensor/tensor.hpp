@@ -69,6 +69,15 @@ struct Tensor {
                              std::to_string(to.numel()));
     return Tensor{data, dtype, to, device};
   }
+  // Elements [first, first + count) of the flat memory, as a vector of count (out of range is a
+  // programming error and throws): a chunk of rows of a row-major matrix is first = row · width.
+  Tensor elements(int64_t first, int64_t count) const {
+    if (first < 0 || count < 0 || first + count > shape.numel())
+      throw std::logic_error("Tensor of " + std::to_string(shape.numel()) + " elements: no elements [" +
+                             std::to_string(first) + ", " + std::to_string(first + count) + ")");
+    return Tensor{static_cast<char*>(data) + first * static_cast<int64_t>(dtype_size(dtype)), dtype, Shape{count},
+                  device};
+  }
   template <class T>
   bool holds() const {
     if constexpr (std::is_same_v<std::remove_const_t<T>, uint16_t>)

@@ -90,6 +90,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_flash_attention(job.settings.model.flash_attention);
+  model->set_classifier_chunk(job.settings.model.classifier_chunk);
   model->set_graphs(job.settings.kernels.graphs);
   // Every GEMM primitive, also in --check.
   model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);

@@ -12,27 +12,20 @@ write_deck a.deck '[checkpoint]
 at_end = false'
 sed -i 's/^seq_len = 32$/seq_len = 160/; s/^steps = 2$/steps = 20/' a.deck
 
-# run NAME RANKS OVERRIDES...
-run() {
-  local name=$1 ranks=$2
-  shift 2
-  timeout 300 mpirun -q -np "$ranks" "$TRIDENT" train a.deck --train.run_dir="$name" "$@" > "$name.out" 2>&1 ||
-    echo "run $name failed: $(tail -2 "$name.out")" >&2
-}
 
-run materialized 1
-run flash 1 --model.attention=flash
+train_run materialized 1
+train_run flash 1 --model.attention=flash
 same_losses flash_trains_as_materialized_fp32 materialized flash 1e-5
-run flash_222 8 --model.attention=flash --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 \
+train_run flash_222 8 --model.attention=flash --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 \
   --train.micro_batch=2
 same_losses flash_222_zero1_as_serial flash flash_222 1e-5
-run flash_selective 1 --model.attention=flash --memory.recompute=selective
+train_run flash_selective 1 --model.attention=flash --memory.recompute=selective
 same_losses flash_selective_recompute_changes_nothing flash flash_selective
-run flash_every2 2 --model.attention=flash --parallel.pipeline=2 --memory.recompute=every_k --memory.recompute_interval=2
+train_run flash_every2 2 --model.attention=flash --parallel.pipeline=2 --memory.recompute=every_k --memory.recompute_interval=2
 same_losses flash_every_k_recompute_as_serial flash flash_every2 1e-5
 for precision in bf16 fp16; do
-  run "materialized_$precision" 1 --optim.precision="$precision"
-  run "flash_$precision" 1 --model.attention=flash --optim.precision="$precision"
+  train_run "materialized_$precision" 1 --optim.precision="$precision"
+  train_run "flash_$precision" 1 --model.attention=flash --optim.precision="$precision"
   same_losses "flash_trains_as_materialized_$precision" "materialized_$precision" "flash_$precision" 2e-3
 done
 

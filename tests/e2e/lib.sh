@@ -123,6 +123,15 @@ PY
   then pass "$name ($(cat "$name.cmp"))"; else fail "$name" "$(cat "$name.cmp")"; fi
 }
 
+# train_run NAME RANKS OVERRIDES...: `trident train a.deck` on RANKS ranks into the run directory
+# NAME (its output in NAME.out); a failed run is reported, and what compares its metrics fails.
+train_run() {
+  local name=$1 ranks=$2
+  shift 2
+  timeout 300 mpirun -q -np "$ranks" "$TRIDENT" train a.deck --train.run_dir="$name" "$@" > "$name.out" 2>&1 ||
+    echo "run $name failed: $(tail -2 "$name.out")" >&2
+}
+
 # The small model of the device tests (device_guard.sh, graphs.sh): 2 blocks, 8 steps of 8
 # sequences in micro-batches of 1, evaluated at steps 4 and 8, small gradient buckets.
 write_device_deck() {  # write_device_deck FILE

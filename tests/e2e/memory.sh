@@ -91,6 +91,15 @@ model_matches flash_selective_t2 2 --model.attention=flash --parallel.tensor=2 -
 model_matches flash_bf16_t2p2d2_every2 8 --model.attention=flash --parallel.tensor=2 --parallel.pipeline=2 \
   --parallel.data=2 --optim.precision=bf16 --memory.recompute=every_k
 
+# model.classifier_chunk: one (chunk, Vp/p) logits buffer for all micro-batches, and per
+# micro-batch the final LayerNorm's output gradient that the training forward computes; the
+# last stage of GPipe holds every micro-batch's; the head's widened GEMMs are a chunk's.
+model_matches chunked 1 --model.classifier_chunk=7
+model_matches chunked_t2p2 4 --model.classifier_chunk=7 --parallel.tensor=2 --parallel.pipeline=2
+model_matches chunked_p2_gpipe_flash 2 --model.classifier_chunk=16 --parallel.pipeline=2 --parallel.schedule=gpipe \
+  --model.attention=flash
+model_matches chunked_bf16_widened 1 --model.classifier_chunk=7 --optim.precision=bf16 --kernels.low16_gemm=widened
+
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
 none=$(total_of none) selective=$(total_of selective) full=$(total_of full)

@@ -1,0 +1,65 @@
+// The fused, chunked classifier (the math and communication are stated in the header).
+#include "model/classifier.hpp"
+
+#include <algorithm>
+
+#include "kernels/backend.hpp"
+
+namespace trident::model {
+namespace {
+
+// Rows [first, first + count) of a row-major (rows, width) operand, as (count, width).
+Tensor rows(const Tensor& matrix, int first, int count, int width) {
+  return matrix.elements(int64_t(first) * width, int64_t(count) * width).reshaped({count, width});
+}
+
+// The chunk's logits (n, Vp/p) = H_c wte_iᵀ, in the first n rows of the scratch.
+Tensor chunk_logits(kernels::Context& ctx, const Tensor& logits_chunk, const Operand& hidden,
+                    const Operand& wte_local, int first, int n, int C, int vocab_rows) {
+  const Tensor logits = rows(logits_chunk, 0, n, vocab_rows);
+  kernels::linear_forward(ctx, logits, rows(hidden, first, n, C), wte_local, Tensor{});
+  return logits;
+}
+
+// The chunk's gradient from its logits (overwritten with dlogits): dH rows, dwte +=.
+void chunk_gradient(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
+                    const ClassifierGradient& gradient, const Tensor& logits, const Operand& hidden,
+                    const Operand& wte_local, const float* log_normalizers, const int32_t* targets, int first, int n,
+                    int C) {
+  const Device device = kernels::backend_of(ctx).device();
+  kernels::crossentropy_backward(ctx, logits, logits, view(log_normalizers + first, Shape{n}, device),
+                                 view(targets + first, Shape{n}, device), vocab.begin, gradient.scale, vocab.valid);
+  GemmMode mode;  // 16-bit operands: dlogits narrowed in place for the GEMMs (no dbias to sum)
+  if (wte_local.dtype != DType::f32) mode.dy_low = kernels::narrow(ctx, logits, wte_local.dtype);
+  column_parallel_backward(ctx, mode, group, gradient.dhidden + int64_t(first) * C, gradient.dwte_local, nullptr,
+                           logits.as<float>(), rows(hidden, first, n, C), wte_local, n, C, vocab.rows);
+}
+
+}  // namespace
+
+void chunked_classifier_forward(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
+                                float* losses, float* log_normalizers, float* scratch, const Tensor& logits_chunk,
+                                const Operand& hidden, const Operand& wte_local, const int32_t* targets, int N, int C,
+                                int chunk, const ClassifierGradient* gradient) {
+  for (int first = 0; first < N; first += chunk) {
+    const int n = std::min(chunk, N - first);
+    const Tensor logits = chunk_logits(ctx, logits_chunk, hidden, wte_local, first, n, C, vocab.rows);
+    vocab_parallel_cross_entropy(ctx, group, vocab, losses + first, log_normalizers + first, scratch,
+                                 logits.as<float>(), targets + first, n);
+    if (gradient)
+      chunk_gradient(ctx, group, vocab, *gradient, logits, hidden, wte_local, log_normalizers, targets, first, n, C);
+  }
+}
+
+void chunked_classifier_backward(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
+                                 const ClassifierGradient& gradient, const Tensor& logits_chunk, const Operand& hidden,
+                                 const Operand& wte_local, const float* log_normalizers, const int32_t* targets, int N,
+                                 int C, int chunk) {
+  for (int first = 0; first < N; first += chunk) {
+    const int n = std::min(chunk, N - first);
+    const Tensor logits = chunk_logits(ctx, logits_chunk, hidden, wte_local, first, n, C, vocab.rows);
+    chunk_gradient(ctx, group, vocab, gradient, logits, hidden, wte_local, log_normalizers, targets, first, n, C);
+  }
+}
+
+}  // namespace trident::model
