@@ -44,11 +44,11 @@ std::vector<KeySpec> build_schema() {
       integer("model.seq_len", required, 1, 1048576, "context length T in tokens"),
       text("model.init", KeyType::String, "random",
            "random (N(0, 0.02) init from train.seed) or the path of an llm.c GPT-2 model file"),
-      choice("model.attention", "materialized", {"materialized", "flash"},
+      choice("model.attention", "flash", {"flash", "materialized"},
              "the attention's algorithm: materialized (the (B, heads, T, T) probabilities kept for backward) or "
              "flash (tiles with an online softmax, FlashAttention-2: only (B, heads, T) row statistics kept, the "
              "probabilities recomputed in backward; memory linear in T, and on the CPU faster from T = 512)"),
-      integer("model.classifier_chunk", std::string("0"), 0, 1048576,
+      integer("model.classifier_chunk", std::string("256"), 0, 1048576,
               "tokens per chunk of the fused classifier: the LM head, its cross-entropy and (in training) its "
               "gradient over chunks of this many tokens, so that only (chunk, vocab/tensor) logits exist; 0: the "
               "whole (B, T, vocab/tensor) logits kept from forward to backward"),

@@ -10,7 +10,7 @@ export OMP_NUM_THREADS=1
 # T = 160: two key tiles of the CPU kernel (128 keys each), the second one short.
 write_deck a.deck '[checkpoint]
 at_end = false'
-sed -i 's/^seq_len = 32$/seq_len = 160/; s/^steps = 2$/steps = 20/' a.deck
+sed -i 's/^seq_len = 32$/seq_len = 160/; s/^steps = 2$/steps = 20/; s/^\[model\]$/[model]\nattention = materialized/' a.deck
 
 
 train_run materialized 1

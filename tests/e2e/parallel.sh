@@ -44,8 +44,10 @@ PY
 # runs these cases alone (.ci/run runs them again with oneDNN capped at AVX2: widened bf16).
 recompute_pair recompute_full_bitwise_bf16_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
 recompute_pair recompute_every_2_bitwise_bf16 every_k 1 --memory.recompute_interval=2 --optim.precision=bf16
-recompute_pair recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16
-recompute_pair recompute_selective_bitwise_bf16_t2p1d1 selective 2 --parallel.tensor=2 --optim.precision=bf16
+# Selective recompute drops the materialized attention's probabilities (flash keeps none).
+recompute_pair recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16 --model.attention=materialized
+recompute_pair recompute_selective_bitwise_bf16_t2p1d1 selective 2 --parallel.tensor=2 --optim.precision=bf16 \
+  --model.attention=materialized
 [[ ${TRIDENT_16BIT_ONLY:-0} == 1 ]] && exit 0
 
 mpirun -np 1 "$TRIDENT" train p.deck > serial.out 2>&1 || fail serial_run "$(tail -3 serial.out)"
@@ -155,5 +157,6 @@ recompute_pair recompute_full_bitwise_serial full 1
 recompute_pair recompute_full_bitwise_t2p2d1 full 4 --parallel.tensor=2 --parallel.pipeline=2
 recompute_pair recompute_every_2_bitwise_serial every_k 1 --memory.recompute_interval=2
 recompute_pair recompute_every_3_bitwise_t1p1d2 every_k 2 --parallel.data=2 --memory.recompute_interval=3
-recompute_pair recompute_selective_bitwise_serial selective 1
-recompute_pair recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --parallel.data=2
+recompute_pair recompute_selective_bitwise_serial selective 1 --model.attention=materialized
+recompute_pair recompute_selective_bitwise_t2p1d2 selective 4 --parallel.tensor=2 --parallel.data=2 \
+  --model.attention=materialized
