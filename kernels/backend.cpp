@@ -37,7 +37,7 @@ int KernelTable::present() const {
                    flash_attention_forward, flash_attention_backward, embedding_forward,
                    embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
                    crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
-                   sum_of_squares);
+                   sums_of_squares);
 }
 
 // Every entry is one function pointer, so the struct's size counts them (the unit tests hold

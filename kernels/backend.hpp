@@ -57,7 +57,7 @@ struct KernelTable {
   decltype(&kernels::crossentropy_losses) crossentropy_losses = nullptr;
   decltype(&kernels::crossentropy_backward) crossentropy_backward = nullptr;
   decltype(&kernels::adamw_update) adamw_update = nullptr;
-  decltype(&kernels::sum_of_squares) sum_of_squares = nullptr;
+  decltype(&kernels::sums_of_squares) sums_of_squares = nullptr;
 
   // Entries set, of all (a backend runs a job only with every one).
   int present() const;

@@ -496,16 +496,23 @@ void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& lo
     targets, vocab_begin, scale, valid);
 }
 
-void adamw_update(Context& ctx, const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
-  check_elementwise(Arguments("adamw_update"), {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}});
-  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, grads, m, v, lr, beta1, beta2, eps,
+void adamw_update(Context& ctx, const Tensor& params, const Tensor& params_low, const Tensor& grads, const Tensor& m,
+                  const Tensor& v, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale) {
+  const Arguments args("adamw_update");
+  check_elementwise(args, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}});
+  if (params_low.data != nullptr) {
+    args.holds(params_low.dtype == DType::bf16 || params_low.dtype == DType::fp16, "params_low", "is not bf16 or fp16");
+    args.exactly("params_low", params_low, params_low.dtype, params.shape.numel());
+  }
+  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, params_low, grads, m, v, lr, beta1, beta2, eps,
     weight_decay, t, grad_scale);
 }
 
-double sum_of_squares(Context& ctx, const Tensor& x) {
-  Arguments("sum_of_squares").type("x", x, DType::f32);
-  return entry(ctx, &KernelTable::sum_of_squares, "sum_of_squares")(ctx, x);
+std::vector<double> sums_of_squares(Context& ctx, const std::vector<Tensor>& parts) {
+  const Arguments args("sums_of_squares");
+  for (const Tensor& part : parts) args.type("parts", part, DType::f32);
+  return entry(ctx, &KernelTable::sums_of_squares, "sums_of_squares")(ctx, parts);
 }
 
 }  // namespace trident::kernels

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/device.hpp"
 #include "tensor/tensor.hpp"

@@ -49,7 +49,7 @@ KernelTable make_table() {
   t.crossentropy_losses = &cpu::crossentropy_losses;
   t.crossentropy_backward = &cpu::crossentropy_backward;
   t.adamw_update = &cpu::adamw_update;
-  t.sum_of_squares = &cpu::sum_of_squares;
+  t.sums_of_squares = &cpu::sums_of_squares;
   return t;
 }
 

@@ -1,4 +1,5 @@
 // Element-wise kernels: GELU, residual adds, AdamW, and the deterministic sum of squares.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/onednn.hpp"
+#include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/portable.hpp"
@@ -87,9 +89,14 @@ void add_inplace(Context&, float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
-void adamw_update(Context&, float* params, const float* grads, float* m, float* v, size_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                  float grad_scale) {
+namespace {
+
+// The AdamW loop; Low: none (no 16-bit copy), or the copy's type, each a loop of its own so that
+// the plain one stays as it was vectorized.
+enum class LowCopy { none, bf16, fp16 };
+template <LowCopy Low>
+void adamw_loop(float* params, uint16_t* params_low, const float* grads, float* m, float* v, size_t n, float lr,
+                float beta1, float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
   const float correction1 = 1.0f - std::pow(beta1, static_cast<float>(t));
   const float correction2 = 1.0f - std::pow(beta2, static_cast<float>(t));
 #pragma omp parallel for simd schedule(static)
@@ -102,15 +109,35 @@ void adamw_update(Context&, float* params, const float* grads, float* m, float* 
     const float m_hat = m_i / correction1;
     const float v_hat = v_i / correction2;
     params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
+    if constexpr (Low == LowCopy::bf16) params_low[i] = bf16_round(params[i]);
+    if constexpr (Low == LowCopy::fp16) params_low[i] = fp16_round(params[i]);
   }
 }
 
-double sum_of_squares(Context&, const float* x, size_t n) {
-  const size_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  std::vector<double> partial(chunks, 0.0);
+}  // namespace
+
+void adamw_update(Context&, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
+                  float* v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale) {
+  if (params_low == nullptr)
+    adamw_loop<LowCopy::none>(params, nullptr, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+  else if (low_type == DType::bf16)
+    adamw_loop<LowCopy::bf16>(params, params_low, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+  else
+    adamw_loop<LowCopy::fp16>(params, params_low, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+}
+
+// The chunks of all parts in one parallel loop (part p's chunks from first[p]), then each part's
+// chunk sums added in order.
+void sums_of_squares(Context&, double* sums, const float* const* parts, const size_t* counts, size_t k) {
+  std::vector<size_t> first(k + 1, 0);
+  for (size_t p = 0; p < k; ++p) first[p + 1] = first[p] + (counts[p] + kSumChunk - 1) / kSumChunk;
+  std::vector<double> partial(first[k], 0.0);
 #pragma omp parallel for schedule(static)
-  for (size_t chunk = 0; chunk < chunks; ++chunk) {
-    const size_t end = std::min(n, (chunk + 1) * kSumChunk);
+  for (size_t global = 0; global < first[k]; ++global) {
+    const size_t p = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), global) - first.begin()) - 1;
+    const float* x = parts[p];
+    const size_t chunk = global - first[p], end = std::min(counts[p], (chunk + 1) * kSumChunk);
     // kLanes running sums, element i into lane i mod kLanes, then the lanes in order: a fixed
     // order (the same sum for any thread count and any vector width), and one vector FMA per
     // kLanes elements instead of one dependent add per element (3x faster on the norm).
@@ -123,11 +150,12 @@ double sum_of_squares(Context&, const float* x, size_t n) {
     double sum = 0.0;
     for (; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
     for (double l : lane) sum += l;
-    partial[chunk] = sum;
+    partial[global] = sum;
   }
-  double total = 0.0;
-  for (double p : partial) total += p;
-  return total;
+  for (size_t p = 0; p < k; ++p) {
+    sums[p] = 0.0;
+    for (size_t chunk = first[p]; chunk < first[p + 1]; ++chunk) sums[p] += partial[chunk];
+  }
 }
 
 }  // namespace trident::kernels::cpu

@@ -69,7 +69,7 @@ KernelTable make_table() {
   t.crossentropy_losses = &cuda::crossentropy_losses;
   t.crossentropy_backward = &cuda::crossentropy_backward;
   t.adamw_update = &cuda::adamw_update;
-  t.sum_of_squares = &cuda::sum_of_squares;
+  t.sums_of_squares = &cuda::sums_of_squares;
   return t;
 }
 

@@ -1,8 +1,10 @@
 // Element-wise kernels: GELU, residual adds, AdamW, and the deterministic sum of squares, each
 // element computed by the arithmetic shared with the CPU tests (kernels/common/elementwise.hpp).
+#include <algorithm>
 #include <vector>
 
 #include "kernels/common/elementwise.hpp"
+#include "kernels/common/low16.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
 
@@ -31,20 +33,37 @@ __global__ void add_inplace_kernel(float* acc, const float* x, size_t n) {
   FOR_EACH_ELEMENT(i, n) acc[i] += x[i];
 }
 
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, AdamWStep step) {
+// With params_low: the updated parameter rounded into the 16-bit copy as well (fp16 or bf16).
+__global__ void adamw_kernel(float* params, uint16_t* params_low, bool fp16, const float* grads, float* m, float* v,
+                             size_t n, AdamWStep step) {
   FOR_EACH_ELEMENT(i, n) {
     float p = params[i], m_i = m[i], v_i = v[i];
     adamw_element(step, p, grads[i], m_i, v_i);
     params[i] = p, m[i] = m_i, v[i] = v_i;
+    if (params_low != nullptr) params_low[i] = fp16 ? fp16_round(p) : bf16_round(p);
   }
 }
 
-// partial[chunk] = Σ x² over the chunk, in the CPU's fixed order (one thread per chunk).
-__global__ void sum_of_squares_kernel(double* partial, const float* x, size_t n, size_t chunks) {
+// One part of sums_of_squares: its elements, and the index of its first chunk among all parts'.
+struct SquaresPart {
+  const float* x;
+  size_t n, first_chunk;
+};
+
+// partial[chunk] = Σ x² over one chunk of one part, in the CPU's fixed order (one thread per
+// chunk, of all parts at once; its part found by binary search over the parts' first chunks).
+__global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts, size_t k, size_t chunks) {
   FOR_EACH_ELEMENT(chunk, chunks) {
-    const size_t begin = chunk * kSumOfSquaresChunk;
-    const size_t end = begin + kSumOfSquaresChunk < n ? begin + kSumOfSquaresChunk : n;
-    partial[chunk] = sum_of_squares_chunk(x, begin, end);
+    size_t low = 0, high = k;  // the last part whose first chunk is <= chunk
+    while (high - low > 1) {
+      const size_t mid = (low + high) / 2;
+      if (parts[mid].first_chunk <= chunk) low = mid;
+      else high = mid;
+    }
+    const SquaresPart part = parts[low];
+    const size_t begin = (chunk - part.first_chunk) * kSumOfSquaresChunk;
+    const size_t end = begin + kSumOfSquaresChunk < part.n ? begin + kSumOfSquaresChunk : part.n;
+    partial[chunk] = sum_of_squares_chunk(part.x, begin, end);
   }
 }
 
@@ -82,32 +101,49 @@ void add_inplace(Context& ctx, float* acc, const float* x, size_t n) {
   check_launch("add_inplace");
 }
 
-void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
+void adamw_update(Context& ctx, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
+                  float* v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale) {
   if (n == 0) return;
   const AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, t, grad_scale);
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(params, grads, m, v, n, step);
+  adamw_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(params, params_low, low_type == DType::fp16, grads, m,
+                                                               v, n, step);
   check_launch("adamw_update");
 }
 
-// The chunks' sums on the device, added in chunk order on the host: the CPU's sum, bit for bit
-// up to the contraction of x·x + lane into one fused multiply-add.
-double sum_of_squares(Context& ctx, const float* x, size_t n) {
-  const size_t chunks = (n + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
-  if (chunks == 0) return 0.0;
-  double* partial = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&partial), chunks * sizeof(double), stream_of(ctx)),
-        "cudaMallocAsync (sum_of_squares)");
-  sum_of_squares_kernel<<<blocks_for(chunks), kThreads, 0, stream_of(ctx)>>>(partial, x, n, chunks);
-  check_launch("sum_of_squares");
+// Every part's chunk sums on the device in one launch (the parts' table uploaded in front of the
+// partial sums, one allocation), one transfer back, then each part's chunks added in order on
+// the host: the CPU's sums, bit for bit up to the contraction of x·x + lane into one fused
+// multiply-add.
+void sums_of_squares(Context& ctx, double* sums, const float* const* parts, const size_t* counts, size_t k) {
+  std::vector<SquaresPart> table(k);
+  size_t chunks = 0;
+  for (size_t p = 0; p < k; ++p) {
+    table[p] = {parts[p], counts[p], chunks};
+    chunks += (counts[p] + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
+  }
+  std::fill(sums, sums + k, 0.0);
+  if (chunks == 0) return;
+  cudaStream_t stream = stream_of(ctx);
+  const size_t table_bytes = (k * sizeof(SquaresPart) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+  char* scratch = nullptr;  // (table, padded to doubles) then partial (chunks doubles)
+  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), table_bytes + chunks * sizeof(double), stream),
+        "cudaMallocAsync (sums_of_squares)");
+  auto* device_table = reinterpret_cast<SquaresPart*>(scratch);
+  auto* partial = reinterpret_cast<double*>(scratch + table_bytes);
+  check(cudaMemcpyAsync(device_table, table.data(), k * sizeof(SquaresPart), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (sums_of_squares table)");
+  sums_of_squares_kernel<<<blocks_for(chunks), kThreads, 0, stream>>>(partial, device_table, k, chunks);
+  check_launch("sums_of_squares");
   std::vector<double> host(chunks);
-  check(cudaMemcpyAsync(host.data(), partial, chunks * sizeof(double), cudaMemcpyDeviceToHost, stream_of(ctx)),
-        "cudaMemcpyAsync (sum_of_squares)");
-  check(cudaFreeAsync(partial, stream_of(ctx)), "cudaFreeAsync (sum_of_squares)");
-  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize (sum_of_squares)");
-  double total = 0.0;
-  for (double p : host) total += p;
-  return total;
+  check(cudaMemcpyAsync(host.data(), partial, chunks * sizeof(double), cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (sums_of_squares)");
+  check(cudaFreeAsync(scratch, stream), "cudaFreeAsync (sums_of_squares)");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sums_of_squares)");  // the table too: host memory
+  for (size_t p = 0; p < k; ++p) {
+    const size_t end = p + 1 < k ? table[p + 1].first_chunk : chunks;
+    for (size_t chunk = table[p].first_chunk; chunk < end; ++chunk) sums[p] += host[chunk];
+  }
 }
 
 }  // namespace trident::kernels::cuda

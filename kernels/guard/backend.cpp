@@ -159,11 +159,14 @@ void require_device(const char* op, int index, const void* pointer) {
 template <class T>
 void check_argument(const char*, int, const T&) {}  // values: sizes, scalars, the Context, host pointers
 void check_argument(const char* op, int index, const Tensor& tensor) { require_device(op, index, tensor.data); }
+void check_argument(const char* op, int index, const std::vector<Tensor>& tensors) {
+  for (const Tensor& tensor : tensors) require_device(op, index, tensor.data);
+}
 
 // Graphs (cuda.graphs): while a thread captures, its kernel calls are recorded, not run — each
 // a call of the CPU's entry with the arguments as they were (what a CUDA Graph's kernel nodes
 // hold) — and a replay runs them in order. A call CUDA cannot capture is reported: a transfer
-// to or from host memory, or a result the host reads (sum, sum_of_squares). The GEMM
+// to or from host memory, or a result the host reads (sum, sums_of_squares). The GEMM
 // preparations create host-side primitives only, run at once as on CUDA.
 thread_local std::vector<std::function<void()>>* t_recording = nullptr;
 
@@ -197,7 +200,8 @@ struct Wrap<R (*)(Args...), Op> {
     return (cpu_backend().kernels().*Op)(args...);
   }
   static R record(Args... args) {
-    if constexpr (std::is_same_v<R, double>) uncapturable(name, "its result is read on the host");
+    if constexpr (std::is_same_v<R, double> || std::is_same_v<R, std::vector<double>>)
+      uncapturable(name, "its result is read on the host");
     if (named(name, "upload") || named(name, "download")) uncapturable(name, "it copies host memory");
     if (named(name, "prepare_linear") || named(name, "prepare_attention")) return run(args...);
     t_recording->push_back([arguments = std::make_tuple(std::decay_t<Args>(args)...)]() mutable {
@@ -263,7 +267,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(crossentropy_losses);
   TRIDENT_GUARDED(crossentropy_backward);
   TRIDENT_GUARDED(adamw_update);
-  TRIDENT_GUARDED(sum_of_squares);
+  TRIDENT_GUARDED(sums_of_squares);
   return t;
 }
 

@@ -112,7 +112,8 @@ double StepRunner::run() {
     gpt_.backward(scale);
   }
   const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
-  optimizer_.step(ctx_, gpt_.params(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
+  float* params = gpt_.params();
+  optimizer_.step(ctx_, params, gpt_.low_params_to_write(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
   return seconds_since(start);
 }
 

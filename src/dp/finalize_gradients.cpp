@@ -19,17 +19,23 @@ void tie_embedding_gradients(model::Gpt2& model, comm::Communicator* embedding) 
 GradientNorm global_grad_norm(model::Gpt2& model, const Shard& shard, float clip, double gradient_scale,
                               comm::Communicator& data, comm::Communicator& tensor, comm::Communicator& pipeline) {
   kernels::Context ctx = model.context();
-  double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
+  // Each tensor's part of the shard, in one call (on a device one launch and one transfer).
+  std::vector<Tensor> parts;
+  std::vector<bool> split;  // over the tensor group, or replicated on it
   int64_t offset = 0;
   const model::Partition& part = model.partition();
   for (const model::ParamSpec& spec : model::param_specs(model.config(), part)) {
     const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
     const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
-    if (begin < end && !tied_copy)
-      squares[spec.sharded ? 0 : 1] +=
-          kernels::sum_of_squares(ctx, view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
+    if (begin < end && !tied_copy) {
+      parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
+      split.push_back(spec.sharded);
+    }
     offset += spec.count();
   }
+  double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
+  const std::vector<double> sums = kernels::sums_of_squares(ctx, parts);
+  for (size_t i = 0; i < sums.size(); ++i) squares[split[i] ? 0 : 1] += sums[i];
   if (shard.count() != model.num_parameters()) data.all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (tensor.size() > 1) tensor.all_reduce(squares, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   if (pipeline.size() > 1)  // every stage holds different tensors

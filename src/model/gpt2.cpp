@@ -74,6 +74,12 @@ void Gpt2::set_slots(int slots) {
   }
 }
 
+Tensor Gpt2::low_params_to_write() {
+  if (!low()) return Tensor{};
+  low_stale_ = false;
+  return params_low_.view();
+}
+
 void Gpt2::refresh_low_params() {
   if (!low() || !low_stale_) return;
   kernels::convert(ctx_, params_low_.view(), params_.view());

@@ -60,6 +60,10 @@ class Gpt2 {
     return params_.data();
   }
   const float* params() const { return params_.data(); }
+  // The 16-bit copy (empty in fp32) for an optimizer step that writes all of it while it
+  // updates every parameter (a fused AdamW): counted as current from here, so that the next
+  // forward does not convert the master again. Call it after the params() that step writes.
+  Tensor low_params_to_write();
   float* grads() { return grads_.data(); }
   // Where params() and grads() live (host memory on the CPU backend): host code reads or writes
   // them only through the two calls below, or kernels and communicators on this device.

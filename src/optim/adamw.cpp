@@ -25,12 +25,13 @@ AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, con
   }
 }
 
-void AdamW::step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
-                 float grad_scale) {
+void AdamW::step(kernels::Context& ctx, float* params, const Tensor& params_low, const float* grads, float lr,
+                 int64_t t, float grad_scale) {
   const Device device = m_.device();  // the parameters' and gradients' too
   for (const Segment& s : segments_) {
     const size_t n = static_cast<size_t>(s.count), moment = static_cast<size_t>(s.offset - shard_begin_);
-    kernels::adamw_update(ctx, view(params + s.offset, n, device), view(grads + s.offset, n, device),
+    const Tensor low = params_low.data != nullptr ? params_low.elements(s.offset, s.count) : Tensor{};
+    kernels::adamw_update(ctx, view(params + s.offset, n, device), low, view(grads + s.offset, n, device),
                           view(m_.data() + moment, n, device), view(v_.data() + moment, n, device), lr,
                           settings_.beta1, settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f,
                           t, grad_scale);
@@ -50,7 +51,7 @@ float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, flo
 GradNorm grad_norm(kernels::Context& ctx, const float* grads, int64_t n, float clip) {
   GradNorm result;
   const Tensor all = view(grads, static_cast<size_t>(n), kernels::backend_of(ctx).device());
-  result.norm = static_cast<float>(std::sqrt(kernels::sum_of_squares(ctx, all)));
+  result.norm = static_cast<float>(std::sqrt(kernels::sums_of_squares(ctx, {all})[0]));
   if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
   return result;
 }

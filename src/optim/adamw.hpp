@@ -26,8 +26,9 @@ class AdamW {
   AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
         const model::Partition& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
-  // grad_scale (the clipping factor).
-  void step(kernels::Context& ctx, float* params, const float* grads, float lr, int64_t t,
+  // grad_scale (the clipping factor). params_low, empty or the 16-bit copy of all the
+  // parameters (Gpt2::low_params_to_write): the shard's part of it written in the same pass.
+  void step(kernels::Context& ctx, float* params, const Tensor& params_low, const float* grads, float lr, int64_t t,
             float grad_scale = 1.0f);
   // The moments of the shard, m()[i - shard_begin] (written by a checkpoint restore).
   const float* m() const { return m_.data(); }

@@ -258,9 +258,13 @@ StepResult Trainer::train_step(int64_t step) {
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
   if (!result.skipped) {
-    optimizer_->step(ctx_, model_->params(), model_->grads(), result.lr, ++optimizer_updates_,
+    float* params = model_->params();
+    // Without ZeRO's gather the step updates every parameter: its 16-bit copy in the same pass.
+    const bool gathered = reducer_->gathers_params();
+    const Tensor params_low = gathered ? Tensor{} : model_->low_params_to_write();
+    optimizer_->step(ctx_, params, params_low, model_->grads(), result.lr, ++optimizer_updates_,
                      static_cast<float>(norm.clip_factor / fp16_scale));
-    reducer_->all_gather_params(model_->params());  // ZeRO-1: every shard to every replica
+    if (gathered) reducer_->all_gather_params(params);  // ZeRO-1: every shard to every replica
   }
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);

@@ -482,16 +482,34 @@ void optimizer(Report& r) {
   std::vector<float> v0 = random_floats(n, 123, 0.01f);
   for (float& x : v0) x = std::fabs(x);
   Floats params(random_floats(n, 120)), grads(random_floats(n, 121)), m(random_floats(n, 122, 0.01f)), v(v0);
-  kernels::adamw_update(g_cpu, params.host_tensor(), grads.host_tensor(), m.host_tensor(), v.host_tensor(), 3e-4f, 0.9f,
-                        0.95f, 1e-8f, 0.1f, 5, 0.7f);
-  kernels::adamw_update(g_gpu, params.tensor(), grads.tensor(), m.tensor(), v.tensor(), 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
-                        5, 0.7f);
+  kernels::adamw_update(g_cpu, params.host_tensor(), Tensor{}, grads.host_tensor(), m.host_tensor(), v.host_tensor(),
+                        3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  kernels::adamw_update(g_gpu, params.tensor(), Tensor{}, grads.tensor(), m.tensor(), v.tensor(), 3e-4f, 0.9f, 0.95f,
+                        1e-8f, 0.1f, 5, 0.7f);
   r.add(params, kF32, "adamw params");
   r.add(m, kF32, "adamw m");
   r.add(v, kF32, "adamw v");
-  const double cpu = kernels::sum_of_squares(g_cpu, grads.host_tensor());
-  const double gpu = kernels::sum_of_squares(g_gpu, grads.tensor());
-  r.add({std::fabs(gpu - cpu) / (1e-12 * cpu), "sum_of_squares " + std::to_string(gpu) + " vs " + std::to_string(cpu)});
+  // The fused 16-bit copy: what convert makes of the updated parameters on the GPU, bit for bit.
+  for (DType type : {DType::bf16, DType::fp16}) {
+    Halves fused(n), converted(n);
+    kernels::adamw_update(g_gpu, params.tensor(), fused.tensor(type), grads.tensor(), m.tensor(), v.tensor(), 3e-4f,
+                          0.9f, 0.95f, 1e-8f, 0.1f, 6, 0.7f);
+    kernels::convert(g_gpu, converted.tensor(type), params.tensor());
+    r.add(compare_bits(fused.from_gpu(type), converted.from_gpu(type), std::string("adamw copy ") + dtype_name(type)));
+  }
+  // Three parts (one empty, one within a chunk) in one launch, each against the CPU's.
+  const Tensor all = grads.tensor(), host = grads.host_tensor();
+  const size_t cuts[] = {0, 777, 777, n};
+  std::vector<Tensor> gpu_parts, cpu_parts;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    gpu_parts.push_back(all.elements(cuts[i], cuts[i + 1] - cuts[i]));
+    cpu_parts.push_back(host.elements(cuts[i], cuts[i + 1] - cuts[i]));
+  }
+  const std::vector<double> cpu = kernels::sums_of_squares(g_cpu, cpu_parts);
+  const std::vector<double> gpu = kernels::sums_of_squares(g_gpu, gpu_parts);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    r.add({std::fabs(gpu[i] - cpu[i]) / (1e-12 * cpu[i] + 1e-300),
+           "sums_of_squares part " + std::to_string(i) + ": " + std::to_string(gpu[i]) + " vs " + std::to_string(cpu[i])});
 }
 
 // The loss sum left on the device (one block, a fixed tree in double): the CPU's index-order sum

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernel_check.hpp"
+#include "kernels/common/elementwise.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/openmp_alternatives.hpp"
@@ -301,9 +302,30 @@ BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
     expected[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
   }
   for (float& x : g) x *= 2.0f;  // and the clipping factor undoes it
-  trident::kernels::adamw_update(ctx, as_tensor(p), as_tensor(g), as_tensor(m), as_tensor(v), lr, b1, b2, eps, wd, t,
-                                 0.5f);
+  trident::kernels::adamw_update(ctx, as_tensor(p), Tensor{}, as_tensor(g), as_tensor(m), as_tensor(v), lr, b1, b2, eps,
+                                 wd, t, 0.5f);
   expect_close(p, expected, 1e-6, 1e-3, "adamw");
+}
+
+// The fused 16-bit copy: the same parameters and moments as without it, and the copy what
+// convert makes of them, bit for bit, in bf16 and fp16.
+BOOST_AUTO_TEST_CASE(adamw_writes_the_16_bit_copy_convert_would) {
+  const size_t n = 1003;
+  for (DType type : {DType::bf16, DType::fp16}) {
+    auto p = random_vector(n, 104), g = random_vector(n, 105), m = random_vector(n, 106, 0.1f);
+    auto v = random_vector(n, 107, 0.1f);
+    for (float& x : v) x = std::fabs(x);
+    auto p2 = p, m2 = m, v2 = v;
+    std::vector<uint16_t> fused(n), converted(n);
+    trident::kernels::adamw_update(ctx, as_tensor(p), as_tensor(fused, type, {int64_t(n)}), as_tensor(g), as_tensor(m),
+                                   as_tensor(v), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
+    trident::kernels::adamw_update(ctx, as_tensor(p2), Tensor{}, as_tensor(g), as_tensor(m2), as_tensor(v2), 1e-3f, 0.9f,
+                                   0.95f, 1e-8f, 0.1f, 4, 0.7f);
+    trident::kernels::convert(ctx, as_tensor(converted, type, {int64_t(n)}), as_tensor(p2));
+    BOOST_TEST(p == p2, dtype_name(type));
+    BOOST_TEST((m == m2 && v == v2), dtype_name(type));
+    BOOST_TEST(fused == converted, dtype_name(type));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
@@ -312,12 +334,28 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_is_exact_enough_and_thread_independent) {
   for (float v : x) expected += static_cast<double>(v) * v;
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const double one = trident::kernels::sum_of_squares(ctx, as_tensor(x));
+  const double one = trident::kernels::sums_of_squares(ctx, {as_tensor(x)})[0];
   omp_set_num_threads(2);
-  const double two = trident::kernels::sum_of_squares(ctx, as_tensor(x));
+  const double two = trident::kernels::sums_of_squares(ctx, {as_tensor(x)})[0];
   omp_set_num_threads(threads);
   BOOST_TEST(std::fabs(one - expected) / expected < 1e-12);
   BOOST_TEST(one == two);  // bitwise
+}
+
+// Parts in one call (chunks of several parts in one parallel loop) sum as each part alone, bit
+// for bit, empty and sub-chunk parts included.
+BOOST_AUTO_TEST_CASE(sums_of_squares_of_parts_equal_each_part_alone) {
+  const auto x = random_vector(3 * trident::kernels::kSumOfSquaresChunk + 4567, 111);
+  const size_t cuts[] = {0, 10, 10, trident::kernels::kSumOfSquaresChunk + 3, 2 * trident::kernels::kSumOfSquaresChunk,
+                         x.size()};
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) parts.push_back(view(x.data() + cuts[i], cuts[i + 1] - cuts[i]));
+  const std::vector<double> together = trident::kernels::sums_of_squares(ctx, parts);
+  BOOST_REQUIRE_EQUAL(together.size(), parts.size());
+  for (size_t i = 0; i < parts.size(); ++i)
+    BOOST_TEST(together[i] == trident::kernels::sums_of_squares(ctx, {parts[i]})[0], "part " << i);
+  BOOST_TEST(together[1] == 0.0);  // the empty part
+  BOOST_TEST(trident::kernels::sums_of_squares(ctx, {}).empty());
 }
 
 BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
