@@ -190,6 +190,7 @@ bench: deps
 	@scripts/bench-parallel.sh
 	@scripts/bench-checkpoint.sh
 	@scripts/bench-recompute.sh
+	@scripts/bench-attention.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

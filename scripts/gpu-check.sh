@@ -9,7 +9,8 @@
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
 # each CUDA kernel against the CPU backend in a process of its own (then under compute-sanitizer's
 # memcheck where it exists), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on,
-# one-rank CPU-vs-CUDA training pairs, two-rank pairs on one GPU over MPI, NCCL last ("not
+# one-rank CPU-vs-CUDA training pairs, two-rank pairs on one GPU over MPI, GPT-2 124M with the
+# materialized attention and whole logits and its per-operation table (bench --ops), NCCL last ("not
 # exercised: one GPU" where there is one). After every part its verdict and figures are appended
 # to OUT/summary.txt (OUT default ./gpu-out) and printed; the same table ends the run even when
 # parts failed; the logs, with nvidia-smi's clocks and power every second, are packed into
@@ -151,7 +152,7 @@ kernel_check() {
 for check in $(gpu_tests --list); do kernel_check 60 "$check"; done
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
 for check in linear_f32 linear_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 attention_bf16 \
-    crossentropy; do
+    flash_attention crossentropy; do
   kernel_check 90 "$check" --gpt2
 done
 # memcheck over the small sizes (at 124M sizes it would take minutes).
@@ -217,7 +218,17 @@ PY
   done
 done
 
-# 6. NCCL, last: one rank per GPU.
+# 6. Issue 32's comparison, after the pairs (whose verdicts matter more): GPT-2 124M with the
+# attention and the head as before that issue (the defaults are flash and the chunked classifier).
+gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.classifier_chunk=0
+# Each operation's share of the step (trident bench --ops: events on the stream), at that size.
+within 120 trident bench inputs/bench-124m.deck --ops --kernels.device=cuda --optim.precision=bf16 --steps=3 \
+  --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
+ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
+[[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
+  verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
+
+# 7. NCCL, last: one rank per GPU.
 if ((gpus >= 2)); then
   within 120 mpirun -np 2 test_nccl > "$LOGS/nccl.log" 2>&1
   p=$(grep -c '^PASS' "$LOGS/nccl.log") f=$(grep -c '^FAIL' "$LOGS/nccl.log")
