@@ -497,16 +497,19 @@ void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& lo
 }
 
 void adamw_update(Context& ctx, const Tensor& params, const Tensor& params_low, const Tensor& grads, const Tensor& m,
-                  const Tensor& v, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                  float grad_scale) {
+                  const Tensor& v, const std::vector<AdamWSegment>& segments, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t t, float grad_scale) {
   const Arguments args("adamw_update");
   check_elementwise(args, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}});
   if (params_low.data != nullptr) {
     args.holds(params_low.dtype == DType::bf16 || params_low.dtype == DType::fp16, "params_low", "is not bf16 or fp16");
     args.exactly("params_low", params_low, params_low.dtype, params.shape.numel());
   }
-  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, params_low, grads, m, v, lr, beta1, beta2, eps,
-    weight_decay, t, grad_scale);
+  for (const AdamWSegment& s : segments)
+    args.holds(s.begin >= 0 && s.count >= 0 && s.begin + s.count <= params.shape.numel(), "segments",
+               "reach outside params");
+  entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, params_low, grads, m, v, segments, lr, beta1,
+    beta2, eps, weight_decay, t, grad_scale);
 }
 
 std::vector<double> sums_of_squares(Context& ctx, const std::vector<Tensor>& parts) {

@@ -69,6 +69,13 @@ struct Strides {
   int64_t batch, head, row, col;
 };
 
+// The parameters of one AdamW update (kernels::adamw_update) it applies weight decay to or not:
+// elements [begin, begin + count) of its tensors (LayerNorm weights and biases go without).
+struct AdamWSegment {
+  int64_t begin, count;
+  bool decay;
+};
+
 // The storage type of a precision (fp32: f32), and the precision of a 16-bit storage type.
 constexpr DType storage_dtype(Precision precision) {
   return precision == Precision::bf16 ? DType::bf16 : precision == Precision::fp16 ? DType::fp16 : DType::f32;

@@ -33,12 +33,23 @@ __global__ void add_inplace_kernel(float* acc, const float* x, size_t n) {
   FOR_EACH_ELEMENT(i, n) acc[i] += x[i];
 }
 
+// Up to kAdamWSegments segments of one launch, passed by value (no table to upload): blockIdx.y
+// is the segment, the x blocks stride over its elements.
+constexpr int kAdamWSegments = 64;
+struct AdamWSegments {
+  AdamWSegment at[kAdamWSegments];
+};
+
 // With params_low: the updated parameter rounded into the 16-bit copy as well (fp16 or bf16).
 __global__ void adamw_kernel(float* params, uint16_t* params_low, bool fp16, const float* grads, float* m, float* v,
-                             size_t n, AdamWStep step) {
-  FOR_EACH_ELEMENT(i, n) {
+                             AdamWSegments segments, AdamWStep step) {
+  const AdamWSegment s = segments.at[blockIdx.y];
+  AdamWStep segment_step = step;
+  if (!s.decay) segment_step.weight_decay = 0.0f;
+  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < size_t(s.count); j += size_t(gridDim.x) * blockDim.x) {
+    const size_t i = size_t(s.begin) + j;
     float p = params[i], m_i = m[i], v_i = v[i];
-    adamw_element(step, p, grads[i], m_i, v_i);
+    adamw_element(segment_step, p, grads[i], m_i, v_i);
     params[i] = p, m[i] = m_i, v[i] = v_i;
     if (params_low != nullptr) params_low[i] = fp16 ? fp16_round(p) : bf16_round(p);
   }
@@ -101,14 +112,25 @@ void add_inplace(Context& ctx, float* acc, const float* x, size_t n) {
   check_launch("add_inplace");
 }
 
+// One launch per kAdamWSegments segments (one for GPT-2's 16 tensors), sized by the longest.
 void adamw_update(Context& ctx, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
-                  float* v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
-                  float grad_scale) {
-  if (n == 0) return;
+                  float* v, const AdamWSegment* segments, size_t k, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, int64_t t, float grad_scale) {
   const AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, t, grad_scale);
-  adamw_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(params, params_low, low_type == DType::fp16, grads, m,
-                                                               v, n, step);
-  check_launch("adamw_update");
+  for (size_t first = 0; first < k; first += kAdamWSegments) {
+    const size_t count = std::min<size_t>(kAdamWSegments, k - first);
+    AdamWSegments launch{};
+    size_t longest = 0;
+    for (size_t i = 0; i < count; ++i) {
+      launch.at[i] = segments[first + i];
+      longest = std::max(longest, size_t(segments[first + i].count));
+    }
+    if (longest == 0) continue;
+    const dim3 grid(blocks_for(longest), unsigned(count));
+    adamw_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(params, params_low, low_type == DType::fp16, grads, m, v,
+                                                        launch, step);
+    check_launch("adamw_update");
+  }
 }
 
 // Every part's chunk sums on the device in one launch (the parts' table uploaded in front of the

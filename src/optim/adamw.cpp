@@ -20,7 +20,7 @@ AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, con
   int64_t offset = 0;
   for (const model::ParamSpec& spec : model::param_specs(config, slice)) {
     const int64_t begin = std::max(offset, shard_begin), end = std::min(offset + spec.count(), shard_end);
-    if (begin < end) segments_.push_back({begin, end - begin, spec.weight_decay});
+    if (begin < end) segments_.push_back({begin - shard_begin, end - begin, spec.weight_decay});
     offset += spec.count();
   }
 }
@@ -28,14 +28,11 @@ AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, con
 void AdamW::step(kernels::Context& ctx, float* params, const Tensor& params_low, const float* grads, float lr,
                  int64_t t, float grad_scale) {
   const Device device = m_.device();  // the parameters' and gradients' too
-  for (const Segment& s : segments_) {
-    const size_t n = static_cast<size_t>(s.count), moment = static_cast<size_t>(s.offset - shard_begin_);
-    const Tensor low = params_low.data != nullptr ? params_low.elements(s.offset, s.count) : Tensor{};
-    kernels::adamw_update(ctx, view(params + s.offset, n, device), low, view(grads + s.offset, n, device),
-                          view(m_.data() + moment, n, device), view(v_.data() + moment, n, device), lr,
-                          settings_.beta1, settings_.beta2, settings_.eps, s.decay ? settings_.weight_decay : 0.0f,
-                          t, grad_scale);
-  }
+  const size_t n = m_.size();           // the shard, from shard_begin_
+  const Tensor low = params_low.data != nullptr ? params_low.elements(shard_begin_, int64_t(n)) : Tensor{};
+  kernels::adamw_update(ctx, view(params + shard_begin_, n, device), low, view(grads + shard_begin_, n, device),
+                        m_.view(), v_.view(), segments_, lr, settings_.beta1, settings_.beta2, settings_.eps,
+                        settings_.weight_decay, t, grad_scale);
 }
 
 float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,

@@ -37,13 +37,9 @@ class AdamW {
   float* v() { return v_.data(); }
 
  private:
-  struct Segment {
-    int64_t offset, count;  // in the flat buffer, clipped to the shard
-    bool decay;
-  };
   AdamWSettings settings_;
   int64_t shard_begin_ = 0;
-  std::vector<Segment> segments_;  // one per parameter tensor
+  std::vector<kernels::AdamWSegment> segments_;  // one per parameter tensor, clipped to the shard, from its start
   Buffer<float> m_, v_;
 };
 

@@ -482,18 +482,20 @@ void optimizer(Report& r) {
   std::vector<float> v0 = random_floats(n, 123, 0.01f);
   for (float& x : v0) x = std::fabs(x);
   Floats params(random_floats(n, 120)), grads(random_floats(n, 121)), m(random_floats(n, 122, 0.01f)), v(v0);
+  // Three segments in one launch, the middle one without weight decay.
+  const std::vector<kernels::AdamWSegment> segments = {{0, 1000, true}, {1000, 77, false}, {1077, int64_t(n) - 1077, true}};
   kernels::adamw_update(g_cpu, params.host_tensor(), Tensor{}, grads.host_tensor(), m.host_tensor(), v.host_tensor(),
-                        3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
-  kernels::adamw_update(g_gpu, params.tensor(), Tensor{}, grads.tensor(), m.tensor(), v.tensor(), 3e-4f, 0.9f, 0.95f,
-                        1e-8f, 0.1f, 5, 0.7f);
+                        segments, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
+  kernels::adamw_update(g_gpu, params.tensor(), Tensor{}, grads.tensor(), m.tensor(), v.tensor(), segments, 3e-4f, 0.9f,
+                        0.95f, 1e-8f, 0.1f, 5, 0.7f);
   r.add(params, kF32, "adamw params");
   r.add(m, kF32, "adamw m");
   r.add(v, kF32, "adamw v");
   // The fused 16-bit copy: what convert makes of the updated parameters on the GPU, bit for bit.
   for (DType type : {DType::bf16, DType::fp16}) {
     Halves fused(n), converted(n);
-    kernels::adamw_update(g_gpu, params.tensor(), fused.tensor(type), grads.tensor(), m.tensor(), v.tensor(), 3e-4f,
-                          0.9f, 0.95f, 1e-8f, 0.1f, 6, 0.7f);
+    kernels::adamw_update(g_gpu, params.tensor(), fused.tensor(type), grads.tensor(), m.tensor(), v.tensor(), segments,
+                          3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 6, 0.7f);
     kernels::convert(g_gpu, converted.tensor(type), params.tensor());
     r.add(compare_bits(fused.from_gpu(type), converted.from_gpu(type), std::string("adamw copy ") + dtype_name(type)));
   }

@@ -302,9 +302,31 @@ BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
     expected[i] = p[i] - lr * (mhat / (std::sqrt(vhat) + eps) + wd * p[i]);
   }
   for (float& x : g) x *= 2.0f;  // and the clipping factor undoes it
-  trident::kernels::adamw_update(ctx, as_tensor(p), Tensor{}, as_tensor(g), as_tensor(m), as_tensor(v), lr, b1, b2, eps,
-                                 wd, t, 0.5f);
+  trident::kernels::adamw_update(ctx, as_tensor(p), Tensor{}, as_tensor(g), as_tensor(m), as_tensor(v), {{0, 50, true}},
+                                 lr, b1, b2, eps, wd, t, 0.5f);
   expect_close(p, expected, 1e-6, 1e-3, "adamw");
+}
+
+// Segments in one call: each as its own call with its decay, bit for bit; what no segment lists
+// untouched.
+BOOST_AUTO_TEST_CASE(adamw_segments_update_as_separate_calls) {
+  const size_t n = 700;
+  auto p = random_vector(n, 108), g = random_vector(n, 109), m = random_vector(n, 110, 0.1f);
+  auto v = random_vector(n, 111, 0.1f);
+  for (float& x : v) x = std::fabs(x);
+  auto p2 = p, m2 = m, v2 = v;
+  const std::vector<trident::kernels::AdamWSegment> segments = {{0, 300, true}, {300, 1, false}, {301, 0, true},
+                                                                {310, 390, false}};
+  trident::kernels::adamw_update(ctx, as_tensor(p), Tensor{}, as_tensor(g), as_tensor(m), as_tensor(v), segments, 1e-3f,
+                                 0.9f, 0.95f, 1e-8f, 0.1f, 2, 1.0f);
+  for (const auto& s : segments) {
+    const size_t b = size_t(s.begin), c = size_t(s.count);
+    auto part = [&](std::vector<float>& x) { return view(x.data() + b, c); };
+    trident::kernels::adamw_update(ctx, part(p2), Tensor{}, view(g.data() + b, c), part(m2), part(v2),
+                                   {{0, s.count, s.decay}}, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2, 1.0f);
+  }
+  BOOST_TEST((p == p2 && m == m2 && v == v2));
+  BOOST_TEST(p[305] == random_vector(n, 108)[305]);  // in no segment
 }
 
 // The fused 16-bit copy: the same parameters and moments as without it, and the copy what
@@ -317,10 +339,11 @@ BOOST_AUTO_TEST_CASE(adamw_writes_the_16_bit_copy_convert_would) {
     for (float& x : v) x = std::fabs(x);
     auto p2 = p, m2 = m, v2 = v;
     std::vector<uint16_t> fused(n), converted(n);
+    const std::vector<trident::kernels::AdamWSegment> all = {{0, int64_t(n), true}};
     trident::kernels::adamw_update(ctx, as_tensor(p), as_tensor(fused, type, {int64_t(n)}), as_tensor(g), as_tensor(m),
-                                   as_tensor(v), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
-    trident::kernels::adamw_update(ctx, as_tensor(p2), Tensor{}, as_tensor(g), as_tensor(m2), as_tensor(v2), 1e-3f, 0.9f,
-                                   0.95f, 1e-8f, 0.1f, 4, 0.7f);
+                                   as_tensor(v), all, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
+    trident::kernels::adamw_update(ctx, as_tensor(p2), Tensor{}, as_tensor(g), as_tensor(m2), as_tensor(v2), all, 1e-3f,
+                                   0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
     trident::kernels::convert(ctx, as_tensor(converted, type, {int64_t(n)}), as_tensor(p2));
     BOOST_TEST(p == p2, dtype_name(type));
     BOOST_TEST((m == m2 && v == v2), dtype_name(type));
