@@ -46,7 +46,8 @@ __global__ void adamw_kernel(float* params, uint16_t* params_low, bool fp16, con
   const AdamWSegment s = segments.at[blockIdx.y];
   AdamWStep segment_step = step;
   if (!s.decay) segment_step.weight_decay = 0.0f;
-  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < size_t(s.count); j += size_t(gridDim.x) * blockDim.x) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < size_t(s.count); j += stride) {
     const size_t i = size_t(s.begin) + j;
     float p = params[i], m_i = m[i], v_i = v[i];
     adamw_element(segment_step, p, grads[i], m_i, v_i);
