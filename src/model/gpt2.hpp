@@ -93,9 +93,9 @@ class Gpt2 {
   // left to do. Before prepare().
   void set_flash_attention(bool on) { flash_ = on; }
   // model.classifier_chunk = n > 0: the fused, chunked classifier (model/classifier.hpp), the
-  // head and its loss over chunks of n tokens — only (n, Vp/p) logits exist, recomputed in
-  // backward; no logits() then. 0: the (B, T, Vp/p) logits kept per slot from forward to
-  // backward. Before prepare().
+  // head, its loss and (in a training forward, enqueue_forward's backward_scale) its gradient
+  // over chunks of n tokens — only (n, Vp/p) logits exist; no logits() then. 0: the (B, T, Vp/p)
+  // logits kept per slot from forward to backward. Before prepare().
   void set_classifier_chunk(int rows) { classifier_chunk_ = rows; }
   // Allocates every slot for micro-batches of (B, T) (forward does it too).
   void prepare(int B, int T);
@@ -198,7 +198,8 @@ class Gpt2 {
     std::vector<LayerActivations> layers;    // this stage's blocks
     Kept lnf;                                // (B,T,C) last stage
     Buffer<float> lnf_mean, lnf_var;         // (B,T), (B,T) last stage
-    Buffer<float> logits;                    // (B,T,Vp/p) last stage, whole classifier; dlogits in place
+    Buffer<float> logits;                    // (B,T,Vp/p) last stage, whole classifier; dlogits
+                                             // in place
     Buffer<float> d_lnf;                     // (B,T,C) last stage, chunked classifier: the head's
                                              // gradient from a training forward
     std::optional<float> head_gradient;      // the loss scale d_lnf was computed with (host state)
