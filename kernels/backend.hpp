@@ -74,6 +74,10 @@ class Backend : public Allocator {
   // Bytes of memory of this process's device, what the memory model checks a job against; 0
   // where the model's memory is the host's (the CPU).
   virtual double memory_bytes() const { return 0; }
+  // The operations so far whose result the host read out of device memory — download, sum,
+  // sums_of_squares: each a device-to-host copy the host waits for — where the backend counts
+  // them (the guard: issue 30's "no host round trip" proof); −1 where it does not.
+  virtual int64_t host_reads() const { return -1; }
 
   // Streams of the device (seed §3.2: communication on a stream of its own, ordered against the
   // compute stream by events). On the CPU every call runs to completion in the calling thread,

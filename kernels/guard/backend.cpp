@@ -170,6 +170,9 @@ void check_argument(const char* op, int index, const std::vector<Tensor>& tensor
 // preparations create host-side primitives only, run at once as on CUDA.
 thread_local std::vector<std::function<void()>>* t_recording = nullptr;
 
+// Backend::host_reads: the calls whose result the host read (every thread's).
+std::atomic<int64_t> g_host_reads{0};
+
 struct RecordedGraph {
   std::vector<std::function<void()>> calls;
 };
@@ -213,6 +216,7 @@ struct Wrap<R (*)(Args...), Op> {
   static R call(Args... args) {
     int index = 0;
     (check_argument(name, index++, args), ...);
+    if (named(name, "download") || named(name, "sum") || named(name, "sums_of_squares")) ++g_host_reads;
     if (t_recording != nullptr) return record(args...);
     return run(args...);
   }
@@ -286,6 +290,7 @@ class GuardBackend final : public Backend {
     guard().unmap(pointer);
   }
   const char* name() const override { return "guard"; }
+  int64_t host_reads() const override { return g_host_reads.load(); }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override { return ""; }
   // Graphs as CUDA's: recorded on the capturing thread, replayed in order (the stream is the

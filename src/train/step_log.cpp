@@ -48,6 +48,7 @@ void StepLog::step(int64_t step, const StepResult& r, double tokens) {
   metrics_->append("step_ms", r.seconds * 1e3);
   metrics_->append("memory_mb", memory.total_current() / 1048576.0);
   metrics_->append_int("skipped", r.skipped ? 1 : 0);
+  if (r.host_reads >= 0) metrics_->append_int("host_reads", r.host_reads);
   if (loss_scaled_) metrics_->append("loss_scale", r.loss_scale);
   if ((step + 1) % log_interval_ != 0 && step + 1 != total_steps_ && step != start_step_ && !r.skipped) return;
   print0(console_line(step, r, tokens_per_s, tflops));

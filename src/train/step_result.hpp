@@ -13,6 +13,9 @@ struct StepResult {
   pipeline::StepTimes pipeline;                       // this stage's compute and waiting
   bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made
   double loss_scale = 1;  // fp16: the loss scale the step ran with
+  // Device results the host read in the step (Backend::host_reads), the most of any rank; −1
+  // where the backend does not count them (all but the guard).
+  int64_t host_reads = -1;
 };
 
 }  // namespace trident

@@ -235,6 +235,7 @@ StepResult Trainer::train_step(int64_t step) {
       if (layer >= 0) reducer_->on_final(layer);
     };
   StepResult result;
+  const int64_t reads_before = kernels::backend_of(ctx_).host_reads();
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
   double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
@@ -268,6 +269,11 @@ StepResult Trainer::train_step(int64_t step) {
   }
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);
+  if (reads_before >= 0) {  // the guard: a host all-reduce, outside the step's time
+    double reads = static_cast<double>(kernels::backend_of(ctx_).host_reads() - reads_before);
+    collectives_.world->all_reduce(&reads, 1, DType::f64, comm::Op::Max, Stream{}).wait();
+    result.host_reads = static_cast<int64_t>(reads);
+  }
   return result;
 }
 

@@ -112,3 +112,24 @@ if grep -q "memory: peak tracked memory .* of the 476.8 MiB budget (the memory o
 then pass doctor_uses_device_memory; else fail doctor_uses_device_memory "$(grep -m1 'memory' doctor_fits.out)"; fi
 expect_user_error guard_memory_without_guard "kernels.guard_memory_gb = 1|set kernels.device = guard" \
   "$TRIDENT" train "$WORK/g.deck" --kernels.guard_memory_gb=1
+
+# Host round trips per step (issue 30, item 4): the guard counts each device result the host
+# reads (download, sum, sums_of_squares), metrics.h5's host_reads, the most of any rank. One
+# rank, with and without cuda.graphs: 2 per step — the micro-batches' loss sums in one transfer
+# and the gradient norm's partial sums in one (issue 32 made the norm one call: it was 16). The
+# target is 1, the norm folded into the step's one batched read. With several ranks on
+# comm.backend = mpi the count also holds the communication's staging through host memory (none
+# with NCCL), so those runs are not held to it here.
+host_reads() {  # host_reads RUN: the per-step counts, space-separated
+  $PY -c "import h5py, sys; print(*h5py.File(sys.argv[1] + '/metrics.h5', 'r')['host_reads'][:])" "$1" 2> /dev/null
+}
+for graphs in false true; do
+  name="host_reads_graphs_$graphs"
+  mpirun -np 1 "$TRIDENT" train g.deck --train.run_dir="$name" --kernels.device=guard --cuda.graphs=$graphs \
+    > "$name.out" 2>&1
+  counts=$(host_reads "$name")
+  if [[ -n $counts && $(tr ' ' '\n' <<<"$counts" | sort -u) == 2 ]]; then pass "$name (per step: $counts)"
+  else fail "$name" "host reads per step: ${counts:-none recorded}"; fi
+done
+if [[ -z $(host_reads serial_fp32_cpu) ]]; then pass host_reads_only_where_counted
+else fail host_reads_only_where_counted "the CPU run recorded host_reads"; fi
