@@ -120,20 +120,14 @@ void adamw_loop(float* params, uint16_t* params_low, const float* grads, float* 
 void adamw_update(Context&, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
                   float* v, const AdamWSegment* segments, size_t k, float lr, float beta1, float beta2, float eps,
                   float weight_decay, int64_t t, float grad_scale) {
+  const auto loop = params_low == nullptr        ? &adamw_loop<LowCopy::none>
+                    : low_type == DType::bf16 ? &adamw_loop<LowCopy::bf16>
+                                              : &adamw_loop<LowCopy::fp16>;
   for (size_t i = 0; i < k; ++i) {
     const int64_t b = segments[i].begin;
-    const size_t n = static_cast<size_t>(segments[i].count);
-    const float decay = segments[i].decay ? weight_decay : 0.0f;
-    uint16_t* low = params_low != nullptr ? params_low + b : nullptr;
-    if (low == nullptr)
-      adamw_loop<LowCopy::none>(params + b, nullptr, grads + b, m + b, v + b, n, lr, beta1, beta2, eps, decay, t,
-                                grad_scale);
-    else if (low_type == DType::bf16)
-      adamw_loop<LowCopy::bf16>(params + b, low, grads + b, m + b, v + b, n, lr, beta1, beta2, eps, decay, t,
-                                grad_scale);
-    else
-      adamw_loop<LowCopy::fp16>(params + b, low, grads + b, m + b, v + b, n, lr, beta1, beta2, eps, decay, t,
-                                grad_scale);
+    loop(params + b, params_low != nullptr ? params_low + b : nullptr, grads + b, m + b, v + b,
+         static_cast<size_t>(segments[i].count), lr, beta1, beta2, eps, segments[i].decay ? weight_decay : 0.0f, t,
+         grad_scale);
   }
 }
 

@@ -202,9 +202,14 @@ struct Wrap<R (*)(Args...), Op> {
     Opened opened;
     return (cpu_backend().kernels().*Op)(args...);
   }
+  // The host reads the result: a value returned (sum, sums_of_squares), or download's copy.
+  static constexpr bool kReturnsToHost = std::is_same_v<R, double> || std::is_same_v<R, std::vector<double>>;
+  static bool reads_host() {
+    static const bool reads = kReturnsToHost || named(name, "download");  // decided once: name is set by then
+    return reads;
+  }
   static R record(Args... args) {
-    if constexpr (std::is_same_v<R, double> || std::is_same_v<R, std::vector<double>>)
-      uncapturable(name, "its result is read on the host");
+    if constexpr (kReturnsToHost) uncapturable(name, "its result is read on the host");
     if (named(name, "upload") || named(name, "download")) uncapturable(name, "it copies host memory");
     if (named(name, "prepare_linear") || named(name, "prepare_attention")) return run(args...);
     t_recording->push_back([arguments = std::make_tuple(std::decay_t<Args>(args)...)]() mutable {
@@ -216,7 +221,7 @@ struct Wrap<R (*)(Args...), Op> {
   static R call(Args... args) {
     int index = 0;
     (check_argument(name, index++, args), ...);
-    if (named(name, "download") || named(name, "sum") || named(name, "sums_of_squares")) ++g_host_reads;
+    if (reads_host()) ++g_host_reads;
     if (t_recording != nullptr) return record(args...);
     return run(args...);
   }

@@ -37,6 +37,18 @@ inline std::vector<float> random_vector(size_t n, unsigned seed, float scale = 1
   return v;
 }
 
+// An AdamW problem of n parameters from seeds seed … seed + 3: parameters and gradients of order
+// 1, the moments of order 0.1 (the second one non-negative, as a second moment is).
+struct AdamWState {
+  std::vector<float> params, grads, m, v;
+};
+inline AdamWState random_adamw_state(size_t n, unsigned seed) {
+  AdamWState s{random_vector(n, seed), random_vector(n, seed + 1), random_vector(n, seed + 2, 0.1f),
+               random_vector(n, seed + 3, 0.1f)};
+  for (float& x : s.v) x = std::fabs(x);
+  return s;
+}
+
 // max |a − b| / (|b| + atol) over all entries must stay below rtol.
 inline void expect_close(const std::vector<float>& actual, const std::vector<double>& expected,
                          double rtol, double atol, const std::string& what) {

@@ -290,9 +290,7 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
 }
 
 BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
-  auto p = random_vector(50, 100), g = random_vector(50, 101), m = random_vector(50, 102, 0.1f);
-  auto v = random_vector(50, 103, 0.1f);
-  for (float& x : v) x = std::fabs(x);
+  auto [p, g, m, v] = random_adamw_state(50, 100);
   std::vector<double> expected(50);
   const double lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
   const int t = 3;
@@ -311,9 +309,7 @@ BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
 // untouched.
 BOOST_AUTO_TEST_CASE(adamw_segments_update_as_separate_calls) {
   const size_t n = 700;
-  auto p = random_vector(n, 108), g = random_vector(n, 109), m = random_vector(n, 110, 0.1f);
-  auto v = random_vector(n, 111, 0.1f);
-  for (float& x : v) x = std::fabs(x);
+  auto [p, g, m, v] = random_adamw_state(n, 108);
   auto p2 = p, m2 = m, v2 = v;
   const std::vector<trident::kernels::AdamWSegment> segments = {{0, 300, true}, {300, 1, false}, {301, 0, true},
                                                                 {310, 390, false}};
@@ -334,9 +330,7 @@ BOOST_AUTO_TEST_CASE(adamw_segments_update_as_separate_calls) {
 BOOST_AUTO_TEST_CASE(adamw_writes_the_16_bit_copy_convert_would) {
   const size_t n = 1003;
   for (DType type : {DType::bf16, DType::fp16}) {
-    auto p = random_vector(n, 104), g = random_vector(n, 105), m = random_vector(n, 106, 0.1f);
-    auto v = random_vector(n, 107, 0.1f);
-    for (float& x : v) x = std::fabs(x);
+    auto [p, g, m, v] = random_adamw_state(n, 104);
     auto p2 = p, m2 = m, v2 = v;
     std::vector<uint16_t> fused(n), converted(n);
     const std::vector<trident::kernels::AdamWSegment> all = {{0, int64_t(n), true}};

@@ -119,9 +119,7 @@ BOOST_AUTO_TEST_CASE(gelu_matches_the_cpu) {
 
 BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu) {
   const size_t n = 3000;
-  auto params = random_vector(n, 20), grads = random_vector(n, 21), m = random_vector(n, 22, 0.1f);
-  auto v = random_vector(n, 23, 0.1f);
-  for (float& x : v) x = std::fabs(x);
+  auto [params, grads, m, v] = random_adamw_state(n, 20);
   auto p2 = params, m2 = m, v2 = v;
   const kernels::AdamWSegment all{0, int64_t(n), true};
   kernels::cpu::adamw_update(ctx, params.data(), nullptr, DType::bf16, grads.data(), m.data(), v.data(), &all, 1, 3e-4f,
