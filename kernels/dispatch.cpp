@@ -195,7 +195,6 @@ void check_layernorm(const Arguments& args, const Tensor& inp, const Tensor& wei
 void check_embedding(const Arguments& args, const Tensor& tokens, const char* table_name, const Tensor& table,
                      const char* activation_name, const Tensor& activation) {
   args.type("tokens", tokens, DType::i32);
-  args.type(table_name, table, DType::f32);
   args.f32(activation_name, activation, tokens.shape.numel() * matrix_cols(table));
 }
 
@@ -434,12 +433,16 @@ void attention_decode(Context& ctx, const Tensor& out, const Tensor& scores, con
 }
 
 void embedding_forward(Context& ctx, const Tensor& out, const Tensor& tokens, const Tensor& wte, int vocab_begin) {
-  check_embedding(Arguments("embedding_forward"), tokens, "wte", wte, "out", out);
+  const Arguments args("embedding_forward");
+  check_embedding(args, tokens, "wte", wte, "out", out);
+  args.operand("wte", wte);  // f32, or the 16-bit parameters of a bf16/fp16 model
   entry(ctx, &KernelTable::embedding_forward, "embedding_forward")(ctx, out, tokens, wte, vocab_begin);
 }
 
 void embedding_backward(Context& ctx, const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int vocab_begin) {
-  check_embedding(Arguments("embedding_backward"), tokens, "dwte", dwte, "dout", dout);
+  const Arguments args("embedding_backward");
+  check_embedding(args, tokens, "dwte", dwte, "dout", dout);
+  args.type("dwte", dwte, DType::f32);
   entry(ctx, &KernelTable::embedding_backward, "embedding_backward")(ctx, dwte, dout, tokens, vocab_begin);
 }
 

@@ -1,10 +1,15 @@
 // Token and position embeddings, forward and backward.
+#include "kernels/common/low16.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {
 
-void embedding_forward(Context&, float* out, const int32_t* tokens, const float* wte,
-                       int vocab_begin, int rows, int B, int T, int C) {
+namespace {
+
+// out (B·T, C) = the widened wte rows of the tokens in the slice, 0 for the others.
+template <class Element, class Widen>
+void gather_rows(float* out, const int32_t* tokens, const Element* wte, int vocab_begin, int rows, int B, int T,
+                 int C, Widen widen) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < B * T; ++n) {
     float* y = out + static_cast<size_t>(n) * C;
@@ -13,9 +18,24 @@ void embedding_forward(Context&, float* out, const int32_t* tokens, const float*
       for (int c = 0; c < C; ++c) y[c] = 0.0f;
       continue;
     }
-    const float* token_row = wte + static_cast<size_t>(row) * C;
-    for (int c = 0; c < C; ++c) y[c] = token_row[c];
+    const Element* token_row = wte + static_cast<size_t>(row) * C;
+    for (int c = 0; c < C; ++c) y[c] = widen(token_row[c]);
   }
+}
+
+}  // namespace
+
+void embedding_forward(Context&, float* out, const int32_t* tokens, const float* wte, int vocab_begin, int rows,
+                       int B, int T, int C) {
+  gather_rows(out, tokens, wte, vocab_begin, rows, B, T, C, [](float x) { return x; });
+}
+
+void embedding_forward_low16(Context&, Precision precision, float* out, const int32_t* tokens, const low16* wte,
+                             int vocab_begin, int rows, int B, int T, int C) {
+  if (precision == Precision::fp16)
+    gather_rows(out, tokens, wte, vocab_begin, rows, B, T, C, [](low16 x) { return low16_widen<true>(x); });
+  else
+    gather_rows(out, tokens, wte, vocab_begin, rows, B, T, C, [](low16 x) { return low16_widen<false>(x); });
 }
 
 void positions_forward(Context&, float* out, const float* wpe, int B, int T, int C) {

@@ -1,6 +1,7 @@
 // Token and position embeddings, forward and backward. The backward kernels give each gradient
 // entry one thread that adds its contributions in position order (no atomics): the CPU's order,
 // so the same sums.
+#include "kernels/common/low16.hpp"
 #include "kernels/common/rows.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
@@ -8,13 +9,31 @@
 namespace trident::kernels::cuda {
 namespace {
 
-// out (B·T, C) = wte[token − vocab_begin], 0 outside the slice
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, int vocab_begin,
+__device__ inline float widen_element(float x) { return x; }
+template <bool fp16>
+struct Low16 {
+  uint16_t bits;
+};
+template <bool fp16>
+__device__ inline float widen_element(Low16<fp16> x) { return low16_widen<fp16>(x.bits); }
+
+// out (B·T, C) = wte[token − vocab_begin] widened, 0 outside the slice
+template <class Element>
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const Element* wte, int vocab_begin,
                                          int rows, size_t n, int C) {
   FOR_EACH_ELEMENT(i, n) {
     const int row = slice_column(tokens[i / C], vocab_begin, rows);
-    out[i] = row < 0 ? 0.0f : wte[static_cast<size_t>(row) * C + i % C];
+    out[i] = row < 0 ? 0.0f : widen_element(wte[static_cast<size_t>(row) * C + i % C]);
   }
+}
+
+template <class Element>
+void launch_embedding_forward(Context& ctx, float* out, const int32_t* tokens, const Element* wte, int vocab_begin,
+                              int rows, int B, int T, int C) {
+  const size_t n = static_cast<size_t>(B) * T * C;
+  if (n == 0) return;
+  embedding_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out, tokens, wte, vocab_begin, rows, n, C);
+  check_launch("embedding_forward");
 }
 
 // out (B, T, C) += wpe[t]
@@ -52,10 +71,15 @@ __global__ void positions_backward_kernel(float* dwpe, const float* dout, int B,
 
 void embedding_forward(Context& ctx, float* out, const int32_t* tokens, const float* wte, int vocab_begin, int rows,
                        int B, int T, int C) {
-  const size_t n = static_cast<size_t>(B) * T * C;
-  if (n == 0) return;
-  embedding_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out, tokens, wte, vocab_begin, rows, n, C);
-  check_launch("embedding_forward");
+  launch_embedding_forward(ctx, out, tokens, wte, vocab_begin, rows, B, T, C);
+}
+
+void embedding_forward_low16(Context& ctx, Precision precision, float* out, const int32_t* tokens, const low16* wte,
+                             int vocab_begin, int rows, int B, int T, int C) {
+  if (precision == Precision::fp16)
+    launch_embedding_forward(ctx, out, tokens, reinterpret_cast<const Low16<true>*>(wte), vocab_begin, rows, B, T, C);
+  else
+    launch_embedding_forward(ctx, out, tokens, reinterpret_cast<const Low16<false>*>(wte), vocab_begin, rows, B, T, C);
 }
 
 void positions_forward(Context& ctx, float* out, const float* wpe, int B, int T, int C) {

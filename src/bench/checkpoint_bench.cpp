@@ -57,7 +57,15 @@ int run_checkpoint_bench(comm::Communicator& world, const Job& job, int repeats)
     v[i] = 1e-6f * std::abs(static_cast<float>(normal_at(1, 2, i)));
   }
   const bool replica0 = job.grid.coord_of(world.rank()).dp == 0;
-  ckpt::StateView view{config, part, params.data(), replica0, m.data(), v.data(), 0, static_cast<int64_t>(n), replica0, Device{}};
+  ckpt::StateView view;
+  view.config = config;
+  view.part = part;
+  view.params = params.data();
+  view.params_owner = replica0;
+  view.m = m.data();
+  view.v = v.data();
+  view.moments_end = static_cast<int64_t>(n);
+  view.moments_owner = replica0;
   ckpt::Metadata metadata;
   metadata.model = config;
   metadata.tensor = job.grid.tp_size();

@@ -88,8 +88,10 @@ double GemmPass::run() {
 StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                        kernels::Precision precision)
     : ctx_(device), config_(model_config(settings.model, deck)), gpt_(config_, ctx_, {}, precision),
-      optimizer_(device, config_, {}) {
-  initialise_parameters(settings, gpt_);
+      optimizer_(device, config_, {}, {}, 0, -1, precision) {
+  const std::vector<float> initial = initial_parameters(settings, gpt_);
+  gpt_.upload_params(initial.data());
+  optimizer_.load_master(ctx_, initial.data());
   const RecomputeChoice recompute = choose_recompute(ctx_, settings, deck, layout::Grid(1, 1, 1), config_);
   gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   gpt_.set_attention_recompute(recompute.mode == "selective");
@@ -112,8 +114,7 @@ double StepRunner::run() {
     gpt_.backward(scale);
   }
   const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
-  float* params = gpt_.params();
-  optimizer_.step(ctx_, params, gpt_.low_params_to_write(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
+  optimizer_.step(ctx_, gpt_.parameters_to_write(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
   return seconds_since(start);
 }
 

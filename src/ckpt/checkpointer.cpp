@@ -136,7 +136,7 @@ StateView Checkpointer::stage(const StateView& state) {
   StateView staged = state;
   staged.device = Device{};
   staged.backend = nullptr;
-  const size_t params = static_cast<size_t>(model::num_parameters(state.config, state.part));
+  const size_t params = static_cast<size_t>(state.params_count());
   const size_t moments = static_cast<size_t>(state.moments_end - state.moments_begin);
   if (state.params_owner) {
     stage_values(staged_params_, state.params, params, state);

@@ -15,25 +15,24 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   const bool owner = (specs[tensor].sharded || state.part.rank == 0) && !(tensor == 0 && !state.part.first_stage);
   Piece piece;
   if (slab.elements() == 0 || (writing && !owner)) return piece;
-  if (section == 0) {
-    if (writing && !state.params_owner) return piece;
-    piece.slabs = {slab.slice};
-    piece.data = state.params + offset;
-    return piece;
-  }
-  float* moments = section == 1 ? state.m : state.v;
-  if (!moments || (writing && !state.moments_owner)) return piece;
-  const int64_t begin = std::max(offset, state.moments_begin) - offset;
-  const int64_t end = std::min(offset + slab.elements(), state.moments_end) - offset;
+  float* values = section == 0 ? state.params : section == 1 ? state.m : state.v;
+  const bool values_owner = section == 0 ? state.params_owner : state.moments_owner;
+  if (!values || (writing && !values_owner)) return piece;
+  // The tensor's part of the range the values cover.
+  const int64_t range_begin = section == 0 ? state.params_begin : state.moments_begin;
+  const int64_t range_end = section == 0 ? state.params_stop() : state.moments_end;
+  const int64_t begin = std::max(offset, range_begin) - offset;
+  const int64_t end = std::min(offset + slab.elements(), range_end) - offset;
   if (begin >= end) return piece;
-  piece.slabs = range_hyperslabs(slab, begin, end);
-  piece.data = moments + (offset + begin - state.moments_begin);
+  piece.slabs = begin == 0 && end == slab.elements() ? std::vector<Hyperslab>{slab.slice}
+                                                     : range_hyperslabs(slab, begin, end);
+  piece.data = values + (offset + begin - range_begin);
   return piece;
 }
 
 HostState on_host(const StateView& state, bool download) {
   HostState host;
-  host.params.resize(static_cast<size_t>(model::num_parameters(state.config, state.part)));
+  host.params.resize(static_cast<size_t>(state.params_count()));
   if (state.m) host.m.resize(static_cast<size_t>(state.moments_end - state.moments_begin)), host.v.resize(host.m.size());
   host.view = state;
   host.view.device = Device{};

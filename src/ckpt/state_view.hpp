@@ -17,8 +17,14 @@ namespace trident::ckpt {
 struct StateView {
   model::GptConfig config;
   model::Partition part;
-  float* params = nullptr;  // (num_parameters(config, part)) this rank's slice, llm.c order
-  bool params_owner = false;  // writes its parameter slice (reading takes it always)
+  // fp32 parameters (the master weights) of elements [params_begin, params_end) of the flat
+  // slice (llm.c order): params[i - params_begin]. The whole slice by default (params_end −1);
+  // a bf16/fp16 run's master shard under ZeRO.
+  float* params = nullptr;
+  int64_t params_begin = 0, params_end = -1;
+  bool params_owner = false;  // writes its parameters (reading takes them always)
+  int64_t params_stop() const { return params_end < 0 ? model::num_parameters(config, part) : params_end; }
+  int64_t params_count() const { return params_stop() - params_begin; }
   // AdamW moments of elements [moments_begin, moments_end) of the flat slice: m[i - begin].
   // Null: none (a fast checkpoint; or a reader that re-initialises them).
   float* m = nullptr;
@@ -44,8 +50,8 @@ struct Piece {
   }
 };
 
-// Section 0 (parameters): the whole slice; 1, 2 (moments): the slice's part inside
-// [moments_begin, moments_end). `writing`: only what this rank owns.
+// Section 0 (parameters): the slice's part inside [params_begin, params_stop()); 1, 2 (moments):
+// inside [moments_begin, moments_end). `writing`: only what this rank owns.
 Piece piece_of(const StateView& state, int section, int tensor, bool writing);
 
 // A state on a device in host memory, which HDF5 writes from and reads into: host buffers of the

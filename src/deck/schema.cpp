@@ -119,8 +119,9 @@ std::vector<KeySpec> build_schema() {
       integer("optim.hysteresis", std::string("2"), 1, kIntMax,
               "fp16, dynamic: overflows tolerated (skipped steps) before the scale is reduced"),
       integer("optim.zero", std::string("0"), 0, 1,
-              "1 = shard the AdamW state over the data group (ZeRO-1): reduce-scatter gradients, "
-              "update the own shard, all-gather parameters"),
+              "1 = the distributed optimizer (ZeRO-1): the AdamW moments and, in bf16/fp16, the "
+              "fp32 master weights sharded over the data group; gradients reduce-scattered, each "
+              "replica updates its shard, the parameters all-gathered (16-bit ones as 16-bit values)"),
       // [kernels]
       choice("kernels.device", "cpu", {"cpu", "cuda", "guard"},
              "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP), "

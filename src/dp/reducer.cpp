@@ -107,10 +107,12 @@ void GradientReducer::reduce_scatter() {
   comm_seconds_ += steady_seconds() - start;
 }
 
-void GradientReducer::all_gather_params(float* params) {
+void GradientReducer::all_gather_params(const Tensor& params) {
   if (!zero_ || data_size_ == 1) return;
+  REQUIRE(static_cast<int64_t>(params.numel()) == gradients_.count, "all_gather_params: " << params.numel() << " parameters for "
+                                                                    << gradients_.count << " gradients");
   const double start = steady_seconds();
-  data_.all_gather(params, static_cast<size_t>(gradients_.count), DType::f32, gradients_.device.stream).wait();
+  data_.all_gather(params.data, static_cast<size_t>(gradients_.count), params.dtype, gradients_.device.stream).wait();
   comm_seconds_ += steady_seconds() - start;
 }
 

@@ -67,8 +67,9 @@ class GradientReducer {
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }
   const Shard& shard() const { return shard_; }  // what this replica owns (everything without ZeRO)
-  // ZeRO-1: after the owners updated their shards, every replica gathers all of them.
-  void all_gather_params(float* params);
+  // ZeRO: after the owners updated their shards of the parameters (the model's, of its storage
+  // type: 16-bit values travel as 16-bit values), every replica gathers all of them.
+  void all_gather_params(const Tensor& params);
   bool gathers_params() const { return zero_ && data_size_ > 1; }  // all_gather_params does something
   size_t buckets() const { return buckets_.size(); }
   double communication_seconds() const { return comm_seconds_; }  // of the last step

@@ -48,13 +48,12 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
   return header;
 }
 
-void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
+std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt) {
   const model::Partition& slice = gpt.tensor_group().slice;
   std::vector<float> values(static_cast<size_t>(gpt.num_parameters()));  // this rank's slice, on the host
   if (!settings.model.from_file()) {
     model::init_params(gpt.config(), values.data(), settings.train.seed, slice);
-    gpt.upload_params(values.data());
-    return;
+    return values;
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(gpt.config())));
   try {
@@ -63,7 +62,11 @@ void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
     fatal_one(e.what());
   }
   model::extract_slice(gpt.config(), whole.data(), values.data(), slice);
-  gpt.upload_params(values.data());
+  return values;
+}
+
+void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
+  gpt.upload_params(initial_parameters(settings, gpt).data());
 }
 
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
@@ -99,19 +102,18 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 
 }  // namespace
 
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<int>& stage_layers,
+std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& part,
+                                      const std::vector<float>& mine, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world) {
-  const model::GptConfig& config = gpt.config();
   const int me = world.rank();  // the world keeps world-rank order
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
-  const std::vector<float> mine = gpt.host_params();
   if (me != 0) {
     world.send(mine.data(), mine.size(), DType::f32, 0, tag, Stream{}).wait();
     return {};
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
-  place_part(config, gpt.partition(), mine.data(), whole);
+  place_part(config, part, mine.data(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
     const model::Partition part = partition_for_rank(stage_layers, grid, rank);

@@ -25,13 +25,17 @@ model::Partition partition_for_rank(const std::vector<int>& stage_layers, const 
 // Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 
-// This rank's slice of the initial model: random by the counter-based rule, or cut from the file.
+// This rank's slice of the initial model in host memory: random by the counter-based rule, or
+// cut from the file.
+std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt);
+// The same uploaded into the model (rounded to a 16-bit model's type).
 void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt);
-// The whole model (llm.c order), assembled on world rank 0 from the parts held by data replica
-// 0's ranks (every tensor slice of every stage), which send them over `world` (every rank,
-// in world-rank order; under its watchdog); empty on every other rank. stage_layers: the split
-// the ranks hold now.
-std::vector<float> gather_whole_model(const model::Gpt2& gpt, const std::vector<int>& stage_layers,
+// The whole model (llm.c order), assembled on world rank 0 from the slices `mine` (this rank's
+// fp32 parameters, of partition `part`) of data replica 0's ranks (every tensor slice of every
+// stage), which send them over `world` (every rank, in world-rank order; under its watchdog);
+// empty on every other rank. stage_layers: the split the ranks hold now.
+std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& part,
+                                      const std::vector<float>& mine, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world);
 
 }  // namespace trident

@@ -3,8 +3,11 @@
 #include "model/gpt2.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "core/clock.hpp"
+#include "kernels/common/low16.hpp"
 #include "model/classifier.hpp"
 
 namespace trident::model {
@@ -24,18 +27,20 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
       backend_(kernels::backend_of(ctx)),
       tp_(tensor_group),
       vocab_(vocab_slice(config, tensor_group.slice)),
-      params_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)),
-              precision == kernels::Precision::fp32 ? MemoryCategory::Parameters : MemoryCategory::OptimizerState,
-              backend_, kDevice),
-      grads_(static_cast<size_t>(model::num_parameters(config, tensor_group.slice)), MemoryCategory::Gradients,
-             backend_, kDevice),
+      num_parameters_(model::num_parameters(config, tensor_group.slice)),
+      offsets_(model::param_offsets(config, tensor_group.slice)),
+      params_(kernels::storage_dtype(precision), Shape{num_parameters_}, MemoryCategory::Parameters, backend_, kDevice),
+      grads_(static_cast<size_t>(num_parameters_), MemoryCategory::Gradients, backend_, kDevice),
       edge_times_(kernels::Context{&backend_, stream()}) {
   gemm_.precision = precision;
   tp_.stream = stream();
-  if (low())
-    params_low_ = TensorBuffer(low_type(), Shape{static_cast<int64_t>(params_.size())}, MemoryCategory::Parameters,
-                               backend_, kDevice);
-  p_ = model::param_views(config_, params_.data(), tp_.slice);
+  if (low()) {
+    f32_reads_ = Buffer<float>(static_cast<size_t>(model::f32_read_count(config_, tp_.slice)),
+                               MemoryCategory::Parameters, backend_, kDevice);
+    p_ = model::f32_read_views(config_, f32_reads_.data(), tp_.slice);
+  } else {
+    p_ = model::param_views(config_, params_.data<float>(), tp_.slice);
+  }
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
@@ -47,9 +52,25 @@ Gpt2::~Gpt2() { drop_graphs(); }
 
 void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
+Tensor Gpt2::parameters_to_write() {
+  f32_reads_stale_ = true;
+  return params_.view();
+}
+
+float* Gpt2::params() {
+  if (low()) throw std::logic_error("Gpt2::params(): a " + std::string(kernels::precision_name(precision())) +
+                                    " model's parameters are 16-bit (parameters_to_write, upload_params)");
+  return params_.data<float>();
+}
+
 void Gpt2::upload_params(const float* host) {
-  kernels::upload(ctx_, params_.view(), host);
-  low_stale_ = true;
+  f32_reads_stale_ = true;
+  if (!low()) return kernels::upload(ctx_, params_.view(), host);
+  std::vector<low16> rounded(static_cast<size_t>(num_parameters_));
+  const bool fp16 = precision() == kernels::Precision::fp16;
+  for (size_t i = 0; i < rounded.size(); ++i)
+    rounded[i] = fp16 ? kernels::low16_round<true>(host[i]) : kernels::low16_round<false>(host[i]);
+  kernels::upload(ctx_, params_.view(), rounded.data());
 }
 
 void Gpt2::download_losses(int slot, float* host) const {
@@ -57,8 +78,16 @@ void Gpt2::download_losses(int slot, float* host) const {
 }
 
 std::vector<float> Gpt2::host_params() const {
-  std::vector<float> host(params_.size());
-  kernels::download(ctx_, host.data(), params_.view());
+  std::vector<float> host(static_cast<size_t>(num_parameters_));
+  if (!low()) {
+    kernels::download(ctx_, host.data(), params_.view());
+    return host;
+  }
+  std::vector<low16> stored(host.size());
+  kernels::download(ctx_, stored.data(), params_.view());
+  const bool fp16 = precision() == kernels::Precision::fp16;
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = fp16 ? kernels::low16_widen<true>(stored[i]) : kernels::low16_widen<false>(stored[i]);
   return host;
 }
 
@@ -74,16 +103,17 @@ void Gpt2::set_slots(int slots) {
   }
 }
 
-Tensor Gpt2::low_params_to_write() {
-  if (!low()) return Tensor{};
-  low_stale_ = false;
-  return params_low_.view();
-}
-
-void Gpt2::refresh_low_params() {
-  if (!low() || !low_stale_) return;
-  kernels::convert(ctx_, params_low_.view(), params_.view());
-  low_stale_ = false;
+void Gpt2::refresh_f32_reads() {
+  if (!low() || !f32_reads_stale_) return;
+  const auto specs = model::param_specs(config_, tp_.slice);
+  int64_t at = 0;
+  for (int t = 0; t < kNumParamTensors; ++t) {
+    if (specs[t].gemm_weight || specs[t].count() == 0) continue;
+    kernels::convert(ctx_, f32_reads_.view().elements(at, specs[t].count()),
+                     params_.view().elements(offsets_[t], specs[t].count()));
+    at += specs[t].count();
+  }
+  f32_reads_stale_ = false;
 }
 
 Buffer<float> Gpt2::activations(size_t n) const { return Buffer<float>(n, kActs, backend_, kDevice); }
@@ -280,10 +310,10 @@ void Gpt2::widen(const Kept& kept, Kept& work) { kernels::convert(ctx_, work.vie
 // What the GEMMs read: the kept 16-bit values in 16-bit mode, else the f32 ones.
 Operand Gpt2::operand(const Kept& work, const Kept& kept) const { return low() ? kept.view() : work.view(); }
 
-Operand Gpt2::weight(const float* param, int rows, int cols) const {
-  const Shape shape{rows, cols};
-  if (!low()) return view(param, shape);
-  return Tensor{params_low_.data<low16>() + (param - params_.data()), low_type(), shape, params_low_.view().device};
+Operand Gpt2::weight(ParamTensor tensor, int64_t at, int rows, int cols) const {
+  Tensor w = params_.view().elements(offsets_[tensor] + at, int64_t(rows) * cols);
+  w.shape = Shape{rows, cols};
+  return w;
 }
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
@@ -296,24 +326,24 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   kernels::layernorm_forward(ctx_, w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows),
                              on_device(p_.ln1w + l * c, {C}), on_device(p_.ln1b + l * c, {C}));
   keep(w.ln1, a.ln1);
-  column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C),
+  column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(kQkvw, l * 3 * cl * c, 3 * Cl, C),
                           p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
-                       weight(p_.attprojw + l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
+                       weight(kAttprojw, l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
   keep(w.residual2, a.residual2);
   kernels::layernorm_forward(ctx_, w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows),
                              on_device(p_.ln2w + l * c, {C}), on_device(p_.ln2b + l * c, {C}));
   keep(w.ln2, a.ln2);
-  column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C),
+  column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(kFcw, l * 4 * cl * c, 4 * Cl, C),
                           p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   keep(w.fch, a.fch);
   kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
   keep(w.fch_gelu, a.fch_gelu);
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
-                       operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl),
+                       operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl),
                        p_.fcprojb + l * c, BT, 4 * Cl, C);
   if (!low()) return;
   const Tensor values = view(output, static_cast<size_t>(BT) * c);
@@ -345,7 +375,7 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
     const ClassifierGradient gradient{s.d_lnf.data(), g_.wte, backward_scale.value_or(0.0f) / BT};
     if (with_loss)
       chunked_classifier_forward(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
-                                 logits_chunk_.view(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), s.targets.data(),
+                                 logits_chunk_.view(), s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.targets.data(),
                                  BT, C, chunk, backward_scale ? &gradient : nullptr);
   } else {
     whole_classifier_forward(s, with_loss);
@@ -356,7 +386,7 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
 void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
-  column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(p_.wte, vocab_.rows, C), nullptr, BT,
+  column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(kWte, 0, vocab_.rows, C), nullptr, BT,
                           C, vocab_.rows);
   if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
@@ -367,8 +397,9 @@ void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
 void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   if (tp_.slice.first_stage) {
     begin_edge();
-    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(), p_.wte,
-                                     p_.wpe, B_, T_, config_.channels);
+    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(),
+                                     weight(kWte, 0, vocab_.rows, config_.channels), p_.wpe, B_, T_,
+                                     config_.channels);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
     end_edge();
@@ -383,7 +414,7 @@ void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_s
 void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
                            std::optional<float> backward_scale) {
   prepare(B, T);
-  refresh_low_params();
+  refresh_f32_reads();
   Slot& s = slots_.at(slot);
   const bool with_loss = tp_.slice.last_stage && targets != nullptr;
   if (tp_.slice.first_stage) kernels::upload(ctx_, s.inputs.view(), inputs);
@@ -480,20 +511,20 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   }
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
   row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
-                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(p_.fcprojw + l * c * 4 * cl, C, 4 * Cl), BT,
+                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT,
                         4 * Cl, C);
   kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
-                           d_fch_.data(), operand(w.ln2, a.ln2), weight(p_.fcw + l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
+                           d_fch_.data(), operand(w.ln2, a.ln2), weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
   kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln2w + l * c, {C}), on_device(g_.ln2b + l * c, {C}),
                               d_ln_.view(), w.residual2.view(rows), on_device(p_.ln2w + l * c, {C}),
                               on_device(p_.ln2b + l * c, {C}), a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
-                        dresidual, operand(w.atty, a.atty), weight(p_.attprojw + l * c * cl, C, Cl), BT, Cl, C);
+                        dresidual, operand(w.atty, a.atty), weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
   column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
-                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(p_.qkvw + l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
+                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln1w + l * c, {C}), on_device(g_.ln1b + l * c, {C}),
                               d_ln_.view(), on_device(input, rows), on_device(p_.ln1w + l * c, {C}),
                               on_device(p_.ln1b + l * c, {C}), a.ln1_mean.view(), a.ln1_var.view());
@@ -507,7 +538,7 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
     d_lnf = s.d_lnf.view();
   else if (const int chunk = head_chunk(BT); chunk > 0)
     chunked_classifier_backward(ctx_, tp_, vocab_, {d_ln_.data(), g_.wte, loss_scale / BT}, logits_chunk_.view(),
-                                s.lnf.view(), weight(p_.wte, vocab_.rows, C), s.log_normalizers.data(),
+                                s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.log_normalizers.data(),
                                 s.targets.data(), BT, C, chunk);
   else
     whole_classifier_backward(s, loss_scale);
@@ -528,7 +559,7 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale) {
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
   column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
-                           weight(p_.wte, vocab_.rows, C), BT, C, vocab_.rows);
+                           weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
 }
 
 void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {

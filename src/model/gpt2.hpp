@@ -10,17 +10,19 @@
 // (kernels/backend.hpp): buffers are allocated from it (MemoryKind::device, host memory on the
 // CPU backend), cleared, uploaded (the tokens) and summed (the loss) by its calls.
 //
-// Mixed precision (bf16, fp16): the fp32 parameters are the optimizer's master weights, and a
-// 16-bit copy of them (refreshed at the first forward after params() was handed out for
-// writing) is what the GEMMs read. Activations are kept for backward in the 16-bit type: each
+// Mixed precision (bf16, fp16): the model's parameters are 16-bit values, what the GEMMs and the
+// token lookup read; the fp32 master weights belong to the optimizer (optim/adamw.hpp, sharded
+// over the data group with ZeRO), which writes the 16-bit values after each update. The biases,
+// LayerNorm parameters and wpe — 1% of the parameters, read by f32 kernels — are read from an
+// f32 copy of their 16-bit values, widened exactly at the first forward after the parameters
+// were written. Activations are kept for backward in the 16-bit type: each
 // is computed in f32 into one shared working set, rounded to nearest even, stored, and the f32
 // kernels go on with the rounded values — so what backward reads (widened again) is exactly
 // what forward used. Exceptions, kept in f32: LayerNorm statistics, the stage's input and its
 // last block's output (what the pipeline sends and receives, rounded to 16-bit values), the
 // logits (the cross-entropy turns them into their gradient in place) and the losses.
-// Gradients are f32 and accumulate in f32. Biases, LayerNorm parameters and the embedding
-// lookups (additions and gathers, no products) read the fp32 master values. In bf16 every
-// product is a bf16 GEMM, the attention core's too; fp16's run in f32 on the fp16 values.
+// Gradients are f32 and accumulate in f32. In bf16 every product is a bf16 GEMM, the attention
+// core's too; fp16's run in f32 on the fp16 values.
 #pragma once
 
 #include <cstdint>
@@ -52,30 +54,29 @@ class Gpt2 {
   const TensorGroup& tensor_group() const { return tp_; }
   const Partition& partition() const { return tp_.slice; }
   const GptConfig& config() const { return config_; }
-  int64_t num_parameters() const { return static_cast<int64_t>(params_.size()); }
-  // For writing (init, restore, the optimizer): the 16-bit copy is refreshed before the next
+  int64_t num_parameters() const { return num_parameters_; }
+  // The parameters, of the storage type (f32, or bf16/fp16), for writing (the optimizer; a
+  // restore): the 16-bit model's f32 copy of its small tensors is widened again before the next
   // forward.
-  float* params() {
-    low_stale_ = true;
-    return params_.data();
-  }
-  const float* params() const { return params_.data(); }
-  // The 16-bit copy (empty in fp32) for an optimizer step that writes all of it while it
-  // updates every parameter (a fused AdamW): counted as current from here, so that the next
-  // forward does not convert the master again. Call it after the params() that step writes.
-  Tensor low_params_to_write();
+  Tensor parameters_to_write();
+  // The f32 parameters of an fp32 model, in host-addressable memory on the CPU backend (tests,
+  // the optimizer); a 16-bit model has none (std::logic_error).
+  float* params();
   float* grads() { return grads_.data(); }
-  // Where params() and grads() live (host memory on the CPU backend): host code reads or writes
-  // them only through the two calls below, or kernels and communicators on this device.
-  Device device() const { return params_.device(); }
+  // Where the parameters and grads() live (host memory on the CPU backend): host code reads or
+  // writes them only through the two calls below, or kernels and communicators on this device.
+  Device device() const { return grads_.device(); }
   // The stream the model's kernels run on, on its device: what communication of its buffers
   // (activations, gradients, parameters) is ordered on.
   Stream stream() const { return Stream{device(), ctx_.stream.handle}; }
   const kernels::Context& context() const { return ctx_; }  // where its kernels run
   // The parameters from / into host memory (num_parameters() floats), through the backend: what
   // initialisation, llm.c weights, export, the replica check and the whole-model gather use.
+  // A 16-bit model rounds what it is given to its type, and gives its values widened.
   void upload_params(const float* host);
   std::vector<float> host_params() const;
+  // The f32 views of the tensors: all of them in fp32; in 16-bit mode those that are not GEMM
+  // weights (ParamSpec::gemm_weight), the others null.
   const ParamViews& param_views() const { return p_; }
 
   // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
@@ -247,9 +248,9 @@ class Gpt2 {
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
   Operand operand(const Kept& work, const Kept& kept) const;
-  // The weight (rows, cols) at param: the master's 16-bit copy in 16-bit mode.
-  Operand weight(const float* param, int rows, int cols) const;
-  void refresh_low_params();
+  // The (rows, cols) weight at element `at` of parameter tensor `tensor`, in the storage type.
+  Operand weight(ParamTensor tensor, int64_t at, int rows, int cols) const;
+  void refresh_f32_reads();  // 16-bit mode: f32_reads_ widened again after the parameters changed
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
@@ -268,10 +269,13 @@ class Gpt2 {
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
-  Buffer<float> params_, grads_;  // 16-bit mode: params_ is the optimizer's fp32 master copy
-  TensorBuffer params_low_;            // 16-bit mode: the parameters the GEMMs read, bf16 or fp16
-  bool low_stale_ = true;              // params_ written since params_low_ was made
-  ParamViews p_{}, g_{};
+  int64_t num_parameters_ = 0;
+  std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element
+  TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16
+  Buffer<float> grads_;                // (num_parameters)
+  Buffer<float> f32_reads_;            // 16-bit mode: the tensors read in f32, widened (f32_read_count)
+  bool f32_reads_stale_ = true;        // params_ written since f32_reads_ was made
+  ParamViews p_{}, g_{};               // p_: into params_ (fp32), into f32_reads_ (16-bit)
   GemmMode gemm_;
 
   int B_ = 0, T_ = 0;

@@ -54,19 +54,19 @@ std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
   const int64_t V = slice.first_stage || slice.last_stage ? config.padded_vocab : 0;
   const int64_t T = slice.first_stage ? config.max_seq_len : 0, L = slice.layers(config);
   const int64_t C = config.channels, p = slice.size, C_final = slice.last_stage ? C : 0;
-  return {{{"wte", {V / p, C}, true, true},
+  return {{{"wte", {V / p, C}, true, true, true},
            {"wpe", {T, C}, true, false},
            {"blocks.ln1w", {L, C}, false, false},
            {"blocks.ln1b", {L, C}, false, false},
-           {"blocks.qkvw", {L, 3 * C / p, C}, true, true},
+           {"blocks.qkvw", {L, 3 * C / p, C}, true, true, true},
            {"blocks.qkvb", {L, 3 * C / p}, false, true},
-           {"blocks.attprojw", {L, C, C / p}, true, true},
+           {"blocks.attprojw", {L, C, C / p}, true, true, true},
            {"blocks.attprojb", {L, C}, false, false},
            {"blocks.ln2w", {L, C}, false, false},
            {"blocks.ln2b", {L, C}, false, false},
-           {"blocks.fcw", {L, 4 * C / p, C}, true, true},
+           {"blocks.fcw", {L, 4 * C / p, C}, true, true, true},
            {"blocks.fcb", {L, 4 * C / p}, false, true},
-           {"blocks.fcprojw", {L, C, 4 * C / p}, true, true},
+           {"blocks.fcprojw", {L, C, 4 * C / p}, true, true, true},
            {"blocks.fcprojb", {L, C}, false, false},
            {"lnfw", {C_final}, false, false},
            {"lnfb", {C_final}, false, false}}};
@@ -147,7 +147,11 @@ void extract_slice(const GptConfig& config, const float* whole, float* local, co
   }
 }
 
-ParamViews param_views(const GptConfig& config, float* base, const Partition& slice) {
+namespace {
+
+// Views of the tensors `keep` selects, one after another from base; the others null.
+template <class Keep>
+ParamViews views_of(const GptConfig& config, float* base, const Partition& slice, Keep keep) {
   ParamViews views{};
   float** ordered[] = {&views.wte,     &views.wpe,      &views.ln1w,    &views.ln1b,
                        &views.qkvw,    &views.qkvb,     &views.attprojw, &views.attprojb,
@@ -156,10 +160,35 @@ ParamViews param_views(const GptConfig& config, float* base, const Partition& sl
   const auto specs = param_specs(config, slice);
   float* at = base;
   for (int i = 0; i < kNumParamTensors; ++i) {
+    if (!keep(specs[i])) continue;
     *ordered[i] = at;
     at += specs[i].count();
   }
   return views;
+}
+
+}  // namespace
+
+ParamViews param_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, [](const ParamSpec&) { return true; });
+}
+
+ParamViews f32_read_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, [](const ParamSpec& spec) { return !spec.gemm_weight; });
+}
+
+int64_t f32_read_count(const GptConfig& config, const Partition& slice) {
+  int64_t n = 0;
+  for (const ParamSpec& spec : param_specs(config, slice))
+    if (!spec.gemm_weight) n += spec.count();
+  return n;
+}
+
+std::array<int64_t, kNumParamTensors> param_offsets(const GptConfig& config, const Partition& slice) {
+  std::array<int64_t, kNumParamTensors> offsets{};
+  const auto specs = param_specs(config, slice);
+  for (int i = 1; i < kNumParamTensors; ++i) offsets[i] = offsets[i - 1] + specs[i - 1].count();
+  return offsets;
 }
 
 void init_params(const GptConfig& config, float* params, uint64_t seed, const Partition& slice) {

@@ -18,6 +18,9 @@ struct ParamSpec {
   std::vector<int64_t> shape;    // including the leading layer dimension L for per-block tensors
   bool weight_decay = false;     // 2-D weight matrices (per block) and the embeddings
   bool sharded = false;          // split over the tensor group (else replicated on its ranks)
+  // A GEMM's weight (wte: also the token lookup's table): read in the 16-bit storage type of a
+  // bf16/fp16 model; the other tensors (biases, LayerNorm parameters, wpe) are read in f32.
+  bool gemm_weight = false;
   int64_t count() const;
 };
 
@@ -46,6 +49,14 @@ std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
 // of this rank's slice of it.
 int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local);
 
+// The tensors by their index in param_specs' order.
+enum ParamTensor : int {
+  kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
+  kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb
+};
+// Each tensor's first element in the flat buffer of this rank's slice.
+std::array<int64_t, kNumParamTensors> param_offsets(const GptConfig& config, const Partition& slice = {});
+
 // Pointers to each tensor inside one flat buffer (parameters, or gradients of the same layout).
 struct ParamViews {
   float* wte;       // (Vp, C)
@@ -66,6 +77,10 @@ struct ParamViews {
   float* lnfb;      // (C)
 };
 ParamViews param_views(const GptConfig& config, float* base, const Partition& slice = {});
+// The tensors that are not GEMM weights, one after another from `base` (f32_read_count(config,
+// slice) floats), the GEMM weights' pointers null: the f32 values a bf16/fp16 model reads.
+ParamViews f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t f32_read_count(const GptConfig& config, const Partition& slice = {});
 int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
 
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,

@@ -80,10 +80,9 @@ VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {
 
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
                                       const VocabSlice& vocab, float* out, const int32_t* tokens,
-                                      const float* wte_local, const float* wpe, int B, int T, int C) {
+                                      const Tensor& wte_local, const float* wpe, int B, int T, int C) {
   const Tensor embedded = on_device(ctx, out, {B, T, C});
-  kernels::embedding_forward(ctx, embedded, on_device(ctx, tokens, {B, T}), on_device(ctx, wte_local, {vocab.rows, C}),
-                             vocab.begin);
+  kernels::embedding_forward(ctx, embedded, on_device(ctx, tokens, {B, T}), wte_local, vocab.begin);
   group.all_reduce_sum(out, static_cast<size_t>(B) * T * C);
   kernels::positions_forward(ctx, embedded, on_device(ctx, wpe, {T, C}));
 }

@@ -88,10 +88,11 @@ struct VocabSlice {
 };
 VocabSlice vocab_slice(const GptConfig& config, const Partition& slice);
 
-// out (B, T, C) = wte[tokens] + wpe (the positions are replicated, added after the all-reduce)
+// out (B, T, C) = wte[tokens] + wpe (the positions are replicated, added after the all-reduce);
+// wte_local (vocab.rows, C) f32 or 16-bit (widened).
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
                                       const VocabSlice& vocab, float* out, const int32_t* tokens,
-                                      const float* wte_local, const float* wpe, int B, int T, int C);
+                                      const Tensor& wte_local, const float* wpe, int B, int T, int C);
 void vocab_parallel_embedding_backward(kernels::Context& ctx, const VocabSlice& vocab,
                                        float* dwte_local, float* dwpe, const float* dout,
                                        const int32_t* tokens, int B, int T, int C);

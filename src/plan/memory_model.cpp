@@ -106,10 +106,12 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
   const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO-1 shard
-  // bf16/fp16: 16-bit parameters for the GEMMs, and the fp32 master weights in the optimizer.
-  e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in);
+  // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/gpt2.hpp);
+  // the optimizer's fp32 master weights of its shard beside the two moments.
+  const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
+  e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
-  e.bytes[index(MemoryCategory::OptimizerState)] = (2 * shard + (low(in) ? n : 0)) * kFloat;
+  e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
   if (in.data > 1 && !in.zero) {  // the reducer's packing buffer: the largest bucket
@@ -121,8 +123,8 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
-  if (in.async_checkpoint)  // staging copies of replica 0: parameters and its moments
-    e.bytes[index(MemoryCategory::Checkpoint)] = (n + 2 * shard) * kFloat;
+  if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit model's master shard) and moments
+    e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) ? shard : n) + 2 * shard) * kFloat;
   return e;
 }
 

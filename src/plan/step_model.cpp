@@ -12,8 +12,8 @@ namespace trident::plan {
 namespace {
 
 constexpr double kGradientBytes = 4;  // gradients are reduced in f32 (comm/reducer.cpp)
-// AdamW per local parameter: read p, g, m, v, the master weights in 16-bit training, write
-// p, m, v (and the 16-bit copy), and the gradient norm's read: 36 bytes, rounded up.
+// AdamW per parameter of the shard: read the master (an fp32 model's parameters), g, m, v, write
+// them back but g (and the 16-bit parameters), and the gradient norm's read: 36 bytes, rounded up.
 constexpr double kOptimizerBytesPerParameter = 36;
 
 bool low(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
@@ -106,8 +106,11 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
   if (l.data == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
     const double bytes = stage_parameters(w, l, layers, stage) * kGradientBytes;
-    const double seconds = all_reduce_seconds(bytes, widest_group(l, stage, false, hw), hw, l.hierarchical,
-                                              stage == 0 ? &e.data_bytes : nullptr);
+    double seconds = all_reduce_seconds(bytes, widest_group(l, stage, false, hw), hw, l.hierarchical,
+                                        stage == 0 ? &e.data_bytes : nullptr);
+    // ZeRO: a reduce-scatter of the f32 gradients and an all-gather of the parameters, which a
+    // 16-bit model gathers as 16-bit values — half the all-reduce's second half.
+    if (l.zero && low(l.precision)) seconds *= 0.75;
     double exposed = seconds;
     if (l.overlap && !l.zero) {
       const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));

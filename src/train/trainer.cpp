@@ -94,8 +94,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   model->set_graphs(job.settings.kernels.graphs);
   // Every GEMM primitive, also in --check.
   model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);
-  initialise_parameters(job.settings, *model);
-  return model;
+  return model;  // its parameters set by the trainer (set_parameters), or by a checkpoint read
 }
 
 std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Gpt2& model,
@@ -107,12 +106,13 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
                                                settings.reduce.overlap, settings.step.zero);
 }
 
-// ZeRO-1: each replica keeps the AdamW moments of its own shard only.
+// ZeRO-1: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of its own
+// shard only.
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Gpt2& model,
                                              const dp::GradientReducer& reducer) {
   const dp::Shard shard = reducer.shard();
   return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin,
-                                        shard.end);
+                                        shard.end, model.precision());
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
@@ -185,7 +185,31 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      memory_(model_memory(world, job.device, job.settings.kernels)) {}
+      memory_(model_memory(world, job.device, job.settings.kernels)) {
+  set_parameters(initial_parameters(job.settings, *model_));
+}
+
+void Trainer::set_parameters(const std::vector<float>& host_slice) {
+  model_->upload_params(host_slice.data());
+  optimizer_->load_master(ctx_, host_slice.data());
+}
+
+std::vector<float> Trainer::host_master() {
+  if (!optimizer_->keeps_master()) return model_->host_params();
+  std::vector<float> slice(static_cast<size_t>(model_->num_parameters()));
+  const size_t own = static_cast<size_t>(optimizer_->shard_size());
+  kernels::download(ctx_, slice.data() + optimizer_->shard_begin(), view(optimizer_->master(), own, model_->device()));
+  if (reducer_->gathers_params())  // the shards are comm::segment_of's parts, as the all-gather's
+    collectives_.data->all_gather(slice.data(), slice.size(), DType::f32, Stream{}).wait();
+  return slice;
+}
+
+void Trainer::state_was_read() {
+  if (!optimizer_->keeps_master()) return;  // an fp32 model read its parameters whole
+  const Tensor params = model_->parameters_to_write();
+  optimizer_->write_master_into(ctx_, params);
+  reducer_->all_gather_params(params);
+}
 
 void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
@@ -259,13 +283,10 @@ StepResult Trainer::train_step(int64_t step) {
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
   if (!result.skipped) {
-    float* params = model_->params();
-    // Without ZeRO's gather the step updates every parameter: its 16-bit copy in the same pass.
-    const bool gathered = reducer_->gathers_params();
-    const Tensor params_low = gathered ? Tensor{} : model_->low_params_to_write();
-    optimizer_->step(ctx_, params, params_low, model_->grads(), result.lr, ++optimizer_updates_,
+    const Tensor params = model_->parameters_to_write();
+    optimizer_->step(ctx_, params, model_->grads(), result.lr, ++optimizer_updates_,
                      static_cast<float>(norm.clip_factor / fp16_scale));
-    if (gathered) reducer_->all_gather_params(params);  // ZeRO-1: every shard to every replica
+    reducer_->all_gather_params(params);  // ZeRO: every shard to every replica
   }
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);
@@ -412,7 +433,8 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   log_.add_checkpoint(seconds_since(wait_start));
   record_checkpoints();
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(*model_, stage_layers_, job_.grid, *collectives_.world);
+  const std::vector<float> whole = gather_whole_model(model_->config(), model_->partition(), host_master(), stage_layers_,
+                                                     job_.grid, *collectives_.world);
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history

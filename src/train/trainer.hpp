@@ -74,6 +74,15 @@ class Trainer : private BalanceTarget {
   // Checkpoints (ckpt/): this rank's part of the state, the metadata, restore, and the
   // step-boundary decision all ranks take together.
   ckpt::StateView state_view();  // where the state lives (its device)
+  // The parameters from this rank's slice of fp32 values in host memory: the model's (rounded
+  // to its type) and, for a 16-bit model, the optimizer's master (its shard's part).
+  void set_parameters(const std::vector<float>& host_slice);
+  // After a checkpoint was read into state_view(): a 16-bit model's parameters made from the
+  // master that was read (each replica its shard, then gathered).
+  void state_was_read();
+  // This rank's slice of the fp32 parameters in host memory: an fp32 model's own; a 16-bit
+  // model's master, its shards gathered over the data group (collective over it).
+  std::vector<float> host_master();
   ckpt::Metadata metadata(int64_t completed_steps);
   // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
   // when a stop signal reached any rank (a full checkpoint has been written then).

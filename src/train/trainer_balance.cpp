@@ -80,6 +80,7 @@ bool Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   rebuild_model(split);
   const std::string problem = ckpt::read_checkpoint(path, world_, state_view());
   if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
+  state_was_read();
   if (rank_ == 0) std::remove(path.c_str());
   char text[160];
   std::snprintf(text, sizeof text, "balance: moved blocks after step %lld: stages %s -> %s (%.1f MB of state, %.2f s)",

@@ -25,14 +25,22 @@ std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t 
 
 }  // namespace
 
-// Parameters: data replica 0 writes. Moments: with ZeRO-1 each replica its own shard,
-// without it replica 0 (every replica holds them all).
+// Parameters, the fp32 master weights: an fp32 model's own, written by data replica 0; a 16-bit
+// model's are the optimizer's, with ZeRO each replica writing its own shard. Moments: with ZeRO
+// each replica its own shard, without it replica 0 (every replica holds them all).
 ckpt::StateView Trainer::state_view() {
   ckpt::StateView view;
   view.config = model_->config();
   view.part = model_->partition();
-  view.params = model_->params();
-  view.params_owner = dp_rank_ == 0;
+  if (optimizer_->keeps_master()) {
+    view.params = optimizer_->master();
+    view.params_begin = optimizer_->shard_begin();
+    view.params_end = optimizer_->shard_begin() + optimizer_->shard_size();
+    view.params_owner = settings_.step.zero || dp_rank_ == 0;
+  } else {
+    view.params = model_->parameters_to_write().as<float>();
+    view.params_owner = dp_rank_ == 0;
+  }
   view.m = optimizer_->m();
   view.v = optimizer_->v();
   view.moments_begin = reducer_->shard().begin;
@@ -119,6 +127,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   }
   const std::string problem = ckpt::read_checkpoint(chosen->path, world_, view);
   if (!problem.empty()) fatal_all("resuming from " + chosen->path + ": " + problem);
+  state_was_read();
   last_full_step_ = saved.kind == "full" ? saved.step : -1;
   restore_training_state(saved, chosen->path);
   check_replicas_agree();  // every replica restored the same bits

@@ -67,8 +67,9 @@ run t1p2d1_gpipe_bf16 2 --parallel.pipeline=2 --parallel.schedule=gpipe --optim.
   same_losses layout_t1p2d1_gpipe_matches_serial_bf16 serial_bf16 t1p2d1_gpipe_bf16 1e-2 ||
   fail layout_t1p2d1_gpipe_matches_serial_bf16 "$(tail -3 t1p2d1_gpipe_bf16.out)"
 
-# Tracked bytes: the 16-bit parameters (2 bytes each), fp32 gradients, and the optimizer's fp32
-# master weights (all of this rank's parameters) beside AdamW's moments (its ZeRO shard).
+# Tracked bytes: the 16-bit parameters (2 bytes each) and the f32 copy of those read in f32
+# (biases, LayerNorm parameters, wpe), fp32 gradients, and the optimizer's fp32 master weights
+# beside AdamW's moments (all three of its ZeRO shard: the distributed optimizer).
 if $PY - > counts.cmp 2>&1 <<'PY'
 import sys, h5py
 L, C, V, T = 4, 32, 256, 32
@@ -78,12 +79,15 @@ def count(tp, layers, first, last):
     if first: n += Vp // tp * C + T * C
     if last: n += 2 * C + (Vp // tp * C if not first else 0)
     return n
+def f32_reads(tp, layers, first, last):  # what is not a GEMM weight
+    return layers * (6 * C + 7 * C // tp) + (T * C if first else 0) + (2 * C if last else 0)
 ok = True
-for run, n, shard in (("serial_bf16", count(1, 4, True, True), None), ("t2p2d2_zero1_bf16", count(2, 2, True, False), 2)):
+for run, part, shard in (("serial_bf16", (1, 4, True, True), None), ("t2p2d2_zero1_bf16", (2, 2, True, False), 2)):
+    n = count(*part)
     f = h5py.File(run + "/metrics.h5", "r")
     got = {k: int(f["memory/" + k + "_bytes"][-1]) for k in ("parameters", "gradients", "optimizer")}
-    moments = 2 * ((n + shard - 1) // shard if shard else n)
-    want = {"parameters": 2 * n, "gradients": 4 * n, "optimizer": 4 * (n + moments)}
+    owned = (n + shard - 1) // shard if shard else n
+    want = {"parameters": 2 * n + 4 * f32_reads(*part), "gradients": 4 * n, "optimizer": 4 * 3 * owned}
     print(f"{run}: {got}", end="; " if run == "serial_bf16" else "")
     ok = ok and got == want
 sys.exit(0 if ok else 1)

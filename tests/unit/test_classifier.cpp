@@ -11,6 +11,7 @@
 
 #include "kernel_check.hpp"
 #include "model/gpt2.hpp"
+#include "model_check.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -40,8 +41,7 @@ Run run(kernels::Precision precision, int chunk, bool fused = false) {
   const model::GptConfig config = small_config();
   model::Gpt2 gpt(config, ctx, {}, precision);
   gpt.set_classifier_chunk(chunk);
-  model::init_params(config, gpt.params(), 7);
-  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 4.0f;  // logits of order 1
+  testing::initialise(gpt, 7, 4.0f);  // logits of order 1
   const int B = 2, T = 5;
   Run r;
   gpt.zero_grad();
@@ -108,8 +108,7 @@ BOOST_AUTO_TEST_CASE(the_gradient_follows_the_targets) {
   const model::GptConfig config = small_config();
   model::Gpt2 gpt(config, ctx);
   gpt.set_classifier_chunk(3);
-  model::init_params(config, gpt.params(), 7);
-  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 4.0f;
+  testing::initialise(gpt, 7, 4.0f);
   const auto inputs = tokens(10, 1, config.vocab), targets = tokens(10, 9, config.vocab);
   gpt.zero_grad();
   gpt.forward(inputs.data(), targets.data(), 2, 5);

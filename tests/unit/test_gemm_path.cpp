@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 #include "model/gpt2.hpp"
+#include "model_check.hpp"
 
 using namespace trident;
 using kernels::bf16;
@@ -183,7 +184,7 @@ BOOST_AUTO_TEST_CASE(prepare_kernels_creates_every_gemm_the_model_runs) {
         if (precision == Precision::fp16 && path == Low16Gemm::native) continue;
         kernels::Context ctx = with_path(path);
         model::Gpt2 gpt(config, ctx, {}, precision);
-        model::init_params(config, gpt.params(), 3);
+        testing::initialise(gpt, 3);
         gpt.set_attention_recompute(selective);
         gpt.prepare_kernels(B, T);
         const int64_t prepared = kernels::gemm_primitives_created();

@@ -200,6 +200,29 @@ BOOST_AUTO_TEST_CASE(attention_forward_and_backward) {
   check_gradient(qkv, dqkv, loss, "attention dqkv", 1e-2f, 2e-2, 1e-3, 240);
 }
 
+// A bf16/fp16 model's table: each row widened exactly, the slice's zeros as with f32.
+BOOST_AUTO_TEST_CASE(embedding_forward_reads_a_16_bit_table_widened) {
+  const int B = 2, T = 3, C = 5, V = 4;
+  const std::vector<int32_t> tokens = {3, 0, 2, 2, 1, 3};
+  const auto wte = random_vector(V * C, 82);
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<uint16_t> low(wte.size());
+    std::vector<float> widened(wte.size()), from_low(B * T * C, -1.0f), from_f32(B * T * C, -2.0f);
+    trident::kernels::convert(ctx, as_tensor(low, type, {V, C}), as_tensor(wte));
+    trident::kernels::convert(ctx, as_tensor(widened), as_tensor(low, type, {V, C}));
+    for (int begin : {0, 1}) {  // the whole table, and a vocabulary slice of rows [1, 4)
+      const int rows = V - begin;
+      trident::kernels::embedding_forward(ctx, as_tensor(from_low), as_tensor(tokens, {B, T}),
+                                          as_tensor(low, type, {V, C}).elements(begin * C, rows * C).reshaped(Shape{rows, C}),
+                                          begin);
+      trident::kernels::embedding_forward(ctx, as_tensor(from_f32), as_tensor(tokens, {B, T}),
+                                          view(widened.data() + begin * C, Shape{rows, C}), begin);
+      BOOST_TEST(from_low == from_f32, dtype_name(type) << " from row " << begin);
+    }
+    BOOST_TEST(widened != wte);  // the table was rounded: the comparison reads the 16-bit values
+  }
+}
+
 BOOST_AUTO_TEST_CASE(embeddings_forward_and_backward) {
   const int B = 2, T = 4, C = 6, V = 5;
   const std::vector<int32_t> tokens = {1, 3, 1, 4, 0, 1, 2, 1};  // repeats: gradient sums

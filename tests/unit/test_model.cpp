@@ -6,6 +6,7 @@
 #include "kernel_check.hpp"
 #include "core/random.hpp"
 #include "model/gpt2.hpp"
+#include "model_check.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -139,11 +140,32 @@ BOOST_AUTO_TEST_CASE(tensor_slices_partition_every_tensor) {
   }
 }
 
+// A 16-bit model's parameters are 16-bit; the tensors its f32 kernels read (here the final
+// LayerNorm's bias) come from an f32 copy that must be widened again after the optimizer writes
+// the parameters (parameters_to_write), or the next forward would read the old values.
+BOOST_AUTO_TEST_CASE(parameters_written_in_16_bits_reach_the_f32_reads) {
+  kernels::Context ctx;
+  auto config = tiny_config();
+  const int B = 2, T = 4;
+  const auto inputs = tokens(B * T, 7, config.vocab), targets = tokens(B * T, 8, config.vocab);
+  trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
+  trident::testing::initialise(gpt, 11);
+  BOOST_CHECK_THROW(gpt.params(), std::logic_error);  // no f32 parameters
+  const float before = gpt.forward(inputs.data(), targets.data(), B, T);
+  std::vector<float> values = gpt.host_params();
+  const auto offsets = trident::model::param_offsets(config);
+  for (int c = 0; c < config.channels; ++c) values[offsets[trident::model::kLnfb] + c] += 0.5f * (c % 3);
+  const Tensor params = gpt.parameters_to_write();
+  BOOST_TEST((params.dtype == DType::bf16));
+  kernels::convert(ctx, params, view(values.data(), values.size(), Device{}));
+  BOOST_TEST(gpt.forward(inputs.data(), targets.data(), B, T) != before);
+}
+
 // Mixed precision: with the same parameters, the bf16 and fp16 models' loss and gradients are
 // the fp32 model's up to their rounding: at GPT-2's initialisation, the relative L2 error of
 // each tensor's gradient within two units of the type's precision (2·2^-8, 2·2^-11; measured
-// at most 1.2 units for either). Parameters written through params() reach the 16-bit copy
-// before the next forward.
+// at most 1.2 units for either). Parameters uploaded again reach the next forward (the f32
+// copy of the small tensors too).
 BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   kernels::Context ctx;
   auto config = tiny_config();
@@ -152,7 +174,7 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   const auto inputs = tokens(B * T, 5, config.vocab), targets = tokens(B * T, 6, config.vocab);
   auto run = [&](kernels::Precision precision, float* loss, float scale = 1.0f) {
     trident::model::Gpt2 gpt(config, ctx, {}, precision);
-    trident::model::init_params(config, gpt.params(), 11);
+    trident::testing::initialise(gpt, 11);
     gpt.zero_grad();
     *loss = gpt.forward(inputs.data(), targets.data(), B, T);
     gpt.backward(scale);
@@ -176,9 +198,9 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
     }
   }
   trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
-  trident::model::init_params(config, gpt.params(), 11);
+  trident::testing::initialise(gpt, 11);
   const float before = gpt.forward(inputs.data(), targets.data(), B, T);
-  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 3.0f;
+  trident::testing::initialise(gpt, 11, 3.0f);
   BOOST_TEST(gpt.forward(inputs.data(), targets.data(), B, T) != before);
 }
 

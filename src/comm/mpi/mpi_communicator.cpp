@@ -130,6 +130,9 @@ void MpiCommunicator::exchange(const float* out, size_t count_out, int to, float
   const double start = steady_seconds();
   const std::vector<std::pair<int, double>> transfers = {{to, count_out * sizeof(float)},
                                                          {from, count_in * sizeof(float)}};
+  if (!reduce)
+    return exchange_bytes(reinterpret_cast<const char*>(out), count_out * sizeof(float), to,
+                          reinterpret_cast<char*>(in), count_in * sizeof(float), from, operation);
   std::vector<MPI_Request> requests;
   if (reduce && scratch_.size() < count_in) scratch_.resize(count_in);
   float* landing = reduce ? scratch_.data() : in;
@@ -146,11 +149,6 @@ void MpiCommunicator::exchange(const float* out, size_t count_out, int to, float
   }
   count(to, bytes_of(count_out), 0);
   count(from, 0, bytes_of(count_in));
-  if (!reduce) {
-    wait_all(requests, operation, {from, to});
-    report(start, transfers);
-    return;
-  }
   // Add each chunk as it arrives, while the later ones are still in flight.
   const double begin = steady_seconds(), deadline = begin + timeout_s_;
   for (size_t done_receives = 0; done_receives < receives;) {
@@ -173,6 +171,27 @@ void MpiCommunicator::exchange(const float* out, size_t count_out, int to, float
   report(start, transfers);
 }
 
+void MpiCommunicator::exchange_bytes(const char* out, size_t bytes_out, int to, char* in, size_t bytes_in, int from,
+                                     const char* operation) {
+  const double start = steady_seconds();
+  const size_t chunk_bytes = kChunk * sizeof(float);
+  std::vector<MPI_Request> requests;
+  for (size_t at = 0, chunk = 0; at < bytes_in; at += chunk_bytes, ++chunk) {
+    requests.emplace_back();
+    MPI_CHECK(MPI_Irecv(in + at, static_cast<int>(std::min(chunk_bytes, bytes_in - at)), MPI_BYTE, from,
+                        kTagBase + static_cast<int>(chunk), comm_, &requests.back()));
+  }
+  for (size_t at = 0, chunk = 0; at < bytes_out; at += chunk_bytes, ++chunk) {
+    requests.emplace_back();
+    MPI_CHECK(MPI_Isend(out + at, static_cast<int>(std::min(chunk_bytes, bytes_out - at)), MPI_BYTE, to,
+                        kTagBase + static_cast<int>(chunk), comm_, &requests.back()));
+  }
+  count(to, static_cast<double>(bytes_out), 0);
+  count(from, 0, static_cast<double>(bytes_in));
+  wait_all(requests, operation, {from, to});
+  report(start, {{to, static_cast<double>(bytes_out)}, {from, static_cast<double>(bytes_in)}});
+}
+
 void MpiCommunicator::ring_reduce_scatter(float* data, size_t n, Op op) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
   for (int step = 0; step < size_ - 1; ++step) {
@@ -183,13 +202,13 @@ void MpiCommunicator::ring_reduce_scatter(float* data, size_t n, Op op) {
   }
 }
 
-void MpiCommunicator::ring_all_gather(float* data, size_t n) {
+void MpiCommunicator::ring_all_gather(char* data, size_t n, size_t width) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
   for (int step = 0; step < size_ - 1; ++step) {
     const auto out = segment_of(n, size_, ((rank_ - step) % size_ + size_) % size_);
     const auto in = segment_of(n, size_, ((rank_ - step - 1) % size_ + size_) % size_);
-    exchange(data + out.first, out.second - out.first, right, data + in.first, in.second - in.first,
-             left, false, "all-gather (ring)");
+    exchange_bytes(data + out.first * width, (out.second - out.first) * width, right, data + in.first * width,
+                   (in.second - in.first) * width, left, "all-gather (ring)");
   }
 }
 
@@ -285,13 +304,13 @@ void MpiCommunicator::all_reduce_f32(float* data, size_t n, Algo algo, Op op) {
   switch (algo) {
     case Algo::Ring:
       ring_reduce_scatter(data, n, op);
-      ring_all_gather(data, n);
+      ring_all_gather(reinterpret_cast<char*>(data), n, sizeof(float));
       return;
     case Algo::Tree: tree_all_reduce(data, n, op); return;
     case Algo::Shm:
       if (shares_memory()) return shm_all_reduce(data, n, op);
       ring_reduce_scatter(data, n, op);
-      ring_all_gather(data, n);
+      ring_all_gather(reinterpret_cast<char*>(data), n, sizeof(float));
       return;
     case Algo::Mpi:
       // Counted as its ring equivalent: MPI does not say what it sent.
@@ -313,10 +332,13 @@ void MpiCommunicator::reduce_scatter_f32(float* data, size_t n, Algo algo, Op op
   ring_reduce_scatter(data, n, op);
 }
 
-void MpiCommunicator::all_gather_f32(float* data, size_t n, Algo algo) {
+void MpiCommunicator::all_gather_f32(float* data, size_t n, Algo algo) { all_gather_elements(data, n, sizeof(float), algo); }
+
+void MpiCommunicator::all_gather_elements(void* data, size_t n, size_t width, Algo algo) {
   if (size_ == 1 || n == 0) return;
-  if (algo == Algo::Shm && shares_memory()) return shm_all_gather(data, n);
-  ring_all_gather(data, n);
+  char* bytes = static_cast<char*>(data);
+  if (algo == Algo::Shm && shares_memory()) return shm_all_gather(bytes, n, width);
+  ring_all_gather(bytes, n, width);
 }
 
 // A binary tree rooted at `root`: each rank receives from its parent, then sends to its

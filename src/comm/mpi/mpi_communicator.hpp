@@ -75,6 +75,9 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_f32(float* data, size_t n, Algo algo, Op op = Op::Sum);
   void reduce_scatter_f32(float* data, size_t n, Algo algo = Algo::Ring, Op op = Op::Sum);
   void all_gather_f32(float* data, size_t n, Algo algo = Algo::Ring);
+  // The same for elements of `width` bytes (2: bf16/fp16 values gathered as they are, half the
+  // bytes of f32 on the wire): an all-gather moves values, it adds nothing.
+  void all_gather_elements(void* data, size_t n, size_t width, Algo algo = Algo::Ring);
   topo::Level level_of(int peer) const { return level_of_rank_[peer]; }
 
   // The watchdog's wait: completes requests of this communicator, or aborts the job naming
@@ -85,14 +88,14 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void ring_reduce_scatter(float* data, size_t n, Op op);
-  void ring_all_gather(float* data, size_t n);
+  void ring_all_gather(char* data, size_t n, size_t width);
   void tree_all_reduce(float* data, size_t n, Op op);
   void tree_broadcast(void* data, size_t count, DType dtype, int root);
   // Shared memory (comm/mpi/shared_collectives.cpp), chunk by chunk through the window's buffers.
   bool shares_memory();  // creates the window at the first call (collective)
   void shm_all_reduce(float* data, size_t n, Op op);
   void shm_reduce_scatter(float* data, size_t n);
-  void shm_all_gather(float* data, size_t n);
+  void shm_all_gather(char* data, size_t n, size_t width);
   void shm_barrier(const char* operation);
   // The watchdog's verdict: prints what waited for whom, and aborts the job.
   [[noreturn]] void watchdog_expired(const char* operation, const std::vector<int>& peers) const;
@@ -100,6 +103,9 @@ class MpiCommunicator final : public Communicator {
   // adding the received values into `in` when reduce is set; waits under the watchdog.
   void exchange(const float* out, size_t count, int to, float* in, size_t count_in, int from,
                 bool reduce, const char* operation, Op op = Op::Sum);
+  // The same without reducing, for bytes: `bytes_out` from out to `to`, `bytes_in` from `from`.
+  void exchange_bytes(const char* out, size_t bytes_out, int to, char* in, size_t bytes_in, int from,
+                      const char* operation);
   // A Work for requests posted by an MPI non-blocking call; transfers: what to report at the
   // end (empty: nothing, for the uncounted collectives of a few values).
   Work pending(std::vector<MPI_Request> requests, const char* operation, std::vector<int> peers,

@@ -139,25 +139,26 @@ void MpiCommunicator::shm_reduce_scatter(float* data, size_t n) {
   }
 }
 
-void MpiCommunicator::shm_all_gather(float* data, size_t n) {
-  const size_t capacity = shared_->capacity();
+void MpiCommunicator::shm_all_gather(char* data, size_t n, size_t width) {
+  const size_t capacity = shared_->capacity() * sizeof(float) / width;  // elements a buffer holds
   const auto own = segment_of(n, size_, rank_);
   for (size_t at = 0; at < n; at += capacity) {
     const double start = steady_seconds();
     const size_t len = std::min(capacity, n - at);
     const int which = static_cast<int>(shm_chunks_++ % 2);
     const auto mine = overlap(own, at, at + len);
-    std::memcpy(shared_->buffer(rank_, which) + (mine.first - at), data + mine.first,
-                length(mine) * sizeof(float));
+    char* my_buffer = reinterpret_cast<char*>(shared_->buffer(rank_, which));
+    std::memcpy(my_buffer + (mine.first - at) * width, data + mine.first * width, length(mine) * width);
     shm_barrier("all-gather (shared memory)");
     std::vector<std::pair<int, double>> transfers;
     for (int k = 0; k < size_; ++k) {
       if (k == rank_) continue;
       const auto theirs = overlap(segment_of(n, size_, k), at, at + len);
-      std::memcpy(data + theirs.first, shared_->buffer(k, which) + (theirs.first - at),
-                  length(theirs) * sizeof(float));
-      count(k, floats(length(mine)), floats(length(theirs)));
-      transfers.emplace_back(k, double(std::max(length(mine), length(theirs))) * sizeof(float));
+      const char* their_buffer = reinterpret_cast<const char*>(shared_->buffer(k, which));
+      std::memcpy(data + theirs.first * width, their_buffer + (theirs.first - at) * width, length(theirs) * width);
+      const double sent = double(length(mine) * width), received = double(length(theirs) * width);
+      count(k, sent, received);
+      transfers.emplace_back(k, std::max(sent, received));
     }
     report(start, transfers);
   }

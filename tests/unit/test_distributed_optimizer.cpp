@@ -1,0 +1,103 @@
+// The distributed optimizer (optim/adamw.hpp): a 16-bit model's fp32 master weights are the
+// optimizer's. Sharded over d replicas — each updating its part of the master and writing its
+// part of the 16-bit parameters — the union is the unsharded update, bit for bit; the 16-bit
+// parameters are the master's rounding; an fp32 model's parameters are their own master.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dp/reducer.hpp"
+#include "kernel_check.hpp"
+#include "kernels/kernels.hpp"
+#include "model/params.hpp"
+#include "optim/adamw.hpp"
+
+using namespace trident;
+using namespace trident::testing;
+
+BOOST_AUTO_TEST_SUITE(distributed_optimizer)
+
+namespace {
+
+model::GptConfig small_config() {
+  model::GptConfig c;
+  c.layers = 2, c.heads = 2, c.channels = 8, c.vocab = 30, c.padded_vocab = 32, c.max_seq_len = 6;
+  return c;
+}
+
+struct Problem {
+  model::GptConfig config = small_config();
+  int64_t n = model::num_parameters(small_config());
+  std::vector<float> initial, grads;
+  Problem() : initial(static_cast<size_t>(n)), grads(random_vector(static_cast<size_t>(n), 301)) {
+    model::init_params(config, initial.data(), 5);
+  }
+};
+
+Tensor low_tensor(std::vector<uint16_t>& values, DType type) {
+  return Tensor{values.data(), type, Shape{static_cast<int64_t>(values.size())}, Device{}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
+  const Problem p;
+  kernels::Context ctx;
+  for (kernels::Precision precision : {kernels::Precision::bf16, kernels::Precision::fp16}) {
+    const DType type = kernels::storage_dtype(precision);
+    std::vector<uint16_t> whole_params(static_cast<size_t>(p.n)), sharded_params(whole_params.size(), 0);
+    kernels::convert(ctx, low_tensor(whole_params, type), view(p.initial.data(), p.initial.size(), Device{}));
+    sharded_params = whole_params;
+    optim::AdamW whole(ctx, p.config, {}, {}, 0, -1, precision);
+    BOOST_TEST(whole.keeps_master());
+    whole.load_master(ctx, p.initial.data());
+    const int d = 3;
+    std::vector<std::unique_ptr<optim::AdamW>> shards;
+    for (int r = 0; r < d; ++r) {
+      const dp::Shard s = dp::shard_of(p.n, r, d);
+      shards.push_back(std::make_unique<optim::AdamW>(ctx, p.config, optim::AdamWSettings{}, model::Partition{}, s.begin,
+                                                      s.end, precision));
+      shards.back()->load_master(ctx, p.initial.data());
+    }
+    for (int64_t t = 1; t <= 3; ++t) {
+      whole.step(ctx, low_tensor(whole_params, type), p.grads.data(), 1e-2f, t, 0.8f);
+      for (auto& shard : shards) shard->step(ctx, low_tensor(sharded_params, type), p.grads.data(), 1e-2f, t, 0.8f);
+    }
+    BOOST_TEST(sharded_params == whole_params, kernels::precision_name(precision));
+    for (auto& shard : shards)
+      for (int64_t i = 0; i < shard->shard_size(); ++i)
+        BOOST_REQUIRE(shard->master()[i] == whole.master()[shard->shard_begin() + i]);
+    // The 16-bit parameters are the master's rounding, and moved on from the initial values.
+    std::vector<uint16_t> rounded(whole_params.size());
+    kernels::convert(ctx, low_tensor(rounded, type), view(whole.master(), whole_params.size(), Device{}));
+    BOOST_TEST(rounded == whole_params, kernels::precision_name(precision));
+    std::vector<uint16_t> initial(whole_params.size());
+    kernels::convert(ctx, low_tensor(initial, type), view(p.initial.data(), p.initial.size(), Device{}));
+    BOOST_TEST(initial != whole_params);
+    // After a restore: each shard writes its part of the parameters from its master.
+    std::vector<uint16_t> restored(whole_params.size(), 0);
+    for (auto& shard : shards) shard->write_master_into(ctx, low_tensor(restored, type));
+    BOOST_TEST(restored == whole_params, kernels::precision_name(precision));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_fp32_model_is_its_own_master) {
+  const Problem p;
+  kernels::Context ctx;
+  optim::AdamW fp32(ctx, p.config, {});
+  BOOST_TEST(!fp32.keeps_master());
+  BOOST_TEST(fp32.master() == nullptr);
+  std::vector<float> params = p.initial;
+  fp32.step(ctx, view(params.data(), params.size(), Device{}), p.grads.data(), 1e-2f, 1, 1.0f);
+  BOOST_TEST(params != p.initial);
+  // The 16-bit optimizer's master follows the same arithmetic: its first update is this one.
+  optim::AdamW bf16(ctx, p.config, {}, {}, 0, -1, kernels::Precision::bf16);
+  bf16.load_master(ctx, p.initial.data());
+  std::vector<uint16_t> low(params.size());
+  bf16.step(ctx, low_tensor(low, DType::bf16), p.grads.data(), 1e-2f, 1, 1.0f);
+  BOOST_TEST(std::vector<float>(bf16.master(), bf16.master() + p.n) == params);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
