@@ -191,6 +191,7 @@ bench: deps
 	@scripts/bench-checkpoint.sh
 	@scripts/bench-recompute.sh
 	@scripts/bench-attention.sh
+	@scripts/bench-zero.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

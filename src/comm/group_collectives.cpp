@@ -92,8 +92,10 @@ LevelBytes GroupCollectives::traffic() const {
 
 Work GroupCollectives::all_reduce(void* data, size_t count, DType dtype, Op op, Stream stream) {
   if (!stream.device.is_cpu()) return device_all_reduce(data, count, dtype, op, stream);
-  if (dtype == DType::f64 || dtype == DType::i32) return flat_->all_reduce(data, count, dtype, op, stream);
-  as_f32(data, count, dtype, wide_, [&](float* values) { all_reduce_f32(values, count, op); });
+  // Scalars through MPI's own collective; 16-bit values by the flat ring with 16-bit messages
+  // (comm/mpi/mpi_communicator.hpp), the hierarchy's levels being f32 algorithms.
+  if (dtype != DType::f32) return flat_->all_reduce(data, count, dtype, op, stream);
+  all_reduce_f32(static_cast<float*>(data), count, op);
   return Work();
 }
 

@@ -66,7 +66,6 @@ class GroupCollectives final : public Communicator {
   topo::Level span_ = topo::Level::Node;
   std::unique_ptr<MpiCommunicator> flat_;
   std::unique_ptr<HostLevels> levels_;  // split for every group: the splits are collective
-  std::vector<float> wide_;  // a 16-bit buffer widened to f32 for its all-reduce
   bool use_hierarchy_ = false;
   // Null without backend = nccl, and for a level of one member.
   std::unique_ptr<Communicator> device_flat_, device_node_, device_rack_, device_cross_;

@@ -215,6 +215,10 @@ std::vector<KeySpec> build_schema() {
       boolean("comm.nccl_cross_rack_collnet", "false", "as comm.nccl_node_collnet, across racks"),
       real("comm.bucket_mb", "25", 0.001, 65536, "gradient bucket size in MiB"),
       boolean("comm.overlap", "true", "overlap the gradient reduction with backward"),
+      choice("comm.grad_dtype", "f32", {"f32", "bf16"},
+             "the type the gradients travel in: f32, or bf16 (rounded before the reduction; over "
+             "NCCL its bf16 sums, over MPI a ring of bf16 messages adding in f32 at each hop): "
+             "half the bytes, with a rounding per hop"),
       real("comm.timeout_s", "300", 0.001, 1e9,
            "watchdog: a collective stuck this long aborts the job naming the operation"),
       real("comm.heartbeat_s", "1", 0.01, 3600,

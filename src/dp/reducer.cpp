@@ -17,22 +17,26 @@ Shard shard_of(int64_t n, int rank, int size) {
 }
 
 GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb,
-                                 bool overlap, bool zero)
-    : data_(data), gradients_(std::move(gradients)), zero_(zero) {
+                                 bool overlap, bool zero, DType wire)
+    : data_(data), gradients_(std::move(gradients)), zero_(zero), wire_(wire) {
   data_size_ = data.size();
   data_rank_ = data.rank();
   const int64_t n = gradients_.count;
   shard_ = zero ? shard_of(n, data_rank_, data_size_) : Shard{0, n};
   if (data_size_ == 1) return;
-  if (zero) return;  // the reduce-scatter works in place on the gradient buffer
+  kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  if (zero) {  // the reduce-scatter works in place on the gradient buffer (narrowed in place for 16 bits)
+    if (wire_ != DType::f32)
+      shard16_ = TensorBuffer(wire_, Shape{shard_.count()}, MemoryCategory::Communication, backend, MemoryKind::device);
+    return;
+  }
   for (const GradientSegment& s : gradients_.segments)
     REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
   buckets_ = plan_buckets(gradients_.segments, bucket_mb);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
-  // Where the gradients are: the bucket is packed by the device's copies (memcpy on the CPU).
-  packed_ = Buffer<float>(static_cast<size_t>(largest), MemoryCategory::Communication,
-                          kernels::backend_of(gradients_.device), MemoryKind::device);
+  // Where the gradients are: the bucket is packed by the device's copies or roundings.
+  packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
   // On a device the overlap is a communication stream ordered by events, not a host thread: from
   // another thread a bucket's kernels and collective would run on another device's default
   // stream, unordered with backward's kernels. (The guarded backend takes this path too, its
@@ -56,22 +60,22 @@ GradientReducer::~GradientReducer() {
 
 comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
   const double start = steady_seconds();
-  float* packed = packed_.data();
+  const Tensor packed = packed_.view();
   const Device device = stream.device;
   kernels::Context ctx = gradients_.device;
   ctx.stream = stream;
   int64_t at = 0;
-  for (const GradientSegment& s : bucket.segments) {
-    kernels::copy(ctx, view(packed + at, s.count, device), view(static_cast<float*>(s.data), s.count, device));
+  for (const GradientSegment& s : bucket.segments) {  // a copy in f32, a rounding in 16 bits
+    kernels::convert(ctx, packed.elements(at, s.count), view(static_cast<float*>(s.data), s.count, device));
     at += s.count;
   }
-  comm::Work reduced = data_.all_reduce(packed, static_cast<size_t>(bucket.elements), DType::f32, comm::Op::Sum, stream);
+  comm::Work reduced = data_.all_reduce(packed.data, static_cast<size_t>(bucket.elements), wire_, comm::Op::Sum, stream);
   // The unpacking copies follow the all-reduce in stream order where it is ordered on a device
   // stream (NCCL; a staged one is complete when it returns): the host waits only for a host one.
   if (!device_overlap_ && !reduced.stream_ordered()) reduced.wait();
   at = 0;
   for (const GradientSegment& s : bucket.segments) {
-    kernels::copy(ctx, view(static_cast<float*>(s.data), s.count, device), view(packed + at, s.count, device));
+    kernels::convert(ctx, view(static_cast<float*>(s.data), s.count, device), packed.elements(at, s.count));
     at += s.count;
   }
   comm_seconds_ += steady_seconds() - start;
@@ -101,9 +105,15 @@ void GradientReducer::on_final(int event) {
 
 void GradientReducer::reduce_scatter() {
   const double start = steady_seconds();
-  // Own shard summed in place.
-  data_.reduce_scatter(gradients_.flat, static_cast<size_t>(gradients_.count), DType::f32, comm::Op::Sum,
-                      gradients_.device.stream).wait();
+  kernels::Context& ctx = gradients_.device;
+  const Tensor flat = view(gradients_.flat, static_cast<size_t>(gradients_.count), ctx.stream.device);
+  // Own shard summed in place (16 bits: in the first half of the buffer, rounded there).
+  const Tensor sent = wire_ == DType::f32 ? flat : kernels::narrow(ctx, flat, wire_);
+  data_.reduce_scatter(sent.data, static_cast<size_t>(gradients_.count), wire_, comm::Op::Sum, ctx.stream).wait();
+  if (wire_ != DType::f32) {  // widened back through a copy: the 16-bit shard overlaps its f32 place
+    kernels::copy(ctx, shard16_.view(), sent.elements(shard_.begin, shard_.count()));
+    kernels::convert(ctx, flat.elements(shard_.begin, shard_.count()), shard16_.view());
+  }
   comm_seconds_ += steady_seconds() - start;
 }
 

@@ -4,7 +4,10 @@
 // Math: after every replica's backward, g = Σ_r g_r over the data group (each replica scaled its
 // loss by 1/(micro-batches · data), so g is the gradient of the global mean loss).
 // Communication: one all-reduce (sum) per bucket over the data communicator; every replica
-// receives the same bytes, so the replicas stay bitwise identical.
+// receives the same bytes, so the replicas stay bitwise identical. comm.grad_dtype = bf16: each
+// bucket is packed rounded to bf16 and reduced as bf16 (half the bytes; NCCL's bf16 sums, or
+// our MPI ring's bf16 messages adding in f32 at each hop), then widened back into the f32
+// gradients.
 //
 // The reducer knows the model only as gradient segments (dp/segments.hpp), in the order
 // backward finishes them. With overlap, backward reports each finished event (on_final); a
@@ -50,8 +53,9 @@ class GradientReducer {
   // that other threads may drive too (comm::concurrent_callers_supported); without it the
   // reduction runs after backward. zero: ZeRO-1 — after backward, one reduce-scatter leaves
   // each replica the summed gradients of its own shard only (the rest of its gradient buffer is
-  // then stale); no overlap in this mode.
-  GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, bool zero);
+  // then stale); no overlap in this mode. wire: the type the gradients travel in (f32, bf16).
+  GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, bool zero,
+                  DType wire = DType::f32);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -88,7 +92,9 @@ class GradientReducer {
   bool zero_ = false;
   Shard shard_;
   std::vector<Bucket> buckets_;
-  Buffer<float> packed_;  // (largest bucket) used by whichever thread reduces (not with ZeRO)
+  DType wire_ = DType::f32;
+  TensorBuffer packed_;   // (largest bucket) of the wire type, used by whichever thread reduces (not with ZeRO)
+  TensorBuffer shard16_;  // ZeRO with 16-bit gradients: (shard) the own sums before they are widened
   size_t next_to_launch_ = 0;
   double comm_seconds_ = 0;
   std::vector<comm::Work> launched_;            // per bucket launched this step, in order

@@ -231,6 +231,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.classifier_chunk = settings.model.classifier_chunk;
   in.zero = settings.step.zero;
   in.bucket_mb = settings.reduce.bucket_mb;
+  in.grad_bytes = dtype_size(settings.reduce.grad_dtype);
   in.async_checkpoint = settings.checkpoint.async;
   in.precision = settings.precision.name;
   in.low16_widened = kernels::widens_low16(device, settings.precision.precision);

@@ -197,7 +197,8 @@ RunSettings read_settings(const deck::Deck& deck) {
             deck.get_float("train.lock_stale_s")};
   s.train = train_settings(deck);
   s.step = step_settings(deck);
-  s.reduce = {deck.get_float("comm.bucket_mb"), deck.get_bool("comm.overlap")};
+  s.reduce = {deck.get_float("comm.bucket_mb"), deck.get_bool("comm.overlap"),
+              deck.get_string("comm.grad_dtype") == "bf16" ? DType::bf16 : DType::f32};
   s.data = {deck.get_string("data.train"), deck.get_string("data.val"), deck.get_string("data.format"),
             static_cast<int>(deck.get_int("model.vocab"))};
   s.debug = debug_settings(deck);

@@ -48,6 +48,7 @@ struct StepSettings {
 struct ReduceSettings {
   double bucket_mb = 0;          // gradient bucket size
   bool overlap = true;           // reduce buckets while backward runs
+  DType grad_dtype = DType::f32; // comm.grad_dtype: what the gradients travel in
 };
 
 // [data]

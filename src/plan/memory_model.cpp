@@ -118,8 +118,10 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
     int64_t largest = 0;
     for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
       largest = std::max(largest, b.elements);
-    e.bytes[index(MemoryCategory::Communication)] = largest * kFloat;
+    e.bytes[index(MemoryCategory::Communication)] = largest * in.grad_bytes;
   }
+  if (in.data > 1 && in.zero && in.grad_bytes != kFloat)  // the own shard's 16-bit sums before widening
+    e.bytes[index(MemoryCategory::Communication)] = shard * in.grad_bytes;
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());

@@ -50,6 +50,7 @@ struct MemoryInputs {
   int recompute_interval = 1;      // K of every_k
   bool zero = false;
   double bucket_mb = 25;
+  int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's and ZeRO's 16-bit shard
   bool async_checkpoint = false;
   std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
   bool low16_widened = true;       // bf16/fp16: GEMM operands widened to f32 (kernels::widens_low16)

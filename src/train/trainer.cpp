@@ -103,7 +103,7 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
                           model.grads(), model.num_parameters(), model.context()};
   gradients.device.stream = model.stream();
   return std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
-                                               settings.reduce.overlap, settings.step.zero);
+                                               settings.reduce.overlap, settings.step.zero, settings.reduce.grad_dtype);
 }
 
 // ZeRO-1: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of its own

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sharded training state (optim.zero = 1, the distributed optimizer): a bf16/fp16 run keeps its
+# Sharded training state and 16-bit gradient traffic (issue 33).
+# optim.zero = 1, the distributed optimizer: a bf16/fp16 run keeps its
 # fp32 master weights and both AdamW moments sharded over the data group, the 16-bit parameters
 # all-gathered as 16-bit values. The same bits as the unsharded run (losses every step and the
 # final fp32 model); a third of the optimizer bytes per replica at data 4 where they counted
 # n + 2n/d before; kill -9 and resume bitwise; checkpoints of either stage resume onto the other
-# and onto other layouts; the guard backend gives the CPU's bits.
+# and onto other layouts; the guard backend gives the CPU's bits. comm.grad_dtype = bf16: half
+# the gradient bytes, training as with f32.
 . tests/e2e/lib.sh
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
@@ -84,4 +86,29 @@ across zero1_d4_to_serial_bf16 d4_bf16_zero1 serial_bf16 1e-2 1 --optim.precisio
 # A bf16 sharded checkpoint continues in fp32 from the master weights it holds.
 run serial_fp32 1 || fail serial_fp32 "$(tail -3 serial_fp32.out)"
 across zero1_bf16_to_fp32 d2_bf16_zero1 serial_fp32 2e-2 1
+
+# comm.grad_dtype = bf16: the gradients travel as bf16 (a rounding per hop), half the bytes of
+# the all-reduce (the ring both ways, comm.node_algo = ring), and about the same training; under
+# ZeRO the reduce-scatter halves too (with the 16-bit parameters' gather: 2/3 of the bytes).
+RING=--comm.node_algo=ring
+bytes_ratio() {  # bytes_ratio NAME RUN_F32 RUN_BF16 RATIO: data_bytes_node summed over the steps
+  if $PY - "$2" "$3" "$4" > "$1.cmp" 2>&1 <<'PY'
+import sys, h5py
+a, b = (h5py.File(d + "/metrics.h5", "r")["data_bytes_node"][:].sum() for d in sys.argv[1:3])
+print(f"data-group bytes {b:.0f} with bf16 gradients, {a:.0f} with f32: {b / a:.4f}")
+sys.exit(0 if abs(b / a - float(sys.argv[3])) < 1e-3 else 1)
+PY
+  then pass "$1 ($(cat "$1.cmp"))"; else fail "$1" "$(cat "$1.cmp")"; fi
+}
+run d2_fp32_ring 2 --parallel.data=2 $RING && run d2_fp32_grad16 2 --parallel.data=2 $RING --comm.grad_dtype=bf16 &&
+  same_losses grad_bf16_follows_f32 d2_fp32_ring d2_fp32_grad16 1e-2 && bytes_ratio grad_bf16_half_the_bytes d2_fp32_ring d2_fp32_grad16 0.5 ||
+  fail grad_bf16_runs "$(tail -3 d2_fp32_grad16.out)"
+run d4_bf16_zero1_ring 4 --parallel.data=4 --optim.precision=bf16 --optim.zero=1 $RING &&
+  run d4_bf16_zero1_grad16 4 --parallel.data=4 --optim.precision=bf16 --optim.zero=1 $RING --comm.grad_dtype=bf16 &&
+  same_losses grad_bf16_zero1_follows_f32 d4_bf16_zero1_ring d4_bf16_zero1_grad16 1e-2 &&
+  bytes_ratio grad_bf16_zero1_two_thirds_of_the_bytes d4_bf16_zero1_ring d4_bf16_zero1_grad16 0.6667 ||
+  fail grad_bf16_zero1_runs "$(tail -3 d4_bf16_zero1_grad16.out)"
+run d2_grad16_guard 2 --parallel.data=2 $RING --comm.grad_dtype=bf16 --kernels.device=guard &&
+  same_losses grad_bf16_guard_bitwise d2_fp32_grad16 d2_grad16_guard ||
+  fail grad_bf16_guard_bitwise "$(tail -3 d2_grad16_guard.out)"
 exit 0

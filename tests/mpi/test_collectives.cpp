@@ -110,6 +110,49 @@ BOOST_AUTO_TEST_CASE(ring_and_tree_bytes_match_the_formulas) {
   BOOST_TEST(everywhere(std::all_of(b.begin(), b.end(), [](float x) { return x == 3.0f; })));
 }
 
+// 16-bit values (comm.grad_dtype = bf16; the distributed optimizer's parameters): the ring with
+// 16-bit messages — exact on small integers for every group size, odd counts and the shared
+// window's algorithm alike; each rank's reduce-scatter segment summed; half the f32 ring's
+// bytes; the all-gather of any element width moving the values as they are (fp16 bits here).
+BOOST_AUTO_TEST_CASE(sixteen_bit_ring_exact_with_half_the_bytes) {
+  for_each_leading_group(1, [](MPI_Comm group, int members) {
+    bool ok = true;
+    for (size_t n : {size_t(1), size_t(7), size_t(1000), size_t(300001)}) {
+      comm::MpiCommunicator c(group, all_node(members), "test", 60, comm::Traffic::Count, comm::Algo::Shm);
+      const std::vector<float> mine = contribution(n, c.rank());
+      std::vector<uint16_t> low(n), scattered(n);
+      comm::narrow(DType::bf16, mine.data(), low.data(), n);
+      scattered = low;
+      c.all_reduce(low.data(), n, DType::bf16, comm::Op::Sum, Stream{}).wait();
+      std::vector<float> summed(n);
+      comm::widen(DType::bf16, low.data(), summed.data(), n);
+      ok = ok && wrong_elements(summed, members) == 0;
+      c.reduce_scatter(scattered.data(), n, DType::bf16, comm::Op::Sum, Stream{}).wait();
+      const auto own = comm::segment_of(n, members, c.rank());
+      std::vector<float> segment(own.second - own.first);
+      comm::widen(DType::bf16, scattered.data() + own.first, segment.data(), segment.size());
+      for (size_t i = 0; i < segment.size(); ++i) ok = ok && segment[i] == sum_at(own.first + i, members);
+      std::vector<uint16_t> bits(n, 0);  // fp16 bit patterns: each rank's segment, gathered
+      for (size_t i = own.first; i < own.second; ++i) bits[i] = uint16_t(i * 31 + 7);
+      c.all_gather(bits.data(), n, DType::fp16, Stream{}).wait();
+      for (size_t i = 0; i < n; ++i) ok = ok && bits[i] == uint16_t(i * 31 + 7);
+    }
+    return ok;
+  });
+  // Bytes: the 16-bit all-reduce sends exactly half of what the f32 ring sends.
+  const int n = world_size();
+  const size_t count = size_t(n) * 1000;
+  comm::MpiCommunicator f32(MPI_COMM_WORLD, all_node(n), "world", 60);
+  std::vector<float> v = contribution(count, f32.rank());
+  f32.all_reduce_f32(v.data(), count, comm::Algo::Ring);
+  comm::MpiCommunicator b16(MPI_COMM_WORLD, all_node(n), "world", 60);
+  std::vector<uint16_t> low(count);
+  comm::narrow(DType::bf16, contribution(count, b16.rank()).data(), low.data(), count);
+  b16.all_reduce(low.data(), count, DType::bf16, comm::Op::Sum, Stream{}).wait();
+  BOOST_TEST(everywhere(b16.traffic().sent[0] * 2 == f32.traffic().sent[0] && (b16.traffic().sent[0] > 0) == (n > 1)),
+             b16.traffic().sent[0] << " vs " << f32.traffic().sent[0]);
+}
+
 // Through the shared window: reduce-scatter and all-gather exact for every group size, over
 // several chunks of the window (its buffers hold 1 Mi floats), and each collective counted as
 // the bytes the ranks read from each other — the ring's formulas: all-reduce 2(n−1)/n·S,

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "comm/watchdog.hpp"
 #include "comm/wrappers/widen.hpp"
+#include "comm/wrappers/widen.hpp"
 
 namespace trident::comm {
 namespace {
@@ -199,6 +200,23 @@ void MpiCommunicator::ring_reduce_scatter(float* data, size_t n, Op op) {
     const auto in = segment_of(n, size_, ((rank_ - step - 2) % size_ + size_) % size_);
     exchange(data + out.first, out.second - out.first, right, data + in.first, in.second - in.first,
              left, true, "reduce-scatter (ring)", op);
+  }
+}
+
+void MpiCommunicator::ring_reduce_scatter_low16(uint16_t* data, size_t n, DType dtype) {
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  for (int step = 0; step < size_ - 1; ++step) {
+    const auto out = segment_of(n, size_, ((rank_ - step - 1) % size_ + size_) % size_);
+    const auto in = segment_of(n, size_, ((rank_ - step - 2) % size_ + size_) % size_);
+    const size_t len = in.second - in.first;
+    if (landing16_.size() < len) landing16_.resize(len), wide_.resize(len), scratch_.resize(len);
+    exchange_bytes(reinterpret_cast<const char*>(data + out.first), (out.second - out.first) * sizeof(uint16_t), right,
+                   reinterpret_cast<char*>(landing16_.data()), len * sizeof(uint16_t), left,
+                   "reduce-scatter (ring, 16-bit)");
+    widen(dtype, data + in.first, wide_.data(), len);
+    widen(dtype, landing16_.data(), scratch_.data(), len);
+    for (size_t i = 0; i < len; ++i) wide_[i] += scratch_[i];
+    narrow(dtype, wide_.data(), data + in.first, len);
   }
 }
 

@@ -88,6 +88,11 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void ring_reduce_scatter(float* data, size_t n, Op op);
+  // The ring's reduce-scatter of 16-bit values (bf16, fp16) with 16-bit messages: at each hop the
+  // partial sums received are widened, added in f32 to this rank's values and rounded to be sent
+  // on (NCCL's way with 16-bit types): half the bytes of f32 on every link, and one rounding
+  // per hop. Sums only.
+  void ring_reduce_scatter_low16(uint16_t* data, size_t n, DType dtype);
   void ring_all_gather(char* data, size_t n, size_t width);
   void tree_all_reduce(float* data, size_t n, Op op);
   void tree_broadcast(void* data, size_t count, DType dtype, int root);
@@ -124,7 +129,8 @@ class MpiCommunicator final : public Communicator {
   LevelBytes traffic_;
   StepObserver observer_;
   std::vector<float> scratch_;  // a received chunk before it is added
-  std::vector<float> wide_;     // a 16-bit buffer widened to f32 for its reduction
+  std::vector<float> wide_;     // a 16-bit segment widened to f32 for its reduction
+  std::vector<uint16_t> landing16_;  // a 16-bit segment received
   std::unique_ptr<SharedWindow> shared_;  // Shm: the window, once created
   bool shared_checked_ = false;           // Shm: whether the window was tried
   uint64_t shm_epoch_ = 0;                // barriers passed through the window

@@ -88,15 +88,26 @@ Work MpiCommunicator::all_reduce(void* data, size_t count, DType dtype, Op op, S
     return pending(std::move(requests), "all-reduce (scalars)", everyone_else(), 0, {});
   }
   REQUIRE(reducible(dtype), "all-reduce of " << dtype_name(dtype));
-  as_f32(data, count, dtype, wide_, [&](float* values) { all_reduce_f32(values, count, algo_, op); });
+  if (is_16bit(dtype)) {  // 16-bit messages: the ring, whatever the algorithm
+    REQUIRE(op == Op::Sum, "all-reduce of " << dtype_name(dtype) << ": sums only");
+    ring_reduce_scatter_low16(static_cast<uint16_t*>(data), count, dtype);
+    all_gather_elements(data, count, dtype_size(dtype), Algo::Ring);
+    return Work();
+  }
+  all_reduce_f32(static_cast<float*>(data), count, algo_, op);
   return Work();
 }
 
 Work MpiCommunicator::reduce_scatter(void* data, size_t count, DType dtype, Op op, Stream stream) {
   require_host(stream, "reduce-scatter");
   REQUIRE(reducible(dtype), "reduce-scatter of " << dtype_name(dtype));
+  if (is_16bit(dtype)) {
+    REQUIRE(op == Op::Sum, "reduce-scatter of " << dtype_name(dtype) << ": sums only");
+    if (size_ > 1 && count > 0) ring_reduce_scatter_low16(static_cast<uint16_t*>(data), count, dtype);
+    return Work();
+  }
   const Algo algo = algo_ == Algo::Shm ? Algo::Shm : Algo::Ring;
-  as_f32(data, count, dtype, wide_, [&](float* values) { reduce_scatter_f32(values, count, algo, op); });
+  reduce_scatter_f32(static_cast<float*>(data), count, algo, op);
   return Work();
 }
 
