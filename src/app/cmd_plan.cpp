@@ -169,11 +169,40 @@ std::string describe_model(const plan::Workload& w) {
   return text;
 }
 
+// Per ZeRO stage: how many of its layouts fit, and its fastest that does (or, where none does,
+// the one that needs least memory) — which stage makes the model fit, at what speed.
+void print_stages(const std::vector<plan::Candidate>& ranked) {
+  for (bool zero : {false, true}) {
+    int layouts = 0, fit = 0;
+    const plan::Candidate* first = nullptr;  // ranked: the fastest that fits, else the smallest
+    for (const auto& c : ranked) {
+      if (c.layout.zero != zero) continue;
+      ++layouts;
+      fit += c.estimate.feasible ? 1 : 0;
+      if (!first) first = &c;
+    }
+    if (layouts == 0) continue;
+    const plan::Layout& l = first->layout;
+    char text[320];
+    std::snprintf(text, sizeof text, "  optim.zero = %d%s: %d of %d layouts fit; %s tensor %d x pipeline %d x data %d, "
+                  "micro-batch %d, recompute %s: %.1f GB per device", zero ? 1 : 0,
+                  zero ? " (distributed optimizer)" : "", fit, layouts, fit ? "fastest" : "least memory:",
+                  l.tensor, l.pipeline, l.data, l.micro_batch, l.recompute.c_str(), first->estimate.memory_total / 1e9);
+    std::string line = text;
+    if (fit) {
+      std::snprintf(text, sizeof text, ", %.4g tokens/s", first->estimate.tokens_per_s);
+      line += text;
+    }
+    print0(line);
+  }
+}
+
 void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& flags) {
   int feasible = 0;
   for (const auto& c : ranked) feasible += c.estimate.feasible ? 1 : 0;
-  print0(std::to_string(ranked.size()) + " runnable layouts, " + std::to_string(feasible) + " fit in memory; the best " +
-         std::to_string(std::min(flags.top, feasible)) + " by predicted tokens/s:");
+  print0(std::to_string(ranked.size()) + " runnable layouts, " + std::to_string(feasible) + " fit in memory; by ZeRO stage:");
+  print_stages(ranked);
+  print0("the best " + std::to_string(std::min(flags.top, feasible)) + " by predicted tokens/s:");
   print0(plan::table_header());
   for (int i = 0; i < feasible && i < flags.top; ++i) print0(plan::table_row(ranked[i], i + 1));
   if (feasible < static_cast<int>(ranked.size())) {

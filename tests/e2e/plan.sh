@@ -21,6 +21,25 @@ if /usr/bin/time -f '%M' -o rss.txt "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck"
   else fail "plan_175b_1024_gpus" "${ms} ms, ${rss_mb} MB: $(tail -3 big.out)"; fi
 else fail "plan_175b_1024_gpus" "$(tail -3 big.err)"; fi
 
+# ZeRO stages (issue 33): the seed's 175B, tensor 8 x data 4 in bf16 — the distributed
+# optimizer's state is 2 + 4 + 12/4 = 9 bytes per parameter of the rank's 21.8 B (~197 GB)
+# against 2 + 4 + 12 = 18 (its master unsharded); on 256 A100s the per-stage summary says how
+# many layouts fit with each stage, the distributed optimizer more.
+"$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx --optim.zero=1 > zero1.out 2>&1
+"$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx --gpus=256 > stages.out 2>&1
+if $PY - zero1.out stages.out > stages.cmp 2>&1 <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+g, o, p = (float(re.search(k + r" ([0-9.]+) GB", text).group(1)) for k in ("gradients", "optimizer", "parameters"))
+n = 174.56e9 / 8  # the rank's parameters, in round figures (the tensor slice of everything but the embeddings)
+stages = dict(re.findall(r"optim.zero = ([01])[^:]*: ([0-9]+) of [0-9]+ layouts fit", open(sys.argv[2]).read()))
+print(f"t8 d4 ZeRO-1 state {g + o + p:.1f} GB = {(g + o + p) * 1e9 / n:.2f} bytes per parameter "
+      f"(optimizer {o} GB); layouts that fit on 256 GPUs: {stages}")
+ok = abs((g + o + p) * 1e9 / n - 9) < 0.1 and abs(o * 1e9 / n - 3) < 0.05
+sys.exit(0 if ok and set(stages) == {"0", "1"} and int(stages["1"]) > int(stages["0"]) else 1)
+PY
+then pass "plan_zero_stages ($(cat stages.cmp))"; else fail plan_zero_stages "$(cat stages.cmp)"; fi
+
 # --json: every line one object with the fields the issue names; feasible ones ranked by tokens/s.
 "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=h100-80gb-dgx --gpus=256 --json > plan.jsonl 2> json.err
 if $PY - plan.jsonl > json.cmp 2>&1 <<'PY'

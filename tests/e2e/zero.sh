@@ -23,7 +23,7 @@ run() {  # run NAME RANKS OVERRIDES...
 # scatter adds in the all-reduce's order, so the same bits (losses and model.bin, the gathered
 # fp32 master weights); at data 4 the all-reduce runs another algorithm (another order of the
 # same sums), within 1e-5.
-for case in "bf16 2 0" "bf16 4 1e-5" "fp16 2 0"; do
+for case in "bf16 2 0" "bf16 4 1e-5" "bf16 8 1e-5" "fp16 2 0"; do
   set -- $case
   precision=$1 data=$2 tolerance=$3
   base="d${data}_$precision"
@@ -37,6 +37,13 @@ run t2p2d2_bf16_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.dat
   run t2p2d2_bf16_zero0 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16 &&
   same_losses zero1_bitwise_t2p2d2_bf16 t2p2d2_bf16_zero0 t2p2d2_bf16_zero1 ||
   fail zero1_bitwise_t2p2d2_bf16 "$(tail -3 t2p2d2_bf16_zero1.out)"
+
+# Pipeline (GPipe) with full recompute and the reduction after backward (overlap off).
+P2="--parallel.pipeline=2 --parallel.data=2 --parallel.schedule=gpipe --memory.recompute=full --comm.overlap=false"
+# shellcheck disable=SC2086
+run t1p2d2_gpipe_zero1 4 $P2 --optim.precision=bf16 --optim.zero=1 && run t1p2d2_gpipe_zero0 4 $P2 --optim.precision=bf16 &&
+  same_losses zero1_matches_zero0_t1p2d2_gpipe_recompute_bf16 t1p2d2_gpipe_zero0 t1p2d2_gpipe_zero1 ||
+  fail zero1_matches_zero0_t1p2d2_gpipe_recompute_bf16 "$(tail -3 t1p2d2_gpipe_zero1.out)"
 
 # On the guard backend (device memory the host cannot touch; every host read counted): the same
 # bits as on the CPU, checkpoints and the final gather included.
