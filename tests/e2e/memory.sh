@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
-# for 24 configurations (layouts x recompute modes x precisions x ZeRO x schedules x async
+# for every configuration below (layouts x recompute modes x precisions x ZeRO x schedules x async
 # checkpoints) every
 # category of `trident train --check`'s estimate is within 5% of the busiest rank's peak in
 # metrics.h5 (the model is derived buffer by buffer, so it is expected to be exact). Then
@@ -77,6 +77,11 @@ model_matches t2p2d2_shm 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.
 model_matches d4_hierarchical_shm 4 --parallel.data=4 --comm.node_algo=shm --topology.ranks_per_node=2 \
   --comm.algo=hierarchical
 model_matches bf16 1 --optim.precision=bf16
+# Issue 33: the distributed optimizer's shard with asynchronous checkpoints (the staging of the
+# master's shard), and bf16 gradient traffic (the 16-bit packing buffer; under ZeRO the 16-bit shard).
+model_matches bf16_d2_zero_async 2 --parallel.data=2 --optim.zero=1 --optim.precision=bf16 --checkpoint.async=true
+model_matches grad16_d2 2 --parallel.data=2 --comm.grad_dtype=bf16
+model_matches grad16_bf16_d4_zero 4 --parallel.data=4 --optim.zero=1 --optim.precision=bf16 --comm.grad_dtype=bf16
 model_matches bf16_full 1 --optim.precision=bf16 --memory.recompute=full
 model_matches fp16_selective 1 --optim.precision=fp16 --memory.recompute=selective
 model_matches bf16_t2p2d2_zero_every2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --optim.precision=bf16 --memory.recompute=every_k
