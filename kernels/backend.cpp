@@ -29,7 +29,7 @@ int count_set(F... entries) {
 }  // namespace
 
 int KernelTable::present() const {
-  return count_set(clear, copy, upload, download, sum, sum_into, convert, store, round_to, narrow, linear_forward,
+  return count_set(clear, copy, upload, download, stage_download, sum, sum_into, convert, store, round_to, narrow, linear_forward,
                    linear_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
                    prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
                    gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
@@ -37,7 +37,7 @@ int KernelTable::present() const {
                    flash_attention_forward, flash_attention_backward, embedding_forward,
                    embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
                    crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
-                   sums_of_squares);
+                   sums_of_squares, sums_of_squares_into, mean_losses_into, step_control);
 }
 
 // Every entry is one function pointer, so the struct's size counts them (the unit tests hold

@@ -20,6 +20,7 @@ struct KernelTable {
   decltype(&kernels::copy) copy = nullptr;
   decltype(&kernels::upload) upload = nullptr;
   decltype(&kernels::download) download = nullptr;
+  decltype(&kernels::stage_download) stage_download = nullptr;
   decltype(&kernels::sum) sum = nullptr;
   decltype(&kernels::sum_into) sum_into = nullptr;
   decltype(&kernels::convert) convert = nullptr;
@@ -58,6 +59,9 @@ struct KernelTable {
   decltype(&kernels::crossentropy_backward) crossentropy_backward = nullptr;
   decltype(&kernels::adamw_update) adamw_update = nullptr;
   decltype(&kernels::sums_of_squares) sums_of_squares = nullptr;
+  decltype(&kernels::sums_of_squares_into) sums_of_squares_into = nullptr;
+  decltype(&kernels::mean_losses_into) mean_losses_into = nullptr;
+  decltype(&kernels::step_control) step_control = nullptr;
 
   // Entries set, of all (a backend runs a job only with every one).
   int present() const;

@@ -233,6 +233,10 @@ void download(Context& ctx, void* host, const Tensor& src) {
   entry(ctx, &KernelTable::download, "download")(ctx, host, src);
 }
 
+void stage_download(Context& ctx, void* host, const Tensor& src) {
+  entry(ctx, &KernelTable::stage_download, "stage_download")(ctx, host, src);
+}
+
 double sum(Context& ctx, const Tensor& values) {
   return entry(ctx, &KernelTable::sum, "sum")(ctx, values);
 }
@@ -501,8 +505,9 @@ void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& lo
 
 void adamw_update(Context& ctx, const Tensor& params, const Tensor& params_low, const Tensor& grads, const Tensor& m,
                   const Tensor& v, const std::vector<AdamWSegment>& segments, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int64_t t, float grad_scale) {
+                  float eps, float weight_decay, int64_t t, float grad_scale, const Tensor& control) {
   const Arguments args("adamw_update");
+  if (control.data != nullptr) args.exactly("control", control, DType::f64, 2);
   check_elementwise(args, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}});
   if (params_low.data != nullptr) {
     args.holds(params_low.dtype == DType::bf16 || params_low.dtype == DType::fp16, "params_low", "is not bf16 or fp16");
@@ -512,13 +517,36 @@ void adamw_update(Context& ctx, const Tensor& params, const Tensor& params_low, 
     args.holds(s.begin >= 0 && s.count >= 0 && s.begin + s.count <= params.shape.numel(), "segments",
                "reach outside params");
   entry(ctx, &KernelTable::adamw_update, "adamw_update")(ctx, params, params_low, grads, m, v, segments, lr, beta1,
-    beta2, eps, weight_decay, t, grad_scale);
+    beta2, eps, weight_decay, t, grad_scale, control);
 }
 
 std::vector<double> sums_of_squares(Context& ctx, const std::vector<Tensor>& parts) {
   const Arguments args("sums_of_squares");
   for (const Tensor& part : parts) args.type("parts", part, DType::f32);
   return entry(ctx, &KernelTable::sums_of_squares, "sums_of_squares")(ctx, parts);
+}
+
+void sums_of_squares_into(Context& ctx, const Tensor& out, const std::vector<Tensor>& parts,
+                          const std::vector<int>& group) {
+  const Arguments args("sums_of_squares_into");
+  for (const Tensor& part : parts) args.type("parts", part, DType::f32);
+  args.type("out", out, DType::f64);
+  args.holds(group.size() == parts.size(), "group", "has not one entry per part");
+  for (int g : group) args.holds(g >= 0 && g < int64_t(out.numel()), "group", "names a group out has no place for");
+  entry(ctx, &KernelTable::sums_of_squares_into, "sums_of_squares_into")(ctx, out, parts, group);
+}
+
+void mean_losses_into(Context& ctx, const Tensor& out, const Tensor& sums, double tokens) {
+  const Arguments args("mean_losses_into");
+  args.exactly("out", out, DType::f64, 1);
+  args.type("sums", sums, DType::f64);
+  entry(ctx, &KernelTable::mean_losses_into, "mean_losses_into")(ctx, out, sums, tokens);
+}
+
+void step_control(Context& ctx, const Tensor& scalars, float clip, double gradient_scale, double loss_divisor) {
+  const Arguments args("step_control");
+  args.exactly("scalars", scalars, DType::f64, kStepScalars);
+  entry(ctx, &KernelTable::step_control, "step_control")(ctx, scalars, clip, gradient_scale, loss_divisor);
 }
 
 }  // namespace trident::kernels

@@ -76,6 +76,15 @@ struct AdamWSegment {
   bool decay;
 };
 
+// A training step's scalars on the device (f64 each; kernels::step_control), so that the step's
+// decisions need no host round trip: the loss sum and the squared gradient norm's two parts
+// (summed over the groups by device collectives), then the loss, the norm, the factor AdamW
+// multiplies the gradients by, and the skip flag (a NaN or Inf: no update). One read of them at
+// the step's end is all the host waits for.
+enum StepScalar : int {
+  kLossSum, kSquaresSplit, kSquaresReplicated, kLoss, kGradNorm, kUpdateScale, kSkipStep, kStepScalars
+};
+
 // The storage type of a precision (fp32: f32), and the precision of a 16-bit storage type.
 constexpr DType storage_dtype(Precision precision) {
   return precision == Precision::bf16 ? DType::bf16 : precision == Precision::fp16 ? DType::fp16 : DType::f32;

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "kernels/common/math.hpp"
+#include "kernels/kernels.hpp"
 
 namespace trident::kernels {
 
@@ -69,6 +70,28 @@ TRIDENT_HD inline double sum_of_squares_chunk(const float* x, size_t begin, size
   for (; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
   for (double l : lane) sum += l;
   return sum;
+}
+
+// kernels::mean_losses_into: the step's loss sum, each micro-batch's mean rounded to float and
+// added in double in micro-batch order (what the pipeline's host loop did before).
+TRIDENT_HD inline double mean_loss_sum(const double* sums, size_t m, double tokens) {
+  double total = 0.0;
+  for (size_t i = 0; i < m; ++i) total += static_cast<float>(sums[i] / tokens);
+  return total;
+}
+
+// Finite: neither NaN nor ±Inf (a comparison NaN fails), whatever the compiler assumes of isfinite.
+TRIDENT_HD inline bool finite_value(float x) { return fabsf(x) <= 3.402823466e38f; }
+
+// kernels::step_control's arithmetic on the scalars (StepScalar's layout), in place.
+TRIDENT_HD inline void step_decisions(double* s, float clip, double gradient_scale, double loss_divisor) {
+  const float loss = static_cast<float>(s[kLossSum] / loss_divisor);
+  const float norm = static_cast<float>(sqrt(s[kSquaresSplit] + s[kSquaresReplicated]) / gradient_scale);
+  const float factor = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
+  s[kLoss] = loss;
+  s[kGradNorm] = norm;
+  s[kUpdateScale] = static_cast<float>(factor / gradient_scale);
+  s[kSkipStep] = finite_value(loss) && finite_value(norm) ? 0.0 : 1.0;
 }
 
 }  // namespace trident::kernels

@@ -12,6 +12,7 @@ KernelTable make_table() {
   t.copy = &cpu::copy;
   t.upload = &cpu::upload;
   t.download = &cpu::download;
+  t.stage_download = &cpu::download;  // the same copy; only the guard tells them apart
   t.sum = &cpu::sum;
   t.sum_into = &cpu::sum_into;
   t.convert = &cpu::convert;
@@ -50,6 +51,9 @@ KernelTable make_table() {
   t.crossentropy_backward = &cpu::crossentropy_backward;
   t.adamw_update = &cpu::adamw_update;
   t.sums_of_squares = &cpu::sums_of_squares;
+  t.sums_of_squares_into = &cpu::sums_of_squares_into;
+  t.mean_losses_into = &cpu::mean_losses_into;
+  t.step_control = &cpu::step_control;
   return t;
 }
 

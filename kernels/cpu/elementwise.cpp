@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/onednn.hpp"
+#include "kernels/common/elementwise.hpp"
 #include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
@@ -119,7 +120,11 @@ void adamw_loop(float* params, uint16_t* params_low, const float* grads, float* 
 // Segment by segment (a parallel loop each: the same bits as one call per tensor).
 void adamw_update(Context&, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
                   float* v, const AdamWSegment* segments, size_t k, float lr, float beta1, float beta2, float eps,
-                  float weight_decay, int64_t t, float grad_scale) {
+                  float weight_decay, int64_t t, float grad_scale, const double* control) {
+  if (control != nullptr) {  // the step's decisions, made in (host-addressable) memory by step_control
+    if (control[1] != 0.0) return;
+    grad_scale = static_cast<float>(control[0]);
+  }
   const auto loop = params_low == nullptr        ? &adamw_loop<LowCopy::none>
                     : low_type == DType::bf16 ? &adamw_loop<LowCopy::bf16>
                                               : &adamw_loop<LowCopy::fp16>;
@@ -160,6 +165,22 @@ void sums_of_squares(Context&, double* sums, const float* const* parts, const si
     sums[p] = 0.0;
     for (size_t chunk = first[p]; chunk < first[p + 1]; ++chunk) sums[p] += partial[chunk];
   }
+}
+
+void sums_of_squares_into(Context& ctx, double* out, size_t groups, const float* const* parts, const size_t* counts,
+                          const int* group, size_t k) {
+  std::vector<double> sums(k);
+  sums_of_squares(ctx, sums.data(), parts, counts, k);
+  std::fill(out, out + groups, 0.0);
+  for (size_t p = 0; p < k; ++p) out[group[p]] += sums[p];
+}
+
+void mean_losses_into(Context&, double* out, const double* sums, size_t m, double tokens) {
+  *out = mean_loss_sum(sums, m, tokens);
+}
+
+void step_control(Context&, double* scalars, float clip, double gradient_scale, double loss_divisor) {
+  step_decisions(scalars, clip, gradient_scale, loss_divisor);
 }
 
 }  // namespace trident::kernels::cpu

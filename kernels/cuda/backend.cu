@@ -32,6 +32,7 @@ KernelTable make_table() {
   t.copy = &cuda::copy;
   t.upload = &cuda::upload;
   t.download = &cuda::download;
+  t.stage_download = &cuda::download;  // the same copy; only the guard tells them apart
   t.sum = &cuda::sum;
   t.sum_into = &cuda::sum_into;
   t.convert = &cuda::convert;
@@ -70,6 +71,9 @@ KernelTable make_table() {
   t.crossentropy_backward = &cuda::crossentropy_backward;
   t.adamw_update = &cuda::adamw_update;
   t.sums_of_squares = &cuda::sums_of_squares;
+  t.sums_of_squares_into = &cuda::sums_of_squares_into;
+  t.mean_losses_into = &cuda::mean_losses_into;
+  t.step_control = &cuda::step_control;
   return t;
 }
 

@@ -41,10 +41,13 @@ struct AdamWSegments {
 };
 
 // With params_low: the updated parameter rounded into the 16-bit copy as well (fp16 or bf16).
+// control (or null): {the gradients' factor, skip} decided on the device (step_control).
 __global__ void adamw_kernel(float* params, uint16_t* params_low, bool fp16, const float* grads, float* m, float* v,
-                             AdamWSegments segments, AdamWStep step) {
+                             AdamWSegments segments, AdamWStep step, const double* control) {
+  if (control != nullptr && control[1] != 0.0) return;
   const AdamWSegment s = segments.at[blockIdx.y];
   AdamWStep segment_step = step;
+  if (control != nullptr) segment_step.grad_scale = static_cast<float>(control[0]);
   if (!s.decay) segment_step.weight_decay = 0.0f;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < size_t(s.count); j += stride) {
@@ -77,6 +80,28 @@ __global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts
     const size_t end = begin + kSumOfSquaresChunk < part.n ? begin + kSumOfSquaresChunk : part.n;
     partial[chunk] = sum_of_squares_chunk(part.x, begin, end);
   }
+}
+
+// out[g] = Σ over the parts of group g, in part order, of their chunks' partial sums in chunk
+// order: the CPU's additions (one thread: a handful of parts).
+__global__ void group_sums_kernel(double* out, size_t groups, const double* partial, const SquaresPart* parts,
+                                  const int* group, size_t k, size_t chunks) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  for (size_t g = 0; g < groups; ++g) out[g] = 0.0;
+  for (size_t p = 0; p < k; ++p) {
+    const size_t end = p + 1 < k ? parts[p + 1].first_chunk : chunks;
+    double sum = 0.0;
+    for (size_t chunk = parts[p].first_chunk; chunk < end; ++chunk) sum += partial[chunk];
+    out[group[p]] += sum;
+  }
+}
+
+__global__ void mean_losses_kernel(double* out, const double* sums, size_t m, double tokens) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *out = mean_loss_sum(sums, m, tokens);
+}
+
+__global__ void step_control_kernel(double* scalars, float clip, double gradient_scale, double loss_divisor) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) step_decisions(scalars, clip, gradient_scale, loss_divisor);
 }
 
 }  // namespace
@@ -116,7 +141,7 @@ void add_inplace(Context& ctx, float* acc, const float* x, size_t n) {
 // One launch per kAdamWSegments segments (one for GPT-2's 16 tensors), sized by the longest.
 void adamw_update(Context& ctx, float* params, uint16_t* params_low, DType low_type, const float* grads, float* m,
                   float* v, const AdamWSegment* segments, size_t k, float lr, float beta1, float beta2, float eps,
-                  float weight_decay, int64_t t, float grad_scale) {
+                  float weight_decay, int64_t t, float grad_scale, const double* control) {
   const AdamWStep step = adamw_step(lr, beta1, beta2, eps, weight_decay, t, grad_scale);
   for (size_t first = 0; first < k; first += kAdamWSegments) {
     const size_t count = std::min<size_t>(kAdamWSegments, k - first);
@@ -129,7 +154,7 @@ void adamw_update(Context& ctx, float* params, uint16_t* params_low, DType low_t
     if (longest == 0) continue;
     const dim3 grid(blocks_for(longest), unsigned(count));
     adamw_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(params, params_low, low_type == DType::fp16, grads, m, v,
-                                                        launch, step);
+                                                        launch, step, control);
     check_launch("adamw_update");
   }
 }
@@ -167,6 +192,52 @@ void sums_of_squares(Context& ctx, double* sums, const float* const* parts, cons
     const size_t end = p + 1 < k ? table[p + 1].first_chunk : chunks;
     for (size_t chunk = table[p].first_chunk; chunk < end; ++chunk) sums[p] += host[chunk];
   }
+}
+
+// The chunks' partial sums as sums_of_squares computes them, then one thread adds them into the
+// groups on the device: nothing is read on the host. The parts' and groups' tables go up from
+// host memory, the scratch is freed in stream order.
+void sums_of_squares_into(Context& ctx, double* out, size_t groups, const float* const* parts, const size_t* counts,
+                          const int* group, size_t k) {
+  std::vector<SquaresPart> table(k);
+  size_t chunks = 0;
+  for (size_t p = 0; p < k; ++p) {
+    table[p] = {parts[p], counts[p], chunks};
+    chunks += (counts[p] + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
+  }
+  cudaStream_t stream = stream_of(ctx);
+  const size_t table_bytes = (k * sizeof(SquaresPart) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+  const size_t group_bytes = (k * sizeof(int) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+  char* scratch = nullptr;  // (table, groups, each padded to doubles) then partial (chunks doubles)
+  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), table_bytes + group_bytes + (chunks + 1) * sizeof(double),
+                        stream),
+        "cudaMallocAsync (sums_of_squares_into)");
+  auto* device_table = reinterpret_cast<SquaresPart*>(scratch);
+  auto* device_group = reinterpret_cast<int*>(scratch + table_bytes);
+  auto* partial = reinterpret_cast<double*>(scratch + table_bytes + group_bytes);
+  check(cudaMemcpyAsync(device_table, table.data(), k * sizeof(SquaresPart), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (sums_of_squares_into table)");
+  check(cudaMemcpyAsync(device_group, group, k * sizeof(int), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (sums_of_squares_into groups)");
+  if (chunks > 0) {
+    sums_of_squares_kernel<<<blocks_for(chunks), kThreads, 0, stream>>>(partial, device_table, k, chunks);
+    check_launch("sums_of_squares_into");
+  }
+  group_sums_kernel<<<1, 1, 0, stream>>>(out, groups, partial, device_table, device_group, k, chunks);
+  check_launch("sums_of_squares_into (groups)");
+  check(cudaFreeAsync(scratch, stream), "cudaFreeAsync (sums_of_squares_into)");
+  // The table and groups are pageable host memory, copied before the call returns (cudaMemcpyAsync
+  // from pageable memory is staged synchronously), so they may go out of scope.
+}
+
+void mean_losses_into(Context& ctx, double* out, const double* sums, size_t m, double tokens) {
+  mean_losses_kernel<<<1, 1, 0, stream_of(ctx)>>>(out, sums, m, tokens);
+  check_launch("mean_losses_into");
+}
+
+void step_control(Context& ctx, double* scalars, float clip, double gradient_scale, double loss_divisor) {
+  step_control_kernel<<<1, 1, 0, stream_of(ctx)>>>(scalars, clip, gradient_scale, loss_divisor);
+  check_launch("step_control");
 }
 
 }  // namespace trident::kernels::cuda

@@ -210,7 +210,8 @@ struct Wrap<R (*)(Args...), Op> {
   }
   static R record(Args... args) {
     if constexpr (kReturnsToHost) uncapturable(name, "its result is read on the host");
-    if (named(name, "upload") || named(name, "download")) uncapturable(name, "it copies host memory");
+    if (named(name, "upload") || named(name, "download") || named(name, "stage_download"))
+      uncapturable(name, "it copies host memory");
     if (named(name, "prepare_linear") || named(name, "prepare_attention")) return run(args...);
     t_recording->push_back([arguments = std::make_tuple(std::decay_t<Args>(args)...)]() mutable {
       std::apply(&Wrap::run, arguments);
@@ -239,6 +240,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(copy);
   TRIDENT_GUARDED(upload);
   TRIDENT_GUARDED(download);
+  TRIDENT_GUARDED(stage_download);
   TRIDENT_GUARDED(sum);
   TRIDENT_GUARDED(sum_into);
   TRIDENT_GUARDED(convert);
@@ -277,6 +279,9 @@ KernelTable make_table() {
   TRIDENT_GUARDED(crossentropy_backward);
   TRIDENT_GUARDED(adamw_update);
   TRIDENT_GUARDED(sums_of_squares);
+  TRIDENT_GUARDED(sums_of_squares_into);
+  TRIDENT_GUARDED(mean_losses_into);
+  TRIDENT_GUARDED(step_control);
   return t;
 }
 

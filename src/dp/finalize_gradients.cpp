@@ -16,12 +16,12 @@ void tie_embedding_gradients(model::Gpt2& model, comm::Communicator* embedding) 
   embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
 }
 
-GradientNorm global_grad_norm(model::Gpt2& model, const Shard& shard, float clip, double gradient_scale,
-                              comm::Communicator& data, comm::Communicator& tensor, comm::Communicator& pipeline) {
+void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+                          comm::Communicator& tensor, comm::Communicator& pipeline) {
   kernels::Context ctx = model.context();
-  // Each tensor's part of the shard, in one call (on a device one launch and one transfer).
+  // Each tensor's part of the shard, in one call (on a device one launch, nothing read).
   std::vector<Tensor> parts;
-  std::vector<bool> split;  // over the tensor group, or replicated on it
+  std::vector<int> group;  // 0: split over the tensor group, 1: replicated on it
   int64_t offset = 0;
   const model::Partition& part = model.partition();
   for (const model::ParamSpec& spec : model::param_specs(model.config(), part)) {
@@ -29,27 +29,22 @@ GradientNorm global_grad_norm(model::Gpt2& model, const Shard& shard, float clip
     const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
     if (begin < end && !tied_copy) {
       parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
-      split.push_back(spec.sharded);
+      group.push_back(spec.sharded ? 0 : 1);
     }
     offset += spec.count();
   }
-  double squares[2] = {0.0, 0.0};  // split over the tensor group, replicated on it
-  const std::vector<double> sums = kernels::sums_of_squares(ctx, parts);
-  for (size_t i = 0; i < sums.size(); ++i) squares[split[i] ? 0 : 1] += sums[i];
-  if (shard.count() != model.num_parameters()) data.all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
-  if (tensor.size() > 1) tensor.all_reduce(squares, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
+  kernels::sums_of_squares_into(ctx, squares, parts, group);
+  double* sums = squares.as<double>();
+  const Stream stream = model.stream();
+  if (shard.count() != model.num_parameters() && data.size() > 1)
+    data.all_reduce(sums, 2, DType::f64, comm::Op::Sum, stream).wait();
+  if (tensor.size() > 1) tensor.all_reduce(sums, 1, DType::f64, comm::Op::Sum, stream).wait();
   if (pipeline.size() > 1)  // every stage holds different tensors
-    pipeline.all_reduce(squares, 2, DType::f64, comm::Op::Sum, Stream{}).wait();
-  GradientNorm result;
-  result.norm = static_cast<float>(std::sqrt(squares[0] + squares[1]) / gradient_scale);
-  if (clip > 0.0f && result.norm > clip) result.clip_factor = clip / result.norm;
-  return result;
+    pipeline.all_reduce(sums, 2, DType::f64, comm::Op::Sum, stream).wait();
 }
 
-bool any_rank_not_finite(float loss, float norm, comm::Communicator& world) {
-  double bad = !std::isfinite(loss) || !std::isfinite(norm);
-  world.all_reduce(&bad, 1, DType::f64, comm::Op::Max, Stream{}).wait();
-  return bad != 0.0;
+void agree_on_skip(model::Gpt2& model, double* flag, comm::Communicator& world) {
+  if (world.size() > 1) world.all_reduce(flag, 1, DType::f64, comm::Op::Max, model.stream()).wait();
 }
 
 }  // namespace trident::dp

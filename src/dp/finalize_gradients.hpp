@@ -10,9 +10,11 @@
 //                   first stage) — then the partial sums are added over the data group (when
 //                   sharded), the tensor group (split tensors only: the replicated ones are
 //                   equal on every slice) and the pipeline group. The clipping factor is
-//                   min(1, clip/‖g‖).
+//                   min(1, clip/‖g‖) (kernels::step_control, on the device).
 //   bad step        a NaN or Inf in the loss or the norm on any rank skips the step on every
-//                   rank: the flag is agreed over the world.
+//                   rank: the flag (kernels::kSkipStep) is agreed over the world.
+// All of it stays on the device, in the step's scalars (kernels::StepScalar), the collectives
+// ordered on the model's stream: the host reads nothing until the step's one read at its end.
 // Every rank calls each function (they are collective over the groups named).
 #pragma once
 
@@ -24,22 +26,18 @@
 
 namespace trident::dp {
 
-struct GradientNorm {
-  float norm = 0;          // ‖g‖ / S
-  float clip_factor = 1;   // min(1, clip / norm); 1 without clipping (clip = 0)
-};
-
 // Pipeline only (`embedding` null: nothing to do): wte's gradient summed over the embedding
 // group, ordered on the model's stream and waited for.
 void tie_embedding_gradients(model::Gpt2& model, comm::Communicator* embedding);
 
-// The global norm of the gradients divided by `gradient_scale`, and the factor that clips it
-// to `clip` (0: no clipping). `shard`: the part of this rank's gradients it holds summed
-// (ZeRO-1's shard, or all of them).
-GradientNorm global_grad_norm(model::Gpt2& model, const Shard& shard, float clip, double gradient_scale,
-                              comm::Communicator& data, comm::Communicator& tensor, comm::Communicator& pipeline);
+// The squared global norm's two parts into squares (f64 (2), the model's device memory): split
+// over the tensor group, and replicated on it, each summed over the groups. `shard`: the part of
+// this rank's gradients it holds summed (ZeRO-1's shard, or all of them).
+void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+                          comm::Communicator& tensor, comm::Communicator& pipeline);
 
-// Whether the step must be skipped: `loss` or `norm` not finite on any rank of `world`.
-bool any_rank_not_finite(float loss, float norm, comm::Communicator& world);
+// The skip flag at `flag` (one f64, the model's device memory) made the largest of every rank's
+// in `world`, so that a fault confined to one rank cannot split them.
+void agree_on_skip(model::Gpt2& model, double* flag, comm::Communicator& world);
 
 }  // namespace trident::dp

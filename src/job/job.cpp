@@ -25,7 +25,7 @@ comm::DeviceCopies device_copies(kernels::Backend& backend) {
   comm::DeviceCopies copies;
   copies.to_host = [&backend](void* host, const void* device, size_t count, DType dtype, Stream stream) {
     kernels::Context ctx{&backend, stream};
-    kernels::download(ctx, host, view(device, dtype, count, stream.device));
+    kernels::stage_download(ctx, host, view(device, dtype, count, stream.device));
   };
   copies.to_device = [&backend](void* device, const void* host, size_t count, DType dtype, Stream stream) {
     kernels::Context ctx{&backend, stream};

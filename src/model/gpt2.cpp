@@ -452,11 +452,9 @@ void Gpt2::keep_loss(int slot, int index) {
   kernels::copy(ctx_, view(kept_losses_.data() + index, 1, kept_losses_.device()), slots_.at(slot).loss_sum.view());
 }
 
-std::vector<double> Gpt2::take_loss_sums(int count) {
+Tensor Gpt2::kept_loss_sums(int count) {
   settle_communication();
-  std::vector<double> sums(static_cast<size_t>(count));
-  if (count > 0) kernels::download(ctx_, sums.data(), view(kept_losses_.data(), sums.size(), kept_losses_.device()));
-  return sums;
+  return view(kept_losses_.data(), static_cast<size_t>(count), kept_losses_.device());
 }
 
 void Gpt2::set_graphs(bool on) {

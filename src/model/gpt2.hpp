@@ -121,10 +121,10 @@ class Gpt2 {
   void enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
                        std::optional<float> backward_scale = std::nullopt);
   // Last stage: the loss sum of `slot`'s last forward with targets kept as micro-batch
-  // `index`'s (a copy on the device); take_loss_sums(count) downloads those of micro-batches
-  // 0 … count−1, in one transfer.
+  // `index`'s (a copy on the device); kept_loss_sums(count): those of micro-batches 0 … count−1
+  // (f64, on the device), after the tensor group's last all-reduces.
   void keep_loss(int slot, int index);
-  std::vector<double> take_loss_sums(int count);
+  Tensor kept_loss_sums(int count);
 
   // CUDA Graphs (cuda.graphs; the backend records them: graphs_unavailable() says where not).
   // Each slot's forward, and each slot's backward without an on_final hook, is recorded at its

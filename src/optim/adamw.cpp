@@ -28,7 +28,7 @@ AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, con
 }
 
 void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads, float lr, int64_t t,
-                 float grad_scale) {
+                 float grad_scale, const Tensor& control) {
   const Device device = m_.device();  // the parameters' and gradients' too
   const int64_t n = shard_size();
   const Tensor shard = params.elements(shard_begin_, n);
@@ -37,7 +37,7 @@ void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads
   const Tensor master = keeps_master() ? master_.view() : shard;
   const Tensor low = keeps_master() ? shard : Tensor{};
   kernels::adamw_update(ctx, master, low, gradients, m_.view(), v_.view(), segments_, lr, settings_.beta1,
-                        settings_.beta2, settings_.eps, settings_.weight_decay, t, grad_scale);
+                        settings_.beta2, settings_.eps, settings_.weight_decay, t, grad_scale, control);
 }
 
 void AdamW::load_master(kernels::Context& ctx, const float* host_slice) {

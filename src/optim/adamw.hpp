@@ -33,8 +33,10 @@ class AdamW {
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor). params: the model's parameters (Gpt2::parameters_to_write),
   // f32 (updated in place) or 16-bit (the shard's part written from the updated master).
+  // control (f64 (2), or empty): the gradients' factor and the skip flag, decided on the device
+  // (kernels::step_control) and read there in place of grad_scale.
   void step(kernels::Context& ctx, const Tensor& params, const float* grads, float lr, int64_t t,
-            float grad_scale = 1.0f);
+            float grad_scale = 1.0f, const Tensor& control = Tensor{});
   // The moments of the shard, m()[i - shard_begin] (written by a checkpoint restore).
   const float* m() const { return m_.data(); }
   const float* v() const { return v_.data(); }

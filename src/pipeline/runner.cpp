@@ -97,16 +97,15 @@ void PipelineRunner::stretch(double compute_start) const {
   std::this_thread::sleep_for(std::chrono::duration<double>(compute * (slowdown_ - 1.0)));
 }
 
-double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
-                                  const std::function<void(int)>& on_last_final, StepTimes* times) {
-  double loss_sum = 0.0;
+void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
+                                const std::function<void(int)>& on_last_final, StepTimes* times) {
   gpt_.take_edge_seconds();  // validation's forwards are not this step's
   if (times) schedule_times_.begin();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
     const int slot = action.micro_batch % slots_;
     if (action.forward) {
       run_forward(action.micro_batch, slot, batch, loss_scale, times);
-      if (last()) gpt_.keep_loss(slot, action.micro_batch);  // read once, after the schedule
+      if (last()) gpt_.keep_loss(slot, action.micro_batch);  // the step's loss, on the device
       continue;
     }
     const bool last_backward = action.micro_batch == micro_batches_ - 1;
@@ -123,13 +122,9 @@ double PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
     times->forward_seconds += forward_times_.take_seconds();
     times->backward_seconds += backward_times_.take_seconds();
   }
-  // Each micro-batch's mean loss, added in micro-batch order (the order of the forwards).
-  if (last())
-    for (double sum : gpt_.take_loss_sums(micro_batches_)) loss_sum += static_cast<float>(sum / (B_ * T_));
   // The slowed rank's embedding and head are slowed too (stretch sleeps for the whole compute).
   const double edge = gpt_.take_edge_seconds() * slowdown_;
   if (times) times->edge_seconds += edge;
-  return loss_sum;
 }
 
 void PipelineRunner::forward_only(int count, const BatchFn& batch,

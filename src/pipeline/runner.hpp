@@ -42,9 +42,9 @@ class PipelineRunner {
                  int B, int T);
 
   // One training step: every micro-batch forward and backward (loss scaled by loss_scale);
-  // on_last_final is the gradient hook of the step's last backward. Returns the sum of the
-  // micro-batches' mean losses on the last stage (0 elsewhere).
-  double train_step(const BatchFn& batch, float loss_scale,
+  // on_last_final is the gradient hook of the step's last backward. The last stage keeps each
+  // micro-batch's loss sum on the device (Gpt2::kept_loss_sums): nothing is read on the host.
+  void train_step(const BatchFn& batch, float loss_scale,
                     const std::function<void(int)>& on_last_final, StepTimes* times = nullptr);
 
   // Forward only, `count` micro-batches (validation). After each, on the last stage, consume(i,

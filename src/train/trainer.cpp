@@ -185,7 +185,8 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(dp_rank_ * micro_batches_),
-      memory_(model_memory(world, job.device, job.settings.kernels)) {
+      memory_(model_memory(world, job.device, job.settings.kernels)),
+      step_scalars_(kernels::kStepScalars, MemoryCategory::Activations, kernels::backend_of(ctx_), MemoryKind::device) {
   set_parameters(initial_parameters(job.settings, *model_));
 }
 
@@ -262,32 +263,24 @@ StepResult Trainer::train_step(int64_t step) {
   const int64_t reads_before = kernels::backend_of(ctx_).host_reads();
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
-  double loss_sum = runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
+  runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
   dp::tie_embedding_gradients(*model_, pp_size_ > 1 ? collectives_.embedding.get() : nullptr);
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
   result.comm_seconds = reducer_->communication_seconds();
 
-  collectives_.data->all_reduce(&loss_sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
-  result.loss = static_cast<float>(from_last_stage(loss_sum) / (micro_batches_ * dp_size_));
   const auto optimizer_start = std::chrono::steady_clock::now();
-  const dp::GradientNorm norm = dp::global_grad_norm(*model_, reducer_->shard(), settings_.step.grad_clip, fp16_scale,
-                                                     *collectives_.data, *collectives_.tensor, *collectives_.pipeline);
-  result.grad_norm = norm.norm;
   result.lr = optim::learning_rate(step, steps_, settings_.step.warmup_steps, settings_.step.lr, settings_.step.min_lr);
+  const double* scalars = finish_step_on_device(fp16_scale, result.lr);
+  result.loss = static_cast<float>(scalars[kernels::kLoss]);
+  result.grad_norm = static_cast<float>(scalars[kernels::kGradNorm]);
   // Every rank sees the same loss (from the last stage) and norm (summed over all groups), so
-  // all skip together: a NaN or Inf anywhere leaves the parameters and moments as they were.
-  // The flag is agreed on as well, so that a fault confined to one rank cannot split them.
-  result.skipped = dp::any_rank_not_finite(result.loss, result.grad_norm, *collectives_.world);
+  // all skip together: a NaN or Inf anywhere left the parameters and moments as they were.
+  result.skipped = scalars[kernels::kSkipStep] != 0.0;
   result.loss_scale = fp16_scale;
   if (loss_scaler_) loss_scaler_->update(result.skipped);  // an overflow reduces the scale
-  if (!result.skipped) {
-    const Tensor params = model_->parameters_to_write();
-    optimizer_->step(ctx_, params, model_->grads(), result.lr, ++optimizer_updates_,
-                     static_cast<float>(norm.clip_factor / fp16_scale));
-    reducer_->all_gather_params(params);  // ZeRO: every shard to every replica
-  }
+  if (!result.skipped) ++optimizer_updates_;
   result.optimizer_seconds = seconds_since(optimizer_start);
   result.seconds = seconds_since(start);
   if (reads_before >= 0) {  // the guard: a host all-reduce, outside the step's time
@@ -336,6 +329,33 @@ void Trainer::check_replicas_agree() {
                 "than replica 0 after training: the gradient reduction is not identical on "
                 "every replica");
   collectives_.data->barrier(Stream{}).wait();
+}
+
+// The step's end on the device (kernels::StepScalar): the loss (the last stage's micro-batches,
+// summed over the replicas, from the last stage), the gradient norm and clip factor, the skip
+// flag agreed over the world, and AdamW reading the factor and the flag where they are; then
+// the one read the host waits for. The collectives are ordered on the model's stream.
+const double* Trainer::finish_step_on_device(double fp16_scale, float lr) {
+  using namespace kernels;
+  const Tensor scalars = step_scalars_.view();
+  double* values = scalars.as<double>();
+  const Stream stream = model_->stream();
+  clear(ctx_, scalars);
+  if (pp_rank_ == pp_size_ - 1)
+    mean_losses_into(ctx_, scalars.elements(kLossSum, 1), model_->kept_loss_sums(static_cast<int>(micro_batches_)),
+                     static_cast<double>(B_) * T_);
+  if (dp_size_ > 1) collectives_.data->all_reduce(values + kLossSum, 1, DType::f64, comm::Op::Sum, stream).wait();
+  if (pp_size_ > 1) collectives_.pipeline->broadcast(values + kLossSum, 1, DType::f64, pp_size_ - 1, stream).wait();
+  dp::sum_gradient_squares(*model_, reducer_->shard(), scalars.elements(kSquaresSplit, 2), *collectives_.data,
+                           *collectives_.tensor, *collectives_.pipeline);
+  step_control(ctx_, scalars, settings_.step.grad_clip, fp16_scale, static_cast<double>(micro_batches_ * dp_size_));
+  dp::agree_on_skip(*model_, values + kSkipStep, *collectives_.world);
+  const Tensor params = model_->parameters_to_write();
+  optimizer_->step(ctx_, params, model_->grads(), lr, optimizer_updates_ + 1, 1.0f,
+                   scalars.elements(kUpdateScale, 2));
+  reducer_->all_gather_params(params);  // ZeRO: every shard to every replica (unchanged ones after a skip)
+  download(ctx_, step_scalars_host_.data(), scalars);
+  return step_scalars_host_.data();
 }
 
 double Trainer::from_last_stage(double value) {

@@ -83,6 +83,9 @@ class Trainer : private BalanceTarget {
   // This rank's slice of the fp32 parameters in host memory: an fp32 model's own; a 16-bit
   // model's master, its shards gathered over the data group (collective over it).
   std::vector<float> host_master();
+  // The optimizer's part of a step, decided on the device (loss, norm, clip, skip: the step's
+  // scalars); returns them as the host's one read of the step gives them (kernels::StepScalar).
+  const double* finish_step_on_device(double fp16_scale, float lr);
   ckpt::Metadata metadata(int64_t completed_steps);
   // Collective at the end of step `completed` (1-based): a checkpoint if one is due; true
   // when a stop signal reached any rank (a full checkpoint has been written then).
@@ -158,6 +161,8 @@ class Trainer : private BalanceTarget {
   std::vector<int> shares_;
   int64_t first_micro_batch_ = 0;
   const ModelMemory memory_;  // the memory this rank's model shares with others (the memory checks of balance moves)
+  Buffer<double> step_scalars_;   // (kernels::kStepScalars) on the model's device
+  std::array<double, kernels::kStepScalars> step_scalars_host_{};  // their one read per step
 };
 
 }  // namespace trident

@@ -430,6 +430,14 @@ void embeddings(Report& r) {
   kernels::embedding_forward(g_cpu, out.host_tensor(), tokens.on_cpu({B, T}), wte.on_cpu({rows, C}), begin);
   kernels::embedding_forward(g_gpu, out.tensor(), tokens.on_gpu({B, T}), wte.on_gpu({rows, C}), begin);
   r.add(out, kExact, "embedding_forward");
+  for (DType type : {DType::bf16, DType::fp16}) {  // a 16-bit model's table, widened as it is read
+    Halves low(static_cast<size_t>(rows) * C);
+    kernels::convert(g_cpu, low.host_tensor(type), wte.host_tensor());
+    kernels::convert(g_gpu, low.tensor(type), wte.tensor());
+    kernels::embedding_forward(g_cpu, out.host_tensor(), tokens.on_cpu({B, T}), low.on_cpu({rows, C}, type), begin);
+    kernels::embedding_forward(g_gpu, out.tensor(), tokens.on_gpu({B, T}), low.on_gpu({rows, C}, type), begin);
+    r.add(out, kExact, std::string("embedding_forward of a ") + dtype_name(type) + " table");
+  }
   kernels::positions_forward(g_cpu, out.on_cpu({B, T, C}), wpe.host_tensor());
   kernels::positions_forward(g_gpu, out.on_gpu({B, T, C}), wpe.tensor());
   r.add(out, kExact, "positions_forward (+=)");
@@ -515,6 +523,47 @@ void optimizer(Report& r) {
            "sums_of_squares part " + std::to_string(i) + ": " + std::to_string(gpu[i]) + " vs " + std::to_string(cpu[i])});
 }
 
+// A step's decisions on the device (issue 30, item 4): the grouped sums of squares, the loss of
+// the micro-batches' sums and step_control's scalars as the CPU makes them, and AdamW reading
+// its factor and skip flag from device memory.
+void step_on_device(Report& r) {
+  const size_t n = 50001;
+  Floats grads(random_floats(n, 140));
+  const std::vector<int> group = {1, 0, 1};
+  const size_t cuts[] = {0, 777, 777, n};
+  std::vector<Tensor> gpu_parts, cpu_parts;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    gpu_parts.push_back(grads.tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
+    cpu_parts.push_back(grads.host_tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
+  }
+  Twin<double> scalars(std::vector<double>(kernels::kStepScalars, 0.0)), sums(std::vector<double>{812.5, 790.25, 801.0});
+  scalars.host[kernels::kLossSum] = 0;
+  kernels::sums_of_squares_into(g_cpu, scalars.host_tensor().elements(kernels::kSquaresSplit, 2), cpu_parts, group);
+  kernels::sums_of_squares_into(g_gpu, scalars.tensor().elements(kernels::kSquaresSplit, 2), gpu_parts, group);
+  kernels::mean_losses_into(g_cpu, scalars.host_tensor().elements(kernels::kLossSum, 1), sums.host_tensor(), 64.0);
+  kernels::mean_losses_into(g_gpu, scalars.tensor().elements(kernels::kLossSum, 1), sums.tensor(), 64.0);
+  kernels::step_control(g_cpu, scalars.host_tensor(), 0.5f, 2.0, 8.0);
+  kernels::step_control(g_gpu, scalars.tensor(), 0.5f, 2.0, 8.0);
+  const std::vector<double> gpu = scalars.from_gpu();
+  for (int k = 0; k < kernels::kStepScalars; ++k)
+    r.add({std::fabs(gpu[k] - scalars.host[k]) / (1e-12 * std::fabs(scalars.host[k]) + 1e-300),
+           "step scalar " + std::to_string(k) + ": " + std::to_string(gpu[k]) + " vs " + std::to_string(scalars.host[k])});
+  // AdamW with the decided factor, then with a skip: the second leaves everything as it was.
+  std::vector<float> v0 = random_floats(n, 143, 0.01f);
+  for (float& x : v0) x = std::fabs(x);
+  Floats params(random_floats(n, 141)), m(random_floats(n, 142, 0.01f)), v(v0);
+  const std::vector<kernels::AdamWSegment> all = {{0, int64_t(n), true}};
+  Twin<double> go(std::vector<double>{0.25, 0.0}), skip(std::vector<double>{0.25, 1.0});
+  for (Twin<double>* control : {&go, &skip}) {
+    kernels::adamw_update(g_cpu, params.host_tensor(), Tensor{}, grads.host_tensor(), m.host_tensor(), v.host_tensor(),
+                          all, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 2, 7.0f, control->host_tensor());
+    kernels::adamw_update(g_gpu, params.tensor(), Tensor{}, grads.tensor(), m.tensor(), v.tensor(), all, 3e-4f, 0.9f,
+                          0.95f, 1e-8f, 0.1f, 2, 7.0f, control->tensor());
+  }
+  r.add(params, kF32, "adamw params, control on the device");
+  r.add(m, kF32, "adamw m, control on the device");
+}
+
 // The loss sum left on the device (one block, a fixed tree in double): the CPU's index-order sum
 // to double rounding.
 void loss_sum(Report& r) {
@@ -592,6 +641,7 @@ const std::vector<Check>& checks() {
       {"crossentropy", crossentropy},
       {"optimizer", optimizer},
       {"loss_sum", loss_sum},
+      {"step_on_device", step_on_device},
       {"graphs", graphs},
       {"marks", marks},
   };

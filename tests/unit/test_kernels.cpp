@@ -398,6 +398,68 @@ BOOST_AUTO_TEST_CASE(sums_of_squares_of_parts_equal_each_part_alone) {
   BOOST_TEST(trident::kernels::sums_of_squares(ctx, {}).empty());
 }
 
+// The step's decisions on the device (issue 30, item 4): the grouped sums of squares are the
+// host's sums added by group in part order; the loss sum the micro-batches' float means added in
+// order; step_control's norm, clip factor, update scale and skip flag; AdamW reading the scale
+// and the flag from memory (a skip leaves everything as it was).
+BOOST_AUTO_TEST_CASE(sums_of_squares_into_groups_the_host_sums) {
+  const auto x = random_vector(2 * trident::kernels::kSumOfSquaresChunk + 77, 112);
+  std::vector<Tensor> parts = {view(x.data(), 100), view(x.data() + 100, 9000), view(x.data() + 9100, 0),
+                               view(x.data() + 9100, x.size() - 9100)};
+  const std::vector<int> group = {1, 0, 1, 1};
+  const std::vector<double> each = trident::kernels::sums_of_squares(ctx, parts);
+  std::vector<double> out(2, -1.0);
+  trident::kernels::sums_of_squares_into(ctx, as_tensor(out), parts, group);
+  BOOST_TEST(out[0] == each[1]);
+  BOOST_TEST(out[1] == ((0.0 + each[0]) + each[2]) + each[3]);  // in part order, from 0
+  BOOST_CHECK_THROW(trident::kernels::sums_of_squares_into(ctx, as_tensor(out), parts, {0, 2, 0, 0}),
+                    std::logic_error);  // a group out has no place for
+}
+
+BOOST_AUTO_TEST_CASE(step_control_decides_as_the_host_did) {
+  const std::vector<double> sums = {1234.5678, 987.125, 31.0};
+  std::vector<double> loss(1, -1.0);
+  trident::kernels::mean_losses_into(ctx, as_tensor(loss), as_tensor(sums), 64.0);
+  double expected = 0.0;
+  for (double s : sums) expected += static_cast<float>(s / 64.0);
+  BOOST_TEST(loss[0] == expected);
+  using trident::kernels::kStepScalars;
+  auto control = [&](double loss_sum, double split, double replicated, float clip, double scale) {
+    std::vector<double> s(kStepScalars, 0.0);
+    s[trident::kernels::kLossSum] = loss_sum, s[trident::kernels::kSquaresSplit] = split;
+    s[trident::kernels::kSquaresReplicated] = replicated;
+    trident::kernels::step_control(ctx, as_tensor(s), clip, scale, 8.0);
+    return s;
+  };
+  std::vector<double> s = control(20.0, 9.0, 16.0, 1.0f, 1.0);  // norm 5, clipped to 1
+  BOOST_TEST(s[trident::kernels::kLoss] == 2.5);
+  BOOST_TEST(s[trident::kernels::kGradNorm] == 5.0);
+  BOOST_TEST(s[trident::kernels::kUpdateScale] == static_cast<float>(1.0f / 5.0f));
+  BOOST_TEST(s[trident::kernels::kSkipStep] == 0.0);
+  s = control(20.0, 9.0, 16.0, 0.0f, 4.0);  // no clipping; fp16's scale 4 divided out
+  BOOST_TEST(s[trident::kernels::kGradNorm] == 1.25);
+  BOOST_TEST(s[trident::kernels::kUpdateScale] == 0.25);
+  BOOST_TEST(control(std::nan(""), 1.0, 1.0, 1.0f, 1.0)[trident::kernels::kSkipStep] == 1.0);
+  BOOST_TEST(control(1.0, INFINITY, 1.0, 1.0f, 1.0)[trident::kernels::kSkipStep] == 1.0);
+  BOOST_TEST(control(1e300, 1.0, 1.0, 1.0f, 1.0)[trident::kernels::kSkipStep] == 1.0);  // the float loss overflows
+}
+
+BOOST_AUTO_TEST_CASE(adamw_reads_its_scale_and_skip_from_memory) {
+  auto [p, g, m, v] = random_adamw_state(301, 113);
+  auto p2 = p, m2 = m, v2 = v, p3 = p, m3 = m, v3 = v;
+  const std::vector<trident::kernels::AdamWSegment> all = {{0, 301, true}};
+  trident::kernels::adamw_update(ctx, as_tensor(p), Tensor{}, as_tensor(g), as_tensor(m), as_tensor(v), all, 1e-3f,
+                                 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.375f);
+  std::vector<double> go = {0.375, 0.0}, skip = {0.375, 1.0};
+  trident::kernels::adamw_update(ctx, as_tensor(p2), Tensor{}, as_tensor(g), as_tensor(m2), as_tensor(v2), all, 1e-3f,
+                                 0.9f, 0.95f, 1e-8f, 0.1f, 3, 99.0f, as_tensor(go));
+  BOOST_TEST((p2 == p && m2 == m && v2 == v));  // the factor from memory, not the argument
+  const auto before = p3;
+  trident::kernels::adamw_update(ctx, as_tensor(p3), Tensor{}, as_tensor(g), as_tensor(m3), as_tensor(v3), all, 1e-3f,
+                                 0.9f, 0.95f, 1e-8f, 0.1f, 3, 1.0f, as_tensor(skip));
+  BOOST_TEST((p3 == before && p3 != p));
+}
+
 BOOST_AUTO_TEST_CASE(vectorizable_exp_is_accurate) {
   double worst = 0;
   for (float x = -87.0f; x <= 88.0f; x += 0.001f) {

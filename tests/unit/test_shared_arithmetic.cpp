@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(adamw_matches_the_cpu) {
   auto p2 = params, m2 = m, v2 = v;
   const kernels::AdamWSegment all{0, int64_t(n), true};
   kernels::cpu::adamw_update(ctx, params.data(), nullptr, DType::bf16, grads.data(), m.data(), v.data(), &all, 1, 3e-4f,
-                             0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f);
+                             0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f, nullptr);
   const kernels::AdamWStep step = kernels::adamw_step(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f);
   for (size_t i = 0; i < n; ++i) kernels::adamw_element(step, p2[i], grads[i], m2[i], v2[i]);
   expect_close(p2, std::vector<double>(params.begin(), params.end()), 1e-6, 1e-6, "AdamW parameters");
