@@ -42,9 +42,22 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   gpt_.set_slots(slots_);
   gpt_.prepare(B, T);
   activation_elements_ = static_cast<size_t>(B) * T * gpt.config().channels;
-  inputs_.resize(static_cast<size_t>(B) * T);
-  targets_.resize(inputs_.size());
+  size_tokens();
   activation_sends_.resize(slots_);
+}
+
+void PipelineRunner::size_tokens() {
+  const size_t needed = first() || last() ? 2 * static_cast<size_t>(micro_batches_) * B_ * T_ : 0;
+  if (tokens_.size() != needed)
+    tokens_ = Buffer<int32_t>(needed, MemoryCategory::Activations, kernels::backend_of(gpt_.context()),
+                              MemoryKind::pinned_host);
+}
+
+// Validation's passes outnumber the step's micro-batches: pass i reuses region i mod m, by which
+// time its earlier copy is done (the last stage reads each pass's losses; the first waits for
+// each slot's send before reusing the slot, and m >= slots).
+int32_t* PipelineRunner::inputs_of(int i) {
+  return tokens_.data() + 2 * static_cast<size_t>(i % micro_batches_) * B_ * T_;
 }
 
 void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, std::optional<float> backward_scale,
@@ -56,8 +69,10 @@ void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, std::opt
                  gpt_.stream());
   const double received = steady_seconds();
   if (times) forward_times_.begin();
-  if (first() || last()) batch(i, inputs_.data(), targets_.data());
-  gpt_.enqueue_forward(slot, inputs_.data(), targets_.data(), B_, T_, backward_scale);
+  int32_t* inputs = first() || last() ? inputs_of(i) : nullptr;
+  int32_t* targets = inputs ? inputs + static_cast<size_t>(B_) * T_ : nullptr;
+  if (inputs) batch(i, inputs, targets);
+  gpt_.enqueue_forward(slot, inputs, targets, B_, T_, backward_scale);
   stretch(received);
   if (!last())
     activation_sends_[slot] =
@@ -85,6 +100,7 @@ void PipelineRunner::run_backward(int i, int slot, float loss_scale,
 void PipelineRunner::set_micro_batches(int micro_batches) {
   for (comm::Work& send : activation_sends_) send.wait();  // no slot may go while its send is pending
   micro_batches_ = micro_batches;
+  size_tokens();
   slots_ = slots_needed(schedule_, stage_, stages_, micro_batches);
   gpt_.set_slots(slots_);
   activation_sends_.clear();

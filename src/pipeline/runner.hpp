@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "tensor/buffer.hpp"
 #include "kernels/stream_intervals.hpp"
 #include "model/gpt2.hpp"
 #include "pipeline/schedule.hpp"
@@ -81,7 +82,13 @@ class PipelineRunner {
   int micro_batches_, B_, T_, slots_;
   double slowdown_ = 1.0;
   size_t activation_elements_;
-  std::vector<int32_t> inputs_, targets_;
+  // The step's tokens in pinned host memory, micro-batch i's inputs and targets at
+  // [2·i·B·T, 2·(i+1)·B·T): on a device each upload is asynchronous (no host wait), so no
+  // micro-batch's tokens are overwritten before the step's end has waited for its copy.
+  // First and last stages only (they read batches).
+  Buffer<int32_t> tokens_;
+  int32_t* inputs_of(int i);   // (B·T) of micro-batch i, its targets after them
+  void size_tokens();           // for micro_batches_
   std::vector<comm::Work> activation_sends_;  // per slot
   comm::Work gradient_send_;
   // The step's compute on the model's stream, read after the schedule (on a device the host's

@@ -73,6 +73,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   shared += (3 * z.BT + z.BT * z.C + 2 * z.BT * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
             kFloat;  // backward scratch
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
+  if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   return slots * slot + shared + low_working_bytes(in, stage, selective);
 }
 
