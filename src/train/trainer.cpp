@@ -341,8 +341,8 @@ const double* Trainer::finish_step_on_device(double fp16_scale, float lr) {
   double* values = scalars.as<double>();
   const Stream stream = model_->stream();
   clear(ctx_, scalars);
-  if (pp_rank_ == pp_size_ - 1)
-    mean_losses_into(ctx_, scalars.elements(kLossSum, 1), model_->kept_loss_sums(static_cast<int>(micro_batches_)),
+  if (pp_rank_ == pp_size_ - 1)  // this replica's share of the micro-batches (balance.micro_batches)
+    mean_losses_into(ctx_, scalars.elements(kLossSum, 1), model_->kept_loss_sums(shares_[dp_rank_]),
                      static_cast<double>(B_) * T_);
   if (dp_size_ > 1) collectives_.data->all_reduce(values + kLossSum, 1, DType::f64, comm::Op::Sum, stream).wait();
   if (pp_size_ > 1) collectives_.pipeline->broadcast(values + kLossSum, 1, DType::f64, pp_size_ - 1, stream).wait();
