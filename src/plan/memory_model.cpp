@@ -5,6 +5,7 @@
 
 #include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
+#include "kernels/kernels.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -74,6 +75,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
             kFloat;  // backward scratch
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
+  shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
   return slots * slot + shared + low_working_bytes(in, stage, selective);
 }
 
