@@ -7,6 +7,7 @@ PACKAGES=(
   libboost-program-options-dev libboost-test-dev       # input decks, unit tests
   libdnnl-dev                                          # oneDNN: CPU matmul and friends
   libpng-dev                                           # trident plan --plot
+  nlohmann-json3-dev                                   # JSON (header only): encoder.json, plan --json
   python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
   python3-h5py python3-matplotlib bc                   # metrics.h5 in tests and plots; bench arithmetic
   python3-regex                                        # the GPT-2 reference encoder of tests/e2e/generate.sh

@@ -1,5 +1,5 @@
-// GPT-2's encoder.json and vocab.bpe: the printable byte symbols, a small JSON reader and
-// writer for one object of string -> integer, and the merge list.
+// GPT-2's encoder.json and vocab.bpe: the printable byte symbols, the object of string -> token
+// id (through core/json.hpp), and the merge list.
 #include "data/bpe_files.hpp"
 
 #include <cstdio>
@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/file_util.hpp"
+#include "core/json.hpp"
 #include "data/unicode_classes.hpp"
 
 namespace trident::data {
@@ -59,122 +60,19 @@ std::string read_whole(const std::string& path) {
   return text;
 }
 
-// encoder.json: {"token": id, ...} — strings with JSON escapes, non-negative integer values.
-class JsonReader {
- public:
-  JsonReader(const std::string& path, const std::string& text) : path_(path), text_(text) {}
-  std::vector<std::pair<std::string, int>> object() {
-    std::vector<std::pair<std::string, int>> entries;
-    expect('{');
-    if (peek() == '}') return ++at_, entries;
-    for (;;) {
-      std::string key = string();
-      expect(':');
-      entries.emplace_back(std::move(key), integer());
-      const char c = next();
-      if (c == '}') break;
-      if (c != ',') fail("expected ',' or '}'");
-    }
-    if (peek() != 0) fail("text after the object");
-    return entries;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw file_error(path_, what + " at byte " + std::to_string(at_) + "; give GPT-2's encoder.json format");
-  }
-  void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t')) ++at_;
-  }
-  char peek() {
-    skip_space();
-    return at_ < text_.size() ? text_[at_] : 0;
-  }
-  char next() {
-    const char c = peek();
-    if (!c) fail("unexpected end");
-    ++at_;
-    return c;
-  }
-  void expect(char c) {
-    if (next() != c) fail(std::string("expected '") + c + "'");
-  }
-  unsigned hex4() {
-    if (at_ + 4 > text_.size()) fail("short \\u escape");
-    unsigned value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[at_++];
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (digit < 0) fail("bad \\u escape");
-      value = value * 16 + digit;
-    }
-    return value;
-  }
-  void escape(std::string& out) {
-    if (at_ >= text_.size()) fail("unexpected end");
-    const char c = text_[at_++];
-    const char* simple = "\"\"\\\\//b\bf\fn\nr\rt\t";
-    for (const char* s = simple; *s; s += 2)
-      if (c == s[0]) return void(out += s[1]);
-    if (c != 'u') fail("unknown escape");
-    char32_t cp = hex4();
-    if (cp >= 0xD800 && cp <= 0xDBFF && text_.compare(at_, 2, "\\u") == 0) {  // a surrogate pair
-      at_ += 2;
-      const unsigned low = hex4();
-      if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate");
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-    }
-    append_utf8(out, cp);
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    for (;;) {
-      if (at_ >= text_.size()) fail("unterminated string");
-      const char c = text_[at_++];
-      if (c == '"') return out;
-      if (c == '\\') escape(out);
-      else out += c;
-    }
-  }
-  int integer() {
-    skip_space();
-    int64_t value = 0;
-    const size_t start = at_;
-    while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9' && value <= kMaxVocab)
-      value = value * 10 + (text_[at_++] - '0');
-    if (at_ == start) fail("expected a token id (a non-negative integer)");
-    if (value >= kMaxVocab) fail("token id above " + std::to_string(kMaxVocab - 1));
-    return static_cast<int>(value);
-  }
-  const std::string& path_;
-  const std::string& text_;
-  size_t at_ = 0;
-};
-
-// JSON's escaping as Python's json.dump writes it (ensure_ascii): \uXXXX beyond ASCII.
-std::string json_string(std::string_view utf8) {
-  std::string out = "\"";
-  const auto* bytes = reinterpret_cast<const unsigned char*>(utf8.data());
-  for (size_t at = 0; at < utf8.size();) {
-    const Utf8Char c = decode_utf8(bytes + at, utf8.size() - at);
-    at += c.bytes;
-    char buffer[16];
-    if (c.cp == '"' || c.cp == '\\') out += '\\', out += static_cast<char>(c.cp);
-    else if (c.cp >= 0x20 && c.cp < 0x7F) out += static_cast<char>(c.cp);
-    else if (c.cp < 0x10000) std::snprintf(buffer, sizeof buffer, "\\u%04x", unsigned(c.cp)), out += buffer;
-    else  // symbols are below U+0200; kept general
-      std::snprintf(buffer, sizeof buffer, "\\u%04x\\u%04x", unsigned(0xD800 + ((c.cp - 0x10000) >> 10)),
-                    unsigned(0xDC00 + ((c.cp - 0x10000) & 0x3FF))), out += buffer;
-  }
-  return out + "\"";
-}
-
 // Token strings by id from encoder.json: every id from 0 to the largest exactly once.
 std::vector<std::string> read_encoder(const std::string& path, std::unordered_map<std::string, int>& id_of) {
   const std::string text = read_whole(path);
-  JsonReader reader(path, text);
-  const auto entries = reader.object();
+  // encoder.json: {"token": id, ...}, the ids non-negative integers.
+  const Json json = parse_json(path, text, "give GPT-2's encoder.json format");
+  if (!json.is_object()) throw file_error(path, "is not a JSON object of token ids; give GPT-2's encoder.json format");
+  std::vector<std::pair<std::string, int>> entries;
+  for (const auto& [symbols, value] : json.items()) {
+    if (!value.is_number_unsigned() || value.get<uint64_t>() >= uint64_t(kMaxVocab))
+      throw file_error(path, "token '" + symbols + "' has id " + value.dump() + ", not an integer from 0 to " +
+                                 std::to_string(kMaxVocab - 1) + "; give GPT-2's encoder.json format");
+    entries.emplace_back(symbols, static_cast<int>(value.get<uint64_t>()));
+  }
   std::vector<std::string> tokens(entries.size());
   std::vector<bool> seen(entries.size(), false);
   for (const auto& [symbols, id] : entries) {
@@ -237,7 +135,7 @@ std::string symbols_to_bytes(std::string_view symbols) {
 void write_gpt2_files(const Bpe& bpe, const std::string& dir) {
   std::string encoder = "{";
   for (size_t id = 0; id < bpe.tokens().size(); ++id)
-    encoder += (id ? ", " : "") + json_string(bytes_to_symbols(bpe.tokens()[id])) + ": " + std::to_string(id);
+    encoder += (id ? ", " : "") + json_ascii_string(bytes_to_symbols(bpe.tokens()[id])) + ": " + std::to_string(id);
   encoder += "}";
   std::string merges = "#version: 0.2\n";
   for (const auto& [left, right] : bpe.merges())

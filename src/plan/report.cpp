@@ -1,9 +1,10 @@
 // Tables, JSON and the audit of `trident plan`.
 #include "plan/report.hpp"
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 
+#include "core/json.hpp"
 #include "model/params.hpp"
 
 namespace trident::plan {
@@ -14,21 +15,6 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
   std::snprintf(text, sizeof text, fmt, a, b, c, d);
   return text;
 }
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) {
-      out += format("\\u%04x", ch);
-      continue;
-    }
-    out += ch;
-  }
-  return out + "\"";
-}
-
-std::string number(double v) { return std::isfinite(v) ? format("%.6g", v) : "null"; }
 
 std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
@@ -58,29 +44,43 @@ double scaling_efficiency(const Workload& w, const Layout& l, const Hardware& hw
 std::string layout_json(const Candidate& c, double efficiency, const std::string& source, int rank) {
   const Layout& l = c.layout;
   const StepEstimate& e = c.estimate;
-  std::string memory;
-  for (int k = 0; k < kCategories; ++k)
-    memory += json_string(memory_category_name(static_cast<MemoryCategory>(k))) + ":" + std::to_string(e.memory.bytes[k]) + ",";
-  memory += "\"total\":" + std::to_string(e.memory_total);
   const double m = e.micro_batches;
-  return "{\"source\":" + json_string(source) + ",\"rank\":" + std::to_string(rank) +
-         ",\"devices\":" + std::to_string(l.devices()) + ",\"tensor\":" + std::to_string(l.tensor) +
-         ",\"pipeline\":" + std::to_string(l.pipeline) + ",\"data\":" + std::to_string(l.data) +
-         ",\"micro_batch\":" + std::to_string(l.micro_batch) + ",\"micro_batches\":" + std::to_string(e.micro_batches) +
-         ",\"recompute\":" + json_string(l.recompute) + ",\"zero\":" + (l.zero ? "true" : "false") +
-         ",\"precision\":" + json_string(l.precision) + ",\"schedule\":" + json_string(l.gpipe ? "gpipe" : "1f1b") +
-         ",\"feasible\":" + (e.feasible ? "true" : "false") + ",\"reason\":" + json_string(e.reason) +
-         ",\"memory_bytes\":{" + memory + "},\"headroom_bytes\":" + number(e.headroom_bytes) +
-         ",\"step_time_s\":" + number(e.step_s) + ",\"pipeline_s\":" + number(e.pipeline_s) +
-         ",\"bubble_s\":" + number(e.bubble_s) + ",\"compute_s\":" + number(max_stage(e, &StageTime::compute_s) * m) +
-         ",\"elementwise_s\":" + number(max_stage(e, &StageTime::elementwise_s) * m) +
-         ",\"tensor_comm_s\":" + number(max_stage(e, &StageTime::tensor_s) * m) +
-         ",\"pipeline_comm_s\":" + number(max_stage(e, &StageTime::p2p_s) * m) + ",\"data_comm_s\":" + number(e.data_s) +
-         ",\"data_exposed_s\":" + number(e.data_exposed_s) + ",\"embedding_comm_s\":" + number(e.embedding_s) +
-         ",\"optimizer_s\":" + number(e.optimizer_s) + ",\"tokens_per_s\":" + number(e.tokens_per_s) +
-         ",\"tflops_per_device\":" + number(e.tflops_per_device) +
-         ",\"hardware_tflops_per_device\":" + number(e.hardware_tflops_per_device) + ",\"mfu\":" + number(e.mfu) +
-         ",\"scaling_efficiency\":" + number(efficiency) + "}";
+  Json memory = Json::object();
+  for (int k = 0; k < kCategories; ++k) memory[memory_category_name(static_cast<MemoryCategory>(k))] = e.memory.bytes[k];
+  memory["total"] = e.memory_total;
+  Json row = {{"source", source},
+              {"rank", rank},
+              {"devices", l.devices()},
+              {"tensor", l.tensor},
+              {"pipeline", l.pipeline},
+              {"data", l.data},
+              {"micro_batch", l.micro_batch},
+              {"micro_batches", e.micro_batches},
+              {"recompute", l.recompute},
+              {"zero", l.zero},
+              {"precision", l.precision},
+              {"schedule", l.gpipe ? "gpipe" : "1f1b"},
+              {"feasible", e.feasible},
+              {"reason", e.reason},
+              {"memory_bytes", memory},
+              {"headroom_bytes", e.headroom_bytes},
+              {"step_time_s", e.step_s},
+              {"pipeline_s", e.pipeline_s},
+              {"bubble_s", e.bubble_s},
+              {"compute_s", max_stage(e, &StageTime::compute_s) * m},
+              {"elementwise_s", max_stage(e, &StageTime::elementwise_s) * m},
+              {"tensor_comm_s", max_stage(e, &StageTime::tensor_s) * m},
+              {"pipeline_comm_s", max_stage(e, &StageTime::p2p_s) * m},
+              {"data_comm_s", e.data_s},
+              {"data_exposed_s", e.data_exposed_s},
+              {"embedding_comm_s", e.embedding_s},
+              {"optimizer_s", e.optimizer_s},
+              {"tokens_per_s", e.tokens_per_s},
+              {"tflops_per_device", e.tflops_per_device},
+              {"hardware_tflops_per_device", e.hardware_tflops_per_device},
+              {"mfu", e.mfu},
+              {"scaling_efficiency", efficiency}};
+  return row.dump();  // a NaN or Inf is written as null
 }
 
 std::string table_header() {

@@ -176,8 +176,21 @@ BOOST_AUTO_TEST_CASE(malformed_files_are_named) {
   } catch (const std::runtime_error& e) {
     BOOST_TEST(std::string(e.what()).find("encoder.json") != std::string::npos);
   }
-  { std::ofstream(dir.path + "/encoder.json") << "{\"a\": 0,"; }
-  BOOST_CHECK_THROW(data::read_gpt2_files(dir.path), std::runtime_error);
+  // Through the JSON library (core/json.hpp), its errors ours: the file, the byte, what to give.
+  auto message = [&](const std::string& text) -> std::string {
+    { std::ofstream(dir.path + "/encoder.json") << text; }
+    try {
+      data::read_gpt2_files(dir.path);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  const std::string truncated = message("{\"a\": 0,");
+  BOOST_TEST(truncated.find("/encoder.json: ") != std::string::npos, truncated);
+  BOOST_TEST(truncated.find("at byte 9; give GPT-2's encoder.json format") != std::string::npos, truncated);
+  for (const char* bad : {"{\"a\": -1}", "{\"a\": \"x\"}", "{\"a\": 1.5}", "[0, 1]"})
+    BOOST_TEST(message(bad).find("give GPT-2's encoder.json format") != std::string::npos, bad << ": " << message(bad));
   BOOST_CHECK_THROW(data::read_gpt2_files(dir.path + "/missing"), std::runtime_error);
 }
 
