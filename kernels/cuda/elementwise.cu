@@ -159,39 +159,21 @@ void adamw_update(Context& ctx, float* params, uint16_t* params_low, DType low_t
   }
 }
 
-// Every part's chunk sums on the device in one launch (the parts' table uploaded in front of the
-// partial sums, one allocation), one transfer back, then each part's chunks added in order on
-// the host: the CPU's sums, bit for bit up to the contraction of x·x + lane into one fused
-// multiply-add.
+// Each part its own group of sums_of_squares_into, then one transfer back: the CPU's sums, bit for
+// bit up to the contraction of x·x + lane into one fused multiply-add.
 void sums_of_squares(Context& ctx, double* sums, const float* const* parts, const size_t* counts, size_t k) {
-  std::vector<SquaresPart> table(k);
-  size_t chunks = 0;
-  for (size_t p = 0; p < k; ++p) {
-    table[p] = {parts[p], counts[p], chunks};
-    chunks += (counts[p] + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
-  }
-  std::fill(sums, sums + k, 0.0);
-  if (chunks == 0) return;
+  if (k == 0) return;
   cudaStream_t stream = stream_of(ctx);
-  const size_t table_bytes = (k * sizeof(SquaresPart) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
-  char* scratch = nullptr;  // (table, padded to doubles) then partial (chunks doubles)
-  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), table_bytes + chunks * sizeof(double), stream),
+  std::vector<int> own(k);
+  for (size_t p = 0; p < k; ++p) own[p] = static_cast<int>(p);
+  double* device_sums = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&device_sums), k * sizeof(double), stream),
         "cudaMallocAsync (sums_of_squares)");
-  auto* device_table = reinterpret_cast<SquaresPart*>(scratch);
-  auto* partial = reinterpret_cast<double*>(scratch + table_bytes);
-  check(cudaMemcpyAsync(device_table, table.data(), k * sizeof(SquaresPart), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (sums_of_squares table)");
-  sums_of_squares_kernel<<<blocks_for(chunks), kThreads, 0, stream>>>(partial, device_table, k, chunks);
-  check_launch("sums_of_squares");
-  std::vector<double> host(chunks);
-  check(cudaMemcpyAsync(host.data(), partial, chunks * sizeof(double), cudaMemcpyDeviceToHost, stream),
+  sums_of_squares_into(ctx, device_sums, k, parts, counts, own.data(), k);
+  check(cudaMemcpyAsync(sums, device_sums, k * sizeof(double), cudaMemcpyDeviceToHost, stream),
         "cudaMemcpyAsync (sums_of_squares)");
-  check(cudaFreeAsync(scratch, stream), "cudaFreeAsync (sums_of_squares)");
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sums_of_squares)");  // the table too: host memory
-  for (size_t p = 0; p < k; ++p) {
-    const size_t end = p + 1 < k ? table[p + 1].first_chunk : chunks;
-    for (size_t chunk = table[p].first_chunk; chunk < end; ++chunk) sums[p] += host[chunk];
-  }
+  check(cudaFreeAsync(device_sums, stream), "cudaFreeAsync (sums_of_squares)");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sums_of_squares)");
 }
 
 // The chunks' partial sums as sums_of_squares computes them, then one thread adds them into the

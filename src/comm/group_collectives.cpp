@@ -4,7 +4,6 @@
 
 #include "comm/mpi/native_handle.hpp"
 #include "comm/nccl/nccl.hpp"
-#include "comm/wrappers/widen.hpp"
 #include "core/error.hpp"
 #include "core/mpi_util.hpp"
 

@@ -15,8 +15,8 @@
 namespace trident::comm {
 
 // The communicator of one group that knows the cluster's levels: its all-reduce is the
-// hierarchical one (HostLevels, or flat, by the settings), 16-bit buffers summed in f32
-// (comm/wrappers/widen.hpp); its other operations are the flat communicator's
+// hierarchical one (HostLevels, or flat, by the settings) for f32, and the flat ring with 16-bit
+// messages for 16-bit values (comm/mpi/mpi_communicator.hpp); its other operations are the flat communicator's
 // (reduce-scatter and all-gather: the ring). With backend = nccl, operations
 // on a device stream go to the NCCL communicators of the same group and levels (the same
 // hierarchy, through hierarchical_all_reduce), those on the CPU's stream to MPI.

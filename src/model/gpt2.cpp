@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/clock.hpp"
-#include "kernels/common/low16.hpp"
+#include "comm/wrappers/widen.hpp"
 #include "model/classifier.hpp"
 
 namespace trident::model {
@@ -67,9 +67,7 @@ void Gpt2::upload_params(const float* host) {
   f32_reads_stale_ = true;
   if (!low()) return kernels::upload(ctx_, params_.view(), host);
   std::vector<low16> rounded(static_cast<size_t>(num_parameters_));
-  const bool fp16 = precision() == kernels::Precision::fp16;
-  for (size_t i = 0; i < rounded.size(); ++i)
-    rounded[i] = fp16 ? kernels::low16_round<true>(host[i]) : kernels::low16_round<false>(host[i]);
+  comm::narrow(low_type(), host, rounded.data(), rounded.size());
   kernels::upload(ctx_, params_.view(), rounded.data());
 }
 
@@ -85,9 +83,7 @@ std::vector<float> Gpt2::host_params() const {
   }
   std::vector<low16> stored(host.size());
   kernels::download(ctx_, stored.data(), params_.view());
-  const bool fp16 = precision() == kernels::Precision::fp16;
-  for (size_t i = 0; i < host.size(); ++i)
-    host[i] = fp16 ? kernels::low16_widen<true>(stored[i]) : kernels::low16_widen<false>(stored[i]);
+  comm::widen(low_type(), stored.data(), host.data(), host.size());
   return host;
 }
 

@@ -36,10 +36,6 @@ struct Problem {
   }
 };
 
-Tensor low_tensor(std::vector<uint16_t>& values, DType type) {
-  return Tensor{values.data(), type, Shape{static_cast<int64_t>(values.size())}, Device{}};
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
@@ -48,7 +44,7 @@ BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
   for (kernels::Precision precision : {kernels::Precision::bf16, kernels::Precision::fp16}) {
     const DType type = kernels::storage_dtype(precision);
     std::vector<uint16_t> whole_params(static_cast<size_t>(p.n)), sharded_params(whole_params.size(), 0);
-    kernels::convert(ctx, low_tensor(whole_params, type), view(p.initial.data(), p.initial.size(), Device{}));
+    kernels::convert(ctx, as_tensor(whole_params, type, {int64_t(whole_params.size())}), as_tensor(p.initial));
     sharded_params = whole_params;
     optim::AdamW whole(ctx, p.config, {}, {}, 0, -1, precision);
     BOOST_TEST(whole.keeps_master());
@@ -62,8 +58,10 @@ BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
       shards.back()->load_master(ctx, p.initial.data());
     }
     for (int64_t t = 1; t <= 3; ++t) {
-      whole.step(ctx, low_tensor(whole_params, type), p.grads.data(), 1e-2f, t, 0.8f);
-      for (auto& shard : shards) shard->step(ctx, low_tensor(sharded_params, type), p.grads.data(), 1e-2f, t, 0.8f);
+      whole.step(ctx, as_tensor(whole_params, type, {int64_t(whole_params.size())}), p.grads.data(), 1e-2f, t, 0.8f);
+      for (auto& shard : shards)
+        shard->step(ctx, as_tensor(sharded_params, type, {int64_t(sharded_params.size())}), p.grads.data(), 1e-2f, t,
+                    0.8f);
     }
     BOOST_TEST(sharded_params == whole_params, kernels::precision_name(precision));
     for (auto& shard : shards)
@@ -71,14 +69,15 @@ BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
         BOOST_REQUIRE(shard->master()[i] == whole.master()[shard->shard_begin() + i]);
     // The 16-bit parameters are the master's rounding, and moved on from the initial values.
     std::vector<uint16_t> rounded(whole_params.size());
-    kernels::convert(ctx, low_tensor(rounded, type), view(whole.master(), whole_params.size(), Device{}));
+    kernels::convert(ctx, as_tensor(rounded, type, {int64_t(rounded.size())}),
+                     view(whole.master(), whole_params.size(), Device{}));
     BOOST_TEST(rounded == whole_params, kernels::precision_name(precision));
     std::vector<uint16_t> initial(whole_params.size());
-    kernels::convert(ctx, low_tensor(initial, type), view(p.initial.data(), p.initial.size(), Device{}));
+    kernels::convert(ctx, as_tensor(initial, type, {int64_t(initial.size())}), as_tensor(p.initial));
     BOOST_TEST(initial != whole_params);
     // After a restore: each shard writes its part of the parameters from its master.
     std::vector<uint16_t> restored(whole_params.size(), 0);
-    for (auto& shard : shards) shard->write_master_into(ctx, low_tensor(restored, type));
+    for (auto& shard : shards) shard->write_master_into(ctx, as_tensor(restored, type, {int64_t(restored.size())}));
     BOOST_TEST(restored == whole_params, kernels::precision_name(precision));
   }
 }
@@ -90,13 +89,13 @@ BOOST_AUTO_TEST_CASE(an_fp32_model_is_its_own_master) {
   BOOST_TEST(!fp32.keeps_master());
   BOOST_TEST(fp32.master() == nullptr);
   std::vector<float> params = p.initial;
-  fp32.step(ctx, view(params.data(), params.size(), Device{}), p.grads.data(), 1e-2f, 1, 1.0f);
+  fp32.step(ctx, as_tensor(params), p.grads.data(), 1e-2f, 1, 1.0f);
   BOOST_TEST(params != p.initial);
   // The 16-bit optimizer's master follows the same arithmetic: its first update is this one.
   optim::AdamW bf16(ctx, p.config, {}, {}, 0, -1, kernels::Precision::bf16);
   bf16.load_master(ctx, p.initial.data());
   std::vector<uint16_t> low(params.size());
-  bf16.step(ctx, low_tensor(low, DType::bf16), p.grads.data(), 1e-2f, 1, 1.0f);
+  bf16.step(ctx, as_tensor(low, DType::bf16, {int64_t(low.size())}), p.grads.data(), 1e-2f, 1, 1.0f);
   BOOST_TEST(std::vector<float>(bf16.master(), bf16.master() + p.n) == params);
 }
 

@@ -13,7 +13,6 @@
 #include "core/error.hpp"
 #include "comm/watchdog.hpp"
 #include "comm/wrappers/widen.hpp"
-#include "comm/wrappers/widen.hpp"
 
 namespace trident::comm {
 namespace {

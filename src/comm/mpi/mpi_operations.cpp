@@ -1,5 +1,6 @@
-// The typed operations of the Communicator interface on MPI: the dtypes mapped onto the f32
-// algorithms (16-bit buffers widened and rounded back), point-to-point and the collectives of
+// The typed operations of the Communicator interface on MPI: the dtypes mapped onto the
+// algorithms (f32 sums by comm.node_algo's; 16-bit ones by the ring with 16-bit messages; an
+// all-gather of any element width), point-to-point and the collectives of
 // a few values posted as MPI non-blocking calls whose Work completes them under the watchdog.
 #include <stdexcept>
 
