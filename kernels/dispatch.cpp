@@ -276,9 +276,11 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   check_linear_operands(args, x, w);
   const int64_t M = matrix_rows(x), K = matrix_cols(x), N = matrix_rows(w);
   args.optional_f32("dx", dx, M * K);
-  args.f32("dw", dw, N * K);
+  args.optional_f32("dw", dw, N * K);
   args.optional_f32("dbias", dbias, N);
-  args.f32("dy", dy, M * N);
+  // dy may be absent only where its 16-bit values are given and nothing sums the f32 ones.
+  if (x.dtype == DType::f32 || dbias.data != nullptr) args.f32("dy", dy, M * N);
+  else args.optional_f32("dy", dy, M * N);
   if (x.dtype != DType::f32) args.at_least("dy_low", dy_low, x.dtype, M * N);
   entry(ctx, &KernelTable::linear_backward, "linear_backward")(ctx, dx, dw, dbias, dy, dy_low, x, w);
 }

@@ -177,7 +177,7 @@ namespace {
 void backward_gemms(const Context& ctx, float* dx, float* dw, const void* dy, const void* x, const void* w, int M, int K, int N,
                     OperandType type) {
   if (dx) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx, dy, w);
-  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy, x);
+  if (dw) run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw, dy, x);
 }
 
 void require_same_type(const Tensor& x, const Tensor& w) {
@@ -241,17 +241,18 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
   const int N = static_cast<int>(matrix_rows(w));
   float* dx_data = optional_data<float>(dx);
+  float* dw_data = optional_data<float>(dw);
   float* db = optional_data<float>(dbias);
-  const float* dy_data = dy.as<float>();
+  const float* dy_data = optional_data<float>(dy);
   if (x.dtype == DType::f32)
-    return cpu::linear_backward(ctx, dx_data, dw.as<float>(), db, dy_data, x.as<float>(), w.as<float>(), M, K, N);
+    return cpu::linear_backward(ctx, dx_data, dw_data, db, dy_data, x.as<float>(), w.as<float>(), M, K, N);
   require_same_type(x, w);
   const Precision precision = precision_of(x.dtype);
-  if (dy_low.data != dy.data)
+  if (dy_data != nullptr && dy_low.data != dy.data)
     to_low(ctx, precision, dy_low.as<low16>(), dy_data, static_cast<size_t>(M) * N);
   else if (db != nullptr)
     throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
-  cpu::linear_backward_low(ctx, precision, dx_data, dw.as<float>(), db, dy_data, dy_low.as<low16>(), x.as<low16>(),
+  cpu::linear_backward_low(ctx, precision, dx_data, dw_data, db, dy_data, dy_low.as<low16>(), x.as<low16>(),
                            w.as<low16>(), M, K, N);
 }
 

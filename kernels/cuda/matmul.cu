@@ -328,14 +328,14 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   float* db = optional_data<float>(dbias);
   const void* dy_operand = dy.data;
   if (type != OperandType::f32) {
-    if (dy_low.data != dy.data)
+    if (dy.data != nullptr && dy_low.data != dy.data)
       to_low(ctx, precision_of(x.dtype), dy_low.as<low16>(), dy.as<float>(), static_cast<size_t>(M) * N);
     else if (db != nullptr)
       throw std::logic_error("linear_backward: a bias gradient needs the f32 output gradient, not one narrowed in place");
     dy_operand = dy_low.data;
   }
   if (dx.data) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx.as<float>(), dy_operand, w.data);
-  run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw.as<float>(), dy_operand, x.data);
+  if (dw.data) run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw.as<float>(), dy_operand, x.data);
   if (db) column_sums_add(ctx, db, dy.as<float>(), M, N);
 }
 

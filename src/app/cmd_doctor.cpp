@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -20,6 +21,7 @@
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "diag/doctor_input.hpp"
+#include "pipeline/timeline.hpp"
 
 namespace trident {
 namespace po = boost::program_options;
@@ -140,6 +142,22 @@ diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
     }
     run.bubble_share = after_warmup(share);
     run.micro_batches = number("train.global_batch") / (number("train.micro_batch") * number("parallel.data"));
+    if (run.deck.count("parallel.schedule")) run.schedule = run.deck["parallel.schedule"];
+    auto total = [&](int s, const char* name) {  // over the steps after the first, of the stage's busiest rank
+      const std::vector<double> values = after_warmup(series_or_empty(path, "stage" + std::to_string(s) + "/" + name));
+      return std::accumulate(values.begin(), values.end(), 0.0);
+    };
+    std::vector<pipeline::PassTimes> stage_times;
+    for (int s = 0; s < run.pipeline; ++s) {
+      const double weights = total(s, "weights_ms");  // absent in runs before zero-bubble schedules: 0
+      stage_times.push_back({total(s, "forward_ms"), total(s, "backward_ms") - weights, weights});
+    }
+    const bool timed = std::any_of(stage_times.begin(), stage_times.end(), [](const pipeline::PassTimes& t) {
+      return t.forward + t.input_gradient + t.weight_gradient > 0;
+    });
+    const pipeline::Schedule schedule = pipeline::parse_schedule(run.schedule);
+    run.schedule_bubble = timed ? pipeline::implied_bubble(schedule, run.micro_batches, stage_times)
+                                : pipeline::bubble_fraction(schedule, run.pipeline, run.micro_batches, 0, 0, 0);
   }
   run.budget_bytes = budget_bytes(budget_gb, run, run.budget_source);
   return run;

@@ -22,6 +22,7 @@
 #include "app/commands.hpp"
 #include "bench/gemm_probe.hpp"
 #include "job/model_setup.hpp"
+#include "pipeline/schedule.hpp"
 
 namespace trident {
 namespace {
@@ -149,7 +150,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.recompute = settings.memory.recompute;
   if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
   l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);
-  l.gpipe = settings.step.schedule == "gpipe";
+  l.schedule = pipeline::parse_schedule(settings.step.schedule);
   l.precision = settings.precision.name;
   const std::string& algo = settings.comm.collectives.algo;
   l.hierarchical = algo == "auto" || algo == "hierarchical";

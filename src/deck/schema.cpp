@@ -56,8 +56,11 @@ std::vector<KeySpec> build_schema() {
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),
       integer("parallel.data", std::string("1"), 1, 1048576, "data-parallel replicas"),
-      choice("parallel.schedule", "1f1b", {"1f1b", "gpipe"},
-             "pipeline schedule over the micro-batches of a step"),
+      choice("parallel.schedule", "1f1b", {"1f1b", "gpipe", "zb-h1"},
+             "pipeline schedule over the micro-batches of a step: 1f1b; gpipe (every forward, then every "
+             "backward); zb-h1 (zero-bubble H1: the backward split into input and weight gradients, the "
+             "weight gradients filling 1F1B's bubble; holds min(pipeline, micro-batches) micro-batches on "
+             "every stage; not with memory.recompute = full or every_k)"),
       {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
        "blocks per pipeline stage, e.g. 3,5,5,3; empty = even split"},
       // [topology] — node / rack / cross-rack.

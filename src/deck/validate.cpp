@@ -77,13 +77,25 @@ void check_batch(const Deck& deck) {
               deck.cite("parallel.data") + "); use a multiple of " + std::to_string(micro * dp));
   const int64_t pp = deck.get_int("parallel.pipeline");
   const int64_t micro_batches = global / (micro * dp);
-  if (deck.get_string("parallel.schedule") == "1f1b" && micro_batches < pp)
-    fatal_all(deck.file_name() + ": the 1F1B schedule needs at least as many micro-batches per "
+  const std::string schedule = deck.get_string("parallel.schedule");
+  if (schedule != "gpipe" && micro_batches < pp)
+    fatal_all(deck.file_name() + ": the " + schedule + " schedule needs at least as many micro-batches per "
               "step as pipeline stages, but global_batch / (micro_batch x data) = " +
               std::to_string(micro_batches) + " < " + std::to_string(pp) + " (" +
               deck.cite("train.global_batch") + ", " + deck.cite("parallel.pipeline") +
               "); raise train.global_batch to at least " + std::to_string(pp * micro * dp) +
               " or use parallel.schedule = gpipe");
+}
+
+// ZB-H1's weight-gradient pass reads each block's GEMM inputs after the input-gradient pass:
+// recompute every K blocks keeps only segment inputs, and recomputes the rest for the backward.
+void check_schedule(const Deck& deck) {
+  const std::string recompute = deck.get_string("memory.recompute");
+  if (deck.get_string("parallel.schedule") == "zb-h1" && (recompute == "full" || recompute == "every_k"))
+    fatal_all(deck.file_name() + ": parallel.schedule = zb-h1 keeps each block's GEMM inputs until its weight "
+              "gradients, and memory.recompute = " + recompute + " keeps only some blocks' inputs (" +
+              deck.cite("parallel.schedule") + ", " + deck.cite("memory.recompute") +
+              "); use memory.recompute = none, selective or auto, or parallel.schedule = 1f1b");
 }
 
 void check_topology(const Deck& deck, int world_size) {
@@ -205,6 +217,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_model(deck);
   check_stage_layers(deck);
   check_batch(deck);
+  check_schedule(deck);
   check_topology(deck, world_size);
   check_precision(deck);
   check_heartbeat(deck);

@@ -99,17 +99,19 @@ void nan_rule(const RunFigures& run, size_t runs, std::vector<Finding>& out, std
                  label(run, runs) + figures, remedy});
 }
 
-// Idle pipeline stages: the schedule's own bubble (p−1)/(m+p−1) when that is what is measured,
-// else stages waiting on each other beyond it (unequal stages, point-to-point latency).
+// Idle pipeline stages: the schedule's own bubble (1F1B's (p−1)/(m+p−1), less for ZB-H1) when
+// that is what is measured, else stages waiting on each other beyond it (unequal stages,
+// point-to-point latency).
 void bubble_rule(const RunFigures& run, size_t runs, const Thresholds& limits, std::vector<Finding>& out,
                  std::vector<std::string>& checked) {
   if (run.pipeline <= 1) return;
   const double share = median(run.bubble_share);
-  const double theory = double(run.pipeline - 1) / double(run.micro_batches + run.pipeline - 1);
+  const double theory = run.schedule_bubble;
   const std::string figures =
       format("the pipeline stages stand idle %.1f%% of the pipeline phase (median over steps, mean of stages); "
-             "the schedule's bubble (p-1)/(m+p-1) is %.1f%%",
+             "the schedule's bubble with these stage times is %.1f%%",
              100 * share, 100 * theory) +
+      " (" + run.schedule + ")" +
       " (p = " + std::to_string(run.pipeline) + ", m = " + std::to_string(run.micro_batches) + ")";
   checked.push_back(label(run, runs) + "pipeline bubble: " + figures);
   if (share < limits.bubble_share) return;

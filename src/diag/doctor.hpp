@@ -28,6 +28,8 @@ struct RunFigures {
   int world = 1, pipeline = 1, micro_batches = 1;  // micro-batches per step on a replica
   std::vector<double> tokens_per_s, step_ms, comm_exposed_ms;  // per step
   std::vector<double> bubble_share;  // per step: the stages' idle share of the pipeline phase (mean)
+  std::string schedule = "1f1b";     // parallel.schedule
+  double schedule_bubble = 0;        // its own bubble with the stages' measured pass times (pipeline::implied_bubble)
   std::vector<int64_t> skipped_steps;       // step numbers skipped for NaN/Inf
   int64_t loss_scale_events = 0;            // fp16 loss-scale reductions ("loss_scale" series)
   double peak_bytes_per_rank = 0;           // Σ over categories of the busiest rank's peak

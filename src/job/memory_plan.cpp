@@ -16,6 +16,7 @@
 #include "job/job.hpp"
 #include "job/model_setup.hpp"
 #include "kernels/backend.hpp"
+#include "pipeline/schedule.hpp"
 
 namespace trident {
 namespace {
@@ -224,7 +225,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.micro_batch = settings.train.micro_batch;
   in.seq_len = settings.train.seq_len;
   in.micro_batches = static_cast<int>(settings.train.micro_batches);
-  in.gpipe = settings.step.schedule == "gpipe";
+  in.schedule = pipeline::parse_schedule(settings.step.schedule);
   in.recompute = settings.memory.recompute;
   in.recompute_interval = settings.memory.recompute_interval;
   in.flash_attention = settings.model.flash_attention;
@@ -276,16 +277,21 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
   } else if (auto_mode) {
     const int k = formula_k();
     const std::pair<std::string, int> order[] = {{"none", 0}, {"selective", 0}, {"every_k", k}, {"full", 1}};
+    // ZB-H1 keeps every block's GEMM inputs for its weight-gradient pass (deck::check_schedule).
+    const bool keeps_all = in.schedule == pipeline::Schedule::ZeroBubbleH1;
     choice.mode.clear();
     for (const auto& [mode, interval] : order)
-      if (fits(mode, interval)) {
+      if ((!keeps_all || interval == 0) && fits(mode, interval)) {
         choice = {mode, interval, "memory.recompute = auto: the cheapest that fits memory.budget_gb"};
         break;
       }
   }
   if (choice.mode.empty() || (auto_k && !fits(choice.mode, choice.interval))) {
-    const int64_t least = total("full", 1);
-    const std::string mode = choice.mode.empty() ? "even full recompute" : "memory.recompute = " + choice.mode;
+    const bool keeps_all = in.schedule == pipeline::Schedule::ZeroBubbleH1;
+    const int64_t least = keeps_all ? total("selective", 0) : total("full", 1);
+    const std::string mode = !choice.mode.empty() ? "memory.recompute = " + choice.mode
+                             : keeps_all        ? "selective recompute (the most parallel.schedule = zb-h1 allows)"
+                                                : "even full recompute";
     fatal_all("the run does not fit " + deck.cite("memory.budget_gb") + ": " + mode + " needs " + mib(least) +
               " per rank, " + mib(least - static_cast<int64_t>(budget)) +
               " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "

@@ -490,7 +490,24 @@ void Gpt2::run_recorded(Work kind, int slot, float loss_scale, const std::functi
   ++graph_replays_;
 }
 
-void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual) {
+// 16-bit `into`: the input GEMM rounds dy into it as it reads it (no pass of its own). f32
+// (fp32, or the stage's last output in 16-bit mode): a copy.
+GemmMode Gpt2::defer_gradient(const float* dy, Kept& into) {
+  GemmMode mode = gemm_;
+  if (into.dtype() != DType::f32) mode.dy_low = into.view();
+  else kernels::copy(ctx_, into.view(), view(dy, into.size(), device()));
+  return mode;
+}
+
+// An f32 copy in 16-bit mode is narrowed in place (its last use): the values the input GEMM read.
+Tensor Gpt2::deferred_gradient(Kept& kept) {
+  if (!low() || kept.dtype() != DType::f32) return kept.view();
+  return kernels::narrow(ctx_, kept.view(), low_type());
+}
+
+// defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
+// backward_inputs says.
+void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
@@ -503,25 +520,45 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
     if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
     else if (!recompute_attention_) widen(a.att, w.att);
   }
+  // Deferred: no weight gradient here, and each GEMM's dy kept (defer_gradient).
+  auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
+  auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-  row_parallel_backward(ctx_, gemm_, d_fch_gelu_.data(), g_.fcprojw + l * c * 4 * cl, g_.fcprojb + l * c,
-                        dresidual, operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT,
-                        4 * Cl, C);
+  row_parallel_backward(ctx_, mode(dresidual, a.residual3), d_fch_gelu_.data(), dw(g_.fcprojw + l * c * 4 * cl),
+                        g_.fcprojb + l * c, dresidual, operand(w.fch_gelu, a.fch_gelu),
+                        weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT, 4 * Cl, C);
   kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
-  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.fcw + l * 4 * cl * c, g_.fcb + l * 4 * cl,
-                           d_fch_.data(), operand(w.ln2, a.ln2), weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
+  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * 4 * cl * c),
+                           g_.fcb + l * 4 * cl, d_fch_.data(), operand(w.ln2, a.ln2),
+                           weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
   kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln2w + l * c, {C}), on_device(g_.ln2b + l * c, {C}),
                               d_ln_.view(), w.residual2.view(rows), on_device(p_.ln2w + l * c, {C}),
                               on_device(p_.ln2b + l * c, {C}), a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
-  row_parallel_backward(ctx_, gemm_, d_atty_.data(), g_.attprojw + l * c * cl, g_.attprojb + l * c,
-                        dresidual, operand(w.atty, a.atty), weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
+  row_parallel_backward(ctx_, mode(dresidual, a.residual2), d_atty_.data(), dw(g_.attprojw + l * c * cl),
+                        g_.attprojb + l * c, dresidual, operand(w.atty, a.atty), weight(kAttprojw, l * c * cl, C, Cl),
+                        BT, Cl, C);
   attention_core_backward(a, w);
-  column_parallel_backward(ctx_, gemm_, tp_, d_ln_.data(), g_.qkvw + l * 3 * cl * c, g_.qkvb + l * 3 * cl,
-                           d_qkv_.data(), operand(w.ln1, a.ln1), weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
+  column_parallel_backward(ctx_, mode(d_qkv_.data(), a.qkv), tp_, d_ln_.data(), dw(g_.qkvw + l * 3 * cl * c),
+                           g_.qkvb + l * 3 * cl, d_qkv_.data(), operand(w.ln1, a.ln1),
+                           weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
   kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln1w + l * c, {C}), on_device(g_.ln1b + l * c, {C}),
                               d_ln_.view(), on_device(input, rows), on_device(p_.ln1w + l * c, {C}),
                               on_device(p_.ln1b + l * c, {C}), a.ln1_mean.view(), a.ln1_var.view());
+}
+
+// The four GEMMs' dW += dyᵀ·x from what block_backward(defer) kept; x are the kept inputs.
+void Gpt2::block_weight_gradients(LayerActivations& a, int l) {
+  const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
+  const size_t c = C, cl = Cl;
+  weight_gradient(ctx_, g_.fcprojw + l * c * 4 * cl, deferred_gradient(a.residual3), a.fch_gelu.view(),
+                  weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT, 4 * Cl, C);
+  weight_gradient(ctx_, g_.fcw + l * 4 * cl * c, deferred_gradient(a.fch), a.ln2.view(),
+                  weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
+  weight_gradient(ctx_, g_.attprojw + l * c * cl, deferred_gradient(a.residual2), a.atty.view(),
+                  weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
+  weight_gradient(ctx_, g_.qkvw + l * 3 * cl * c, deferred_gradient(a.qkv), a.ln1.view(),
+                  weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
 }
 
 void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
@@ -556,19 +593,50 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale) {
                            weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
 }
 
-void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
-  Slot& s = slots_.at(slot);
+void Gpt2::check_head_gradient(const Slot& s, float loss_scale) const {
   if (s.head_gradient && *s.head_gradient != loss_scale)
     throw std::logic_error("Gpt2::backward: loss scale " + std::to_string(loss_scale) + ", but the forward computed the "
                            "head's gradient for " + std::to_string(*s.head_gradient));
-  if (on_final) backward_work(s, loss_scale, on_final);  // the hook launches work of its own
+}
+
+void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
+  Slot& s = slots_.at(slot);
+  check_head_gradient(s, loss_scale);
+  if (on_final) backward_work(s, loss_scale, on_final, false);  // the hook launches work of its own
   else run_recorded(s.head_gradient ? Work::backward_from_head : Work::backward, slot, loss_scale,
-                    [&] { backward_work(s, loss_scale, {}); });
+                    [&] { backward_work(s, loss_scale, {}, false); });
   s.head_gradient.reset();  // used: the slot's next backward needs its own forward's
   fence_tensor_group();
 }
 
-void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final) {
+void Gpt2::backward_inputs(int slot, float loss_scale) {
+  if (interval_)
+    throw std::logic_error("Gpt2::backward_inputs: recompute every " + std::to_string(interval_) +
+                           " blocks keeps no GEMM inputs for a deferred weight gradient");
+  Slot& s = slots_.at(slot);
+  check_head_gradient(s, loss_scale);
+  run_recorded(s.head_gradient ? Work::backward_inputs_from_head : Work::backward_inputs, slot, loss_scale,
+               [&] { backward_work(s, loss_scale, {}, true); });
+  s.head_gradient.reset();
+  fence_tensor_group();
+}
+
+void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) {
+  Slot& s = slots_.at(slot);
+  if (on_final) weights_work(s, on_final);
+  else run_recorded(Work::backward_weights, slot, 0.0f, [&] { weights_work(s, {}); });
+}
+
+// No communication: the weight gradients are local in both tensor-parallel layers.
+void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
+  for (int l = layers_ - 1; l >= 0; --l) {
+    block_weight_gradients(s.layers[l], l);
+    if (on_final) on_final(l);
+  }
+  if (on_final) on_final(-1);  // the embedding's and the final LayerNorm's: final since backward_inputs
+}
+
+void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final, bool defer) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) {
     begin_edge();
@@ -583,7 +651,7 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
     const int first = last / K * K;
     if (interval_) forward_blocks(s, first, last);
     for (int l = last; l >= first; --l) {
-      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual);
+      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual, defer);
       if (on_final) on_final(l);
     }
     last = first - 1;

@@ -160,6 +160,19 @@ class Gpt2 {
   // (l = last … first block), and on_final(-1) at the end, when the embedding's and the final
   // LayerNorm's are: the hook a data-parallel reducer uses to communicate while backward goes on.
   void backward(int slot, float loss_scale, const std::function<void(int)>& on_final = {});
+  // Zero-bubble schedules (pipeline/schedule.hpp) split a micro-batch's backward in two.
+  // backward_inputs: all that backward() does but the blocks' GEMM weight gradients — the input
+  // gradient, and the biases', LayerNorms', embedding's and head's gradients. Each block GEMM's
+  // output gradient dy is kept in the slot, in the memory of an activation of its size that
+  // this pass was the last to read (residual3, fch, residual2 and qkv keep the dy of the MLP down
+  // projection, the MLP up, the attention projection and qkv), so deferring adds no memory; in
+  // 16-bit mode dy is kept rounded, as the GEMM reads it (the rounding is the input GEMM's own).
+  // backward_weights: the deferred dW += dyᵀ·x of every block, last block first, from the operands
+  // backward() would use — the gradients are bitwise backward()'s. on_final as backward()'s:
+  // called here, where the weights' gradients become final. Not with recompute every K blocks
+  // (the GEMMs' inputs are recomputed, not kept): std::logic_error.
+  void backward_inputs(int slot, float loss_scale);
+  void backward_weights(int slot, const std::function<void(int)>& on_final = {});
   float* output_gradient();                // (B, T, C)
   const float* input_gradient() const;     // (B, T, C)
 
@@ -210,7 +223,11 @@ class Gpt2 {
   // A recorded forward or backward of a slot (set_graphs).
   // forward_for_backward and backward_from_head: the chunked classifier's head gradient computed
   // in the forward (enqueue_forward's backward_scale), and the backward that starts from it.
-  enum class Work { forward, forward_with_loss, forward_for_backward, backward, backward_from_head };
+  // backward_inputs / backward_weights: the zero-bubble split (backward_inputs).
+  enum class Work {
+    forward, forward_with_loss, forward_for_backward, backward, backward_from_head,
+    backward_inputs, backward_inputs_from_head, backward_weights
+  };
   struct Recorded {
     void* graph = nullptr;   // the backend's handle, once captured
     float loss_scale = 0;    // backward: the scale it was recorded with
@@ -223,7 +240,10 @@ class Gpt2 {
   void begin_edge();  // the embedding's or head's interval (not inside a capture)
   void end_edge();
   void forward_work(Slot& slot, bool with_loss, std::optional<float> backward_scale);
-  void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final);
+  // defer: the weight GEMMs left to weights_work (backward_inputs).
+  void backward_work(Slot& slot, float loss_scale, const std::function<void(int)>& on_final, bool defer);
+  void weights_work(Slot& slot, const std::function<void(int)>& on_final);
+  void check_head_gradient(const Slot& slot, float loss_scale) const;
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
   DType low_type() const { return kernels::storage_dtype(gemm_.precision); }
@@ -253,7 +273,11 @@ class Gpt2 {
   void refresh_f32_reads();  // 16-bit mode: f32_reads_ widened again after the parameters changed
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
-  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual);
+  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer);
+  void block_weight_gradients(LayerActivations& a, int l);
+  // A deferred GEMM's dy kept in `into` (backward_inputs): the GemmMode its input GEMM runs with.
+  GemmMode defer_gradient(const float* dy, Kept& into);
+  Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
   void head_forward(Slot& slot, bool with_loss, std::optional<float> backward_scale);
   void head_backward(Slot& slot, float loss_scale, float* dresidual);
   void whole_classifier_forward(Slot& slot, bool with_loss);

@@ -70,6 +70,14 @@ void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* d
                            x_local.reshaped({M, K_local}), w_local);
 }
 
+void weight_gradient(kernels::Context& ctx, float* dw_local, const Tensor& dy, const Operand& x,
+                     const Operand& w_local, int M, int K, int N_local) {
+  const bool rounded = dy.dtype != DType::f32;
+  const Tensor values = dy.reshaped({M, N_local});
+  kernels::linear_backward(ctx, Tensor{}, on_device(ctx, dw_local, {N_local, K}), Tensor{}, rounded ? Tensor{} : values,
+                           rounded ? values : Tensor{}, x.reshaped({M, K}), w_local);
+}
+
 VocabSlice vocab_slice(const GptConfig& config, const Partition& slice) {
   VocabSlice v;
   v.rows = config.padded_vocab / slice.size;

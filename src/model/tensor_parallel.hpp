@@ -69,7 +69,7 @@ struct GemmMode {
 // x (M, K), w_local (N_local, K), y_local (M, N_local)
 void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,
                              const float* b_local, int M, int K, int N_local);
-// dx (M, K) = (all-reduced); dw_local, db_local +=
+// dx (M, K) = (all-reduced); dw_local, db_local += (null: skipped)
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
                               const Operand& x, const Operand& w_local, int M, int K, int N_local);
@@ -77,10 +77,17 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
                           const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N);
-// dx_local (M, K_local) =; dw_local, dbias +=
+// dx_local (M, K_local) =; dw_local, dbias += (null: skipped)
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, const Operand& x_local,
                            const Operand& w_local, int M, int K_local, int N);
+
+// dw_local (N_local, K) += dyᵀ x, the weight gradient of either layer alone: local, no
+// communication. What a zero-bubble schedule's weight-gradient pass runs after the
+// input-gradient pass (the backward above with dw_local null) kept dy: f32 in fp32, the rounded
+// 16-bit values in 16-bit mode — what the GEMM would have read.
+void weight_gradient(kernels::Context& ctx, float* dw_local, const Tensor& dy, const Operand& x,
+                     const Operand& w_local, int M, int K, int N_local);
 
 // The vocabulary rows [begin, begin + rows) this rank holds.
 struct VocabSlice {

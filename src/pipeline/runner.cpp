@@ -35,7 +35,8 @@ int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
 PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule,
                                int micro_batches, int B, int T)
     : gpt_(gpt), pipeline_(pipeline), schedule_(schedule), micro_batches_(micro_batches), B_(B), T_(T),
-      forward_times_(gpt.context()), backward_times_(gpt.context()), schedule_times_(gpt.context()) {
+      forward_times_(gpt.context()), backward_times_(gpt.context()), weight_times_(gpt.context()),
+      schedule_times_(gpt.context()) {
   stage_ = pipeline.rank();
   stages_ = pipeline.size();
   slots_ = slots_needed(schedule, stage_, stages_, micro_batches);
@@ -80,21 +81,34 @@ void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, std::opt
   if (times) times->wait_seconds += received - start, forward_times_.end();
 }
 
-void PipelineRunner::run_backward(int i, int slot, float loss_scale,
+// inputs_only: the zero-bubble B (Gpt2::backward_inputs), the weight gradients left to
+// run_weight_gradients. It keeps dy where the slot's output was: that send must be complete.
+void PipelineRunner::run_backward(int i, int slot, float loss_scale, bool inputs_only,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
   gradient_send_.wait();  // buffer reuse
+  if (inputs_only) activation_sends_[slot].wait();
   const double start = steady_seconds();
   if (!last())
     patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i),
                  gpt_.stream());
   const double received = steady_seconds();
   if (times) backward_times_.begin();
-  gpt_.backward(slot, loss_scale, on_final);
+  if (inputs_only) gpt_.backward_inputs(slot, loss_scale);
+  else gpt_.backward(slot, loss_scale, on_final);
   stretch(received);
   if (!first())
     gradient_send_ =
         pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), gpt_.stream());
   if (times) times->wait_seconds += received - start, backward_times_.end();
+}
+
+// The zero-bubble W: local work, nothing received or sent.
+void PipelineRunner::run_weight_gradients(int slot, const std::function<void(int)>& on_final, StepTimes* times) {
+  const double start = steady_seconds();
+  if (times) weight_times_.begin();
+  gpt_.backward_weights(slot, on_final);
+  stretch(start);
+  if (times) weight_times_.end();
 }
 
 void PipelineRunner::set_micro_batches(int micro_batches) {
@@ -118,15 +132,18 @@ void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
   gpt_.take_edge_seconds();  // validation's forwards are not this step's
   if (times) schedule_times_.begin();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
-    const int slot = action.micro_batch % slots_;
-    if (action.forward) {
-      run_forward(action.micro_batch, slot, batch, loss_scale, times);
-      if (last()) gpt_.keep_loss(slot, action.micro_batch);  // the step's loss, on the device
-      continue;
+    const int i = action.micro_batch, slot = i % slots_;
+    // The last micro-batch's backward, or its W, makes the weight gradients final.
+    const std::function<void(int)> on_final = i == micro_batches_ - 1 ? on_last_final : nullptr;
+    switch (action.pass) {
+      case Pass::Forward:
+        run_forward(i, slot, batch, loss_scale, times);
+        if (last()) gpt_.keep_loss(slot, i);  // the step's loss, on the device
+        break;
+      case Pass::Backward: run_backward(i, slot, loss_scale, false, on_final, times); break;
+      case Pass::InputGradient: run_backward(i, slot, loss_scale, true, nullptr, times); break;
+      case Pass::WeightGradient: run_weight_gradients(slot, on_final, times); break;
     }
-    const bool last_backward = action.micro_batch == micro_batches_ - 1;
-    run_backward(action.micro_batch, slot, loss_scale,
-                 last_backward ? on_last_final : std::function<void(int)>(), times);
   }
   for (comm::Work& send : activation_sends_) send.wait();
   gradient_send_.wait();
@@ -136,7 +153,9 @@ void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
     schedule_times_.end();
     times->schedule_seconds += schedule_times_.take_seconds();
     times->forward_seconds += forward_times_.take_seconds();
-    times->backward_seconds += backward_times_.take_seconds();
+    const double weights = weight_times_.take_seconds();
+    times->backward_seconds += backward_times_.take_seconds() + weights;
+    times->weight_seconds += weights;
   }
   // The slowed rank's embedding and head are slowed too (stretch sleeps for the whole compute).
   const double edge = gpt_.take_edge_seconds() * slowdown_;

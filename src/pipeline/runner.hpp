@@ -8,6 +8,7 @@
 // gradient (B, T, C) of stage s + 1 (tag 2i + 1); a non-first stage sends its input gradient to
 // s − 1, completed before the buffer is reused. Receives block (under the watchdog): the
 // schedules are deadlock-free with buffered sends (tests/unit/test_schedule.cpp simulates them).
+// A zero-bubble schedule's W (Pass::WeightGradient) communicates nothing.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ using BatchFn = std::function<void(int micro_batch, int32_t* inputs, int32_t* ta
 // The compute times are the model stream's (on a device, its own clock); the waits the host's.
 struct StepTimes {
   double forward_seconds = 0;   // forward compute of this stage (with its tensor collectives)
-  double backward_seconds = 0;  // backward compute
+  double backward_seconds = 0;  // backward compute (a zero-bubble schedule's B and W passes)
+  double weight_seconds = 0;    // of backward: the W passes alone (zero-bubble schedules)
   double wait_seconds = 0;      // blocked on receives
   double schedule_seconds = 0;  // the whole schedule on this stage, first action to last send
   double edge_seconds = 0;      // of forward + backward: the embedding and head (Gpt2::take_edge_seconds)
@@ -72,8 +74,9 @@ class PipelineRunner {
   // (Gpt2::enqueue_forward); none: a forward for the loss alone.
   void run_forward(int micro_batch, int slot, const BatchFn& batch, std::optional<float> backward_scale,
                    StepTimes* times);
-  void run_backward(int micro_batch, int slot, float loss_scale,
+  void run_backward(int micro_batch, int slot, float loss_scale, bool inputs_only,
                     const std::function<void(int)>& on_final, StepTimes* times);
+  void run_weight_gradients(int slot, const std::function<void(int)>& on_final, StepTimes* times);
   void stretch(double compute_start) const;  // debug.slowdown's sleep
   model::Gpt2& gpt_;
   comm::Communicator& pipeline_;
@@ -93,7 +96,7 @@ class PipelineRunner {
   comm::Work gradient_send_;
   // The step's compute on the model's stream, read after the schedule (on a device the host's
   // clock would time the launches only; kernels/stream_intervals.hpp).
-  kernels::StreamIntervals forward_times_, backward_times_, schedule_times_;
+  kernels::StreamIntervals forward_times_, backward_times_, weight_times_, schedule_times_;
 };
 
 }  // namespace trident::pipeline

@@ -1,6 +1,8 @@
 // Pipeline schedules and the split of blocks over stages.
 #include "pipeline/schedule.hpp"
 
+#include "pipeline/timeline.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -9,30 +11,77 @@ namespace trident::pipeline {
 Schedule parse_schedule(const std::string& name) {
   if (name == "1f1b") return Schedule::OneFOneB;
   if (name == "gpipe") return Schedule::GPipe;
+  if (name == "zb-h1") return Schedule::ZeroBubbleH1;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
-std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches) {
+std::string schedule_name(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::OneFOneB: return "1f1b";
+    case Schedule::GPipe: return "gpipe";
+    case Schedule::ZeroBubbleH1: return "zb-h1";
+  }
+  return "?";
+}
+
+bool splits_backward(Schedule schedule) { return schedule == Schedule::ZeroBubbleH1; }
+
+namespace {
+
+std::vector<Action> gpipe(int micro_batches) {
   std::vector<Action> actions;
-  if (schedule == Schedule::GPipe) {
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({true, i});
-    for (int i = 0; i < micro_batches; ++i) actions.push_back({false, i});
-    return actions;
-  }
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  int next_forward = 0, next_backward = 0;
-  for (; next_forward < warmup; ++next_forward) actions.push_back({true, next_forward});
-  while (next_forward < micro_batches) {
-    actions.push_back({true, next_forward++});
-    actions.push_back({false, next_backward++});
-  }
-  while (next_backward < micro_batches) actions.push_back({false, next_backward++});
+  for (int i = 0; i < micro_batches; ++i) actions.push_back({Pass::Forward, i});
+  for (int i = 0; i < micro_batches; ++i) actions.push_back({Pass::Backward, i});
   return actions;
 }
 
+// 1F1B's order of forwards and backwards; with `split`, each backward is B, and W's follow as
+// ZB-H1 places them (the header).
+std::vector<Action> one_f_one_b(int stage, int stages, int micro_batches, bool split) {
+  std::vector<Action> actions;
+  int next_forward = 0, next_backward = 0, next_weights = 0;
+  auto backward = [&] {
+    if (!split) return actions.push_back({Pass::Backward, next_backward++});
+    actions.push_back({Pass::InputGradient, next_backward++});
+    if (next_backward >= stage + 1) actions.push_back({Pass::WeightGradient, next_weights++});
+  };
+  const int warmup = std::min(stages - stage - 1, micro_batches);
+  for (; next_forward < warmup; ++next_forward) actions.push_back({Pass::Forward, next_forward});
+  while (next_forward < micro_batches) {
+    actions.push_back({Pass::Forward, next_forward++});
+    backward();
+  }
+  while (next_backward < micro_batches) backward();
+  if (split)
+    while (next_weights < micro_batches) actions.push_back({Pass::WeightGradient, next_weights++});
+  return actions;
+}
+
+}  // namespace
+
+std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches) {
+  if (schedule == Schedule::GPipe) return gpipe(micro_batches);
+  return one_f_one_b(stage, stages, micro_batches, splits_backward(schedule));
+}
+
 int slots_needed(Schedule schedule, int stage, int stages, int micro_batches) {
-  if (schedule == Schedule::GPipe) return micro_batches;
+  switch (schedule) {
+    case Schedule::GPipe: return micro_batches;
+    case Schedule::ZeroBubbleH1: return std::max(1, std::min(micro_batches, stages));
+    case Schedule::OneFOneB: break;
+  }
   return std::max(1, std::min(micro_batches, stages - stage));
+}
+
+double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w) {
+  const double p = stages, m = micro_batches, work = m * (f + b + w);
+  if (stages <= 1) return 0.0;
+  if (schedule != Schedule::ZeroBubbleH1) return (p - 1) / (m + p - 1);
+  if (work <= 0) return bubble_fraction(schedule, stages, micro_batches, 1, 1, 1);  // no times: equal ones
+  if (w > std::min(f, b))  // no closed form: the timeline itself
+    return implied_bubble(schedule, micro_batches, std::vector<PassTimes>(stages, PassTimes{f, b, w}));
+  const double idle = (p - 1) * (f + b - w);
+  return idle / (work + idle);
 }
 
 std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<long>& given) {

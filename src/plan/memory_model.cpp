@@ -66,8 +66,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
     slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
             (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
-  const int slots = pipeline::slots_needed(in.gpipe ? pipeline::Schedule::GPipe : pipeline::Schedule::OneFOneB, stage,
-                                           in.pipeline, in.micro_batches);
+  const int slots = pipeline::slots_needed(in.schedule, stage, in.pipeline, in.micro_batches);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "pipeline/schedule.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::plan {
@@ -43,7 +44,7 @@ struct MemoryInputs {
   int tensor = 1, pipeline = 1, data = 1;
   std::vector<int> stage_layers;  // blocks per stage
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
-  bool gpipe = false;
+  pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   std::string recompute = "none";  // none, selective, every_k, full
   bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
   int classifier_chunk = 0;        // model.classifier_chunk: (chunk, Vp/p) logits, not (b, Vp/p)

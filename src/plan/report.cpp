@@ -59,7 +59,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"recompute", l.recompute},
               {"zero", l.zero},
               {"precision", l.precision},
-              {"schedule", l.gpipe ? "gpipe" : "1f1b"},
+              {"schedule", pipeline::schedule_name(l.schedule)},
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},

@@ -62,6 +62,19 @@ double layer_flops_per_token(const Workload& w, const Layout& l) {
   return (24 * C * C + 4 * T * C) / l.tensor;
 }
 
+// The part of a micro-batch's time a stage adds to the fill and drain. ZB-H1 (pipeline/
+// schedule.hpp): (f + b − w)/(f + b + w), with a block's forward f = 24C² + 4TC per token (the
+// GEMMs and the attention products), its weight gradients w = 24C² (the GEMMs' forward again)
+// and its input gradient b = 2f − w (plus selective recompute's q·kᵀ); w ≤ min(f, b), where
+// bubble_fraction's closed form is exact.
+double fill_share(const Workload& w, const Layout& l) {
+  if (l.schedule != pipeline::Schedule::ZeroBubbleH1) return 1.0;
+  const double C = w.config.channels, T = w.seq_len;
+  const double f = 24 * C * C + 4 * T * C, weights = 24 * C * C;
+  const double b = 2 * f - weights + (l.recompute == "selective" ? 2 * T * C : 0);
+  return (f + b - weights) / (f + b + weights);
+}
+
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
                      StepEstimate& e) {
@@ -197,7 +210,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.micro_batch = l.micro_batch;
   in.seq_len = w.seq_len;
   in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
-  in.gpipe = l.gpipe;
+  in.schedule = l.schedule;
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
@@ -218,8 +231,8 @@ std::string layout_problem(const Workload& w, const Layout& l) {
     return "global batch " + std::to_string(w.global_batch) + " is not divisible by micro-batch " +
            std::to_string(l.micro_batch) + " x data " + std::to_string(l.data);
   const int64_t m = w.global_batch / (int64_t(l.micro_batch) * l.data);
-  if (!l.gpipe && l.pipeline > 1 && m < l.pipeline)
-    return "1F1B needs at least " + std::to_string(l.pipeline) + " micro-batches per replica, the batch gives " +
+  if (l.schedule != pipeline::Schedule::GPipe && l.pipeline > 1 && m < l.pipeline)
+    return pipeline::schedule_name(l.schedule) + " needs at least " + std::to_string(l.pipeline) + " micro-batches per replica, the batch gives " +
            std::to_string(m);
   if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline)
     return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +
@@ -241,9 +254,10 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   }
   for (double& b : e.pipeline_bytes) b *= e.micro_batches / double(l.pipeline);  // per rank, mean over stages
   for (double& b : e.tensor_bytes) b *= e.micro_batches / double(l.pipeline);
-  // Micro-batches stream through the stages: the slowest sets the pace, the others add the
-  // fill and drain (p − 1 micro-batch times when they are equal: the bubble).
-  e.pipeline_s = (e.micro_batches - 1) * slowest + sum;
+  // Micro-batches stream through the stages: the slowest sets the pace, each other stage adds
+  // its share of the fill and drain once — a micro-batch's time under GPipe and 1F1B (p − 1 of
+  // them when the stages are equal: the bubble), less under ZB-H1, whose W's fill the rest.
+  e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l);
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
   data_parallel(w, l, hw, in.stage_layers, e);
   if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage

@@ -47,7 +47,7 @@ struct Layout {
   bool zero = false;
   std::string recompute = "none";  // none, selective, every_k, full
   int recompute_interval = 1;
-  bool gpipe = false;
+  pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   std::string precision = "fp32";
   bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)

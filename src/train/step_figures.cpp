@@ -10,11 +10,18 @@ namespace {
 
 const char* const kLevels[] = {"node", "rack", "cross_rack"};
 
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * fraction);
+  return text;
+}
+
 }  // namespace
 
 void RankFigures::for_each(const std::function<void(const std::string&, double&)>& visit) {
   visit("forward_ms", forward_ms);
   visit("backward_ms", backward_ms);
+  visit("weights_ms", weights_ms);
   visit("optimizer_ms", optimizer_ms);
   visit("comm_exposed_ms", comm_exposed_ms);
   visit("comm_ms", comm_ms);
@@ -50,6 +57,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
   RankFigures f;
   f.forward_ms = r.pipeline.forward_seconds * 1e3;
   f.backward_ms = r.pipeline.backward_seconds * 1e3;
+  f.weights_ms = r.pipeline.weight_seconds * 1e3;
   f.optimizer_ms = r.optimizer_seconds * 1e3;
   f.comm_exposed_ms = r.exposed_comm_seconds * 1e3;
   f.comm_ms = r.comm_seconds * 1e3;
@@ -115,6 +123,10 @@ void StepFigureLog::record_bubble(const std::vector<RankFigures>& stage_max, met
   for (int stage = 0; stage < stages; ++stage) {
     const double busy = stage_max[stage].forward_ms + stage_max[stage].backward_ms;
     bubble_busy_[stage] += busy;
+    pipeline::PassTimes& passes = pass_ms_[stage];
+    passes.forward += stage_max[stage].forward_ms;
+    passes.input_gradient += stage_max[stage].backward_ms - stage_max[stage].weights_ms;
+    passes.weight_gradient += stage_max[stage].weights_ms;
     bubble_wait_[stage] += std::max(0.0, phase - busy);
     metrics.append(stages > 1 ? "stage" + std::to_string(stage) + "/bubble_ms" : "bubble_ms",
                    std::max(0.0, phase - busy));
@@ -124,9 +136,10 @@ void StepFigureLog::record_bubble(const std::vector<RankFigures>& stage_max, met
 void StepFigureLog::forget_bubble() {
   std::fill(bubble_busy_.begin(), bubble_busy_.end(), 0.0);
   std::fill(bubble_wait_.begin(), bubble_wait_.end(), 0.0);
+  std::fill(pass_ms_.begin(), pass_ms_.end(), pipeline::PassTimes{0, 0, 0});
 }
 
-std::vector<std::string> StepFigureLog::summary(int64_t micro_batches) const {
+std::vector<std::string> StepFigureLog::summary(int64_t micro_batches, pipeline::Schedule schedule) const {
   std::vector<std::string> lines;
   char text[256];
   std::snprintf(text, sizeof text,
@@ -151,11 +164,17 @@ std::vector<std::string> StepFigureLog::summary(int64_t micro_batches) const {
     std::snprintf(text, sizeof text, "%s%.1f%%", stage ? ", " : "", 100.0 * fraction);
     per_stage += text;
   }
-  const double theory = double(stages - 1) / double(micro_batches + stages - 1);
-  std::snprintf(text, sizeof text,
-                "pipeline bubble: measured %.1f%% (mean of stages: %s), theoretical (p-1)/(m+p-1) = %.1f%% (p = %d, m = %lld)",
-                100.0 * mean, per_stage.c_str(), 100.0 * theory, stages, static_cast<long long>(micro_batches));
-  lines.push_back(text);
+  // The schedule's timeline with these stages' measured pass times, and with equal stages.
+  const int m = static_cast<int>(micro_batches);
+  const double implied = pipeline::implied_bubble(schedule, m, pass_ms_);
+  pipeline::PassTimes sum{0, 0, 0};
+  for (const pipeline::PassTimes& t : pass_ms_)
+    sum.forward += t.forward, sum.input_gradient += t.input_gradient, sum.weight_gradient += t.weight_gradient;
+  const double equal = pipeline::bubble_fraction(schedule, stages, m, sum.forward, sum.input_gradient, sum.weight_gradient);
+  std::snprintf(text, sizeof text, " (p = %d, m = %d)", stages, m);
+  lines.push_back("pipeline bubble: measured " + percent(mean) + " (mean of stages: " + per_stage + "); the " +
+                  pipeline::schedule_name(schedule) + " schedule's with these stage times " + percent(implied) +
+                  ", with equal stages " + percent(equal) + text);
   return lines;
 }
 

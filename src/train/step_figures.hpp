@@ -12,6 +12,7 @@
 #include "comm/traffic.hpp"
 #include "layout/grid.hpp"
 #include "metrics/metrics_file.hpp"
+#include "pipeline/timeline.hpp"
 #include "tensor/buffer.hpp"
 #include "train/run_collectives.hpp"
 #include "train/step_result.hpp"
@@ -23,6 +24,7 @@ constexpr int kMemoryCategories = static_cast<int>(MemoryCategory::Count);
 
 struct RankFigures {
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  double weights_ms = 0;  // of backward_ms: a zero-bubble schedule's W passes
   double comm_exposed_ms = 0, comm_ms = 0;   // data-parallel reduction: exposed, and all of it
   double pipeline_wait_ms = 0, schedule_ms = 0;
   std::array<double, kTrafficKinds> bytes{};  // sent, per kind of traffic (comm/traffic.hpp)
@@ -42,15 +44,17 @@ struct RankFigures {
 // end-of-run summary prints.
 class StepFigureLog {
  public:
-  StepFigureLog(const layout::Grid& grid, int pp_size) : grid_(grid), bubble_busy_(pp_size), bubble_wait_(pp_size) {}
+  StepFigureLog(const layout::Grid& grid, int pp_size)
+      : grid_(grid), bubble_busy_(pp_size), bubble_wait_(pp_size), pass_ms_(pp_size, pipeline::PassTimes{0, 0, 0}) {}
   // Collective over all ranks: this rank's figures of the step (and the traffic counters since
   // the last call), to rank 0, which appends them to `metrics` (null on other ranks).
   void record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics);
   // The first step warms up (primitive creation, first touches): its bubble is not counted.
   void forget_bubble();
   // The summary lines: traffic per level and peak memory of the busiest rank; the bubble
-  // measured beside (p − 1)/(m + p − 1) with m micro-batches.
-  std::vector<std::string> summary(int64_t micro_batches) const;
+  // measured beside the schedule's (pipeline::bubble_fraction, from the measured pass times)
+  // with m micro-batches.
+  std::vector<std::string> summary(int64_t micro_batches, pipeline::Schedule schedule) const;
 
  private:
   RankFigures measure(const StepResult& result, RunCollectives& collectives);
@@ -58,6 +62,7 @@ class StepFigureLog {
 
   const layout::Grid& grid_;
   std::vector<double> bubble_busy_, bubble_wait_;        // per stage, summed over steps
+  std::vector<pipeline::PassTimes> pass_ms_;              // per stage: F, B, W summed over steps
   std::array<double, 3> level_totals_{};                  // bytes per level over the run
   std::array<double, kMemoryCategories> memory_peaks_{};  // the run's maxima
   std::array<comm::LevelBytes, 3> last_group_bytes_{};    // data, tensor, pipeline: at the last step

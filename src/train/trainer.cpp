@@ -301,7 +301,7 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // the share of the pipeline phase it spent not computing, over the steps after the first)
 // beside its theory (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
-  for (const std::string& line : figures_.summary(micro_batches_)) print0(line);
+  for (const std::string& line : figures_.summary(micro_batches_, pipeline::parse_schedule(settings_.step.schedule))) print0(line);
 }
 
 std::string Trainer::memory_report(bool bytes) const {

@@ -154,6 +154,20 @@ BOOST_AUTO_TEST_CASE(doctor_pipeline_bubble_from_known_figures) {
   // 16 micro-batches (bubble 1/17) and still idle 40%: stages waiting on each other.
   const Overrides many{{"parallel.pipeline", "2"}, {"train.global_batch", "16"}, {"train.micro_batch", "1"}};
   BOOST_TEST(run_doctor({write_run("unbalanced", many, 1000, stages_idle(40))}).find("pipeline stages waiting on each other"));
+  // 4 micro-batches: 1F1B's bubble is 1/5, ZB-H1's with F:B:W measured 24:18:18 is 24/264, so under
+  // ZB-H1 40% idle is stages waiting on each other, not the schedule.
+  const Overrides four{{"parallel.pipeline", "2"}, {"train.global_batch", "4"}, {"train.micro_batch", "1"}};
+  BOOST_TEST(run_doctor({write_run("one_f_one_b", four, 1000, stages_idle(40))}).find("pipeline bubble"));
+  Overrides zero_bubble = four;
+  zero_bubble["parallel.schedule"] = "zb-h1";
+  const StepFigures idle = stages_idle(40);
+  const Report report_zb = run_doctor({write_run("zero_bubble", zero_bubble, 1000, [&](metrics::MetricsFile& f, int step) {
+    idle(f, step);
+    for (const char* stage : {"stage0/", "stage1/"}) f.append(std::string(stage) + "weights_ms", 18.0);
+  })});
+  const diag::Finding* zb = report_zb.find("pipeline stages waiting on each other");
+  BOOST_REQUIRE(zb);
+  BOOST_TEST(contains(zb->evidence, "the schedule's bubble with these stage times is 9.1% (zb-h1)"), zb->evidence);
 }
 
 BOOST_AUTO_TEST_CASE(doctor_checkpoint_blocking_from_known_figures) {
