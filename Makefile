@@ -192,6 +192,7 @@ bench: deps
 	@scripts/bench-recompute.sh
 	@scripts/bench-attention.sh
 	@scripts/bench-zero.sh
+	@scripts/bench-schedules.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

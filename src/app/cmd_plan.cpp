@@ -224,6 +224,7 @@ void emit_deck(const cli::CommandLine& line, const std::string& text, const plan
                                      {"parallel.stage_layers", ""},
                                      {"train.micro_batch", std::to_string(l.micro_batch)},
                                      {"memory.recompute", l.recompute},
+                                     {"parallel.schedule", pipeline::schedule_name(l.schedule)},
                                      {"optim.zero", l.zero ? "1" : "0"}});
   const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, overrides);
   std::ofstream out(path);

@@ -79,7 +79,7 @@ void check_batch(const Deck& deck) {
   const int64_t micro_batches = global / (micro * dp);
   const std::string schedule = deck.get_string("parallel.schedule");
   if (schedule != "gpipe" && micro_batches < pp)
-    fatal_all(deck.file_name() + ": the " + schedule + " schedule needs at least as many micro-batches per "
+    fatal_all(deck.file_name() + ": the " + (schedule == "1f1b" ? "1F1B" : "ZB-H1") + " schedule needs at least as many micro-batches per "
               "step as pipeline stages, but global_batch / (micro_batch x data) = " +
               std::to_string(micro_batches) + " < " + std::to_string(pp) + " (" +
               deck.cite("train.global_batch") + ", " + deck.cite("parallel.pipeline") +

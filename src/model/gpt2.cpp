@@ -561,7 +561,7 @@ void Gpt2::block_weight_gradients(LayerActivations& a, int l) {
                   weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
 }
 
-void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
+void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {
   const int BT = B_ * T_, C = config_.channels;
   // The final LayerNorm's output gradient: from the training forward, or computed here.
   Tensor d_lnf = d_ln_.view();
@@ -572,7 +572,7 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
                                 s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.log_normalizers.data(),
                                 s.targets.data(), BT, C, chunk);
   else
-    whole_classifier_backward(s, loss_scale);
+    whole_classifier_backward(s, loss_scale, defer);
   kernels::clear(ctx_, view(dresidual, d_residual_.size()));
   kernels::layernorm_backward(ctx_, on_device(dresidual, {BT, C}), on_device(g_.lnfw, {C}),
                               on_device(g_.lnfb, {C}), d_lnf, s.layers.back().residual3.view({BT, C}),
@@ -580,8 +580,10 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual) {
                               s.lnf_var.view());
 }
 
-// d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place.
-void Gpt2::whole_classifier_backward(Slot& s, float loss_scale) {
+// d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place. defer: dwte left to
+// weights_work, from the dlogits left in the logits' memory (s.head_dy). The chunked classifier
+// computes its dwte chunk by chunk (its dlogits are not kept): never deferred.
+void Gpt2::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
   const int BT = B_ * T_, C = config_.channels;
   float* dlogits = s.logits.data();  // in place: the logits are not needed after this
   const Tensor logits = s.logits.view({BT, vocab_.rows});
@@ -589,8 +591,9 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale) {
                                  loss_scale / BT, vocab_.valid);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
-  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), g_.wte, nullptr, dlogits, s.lnf.view(),
+  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), defer ? nullptr : g_.wte, nullptr, dlogits, s.lnf.view(),
                            weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
+  if (defer) s.head_dy = low() ? head.dy_low : s.logits.view({BT, vocab_.rows});
 }
 
 void Gpt2::check_head_gradient(const Slot& s, float loss_scale) const {
@@ -627,8 +630,15 @@ void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) 
   else run_recorded(Work::backward_weights, slot, 0.0f, [&] { weights_work(s, {}); });
 }
 
-// No communication: the weight gradients are local in both tensor-parallel layers.
+// No communication: the weight gradients are local in both tensor-parallel layers. The whole
+// classifier's head first, as backward() orders it.
 void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
+  if (tp_.slice.last_stage && !tp_.slice.first_stage && head_chunk(B_ * T_) == 0) {
+    begin_edge();
+    weight_gradient(ctx_, g_.wte, s.head_dy, s.lnf.view(), weight(kWte, 0, vocab_.rows, config_.channels), B_ * T_,
+                    config_.channels, vocab_.rows);
+    end_edge();
+  }
   for (int l = layers_ - 1; l >= 0; --l) {
     block_weight_gradients(s.layers[l], l);
     if (on_final) on_final(l);
@@ -640,7 +650,9 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (tp_.slice.last_stage) {
     begin_edge();
-    head_backward(s, loss_scale, dresidual);
+    // One stage holding both ends sums the embedding's dwte after the head's: deferring the
+    // head's would change that order (and the bits).
+    head_backward(s, loss_scale, dresidual, defer && !tp_.slice.first_stage);
     end_edge();
   }
   // Segments of K blocks from the last: with recompute, the segment's forward runs again from

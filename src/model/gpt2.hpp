@@ -167,6 +167,9 @@ class Gpt2 {
   // this pass was the last to read (residual3, fch, residual2 and qkv keep the dy of the MLP down
   // projection, the MLP up, the attention projection and qkv), so deferring adds no memory; in
   // 16-bit mode dy is kept rounded, as the GEMM reads it (the rounding is the input GEMM's own).
+  // The whole classifier's head (classifier chunk 0) defers its dwte too, from the dlogits left in
+  // the logits' memory, where the embedding is on another stage (else the order in which the
+  // two sum into the tied dwte would change); the chunked classifier's is computed in the forward.
   // backward_weights: the deferred dW += dyᵀ·x of every block, last block first, from the operands
   // backward() would use — the gradients are bitwise backward()'s. on_final as backward()'s:
   // called here, where the weights' gradients become final. Not with recompute every K blocks
@@ -217,6 +220,8 @@ class Gpt2 {
     Buffer<float> d_lnf;                     // (B,T,C) last stage, chunked classifier: the head's
                                              // gradient from a training forward
     std::optional<float> head_gradient;      // the loss scale d_lnf was computed with (host state)
+    Tensor head_dy;                          // whole classifier, backward_inputs: the dlogits in
+                                             // `logits` as the head's deferred dwte GEMM reads them
     Buffer<float> losses, log_normalizers;   // (B,T) last stage
     Buffer<double> loss_sum;                 // (1) last stage: Σ losses of its last forward
   };
@@ -279,9 +284,9 @@ class Gpt2 {
   GemmMode defer_gradient(const float* dy, Kept& into);
   Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
   void head_forward(Slot& slot, bool with_loss, std::optional<float> backward_scale);
-  void head_backward(Slot& slot, float loss_scale, float* dresidual);
+  void head_backward(Slot& slot, float loss_scale, float* dresidual, bool defer);
   void whole_classifier_forward(Slot& slot, bool with_loss);
-  void whole_classifier_backward(Slot& slot, float loss_scale);
+  void whole_classifier_backward(Slot& slot, float loss_scale, bool defer);
   int head_chunk(int BT) const;  // rows of the chunked classifier's chunk (0: the whole classifier)
 
   GptConfig config_;

@@ -19,6 +19,7 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
                             l.micro_batch);
+  if (l.pipeline > 1) text += ", " + pipeline::schedule_name(l.schedule);
   text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
   return text;
 }
@@ -84,15 +85,16 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
 }
 
 std::string table_header() {
-  return "rank  tensor pipeline  data micro recompute  zero  mem/dev(GB) headroom(GB)   step(s)    tokens/s  TFLOP/s   MFU";
+  return "rank  tensor pipeline  data micro schedule recompute  zero  mem/dev(GB) headroom(GB)   step(s)    tokens/s  TFLOP/s   MFU";
 }
 
 std::string table_row(const Candidate& c, int rank) {
   const Layout& l = c.layout;
   const StepEstimate& e = c.estimate;
   char text[256];
-  std::snprintf(text, sizeof text, "%4d %7d %8d %5d %5d %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
-                l.tensor, l.pipeline, l.data, l.micro_batch, l.recompute.c_str(), l.zero ? "yes" : "no",
+  std::snprintf(text, sizeof text, "%4d %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
+                l.tensor, l.pipeline, l.data, l.micro_batch, pipeline::schedule_name(l.schedule).c_str(),
+                l.recompute.c_str(), l.zero ? "yes" : "no",
                 e.memory_total / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
   return e.feasible ? text : std::string(text) + "\n        does not fit: " + e.reason;
@@ -130,7 +132,7 @@ std::string seed_rule_table(const std::vector<SeedRule>& rules, int model_best_d
 
 std::string curve_table(const std::vector<CurvePoint>& curve) {
   std::string out = "scaling: the best layout per device count (efficiency against the smallest count that fits)\n"
-                    "  devices  tensor pipeline  data micro recompute      tokens/s  TFLOP/s/dev  efficiency\n";
+                    "  devices  tensor pipeline  data micro schedule recompute      tokens/s  TFLOP/s/dev  efficiency\n";
   for (const CurvePoint& p : curve) {
     if (!p.best) {
       out += format(p.ranked.empty() ? "  %7g  no runnable layout (the batch, heads and layers allow none)\n"
@@ -139,8 +141,9 @@ std::string curve_table(const std::vector<CurvePoint>& curve) {
     }
     const Layout& l = p.best->layout;
     char text[200];
-    std::snprintf(text, sizeof text, "  %7d %7d %8d %5d %5d %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices, l.tensor,
-                  l.pipeline, l.data, l.micro_batch, l.recompute.c_str(), p.best->estimate.tokens_per_s,
+    std::snprintf(text, sizeof text, "  %7d %7d %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices, l.tensor,
+                  l.pipeline, l.data, l.micro_batch, pipeline::schedule_name(l.schedule).c_str(), l.recompute.c_str(),
+                  p.best->estimate.tokens_per_s,
                   p.best->estimate.tflops_per_device, 100 * p.efficiency,
                   p.negative ? "  <- negative scaling: slower than fewer devices" : "");
     out += text;

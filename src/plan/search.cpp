@@ -19,6 +19,20 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.estimate.memory_total < b.estimate.memory_total;
 }
 
+// The base's schedule, and with more than one stage the space's others that the recompute mode
+// allows (ZB-H1 keeps every block's GEMM inputs: not with full or every-K recompute).
+std::vector<pipeline::Schedule> schedules_for(int stages, const std::string& recompute, const Layout& base,
+                                              const SearchSpace& space) {
+  std::vector<pipeline::Schedule> out{base.schedule};
+  if (stages == 1) return out;
+  for (pipeline::Schedule s : space.schedules) {
+    const bool allowed = !pipeline::splits_backward(s) || recompute == "none" || recompute == "selective";
+    if (allowed && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  if (pipeline::splits_backward(base.schedule) && recompute != "none" && recompute != "selective") out.erase(out.begin());
+  return out;
+}
+
 }  // namespace
 
 std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
@@ -30,14 +44,16 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
       if (w.global_batch % d) continue;
       for (int b : divisors(w.global_batch / d, space.max_micro_batch))
         for (const std::string& recompute : space.recompute)
-          for (bool zero : {false, true}) {
-            if (zero && (d == 1 || !space.zero)) continue;
-            Layout l = base;
-            l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
-            l.stage_layers.clear();
-            if (!layout_problem(w, l).empty()) continue;
-            out.push_back({l, estimate_step(w, l, hw)});
-          }
+          for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
+            for (bool zero : {false, true}) {
+              if (zero && (d == 1 || !space.zero)) continue;
+              Layout l = base;
+              l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
+              l.schedule = schedule;
+              l.stage_layers.clear();
+              if (!layout_problem(w, l).empty()) continue;
+              out.push_back({l, estimate_step(w, l, hw)});
+            }
     }
   std::stable_sort(out.begin(), out.end(), better);
   return out;

@@ -17,12 +17,14 @@ struct Candidate {
 
 struct SearchSpace {
   std::vector<std::string> recompute = {"none", "selective", "full"};
+  // Pipeline schedules tried with pipeline > 1 (ZB-H1 not with full recompute); also the base's.
+  std::vector<pipeline::Schedule> schedules = {pipeline::Schedule::OneFOneB, pipeline::Schedule::ZeroBubbleH1};
   bool zero = true;             // try ZeRO-1 where data > 1
   int max_micro_batch = 16;
 };
 
 // Every layout of `devices` devices that passes layout_problem, the rest of `base` (precision,
-// schedule, links, buckets) kept. Feasible ones first by tokens/s (highest first), then the
+// links, buckets) kept; with one stage, the base's schedule only. Feasible ones first by tokens/s (highest first), then the
 // infeasible by their memory (least first).
 std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
                                       const SearchSpace& space = {});

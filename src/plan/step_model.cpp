@@ -234,6 +234,8 @@ std::string layout_problem(const Workload& w, const Layout& l) {
   if (l.schedule != pipeline::Schedule::GPipe && l.pipeline > 1 && m < l.pipeline)
     return pipeline::schedule_name(l.schedule) + " needs at least " + std::to_string(l.pipeline) + " micro-batches per replica, the batch gives " +
            std::to_string(m);
+  if (pipeline::splits_backward(l.schedule) && (l.recompute == "full" || l.recompute == "every_k"))
+    return pipeline::schedule_name(l.schedule) + " keeps every block's GEMM inputs, recompute " + l.recompute + " does not";
   if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline)
     return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +
            std::to_string(l.pipeline);

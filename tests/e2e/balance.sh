@@ -88,6 +88,7 @@ rebalanced() {
 moved() { rebalanced "$1" "$2" "$3" balance.pipeline "moved blocks" "${@:4}"; }
 moved moved_p2_1f1b measure_slow_stage_p2 2 --parallel.pipeline=2 --debug.slowdown=1:2
 moved moved_p2_gpipe measure_slow_stage_p2 2 --parallel.pipeline=2 --parallel.schedule=gpipe --debug.slowdown=1:2
+moved moved_p2_zb_h1 measure_slow_stage_p2 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --debug.slowdown=1:2
 moved moved_p4 measure_slow_stage_p2 4 --parallel.pipeline=4 --debug.slowdown=1:2
 moved moved_p2d2_zero1 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --debug.slowdown=2:2
 run static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 &&

@@ -55,6 +55,16 @@ reshard reshard_t2p2d2z_to_t1p2d4 straight222 8 --parallel.pipeline=2 --parallel
 reshard reshard_t1p1d1_to_t2p2d1 straight 4 --parallel.tensor=2 --parallel.pipeline=2
 reshard reshard_t2p1d2z_to_t1p1d4 straight212 4 --parallel.data=4
 
+# Another pipeline schedule on resume (issue 36): the 1F1B run's step-4 checkpoint resumed under
+# ZB-H1 ends as the uninterrupted 1F1B run, bit for bit (the schedules accumulate the gradients
+# in the same order): every later loss, and the final model.
+mkdir -p rescheduled && cp straight222/checkpoints/step-00000004.full.h5 rescheduled/from.h5
+if run rescheduled 8 $L222 --parallel.schedule=zb-h1 --checkpoint.resume=rescheduled/from.h5; then
+  if cmp -s straight222/model.bin rescheduled/model.bin
+  then same_losses resume_onto_another_schedule_bitwise straight222 rescheduled 1e-300 5
+  else fail resume_onto_another_schedule_bitwise "the final models differ"; fi
+else fail resume_onto_another_schedule_bitwise "$(tail -3 rescheduled.out)"; fi
+
 # A stop signal: SIGUSR1 to mpirun (which forwards it) or SIGTERM to the ranks themselves
 # stops every rank at the same step boundary, after a full checkpoint, with exit status 3; the
 # resumed run ends exactly as an uninterrupted one.

@@ -105,6 +105,10 @@ expect_user_error reported_once_by_rank_0 "unknown option '--model.layrs=2'" \
 # Layout errors of the hybrid-parallel training.
 expect_user_error one_f_one_b_needs_micro_batches "the 1F1B schedule needs at least as many micro-batches per step as pipeline stages|parallel.schedule = gpipe" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2
+expect_user_error zb_h1_needs_micro_batches "the ZB-H1 schedule needs at least as many micro-batches per step as pipeline stages" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2 --parallel.schedule=zb-h1
+expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keeps each block's GEMM inputs|memory.recompute = full" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.schedule=zb-h1 --memory.recompute=full
 expect_user_error stage_layers_must_sum_to_layers "parallel.stage_layers sums to 5 but the model has 4 blocks" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.stage_layers=2,3
 expect_user_error vocab_must_split_over_tensor "the padded vocabulary (256 rows) must be divisible by parallel.tensor" \

@@ -35,6 +35,7 @@ pair serial_fp32 1
 pair serial_bf16_async_checkpoints 1 --optim.precision=bf16 --checkpoint.full_interval=3steps --checkpoint.async=true
 pair tensor2 2 --parallel.tensor=2
 pair pipeline2_gpipe 2 --parallel.pipeline=2 --parallel.schedule=gpipe
+pair pipeline2_zb_h1_whole_classifier 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --model.classifier_chunk=0
 pair data2_zero1 2 --parallel.data=2 --optim.zero=1
 pair data2_overlap 2 --parallel.data=2 --comm.overlap=true
 pair t2p2_bf16 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
@@ -136,5 +137,6 @@ one_read_per_step() {  # one_read_per_step NAME RANKS OVERRIDES...
 one_read_per_step host_reads_graphs_false 1 --cuda.graphs=false
 one_read_per_step host_reads_graphs_true 1 --cuda.graphs=true
 one_read_per_step host_reads_t2p2d2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1
+one_read_per_step host_reads_p2d2_zb_h1 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=zb-h1
 if [[ -z $(host_reads serial_fp32_cpu) ]]; then pass host_reads_only_where_counted
 else fail host_reads_only_where_counted "the CPU run recorded host_reads"; fi

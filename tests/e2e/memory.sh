@@ -63,6 +63,10 @@ model_matches d2_zero_async 2 --parallel.data=2 --optim.zero=1 --checkpoint.asyn
 model_matches t2 2 --parallel.tensor=2 --memory.recompute=selective
 model_matches p2_1f1b 2 --parallel.pipeline=2
 model_matches p2_gpipe_full 2 --parallel.pipeline=2 --parallel.schedule=gpipe --memory.recompute=full
+# ZB-H1 holds min(p, m) micro-batches on every stage (1F1B: p − s on stage s).
+model_matches p4_zb_h1 4 --parallel.pipeline=4 --parallel.schedule=zb-h1 --train.global_batch=8
+model_matches p2_zb_h1_whole_classifier_bf16 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --model.classifier_chunk=0 \
+  --optim.precision=bf16
 model_matches p2_uneven_every2 2 --parallel.pipeline=2 --parallel.stage_layers=1,3 --memory.recompute=every_k
 model_matches t2p2 4 --parallel.tensor=2 --parallel.pipeline=2
 model_matches t2d2_zero_selective 4 --parallel.tensor=2 --parallel.data=2 --optim.zero=1 --memory.recompute=selective

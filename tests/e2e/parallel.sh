@@ -48,7 +48,26 @@ recompute_pair recompute_every_2_bitwise_bf16 every_k 1 --memory.recompute_inter
 recompute_pair recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16 --model.attention=materialized
 recompute_pair recompute_selective_bitwise_bf16_t2p1d1 selective 2 --parallel.tensor=2 --optim.precision=bf16 \
   --model.attention=materialized
+# Pipeline schedules (issue 36): ZB-H1 accumulates every gradient in 1F1B's order, so the same
+# layout under both is the same run bit for bit.
+schedule_pair() {  # schedule_pair NAME RANKS OVERRIDES...
+  local name=$1 ranks=$2
+  shift 2
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_1f1b" "$@" > "${name}_1f1b.out" 2>&1 &&
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_zb" --parallel.schedule=zb-h1 "$@" \
+    > "${name}_zb.out" 2>&1 || { fail "$name" "run failed: $(grep -h -m1 -E 'error|rank' "${name}"_*.out)"; return; }
+  if same_bits "${name}_1f1b" "${name}_zb"; then pass "$name"; else fail "$name" "1F1B and ZB-H1 differ"; fi
+}
+schedule_pair zb_h1_bitwise_bf16_t2p2d2_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 \
+  --optim.zero=1 --optim.precision=bf16
+# The whole classifier defers the head's weight gradient too.
+schedule_pair zb_h1_bitwise_bf16_p4_whole_classifier 4 --parallel.pipeline=4 --model.classifier_chunk=0 \
+  --optim.precision=bf16 --train.global_batch=16
+schedule_pair zb_h1_bitwise_fp16_p8_materialized 8 --parallel.pipeline=8 --model.layers=8 --optim.precision=fp16 \
+  --model.attention=materialized --memory.recompute=selective
 [[ ${TRIDENT_16BIT_ONLY:-0} == 1 ]] && exit 0
+schedule_pair zb_h1_bitwise_p8_m32 8 --parallel.pipeline=8 --model.layers=8 --train.global_batch=32
+schedule_pair zb_h1_bitwise_p4_m4 4 --parallel.pipeline=4 --train.global_batch=4
 
 mpirun -np 1 "$TRIDENT" train p.deck > serial.out 2>&1 || fail serial_run "$(tail -3 serial.out)"
 
@@ -93,6 +112,12 @@ equivalent t1p2d1_uneven_gpipe 2 --parallel.pipeline=2 --parallel.stage_layers=3
 equivalent t1p1d4_micro2 4 --parallel.data=4 --train.micro_batch=2
 equivalent t1p1d8 8 --parallel.data=8 --comm.bucket_mb=1
 equivalent t1p1d2_zero1 2 --parallel.data=2 --optim.zero=1
+# ZB-H1 (issue 36): p = 2 (m = 4p), 4 (m = 2p, p), with tensor and data parallelism and ZeRO.
+equivalent t1p2d1_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
+equivalent t1p4d1_zb_h1 4 --parallel.pipeline=4 --parallel.schedule=zb-h1
+equivalent t1p4d2_zb_h1_zero1_m4 8 --parallel.pipeline=4 --parallel.data=2 --parallel.schedule=zb-h1 --optim.zero=1
+equivalent t2p2d2_zb_h1_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=zb-h1 \
+  --optim.zero=1 --comm.overlap=true
 
 grep -q 'comm_exposed_ms' <(h5dump -H t1p1d2_overlap/metrics.h5) && pass metrics_record_communication \
   || fail metrics_record_communication "no comm_exposed_ms in metrics.h5"
