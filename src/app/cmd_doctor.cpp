@@ -156,8 +156,10 @@ diag::RunFigures read_run_figures(const std::string& dir, double budget_gb) {
       return t.forward + t.input_gradient + t.weight_gradient > 0;
     });
     const pipeline::Schedule schedule = pipeline::parse_schedule(run.schedule);
-    run.schedule_bubble = timed ? pipeline::implied_bubble(schedule, run.micro_batches, stage_times)
-                                : pipeline::bubble_fraction(schedule, run.pipeline, run.micro_batches, 0, 0, 0);
+    const int chunks = number("parallel.virtual_stages");  // 1 where the run's deck predates the key
+    if (chunks > 1) run.schedule += " interleaved, v = " + std::to_string(chunks);
+    run.schedule_bubble = timed ? pipeline::implied_bubble(schedule, run.micro_batches, stage_times, chunks)
+                                : pipeline::bubble_fraction(schedule, run.pipeline, run.micro_batches, 0, 0, 0, chunks);
   }
   run.budget_bytes = budget_bytes(budget_gb, run, run.budget_source);
   return run;

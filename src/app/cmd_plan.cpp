@@ -151,6 +151,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
   l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);
   l.schedule = pipeline::parse_schedule(settings.step.schedule);
+  l.virtual_stages = settings.parallel.virtual_stages;
   l.precision = settings.precision.name;
   const std::string& algo = settings.comm.collectives.algo;
   l.hierarchical = algo == "auto" || algo == "hierarchical";
@@ -225,6 +226,7 @@ void emit_deck(const cli::CommandLine& line, const std::string& text, const plan
                                      {"train.micro_batch", std::to_string(l.micro_batch)},
                                      {"memory.recompute", l.recompute},
                                      {"parallel.schedule", pipeline::schedule_name(l.schedule)},
+                                     {"parallel.virtual_stages", std::to_string(l.virtual_stages)},
                                      {"optim.zero", l.zero ? "1" : "0"}});
   const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, overrides);
   std::ofstream out(path);

@@ -80,7 +80,10 @@ TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& p
     return slab;
   }
   const int64_t C = config.channels, p = part.size, r = part.rank, Cl = C / p;
-  if (tensor >= 2 && tensor <= 13) dims[0] = range(part.first_layer, part.layers(config));
+  // The stage's blocks: one range, or (interleaved) its chunks, equal blocks at a stride.
+  if (tensor >= 2 && tensor <= 13)
+    dims[0] = part.chunks > 1 ? normalised({part.first_layer, part.chunk_stride, part.chunks, part.chunk_layers(config)})
+                              : range(part.first_layer, part.layers(config));
   switch (tensor) {
     case 0: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // wte rows
     case 4:                                                       // qkvw (L, 3C, C)

@@ -61,6 +61,11 @@ std::vector<KeySpec> build_schema() {
              "backward); zb-h1 (zero-bubble H1: the backward split into input and weight gradients, the "
              "weight gradients filling 1F1B's bubble; holds min(pipeline, micro-batches) micro-batches on "
              "every stage; not with memory.recompute = full or every_k)"),
+      integer("parallel.virtual_stages", std::string("1"), 1, 64,
+              "model chunks per pipeline stage: > 1 is the interleaved 1F1B schedule (stage s holds chunks s, s + "
+              "pipeline, ...; bubble (pipeline - 1)/(virtual_stages x micro-batches + pipeline - 1), virtual_stages "
+              "times the point-to-point messages); needs parallel.schedule = 1f1b, pipeline >= 2, model.layers a "
+              "multiple of pipeline x virtual_stages, micro-batches per step a multiple of pipeline"),
       {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
        "blocks per pipeline stage, e.g. 3,5,5,3; empty = even split"},
       // [topology] — node / rack / cross-rack.

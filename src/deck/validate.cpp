@@ -87,9 +87,45 @@ void check_batch(const Deck& deck) {
               " or use parallel.schedule = gpipe");
 }
 
+// parallel.virtual_stages > 1: Megatron-LM's interleaved 1F1B, with its constraints: even
+// chunks, micro-batches in groups of the stages, and a fixed split and batch layout (the balance
+// features move blocks between stages and micro-batches between replicas).
+void check_virtual_stages(const Deck& deck) {
+  const int64_t v = deck.get_int("parallel.virtual_stages");
+  if (v == 1) return;
+  const int64_t pp = deck.get_int("parallel.pipeline"), layers = deck.get_int("model.layers");
+  const std::string here = deck.file_name() + ": " + deck.cite("parallel.virtual_stages") +
+                           " is the interleaved 1F1B schedule";
+  auto refuse = [&](const std::string& what) { fatal_all(here + ", " + what); };
+  if (deck.get_string("parallel.schedule") != "1f1b")
+    refuse("and parallel.schedule is " + deck.get_string("parallel.schedule") + " (" + deck.cite("parallel.schedule") +
+           "); use parallel.schedule = 1f1b or parallel.virtual_stages = 1");
+  if (pp < 2)
+    refuse("of pipeline stages, and parallel.pipeline is 1 (" + deck.cite("parallel.pipeline") +
+           "); use parallel.pipeline >= 2 or parallel.virtual_stages = 1");
+  if (!deck.get_int_list("parallel.stage_layers").empty())
+    refuse("of equal chunks, and parallel.stage_layers gives a split (" + deck.cite("parallel.stage_layers") +
+           "); leave parallel.stage_layers empty");
+  if (layers % (pp * v) != 0)
+    refuse("of equal chunks: model.layers " + std::to_string(layers) + " must be a multiple of parallel.pipeline x "
+           "parallel.virtual_stages = " + std::to_string(pp * v) + " (" + deck.cite("model.layers") + ")");
+  if (micro_batches_per_step(deck) % pp != 0)
+    refuse("over groups of parallel.pipeline micro-batches: global_batch / (micro_batch x data) = " +
+           std::to_string(micro_batches_per_step(deck)) + " must be a multiple of " + std::to_string(pp) + " (" +
+           deck.cite("train.global_batch") + "); use a multiple of " + std::to_string(pp) + " micro-batches");
+  for (const char* key : {"balance.pipeline", "balance.replicas"})
+    if (deck.get_bool(key))
+      refuse(std::string("whose chunks and micro-batch groups are fixed, and ") + key + " = true (" + deck.cite(key) +
+             "); set it to false");
+  if (deck.get_string("balance.micro_batches") != "fixed")
+    refuse("whose micro-batch groups are fixed, and balance.micro_batches = " + deck.get_string("balance.micro_batches") +
+           " (" + deck.cite("balance.micro_batches") + "); set it to fixed");
+}
+
 // ZB-H1's weight-gradient pass reads each block's GEMM inputs after the input-gradient pass:
 // recompute every K blocks keeps only segment inputs, and recomputes the rest for the backward.
 void check_schedule(const Deck& deck) {
+  check_virtual_stages(deck);
   const std::string recompute = deck.get_string("memory.recompute");
   if (deck.get_string("parallel.schedule") == "zb-h1" && (recompute == "full" || recompute == "every_k"))
     fatal_all(deck.file_name() + ": parallel.schedule = zb-h1 keeps each block's GEMM inputs until its weight "

@@ -226,6 +226,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.seq_len = settings.train.seq_len;
   in.micro_batches = static_cast<int>(settings.train.micro_batches);
   in.schedule = pipeline::parse_schedule(settings.step.schedule);
+  in.virtual_stages = settings.parallel.virtual_stages;
   in.recompute = settings.memory.recompute;
   in.recompute_interval = settings.memory.recompute_interval;
   in.flash_attention = settings.model.flash_attention;

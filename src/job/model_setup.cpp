@@ -1,6 +1,7 @@
 // Model configuration and initialisation from the deck.
 #include "job/model_setup.hpp"
 
+#include <numeric>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -76,11 +77,16 @@ std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
 }
 
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank) {
-  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank);
+  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank, settings.parallel.virtual_stages);
 }
 
-model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank) {
+model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
+                                    int chunks) {
   const layout::Coord coord = grid.coord_of(rank);
+  if (chunks > 1) {
+    const int layers = std::accumulate(stage_layers.begin(), stage_layers.end(), 0);
+    return model::interleaved_partition(layers, grid.pp_size(), chunks, coord.pp, coord.tp, grid.tp_size());
+  }
   return model::stage_partition(stage_layers, coord.pp, coord.tp, grid.tp_size());
 }
 
@@ -102,7 +108,7 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 
 }  // namespace
 
-std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& part,
+std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& mine_part,
                                       const std::vector<float>& mine, const std::vector<int>& stage_layers,
                                       const layout::Grid& grid, comm::Communicator& world) {
   const int me = world.rank();  // the world keeps world-rank order
@@ -113,10 +119,10 @@ std::vector<float> gather_whole_model(const model::GptConfig& config, const mode
     return {};
   }
   std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
-  place_part(config, part, mine.data(), whole);
+  place_part(config, mine_part, mine.data(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
-    const model::Partition part = partition_for_rank(stage_layers, grid, rank);
+    const model::Partition part = partition_for_rank(stage_layers, grid, rank, mine_part.chunks);
     std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
     world.recv(values.data(), values.size(), DType::f32, rank, tag, Stream{}).wait();
     place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies

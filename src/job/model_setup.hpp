@@ -21,7 +21,9 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank);
 // The same under an explicit split (blocks per stage), e.g. one balance.pipeline chose.
-model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank);
+// chunks > 1: the interleaved split (model::interleaved_partition) of the stage_layers' sum.
+model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
+                                    int chunks = 1);
 // Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 

@@ -45,7 +45,9 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
   layers_ = tp_.slice.layers(config_);
-  slots_.resize(1);
+  chunks_ = tp_.slice.chunks;
+  chunk_layers_ = layers_ / chunks_;
+  slots_.resize(chunks_);
 }
 
 Gpt2::~Gpt2() { drop_graphs(); }
@@ -88,10 +90,11 @@ std::vector<float> Gpt2::host_params() const {
 }
 
 void Gpt2::set_slots(int slots) {
-  if (slots == static_cast<int>(slots_.size())) return;
+  if (slots == slots_per_chunk_) return;
   drop_graphs();
+  slots_per_chunk_ = slots;
   slots_.clear();
-  slots_.resize(slots);
+  slots_.resize(static_cast<size_t>(chunks_) * slots);
   if (B_ > 0) {
     const int B = B_, T = T_;
     B_ = T_ = 0;
@@ -144,16 +147,19 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
   a.ln2 = kept(BT * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
 }
 
-void Gpt2::allocate_slot(Slot& s) {
+// Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
+void Gpt2::allocate_slot(Slot& s, int index) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
+  s.chunk = index / slots_per_chunk_;
+  s.first = s.chunk * chunk_layers_, s.last = s.first + chunk_layers_ - 1;
   s.layers.clear();
   s.layers.resize(layers_);
-  for (int l = 0; l < layers_; ++l)
+  for (int l = s.first; l <= s.last; ++l)
     if (!interval_ || keeps_output(l))
-      allocate_layer(s.layers[l], interval_ ? Role::OutputOnly : Role::Kept, l == layers_ - 1);
+      allocate_layer(s.layers[l], interval_ ? Role::OutputOnly : Role::Kept, l == s.last);
   s.stage_input = activations(BT * C);
-  if (tp_.slice.first_stage) s.inputs = tokens(BT);
-  if (!tp_.slice.last_stage) return;
+  if (embeds(s)) s.inputs = tokens(BT);
+  if (!heads(s)) return;
   s.targets = tokens(BT);
   s.lnf = kept(BT * C, !low());
   s.lnf_mean = activations(BT), s.lnf_var = activations(BT);
@@ -167,7 +173,7 @@ void Gpt2::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
   drop_graphs();  // they hold the old buffers' addresses
   B_ = B, T_ = T;
-  for (Slot& s : slots_) allocate_slot(s);
+  for (size_t i = 0; i < slots_.size(); ++i) allocate_slot(slots_[i], static_cast<int>(i));
   work_.clear();
   work_.resize(interval_);
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
@@ -217,7 +223,10 @@ int Gpt2::head_chunk(int BT) const {
 }
 
 float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
-const float* Gpt2::output(int slot) const { return slots_.at(slot).layers.back().residual3.data<float>(); }
+const float* Gpt2::output(int slot) const {
+  const Slot& s = slots_.at(slot);
+  return s.layers.at(s.last).residual3.data<float>();
+}
 const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
 const float* Gpt2::logits(int slot) const {
   if (head_chunk(B_ * T_) > 0) throw std::logic_error("Gpt2::logits: the chunked classifier keeps no logits");
@@ -225,20 +234,27 @@ const float* Gpt2::logits(int slot) const {
 }
 float* Gpt2::output_gradient() { return d_residual_.data(); }
 const float* Gpt2::input_gradient() const { return d_residual_.data(); }
+void Gpt2::copy_input_gradient(float* into) const {
+  kernels::copy(ctx_, view(into, d_residual_.size(), device()), d_residual_.view());
+}
 
-bool Gpt2::keeps_output(int l) const { return (l + 1) % interval_ == 0 || l == layers_ - 1; }
+// Segments of K blocks from each chunk's first block; a chunk's last block ends one.
+bool Gpt2::keeps_output(int l) const {
+  const int in_chunk = l - chunk_first(l);
+  return (in_chunk + 1) % interval_ == 0 || in_chunk == chunk_layers_ - 1;
+}
 
 Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
-  return interval_ ? work_[l % interval_] : s.layers[l];
+  return interval_ ? work_[(l - chunk_first(l)) % interval_] : s.layers[l];
 }
 
 Gpt2::Kept& Gpt2::output_kept(Slot& s, int l) {
-  return !interval_ || keeps_output(l) ? s.layers[l].residual3 : work_[l % interval_].residual3;
+  return !interval_ || keeps_output(l) ? s.layers[l].residual3 : work_[(l - chunk_first(l)) % interval_].residual3;
 }
 
-// Block l's input (l = layers_: the last block's output, the head's input) in f32.
+// Block l's input (l = s.last + 1: the chunk's output, the head's input) in f32.
 const float* Gpt2::block_input(Slot& s, int l, float* into) {
-  if (l == 0) return s.stage_input.data();
+  if (l == s.first) return s.stage_input.data();
   Kept& previous = output_kept(s, l - 1);
   if (previous.dtype() == DType::f32) return previous.data<float>();
   kernels::convert(ctx_, view(into, previous.size()), previous.view());
@@ -391,7 +407,7 @@ void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
 
 // Device work only, from the slot's tokens or received input to its output or loss sum.
 void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
-  if (tp_.slice.first_stage) {
+  if (embeds(s)) {
     begin_edge();
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(),
                                      weight(kWte, 0, vocab_.rows, config_.channels), p_.wpe, B_, T_,
@@ -400,8 +416,8 @@ void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_s
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
     end_edge();
   }
-  forward_blocks(s, 0, layers_ - 1);
-  if (!tp_.slice.last_stage) return;
+  forward_blocks(s, s.first, s.last);
+  if (!heads(s)) return;
   begin_edge();
   head_forward(s, with_loss, backward_scale);
   end_edge();
@@ -412,8 +428,8 @@ void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targe
   prepare(B, T);
   refresh_f32_reads();
   Slot& s = slots_.at(slot);
-  const bool with_loss = tp_.slice.last_stage && targets != nullptr;
-  if (tp_.slice.first_stage) kernels::upload(ctx_, s.inputs.view(), inputs);
+  const bool with_loss = heads(s) && targets != nullptr;
+  if (embeds(s)) kernels::upload(ctx_, s.inputs.view(), inputs);
   if (with_loss) kernels::upload(ctx_, s.targets.view(), targets);
   // Host state, set outside the recorded work (a replay does not run the lambda).
   s.head_gradient = with_loss && head_chunk(B * T) > 0 ? backward_scale : std::nullopt;
@@ -430,7 +446,7 @@ void Gpt2::settle_communication() { tensor_fence_.wait(); }
 
 float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
   enqueue_forward(slot, inputs, targets, B, T);
-  if (!tp_.slice.last_stage || targets == nullptr) return 0.0f;
+  if (!heads(slots_.at(slot)) || targets == nullptr) return 0.0f;
   settle_communication();
   double sum = 0.0;
   kernels::download(ctx_, &sum, slots_.at(slot).loss_sum.view());
@@ -633,22 +649,22 @@ void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) 
 // No communication: the weight gradients are local in both tensor-parallel layers. The whole
 // classifier's head first, as backward() orders it.
 void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
-  if (tp_.slice.last_stage && !tp_.slice.first_stage && head_chunk(B_ * T_) == 0) {
+  if (heads(s) && !tp_.slice.first_stage && head_chunk(B_ * T_) == 0) {
     begin_edge();
     weight_gradient(ctx_, g_.wte, s.head_dy, s.lnf.view(), weight(kWte, 0, vocab_.rows, config_.channels), B_ * T_,
                     config_.channels, vocab_.rows);
     end_edge();
   }
-  for (int l = layers_ - 1; l >= 0; --l) {
+  for (int l = s.last; l >= s.first; --l) {
     block_weight_gradients(s.layers[l], l);
     if (on_final) on_final(l);
   }
-  if (on_final) on_final(-1);  // the embedding's and the final LayerNorm's: final since backward_inputs
+  if (on_final && s.chunk == 0) on_final(-1);  // the embedding's and the final LayerNorm's: final since backward_inputs
 }
 
 void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final, bool defer) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
-  if (tp_.slice.last_stage) {
+  if (heads(s)) {
     begin_edge();
     // One stage holding both ends sums the embedding's dwte after the head's: deferring the
     // head's would change that order (and the bits).
@@ -657,10 +673,11 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   }
   // Segments of K blocks from the last: with recompute, the segment's forward runs again from
   // its kept input — the same kernels on the same data, so the activations (and the gradients)
-  // are bitwise the originals — then its blocks' backward. Without, one segment of all blocks.
-  const int K = interval_ ? interval_ : layers_;
-  for (int last = layers_ - 1; last >= 0;) {
-    const int first = last / K * K;
+  // are bitwise the originals — then its blocks' backward. Without, one segment of all the
+  // chunk's blocks.
+  const int K = interval_ ? interval_ : std::max(chunk_layers_, 1);
+  for (int last = s.last; last >= s.first;) {
+    const int first = s.first + (last - s.first) / K * K;
     if (interval_) forward_blocks(s, first, last);
     for (int l = last; l >= first; --l) {
       block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual, defer);
@@ -668,13 +685,13 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
     }
     last = first - 1;
   }
-  if (tp_.slice.first_stage) {
+  if (embeds(s)) {
     begin_edge();
     vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,
                                       T_, config_.channels);
     end_edge();
   }
-  if (on_final) on_final(-1);
+  if (on_final && s.chunk == 0) on_final(-1);  // chunk 0's backward is the stage's last (interleaved)
 }
 
 // A mark inside a capture would be recorded into the graph, and could not be read.

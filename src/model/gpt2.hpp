@@ -79,8 +79,13 @@ class Gpt2 {
   // weights (ParamSpec::gemm_weight), the others null.
   const ParamViews& param_views() const { return p_; }
 
-  // Micro-batches whose activations are held at once (default 1); slots are 0 … n−1.
+  // Micro-batches whose activations each model chunk holds at once (default 1): slots
+  // 0 … chunks·n − 1, slot(c, k) being chunk c's k-th. A chunk is a pipeline stage's part of an
+  // interleaved schedule (Partition::chunks; 1 without): a slot's forward and backward run that
+  // chunk's blocks, the embedding only in chunk 0 of the first stage, the head only in the last
+  // chunk of the last stage.
   void set_slots(int slots);
+  int slot(int chunk, int k) const { return chunk * slots_per_chunk_ + k; }
   // Activation recompute every K blocks (K = 1: full recompute): keep the input of every K-th
   // block only and run each segment of K blocks forward again in backward (K blocks'
   // activations in memory instead of every block's). 0: keep everything. Before prepare().
@@ -178,6 +183,7 @@ class Gpt2 {
   void backward_weights(int slot, const std::function<void(int)>& on_final = {});
   float* output_gradient();                // (B, T, C)
   const float* input_gradient() const;     // (B, T, C)
+  void copy_input_gradient(float* into) const;  // into (B, T, C) on the model's device, on its stream
 
   // One micro-batch through the serial model (slot 0): convenience for one-stage use.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -210,6 +216,7 @@ class Gpt2 {
     Kept residual3;                         // (B,T,C) block output
   };
   struct Slot {
+    int chunk = 0, first = 0, last = -1;     // its model chunk and the chunk's blocks [first, last]
     Buffer<int32_t> inputs, targets;         // (B,T) tokens, first / last stage: uploaded
     Buffer<float> stage_input;               // (B,T,C) embedding output or received activation
     std::vector<LayerActivations> layers;    // this stage's blocks
@@ -251,6 +258,11 @@ class Gpt2 {
   void check_head_gradient(const Slot& slot, float loss_scale) const;
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
+  // The slot's chunk holds the embedding (the first stage's chunk 0) / the head (the last
+  // stage's last chunk).
+  bool embeds(const Slot& s) const { return tp_.slice.first_stage && s.chunk == 0; }
+  bool heads(const Slot& s) const { return tp_.slice.last_stage && s.chunk == chunks_ - 1; }
+  int chunk_first(int l) const { return chunk_layers_ ? l / chunk_layers_ * chunk_layers_ : 0; }  // of l's chunk
   DType low_type() const { return kernels::storage_dtype(gemm_.precision); }
   // Activation memory of the backend: n f32 values, n tokens, n values of dtype.
   Buffer<float> activations(size_t n) const;
@@ -258,9 +270,9 @@ class Gpt2 {
   TensorBuffer activations(DType dtype, size_t n) const;
   Kept kept(size_t n, bool f32) const;               // a kept activation of n values
   void allocate_layer(LayerActivations& a, Role role, bool output_f32);
-  void allocate_slot(Slot& slot);
+  void allocate_slot(Slot& slot, int index);
   LayerActivations& layer_state(Slot& slot, int l);  // where block l's activations are
-  bool keeps_output(int l) const;                    // with recompute: a segment's last block
+  bool keeps_output(int l) const;                    // with recompute: a segment's (or chunk's) last block
   Kept& output_kept(Slot& slot, int l);              // where block l's output is kept
   const float* block_input(Slot& slot, int l, float* into);  // f32; widened into `into`
   // Memory of the model's device at data seen as `shape`: what a kernel reads its sizes from.
@@ -298,6 +310,8 @@ class Gpt2 {
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
+  int chunks_ = 1, chunk_layers_ = 0;  // its model chunks (interleaved), blocks in each
+  int slots_per_chunk_ = 1;
   int64_t num_parameters_ = 0;
   std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element
   TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16

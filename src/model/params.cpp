@@ -2,6 +2,7 @@
 #include "model/params.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "core/random.hpp"
@@ -40,6 +41,18 @@ Partition stage_partition(const std::vector<int>& stage_layers, int stage, int t
   part.num_layers = stage_layers[stage];
   part.first_stage = stage == 0;
   part.last_stage = stage == static_cast<int>(stage_layers.size()) - 1;
+  return part;
+}
+
+Partition interleaved_partition(int layers, int stages, int chunks, int stage, int tp_rank, int tp_size) {
+  if (layers % (stages * chunks) != 0)
+    throw std::invalid_argument(std::to_string(layers) + " blocks do not split into " + std::to_string(stages) + " x " +
+                                std::to_string(chunks) + " equal chunks");
+  const int per = layers / (stages * chunks);
+  Partition part = stage_partition(std::vector<int>(stages, per * chunks), stage, tp_rank, tp_size);
+  part.first_layer = stage * per;
+  part.chunks = chunks;
+  part.chunk_stride = stages * per;
   return part;
 }
 
@@ -93,9 +106,11 @@ int64_t per_layer_count(const GptConfig& config, const Partition& slice, int ten
 }  // namespace
 
 int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local) {
-  // A stage's blocks start at first_layer: shift to the index in a stack of all L blocks.
-  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && slice.first_layer > 0)
-    local += slice.first_layer * per_layer_count(config, slice, tensor);
+  // A stage's block l is the model's block global_block(l): its index in a stack of all L blocks.
+  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && (slice.first_layer > 0 || slice.chunks > 1)) {
+    const int64_t per = per_layer_count(config, slice, tensor), l = local / per;
+    local += (slice.global_block(config, static_cast<int>(l)) - l) * per;
+  }
   if (slice.size == 1) return local;
   const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p;
   switch (tensor) {

@@ -27,8 +27,9 @@ void patient_recv(comm::Communicator& pipeline, float* data, size_t n, int peer,
   comm::wait_patiently(nullptr);
 }
 
-int activation_tag(int micro_batch) { return 2 * micro_batch; }
-int gradient_tag(int micro_batch) { return 2 * micro_batch + 1; }
+// Between two ranks each (micro-batch, receiving chunk) crosses once each way.
+int activation_tag(int micro_batch, int chunks, int chunk) { return 2 * (micro_batch * chunks + chunk); }
+int gradient_tag(int micro_batch, int chunks, int chunk) { return 2 * (micro_batch * chunks + chunk) + 1; }
 
 }  // namespace
 
@@ -39,12 +40,33 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
       schedule_times_(gpt.context()) {
   stage_ = pipeline.rank();
   stages_ = pipeline.size();
-  slots_ = slots_needed(schedule, stage_, stages_, micro_batches);
-  gpt_.set_slots(slots_);
-  gpt_.prepare(B, T);
+  chunks_ = gpt.partition().chunks;
   activation_elements_ = static_cast<size_t>(B) * T * gpt.config().channels;
+  size_slots();
+  gpt_.prepare(B, T);
+}
+
+// The schedule's slots per chunk for micro_batches_, the sends' handles per slot, and with
+// chunks a gradient buffer per slot.
+void PipelineRunner::size_slots() {
   size_tokens();
-  activation_sends_.resize(slots_);
+  slots_ = slots_needed(schedule_, stage_, stages_, micro_batches_, chunks_);
+  gpt_.set_slots(slots_);
+  const size_t flat = static_cast<size_t>(chunks_) * slots_;
+  activation_sends_.clear();
+  activation_sends_.resize(flat);
+  gradient_sends_.clear();
+  gradient_sends_.resize(flat);
+  gradient_out_.clear();
+  if (chunks_ > 1)
+    for (size_t k = 0; k < flat; ++k)
+      gradient_out_.emplace_back(activation_elements_, MemoryCategory::Activations, kernels::backend_of(gpt_.context()),
+                                 MemoryKind::device);
+}
+
+int PipelineRunner::virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
+bool PipelineRunner::reads_tokens(int chunk) const {
+  return first() ? chunk == 0 : last() && chunk == chunks_ - 1;  // once per micro-batch
 }
 
 void PipelineRunner::size_tokens() {
@@ -61,49 +83,66 @@ int32_t* PipelineRunner::inputs_of(int i) {
   return tokens_.data() + 2 * static_cast<size_t>(i % micro_batches_) * B_ * T_;
 }
 
-void PipelineRunner::run_forward(int i, int slot, const BatchFn& batch, std::optional<float> backward_scale,
+// Virtual stage u = chunk·p + stage receives from u − 1 (the previous rank, the last rank's
+// previous chunk for rank 0) and sends to u + 1.
+void PipelineRunner::run_forward(int i, int chunk, const BatchFn& batch, std::optional<float> backward_scale,
                                  StepTimes* times) {
+  const int slot = gpt_.slot(chunk, i % slots_), u = virtual_stage(chunk);
   activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
-  if (!first())
-    patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, stage_ - 1, activation_tag(i),
-                 gpt_.stream());
+  if (u > 0)
+    patient_recv(pipeline_, gpt_.stage_input(slot), activation_elements_, (stage_ + stages_ - 1) % stages_,
+                 activation_tag(i, chunks_, chunk), gpt_.stream());
   const double received = steady_seconds();
   if (times) forward_times_.begin();
   int32_t* inputs = first() || last() ? inputs_of(i) : nullptr;
   int32_t* targets = inputs ? inputs + static_cast<size_t>(B_) * T_ : nullptr;
-  if (inputs) batch(i, inputs, targets);
+  if (inputs && reads_tokens(chunk)) batch(i, inputs, targets);
   gpt_.enqueue_forward(slot, inputs, targets, B_, T_, backward_scale);
   stretch(received);
-  if (!last())
-    activation_sends_[slot] =
-        pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, stage_ + 1, activation_tag(i), gpt_.stream());
+  if (u < chunks_ * stages_ - 1)
+    activation_sends_[slot] = pipeline_.send(gpt_.output(slot), activation_elements_, DType::f32, (stage_ + 1) % stages_,
+                                             activation_tag(i, chunks_, last() ? chunk + 1 : chunk), gpt_.stream());
   if (times) times->wait_seconds += received - start, forward_times_.end();
 }
 
 // inputs_only: the zero-bubble B (Gpt2::backward_inputs), the weight gradients left to
 // run_weight_gradients. It keeps dy where the slot's output was: that send must be complete.
-void PipelineRunner::run_backward(int i, int slot, float loss_scale, bool inputs_only,
+// Without chunks the input gradient goes out of the model's buffer, its send completed before
+// the next backward writes it; with chunks each slot sends from a buffer of its own, completed
+// before the slot's next backward (tests/unit/test_schedule.cpp checks that neither wait can
+// deadlock).
+void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool inputs_only,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
-  gradient_send_.wait();  // buffer reuse
+  const int slot = gpt_.slot(chunk, i % slots_), u = virtual_stage(chunk);
+  comm::Work& gradient_send = gradient_sends_[chunks_ > 1 ? slot : 0];
+  gradient_send.wait();  // buffer reuse
   if (inputs_only) activation_sends_[slot].wait();
   const double start = steady_seconds();
-  if (!last())
-    patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, stage_ + 1, gradient_tag(i),
-                 gpt_.stream());
+  if (u < chunks_ * stages_ - 1)
+    patient_recv(pipeline_, gpt_.output_gradient(), activation_elements_, (stage_ + 1) % stages_,
+                 gradient_tag(i, chunks_, chunk), gpt_.stream());
   const double received = steady_seconds();
   if (times) backward_times_.begin();
   if (inputs_only) gpt_.backward_inputs(slot, loss_scale);
   else gpt_.backward(slot, loss_scale, on_final);
   stretch(received);
-  if (!first())
-    gradient_send_ =
-        pipeline_.send(gpt_.input_gradient(), activation_elements_, DType::f32, stage_ - 1, gradient_tag(i), gpt_.stream());
+  if (u > 0) {
+    const float* gradient = gpt_.input_gradient();
+    if (chunks_ > 1) {
+      gpt_.copy_input_gradient(gradient_out_[slot].data());
+      gradient = gradient_out_[slot].data();
+    }
+    gradient_send = pipeline_.send(gradient, activation_elements_, DType::f32, (stage_ + stages_ - 1) % stages_,
+                                   gradient_tag(i, chunks_, first() ? chunk - 1 : chunk), gpt_.stream());
+  }
   if (times) times->wait_seconds += received - start, backward_times_.end();
 }
 
 // The zero-bubble W: local work, nothing received or sent.
-void PipelineRunner::run_weight_gradients(int slot, const std::function<void(int)>& on_final, StepTimes* times) {
+void PipelineRunner::run_weight_gradients(int i, int chunk, const std::function<void(int)>& on_final,
+                                          StepTimes* times) {
+  const int slot = gpt_.slot(chunk, i % slots_);
   const double start = steady_seconds();
   if (times) weight_times_.begin();
   gpt_.backward_weights(slot, on_final);
@@ -113,12 +152,9 @@ void PipelineRunner::run_weight_gradients(int slot, const std::function<void(int
 
 void PipelineRunner::set_micro_batches(int micro_batches) {
   for (comm::Work& send : activation_sends_) send.wait();  // no slot may go while its send is pending
+  for (comm::Work& send : gradient_sends_) send.wait();
   micro_batches_ = micro_batches;
-  size_tokens();
-  slots_ = slots_needed(schedule_, stage_, stages_, micro_batches);
-  gpt_.set_slots(slots_);
-  activation_sends_.clear();
-  activation_sends_.resize(slots_);
+  size_slots();
 }
 
 void PipelineRunner::stretch(double compute_start) const {
@@ -131,22 +167,23 @@ void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
                                 const std::function<void(int)>& on_last_final, StepTimes* times) {
   gpt_.take_edge_seconds();  // validation's forwards are not this step's
   if (times) schedule_times_.begin();
-  for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_)) {
-    const int i = action.micro_batch, slot = i % slots_;
-    // The last micro-batch's backward, or its W, makes the weight gradients final.
+  for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_, chunks_)) {
+    const int i = action.micro_batch, chunk = action.chunk;
+    // The last micro-batch's backward, or its W, makes the chunk's weight gradients final.
     const std::function<void(int)> on_final = i == micro_batches_ - 1 ? on_last_final : nullptr;
     switch (action.pass) {
       case Pass::Forward:
-        run_forward(i, slot, batch, loss_scale, times);
-        if (last()) gpt_.keep_loss(slot, i);  // the step's loss, on the device
+        run_forward(i, chunk, batch, loss_scale, times);
+        if (virtual_stage(chunk) == chunks_ * stages_ - 1)  // the step's loss, on the device
+          gpt_.keep_loss(gpt_.slot(chunk, i % slots_), i);
         break;
-      case Pass::Backward: run_backward(i, slot, loss_scale, false, on_final, times); break;
-      case Pass::InputGradient: run_backward(i, slot, loss_scale, true, nullptr, times); break;
-      case Pass::WeightGradient: run_weight_gradients(slot, on_final, times); break;
+      case Pass::Backward: run_backward(i, chunk, loss_scale, false, on_final, times); break;
+      case Pass::InputGradient: run_backward(i, chunk, loss_scale, true, nullptr, times); break;
+      case Pass::WeightGradient: run_weight_gradients(i, chunk, on_final, times); break;
     }
   }
   for (comm::Work& send : activation_sends_) send.wait();
-  gradient_send_.wait();
+  for (comm::Work& send : gradient_sends_) send.wait();
   pipeline_.fence(gpt_.stream()).wait();  // the receives left to the stream, under the watchdog
   gpt_.settle_communication();  // the tensor group's last all-reduces, before the host reads results
   if (times) {
@@ -166,10 +203,9 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
                                   const std::function<void(int, const float*)>& consume) {
   std::vector<float> losses(last() ? static_cast<size_t>(B_) * T_ : 0);  // on the host, wherever the model is
   for (int i = 0; i < count; ++i) {
-    const int slot = i % slots_;
-    run_forward(i, slot, batch, std::nullopt, nullptr);
+    for (int chunk = 0; chunk < chunks_; ++chunk) run_forward(i, chunk, batch, std::nullopt, nullptr);
     if (!last()) continue;
-    gpt_.download_losses(slot, losses.data());
+    gpt_.download_losses(gpt_.slot(chunks_ - 1, i % slots_), losses.data());
     consume(i, losses.data());
   }
   for (comm::Work& send : activation_sends_) send.wait();

@@ -1,14 +1,16 @@
 // Runs one stage's part of a pipeline schedule over the pipeline group.
 //
 // Communication: point-to-point on the pipeline group's Communicator, every transfer a Work
-// handle (f32, on the CPU stream). Forward of micro-batch i on
-// stage s > 0 receives the activation (B, T, C) of stage s − 1 (tag 2i); a non-last stage sends
-// its output to s + 1 with a non-blocking send straight from the micro-batch's activation slot,
-// completed (its Work waited for) before that slot is used again. Backward of i on a non-last stage receives the
-// gradient (B, T, C) of stage s + 1 (tag 2i + 1); a non-first stage sends its input gradient to
-// s − 1, completed before the buffer is reused. Receives block (under the watchdog): the
-// schedules are deadlock-free with buffered sends (tests/unit/test_schedule.cpp simulates them).
-// A zero-bubble schedule's W (Pass::WeightGradient) communicates nothing.
+// handle (f32, on the model's stream). Virtual stage u = chunk·p + s (u = s without chunks).
+// Forward of micro-batch i on u > 0 receives the activation (B, T, C) of u − 1 — rank s − 1, or
+// for s = 0 rank p − 1's previous chunk — (tag 2(i·v + chunk)); every u but the last sends its
+// output to u + 1 with a non-blocking send straight from the micro-batch's activation slot,
+// completed (its Work waited for) before that slot is used again. Backward of i on all but the
+// last u receives the gradient (B, T, C) of u + 1 (tag 2(i·v + chunk) + 1); every u > 0 sends
+// its input gradient to u − 1, completed before its buffer is reused (with chunks a buffer per
+// slot). Receives block (under the watchdog): the schedules are deadlock-free with these waits
+// (tests/unit/test_schedule.cpp simulates them). A zero-bubble schedule's W
+// (Pass::WeightGradient) communicates nothing.
 #pragma once
 
 #include <cstdint>
@@ -72,17 +74,21 @@ class PipelineRunner {
  private:
   // backward_scale: a training step's forward, whose backward follows with that loss scale
   // (Gpt2::enqueue_forward); none: a forward for the loss alone.
-  void run_forward(int micro_batch, int slot, const BatchFn& batch, std::optional<float> backward_scale,
+  void run_forward(int micro_batch, int chunk, const BatchFn& batch, std::optional<float> backward_scale,
                    StepTimes* times);
-  void run_backward(int micro_batch, int slot, float loss_scale, bool inputs_only,
+  void run_backward(int micro_batch, int chunk, float loss_scale, bool inputs_only,
                     const std::function<void(int)>& on_final, StepTimes* times);
-  void run_weight_gradients(int slot, const std::function<void(int)>& on_final, StepTimes* times);
+  void run_weight_gradients(int micro_batch, int chunk, const std::function<void(int)>& on_final, StepTimes* times);
+  void size_slots();
+  int virtual_stage(int chunk) const;   // chunk · stages + stage
+  bool reads_tokens(int chunk) const;   // this chunk's forward fills the micro-batch's tokens
   void stretch(double compute_start) const;  // debug.slowdown's sleep
   model::Gpt2& gpt_;
   comm::Communicator& pipeline_;
   int stage_ = 0, stages_ = 1;
   Schedule schedule_;
-  int micro_batches_, B_, T_, slots_;
+  int micro_batches_, B_, T_, slots_;  // slots: per chunk
+  int chunks_ = 1;                       // model chunks of this stage (interleaved schedule)
   double slowdown_ = 1.0;
   size_t activation_elements_;
   // The step's tokens in pinned host memory, micro-batch i's inputs and targets at
@@ -93,7 +99,10 @@ class PipelineRunner {
   int32_t* inputs_of(int i);   // (B·T) of micro-batch i, its targets after them
   void size_tokens();           // for micro_batches_
   std::vector<comm::Work> activation_sends_;  // per slot
-  comm::Work gradient_send_;
+  // Without chunks one (the model's input-gradient buffer is sent); with chunks per slot, each
+  // from its own gradient_out_ buffer (B, T, C).
+  std::vector<comm::Work> gradient_sends_;
+  std::vector<Buffer<float>> gradient_out_;
   // The step's compute on the model's stream, read after the schedule (on a device the host's
   // clock would time the launches only; kernels/stream_intervals.hpp).
   kernels::StreamIntervals forward_times_, backward_times_, weight_times_, schedule_times_;

@@ -57,26 +57,53 @@ std::vector<Action> one_f_one_b(int stage, int stages, int micro_batches, bool s
   return actions;
 }
 
+// Megatron-LM's interleaved order (the header).
+std::vector<Action> interleaved(int stage, int stages, int micro_batches, int chunks) {
+  const int group = stages * chunks, total = micro_batches * chunks;
+  auto nth = [&](int k, Pass pass) {
+    const int chunk = k % group / stages, micro_batch = k / group * stages + k % stages;
+    return Action{pass, micro_batch, pass == Pass::Forward ? chunk : chunks - 1 - chunk};
+  };
+  const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  std::vector<Action> actions;
+  for (int k = 0; k < warmup; ++k) actions.push_back(nth(k, Pass::Forward));
+  for (int k = 0; k < total - warmup; ++k) {
+    actions.push_back(nth(warmup + k, Pass::Forward));
+    actions.push_back(nth(k, Pass::Backward));
+  }
+  for (int k = std::max(0, total - warmup); k < total; ++k) actions.push_back(nth(k, Pass::Backward));
+  return actions;
+}
+
 }  // namespace
 
-std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches) {
+std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches, int chunks) {
+  if (chunks > 1) {
+    if (schedule != Schedule::OneFOneB)
+      throw std::invalid_argument(schedule_name(schedule) + " has no interleaved form: virtual stages need 1f1b");
+    if (micro_batches % stages != 0)
+      throw std::invalid_argument("the interleaved schedule needs the micro-batches (" + std::to_string(micro_batches) +
+                                  ") a multiple of the stages (" + std::to_string(stages) + ")");
+    return interleaved(stage, stages, micro_batches, chunks);
+  }
   if (schedule == Schedule::GPipe) return gpipe(micro_batches);
   return one_f_one_b(stage, stages, micro_batches, splits_backward(schedule));
 }
 
-int slots_needed(Schedule schedule, int stage, int stages, int micro_batches) {
-  switch (schedule) {
-    case Schedule::GPipe: return micro_batches;
-    case Schedule::ZeroBubbleH1: return std::max(1, std::min(micro_batches, stages));
-    case Schedule::OneFOneB: break;
+int slots_needed(Schedule schedule, int stage, int stages, int micro_batches, int chunks) {
+  std::vector<int> held(chunks, 0);
+  int most = 1;
+  for (const Action& a : stage_actions(schedule, stage, stages, micro_batches, chunks)) {
+    if (a.pass == Pass::Forward) most = std::max(most, ++held[a.chunk]);
+    else if (a.pass != Pass::InputGradient) --held[a.chunk];  // held until its last backward pass
   }
-  return std::max(1, std::min(micro_batches, stages - stage));
+  return most;
 }
 
-double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w) {
+double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w, int chunks) {
   const double p = stages, m = micro_batches, work = m * (f + b + w);
   if (stages <= 1) return 0.0;
-  if (schedule != Schedule::ZeroBubbleH1) return (p - 1) / (m + p - 1);
+  if (schedule != Schedule::ZeroBubbleH1) return (p - 1) / (chunks * m + p - 1);
   if (work <= 0) return bubble_fraction(schedule, stages, micro_batches, 1, 1, 1);  // no times: equal ones
   if (w > std::min(f, b))  // no closed form: the timeline itself
     return implied_bubble(schedule, micro_batches, std::vector<PassTimes>(stages, PassTimes{f, b, w}));

@@ -12,9 +12,18 @@
 //         times the bubble is (p − 1)(F + B − W) per stage instead of (p − 1)(F + B + W). A
 //         micro-batch is held from its F to its W: min(p, m) on every stage — 1F1B's peak (stage
 //         0's), now on every stage.
-// Every schedule runs each stage's backwards (and W's) in micro-batch order, so the last action
-// of every stage is micro-batch m − 1's backward or W — where the weight gradients become final
-// — and gradients accumulate over micro-batches in the same order under every schedule.
+//   Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's order): 1F1B with v model chunks per
+//         stage (parallel.virtual_stages), stage s holding chunks s, s + p, …, s + (v − 1)p of the
+//         v·p virtual stages, each F and B one chunk's. The k-th forward of a stage (k = 0 … v·m − 1)
+//         is chunk (k mod p·v) div p of micro-batch (k div p·v)·p + k mod p — p micro-batches
+//         through one chunk, then the same p through the next —, the k-th backward the same with
+//         the chunks in reverse; min((p − s − 1)·2 + (v − 1)·p, v·m) forwards of warm-up, then
+//         alternating, then the remaining backwards. m a multiple of p. Bubble
+//         (p − 1)/(v·m + p − 1), at the cost of v times the point-to-point messages.
+// Every schedule runs each stage's backwards (and W's) of one chunk in micro-batch order, so the
+// last action of a chunk's micro-batch m − 1 is its backward or W — where that chunk's weight
+// gradients become final — and gradients accumulate over micro-batches in the same order under
+// every schedule.
 #pragma once
 
 #include <string>
@@ -38,13 +47,17 @@ enum class Pass {
 struct Action {
   Pass pass;
   int micro_batch;  // 0 … m−1
+  int chunk = 0;    // the stage's model chunk (interleaved: 0 … v−1; else 0)
 };
 
-std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches);
+// chunks: v model chunks per stage (1F1B only; std::invalid_argument for another schedule, or
+// for m not a multiple of p with v > 1).
+std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int micro_batches, int chunks = 1);
 
-// Micro-batches a stage holds at once under the schedule (activation slots); micro-batch i
-// uses slot i mod slots.
-int slots_needed(Schedule schedule, int stage, int stages, int micro_batches);
+// Micro-batches a stage holds at once in each of its chunks (activation slots per chunk): the
+// most whose F has run and whose backward (or W) has not, over its action list. Micro-batch i of
+// chunk c uses the chunk's slot i mod slots.
+int slots_needed(Schedule schedule, int stage, int stages, int micro_batches, int chunks = 1);
 
 // The idle fraction of a stage's step, 1 − m·(f + b + w) / span, when every stage's passes take
 // f (forward), b (input gradient) and w (weight gradient) seconds and transfers take none:
@@ -53,7 +66,9 @@ int slots_needed(Schedule schedule, int stage, int stages, int micro_batches);
 // idle over a span of m(f + b + w) + (p − 1)(f + b − w) — exactly the timeline's
 // (tests/unit/test_schedule.cpp); where w is larger, the timeline itself (pipeline/timeline.hpp);
 // without times (all 0), equal ones.
-double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w);
+// Interleaved (chunks v > 1; f, b, w the whole stage's): (p − 1)/(v·m + p − 1).
+double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w,
+                       int chunks = 1);
 
 // Blocks per stage: parallel.stage_layers when given, else an even split whose remainder goes to
 // the middle stages first (the first and last stage also carry the embedding and the head).

@@ -50,23 +50,28 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   return (working + 2 * z.BT * z.C) * kFloat + z.BT * std::max(z.C, 4 * z.Cl) * 2;
 }
 
+// Per model chunk (one without the interleaved schedule) its slots, each the chunk's blocks and
+// input; the head's buffers in the last chunk's slots of the last stage.
 int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const Sizes z = sizes(in);
-  const int L = in.stage_layers[stage];
+  const int chunks = in.virtual_stages, L = in.stage_layers[stage] / chunks;  // blocks per chunk
   const bool selective = in.recompute == "selective";
   const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
   int64_t slot = z.BT * z.C * kFloat;  // stage input
   if (K == 0) {
     for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
   } else {
-    for (int l = 0; l < L; ++l)  // segment-ending outputs; the stage's last in f32
+    for (int l = 0; l < L; ++l)  // segment-ending outputs; the chunk's last in f32
       if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
   }
   const bool last = stage == in.pipeline - 1;
+  int64_t head = 0;
   if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
-    slot += z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
-            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
-  const int slots = pipeline::slots_needed(in.schedule, stage, in.pipeline, in.micro_batches);
+    head = z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
+           (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
+  const int slots = pipeline::slots_needed(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
+  // Interleaved: each slot sends its input gradient from a buffer of its own (pipeline/runner.hpp).
+  if (chunks > 1) slot += z.BT * z.C * kFloat;
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
@@ -75,7 +80,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
-  return slots * slot + shared + low_working_bytes(in, stage, selective);
+  return chunks * slots * slot + slots * head + shared + low_working_bytes(in, stage, selective);
 }
 
 // Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest

@@ -16,10 +16,15 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
   return text;
 }
 
+// "1f1b", "zb-h1", or interleaved "1f1b v3".
+std::string schedule_label(const Layout& l) {
+  return pipeline::schedule_name(l.schedule) + (l.virtual_stages > 1 ? " v" + std::to_string(l.virtual_stages) : "");
+}
+
 std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
                             l.micro_batch);
-  if (l.pipeline > 1) text += ", " + pipeline::schedule_name(l.schedule);
+  if (l.pipeline > 1) text += ", " + schedule_label(l);
   text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
   return text;
 }
@@ -61,6 +66,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"zero", l.zero},
               {"precision", l.precision},
               {"schedule", pipeline::schedule_name(l.schedule)},
+              {"virtual_stages", l.virtual_stages},
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},
@@ -93,7 +99,7 @@ std::string table_row(const Candidate& c, int rank) {
   const StepEstimate& e = c.estimate;
   char text[256];
   std::snprintf(text, sizeof text, "%4d %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
-                l.tensor, l.pipeline, l.data, l.micro_batch, pipeline::schedule_name(l.schedule).c_str(),
+                l.tensor, l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
                 l.recompute.c_str(), l.zero ? "yes" : "no",
                 e.memory_total / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
@@ -142,7 +148,7 @@ std::string curve_table(const std::vector<CurvePoint>& curve) {
     const Layout& l = p.best->layout;
     char text[200];
     std::snprintf(text, sizeof text, "  %7d %7d %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices, l.tensor,
-                  l.pipeline, l.data, l.micro_batch, pipeline::schedule_name(l.schedule).c_str(), l.recompute.c_str(),
+                  l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(), l.recompute.c_str(),
                   p.best->estimate.tokens_per_s,
                   p.best->estimate.tflops_per_device, 100 * p.efficiency,
                   p.negative ? "  <- negative scaling: slower than fewer devices" : "");

@@ -33,6 +33,14 @@ std::vector<pipeline::Schedule> schedules_for(int stages, const std::string& rec
   return out;
 }
 
+// Interleaving applies to 1F1B with a pipeline: the space's counts (and the base's); else one.
+std::vector<int> chunk_counts(int stages, pipeline::Schedule schedule, const Layout& base, const SearchSpace& space) {
+  if (stages == 1 || schedule != pipeline::Schedule::OneFOneB) return {1};
+  std::vector<int> out = space.virtual_stages;
+  if (std::find(out.begin(), out.end(), base.virtual_stages) == out.end()) out.push_back(base.virtual_stages);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
@@ -45,15 +53,16 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
       for (int b : divisors(w.global_batch / d, space.max_micro_batch))
         for (const std::string& recompute : space.recompute)
           for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
-            for (bool zero : {false, true}) {
-              if (zero && (d == 1 || !space.zero)) continue;
-              Layout l = base;
-              l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
-              l.schedule = schedule;
-              l.stage_layers.clear();
-              if (!layout_problem(w, l).empty()) continue;
-              out.push_back({l, estimate_step(w, l, hw)});
-            }
+            for (int v : chunk_counts(p, schedule, base, space))
+              for (bool zero : {false, true}) {
+                if (zero && (d == 1 || !space.zero)) continue;
+                Layout l = base;
+                l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
+                l.schedule = schedule, l.virtual_stages = v;
+                l.stage_layers.clear();
+                if (!layout_problem(w, l).empty()) continue;
+                out.push_back({l, estimate_step(w, l, hw)});
+              }
     }
   std::stable_sort(out.begin(), out.end(), better);
   return out;

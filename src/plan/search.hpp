@@ -19,6 +19,8 @@ struct SearchSpace {
   std::vector<std::string> recompute = {"none", "selective", "full"};
   // Pipeline schedules tried with pipeline > 1 (ZB-H1 not with full recompute); also the base's.
   std::vector<pipeline::Schedule> schedules = {pipeline::Schedule::OneFOneB, pipeline::Schedule::ZeroBubbleH1};
+  // Model chunks per stage tried with 1F1B (interleaved where > 1 and the layout allows it).
+  std::vector<int> virtual_stages = {1, 2, 3, 4};
   bool zero = true;             // try ZeRO-1 where data > 1
   int max_micro_batch = 16;
 };

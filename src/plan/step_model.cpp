@@ -102,6 +102,15 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
                                             &e.tensor_bytes);
   }
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.data;
+  if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
+    const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
+    std::array<double, 3> bytes{};
+    const double one = p2p_seconds(activation, here, next, hw, bytes) + p2p_seconds(activation, here, previous, hw, bytes);
+    const double messages = l.virtual_stages - (first || last ? 0.5 : 0.0);  // u = 0 receives none, the last sends none
+    t.p2p_s += one * messages;
+    for (int level = 0; level < 3; ++level) e.pipeline_bytes[level] += bytes[level] * messages;
+    return t;
+  }
   if (!last) t.p2p_s += p2p_seconds(activation, here, here + step, hw, e.pipeline_bytes);   // activation on
   if (!first) t.p2p_s += p2p_seconds(activation, here, here - step, hw, e.pipeline_bytes);  // gradient back
   return t;
@@ -211,6 +220,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.seq_len = w.seq_len;
   in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
   in.schedule = l.schedule;
+  in.virtual_stages = l.virtual_stages;
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
@@ -236,6 +246,16 @@ std::string layout_problem(const Workload& w, const Layout& l) {
            std::to_string(m);
   if (pipeline::splits_backward(l.schedule) && (l.recompute == "full" || l.recompute == "every_k"))
     return pipeline::schedule_name(l.schedule) + " keeps every block's GEMM inputs, recompute " + l.recompute + " does not";
+  if (l.virtual_stages > 1) {
+    const std::string v = std::to_string(l.virtual_stages);
+    if (l.schedule != pipeline::Schedule::OneFOneB) return v + " virtual stages need the 1f1b schedule";
+    if (l.pipeline < 2) return v + " virtual stages need a pipeline";
+    if (w.config.layers % (l.pipeline * l.virtual_stages))
+      return "model.layers " + std::to_string(w.config.layers) + " do not split into " + std::to_string(l.pipeline) +
+             " x " + v + " equal chunks";
+    if (m % l.pipeline) return "interleaving needs the micro-batches (" + std::to_string(m) + ") a multiple of pipeline";
+    if (!l.stage_layers.empty()) return "interleaving splits the blocks evenly, stage_layers is given";
+  }
   if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline)
     return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +
            std::to_string(l.pipeline);
@@ -259,7 +279,8 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   // Micro-batches stream through the stages: the slowest sets the pace, each other stage adds
   // its share of the fill and drain once — a micro-batch's time under GPipe and 1F1B (p − 1 of
   // them when the stages are equal: the bubble), less under ZB-H1, whose W's fill the rest.
-  e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l);
+  // Interleaved, v chunks per stage: the fill and drain pass a chunk, a v-th of a stage's time.
+  e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l) / l.virtual_stages;
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
   data_parallel(w, l, hw, in.stage_layers, e);
   if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage

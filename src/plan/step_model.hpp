@@ -48,6 +48,7 @@ struct Layout {
   std::string recompute = "none";  // none, selective, every_k, full
   int recompute_interval = 1;
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
+  int virtual_stages = 1;          // model chunks per stage: interleaved 1F1B (schedule 1f1b)
   std::string precision = "fp32";
   bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)

@@ -139,7 +139,7 @@ void StepFigureLog::forget_bubble() {
   std::fill(pass_ms_.begin(), pass_ms_.end(), pipeline::PassTimes{0, 0, 0});
 }
 
-std::vector<std::string> StepFigureLog::summary(int64_t micro_batches, pipeline::Schedule schedule) const {
+std::vector<std::string> StepFigureLog::summary(int64_t micro_batches, pipeline::Schedule schedule, int chunks) const {
   std::vector<std::string> lines;
   char text[256];
   std::snprintf(text, sizeof text,
@@ -166,14 +166,17 @@ std::vector<std::string> StepFigureLog::summary(int64_t micro_batches, pipeline:
   }
   // The schedule's timeline with these stages' measured pass times, and with equal stages.
   const int m = static_cast<int>(micro_batches);
-  const double implied = pipeline::implied_bubble(schedule, m, pass_ms_);
+  const double implied = pipeline::implied_bubble(schedule, m, pass_ms_, chunks);
   pipeline::PassTimes sum{0, 0, 0};
   for (const pipeline::PassTimes& t : pass_ms_)
     sum.forward += t.forward, sum.input_gradient += t.input_gradient, sum.weight_gradient += t.weight_gradient;
-  const double equal = pipeline::bubble_fraction(schedule, stages, m, sum.forward, sum.input_gradient, sum.weight_gradient);
-  std::snprintf(text, sizeof text, " (p = %d, m = %d)", stages, m);
+  const double equal =
+      pipeline::bubble_fraction(schedule, stages, m, sum.forward, sum.input_gradient, sum.weight_gradient, chunks);
+  std::snprintf(text, sizeof text, " (p = %d, m = %d%s)", stages, m,
+                chunks > 1 ? (", v = " + std::to_string(chunks)).c_str() : "");
   lines.push_back("pipeline bubble: measured " + percent(mean) + " (mean of stages: " + per_stage + "); the " +
-                  pipeline::schedule_name(schedule) + " schedule's with these stage times " + percent(implied) +
+                  pipeline::schedule_name(schedule) + (chunks > 1 ? " interleaved" : "") +
+                  " schedule's with these stage times " + percent(implied) +
                   ", with equal stages " + percent(equal) + text);
   return lines;
 }

@@ -54,7 +54,7 @@ class StepFigureLog {
   // The summary lines: traffic per level and peak memory of the busiest rank; the bubble
   // measured beside the schedule's (pipeline::bubble_fraction, from the measured pass times)
   // with m micro-batches.
-  std::vector<std::string> summary(int64_t micro_batches, pipeline::Schedule schedule) const;
+  std::vector<std::string> summary(int64_t micro_batches, pipeline::Schedule schedule, int chunks) const;
 
  private:
   RankFigures measure(const StepResult& result, RunCollectives& collectives);

@@ -80,7 +80,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
                                          kernels::Context& ctx, comm::Communicator& tensor) {
   const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank);
+  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, job.settings.parallel.virtual_stages);
   tensor_group.collectives = &tensor;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
@@ -301,7 +301,8 @@ void Trainer::record_step(int64_t step, const StepResult& r) {
 // the share of the pipeline phase it spent not computing, over the steps after the first)
 // beside its theory (p − 1)/(m + p − 1), which assumes equal stages.
 void Trainer::print_summary() const {
-  for (const std::string& line : figures_.summary(micro_batches_, pipeline::parse_schedule(settings_.step.schedule))) print0(line);
+  for (const std::string& line : figures_.summary(micro_batches_, pipeline::parse_schedule(settings_.step.schedule),
+                                                  settings_.parallel.virtual_stages)) print0(line);
 }
 
 std::string Trainer::memory_report(bool bytes) const {

@@ -65,6 +65,14 @@ if run rescheduled 8 $L222 --parallel.schedule=zb-h1 --checkpoint.resume=resched
   else fail resume_onto_another_schedule_bitwise "the final models differ"; fi
 else fail resume_onto_another_schedule_bitwise "$(tail -3 rescheduled.out)"; fi
 
+# And onto interleaved 1F1B (v = 2), the same: chunks are a split of the same blocks.
+mkdir -p interleaved && cp straight222/checkpoints/step-00000004.full.h5 interleaved/from.h5
+if run interleaved 8 $L222 --parallel.virtual_stages=2 --checkpoint.resume=interleaved/from.h5; then
+  if cmp -s straight222/model.bin interleaved/model.bin
+  then same_losses resume_onto_interleaved_bitwise straight222 interleaved 1e-300 5
+  else fail resume_onto_interleaved_bitwise "the final models differ"; fi
+else fail resume_onto_interleaved_bitwise "$(tail -3 interleaved.out)"; fi
+
 # A stop signal: SIGUSR1 to mpirun (which forwards it) or SIGTERM to the ranks themselves
 # stops every rank at the same step boundary, after a full checkpoint, with exit status 3; the
 # resumed run ends exactly as an uninterrupted one.

@@ -109,6 +109,13 @@ expect_user_error zb_h1_needs_micro_batches "the ZB-H1 schedule needs at least a
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2 --parallel.schedule=zb-h1
 expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keeps each block's GEMM inputs|memory.recompute = full" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.schedule=zb-h1 --memory.recompute=full
+expect_user_error interleaved_needs_1f1b "parallel.virtual_stages = 2|is the interleaved 1F1B schedule|parallel.schedule is gpipe" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.schedule=gpipe
+expect_user_error interleaved_needs_equal_chunks "model.layers 4 must be a multiple of parallel.pipeline x parallel.virtual_stages = 6" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=3
+expect_user_error interleaved_needs_micro_batch_groups "must be a multiple of 4" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --model.layers=8 --parallel.virtual_stages=2 \
+  --train.global_batch=6 --train.micro_batch=1
 expect_user_error stage_layers_must_sum_to_layers "parallel.stage_layers sums to 5 but the model has 4 blocks" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.stage_layers=2,3
 expect_user_error vocab_must_split_over_tensor "the padded vocabulary (256 rows) must be divisible by parallel.tensor" \

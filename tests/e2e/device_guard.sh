@@ -137,6 +137,7 @@ one_read_per_step() {  # one_read_per_step NAME RANKS OVERRIDES...
 one_read_per_step host_reads_graphs_false 1 --cuda.graphs=false
 one_read_per_step host_reads_graphs_true 1 --cuda.graphs=true
 one_read_per_step host_reads_t2p2d2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1
+one_read_per_step host_reads_p2_interleaved 2 --parallel.pipeline=2 --parallel.virtual_stages=2 --model.layers=4
 one_read_per_step host_reads_p2d2_zb_h1 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=zb-h1
 if [[ -z $(host_reads serial_fp32_cpu) ]]; then pass host_reads_only_where_counted
 else fail host_reads_only_where_counted "the CPU run recorded host_reads"; fi

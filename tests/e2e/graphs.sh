@@ -45,6 +45,7 @@ pair recompute_full 1 --memory.recompute=full
 pair recompute_selective_bf16 1 --memory.recompute=selective --optim.precision=bf16
 pair pipeline2_1f1b 2 --parallel.pipeline=2 --train.global_batch=16
 pair pipeline2_gpipe_bf16 2 --parallel.pipeline=2 --parallel.schedule=gpipe --optim.precision=bf16
+pair pipeline2_interleaved_v2 2 --parallel.pipeline=2 --parallel.virtual_stages=2 --model.layers=4 --train.global_batch=16
 pair pipeline2_zb_h1_bf16 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --optim.precision=bf16 --train.global_batch=16
 pair data2_zero1 2 --parallel.data=2 --optim.zero=1 --comm.overlap=false
 # With overlap the last backward hands blocks to the reducer as they finish: it runs as usual.

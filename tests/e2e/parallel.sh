@@ -48,26 +48,36 @@ recompute_pair recompute_every_2_bitwise_bf16 every_k 1 --memory.recompute_inter
 recompute_pair recompute_selective_bitwise_fp16 selective 1 --optim.precision=fp16 --model.attention=materialized
 recompute_pair recompute_selective_bitwise_bf16_t2p1d1 selective 2 --parallel.tensor=2 --optim.precision=bf16 \
   --model.attention=materialized
-# Pipeline schedules (issue 36): ZB-H1 accumulates every gradient in 1F1B's order, so the same
-# layout under both is the same run bit for bit.
-schedule_pair() {  # schedule_pair NAME RANKS OVERRIDES...
-  local name=$1 ranks=$2
-  shift 2
+# Pipeline schedules (issue 36): ZB-H1 and interleaved 1F1B accumulate every gradient in 1F1B's
+# order, so the same layout under 1F1B and under either is the same run bit for bit.
+schedule_pair() {  # schedule_pair NAME RANKS SCHEDULE_OVERRIDE OVERRIDES...: 1F1B, then with SCHEDULE_OVERRIDE
+  local name=$1 ranks=$2 other=$3
+  shift 3
   mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_1f1b" "$@" > "${name}_1f1b.out" 2>&1 &&
-  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_zb" --parallel.schedule=zb-h1 "$@" \
-    > "${name}_zb.out" 2>&1 || { fail "$name" "run failed: $(grep -h -m1 -E 'error|rank' "${name}"_*.out)"; return; }
-  if same_bits "${name}_1f1b" "${name}_zb"; then pass "$name"; else fail "$name" "1F1B and ZB-H1 differ"; fi
+  mpirun -np "$ranks" "$TRIDENT" train p.deck --train.run_dir="${name}_other" "$other" "$@" \
+    > "${name}_other.out" 2>&1 || { fail "$name" "run failed: $(grep -h -m1 -E 'error|rank' "${name}"_*.out)"; return; }
+  if same_bits "${name}_1f1b" "${name}_other"; then pass "$name"; else fail "$name" "1F1B and $other differ"; fi
 }
-schedule_pair zb_h1_bitwise_bf16_t2p2d2_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 \
+ZB=--parallel.schedule=zb-h1
+schedule_pair zb_h1_bitwise_bf16_t2p2d2_zero1 8 $ZB --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 \
   --optim.zero=1 --optim.precision=bf16
 # The whole classifier defers the head's weight gradient too.
-schedule_pair zb_h1_bitwise_bf16_p4_whole_classifier 4 --parallel.pipeline=4 --model.classifier_chunk=0 \
+schedule_pair zb_h1_bitwise_bf16_p4_whole_classifier 4 $ZB --parallel.pipeline=4 --model.classifier_chunk=0 \
   --optim.precision=bf16 --train.global_batch=16
-schedule_pair zb_h1_bitwise_fp16_p8_materialized 8 --parallel.pipeline=8 --model.layers=8 --optim.precision=fp16 \
+schedule_pair zb_h1_bitwise_fp16_p8_materialized 8 $ZB --parallel.pipeline=8 --model.layers=8 --optim.precision=fp16 \
   --model.attention=materialized --memory.recompute=selective
+# Interleaved 1F1B: p = 2, 4, 8, v = 2, 3, m from p to 4p.
+schedule_pair interleaved_bitwise_bf16_p4_v2 4 --parallel.virtual_stages=2 --parallel.pipeline=4 --model.layers=8 \
+  --optim.precision=bf16
+schedule_pair interleaved_bitwise_fp16_p4_v3_m16_full 4 --parallel.virtual_stages=3 --parallel.pipeline=4 \
+  --model.layers=12 --train.global_batch=16 --optim.precision=fp16 --memory.recompute=full
 [[ ${TRIDENT_16BIT_ONLY:-0} == 1 ]] && exit 0
-schedule_pair zb_h1_bitwise_p8_m32 8 --parallel.pipeline=8 --model.layers=8 --train.global_batch=32
-schedule_pair zb_h1_bitwise_p4_m4 4 --parallel.pipeline=4 --train.global_batch=4
+schedule_pair zb_h1_bitwise_p8_m32 8 $ZB --parallel.pipeline=8 --model.layers=8 --train.global_batch=32
+schedule_pair zb_h1_bitwise_p4_m4 4 $ZB --parallel.pipeline=4 --train.global_batch=4
+schedule_pair interleaved_bitwise_p2_v3_m2 2 --parallel.virtual_stages=3 --parallel.pipeline=2 --model.layers=6 \
+  --train.global_batch=2
+schedule_pair interleaved_bitwise_p8_v2_m32 8 --parallel.virtual_stages=2 --parallel.pipeline=8 --model.layers=16 \
+  --train.global_batch=32 --model.attention=materialized --memory.recompute=selective
 
 mpirun -np 1 "$TRIDENT" train p.deck > serial.out 2>&1 || fail serial_run "$(tail -3 serial.out)"
 
@@ -116,6 +126,10 @@ equivalent t1p1d2_zero1 2 --parallel.data=2 --optim.zero=1
 equivalent t1p2d1_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
 equivalent t1p4d1_zb_h1 4 --parallel.pipeline=4 --parallel.schedule=zb-h1
 equivalent t1p4d2_zb_h1_zero1_m4 8 --parallel.pipeline=4 --parallel.data=2 --parallel.schedule=zb-h1 --optim.zero=1
+# Interleaved 1F1B (issue 36): v = 2 with p = 2, and with tensor and data parallelism and ZeRO.
+equivalent t1p2d1_interleaved_v2 2 --parallel.pipeline=2 --parallel.virtual_stages=2
+equivalent t2p2d2_interleaved_v2_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 \
+  --parallel.virtual_stages=2 --optim.zero=1 --comm.overlap=true
 equivalent t2p2d2_zb_h1_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=zb-h1 \
   --optim.zero=1 --comm.overlap=true
 

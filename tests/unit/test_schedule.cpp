@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -20,42 +21,139 @@ namespace {
 
 const Schedule kSchedules[] = {Schedule::OneFOneB, Schedule::GPipe, Schedule::ZeroBubbleH1};
 
-std::vector<std::vector<Action>> lists_of(Schedule schedule, int stages, int m) {
+std::vector<std::vector<Action>> lists_of(Schedule schedule, int stages, int m, int chunks = 1) {
   std::vector<std::vector<Action>> lists;
-  for (int s = 0; s < stages; ++s) lists.push_back(stage_actions(schedule, s, stages, m));
+  for (int s = 0; s < stages; ++s) lists.push_back(stage_actions(schedule, s, stages, m, chunks));
   return lists;
 }
 
-std::string letters(const std::vector<Action>& actions) {
+// "F3" (or "F3.1": micro-batch 3 in chunk 1 where there are chunks), B, W, X (a whole backward).
+std::string letters(const std::vector<Action>& actions, bool chunks = false) {
   std::string out;
   for (const Action& a : actions) {
     if (!out.empty()) out += ' ';
     out += a.pass == Pass::Forward ? "F" : a.pass == Pass::InputGradient ? "B" : a.pass == Pass::WeightGradient ? "W" : "X";
-    out += std::to_string(a.micro_batch);
+    out += std::to_string(a.micro_batch) + (chunks ? "." + std::to_string(a.chunk) : "");
   }
   return out;
 }
 
-// Within one stage: F i before B i (or the whole backward), B i before W i, each once.
-std::string order_problem(const std::vector<Action>& actions, int m) {
-  std::vector<int> forward(m, -1), input(m, -1), weights(m, -1);
-  for (int k = 0; k < int(actions.size()); ++k) {
-    const Action& a = actions[k];
-    std::vector<int>& at = a.pass == Pass::Forward ? forward : a.pass == Pass::WeightGradient ? weights : input;
-    if (at[a.micro_batch] >= 0) return "a pass runs twice: " + letters(actions);
-    at[a.micro_batch] = k;
-    if (a.pass == Pass::Backward) weights[a.micro_batch] = k;
-  }
-  for (int i = 0; i < m; ++i) {
-    if (forward[i] < 0 || input[i] < 0 || weights[i] < 0) return "micro-batch " + std::to_string(i) + " incomplete";
-    if (!(forward[i] < input[i] && input[i] <= weights[i])) return "micro-batch " + std::to_string(i) + " out of order";
+// Within one stage and chunk: F i before B i (or the whole backward), B i before W i, each once;
+// micro-batches in order within each kind of pass.
+std::string order_problem(const std::vector<Action>& actions, int m, int chunks) {
+  for (int c = 0; c < chunks; ++c) {
+    std::vector<int> forward(m, -1), input(m, -1), weights(m, -1);
+    int last[3] = {-1, -1, -1};  // the micro-batch of the chunk's last F, B, W
+    for (int k = 0; k < int(actions.size()); ++k) {
+      const Action& a = actions[k];
+      if (a.chunk != c) continue;
+      const int kind = a.pass == Pass::Forward ? 0 : a.pass == Pass::WeightGradient ? 2 : 1;
+      std::vector<int>& at = kind == 0 ? forward : kind == 2 ? weights : input;
+      if (at[a.micro_batch] >= 0) return "a pass runs twice: " + letters(actions, true);
+      if (a.micro_batch != last[kind] + 1) return "micro-batches out of order: " + letters(actions, true);
+      last[kind] = a.micro_batch;
+      at[a.micro_batch] = k;
+      if (a.pass == Pass::Backward) weights[a.micro_batch] = k, last[2] = a.micro_batch;
+    }
+    for (int i = 0; i < m; ++i) {
+      if (forward[i] < 0 || input[i] < 0 || weights[i] < 0) return "micro-batch " + std::to_string(i) + " incomplete";
+      if (!(forward[i] < input[i] && input[i] <= weights[i])) return "micro-batch " + std::to_string(i) + " out of order";
+    }
   }
   return "";
+}
+
+// The runner's own waits (pipeline/runner.hpp), with sends that complete only once their
+// receive is posted (MPI's rendezvous for large messages): before F of a slot, the slot's last
+// activation send; before B, the last gradient send (with chunks, the slot's); before a
+// zero-bubble B, also the slot's activation send. A receive is posted once its action's waits
+// are over. Runs the stages in rounds; false (and `why`) when no stage can go on.
+bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::string& why) {
+  const auto lists = lists_of(schedule, p, m, chunks);
+  std::vector<int> slots(p);
+  for (int s = 0; s < p; ++s) slots[s] = slots_needed(schedule, s, p, m, chunks);
+  const int V = p * chunks;
+  struct Rank { size_t pc = 0; bool posted = false; };
+  std::vector<Rank> ranks(p);
+  // Per virtual stage and micro-batch: F / B done; and where each rank's actions sit in its list.
+  std::vector<std::vector<char>> forward_done(V, std::vector<char>(m)), input_done = forward_done;
+  std::vector<std::map<std::pair<int, int>, size_t>> index(p);  // (pass kind, u·m + i) → position
+  auto key = [&](bool forward, int u, int i) { return std::make_pair(forward ? 0 : 1, u * m + i); };
+  for (int s = 0; s < p; ++s)
+    for (size_t k = 0; k < lists[s].size(); ++k) {
+      const Action& a = lists[s][k];
+      if (a.pass != Pass::WeightGradient) index[s][key(a.pass == Pass::Forward, a.chunk * p + s, a.micro_batch)] = k;
+    }
+  // Whether the receive of (kind, u, i) on u's rank is posted.
+  auto posted = [&](bool forward, int u, int i) {
+    const int s = u % p;
+    const size_t at = index[s].at(key(forward, u, i));
+    return ranks[s].pc > at || (ranks[s].pc == at && ranks[s].posted);
+  };
+  // The send made by stage s's earlier action of this kind and slot (or any slot: chunks == 1
+  // gradients), completed?
+  auto earlier_send_done = [&](int s, size_t pc, bool forward, int chunk, int slot, bool any_slot) {
+    for (size_t k = pc; k-- > 0;) {
+      const Action& a = lists[s][k];
+      if ((a.pass == Pass::Forward) != forward || a.pass == Pass::WeightGradient) continue;
+      if (!any_slot && (a.chunk != chunk || a.micro_batch % slots[s] != slot)) continue;
+      const int u = a.chunk * p + s;
+      if (forward) return u == V - 1 || posted(true, u + 1, a.micro_batch);
+      return u == 0 || posted(false, u - 1, a.micro_batch);
+    }
+    return true;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p; ++s) {
+      Rank& r = ranks[s];
+      if (r.pc == lists[s].size()) continue;
+      const Action& a = lists[s][r.pc];
+      const int u = a.chunk * p + s, i = a.micro_batch, slot = i % slots[s];
+      if (!r.posted) {
+        bool waits_over = true;
+        if (a.pass == Pass::Forward) waits_over = earlier_send_done(s, r.pc, true, a.chunk, slot, false);
+        if (a.pass == Pass::Backward || a.pass == Pass::InputGradient)
+          waits_over = earlier_send_done(s, r.pc, false, a.chunk, slot, chunks == 1) &&
+                       (a.pass != Pass::InputGradient || earlier_send_done(s, r.pc, true, a.chunk, slot, false));
+        if (!waits_over) continue;
+        r.posted = true;
+        progress = true;
+      }
+      const bool received = a.pass == Pass::Forward ? u == 0 || forward_done[u - 1][i]
+                            : a.pass == Pass::WeightGradient ? true
+                                                             : u == V - 1 || input_done[u + 1][i];
+      if (!received) continue;
+      if (a.pass == Pass::Forward) forward_done[u][i] = 1;
+      else if (a.pass != Pass::WeightGradient) input_done[u][i] = 1;
+      ++r.pc, r.posted = false;
+      progress = true;
+    }
+  }
+  for (int s = 0; s < p; ++s)
+    if (ranks[s].pc < lists[s].size()) {
+      why = "stage " + std::to_string(s) + " waits forever at action " + std::to_string(ranks[s].pc);
+      return false;
+    }
+  return true;
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(schedule)
+
+// The runner's waits for its sends cannot deadlock, whichever way MPI completes a send.
+BOOST_AUTO_TEST_CASE(runner_waits_cannot_deadlock) {
+  for (Schedule schedule : kSchedules)
+    for (int chunks : {1, 2, 3})
+      for (int p = 2; p <= 8; ++p)
+        for (int m = p; m <= 4 * p; m += (chunks > 1 ? p : 1)) {
+          if (chunks > 1 && schedule != Schedule::OneFOneB) continue;
+          std::string why;
+          BOOST_TEST(runs_with_rendezvous(schedule, p, m, chunks, why),
+                     schedule_name(schedule) << " v " << chunks << " p " << p << " m " << m << ": " << why);
+        }
+}
 
 BOOST_AUTO_TEST_CASE(schedules_complete_within_their_slots) {
   for (Schedule schedule : kSchedules)
@@ -67,13 +165,43 @@ BOOST_AUTO_TEST_CASE(schedules_complete_within_their_slots) {
         BOOST_REQUIRE_NO_THROW(t = simulate(lists, m, PassTimes{}));
         for (int s = 0; s < stages; ++s) {
           const auto& actions = lists[s];
-          BOOST_TEST(order_problem(actions, m) == "", schedule_name(schedule) << " p " << stages << " m " << m);
+          BOOST_TEST(order_problem(actions, m, 1) == "", schedule_name(schedule) << " p " << stages << " m " << m);
           BOOST_TEST(t.peak_held[s] <= slots_needed(schedule, s, stages, m));
           BOOST_REQUIRE_EQUAL(actions.size(), size_t((splits_backward(schedule) ? 3 : 2) * m));
           BOOST_TEST((actions.back().pass == (splits_backward(schedule) ? Pass::WeightGradient : Pass::Backward)));
           BOOST_TEST(actions.back().micro_batch == m - 1);  // the gradients become final there
         }
       }
+}
+
+// Interleaved 1F1B, v = 2 and 3 chunks per stage: p = 2 … 8, m = p … 4p (multiples of p).
+BOOST_AUTO_TEST_CASE(interleaved_completes_within_its_slots) {
+  for (int chunks : {2, 3})
+    for (int stages = 1; stages <= 8; ++stages)
+      for (int m = stages; m <= 4 * stages; m += stages) {
+        const auto lists = lists_of(Schedule::OneFOneB, stages, m, chunks);
+        Timeline t;
+        BOOST_REQUIRE_NO_THROW(t = simulate(lists, m, PassTimes{}));
+        for (int s = 0; s < stages; ++s) {
+          BOOST_TEST(order_problem(lists[s], m, chunks) == "", "v " << chunks << " p " << stages << " m " << m);
+          BOOST_TEST(t.peak_held[s] <= slots_needed(Schedule::OneFOneB, s, stages, m, chunks));
+          BOOST_REQUIRE_EQUAL(lists[s].size(), size_t(2 * m * chunks));
+          // The chunk holding the first blocks finishes last: its backward of m − 1 ends the stage.
+          BOOST_TEST((lists[s].back().chunk == 0 && lists[s].back().micro_batch == m - 1));
+        }
+        // (p − 1)/(v·m + p − 1): the interleaved bubble, with a chunk's passes 1/v of the stage's.
+        BOOST_TEST(t.bubble() == bubble_fraction(Schedule::OneFOneB, stages, m, 1, 1, 1, chunks),
+                   boost::test_tools::tolerance(1e-12));
+        BOOST_TEST(bubble_fraction(Schedule::OneFOneB, stages, m, 1, 1, 1, chunks) ==
+                       double(stages - 1) / (chunks * m + stages - 1), boost::test_tools::tolerance(1e-12));
+      }
+  // Megatron-LM's order for p = 2, v = 2, m = 4 (micro-batch.chunk).
+  BOOST_TEST(letters(stage_actions(Schedule::OneFOneB, 0, 2, 4, 2), true) ==
+             "F0.0 F1.0 F0.1 F1.1 F2.0 X0.1 F3.0 X1.1 F2.1 X0.0 F3.1 X1.0 X2.1 X3.1 X2.0 X3.0");
+  BOOST_TEST(letters(stage_actions(Schedule::OneFOneB, 1, 2, 4, 2), true) ==
+             "F0.0 F1.0 F0.1 X0.1 F1.1 X1.1 F2.0 X0.0 F3.0 X1.0 F2.1 X2.1 F3.1 X3.1 X2.0 X3.0");
+  BOOST_CHECK_THROW(stage_actions(Schedule::OneFOneB, 0, 4, 6, 2), std::invalid_argument);      // m not a multiple of p
+  BOOST_CHECK_THROW(stage_actions(Schedule::ZeroBubbleH1, 0, 4, 8, 2), std::invalid_argument);  // no interleaved ZB-H1
 }
 
 BOOST_AUTO_TEST_CASE(one_f_one_b_warmup) {
