@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# bench-schedules.sh — pipeline schedules in `make bench` (docs/PERFORMANCE.md), p = 4 stages and
-# m = 8 micro-batches of bench-s: each schedule's measured bubble beside its theory — its
+# bench-schedules.sh — pipeline schedules in `make bench` (docs/PERFORMANCE.md), p = 4 stages
+# (or 2) and m = 8 micro-batches of bench-s: each schedule's measured bubble beside its theory — its
 # timeline with the run's measured per-stage F, B and W times (pipeline::implied_bubble, as the
 # run summary prints it) — and its peak activation memory (the busiest rank's) against 1F1B's.
 #   zero bubble: 1F1B and ZB-H1 on 10 blocks as 3+3+3+1 (the last stage's LM head is about two
 #     blocks: the split of bench-parallel.sh);
+#     The whole classifier (model.classifier_chunk = 0), so that the head's backward is in B and
+#     W as a block's is; the chunked classifier computes its gradient in the forward, which makes
+#     the last stage's F three times the others'.
 #   interleaved: 1F1B and interleaved 1F1B with v = 2 on 16 blocks split evenly (interleaving
-#     needs equal chunks: 2 of 2 blocks per stage).
-# The whole classifier (model.classifier_chunk = 0), so that the head's backward is in B and W as
-# a block's is; the chunked classifier computes its gradient in the forward, which makes the last
-# stage's F three times the others'. Rounds alternate the schedules, so that a drift of the host's
+#     needs equal chunks: 2 of 2 blocks per stage), on tokens of a 1024-word vocabulary, so that
+#     the head (a tenth of a block) leaves the stages equal;
+#   interleaved_p2: the same on p = 2 stages (4 chunks of 4 blocks), 2 ranks: a core each. Rounds alternate the schedules, so that a drift of the host's
 # speed hits each; each figure is the median over the rounds. 4 ranks share this host's 2 cores: a
 # waiting stage sleeps (pipeline/runner.cpp), but two computing stages time-share a core.
 set -euo pipefail
@@ -18,30 +20,36 @@ BIN=${BIN:-build/bin/trident}
 OUT=${BENCH_DIR:-runs/bench-schedules}
 STEPS=${BENCH_PIPELINE_STEPS:-11}
 ROUNDS=${BENCH_ROUNDS:-3}
-SETS=(${SETS:-zero_bubble interleaved})
+SETS=(${SETS:-zero_bubble interleaved interleaved_p2})
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
 [[ -f "$OUT/train.bin" ]] || scripts/random-tokens "$OUT" 8192 2000000 200000
-declare -A COMMON=([zero_bubble]="--model.layers=10 --parallel.stage_layers=3,3,3,1"
-                   [interleaved]="--model.layers=16")
-declare -A OTHER=([zero_bubble]="zb-h1:--parallel.schedule=zb-h1" [interleaved]="1f1b-v2:--parallel.virtual_stages=2")
+mkdir -p "$OUT/v1024"
+[[ -f "$OUT/v1024/train.bin" ]] || scripts/random-tokens "$OUT/v1024" 1024 2000000 200000
+declare -A COMMON=(
+  [zero_bubble]="--model.layers=10 --parallel.stage_layers=3,3,3,1 --model.vocab=10240 --model.classifier_chunk=0
+                 --data.train=$OUT/train.bin --data.val=$OUT/val.bin"
+  [interleaved]="--model.layers=16 --model.vocab=1024 --data.train=$OUT/v1024/train.bin --data.val=$OUT/v1024/val.bin"
+  [interleaved_p2]="--model.layers=16 --model.vocab=1024 --data.train=$OUT/v1024/train.bin --data.val=$OUT/v1024/val.bin")
+declare -A STAGES=([zero_bubble]=4 [interleaved]=4 [interleaved_p2]=2)
+declare -A OTHER=([zero_bubble]="zb-h1:--parallel.schedule=zb-h1" [interleaved]="1f1b-v2:--parallel.virtual_stages=2"
+                  [interleaved_p2]="1f1b-v2:--parallel.virtual_stages=2")
 for set in "${SETS[@]}"; do
   other=${OTHER[$set]}
   for round in $(seq "$ROUNDS"); do
     for label in 1f1b "${other%%:*}"; do
       extra=(); [[ $label == 1f1b ]] || extra=("${other#*:}")
       name="${set}_${label}_r$round"
-      mpirun -np 4 "$BIN" train inputs/bench-s.deck --train.run_dir="$OUT/$name" --train.steps="$STEPS" \
-        --train.eval_interval=0 --metrics.log_interval=1000 --data.train="$OUT/train.bin" --data.val="$OUT/val.bin" \
-        --parallel.pipeline=4 --train.global_batch=8 --train.micro_batch=1 --model.vocab=10240 \
-        --model.classifier_chunk=0 ${COMMON[$set]} "${extra[@]}" > "$OUT/$name.log" 2>&1 \
+      mpirun -np "${STAGES[$set]}" "$BIN" train inputs/bench-s.deck --train.run_dir="$OUT/$name" --train.steps="$STEPS" \
+        --train.eval_interval=0 --metrics.log_interval=1000 --parallel.pipeline="${STAGES[$set]}" --train.global_batch=8 \
+        --train.micro_batch=1 ${COMMON[$set]} "${extra[@]}" > "$OUT/$name.log" 2>&1 \
         || { echo "run $name failed: $(tail -3 "$OUT/$name.log")"; exit 1; }
     done
   done
-  /usr/bin/python3 - "$OUT" "$ROUNDS" "$set" 1f1b "${other%%:*}" <<'PY'
+  /usr/bin/python3 - "$OUT" "$ROUNDS" "${STAGES[$set]}" "$set" 1f1b "${other%%:*}" <<'PY'
 import re, sys, h5py, numpy as np
-out, rounds, group, schedules = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-p, m = 4, 8
+out, rounds, p, group, schedules = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+m = 8
 rows = {}
 for s in schedules:
     measured, implied, equal, memory = [], [], [], []

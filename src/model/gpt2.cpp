@@ -47,6 +47,9 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   layers_ = tp_.slice.layers(config_);
   chunks_ = tp_.slice.chunks;
   chunk_layers_ = layers_ / chunks_;
+  slots_per_chunk_.assign(chunks_, 1);
+  first_slot_.resize(chunks_);
+  for (int k = 0; k < chunks_; ++k) first_slot_[k] = k;
   slots_.resize(chunks_);
 }
 
@@ -89,12 +92,17 @@ std::vector<float> Gpt2::host_params() const {
   return host;
 }
 
-void Gpt2::set_slots(int slots) {
-  if (slots == slots_per_chunk_) return;
+void Gpt2::set_slots(const std::vector<int>& per_chunk) {
+  if (per_chunk == slots_per_chunk_) return;
+  if (static_cast<int>(per_chunk.size()) != chunks_)
+    throw std::logic_error("Gpt2::set_slots: slots for " + std::to_string(per_chunk.size()) + " chunks, the stage has " +
+                           std::to_string(chunks_));
   drop_graphs();
-  slots_per_chunk_ = slots;
+  slots_per_chunk_ = per_chunk;
+  int total = 0;
+  for (int k = 0; k < chunks_; ++k) first_slot_[k] = total, total += per_chunk[k];
   slots_.clear();
-  slots_.resize(static_cast<size_t>(chunks_) * slots);
+  slots_.resize(total);
   if (B_ > 0) {
     const int B = B_, T = T_;
     B_ = T_ = 0;
@@ -150,7 +158,7 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
 void Gpt2::allocate_slot(Slot& s, int index) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
-  s.chunk = index / slots_per_chunk_;
+  s.chunk = static_cast<int>(std::upper_bound(first_slot_.begin(), first_slot_.end(), index) - first_slot_.begin()) - 1;
   s.first = s.chunk * chunk_layers_, s.last = s.first + chunk_layers_ - 1;
   s.layers.clear();
   s.layers.resize(layers_);

@@ -79,13 +79,13 @@ class Gpt2 {
   // weights (ParamSpec::gemm_weight), the others null.
   const ParamViews& param_views() const { return p_; }
 
-  // Micro-batches whose activations each model chunk holds at once (default 1): slots
-  // 0 … chunks·n − 1, slot(c, k) being chunk c's k-th. A chunk is a pipeline stage's part of an
+  // Micro-batches whose activations each model chunk holds at once (chunk c: per_chunk[c];
+  // default 1 each): slot(c, k) is chunk c's k-th. A chunk is a pipeline stage's part of an
   // interleaved schedule (Partition::chunks; 1 without): a slot's forward and backward run that
   // chunk's blocks, the embedding only in chunk 0 of the first stage, the head only in the last
   // chunk of the last stage.
-  void set_slots(int slots);
-  int slot(int chunk, int k) const { return chunk * slots_per_chunk_ + k; }
+  void set_slots(const std::vector<int>& per_chunk);
+  int slot(int chunk, int k) const { return first_slot_[chunk] + k; }
   // Activation recompute every K blocks (K = 1: full recompute): keep the input of every K-th
   // block only and run each segment of K blocks forward again in backward (K blocks'
   // activations in memory instead of every block's). 0: keep everything. Before prepare().
@@ -311,7 +311,8 @@ class Gpt2 {
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
   int chunks_ = 1, chunk_layers_ = 0;  // its model chunks (interleaved), blocks in each
-  int slots_per_chunk_ = 1;
+  std::vector<int> slots_per_chunk_;    // per chunk
+  std::vector<int> first_slot_;         // per chunk: its slots start there
   int64_t num_parameters_ = 0;
   std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element
   TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <numeric>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -46,20 +47,19 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   gpt_.prepare(B, T);
 }
 
-// The schedule's slots per chunk for micro_batches_, the sends' handles per slot, and with
-// chunks a gradient buffer per slot.
+// The schedule's slots per chunk for micro_batches_, the activation sends' handles per slot,
+// and with chunks a gradient buffer per chunk.
 void PipelineRunner::size_slots() {
   size_tokens();
-  slots_ = slots_needed(schedule_, stage_, stages_, micro_batches_, chunks_);
+  slots_ = chunk_slots(schedule_, stage_, stages_, micro_batches_, chunks_);
   gpt_.set_slots(slots_);
-  const size_t flat = static_cast<size_t>(chunks_) * slots_;
   activation_sends_.clear();
-  activation_sends_.resize(flat);
+  activation_sends_.resize(std::accumulate(slots_.begin(), slots_.end(), size_t{0}));
   gradient_sends_.clear();
-  gradient_sends_.resize(flat);
+  gradient_sends_.resize(chunks_);
   gradient_out_.clear();
   if (chunks_ > 1)
-    for (size_t k = 0; k < flat; ++k)
+    for (int k = 0; k < chunks_; ++k)
       gradient_out_.emplace_back(activation_elements_, MemoryCategory::Activations, kernels::backend_of(gpt_.context()),
                                  MemoryKind::device);
 }
@@ -87,7 +87,7 @@ int32_t* PipelineRunner::inputs_of(int i) {
 // previous chunk for rank 0) and sends to u + 1.
 void PipelineRunner::run_forward(int i, int chunk, const BatchFn& batch, std::optional<float> backward_scale,
                                  StepTimes* times) {
-  const int slot = gpt_.slot(chunk, i % slots_), u = virtual_stage(chunk);
+  const int slot = gpt_.slot(chunk, i % slots_[chunk]), u = virtual_stage(chunk);
   activation_sends_[slot].wait();  // slot reuse
   const double start = steady_seconds();
   if (u > 0)
@@ -109,13 +109,14 @@ void PipelineRunner::run_forward(int i, int chunk, const BatchFn& batch, std::op
 // inputs_only: the zero-bubble B (Gpt2::backward_inputs), the weight gradients left to
 // run_weight_gradients. It keeps dy where the slot's output was: that send must be complete.
 // Without chunks the input gradient goes out of the model's buffer, its send completed before
-// the next backward writes it; with chunks each slot sends from a buffer of its own, completed
-// before the slot's next backward (tests/unit/test_schedule.cpp checks that neither wait can
-// deadlock).
+// the next backward writes it; with chunks each chunk sends from a buffer of its own, completed
+// before the chunk's next backward — one buffer for all chunks can deadlock once MPI completes
+// a large send only at its receive (tests/unit/test_schedule.cpp checks every schedule against
+// these waits).
 void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool inputs_only,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
-  const int slot = gpt_.slot(chunk, i % slots_), u = virtual_stage(chunk);
-  comm::Work& gradient_send = gradient_sends_[chunks_ > 1 ? slot : 0];
+  const int slot = gpt_.slot(chunk, i % slots_[chunk]), u = virtual_stage(chunk);
+  comm::Work& gradient_send = gradient_sends_[chunk];
   gradient_send.wait();  // buffer reuse
   if (inputs_only) activation_sends_[slot].wait();
   const double start = steady_seconds();
@@ -130,8 +131,8 @@ void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool input
   if (u > 0) {
     const float* gradient = gpt_.input_gradient();
     if (chunks_ > 1) {
-      gpt_.copy_input_gradient(gradient_out_[slot].data());
-      gradient = gradient_out_[slot].data();
+      gpt_.copy_input_gradient(gradient_out_[chunk].data());
+      gradient = gradient_out_[chunk].data();
     }
     gradient_send = pipeline_.send(gradient, activation_elements_, DType::f32, (stage_ + stages_ - 1) % stages_,
                                    gradient_tag(i, chunks_, first() ? chunk - 1 : chunk), gpt_.stream());
@@ -142,7 +143,7 @@ void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool input
 // The zero-bubble W: local work, nothing received or sent.
 void PipelineRunner::run_weight_gradients(int i, int chunk, const std::function<void(int)>& on_final,
                                           StepTimes* times) {
-  const int slot = gpt_.slot(chunk, i % slots_);
+  const int slot = gpt_.slot(chunk, i % slots_[chunk]);
   const double start = steady_seconds();
   if (times) weight_times_.begin();
   gpt_.backward_weights(slot, on_final);
@@ -175,7 +176,7 @@ void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
       case Pass::Forward:
         run_forward(i, chunk, batch, loss_scale, times);
         if (virtual_stage(chunk) == chunks_ * stages_ - 1)  // the step's loss, on the device
-          gpt_.keep_loss(gpt_.slot(chunk, i % slots_), i);
+          gpt_.keep_loss(gpt_.slot(chunk, i % slots_[chunk]), i);
         break;
       case Pass::Backward: run_backward(i, chunk, loss_scale, false, on_final, times); break;
       case Pass::InputGradient: run_backward(i, chunk, loss_scale, true, nullptr, times); break;
@@ -205,7 +206,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
   for (int i = 0; i < count; ++i) {
     for (int chunk = 0; chunk < chunks_; ++chunk) run_forward(i, chunk, batch, std::nullopt, nullptr);
     if (!last()) continue;
-    gpt_.download_losses(gpt_.slot(chunks_ - 1, i % slots_), losses.data());
+    gpt_.download_losses(gpt_.slot(chunks_ - 1, i % slots_[chunks_ - 1]), losses.data());
     consume(i, losses.data());
   }
   for (comm::Work& send : activation_sends_) send.wait();

@@ -8,7 +8,7 @@
 // completed (its Work waited for) before that slot is used again. Backward of i on all but the
 // last u receives the gradient (B, T, C) of u + 1 (tag 2(i·v + chunk) + 1); every u > 0 sends
 // its input gradient to u − 1, completed before its buffer is reused (with chunks a buffer per
-// slot). Receives block (under the watchdog): the schedules are deadlock-free with these waits
+// chunk). Receives block (under the watchdog): the schedules are deadlock-free with these waits
 // (tests/unit/test_schedule.cpp simulates them). A zero-bubble schedule's W
 // (Pass::WeightGradient) communicates nothing.
 #pragma once
@@ -87,7 +87,8 @@ class PipelineRunner {
   comm::Communicator& pipeline_;
   int stage_ = 0, stages_ = 1;
   Schedule schedule_;
-  int micro_batches_, B_, T_, slots_;  // slots: per chunk
+  int micro_batches_, B_, T_;
+  std::vector<int> slots_;               // per chunk (pipeline::chunk_slots)
   int chunks_ = 1;                       // model chunks of this stage (interleaved schedule)
   double slowdown_ = 1.0;
   size_t activation_elements_;
@@ -99,8 +100,8 @@ class PipelineRunner {
   int32_t* inputs_of(int i);   // (B·T) of micro-batch i, its targets after them
   void size_tokens();           // for micro_batches_
   std::vector<comm::Work> activation_sends_;  // per slot
-  // Without chunks one (the model's input-gradient buffer is sent); with chunks per slot, each
-  // from its own gradient_out_ buffer (B, T, C).
+  // Per chunk (without chunks the model's input-gradient buffer is sent; with chunks each
+  // chunk's from its own gradient_out_ buffer (B, T, C)).
   std::vector<comm::Work> gradient_sends_;
   std::vector<Buffer<float>> gradient_out_;
   // The step's compute on the model's stream, read after the schedule (on a device the host's

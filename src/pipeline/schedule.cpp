@@ -90,14 +90,17 @@ std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int 
   return one_f_one_b(stage, stages, micro_batches, splits_backward(schedule));
 }
 
-int slots_needed(Schedule schedule, int stage, int stages, int micro_batches, int chunks) {
-  std::vector<int> held(chunks, 0);
-  int most = 1;
+std::vector<int> chunk_slots(Schedule schedule, int stage, int stages, int micro_batches, int chunks) {
+  std::vector<int> held(chunks, 0), most(chunks, 1);
   for (const Action& a : stage_actions(schedule, stage, stages, micro_batches, chunks)) {
-    if (a.pass == Pass::Forward) most = std::max(most, ++held[a.chunk]);
+    if (a.pass == Pass::Forward) most[a.chunk] = std::max(most[a.chunk], ++held[a.chunk]);
     else if (a.pass != Pass::InputGradient) --held[a.chunk];  // held until its last backward pass
   }
   return most;
+}
+
+int slots_needed(Schedule schedule, int stage, int stages, int micro_batches) {
+  return chunk_slots(schedule, stage, stages, micro_batches)[0];
 }
 
 double bubble_fraction(Schedule schedule, int stages, int micro_batches, double f, double b, double w, int chunks) {

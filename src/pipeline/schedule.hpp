@@ -56,8 +56,10 @@ std::vector<Action> stage_actions(Schedule schedule, int stage, int stages, int 
 
 // Micro-batches a stage holds at once in each of its chunks (activation slots per chunk): the
 // most whose F has run and whose backward (or W) has not, over its action list. Micro-batch i of
-// chunk c uses the chunk's slot i mod slots.
-int slots_needed(Schedule schedule, int stage, int stages, int micro_batches, int chunks = 1);
+// chunk c uses the chunk's slot i mod chunk_slots[c].
+std::vector<int> chunk_slots(Schedule schedule, int stage, int stages, int micro_batches, int chunks = 1);
+// Without chunks: its one chunk's.
+int slots_needed(Schedule schedule, int stage, int stages, int micro_batches);
 
 // The idle fraction of a stage's step, 1 − m·(f + b + w) / span, when every stage's passes take
 // f (forward), b (input gradient) and w (weight gradient) seconds and transfers take none:

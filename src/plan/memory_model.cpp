@@ -2,6 +2,7 @@
 #include "plan/memory_model.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
@@ -69,9 +70,8 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
     head = z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
-  const int slots = pipeline::slots_needed(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
-  // Interleaved: each slot sends its input gradient from a buffer of its own (pipeline/runner.hpp).
-  if (chunks > 1) slot += z.BT * z.C * kFloat;
+  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
+  const int all_slots = std::accumulate(slots.begin(), slots.end(), 0);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
@@ -80,7 +80,9 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
-  return chunks * slots * slot + slots * head + shared + low_working_bytes(in, stage, selective);
+  // Interleaved: each chunk sends its input gradient from a buffer of its own (pipeline/runner.hpp).
+  if (chunks > 1) shared += chunks * z.BT * z.C * kFloat;
+  return all_slots * slot + slots.back() * head + shared + low_working_bytes(in, stage, selective);
 }
 
 // Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest

@@ -65,13 +65,13 @@ std::string order_problem(const std::vector<Action>& actions, int m, int chunks)
 
 // The runner's own waits (pipeline/runner.hpp), with sends that complete only once their
 // receive is posted (MPI's rendezvous for large messages): before F of a slot, the slot's last
-// activation send; before B, the last gradient send (with chunks, the slot's); before a
-// zero-bubble B, also the slot's activation send. A receive is posted once its action's waits
+// activation send; before B, the last gradient send (with chunks, the chunk's: a buffer per
+// chunk); before a zero-bubble B, also the slot's activation send. A receive is posted once its action's waits
 // are over. Runs the stages in rounds; false (and `why`) when no stage can go on.
 bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::string& why) {
   const auto lists = lists_of(schedule, p, m, chunks);
-  std::vector<int> slots(p);
-  for (int s = 0; s < p; ++s) slots[s] = slots_needed(schedule, s, p, m, chunks);
+  std::vector<std::vector<int>> slots(p);
+  for (int s = 0; s < p; ++s) slots[s] = chunk_slots(schedule, s, p, m, chunks);
   const int V = p * chunks;
   struct Rank { size_t pc = 0; bool posted = false; };
   std::vector<Rank> ranks(p);
@@ -90,13 +90,14 @@ bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::stri
     const size_t at = index[s].at(key(forward, u, i));
     return ranks[s].pc > at || (ranks[s].pc == at && ranks[s].posted);
   };
-  // The send made by stage s's earlier action of this kind and slot (or any slot: chunks == 1
-  // gradients), completed?
-  auto earlier_send_done = [&](int s, size_t pc, bool forward, int chunk, int slot, bool any_slot) {
+  // The send made by stage s's earlier action of this kind — in this chunk (chunk >= 0), and
+  // slot (slot >= 0) — completed?
+  auto earlier_send_done = [&](int s, size_t pc, bool forward, int chunk, int slot) {
     for (size_t k = pc; k-- > 0;) {
       const Action& a = lists[s][k];
       if ((a.pass == Pass::Forward) != forward || a.pass == Pass::WeightGradient) continue;
-      if (!any_slot && (a.chunk != chunk || a.micro_batch % slots[s] != slot)) continue;
+      if (chunk >= 0 && a.chunk != chunk) continue;
+      if (slot >= 0 && a.micro_batch % slots[s][a.chunk] != slot) continue;
       const int u = a.chunk * p + s;
       if (forward) return u == V - 1 || posted(true, u + 1, a.micro_batch);
       return u == 0 || posted(false, u - 1, a.micro_batch);
@@ -109,13 +110,13 @@ bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::stri
       Rank& r = ranks[s];
       if (r.pc == lists[s].size()) continue;
       const Action& a = lists[s][r.pc];
-      const int u = a.chunk * p + s, i = a.micro_batch, slot = i % slots[s];
+      const int u = a.chunk * p + s, i = a.micro_batch, slot = i % slots[s][a.chunk];
       if (!r.posted) {
         bool waits_over = true;
-        if (a.pass == Pass::Forward) waits_over = earlier_send_done(s, r.pc, true, a.chunk, slot, false);
+        if (a.pass == Pass::Forward) waits_over = earlier_send_done(s, r.pc, true, a.chunk, slot);
         if (a.pass == Pass::Backward || a.pass == Pass::InputGradient)
-          waits_over = earlier_send_done(s, r.pc, false, a.chunk, slot, chunks == 1) &&
-                       (a.pass != Pass::InputGradient || earlier_send_done(s, r.pc, true, a.chunk, slot, false));
+          waits_over = earlier_send_done(s, r.pc, false, chunks > 1 ? a.chunk : -1, -1) &&
+                       (a.pass != Pass::InputGradient || earlier_send_done(s, r.pc, true, a.chunk, slot));
         if (!waits_over) continue;
         r.posted = true;
         progress = true;
@@ -184,7 +185,8 @@ BOOST_AUTO_TEST_CASE(interleaved_completes_within_its_slots) {
         BOOST_REQUIRE_NO_THROW(t = simulate(lists, m, PassTimes{}));
         for (int s = 0; s < stages; ++s) {
           BOOST_TEST(order_problem(lists[s], m, chunks) == "", "v " << chunks << " p " << stages << " m " << m);
-          BOOST_TEST(t.peak_held[s] <= slots_needed(Schedule::OneFOneB, s, stages, m, chunks));
+          const std::vector<int> slots = chunk_slots(Schedule::OneFOneB, s, stages, m, chunks);
+          BOOST_TEST(t.peak_held[s] <= *std::max_element(slots.begin(), slots.end()));
           BOOST_REQUIRE_EQUAL(lists[s].size(), size_t(2 * m * chunks));
           // The chunk holding the first blocks finishes last: its backward of m − 1 ends the stage.
           BOOST_TEST((lists[s].back().chunk == 0 && lists[s].back().micro_batch == m - 1));
