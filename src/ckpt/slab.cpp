@@ -71,7 +71,11 @@ TensorSlab whole_slab(const std::vector<int64_t>& shape) {
   return slab;
 }
 
-TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& part, int tensor) {
+namespace {
+
+// Blocks [first_block, first_block + blocks) of a per-block tensor, or the whole of another.
+TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& part, int tensor, int first_block,
+                       int blocks) {
   const std::vector<int64_t> shape = model::param_specs(config)[tensor].shape;
   TensorSlab slab = whole_slab(shape);
   std::vector<SlabDim>& dims = slab.slice.dims;
@@ -80,10 +84,7 @@ TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& p
     return slab;
   }
   const int64_t C = config.channels, p = part.size, r = part.rank, Cl = C / p;
-  // The stage's blocks: one range, or (interleaved) its chunks, equal blocks at a stride.
-  if (tensor >= 2 && tensor <= 13)
-    dims[0] = part.chunks > 1 ? normalised({part.first_layer, part.chunk_stride, part.chunks, part.chunk_layers(config)})
-                              : range(part.first_layer, part.layers(config));
+  if (tensor >= 2 && tensor <= 13) dims[0] = range(first_block, blocks);
   switch (tensor) {
     case 0: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // wte rows
     case 4:                                                       // qkvw (L, 3C, C)
@@ -95,6 +96,17 @@ TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& p
     default: break;                                               // replicated: whole
   }
   return slab;
+}
+
+}  // namespace
+
+std::vector<TensorSlab> tensor_slabs(const model::GptConfig& config, const model::Partition& part, int tensor) {
+  if (part.chunks() == 1 || tensor < 2 || tensor > 13)
+    return {tensor_slab(config, part, tensor, part.first_layer, part.layers(config))};
+  std::vector<TensorSlab> slabs;
+  for (int j = 0; j < part.chunks(); ++j)
+    slabs.push_back(tensor_slab(config, part, tensor, part.chunk_first[j], part.chunk_blocks[j]));
+  return slabs;
 }
 
 std::vector<Hyperslab> range_hyperslabs(const TensorSlab& slab, int64_t begin, int64_t end) {

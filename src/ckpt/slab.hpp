@@ -39,8 +39,10 @@ struct TensorSlab {
   int64_t elements() const { return slice.elements(); }
 };
 
-// Rank `slice`'s part of parameter tensor t (llm.c order) of the model `config`.
-TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& slice, int tensor);
+// Rank `slice`'s part of parameter tensor t (llm.c order) of the model `config`: one slab, or for
+// a per-block tensor of an interleaved stage one per chunk (its blocks a range of the first
+// dimension), in the order the stage stacks them.
+std::vector<TensorSlab> tensor_slabs(const model::GptConfig& config, const model::Partition& slice, int tensor);
 // The whole of a tensor of this shape (what a reader that verifies a file uses).
 TensorSlab whole_slab(const std::vector<int64_t>& shape);
 

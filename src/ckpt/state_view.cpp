@@ -11,10 +11,12 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   const auto specs = model::param_specs(state.config, state.part);
   int64_t offset = 0;
   for (int t = 0; t < tensor; ++t) offset += specs[t].count();
-  const TensorSlab slab = tensor_slab(state.config, state.part, tensor);
+  const std::vector<TensorSlab> slabs = tensor_slabs(state.config, state.part, tensor);
+  int64_t elements = 0;
+  for (const TensorSlab& slab : slabs) elements += slab.elements();
   const bool owner = (specs[tensor].sharded || state.part.rank == 0) && !(tensor == 0 && !state.part.first_stage);
   Piece piece;
-  if (slab.elements() == 0 || (writing && !owner)) return piece;
+  if (elements == 0 || (writing && !owner)) return piece;
   float* values = section == 0 ? state.params : section == 1 ? state.m : state.v;
   const bool values_owner = section == 0 ? state.params_owner : state.moments_owner;
   if (!values || (writing && !values_owner)) return piece;
@@ -22,10 +24,16 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   const int64_t range_begin = section == 0 ? state.params_begin : state.moments_begin;
   const int64_t range_end = section == 0 ? state.params_stop() : state.moments_end;
   const int64_t begin = std::max(offset, range_begin) - offset;
-  const int64_t end = std::min(offset + slab.elements(), range_end) - offset;
+  const int64_t end = std::min(offset + elements, range_end) - offset;
   if (begin >= end) return piece;
-  piece.slabs = begin == 0 && end == slab.elements() ? std::vector<Hyperslab>{slab.slice}
-                                                     : range_hyperslabs(slab, begin, end);
+  int64_t at = 0;  // each slab's first element in the tensor's local order
+  for (const TensorSlab& slab : slabs) {
+    const int64_t lo = std::max(begin, at), hi = std::min(end, at + slab.elements());
+    if (lo < hi && lo == at && hi == at + slab.elements()) piece.slabs.push_back(slab.slice);
+    else if (lo < hi)
+      for (const Hyperslab& h : range_hyperslabs(slab, lo - at, hi - at)) piece.slabs.push_back(h);
+    at += slab.elements();
+  }
   piece.data = values + (offset + begin - range_begin);
   return piece;
 }

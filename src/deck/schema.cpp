@@ -64,10 +64,12 @@ std::vector<KeySpec> build_schema() {
       integer("parallel.virtual_stages", std::string("1"), 1, 64,
               "model chunks per pipeline stage: > 1 is the interleaved 1F1B schedule (stage s holds chunks s, s + "
               "pipeline, ...; bubble (pipeline - 1)/(virtual_stages x micro-batches + pipeline - 1), virtual_stages "
-              "times the point-to-point messages); needs parallel.schedule = 1f1b, pipeline >= 2, model.layers a "
-              "multiple of pipeline x virtual_stages, micro-batches per step a multiple of pipeline"),
+              "times the point-to-point messages); needs parallel.schedule = 1f1b, pipeline >= 2, a block per "
+              "chunk at least, micro-batches per step a multiple of pipeline; parallel.stage_layers then gives "
+              "pipeline x virtual_stages counts"),
       {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
-       "blocks per pipeline stage, e.g. 3,5,5,3; empty = even split"},
+       "blocks per pipeline stage, e.g. 3,5,5,3 (interleaved: per virtual stage, pipeline x virtual_stages "
+       "counts in the model's order); empty = even split"},
       // [topology] — node / rack / cross-rack.
       integer("topology.ranks_per_node", std::string("0"), 0, 1048576,
               "0 = a node is the ranks sharing memory; N = emulate nodes of N consecutive ranks"),

@@ -48,16 +48,19 @@ void check_model(const Deck& deck) {
               " stages");
 }
 
+// One entry per pipeline stage, or with parallel.virtual_stages = v one per virtual stage
+// (pipeline·v, in the model's order: stage s's chunks are entries s, s + pipeline, ...).
 void check_stage_layers(const Deck& deck) {
   const auto stages = deck.get_int_list("parallel.stage_layers");
   if (stages.empty()) return;
-  const int64_t pp = deck.get_int("parallel.pipeline");
+  const int64_t pp = deck.get_int("parallel.pipeline"), v = deck.get_int("parallel.virtual_stages");
   const int64_t layers = deck.get_int("model.layers");
-  if (static_cast<int64_t>(stages.size()) != pp)
-    fatal_all(deck.file_name() + ": parallel.stage_layers has " + std::to_string(stages.size()) +
-              " entries but there are " + std::to_string(pp) + " pipeline stages (" +
+  if (static_cast<int64_t>(stages.size()) != pp * v)
+    fatal_all(deck.file_name() + ": parallel.stage_layers has " + std::to_string(stages.size()) + " entries but there are " +
+              std::to_string(pp * v) + (v > 1 ? " virtual stages (pipeline x virtual_stages)" : " pipeline stages") + " (" +
               deck.cite("parallel.stage_layers") + ", " + deck.cite("parallel.pipeline") +
-              "); give one block count per stage, or leave it empty for an even split");
+              (v > 1 ? ", " + deck.cite("parallel.virtual_stages") : std::string()) + "); give one block count per " +
+              (v > 1 ? "virtual stage" : "stage") + ", or leave it empty for an even split");
   const int64_t sum = std::accumulate(stages.begin(), stages.end(), int64_t{0});
   if (sum != layers)
     fatal_all(deck.file_name() + ": parallel.stage_layers sums to " + std::to_string(sum) +
@@ -87,9 +90,9 @@ void check_batch(const Deck& deck) {
               " or use parallel.schedule = gpipe");
 }
 
-// parallel.virtual_stages > 1: Megatron-LM's interleaved 1F1B, with its constraints: even
-// chunks, micro-batches in groups of the stages, and a fixed split and batch layout (the balance
-// features move blocks between stages and micro-batches between replicas).
+// parallel.virtual_stages > 1: Megatron-LM's interleaved 1F1B, with its constraints: a block or
+// more per chunk, micro-batches in groups of the stages, and a fixed split and batch layout (the
+// balance features move blocks between stages and micro-batches between replicas).
 void check_virtual_stages(const Deck& deck) {
   const int64_t v = deck.get_int("parallel.virtual_stages");
   if (v == 1) return;
@@ -103,12 +106,9 @@ void check_virtual_stages(const Deck& deck) {
   if (pp < 2)
     refuse("of pipeline stages, and parallel.pipeline is 1 (" + deck.cite("parallel.pipeline") +
            "); use parallel.pipeline >= 2 or parallel.virtual_stages = 1");
-  if (!deck.get_int_list("parallel.stage_layers").empty())
-    refuse("of equal chunks, and parallel.stage_layers gives a split (" + deck.cite("parallel.stage_layers") +
-           "); leave parallel.stage_layers empty");
-  if (layers % (pp * v) != 0)
-    refuse("of equal chunks: model.layers " + std::to_string(layers) + " must be a multiple of parallel.pipeline x "
-           "parallel.virtual_stages = " + std::to_string(pp * v) + " (" + deck.cite("model.layers") + ")");
+  if (layers < pp * v)
+    refuse("of a block or more per chunk: model.layers " + std::to_string(layers) + " must be at least parallel.pipeline "
+           "x parallel.virtual_stages = " + std::to_string(pp * v) + " (" + deck.cite("model.layers") + ")");
   if (micro_batches_per_step(deck) % pp != 0)
     refuse("over groups of parallel.pipeline micro-batches: global_batch / (micro_batch x data) = " +
            std::to_string(micro_batches_per_step(deck)) + " must be a multiple of " + std::to_string(pp) + " (" +

@@ -227,6 +227,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.micro_batches = static_cast<int>(settings.train.micro_batches);
   in.schedule = pipeline::parse_schedule(settings.step.schedule);
   in.virtual_stages = settings.parallel.virtual_stages;
+  in.chunk_layers = virtual_layer_counts(settings);
   in.recompute = settings.memory.recompute;
   in.recompute_interval = settings.memory.recompute_interval;
   in.flash_attention = settings.model.flash_attention;

@@ -70,23 +70,35 @@ void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
   gpt.upload_params(initial_parameters(settings, gpt).data());
 }
 
+std::vector<int> virtual_layer_counts(const RunSettings& settings) {
+  const int v = settings.parallel.virtual_stages;
+  if (v == 1) return {};
+  std::vector<long> given;
+  for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
+  return pipeline::stage_layer_counts(settings.model.layers, settings.parallel.pipeline * v, given);
+}
+
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
+  const std::vector<int> chunks = virtual_layer_counts(settings);
+  if (!chunks.empty()) {  // a stage's blocks: its chunks'
+    std::vector<int> counts(stages, 0);
+    for (size_t u = 0; u < chunks.size(); ++u) counts[u % stages] += chunks[u];
+    return counts;
+  }
   std::vector<long> given;
   for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
   return pipeline::stage_layer_counts(settings.model.layers, stages, given);
 }
 
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank) {
-  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank, settings.parallel.virtual_stages);
+  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank, virtual_layer_counts(settings));
 }
 
 model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
-                                    int chunks) {
+                                    const std::vector<int>& virtual_layers) {
   const layout::Coord coord = grid.coord_of(rank);
-  if (chunks > 1) {
-    const int layers = std::accumulate(stage_layers.begin(), stage_layers.end(), 0);
-    return model::interleaved_partition(layers, grid.pp_size(), chunks, coord.pp, coord.tp, grid.tp_size());
-  }
+  if (!virtual_layers.empty())
+    return model::interleaved_partition(virtual_layers, grid.pp_size(), coord.pp, coord.tp, grid.tp_size());
   return model::stage_partition(stage_layers, coord.pp, coord.tp, grid.tp_size());
 }
 
@@ -110,7 +122,8 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 
 std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& mine_part,
                                       const std::vector<float>& mine, const std::vector<int>& stage_layers,
-                                      const layout::Grid& grid, comm::Communicator& world) {
+                                      const std::vector<int>& virtual_layers, const layout::Grid& grid,
+                                      comm::Communicator& world) {
   const int me = world.rank();  // the world keeps world-rank order
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
@@ -122,7 +135,7 @@ std::vector<float> gather_whole_model(const model::GptConfig& config, const mode
   place_part(config, mine_part, mine.data(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
-    const model::Partition part = partition_for_rank(stage_layers, grid, rank, mine_part.chunks);
+    const model::Partition part = partition_for_rank(stage_layers, grid, rank, virtual_layers);
     std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
     world.recv(values.data(), values.size(), DType::f32, rank, tag, Stream{}).wait();
     place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies

@@ -21,10 +21,15 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank);
 // The same under an explicit split (blocks per stage), e.g. one balance.pipeline chose.
-// chunks > 1: the interleaved split (model::interleaved_partition) of the stage_layers' sum.
+// virtual_layers (blocks per virtual stage) given: the interleaved split (model::interleaved_partition).
 model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
-                                    int chunks = 1);
-// Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers.
+                                    const std::vector<int>& virtual_layers = {});
+// parallel.virtual_stages = v > 1: the blocks of each of the pipeline·v virtual stages —
+// parallel.stage_layers when it gives them, else an even split (pipeline::stage_layer_counts);
+// empty when v = 1.
+std::vector<int> virtual_layer_counts(const RunSettings& settings);
+// Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers; interleaved,
+// the sum of the stage's chunks.
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 
 // This rank's slice of the initial model in host memory: random by the counter-based rule, or
@@ -35,9 +40,11 @@ void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt);
 // The whole model (llm.c order), assembled on world rank 0 from the slices `mine` (this rank's
 // fp32 parameters, of partition `part`) of data replica 0's ranks (every tensor slice of every
 // stage), which send them over `world` (every rank, in world-rank order; under its watchdog);
-// empty on every other rank. stage_layers: the split the ranks hold now.
+// empty on every other rank. stage_layers: the split the ranks hold now (virtual_layers: the
+// interleaved split, or empty).
 std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& part,
                                       const std::vector<float>& mine, const std::vector<int>& stage_layers,
-                                      const layout::Grid& grid, comm::Communicator& world);
+                                      const std::vector<int>& virtual_layers, const layout::Grid& grid,
+                                      comm::Communicator& world);
 
 }  // namespace trident

@@ -45,8 +45,12 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
   layers_ = tp_.slice.layers(config_);
-  chunks_ = tp_.slice.chunks;
-  chunk_layers_ = layers_ / chunks_;
+  chunks_ = tp_.slice.chunks();
+  for (int j = 0, at = 0; j < chunks_; ++j) {
+    chunk_begin_.push_back(at);
+    chunk_size_.push_back(chunks_ == 1 ? layers_ : tp_.slice.chunk_blocks[j]);
+    at += chunk_size_.back();
+  }
   slots_per_chunk_.assign(chunks_, 1);
   first_slot_.resize(chunks_);
   for (int k = 0; k < chunks_; ++k) first_slot_[k] = k;
@@ -159,7 +163,7 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
 void Gpt2::allocate_slot(Slot& s, int index) {
   const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
   s.chunk = static_cast<int>(std::upper_bound(first_slot_.begin(), first_slot_.end(), index) - first_slot_.begin()) - 1;
-  s.first = s.chunk * chunk_layers_, s.last = s.first + chunk_layers_ - 1;
+  s.first = chunk_begin_[s.chunk], s.last = s.first + chunk_size_[s.chunk] - 1;
   s.layers.clear();
   s.layers.resize(layers_);
   for (int l = s.first; l <= s.last; ++l)
@@ -246,18 +250,25 @@ void Gpt2::copy_input_gradient(float* into) const {
   kernels::copy(ctx_, view(into, d_residual_.size(), device()), d_residual_.view());
 }
 
+int Gpt2::chunk_of(int l) const {
+  int j = 0;
+  while (j + 1 < chunks_ && l >= chunk_begin_[j + 1]) ++j;
+  return j;
+}
+
 // Segments of K blocks from each chunk's first block; a chunk's last block ends one.
 bool Gpt2::keeps_output(int l) const {
-  const int in_chunk = l - chunk_first(l);
-  return (in_chunk + 1) % interval_ == 0 || in_chunk == chunk_layers_ - 1;
+  const int j = chunk_of(l), in_chunk = l - chunk_begin_[j];
+  return (in_chunk + 1) % interval_ == 0 || in_chunk == chunk_size_[j] - 1;
 }
 
 Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
-  return interval_ ? work_[(l - chunk_first(l)) % interval_] : s.layers[l];
+  return interval_ ? work_[(l - chunk_begin_[chunk_of(l)]) % interval_] : s.layers[l];
 }
 
 Gpt2::Kept& Gpt2::output_kept(Slot& s, int l) {
-  return !interval_ || keeps_output(l) ? s.layers[l].residual3 : work_[(l - chunk_first(l)) % interval_].residual3;
+  return !interval_ || keeps_output(l) ? s.layers[l].residual3
+                                       : work_[(l - chunk_begin_[chunk_of(l)]) % interval_].residual3;
 }
 
 // Block l's input (l = s.last + 1: the chunk's output, the head's input) in f32.
@@ -683,7 +694,7 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   // its kept input — the same kernels on the same data, so the activations (and the gradients)
   // are bitwise the originals — then its blocks' backward. Without, one segment of all the
   // chunk's blocks.
-  const int K = interval_ ? interval_ : std::max(chunk_layers_, 1);
+  const int K = interval_ ? interval_ : std::max(chunk_size_[s.chunk], 1);
   for (int last = s.last; last >= s.first;) {
     const int first = s.first + (last - s.first) / K * K;
     if (interval_) forward_blocks(s, first, last);

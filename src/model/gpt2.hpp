@@ -262,7 +262,7 @@ class Gpt2 {
   // stage's last chunk).
   bool embeds(const Slot& s) const { return tp_.slice.first_stage && s.chunk == 0; }
   bool heads(const Slot& s) const { return tp_.slice.last_stage && s.chunk == chunks_ - 1; }
-  int chunk_first(int l) const { return chunk_layers_ ? l / chunk_layers_ * chunk_layers_ : 0; }  // of l's chunk
+  int chunk_of(int l) const;  // the chunk that holds this stage's block l
   DType low_type() const { return kernels::storage_dtype(gemm_.precision); }
   // Activation memory of the backend: n f32 values, n tokens, n values of dtype.
   Buffer<float> activations(size_t n) const;
@@ -310,7 +310,8 @@ class Gpt2 {
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
-  int chunks_ = 1, chunk_layers_ = 0;  // its model chunks (interleaved), blocks in each
+  int chunks_ = 1;                     // its model chunks (interleaved)
+  std::vector<int> chunk_begin_, chunk_size_;  // per chunk: its first block (of this stage's) and count
   std::vector<int> slots_per_chunk_;    // per chunk
   std::vector<int> first_slot_;         // per chunk: its slots start there
   int64_t num_parameters_ = 0;

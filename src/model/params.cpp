@@ -2,6 +2,7 @@
 #include "model/params.hpp"
 
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -44,15 +45,23 @@ Partition stage_partition(const std::vector<int>& stage_layers, int stage, int t
   return part;
 }
 
-Partition interleaved_partition(int layers, int stages, int chunks, int stage, int tp_rank, int tp_size) {
-  if (layers % (stages * chunks) != 0)
-    throw std::invalid_argument(std::to_string(layers) + " blocks do not split into " + std::to_string(stages) + " x " +
-                                std::to_string(chunks) + " equal chunks");
-  const int per = layers / (stages * chunks);
-  Partition part = stage_partition(std::vector<int>(stages, per * chunks), stage, tp_rank, tp_size);
-  part.first_layer = stage * per;
-  part.chunks = chunks;
-  part.chunk_stride = stages * per;
+Partition interleaved_partition(const std::vector<int>& virtual_layers, int stages, int stage, int tp_rank, int tp_size) {
+  const int chunks = static_cast<int>(virtual_layers.size()) / stages;
+  if (chunks < 1 || static_cast<int>(virtual_layers.size()) != chunks * stages)
+    throw std::invalid_argument(std::to_string(virtual_layers.size()) + " virtual stages for " + std::to_string(stages) +
+                                " stages");
+  Partition part;
+  part.rank = tp_rank, part.size = tp_size;
+  part.num_layers = 0;
+  for (int j = 0; j < chunks; ++j) {
+    const int u = j * stages + stage;
+    part.chunk_first.push_back(std::accumulate(virtual_layers.begin(), virtual_layers.begin() + u, 0));
+    part.chunk_blocks.push_back(virtual_layers[u]);
+    part.num_layers += virtual_layers[u];
+  }
+  part.first_layer = part.chunk_first[0];
+  part.first_stage = stage == 0;
+  part.last_stage = stage == stages - 1;
   return part;
 }
 
@@ -107,9 +116,9 @@ int64_t per_layer_count(const GptConfig& config, const Partition& slice, int ten
 
 int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local) {
   // A stage's block l is the model's block global_block(l): its index in a stack of all L blocks.
-  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && (slice.first_layer > 0 || slice.chunks > 1)) {
+  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && (slice.first_layer > 0 || slice.chunks() > 1)) {
     const int64_t per = per_layer_count(config, slice, tensor), l = local / per;
-    local += (slice.global_block(config, static_cast<int>(l)) - l) * per;
+    local += (slice.global_block(static_cast<int>(l)) - l) * per;
   }
   if (slice.size == 1) return local;
   const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p;

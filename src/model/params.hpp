@@ -30,29 +30,32 @@ struct ParamSpec {
 // everything else whole on every rank of the tensor group.
 // Pipeline parallelism: the blocks [first_layer, first_layer + num_layers); the first stage also
 // holds wte and wpe, the last stage lnfw, lnfb and wte again (the tied head); a tensor a stage
-// does not hold has zero elements there. Interleaved (chunks v > 1): v chunks of num_layers / v
-// blocks each, chunk j's starting at first_layer + j·chunk_stride; the stage's blocks are
-// stacked chunk after chunk, in the model's order.
+// does not hold has zero elements there. Interleaved: chunk j holds the model's blocks
+// [chunk_first[j], chunk_first[j] + chunk_blocks[j]), stacked on the stage chunk after chunk in
+// the model's order (first_layer is chunk_first[0], num_layers their sum); without, one chunk.
 struct Partition {
   int rank = 0, size = 1;  // in the tensor group
   int first_layer = 0, num_layers = -1;  // -1: all blocks
-  int chunks = 1, chunk_stride = 0;
+  std::vector<int> chunk_first{}, chunk_blocks{};  // interleaved; empty: one chunk
   bool first_stage = true, last_stage = true;
   int layers(const GptConfig& config) const { return num_layers < 0 ? config.layers : num_layers; }
-  int chunk_layers(const GptConfig& config) const { return layers(config) / chunks; }
+  int chunks() const { return chunk_first.empty() ? 1 : static_cast<int>(chunk_first.size()); }
   // The model's block index of this stage's block l.
-  int global_block(const GptConfig& config, int l) const {
-    const int per = chunk_layers(config);
-    return first_layer + l / per * chunk_stride + l % per;
+  int global_block(int l) const {
+    for (size_t j = 0; j < chunk_first.size(); ++j) {
+      if (l < chunk_blocks[j]) return chunk_first[j] + l;
+      l -= chunk_blocks[j];
+    }
+    return first_layer + l;
   }
 };
 // What tensor rank `tp_rank` of `tp_size` at pipeline stage `stage` holds, the stages holding
 // stage_layers[s] blocks each, in order.
 Partition stage_partition(const std::vector<int>& stage_layers, int stage, int tp_rank, int tp_size);
-// Interleaved: stage `stage` of `stages` with `chunks` chunks of layers / (stages · chunks)
-// blocks (a whole number: std::invalid_argument otherwise), chunk j being virtual stage
-// j·stages + stage.
-Partition interleaved_partition(int layers, int stages, int chunks, int stage, int tp_rank, int tp_size);
+// Interleaved: stage `stage` of `stages`, the model's blocks split over stages·v virtual stages
+// (virtual_layers[u] blocks for virtual stage u, in the model's order), its chunk j being virtual
+// stage j·stages + stage.
+Partition interleaved_partition(const std::vector<int>& virtual_layers, int stages, int stage, int tp_rank, int tp_size);
 
 // In llm.c's file order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b,
 // fcw, fcb, fcprojw, fcprojb, lnfw, lnfb — the shapes of the slice this rank holds.

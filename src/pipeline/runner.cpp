@@ -41,7 +41,7 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
       schedule_times_(gpt.context()) {
   stage_ = pipeline.rank();
   stages_ = pipeline.size();
-  chunks_ = gpt.partition().chunks;
+  chunks_ = gpt.partition().chunks();
   activation_elements_ = static_cast<size_t>(B) * T * gpt.config().channels;
   size_slots();
   gpt_.prepare(B, T);

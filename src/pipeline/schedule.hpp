@@ -13,8 +13,8 @@
 //         micro-batch is held from its F to its W: min(p, m) on every stage — 1F1B's peak (stage
 //         0's), now on every stage.
 //   Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's order): 1F1B with v model chunks per
-//         stage (parallel.virtual_stages), stage s holding chunks s, s + p, …, s + (v − 1)p of the
-//         v·p virtual stages, each F and B one chunk's. The k-th forward of a stage (k = 0 … v·m − 1)
+//         stage (parallel.virtual_stages), stage s holding virtual stages s, s + p, …, s + (v − 1)p
+//         of the v·p (of any sizes), each F and B one chunk's. The k-th forward of a stage (k = 0 … v·m − 1)
 //         is chunk (k mod p·v) div p of micro-batch (k div p·v)·p + k mod p — p micro-batches
 //         through one chunk, then the same p through the next —, the k-th backward the same with
 //         the chunks in reverse; min((p − s − 1)·2 + (v − 1)·p, v·m) forwards of warm-up, then

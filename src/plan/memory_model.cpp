@@ -55,23 +55,28 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
 // input; the head's buffers in the last chunk's slots of the last stage.
 int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const Sizes z = sizes(in);
-  const int chunks = in.virtual_stages, L = in.stage_layers[stage] / chunks;  // blocks per chunk
+  const int chunks = in.virtual_stages;
   const bool selective = in.recompute == "selective";
   const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
-  int64_t slot = z.BT * z.C * kFloat;  // stage input
-  if (K == 0) {
-    for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
-  } else {
-    for (int l = 0; l < L; ++l)  // segment-ending outputs; the chunk's last in f32
-      if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
-  }
+  auto slot_bytes = [&](int L) {  // a slot of a chunk of L blocks
+    int64_t slot = z.BT * z.C * kFloat;  // stage input
+    if (K == 0) {
+      for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
+    } else {
+      for (int l = 0; l < L; ++l)  // segment-ending outputs; the chunk's last in f32
+        if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
+    }
+    return slot;
+  };
   const bool last = stage == in.pipeline - 1;
   int64_t head = 0;
   if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
     head = z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
   const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
-  const int all_slots = std::accumulate(slots.begin(), slots.end(), 0);
+  int64_t kept = 0;  // every chunk's slots
+  for (int j = 0; j < chunks; ++j)
+    kept += slots[j] * slot_bytes(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
@@ -82,7 +87,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
   // Interleaved: each chunk sends its input gradient from a buffer of its own (pipeline/runner.hpp).
   if (chunks > 1) shared += chunks * z.BT * z.C * kFloat;
-  return all_slots * slot + slots.back() * head + shared + low_working_bytes(in, stage, selective);
+  return kept + slots.back() * head + shared + low_working_bytes(in, stage, selective);
 }
 
 // Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest

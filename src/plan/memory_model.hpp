@@ -46,6 +46,7 @@ struct MemoryInputs {
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage (interleaved 1F1B)
+  std::vector<int> chunk_layers;   // interleaved: blocks per virtual stage (pipeline · virtual_stages)
   std::string recompute = "none";  // none, selective, every_k, full
   bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
   int classifier_chunk = 0;        // model.classifier_chunk: (chunk, Vp/p) logits, not (b, Vp/p)

@@ -22,9 +22,22 @@ double elementwise_bytes(const Workload& w, const Layout& l) {
   return low(l.precision) ? w.elementwise_value_bytes_low16 : 4;
 }
 
-std::vector<int> stage_layers(const Workload& w, const Layout& l) {
-  return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
+// Interleaved: blocks per virtual stage (l.stage_layers names them, or the even split); else empty.
+std::vector<int> chunk_layers(const Workload& w, const Layout& l) {
+  if (l.virtual_stages == 1) return {};
+  return pipeline::stage_layer_counts(w.config.layers, l.pipeline * l.virtual_stages,
                                       std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
+}
+
+// Blocks per stage (interleaved: its chunks').
+std::vector<int> stage_layers(const Workload& w, const Layout& l) {
+  const std::vector<int> chunks = chunk_layers(w, l);
+  if (chunks.empty())
+    return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
+                                        std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
+  std::vector<int> counts(l.pipeline, 0);
+  for (size_t u = 0; u < chunks.size(); ++u) counts[u % l.pipeline] += chunks[u];
+  return counts;
 }
 
 int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (dp + l.data * pp); }
@@ -221,6 +234,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
   in.schedule = l.schedule;
   in.virtual_stages = l.virtual_stages;
+  in.chunk_layers = chunk_layers(w, l);
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
@@ -250,15 +264,14 @@ std::string layout_problem(const Workload& w, const Layout& l) {
     const std::string v = std::to_string(l.virtual_stages);
     if (l.schedule != pipeline::Schedule::OneFOneB) return v + " virtual stages need the 1f1b schedule";
     if (l.pipeline < 2) return v + " virtual stages need a pipeline";
-    if (w.config.layers % (l.pipeline * l.virtual_stages))
-      return "model.layers " + std::to_string(w.config.layers) + " do not split into " + std::to_string(l.pipeline) +
-             " x " + v + " equal chunks";
+    if (w.config.layers < l.pipeline * l.virtual_stages)
+      return "model.layers " + std::to_string(w.config.layers) + " are fewer than " + std::to_string(l.pipeline) +
+             " x " + v + " chunks";
     if (m % l.pipeline) return "interleaving needs the micro-batches (" + std::to_string(m) + ") a multiple of pipeline";
-    if (!l.stage_layers.empty()) return "interleaving splits the blocks evenly, stage_layers is given";
   }
-  if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline)
+  if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline * l.virtual_stages)
     return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +
-           std::to_string(l.pipeline);
+           std::to_string(l.pipeline) + (l.virtual_stages > 1 ? " x " + std::to_string(l.virtual_stages) : "");
   return "";
 }
 

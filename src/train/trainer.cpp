@@ -80,7 +80,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
                                          kernels::Context& ctx, comm::Communicator& tensor) {
   const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, job.settings.parallel.virtual_stages);
+  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, virtual_layer_counts(job.settings));
   tensor_group.collectives = &tensor;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
@@ -454,8 +454,9 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   log_.add_checkpoint(seconds_since(wait_start));
   record_checkpoints();
   check_replicas_agree();
-  const std::vector<float> whole = gather_whole_model(model_->config(), model_->partition(), host_master(), stage_layers_,
-                                                     job_.grid, *collectives_.world);
+  const std::vector<float> whole =
+      gather_whole_model(model_->config(), model_->partition(), host_master(), stage_layers_,
+                         virtual_layer_counts(job_.settings), job_.grid, *collectives_.world);
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history

@@ -73,6 +73,22 @@ if run interleaved 8 $L222 --parallel.virtual_stages=2 --checkpoint.resume=inter
   else fail resume_onto_interleaved_bitwise "the final models differ"; fi
 else fail resume_onto_interleaved_bitwise "$(tail -3 interleaved.out)"; fi
 
+# Uneven chunks (6 blocks as 2,1,1,2 over p = 2, v = 2: stage 0 holds blocks 0-1 and 3, stage 1
+# block 2 and 4-5): a 1F1B checkpoint resumed interleaved, and an interleaved one resumed under
+# 1F1B, each ending as the uninterrupted 1F1B run, bit for bit (the chunks' slabs in the file).
+UNEVEN=(--parallel.pipeline=2 --model.layers=6)
+CHUNKS=(--parallel.virtual_stages=2 --parallel.stage_layers=2,1,1,2)
+if run uneven_1f1b 2 "${UNEVEN[@]}" && run uneven_interleaved 2 "${UNEVEN[@]}" "${CHUNKS[@]}"; then
+  for pair in "uneven_1f1b:to_interleaved:${CHUNKS[*]}" "uneven_interleaved:to_1f1b:"; do
+    IFS=: read -r source name extra <<< "$pair"
+    mkdir -p "$name" && cp "$source/checkpoints/step-00000004.full.h5" "$name/from.h5"
+    # shellcheck disable=SC2086
+    if run "$name" 2 "${UNEVEN[@]}" $extra --checkpoint.resume="$name/from.h5" && cmp -s uneven_1f1b/model.bin "$name/model.bin"
+    then same_losses "resume_uneven_chunks_$name" uneven_1f1b "$name" 1e-300 5
+    else fail "resume_uneven_chunks_$name" "$(tail -2 "$name.out") or the final models differ"; fi
+  done
+else fail resume_uneven_chunks "$(tail -3 uneven_*.out)"; fi
+
 # A stop signal: SIGUSR1 to mpirun (which forwards it) or SIGTERM to the ranks themselves
 # stops every rank at the same step boundary, after a full checkpoint, with exit status 3; the
 # resumed run ends exactly as an uninterrupted one.

@@ -111,8 +111,10 @@ expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keep
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.schedule=zb-h1 --memory.recompute=full
 expect_user_error interleaved_needs_1f1b "parallel.virtual_stages = 2|is the interleaved 1F1B schedule|parallel.schedule is gpipe" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.schedule=gpipe
-expect_user_error interleaved_needs_equal_chunks "model.layers 4 must be a multiple of parallel.pipeline x parallel.virtual_stages = 6" \
+expect_user_error interleaved_needs_a_block_per_chunk "model.layers 4 must be at least parallel.pipeline x parallel.virtual_stages = 6" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=3
+expect_user_error interleaved_stage_layers_per_virtual_stage "parallel.stage_layers has 2 entries but there are 4 virtual stages" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.stage_layers=2,2
 expect_user_error interleaved_needs_micro_batch_groups "must be a multiple of 4" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --model.layers=8 --parallel.virtual_stages=2 \
   --train.global_batch=6 --train.micro_batch=1

@@ -66,6 +66,8 @@ model_matches p2_gpipe_full 2 --parallel.pipeline=2 --parallel.schedule=gpipe --
 # ZB-H1 holds min(p, m) micro-batches on every stage (1F1B: p − s on stage s).
 # Interleaved: v chunks' slots per stage, each chunk's blocks, and a gradient buffer per slot.
 model_matches p2_interleaved_v2 2 --parallel.pipeline=2 --parallel.virtual_stages=2
+model_matches p2_interleaved_uneven 2 --parallel.pipeline=2 --model.layers=6 --parallel.virtual_stages=2 \
+  --parallel.stage_layers=2,1,1,2
 model_matches p2_interleaved_v2_full_bf16 2 --parallel.pipeline=2 --parallel.virtual_stages=2 --memory.recompute=full \
   --optim.precision=bf16 --model.classifier_chunk=0
 model_matches p4_zb_h1 4 --parallel.pipeline=4 --parallel.schedule=zb-h1 --train.global_batch=8

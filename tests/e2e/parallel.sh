@@ -74,6 +74,14 @@ schedule_pair interleaved_bitwise_fp16_p4_v3_m16_full 4 --parallel.virtual_stage
 [[ ${TRIDENT_16BIT_ONLY:-0} == 1 ]] && exit 0
 schedule_pair zb_h1_bitwise_p8_m32 8 $ZB --parallel.pipeline=8 --model.layers=8 --train.global_batch=32
 schedule_pair zb_h1_bitwise_p4_m4 4 $ZB --parallel.pipeline=4 --train.global_batch=4
+# Uneven chunks: 7 blocks as 2,2,2,1 over p = 2, v = 2, against 1F1B's even split 4,3.
+if mpirun -np 2 "$TRIDENT" train p.deck --train.run_dir=uneven_1f1b --parallel.pipeline=2 --model.layers=7 \
+     > uneven_1f1b.out 2>&1 &&
+   mpirun -np 2 "$TRIDENT" train p.deck --train.run_dir=uneven_chunks --parallel.pipeline=2 --model.layers=7 \
+     --parallel.virtual_stages=2 --parallel.stage_layers=2,2,2,1 > uneven_chunks.out 2>&1; then
+  if same_bits uneven_1f1b uneven_chunks; then pass interleaved_bitwise_uneven_chunks
+  else fail interleaved_bitwise_uneven_chunks "1F1B and uneven chunks differ"; fi
+else fail interleaved_bitwise_uneven_chunks "$(grep -h -m1 -E 'error|rank' uneven_*.out)"; fi
 schedule_pair interleaved_bitwise_p2_v3_m2 2 --parallel.virtual_stages=3 --parallel.pipeline=2 --model.layers=6 \
   --train.global_batch=2
 schedule_pair interleaved_bitwise_p8_v2_m32 8 --parallel.virtual_stages=2 --parallel.pipeline=8 --model.layers=16 \

@@ -53,6 +53,14 @@ std::vector<model::Partition> partitions(const model::GptConfig& config) {
         p.last_stage = first + count == config.layers;
         result.push_back(p);
       }
+  // Interleaved: the 6 blocks over virtual stages of uneven and even sizes.
+  for (const auto& [virtual_layers, stages] : {std::pair{std::vector<int>{2, 1, 1, 2}, 2},
+                                               std::pair{std::vector<int>{1, 1, 1, 1, 1, 1}, 3},
+                                               std::pair{std::vector<int>{1, 2, 1, 1, 1}, 1}})
+    for (int stage = 0; stage < stages; ++stage)
+      for (int size : {1, 2})
+        for (int rank = 0; rank < size; ++rank)
+          result.push_back(model::interleaved_partition(virtual_layers, stages, stage, rank, size));
   return result;
 }
 
@@ -64,14 +72,20 @@ BOOST_AUTO_TEST_CASE(slice_hyperslabs_match_global_index) {
   const model::GptConfig config = small_model();
   for (const model::Partition& part : partitions(config))
     for (int t = 0; t < model::kNumParamTensors; ++t) {
-      const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, t);
+      const std::vector<ckpt::TensorSlab> slabs = ckpt::tensor_slabs(config, part, t);
       const int64_t n = model::param_specs(config, part)[t].count();
-      BOOST_TEST_REQUIRE(slab.elements() == n);
-      const std::vector<int64_t> got = indices_of(slab.global_shape, {slab.slice});
+      int64_t elements = 0;
+      std::vector<int64_t> got;
+      for (const ckpt::TensorSlab& slab : slabs) {  // the chunks' slabs in the stage's order
+        elements += slab.elements();
+        for (int64_t i : indices_of(slab.global_shape, {slab.slice})) got.push_back(i);
+      }
+      BOOST_TEST_REQUIRE(elements == n);
       std::vector<int64_t> want;
       for (int64_t i = 0; i < n; ++i) want.push_back(model::global_index(config, part, t, i));
       BOOST_TEST(got == want, "tensor " << t << " rank " << part.rank << "/" << part.size << " layers "
-                                        << part.first_layer << "+" << part.num_layers);
+                                        << part.first_layer << "+" << part.num_layers << " in " << part.chunks()
+                                        << " chunks");
     }
 }
 
@@ -84,7 +98,7 @@ BOOST_AUTO_TEST_CASE(flat_ranges_decompose_exactly) {
   part.num_layers = 3;
   part.first_stage = part.last_stage = false;
   for (int t : {4, 5, 6, 10, 12, 2}) {  // strided q/k/v rows, columns, rows, plain
-    const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, t);
+    const ckpt::TensorSlab slab = ckpt::tensor_slabs(config, part, t).at(0);
     const std::vector<int64_t> all = indices_of(slab.global_shape, {slab.slice});
     const int64_t n = slab.elements();
     for (int64_t begin = 0; begin <= n; begin += 7)
@@ -110,7 +124,7 @@ BOOST_AUTO_TEST_CASE(checksum_is_layout_independent_and_bit_sensitive) {
       model::Partition part;
       part.rank = rank;
       part.size = size;
-      const ckpt::TensorSlab slab = ckpt::tensor_slab(config, part, 4);
+      const ckpt::TensorSlab slab = ckpt::tensor_slabs(config, part, 4).at(0);
       std::vector<float> mine;
       for (int64_t i = 0; i < slab.elements(); ++i) mine.push_back(values[model::global_index(config, part, 4, i)]);
       sum += ckpt::partial_checksum(shape, slab.slice, mine.data());
