@@ -266,6 +266,8 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
     return busiest_total(with);
   };
   auto fits = [&](const std::string& mode, int k) { return budget <= 0 || total(mode, k) <= budget; };
+  // ZB-H1 keeps every block's GEMM inputs for its weight-gradient pass (deck::check_schedule).
+  const bool keeps_all = in.schedule == pipeline::Schedule::ZeroBubbleH1;
   RecomputeChoice choice{in.recompute, in.recompute == "full" ? 1 : in.recompute_interval, "memory.recompute"};
   if (auto_k) {  // the formula's K, or the nearest that fits (the formula ignores backward's scratch)
     const int k = formula_k();
@@ -279,8 +281,6 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
   } else if (auto_mode) {
     const int k = formula_k();
     const std::pair<std::string, int> order[] = {{"none", 0}, {"selective", 0}, {"every_k", k}, {"full", 1}};
-    // ZB-H1 keeps every block's GEMM inputs for its weight-gradient pass (deck::check_schedule).
-    const bool keeps_all = in.schedule == pipeline::Schedule::ZeroBubbleH1;
     choice.mode.clear();
     for (const auto& [mode, interval] : order)
       if ((!keeps_all || interval == 0) && fits(mode, interval)) {
@@ -289,7 +289,6 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
       }
   }
   if (choice.mode.empty() || (auto_k && !fits(choice.mode, choice.interval))) {
-    const bool keeps_all = in.schedule == pipeline::Schedule::ZeroBubbleH1;
     const int64_t least = keeps_all ? total("selective", 0) : total("full", 1);
     const std::string mode = !choice.mode.empty() ? "memory.recompute = " + choice.mode
                              : keeps_all        ? "selective recompute (the most parallel.schedule = zb-h1 allows)"

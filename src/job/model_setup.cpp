@@ -80,11 +80,7 @@ std::vector<int> virtual_layer_counts(const RunSettings& settings) {
 
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
   const std::vector<int> chunks = virtual_layer_counts(settings);
-  if (!chunks.empty()) {  // a stage's blocks: its chunks'
-    std::vector<int> counts(stages, 0);
-    for (size_t u = 0; u < chunks.size(); ++u) counts[u % stages] += chunks[u];
-    return counts;
-  }
+  if (!chunks.empty()) return pipeline::stage_totals(chunks, stages);
   std::vector<long> given;
   for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
   return pipeline::stage_layer_counts(settings.model.layers, stages, given);

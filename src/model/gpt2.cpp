@@ -51,10 +51,7 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
     chunk_size_.push_back(chunks_ == 1 ? layers_ : tp_.slice.chunk_blocks[j]);
     at += chunk_size_.back();
   }
-  slots_per_chunk_.assign(chunks_, 1);
-  first_slot_.resize(chunks_);
-  for (int k = 0; k < chunks_; ++k) first_slot_[k] = k;
-  slots_.resize(chunks_);
+  set_slots(std::vector<int>(chunks_, 1));
 }
 
 Gpt2::~Gpt2() { drop_graphs(); }
@@ -103,6 +100,7 @@ void Gpt2::set_slots(const std::vector<int>& per_chunk) {
                            std::to_string(chunks_));
   drop_graphs();
   slots_per_chunk_ = per_chunk;
+  first_slot_.assign(chunks_, 0);
   int total = 0;
   for (int k = 0; k < chunks_; ++k) first_slot_[k] = total, total += per_chunk[k];
   slots_.clear();

@@ -125,4 +125,10 @@ std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<lo
   return counts;
 }
 
+std::vector<int> stage_totals(const std::vector<int>& virtual_layers, int stages) {
+  std::vector<int> totals(stages, 0);
+  for (size_t u = 0; u < virtual_layers.size(); ++u) totals[u % stages] += virtual_layers[u];
+  return totals;
+}
+
 }  // namespace trident::pipeline

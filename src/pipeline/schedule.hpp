@@ -75,5 +75,8 @@ double bubble_fraction(Schedule schedule, int stages, int micro_batches, double 
 // Blocks per stage: parallel.stage_layers when given, else an even split whose remainder goes to
 // the middle stages first (the first and last stage also carry the embedding and the head).
 std::vector<int> stage_layer_counts(int layers, int stages, const std::vector<long>& given);
+// Interleaved: each stage's blocks, the sum of its chunks' (virtual_layers: blocks per virtual
+// stage u = chunk·stages + stage).
+std::vector<int> stage_totals(const std::vector<int>& virtual_layers, int stages);
 
 }  // namespace trident::pipeline

@@ -32,12 +32,9 @@ std::vector<int> chunk_layers(const Workload& w, const Layout& l) {
 // Blocks per stage (interleaved: its chunks').
 std::vector<int> stage_layers(const Workload& w, const Layout& l) {
   const std::vector<int> chunks = chunk_layers(w, l);
-  if (chunks.empty())
-    return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
-                                        std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
-  std::vector<int> counts(l.pipeline, 0);
-  for (size_t u = 0; u < chunks.size(); ++u) counts[u % l.pipeline] += chunks[u];
-  return counts;
+  if (!chunks.empty()) return pipeline::stage_totals(chunks, l.pipeline);
+  return pipeline::stage_layer_counts(w.config.layers, l.pipeline,
+                                      std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
 }
 
 int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (dp + l.data * pp); }
