@@ -67,6 +67,12 @@ std::vector<KeySpec> build_schema() {
               "times the point-to-point messages); needs parallel.schedule = 1f1b, pipeline >= 2, a block per "
               "chunk at least, micro-batches per step a multiple of pipeline; parallel.stage_layers then gives "
               "pipeline x virtual_stages counts"),
+      boolean("parallel.sequence_parallel", "false",
+              "sequence parallelism (Korthikanti et al. 2022): the LayerNorms, residual stream and pipeline messages "
+              "hold micro_batch x seq_len / tensor token rows on each tensor rank (activation memory outside the "
+              "parallel GEMMs / tensor); all-gathers and reduce-scatters replace the tensor all-reduces; needs "
+              "micro_batch x seq_len divisible by parallel.tensor; not with parallel.schedule = zb-h1; nothing to "
+              "split with parallel.tensor = 1"),
       {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
        "blocks per pipeline stage, e.g. 3,5,5,3 (interleaved: per virtual stage, pipeline x virtual_stages "
        "counts in the model's order); empty = even split"},

@@ -134,6 +134,24 @@ void check_schedule(const Deck& deck) {
               "); use memory.recompute = none, selective or auto, or parallel.schedule = 1f1b");
 }
 
+// Sequence parallelism splits the B·T token rows of a micro-batch evenly over the tensor group,
+// and keeps no (B·T, C) output gradient for a deferred weight gradient.
+void check_sequence_parallel(const Deck& deck) {
+  if (!deck.get_bool("parallel.sequence_parallel")) return;
+  const int64_t t = deck.get_int("parallel.tensor");
+  const int64_t rows = deck.get_int("train.micro_batch") * deck.get_int("model.seq_len");
+  const std::string here = deck.file_name() + ": " + deck.cite("parallel.sequence_parallel");
+  if (rows % t != 0)
+    fatal_all(here + " splits a micro-batch's micro_batch x seq_len = " + std::to_string(rows) + " token rows over "
+              "parallel.tensor = " + std::to_string(t) + " ranks, which does not divide them (" +
+              deck.cite("train.micro_batch") + ", " + deck.cite("model.seq_len") + "); use a seq_len divisible by " +
+              std::to_string(t));
+  if (deck.get_string("parallel.schedule") == "zb-h1")
+    fatal_all(here + " keeps each rank's rows of the blocks' output gradients only, and parallel.schedule = zb-h1 "
+              "defers weight gradients that need all of them (" + deck.cite("parallel.schedule") +
+              "); use parallel.schedule = 1f1b or parallel.sequence_parallel = false");
+}
+
 void check_topology(const Deck& deck, int world_size) {
   const int64_t ranks_per_node = deck.get_int("topology.ranks_per_node");
   if (ranks_per_node > 0 && world_size % ranks_per_node != 0)
@@ -254,6 +272,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_stage_layers(deck);
   check_batch(deck);
   check_schedule(deck);
+  check_sequence_parallel(deck);
   check_topology(deck, world_size);
   check_precision(deck);
   check_heartbeat(deck);

@@ -95,6 +95,7 @@ struct ParallelSettings {
   int tensor = 1, pipeline = 1, data = 1;
   std::vector<int64_t> stage_layers;  // blocks per stage as given (empty: even)
   int virtual_stages = 1;             // model chunks per stage (the interleaved 1F1B schedule)
+  bool sequence_parallel = false;     // the token rows outside the parallel GEMMs split over tensor
 };
 
 // optim.precision and, for fp16, the loss scaler.

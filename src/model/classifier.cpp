@@ -32,7 +32,7 @@ void chunk_gradient(kernels::Context& ctx, const TensorGroup& group, const Vocab
   GemmMode mode;  // 16-bit operands: dlogits narrowed in place for the GEMMs (no dbias to sum)
   if (wte_local.dtype != DType::f32) mode.dy_low = kernels::narrow(ctx, logits, wte_local.dtype);
   column_parallel_backward(ctx, mode, group, gradient.dhidden + int64_t(first) * C, gradient.dwte_local, nullptr,
-                           logits.as<float>(), rows(hidden, first, n, C), wte_local, n, C, vocab.rows);
+                           logits.as<float>(), rows(hidden, first, n, C), Tensor{}, wte_local, n, C, vocab.rows);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
       edge_times_(kernels::Context{&backend_, stream()}) {
   gemm_.precision = precision;
   tp_.stream = stream();
+  tp_whole_ = tp_.whole_rows();
   if (low()) {
     f32_reads_ = Buffer<float>(static_cast<size_t>(model::f32_read_count(config_, tp_.slice)),
                                MemoryCategory::Parameters, backend_, kDevice);
@@ -140,26 +141,30 @@ Gpt2::Kept Gpt2::kept(size_t n, bool f32) const { return activations(f32 ? DType
 // the head); the rest lives in K shared sets (work_), refilled by each segment's recompute.
 // Role::Working is the 16-bit mode's f32 working set: no statistics, no output (the output
 // goes to the residual stream buffers).
+// With sequence parallelism the LayerNorms' and the residual stream's buffers hold this rank's
+// rows (rows_) only; the parallel layers' (qkv, atty, fch, fch_gelu) hold every row.
 void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
-  const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels, Cl = C_local_;
+  const size_t BT = static_cast<size_t>(B_) * T_, rows = rows_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
   const bool f32 = !low() || role == Role::Working;
-  if (role != Role::Working) a.residual3 = kept(BT * C, f32 || output_f32);
+  if (role != Role::Working) a.residual3 = kept(rows * C, f32 || output_f32);
   if (role == Role::OutputOnly) return;
   if (role == Role::Kept) {
-    a.ln1_mean = activations(BT), a.ln1_var = activations(BT);
-    a.ln2_mean = activations(BT), a.ln2_var = activations(BT);
+    a.ln1_mean = activations(rows), a.ln1_var = activations(rows);
+    a.ln2_mean = activations(rows), a.ln2_var = activations(rows);
     if (flash_) a.lse = activations(BT * heads_local_);  // statistics, as LayerNorm's: f32
   }
-  a.ln1 = kept(BT * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
+  a.ln1 = kept(rows * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
-  a.atty = kept(BT * Cl, f32), a.residual2 = kept(BT * C, f32);
-  a.ln2 = kept(BT * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
+  a.atty = kept(BT * Cl, f32), a.residual2 = kept(rows * C, f32);
+  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
 }
 
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
+// The final LayerNorm's output is kept for all rows (what the classifier reads), its statistics
+// for this rank's.
 void Gpt2::allocate_slot(Slot& s, int index) {
-  const size_t BT = static_cast<size_t>(B_) * T_, C = config_.channels;
+  const size_t BT = static_cast<size_t>(B_) * T_, rows = rows_, C = config_.channels;
   s.chunk = static_cast<int>(std::upper_bound(first_slot_.begin(), first_slot_.end(), index) - first_slot_.begin()) - 1;
   s.first = chunk_begin_[s.chunk], s.last = s.first + chunk_size_[s.chunk] - 1;
   s.layers.clear();
@@ -167,12 +172,12 @@ void Gpt2::allocate_slot(Slot& s, int index) {
   for (int l = s.first; l <= s.last; ++l)
     if (!interval_ || keeps_output(l))
       allocate_layer(s.layers[l], interval_ ? Role::OutputOnly : Role::Kept, l == s.last);
-  s.stage_input = activations(BT * C);
+  s.stage_input = activations(rows * C);
   if (embeds(s)) s.inputs = tokens(BT);
   if (!heads(s)) return;
   s.targets = tokens(BT);
   s.lnf = kept(BT * C, !low());
-  s.lnf_mean = activations(BT), s.lnf_var = activations(BT);
+  s.lnf_mean = activations(rows), s.lnf_var = activations(rows);
   if (head_chunk(B_ * T_) == 0) s.logits = activations(BT * vocab_.rows);
   else s.d_lnf = activations(BT * C);
   s.losses = activations(BT), s.log_normalizers = activations(BT);
@@ -181,8 +186,13 @@ void Gpt2::allocate_slot(Slot& s, int index) {
 
 void Gpt2::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
+  if (tp_.splits_rows() && (B * T) % tp_.slice.size != 0)
+    throw std::logic_error("Gpt2::prepare: sequence parallelism over " + std::to_string(tp_.slice.size) +
+                           " ranks needs B·T divisible by it, not " + std::to_string(B * T));
   drop_graphs();  // they hold the old buffers' addresses
   B_ = B, T_ = T;
+  rows_ = tp_.local_rows(B * T);
+  first_row_ = tp_.first_row(B * T);
   for (size_t i = 0; i < slots_.size(); ++i) allocate_slot(slots_[i], static_cast<int>(i));
   work_.clear();
   work_.resize(interval_);
@@ -192,18 +202,22 @@ void Gpt2::prepare(int B, int T) {
     if (gemm_.precision == kernels::Precision::bf16)  // what P·V reads
       shared_att_low_ = activations(DType::bf16, shared_att_.size());
   }
-  const size_t BT = static_cast<size_t>(B) * T, C = config_.channels, Cl = C_local_;
+  const size_t BT = static_cast<size_t>(B) * T, rows = rows_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B) * heads_local_ * T * T;
   if (low()) {
     allocate_layer(work32_, Role::Working, true);
-    stream_[0] = activations(BT * C), stream_[1] = activations(BT * C);
+    stream_[0] = activations(rows * C), stream_[1] = activations(rows * C);
     dy_low_ = activations(low_type(), BT * std::max(C, 4 * Cl));  // the head's: in place
     gemm_.dy_low = dy_low_.view();
   }
   loss_scratch_ = activations(3 * BT);
   logits_chunk_ = activations(static_cast<size_t>(head_chunk(B_ * T_)) * vocab_.rows);
   scratch_c_ = activations(BT * C);
-  d_residual_ = activations(BT * C), d_ln_ = activations(BT * C);
+  d_residual_ = activations(rows * C), d_ln_ = activations(BT * C);
+  if (tp_.splits_rows()) {  // the column-parallel GEMMs' gathered input, as the model stores it
+    gathered_ = activations(low() ? low_type() : DType::f32, BT * C);
+    norm_partial_ = activations(2 * C);
+  }
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
   if (!flash_) d_att_ = activations(probs);
@@ -351,12 +365,12 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
-  const Shape rows{BT, C};  // (B·T, C)
+  const Shape rows{rows_, C};  // this rank's rows of (B·T, C): all of them without sequence parallelism
   kernels::layernorm_forward(ctx_, w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows),
                              on_device(p_.ln1w + l * c, {C}), on_device(p_.ln1b + l * c, {C}));
   keep(w.ln1, a.ln1);
-  column_parallel_forward(ctx_, w.qkv.data<float>(), operand(w.ln1, a.ln1), weight(kQkvw, l * 3 * cl * c, 3 * Cl, C),
-                          p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
+  column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), operand(w.ln1, a.ln1), gathered_.view(),
+                          weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
@@ -366,8 +380,8 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   kernels::layernorm_forward(ctx_, w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows),
                              on_device(p_.ln2w + l * c, {C}), on_device(p_.ln2b + l * c, {C}));
   keep(w.ln2, a.ln2);
-  column_parallel_forward(ctx_, w.fch.data<float>(), operand(w.ln2, a.ln2), weight(kFcw, l * 4 * cl * c, 4 * Cl, C),
-                          p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
+  column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
+                          weight(kFcw, l * 4 * cl * c, 4 * Cl, C), p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
   keep(w.fch, a.fch);
   kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
   keep(w.fch_gelu, a.fch_gelu);
@@ -375,7 +389,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
                        operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl),
                        p_.fcprojb + l * c, BT, 4 * Cl, C);
   if (!low()) return;
-  const Tensor values = view(output, static_cast<size_t>(BT) * c);
+  const Tensor values = view(output, static_cast<size_t>(rows_) * c);
   if (kept_output.dtype() != DType::f32) kernels::store(ctx_, kept_output.view(), values);
   else kernels::round_to(ctx_, values, low_type());  // kept in f32, as 16-bit values
 }
@@ -392,18 +406,23 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
   }
 }
 
+// The final LayerNorm on this rank's rows; with sequence parallelism its output is gathered for
+// the classifier, which reads every row.
 void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   const int BT = B_ * T_, C = config_.channels;
+  const int64_t mine = first_row_ * C, n = int64_t(rows_) * C;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
-  float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() : stream_[0].data();
-  const Shape rows{BT, C};  // (B·T, C)
+  float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() + mine : stream_[0].data();
+  const Shape rows{rows_, C};
   kernels::layernorm_forward(ctx_, on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(),
                              s.layers.back().residual3.view(rows), on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}));
-  kernels::store(ctx_, s.lnf.view(), view(lnf, static_cast<size_t>(BT) * C));  // fp32: lnf is s.lnf
+  const Tensor kept_rows = s.lnf.view().elements(mine, n);
+  kernels::store(ctx_, kept_rows, view(lnf, static_cast<size_t>(n)));  // fp32: lnf is s.lnf
+  if (tp_.splits_rows()) tp_.all_gather_rows(ctx_, s.lnf.view(), kept_rows);
   if (const int chunk = head_chunk(BT); chunk > 0) {  // the logits only chunk by chunk, with the loss
     const ClassifierGradient gradient{s.d_lnf.data(), g_.wte, backward_scale.value_or(0.0f) / BT};
     if (with_loss)
-      chunked_classifier_forward(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
+      chunked_classifier_forward(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
                                  logits_chunk_.view(), s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.targets.data(),
                                  BT, C, chunk, backward_scale ? &gradient : nullptr);
   } else {
@@ -415,10 +434,10 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
 void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
-  column_parallel_forward(ctx_, s.logits.data(), s.lnf.view(), weight(kWte, 0, vocab_.rows, C), nullptr, BT,
-                          C, vocab_.rows);
+  column_parallel_forward(ctx_, tp_whole_, s.logits.data(), s.lnf.view(), Tensor{}, weight(kWte, 0, vocab_.rows, C),
+                          nullptr, BT, C, vocab_.rows);
   if (!with_loss) return;
-  vocab_parallel_cross_entropy(ctx_, tp_, vocab_, s.losses.data(), s.log_normalizers.data(),
+  vocab_parallel_cross_entropy(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(),
                                loss_scratch_.data(), s.logits.data(), s.targets.data(), BT);
 }
 
@@ -426,7 +445,7 @@ void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
 void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   if (embeds(s)) {
     begin_edge();
-    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), s.inputs.data(),
+    vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), scratch_c_.data(), s.inputs.data(),
                                      weight(kWte, 0, vocab_.rows, config_.channels), p_.wpe, B_, T_,
                                      config_.channels);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
@@ -544,8 +563,9 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
-  const Shape rows{BT, C};  // (B·T, C)
+  const Shape rows{rows_, C};  // this rank's rows of (B·T, C)
   const Tensor d_stream = on_device(dresidual, rows);
+  const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
   const bool bf16 = gemm_.precision == kernels::Precision::bf16;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
@@ -557,27 +577,44 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
   auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual3), d_fch_gelu_.data(), dw(g_.fcprojw + l * c * 4 * cl),
-                        g_.fcprojb + l * c, dresidual, operand(w.fch_gelu, a.fch_gelu),
+  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g_.fcprojw + l * c * 4 * cl),
+                        g_.fcprojb + l * c, dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
                         weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT, 4 * Cl, C);
   kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
   column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * 4 * cl * c),
-                           g_.fcb + l * 4 * cl, d_fch_.data(), operand(w.ln2, a.ln2),
+                           g_.fcb + l * 4 * cl, d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
                            weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
-  kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln2w + l * c, {C}), on_device(g_.ln2b + l * c, {C}),
-                              d_ln_.view(), w.residual2.view(rows), on_device(p_.ln2w + l * c, {C}),
-                              on_device(p_.ln2b + l * c, {C}), a.ln2_mean.view(), a.ln2_var.view());
+  norm_backward(d_stream, g_.ln2w + l * c, g_.ln2b + l * c, d_ln, w.residual2.view(rows), p_.ln2w + l * c,
+                p_.ln2b + l * c, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual2), d_atty_.data(), dw(g_.attprojw + l * c * cl),
-                        g_.attprojb + l * c, dresidual, operand(w.atty, a.atty), weight(kAttprojw, l * c * cl, C, Cl),
-                        BT, Cl, C);
+  row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g_.attprojw + l * c * cl),
+                        g_.attprojb + l * c, dresidual, scratch_c_.data(), operand(w.atty, a.atty),
+                        weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
   column_parallel_backward(ctx_, mode(d_qkv_.data(), a.qkv), tp_, d_ln_.data(), dw(g_.qkvw + l * 3 * cl * c),
-                           g_.qkvb + l * 3 * cl, d_qkv_.data(), operand(w.ln1, a.ln1),
+                           g_.qkvb + l * 3 * cl, d_qkv_.data(), operand(w.ln1, a.ln1), gathered_.view(),
                            weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
-  kernels::layernorm_backward(ctx_, d_stream, on_device(g_.ln1w + l * c, {C}), on_device(g_.ln1b + l * c, {C}),
-                              d_ln_.view(), on_device(input, rows), on_device(p_.ln1w + l * c, {C}),
-                              on_device(p_.ln1b + l * c, {C}), a.ln1_mean.view(), a.ln1_var.view());
+  norm_backward(d_stream, g_.ln1w + l * c, g_.ln1b + l * c, d_ln, on_device(input, rows), p_.ln1w + l * c,
+                p_.ln1b + l * c, a.ln1_mean.view(), a.ln1_var.view());
+}
+
+// A LayerNorm's backward on this rank's rows: dinp +=, and the (C) weight and bias gradients +=.
+// With sequence parallelism each rank's rows give a part of those two: summed over the tensor
+// group in a scratch first, so that what accumulates (over micro-batches) is the whole.
+void Gpt2::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
+                         const float* weight, const float* bias, const Tensor& mean, const Tensor& variance) {
+  const int C = config_.channels;
+  const Tensor gamma = on_device(weight, {C}), beta = on_device(bias, {C});
+  const Tensor dgamma = on_device(dweight, {C}), dbeta = on_device(dbias, {C});
+  if (!tp_.splits_rows())
+    return kernels::layernorm_backward(ctx_, dinp, dgamma, dbeta, dout, inp, gamma, beta, mean, variance);
+  float* part = norm_partial_.data();  // (2C): dγ, dβ of this rank's rows
+  kernels::clear(ctx_, norm_partial_.view());
+  kernels::layernorm_backward(ctx_, dinp, on_device(part, {C}), on_device(part + C, {C}), dout, inp, gamma, beta, mean,
+                              variance);
+  tp_.all_reduce_sum(part, 2 * static_cast<size_t>(C));
+  kernels::add_inplace(ctx_, dgamma, on_device(part, {C}));
+  kernels::add_inplace(ctx_, dbeta, on_device(part + C, {C}));
 }
 
 // The four GEMMs' dW += dyᵀ·x from what block_backward(defer) kept; x are the kept inputs.
@@ -601,16 +638,15 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer
   if (s.head_gradient)
     d_lnf = s.d_lnf.view();
   else if (const int chunk = head_chunk(BT); chunk > 0)
-    chunked_classifier_backward(ctx_, tp_, vocab_, {d_ln_.data(), g_.wte, loss_scale / BT}, logits_chunk_.view(),
+    chunked_classifier_backward(ctx_, tp_whole_, vocab_, {d_ln_.data(), g_.wte, loss_scale / BT}, logits_chunk_.view(),
                                 s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.log_normalizers.data(),
                                 s.targets.data(), BT, C, chunk);
   else
     whole_classifier_backward(s, loss_scale, defer);
   kernels::clear(ctx_, view(dresidual, d_residual_.size()));
-  kernels::layernorm_backward(ctx_, on_device(dresidual, {BT, C}), on_device(g_.lnfw, {C}),
-                              on_device(g_.lnfb, {C}), d_lnf, s.layers.back().residual3.view({BT, C}),
-                              on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}), s.lnf_mean.view(),
-                              s.lnf_var.view());
+  const Shape rows{rows_, C};  // d_lnf is whole on every rank: this rank's rows of it
+  norm_backward(on_device(dresidual, rows), g_.lnfw, g_.lnfb, d_lnf.elements(first_row_ * C, int64_t(rows_) * C).reshaped(rows),
+                s.layers.back().residual3.view(rows), p_.lnfw, p_.lnfb, s.lnf_mean.view(), s.lnf_var.view());
 }
 
 // d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place. defer: dwte left to
@@ -624,8 +660,8 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
                                  loss_scale / BT, vocab_.valid);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
-  column_parallel_backward(ctx_, head, tp_, d_ln_.data(), defer ? nullptr : g_.wte, nullptr, dlogits, s.lnf.view(),
-                           weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
+  column_parallel_backward(ctx_, head, tp_whole_, d_ln_.data(), defer ? nullptr : g_.wte, nullptr, dlogits, s.lnf.view(),
+                           Tensor{}, weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
   if (defer) s.head_dy = low() ? head.dy_low : s.logits.view({BT, vocab_.rows});
 }
 
@@ -649,6 +685,8 @@ void Gpt2::backward_inputs(int slot, float loss_scale) {
   if (interval_)
     throw std::logic_error("Gpt2::backward_inputs: recompute every " + std::to_string(interval_) +
                            " blocks keeps no GEMM inputs for a deferred weight gradient");
+  if (tp_.splits_rows())  // a row-parallel dy is (B·T, C), the kept activation it would go in this rank's rows
+    throw std::logic_error("Gpt2::backward_inputs: no deferred weight gradients with sequence parallelism");
   Slot& s = slots_.at(slot);
   check_head_gradient(s, loss_scale);
   run_recorded(s.head_gradient ? Work::backward_inputs_from_head : Work::backward_inputs, slot, loss_scale,
@@ -704,8 +742,8 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   }
   if (embeds(s)) {
     begin_edge();
-    vocab_parallel_embedding_backward(ctx_, vocab_, g_.wte, g_.wpe, dresidual, s.inputs.data(), B_,
-                                      T_, config_.channels);
+    vocab_parallel_embedding_backward(ctx_, tp_, vocab_, g_.wte, g_.wpe, dresidual, scratch_c_.data(), s.inputs.data(),
+                                      B_, T_, config_.channels);
     end_edge();
   }
   if (on_final && s.chunk == 0) on_final(-1);  // chunk 0's backward is the stage's last (interleaved)

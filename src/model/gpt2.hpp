@@ -1,7 +1,9 @@
 // GPT-2 with explicit forward and backward over micro-batches: the serial model, or this rank's
 // part of it — a tensor slice (heads, MLP rows and vocabulary split as model/tensor_parallel.hpp
 // states) of a pipeline stage (blocks [first_layer, first_layer + num_layers), the embedding on
-// the first stage, the final LayerNorm, head and loss on the last). Parameters and gradients
+// the first stage, the final LayerNorm, head and loss on the last). With sequence parallelism
+// (TensorGroup::sequence_parallel) the LayerNorms, the residual stream and what crosses a stage
+// boundary hold this rank's B·T/tensor token rows only. Parameters and gradients
 // each live in one allocation laid out as model/params.hpp says. Activations are kept per
 // micro-batch slot, so that a pipeline schedule can hold several micro-batches between their
 // forward and their backward; they are sized for (B, T) and reallocated only when that changes.
@@ -146,12 +148,17 @@ class Gpt2 {
   // each forward and backward; this waits for the last fence, under the group's watchdog — before
   // the host reads what the passes computed (the losses, the gradients' norm).
   void settle_communication();
-  float* stage_input(int slot);            // (B, T, C): where a received activation goes
+  // What crosses a stage boundary, activation or gradient: (B, T, C), or with sequence
+  // parallelism this rank's B·T/tensor rows of it — activation_elements(B, T) values.
+  size_t activation_elements(int B, int T) const {
+    return static_cast<size_t>(tp_.local_rows(B * T)) * config_.channels;
+  }
+  float* stage_input(int slot);            // where a received activation goes
   // Seconds spent in the embedding (first stage) and the head with its loss (last stage),
   // forward and backward, since the last call: the stages' fixed cost that moving blocks
   // between them does not change (pipeline/balance.hpp).
   double take_edge_seconds();
-  const float* output(int slot) const;     // (B, T, C): what a non-last stage sends on
+  const float* output(int slot) const;     // what a non-last stage sends on
   const float* losses(int slot) const;     // (B·T) per-position losses, last stage
   void download_losses(int slot, float* host) const;  // the same, into host memory
   // (B, T, Vp/p), last stage, until backward; the whole classifier only (classifier chunk 0).
@@ -181,8 +188,8 @@ class Gpt2 {
   // (the GEMMs' inputs are recomputed, not kept): std::logic_error.
   void backward_inputs(int slot, float loss_scale);
   void backward_weights(int slot, const std::function<void(int)>& on_final = {});
-  float* output_gradient();                // (B, T, C)
-  const float* input_gradient() const;     // (B, T, C)
+  float* output_gradient();                // activation_elements(B, T) each
+  const float* input_gradient() const;
   void copy_input_gradient(float* into) const;  // into (B, T, C) on the model's device, on its stream
 
   // One micro-batch through the serial model (slot 0): convenience for one-stage use.
@@ -201,27 +208,28 @@ class Gpt2 {
   // An activation kept for backward, typed: f32, or the 16-bit storage type, whichever the
   // precision and the role of the buffer say.
   using Kept = TensorBuffer;
+  // (rows,·): this rank's rows_ of the B·T (all of them without sequence parallelism).
   struct LayerActivations {
-    Kept ln1;                               // (B,T,C)
-    Buffer<float> ln1_mean, ln1_var;        // (B,T) each, always f32
+    Kept ln1;                               // (rows,C)
+    Buffer<float> ln1_mean, ln1_var;        // (rows) each, always f32
     Buffer<float> lse;                      // (B,NH/p,T) f32; flash attention only
     Kept qkv;                               // (B,T,3C/p): q, k, v of this rank's heads
     Kept att;                               // (B,NH/p,T,T); materialized attention only
 
     Kept atty;                              // (B,T,C/p) attention output before the projection
-    Kept residual2;                         // (B,T,C) after the attention branch
-    Kept ln2;                               // (B,T,C)
-    Buffer<float> ln2_mean, ln2_var;        // (B,T) each
+    Kept residual2;                         // (rows,C) after the attention branch
+    Kept ln2;                               // (rows,C)
+    Buffer<float> ln2_mean, ln2_var;        // (rows) each
     Kept fch, fch_gelu;                     // (B,T,4C/p) each
-    Kept residual3;                         // (B,T,C) block output
+    Kept residual3;                         // (rows,C) block output
   };
   struct Slot {
     int chunk = 0, first = 0, last = -1;     // its model chunk and the chunk's blocks [first, last]
     Buffer<int32_t> inputs, targets;         // (B,T) tokens, first / last stage: uploaded
-    Buffer<float> stage_input;               // (B,T,C) embedding output or received activation
+    Buffer<float> stage_input;               // (rows,C) embedding output or received activation
     std::vector<LayerActivations> layers;    // this stage's blocks
-    Kept lnf;                                // (B,T,C) last stage
-    Buffer<float> lnf_mean, lnf_var;         // (B,T), (B,T) last stage
+    Kept lnf;                                // (B,T,C) last stage (gathered: the classifier's input)
+    Buffer<float> lnf_mean, lnf_var;         // (rows), (rows) last stage
     Buffer<float> logits;                    // (B,T,Vp/p) last stage, whole classifier; dlogits
                                              // in place
     Buffer<float> d_lnf;                     // (B,T,C) last stage, chunked classifier: the head's
@@ -292,6 +300,8 @@ class Gpt2 {
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer);
   void block_weight_gradients(LayerActivations& a, int l);
+  void norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
+                     const float* weight, const float* bias, const Tensor& mean, const Tensor& variance);
   // A deferred GEMM's dy kept in `into` (backward_inputs): the GemmMode its input GEMM runs with.
   GemmMode defer_gradient(const float* dy, Kept& into);
   Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
@@ -305,6 +315,7 @@ class Gpt2 {
   kernels::Context& ctx_;
   kernels::Backend& backend_;          // where the buffers live (ctx_'s backend)
   TensorGroup tp_;
+  TensorGroup tp_whole_;  // tp_ with every row on every rank: the classifier's (sequence parallelism)
   VocabSlice vocab_;
   bool flash_ = false;  // model.attention = flash
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
@@ -324,6 +335,8 @@ class Gpt2 {
   GemmMode gemm_;
 
   int B_ = 0, T_ = 0;
+  int rows_ = 0;           // of the B·T token rows, those this rank holds outside the parallel layers
+  int64_t first_row_ = 0;  // (all of them, from 0, without sequence parallelism)
   std::vector<Slot> slots_;
   Buffer<double> kept_losses_;                 // (micro-batches): keep_loss's, last stage
   bool graphs_ = false;
@@ -339,13 +352,18 @@ class Gpt2 {
   std::vector<LayerActivations> work_;         // recompute: the K blocks being worked on
   // 16-bit mode: the f32 values of the block being computed, and the residual stream.
   LayerActivations work32_;
-  Buffer<float> stream_[2];                    // (B,T,C) each
+  Buffer<float> stream_[2];                    // (rows,C) each
   TensorBuffer dy_low_;                        // (B,T,max(C,4C/p)) dy in the 16-bit type
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> logits_chunk_;                 // (chunk,Vp/p) the chunked classifier's, last stage
-  Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums
-  Buffer<float> d_residual_, d_ln_;            // (B,T,C)
+  Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums; with sequence
+                                               // parallelism the gathered output gradient in backward
+  Buffer<float> d_residual_;                   // (rows_,C)
+  Buffer<float> d_ln_;                         // (B,T,C) the column-parallel input gradient
+  TensorBuffer gathered_;                      // (B,T,C) sequence parallelism: a column-parallel
+                                               // input gathered, of the storage type
+  Buffer<float> norm_partial_;                 // (2C) sequence parallelism: a LayerNorm's dγ, dβ part
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)

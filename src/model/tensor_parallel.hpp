@@ -27,6 +27,27 @@
 //            one rank, 0 elsewhere) all-reduced (sum) together; loss = log Σ + max − target.
 //   backward: dlogits_i = (softmax_i − onehot_i) · scale: local; dH = Σ_i dlogits_i wte_i is
 //             partial: all-reduce (sum); dwte_i += dlogits_iᵀ H: local.
+//
+// Sequence parallelism (parallel.sequence_parallel; Korthikanti et al. 2022, §4.2.2): outside the
+// two layers above — the LayerNorms, the residual stream, the embedding's output, what the
+// pipeline sends — each rank holds m = M/p of the micro-batch's M = B·T token rows, rank i the
+// rows [i·m, (i+1)·m) (for B = 1 the sequence's positions; for B > 1 the rows of the flattened
+// (B·T) batch: every op there is row-wise, so which rows a rank holds is free). Each all-reduce
+// above becomes a reduce-scatter or all-gather of the same data, its conjugate in backward:
+//   ColumnParallelLinear  forward: X = all-gather(X_i) (M, K) before the GEMM — in 16-bit mode
+//                         the stored 16-bit values; backward: X gathered again for dA (the layer
+//                         keeps X_i, not X), dX (M, K) partial: reduce-scatter (sum) → dX_i.
+//   RowParallelLinear     forward: Y_i = reduce-scatter(Σ_i X_i B_iᵀ) (m, N), then bias and the
+//                         residual on those rows; backward: dY = all-gather(dY_i) (M, N), then the
+//                         GEMMs and db from dY (whole on every rank: identical, no reduction).
+//   VocabParallelEmbedding  forward: reduce-scatter instead of the all-reduce (rank 0 adds wpe to
+//                         its partial sum first); backward: all-gather(dE_i), then dwte_i and dwpe
+//                         from all M rows (dwpe identical on every rank).
+//   LayerNorm on X_i:     dγ, dβ from m rows are partial: all-reduce (sum) of the block's (2C).
+// The head (final LayerNorm on X_i, then H = all-gather) runs VocabParallelCrossEntropy on all M
+// rows, whose dH all-reduce leaves every rank all of dH; its LayerNorm reads its own rows.
+// Per block: forward 2 all-gathers + 2 reduce-scatters of (M, C) — the volume of the 2
+// all-reduces they replace; backward the same plus the 2 re-gathers of the LayerNorm outputs.
 #pragma once
 
 #include <cstddef>
@@ -43,16 +64,32 @@ struct TensorGroup {
   Partition slice;                              // this rank's part of the model
   comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
   Stream stream;  // where the activations live and kernels run (Gpt2 sets it): the collectives' stream
+  bool sequence_parallel = false;  // parallel.sequence_parallel (see above)
+  // The rows outside the parallel layers are split over the group (sequence parallelism over
+  // more than one rank).
+  bool splits_rows() const { return sequence_parallel && slice.size > 1; }
+  // Of M token rows: how many this rank holds outside the parallel layers, and the first.
+  int local_rows(int M) const { return splits_rows() ? M / slice.size : M; }
+  int64_t first_row(int M) const { return splits_rows() ? int64_t(slice.rank) * local_rows(M) : 0; }
+  // The same group with every row on every rank: the head's classifier.
+  TensorGroup whole_rows() const;
   // In place over the group, on `stream`: complete on return on the host; on a device left to
   // the stream (what reads the result is enqueued after it) until fence().
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
+  // Sequence parallelism, on (M, K) row-major data: reduce_scatter_rows sums `data` over the
+  // group into this rank's rows (first_row(M) on; the others are scratch afterwards);
+  // all_gather_rows puts `local` (local_rows(M), K), any dtype, into this rank's rows of
+  // `gathered` (M, K) (no copy where it is already there) and every rank's rows into the rest.
+  void reduce_scatter_rows(float* data, int M, int K) const;
+  void all_gather_rows(kernels::Context& ctx, const Tensor& gathered, const Tensor& local) const;
   // Complete once this rank's all-reduces so far have run, under the group's watchdog (a
   // device's; complete at once on the host and for a group of one).
   comm::Work fence() const;
 
  private:
   void all_reduce(float* data, size_t n, comm::Op op) const;
+  void settle(comm::Work work) const;  // complete on the host, left to the stream on a device
 };
 
 // A GEMM operand as the model holds it, typed: f32 values (fp32), or in 16-bit mode (bf16,
@@ -66,21 +103,28 @@ struct GemmMode {
   Tensor dy_low;
 };
 
-// x (M, K), w_local (N_local, K), y_local (M, N_local)
-void column_parallel_forward(kernels::Context& ctx, float* y_local, const Operand& x, const Operand& w_local,
-                             const float* b_local, int M, int K, int N_local);
-// dx (M, K) = (all-reduced); dw_local, db_local += (null: skipped)
+// x (M, K), w_local (N_local, K), y_local (M, N_local). Sequence-parallel group: x is this
+// rank's rows (M/p, K), gathered into `gathered` (M, K) of x's dtype first.
+void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y_local, const Operand& x,
+                             const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
+                             int N_local);
+// dx (M, K) = (all-reduced); dw_local, db_local += (null: skipped). Sequence-parallel group: x
+// is this rank's rows, gathered again into `gathered`, and dx reduce-scattered: this rank's
+// (M/p, K) at dx + first_row(M)·K.
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
-                              const Operand& x, const Operand& w_local, int M, int K, int N_local);
+                              const Operand& x, const Tensor& gathered, const Operand& w_local, int M, int K,
+                              int N_local);
 // y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in.
+// partial: (M, N) scratch. Sequence-parallel group: y and residual are this rank's rows (M/p, N).
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
                           const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N);
-// dx_local (M, K_local) =; dw_local, dbias += (null: skipped)
-void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, float* dx_local,
-                           float* dw_local, float* dbias, const float* dy, const Operand& x_local,
-                           const Operand& w_local, int M, int K_local, int N);
+// dx_local (M, K_local) =; dw_local, dbias += (null: skipped). Sequence-parallel group: dy is
+// this rank's rows (M/p, N), gathered into `gathered_dy` (M, N) f32 first.
+void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
+                           float* dw_local, float* dbias, const float* dy, float* gathered_dy,
+                           const Operand& x_local, const Operand& w_local, int M, int K_local, int N);
 
 // dw_local (N_local, K) += dyᵀ x, the weight gradient of either layer alone: local, no
 // communication. What a zero-bubble schedule's weight-gradient pass runs after the
@@ -96,12 +140,14 @@ struct VocabSlice {
 VocabSlice vocab_slice(const GptConfig& config, const Partition& slice);
 
 // out (B, T, C) = wte[tokens] + wpe (the positions are replicated, added after the all-reduce);
-// wte_local (vocab.rows, C) f32 or 16-bit (widened).
+// wte_local (vocab.rows, C) f32 or 16-bit (widened). Sequence-parallel group: out is this
+// rank's rows (B·T/p, C), and `partial` (B, T, C) the scratch the sums are reduce-scattered in.
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
-                                      const VocabSlice& vocab, float* out, const int32_t* tokens,
+                                      const VocabSlice& vocab, float* out, float* partial, const int32_t* tokens,
                                       const Tensor& wte_local, const float* wpe, int B, int T, int C);
-void vocab_parallel_embedding_backward(kernels::Context& ctx, const VocabSlice& vocab,
-                                       float* dwte_local, float* dwpe, const float* dout,
+// Sequence-parallel group: dout is this rank's rows, gathered into `gathered` (B, T, C) first.
+void vocab_parallel_embedding_backward(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
+                                       float* dwte_local, float* dwpe, const float* dout, float* gathered,
                                        const int32_t* tokens, int B, int T, int C);
 
 // losses (N) and log_normalizers (N) from this rank's logits (N, vocab.rows). scratch: 3N.

@@ -42,7 +42,7 @@ PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, S
   stage_ = pipeline.rank();
   stages_ = pipeline.size();
   chunks_ = gpt.partition().chunks();
-  activation_elements_ = static_cast<size_t>(B) * T * gpt.config().channels;
+  activation_elements_ = gpt.activation_elements(B, T);
   size_slots();
   gpt_.prepare(B, T);
 }

@@ -82,6 +82,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, virtual_layer_counts(job.settings));
   tensor_group.collectives = &tensor;
+  tensor_group.sequence_parallel = job.settings.parallel.sequence_parallel;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
