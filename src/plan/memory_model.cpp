@@ -23,23 +23,26 @@ int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  /
 // probs: a block's attention probabilities (B, NH/p, T, T), none with flash attention, which
 // keeps lse (B, NH/p, T) instead.
 // chunk: rows of the chunked classifier's logits (0: the whole classifier).
+// rows: the token rows a rank holds outside the parallel GEMMs (LayerNorms, residual stream,
+// stage boundary): BT, or BT/tensor with sequence parallelism.
 struct Sizes {
-  int64_t BT, C, Cl, probs, lse, vocab_rows, chunk;
+  int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows;
 };
 Sizes sizes(const MemoryInputs& in) {
   const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, heads = in.config.heads / in.tensor;
   const bool flash = in.flash_attention;
   return {BT, C, C / in.tensor, flash ? 0 : BT * heads * in.seq_len, flash ? BT * heads : 0,
-          int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT)};
+          int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
+          in.sequence_parallel ? BT / in.tensor : BT};
 }
 
 // Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
 // statistics in f32, the output in f32 when output_f32 (a stage's last block), the rest stored.
 int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32) {
   const Sizes z = sizes(in);
-  const int64_t stored = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl +
-                         (attention_kept ? z.probs : 0) + (output_f32 ? 0 : z.BT * z.C);
-  return stored * stored_bytes(in) + (4 * z.BT + z.lse) * kFloat + (output_f32 ? z.BT * z.C * kFloat : 0);
+  const int64_t stored = 3 * z.rows * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl +
+                         (attention_kept ? z.probs : 0) + (output_f32 ? 0 : z.rows * z.C);
+  return stored * stored_bytes(in) + (4 * z.rows + z.lse) * kFloat + (output_f32 ? z.rows * z.C * kFloat : 0);
 }
 
 // bf16/fp16: the f32 working set of one block (Role::Working), the residual stream, and the
@@ -47,8 +50,8 @@ int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32
 int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   if (!low(in)) return 0;
   const Sizes z = sizes(in);
-  const int64_t working = 3 * z.BT * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl + (selective ? 0 : z.probs);
-  return (working + 2 * z.BT * z.C) * kFloat + z.BT * std::max(z.C, 4 * z.Cl) * 2;
+  const int64_t working = 3 * z.rows * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl + (selective ? 0 : z.probs);
+  return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max(z.C, 4 * z.Cl) * 2;
 }
 
 // Per model chunk (one without the interleaved schedule) its slots, each the chunk's blocks and
@@ -59,19 +62,19 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const bool selective = in.recompute == "selective";
   const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
   auto slot_bytes = [&](int L) {  // a slot of a chunk of L blocks
-    int64_t slot = z.BT * z.C * kFloat;  // stage input
+    int64_t slot = z.rows * z.C * kFloat;  // stage input
     if (K == 0) {
       for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
     } else {
       for (int l = 0; l < L; ++l)  // segment-ending outputs; the chunk's last in f32
-        if ((l + 1) % K == 0 || l == L - 1) slot += z.BT * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
+        if ((l + 1) % K == 0 || l == L - 1) slot += z.rows * z.C * (l == L - 1 ? kFloat : stored_bytes(in));
     }
     return slot;
   };
   const bool last = stage == in.pipeline - 1;
   int64_t head = 0;
-  if (last)  // final LayerNorm and its statistics, the whole classifier's logits, losses
-    head = z.BT * z.C * stored_bytes(in) + (2 * z.BT + 2 * z.BT) * kFloat +
+  if (last)  // final LayerNorm (all rows) and its statistics (the rank's), the whole classifier's logits, losses
+    head = z.BT * z.C * stored_bytes(in) + (2 * z.rows + 2 * z.BT) * kFloat +
            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
   const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
   int64_t kept = 0;  // every chunk's slots
@@ -80,13 +83,15 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
-  shared += (3 * z.BT + z.BT * z.C + 2 * z.BT * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
+  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
             kFloat;  // backward scratch
+  if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
+    shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat;
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
   // Interleaved: each chunk sends its input gradient from a buffer of its own (pipeline/runner.hpp).
-  if (chunks > 1) shared += chunks * z.BT * z.C * kFloat;
+  if (chunks > 1) shared += chunks * z.rows * z.C * kFloat;
   return kept + slots.back() * head + shared + low_working_bytes(in, stage, selective);
 }
 

@@ -26,6 +26,12 @@
 // widened) widen their operands into one f32 workspace, as large as the largest need: a linear
 // backward's dy, x and w (M·N + M·K + N·K floats) and, in bf16, the attention backward's q, k, v
 // and dy (4·b·C/p).
+// Sequence parallelism (tensor > 1): the four (b, C) tensors, the statistics, the stage input,
+// the residual stream and the stage's input gradient hold b/p rows; the final LayerNorm's output
+// stays (b, C) (gathered for the classifier), and one (b, C) buffer of the stored type holds a
+// column-parallel input gathered. Per block that is Korthikanti et al.'s sbh·34/t + 5as²b/t
+// (their Table 2) without dropout's masks and outputs: 32·b·C/p stored values + the attention
+// probabilities / p, in 16 bit.
 #pragma once
 
 #include <array>
@@ -44,6 +50,7 @@ struct MemoryInputs {
   int tensor = 1, pipeline = 1, data = 1;
   std::vector<int> stage_layers;  // blocks per stage
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
+  bool sequence_parallel = false;  // parallel.sequence_parallel with tensor > 1: rows / tensor outside the GEMMs
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage (interleaved 1F1B)
   std::vector<int> chunk_layers;   // interleaved: blocks per virtual stage (pipeline · virtual_stages)

@@ -21,9 +21,15 @@ std::string schedule_label(const Layout& l) {
   return pipeline::schedule_name(l.schedule) + (l.virtual_stages > 1 ? " v" + std::to_string(l.virtual_stages) : "");
 }
 
+// The tensor degree, "4sp" with sequence parallelism.
+std::string tensor_label(const Layout& l) {
+  return std::to_string(l.tensor) + (l.sequence_parallel && l.tensor > 1 ? "sp" : "");
+}
+
 std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
                             l.micro_batch);
+  if (l.sequence_parallel && l.tensor > 1) text += ", sequence parallel";
   if (l.pipeline > 1) text += ", " + schedule_label(l);
   text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
   return text;
@@ -67,6 +73,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"precision", l.precision},
               {"schedule", pipeline::schedule_name(l.schedule)},
               {"virtual_stages", l.virtual_stages},
+              {"sequence_parallel", l.sequence_parallel && l.tensor > 1},
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},
@@ -98,8 +105,8 @@ std::string table_row(const Candidate& c, int rank) {
   const Layout& l = c.layout;
   const StepEstimate& e = c.estimate;
   char text[256];
-  std::snprintf(text, sizeof text, "%4d %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
-                l.tensor, l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
+  std::snprintf(text, sizeof text, "%4d %7s %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
+                tensor_label(l).c_str(), l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
                 l.recompute.c_str(), l.zero ? "yes" : "no",
                 e.memory_total / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
@@ -115,7 +122,7 @@ std::string breakdown(const Candidate& c) {
   for (size_t s = 0; s < e.stages.size() && s < 4; ++s)
     out += format("  stage %g per micro-batch: compute %.4g s, element-wise %.4g s", double(s), e.stages[s].compute_s,
                   e.stages[s].elementwise_s) +
-           format(", tensor all-reduces %.4g s, point-to-point %.4g s\n", e.stages[s].tensor_s, e.stages[s].p2p_s);
+           format(", tensor collectives %.4g s, point-to-point %.4g s\n", e.stages[s].tensor_s, e.stages[s].p2p_s);
   if (e.stages.size() > 4) out += "  (" + std::to_string(e.stages.size() - 4) + " more stages)\n";
   const char* kinds[] = {"data", "tensor", "pipeline"};
   const std::array<double, 3>* bytes[] = {&e.data_bytes, &e.tensor_bytes, &e.pipeline_bytes};
@@ -147,7 +154,8 @@ std::string curve_table(const std::vector<CurvePoint>& curve) {
     }
     const Layout& l = p.best->layout;
     char text[200];
-    std::snprintf(text, sizeof text, "  %7d %7d %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices, l.tensor,
+    std::snprintf(text, sizeof text, "  %7d %7s %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices,
+                  tensor_label(l).c_str(),
                   l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(), l.recompute.c_str(),
                   p.best->estimate.tokens_per_s,
                   p.best->estimate.tflops_per_device, 100 * p.efficiency,

@@ -41,6 +41,14 @@ std::vector<int> chunk_counts(int stages, pipeline::Schedule schedule, const Lay
   return out;
 }
 
+// Sequence parallelism splits nothing with one tensor rank: off there; else the base's, and
+// the other where the space tries both.
+std::vector<bool> sequence_choices(int tensor, const Layout& base, const SearchSpace& space) {
+  if (tensor == 1) return {false};
+  if (!space.sequence_parallel) return {base.sequence_parallel};
+  return {base.sequence_parallel, !base.sequence_parallel};
+}
+
 }  // namespace
 
 std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
@@ -54,15 +62,16 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
         for (const std::string& recompute : space.recompute)
           for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
             for (int v : chunk_counts(p, schedule, base, space))
-              for (bool zero : {false, true}) {
-                if (zero && (d == 1 || !space.zero)) continue;
-                Layout l = base;
-                l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
-                l.schedule = schedule, l.virtual_stages = v;
-                l.stage_layers.clear();
-                if (!layout_problem(w, l).empty()) continue;
-                out.push_back({l, estimate_step(w, l, hw)});
-              }
+              for (bool sp : sequence_choices(t, base, space))
+                for (bool zero : {false, true}) {
+                  if (zero && (d == 1 || !space.zero)) continue;
+                  Layout l = base;
+                  l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
+                  l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp;
+                  l.stage_layers.clear();
+                  if (!layout_problem(w, l).empty()) continue;
+                  out.push_back({l, estimate_step(w, l, hw)});
+                }
     }
   std::stable_sort(out.begin(), out.end(), better);
   return out;

@@ -72,6 +72,19 @@ double layer_flops_per_token(const Workload& w, const Layout& l) {
   return (24 * C * C + 4 * T * C) / l.tensor;
 }
 
+// A micro-batch's tensor-parallel communication on a stage of `layers` blocks, in all-reduces of
+// its (b, T, C) activation (model/tensor_parallel.hpp). Without sequence parallelism: 2 per
+// block forward, 2 backward, 2 more when recomputed; the embedding's and the head's input
+// gradient's. With it, as all-gathers (AG) and reduce-scatters (RS), each half an all-reduce on
+// a ring: forward 2 AG + 2 RS, backward 2 AG of dy + 2 RS of dx + 2 AG of the LayerNorm outputs
+// again (3 all-reduces' worth), recompute 2; the embedding's RS and its gradient's AG, the
+// head's AG of its LayerNorm output and its dH all-reduce.
+double tensor_all_reduces(const Layout& l, int layers, bool first, bool last) {
+  const bool recomputes = l.recompute == "full" || l.recompute == "every_k";
+  if (!(l.sequence_parallel && l.tensor > 1)) return layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
+  return layers * (2 + 3 + (recomputes ? 2 : 0)) + (first ? 1 : 0) + (last ? 1.5 : 0);
+}
+
 // The part of a micro-batch's time a stage adds to the fill and drain. ZB-H1 (pipeline/
 // schedule.hpp): (f + b − w)/(f + b + w), with a block's forward f = 24C² + 4TC per token (the
 // GEMMs and the attention products), its weight gradients w = 24C² (the GEMMs' forward again)
@@ -97,32 +110,34 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   if (last) flops += 3 * tokens * 2 * C * w.config.padded_vocab / l.tensor;       // the tied head
   t.compute_s = flops / (hw.peak(l.precision) * hw.gemm_fraction);
   // Element-wise passes (LayerNorms, residual adds, GELU, softmax), values read + written per
-  // block forward; backward about twice that; the LayerNorms and adds are not split over tp.
-  double forward_values = 10 * tokens * C + 8 * tokens * C / l.tensor + 2 * tokens * heads_local * T;
+  // block forward; backward about twice that; the LayerNorms and adds are split over tp only
+  // with sequence parallelism.
+  const bool split_rows = l.sequence_parallel && l.tensor > 1;
+  const double rows_share = split_rows ? 1.0 / l.tensor : 1.0;
+  double forward_values = 10 * tokens * C * rows_share + 8 * tokens * C / l.tensor + 2 * tokens * heads_local * T;
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.
-  if (w.dropout) forward_values += 2.5 * tokens * heads_local * T + 5 * tokens * C;
+  if (w.dropout) forward_values += 2.5 * tokens * heads_local * T + 5 * tokens * C * rows_share;
   double values = layers * forward_values * layer_passes(l);
   if (l.recompute == "selective") values += layers * 2 * tokens * heads_local * T;
   t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
-  if (l.tensor > 1) {  // 2 all-reduces per block forward, 2 backward, 2 more when recomputed
-    const double count = layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
-    t.tensor_s = count * all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical,
-                                            &e.tensor_bytes);
-  }
+  if (l.tensor > 1)  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
+    t.tensor_s = tensor_all_reduces(l, layers, first, last) *
+                 all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
+  const double message = activation * rows_share;  // what crosses a stage boundary
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.data;
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
     std::array<double, 3> bytes{};
-    const double one = p2p_seconds(activation, here, next, hw, bytes) + p2p_seconds(activation, here, previous, hw, bytes);
+    const double one = p2p_seconds(message, here, next, hw, bytes) + p2p_seconds(message, here, previous, hw, bytes);
     const double messages = l.virtual_stages - (first || last ? 0.5 : 0.0);  // u = 0 receives none, the last sends none
     t.p2p_s += one * messages;
     for (int level = 0; level < 3; ++level) e.pipeline_bytes[level] += bytes[level] * messages;
     return t;
   }
-  if (!last) t.p2p_s += p2p_seconds(activation, here, here + step, hw, e.pipeline_bytes);   // activation on
-  if (!first) t.p2p_s += p2p_seconds(activation, here, here - step, hw, e.pipeline_bytes);  // gradient back
+  if (!last) t.p2p_s += p2p_seconds(message, here, here + step, hw, e.pipeline_bytes);   // activation on
+  if (!first) t.p2p_s += p2p_seconds(message, here, here - step, hw, e.pipeline_bytes);  // gradient back
   return t;
 }
 
@@ -228,6 +243,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.stage_layers = stage_layers(w, l);
   in.micro_batch = l.micro_batch;
   in.seq_len = w.seq_len;
+  in.sequence_parallel = l.sequence_parallel && l.tensor > 1;
   in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
   in.schedule = l.schedule;
   in.virtual_stages = l.virtual_stages;
@@ -265,6 +281,12 @@ std::string layout_problem(const Workload& w, const Layout& l) {
       return "model.layers " + std::to_string(w.config.layers) + " are fewer than " + std::to_string(l.pipeline) +
              " x " + v + " chunks";
     if (m % l.pipeline) return "interleaving needs the micro-batches (" + std::to_string(m) + ") a multiple of pipeline";
+  }
+  if (l.sequence_parallel && l.tensor > 1) {
+    if ((int64_t(l.micro_batch) * w.seq_len) % l.tensor)
+      return "sequence parallelism needs micro-batch x seq_len divisible by tensor " + t;
+    if (pipeline::splits_backward(l.schedule))
+      return "sequence parallelism keeps no whole output gradients for " + pipeline::schedule_name(l.schedule);
   }
   if (!l.stage_layers.empty() && int(l.stage_layers.size()) != l.pipeline * l.virtual_stages)
     return "stage_layers names " + std::to_string(l.stage_layers.size()) + " stages, pipeline is " +

@@ -49,6 +49,7 @@ struct Layout {
   int recompute_interval = 1;
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage: interleaved 1F1B (schedule 1f1b)
+  bool sequence_parallel = false;  // the rows outside the tensor-parallel GEMMs split over tensor (tensor > 1)
   std::string precision = "fp32";
   bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)

@@ -73,6 +73,14 @@ if run interleaved 8 $L222 --parallel.virtual_stages=2 --checkpoint.resume=inter
   else fail resume_onto_interleaved_bitwise "the final models differ"; fi
 else fail resume_onto_interleaved_bitwise "$(tail -3 interleaved.out)"; fi
 
+# Onto sequence parallelism (issue 34): the parameters are the same tensors, so the step-4
+# checkpoint of the t2 x p2 x d2 run resumes with the rows split; the LayerNorms' weight gradients
+# are then summed in another order, so the resumed losses match to fp32 rounding, not bitwise.
+mkdir -p onto_sp && cp straight222/checkpoints/step-00000004.full.h5 onto_sp/from.h5
+if run onto_sp 8 $L222 --parallel.sequence_parallel=true --checkpoint.resume=onto_sp/from.h5; then
+  same_losses resume_onto_sequence_parallel straight222 onto_sp 1e-6 5
+else fail resume_onto_sequence_parallel "$(tail -3 onto_sp.out)"; fi
+
 # Uneven chunks (6 blocks as 2,1,1,2 over p = 2, v = 2: stage 0 holds blocks 0-1 and 3, stage 1
 # block 2 and 4-5): a 1F1B checkpoint resumed interleaved, and an interleaved one resumed under
 # 1F1B, each ending as the uninterrupted 1F1B run, bit for bit (the chunks' slabs in the file).

@@ -109,6 +109,12 @@ expect_user_error zb_h1_needs_micro_batches "the ZB-H1 schedule needs at least a
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2 --parallel.schedule=zb-h1
 expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keeps each block's GEMM inputs|memory.recompute = full" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.schedule=zb-h1 --memory.recompute=full
+# Sequence parallelism (issue 34): the rows split evenly over the tensor group, and no ZB-H1.
+expect_user_error sequence_parallel_rows_not_divisible "parallel.sequence_parallel = true|micro_batch x seq_len = 30 token rows|parallel.tensor = 4|use a seq_len divisible by 4" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=4 --parallel.sequence_parallel=true --model.seq_len=30
+expect_user_error sequence_parallel_not_with_zb_h1 "parallel.sequence_parallel = true|parallel.schedule = zb-h1|use parallel.schedule = 1f1b" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.pipeline=2 --parallel.sequence_parallel=true \
+  --parallel.schedule=zb-h1
 expect_user_error interleaved_needs_1f1b "parallel.virtual_stages = 2|is the interleaved 1F1B schedule|parallel.schedule is gpipe" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.schedule=gpipe
 expect_user_error interleaved_needs_a_block_per_chunk "model.layers 4 must be at least parallel.pipeline x parallel.virtual_stages = 6" \

@@ -40,6 +40,11 @@ pair data2_zero1 2 --parallel.data=2 --optim.zero=1
 pair data2_overlap 2 --parallel.data=2 --comm.overlap=true
 pair t2p2_bf16 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
 pair nan_step_skipped 2 --parallel.data=2 --debug.nan_steps=3
+# Sequence parallelism: the all-gathers and reduce-scatters of the tensor group through the backend.
+pair t2p2_sequence_parallel_bf16 4 --parallel.tensor=2 --parallel.pipeline=2 --parallel.sequence_parallel=true \
+  --optim.precision=bf16
+pair t2_sequence_parallel_whole_classifier 2 --parallel.tensor=2 --parallel.sequence_parallel=true \
+  --model.classifier_chunk=0
 
 # A checkpoint written on the guard resumes on the CPU, and the reverse: the resumed steps and
 # the final parameters equal the uninterrupted CPU run's (resumed from the first run's step 4).

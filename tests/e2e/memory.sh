@@ -118,6 +118,17 @@ model_matches chunked_p2_gpipe_flash 2 --model.classifier_chunk=16 --parallel.pi
   --model.attention=flash
 model_matches chunked_bf16_widened 1 --model.classifier_chunk=7 --optim.precision=bf16 --kernels.low16_gemm=widened
 
+# Sequence parallelism (issue 34): B·T/t rows in the LayerNorms, the residual stream and at the
+# stage boundary; one gathered (B·T, C) GEMM input of the stored type and the LayerNorm parts.
+SP=--parallel.sequence_parallel=true
+model_matches t2_sp 2 --parallel.tensor=2 $SP
+model_matches t4_sp_flash_chunked_bf16 4 --parallel.tensor=4 $SP --model.attention=flash --model.classifier_chunk=16 \
+  --optim.precision=bf16
+model_matches t2p2_sp_full_fp16 4 --parallel.tensor=2 --parallel.pipeline=2 $SP --memory.recompute=full \
+  --optim.precision=fp16
+model_matches t2p2d2_sp_interleaved_selective 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 $SP \
+  --parallel.virtual_stages=2 --memory.recompute=selective --optim.zero=1
+
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
 none=$(total_of none) selective=$(total_of selective) full=$(total_of full)
