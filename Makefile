@@ -193,6 +193,7 @@ bench: deps
 	@scripts/bench-attention.sh
 	@scripts/bench-zero.sh
 	@scripts/bench-schedules.sh
+	@scripts/bench-sequence-parallel.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

@@ -305,6 +305,17 @@ BOOST_AUTO_TEST_CASE(seqsel_table5_full_recompute) {
   BOOST_TEST_MESSAGE(table);
 }
 
+namespace {
+// Their 22B model (h 6144, a 64, s 2048), one sequence.
+Workload korthikanti_22b() {
+  Workload w;
+  w.config = {2048, 51200, model::padded_vocab_for(51200), 48, 64, 6144};
+  w.seq_len = 2048;
+  w.global_batch = 1;
+  return w;
+}
+}  // namespace
+
 // Korthikanti et al. 2022, Table 2: with sequence parallelism every per-layer tensor is split
 // over t, s·b·h·(34 + 5as/h)/t in 16 bit with dropout. Ours with the same named terms out
 // (dropout's masks and outputs, now also / t; our LayerNorm statistics of s·b/t rows) within
@@ -314,10 +325,7 @@ BOOST_AUTO_TEST_CASE(seqsel_table5_full_recompute) {
 BOOST_AUTO_TEST_CASE(korthikanti_22b_sequence_parallel_activation_memory) {
   const double s = 2048, b = 1, h = 6144, a = 64;
   for (int t : {4, 8}) {
-    Workload w;
-    w.config = {2048, 51200, model::padded_vocab_for(51200), 48, 64, 6144};
-    w.seq_len = 2048;
-    w.global_batch = 1;
+    const Workload w = korthikanti_22b();
     Layout l;
     l.tensor = t, l.micro_batch = 1, l.precision = "bf16", l.sequence_parallel = true;
     const double ours = double(block_activation_bytes(memory_inputs(w, l)));
@@ -345,10 +353,7 @@ BOOST_AUTO_TEST_CASE(korthikanti_22b_sequence_parallel_activation_memory) {
 BOOST_AUTO_TEST_CASE(korthikanti_22b_activation_memory) {
   const double s = 2048, b = 1, h = 6144, a = 64;
   for (int t : {1, 8}) {
-    Workload w;
-    w.config = {2048, 51200, model::padded_vocab_for(51200), 48, 64, 6144};
-    w.seq_len = 2048;
-    w.global_batch = 1;
+    const Workload w = korthikanti_22b();
     Layout l;
     l.tensor = t, l.micro_batch = 1, l.precision = "bf16";
     const double ours = double(block_activation_bytes(memory_inputs(w, l)));
