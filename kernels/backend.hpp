@@ -49,6 +49,9 @@ struct KernelTable {
   decltype(&kernels::attention_decode) attention_decode = nullptr;
   decltype(&kernels::flash_attention_forward) flash_attention_forward = nullptr;
   decltype(&kernels::flash_attention_backward) flash_attention_backward = nullptr;
+  decltype(&kernels::flash_attention_block_forward) flash_attention_block_forward = nullptr;
+  decltype(&kernels::flash_attention_block_backward) flash_attention_block_backward = nullptr;
+  decltype(&kernels::copy_columns) copy_columns = nullptr;
   decltype(&kernels::embedding_forward) embedding_forward = nullptr;
   decltype(&kernels::embedding_backward) embedding_backward = nullptr;
   decltype(&kernels::positions_forward) positions_forward = nullptr;

@@ -376,6 +376,19 @@ void add_inplace(Context& ctx, const Tensor& acc, const Tensor& x) {
   entry(ctx, &KernelTable::add_inplace, "add_inplace")(ctx, acc, x);
 }
 
+void copy_columns(Context& ctx, const Tensor& dst, int dst_first, const Tensor& src, int src_first, int width,
+                  bool accumulate) {
+  const Arguments args("copy_columns");
+  args.type("dst", dst, DType::f32);
+  args.type("src", src, DType::f32);
+  args.holds(dst.shape.rank > 0 && src.shape.rank > 0, "src", "has no shape");
+  const int64_t dst_width = dst.shape.dims[dst.shape.rank - 1], src_width = src.shape.dims[src.shape.rank - 1];
+  args.holds(dst.shape.numel() / dst_width == src.shape.numel() / src_width, "dst", "has another number of rows than src");
+  args.holds(width >= 0 && dst_first >= 0 && dst_first + width <= dst_width, "dst_first", "puts the columns outside dst");
+  args.holds(src_first >= 0 && src_first + width <= src_width, "src_first", "takes columns outside src");
+  entry(ctx, &KernelTable::copy_columns, "copy_columns")(ctx, dst, dst_first, src, src_first, width, accumulate);
+}
+
 void attention_forward(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& qkv, int NH) {
   check_attention(Arguments("attention_forward"), "qkv", qkv, DType::f32, "out", out, att, NH);
   entry(ctx, &KernelTable::attention_forward, "attention_forward")(ctx, out, att, qkv, NH);
@@ -402,6 +415,41 @@ void flash_attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& do
   args.f32("dout", dout, out.shape.numel());
   args.f32("dqkv", dqkv, qkv.shape.numel());
   entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH);
+}
+
+// A ring-attention block: qkv, out and lse as the flash attention's; kv (B, T, W ≥ 2C); the
+// chunks inside the T rows.
+void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, const Tensor& out, const Tensor& lse,
+                 int NH, const AttentionBlock& block) {
+  check_flash(args, qkv, out, lse, NH);
+  const Sequence s = attention_sequence(qkv);
+  args.type("kv", kv, DType::f32);
+  args.rank("kv", kv, 3);
+  args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= 2 * s.C, "kv",
+             "is not (B, T, W >= 2C) of the qkv's B and T");
+  const int64_t chunks = block.rows > 0 ? s.T / block.rows : 0;
+  args.holds(block.rows > 0 && block.q_chunk >= 0 && block.k_chunk >= 0 && block.q_chunk < chunks &&
+                 block.k_chunk < chunks && (!block.causal || block.q_chunk == block.k_chunk),
+             "block", "names chunks outside the T rows, or a causal block off the diagonal");
+}
+
+void flash_attention_block_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                   const Tensor& kv, int NH, const AttentionBlock& block) {
+  check_block(Arguments("flash_attention_block_forward"), qkv, kv, out, lse, NH, block);
+  entry(ctx, &KernelTable::flash_attention_block_forward, "flash_attention_block_forward")(ctx, out, lse, qkv, kv, NH,
+                                                                                           block);
+}
+
+void flash_attention_block_backward(Context& ctx, const Tensor& dqkv, const Tensor& dkv, const Tensor& dout,
+                                    const Tensor& qkv, const Tensor& kv, const Tensor& out, const Tensor& lse, int NH,
+                                    const AttentionBlock& block) {
+  const Arguments args("flash_attention_block_backward");
+  check_block(args, qkv, kv, out, lse, NH, block);
+  args.f32("dout", dout, out.shape.numel());
+  args.f32("dqkv", dqkv, qkv.shape.numel());
+  args.f32("dkv", dkv, kv.shape.numel());
+  entry(ctx, &KernelTable::flash_attention_block_backward, "flash_attention_block_backward")(ctx, dqkv, dkv, dout, qkv,
+                                                                                             kv, out, lse, NH, block);
 }
 
 void attention_forward_bf16(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& att_low,

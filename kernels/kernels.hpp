@@ -69,6 +69,17 @@ struct Strides {
   int64_t batch, head, row, col;
 };
 
+// A block of ring attention (context parallelism, model/context_parallel.hpp): queries of chunk
+// q_chunk against keys and values of chunk k_chunk, each chunk `rows` rows of every sequence
+// (rows [chunk·rows, (chunk + 1)·rows)); causal: the same positions (key s visible to query t
+// where s ≤ t), else every key is visible (an earlier chunk of the sequence). first: the query
+// chunk's first block, whose result is written into out and lse rather than folded into them.
+struct AttentionBlock {
+  int q_chunk, k_chunk, rows;
+  bool causal;
+  bool first = false;
+};
+
 // The parameters of one AdamW update (kernels::adamw_update) it applies weight decay to or not:
 // elements [begin, begin + count) of its tensors (LayerNorm weights and biases go without).
 struct AdamWSegment {

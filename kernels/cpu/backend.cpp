@@ -41,6 +41,9 @@ KernelTable make_table() {
   t.attention_decode = &cpu::attention_decode;
   t.flash_attention_forward = &cpu::flash_attention_forward;
   t.flash_attention_backward = &cpu::flash_attention_backward;
+  t.flash_attention_block_forward = &cpu::flash_attention_block_forward;
+  t.flash_attention_block_backward = &cpu::flash_attention_block_backward;
+  t.copy_columns = &cpu::copy_columns;
   t.embedding_forward = &cpu::embedding_forward;
   t.embedding_backward = &cpu::embedding_backward;
   t.positions_forward = &cpu::positions_forward;

@@ -90,6 +90,19 @@ void add_inplace(Context&, float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
+void copy_columns(Context&, float* dst, int dst_width, int dst_first, const float* src, int src_width, int src_first,
+                  int rows, int width, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r) {
+    float* to = dst + static_cast<size_t>(r) * dst_width + dst_first;
+    const float* from = src + static_cast<size_t>(r) * src_width + src_first;
+    if (accumulate)
+      for (int c = 0; c < width; ++c) to[c] += from[c];
+    else
+      std::copy(from, from + width, to);
+  }
+}
+
 namespace {
 
 // The AdamW loop; Low: none (no 16-bit copy), or the copy's type, each a loop of its own so that

@@ -15,6 +15,13 @@
 //
 // Every sum runs in a fixed order (the tiles in order, each GEMM single-threaded inside the
 // parallel loop), whatever the thread count: the same bits with 1 thread or 64.
+//
+// Context parallelism's ring attention runs the same tiles on a block: one chunk of a
+// sequence's queries against one chunk of keys and values, which may come from another rank
+// (k and v in a (B, T, 2C) buffer, or in the qkv itself), causal on the diagonal chunk and
+// unmasked below it; the forward folds the block's softmax into what out and lse hold
+// (L' = log(e^L + e^Lb), y' = y·e^(L−L') + yb·e^(Lb−L')), the backward adds to the gradients
+// from the final out and lse. The whole sequence is the block of one chunk, keys = queries.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -27,13 +34,21 @@ namespace {
 
 constexpr int kTile = 128;  // queries and keys per tile
 
-// Where one head's rows are: q, k, v inside qkv (B, T, 3C), y and dy inside (B, T, C), and the
-// statistics inside (B, NH, T).
+// Where one head's rows of a block are, for queries t in [0, Tq) and keys s in [0, Tk) of the
+// block (sequence rows q0 + t and k0 + s of T): q inside qkv (B, T, 3C), k and v inside kv
+// (B, T, W) at columns W − 2C and W − C, y and dy inside (B, T, C), the statistics inside
+// (B, NH, T). causal: key s visible to query t where s ≤ t (Tq = Tk); else every key.
 struct Head {
   int T, C, hs, NH, b, h;
-  size_t qkv_row(int t) const { return (static_cast<size_t>(b) * T + t) * 3 * C + h * hs; }
-  size_t out_row(int t) const { return (static_cast<size_t>(b) * T + t) * C + h * hs; }
-  size_t stat(int t) const { return (static_cast<size_t>(b) * NH + h) * T + t; }
+  int q0, Tq, k0, Tk, W;
+  bool causal;
+  size_t qkv_row(int t) const { return (static_cast<size_t>(b) * T + q0 + t) * 3 * C + h * hs; }
+  size_t k_row(int s) const { return (static_cast<size_t>(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
+  size_t out_row(int t) const { return (static_cast<size_t>(b) * T + q0 + t) * C + h * hs; }
+  size_t stat(int t) const { return (static_cast<size_t>(b) * NH + h) * T + q0 + t; }
+  int visible(int t, int s0, int cols) const { return causal ? std::min(cols, t - s0 + 1) : cols; }
+  int key_end(int t0) const { return causal ? std::min(Tk, t0 + 1) : Tk; }  // key tiles start below it
+  int query_start(int s0) const { return causal ? s0 / kTile * kTile : 0; }
 };
 
 // Tiles as GEMM operands, in elements: rows of q, k or v (row stride 3C), the same read
@@ -69,12 +84,12 @@ struct Scratch {
 
 // P of the tile pair (queries t0 .., keys s0 ..) in x.s from the kept log-sum-exps: the scores
 // recomputed, masked after each query's position.
-void probabilities(const Context& ctx, const Head& head, const float* qkv, const float* lse, int t0, int rows, int s0,
-                   int cols, float scale, Scratch& x) {
+void probabilities(const Context& ctx, const Head& head, const float* qkv, const float* kv, const float* lse, int t0,
+                   int rows, int s0, int cols, float scale, Scratch& x) {
   gemm(ctx, rows, cols, head.hs, x.s.data(), rows_of(kTile), qkv + head.qkv_row(t0), rows_of(3 * head.C),
-       qkv + head.qkv_row(s0) + head.C, transposed(3 * head.C), false);
+       kv + head.k_row(s0), transposed(head.W), false);
   for (int r = 0; r < rows; ++r) {
-    const int visible = std::min(cols, t0 + r - s0 + 1);
+    const int visible = head.visible(t0 + r, s0, cols);
     const float row_lse = lse[head.stat(t0 + r)];
     float* p = x.s.data() + static_cast<size_t>(r) * kTile;
     for (int c = 0; c < visible; ++c) p[c] = vexp(p[c] * scale - row_lse);
@@ -82,18 +97,19 @@ void probabilities(const Context& ctx, const Head& head, const float* qkv, const
   }
 }
 
-void forward_tile(const Context& ctx, const Head& head, const float* qkv, int t0, float scale, float* out, float* lse,
-                  Scratch& x) {
-  const int rows = std::min(kTile, head.T - t0), hs = head.hs;
+// combine: fold the tile's rows into what out and lse hold.
+void forward_tile(const Context& ctx, const Head& head, const float* qkv, const float* kv, int t0, float scale,
+                  float* out, float* lse, bool combine, Scratch& x) {
+  const int rows = std::min(kTile, head.Tq - t0), hs = head.hs;
   std::fill(x.acc.begin(), x.acc.end(), 0.0f);
   std::fill(x.m.begin(), x.m.end(), -INFINITY);
   std::fill(x.l.begin(), x.l.end(), 0.0f);
-  for (int s0 = 0; s0 <= t0; s0 += kTile) {
-    const int cols = std::min(kTile, head.T - s0);
+  for (int s0 = 0; s0 < head.key_end(t0); s0 += kTile) {
+    const int cols = std::min(kTile, head.Tk - s0);
     gemm(ctx, rows, cols, hs, x.s.data(), rows_of(kTile), qkv + head.qkv_row(t0), rows_of(3 * head.C),
-         qkv + head.qkv_row(s0) + head.C, transposed(3 * head.C), false);
+         kv + head.k_row(s0), transposed(head.W), false);
     for (int r = 0; r < rows; ++r) {
-      const int visible = std::min(cols, t0 + r - s0 + 1);  // keys s0 .. t of this tile
+      const int visible = head.visible(t0 + r, s0, cols);  // keys s0 .. t of this tile (all: unmasked)
       float* s = x.s.data() + static_cast<size_t>(r) * kTile;
       float row_max = x.m[r];
       for (int c = 0; c < visible; ++c) row_max = std::max(row_max, s[c] *= scale);
@@ -106,45 +122,59 @@ void forward_tile(const Context& ctx, const Head& head, const float* qkv, int t0
       x.m[r] = row_max;
       x.l[r] = sum;
     }
-    gemm(ctx, rows, hs, cols, x.acc.data(), rows_of(hs), x.s.data(), rows_of(kTile), qkv + head.qkv_row(s0) + 2 * head.C,
-         rows_of(3 * head.C), true);
+    gemm(ctx, rows, hs, cols, x.acc.data(), rows_of(hs), x.s.data(), rows_of(kTile), kv + head.k_row(s0) + head.C,
+         rows_of(head.W), true);
   }
   for (int r = 0; r < rows; ++r) {
-    const float inv = 1.0f / x.l[r];
     float* y = out + head.out_row(t0 + r);
-    for (int d = 0; d < hs; ++d) y[d] = x.acc[static_cast<size_t>(r) * hs + d] * inv;
-    lse[head.stat(t0 + r)] = x.m[r] + std::log(x.l[r]);
+    float& row_lse = lse[head.stat(t0 + r)];
+    const float block_lse = x.m[r] + std::log(x.l[r]);
+    const float* acc = x.acc.data() + static_cast<size_t>(r) * hs;
+    if (!combine) {
+      const float inv = 1.0f / x.l[r];
+      for (int d = 0; d < hs; ++d) y[d] = acc[d] * inv;
+      row_lse = block_lse;
+      continue;
+    }
+    const float top = std::max(row_lse, block_lse);
+    const float merged = top + std::log(vexp(row_lse - top) + vexp(block_lse - top));
+    const float keep = vexp(row_lse - merged), add = vexp(block_lse - merged) / x.l[r];
+    for (int d = 0; d < hs; ++d) y[d] = y[d] * keep + acc[d] * add;
+    row_lse = merged;
   }
 }
 
-// Every gradient of one head: dq, dk, dv (zeroed here, then summed over the tile pairs, key
-// tile by key tile).
-void head_gradients(const Context& ctx, const Head& head, const float* qkv, const float* dout, const float* out,
-                    const float* lse, float scale, float* dqkv, Scratch& x, std::vector<float>& d_rows) {
-  const int T = head.T, hs = head.hs;
+// Every gradient of one head's block: dq into dqkv, dk and dv into dkv (of kv's layout), summed
+// over the tile pairs key tile by key tile; accumulate: added to what they hold, else zeroed first
+// (the whole sequence, dkv = dqkv).
+void head_gradients(const Context& ctx, const Head& head, const float* qkv, const float* kv, const float* dout,
+                    const float* out, const float* lse, float scale, float* dqkv, float* dkv, bool accumulate,
+                    Scratch& x, std::vector<float>& d_rows) {
+  const int hs = head.hs;
   const int64_t q_stride = 3 * head.C;
-  for (int t = 0; t < T; ++t) {
+  for (int t = 0; t < head.Tq; ++t) {
     float* row = dqkv + head.qkv_row(t);
-    for (int part = 0; part < 3; ++part) std::fill(row + part * head.C, row + part * head.C + hs, 0.0f);
+    if (!accumulate)
+      for (int part = 0; part < 3; ++part) std::fill(row + part * head.C, row + part * head.C + hs, 0.0f);
     const float* dy = dout + head.out_row(t);
     const float* y = out + head.out_row(t);
     float dot = 0.0f;
     for (int d = 0; d < hs; ++d) dot += dy[d] * y[d];
     d_rows[t] = dot;  // D = rowsum(dy ⊙ y)
   }
-  for (int s0 = 0; s0 < T; s0 += kTile) {
-    const int cols = std::min(kTile, T - s0);
-    const float* k = qkv + head.qkv_row(s0) + head.C;
+  for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
+    const int cols = std::min(kTile, head.Tk - s0);
+    const float* k = kv + head.k_row(s0);
     const float* v = k + head.C;
-    float* dk = dqkv + head.qkv_row(s0) + head.C;
+    float* dk = dkv + head.k_row(s0);
     float* dv = dk + head.C;
-    for (int t0 = s0 / kTile * kTile; t0 < T; t0 += kTile) {
-      const int rows = std::min(kTile, T - t0);
+    for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
+      const int rows = std::min(kTile, head.Tq - t0);
       const float* q = qkv + head.qkv_row(t0);
       const float* dy = dout + head.out_row(t0);
-      probabilities(ctx, head, qkv, lse, t0, rows, s0, cols, scale, x);
-      gemm(ctx, cols, hs, rows, dv, rows_of(q_stride), x.s.data(), transposed(kTile), dy, rows_of(head.C), true);
-      gemm(ctx, rows, cols, hs, x.ds.data(), rows_of(kTile), dy, rows_of(head.C), v, transposed(q_stride), false);
+      probabilities(ctx, head, qkv, kv, lse, t0, rows, s0, cols, scale, x);
+      gemm(ctx, cols, hs, rows, dv, rows_of(head.W), x.s.data(), transposed(kTile), dy, rows_of(head.C), true);
+      gemm(ctx, rows, cols, hs, x.ds.data(), rows_of(kTile), dy, rows_of(head.C), v, transposed(head.W), false);
       for (int r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D) · scale
         const float* p = x.s.data() + static_cast<size_t>(r) * kTile;
         float* ds = x.ds.data() + static_cast<size_t>(r) * kTile;
@@ -152,16 +182,21 @@ void head_gradients(const Context& ctx, const Head& head, const float* qkv, cons
         for (int c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d_row) * scale;
       }
       gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds.data(), rows_of(kTile), k,
-           rows_of(q_stride), true);
-      gemm(ctx, cols, hs, rows, dk, rows_of(q_stride), x.ds.data(), transposed(kTile), q, rows_of(q_stride), true);
+           rows_of(head.W), true);
+      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds.data(), transposed(kTile), q, rows_of(q_stride), true);
     }
   }
 }
 
-}  // namespace
+// The block's heads' rows: per (batch, head), chunk `block` of the T rows of each sequence.
+Head block_head(int b, int h, int T, int C, int NH, int W, const AttentionBlock& block) {
+  return Head{T, C, C / NH, NH, b, h, block.q_chunk * block.rows, block.rows, block.k_chunk * block.rows, block.rows,
+              W, block.causal};
+}
 
-void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH, tiles = (T + kTile - 1) / kTile;
+void forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W, int B, int T, int C,
+             int NH, const AttentionBlock& block, bool combine) {
+  const int hs = C / NH, tiles = (block.rows + kTile - 1) / kTile;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
   {
@@ -169,23 +204,48 @@ void flash_attention_forward(Context& ctx, float* out, float* lse, const float* 
 #pragma omp for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
-        for (int i = 0; i < tiles; ++i) forward_tile(ctx, Head{T, C, hs, NH, b, h}, qkv, i * kTile, scale, out, lse, x);
+        for (int i = 0; i < tiles; ++i)
+          forward_tile(ctx, block_head(b, h, T, C, NH, W, block), qkv, kv, i * kTile, scale, out, lse, combine, x);
   }
 }
 
-void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int B, int T, int C, int NH) {
+void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv, const float* kv, int W,
+              const float* out, const float* lse, int B, int T, int C, int NH, const AttentionBlock& block,
+              bool accumulate) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
   {
     Scratch x(hs);
-    std::vector<float> d_rows(static_cast<size_t>(T));
+    std::vector<float> d_rows(static_cast<size_t>(block.rows));
 #pragma omp for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
-        head_gradients(ctx, Head{T, C, hs, NH, b, h}, qkv, dout, out, lse, scale, dqkv, x, d_rows);
+        head_gradients(ctx, block_head(b, h, T, C, NH, W, block), qkv, kv, dout, out, lse, scale, dqkv, dkv,
+                       accumulate, x, d_rows);
   }
+}
+
+}  // namespace
+
+void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+  forward(ctx, out, lse, qkv, qkv, 3 * C, B, T, C, NH, AttentionBlock{0, 0, T, true}, false);
+}
+
+void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
+                              const float* lse, int B, int T, int C, int NH) {
+  backward(ctx, dqkv, dqkv, dout, qkv, qkv, 3 * C, out, lse, B, T, C, NH, AttentionBlock{0, 0, T, true}, false);
+}
+
+void flash_attention_block_forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W,
+                                   int B, int T, int C, int NH, const AttentionBlock& block) {
+  forward(ctx, out, lse, qkv, kv, W, B, T, C, NH, block, !block.first);
+}
+
+void flash_attention_block_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv,
+                                    const float* kv, int W, const float* out, const float* lse, int B, int T, int C,
+                                    int NH, const AttentionBlock& block) {
+  backward(ctx, dqkv, dkv, dout, qkv, kv, W, out, lse, B, T, C, NH, block, true);
 }
 
 }  // namespace trident::kernels::cpu

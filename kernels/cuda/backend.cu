@@ -61,6 +61,9 @@ KernelTable make_table() {
   t.attention_decode = &cuda::attention_decode;
   t.flash_attention_forward = &cuda::flash_attention_forward;
   t.flash_attention_backward = &cuda::flash_attention_backward;
+  t.flash_attention_block_forward = &cuda::flash_attention_block_forward;
+  t.flash_attention_block_backward = &cuda::flash_attention_block_backward;
+  t.copy_columns = &cuda::copy_columns;
   t.embedding_forward = &cuda::embedding_forward;
   t.embedding_backward = &cuda::embedding_backward;
   t.positions_forward = &cuda::positions_forward;

@@ -33,6 +33,17 @@ __global__ void add_inplace_kernel(float* acc, const float* x, size_t n) {
   FOR_EACH_ELEMENT(i, n) acc[i] += x[i];
 }
 
+// dst's columns [dst_first, dst_first + width) of each row (=, or += accumulate) src's.
+__global__ void copy_columns_kernel(float* dst, int dst_width, int dst_first, const float* src, int src_width,
+                                    int src_first, int rows, int width, bool accumulate) {
+  FOR_EACH_ELEMENT(i, static_cast<size_t>(rows) * width) {
+    const size_t r = i / width, c = i % width;
+    float& to = dst[r * dst_width + dst_first + c];
+    const float from = src[r * src_width + src_first + c];
+    to = accumulate ? to + from : from;
+  }
+}
+
 // Up to kAdamWSegments segments of one launch, passed by value (no table to upload): blockIdx.y
 // is the segment, the x blocks stride over its elements.
 constexpr int kAdamWSegments = 64;
@@ -136,6 +147,15 @@ void add_inplace(Context& ctx, float* acc, const float* x, size_t n) {
   if (n == 0) return;
   add_inplace_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(acc, x, n);
   check_launch("add_inplace");
+}
+
+void copy_columns(Context& ctx, float* dst, int dst_width, int dst_first, const float* src, int src_width,
+                  int src_first, int rows, int width, bool accumulate) {
+  const size_t n = static_cast<size_t>(rows) * width;
+  if (n == 0) return;
+  copy_columns_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dst, dst_width, dst_first, src, src_width,
+                                                                      src_first, rows, width, accumulate);
+  check_launch("copy_columns");
 }
 
 // One launch per kAdamWSegments segments (one for GPT-2's 16 tensors), sized by the longest.

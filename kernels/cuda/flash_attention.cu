@@ -26,13 +26,22 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxPerLane = 8;  // channels per lane: heads of up to 256 channels
 
-// One head's rows inside the fused (B, T, 3C) activation and the (B, T, C) output.
+// One head's rows of a block (ring attention, kernels::AttentionBlock; the whole sequence is the
+// block of one chunk): queries t in [0, n) at sequence rows q0 + t of the fused (B, T, 3C)
+// activation, keys and values s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2C and
+// W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t.
 struct HeadRows {
   const float* qkv;
-  int T, C, hs, NH;
-  __device__ const float* q(int b, int h, int t) const { return qkv + (size_t(b) * T + t) * 3 * C + h * hs; }
-  __device__ size_t row(int b, int h, int t) const { return (size_t(b) * T + t) * C + h * hs; }
-  __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + t; }
+  const float* kv;
+  int T, C, hs, NH, W, q0, k0, n;
+  bool causal;
+  __device__ const float* q(int b, int h, int t) const { return qkv + (size_t(b) * T + q0 + t) * 3 * C + h * hs; }
+  __device__ size_t k_offset(int b, int h, int s) const { return (size_t(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
+  __device__ const float* k(int b, int h, int s) const { return kv + k_offset(b, h, s); }
+  __device__ size_t row(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * C + h * hs; }
+  __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + q0 + t; }
+  __device__ int key_end(int t) const { return causal ? t + 1 : n; }      // keys a query sees: [0, key_end)
+  __device__ int query_begin(int s) const { return causal ? s : 0; }    // queries a key is seen by: [query_begin, n)
 };
 
 // The warp's row: this lane's channels of x (lane, lane + 32, ...), zero past hs.
@@ -54,25 +63,26 @@ __device__ inline float warp_dot(const float (&a)[kMaxPerLane], const float* b, 
   return warp_reduce(sum, SumOp{});
 }
 
-// (b, h, position) of the warp's row, or false past the last.
-__device__ inline bool warp_row(int B, int NH, int T, int& b, int& h, int& t) {
+// (b, h, position) of the warp's row among (B, NH, n), or false past the last.
+__device__ inline bool warp_row(int B, int NH, int n, int& b, int& h, int& t) {
   const size_t index = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (index >= size_t(B) * NH * T) return false;
-  t = static_cast<int>(index % T);
-  h = static_cast<int>(index / T % NH);
-  b = static_cast<int>(index / (size_t(T) * NH));
+  if (index >= size_t(B) * NH * n) return false;
+  t = static_cast<int>(index % n);
+  h = static_cast<int>(index / n % NH);
+  b = static_cast<int>(index / (size_t(n) * NH));
   return true;
 }
 
-__global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, float scale) {
+// combine: fold the row into what out and lse hold, as the CPU's.
+__global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, float scale, bool combine) {
   int b, h, t;
-  if (!warp_row(B, rows.NH, rows.T, b, h, t)) return;
+  if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float q[kMaxPerLane], acc[kMaxPerLane] = {};
   load(q, rows.q(b, h, t), hs, lane);
   float m = -INFINITY, l = 0.0f;
-  for (int s = 0; s <= t; ++s) {
-    const float* k = rows.q(b, h, s) + C;
+  for (int s = 0; s < rows.key_end(t); ++s) {
+    const float* k = rows.k(b, h, s);
     const float score = warp_dot(q, k, hs, lane) * scale;
     const float m_new = fmaxf(m, score), correction = vexp(m - m_new), p = vexp(score - m_new);
     l = l * correction + p;
@@ -84,24 +94,32 @@ __global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, flo
     m = m_new;
   }
   float* y = out + rows.row(b, h, t);
+  float& row_lse = lse[rows.stat(b, h, t)];
+  const float old_lse = row_lse, block_lse = m + logf(l);
+  const bool fold = combine;
+  const float top = fmaxf(old_lse, block_lse);
+  const float merged = fold ? top + logf(vexp(old_lse - top) + vexp(block_lse - top)) : block_lse;
+  const float keep = fold ? vexp(old_lse - merged) : 0.0f, add = fold ? vexp(block_lse - merged) / l : 0.0f;
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hs) y[d] = acc[i] / l;
+    if (d < hs) y[d] = fold ? y[d] * keep + acc[i] * add : acc[i] / l;
   }
-  if (lane == 0) lse[rows.stat(b, h, t)] = m + logf(l);
+  __syncwarp();  // every lane has read the old lse before lane 0 writes the new
+  if (lane == 0) row_lse = merged;
 }
 
-// One warp per key s: dk_s and dv_s, over the queries t ≥ s.
-__global__ void key_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse,
-                                     HeadRows rows, int B, float scale) {
+// One warp per key s: dk_s and dv_s (into dkv, of kv's layout; accumulate: +=), over the
+// queries that see it.
+__global__ void key_gradients_kernel(float* dkv, const float* dout, const float* out, const float* lse,
+                                     HeadRows rows, int B, float scale, bool accumulate) {
   int b, h, s;
-  if (!warp_row(B, rows.NH, rows.T, b, h, s)) return;
+  if (!warp_row(B, rows.NH, rows.n, b, h, s)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane] = {}, dv[kMaxPerLane] = {};
-  load(k, rows.q(b, h, s) + C, hs, lane);
-  load(v, rows.q(b, h, s) + 2 * C, hs, lane);
-  for (int t = s; t < rows.T; ++t) {
+  load(k, rows.k(b, h, s), hs, lane);
+  load(v, rows.k(b, h, s) + C, hs, lane);
+  for (int t = rows.query_begin(s); t < rows.n; ++t) {
     const float* q = rows.q(b, h, t);
     const float* dy = dout + rows.row(b, h, t);
     float dyr[kMaxPerLane];
@@ -115,27 +133,30 @@ __global__ void key_gradients_kernel(float* dqkv, const float* dout, const float
       if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * q[d];
     }
   }
-  float* row = dqkv + (size_t(b) * rows.T + s) * 3 * C + h * hs;
+  float* row = dkv + rows.k_offset(b, h, s);
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hs) row[C + d] = dk[i], row[2 * C + d] = dv[i];
+    if (d < hs) {
+      row[d] = (accumulate ? row[d] : 0.0f) + dk[i];
+      row[C + d] = (accumulate ? row[C + d] : 0.0f) + dv[i];
+    }
   }
 }
 
-// One warp per query t: dq_t, over the keys s ≤ t.
+// One warp per query t: dq_t (accumulate: +=), over the keys it sees.
 __global__ void query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse,
-                                       HeadRows rows, int B, float scale) {
+                                       HeadRows rows, int B, float scale, bool accumulate) {
   int b, h, t;
-  if (!warp_row(B, rows.NH, rows.T, b, h, t)) return;
+  if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float q[kMaxPerLane], dyr[kMaxPerLane], dq[kMaxPerLane] = {};
   load(q, rows.q(b, h, t), hs, lane);
   const float* dy = dout + rows.row(b, h, t);
   load(dyr, dy, hs, lane);
   const float d_row = warp_dot(dyr, out + rows.row(b, h, t), hs, lane), row_lse = lse[rows.stat(b, h, t)];
-  for (int s = 0; s <= t; ++s) {
-    const float* k = rows.q(b, h, s) + C;
+  for (int s = 0; s < rows.key_end(t); ++s) {
+    const float* k = rows.k(b, h, s);
     const float p = vexp(warp_dot(q, k, hs, lane) * scale - row_lse);
     const float ds = p * (warp_dot(dyr, k + C, hs, lane) - d_row) * scale;  // k + C: v
 #pragma unroll
@@ -144,11 +165,11 @@ __global__ void query_gradients_kernel(float* dqkv, const float* dout, const flo
       if (d < hs) dq[i] += ds * k[d];
     }
   }
-  float* row = dqkv + (size_t(b) * rows.T + t) * 3 * C + h * hs;
+  float* row = dqkv + (size_t(b) * rows.T + rows.q0 + t) * 3 * C + h * hs;
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hs) row[d] = dq[i];
+    if (d < hs) row[d] = (accumulate ? row[d] : 0.0f) + dq[i];
   }
 }
 
@@ -163,30 +184,57 @@ void require_head_size(int hs) {
                              std::to_string(32 * kMaxPerLane) + " its kernels hold");
 }
 
-}  // namespace
+HeadRows block_rows(const float* qkv, const float* kv, int W, int T, int C, int NH, const AttentionBlock& block) {
+  return HeadRows{qkv, kv, T, C, C / NH, NH, W, block.q_chunk * block.rows, block.k_chunk * block.rows, block.rows,
+                  block.causal};
+}
 
-void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
-  if (size_t(B) * T * NH == 0) return;
-  const int hs = C / NH;
-  require_head_size(hs);
-  forward_kernel<<<warp_blocks(B, T, NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
-      out, lse, HeadRows{qkv, T, C, hs, NH}, B, 1.0f / std::sqrt(static_cast<float>(hs)));
+void forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine) {
+  if (size_t(B) * rows.n * rows.NH == 0) return;
+  require_head_size(rows.hs);
+  forward_kernel<<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
+      out, lse, rows, B, 1.0f / std::sqrt(static_cast<float>(rows.hs)), combine);
   check_launch("flash_attention_forward");
 }
 
+void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out, const float* lse,
+              const HeadRows& rows, int B, bool accumulate) {
+  if (size_t(B) * rows.n * rows.NH == 0) return;
+  require_head_size(rows.hs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(rows.hs));
+  const int blocks = warp_blocks(B, rows.n, rows.NH);
+  key_gradients_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dkv, dout, out, lse, rows, B, scale,
+                                                                         accumulate);
+  check_launch("flash_attention_backward (keys)");
+  query_gradients_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse, rows, B, scale,
+                                                                           accumulate);
+  check_launch("flash_attention_backward (queries)");
+}
+
+}  // namespace
+
+void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+  forward(ctx, out, lse, block_rows(qkv, qkv, 3 * C, T, C, NH, AttentionBlock{0, 0, T, true}), B, false);
+}
+
+// The key kernel writes dk and dv, the query kernel dq: each element of dqkv by one warp.
 void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
                               const float* lse, int B, int T, int C, int NH) {
-  if (size_t(B) * T * NH == 0) return;
-  const int hs = C / NH;
-  require_head_size(hs);
-  const HeadRows rows{qkv, T, C, hs, NH};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  key_gradients_kernel<<<warp_blocks(B, T, NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse, rows,
-                                                                                         B, scale);
-  check_launch("flash_attention_backward (keys)");
-  query_gradients_kernel<<<warp_blocks(B, T, NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse,
-                                                                                           rows, B, scale);
-  check_launch("flash_attention_backward (queries)");
+  backward(ctx, dqkv, dqkv, dout, out, lse, block_rows(qkv, qkv, 3 * C, T, C, NH, AttentionBlock{0, 0, T, true}), B,
+           false);
+}
+
+void flash_attention_block_forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W,
+                                   int B, int T, int C, int NH, const AttentionBlock& block) {
+  forward(ctx, out, lse, block_rows(qkv, kv, W, T, C, NH, block), B, !block.first);
+}
+
+// dkv may be dqkv (a rank's own chunks, W = 3C): the key kernel touches its k and v columns, the
+// query kernel its q columns, one launch after the other.
+void flash_attention_block_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv,
+                                    const float* kv, int W, const float* out, const float* lse, int B, int T, int C,
+                                    int NH, const AttentionBlock& block) {
+  backward(ctx, dqkv, dkv, dout, out, lse, block_rows(qkv, kv, W, T, C, NH, block), B, true);
 }
 
 }  // namespace trident::kernels::cuda

@@ -269,6 +269,9 @@ KernelTable make_table() {
   TRIDENT_GUARDED(attention_decode);
   TRIDENT_GUARDED(flash_attention_forward);
   TRIDENT_GUARDED(flash_attention_backward);
+  TRIDENT_GUARDED(flash_attention_block_forward);
+  TRIDENT_GUARDED(flash_attention_block_backward);
+  TRIDENT_GUARDED(copy_columns);
   TRIDENT_GUARDED(embedding_forward);
   TRIDENT_GUARDED(embedding_backward);
   TRIDENT_GUARDED(positions_forward);

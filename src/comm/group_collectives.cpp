@@ -32,11 +32,12 @@ GroupCollectives::GroupCollectives(Communicator& group, const topo::Topology& t,
 
 // Every member of a level communicator sees the same size and the same use_hierarchy_, so
 // each NCCL communicator is made by all of its members or by none (creation is collective).
-// Only the pipeline's communicator carries point-to-point (two more NCCL communicators).
+// Only the pipeline's and the context ring's communicators carry point-to-point (two more NCCL
+// communicators each).
 void GroupCollectives::make_device_communicators(MPI_Comm group, const topo::Topology& t, Traffic kind) {
   const NcclSettings& nccl = settings_.nccl;
   NcclCommOptions flat = communicator_options(nccl, span_, name());
-  flat.point_to_point = kind == Traffic::Pipeline;
+  flat.point_to_point = kind == Traffic::Pipeline || kind == Traffic::Context;
   device_flat_ = make_nccl_communicator(group, levels_of(group, t), flat, settings_.timeout_s, kind);
   if (!use_hierarchy_) return;
   const std::pair<MPI_Comm, topo::Level> levels[] = {{levels_->handle(0), topo::Level::Node},

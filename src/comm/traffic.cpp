@@ -22,6 +22,7 @@ const char* traffic_name(Traffic group) {
     case Traffic::Pipeline: return "pipeline";
     case Traffic::Data: return "data";
     case Traffic::Embedding: return "embedding";
+    case Traffic::Context: return "context";
     case Traffic::Count: break;
   }
   return "?";

@@ -7,8 +7,8 @@
 
 namespace trident::comm {
 
-enum class Traffic { Tensor = 0, Pipeline, Data, Embedding, Count };
-const char* traffic_name(Traffic group);  // "tensor", "pipeline", "data", "embedding"
+enum class Traffic { Tensor = 0, Pipeline, Data, Embedding, Context, Count };
+const char* traffic_name(Traffic group);  // "tensor", "pipeline", "data", "embedding", "context"
 
 void count_sent(Traffic group, double bytes);
 

@@ -56,6 +56,11 @@ std::vector<KeySpec> build_schema() {
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),
       integer("parallel.data", std::string("1"), 1, 1048576, "data-parallel replicas"),
+      integer("parallel.context", std::string("1"), 1, 4096,
+              "context parallelism: each replica's sequences split over this many ranks (2 of 2 x context chunks "
+              "each, ring attention over the group); world = tensor x context x pipeline x data; needs "
+              "model.attention = flash and seq_len divisible by 2 x context; the gradients are summed over data x "
+              "context"),
       choice("parallel.schedule", "1f1b", {"1f1b", "gpipe", "zb-h1"},
              "pipeline schedule over the micro-batches of a step: 1f1b; gpipe (every forward, then every "
              "backward); zb-h1 (zero-bubble H1: the backward split into input and weight gradients, the "

@@ -14,16 +14,20 @@ void check_world(const Deck& deck, int world_size) {
   const int64_t tp = deck.get_int("parallel.tensor");
   const int64_t pp = deck.get_int("parallel.pipeline");
   const int64_t dp = deck.get_int("parallel.data");
-  if (tp * pp * dp == world_size) return;
+  const int64_t cp = deck.get_int("parallel.context");
+  const int64_t product = tp * cp * pp * dp;
+  if (product == world_size) return;
   std::string hint = "set them so that their product is " + std::to_string(world_size);
-  if (world_size % (tp * pp) == 0)
-    hint += ", e.g. --parallel.data=" + std::to_string(world_size / (tp * pp));
-  fatal_all(deck.file_name() + ": parallel.tensor x parallel.pipeline x parallel.data = " +
-            std::to_string(tp) + " x " + std::to_string(pp) + " x " + std::to_string(dp) + " = " +
-            std::to_string(tp * pp * dp) + ", but the job has " + std::to_string(world_size) +
+  if (world_size % (tp * cp * pp) == 0)
+    hint += ", e.g. --parallel.data=" + std::to_string(world_size / (tp * cp * pp));
+  const bool context = cp > 1;
+  fatal_all(deck.file_name() + ": parallel.tensor x " + (context ? "parallel.context x " : "") +
+            "parallel.pipeline x parallel.data = " + std::to_string(tp) + " x " +
+            (context ? std::to_string(cp) + " x " : "") + std::to_string(pp) + " x " + std::to_string(dp) + " = " +
+            std::to_string(product) + ", but the job has " + std::to_string(world_size) +
             (world_size == 1 ? " rank" : " ranks") + " (" + deck.cite("parallel.tensor") + ", " +
-            deck.cite("parallel.pipeline") + ", " + deck.cite("parallel.data") + "); " + hint +
-            ", or launch " + std::to_string(tp * pp * dp) + " ranks");
+            (context ? deck.cite("parallel.context") + ", " : "") + deck.cite("parallel.pipeline") + ", " +
+            deck.cite("parallel.data") + "); " + hint + ", or launch " + std::to_string(product) + " ranks");
 }
 
 void check_model(const Deck& deck) {
@@ -139,10 +143,11 @@ void check_schedule(const Deck& deck) {
 void check_sequence_parallel(const Deck& deck) {
   if (!deck.get_bool("parallel.sequence_parallel")) return;
   const int64_t t = deck.get_int("parallel.tensor");
-  const int64_t rows = deck.get_int("train.micro_batch") * deck.get_int("model.seq_len");
+  const int64_t rows = deck.get_int("train.micro_batch") * deck.get_int("model.seq_len") /
+                       deck.get_int("parallel.context");  // this rank's rows of each sequence
   const std::string here = deck.file_name() + ": " + deck.cite("parallel.sequence_parallel");
   if (rows % t != 0)
-    fatal_all(here + " splits a micro-batch's micro_batch x seq_len = " + std::to_string(rows) + " token rows over "
+    fatal_all(here + " splits a micro-batch's micro_batch x seq_len / context = " + std::to_string(rows) + " token rows over "
               "parallel.tensor = " + std::to_string(t) + " ranks, which does not divide them (" +
               deck.cite("train.micro_batch") + ", " + deck.cite("model.seq_len") + "); use a seq_len divisible by " +
               std::to_string(t));
@@ -150,6 +155,30 @@ void check_sequence_parallel(const Deck& deck) {
     fatal_all(here + " keeps each rank's rows of the blocks' output gradients only, and parallel.schedule = zb-h1 "
               "defers weight gradients that need all of them (" + deck.cite("parallel.schedule") +
               "); use parallel.schedule = 1f1b or parallel.sequence_parallel = false");
+}
+
+// Context parallelism: 2·context equal chunks of each sequence, attention through the ring of
+// flash-attention blocks, and replicas that each keep their sequences (the balance features move
+// micro-batches between data ranks, which are replicas × context ranks here).
+void check_context(const Deck& deck) {
+  const int64_t c = deck.get_int("parallel.context");
+  if (c == 1) return;
+  const int64_t T = deck.get_int("model.seq_len");
+  const std::string here = deck.file_name() + ": " + deck.cite("parallel.context") + " splits each sequence into " +
+                           std::to_string(2 * c) + " chunks";
+  if (T % (2 * c) != 0)
+    fatal_all(here + ", and model.seq_len = " + std::to_string(T) + " is not divisible by " + std::to_string(2 * c) +
+              " (" + deck.cite("model.seq_len") + "); use a seq_len divisible by 2 x parallel.context");
+  if (deck.get_string("model.attention") != "flash")
+    fatal_all(here + " whose attention is a ring of flash-attention blocks, and model.attention = " +
+              deck.get_string("model.attention") + " (" + deck.cite("model.attention") + "); use model.attention = flash");
+  for (const char* key : {"balance.pipeline", "balance.replicas"})
+    if (deck.get_bool(key))
+      fatal_all(here + " over ranks that must keep the same blocks and micro-batches, and " + key + " = true (" +
+                deck.cite(key) + "); set it to false");
+  if (deck.get_string("balance.micro_batches") != "fixed")
+    fatal_all(here + " over ranks that must keep the same micro-batches, and balance.micro_batches = " +
+              deck.get_string("balance.micro_batches") + " (" + deck.cite("balance.micro_batches") + "); set it to fixed");
 }
 
 void check_topology(const Deck& deck, int world_size) {
@@ -272,6 +301,7 @@ void validate_layout(const Deck& deck, int world_size) {
   check_stage_layers(deck);
   check_batch(deck);
   check_schedule(deck);
+  check_context(deck);
   check_sequence_parallel(deck);
   check_topology(deck, world_size);
   check_precision(deck);

@@ -43,7 +43,8 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   deck::validate_layout(deck, world.size());
   RunSettings settings = read_settings(deck);
   const deck::Record record(deck);
-  const layout::Grid grid(settings.parallel.tensor, settings.parallel.pipeline, settings.parallel.data);
+  const layout::Grid grid(settings.parallel.tensor, settings.parallel.pipeline,
+                          settings.parallel.data * settings.parallel.context, settings.parallel.context);
   topo::Topology topology = comm::discover_topology(world, settings.topology);
   kernels::Context device;
   device.backend = &choose_device(world, settings.kernels, record);
@@ -195,8 +196,9 @@ std::string job_summary(const Job& job) {
   const auto& g = job.grid;
   const auto& t = job.topology;
   std::string text = std::to_string(g.world_size()) + (g.world_size() == 1 ? " rank" : " ranks") +
-                     " = tensor " + std::to_string(g.tp_size()) + " x pipeline " +
-                     std::to_string(g.pp_size()) + " x data " + std::to_string(g.dp_size()) +
+                     " = tensor " + std::to_string(g.tp_size()) +
+                     (g.cp_size() > 1 ? " x context " + std::to_string(g.cp_size()) : std::string()) +
+                     " x pipeline " + std::to_string(g.pp_size()) + " x data " + std::to_string(g.replicas()) +
                      "; " + std::to_string(t.num_nodes()) +
                      (t.num_nodes() == 1 ? " node" : " nodes");
   if (t.emulated())

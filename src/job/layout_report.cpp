@@ -11,7 +11,7 @@ using topo::Level;
 
 constexpr const char* kSpanWords[] = {"inside a node", "across nodes within a rack",
                                       "across racks"};
-constexpr GroupKind kKinds[] = {GroupKind::Tensor, GroupKind::Data, GroupKind::Pipeline,
+constexpr GroupKind kKinds[] = {GroupKind::Tensor, GroupKind::Context, GroupKind::Data, GroupKind::Pipeline,
                                 GroupKind::Embedding};
 
 GroupSpans spans_of(GroupKind kind, const layout::Grid& grid, const topo::Topology& topology) {
@@ -48,7 +48,8 @@ std::string crossing_warning(GroupKind kind, Level allowed, const layout::Grid& 
 
 std::vector<GroupSpans> group_spans(const layout::Grid& grid, const topo::Topology& topology) {
   std::vector<GroupSpans> result;
-  for (GroupKind kind : kKinds) result.push_back(spans_of(kind, grid, topology));
+  for (GroupKind kind : kKinds)
+    if (kind != GroupKind::Context || grid.cp_size() > 1) result.push_back(spans_of(kind, grid, topology));
   return result;
 }
 
@@ -56,6 +57,7 @@ std::vector<std::string> placement_warnings(const layout::Grid& grid,
                                             const topo::Topology& topology) {
   std::vector<std::string> warnings;
   for (const auto& [kind, allowed] : {std::pair{GroupKind::Tensor, Level::Node},
+                                      std::pair{GroupKind::Context, Level::Node},
                                       std::pair{GroupKind::Data, Level::Rack}}) {
     std::string warning = crossing_warning(kind, allowed, grid, topology);
     if (!warning.empty()) warnings.push_back(warning);
@@ -63,17 +65,22 @@ std::vector<std::string> placement_warnings(const layout::Grid& grid,
   return warnings;
 }
 
+// With context parallelism a cp column (the rank's chunks) and dp the replica; else dp is the
+// data rank.
 std::string rank_table(const layout::Grid& grid, const topo::Topology& topology) {
+  const bool context = grid.cp_size() > 1;
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%6s  %-20s %5s %5s %6s %4s %4s %4s\n", "rank", "host", "node",
-                "rack", "local", "tp", "dp", "pp");
+  std::snprintf(line, sizeof line, "%6s  %-20s %5s %5s %6s %4s%s %4s %4s\n", "rank", "host", "node",
+                "rack", "local", "tp", context ? "   cp" : "", "dp", "pp");
   out += line;
   for (int r = 0; r < grid.world_size(); ++r) {
     const topo::RankPlace& p = topology.place(r);
     const layout::Coord c = grid.coord_of(r);
-    std::snprintf(line, sizeof line, "%6d  %-20s %5d %5d %6d %4d %4d %4d\n", r, p.host.c_str(),
-                  p.node, p.rack, p.local_rank, c.tp, c.dp, c.pp);
+    char cp[16] = "";
+    if (context) std::snprintf(cp, sizeof cp, " %4d", grid.context_rank(c));
+    std::snprintf(line, sizeof line, "%6d  %-20s %5d %5d %6d %4d%s %4d %4d\n", r, p.host.c_str(),
+                  p.node, p.rack, p.local_rank, c.tp, cp, context ? grid.replica(c) : c.dp, c.pp);
     out += line;
   }
   return out;

@@ -11,14 +11,16 @@ const char* group_kind_name(GroupKind kind) {
     case GroupKind::Pipeline: return "pipeline";
     case GroupKind::Data: return "data";
     case GroupKind::Embedding: return "embedding";
+    case GroupKind::Context: return "context";
   }
   return "?";
 }
 
-Grid::Grid(int tp_size, int pp_size, int dp_size)
-    : tp_size_(tp_size), pp_size_(pp_size), dp_size_(dp_size) {
-  if (tp_size < 1 || pp_size < 1 || dp_size < 1)
+Grid::Grid(int tp_size, int pp_size, int dp_size, int cp_size)
+    : tp_size_(tp_size), pp_size_(pp_size), dp_size_(dp_size), cp_size_(cp_size) {
+  if (tp_size < 1 || pp_size < 1 || dp_size < 1 || cp_size < 1)
     throw std::invalid_argument("grid sizes must be at least 1");
+  if (dp_size % cp_size != 0) throw std::invalid_argument("the data group must hold whole context groups");
 }
 
 Coord Grid::coord_of(int world_rank) const {
@@ -51,6 +53,10 @@ std::vector<int> Grid::group(GroupKind kind, int world_rank) const {
       break;
     case GroupKind::Pipeline:
       for (c.pp = 0; c.pp < pp_size_; ++c.pp) members.push_back(rank_of(c));
+      break;
+    case GroupKind::Context:
+      for (c.dp = me.dp - me.dp % cp_size_; c.dp < me.dp - me.dp % cp_size_ + cp_size_; ++c.dp)
+        members.push_back(rank_of(c));
       break;
     case GroupKind::Embedding:
       if (me.pp != 0 && me.pp != pp_size_ - 1) break;

@@ -11,6 +11,12 @@
 //  - Pipeline groups exchange one activation per micro-batch point-to-point, latency-tolerant
 //    and overlappable: outermost, free to cross racks.
 // This is Megatron-LM's default order (tp-dp-pp).
+//
+// Context parallelism (parallel.context = c) splits each replica's sequences over c ranks,
+// which hold the same parameters: the data group is then data × context — its dp_size() = d·c
+// ranks sum the gradients — and a replica's context ranks are its c consecutive dp ranks:
+// dp = context_rank + c · replica. So the order is tensor, context, data, pipeline, and the
+// context group, which passes keys and values every layer, sits next to the tensor group.
 #pragma once
 
 #include <string>
@@ -25,24 +31,30 @@ struct Coord {
   bool operator==(const Coord& o) const { return tp == o.tp && dp == o.dp && pp == o.pp; }
 };
 
-enum class GroupKind { Tensor, Pipeline, Data, Embedding };
-const char* group_kind_name(GroupKind kind);  // "tensor", "pipeline", "data", "embedding"
+enum class GroupKind { Tensor, Pipeline, Data, Embedding, Context };
+const char* group_kind_name(GroupKind kind);  // "tensor", "pipeline", "data", "embedding", "context"
 
 class Grid {
  public:
-  Grid(int tp_size, int pp_size, int dp_size);  // each >= 1
+  // Each >= 1; dp_size the data group's ranks (data × context), a multiple of cp_size.
+  Grid(int tp_size, int pp_size, int dp_size, int cp_size = 1);
 
   int tp_size() const { return tp_size_; }
   int pp_size() const { return pp_size_; }
   int dp_size() const { return dp_size_; }
+  int cp_size() const { return cp_size_; }
+  int replicas() const { return dp_size_ / cp_size_; }  // the data replicas: sequences split d ways
   int world_size() const { return tp_size_ * pp_size_ * dp_size_; }
+  // Of a data rank: its context rank (which chunks of the sequence) and its replica (which sequences).
+  int context_rank(const Coord& c) const { return c.dp % cp_size_; }
+  int replica(const Coord& c) const { return c.dp / cp_size_; }
 
   Coord coord_of(int world_rank) const;
   int rank_of(const Coord& coord) const;
 
   // Members of world_rank's group of that kind, in world-rank order (which is also the order of
   // the varying coordinate: tensor group by tp_rank, pipeline group by stage, data group by
-  // dp_rank, embedding group first stage then last). The embedding group (the tied token
+  // dp_rank, context group by context rank, embedding group first stage then last). The embedding group (the tied token
   // embedding's copies on the first and last stage) is empty for ranks on middle stages, and
   // is a single rank when pipeline = 1.
   std::vector<int> group(GroupKind kind, int world_rank) const;
@@ -54,7 +66,7 @@ class Grid {
   int group_index(GroupKind kind, int world_rank) const;
 
  private:
-  int tp_size_, pp_size_, dp_size_;
+  int tp_size_, pp_size_, dp_size_, cp_size_;
 };
 
 }  // namespace trident::layout

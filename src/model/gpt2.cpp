@@ -57,6 +57,13 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
 
 Gpt2::~Gpt2() { drop_graphs(); }
 
+void Gpt2::set_context_group(const ContextGroup& group) {
+  if (group.size > 1 && !flash_)
+    throw std::logic_error("Gpt2::set_context_group: context parallelism needs the flash attention");
+  cp_ = group;
+  cp_.stream = stream();
+}
+
 void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
 Tensor Gpt2::parameters_to_write() {
@@ -221,6 +228,34 @@ void Gpt2::prepare(int B, int T) {
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
   if (!flash_) d_att_ = activations(probs);
+  if (cp_.size > 1) {
+    ring_ = activations(4 * BT * 2 * Cl);
+    if (tp_.slice.first_stage) positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
+  }
+}
+
+RingBuffers Gpt2::ring_buffers() const {
+  const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
+  RingBuffers r;
+  for (int i = 0; i < 4; ++i) (i < 2 ? r.kv[i] : r.dkv[i - 2]) = ring_.view().elements(i * n, n).reshaped({B_, T_, 2 * C_local_});
+  return r;
+}
+
+// The rows of wpe at this rank's chunks' positions (chunk k: positions [k·n, (k + 1)·n)).
+const float* Gpt2::local_positions() {
+  if (cp_.size == 1) return p_.wpe;
+  const int n = T_ / 2, C = config_.channels;
+  for (int local = 0; local < 2; ++local)
+    kernels::copy(ctx_, positions_.view().elements(int64_t(local) * n * C, int64_t(n) * C),
+                  on_device(p_.wpe + int64_t(cp_.chunk(cp_.rank, local)) * n * C, {n * C}));
+  return positions_.data();
+}
+
+void Gpt2::add_position_gradients() {
+  const int n = T_ / 2, C = config_.channels;
+  for (int local = 0; local < 2; ++local)
+    kernels::add_inplace(ctx_, on_device(g_.wpe + int64_t(cp_.chunk(cp_.rank, local)) * n * C, {n * C}),
+                         d_positions_.view().elements(int64_t(local) * n * C, int64_t(n) * C));
 }
 
 // The linear layers as block_forward and head_forward call them: the row-parallel ones (the
@@ -311,7 +346,8 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
   const Tensor y = on_device(out, {B_, T_, C_local_});
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {  // f32 products on the stored values (w.qkv holds what a.qkv keeps), in every precision
-    kernels::flash_attention_forward(ctx_, y, a.lse.view(), w.qkv.view(qkv), heads_local_);
+    if (cp_.size > 1) ring_attention_forward(ctx_, cp_, y, a.lse.view(), w.qkv.view(qkv), ring_buffers(), heads_local_);
+    else kernels::flash_attention_forward(ctx_, y, a.lse.view(), w.qkv.view(qkv), heads_local_);
     return;
   }
   if (gemm_.precision == kernels::Precision::bf16) {
@@ -330,8 +366,13 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
 void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {
-    kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), w.qkv.view(qkv),
-                                      w.atty.view({B_, T_, C_local_}), a.lse.view(), heads_local_);
+    const Tensor y = w.atty.view({B_, T_, C_local_});
+    if (cp_.size > 1)
+      ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), w.qkv.view(qkv), y,
+                              a.lse.view(), ring_buffers(), heads_local_);
+    else
+      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), w.qkv.view(qkv), y, a.lse.view(),
+                                        heads_local_);
     return;
   }
   if (recompute_attention_) attention_core(a, w, d_qkv_.data());
@@ -446,7 +487,7 @@ void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_s
   if (embeds(s)) {
     begin_edge();
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), scratch_c_.data(), s.inputs.data(),
-                                     weight(kWte, 0, vocab_.rows, config_.channels), p_.wpe, B_, T_,
+                                     weight(kWte, 0, vocab_.rows, config_.channels), local_positions(), B_, T_,
                                      config_.channels);
     // Kept as values of the storage type (in f32: it is also what a pipeline stage receives).
     kernels::round_to(ctx_, s.stage_input.view(), low_type());
@@ -742,8 +783,11 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   }
   if (embeds(s)) {
     begin_edge();
-    vocab_parallel_embedding_backward(ctx_, tp_, vocab_, g_.wte, g_.wpe, dresidual, scratch_c_.data(), s.inputs.data(),
+    float* dwpe = cp_.size > 1 ? d_positions_.data() : g_.wpe;  // context parallelism: this rank's rows, then added
+    if (cp_.size > 1) kernels::clear(ctx_, d_positions_.view());
+    vocab_parallel_embedding_backward(ctx_, tp_, vocab_, g_.wte, dwpe, dresidual, scratch_c_.data(), s.inputs.data(),
                                       B_, T_, config_.channels);
+    if (cp_.size > 1) add_position_gradients();
     end_edge();
   }
   if (on_final && s.chunk == 0) on_final(-1);  // chunk 0's backward is the stage's last (interleaved)

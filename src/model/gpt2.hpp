@@ -38,6 +38,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/stream_intervals.hpp"
 #include "model/config.hpp"
+#include "model/context_parallel.hpp"
 #include "model/params.hpp"
 #include "model/tensor_parallel.hpp"
 #include "tensor/buffer.hpp"
@@ -100,6 +101,11 @@ class Gpt2 {
   // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
   // left to do. Before prepare().
   void set_flash_attention(bool on) { flash_ = on; }
+  // Context parallelism (model/context_parallel.hpp): each micro-batch's T rows per sequence are
+  // this rank's two chunks of sequences c·T long; the flash attention runs as a ring over the
+  // group and the positions are the chunks'. Needs set_flash_attention(true). Before prepare().
+  void set_context_group(const ContextGroup& group);
+  const ContextGroup& context_group() const { return cp_; }
   // model.classifier_chunk = n > 0: the fused, chunked classifier (model/classifier.hpp), the
   // head, its loss and (in a training forward, enqueue_forward's backward_scale) its gradient
   // over chunks of n tokens — only (n, Vp/p) logits exist; no logits() then. 0: the (B, T, Vp/p)
@@ -286,6 +292,9 @@ class Gpt2 {
   // Memory of the model's device at data seen as `shape`: what a kernel reads its sizes from.
   Tensor on_device(const float* data, Shape shape) const;
   Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
+  RingBuffers ring_buffers() const;
+  const float* local_positions();          // wpe's rows of this rank's chunks (all of wpe without context parallelism)
+  void add_position_gradients();           // d_positions_ into the gradient of wpe's rows
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   void attention_core_backward(LayerActivations& a, LayerActivations& w);
@@ -318,6 +327,7 @@ class Gpt2 {
   TensorGroup tp_whole_;  // tp_ with every row on every rank: the classifier's (sequence parallelism)
   VocabSlice vocab_;
   bool flash_ = false;  // model.attention = flash
+  ContextGroup cp_;     // parallel.context: the ring attention's group (size 1: none)
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
   int layers_ = 0;                     // blocks on this stage
@@ -368,6 +378,10 @@ class Gpt2 {
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
+  // Context parallelism: the ring's (k, v) and their gradients' travelling buffers, 4 × (B,T,2C/p),
+  // and this rank's rows of the position table and of its gradient, (T,C) each.
+  Buffer<float> ring_;
+  Buffer<float> positions_, d_positions_;
 };
 
 }  // namespace trident::model

@@ -29,9 +29,10 @@ struct Sizes {
   int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows;
 };
 Sizes sizes(const MemoryInputs& in) {
-  const int64_t BT = int64_t(in.micro_batch) * in.seq_len, C = in.config.channels, heads = in.config.heads / in.tensor;
+  const int64_t BT = int64_t(in.micro_batch) * (in.seq_len / in.context), C = in.config.channels;
+  const int64_t heads = in.config.heads / in.tensor;
   const bool flash = in.flash_attention;
-  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * in.seq_len, flash ? BT * heads : 0,
+  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * (in.seq_len / in.context), flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
           in.sequence_parallel ? BT / in.tensor : BT};
 }
@@ -87,6 +88,8 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
             kFloat;  // backward scratch
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat;
+  if (in.context > 1)  // the ring's (k, v) and gradient buffers; the chunks' positions and their gradient
+    shared += (4 * z.BT * 2 * z.Cl + (stage == 0 ? 2 * (in.seq_len / in.context) * z.C : 0)) * kFloat;
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)

@@ -32,6 +32,9 @@
 // column-parallel input gathered. Per block that is Korthikanti et al.'s sbh·34/t + 5as²b/t
 // (their Table 2) without dropout's masks and outputs: 32·b·C/p stored values + the attention
 // probabilities / p, in 16 bit.
+// Context parallelism (c > 1, flash attention): every activation holds seq_len/c rows of each
+// sequence; the ring's four (b/c, 2C/p) f32 travelling buffers, and on the first stage the
+// position table's rows and their gradient (2 · (T/c, C) f32).
 #pragma once
 
 #include <array>
@@ -51,6 +54,7 @@ struct MemoryInputs {
   std::vector<int> stage_layers;  // blocks per stage
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
   bool sequence_parallel = false;  // parallel.sequence_parallel with tensor > 1: rows / tensor outside the GEMMs
+  int context = 1;                 // parallel.context: seq_len / context rows of each sequence per rank
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage (interleaved 1F1B)
   std::vector<int> chunk_layers;   // interleaved: blocks per virtual stage (pipeline · virtual_stages)

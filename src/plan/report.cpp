@@ -30,6 +30,7 @@ std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
                             l.micro_batch);
   if (l.sequence_parallel && l.tensor > 1) text += ", sequence parallel";
+  if (l.context > 1) text += format(", context %g", l.context);
   if (l.pipeline > 1) text += ", " + schedule_label(l);
   text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
   return text;
@@ -74,6 +75,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"schedule", pipeline::schedule_name(l.schedule)},
               {"virtual_stages", l.virtual_stages},
               {"sequence_parallel", l.sequence_parallel && l.tensor > 1},
+              {"context", l.context},
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},
@@ -98,15 +100,15 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
 }
 
 std::string table_header() {
-  return "rank  tensor pipeline  data micro schedule recompute  zero  mem/dev(GB) headroom(GB)   step(s)    tokens/s  TFLOP/s   MFU";
+  return "rank  tensor context pipeline  data micro schedule recompute  zero  mem/dev(GB) headroom(GB)   step(s)    tokens/s  TFLOP/s   MFU";
 }
 
 std::string table_row(const Candidate& c, int rank) {
   const Layout& l = c.layout;
   const StepEstimate& e = c.estimate;
   char text[256];
-  std::snprintf(text, sizeof text, "%4d %7s %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
-                tensor_label(l).c_str(), l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
+  std::snprintf(text, sizeof text, "%4d %7s %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
+                tensor_label(l).c_str(), l.context, l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
                 l.recompute.c_str(), l.zero ? "yes" : "no",
                 e.memory_total / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
@@ -122,7 +124,8 @@ std::string breakdown(const Candidate& c) {
   for (size_t s = 0; s < e.stages.size() && s < 4; ++s)
     out += format("  stage %g per micro-batch: compute %.4g s, element-wise %.4g s", double(s), e.stages[s].compute_s,
                   e.stages[s].elementwise_s) +
-           format(", tensor collectives %.4g s, point-to-point %.4g s\n", e.stages[s].tensor_s, e.stages[s].p2p_s);
+           format(", tensor collectives %.4g s, point-to-point %.4g s", e.stages[s].tensor_s, e.stages[s].p2p_s) +
+           format(", context ring %.4g s\n", e.stages[s].context_s);
   if (e.stages.size() > 4) out += "  (" + std::to_string(e.stages.size() - 4) + " more stages)\n";
   const char* kinds[] = {"data", "tensor", "pipeline"};
   const std::array<double, 3>* bytes[] = {&e.data_bytes, &e.tensor_bytes, &e.pipeline_bytes};
@@ -145,7 +148,7 @@ std::string seed_rule_table(const std::vector<SeedRule>& rules, int model_best_d
 
 std::string curve_table(const std::vector<CurvePoint>& curve) {
   std::string out = "scaling: the best layout per device count (efficiency against the smallest count that fits)\n"
-                    "  devices  tensor pipeline  data micro schedule recompute      tokens/s  TFLOP/s/dev  efficiency\n";
+                    "  devices  tensor context pipeline  data micro schedule recompute      tokens/s  TFLOP/s/dev  efficiency\n";
   for (const CurvePoint& p : curve) {
     if (!p.best) {
       out += format(p.ranked.empty() ? "  %7g  no runnable layout (the batch, heads and layers allow none)\n"
@@ -154,8 +157,8 @@ std::string curve_table(const std::vector<CurvePoint>& curve) {
     }
     const Layout& l = p.best->layout;
     char text[200];
-    std::snprintf(text, sizeof text, "  %7d %7s %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices,
-                  tensor_label(l).c_str(),
+    std::snprintf(text, sizeof text, "  %7d %7s %7d %8d %5d %5d %-8s %-10s %12.4g %12.1f %10.0f%%%s\n", p.devices,
+                  tensor_label(l).c_str(), l.context,
                   l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(), l.recompute.c_str(),
                   p.best->estimate.tokens_per_s,
                   p.best->estimate.tflops_per_device, 100 * p.efficiency,

@@ -55,24 +55,26 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
                                       const SearchSpace& space) {
   std::vector<Candidate> out;
   for (int t : divisors(devices, w.config.heads))
-    for (int p : divisors(devices / t, w.config.layers)) {
-      const int d = devices / t / p;
-      if (w.global_batch % d) continue;
-      for (int b : divisors(w.global_batch / d, space.max_micro_batch))
-        for (const std::string& recompute : space.recompute)
-          for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
-            for (int v : chunk_counts(p, schedule, base, space))
-              for (bool sp : sequence_choices(t, base, space))
-                for (bool zero : {false, true}) {
-                  if (zero && (d == 1 || !space.zero)) continue;
-                  Layout l = base;
-                  l.tensor = t, l.pipeline = p, l.data = d, l.micro_batch = b, l.recompute = recompute, l.zero = zero;
-                  l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp;
-                  l.stage_layers.clear();
-                  if (!layout_problem(w, l).empty()) continue;
-                  out.push_back({l, estimate_step(w, l, hw)});
-                }
-    }
+    for (int p : divisors(devices / t, w.config.layers))
+      for (int c : divisors(devices / t / p, w.flash_attention ? space.max_context : 1)) {
+        const int d = devices / t / p / c;
+        if (w.global_batch % d || (c > 1 && w.seq_len % (2 * c) != 0)) continue;
+        for (int b : divisors(w.global_batch / d, space.max_micro_batch))
+          for (const std::string& recompute : space.recompute)
+            for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
+              for (int v : chunk_counts(p, schedule, base, space))
+                for (bool sp : sequence_choices(t, base, space))
+                  for (bool zero : {false, true}) {
+                    if (zero && (d * c == 1 || !space.zero)) continue;
+                    Layout l = base;
+                    l.tensor = t, l.pipeline = p, l.data = d, l.context = c, l.micro_batch = b, l.recompute = recompute;
+                    l.zero = zero;
+                    l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp;
+                    l.stage_layers.clear();
+                    if (!layout_problem(w, l).empty()) continue;
+                    out.push_back({l, estimate_step(w, l, hw)});
+                  }
+      }
   std::stable_sort(out.begin(), out.end(), better);
   return out;
 }

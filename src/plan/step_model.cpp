@@ -37,13 +37,14 @@ std::vector<int> stage_layers(const Workload& w, const Layout& l) {
                                       std::vector<long>(l.stage_layers.begin(), l.stage_layers.end()));
 }
 
-int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (dp + l.data * pp); }
+// dp: the rank in the stage's gradient group (context rank + context · replica).
+int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (dp + l.gradient_group() * pp); }
 
 // The group of `kind` on stage `pp` that spans the widest level: with tensor groups not filling
 // whole nodes (tensor 6 on nodes of 8), some groups cross a node boundary and set the pace.
 GroupShape widest_group(const Layout& l, int pp, bool tensor, const Hardware& hw) {
   GroupShape widest;
-  const int groups = tensor ? l.data : l.tensor, members = tensor ? l.tensor : l.data;
+  const int groups = tensor ? l.gradient_group() : l.tensor, members = tensor ? l.tensor : l.gradient_group();
   for (int g = 0; g < groups; ++g) {
     std::vector<int> ranks;
     for (int m = 0; m < members; ++m) ranks.push_back(tensor ? rank_of(l, m, g, pp) : rank_of(l, g, m, pp));
@@ -85,6 +86,24 @@ double tensor_all_reduces(const Layout& l, int layers, bool first, bool last) {
   return layers * (2 + 3 + (recomputes ? 2 : 0)) + (first ? 1 : 0) + (last ? 1.5 : 0);
 }
 
+// One block's ring attention on a micro-batch (model/context_parallel.hpp), the part its work
+// does not hide: each of the c − 1 forward steps sends the held (k, v), tokens·2C/t f32 values,
+// to the next context rank while the step's two unmasked n×n blocks (4·n²·C/t FLOPs each, per
+// sequence, n = T/(2c)) are computed; backward the same with 2.5 times the blocks' work, and c
+// sends of the (dk, dv) accumulators after each step's work (not hidden). Recompute runs the
+// forward's again.
+double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, double tokens) {
+  const double C = w.config.channels, n = double(w.seq_len) / (2 * l.context), c = l.context;
+  const int here = rank_of(l, 0, 0, stage), next = rank_of(l, 0, 1, stage);
+  std::array<double, 3> bytes{};
+  const double message = p2p_seconds(tokens * 2 * C / l.tensor * 4, here, next, hw, bytes);
+  const double blocks = 2 * l.micro_batch * 4 * n * n * C / l.tensor / (hw.peak(l.precision) * hw.gemm_fraction);
+  const bool recomputes = l.recompute == "full" || l.recompute == "every_k";
+  const double forward = (c - 1) * std::max(0.0, message - blocks);
+  const double backward = (c - 1) * std::max(0.0, message - 2.5 * blocks) + c * message;
+  return forward * (recomputes ? 2 : 1) + backward;
+}
+
 // The part of a micro-batch's time a stage adds to the fill and drain. ZB-H1 (pipeline/
 // schedule.hpp): (f + b − w)/(f + b + w), with a block's forward f = 24C² + 4TC per token (the
 // GEMMs and the attention products), its weight gradients w = 24C² (the GEMMs' forward again)
@@ -101,7 +120,8 @@ double fill_share(const Workload& w, const Layout& l) {
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
                      StepEstimate& e) {
-  const double tokens = double(l.micro_batch) * w.seq_len, C = w.config.channels, T = w.seq_len;
+  // A micro-batch's tokens on this rank: its sequences' (its chunks' with context parallelism).
+  const double tokens = double(l.micro_batch) * w.seq_len / l.context, C = w.config.channels, T = w.seq_len;
   const double heads_local = double(w.config.heads) / l.tensor;
   const bool first = stage == 0, last = stage == l.pipeline - 1;
   StageTime t;
@@ -126,7 +146,8 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
     t.tensor_s = tensor_all_reduces(l, layers, first, last) *
                  all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
   const double message = activation * rows_share;  // what crosses a stage boundary
-  const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.data;
+  if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
+  const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
     std::array<double, 3> bytes{};
@@ -150,7 +171,7 @@ int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<i
 // backward hides it, and the last bucket never hides.
 void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const std::vector<int>& layers,
                    StepEstimate& e) {
-  if (l.data == 1) return;
+  if (l.gradient_group() == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
     const double bytes = stage_parameters(w, l, layers, stage) * kGradientBytes;
     double seconds = all_reduce_seconds(bytes, widest_group(l, stage, false, hw), hw, l.hierarchical,
@@ -239,7 +260,8 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.config = w.config;
   in.tensor = l.tensor;
   in.pipeline = l.pipeline;
-  in.data = l.data;
+  in.data = l.gradient_group();  // ZeRO's shards
+  in.context = l.context;
   in.stage_layers = stage_layers(w, l);
   in.micro_batch = l.micro_batch;
   in.seq_len = w.seq_len;
@@ -252,7 +274,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
   in.classifier_chunk = w.classifier_chunk;
-  in.zero = l.zero && l.data > 1;
+  in.zero = l.zero && l.gradient_group() > 1;
   in.bucket_mb = l.bucket_mb;
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
@@ -282,8 +304,13 @@ std::string layout_problem(const Workload& w, const Layout& l) {
              " x " + v + " chunks";
     if (m % l.pipeline) return "interleaving needs the micro-batches (" + std::to_string(m) + ") a multiple of pipeline";
   }
+  if (l.context > 1) {
+    if (!w.flash_attention) return "context parallelism needs the flash attention";
+    if (w.seq_len % (2 * l.context))
+      return "sequence " + std::to_string(w.seq_len) + " is not divisible by 2 x context " + std::to_string(l.context);
+  }
   if (l.sequence_parallel && l.tensor > 1) {
-    if ((int64_t(l.micro_batch) * w.seq_len) % l.tensor)
+    if ((int64_t(l.micro_batch) * w.seq_len / l.context) % l.tensor)
       return "sequence parallelism needs micro-batch x seq_len divisible by tensor " + t;
     if (pipeline::splits_backward(l.schedule))
       return "sequence parallelism keeps no whole output gradients for " + pipeline::schedule_name(l.schedule);
@@ -323,7 +350,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   double local = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
     const double n = double(stage_parameters(w, l, in.stage_layers, stage));
-    local = std::max(local, in.zero ? std::ceil(n / l.data) : n);
+    local = std::max(local, in.zero ? std::ceil(n / l.gradient_group()) : n);
   }
   e.optimizer_s = local * kOptimizerBytesPerParameter / hw.memory_bandwidth;
   e.step_s = e.pipeline_s + e.data_exposed_s + e.embedding_s + e.optimizer_s;

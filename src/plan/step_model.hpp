@@ -50,19 +50,22 @@ struct Layout {
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage: interleaved 1F1B (schedule 1f1b)
   bool sequence_parallel = false;  // the rows outside the tensor-parallel GEMMs split over tensor (tensor > 1)
+  int context = 1;                 // ranks each replica's sequences are split over (ring attention)
   std::string precision = "fp32";
   bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)
   bool low16_widened = false;      // CPU only: 16-bit GEMM operands widened in a workspace
   double bucket_mb = 25;
   std::vector<int> stage_layers;   // empty: the even split of the runtime
-  int devices() const { return tensor * pipeline * data; }
+  int devices() const { return tensor * context * pipeline * data; }
+  int gradient_group() const { return data * context; }  // the ranks that sum a stage's gradients
 };
 
 // Time of one micro-batch's forward + backward (and recompute) on one stage, by part.
 struct StageTime {
   double compute_s = 0, elementwise_s = 0, tensor_s = 0, p2p_s = 0;
-  double total() const { return compute_s + elementwise_s + tensor_s + p2p_s; }
+  double context_s = 0;  // the ring attention's messages the blocks' work does not hide
+  double total() const { return compute_s + elementwise_s + tensor_s + p2p_s + context_s; }
 };
 
 struct StepEstimate {

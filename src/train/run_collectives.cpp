@@ -9,6 +9,7 @@ RunCollectives::RunCollectives(const comm::JobGroups& groups, const topo::Topolo
   using comm::Traffic;
   tensor = groups.communicator(GroupKind::Tensor, topology, "tensor", settings, Traffic::Tensor);
   data = groups.communicator(GroupKind::Data, topology, "data", settings, Traffic::Data);
+  context = groups.communicator(GroupKind::Context, topology, "context", settings, Traffic::Context);
   // The world group carries host values only (the step's agreements, figures, a gathered model):
   // no NCCL communicator for it, which would cost device memory and start-up time for nothing.
   comm::CollectiveSettings host_only = settings;

@@ -1,8 +1,8 @@
 // The collectives of one training run, made together: one per parallel group this rank
-// belongs to and one over all ranks, each under the watchdog. The model (tensor), the
-// pipeline runner (pipeline), the gradient reducer (data), the tied embedding (embedding) and
-// the step-boundary agreements (world) hold references into this bundle, which therefore is
-// built before and outlives all of them.
+// belongs to and one over all ranks, each under the watchdog. The model (tensor, and context
+// for ring attention), the pipeline runner (pipeline), the gradient reducer (data: data ×
+// context), the tied embedding (embedding) and the step-boundary agreements (world) hold
+// references into this bundle, which therefore is built before and outlives all of them.
 #pragma once
 
 #include <memory>
@@ -21,7 +21,7 @@ struct RunCollectives {
   // The step-boundary agreements over all ranks (NaN skip, stop signal, checkpoint due): under
   // the watchdog, so that a rank that died cannot leave the others waiting in them.
   std::unique_ptr<comm::Communicator> world;
-  std::unique_ptr<comm::Communicator> tensor, pipeline, data;
+  std::unique_ptr<comm::Communicator> tensor, pipeline, data, context;
   std::unique_ptr<comm::Communicator> embedding;  // the first and last stage's ranks; else null
 
   // This rank's position in its data and pipeline groups (groups keep world-rank order).

@@ -77,7 +77,8 @@ kernels::Context model_context(const Job& job) {
 // initialised.
 std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::GptConfig& config,
                                          const RecomputeChoice& recompute, const std::vector<int>& stage_layers,
-                                         kernels::Context& ctx, comm::Communicator& tensor) {
+                                         kernels::Context& ctx, comm::Communicator& tensor,
+                                         comm::Communicator& context) {
   const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
   tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, virtual_layer_counts(job.settings));
@@ -91,10 +92,12 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_flash_attention(job.settings.model.flash_attention);
+  if (context.size() > 1) model->set_context_group(model::ContextGroup{&context, context.rank(), context.size(), {}});
   model->set_classifier_chunk(job.settings.model.classifier_chunk);
   model->set_graphs(job.settings.kernels.graphs);
   // Every GEMM primitive, also in --check.
-  model->prepare_kernels(job.settings.train.micro_batch, job.settings.train.seq_len);
+  model->prepare_kernels(job.settings.train.micro_batch,
+                         job.settings.parallel.rows_per_sequence(job.settings.train.seq_len));
   return model;  // its parameters set by the trainer (set_parameters), or by a checkpoint read
 }
 
@@ -123,7 +126,7 @@ std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& setting
                                                       int micro_batch) {
   auto runner = std::make_unique<pipeline::PipelineRunner>(
       model, pipeline, pipeline::parse_schedule(settings.step.schedule), static_cast<int>(micro_batches), micro_batch,
-      settings.train.seq_len);
+      settings.parallel.rows_per_sequence(settings.train.seq_len));
   runner->set_slowdown(settings.debug.slowdown_of(rank));
   return runner;
 }
@@ -167,7 +170,8 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       recompute_(checked_recompute(world, job, config_)),
       ctx_(model_context(job)),
       stage_layers_(stage_layer_counts(job.settings, pp_size_)),
-      model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor)),
+      model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor,
+                         *collectives_.context)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16
                        ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
                        : nullptr),
@@ -177,7 +181,10 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
                           settings_.train.micro_batch)),
       hooks_(FaultHooks::install(world, settings_.debug)),
       B_(settings_.train.micro_batch),
-      T_(settings_.train.seq_len),
+      T_(settings_.parallel.rows_per_sequence(settings_.train.seq_len)),
+      seq_len_(settings_.train.seq_len),
+      context_(collectives_.context->size()),
+      replica_(dp_rank_ / context_),
       steps_(settings_.train.steps),
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
@@ -185,7 +192,7 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       balancer_(settings_.balance, job.grid, *this),
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
-      first_micro_batch_(dp_rank_ * micro_batches_),
+      first_micro_batch_(replica_ * micro_batches_),
       memory_(model_memory(world, job.device, job.settings.kernels)),
       step_scalars_(kernels::kStepScalars, MemoryCategory::Activations, kernels::backend_of(ctx_), MemoryKind::device) {
   set_parameters(initial_parameters(job.settings, *model_));
@@ -220,7 +227,8 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   reducer_.reset();
   model_.reset();
   stage_layers_ = split;
-  model_ = build_model(job_, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor);
+  model_ = build_model(job_, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor,
+                       *collectives_.context);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
   rebuild_runner();
@@ -246,8 +254,17 @@ StepResult Trainer::train_step(int64_t step) {
   const double fp16_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float loss_scale = static_cast<float>(fp16_scale / static_cast<double>(micro_batches_ * dp_size_));
   auto batch = [&](int micro, int32_t* inputs, int32_t* targets) {
-    data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T_,
-                         inputs, targets);
+    if (context_ == 1)
+      return data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T_, inputs,
+                                  targets);
+    // Context parallelism: the replica's whole sequences, of which this rank takes its chunks.
+    sequences_.resize(2 * static_cast<size_t>(B_) * seq_len_);
+    int32_t* whole_inputs = sequences_.data();
+    int32_t* whole_targets = whole_inputs + static_cast<size_t>(B_) * seq_len_;
+    data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, seq_len_, whole_inputs,
+                         whole_targets);
+    model::take_chunks(model_->context_group(), whole_inputs, inputs, B_, seq_len_);
+    model::take_chunks(model_->context_group(), whole_targets, targets, B_, seq_len_);
   };
   // The last backward makes the gradients final: each finished block goes to the data-parallel
   // reducer at once. The embedding and final LayerNorm (event -1) wait until the schedule is
@@ -366,10 +383,19 @@ double Trainer::from_last_stage(double value) {
 }
 
 double Trainer::evaluate() {
-  const ValidationShare share = validation_share(val_windows_, dp_rank_, dp_size_);
+  const ValidationShare share = validation_share(val_windows_, replica_, dp_size_ / context_);
   std::vector<int> used(share.batches(B_));
   auto batch = [&](int k, int32_t* inputs, int32_t* targets) {
-    used[k] = share.fill(*val_data_, k, B_, T_, inputs, targets);
+    if (context_ == 1) {
+      used[k] = share.fill(*val_data_, k, B_, T_, inputs, targets);
+      return;
+    }
+    sequences_.resize(2 * static_cast<size_t>(B_) * seq_len_);  // whole windows, then this rank's chunks
+    int32_t* whole_inputs = sequences_.data();
+    int32_t* whole_targets = whole_inputs + static_cast<size_t>(B_) * seq_len_;
+    used[k] = share.fill(*val_data_, k, B_, seq_len_, whole_inputs, whole_targets);
+    model::take_chunks(model_->context_group(), whole_inputs, inputs, B_, seq_len_);
+    model::take_chunks(model_->context_group(), whole_targets, targets, B_, seq_len_);
   };
   double sum = 0.0;
   auto consume = [&](int k, const float* losses) {
@@ -377,7 +403,7 @@ double Trainer::evaluate() {
   };
   runner_->forward_only(share.batches(B_), batch, consume);
   collectives_.data->all_reduce(&sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
-  return from_last_stage(sum) / static_cast<double>(val_windows_ * T_);
+  return from_last_stage(sum) / static_cast<double>(val_windows_ * seq_len_);
 }
 
 // Collective: rank 0's failure to write a file of the run directory (a full disk, an I/O
@@ -413,8 +439,11 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   print0("model: " + std::to_string(model::num_parameters(model_->config())) + " parameters (" +
          std::to_string(model_->num_parameters()) + " on this rank); " +
          std::to_string(micro_batches_) + " micro-batches of " + std::to_string(B_) + " x " +
-         std::to_string(T_) + " tokens per step; train " + std::to_string(train_data_->size()) +
-         " tokens, validation " + std::to_string(val_windows_ * T_) + " tokens");
+         std::to_string(seq_len_) + " tokens per step" +
+         (context_ > 1 ? " (" + std::to_string(T_) + " per sequence on each of " + std::to_string(context_) +
+                             " context ranks)" : std::string()) +
+         "; train " + std::to_string(train_data_->size()) + " tokens, validation " +
+         std::to_string(val_windows_ * seq_len_) + " tokens");
   if (log_.metrics())
     log_.start(metrics::measure_gemm_peak(model_->context(), model_->precision()),
                kernels::precision_name(model_->precision()));

@@ -138,7 +138,12 @@ class Trainer : private BalanceTarget {
   // Sequences per micro-batch and micro-batches per step of a replica (equal shares): the
   // deck's, or balance.micro_batches' last choice; their product is fixed.
   int B_;
-  const int T_;
+  const int T_;        // rows of each sequence this rank holds: seq_len, or seq_len / context
+  const int seq_len_;  // model.seq_len
+  // Context parallelism: the ranks each replica's sequences are split over, and this rank's
+  // replica (which sequences it reads); 1 and dp_rank_ without.
+  const int context_, replica_;
+  std::vector<int32_t> sequences_;  // context parallelism: a micro-batch's whole sequences, host
   const int64_t steps_;
   int64_t micro_batches_;
   const double flops_per_token_;

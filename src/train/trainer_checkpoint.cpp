@@ -67,7 +67,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) {
   static_cast<ckpt::Provenance&>(m) = {TRIDENT_VERSION, utc_timestamp(),
                                        job_.record.to_ini("resolved deck of the run that wrote this checkpoint")};
   static_cast<ckpt::TrainingState&>(m) = {completed_steps,
-                                          completed_steps * settings_.train.global_batch * T_,
+                                          completed_steps * settings_.train.global_batch * seq_len_,
                                           optimizer_updates_,
                                           bad_in_a_row_,
                                           skipped_steps_,

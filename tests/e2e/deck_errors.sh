@@ -110,7 +110,7 @@ expect_user_error zb_h1_needs_micro_batches "the ZB-H1 schedule needs at least a
 expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keeps each block's GEMM inputs|memory.recompute = full" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.schedule=zb-h1 --memory.recompute=full
 # Sequence parallelism (issue 34): the rows split evenly over the tensor group, and no ZB-H1.
-expect_user_error sequence_parallel_rows_not_divisible "parallel.sequence_parallel = true|micro_batch x seq_len = 30 token rows|parallel.tensor = 4|use a seq_len divisible by 4" \
+expect_user_error sequence_parallel_rows_not_divisible "parallel.sequence_parallel = true|micro_batch x seq_len / context = 30 token rows|parallel.tensor = 4|use a seq_len divisible by 4" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=4 --parallel.sequence_parallel=true --model.seq_len=30
 expect_user_error sequence_parallel_not_with_zb_h1 "parallel.sequence_parallel = true|parallel.schedule = zb-h1|use parallel.schedule = 1f1b" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.pipeline=2 --parallel.sequence_parallel=true \

@@ -6,7 +6,9 @@
 
 #include <omp.h>
 
+#include <array>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernel_check.hpp"
@@ -96,6 +98,50 @@ BOOST_AUTO_TEST_CASE(the_operation_checks_its_tensors) {
   BOOST_TEST(out == tiled(s, qkv, dout).out);
   BOOST_CHECK_THROW(kernels::flash_attention_forward(ctx, view(out.data(), out.size()),
                                                      view(lse.data(), lse.size() - 1), q, s.NH),
+                    std::logic_error);
+}
+
+// Ring attention's blocks (kernels::AttentionBlock) on one rank: a sequence cut into 2 or 3
+// chunks, each query chunk folded over the key chunks at and before it (the first block written,
+// the rest folded in, the diagonal causal), with kv = the qkv itself (W = 3C), equals the whole
+// flash attention — out, lse and every gradient (accumulated into a cleared dqkv) — within fp32
+// rounding; the chunks cross the 128-row tiles.
+BOOST_AUTO_TEST_CASE(blocks_folded_over_chunks_equal_the_whole_sequence) {
+  for (const auto& [B, chunks, rows, C, NH] : std::vector<std::array<int, 5>>{{2, 2, 7, 16, 2}, {1, 3, 130, 64, 4}}) {
+    const Shape4 s{B, chunks * rows, C, NH};
+    const std::vector<float> qkv = random_vector(static_cast<size_t>(s.B) * s.T * 3 * s.C, 41, 1.0f);
+    const std::vector<float> dout = random_vector(static_cast<size_t>(s.B) * s.T * s.C, 42, 1.0f);
+    const Results whole = tiled(s, qkv, dout);
+    std::vector<float> whole_lse(static_cast<size_t>(s.B) * s.NH * s.T), scratch(whole.out.size());
+    kernels::Context ctx;
+    kernels::cpu::flash_attention_forward(ctx, scratch.data(), whole_lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+    std::vector<float> out(whole.out.size()), lse(whole_lse.size()), dqkv(qkv.size(), 0.0f);
+    const Tensor q = view(qkv.data(), Shape{s.B, s.T, 3 * s.C});
+    const Tensor o = view(out.data(), Shape{s.B, s.T, s.C}), l = view(lse.data(), lse.size());
+    for (int i = 0; i < chunks; ++i)
+      for (int j = 0; j <= i; ++j)  // the diagonal last: the folding starts from a whole block
+        kernels::flash_attention_block_forward(ctx, o, l, q, q, s.NH, kernels::AttentionBlock{i, j, rows, i == j, j == 0});
+    const std::string at = "B=" + std::to_string(B) + ", " + std::to_string(chunks) + " chunks of " + std::to_string(rows);
+    expect_close(out, wide(whole.out), 1e-5, 1.0, "output, " + at);
+    expect_close(lse, wide(whole_lse), 1e-5, 1.0, "lse, " + at);
+    const Tensor dq = view(dqkv.data(), Shape{s.B, s.T, 3 * s.C});
+    for (int i = 0; i < chunks; ++i)
+      for (int j = 0; j <= i; ++j)
+        kernels::flash_attention_block_backward(ctx, dq, dq, view(dout.data(), Shape{s.B, s.T, s.C}), q, q, o, l, s.NH,
+                                                kernels::AttentionBlock{i, j, rows, i == j});
+    expect_close(dqkv, wide(whole.dqkv), 1e-5, 1.0, "dqkv, " + at);
+  }
+}
+
+// A block off the diagonal cannot be causal, and chunks must lie inside the T rows.
+BOOST_AUTO_TEST_CASE(a_block_outside_the_sequence_is_refused) {
+  std::vector<float> qkv(2 * 8 * 3 * 16), out(2 * 8 * 16), lse(2 * 2 * 8);
+  kernels::Context ctx;
+  const Tensor q = view(qkv.data(), Shape{2, 8, 48}), o = view(out.data(), Shape{2, 8, 16});
+  const Tensor l = view(lse.data(), lse.size());
+  BOOST_CHECK_THROW(kernels::flash_attention_block_forward(ctx, o, l, q, q, 2, kernels::AttentionBlock{1, 0, 4, true}),
+                    std::logic_error);
+  BOOST_CHECK_THROW(kernels::flash_attention_block_forward(ctx, o, l, q, q, 2, kernels::AttentionBlock{2, 0, 4, false}),
                     std::logic_error);
 }
 

@@ -2,6 +2,7 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <vector>
 
 #include "layout/grid.hpp"
@@ -21,7 +22,7 @@ std::vector<Coord> enumerate_in_rank_order(int tp, int pp, int dp) {
   return coords;
 }
 
-std::vector<int> brute_group(const std::vector<Coord>& coords, GroupKind kind, int rank, int pp) {
+std::vector<int> brute_group(const std::vector<Coord>& coords, GroupKind kind, int rank, int pp, int cp = 1) {
   const Coord me = coords[rank];
   std::vector<int> members;
   for (int r = 0; r < static_cast<int>(coords.size()); ++r) {
@@ -35,6 +36,7 @@ std::vector<int> brute_group(const std::vector<Coord>& coords, GroupKind kind, i
         same = c.tp == me.tp && c.dp == me.dp && (me.pp == 0 || me.pp == pp - 1) &&
                (c.pp == 0 || c.pp == pp - 1);
         break;
+      case GroupKind::Context: same = c.tp == me.tp && c.pp == me.pp && c.dp / cp == me.dp / cp; break;
     }
     if (same) members.push_back(r);
   }
@@ -44,6 +46,25 @@ std::vector<int> brute_group(const std::vector<Coord>& coords, GroupKind kind, i
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(grid)
+
+// Context parallelism: the data group is data × context (dp = context rank + c · replica), the
+// context group a replica's c consecutive data ranks — next to the tensor group in rank order.
+BOOST_AUTO_TEST_CASE(context_groups_sit_inside_the_data_group_next_to_tensor) {
+  for (const auto& [tp, cp, pp, replicas] : std::vector<std::array<int, 4>>{{2, 2, 2, 2}, {1, 4, 2, 1}, {2, 3, 1, 2}}) {
+    const Grid grid(tp, pp, replicas * cp, cp);
+    const auto coords = enumerate_in_rank_order(tp, pp, replicas * cp);
+    BOOST_TEST(grid.replicas() == replicas);
+    for (int rank = 0; rank < grid.world_size(); ++rank) {
+      for (GroupKind kind : {GroupKind::Tensor, GroupKind::Data, GroupKind::Pipeline, GroupKind::Context})
+        BOOST_TEST(grid.group(kind, rank) == brute_group(coords, kind, rank, pp, cp));
+      const Coord c = grid.coord_of(rank);
+      BOOST_TEST(grid.context_rank(c) * 1 + cp * grid.replica(c) == c.dp);
+      const std::vector<int> context = grid.group(GroupKind::Context, rank);
+      BOOST_TEST(context.back() - context.front() == (cp - 1) * tp);  // consecutive after the tensor ranks
+    }
+  }
+  BOOST_CHECK_THROW(Grid(2, 1, 3, 2), std::invalid_argument);  // 3 data ranks are not whole groups of 2
+}
 
 BOOST_AUTO_TEST_CASE(grid_matches_brute_force_for_all_factorisations_up_to_64) {
   int layouts = 0;

@@ -68,6 +68,7 @@ ProcessGroups::ProcessGroups(const layout::Grid& grid, const topo::Topology& top
   pipeline_ = split_world(color_of(GroupKind::Pipeline));
   data_ = split_world(color_of(GroupKind::Data));
   embedding_ = split_world(color_of(GroupKind::Embedding));
+  context_ = split_world(color_of(GroupKind::Context));
   const topo::RankPlace& place = topology.place(me);
   node_ = split_world(place.node);
   rack_ = split_world(place.rack);
@@ -79,7 +80,7 @@ ProcessGroups::~ProcessGroups() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* comm : {&tensor_, &pipeline_, &data_, &embedding_, &node_, &rack_, &cross_rack_,
+  for (MPI_Comm* comm : {&tensor_, &pipeline_, &data_, &embedding_, &context_, &node_, &rack_, &cross_rack_,
                          &leaders_})
     free_comm(*comm);
 }
@@ -90,6 +91,7 @@ MPI_Comm ProcessGroups::group(GroupKind kind) const {
     case GroupKind::Pipeline: return pipeline_;
     case GroupKind::Data: return data_;
     case GroupKind::Embedding: return embedding_;
+    case GroupKind::Context: return context_;
   }
   return MPI_COMM_NULL;
 }
@@ -99,7 +101,7 @@ std::string verify_groups(const ProcessGroups& groups, const layout::Grid& grid,
   const int me = world_rank();
   std::string problem;
   for (GroupKind kind : {GroupKind::Tensor, GroupKind::Pipeline, GroupKind::Data,
-                         GroupKind::Embedding}) {
+                         GroupKind::Embedding, GroupKind::Context}) {
     const std::vector<int> actual = members_of(groups.group(kind));
     const std::vector<int> expected = grid.group(kind, me);
     if (problem.empty() && actual != expected)

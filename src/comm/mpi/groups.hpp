@@ -1,5 +1,5 @@
 // The MPI communicators of a job: one for each parallel group this rank belongs to (tensor,
-// pipeline, data, embedding) and one for each level of the cluster (node, rack, cross-rack,
+// pipeline, data, embedding, context) and one for each level of the cluster (node, rack, cross-rack,
 // node leaders). Created together, collectively over MPI_COMM_WORLD, and freed together.
 #pragma once
 
@@ -37,7 +37,7 @@ class ProcessGroups {
 
  private:
   MPI_Comm tensor_ = MPI_COMM_NULL, pipeline_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL;
-  MPI_Comm embedding_ = MPI_COMM_NULL;
+  MPI_Comm embedding_ = MPI_COMM_NULL, context_ = MPI_COMM_NULL;
   MPI_Comm node_ = MPI_COMM_NULL, rack_ = MPI_COMM_NULL, cross_rack_ = MPI_COMM_NULL;
   MPI_Comm leaders_ = MPI_COMM_NULL;
 };
