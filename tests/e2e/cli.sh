@@ -42,6 +42,12 @@ check layout_emulates_4_nodes_in_2_racks bash -c "[[ $status == 0 ]] && grep -q 
 check layout_shows_levels_per_group bash -c "grep -q '^tensor  .* 4 inside a node' layout.out && grep -q '^data  .* 4 across nodes within a rack' layout.out && grep -q '^pipeline  .* 4 across racks' layout.out"
 check layout_rank_table_row bash -c "grep -qE '^ +5  node2 +2 +1 +1 +1 +0 +1$' layout.out"
 
+# Context parallelism (issue 34): the context group next to the tensor group, inside a node, a
+# cp column in the rank table, and the data group of data x context ranks.
+mpirun -np 8 "$TRIDENT" layout ok.deck --parallel.tensor=2 --parallel.context=2 --parallel.data=2 \
+  --topology.ranks_per_node=4 > layout_cp.out 2> layout_cp.err; status=$?
+check layout_shows_the_context_group bash -c "[[ $status == 0 ]] && grep -q 'tensor 2 x context 2 x pipeline 1 x data 2' layout_cp.out && grep -q '^context  .* 4 inside a node' layout_cp.out && grep -qE '^data +4 +2 +2 across nodes within a rack' layout_cp.out && grep -qE '^ +6  node1 +1 +0 +2 +0 +1 +1 +0$' layout_cp.out"
+
 printf 'SwitchName=left Nodes=node[0,3]\nSwitchName=right Nodes=node[1-2]\nSwitchName=top Switches=left,right\n' > topo.conf
 mpirun -np 8 "$TRIDENT" layout ok.deck --parallel.pipeline=2 --parallel.data=4 \
   --topology.ranks_per_node=2 --topology.file=topo.conf > layout2.out 2> layout2.err; status=$?

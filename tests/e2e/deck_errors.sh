@@ -115,6 +115,15 @@ expect_user_error sequence_parallel_rows_not_divisible "parallel.sequence_parall
 expect_user_error sequence_parallel_not_with_zb_h1 "parallel.sequence_parallel = true|parallel.schedule = zb-h1|use parallel.schedule = 1f1b" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.pipeline=2 --parallel.sequence_parallel=true \
   --parallel.schedule=zb-h1
+# Context parallelism (issue 34): 2c equal chunks, the flash attention, no balance moves.
+expect_user_error context_chunks_not_equal "parallel.context = 4|splits each sequence into 8 chunks|model.seq_len = 36 is not divisible by 8" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.context=4 --model.seq_len=36
+expect_user_error context_needs_flash "parallel.context = 2|ring of flash-attention blocks|use model.attention = flash" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.context=2 --model.attention=materialized
+expect_user_error context_not_with_replica_balance "parallel.context = 2|balance.replicas = true|set it to false" \
+  mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.context=2 --parallel.data=2 --balance.replicas=true
+expect_user_error context_world_product "parallel.tensor x parallel.context x parallel.pipeline x parallel.data = 1 x 2 x 1 x 2 = 4|launch 4 ranks" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.context=2 --parallel.data=2
 expect_user_error interleaved_needs_1f1b "parallel.virtual_stages = 2|is the interleaved 1F1B schedule|parallel.schedule is gpipe" \
   mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.schedule=gpipe
 expect_user_error interleaved_needs_a_block_per_chunk "model.layers 4 must be at least parallel.pipeline x parallel.virtual_stages = 6" \

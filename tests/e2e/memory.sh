@@ -129,6 +129,14 @@ model_matches t2p2_sp_full_fp16 4 --parallel.tensor=2 --parallel.pipeline=2 $SP 
 model_matches t2p2d2_sp_interleaved_selective 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 $SP \
   --parallel.virtual_stages=2 --memory.recompute=selective --optim.zero=1
 
+# Context parallelism (issue 34): seq_len/c rows of each sequence per rank, the ring's four
+# travelling buffers and the chunks' positions on the first stage.
+model_matches c2_flash 2 --parallel.context=2 --model.attention=flash
+model_matches t2c2_sp_flash_bf16_chunked 4 --parallel.tensor=2 --parallel.context=2 $SP --model.attention=flash \
+  --optim.precision=bf16 --model.classifier_chunk=16
+model_matches c2p2d2_flash_full_zero 8 --parallel.context=2 --parallel.pipeline=2 --parallel.data=2 \
+  --model.attention=flash --memory.recompute=full --optim.zero=1
+
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
 none=$(total_of none) selective=$(total_of selective) full=$(total_of full)

@@ -184,6 +184,21 @@ close_to serial50_bf16 t4_sp_bf16_50_steps 4 2e-3 2e-2 --parallel.tensor=4 $SP -
 close_to serial50_bf16 t2p2_sp_bf16_selective_50_steps 4 2e-3 2e-2 --parallel.tensor=2 --parallel.pipeline=2 $SP \
   --optim.precision=bf16 --model.attention=materialized --memory.recompute=selective
 
+# Context parallelism (issue 34): each rank 2 of the 2c chunks of every sequence, attention as
+# a ring; 50 steps against the serial run as sequence parallelism's above: c = 2, 4, 8, with
+# tensor (and sequence) parallelism, pipeline, data and ZeRO, interleaving, full recompute,
+# chunks of 2 positions (c = 8 on 32), two sequences per micro-batch, bf16.
+close_to serial50 c2_50_steps 2 1e-6 1e-5 --parallel.context=2
+close_to serial50 c8_chunks_of_2_50_steps 8 1e-6 1e-5 --parallel.context=8
+close_to serial50 t2c2d2_sp_zero1_50_steps 8 1e-6 1e-5 --parallel.tensor=2 --parallel.context=2 --parallel.data=2 $SP \
+  --optim.zero=1
+close_to serial50 c4p2_interleaved_full_micro2_50_steps 8 1e-6 1e-5 --parallel.context=4 --parallel.pipeline=2 \
+  --parallel.virtual_stages=2 --memory.recompute=full --train.micro_batch=2
+close_to serial50_bf16 c4_bf16_50_steps 4 2e-3 2e-2 --parallel.context=4 --optim.precision=bf16
+if grep -q 'tensor 1 x context 8 x pipeline 1 x data 1' c8_chunks_of_2_50_steps.out &&
+   $PY -c "import h5py, sys; sys.exit(0 if h5py.File('c8_chunks_of_2_50_steps/metrics.h5')['bytes_context'][-1] > 0 else 1)"
+then pass context_group_reported_and_counted; else fail context_group_reported_and_counted "no layout line or bytes_context"; fi
+
 grep -q 'comm_exposed_ms' <(h5dump -H t1p1d2_overlap/metrics.h5) && pass metrics_record_communication \
   || fail metrics_record_communication "no comm_exposed_ms in metrics.h5"
 
