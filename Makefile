@@ -194,6 +194,7 @@ bench: deps
 	@scripts/bench-zero.sh
 	@scripts/bench-schedules.sh
 	@scripts/bench-sequence-parallel.sh
+	@scripts/bench-long-context.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

@@ -228,16 +228,20 @@ void Gpt2::prepare(int B, int T) {
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
   if (!flash_) d_att_ = activations(probs);
-  if (cp_.size > 1) {
-    ring_ = activations(4 * BT * 2 * Cl);
-    if (tp_.slice.first_stage) positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
-  }
+  if (cp_.size > 1 && tp_.slice.first_stage)
+    positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
 }
 
+// In the MLP's gradient scratch, free whenever the attention core runs (forward, or backward
+// between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each (B,T,4C/p).
 RingBuffers Gpt2::ring_buffers() const {
   const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
+  const Shape shape{B_, T_, 2 * C_local_};
   RingBuffers r;
-  for (int i = 0; i < 4; ++i) (i < 2 ? r.kv[i] : r.dkv[i - 2]) = ring_.view().elements(i * n, n).reshaped({B_, T_, 2 * C_local_});
+  for (int i = 0; i < 2; ++i) {
+    r.kv[i] = d_fch_.view().elements(i * n, n).reshaped(shape);
+    r.dkv[i] = d_fch_gelu_.view().elements(i * n, n).reshaped(shape);
+  }
   return r;
 }
 

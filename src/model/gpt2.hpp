@@ -378,9 +378,8 @@ class Gpt2 {
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
-  // Context parallelism: the ring's (k, v) and their gradients' travelling buffers, 4 × (B,T,2C/p),
-  // and this rank's rows of the position table and of its gradient, (T,C) each.
-  Buffer<float> ring_;
+  // Context parallelism: this rank's rows of the position table and of its gradient, (T,C) each
+  // (the ring's travelling buffers are d_fch_ and d_fch_gelu_: ring_buffers()).
   Buffer<float> positions_, d_positions_;
 };
 

@@ -88,8 +88,8 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
             kFloat;  // backward scratch
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat;
-  if (in.context > 1)  // the ring's (k, v) and gradient buffers; the chunks' positions and their gradient
-    shared += (4 * z.BT * 2 * z.Cl + (stage == 0 ? 2 * (in.seq_len / in.context) * z.C : 0)) * kFloat;
+  if (in.context > 1 && stage == 0)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
+    shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)

@@ -33,8 +33,8 @@
 // (their Table 2) without dropout's masks and outputs: 32·b·C/p stored values + the attention
 // probabilities / p, in 16 bit.
 // Context parallelism (c > 1, flash attention): every activation holds seq_len/c rows of each
-// sequence; the ring's four (b/c, 2C/p) f32 travelling buffers, and on the first stage the
-// position table's rows and their gradient (2 · (T/c, C) f32).
+// sequence (the ring's four (b/c, 2C/p) travelling buffers are the MLP's gradient scratch), and
+// on the first stage the position table's rows and their gradient (2 · (T/c, C) f32).
 #pragma once
 
 #include <array>

@@ -343,6 +343,51 @@ BOOST_AUTO_TEST_CASE(korthikanti_22b_sequence_parallel_activation_memory) {
   }
 }
 
+// Context parallelism in the planner: a 64K-token sequence of a 4-head, 2-block model. Each
+// rank holds a c-th of every activation (the memory model), the ring's messages cost time
+// (context_s), and on a device too small for any layout without it — tensor 4 at most (the
+// heads), pipeline 2 (the blocks), with sequence parallelism and full recompute — the search
+// finds one with it. Layouts the runtime refuses are refused here too.
+BOOST_AUTO_TEST_CASE(long_sequences_fit_with_context_parallelism) {
+  Workload w;
+  w.config = {65536, 8192, model::padded_vocab_for(8192), 2, 4, 512};
+  w.seq_len = 65536;
+  w.global_batch = 8;
+  w.flash_attention = true;
+  Layout one, ring;
+  one.precision = ring.precision = "bf16";
+  one.recompute = ring.recompute = "full";
+  ring.context = 8, ring.zero = true;
+  Hardware hw = a100();
+  const StepEstimate alone = estimate_step(w, one, hw), split = estimate_step(w, ring, hw);
+  const auto act = [](const StepEstimate& e) { return double(e.memory.bytes[static_cast<int>(MemoryCategory::Activations)]); };
+  BOOST_TEST(act(split) < act(alone) / 7);
+  BOOST_TEST(split.stages[0].context_s > 0);
+  BOOST_TEST(alone.stages[0].context_s == 0);
+  // The smallest layout without context parallelism, against the c = 8 one.
+  Layout best_without = one;
+  best_without.tensor = 4, best_without.pipeline = 2, best_without.sequence_parallel = true;
+  const StepEstimate without = estimate_step(w, best_without, hw);
+  BOOST_REQUIRE(split.memory_total < without.memory_total);
+  hw.memory_bytes = (double(split.memory_total) + double(without.memory_total)) / 2;
+  const std::vector<Candidate> ranked = search_layouts(w, one, 8, hw);
+  const Candidate* best = best_feasible(ranked);
+  BOOST_REQUIRE(best != nullptr);
+  const auto name = [](const Layout& l) {
+    return "t" + std::to_string(l.tensor) + " c" + std::to_string(l.context) + " p" + std::to_string(l.pipeline) + " d" +
+           std::to_string(l.data);
+  };
+  BOOST_TEST(best->layout.context > 1, name(best->layout));
+  for (const Candidate& c : ranked)
+    if (c.estimate.feasible) BOOST_TEST(c.layout.context > 1, name(c.layout));
+  Workload materialized = w;
+  materialized.flash_attention = false;
+  BOOST_TEST(!layout_problem(materialized, ring).empty());
+  Workload odd = w;
+  odd.seq_len = 65536 + 8;  // not a multiple of 2c = 16
+  BOOST_TEST(!layout_problem(odd, ring).empty());
+}
+
 // Korthikanti et al. 2022, eq. (1)-(2): per layer, in 16-bit with dropout, s·b·h·(34 + 5as/h)
 // without recompute and 34·s·b·h with selective recompute (t = 1; with tensor parallelism
 // s·b·h·(10 + 24/t + 5as/(ht))). Our blocks keep no dropout masks and no dropout outputs
