@@ -195,6 +195,7 @@ bench: deps
 	@scripts/bench-schedules.sh
 	@scripts/bench-sequence-parallel.sh
 	@scripts/bench-long-context.sh
+	@scripts/bench-tp-overlap.sh
 	@scripts/bench-text.sh
 	@scripts/bench-balance.sh
 

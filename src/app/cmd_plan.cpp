@@ -154,6 +154,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.virtual_stages = settings.parallel.virtual_stages;
   l.sequence_parallel = settings.parallel.sequence_parallel;
   l.context = settings.parallel.context;
+  l.tp_comm_overlap = settings.parallel.tp_comm_overlap;
   l.precision = settings.precision.name;
   const std::string& algo = settings.comm.collectives.algo;
   l.hierarchical = algo == "auto" || algo == "hierarchical";
@@ -231,6 +232,7 @@ void emit_deck(const cli::CommandLine& line, const std::string& text, const plan
                                      {"parallel.virtual_stages", std::to_string(l.virtual_stages)},
                                      {"parallel.sequence_parallel", l.sequence_parallel ? "true" : "false"},
                                      {"parallel.context", std::to_string(l.context)},
+                                     {"parallel.tp_comm_overlap", l.tp_comm_overlap ? "true" : "false"},
                                      {"optim.zero", l.zero ? "1" : "0"}});
   const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, overrides);
   std::ofstream out(path);

@@ -32,12 +32,12 @@ GroupCollectives::GroupCollectives(Communicator& group, const topo::Topology& t,
 
 // Every member of a level communicator sees the same size and the same use_hierarchy_, so
 // each NCCL communicator is made by all of its members or by none (creation is collective).
-// Only the pipeline's and the context ring's communicators carry point-to-point (two more NCCL
-// communicators each).
+// Only the pipeline's, the context ring's and the tensor group's (parallel.tp_comm_overlap's
+// rings) communicators carry point-to-point (two more NCCL communicators each).
 void GroupCollectives::make_device_communicators(MPI_Comm group, const topo::Topology& t, Traffic kind) {
   const NcclSettings& nccl = settings_.nccl;
   NcclCommOptions flat = communicator_options(nccl, span_, name());
-  flat.point_to_point = kind == Traffic::Pipeline || kind == Traffic::Context;
+  flat.point_to_point = kind == Traffic::Pipeline || kind == Traffic::Context || kind == Traffic::Tensor;
   device_flat_ = make_nccl_communicator(group, levels_of(group, t), flat, settings_.timeout_s, kind);
   if (!use_hierarchy_) return;
   const std::pair<MPI_Comm, topo::Level> levels[] = {{levels_->handle(0), topo::Level::Node},

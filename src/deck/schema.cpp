@@ -78,6 +78,10 @@ std::vector<KeySpec> build_schema() {
               "parallel GEMMs / tensor); all-gathers and reduce-scatters replace the tensor all-reduces; needs "
               "micro_batch x seq_len divisible by parallel.tensor; not with parallel.schedule = zb-h1; nothing to "
               "split with parallel.tensor = 1"),
+      boolean("parallel.tp_comm_overlap", "false",
+              "with parallel.sequence_parallel: each all-gather before a column-parallel GEMM and each reduce-scatter "
+              "after a row-parallel one as a ring of tensor steps over blocks of rows, the GEMM on the block already "
+              "there while the next travels (collective matmul); the exposed wait is metrics.h5's tensor_exposed_ms"),
       {"parallel.stage_layers", KeyType::IntList, std::string(""), 1, 1024, {},
        "blocks per pipeline stage, e.g. 3,5,5,3 (interleaved: per virtual stage, pipeline x virtual_stages "
        "counts in the model's order); empty = even split"},

@@ -141,6 +141,10 @@ void check_schedule(const Deck& deck) {
 // Sequence parallelism splits the B·T token rows of a micro-batch evenly over the tensor group,
 // and keeps no (B·T, C) output gradient for a deferred weight gradient.
 void check_sequence_parallel(const Deck& deck) {
+  if (deck.get_bool("parallel.tp_comm_overlap") && !deck.get_bool("parallel.sequence_parallel"))
+    fatal_all(deck.file_name() + ": " + deck.cite("parallel.tp_comm_overlap") + " overlaps sequence parallelism's "
+              "all-gathers and reduce-scatters with the GEMMs, and " + deck.cite("parallel.sequence_parallel") +
+              "; set parallel.sequence_parallel = true too");
   if (!deck.get_bool("parallel.sequence_parallel")) return;
   const int64_t t = deck.get_int("parallel.tensor");
   const int64_t rows = deck.get_int("train.micro_batch") * deck.get_int("model.seq_len") /

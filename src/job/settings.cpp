@@ -188,7 +188,7 @@ RunSettings read_settings(const deck::Deck& deck) {
   s.parallel = {static_cast<int>(deck.get_int("parallel.tensor")), static_cast<int>(deck.get_int("parallel.pipeline")),
                 static_cast<int>(deck.get_int("parallel.data")), deck.get_int_list("parallel.stage_layers"),
                 static_cast<int>(deck.get_int("parallel.virtual_stages")), deck.get_bool("parallel.sequence_parallel"),
-                static_cast<int>(deck.get_int("parallel.context"))};
+                static_cast<int>(deck.get_int("parallel.context")), deck.get_bool("parallel.tp_comm_overlap")};
   s.precision = precision_settings(deck);
   s.memory = {deck.get_string("memory.recompute"), static_cast<int>(deck.get_int("memory.recompute_interval")),
               deck.get_float("memory.budget_gb")};

@@ -97,6 +97,7 @@ struct ParallelSettings {
   int virtual_stages = 1;             // model chunks per stage (the interleaved 1F1B schedule)
   bool sequence_parallel = false;     // the token rows outside the parallel GEMMs split over tensor
   int context = 1;                    // ranks each replica's sequences are split over (ring attention)
+  bool tp_comm_overlap = false;       // sequence parallelism's collectives as rings beside the GEMMs
   // Rows of each sequence a rank holds: seq_len, or seq_len / context (2 of 2·context chunks).
   int rows_per_sequence(int seq_len) const { return seq_len / context; }
 };

@@ -225,6 +225,10 @@ void Gpt2::prepare(int B, int T) {
     gathered_ = activations(low() ? low_type() : DType::f32, BT * C);
     norm_partial_ = activations(2 * C);
   }
+  if (tp_.overlaps()) {  // the reduce-scatter ring's arriving block
+    ring_incoming_ = activations(rows * C);
+    tp_.incoming = ring_incoming_.view({rows_, config_.channels});
+  }
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
   if (!flash_) d_att_ = activations(probs);

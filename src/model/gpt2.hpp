@@ -374,6 +374,7 @@ class Gpt2 {
   TensorBuffer gathered_;                      // (B,T,C) sequence parallelism: a column-parallel
                                                // input gathered, of the storage type
   Buffer<float> norm_partial_;                 // (2C) sequence parallelism: a LayerNorm's dγ, dβ part
+  Buffer<float> ring_incoming_;                // (rows_,C) tp_comm_overlap: TensorGroup::incoming
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)

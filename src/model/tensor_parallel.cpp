@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/clock.hpp"
 #include "kernels/backend.hpp"
 
 namespace trident::model {
@@ -23,12 +24,26 @@ Tensor on_device(const kernels::Context& ctx, const T* data, Shape shape) {
 // capture there is nothing to wait for); Gpt2's fence after each pass completes it.
 void TensorGroup::all_reduce(float* data, size_t n, comm::Op op) const {
   if (slice.size == 1) return;
-  settle(collectives->all_reduce(data, n, DType::f32, op, stream));
+  settle([&] { return collectives->all_reduce(data, n, DType::f32, op, stream); });
 }
 
-void TensorGroup::settle(comm::Work work) const {
-  if (stream.device.is_cpu()) work.wait();
-  else work.leave_to_stream();
+namespace {
+double g_waited_seconds = 0;  // take_tensor_wait_seconds(): the host's waits, one model per process
+}  // namespace
+
+double take_tensor_wait_seconds() {
+  const double seconds = g_waited_seconds;
+  g_waited_seconds = 0;
+  return seconds;
+}
+
+// On the host the operation is timed from its call (MPI's collectives run inside it) to its
+// completion: the exposed tensor-parallel time.
+void TensorGroup::settle(const std::function<comm::Work()>& operation) const {
+  if (!stream.device.is_cpu()) return operation().leave_to_stream();
+  const double start = steady_seconds();
+  operation().wait();
+  g_waited_seconds += steady_seconds() - start;
 }
 
 void TensorGroup::all_reduce_sum(float* data, size_t n) const { all_reduce(data, n, comm::Op::Sum); }
@@ -44,14 +59,68 @@ TensorGroup TensorGroup::whole_rows() const {
 // M divisible by the group (the deck's check): segment_of's segments are whole rows.
 void TensorGroup::reduce_scatter_rows(float* data, int M, int K) const {
   if (!splits_rows()) return;
-  settle(collectives->reduce_scatter(data, static_cast<size_t>(M) * K, DType::f32, comm::Op::Sum, stream));
+  settle([&] { return collectives->reduce_scatter(data, static_cast<size_t>(M) * K, DType::f32, comm::Op::Sum, stream); });
 }
 
 void TensorGroup::all_gather_rows(kernels::Context& ctx, const Tensor& gathered, const Tensor& local) const {
   const int64_t n = static_cast<int64_t>(local.numel());
   const Tensor mine = gathered.elements(slice.rank * n, n);
   if (mine.data != local.data) kernels::copy(ctx, mine, local.reshaped(mine.shape));
-  settle(collectives->all_gather(gathered.data, static_cast<size_t>(n) * slice.size, gathered.dtype, stream));
+  settle([&] { return collectives->all_gather(gathered.data, static_cast<size_t>(n) * slice.size, gathered.dtype, stream); });
+}
+
+namespace {
+
+// Rows block j of (p·m, width) row-major data.
+Tensor block_of(const Tensor& t, int j, int blocks) {
+  const int64_t width = t.shape.dims[t.shape.rank - 1], rows = int64_t(t.numel()) / width / blocks;
+  return t.elements(j * rows * width, rows * width).reshaped({rows, width});
+}
+
+}  // namespace
+
+// Step k holds block j = r − k: it goes on to r + 1 while block j − 1 arrives from r − 1 and
+// use() reads block j.
+void TensorGroup::ring_all_gather(kernels::Context& ctx, const Tensor& gathered, const Tensor& local,
+                                  const std::function<void(int, const Tensor&)>& use) const {
+  const int p = slice.size, r = slice.rank, next = (r + 1) % p, previous = (r + p - 1) % p;
+  const Tensor mine = block_of(gathered, r, p);
+  if (mine.data != local.data) kernels::copy(ctx, mine, local.reshaped(mine.shape));
+  for (int k = 0; k < p; ++k) {
+    const int j = (r - k + p) % p;
+    const Tensor held = block_of(gathered, j, p);
+    comm::Work received, sent;
+    if (k < p - 1) {
+      const Tensor arriving = block_of(gathered, (j + p - 1) % p, p);
+      received = collectives->recv(arriving.data, arriving.numel(), arriving.dtype, previous, k, stream);
+      sent = collectives->send(held.data, held.numel(), held.dtype, next, k, stream);
+    }
+    use(j, held);
+    settle([&] { return std::move(received); });
+    settle([&] { return std::move(sent); });
+  }
+}
+
+// Step k: this rank's part of block j = r − 1 − k, plus the sum of ranks r − k … r − 1's parts
+// arriving from r − 1 meanwhile, on to r + 1; at k = p − 1, j = r: the whole sum, kept.
+void TensorGroup::ring_reduce_scatter(kernels::Context& ctx, const Tensor& partial,
+                                      const std::function<void(int, const Tensor&)>& produce) const {
+  const int p = slice.size, r = slice.rank, next = (r + 1) % p, previous = (r + p - 1) % p;
+  const Tensor arriving = incoming.elements(0, block_of(partial, 0, p).numel()).reshaped(block_of(partial, 0, p).shape);
+  comm::Work sent;
+  for (int k = 0; k < p; ++k) {
+    const int j = (r - 1 - k + 2 * p) % p;
+    const Tensor part = block_of(partial, j, p);
+    comm::Work received;
+    if (k > 0) received = collectives->recv(arriving.data, arriving.numel(), arriving.dtype, previous, p + k, stream);
+    produce(j, part);
+    if (k > 0) {
+      settle([&] { return std::move(received); });
+      kernels::add_inplace(ctx, part, arriving);
+    }
+    settle([&] { return std::move(sent); });  // the previous step's, whose block is not touched again
+    if (k < p - 1) sent = collectives->send(part.data, part.numel(), part.dtype, next, p + k + 1, stream);
+  }
 }
 
 comm::Work TensorGroup::fence() const {
@@ -70,11 +139,46 @@ Operand gathered_input(kernels::Context& ctx, const TensorGroup& group, const Op
   return all;
 }
 
+// The 16-bit values of dy's rows block j that the GEMMs read (empty in fp32).
+Tensor low_block(const GemmMode& mode, int j, int p, int M, int N) {
+  if (mode.dy_low.data == nullptr) return Tensor{};
+  const int64_t m = M / p;
+  return mode.dy_low.elements(j * m * N, m * N).reshaped({m, N});
+}
+
+// dX = dY A_i by blocks into the reduce-scatter ring (with db), then dA_i by blocks as X's
+// travel the all-gather ring again.
+void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
+                                         float* dx, float* dw_local, float* db_local, const float* dy_local,
+                                         const Operand& x, const Tensor& gathered, const Operand& w_local, int M,
+                                         int K, int N_local) {
+  const int p = group.slice.size;
+  const Tensor dy = on_device(ctx, dy_local, {M, N_local}), db = on_device(ctx, db_local, {N_local});
+  const Operand rows_shape = x.reshaped({M / p, K});  // what linear_backward reads M and K of (x itself unread)
+  group.ring_reduce_scatter(ctx, on_device(ctx, dx, {M, K}), [&](int j, const Tensor& into) {
+    kernels::linear_backward(ctx, into, Tensor{}, db, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows_shape,
+                             w_local);
+  });
+  if (dw_local == nullptr) return;
+  const Tensor dw = on_device(ctx, dw_local, {N_local, K});
+  group.ring_all_gather(ctx, gathered.elements(0, int64_t(M) * K).reshaped({M, K}), x, [&](int j, const Tensor& rows) {
+    kernels::linear_backward(ctx, Tensor{}, dw, Tensor{}, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows,
+                             w_local);
+  });
+}
+
 }  // namespace
 
 void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y_local, const Operand& x,
                              const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
                              int N_local) {
+  if (group.overlaps()) {  // Y_j = X_j A_iᵀ + b_i as each X_j arrives
+    const Tensor y = on_device(ctx, y_local, {M, N_local}), bias = on_device(ctx, b_local, {N_local});
+    group.ring_all_gather(ctx, gathered.elements(0, int64_t(M) * K).reshaped({M, K}), x, [&](int j, const Tensor& rows) {
+      kernels::linear_forward(ctx, block_of(y, j, group.slice.size), rows, w_local, bias);
+    });
+    return;
+  }
   kernels::linear_forward(ctx, on_device(ctx, y_local, {M, N_local}), gathered_input(ctx, group, x, gathered, M, K),
                           w_local, on_device(ctx, b_local, {N_local}));
 }
@@ -83,6 +187,8 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
                               const Operand& x, const Tensor& gathered, const Operand& w_local, int M, int K,
                               int N_local) {
+  if (group.overlaps()) return column_parallel_backward_overlapped(ctx, mode, group, dx, dw_local, db_local, dy_local, x,
+                                                                   gathered, w_local, M, K, N_local);
   const Operand input = dw_local ? gathered_input(ctx, group, x, gathered, M, K) : x.reshaped({group.local_rows(M), K});
   kernels::linear_backward(ctx, on_device(ctx, dx, {M, K}), on_device(ctx, dw_local, {N_local, K}),
                            on_device(ctx, db_local, {N_local}), on_device(ctx, dy_local, {M, N_local}), mode.dy_low,
@@ -94,10 +200,18 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
                           const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N) {
-  kernels::linear_forward(ctx, on_device(ctx, partial, {M, N}), x_local.reshaped({M, K_local}), w_local, Tensor{});
+  const Tensor sums = on_device(ctx, partial, {M, N});
   const int rows = group.local_rows(M);
-  if (group.splits_rows()) group.reduce_scatter_rows(partial, M, N);
-  else group.all_reduce_sum(partial, static_cast<size_t>(M) * N);
+  if (group.overlaps()) {  // each block's part X_i[rows j] B_iᵀ computed as the sum so far arrives
+    const Operand x = x_local.reshaped({M, K_local});
+    group.ring_reduce_scatter(ctx, sums, [&](int j, const Tensor& into) {
+      kernels::linear_forward(ctx, into, block_of(x, j, group.slice.size), w_local, Tensor{});
+    });
+  } else {
+    kernels::linear_forward(ctx, sums, x_local.reshaped({M, K_local}), w_local, Tensor{});
+    if (group.splits_rows()) group.reduce_scatter_rows(partial, M, N);
+    else group.all_reduce_sum(partial, static_cast<size_t>(M) * N);
+  }
   kernels::bias_residual_forward(ctx, on_device(ctx, y, {rows, N}), on_device(ctx, residual, {rows, N}),
                                  on_device(ctx, partial + group.first_row(M) * N, {rows, N}), on_device(ctx, bias, {N}));
 }
@@ -105,6 +219,17 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, float* gathered_dy,
                            const Operand& x_local, const Operand& w_local, int M, int K_local, int N) {
+  if (group.overlaps()) {  // each block of dY as it arrives: dX_i's rows of it, dB_i and db +=
+    const int p = group.slice.size;
+    const Tensor dx = on_device(ctx, dx_local, {M, K_local}), x = x_local.reshaped({M, K_local});
+    const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
+    group.ring_all_gather(ctx, on_device(ctx, gathered_dy, {M, N}), on_device(ctx, dy, {group.local_rows(M), N}),
+                          [&](int j, const Tensor& dy_rows) {
+                            kernels::linear_backward(ctx, block_of(dx, j, p), dw, db, dy_rows, low_block(mode, j, p, M, N),
+                                                     block_of(x, j, p), w_local);
+                          });
+    return;
+  }
   const Tensor gradient = gathered_input(ctx, group, on_device(ctx, dy, {group.local_rows(M), N}),
                                          on_device(ctx, gathered_dy, {M, N}), M, N);
   kernels::linear_backward(ctx, on_device(ctx, dx_local, {M, K_local}), on_device(ctx, dw_local, {N, K_local}),

@@ -48,9 +48,23 @@
 // rows, whose dH all-reduce leaves every rank all of dH; its LayerNorm reads its own rows.
 // Per block: forward 2 all-gathers + 2 reduce-scatters of (M, C) — the volume of the 2
 // all-reduces they replace; backward the same plus the 2 re-gathers of the LayerNorm outputs.
+//
+// Overlapped with the GEMMs (parallel.tp_comm_overlap, with sequence parallelism; Wang et al.
+// 2023's collective matmul, Megatron-Core's ring-exchange TP overlap): each all-gather that feeds
+// a GEMM and each reduce-scatter that a GEMM feeds runs as a ring of p steps over blocks of m
+// rows, the step's GEMM on the block already here while the next block travels:
+//   all-gather + GEMM: step k holds rows block j = r − k, sends it to r + 1 and receives block
+//     j − 1 from r − 1 while the GEMM reads block j (the column-parallel forward's Y_j = X_j A_iᵀ;
+//     backward dA_i += dY_jᵀ X_j; the row-parallel backward's dX_i rows j = dY_j B_i, dB_i += ...).
+//   GEMM + reduce-scatter: step k computes this rank's part of block j = r − 1 − k while the
+//     partial sum of block j from ranks r − k … r − 1 arrives from r − 1, adds it and sends the
+//     sum on to r + 1; after p steps block r is whole here (the row-parallel forward's Y_r; the
+//     column-parallel backward's dX_r). The sums are in ring order: fp32 rounding apart from the
+//     collectives'.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "comm/communicator.hpp"
 #include "kernels/kernels.hpp"
@@ -65,6 +79,8 @@ struct TensorGroup {
   comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
   Stream stream;  // where the activations live and kernels run (Gpt2 sets it): the collectives' stream
   bool sequence_parallel = false;  // parallel.sequence_parallel (see above)
+  bool overlap = false;            // parallel.tp_comm_overlap: the rings above (with sequence parallelism)
+  Tensor incoming;  // overlap: (M/p, width) f32, where the reduce-scatter ring's arriving block lands
   // The rows outside the parallel layers are split over the group (sequence parallelism over
   // more than one rank).
   bool splits_rows() const { return sequence_parallel && slice.size > 1; }
@@ -83,14 +99,28 @@ struct TensorGroup {
   // `gathered` (M, K) (no copy where it is already there) and every rank's rows into the rest.
   void reduce_scatter_rows(float* data, int M, int K) const;
   void all_gather_rows(kernels::Context& ctx, const Tensor& gathered, const Tensor& local) const;
+  // The overlap's rings, on (M, width) row-major data of p blocks of m rows. ring_all_gather:
+  // `local` into this rank's block of `gathered`, then use(j, block j) on each block as it is here
+  // (this rank's first). ring_reduce_scatter: produce(j, into) writes this rank's part of block j
+  // into that block of `partial`; the parts travel and sum, and block r of `partial` ends whole.
+  bool overlaps() const { return overlap && splits_rows(); }
+  void ring_all_gather(kernels::Context& ctx, const Tensor& gathered, const Tensor& local,
+                       const std::function<void(int, const Tensor&)>& use) const;
+  void ring_reduce_scatter(kernels::Context& ctx, const Tensor& partial,
+                           const std::function<void(int, const Tensor&)>& produce) const;
   // Complete once this rank's all-reduces so far have run, under the group's watchdog (a
   // device's; complete at once on the host and for a group of one).
   comm::Work fence() const;
 
  private:
   void all_reduce(float* data, size_t n, comm::Op op) const;
-  void settle(comm::Work work) const;  // complete on the host, left to the stream on a device
+  // The operation started: complete on the host (timed), left to the stream on a device.
+  void settle(const std::function<comm::Work()>& operation) const;
 };
+
+// Seconds this process's host waited for tensor-group communication since the last call (CPU;
+// on a device the collectives are left to the stream): the exposed tensor-parallel time.
+double take_tensor_wait_seconds();
 
 // A GEMM operand as the model holds it, typed: f32 values (fp32), or in 16-bit mode (bf16,
 // fp16) the 16-bit values it stores, which the GEMM reads directly.

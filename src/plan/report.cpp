@@ -21,9 +21,9 @@ std::string schedule_label(const Layout& l) {
   return pipeline::schedule_name(l.schedule) + (l.virtual_stages > 1 ? " v" + std::to_string(l.virtual_stages) : "");
 }
 
-// The tensor degree, "4sp" with sequence parallelism.
+// The tensor degree: "4sp" with sequence parallelism, "4spo" with its collectives overlapped.
 std::string tensor_label(const Layout& l) {
-  return std::to_string(l.tensor) + (l.sequence_parallel && l.tensor > 1 ? "sp" : "");
+  return std::to_string(l.tensor) + (l.sequence_parallel && l.tensor > 1 ? (l.tp_comm_overlap ? "spo" : "sp") : "");
 }
 
 std::string layout_name(const Layout& l) {
@@ -76,6 +76,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"virtual_stages", l.virtual_stages},
               {"sequence_parallel", l.sequence_parallel && l.tensor > 1},
               {"context", l.context},
+              {"tp_comm_overlap", l.tp_comm_overlap},
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},

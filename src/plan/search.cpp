@@ -64,16 +64,18 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
             for (pipeline::Schedule schedule : schedules_for(p, recompute, base, space))
               for (int v : chunk_counts(p, schedule, base, space))
                 for (bool sp : sequence_choices(t, base, space))
-                  for (bool zero : {false, true}) {
-                    if (zero && (d * c == 1 || !space.zero)) continue;
-                    Layout l = base;
-                    l.tensor = t, l.pipeline = p, l.data = d, l.context = c, l.micro_batch = b, l.recompute = recompute;
-                    l.zero = zero;
-                    l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp;
-                    l.stage_layers.clear();
-                    if (!layout_problem(w, l).empty()) continue;
-                    out.push_back({l, estimate_step(w, l, hw)});
-                  }
+                  for (bool overlap : {false, true})
+                    for (bool zero : {false, true}) {
+                      if (overlap && !(sp && space.tp_comm_overlap)) continue;
+                      if (zero && (d * c == 1 || !space.zero)) continue;
+                      Layout l = base;
+                      l.tensor = t, l.pipeline = p, l.data = d, l.context = c, l.micro_batch = b, l.recompute = recompute;
+                      l.zero = zero;
+                      l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp, l.tp_comm_overlap = overlap;
+                      l.stage_layers.clear();
+                      if (!layout_problem(w, l).empty()) continue;
+                      out.push_back({l, estimate_step(w, l, hw)});
+                    }
       }
   std::stable_sort(out.begin(), out.end(), better);
   return out;

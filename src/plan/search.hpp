@@ -22,6 +22,7 @@ struct SearchSpace {
   // Model chunks per stage tried with 1F1B (interleaved where > 1 and the layout allows it).
   std::vector<int> virtual_stages = {1, 2, 3, 4};
   bool sequence_parallel = true;  // try sequence parallelism beside none where tensor > 1
+  bool tp_comm_overlap = true;    // try the overlap beside none where sequence parallelism is tried
   int max_context = 8;            // context degrees tried: 1, and those up to this that divide the rest
   bool zero = true;             // try ZeRO-1 where data > 1
   int max_micro_batch = 16;

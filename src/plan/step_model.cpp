@@ -145,6 +145,10 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   if (l.tensor > 1)  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
     t.tensor_s = tensor_all_reduces(l, layers, first, last) *
                  all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
+  // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
+  // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches.
+  if (l.tp_comm_overlap && split_rows)
+    t.tensor_s = std::max(t.tensor_s / l.tensor, t.tensor_s - t.compute_s * (1 - 1.0 / l.tensor));
   const double message = activation * rows_share;  // what crosses a stage boundary
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
@@ -309,6 +313,8 @@ std::string layout_problem(const Workload& w, const Layout& l) {
     if (w.seq_len % (2 * l.context))
       return "sequence " + std::to_string(w.seq_len) + " is not divisible by 2 x context " + std::to_string(l.context);
   }
+  if (l.tp_comm_overlap && !(l.sequence_parallel && l.tensor > 1))
+    return "the tensor-parallel overlap needs sequence parallelism over tensor > 1";
   if (l.sequence_parallel && l.tensor > 1) {
     if ((int64_t(l.micro_batch) * w.seq_len / l.context) % l.tensor)
       return "sequence parallelism needs micro-batch x seq_len divisible by tensor " + t;

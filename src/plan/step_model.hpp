@@ -51,6 +51,7 @@ struct Layout {
   int virtual_stages = 1;          // model chunks per stage: interleaved 1F1B (schedule 1f1b)
   bool sequence_parallel = false;  // the rows outside the tensor-parallel GEMMs split over tensor (tensor > 1)
   int context = 1;                 // ranks each replica's sequences are split over (ring attention)
+  bool tp_comm_overlap = false;    // sequence parallelism's collectives as rings beside the GEMMs
   std::string precision = "fp32";
   bool hierarchical = true;        // comm.algo auto/hierarchical; false: one flat ring
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)

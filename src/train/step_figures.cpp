@@ -25,6 +25,7 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
   visit("optimizer_ms", optimizer_ms);
   visit("comm_exposed_ms", comm_exposed_ms);
   visit("comm_ms", comm_ms);
+  visit("tensor_exposed_ms", tensor_exposed_ms);
   visit("pipeline_wait_ms", pipeline_wait_ms);
   visit("schedule_ms", schedule_ms);
   for (int kind = 0; kind < kTrafficKinds; ++kind)
@@ -61,6 +62,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
   f.optimizer_ms = r.optimizer_seconds * 1e3;
   f.comm_exposed_ms = r.exposed_comm_seconds * 1e3;
   f.comm_ms = r.comm_seconds * 1e3;
+  f.tensor_exposed_ms = r.tensor_exposed_seconds * 1e3;
   f.pipeline_wait_ms = r.pipeline.wait_seconds * 1e3;
   f.schedule_ms = r.pipeline.schedule_seconds * 1e3;
   const comm::TrafficTotals traffic = comm::take_traffic();

@@ -26,6 +26,7 @@ struct RankFigures {
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   double weights_ms = 0;  // of backward_ms: a zero-bubble schedule's W passes
   double comm_exposed_ms = 0, comm_ms = 0;   // data-parallel reduction: exposed, and all of it
+  double tensor_exposed_ms = 0;              // tensor-parallel communication the host waited for (CPU)
   double pipeline_wait_ms = 0, schedule_ms = 0;
   std::array<double, kTrafficKinds> bytes{};  // sent, per kind of traffic (comm/traffic.hpp)
   // Sent by the data, tensor and pipeline groups at each level (node, rack, cross-rack).

@@ -9,6 +9,7 @@ struct StepResult {
   float loss = 0, lr = 0, grad_norm = 0;
   double seconds = 0;
   double comm_seconds = 0, exposed_comm_seconds = 0;  // data-parallel reduction
+  double tensor_exposed_seconds = 0;  // the host's waits for the tensor group's communication (CPU)
   double optimizer_seconds = 0;                       // gradient norm, AdamW, ZeRO all-gather
   pipeline::StepTimes pipeline;                       // this stage's compute and waiting
   bool skipped = false;  // NaN/Inf in the loss or the gradients: no update made

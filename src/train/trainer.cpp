@@ -84,6 +84,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, virtual_layer_counts(job.settings));
   tensor_group.collectives = &tensor;
   tensor_group.sequence_parallel = job.settings.parallel.sequence_parallel;
+  tensor_group.overlap = job.settings.parallel.tp_comm_overlap;
   if (config.padded_vocab % tensor_group.slice.size != 0)
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
@@ -286,6 +287,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
+  result.tensor_exposed_seconds = model::take_tensor_wait_seconds();
   result.comm_seconds = reducer_->communication_seconds();
 
   const auto optimizer_start = std::chrono::steady_clock::now();

@@ -112,6 +112,8 @@ expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keep
 # Sequence parallelism (issue 34): the rows split evenly over the tensor group, and no ZB-H1.
 expect_user_error sequence_parallel_rows_not_divisible "parallel.sequence_parallel = true|micro_batch x seq_len / context = 30 token rows|parallel.tensor = 4|use a seq_len divisible by 4" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=4 --parallel.sequence_parallel=true --model.seq_len=30
+expect_user_error tp_overlap_needs_sequence_parallel "parallel.tp_comm_overlap = true|set parallel.sequence_parallel = true too" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.tp_comm_overlap=true
 expect_user_error sequence_parallel_not_with_zb_h1 "parallel.sequence_parallel = true|parallel.schedule = zb-h1|use parallel.schedule = 1f1b" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.tensor=2 --parallel.pipeline=2 --parallel.sequence_parallel=true \
   --parallel.schedule=zb-h1

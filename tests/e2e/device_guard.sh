@@ -45,6 +45,8 @@ pair t2p2_sequence_parallel_bf16 4 --parallel.tensor=2 --parallel.pipeline=2 --p
   --optim.precision=bf16
 pair t2_sequence_parallel_whole_classifier 2 --parallel.tensor=2 --parallel.sequence_parallel=true \
   --model.classifier_chunk=0
+pair t2_sequence_parallel_overlap_bf16 2 --parallel.tensor=2 --parallel.sequence_parallel=true \
+  --parallel.tp_comm_overlap=true --optim.precision=bf16
 # Context parallelism: the ring's sends, receives and block kernels through the backend.
 pair c2p2_context_bf16 4 --parallel.context=2 --parallel.pipeline=2 --optim.precision=bf16
 

@@ -184,6 +184,16 @@ close_to serial50_bf16 t4_sp_bf16_50_steps 4 2e-3 2e-2 --parallel.tensor=4 $SP -
 close_to serial50_bf16 t2p2_sp_bf16_selective_50_steps 4 2e-3 2e-2 --parallel.tensor=2 --parallel.pipeline=2 $SP \
   --optim.precision=bf16 --model.attention=materialized --memory.recompute=selective
 
+# The tensor group's all-gathers and reduce-scatters as rings beside the GEMMs
+# (parallel.tp_comm_overlap, issue 34 item 3): the same 50 steps against the serial run.
+OVERLAP="$SP --parallel.tp_comm_overlap=true"
+close_to serial50 t2_sp_overlap_50_steps 2 1e-6 1e-5 --parallel.tensor=2 $OVERLAP
+close_to serial50 t4p2_sp_overlap_full_whole_50_steps 8 1e-6 1e-5 --parallel.tensor=4 --parallel.pipeline=2 $OVERLAP \
+  --memory.recompute=full --model.classifier_chunk=0
+close_to serial50 t2c2d2_sp_overlap_zero1_50_steps 8 1e-6 1e-5 --parallel.tensor=2 --parallel.context=2 \
+  --parallel.data=2 $OVERLAP --optim.zero=1
+close_to serial50_bf16 t4_sp_overlap_bf16_50_steps 4 2e-3 2e-2 --parallel.tensor=4 $OVERLAP --optim.precision=bf16
+
 # Context parallelism (issue 34): each rank 2 of the 2c chunks of every sequence, attention as
 # a ring; 50 steps against the serial run as sequence parallelism's above: c = 2, 4, 8, with
 # tensor (and sequence) parallelism, pipeline, data and ZeRO, interleaving, full recompute,

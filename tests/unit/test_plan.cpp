@@ -316,6 +316,25 @@ Workload korthikanti_22b() {
 }
 }  // namespace
 
+// parallel.tp_comm_overlap in the step model: the rings hide the collectives behind the GEMMs
+// up to 1 − 1/t of them — never more than the GEMMs' time, never the first block's transfer —
+// and only with sequence parallelism.
+BOOST_AUTO_TEST_CASE(tensor_overlap_hides_at_most_the_gemms) {
+  const Workload w = korthikanti_22b();
+  Layout l;
+  l.tensor = 8, l.precision = "bf16", l.sequence_parallel = true;
+  const Hardware hw = a100();
+  const StageTime plain = estimate_step(w, l, hw).stages[0];
+  l.tp_comm_overlap = true;
+  const StageTime overlapped = estimate_step(w, l, hw).stages[0];
+  BOOST_TEST(overlapped.tensor_s < plain.tensor_s);
+  BOOST_TEST(overlapped.tensor_s >= plain.tensor_s / 8 - 1e-12);
+  BOOST_TEST(overlapped.tensor_s >= plain.tensor_s - plain.compute_s - 1e-12);
+  BOOST_TEST(overlapped.compute_s == plain.compute_s);
+  l.sequence_parallel = false;
+  BOOST_TEST(!layout_problem(w, l).empty());
+}
+
 // Korthikanti et al. 2022, Table 2: with sequence parallelism every per-layer tensor is split
 // over t, s·b·h·(34 + 5as/h)/t in 16 bit with dropout. Ours with the same named terms out
 // (dropout's masks and outputs, now also / t; our LayerNorm statistics of s·b/t rows) within
