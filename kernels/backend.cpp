@@ -34,7 +34,8 @@ int KernelTable::present() const {
                    prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
                    gelu_backward, residual_forward, bias_residual_forward, add_inplace, attention_forward,
                    attention_backward, attention_forward_bf16, attention_backward_bf16, attention_decode,
-                   flash_attention_forward, flash_attention_backward, embedding_forward,
+                   flash_attention_forward, flash_attention_backward, flash_attention_block_forward,
+                   flash_attention_block_backward, copy_columns, embedding_forward,
                    embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
                    crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
                    sums_of_squares, sums_of_squares_into, mean_losses_into, step_control);

@@ -87,7 +87,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
             kFloat;  // backward scratch
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
-    shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat;
+    shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
   if (in.context > 1 && stage == 0)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits

@@ -55,6 +55,7 @@ struct MemoryInputs {
   int micro_batch = 1, seq_len = 1, micro_batches = 1;  // micro-batches per step on a replica
   bool sequence_parallel = false;  // parallel.sequence_parallel with tensor > 1: rows / tensor outside the GEMMs
   int context = 1;                 // parallel.context: seq_len / context rows of each sequence per rank
+  bool tp_comm_overlap = false;    // with sequence parallelism: the reduce-scatter ring's (b/p, C) block
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
   int virtual_stages = 1;          // model chunks per stage (interleaved 1F1B)
   std::vector<int> chunk_layers;   // interleaved: blocks per virtual stage (pipeline · virtual_stages)

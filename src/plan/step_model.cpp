@@ -266,6 +266,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.pipeline = l.pipeline;
   in.data = l.gradient_group();  // ZeRO's shards
   in.context = l.context;
+  in.tp_comm_overlap = l.sequence_parallel && l.tensor > 1 && l.tp_comm_overlap;
   in.stage_layers = stage_layers(w, l);
   in.micro_batch = l.micro_batch;
   in.seq_len = w.seq_len;

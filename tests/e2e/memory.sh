@@ -131,6 +131,7 @@ model_matches t2p2d2_sp_interleaved_selective 8 --parallel.tensor=2 --parallel.p
 
 # Context parallelism (issue 34): seq_len/c rows of each sequence per rank, the ring's four
 # travelling buffers and the chunks' positions on the first stage.
+model_matches t2_sp_overlap_bf16 2 --parallel.tensor=2 $SP --parallel.tp_comm_overlap=true --optim.precision=bf16
 model_matches c2_flash 2 --parallel.context=2 --model.attention=flash
 model_matches t2c2_sp_flash_bf16_chunked 4 --parallel.tensor=2 --parallel.context=2 $SP --model.attention=flash \
   --optim.precision=bf16 --model.classifier_chunk=16

@@ -45,12 +45,12 @@ then pass "plan_zero_stages ($(cat stages.cmp))"; else fail plan_zero_stages "$(
 if $PY - plan.jsonl > json.cmp 2>&1 <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-need = ["tensor", "pipeline", "data", "micro_batch", "feasible", "memory_bytes", "step_time_s", "tokens_per_s",
-        "tflops_per_device", "mfu", "reason", "scaling_efficiency"]
+need = ["tensor", "context", "pipeline", "data", "micro_batch", "sequence_parallel", "tp_comm_overlap", "feasible",
+        "memory_bytes", "step_time_s", "tokens_per_s", "tflops_per_device", "mfu", "reason", "scaling_efficiency"]
 for r in rows:
     missing = [k for k in need if k not in r]
     if missing: sys.exit(print(f"missing {missing} in {r}") or 1)
-    if r["tensor"] * r["pipeline"] * r["data"] != r["devices"]: sys.exit(print(f"bad layout {r}") or 1)
+    if r["tensor"] * r["context"] * r["pipeline"] * r["data"] != r["devices"]: sys.exit(print(f"bad layout {r}") or 1)
     # Per category the largest over ranks; the total is the busiest rank's: at most their sum.
     parts = [v for k, v in r["memory_bytes"].items() if k != "total"]
     if not max(parts) <= r["memory_bytes"]["total"] <= sum(parts):
