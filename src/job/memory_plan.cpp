@@ -226,7 +226,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.seq_len = settings.train.seq_len;
   in.sequence_parallel = settings.parallel.sequence_parallel && in.tensor > 1;
   in.context = grid.cp_size();
-  in.tp_comm_overlap = settings.parallel.sequence_parallel && in.tensor > 1 && settings.parallel.tp_comm_overlap;
+  in.tp_comm_overlap = in.sequence_parallel && settings.parallel.tp_comm_overlap;
   in.micro_batches = static_cast<int>(settings.train.micro_batches);
   in.schedule = pipeline::parse_schedule(settings.step.schedule);
   in.virtual_stages = settings.parallel.virtual_stages;

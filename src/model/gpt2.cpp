@@ -259,7 +259,14 @@ const float* Gpt2::local_positions() {
   return positions_.data();
 }
 
+float* Gpt2::local_position_gradients() {
+  if (cp_.size == 1) return g_.wpe;
+  kernels::clear(ctx_, d_positions_.view());
+  return d_positions_.data();
+}
+
 void Gpt2::add_position_gradients() {
+  if (cp_.size == 1) return;  // summed into wpe's gradient directly
   const int n = T_ / 2, C = config_.channels;
   for (int local = 0; local < 2; ++local)
     kernels::add_inplace(ctx_, on_device(g_.wpe + int64_t(cp_.chunk(cp_.rank, local)) * n * C, {n * C}),
@@ -791,11 +798,9 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
   }
   if (embeds(s)) {
     begin_edge();
-    float* dwpe = cp_.size > 1 ? d_positions_.data() : g_.wpe;  // context parallelism: this rank's rows, then added
-    if (cp_.size > 1) kernels::clear(ctx_, d_positions_.view());
-    vocab_parallel_embedding_backward(ctx_, tp_, vocab_, g_.wte, dwpe, dresidual, scratch_c_.data(), s.inputs.data(),
-                                      B_, T_, config_.channels);
-    if (cp_.size > 1) add_position_gradients();
+    vocab_parallel_embedding_backward(ctx_, tp_, vocab_, g_.wte, local_position_gradients(), dresidual,
+                                      scratch_c_.data(), s.inputs.data(), B_, T_, config_.channels);
+    add_position_gradients();
     end_edge();
   }
   if (on_final && s.chunk == 0) on_final(-1);  // chunk 0's backward is the stage's last (interleaved)

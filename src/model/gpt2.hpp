@@ -294,7 +294,8 @@ class Gpt2 {
   Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
   RingBuffers ring_buffers() const;
   const float* local_positions();          // wpe's rows of this rank's chunks (all of wpe without context parallelism)
-  void add_position_gradients();           // d_positions_ into the gradient of wpe's rows
+  float* local_position_gradients();       // where the embedding's backward sums dwpe: wpe's gradient, or cleared d_positions_
+  void add_position_gradients();           // d_positions_ into the gradient of wpe's rows (context parallelism)
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   void attention_core_backward(LayerActivations& a, LayerActivations& w);

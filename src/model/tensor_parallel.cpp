@@ -57,9 +57,10 @@ TensorGroup TensorGroup::whole_rows() const {
 }
 
 // M divisible by the group (the deck's check): segment_of's segments are whole rows.
-void TensorGroup::reduce_scatter_rows(float* data, int M, int K) const {
-  if (!splits_rows()) return;
-  settle([&] { return collectives->reduce_scatter(data, static_cast<size_t>(M) * K, DType::f32, comm::Op::Sum, stream); });
+void TensorGroup::sum_partial(float* data, int M, int K) const {
+  const size_t n = static_cast<size_t>(M) * K;
+  if (!splits_rows()) return all_reduce_sum(data, n);
+  settle([&] { return collectives->reduce_scatter(data, n, DType::f32, comm::Op::Sum, stream); });
 }
 
 void TensorGroup::all_gather_rows(kernels::Context& ctx, const Tensor& gathered, const Tensor& local) const {
@@ -70,6 +71,9 @@ void TensorGroup::all_gather_rows(kernels::Context& ctx, const Tensor& gathered,
 }
 
 namespace {
+
+// The first M rows of (at least M, K) row-major data: a scratch seen as (M, K).
+Tensor leading_rows(const Tensor& t, int M, int K) { return t.elements(0, int64_t(M) * K).reshaped({M, K}); }
 
 // Rows block j of (p·m, width) row-major data.
 Tensor block_of(const Tensor& t, int j, int blocks) {
@@ -106,7 +110,8 @@ void TensorGroup::ring_all_gather(kernels::Context& ctx, const Tensor& gathered,
 void TensorGroup::ring_reduce_scatter(kernels::Context& ctx, const Tensor& partial,
                                       const std::function<void(int, const Tensor&)>& produce) const {
   const int p = slice.size, r = slice.rank, next = (r + 1) % p, previous = (r + p - 1) % p;
-  const Tensor arriving = incoming.elements(0, block_of(partial, 0, p).numel()).reshaped(block_of(partial, 0, p).shape);
+  const Tensor block = block_of(partial, 0, p);
+  const Tensor arriving = incoming.elements(0, block.numel()).reshaped(block.shape);
   comm::Work sent;
   for (int k = 0; k < p; ++k) {
     const int j = (r - 1 - k + 2 * p) % p;
@@ -134,7 +139,7 @@ namespace {
 Operand gathered_input(kernels::Context& ctx, const TensorGroup& group, const Operand& x, const Tensor& gathered,
                        int M, int K) {
   if (!group.splits_rows()) return x.reshaped({M, K});
-  const Tensor all = gathered.elements(0, int64_t(M) * K).reshaped({M, K});
+  const Tensor all = leading_rows(gathered, M, K);
   group.all_gather_rows(ctx, all, x);
   return all;
 }
@@ -161,7 +166,7 @@ void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& 
   });
   if (dw_local == nullptr) return;
   const Tensor dw = on_device(ctx, dw_local, {N_local, K});
-  group.ring_all_gather(ctx, gathered.elements(0, int64_t(M) * K).reshaped({M, K}), x, [&](int j, const Tensor& rows) {
+  group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
     kernels::linear_backward(ctx, Tensor{}, dw, Tensor{}, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows,
                              w_local);
   });
@@ -174,7 +179,7 @@ void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, fl
                              int N_local) {
   if (group.overlaps()) {  // Y_j = X_j A_iᵀ + b_i as each X_j arrives
     const Tensor y = on_device(ctx, y_local, {M, N_local}), bias = on_device(ctx, b_local, {N_local});
-    group.ring_all_gather(ctx, gathered.elements(0, int64_t(M) * K).reshaped({M, K}), x, [&](int j, const Tensor& rows) {
+    group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
       kernels::linear_forward(ctx, block_of(y, j, group.slice.size), rows, w_local, bias);
     });
     return;
@@ -193,8 +198,7 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
   kernels::linear_backward(ctx, on_device(ctx, dx, {M, K}), on_device(ctx, dw_local, {N_local, K}),
                            on_device(ctx, db_local, {N_local}), on_device(ctx, dy_local, {M, N_local}), mode.dy_low,
                            input, w_local);
-  if (group.splits_rows()) group.reduce_scatter_rows(dx, M, K);
-  else group.all_reduce_sum(dx, static_cast<size_t>(M) * K);
+  group.sum_partial(dx, M, K);
 }
 
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
@@ -209,8 +213,7 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
     });
   } else {
     kernels::linear_forward(ctx, sums, x_local.reshaped({M, K_local}), w_local, Tensor{});
-    if (group.splits_rows()) group.reduce_scatter_rows(partial, M, N);
-    else group.all_reduce_sum(partial, static_cast<size_t>(M) * N);
+    group.sum_partial(partial, M, N);
   }
   kernels::bias_residual_forward(ctx, on_device(ctx, y, {rows, N}), on_device(ctx, residual, {rows, N}),
                                  on_device(ctx, partial + group.first_row(M) * N, {rows, N}), on_device(ctx, bias, {N}));
@@ -268,7 +271,7 @@ void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& 
   const Tensor sums = on_device(ctx, partial, {B, T, C});
   kernels::embedding_forward(ctx, sums, on_device(ctx, tokens, {B, T}), wte_local, vocab.begin);
   if (group.slice.rank == 0) kernels::positions_forward(ctx, sums, positions);
-  group.reduce_scatter_rows(partial, B * T, C);
+  group.sum_partial(partial, B * T, C);
   const int64_t rows = group.local_rows(B * T);
   kernels::copy(ctx, on_device(ctx, out, {rows, C}), sums.elements(group.first_row(B * T) * C, rows * C).reshaped({rows, C}));
 }

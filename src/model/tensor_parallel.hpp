@@ -93,11 +93,12 @@ struct TensorGroup {
   // the stream (what reads the result is enqueued after it) until fence().
   void all_reduce_sum(float* data, size_t n) const;
   void all_reduce_max(float* data, size_t n) const;
-  // Sequence parallelism, on (M, K) row-major data: reduce_scatter_rows sums `data` over the
-  // group into this rank's rows (first_row(M) on; the others are scratch afterwards);
-  // all_gather_rows puts `local` (local_rows(M), K), any dtype, into this rank's rows of
-  // `gathered` (M, K) (no copy where it is already there) and every rank's rows into the rest.
-  void reduce_scatter_rows(float* data, int M, int K) const;
+  // On (M, K) row-major data. sum_partial sums a GEMM's partial products over the group: all
+  // of them on every rank (all-reduce), or with sequence parallelism this rank's rows, from
+  // first_row(M) (reduce-scatter; the other rows are scratch afterwards). all_gather_rows puts
+  // `local` (local_rows(M), K), any dtype, into this rank's rows of `gathered` (M, K) (no copy
+  // where it is already there) and every rank's rows into the rest.
+  void sum_partial(float* data, int M, int K) const;
   void all_gather_rows(kernels::Context& ctx, const Tensor& gathered, const Tensor& local) const;
   // The overlap's rings, on (M, width) row-major data of p blocks of m rows. ring_all_gather:
   // `local` into this rank's block of `gathered`, then use(j, block j) on each block as it is here

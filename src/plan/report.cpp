@@ -23,13 +23,13 @@ std::string schedule_label(const Layout& l) {
 
 // The tensor degree: "4sp" with sequence parallelism, "4spo" with its collectives overlapped.
 std::string tensor_label(const Layout& l) {
-  return std::to_string(l.tensor) + (l.sequence_parallel && l.tensor > 1 ? (l.tp_comm_overlap ? "spo" : "sp") : "");
+  return std::to_string(l.tensor) + (l.splits_rows() ? (l.tp_comm_overlap ? "spo" : "sp") : "");
 }
 
 std::string layout_name(const Layout& l) {
   std::string text = format("tensor %g x pipeline %g x data %g, micro-batch %g", l.tensor, l.pipeline, l.data,
                             l.micro_batch);
-  if (l.sequence_parallel && l.tensor > 1) text += ", sequence parallel";
+  if (l.splits_rows()) text += ", sequence parallel";
   if (l.context > 1) text += format(", context %g", l.context);
   if (l.pipeline > 1) text += ", " + schedule_label(l);
   text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
@@ -74,7 +74,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"precision", l.precision},
               {"schedule", pipeline::schedule_name(l.schedule)},
               {"virtual_stages", l.virtual_stages},
-              {"sequence_parallel", l.sequence_parallel && l.tensor > 1},
+              {"sequence_parallel", l.splits_rows()},
               {"context", l.context},
               {"tp_comm_overlap", l.tp_comm_overlap},
               {"feasible", e.feasible},

@@ -64,7 +64,7 @@ double p2p_seconds(double bytes, int a, int b, const Hardware& hw, std::array<do
 
 // Passes of a block's forward work in one micro-batch: forward, backward (twice the forward's
 // products), and the forward again where blocks are recomputed.
-double layer_passes(const Layout& l) { return 3 + ((l.recompute == "full" || l.recompute == "every_k") ? 1 : 0); }
+double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0); }
 
 // Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs 24·C² and the
 // attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
@@ -81,9 +81,8 @@ double layer_flops_per_token(const Workload& w, const Layout& l) {
 // again (3 all-reduces' worth), recompute 2; the embedding's RS and its gradient's AG, the
 // head's AG of its LayerNorm output and its dH all-reduce.
 double tensor_all_reduces(const Layout& l, int layers, bool first, bool last) {
-  const bool recomputes = l.recompute == "full" || l.recompute == "every_k";
-  if (!(l.sequence_parallel && l.tensor > 1)) return layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
-  return layers * (2 + 3 + (recomputes ? 2 : 0)) + (first ? 1 : 0) + (last ? 1.5 : 0);
+  if (!l.splits_rows()) return layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
+  return layers * (2 + 3 + (l.recomputes_blocks() ? 2 : 0)) + (first ? 1 : 0) + (last ? 1.5 : 0);
 }
 
 // One block's ring attention on a micro-batch (model/context_parallel.hpp), the part its work
@@ -98,10 +97,9 @@ double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   std::array<double, 3> bytes{};
   const double message = p2p_seconds(tokens * 2 * C / l.tensor * 4, here, next, hw, bytes);
   const double blocks = 2 * l.micro_batch * 4 * n * n * C / l.tensor / (hw.peak(l.precision) * hw.gemm_fraction);
-  const bool recomputes = l.recompute == "full" || l.recompute == "every_k";
   const double forward = (c - 1) * std::max(0.0, message - blocks);
   const double backward = (c - 1) * std::max(0.0, message - 2.5 * blocks) + c * message;
-  return forward * (recomputes ? 2 : 1) + backward;
+  return forward * (l.recomputes_blocks() ? 2 : 1) + backward;
 }
 
 // The part of a micro-batch's time a stage adds to the fill and drain. ZB-H1 (pipeline/
@@ -132,8 +130,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // Element-wise passes (LayerNorms, residual adds, GELU, softmax), values read + written per
   // block forward; backward about twice that; the LayerNorms and adds are split over tp only
   // with sequence parallelism.
-  const bool split_rows = l.sequence_parallel && l.tensor > 1;
-  const double rows_share = split_rows ? 1.0 / l.tensor : 1.0;
+  const double rows_share = l.splits_rows() ? 1.0 / l.tensor : 1.0;
   double forward_values = 10 * tokens * C * rows_share + 8 * tokens * C / l.tensor + 2 * tokens * heads_local * T;
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.
@@ -147,7 +144,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
                  all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
   // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
   // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches.
-  if (l.tp_comm_overlap && split_rows)
+  if (l.tp_comm_overlap && l.splits_rows())
     t.tensor_s = std::max(t.tensor_s / l.tensor, t.tensor_s - t.compute_s * (1 - 1.0 / l.tensor));
   const double message = activation * rows_share;  // what crosses a stage boundary
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
@@ -198,7 +195,7 @@ void flops_and_rates(const Workload& w, const Layout& l, const Hardware& hw, Ste
   const double tokens = double(w.global_batch) * w.seq_len, C = w.config.channels, L = w.config.layers;
   e.model_flops = tokens * model::training_flops_per_token(w.config, w.seq_len);
   e.hardware_flops = e.model_flops;
-  if (l.recompute == "full" || l.recompute == "every_k") e.hardware_flops += tokens * L * (24 * C * C + 4 * w.seq_len * C);
+  if (l.recomputes_blocks()) e.hardware_flops += tokens * L * (24 * C * C + 4 * w.seq_len * C);
   if (l.recompute == "selective") e.hardware_flops += tokens * L * 2 * w.seq_len * C;
   e.tokens_per_s = tokens / e.step_s;
   e.tflops_per_device = e.model_flops / e.step_s / l.devices() / 1e12;
@@ -266,11 +263,11 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.pipeline = l.pipeline;
   in.data = l.gradient_group();  // ZeRO's shards
   in.context = l.context;
-  in.tp_comm_overlap = l.sequence_parallel && l.tensor > 1 && l.tp_comm_overlap;
   in.stage_layers = stage_layers(w, l);
   in.micro_batch = l.micro_batch;
   in.seq_len = w.seq_len;
-  in.sequence_parallel = l.sequence_parallel && l.tensor > 1;
+  in.sequence_parallel = l.splits_rows();
+  in.tp_comm_overlap = l.splits_rows() && l.tp_comm_overlap;
   in.micro_batches = static_cast<int>(w.global_batch / (int64_t(l.micro_batch) * l.data));
   in.schedule = l.schedule;
   in.virtual_stages = l.virtual_stages;
@@ -298,7 +295,7 @@ std::string layout_problem(const Workload& w, const Layout& l) {
   if (l.schedule != pipeline::Schedule::GPipe && l.pipeline > 1 && m < l.pipeline)
     return pipeline::schedule_name(l.schedule) + " needs at least " + std::to_string(l.pipeline) + " micro-batches per replica, the batch gives " +
            std::to_string(m);
-  if (pipeline::splits_backward(l.schedule) && (l.recompute == "full" || l.recompute == "every_k"))
+  if (pipeline::splits_backward(l.schedule) && l.recomputes_blocks())
     return pipeline::schedule_name(l.schedule) + " keeps every block's GEMM inputs, recompute " + l.recompute + " does not";
   if (l.virtual_stages > 1) {
     const std::string v = std::to_string(l.virtual_stages);
@@ -314,9 +311,9 @@ std::string layout_problem(const Workload& w, const Layout& l) {
     if (w.seq_len % (2 * l.context))
       return "sequence " + std::to_string(w.seq_len) + " is not divisible by 2 x context " + std::to_string(l.context);
   }
-  if (l.tp_comm_overlap && !(l.sequence_parallel && l.tensor > 1))
+  if (l.tp_comm_overlap && !l.splits_rows())
     return "the tensor-parallel overlap needs sequence parallelism over tensor > 1";
-  if (l.sequence_parallel && l.tensor > 1) {
+  if (l.splits_rows()) {
     if ((int64_t(l.micro_batch) * w.seq_len / l.context) % l.tensor)
       return "sequence parallelism needs micro-batch x seq_len divisible by tensor " + t;
     if (pipeline::splits_backward(l.schedule))

@@ -60,6 +60,8 @@ struct Layout {
   std::vector<int> stage_layers;   // empty: the even split of the runtime
   int devices() const { return tensor * context * pipeline * data; }
   int gradient_group() const { return data * context; }  // the ranks that sum a stage's gradients
+  bool splits_rows() const { return sequence_parallel && tensor > 1; }  // sequence parallelism in effect
+  bool recomputes_blocks() const { return recompute == "full" || recompute == "every_k"; }  // forward runs twice
 };
 
 // Time of one micro-batch's forward + backward (and recompute) on one stage, by part.

@@ -255,17 +255,9 @@ StepResult Trainer::train_step(int64_t step) {
   const double fp16_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float loss_scale = static_cast<float>(fp16_scale / static_cast<double>(micro_batches_ * dp_size_));
   auto batch = [&](int micro, int32_t* inputs, int32_t* targets) {
-    if (context_ == 1)
-      return data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T_, inputs,
-                                  targets);
-    // Context parallelism: the replica's whole sequences, of which this rank takes its chunks.
-    sequences_.resize(2 * static_cast<size_t>(B_) * seq_len_);
-    int32_t* whole_inputs = sequences_.data();
-    int32_t* whole_targets = whole_inputs + static_cast<size_t>(B_) * seq_len_;
-    data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, seq_len_, whole_inputs,
-                         whole_targets);
-    model::take_chunks(model_->context_group(), whole_inputs, inputs, B_, seq_len_);
-    model::take_chunks(model_->context_group(), whole_targets, targets, B_, seq_len_);
+    fill_rows(inputs, targets, [&](int T, int32_t* sequences, int32_t* next) {
+      data::training_batch(*train_data_, seed, step, first_sequence + int64_t(micro) * B_, B_, T, sequences, next);
+    });
   };
   // The last backward makes the gradients final: each finished block goes to the data-parallel
   // reducer at once. The embedding and final LayerNorm (event -1) wait until the schedule is
@@ -384,20 +376,26 @@ double Trainer::from_last_stage(double value) {
   return value;
 }
 
+// Without context parallelism `fill` writes the micro-batch's B sequences of T_ tokens into
+// inputs and targets; with it, the whole sequences (seq_len_) into host scratch, of which this
+// rank takes its chunks.
+void Trainer::fill_rows(int32_t* inputs, int32_t* targets,
+                        const std::function<void(int, int32_t*, int32_t*)>& fill) {
+  if (context_ == 1) return fill(T_, inputs, targets);
+  const size_t whole = static_cast<size_t>(B_) * seq_len_;
+  sequences_.resize(2 * whole);
+  fill(seq_len_, sequences_.data(), sequences_.data() + whole);
+  model::take_chunks(model_->context_group(), sequences_.data(), inputs, B_, seq_len_);
+  model::take_chunks(model_->context_group(), sequences_.data() + whole, targets, B_, seq_len_);
+}
+
 double Trainer::evaluate() {
   const ValidationShare share = validation_share(val_windows_, replica_, dp_size_ / context_);
   std::vector<int> used(share.batches(B_));
   auto batch = [&](int k, int32_t* inputs, int32_t* targets) {
-    if (context_ == 1) {
-      used[k] = share.fill(*val_data_, k, B_, T_, inputs, targets);
-      return;
-    }
-    sequences_.resize(2 * static_cast<size_t>(B_) * seq_len_);  // whole windows, then this rank's chunks
-    int32_t* whole_inputs = sequences_.data();
-    int32_t* whole_targets = whole_inputs + static_cast<size_t>(B_) * seq_len_;
-    used[k] = share.fill(*val_data_, k, B_, seq_len_, whole_inputs, whole_targets);
-    model::take_chunks(model_->context_group(), whole_inputs, inputs, B_, seq_len_);
-    model::take_chunks(model_->context_group(), whole_targets, targets, B_, seq_len_);
+    fill_rows(inputs, targets, [&](int T, int32_t* sequences, int32_t* next) {
+      used[k] = share.fill(*val_data_, k, B_, T, sequences, next);
+    });
   };
   double sum = 0.0;
   auto consume = [&](int k, const float* losses) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,6 +66,9 @@ class Trainer : private BalanceTarget {
   std::vector<ckpt::Stateful*> stateful_parts();
   void restore_training_state(const ckpt::TrainingState& saved, const std::string& path);
   double evaluate();
+  // This rank's rows of a micro-batch: fill(T, inputs, targets) writes B sequences of T tokens
+  // (with context parallelism the whole ones, of which this rank's chunks are taken).
+  void fill_rows(int32_t* inputs, int32_t* targets, const std::function<void(int, int32_t*, int32_t*)>& fill);
   void record_step(int64_t step, const StepResult& result);
   void print_summary() const;
   // Pipeline: a value of the last stage, to every stage (so that rank 0 can report it).
