@@ -11,12 +11,25 @@ PACKAGES=(
   python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
   python3-h5py python3-matplotlib bc                   # metrics.h5 in tests and plots; bench arithmetic
   python3-regex                                        # the GPT-2 reference encoder of tests/e2e/generate.sh
+  python3-venv                                         # the Hugging Face check environment below
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-((${#missing[@]} == 0)) && exit 0
+# Hugging Face's transformers and tokenizers are not packaged for Debian: a virtual environment
+# beside Debian's torch, from PyPI, for the tests that check our files against them
+# (tests/e2e/hf_files.sh). Optional: where PyPI cannot be reached, those checks are skipped.
+hf_env() {
+  local venv=${TRIDENT_HF_VENV:-/var/cache/trident/hf-venv}
+  "$venv/bin/python" -c 'import transformers, tokenizers' 2>/dev/null && return 0
+  echo "deps: installing transformers and tokenizers from PyPI into $venv (optional)"
+  mkdir -p "$(dirname "$venv")" 2>/dev/null &&
+    /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+    timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.38.2 tokenizers==0.15.2 >/dev/null 2>&1 ||
+    echo "deps: could not install transformers (no PyPI?): the checks against it will be skipped"
+}
+if ((${#missing[@]} == 0)); then hf_env; exit 0; fi
 if [[ $(id -u) != 0 ]]; then
   echo "deps: missing packages: ${missing[*]}" >&2
   echo "deps: run 'make deps' as root, or: sudo apt-get install ${missing[*]}" >&2
@@ -26,4 +39,5 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get -o DPkg::Lock::Timeout=600 update -qq
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+hf_env
 echo "deps: done"

@@ -1,5 +1,5 @@
-// `trident eval` (validation loss of the deck's model), `trident export` (the deck's model as an
-// llm.c file). `trident prepare` is in cmd_prepare.cpp.
+// `trident eval` (validation loss of the deck's model), `trident export` (the deck's model or a
+// checkpoint's as an llm.c file or a Hugging Face directory). `trident prepare` is in cmd_prepare.cpp.
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -10,8 +10,10 @@
 #include "core/error.hpp"
 #include "core/file_util.hpp"
 #include "core/log.hpp"
+#include "core/printable.hpp"
 #include "comm/agreement.hpp"
 #include "data/token_data.hpp"
+#include "model/hf_gpt2.hpp"
 #include "model/llmc_io.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
@@ -20,6 +22,7 @@
 #include "job/job.hpp"
 #include "job/memory_plan.hpp"
 #include "job/model_setup.hpp"
+#include "job/whole_model.hpp"
 
 namespace trident {
 namespace po = boost::program_options;
@@ -69,28 +72,106 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int run_export(comm::Communicator& world, const std::vector<std::string>& args) {
-  std::vector<std::string> rest = args;
-  if (rest.size() < 2 || rest[0] == "--help" || rest[0] == "-h") {
-    print0("usage: trident export DECK OUT.bin [--section.key=value ...]\n"
-           "Writes the deck's model (model.init, or random from train.seed) as an llm.c file.");
-    return rest.empty() || rest[0] == "--help" || rest[0] == "-h" ? kExitOk : kExitUserError;
+namespace {
+
+const char* kExportUsage =
+    "usage: trident export DECK OUT [--format=llmc | --format=hf [--dtype=f32|bf16|fp16] [--shard-size=5GB]]\n"
+    "                      [--checkpoint=FILE] [--section.key=value ...]\n"
+    "Writes the deck's model (model.init, or random from train.seed) or a checkpoint's of any layout:\n"
+    "  llmc  OUT is an llm.c GPT-2 file (fp32), what model.init reads back\n"
+    "  hf    OUT is a Hugging Face model directory (GPT2LMHeadModel): config.json and model.safetensors, or\n"
+    "        shards of at most --shard-size (bytes; kB, MB, GB as in transformers) and their index;\n"
+    "        transformers' from_pretrained and model.init = OUT read it";
+
+struct ExportArgs {
+  std::string out, format = "llmc", checkpoint;
+  DType dtype = DType::f32;
+  int64_t shard_bytes = model::kHfDefaultShardBytes;
+  std::vector<std::string> rest;  // the deck and its overrides
+};
+
+// "5GB", "500MB", "1000": bytes, decimal units as transformers' max_shard_size.
+int64_t parse_bytes(const std::string& text) {
+  static const std::vector<std::pair<std::string, int64_t>> units = {{"GB", 1'000'000'000}, {"MB", 1'000'000}, {"kB", 1000},
+                                                                       {"KB", 1000}, {"B", 1}};
+  int64_t unit = 1;
+  std::string digits = text;
+  for (const auto& [suffix, bytes] : units)
+    if (digits.size() > suffix.size() && digits.compare(digits.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      digits.resize(digits.size() - suffix.size()), unit = bytes;
+      break;
+    }
+  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos || std::stoll(digits) < 1)
+    fatal_all("command line: --shard-size=" + printable(text) + " is not a size in bytes >= 1 (e.g. 5GB, 500MB, 1000000)");
+  return std::stoll(digits) * unit;
+}
+
+ExportArgs parse_export(const std::vector<std::string>& args) {
+  ExportArgs a;
+  std::string dtype = "f32";
+  bool shard_given = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool taken = false;
+    for (auto [flag, into] : {std::pair<const char*, std::string*>{"format", &a.format}, {"dtype", &dtype},
+                              {"checkpoint", &a.checkpoint}, {"shard-size", nullptr}}) {
+      const std::string prefix = std::string("--") + flag + "=";
+      if (args[i].rfind(prefix, 0) != 0) continue;
+      const std::string value = args[i].substr(prefix.size());
+      if (into) *into = value;
+      else a.shard_bytes = parse_bytes(value), shard_given = true;
+      taken = true;
+    }
+    if (!taken) a.rest.push_back(args[i]);
   }
-  const std::string out = rest[1];
-  rest.erase(rest.begin() + 1);
-  const Job job = load_job(world, cli::parse_command_line("export", rest));
-  kernels::Context ctx = job.device;
-  auto gpt = deck_model(world, job, ctx, "export");
-  std::string error;
+  // The second argument that is not a flag is OUT (the first is the deck).
+  int positional = 0;
+  for (auto it = a.rest.begin(); it != a.rest.end(); ++it)
+    if (it->rfind("--", 0) != 0 && ++positional == 2) {
+      a.out = *it;
+      a.rest.erase(it);
+      break;
+    }
+  if (a.out.empty()) fatal_all("command line: give the deck and where to write the model\n" + std::string(kExportUsage));
+  if (a.format != "llmc" && a.format != "hf")
+    fatal_all("command line: --format=" + printable(a.format) + " is not llmc or hf (trident export --help)");
+  if (dtype == "bf16") a.dtype = DType::bf16;
+  else if (dtype == "fp16") a.dtype = DType::fp16;
+  else if (dtype != "f32") fatal_all("command line: --dtype=" + printable(dtype) + " is not f32, bf16 or fp16 (trident export --help)");
+  if (a.format == "llmc" && (a.dtype != DType::f32 || shard_given))
+    fatal_all("command line: --dtype and --shard-size are the hf format's; an llm.c file is one fp32 file");
+  return a;
+}
+
+}  // namespace
+
+int run_export(comm::Communicator& world, const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    print0(kExportUsage);
+    return args.empty() ? kExitUserError : kExitOk;
+  }
+  const ExportArgs a = parse_export(args);
+  const Job job = load_job(world, cli::parse_command_line("export", a.rest));
+  if (!a.checkpoint.empty() && job.settings.model.from_file())
+    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
+  const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "export")
+                                            : whole_model_from_checkpoint(world, job, a.checkpoint, "export");
+  std::string error, what;
   if (world.rank() == 0) {
     try {
-      model::write_llmc_model(out, gpt->config(), gpt->host_params().data());
+      if (a.format == "llmc") {
+        model::write_llmc_model(a.out, m.config, m.params.data());
+        what = "llm.c fp32";
+      } else {
+        const std::vector<std::string> files = model::write_hf_gpt2(a.out, m.config, m.params.data(), a.dtype, a.shard_bytes);
+        what = "Hugging Face GPT2LMHeadModel, " + std::string(model::safetensors_dtype_name(a.dtype)) + ", config.json";
+        for (const std::string& f : files) what += " " + f;
+      }
     } catch (const std::runtime_error& e) {
       error = e.what();
     }
   }
   comm::agree_on_error(world, error, 0);
-  print0("wrote " + out + " (" + std::to_string(gpt->num_parameters()) + " parameters, llm.c fp32)");
+  print0("wrote " + a.out + " (" + std::to_string(model::num_parameters(m.config)) + " parameters, " + what + ")");
   return kExitOk;
 }
 

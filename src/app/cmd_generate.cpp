@@ -11,9 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "ckpt/checkpoint_file.hpp"
 #include "core/error.hpp"
-#include "core/file_util.hpp"
 #include "core/log.hpp"
 #include "comm/agreement.hpp"
 #include "core/printable.hpp"
@@ -26,6 +24,7 @@
 #include "job/job.hpp"
 #include "job/memory_plan.hpp"
 #include "job/model_setup.hpp"
+#include "job/whole_model.hpp"
 
 namespace trident {
 namespace {
@@ -100,51 +99,6 @@ GenerateArgs parse_generate(const std::vector<std::string>& args) {
   return a;
 }
 
-struct WholeModel {
-  model::GptConfig config;
-  std::vector<float> params;  // (num_parameters(config)) llm.c order
-};
-
-// A checkpoint of any layout, read whole onto this rank (the reader takes every element).
-WholeModel from_checkpoint(comm::Communicator& world, const Job& job, const std::string& path) {
-  const std::string not_file = regular_file_problem(path);
-  if (!not_file.empty())
-    fatal_all("checkpoint '" + printable(path) + "': " + not_file + "; give a checkpoint file (RUN_DIR/checkpoints/step-*.h5)");
-  WholeModel m;
-  try {
-    m.config = ckpt::read_metadata(path).model;
-  } catch (const std::runtime_error& e) {
-    fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
-  }
-  check_whole_model_fits(world, job.device, job.settings, job.record, m.config, "generate");
-  m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
-  ckpt::StateView state;
-  state.config = m.config;
-  state.params = m.params.data();
-  const std::string problem = ckpt::read_checkpoint(path, world, state);
-  if (!problem.empty()) fatal_all("checkpoint '" + printable(path) + "': " + problem + "; trident inspect says more");
-  return m;
-}
-
-// The deck's model: the llm.c file of model.init (checked against the deck), or random.
-WholeModel from_deck(comm::Communicator& world, const Job& job) {
-  const RunSettings& settings = job.settings;
-  WholeModel m;
-  m.config = model_config(settings.model, job.record);  // a model file's header checked against its size
-  check_whole_model_fits(world, job.device, job.settings, job.record, m.config, "generate");
-  m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
-  if (!settings.model.from_file()) {
-    model::init_params(m.config, m.params.data(), settings.train.seed);
-    return m;
-  }
-  try {
-    model::read_llmc_params(settings.model.init, m.config, m.params.data());
-  } catch (const std::runtime_error& e) {
-    fatal_all(std::string(e.what()) + " (" + job.record.cite("model.init") + ")");
-  }
-  return m;
-}
-
 std::vector<uint16_t> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer, const model::GptConfig& config) {
   if (!a.has_prompt || a.prompt.empty())
     fatal_all("command line: give the text to continue with --prompt=TEXT (not empty; trident generate --help)");
@@ -184,7 +138,8 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   if (!a.checkpoint.empty() && job.settings.model.from_file())
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
-  const WholeModel m = a.checkpoint.empty() ? from_deck(world, job) : from_checkpoint(world, job, a.checkpoint);
+  const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "generate")
+                                            : whole_model_from_checkpoint(world, job, a.checkpoint, "generate");
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");

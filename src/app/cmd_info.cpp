@@ -22,7 +22,7 @@ std::string main_help() {
          "  eval      validation loss of the deck's model (model.init or random): val_loss <value>\n"
          "  generate  text from the deck's model (model.init, --checkpoint=FILE): --prompt=TEXT\n"
          "  prepare   OUT_DIR TEXT_FILE... [--tokenizer=bytes|bpe --vocab=N|gpt2 --vocab-files=DIR]: token shards\n"
-         "  export    DECK OUT.bin: the deck's model as an llm.c GPT-2 file\n"
+         "  export    DECK OUT: the deck's model or a checkpoint's as an llm.c file or a Hugging Face directory\n"
          "  bench     DECK [--gemm]: training-step speed on one rank (--gemm: GEMM ceiling)\n"
          "  commbench DECK: our collectives vs MPI's per algorithm and level (nccl-tests' table)\n"
          "  inspect   CHECKPOINT.h5: step, layout, tensors and checksum verification (exit 1: corrupt)\n"

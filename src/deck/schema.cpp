@@ -43,7 +43,8 @@ std::vector<KeySpec> build_schema() {
       integer("model.vocab", required, 2, 16777216, "vocabulary size V (256 for byte-level data)"),
       integer("model.seq_len", required, 1, 1048576, "context length T in tokens"),
       text("model.init", KeyType::String, "random",
-           "random (N(0, 0.02) init from train.seed) or the path of an llm.c GPT-2 model file"),
+           "random (N(0, 0.02) init from train.seed), the path of an llm.c GPT-2 model file, or a Hugging Face "
+           "model directory (config.json and model.safetensors, or shards and their index; docs/MODEL.md)"),
       choice("model.attention", "flash", {"flash", "materialized"},
              "the attention's algorithm: materialized (the (B, heads, T, T) probabilities kept for backward) or "
              "flash (tiles with an online softmax, FlashAttention-2: only (B, heads, T) row statistics kept, the "

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "model/hf_gpt2.hpp"
 #include "model/llmc_io.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -33,10 +34,15 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
   const std::string& file = model.init;
   model::GptConfig header;
   try {
-    header = model::read_llmc_header(file);
+    if (model::is_hf_directory(file)) {
+      header = model::read_hf_gpt2_config(file);
+    } else {
+      header = model::read_llmc_header(file);
+    }
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") +
-              "); give an llm.c fp32 model file or 'random'");
+              "); give an llm.c fp32 model file, a Hugging Face model directory (config.json and model.safetensors) "
+              "or 'random'");
   }
   require_match(deck, "model.layers", model.layers, header.layers, file);
   require_match(deck, "model.heads", model.heads, header.heads, file);
@@ -46,24 +52,40 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
     fatal_all(file + ": the model file's position table has " + std::to_string(header.max_seq_len) +
               " rows but the deck asks for " + deck.cite("model.seq_len") + "; use at most " +
               std::to_string(header.max_seq_len));
+  if (model::is_hf_directory(file)) {  // every rank reads its own slice later: all checked here, together
+    try {
+      model::check_hf_gpt2_files(file, header);
+    } catch (const std::runtime_error& e) {
+      fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") + ")");
+    }
+  }
   return header;
 }
 
-std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt) {
-  const model::Partition& slice = gpt.tensor_group().slice;
-  std::vector<float> values(static_cast<size_t>(gpt.num_parameters()));  // this rank's slice, on the host
+std::vector<float> initial_parameters(const RunSettings& settings, const model::GptConfig& config,
+                                      const model::Partition& slice) {
+  std::vector<float> values(static_cast<size_t>(model::num_parameters(config, slice)));  // on the host
   if (!settings.model.from_file()) {
-    model::init_params(gpt.config(), values.data(), settings.train.seed, slice);
+    model::init_params(config, values.data(), settings.train.seed, slice);
     return values;
   }
-  std::vector<float> whole(static_cast<size_t>(model::num_parameters(gpt.config())));
+  // The files were checked whole by model_config: what fails now changed under the job.
   try {
-    model::read_llmc_params(settings.model.init, gpt.config(), whole.data());
+    if (model::is_hf_directory(settings.model.init)) {
+      model::read_hf_gpt2_slice(settings.model.init, config, slice, values.data());
+      return values;
+    }
+    std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));
+    model::read_llmc_params(settings.model.init, config, whole.data());
+    model::extract_slice(config, whole.data(), values.data(), slice);
   } catch (const std::runtime_error& e) {
     fatal_one(e.what());
   }
-  model::extract_slice(gpt.config(), whole.data(), values.data(), slice);
   return values;
+}
+
+std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt) {
+  return initial_parameters(settings, gpt.config(), gpt.tensor_group().slice);
 }
 
 void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {

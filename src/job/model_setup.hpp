@@ -1,5 +1,6 @@
 // The model a deck describes: its configuration and its initial parameters (random from
-// train.seed, or an llm.c model file named by model.init, checked against the deck).
+// train.seed, or what model.init names — an llm.c model file or a Hugging Face model directory,
+// model/hf_gpt2.hpp — checked against the deck).
 #pragma once
 
 #include <memory>
@@ -33,7 +34,10 @@ std::vector<int> virtual_layer_counts(const RunSettings& settings);
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 
 // This rank's slice of the initial model in host memory: random by the counter-based rule, or
-// cut from the file.
+// cut from model.init's llm.c file, or read (its rows only) from its Hugging Face directory.
+// The whole model with the default slice.
+std::vector<float> initial_parameters(const RunSettings& settings, const model::GptConfig& config,
+                                      const model::Partition& slice = {});
 std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt);
 // The same uploaded into the model (rounded to a 16-bit model's type).
 void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt);

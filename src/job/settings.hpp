@@ -84,7 +84,7 @@ struct BalanceSettings {
 // [model]
 struct ModelSettings {
   int layers = 0, heads = 0, hidden = 0, vocab = 0, seq_len = 0;
-  std::string init;              // "random", or an llm.c model file
+  std::string init;              // "random", an llm.c model file or a Hugging Face directory
   bool flash_attention = false;  // model.attention = flash
   int classifier_chunk = 0;      // model.classifier_chunk: tokens per chunk; 0: the whole logits
   bool from_file() const { return init != "random"; }
