@@ -45,7 +45,7 @@ ifneq ($(SANITIZE),)
   CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
   LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
-LDLIBS   := -lboost_program_options -ldnnl -lpng $(HDF5_LIBS)
+LDLIBS   := -lboost_program_options -ldnnl -lpng -lpcre2-8 $(HDF5_LIBS)
 
 SRC_ALL  := $(shell find src -name '*.cpp' | sort)
 MAIN_SRC := src/app/main.cpp

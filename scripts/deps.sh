@@ -7,7 +7,8 @@ PACKAGES=(
   libboost-program-options-dev libboost-test-dev       # input decks, unit tests
   libdnnl-dev                                          # oneDNN: CPU matmul and friends
   libpng-dev                                           # trident plan --plot
-  nlohmann-json3-dev                                   # JSON (header only): encoder.json, plan --json
+  nlohmann-json3-dev                                   # JSON (header only): encoder.json, plan --json, safetensors
+  libpcre2-dev                                         # the pre-tokenising regular expressions (data/pretokenize.hpp)
   python3-numpy python3-torch libopenblas0-pthread     # reference model and benchmark baseline
   python3-h5py python3-matplotlib bc                   # metrics.h5 in tests and plots; bench arithmetic
   python3-regex                                        # the GPT-2 reference encoder of tests/e2e/generate.sh
@@ -22,11 +23,13 @@ done
 # (tests/e2e/hf_files.sh). Optional: where PyPI cannot be reached, those checks are skipped.
 hf_env() {
   local venv=${TRIDENT_HF_VENV:-/var/cache/trident/hf-venv}
-  "$venv/bin/python" -c 'import transformers, tokenizers' 2>/dev/null && return 0
+  local versions=(transformers==4.45.2 tokenizers==0.20.3)  # the newest that run on Debian 12's torch 1.13
+  "$venv/bin/python" -c 'import transformers as a, tokenizers as b; assert (a.__version__, b.__version__) == ("4.45.2", "0.20.3")' \
+    2>/dev/null && return 0
   echo "deps: installing transformers and tokenizers from PyPI into $venv (optional)"
   mkdir -p "$(dirname "$venv")" 2>/dev/null &&
     /usr/bin/python3 -m venv --system-site-packages "$venv" &&
-    timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.38.2 tokenizers==0.15.2 >/dev/null 2>&1 ||
+    timeout 600 "$venv/bin/pip" install -q --disable-pip-version-check "${versions[@]}" >/dev/null 2>&1 ||
     echo "deps: could not install transformers (no PyPI?): the checks against it will be skipped"
 }
 if ((${#missing[@]} == 0)); then hf_env; exit 0; fi

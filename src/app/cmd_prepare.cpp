@@ -30,33 +30,39 @@ struct PrepareArgs {
   std::string tokenizer = "bytes";
   int vocab = 0;
   std::string vocab_files;
+  std::string tokenizer_file;  // --tokenizer=hf
   bool help = false;
 };
 
 const char* kPrepareUsage =
     "usage: trident prepare OUT_DIR TEXT_FILE... [--val_fraction=0.1]\n"
-    "                       [--tokenizer=bytes | --tokenizer=bpe --vocab=N | --tokenizer=gpt2 --vocab-files=DIR]\n"
+    "                       [--tokenizer=bytes | --tokenizer=bpe --vocab=N | --tokenizer=gpt2 --vocab-files=DIR |\n"
+    "                        --tokenizer=hf --tokenizer-file=tokenizer.json]\n"
     "Reads the text files in order, tokenizes them and writes OUT_DIR/train.bin and OUT_DIR/val.bin in\n"
     "llm.c's token format; the last val_fraction of the tokens is validation. Tokenizers: bytes (vocab\n"
     "256, the default); bpe (a byte-level BPE of N tokens, 256 to 65536, learned from the input files);\n"
-    "gpt2 (DIR/encoder.json and DIR/vocab.bpe, e.g. GPT-2's own). OUT_DIR/tokenizer.txt records it and a\n"
-    "BPE's vocabulary is written beside the shards as encoder.json and vocab.bpe (docs/DATA.md).";
+    "gpt2 (DIR/encoder.json and DIR/vocab.bpe, e.g. GPT-2's own); hf (a Hugging Face tokenizer.json of a\n"
+    "byte-level BPE, GPT-2's or Llama 3's kind, run with its own pattern). OUT_DIR/tokenizer.txt records it;\n"
+    "a BPE's vocabulary is written beside the shards as encoder.json and vocab.bpe, a Hugging Face one as\n"
+    "tokenizer.json (docs/DATA.md).";
 
 void check_tokenizer_args(const PrepareArgs& a) {
-  if (a.tokenizer != "bytes" && a.tokenizer != "bpe" && a.tokenizer != "gpt2")
-    fatal_all("command line: --tokenizer=" + a.tokenizer + " is not bytes, bpe or gpt2 (trident prepare --help)");
+  if (a.tokenizer != "bytes" && a.tokenizer != "bpe" && a.tokenizer != "gpt2" && a.tokenizer != "hf")
+    fatal_all("command line: --tokenizer=" + a.tokenizer + " is not bytes, bpe, gpt2 or hf (trident prepare --help)");
   if (a.tokenizer == "bpe" && (a.vocab < 256 || a.vocab > data::kMaxVocab))
     fatal_all("command line: --tokenizer=bpe needs --vocab=N with N from 256 to 65536 (e.g. --vocab=1024)");
   if (a.tokenizer != "bpe" && a.vocab != 0)
     fatal_all("command line: --vocab is the size of a BPE to learn; give it with --tokenizer=bpe");
   if ((a.tokenizer == "gpt2") != !a.vocab_files.empty())
     fatal_all("command line: --tokenizer=gpt2 and --vocab-files=DIR (holding encoder.json and vocab.bpe) go together");
+  if ((a.tokenizer == "hf") != !a.tokenizer_file.empty())
+    fatal_all("command line: --tokenizer=hf and --tokenizer-file=FILE (a Hugging Face tokenizer.json) go together");
 }
 
 PrepareArgs parse_prepare(const std::vector<std::string>& args) {
   po::options_description options;
   options.add_options()("help,h", "")("val_fraction", po::value<double>(), "")("tokenizer", po::value<std::string>(), "")(
-      "vocab", po::value<int>(), "")("vocab-files", po::value<std::string>(), "")(
+      "vocab", po::value<int>(), "")("vocab-files", po::value<std::string>(), "")("tokenizer-file", po::value<std::string>(), "")(
       "paths", po::value<std::vector<std::string>>(), "");
   const po::variables_map values = cli::parse_without_deck(args, options, "paths", kPrepareUsage);
   PrepareArgs result;
@@ -65,6 +71,7 @@ PrepareArgs parse_prepare(const std::vector<std::string>& args) {
   if (values.count("tokenizer")) result.tokenizer = values["tokenizer"].as<std::string>();
   if (values.count("vocab")) result.vocab = values["vocab"].as<int>();
   if (values.count("vocab-files")) result.vocab_files = values["vocab-files"].as<std::string>();
+  if (values.count("tokenizer-file")) result.tokenizer_file = values["tokenizer-file"].as<std::string>();
   if (values.count("paths")) {
     auto paths = values["paths"].as<std::vector<std::string>>();
     result.out_dir = paths.front();
@@ -79,9 +86,16 @@ PrepareArgs parse_prepare(const std::vector<std::string>& args) {
   return result;
 }
 
-// The tokenizer asked for: learned from the texts (bpe), read (gpt2), or bytes.
+// The tokenizer asked for: learned from the texts (bpe), read (gpt2, hf), or bytes.
 data::Tokenizer make_tokenizer(const PrepareArgs& a, const std::vector<std::string>& texts) {
   if (a.tokenizer == "bytes") return data::Tokenizer::bytes();
+  if (a.tokenizer == "hf") {
+    try {
+      return data::Tokenizer::from_hf_file(a.tokenizer_file);
+    } catch (const std::runtime_error& e) {
+      fatal_all(std::string(e.what()) + " (--tokenizer-file)");
+    }
+  }
   if (a.tokenizer == "gpt2") {
     try {
       return data::Tokenizer(std::make_shared<data::Bpe>(data::read_gpt2_files(a.vocab_files)), "gpt2");
@@ -131,6 +145,14 @@ std::vector<uint16_t> encode_all(const data::Tokenizer& tokenizer, const std::ve
   return tokens;
 }
 
+// The file as it is (a tokenizer.json into the data directory), written aside and renamed.
+void copy_file(const std::string& from, const std::string& to) {
+  std::string bytes, why;
+  if (!read_file(from, size_t(256) << 20, bytes, why)) throw std::runtime_error(from + ": " + why);
+  const std::string problem = write_atomically(to, {{bytes.data(), bytes.size()}});
+  if (!problem.empty()) throw std::runtime_error(problem);
+}
+
 // Rank 0 writes the shards, the vocabulary files of a BPE and the record.
 void write_outputs(comm::Communicator& world, const PrepareArgs& a, const data::Tokenizer& tokenizer,
                    const std::vector<uint16_t>& tokens, size_t val) {
@@ -140,7 +162,8 @@ void write_outputs(comm::Communicator& world, const PrepareArgs& a, const data::
       std::filesystem::create_directories(a.out_dir);
       data::write_llmc_tokens(a.out_dir + "/train.bin", {tokens.begin(), tokens.end() - val});
       data::write_llmc_tokens(a.out_dir + "/val.bin", {tokens.end() - val, tokens.end()});
-      if (tokenizer.bpe()) data::write_gpt2_files(*tokenizer.bpe(), a.out_dir);
+      if (tokenizer.kind() == "hf") copy_file(a.tokenizer_file, a.out_dir + "/" + data::kHfTokenizerFile);
+      else if (tokenizer.bpe()) data::write_gpt2_files(*tokenizer.bpe(), a.out_dir);
       data::write_tokenizer_record(a.out_dir, {tokenizer.kind(), tokenizer.vocab()});
     } catch (const std::exception& e) {
       error = std::string("cannot write the prepared data: ") + e.what();

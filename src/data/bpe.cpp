@@ -4,7 +4,6 @@
 #include <queue>
 #include <stdexcept>
 
-#include "data/pretokenize.hpp"
 
 namespace trident::data {
 namespace {
@@ -13,12 +12,12 @@ uint64_t pair_key(int left, int right) { return static_cast<uint64_t>(left) << 3
 
 }  // namespace
 
-Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges)
-    : tokens_(std::move(tokens)), merges_(std::move(merges)) {
+Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges, bool ignore_merges)
+    : tokens_(std::move(tokens)), merges_(std::move(merges)), ignore_merges_(ignore_merges) {
   if (tokens_.size() > static_cast<size_t>(kMaxVocab))
     throw std::invalid_argument(std::to_string(tokens_.size()) + " tokens: more than the " +
                                 std::to_string(kMaxVocab) + " that uint16 token files can hold");
-  std::unordered_map<std::string, int> id_of;
+  std::unordered_map<std::string, int>& id_of = id_of_;
   for (size_t id = 0; id < tokens_.size(); ++id) id_of.emplace(tokens_[id], static_cast<int>(id));
   for (int byte = 0; byte < 256; ++byte) {
     const auto it = id_of.find(std::string(1, static_cast<char>(byte)));
@@ -37,6 +36,11 @@ Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merge
   }
 }
 
+int Bpe::find(std::string_view bytes) const {
+  const auto it = id_of_.find(std::string(bytes));
+  return it == id_of_.end() ? -1 : it->second;
+}
+
 const Bpe::Merge* Bpe::merge_of(int left, int right) const {
   const auto it = merge_of_.find(pair_key(left, right));
   return it == merge_of_.end() ? nullptr : &it->second;
@@ -47,6 +51,8 @@ const Bpe::Merge* Bpe::merge_of(int left, int right) const {
 // left to right; an entry whose pair has changed since it was pushed is stale and skipped.
 // O(n log n) in the piece length (a long run of binary bytes is one piece).
 void Bpe::encode_piece(std::string_view piece, std::vector<uint16_t>& out) const {
+  if (ignore_merges_)
+    if (const int whole = find(piece); whole >= 0) return out.push_back(static_cast<uint16_t>(whole));
   const int n = static_cast<int>(piece.size());
   std::vector<int> id(n), next(n), prev(n);  // (n) each; next n / prev -1: none
   for (int i = 0; i < n; ++i)
@@ -74,13 +80,11 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint16_t>& out) const
   for (int i = 0; i < n; i = next[i]) out.push_back(static_cast<uint16_t>(id[i]));
 }
 
-std::vector<uint16_t> Bpe::encode(std::string_view text) const {
+std::vector<uint16_t> Bpe::encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const {
   std::vector<uint16_t> out;
-  out.reserve(text.size() / 3);
+  out.reserve((end - begin) / 3);
   std::unordered_map<std::string_view, std::vector<uint16_t>> cache;  // views into text
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = piece_end(text, at);
-    const std::string_view piece = text.substr(at, end - at);
+  pieces.split(text, begin, end, [&](std::string_view piece, bool) {
     auto it = cache.find(piece);
     if (it == cache.end()) {
       std::vector<uint16_t> ids;
@@ -88,8 +92,7 @@ std::vector<uint16_t> Bpe::encode(std::string_view text) const {
       it = cache.emplace(piece, std::move(ids)).first;
     }
     out.insert(out.end(), it->second.begin(), it->second.end());
-    at = end;
-  }
+  });
   return out;
 }
 

@@ -1,8 +1,10 @@
-// Byte-level BPE (GPT-2's scheme): a vocabulary of byte strings whose first entries are the 256
-// single bytes, and merges in rank order, each joining two tokens into a third. Encoding cuts
-// the text into pieces (data/pretokenize.hpp), starts each piece as its bytes and applies the
-// merges lowest rank first, every occurrence left to right — exactly OpenAI's encoder.py
-// bpe(). Decoding concatenates the tokens' bytes, so decode(encode(x)) == x for any bytes.
+// Byte-level BPE (GPT-2's scheme): a vocabulary of byte strings among which are the 256 single
+// bytes, and merges in rank order, each joining two tokens into a third. Encoding cuts the text
+// into pieces (data/pretokenize.hpp), starts each piece as its bytes and applies the merges
+// lowest rank first, every occurrence left to right — exactly OpenAI's encoder.py bpe() and
+// Hugging Face's BPE model. With ignore_merges (Hugging Face's option, Llama 3's tokenizer: what
+// tiktoken does) a piece that is itself a token is that token, merges or not. Decoding
+// concatenates the tokens' bytes, so decode(encode(x)) == x for any bytes.
 // Ids are uint16 (llm.c's shard format): at most 65,536 tokens.
 #pragma once
 
@@ -14,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "data/pretokenize.hpp"
+
 namespace trident::data {
 
 constexpr int kMaxVocab = 65536;
@@ -23,16 +27,24 @@ class Bpe {
   // tokens: id -> bytes; every single byte must be a token. merges: (left id, right id) in rank
   // order; the concatenation of the two must be a token. Throws std::invalid_argument saying
   // which rule a vocabulary breaks.
-  Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges);
+  Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges, bool ignore_merges = false);
 
   int vocab() const { return static_cast<int>(tokens_.size()); }
   const std::vector<std::string>& tokens() const { return tokens_; }
   const std::vector<std::pair<int, int>>& merges() const { return merges_; }
 
+  bool ignore_merges() const { return ignore_merges_; }
+  int find(std::string_view bytes) const;  // the token of these bytes, or -1
+
   // One piece of pre-tokenised text, appended to out.
   void encode_piece(std::string_view piece, std::vector<uint16_t>& out) const;
-  // The whole text, serially (pieces seen before in this call come from a cache).
-  std::vector<uint16_t> encode(std::string_view text) const;
+  // text[begin, end) cut by `pieces` (Pretokenizer::split's rule for begin and end), serially;
+  // pieces seen before in this call come from a cache.
+  std::vector<uint16_t> encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const;
+  // The whole text with GPT-2's pattern.
+  std::vector<uint16_t> encode(std::string_view text) const {
+    return encode(text, 0, text.size(), Pretokenizer::gpt2());
+  }
   std::string decode(const uint16_t* ids, size_t n) const;  // ids < vocab()
 
  private:
@@ -43,6 +55,8 @@ class Bpe {
 
   std::vector<std::string> tokens_;
   std::vector<std::pair<int, int>> merges_;
+  bool ignore_merges_ = false;
+  std::unordered_map<std::string, int> id_of_;  // bytes -> token (the first, where two are equal)
   int byte_token_[256];
   std::unordered_map<uint64_t, Merge> merge_of_;  // key left << 32 | right
 };

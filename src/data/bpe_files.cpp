@@ -8,7 +8,7 @@
 
 #include "core/file_util.hpp"
 #include "core/json.hpp"
-#include "data/unicode_classes.hpp"
+#include "data/utf8.hpp"
 
 namespace trident::data {
 namespace {

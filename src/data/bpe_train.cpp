@@ -24,11 +24,7 @@ struct Words {
 Words count_words(const std::vector<std::string_view>& texts, const int* byte_token) {
   std::unordered_map<std::string_view, int64_t> counts;
   for (std::string_view text : texts)
-    for (size_t at = 0; at < text.size();) {
-      const size_t end = piece_end(text, at);
-      ++counts[text.substr(at, end - at)];
-      at = end;
-    }
+    Pretokenizer::gpt2().split(text, 0, text.size(), [&](std::string_view piece, bool) { ++counts[piece]; });
   // Sorted pieces: the word order, and so every tie below, does not depend on hashing.
   std::vector<std::pair<std::string_view, int64_t>> sorted(counts.begin(), counts.end());
   std::sort(sorted.begin(), sorted.end());

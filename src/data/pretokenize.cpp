@@ -1,100 +1,98 @@
-// GPT-2's pre-tokenising split (see the header for the pattern it follows).
+// Pre-tokenising by PCRE2.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/pretokenize.hpp"
 
-#include "data/unicode_classes.hpp"
+#include <pcre2.h>
+
+#include <stdexcept>
 
 namespace trident::data {
 namespace {
 
-enum class Kind { Letter, Number, Space, Other };
+pcre2_code* compiled(const std::shared_ptr<void>& code) { return static_cast<pcre2_code*>(code.get()); }
 
-Kind kind_of(char32_t cp) {
-  if (cp == kInvalidCodePoint) return Kind::Other;
-  if (is_space(cp)) return Kind::Space;
-  if (is_letter(cp)) return Kind::Letter;
-  if (is_number(cp)) return Kind::Number;
-  return Kind::Other;
-}
-
-struct Char {
-  Kind kind;
-  int bytes;
-};
-
-Char char_at(std::string_view text, size_t at) {
-  const Utf8Char c = decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + at, text.size() - at);
-  return {kind_of(c.cp), c.bytes};
-}
-
-// 's 't 'm 'd 're 've 'll: their length, or 0.
-size_t contraction(std::string_view text, size_t at) {
-  if (text[at] != '\'' || at + 1 >= text.size()) return 0;
-  const char a = text[at + 1];
-  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-  if (at + 2 >= text.size()) return 0;
-  const char b = text[at + 2];
-  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-  return 0;
-}
-
-// The end of the run of characters of `kind` from `at` (a run of Other also stops at L/N/space).
-size_t run_end(std::string_view text, size_t at, Kind kind) {
-  while (at < text.size()) {
-    const Char c = char_at(text, at);
-    if (c.kind != kind) break;
-    at += c.bytes;
+// Calls on_piece(b, e, matched) for the pieces of text[begin, end) (see split), the scan from `begin`.
+template <class OnPiece>
+void scan(pcre2_code* code, std::string_view text, size_t begin, size_t end, OnPiece&& on_piece) {
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(pcre2_match_data_create(1, nullptr),
+                                                                       pcre2_match_data_free);
+  if (!match) throw std::bad_alloc();
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  for (size_t at = begin; at < end;) {
+    // PCRE2_NOTEMPTY: a pattern that can match nothing never stalls the scan.
+    const int rc = pcre2_match(code, subject, text.size(), at, PCRE2_NOTEMPTY, match.get(), nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) return on_piece(at, end, false);  // the rest lies between matches
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      throw std::runtime_error("pre-tokenising at byte " + std::to_string(at) + ": " +
+                               reinterpret_cast<const char*>(message));
+    }
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+    const size_t from = span[0] < end ? span[0] : end;
+    if (from > at) on_piece(at, from, false);  // text no match took: a piece of its own
+    if (from == end) return;
+    on_piece(from, span[1], true);
+    at = span[1];
   }
-  return at;
-}
-
-// \s+(?!\S) | \s+ from `at`: the whole run at the end of the text; else the run less its last
-// character when that leaves at least one (the last goes with the next piece); else the one.
-size_t space_piece_end(std::string_view text, size_t at) {
-  size_t last = at, end = at;
-  while (end < text.size()) {
-    const Char c = char_at(text, end);
-    if (c.kind != Kind::Space) break;
-    last = end;
-    end += c.bytes;
-  }
-  if (end == text.size() || last == at) return end;
-  return last;
 }
 
 }  // namespace
 
-size_t piece_end(std::string_view text, size_t at) {
-  if (const size_t n = contraction(text, at)) return at + n;
-  size_t word = at;
-  if (text[at] == ' ' && at + 1 < text.size()) word = at + 1;  // " ?": the space joins a word
-  const Char c = char_at(text, word);
-  if (c.kind != Kind::Space) return run_end(text, word, c.kind);
-  return space_piece_end(text, at);
-}
-
-std::vector<std::string_view> pretokenize(std::string_view text) {
-  std::vector<std::string_view> pieces;
+std::string literal_pattern(const std::string& text) {
+  std::string out = "\\Q";
   for (size_t at = 0; at < text.size();) {
-    const size_t end = piece_end(text, at);
-    pieces.push_back(text.substr(at, end - at));
-    at = end;
+    const size_t e = text.find("\\E", at);
+    if (e == std::string::npos) {
+      out += text.substr(at);
+      break;
+    }
+    out += text.substr(at, e - at) + "\\E\\\\E\\Q";  // close the quote, a literal \E, quote again
+    at = e + 2;
   }
-  return pieces;
+  return out + "\\E";
 }
 
-size_t safe_cut(std::string_view text, size_t at) {
-  if (at == 0) return 0;
-  // A byte that is not a continuation byte (10xxxxxx) always starts a character, whatever
-  // precedes it: start there, with the class of the character before unknown.
-  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
-  bool previous_space = true;
-  while (at < text.size()) {
-    const Char c = char_at(text, at);
-    if (c.kind == Kind::Space && !previous_space) return at;
-    previous_space = c.kind == Kind::Space;
-    at += c.bytes;
+Pretokenizer::Pretokenizer(const std::string& pattern) : pattern_(pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof message);
+    throw std::invalid_argument("the pre-tokenising pattern does not compile: " +
+                                std::string(reinterpret_cast<const char*>(message)) + " at character " +
+                                std::to_string(offset));
   }
-  return text.size();
+  code_ = std::shared_ptr<void>(code, [](void* c) { pcre2_code_free(static_cast<pcre2_code*>(c)); });
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where the JIT is missing, pcre2_match interprets: same pieces
+}
+
+const Pretokenizer& Pretokenizer::gpt2() {
+  static const Pretokenizer gpt2(kGpt2Pattern);
+  return gpt2;
+}
+
+void Pretokenizer::split(std::string_view text, size_t begin, size_t end,
+                         const std::function<void(std::string_view, bool)>& piece) const {
+  scan(compiled(code_), text, begin, end, [&](size_t b, size_t e, bool matched) { piece(text.substr(b, e - b), matched); });
+}
+
+std::vector<std::string_view> Pretokenizer::pieces(std::string_view text) const {
+  std::vector<std::string_view> all;
+  scan(compiled(code_), text, 0, text.size(), [&](size_t b, size_t e, bool) { all.push_back(text.substr(b, e - b)); });
+  return all;
+}
+
+std::vector<size_t> Pretokenizer::cuts(std::string_view text, size_t bytes) const {
+  std::vector<size_t> cuts = {0};
+  scan(compiled(code_), text, 0, text.size(), [&](size_t, size_t e, bool) {
+    if (e >= cuts.back() + bytes && e < text.size()) cuts.push_back(e);
+  });
+  cuts.push_back(text.size());
+  if (text.empty()) cuts.pop_back();  // {0}: no chunk
+  return cuts;
 }
 
 }  // namespace trident::data

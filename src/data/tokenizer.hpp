@@ -1,8 +1,14 @@
-// The tokenizer of a data directory: bytes (vocabulary 256, token = byte), or byte-level BPE
-// (trained by `trident prepare --tokenizer=bpe`, or GPT-2's files: --tokenizer=gpt2). The
-// directory records which in DIR/tokenizer.txt ("kind = bytes | bpe | gpt2", "vocab = N"), and
-// a BPE's vocabulary sits beside it as encoder.json and vocab.bpe (data/bpe_files.hpp).
-// A directory without tokenizer.txt (made before it existed, or by hand) is byte-level.
+// The tokenizer of a data directory: bytes (vocabulary 256, token = byte), or byte-level BPE —
+// trained by `trident prepare --tokenizer=bpe`, GPT-2's files (--tokenizer=gpt2), or a Hugging
+// Face tokenizer.json (--tokenizer=hf: GPT-2's or Llama 3's kind, data/hf_tokenizer.hpp). The
+// directory records which in DIR/tokenizer.txt ("kind = bytes | bpe | gpt2 | hf", "vocab = N");
+// a BPE's vocabulary sits beside it as encoder.json and vocab.bpe (data/bpe_files.hpp), a Hugging
+// Face one as the file itself, tokenizer.json. A directory without tokenizer.txt (made before it
+// existed, or by hand) is byte-level.
+//
+// Encoding: a Hugging Face tokenizer's added tokens are found first (literally, anywhere in the
+// text, as tokenizers' encode does); the text between them is cut into pieces by the
+// tokenizer's pattern (data/pretokenize.hpp: GPT-2's for bpe and gpt2) and each piece merged.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +17,17 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "data/bpe.hpp"
 
 namespace trident::data {
 
+constexpr const char* kHfTokenizerFile = "tokenizer.json";
+
 struct TokenizerRecord {
-  std::string kind;  // "bytes" | "bpe" | "gpt2"
+  std::string kind;  // "bytes" | "bpe" | "gpt2" | "hf"
   int vocab = 0;
 };
 // DIR/tokenizer.txt, or nothing when the directory has none. Throws std::runtime_error naming
@@ -29,7 +38,10 @@ void write_tokenizer_record(const std::string& dir, const TokenizerRecord& recor
 class Tokenizer {
  public:
   static Tokenizer bytes();
+  // A BPE with GPT-2's pattern and no added tokens (kinds bpe and gpt2).
   explicit Tokenizer(std::shared_ptr<const Bpe> bpe, std::string kind);
+  // A Hugging Face tokenizer.json (kind hf); throws std::runtime_error naming the file.
+  static Tokenizer from_hf_file(const std::string& path);
   // The tokenizer DIR records (bytes without a record); throws std::runtime_error naming the
   // file and the problem.
   static Tokenizer load(const std::string& dir);
@@ -38,9 +50,9 @@ class Tokenizer {
   int vocab() const { return bpe_ ? bpe_->vocab() : 256; }
   const Bpe* bpe() const { return bpe_.get(); }
 
-  // Encoding in chunks of about chunk_bytes cut where a piece surely begins (so the tokens are
-  // those of one serial pass), OpenMP threads over the chunks. progress(bytes done, total) is
-  // called from one thread at a time after each chunk.
+  // Encoding in chunks of about chunk_bytes cut at piece boundaries found by a serial scan
+  // (Pretokenizer::cuts: so the tokens are those of one serial pass), OpenMP threads over the
+  // chunks. progress(bytes done, total) is called from one thread at a time after each chunk.
   std::vector<uint16_t> encode(std::string_view text, size_t chunk_bytes = kChunkBytes,
                                const std::function<void(size_t, size_t)>& progress = {}) const;
   std::string decode(const uint16_t* ids, size_t n) const;
@@ -49,7 +61,10 @@ class Tokenizer {
   static constexpr size_t kChunkBytes = size_t(1) << 20;
 
  private:
-  std::shared_ptr<const Bpe> bpe_;  // null: bytes
+  std::shared_ptr<const Bpe> bpe_;            // null: bytes
+  std::shared_ptr<const Pretokenizer> pieces_;  // the pre-tokenising pattern
+  std::shared_ptr<const Pretokenizer> added_;   // the added tokens as literals, longest first; null: none
+  std::unordered_map<std::string, int> added_id_;
   std::string kind_ = "bytes";
 };
 

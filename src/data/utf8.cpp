@@ -1,13 +1,7 @@
-// UTF-8 decoding (strict: RFC 3629) and the White_Space class.
-#include "data/unicode_classes.hpp"
+// UTF-8 decoding (strict: RFC 3629).
+#include "data/utf8.hpp"
 
 namespace trident::data {
-
-bool is_space(char32_t cp) {
-  if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
 
 Utf8Char decode_utf8(const unsigned char* at, size_t left) {
   const Utf8Char invalid{kInvalidCodePoint, 1};

@@ -4,10 +4,6 @@
 write_deck "$WORK/ok.deck"
 cd "$WORK" || exit 1
 
-check() {  # check NAME CONDITION-COMMAND... : PASS when the command succeeds
-  local name=$1; shift
-  if "$@"; then pass "$name"; else fail "$name" "check failed: $*"; fi
-}
 
 "$TRIDENT" --help > help.txt; status=$?
 check main_help_lists_commands bash -c "[[ $status == 0 ]] && grep -q '^  train ' help.txt && grep -q '^  layout ' help.txt && grep -q 'Exit status' help.txt"

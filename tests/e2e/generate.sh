@@ -10,10 +10,6 @@ cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
 
-check() {  # check NAME COMMAND... : PASS when the command succeeds
-  local name=$1; shift
-  if "$@" > "$name.check" 2>&1; then pass "$name ($(tail -1 "$name.check"))"; else fail "$name" "$(tail -3 "$name.check")"; fi
-}
 
 # Texts: two licenses and a multilingual one (scripts, numbers, contractions, odd whitespace).
 LICENSES=(/usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0)
@@ -49,7 +45,7 @@ check round_trip_is_byte_exact $PY "$ROOT/tests/e2e/gpt2_encoder.py" decode mixe
   "${LICENSES[0]}" binary.bin invalid.txt multi.txt
 
 expect_user_error prepare_bpe_needs_vocab "--tokenizer=bpe needs --vocab=N" "$TRIDENT" prepare out "${LICENSES[0]}" --tokenizer=bpe
-expect_user_error prepare_unknown_tokenizer "--tokenizer=sentencepiece is not bytes, bpe or gpt2" \
+expect_user_error prepare_unknown_tokenizer "--tokenizer=sentencepiece is not bytes, bpe, gpt2 or hf" \
   "$TRIDENT" prepare out "${LICENSES[0]}" --tokenizer=sentencepiece
 expect_user_error prepare_gpt2_missing_files "missing/encoder.json|encoder.json and vocab.bpe" \
   "$TRIDENT" prepare out "${LICENSES[0]}" --tokenizer=gpt2 --vocab-files="$WORK/missing"

@@ -10,11 +10,6 @@ cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 HF_PY=${TRIDENT_HF_VENV:-/var/cache/trident/hf-venv}/bin/python
 
-check() {  # check NAME COMMAND... : PASS when the command succeeds
-  local name=$1; shift
-  if "$@"; then pass "$name"; else fail "$name" "check failed: $*"; fi
-}
-
 cat > a.deck <<DECK
 [model]
 layers = 4

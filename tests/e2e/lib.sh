@@ -10,6 +10,13 @@ trap 'rm -rf "$WORK"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 
+# check NAME COMMAND...: PASS when the command succeeds (with the last line it printed), else
+# FAIL with its last three lines; what it prints goes to NAME.check in the working directory.
+check() {
+  local name=$1; shift
+  if "$@" > "$name.check" 2>&1; then pass "$name ($(tail -1 "$name.check"))"; else fail "$name" "$(tail -3 "$name.check")"; fi
+}
+
 # skip NAME WHY: a case this machine cannot run (a CPU feature it lacks); never a failure.
 skip() { echo "SKIP $1: $2"; }
 

@@ -6,10 +6,6 @@ cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
 
-check() {  # check NAME COMMAND... : PASS when the command succeeds
-  local name=$1; shift
-  if "$@"; then pass "$name"; else fail "$name" "check failed: $*"; fi
-}
 
 "$TRIDENT" prepare data /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 > prepare.out 2>&1
 check prepare_writes_llmc_shards bash -c "grep -q 'prepared data/train.bin' prepare.out && [[ \$(head -c 4 data/train.bin | od -An -td4 | tr -d ' ') == 20240520 ]]"

@@ -24,7 +24,7 @@ namespace {
 
 std::vector<std::string> pieces(const std::string& text) {
   std::vector<std::string> out;
-  for (std::string_view piece : data::pretokenize(text)) out.emplace_back(piece);
+  for (std::string_view piece : data::Pretokenizer::gpt2().pieces(text)) out.emplace_back(piece);
   return out;
 }
 
@@ -221,10 +221,34 @@ BOOST_AUTO_TEST_CASE(parallel_chunks_equal_one_serial_pass) {
   BOOST_TEST(last == text.size());
   BOOST_TEST(chunked == serial);
   BOOST_TEST(tokenizer.decode(chunked) == text);
-  // Cuts are where a piece begins: a non-space then a space.
-  BOOST_TEST(data::safe_cut("ab  cd", 1) == 2u);
-  BOOST_TEST(data::safe_cut("   x y", 1) == 4u);  // the first non-space comes before the cut
-  BOOST_TEST(data::safe_cut("\u3000\u3000x", 1) == 7u);  // from inside a character: the next one
+  // Cuts are piece boundaries of the serial scan: "a  b" is a, " ", " b" — never inside the last two.
+  const data::Pretokenizer& gpt2 = data::Pretokenizer::gpt2();
+  BOOST_TEST(gpt2.cuts("ab  cd", 1) == (std::vector<size_t>{0, 2, 3, 6}));
+  BOOST_TEST(gpt2.cuts("ab  cd", 100) == (std::vector<size_t>{0, 6}));
+  BOOST_TEST(gpt2.cuts("", 1).size() == 1u);  // {0}: no chunk
+}
+
+// Another pattern (Llama 3's, which groups digits by three and takes a newline run with the
+// punctuation before it): the chunked encoding is still one serial pass, since the cuts come
+// from the pattern's own scan.
+BOOST_AUTO_TEST_CASE(any_pattern_chunks_equal_one_serial_pass) {
+  const data::Pretokenizer llama3(
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+  std::vector<std::string> got;
+  for (std::string_view p : llama3.pieces("I'M 12345 ok.\n\nnext")) got.emplace_back(p);
+  BOOST_TEST(got == (Strings{"I", "'M", " ", "123", "45", " ok", ".\n\n", "next"}));
+  const std::string text = mixed_text(200000, 3) + ".\n\n" + mixed_text(5000, 4);
+  std::vector<std::string> serial, chunked;
+  for (std::string_view p : llama3.pieces(text)) serial.emplace_back(p);
+  const std::vector<size_t> cuts = llama3.cuts(text, 777);
+  BOOST_TEST(cuts.size() > 100u);
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    llama3.split(text, cuts[i], cuts[i + 1], [&](std::string_view p, bool) { chunked.emplace_back(p); });
+  BOOST_TEST(chunked == serial);
+  std::string joined;
+  for (const std::string& p : serial) joined += p;
+  BOOST_TEST(joined == text);  // the pieces cover the text
+  BOOST_CHECK_THROW(data::Pretokenizer("(unclosed"), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(tokenizer_record) {
