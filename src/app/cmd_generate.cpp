@@ -99,10 +99,10 @@ GenerateArgs parse_generate(const std::vector<std::string>& args) {
   return a;
 }
 
-std::vector<uint16_t> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer, const model::GptConfig& config) {
+std::vector<data::TokenId> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer, const model::GptConfig& config) {
   if (!a.has_prompt || a.prompt.empty())
     fatal_all("command line: give the text to continue with --prompt=TEXT (not empty; trident generate --help)");
-  const std::vector<uint16_t> tokens = tokenizer.encode(a.prompt);
+  const std::vector<data::TokenId> tokens = tokenizer.encode(a.prompt);
   if (static_cast<int64_t>(tokens.size()) + a.tokens > config.max_seq_len)
     fatal_all("command line: the prompt (" + std::to_string(tokens.size()) + " tokens) and --tokens=" +
               std::to_string(a.tokens) + " do not fit the model's context of " + std::to_string(config.max_seq_len) +
@@ -112,14 +112,14 @@ std::vector<uint16_t> prompt_tokens(const GenerateArgs& a, const data::Tokenizer
 }
 
 // Feeds the prompt, then samples `count` tokens; returns them.
-std::vector<uint16_t> continue_text(model::KvDecoder& decoder, const std::vector<uint16_t>& prompt, int count,
+std::vector<data::TokenId> continue_text(model::KvDecoder& decoder, const std::vector<data::TokenId>& prompt, int count,
                                     int vocab, const model::SamplingSettings& sampling) {
   const float* logits = nullptr;
-  for (uint16_t token : prompt) logits = decoder.step(token);
-  std::vector<uint16_t> out;
+  for (data::TokenId token : prompt) logits = decoder.step(static_cast<int>(token));
+  std::vector<data::TokenId> out;
   for (int i = 0; i < count; ++i) {
     const int next = model::sample_token(logits, vocab, sampling, decoder.position());
-    out.push_back(static_cast<uint16_t>(next));
+    out.push_back(static_cast<data::TokenId>(next));
     if (i + 1 < count) logits = decoder.step(next);
   }
   return out;
@@ -143,11 +143,11 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
-  const std::vector<uint16_t> prompt = prompt_tokens(a, tokenizer, m.config);
+  const std::vector<data::TokenId> prompt = prompt_tokens(a, tokenizer, m.config);
   kernels::Context ctx = job.device;
   model::KvDecoder decoder(m.config, m.params.data(), ctx);
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<uint16_t> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);
+  const std::vector<data::TokenId> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print0(a.prompt + tokenizer.decode(out));
   if (world.rank() == 0)

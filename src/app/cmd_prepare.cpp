@@ -49,7 +49,7 @@ const char* kPrepareUsage =
 void check_tokenizer_args(const PrepareArgs& a) {
   if (a.tokenizer != "bytes" && a.tokenizer != "bpe" && a.tokenizer != "gpt2" && a.tokenizer != "hf")
     fatal_all("command line: --tokenizer=" + a.tokenizer + " is not bytes, bpe, gpt2 or hf (trident prepare --help)");
-  if (a.tokenizer == "bpe" && (a.vocab < 256 || a.vocab > data::kMaxVocab))
+  if (a.tokenizer == "bpe" && (a.vocab < 256 || a.vocab > 65536))
     fatal_all("command line: --tokenizer=bpe needs --vocab=N with N from 256 to 65536 (e.g. --vocab=1024)");
   if (a.tokenizer != "bpe" && a.vocab != 0)
     fatal_all("command line: --vocab is the size of a BPE to learn; give it with --tokenizer=bpe");
@@ -119,7 +119,7 @@ data::Tokenizer make_tokenizer(const PrepareArgs& a, const std::vector<std::stri
 }
 
 // Every input encoded, in order; progress lines on inputs of more than 16 MB.
-std::vector<uint16_t> encode_all(const data::Tokenizer& tokenizer, const std::vector<std::string>& texts) {
+std::vector<data::TokenId> encode_all(const data::Tokenizer& tokenizer, const std::vector<std::string>& texts) {
   size_t total = 0;
   for (const std::string& text : texts) total += text.size();
   const auto start = SteadyClock::now();
@@ -132,9 +132,9 @@ std::vector<uint16_t> encode_all(const data::Tokenizer& tokenizer, const std::ve
                   reported / 1e6, total / 1e6, reported / 1e6 / seconds_since(start));
     print0(line);
   };
-  std::vector<uint16_t> tokens;
+  std::vector<data::TokenId> tokens;
   for (const std::string& text : texts) {
-    const std::vector<uint16_t> part = tokenizer.encode(text, data::Tokenizer::kChunkBytes, progress);
+    const std::vector<data::TokenId> part = tokenizer.encode(text, data::Tokenizer::kChunkBytes, progress);
     tokens.insert(tokens.end(), part.begin(), part.end());
     before += text.size();
   }
@@ -155,13 +155,13 @@ void copy_file(const std::string& from, const std::string& to) {
 
 // Rank 0 writes the shards, the vocabulary files of a BPE and the record.
 void write_outputs(comm::Communicator& world, const PrepareArgs& a, const data::Tokenizer& tokenizer,
-                   const std::vector<uint16_t>& tokens, size_t val) {
+                   const std::vector<data::TokenId>& tokens, size_t val) {
   std::string error;
   if (world.rank() == 0) {
     try {
       std::filesystem::create_directories(a.out_dir);
-      data::write_llmc_tokens(a.out_dir + "/train.bin", {tokens.begin(), tokens.end() - val});
-      data::write_llmc_tokens(a.out_dir + "/val.bin", {tokens.end() - val, tokens.end()});
+      data::write_llmc_tokens(a.out_dir + "/train.bin", {tokens.begin(), tokens.end() - val}, tokenizer.vocab());
+      data::write_llmc_tokens(a.out_dir + "/val.bin", {tokens.end() - val, tokens.end()}, tokenizer.vocab());
       if (tokenizer.kind() == "hf") copy_file(a.tokenizer_file, a.out_dir + "/" + data::kHfTokenizerFile);
       else if (tokenizer.bpe()) data::write_gpt2_files(*tokenizer.bpe(), a.out_dir);
       data::write_tokenizer_record(a.out_dir, {tokenizer.kind(), tokenizer.vocab()});
@@ -180,7 +180,7 @@ void prepare(comm::Communicator& world, const PrepareArgs& a) {
     texts.push_back(comm::read_on_root_and_broadcast(world, path, "text file",
                                                      "give readable text files of at most 1 GiB", size_t(1) << 30));
   const data::Tokenizer tokenizer = make_tokenizer(a, texts);
-  const std::vector<uint16_t> tokens = encode_all(tokenizer, texts);
+  const std::vector<data::TokenId> tokens = encode_all(tokenizer, texts);
   const size_t val = static_cast<size_t>(tokens.size() * a.val_fraction);
   if (val < 2 || tokens.size() - val < 2)
     fatal_all("the input has only " + std::to_string(tokens.size()) + " tokens: too little to split");

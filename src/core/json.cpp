@@ -5,9 +5,12 @@
 
 namespace trident {
 
-Json parse_json(const std::string& path, const std::string& text, const std::string& expected) {
+namespace {
+
+template <class J>
+J parse(const std::string& path, const std::string& text, const std::string& expected) {
   try {
-    return Json::parse(text);
+    return J::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: REASON".
     std::string reason = e.what();
@@ -15,6 +18,16 @@ Json parse_json(const std::string& path, const std::string& text, const std::str
     if (colon != std::string::npos) reason = reason.substr(colon + 2);
     throw std::runtime_error(path + ": " + reason + " at byte " + std::to_string(e.byte) + "; " + expected);
   }
+}
+
+}  // namespace
+
+Json parse_json(const std::string& path, const std::string& text, const std::string& expected) {
+  return parse<Json>(path, text, expected);
+}
+
+JsonLookup parse_json_lookup(const std::string& path, const std::string& text, const std::string& expected) {
+  return parse<JsonLookup>(path, text, expected);
 }
 
 std::string json_ascii_string(std::string_view utf8) {

@@ -16,7 +16,7 @@ Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merge
     : tokens_(std::move(tokens)), merges_(std::move(merges)), ignore_merges_(ignore_merges) {
   if (tokens_.size() > static_cast<size_t>(kMaxVocab))
     throw std::invalid_argument(std::to_string(tokens_.size()) + " tokens: more than the " +
-                                std::to_string(kMaxVocab) + " that uint16 token files can hold");
+                                std::to_string(kMaxVocab) + " a model may have (model.vocab)");
   std::unordered_map<std::string, int>& id_of = id_of_;
   for (size_t id = 0; id < tokens_.size(); ++id) id_of.emplace(tokens_[id], static_cast<int>(id));
   for (int byte = 0; byte < 256; ++byte) {
@@ -50,9 +50,9 @@ const Bpe::Merge* Bpe::merge_of(int left, int right) const {
 // that have a merge. Popping in that order applies the lowest rank first and its occurrences
 // left to right; an entry whose pair has changed since it was pushed is stale and skipped.
 // O(n log n) in the piece length (a long run of binary bytes is one piece).
-void Bpe::encode_piece(std::string_view piece, std::vector<uint16_t>& out) const {
+void Bpe::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
   if (ignore_merges_)
-    if (const int whole = find(piece); whole >= 0) return out.push_back(static_cast<uint16_t>(whole));
+    if (const int whole = find(piece); whole >= 0) return out.push_back(static_cast<TokenId>(whole));
   const int n = static_cast<int>(piece.size());
   std::vector<int> id(n), next(n), prev(n);  // (n) each; next n / prev -1: none
   for (int i = 0; i < n; ++i)
@@ -77,17 +77,17 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint16_t>& out) const
     push(prev[i]);
     push(i);
   }
-  for (int i = 0; i < n; i = next[i]) out.push_back(static_cast<uint16_t>(id[i]));
+  for (int i = 0; i < n; i = next[i]) out.push_back(static_cast<TokenId>(id[i]));
 }
 
-std::vector<uint16_t> Bpe::encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const {
-  std::vector<uint16_t> out;
+std::vector<TokenId> Bpe::encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const {
+  std::vector<TokenId> out;
   out.reserve((end - begin) / 3);
-  std::unordered_map<std::string_view, std::vector<uint16_t>> cache;  // views into text
+  std::unordered_map<std::string_view, std::vector<TokenId>> cache;  // views into text
   pieces.split(text, begin, end, [&](std::string_view piece, bool) {
     auto it = cache.find(piece);
     if (it == cache.end()) {
-      std::vector<uint16_t> ids;
+      std::vector<TokenId> ids;
       encode_piece(piece, ids);
       it = cache.emplace(piece, std::move(ids)).first;
     }
@@ -96,7 +96,7 @@ std::vector<uint16_t> Bpe::encode(std::string_view text, size_t begin, size_t en
   return out;
 }
 
-std::string Bpe::decode(const uint16_t* ids, size_t n) const {
+std::string Bpe::decode(const TokenId* ids, size_t n) const {
   std::string text;
   for (size_t i = 0; i < n; ++i) {
     if (ids[i] >= tokens_.size())

@@ -5,7 +5,8 @@
 // Hugging Face's BPE model. With ignore_merges (Hugging Face's option, Llama 3's tokenizer: what
 // tiktoken does) a piece that is itself a token is that token, merges or not. Decoding
 // concatenates the tokens' bytes, so decode(encode(x)) == x for any bytes.
-// Ids are uint16 (llm.c's shard format): at most 65,536 tokens.
+// Ids are TokenId (32 bits); token files hold them in 16 bits where the vocabulary allows
+// (data/token_data.hpp).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@
 
 namespace trident::data {
 
-constexpr int kMaxVocab = 65536;
+using TokenId = uint32_t;
+constexpr int kMaxVocab = 1 << 24;  // model.vocab's largest
 
 class Bpe {
  public:
@@ -37,15 +39,15 @@ class Bpe {
   int find(std::string_view bytes) const;  // the token of these bytes, or -1
 
   // One piece of pre-tokenised text, appended to out.
-  void encode_piece(std::string_view piece, std::vector<uint16_t>& out) const;
+  void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   // text[begin, end) cut by `pieces` (Pretokenizer::split's rule for begin and end), serially;
   // pieces seen before in this call come from a cache.
-  std::vector<uint16_t> encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const;
+  std::vector<TokenId> encode(std::string_view text, size_t begin, size_t end, const Pretokenizer& pieces) const;
   // The whole text with GPT-2's pattern.
-  std::vector<uint16_t> encode(std::string_view text) const {
+  std::vector<TokenId> encode(std::string_view text) const {
     return encode(text, 0, text.size(), Pretokenizer::gpt2());
   }
-  std::string decode(const uint16_t* ids, size_t n) const;  // ids < vocab()
+  std::string decode(const TokenId* ids, size_t n) const;  // ids < vocab()
 
  private:
   struct Merge {

@@ -64,7 +64,7 @@ std::string read_whole(const std::string& path) {
 std::vector<std::string> read_encoder(const std::string& path, std::unordered_map<std::string, int>& id_of) {
   const std::string text = read_whole(path);
   // encoder.json: {"token": id, ...}, the ids non-negative integers.
-  const Json json = parse_json(path, text, "give GPT-2's encoder.json format");
+  const JsonLookup json = parse_json_lookup(path, text, "give GPT-2's encoder.json format");
   if (!json.is_object()) throw file_error(path, "is not a JSON object of token ids; give GPT-2's encoder.json format");
   std::vector<std::pair<std::string, int>> entries;
   for (const auto& [symbols, value] : json.items()) {

@@ -20,24 +20,24 @@ struct Reader {
     return std::runtime_error("tokenizer file '" + path + "': " + what);
   }
   // `key` of `object` (named `where` in messages) when present and not null, else nullptr.
-  const Json* get(const Json& object, const std::string& where, const char* key) const {
+  const JsonLookup* get(const JsonLookup& object, const std::string& where, const char* key) const {
     if (!object.is_object()) throw error(where + " is not an object");
     return object.contains(key) && !object[key].is_null() ? &object[key] : nullptr;
   }
-  bool flag(const Json& object, const std::string& where, const char* key, bool fallback) const {
-    const Json* v = get(object, where, key);
+  bool flag(const JsonLookup& object, const std::string& where, const char* key, bool fallback) const {
+    const JsonLookup* v = get(object, where, key);
     if (v == nullptr) return fallback;
     if (!v->is_boolean()) throw error(where + "." + key + " is " + v->dump() + ", not true or false");
     return v->get<bool>();
   }
-  std::string text(const Json& object, const std::string& where, const char* key) const {
-    const Json* v = get(object, where, key);
+  std::string text(const JsonLookup& object, const std::string& where, const char* key) const {
+    const JsonLookup* v = get(object, where, key);
     if (v == nullptr || !v->is_string()) throw error(where + "." + key + " is missing or not a string");
     return v->get<std::string>();
   }
 };
 
-void check_byte_level(const Reader& r, const Json& level, const std::string& where, bool regex_wanted) {
+void check_byte_level(const Reader& r, const JsonLookup& level, const std::string& where, bool regex_wanted) {
   if (r.flag(level, where, "add_prefix_space", false))
     throw r.error(where + ".add_prefix_space is true; Trident runs byte-level tokenizers without it (GPT-2's and "
                           "Llama 3's have it false)");
@@ -47,16 +47,16 @@ void check_byte_level(const Reader& r, const Json& level, const std::string& whe
 }
 
 // The pre-tokenising pattern the file's pre_tokenizer runs.
-std::string pattern_of(const Reader& r, const Json& pre) {
+std::string pattern_of(const Reader& r, const JsonLookup& pre) {
   const std::string type = r.text(pre, "pre_tokenizer", "type");
   if (type == "ByteLevel") {
     check_byte_level(r, pre, "pre_tokenizer", true);
     return kGpt2Pattern;
   }
-  const Json* steps = r.get(pre, "pre_tokenizer", "pretokenizers");
+  const JsonLookup* steps = r.get(pre, "pre_tokenizer", "pretokenizers");
   if (type != "Sequence" || steps == nullptr || !steps->is_array() || steps->size() != 2)
     throw r.error("pre_tokenizer of type " + type + "; Trident runs ByteLevel, or a Sequence of a Split and a ByteLevel");
-  const Json& split = (*steps)[0];
+  const JsonLookup& split = (*steps)[0];
   if (r.text(split, "pre_tokenizer.pretokenizers[0]", "type") != "Split" ||
       r.text((*steps)[1], "pre_tokenizer.pretokenizers[1]", "type") != "ByteLevel")
     throw r.error("pre_tokenizer is a Sequence of other steps than a Split and a ByteLevel");
@@ -65,7 +65,7 @@ std::string pattern_of(const Reader& r, const Json& pre) {
   if (r.text(split, where, "behavior") != "Isolated" || r.flag(split, where, "invert", false))
     throw r.error(where + " splits with behavior " + r.text(split, where, "behavior") +
                   (r.flag(split, where, "invert", false) ? " inverted" : "") + "; Trident runs Isolated, not inverted");
-  const Json* pattern = r.get(split, where, "pattern");
+  const JsonLookup* pattern = r.get(split, where, "pattern");
   if (pattern != nullptr && pattern->is_object() && pattern->contains("Regex") && (*pattern)["Regex"].is_string())
     return (*pattern)["Regex"].get<std::string>();
   if (pattern != nullptr && pattern->is_object() && pattern->contains("String") && (*pattern)["String"].is_string())
@@ -74,7 +74,7 @@ std::string pattern_of(const Reader& r, const Json& pre) {
 }
 
 // merges: "left right" strings, or [left, right] pairs (tokenizers 0.20 on).
-std::pair<std::string, std::string> merge_sides(const Reader& r, const Json& merge, size_t rank) {
+std::pair<std::string, std::string> merge_sides(const Reader& r, const JsonLookup& merge, size_t rank) {
   if (merge.is_string()) {
     const std::string m = merge.get<std::string>();
     const size_t space = m.find(' ');
@@ -92,17 +92,17 @@ HfTokenizerSpec read_hf_tokenizer(const std::string& path) {
   const Reader r{path};
   std::string content, why;
   if (!read_file(path, kMaxTokenizerBytes, content, why)) throw r.error(why);
-  const Json j = parse_json("tokenizer file '" + path + "'", content, "expected Hugging Face's tokenizer.json");
+  const JsonLookup j = parse_json_lookup("tokenizer file '" + path + "'", content, "expected Hugging Face's tokenizer.json");
   if (!j.is_object()) throw r.error("not a JSON object");
   if (r.get(j, "tokenizer.json", "normalizer") != nullptr)
     throw r.error("has a normalizer, which Trident does not apply; give a byte-level BPE tokenizer without one");
-  const Json* model = r.get(j, "tokenizer.json", "model");
-  const Json* pre = r.get(j, "tokenizer.json", "pre_tokenizer");
+  const JsonLookup* model = r.get(j, "tokenizer.json", "model");
+  const JsonLookup* pre = r.get(j, "tokenizer.json", "pre_tokenizer");
   if (model == nullptr || pre == nullptr) throw r.error("needs a model and a pre_tokenizer");
   if (r.text(*model, "model", "type") != "BPE")
     throw r.error("model of type " + r.text(*model, "model", "type") + "; Trident reads byte-level BPE (type BPE)");
   for (const char* unsupported : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
-    const Json* v = r.get(*model, "model", unsupported);
+    const JsonLookup* v = r.get(*model, "model", unsupported);
     if (v != nullptr && !(v->is_string() && v->get<std::string>().empty()))
       throw r.error(std::string("model.") + unsupported + " is " + v->dump() + "; Trident reads byte-level BPE without it");
   }
@@ -111,14 +111,13 @@ HfTokenizerSpec read_hf_tokenizer(const std::string& path) {
   HfTokenizerSpec spec;
   spec.ignore_merges = r.flag(*model, "model", "ignore_merges", false);
   spec.pattern = pattern_of(r, *pre);
-  const Json* vocab = r.get(*model, "model", "vocab");
+  const JsonLookup* vocab = r.get(*model, "model", "vocab");
   if (vocab == nullptr || !vocab->is_object()) throw r.error("model.vocab is not an object of token ids");
   std::unordered_map<std::string, int> id_of;  // symbols -> id
   std::vector<bool> named;
   auto name = [&](int64_t id, std::string bytes, const std::string& what) {
     if (id < 0 || id >= kMaxVocab)
-      throw r.error(what + " has id " + std::to_string(id) + ", not from 0 to " + std::to_string(kMaxVocab - 1) +
-                    " (token files hold uint16 ids)");
+      throw r.error(what + " has id " + std::to_string(id) + ", not from 0 to " + std::to_string(kMaxVocab - 1));
     if (static_cast<size_t>(id) >= spec.tokens.size()) spec.tokens.resize(id + 1), named.resize(id + 1);
     if (named[id] && spec.tokens[id] != bytes) throw r.error("id " + std::to_string(id) + " names two tokens");
     spec.tokens[id] = std::move(bytes), named[id] = true;
@@ -132,10 +131,10 @@ HfTokenizerSpec read_hf_tokenizer(const std::string& path) {
     }
     id_of[symbols] = id.get<int>();
   }
-  if (const Json* added = r.get(j, "tokenizer.json", "added_tokens")) {
+  if (const JsonLookup* added = r.get(j, "tokenizer.json", "added_tokens")) {
     if (!added->is_array()) throw r.error("added_tokens is not a list");
-    for (const Json& a : *added) {
-      const Json* id = r.get(a, "added_tokens[]", "id");
+    for (const JsonLookup& a : *added) {
+      const JsonLookup* id = r.get(a, "added_tokens[]", "id");
       const std::string text = r.text(a, "added_tokens[]", "content");
       if (id == nullptr || !id->is_number_integer()) throw r.error("added token " + json_ascii_string(text) + " has no id");
       for (const char* option : {"lstrip", "rstrip", "single_word"})
@@ -148,7 +147,7 @@ HfTokenizerSpec read_hf_tokenizer(const std::string& path) {
   }
   for (size_t id = 0; id < named.size(); ++id)
     if (!named[id]) throw r.error("no token has id " + std::to_string(id) + " (ids 0 to " + std::to_string(named.size() - 1) + " must each name one)");
-  const Json* merges = r.get(*model, "model", "merges");
+  const JsonLookup* merges = r.get(*model, "model", "merges");
   if (merges == nullptr || !merges->is_array()) throw r.error("model.merges is not a list");
   for (size_t rank = 0; rank < merges->size(); ++rank) {
     const auto [left, right] = merge_sides(r, (*merges)[rank], rank);

@@ -37,18 +37,24 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
 }
 
 // The llm.c header (magic, version, token count) of an open file, checked against its size.
-void read_llmc_header(const std::string& path, int fd, int64_t file_bytes, int64_t& count, int64_t& offset) {
+void read_llmc_header(const std::string& path, int fd, int64_t file_bytes, int64_t& count, int64_t& offset,
+                      int& token_bytes) {
   int32_t header[3] = {0, 0, 0};
   if (file_bytes < static_cast<int64_t>(kHeaderBytes) || pread(fd, header, sizeof header, 0) != sizeof header)
     throw data_error(path, "shorter than its 1024-byte header");
-  if (header[0] != kLlmcTokensMagic)
-    throw data_error(path, "bad magic " + std::to_string(header[0]) + " (expected " +
-                               std::to_string(kLlmcTokensMagic) + "); for raw uint16 tokens set data.format = u16");
-  if (header[1] != kLlmcTokensVersion)
-    throw data_error(path, "version " + std::to_string(header[1]) + " is not supported (expected 1)");
+  if (header[0] != kLlmcTokensMagic && header[0] != kLlmcWideTokensMagic)
+    throw data_error(path, "bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kLlmcTokensMagic) +
+                               " for uint16 tokens or " + std::to_string(kLlmcWideTokensMagic) +
+                               " for uint32); for raw uint16 tokens set data.format = u16");
+  const bool wide = header[0] == kLlmcWideTokensMagic;
+  const int version = wide ? kLlmcWideTokensVersion : kLlmcTokensVersion;
+  if (header[1] != version)
+    throw data_error(path, "version " + std::to_string(header[1]) + " is not supported (expected " +
+                               std::to_string(version) + " with magic " + std::to_string(header[0]) + ")");
   count = header[2];
   offset = static_cast<int64_t>(kHeaderBytes);
-  const int64_t expected = offset + count * 2;
+  token_bytes = wide ? 4 : 2;
+  const int64_t expected = offset + count * token_bytes;
   if (count < 0 || file_bytes != expected)
     throw data_error(path, "is " + std::to_string(file_bytes) + " bytes but its header promises " + std::to_string(count) +
                                " tokens (" + std::to_string(expected) + " bytes): truncated?");
@@ -91,7 +97,7 @@ TokenData::Shard TokenData::open_shard(const std::string& path, TokenFormat form
   }
   shard.file_bytes = static_cast<int64_t>(info.st_size);
   try {
-    if (format == TokenFormat::Llmc) read_llmc_header(path, shard.fd, shard.file_bytes, shard.count, shard.offset);
+    if (format == TokenFormat::Llmc) read_llmc_header(path, shard.fd, shard.file_bytes, shard.count, shard.offset, shard.token_bytes);
     else if (shard.file_bytes % 2 != 0) throw data_error(path, "odd size: not a file of uint16 tokens");
     else shard.count = shard.file_bytes / 2;
   } catch (...) {
@@ -103,13 +109,13 @@ TokenData::Shard TokenData::open_shard(const std::string& path, TokenFormat form
 
 void TokenData::check_tokens(size_t index) const {
   const Shard& shard = shards_[index];
-  std::vector<uint16_t> chunk(size_t(1) << 19);  // 1 MiB at a time
+  std::vector<TokenId> chunk(size_t(1) << 18);  // 1 MiB at a time
   for (int64_t first = 0; first < shard.count; first += static_cast<int64_t>(chunk.size())) {
     const int64_t count = std::min<int64_t>(static_cast<int64_t>(chunk.size()), shard.count - first);
     const std::string problem = read_shard(index, first, count, chunk.data());
     if (!problem.empty()) throw std::runtime_error(problem);
     for (int64_t i = 0; i < count; ++i)
-      if (chunk[i] >= vocab_)
+      if (chunk[i] >= static_cast<TokenId>(vocab_))
         throw data_error(paths_[index], "token " + std::to_string(chunk[i]) + " at position " + std::to_string(first + i) +
                                             " is not below the vocabulary size " + std::to_string(vocab_) + " (model.vocab)");
   }
@@ -117,11 +123,12 @@ void TokenData::check_tokens(size_t index) const {
 
 // Tokens [first, first + count) of one shard; "" or what went wrong. A short read means the
 // file is shorter than when it was opened.
-std::string TokenData::read_shard(size_t index, int64_t first, int64_t count, uint16_t* out) const {
+// 16-bit tokens are read into the front of `out` and widened in place, from the last.
+std::string TokenData::read_shard(size_t index, int64_t first, int64_t count, TokenId* out) const {
   const Shard& shard = shards_[index];
   char* at = reinterpret_cast<char*>(out);
-  const int64_t offset = shard.offset + first * 2;
-  int64_t done = 0, wanted = count * 2;
+  const int64_t offset = shard.offset + first * shard.token_bytes;
+  int64_t done = 0, wanted = count * shard.token_bytes;
   while (done < wanted) {
     const ssize_t got = pread(shard.fd, at + done, static_cast<size_t>(wanted - done), offset + done);
     if (got < 0 && errno == EINTR) continue;
@@ -138,12 +145,16 @@ std::string TokenData::read_shard(size_t index, int64_t first, int64_t count, ui
     }
     done += got;
   }
+  if (shard.token_bytes == 2) {
+    const auto* narrow = reinterpret_cast<const uint16_t*>(out);
+    for (int64_t i = count - 1; i >= 0; --i) out[i] = narrow[i];  // out[i]'s bytes lie beyond narrow[i]'s
+  }
   return "";
 }
 
 std::string TokenData::read(int64_t start, int64_t count, int32_t* out) const {
   if (start < 0 || start + count > total_) throw std::out_of_range("token range outside the data");
-  std::vector<uint16_t> tokens(static_cast<size_t>(count));
+  std::vector<TokenId> tokens(static_cast<size_t>(count));
   size_t shard = std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin() - 1;
   for (int64_t done = 0; done < count; ++shard) {
     const int64_t first = start + done - starts_[shard];
@@ -152,13 +163,13 @@ std::string TokenData::read(int64_t start, int64_t count, int32_t* out) const {
     const std::string problem = read_shard(shard, first, n, tokens.data() + done);
     if (!problem.empty()) return problem;
     for (int64_t i = 0; i < n; ++i) {
-      const uint16_t token = tokens[static_cast<size_t>(done + i)];
-      if (token >= vocab_)  // checked when opened: the file was rewritten since
+      const TokenId token = tokens[static_cast<size_t>(done + i)];
+      if (token >= static_cast<TokenId>(vocab_))  // checked when opened: the file was rewritten since
         return data_error(paths_[shard], "changed under the job: token " + std::to_string(token) + " at position " +
                                              std::to_string(first + i) + " is not below the vocabulary size " +
                                              std::to_string(vocab_) + " (it was when the job opened it); do not "
                                              "modify data files while a job reads them").what();
-      out[done + i] = token;
+      out[done + i] = static_cast<int32_t>(token);
     }
     done += n;
   }
@@ -170,15 +181,20 @@ void TokenData::copy(int64_t start, int64_t count, int32_t* out) const {
   if (!problem.empty()) fatal_one(problem);
 }
 
-void write_llmc_tokens(const std::string& path, const std::vector<uint16_t>& tokens) {
+void write_llmc_tokens(const std::string& path, const std::vector<TokenId>& tokens, int vocab) {
+  const bool wide = vocab > 65536;
   int32_t header[256] = {0};
-  header[0] = kLlmcTokensMagic, header[1] = kLlmcTokensVersion;
+  header[0] = wide ? kLlmcWideTokensMagic : kLlmcTokensMagic;
+  header[1] = wide ? kLlmcWideTokensVersion : kLlmcTokensVersion;
   header[2] = static_cast<int32_t>(tokens.size());
+  std::vector<uint16_t> narrow(wide ? 0 : tokens.size());
+  for (size_t i = 0; i < narrow.size(); ++i) narrow[i] = static_cast<uint16_t>(tokens[i]);
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(header), sizeof(header));
-    out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+    if (wide) out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(TokenId));
+    else out.write(reinterpret_cast<const char*>(narrow.data()), narrow.size() * sizeof(uint16_t));
     out.flush();
     if (!out) throw data_error(temporary, std::string("write failed: ") + std::strerror(errno));
   }

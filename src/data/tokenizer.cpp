@@ -91,9 +91,10 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   return tokenizer;
 }
 
-std::vector<uint16_t> Tokenizer::encode(std::string_view text, size_t chunk_bytes,
+std::vector<TokenId> Tokenizer::encode(std::string_view text, size_t chunk_bytes,
                                         const std::function<void(size_t, size_t)>& progress) const {
-  if (!bpe_) return std::vector<uint16_t>(text.begin(), text.end());
+  if (!bpe_) return std::vector<TokenId>(reinterpret_cast<const unsigned char*>(text.data()),
+                                         reinterpret_cast<const unsigned char*>(text.data()) + text.size());
   // Work items: an added token (its id), or a chunk [begin, end) of a stretch of text between
   // added tokens, which is pre-tokenised on its own (tokenizers' rule: a pattern does not see
   // across an added token).
@@ -113,12 +114,12 @@ std::vector<uint16_t> Tokenizer::encode(std::string_view text, size_t chunk_byte
       if (matched) chunks.push_back({piece, 0, piece.size(), added_id_.at(std::string(piece))});
       else add_stretch(piece);
     });
-  std::vector<std::vector<uint16_t>> parts(chunks.size());
+  std::vector<std::vector<TokenId>> parts(chunks.size());
   size_t done = 0;
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t c = 0; c < chunks.size(); ++c) {
     const Chunk& k = chunks[c];
-    parts[c] = k.added >= 0 ? std::vector<uint16_t>{static_cast<uint16_t>(k.added)}
+    parts[c] = k.added >= 0 ? std::vector<TokenId>{static_cast<TokenId>(k.added)}
                             : bpe_->encode(k.stretch, k.begin, k.end, *pieces_);
 #pragma omp critical(trident_encode_progress)
     {
@@ -126,12 +127,12 @@ std::vector<uint16_t> Tokenizer::encode(std::string_view text, size_t chunk_byte
       if (progress) progress(done, text.size());
     }
   }
-  std::vector<uint16_t> tokens;
+  std::vector<TokenId> tokens;
   for (const auto& part : parts) tokens.insert(tokens.end(), part.begin(), part.end());
   return tokens;
 }
 
-std::string Tokenizer::decode(const uint16_t* ids, size_t n) const {
+std::string Tokenizer::decode(const TokenId* ids, size_t n) const {
   if (bpe_) return bpe_->decode(ids, n);
   std::string text;
   for (size_t i = 0; i < n; ++i) {

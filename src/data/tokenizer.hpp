@@ -53,10 +53,10 @@ class Tokenizer {
   // Encoding in chunks of about chunk_bytes cut at piece boundaries found by a serial scan
   // (Pretokenizer::cuts: so the tokens are those of one serial pass), OpenMP threads over the
   // chunks. progress(bytes done, total) is called from one thread at a time after each chunk.
-  std::vector<uint16_t> encode(std::string_view text, size_t chunk_bytes = kChunkBytes,
+  std::vector<TokenId> encode(std::string_view text, size_t chunk_bytes = kChunkBytes,
                                const std::function<void(size_t, size_t)>& progress = {}) const;
-  std::string decode(const uint16_t* ids, size_t n) const;
-  std::string decode(const std::vector<uint16_t>& ids) const { return decode(ids.data(), ids.size()); }
+  std::string decode(const TokenId* ids, size_t n) const;
+  std::string decode(const std::vector<TokenId>& ids) const { return decode(ids.data(), ids.size()); }
 
   static constexpr size_t kChunkBytes = size_t(1) << 20;
 

@@ -15,10 +15,10 @@ namespace {
 
 constexpr size_t kMaxJsonBytes = size_t(64) << 20;  // an index of a few thousand names is well under 1 MB
 
-Json read_json_file(const std::string& path, const std::string& expected) {
+JsonLookup read_json_file(const std::string& path, const std::string& expected) {
   std::string text, why;
   if (!read_file(path, kMaxJsonBytes, text, why)) throw std::runtime_error(path + ": " + why);
-  return parse_json(path, text, expected);
+  return parse_json_lookup(path, text, expected);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -39,8 +39,8 @@ bool is_hf_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::stat((path + "/" + kHfConfig).c_str(), &st) == 0;
 }
 
-Json read_hf_config(const std::string& dir) {
-  const Json config = read_json_file(dir + "/" + kHfConfig, "expected a Hugging Face config.json (a JSON object)");
+JsonLookup read_hf_config(const std::string& dir) {
+  const JsonLookup config = read_json_file(dir + "/" + kHfConfig, "expected a Hugging Face config.json (a JSON object)");
   if (!config.is_object()) throw std::runtime_error(dir + "/" + kHfConfig + ": not a JSON object");
   return config;
 }
@@ -48,7 +48,7 @@ Json read_hf_config(const std::string& dir) {
 HfTensors::HfTensors(const std::string& dir) : dir_(dir) {
   const std::string index = dir + "/" + kHfIndex, single = dir + "/" + kHfSingleFile;
   if (regular_file_problem(index).empty()) {
-    const Json j = read_json_file(index, "expected {\"weight_map\": {TENSOR: FILE}}");
+    const JsonLookup j = read_json_file(index, "expected {\"weight_map\": {TENSOR: FILE}}");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw std::runtime_error(index + ": no \"weight_map\" object (expected {\"weight_map\": {TENSOR: FILE}})");
     std::map<std::string, size_t> opened;  // file -> index in files_

@@ -26,7 +26,7 @@ constexpr int64_t kHfDefaultShardBytes = 5'000'000'000;
 bool is_hf_directory(const std::string& path);
 
 // DIR/config.json parsed (an object), or std::runtime_error naming the file.
-Json read_hf_config(const std::string& dir);
+JsonLookup read_hf_config(const std::string& dir);
 
 // The tensors of a model directory, every file's header checked on opening.
 class HfTensors {

@@ -60,20 +60,20 @@ int64_t hf_index(const GptConfig& config, int t, const Matrix& m, int64_t w) {
   return (w % m.cols) * m.rows + w / m.cols;
 }
 
-const Json& required(const Json& config, const std::string& file, const char* key) {
+const JsonLookup& required(const JsonLookup& config, const std::string& file, const char* key) {
   if (!config.contains(key)) throw std::runtime_error(file + ": no \"" + key + "\"");
   return config[key];
 }
 
-int positive(const Json& config, const std::string& file, const char* key) {
-  const Json& v = required(config, file, key);
+int positive(const JsonLookup& config, const std::string& file, const char* key) {
+  const JsonLookup& v = required(config, file, key);
   if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > uint64_t(std::numeric_limits<int>::max()))
     throw std::runtime_error(file + ": \"" + key + "\" is " + v.dump() + ", not a whole number >= 1");
   return v.get<int>();
 }
 
 // A key our kernels fix: absent (transformers' default, the same), or equal to what we compute.
-void fixed(const Json& config, const std::string& file, const char* key, const Json& ours, const std::string& why) {
+void fixed(const JsonLookup& config, const std::string& file, const char* key, const JsonLookup& ours, const std::string& why) {
   if (!config.contains(key) || config[key] == ours) return;
   if (config[key].is_number() && ours.is_number() &&
       std::fabs(config[key].get<double>() - ours.get<double>()) <= 1e-9 * std::fabs(ours.get<double>()))
@@ -109,9 +109,9 @@ std::string checked_prefix(const HfTensors& files, const GptConfig& config) {
 }  // namespace
 
 GptConfig read_hf_gpt2_config(const std::string& dir) {
-  const Json j = read_hf_config(dir);
+  const JsonLookup j = read_hf_config(dir);
   const std::string file = dir + "/" + kHfConfig;
-  const Json& type = required(j, file, "model_type");
+  const JsonLookup& type = required(j, file, "model_type");
   if (type != "gpt2")
     throw std::runtime_error(file + ": model_type " + type.dump() + " is not one Trident reads (gpt2)");
   GptConfig c;

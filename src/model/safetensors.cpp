@@ -53,7 +53,7 @@ bool pread_all(int fd, void* into, size_t bytes, int64_t at) {
 }
 
 // One header entry, checked: dtype, shape and offsets (relative to the data, made absolute).
-SafeTensor parse_entry(const std::string& path, const std::string& name, const Json& entry, int64_t data_start,
+SafeTensor parse_entry(const std::string& path, const std::string& name, const JsonLookup& entry, int64_t data_start,
                        int64_t file_bytes) {
   auto bad = [&](const std::string& what) { return file_error(path, "tensor '" + name + "': " + what); };
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
@@ -63,11 +63,11 @@ SafeTensor parse_entry(const std::string& path, const std::string& name, const J
   t.name = name;
   t.dtype = dtype_from_name(path, name, entry["dtype"].get<std::string>());
   if (!entry["shape"].is_array()) throw bad("shape is not an array");
-  for (const Json& d : entry["shape"]) {
+  for (const JsonLookup& d : entry["shape"]) {
     if (!d.is_number_unsigned()) throw bad("shape " + entry["shape"].dump() + " is not a list of whole numbers >= 0");
     t.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(d.get<uint64_t>(), uint64_t(1) << 62)));
   }
-  const Json& offsets = entry["data_offsets"];
+  const JsonLookup& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
     throw bad("data_offsets " + offsets.dump() + " is not [begin, end]");
   const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
@@ -119,7 +119,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
                                  ": not a safetensors file, or truncated");
     std::string text(header_bytes, '\0');
     if (!pread_all(fd_, text.data(), text.size(), 8)) throw file_error(path, "could not read its header");
-    const Json header = parse_json("safetensors file '" + path + "'", text, "expected a JSON object of tensors");
+    const JsonLookup header = parse_json_lookup("safetensors file '" + path + "'", text, "expected a JSON object of tensors");
     if (!header.is_object()) throw file_error(path, "its header is not a JSON object");
     const int64_t data_start = 8 + static_cast<int64_t>(header_bytes);
     for (const auto& [name, entry] : header.items()) {

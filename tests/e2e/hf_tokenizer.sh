@@ -22,7 +22,7 @@ import random
 random.seed(4)
 licence = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()[:60000]
 extra = ("I'M here, you'RE there; it's 1234567 or 3.14159!\n\n\tnaïve café 東京 x² ½ \u3000wide\r\n"
-         "<|endoftext|>after<|begin_of_text|> 42<|reserved_special_token_3|>\n")
+         "<|endoftext|>after<|begin_of_text|> 42<|reserved_special_token_3|> fill777 fill1234x\n")
 open("mixed.txt", "w", encoding="utf-8", newline="").write(licence + extra * 20 + licence[:5000])
 PY
 
@@ -43,9 +43,11 @@ if "$HF_PY" -c 'import tokenizers' 2>/dev/null; then
 import struct, sys
 import numpy as np
 from tokenizers import Tokenizer
-def tokens(path):
+def tokens(path):  # llm.c's shards: uint16 (magic 20240520) or uint32 (20240801)
     raw = open(path, "rb").read()
-    return np.frombuffer(raw[1024:1024 + 2 * struct.unpack("<256i", raw[:1024])[2]], dtype=np.uint16).tolist()
+    magic, _, count = struct.unpack("<3i", raw[:12])
+    dtype = np.uint32 if magic == 20240801 else np.uint16
+    return np.frombuffer(raw[1024:1024 + np.dtype(dtype).itemsize * count], dtype=dtype).tolist()
 ours = tokens(sys.argv[2] + "/train.bin") + tokens(sys.argv[2] + "/val.bin")
 theirs = Tokenizer.from_file(sys.argv[1]).encode(open("mixed.txt", encoding="utf-8", newline="").read(), add_special_tokens=False).ids
 first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
@@ -56,7 +58,8 @@ PY
 else
   skip tokenizers_library_agrees "the tokenizers library is not installed (make deps installs it from PyPI where it can)"
 fi
-check added_tokens_are_one_token bash -c "grep -q 'vocab 716 (hf)' mixed_llama3.out && grep -q 'vocab 701 (hf)' mixed_gpt2.out"
+check vocabularies_and_shard_kinds bash -c "grep -q 'vocab 128256 (hf)' mixed_llama3.out && grep -q 'vocab 701 (hf)' mixed_gpt2.out && \
+  [[ \$(head -c 8 mixed_llama3/train.bin | od -An -td4 | xargs) == '20240801 7' && \$(head -c 8 mixed_gpt2/train.bin | od -An -td4 | xargs) == '20240520 1' ]]"
 
 # generate reads the directory's tokenizer.json: the prompt round-trips through it.
 cat > g.deck <<DECK
@@ -64,7 +67,7 @@ cat > g.deck <<DECK
 layers = 1
 heads = 2
 hidden = 16
-vocab = 716
+vocab = 128256
 seq_len = 64
 [train]
 eval_tokens = 64

@@ -6,7 +6,9 @@ vocab.bpe), in the two kinds Trident reads, with only the standard library:
                                                  merges as "a b", <|endoftext|> added at id V
     tokenizer_json.py VOCAB_DIR llama3 OUT.json  Llama 3's kind: a Split with Llama 3's pattern then
                                                  ByteLevel, ignore_merges, merges as [a, b] pairs,
-                                                 16 special tokens added after the vocabulary
+                                                 the vocabulary filled up to Llama 3's 128,000 with
+                                                 tokens " fill0" ... (no merge makes them: only
+                                                 ignore_merges finds them), then 256 special tokens
 """
 import json
 import sys
@@ -29,7 +31,9 @@ def main():
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
         model_merges, ignore = merges, False
     else:
-        names = ["<|begin_of_text|>", "<|end_of_text|>"] + [f"<|reserved_special_token_{i}|>" for i in range(14)]
+        for i in range(128000 - len(vocab)):
+            vocab[f"\u0120fill{i}"] = len(vocab)
+        names = ["<|begin_of_text|>", "<|end_of_text|>"] + [f"<|reserved_special_token_{i}|>" for i in range(254)]
         added = [special(len(vocab) + i, t) for i, t in enumerate(names)]
         pre = {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": LLAMA3}, "behavior": "Isolated", "invert": False},

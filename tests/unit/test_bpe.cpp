@@ -51,7 +51,7 @@ data::Bpe hand_vocabulary(const std::vector<std::pair<std::string, std::string>>
 
 Strings token_texts(const data::Bpe& bpe, const std::string& text) {
   Strings out;
-  for (uint16_t id : bpe.encode(text)) out.push_back(bpe.tokens()[id]);
+  for (data::TokenId id : bpe.encode(text)) out.push_back(bpe.tokens()[id]);
   return out;
 }
 
@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(training_by_pair_frequency) {
   BOOST_TEST(small.tokens()[188] == std::string(1, '\0'));
   BOOST_TEST(data::train_bpe({std::string()}, 1024).vocab() == 256);  // empty input: bytes only
   BOOST_CHECK_THROW(data::train_bpe({text}, 255), std::invalid_argument);
-  BOOST_CHECK_THROW(data::train_bpe({text}, 65537), std::invalid_argument);
+  BOOST_CHECK_THROW(data::train_bpe({text}, data::kMaxVocab + 1), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(gpt2_symbols_and_files) {
@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(round_trip_text_binary_invalid_utf8) {
   for (char& c : binary) c = static_cast<char>(rng());
   const std::string invalid = "ok \xff\xfe \xc3\x28 \xe2\x82 \xed\xa0\x80 \xf4\x90\x80\x80 end\xc3";
   for (const std::string& text : {mixed_text(80000, 7), binary, invalid, std::string(5000, ' '), std::string()}) {
-    const std::vector<uint16_t> ids = bpe.encode(text);
+    const std::vector<data::TokenId> ids = bpe.encode(text);
     BOOST_TEST(bpe.decode(ids.data(), ids.size()) == text);
   }
   BOOST_TEST(bpe.encode("").empty());
@@ -211,9 +211,9 @@ BOOST_AUTO_TEST_CASE(parallel_chunks_equal_one_serial_pass) {
   const std::string text = mixed_text(300000, 8) + std::string(3000, ' ') + "tail";
   const auto bpe = std::make_shared<data::Bpe>(data::train_bpe({text}, 600));
   const data::Tokenizer tokenizer(bpe, "bpe");
-  const std::vector<uint16_t> serial = bpe->encode(text);
+  const std::vector<data::TokenId> serial = bpe->encode(text);
   size_t calls = 0, last = 0, totals = 0;
-  const std::vector<uint16_t> chunked = tokenizer.encode(text, 4096, [&](size_t done, size_t total) {
+  const std::vector<data::TokenId> chunked = tokenizer.encode(text, 4096, [&](size_t done, size_t total) {
     ++calls, last = done, totals = total;
   });
   BOOST_TEST(totals == text.size());

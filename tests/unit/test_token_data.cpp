@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -25,10 +26,11 @@ struct TokenDir {
     dir = mkdtemp(pattern);
   }
   ~TokenDir() { std::filesystem::remove_all(dir); }
-  std::string shard(const std::string& name, int count) const {
-    std::vector<uint16_t> tokens(count);
-    for (int i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>(i % 200);
-    data::write_llmc_tokens(dir + "/" + name, tokens);
+  // Tokens i % 200, or with a vocabulary over 65,536 (uint32 shards) i * 977 % vocab.
+  std::string shard(const std::string& name, int count, int vocab = 256) const {
+    std::vector<data::TokenId> tokens(count);
+    for (int i = 0; i < count; ++i) tokens[i] = vocab > 65536 ? data::TokenId(int64_t(i) * 977 % vocab) : i % 200;
+    data::write_llmc_tokens(dir + "/" + name, tokens, vocab);
     return dir + "/" + name;
   }
 };
@@ -98,6 +100,29 @@ BOOST_AUTO_TEST_CASE(rewritten_with_tokens_outside_the_vocabulary_is_reported) {
   const std::string problem = tokens.read(0, 20, out.data());
   BOOST_TEST(contains(problem, "changed under the job: token 60000 at position 10 is not below the vocabulary size 256"),
              problem);
+}
+
+// Llama 3's vocabulary needs 32-bit ids: shards of llm.c's Llama 3 kind (magic 20240801,
+// version 7, uint32), read beside 16-bit ones in one stream, each as its header says.
+BOOST_AUTO_TEST_CASE(wide_and_narrow_shards_in_one_stream) {
+  TokenDir d;
+  const int vocab = 128256;
+  d.shard("a.bin", 300);  // 16-bit (its ids fit the small vocabulary)
+  const std::string wide = d.shard("b.bin", 500, vocab);
+  int32_t header[3];
+  std::ifstream(wide, std::ios::binary).read(reinterpret_cast<char*>(header), sizeof header);
+  BOOST_TEST(header[0] == data::kLlmcWideTokensMagic);
+  BOOST_TEST(header[1] == data::kLlmcWideTokensVersion);
+  BOOST_TEST(std::filesystem::file_size(wide) == 1024u + 4u * 500u);
+  const data::TokenData tokens(d.dir + "/*.bin", data::TokenFormat::Llmc, vocab);
+  BOOST_REQUIRE_EQUAL(tokens.size(), 800);
+  std::vector<int32_t> out(800);
+  BOOST_TEST(tokens.read(0, 800, out.data()).empty());
+  bool equal = true;
+  for (int i = 0; i < 800; ++i) equal = equal && out[i] == (i < 300 ? i % 200 : int32_t(int64_t(i - 300) * 977 % vocab));
+  BOOST_TEST(equal);
+  BOOST_TEST(*std::max_element(out.begin(), out.end()) > 65535);
+  BOOST_CHECK_THROW(data::TokenData(wide, data::TokenFormat::Llmc, 65536), std::runtime_error);  // ids beyond it
 }
 
 BOOST_AUTO_TEST_SUITE_END()
