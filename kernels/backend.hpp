@@ -42,6 +42,13 @@ struct KernelTable {
   decltype(&kernels::residual_forward) residual_forward = nullptr;
   decltype(&kernels::bias_residual_forward) bias_residual_forward = nullptr;
   decltype(&kernels::add_inplace) add_inplace = nullptr;
+  decltype(&kernels::rmsnorm_forward) rmsnorm_forward = nullptr;
+  decltype(&kernels::rmsnorm_backward) rmsnorm_backward = nullptr;
+  decltype(&kernels::rope) rope = nullptr;
+  decltype(&kernels::swiglu_forward) swiglu_forward = nullptr;
+  decltype(&kernels::swiglu_backward) swiglu_backward = nullptr;
+  decltype(&kernels::expand_kv) expand_kv = nullptr;
+  decltype(&kernels::reduce_kv) reduce_kv = nullptr;
   decltype(&kernels::attention_forward) attention_forward = nullptr;
   decltype(&kernels::attention_backward) attention_backward = nullptr;
   decltype(&kernels::attention_forward_bf16) attention_forward_bf16 = nullptr;

@@ -389,6 +389,85 @@ void copy_columns(Context& ctx, const Tensor& dst, int dst_first, const Tensor& 
   entry(ctx, &KernelTable::copy_columns, "copy_columns")(ctx, dst, dst_first, src, src_first, width, accumulate);
 }
 
+void rmsnorm_forward(Context& ctx, const Tensor& out, const Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                     float eps) {
+  const Arguments args("rmsnorm_forward");
+  const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
+  args.f32("inp", inp, N * C);
+  args.f32("out", out, N * C);
+  args.f32("weight", weight, C);
+  args.f32("rstd", rstd, N);
+  args.holds(eps > 0, "eps", "is not positive");
+  entry(ctx, &KernelTable::rmsnorm_forward, "rmsnorm_forward")(ctx, out, rstd, inp, weight, eps);
+}
+
+void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd) {
+  const Arguments args("rmsnorm_backward");
+  const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
+  args.f32("inp", inp, N * C);
+  args.f32("dinp", dinp, N * C);
+  args.f32("dout", dout, N * C);
+  args.f32("weight", weight, C);
+  args.f32("dweight", dweight, C);
+  args.f32("rstd", rstd, N);
+  entry(ctx, &KernelTable::rmsnorm_backward, "rmsnorm_backward")(ctx, dinp, dweight, dout, inp, weight, rstd);
+}
+
+void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads, int kv_heads, float theta,
+          bool inverse) {
+  const Arguments args("rope");
+  args.type("qkv", qkv, DType::f32);
+  args.rank("qkv", qkv, 3);
+  const int64_t heads = int64_t(q_heads) + 2 * kv_heads, width = qkv.shape.dims[2];
+  args.holds(q_heads > 0 && kv_heads > 0 && width % heads == 0 && (width / heads) % 2 == 0, "qkv",
+             "is not (B, T, (q_heads + 2·kv_heads)·hs) with an even head size hs");
+  args.exactly("positions", positions, DType::i32, qkv.shape.dims[1]);
+  entry(ctx, &KernelTable::rope, "rope")(ctx, qkv, positions, q_heads, kv_heads, theta, inverse);
+}
+
+void swiglu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {
+  const Arguments args("swiglu_forward");
+  const int64_t N = matrix_rows(out), F = matrix_cols(out);
+  args.f32("out", out, N * F);
+  args.f32("inp", inp, N * 2 * F);
+  entry(ctx, &KernelTable::swiglu_forward, "swiglu_forward")(ctx, out, inp);
+}
+
+void swiglu_backward(Context& ctx, const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
+  const Arguments args("swiglu_backward");
+  const int64_t N = matrix_rows(dout), F = matrix_cols(dout);
+  args.f32("dout", dout, N * F);
+  args.f32("inp", inp, N * 2 * F);
+  args.f32("dinp", dinp, N * 2 * F);
+  entry(ctx, &KernelTable::swiglu_backward, "swiglu_backward")(ctx, dinp, inp, dout);
+}
+
+namespace {
+
+// The grouped-query layouts: compact (rows, (q + 2kv)·hs) and expanded (rows, 3q·hs), q a
+// multiple of kv.
+void check_kv(const Arguments& args, const char* compact_name, const Tensor& compact, const char* full_name,
+              const Tensor& full, int q_heads, int kv_heads) {
+  args.type(compact_name, compact, DType::f32);
+  const int64_t rows = matrix_rows(compact), width = matrix_cols(compact), heads = int64_t(q_heads) + 2 * kv_heads;
+  args.holds(q_heads > 0 && kv_heads > 0 && q_heads % kv_heads == 0 && width % heads == 0, compact_name,
+             "is not (rows, (q_heads + 2·kv_heads)·hs) with q_heads a multiple of kv_heads");
+  args.f32(full_name, full, rows * 3 * q_heads * (width / heads));
+}
+
+}  // namespace
+
+void expand_kv(Context& ctx, const Tensor& out, const Tensor& qkv, int q_heads, int kv_heads) {
+  check_kv(Arguments("expand_kv"), "qkv", qkv, "out", out, q_heads, kv_heads);
+  entry(ctx, &KernelTable::expand_kv, "expand_kv")(ctx, out, qkv, q_heads, kv_heads);
+}
+
+void reduce_kv(Context& ctx, const Tensor& dqkv, const Tensor& dfull, int q_heads, int kv_heads) {
+  check_kv(Arguments("reduce_kv"), "dqkv", dqkv, "dfull", dfull, q_heads, kv_heads);
+  entry(ctx, &KernelTable::reduce_kv, "reduce_kv")(ctx, dqkv, dfull, q_heads, kv_heads);
+}
+
 void attention_forward(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& qkv, int NH) {
   check_attention(Arguments("attention_forward"), "qkv", qkv, DType::f32, "out", out, att, NH);
   entry(ctx, &KernelTable::attention_forward, "attention_forward")(ctx, out, att, qkv, NH);

@@ -44,6 +44,13 @@ KernelTable make_table() {
   t.flash_attention_block_forward = &cpu::flash_attention_block_forward;
   t.flash_attention_block_backward = &cpu::flash_attention_block_backward;
   t.copy_columns = &cpu::copy_columns;
+  t.rmsnorm_forward = &cpu::rmsnorm_forward;
+  t.rmsnorm_backward = &cpu::rmsnorm_backward;
+  t.rope = &cpu::rope;
+  t.swiglu_forward = &cpu::swiglu_forward;
+  t.swiglu_backward = &cpu::swiglu_backward;
+  t.expand_kv = &cpu::expand_kv;
+  t.reduce_kv = &cpu::reduce_kv;
   t.embedding_forward = &cpu::embedding_forward;
   t.embedding_backward = &cpu::embedding_backward;
   t.positions_forward = &cpu::positions_forward;

@@ -64,6 +64,13 @@ KernelTable make_table() {
   t.flash_attention_block_forward = &cuda::flash_attention_block_forward;
   t.flash_attention_block_backward = &cuda::flash_attention_block_backward;
   t.copy_columns = &cuda::copy_columns;
+  t.rmsnorm_forward = &cuda::rmsnorm_forward;
+  t.rmsnorm_backward = &cuda::rmsnorm_backward;
+  t.rope = &cuda::rope;
+  t.swiglu_forward = &cuda::swiglu_forward;
+  t.swiglu_backward = &cuda::swiglu_backward;
+  t.expand_kv = &cuda::expand_kv;
+  t.reduce_kv = &cuda::reduce_kv;
   t.embedding_forward = &cuda::embedding_forward;
   t.embedding_backward = &cuda::embedding_backward;
   t.positions_forward = &cuda::positions_forward;

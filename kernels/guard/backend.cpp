@@ -272,6 +272,13 @@ KernelTable make_table() {
   TRIDENT_GUARDED(flash_attention_block_forward);
   TRIDENT_GUARDED(flash_attention_block_backward);
   TRIDENT_GUARDED(copy_columns);
+  TRIDENT_GUARDED(rmsnorm_forward);
+  TRIDENT_GUARDED(rmsnorm_backward);
+  TRIDENT_GUARDED(rope);
+  TRIDENT_GUARDED(swiglu_forward);
+  TRIDENT_GUARDED(swiglu_backward);
+  TRIDENT_GUARDED(expand_kv);
+  TRIDENT_GUARDED(reduce_kv);
   TRIDENT_GUARDED(embedding_forward);
   TRIDENT_GUARDED(embedding_backward);
   TRIDENT_GUARDED(positions_forward);

@@ -333,6 +333,49 @@ void gelu(Report& r) {
   r.add(dx, kF32, "gelu backward");
 }
 
+// Llama's parts (kernels/common/llama_math.hpp on both): RMSNorm's reductions in another order,
+// cosf/sinf/powf and expf from CUDA's libm, the grouped-query copies exact and its sums in order.
+void llama_parts(Report& r) {
+  const int N = sized(67, 2048), C = sized(200, 4096);
+  Floats x(random_floats(N * C, 90, 2.0f)), w(random_floats(C, 91)), y(N * C), rstd(N);
+  kernels::rmsnorm_forward(g_cpu, y.host_tensor(), rstd.host_tensor(), x.on_cpu({N, C}), w.host_tensor(), 1e-5f);
+  kernels::rmsnorm_forward(g_gpu, y.tensor(), rstd.tensor(), x.on_gpu({N, C}), w.tensor(), 1e-5f);
+  r.add(y, kF32, "rmsnorm out");
+  r.add(rstd, kF32, "rmsnorm rstd");
+  kernels::upload(g_gpu, rstd.tensor(), rstd.cpu());  // backward from the CPU's statistics on both
+  Floats dout(random_floats(N * C, 92)), dx(random_floats(N * C, 93)), dw(random_floats(C, 94));
+  kernels::rmsnorm_backward(g_cpu, dx.host_tensor(), dw.host_tensor(), dout.host_tensor(), x.on_cpu({N, C}),
+                            w.host_tensor(), rstd.host_tensor());
+  kernels::rmsnorm_backward(g_gpu, dx.tensor(), dw.tensor(), dout.tensor(), x.on_gpu({N, C}), w.tensor(), rstd.tensor());
+  r.add(dx, Tolerance{1e-4, 1e-4}, "rmsnorm dinp (+=)");
+  r.add(dw, Tolerance{1e-4, 1e-4}, "rmsnorm dweight (+=)");
+  const int B = 2, T = sized(33, 1024), Q = 8, KV = 2, hs = 16, width = (Q + 2 * KV) * hs;
+  std::vector<int32_t> at(T);
+  for (int t = 0; t < T; ++t) at[t] = 3 * t + 1;  // positions as context parallelism's chunks give them
+  Tokens positions(at);
+  Floats qkv(random_floats(B * T * width, 95));
+  for (bool inverse : {false, true}) {
+    kernels::rope(g_cpu, qkv.on_cpu({B, T, width}), positions.host_tensor(), Q, KV, 500000.0f, inverse);
+    kernels::rope(g_gpu, qkv.on_gpu({B, T, width}), positions.tensor(), Q, KV, 500000.0f, inverse);
+    r.add(qkv, Tolerance{1e-4, 1e-4}, inverse ? "rope inverse" : "rope");  // angles of libm's cosf/sinf
+  }
+  Floats full(B * T * 3 * Q * hs), compact(B * T * width);
+  kernels::expand_kv(g_cpu, full.on_cpu({B * T, 3 * Q * hs}), qkv.on_cpu({B * T, width}), Q, KV);
+  kernels::expand_kv(g_gpu, full.on_gpu({B * T, 3 * Q * hs}), qkv.on_gpu({B * T, width}), Q, KV);
+  r.add(full, kExact, "expand_kv");
+  kernels::reduce_kv(g_cpu, compact.on_cpu({B * T, width}), full.on_cpu({B * T, 3 * Q * hs}), Q, KV);
+  kernels::reduce_kv(g_gpu, compact.on_gpu({B * T, width}), full.on_gpu({B * T, 3 * Q * hs}), Q, KV);
+  r.add(compact, kExact, "reduce_kv");
+  const int F = sized(100, 14336);
+  Floats gate_up(random_floats(N * 2 * F, 96, 2.0f)), h(N * F), dh(random_floats(N * F, 97)), dgu(N * 2 * F);
+  kernels::swiglu_forward(g_cpu, h.on_cpu({N, F}), gate_up.on_cpu({N, 2 * F}));
+  kernels::swiglu_forward(g_gpu, h.on_gpu({N, F}), gate_up.on_gpu({N, 2 * F}));
+  r.add(h, kF32, "swiglu forward");
+  kernels::swiglu_backward(g_cpu, dgu.on_cpu({N, 2 * F}), gate_up.on_cpu({N, 2 * F}), dh.on_cpu({N, F}));
+  kernels::swiglu_backward(g_gpu, dgu.on_gpu({N, 2 * F}), gate_up.on_gpu({N, 2 * F}), dh.on_gpu({N, F}));
+  r.add(dgu, kF32, "swiglu backward");
+}
+
 void residuals(Report& r) {
   const int M = sized(33, 2048), N = sized(129, 768);
   Floats a(random_floats(M * N, 70)), b(random_floats(M * N, 71)), bias(random_floats(N, 72)), out(M * N);
@@ -632,6 +675,7 @@ const std::vector<Check>& checks() {
       {"strided_matmul_bf16", [](Report& r) { strided(r, true); }},
       {"layernorm", layernorm},
       {"gelu", gelu},
+      {"llama_parts", llama_parts},
       {"residuals", residuals},
       {"attention_f32", [](Report& r) { attention(r, false); }},
       {"attention_bf16", [](Report& r) { attention(r, true); }},

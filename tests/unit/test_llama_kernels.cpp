@@ -1,0 +1,160 @@
+// Llama's kernels on the CPU (kernels/cpu/llama.cpp): each forward against a double-precision
+// reference written from the published formulas (RMSNorm: Zhang & Sennrich 2019; rotary
+// positions: Su et al. 2021 in Hugging Face's rotate_half layout; SwiGLU: Shazeer 2020; grouped-
+// query attention: Ainslie et al. 2023), each backward against central finite differences.
+#include <cmath>
+#include <vector>
+
+#include "kernel_check.hpp"
+#include "kernels/kernels.hpp"
+
+using namespace trident;
+using namespace trident::testing;
+using trident::kernels::Context;
+
+namespace {
+
+Context ctx;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(llama_kernels)
+
+BOOST_AUTO_TEST_CASE(rmsnorm_forward_and_backward) {
+  const int N = 6, C = 24;
+  const float eps = 1e-5f;
+  auto x = random_vector(N * C, 70, 2.0f), w = random_vector(C, 71);
+  std::vector<float> y(N * C), rstd(N);
+  kernels::rmsnorm_forward(ctx, as_tensor(y), as_tensor(rstd), as_tensor(x, {N, C}), as_tensor(w), eps);
+  std::vector<double> expected(N * C);
+  for (int n = 0; n < N; ++n) {
+    double squares = 0;
+    for (int c = 0; c < C; ++c) squares += double(x[n * C + c]) * x[n * C + c];
+    const double r = 1.0 / std::sqrt(squares / C + eps);
+    for (int c = 0; c < C; ++c) expected[n * C + c] = x[n * C + c] * r * w[c];
+  }
+  expect_close(y, expected, 1e-5, 1e-3, "rmsnorm forward");
+  const auto upstream = random_vector(N * C, 72);
+  std::vector<float> dx_base = random_vector(N * C, 73), dw_base = random_vector(C, 74);
+  std::vector<float> dx = dx_base, dw = dw_base;  // accumulates onto what is there
+  kernels::rmsnorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(upstream), as_tensor(x, {N, C}), as_tensor(w),
+                            as_tensor(rstd));
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] -= dx_base[i];
+  for (size_t i = 0; i < dw.size(); ++i) dw[i] -= dw_base[i];
+  auto loss = [&] {
+    std::vector<float> out(N * C), r(N);
+    kernels::rmsnorm_forward(ctx, as_tensor(out), as_tensor(r), as_tensor(x, {N, C}), as_tensor(w), eps);
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(x, dx, loss, "rmsnorm dinp", 1e-2f, 3e-2);
+  check_gradient(w, dw, loss, "rmsnorm dweight");
+}
+
+BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
+  const int B = 2, T = 5, Q = 4, KV = 2, hs = 8, width = (Q + 2 * KV) * hs;
+  const float theta = 10000.0f;
+  const std::vector<int32_t> positions = {0, 1, 7, 100, 3};  // any positions: context parallelism's chunks
+  const auto x = random_vector(B * T * width, 75);
+  std::vector<float> y = x;
+  kernels::rope(ctx, as_tensor(y, {B, T, width}), as_tensor(positions), Q, KV, theta, false);
+  std::vector<double> expected(x.begin(), x.end());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < Q + KV; ++h)  // v (the last KV heads) untouched
+        for (int i = 0; i < hs / 2; ++i) {
+          const size_t at = (size_t(b) * T + t) * width + h * hs;
+          const double angle = positions[t] * std::pow(double(theta), -2.0 * i / hs);
+          const double a = x[at + i], c = x[at + hs / 2 + i];
+          expected[at + i] = a * std::cos(angle) - c * std::sin(angle);
+          expected[at + hs / 2 + i] = c * std::cos(angle) + a * std::sin(angle);
+        }
+  expect_close(y, expected, 2e-4, 1e-2, "rope forward");  // f32 angles of position 100, as transformers'
+  // Backward is the inverse rotation: the gradient of Σ up ⊙ rope(x) is rope⁻¹(up).
+  const auto upstream = random_vector(x.size(), 76);
+  std::vector<float> dx = upstream;
+  kernels::rope(ctx, as_tensor(dx, {B, T, width}), as_tensor(positions), Q, KV, theta, true);
+  std::vector<float> xv = x;
+  auto loss = [&] {
+    std::vector<float> out = xv;
+    kernels::rope(ctx, as_tensor(out, {B, T, width}), as_tensor(positions), Q, KV, theta, false);
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(xv, dx, loss, "rope backward", 1e-2f, 2e-2, 1e-3, 200);
+  std::vector<float> back = y;  // and rope⁻¹(rope(x)) = x
+  kernels::rope(ctx, as_tensor(back, {B, T, width}), as_tensor(positions), Q, KV, theta, true);
+  expect_close(back, std::vector<double>(x.begin(), x.end()), 1e-5, 1e-3, "rope inverse");
+}
+
+BOOST_AUTO_TEST_CASE(swiglu_forward_and_backward) {
+  const int N = 7, F = 10;
+  auto x = random_vector(N * 2 * F, 77, 2.0f);
+  std::vector<float> y(N * F);
+  kernels::swiglu_forward(ctx, as_tensor(y, {N, F}), as_tensor(x, {N, 2 * F}));
+  std::vector<double> expected(N * F);
+  for (int n = 0; n < N; ++n)
+    for (int f = 0; f < F; ++f) {
+      const double g = x[n * 2 * F + f], u = x[n * 2 * F + F + f];
+      expected[n * F + f] = g / (1.0 + std::exp(-g)) * u;
+    }
+  expect_close(y, expected, 1e-5, 1e-3, "swiglu forward");
+  const auto upstream = random_vector(N * F, 78);
+  std::vector<float> dx(x.size());
+  kernels::swiglu_backward(ctx, as_tensor(dx, {N, 2 * F}), as_tensor(x, {N, 2 * F}), as_tensor(upstream, {N, F}));
+  auto loss = [&] {
+    std::vector<float> out(N * F);
+    kernels::swiglu_forward(ctx, as_tensor(out, {N, F}), as_tensor(x, {N, 2 * F}));
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(x, dx, loss, "swiglu backward", 1e-2f, 2e-2, 1e-3, 140);
+}
+
+BOOST_AUTO_TEST_CASE(grouped_query_expansion_and_its_gradient) {
+  const int rows = 6, Q = 6, KV = 2, hs = 4, group = Q / KV;
+  const int compact = (Q + 2 * KV) * hs, full = 3 * Q * hs;
+  auto x = random_vector(rows * compact, 79);
+  std::vector<float> y(rows * full);
+  kernels::expand_kv(ctx, as_tensor(y, {rows, full}), as_tensor(x, {rows, compact}), Q, KV);
+  bool copied = true;
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < Q; ++h)
+      for (int d = 0; d < hs; ++d) {
+        const float* in = x.data() + r * compact;
+        const float* out = y.data() + r * full;
+        copied = copied && out[h * hs + d] == in[h * hs + d] &&                                  // q
+                 out[Q * hs + h * hs + d] == in[Q * hs + (h / group) * hs + d] &&               // k of its group
+                 out[2 * Q * hs + h * hs + d] == in[(Q + KV) * hs + (h / group) * hs + d];      // v
+      }
+  BOOST_TEST(copied);
+  const auto upstream = random_vector(rows * full, 80);
+  std::vector<float> dx(x.size());
+  kernels::reduce_kv(ctx, as_tensor(dx, {rows, compact}), as_tensor(upstream, {rows, full}), Q, KV);
+  auto loss = [&] {
+    std::vector<float> out(rows * full);
+    kernels::expand_kv(ctx, as_tensor(out, {rows, full}), as_tensor(x, {rows, compact}), Q, KV);
+    return weighted_sum(out, upstream);
+  };
+  check_gradient(x, dx, loss, "reduce_kv", 1e-2f, 1e-3, 1e-3, 240);  // linear: exact up to rounding
+  // Equal head counts: both are copies.
+  std::vector<float> same(rows * 3 * Q * hs), again(same.size());
+  const auto mha = random_vector(same.size(), 81);
+  kernels::expand_kv(ctx, as_tensor(same, {rows, 3 * Q * hs}), as_tensor(mha, {rows, 3 * Q * hs}), Q, Q);
+  kernels::reduce_kv(ctx, as_tensor(again, {rows, 3 * Q * hs}), as_tensor(same, {rows, 3 * Q * hs}), Q, Q);
+  BOOST_TEST(same == mha);
+  BOOST_TEST(again == mha);
+}
+
+BOOST_AUTO_TEST_CASE(llama_kernels_check_their_tensors) {
+  std::vector<float> a(24), b(24), r(3);
+  std::vector<int32_t> positions(2);
+  // rope: an odd head size; positions of the wrong length.
+  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 2, 12}), as_tensor(positions), 2, 1, 1e4f, false),
+                    std::logic_error);  // 12 / 4 heads = 3: odd
+  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 3, 8}), as_tensor(positions), 1, 1, 1e4f, false),
+                    std::logic_error);  // 3 rows, 2 positions
+  BOOST_CHECK_THROW(kernels::rmsnorm_forward(ctx, as_tensor(b), as_tensor(r), as_tensor(a, {4, 6}), as_tensor(r), 1e-5f),
+                    std::logic_error);  // weight of 3 for 6 columns
+  BOOST_CHECK_THROW(kernels::expand_kv(ctx, as_tensor(b), as_tensor(a, {2, 12}), 3, 2), std::logic_error);  // 3 not a multiple of 2
+  BOOST_CHECK_THROW(kernels::swiglu_forward(ctx, as_tensor(a, {2, 12}), as_tensor(b, {2, 12})), std::logic_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
