@@ -22,6 +22,7 @@
 #include "app/commands.hpp"
 #include "bench/gemm_probe.hpp"
 #include "job/model_setup.hpp"
+#include "job/plan_inputs.hpp"
 #include "pipeline/schedule.hpp"
 
 namespace trident {
@@ -29,7 +30,7 @@ namespace {
 
 struct PlanFlags {
   std::vector<int> gpus;  // empty: the deck's tensor x pipeline x data
-  std::string hardware = "this-host";
+  std::string hardware;  // empty: the deck's parallel.hardware
   bool json = false, calibrate = false;
   int top = 10;
   double audit_samples_per_s = 0;
@@ -41,7 +42,8 @@ const char* kUsage =
     "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
-    "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile. --gpus=A-B: every\n"
+    "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile; the deck's parallel.hardware\n"
+    "when not given. --gpus=A-B: every\n"
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
     "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n";
@@ -107,65 +109,6 @@ std::string read_text(const std::string& path, const std::string& what, const st
   return text;
 }
 
-// inputs/hardware/NAME.ini from the working directory or beside the executable, or a path.
-std::string profile_path(const std::string& name) {
-  if (name.find('/') != std::string::npos || (name.size() > 4 && name.substr(name.size() - 4) == ".ini")) return name;
-  const std::string relative = "inputs/hardware/" + name + ".ini";
-  if (std::filesystem::exists(relative)) return relative;
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);  // build/bin/trident
-  if (!ec && std::filesystem::exists(exe.parent_path() / "../.." / relative))
-    return (exe.parent_path() / "../.." / relative).lexically_normal().string();
-  return relative;
-}
-
-plan::Hardware load_hardware(const std::string& name) {
-  const std::string path = profile_path(name);
-  const std::string text = read_text(path, "hardware profile", "give --hardware=a100-80gb-dgx, h100-80gb-dgx, h200, "
-                                     "this-host (written by trident plan --calibrate) or the path of a profile");
-  try {
-    return plan::parse_hardware(text, path);
-  } catch (const std::invalid_argument& e) {
-    fatal_all(std::string(e.what()));
-  }
-}
-
-plan::Workload workload_from(const RunSettings& settings, const deck::Record& deck) {
-  plan::Workload w;
-  w.config = model_config(settings.model, deck);
-  w.seq_len = settings.train.seq_len;
-  w.global_batch = settings.train.global_batch;
-  w.flash_attention = settings.model.flash_attention;
-  w.classifier_chunk = settings.model.classifier_chunk;
-  return w;
-}
-
-plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) {
-  plan::Layout l;
-  l.tensor = settings.parallel.tensor;
-  l.pipeline = settings.parallel.pipeline;
-  l.data = settings.parallel.data;
-  l.micro_batch = settings.train.micro_batch;
-  l.zero = settings.step.zero;
-  l.recompute = settings.memory.recompute;
-  if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
-  l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);
-  l.schedule = pipeline::parse_schedule(settings.step.schedule);
-  l.virtual_stages = settings.parallel.virtual_stages;
-  l.sequence_parallel = settings.parallel.sequence_parallel;
-  l.context = settings.parallel.context;
-  l.tp_comm_overlap = settings.parallel.tp_comm_overlap;
-  l.precision = settings.precision.name;
-  const std::string& algo = settings.comm.collectives.algo;
-  l.hierarchical = algo == "auto" || algo == "hierarchical";
-  l.overlap = settings.reduce.overlap;
-  l.bucket_mb = settings.reduce.bucket_mb;
-  for (int64_t n : settings.parallel.stage_layers) l.stage_layers.push_back(static_cast<int>(n));
-  // Widened 16-bit GEMMs (and their workspace) exist only in the CPU backend: this host.
-  l.low16_widened = hw.name.rfind("this-host", 0) == 0 && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
-  return l;
-}
-
 std::string describe_model(const plan::Workload& w) {
   char text[200];
   std::snprintf(text, sizeof text, "%.4g B parameters (%d layers, width %d, %d heads, vocabulary %d), sequence %d, "
@@ -220,21 +163,9 @@ void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& 
 // The best layout as a deck: the input deck with the layout's keys overridden, resolved.
 void emit_deck(const cli::CommandLine& line, const std::string& text, const plan::Candidate& best,
                const std::string& path) {
-  std::vector<deck::Override> overrides = line.overrides;
   const plan::Layout& l = best.layout;
-  overrides.insert(overrides.end(), {{"parallel.tensor", std::to_string(l.tensor)},
-                                     {"parallel.pipeline", std::to_string(l.pipeline)},
-                                     {"parallel.data", std::to_string(l.data)},
-                                     {"parallel.stage_layers", ""},
-                                     {"train.micro_batch", std::to_string(l.micro_batch)},
-                                     {"memory.recompute", l.recompute},
-                                     {"parallel.schedule", pipeline::schedule_name(l.schedule)},
-                                     {"parallel.virtual_stages", std::to_string(l.virtual_stages)},
-                                     {"parallel.sequence_parallel", l.sequence_parallel ? "true" : "false"},
-                                     {"parallel.context", std::to_string(l.context)},
-                                     {"parallel.tp_comm_overlap", l.tp_comm_overlap ? "true" : "false"},
-                                     {"optim.zero", l.zero ? "1" : "0"}});
-  const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, overrides);
+  const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, without_layout_keys(line.overrides),
+                                              layout_overrides(l));
   std::ofstream out(path);
   out << chosen.to_ini("written by trident plan from " + line.deck_path + ": the best predicted layout, " +
                        std::to_string(l.devices()) + " ranks");
@@ -273,7 +204,9 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
   const deck::Record record(deck);
   const plan::Workload w = workload_from(settings, record);
   if (flags.calibrate) return calibrate(world, line, text, settings, record, w, flags);
-  const plan::Hardware hw = load_hardware(flags.hardware);
+  const std::string profile = flags.hardware.empty() ? deck.get_string("parallel.hardware") : flags.hardware;
+  const plan::Hardware hw =
+      load_hardware(world, profile, flags.hardware.empty() ? deck.cite("parallel.hardware") : "--hardware=" + profile);
   const plan::Layout base = layout_from(settings, hw);
   const std::string problem = plan::layout_problem(w, base);
   const plan::Candidate declared{base, problem.empty() ? plan::estimate_step(w, base, hw) : plan::StepEstimate{}};
@@ -286,7 +219,7 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
         print0(plan::layout_json(p.ranked[i], p.ranked[i].estimate.feasible ? plan::scaling_efficiency(w, p.ranked[i].layout, hw) : 0,
                                  "search", static_cast<int>(i) + 1));
   } else {
-    print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(flags.hardware) + ")");
+    print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(profile) + ")");
     print0(problem.empty() ? "the deck's layout:" : "the deck's layout is not runnable: " + problem);
     if (problem.empty()) {
       print0(plan::table_header() + "\n" + plan::table_row(declared, 0));

@@ -109,13 +109,14 @@ std::string Origin::describe() const {
   switch (kind) {
     case Kind::File: return file + ":" + std::to_string(line);
     case Kind::CommandLine: return "command line";
+    case Kind::Planner: return "parallel.layout = auto";
     case Kind::Default: break;
   }
   return file + " (default)";
 }
 
 Deck Deck::parse(const std::string& file_name, const std::string& text,
-                 const std::vector<Override>& overrides) {
+                 const std::vector<Override>& overrides, const std::vector<Override>& chosen) {
   Deck deck;
   deck.file_name_ = file_name;
   const std::string body = text_without_bom(file_name, text);
@@ -153,6 +154,12 @@ Deck Deck::parse(const std::string& file_name, const std::string& text,
       fatal_all("command line: --" + key + " is given twice; keep one");
     check_value(*spec, trim(value), "command line: ");
     deck.entries_[key] = {trim(value), {Origin::Kind::CommandLine, file_name, 0}};
+  }
+  for (const auto& [key, value] : chosen) {
+    const KeySpec* spec = find_key(key);
+    REQUIRE(spec != nullptr && !overridden.count(key), "the planner's key " << key << " is unknown or overridden");
+    check_value(*spec, trim(value), "parallel.layout = auto: ");
+    deck.entries_[key] = {trim(value), {Origin::Kind::Planner, file_name, 0}};
   }
   for (const KeySpec& spec : schema()) {
     if (deck.entries_.count(spec.key)) continue;
@@ -221,6 +228,7 @@ std::string Deck::to_ini(const std::string& header_comment) const {
       const Entry& entry = entries_.at(spec.key);
       out << spec.name() << " = " << canonical_value(spec, entry.text);
       if (entry.origin.kind == Origin::Kind::CommandLine) out << "  # command line";
+      if (entry.origin.kind == Origin::Kind::Planner) out << "  # parallel.layout = auto";
       out << "\n";
     }
   }

@@ -14,11 +14,12 @@
 namespace trident::deck {
 
 struct Origin {
-  enum class Kind { Default, File, CommandLine };
+  // Planner: chosen by parallel.layout = auto (job/auto_layout.hpp).
+  enum class Kind { Default, File, CommandLine, Planner };
   Kind kind = Kind::Default;
   std::string file;  // deck file name (Default and File)
   int line = 0;      // 1-based, File only
-  std::string describe() const;  // "deck.ini:12", "command line", "deck.ini (default)"
+  std::string describe() const;  // "deck.ini:12", "command line", "deck.ini (default)", "parallel.layout = auto"
 };
 
 using Override = std::pair<std::string, std::string>;  // ("parallel.tensor", "2")
@@ -28,8 +29,9 @@ class Deck {
   // Parses INI text (Boost.Program_options) and applies the overrides in order. Every problem —
   // syntax, unknown section or key, duplicate, wrong type, out of range, missing required key —
   // throws UserError with one line naming the file (and line), the key and what is allowed.
+  // `chosen`: the planner's keys (parallel.layout = auto), applied last, not also overrides.
   static Deck parse(const std::string& file_name, const std::string& text,
-                    const std::vector<Override>& overrides);
+                    const std::vector<Override>& overrides, const std::vector<Override>& chosen = {});
 
   int64_t get_int(const std::string& key) const;
   double get_float(const std::string& key) const;

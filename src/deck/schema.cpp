@@ -54,6 +54,16 @@ std::vector<KeySpec> build_schema() {
               "gradient over chunks of this many tokens, so that only (chunk, vocab/tensor) logits exist; 0: the "
               "whole (B, T, vocab/tensor) logits kept from forward to backward"),
       // [parallel] — world = tensor x pipeline x data.
+      choice("parallel.layout", "manual", {"manual", "auto"},
+             "manual: the layout as the deck gives it; auto: trident train takes the planner's best feasible layout "
+             "for the ranks it was launched on (trident plan's search on parallel.hardware's profile): parallel.tensor, "
+             "pipeline, data, context, schedule, virtual_stages, sequence_parallel, tp_comm_overlap, stage_layers, "
+             "train.micro_batch, memory.recompute and optim.zero are chosen, printed with the prediction and written "
+             "into deck.resolved.ini; with checkpoint.resume = auto a job requeued on another number of ranks "
+             "resumes onto that number's best layout"),
+      text("parallel.hardware", KeyType::String, "this-host",
+           "the hardware profile parallel.layout = auto plans for: a name in inputs/hardware/ (a100-80gb-dgx, "
+           "h100-80gb-dgx, h200, this-host as trident plan --calibrate writes it) or a profile's path"),
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),
       integer("parallel.data", std::string("1"), 1, 1048576, "data-parallel replicas"),

@@ -12,8 +12,10 @@
 #include "comm/discover_topology.hpp"
 #include "comm/nccl/nccl.hpp"
 #include "kernels/backend.hpp"
+#include "job/auto_layout.hpp"
 #include "job/fault_hooks.hpp"
 #include "job/model_setup.hpp"
+#include "job/plan_inputs.hpp"
 
 namespace trident {
 
@@ -39,7 +41,10 @@ comm::DeviceCopies device_copies(kernels::Backend& backend) {
 Job load_job(comm::Communicator& world, const std::string& deck_path, const std::vector<deck::Override>& overrides) {
   const std::string text = comm::read_on_root_and_broadcast(
       world, deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
-  const deck::Deck deck = deck::Deck::parse(deck_path, text, overrides);
+  const deck::Deck given = deck::Deck::parse(deck_path, text, overrides);
+  // parallel.layout = auto: the planner's keys replace the layout's (any given on the command line too).
+  const std::vector<deck::Override> chosen = choose_layout(world, given);
+  const deck::Deck deck = chosen.empty() ? given : deck::Deck::parse(deck_path, text, without_layout_keys(overrides), chosen);
   deck::validate_layout(deck, world.size());
   RunSettings settings = read_settings(deck);
   const deck::Record record(deck);
