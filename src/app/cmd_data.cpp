@@ -28,30 +28,45 @@ namespace trident {
 namespace po = boost::program_options;
 namespace {
 
-// Checked against the memory model before its first buffer (exit 2 with the figures).
-std::unique_ptr<model::Gpt2> deck_model(comm::Communicator& world, const Job& job, kernels::Context& ctx,
-                                        const std::string& command) {
-  const model::GptConfig config = model_config(job.settings.model, job.record);
-  check_whole_model_fits(world, job.device, job.settings, job.record, config, command);
-  auto gpt = std::make_unique<model::Gpt2>(config, ctx);
-  initialise_parameters(job.settings, *gpt);
+// The model a command reads whole: the deck's, or a checkpoint's of any layout (each checked
+// against the memory model before its first buffer, exit 2 with the figures).
+std::unique_ptr<model::Gpt2> whole_model(comm::Communicator& world, const Job& job, kernels::Context& ctx,
+                                         const std::string& checkpoint, const std::string& command) {
+  const WholeModel m = checkpoint.empty() ? whole_model_from_deck(world, job, command)
+                                          : whole_model_from_checkpoint(world, job, checkpoint, command);
+  auto gpt = std::make_unique<model::Gpt2>(m.config, ctx);
+  gpt->upload_params(m.params.data());
   return gpt;
+}
+
+// --checkpoint=FILE taken out of args (a command's own flag; the rest is a deck command line).
+std::string take_checkpoint_flag(std::vector<std::string>& args) {
+  std::string path;
+  for (auto it = args.begin(); it != args.end();)
+    if (it->rfind("--checkpoint=", 0) == 0) path = it->substr(13), it = args.erase(it);
+    else ++it;
+  return path;
 }
 
 }  // namespace
 
 int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
-  const cli::CommandLine line = cli::parse_command_line("eval", args);
+  std::vector<std::string> rest = args;
+  const std::string checkpoint = take_checkpoint_flag(rest);
+  const cli::CommandLine line = cli::parse_command_line("eval", rest);
   if (line.help) {
-    print0("Prints the validation loss of the deck's model (model.init, or random from\n"
-           "train.seed) over data.val, as defined in docs/MODEL.md; last line: val_loss <value>.\n\n" +
+    print0("usage: trident eval DECK [--checkpoint=FILE] [--section.key=value ...]\n"
+           "Prints the validation loss of the deck's model (model.init, or random from train.seed) or of a\n"
+           "checkpoint of any layout over data.val, as defined in docs/MODEL.md; last line: val_loss <value>.\n\n" +
            cli::command_help("eval"));
     return kExitOk;
   }
   const Job job = load_job(world, line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
+  if (!checkpoint.empty() && job.settings.model.from_file())
+    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   kernels::Context ctx = job.device;
-  auto gpt = deck_model(world, job, ctx, "eval");
+  auto gpt = whole_model(world, job, ctx, checkpoint, "eval");
   require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
   const int vocab = job.settings.model.vocab;
@@ -155,6 +170,9 @@ int run_export(comm::Communicator& world, const std::vector<std::string>& args) 
     fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "export")
                                             : whole_model_from_checkpoint(world, job, a.checkpoint, "export");
+  if (model::is_llama(m.config))
+    fatal_all("trident export writes GPT-2 models (an llm.c file, or GPT2LMHeadModel's Hugging Face files); "
+              "LlamaForCausalLM's files are not built yet (" + job.record.cite("model.arch") + ")");
   std::string error, what;
   if (world.rank() == 0) {
     try {

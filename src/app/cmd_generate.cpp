@@ -140,6 +140,9 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
   const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "generate")
                                             : whole_model_from_checkpoint(world, job, a.checkpoint, "generate");
+  if (model::is_llama(m.config))
+    fatal_all("trident generate runs GPT-2 models; its key/value cache for the Llama family (rotary positions, "
+              "grouped key/value heads) is not built yet (" + job.record.cite("model.arch") + ")");
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");

@@ -204,7 +204,7 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
   const deck::Record record(deck);
   const plan::Workload w = workload_from(settings, record);
   if (flags.calibrate) return calibrate(world, line, text, settings, record, w, flags);
-  const std::string profile = flags.hardware.empty() ? deck.get_string("parallel.hardware") : flags.hardware;
+  const std::string profile = flags.hardware.empty() ? settings.parallel.hardware : flags.hardware;
   const plan::Hardware hw =
       load_hardware(world, profile, flags.hardware.empty() ? deck.cite("parallel.hardware") : "--hardware=" + profile);
   const plan::Layout base = layout_from(settings, hw);

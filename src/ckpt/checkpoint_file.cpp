@@ -88,7 +88,8 @@ WriteResult write_checkpoint(const std::string& path, comm::Communicator& group,
   std::vector<uint64_t> checksums;
   for (int section = 0; section < sections; ++section) {
     for (int t = 0; t < model::kNumParamTensors; ++t) {
-      const std::string name = dataset_name(section, t);
+      if (specs[t].count() == 0) continue;  // no dataset (has_dataset)
+      const std::string name = dataset_name(state.config, section, t);
       h5::Lock lock(h5::hdf5_mutex());
       std::vector<hsize_t> shape(specs[t].shape.begin(), specs[t].shape.end());
       Handle space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
@@ -120,14 +121,16 @@ WriteResult write_checkpoint(const std::string& path, comm::Communicator& group,
     }
   }
   sum_over(group, checksums);
-  if (checksums.size() == static_cast<size_t>(sections) * model::kNumParamTensors) {
+  if (checksums.size() == checkpoint_datasets(state.config, metadata.kind).size()) {
     h5::Lock lock(h5::hdf5_mutex());
     size_t k = 0;
     for (int section = 0; section < sections; ++section)
       for (int t = 0; t < model::kNumParamTensors; ++t) {
-        Handle dataset(H5Dopen2(file.get(), dataset_name(section, t).c_str(), H5P_DEFAULT));
+        if (specs[t].count() == 0) continue;
+        const std::string name = dataset_name(state.config, section, t);
+        Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
         errors.add(h5::write_uint_attribute(dataset.get(), "checksum", checksums[k++]),
-                   "writing the checksum of '" + dataset_name(section, t) + "' failed");
+                   "writing the checksum of '" + name + "' failed");
       }
     const std::string problem = write_metadata(file.get(), metadata);
     errors.add(problem.empty(), problem);
@@ -214,7 +217,8 @@ std::string read_checkpoint(const std::string& path, comm::Communicator& group, 
   const int sections = state.m ? 3 : 1;
   for (int section = 0; section < sections; ++section)
     for (int t = 0; t < model::kNumParamTensors; ++t) {
-      const std::string name = dataset_name(section, t);
+      if (!has_dataset(state.config, t)) continue;
+      const std::string name = dataset_name(state.config, section, t);
       h5::Lock lock(h5::hdf5_mutex());
       Handle dataset(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT));
       if (!comm::all_true(group, dataset.valid())) return "'" + path + "' has no dataset '" + name + "'";

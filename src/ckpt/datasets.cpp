@@ -49,9 +49,11 @@ std::string dataset_problem(hid_t file, const std::string& name, const std::vect
 
 }  // namespace
 
-std::string dataset_name(int section, int tensor) {
-  return std::string(kSections[section]) + "/" + model::param_specs(model::GptConfig{})[tensor].name;
+std::string dataset_name(const model::GptConfig& config, int section, int tensor) {
+  return std::string(kSections[section]) + "/" + model::param_specs(config)[tensor].name;
 }
+
+bool has_dataset(const model::GptConfig& config, int tensor) { return model::param_specs(config)[tensor].count() > 0; }
 
 int sections_of(const std::string& kind) { return kind == "full" ? 3 : 1; }
 
@@ -74,7 +76,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> checkpoint_datasets(co
   std::vector<std::pair<std::string, std::vector<int64_t>>> result;
   const auto specs = model::param_specs(config);
   for (int section = 0; section < sections_of(kind); ++section)
-    for (int t = 0; t < model::kNumParamTensors; ++t) result.emplace_back(dataset_name(section, t), specs[t].shape);
+    for (int t = 0; t < model::kNumParamTensors; ++t)
+      if (specs[t].count() > 0) result.emplace_back(dataset_name(config, section, t), specs[t].shape);
   return result;
 }
 

@@ -24,6 +24,7 @@ struct Field {
   std::function<void(Metadata&, const std::string&)> set;
   bool integer;
   bool optional = false;  // added after format version 1 was first written: may be absent
+  int since = 1;          // the format version that added it (what a file of an older one lacks)
 };
 
 std::string real_text(double value) {
@@ -83,6 +84,20 @@ void add_model_shape(std::vector<Field>& table) {
   f.integer("model.vocab", &GptConfig::vocab);
   f.integer("model.padded_vocab", &GptConfig::padded_vocab);
   f.integer("model.seq_len", &GptConfig::max_seq_len);
+  // The architecture (absent before the Llama family: GPT-2).
+  const size_t version3 = table.size();
+  table.push_back({"model.arch", [](const Metadata& m) { return std::string(model::arch_name(m.model.arch)); },
+                   [](Metadata& m, const std::string& v) {
+                     m.model.arch = v == "llama" ? model::Arch::llama : model::Arch::gpt2;
+                   },
+                   false, true});
+  f.integer("model.kv_heads", &GptConfig::kv_heads, true);
+  f.integer("model.ffn_hidden", &GptConfig::ffn_hidden, true);
+  f.integer("model.tie_embeddings", &GptConfig::tie_embeddings, true);
+  for (auto [name, member] : {std::pair{"model.rope_theta", &GptConfig::rope_theta}, {"model.norm_eps", &GptConfig::norm_eps}})
+    table.push_back({name, [member = member](const Metadata& m) { return real_text(m.model.*member); },
+                     [member = member](Metadata& m, const std::string& v) { m.model.*member = std::stof(v); }, false, true});
+  for (size_t i = version3; i < table.size(); ++i) table[i].since = 3;
 }
 
 // The file's attributes in their order (metadata_checksum's): the kind, then the sections.
@@ -213,7 +228,8 @@ std::string name_mismatch(const std::string& path, const Metadata& metadata) {
 
 std::string Metadata::to_text() const {
   std::string text;
-  for (const Field& f : attribute_table()) text += std::string(f.name) + "=" + escape(f.get(*this)) + "\n";
+  for (const Field& f : attribute_table())  // those of the file's version: what its checksum covers
+    if (f.since <= format_version) text += std::string(f.name) + "=" + escape(f.get(*this)) + "\n";
   return text;
 }
 

@@ -13,7 +13,9 @@ namespace trident::ckpt {
 
 // 2: the lineage attributes and "metadata_checksum". Version 1 files are still read (without
 // lineage; their metadata unprotected). One flipped bit cannot turn 2 into 1.
-constexpr int64_t kFormatVersion = 2;
+// 3: the model's architecture (model.arch, kv_heads, ffn_hidden, tie_embeddings, rope_theta,
+// norm_eps); a version 2 file is GPT-2's, and its checksum covers version 2's attributes.
+constexpr int64_t kFormatVersion = 3;
 
 // The sections of the metadata, one per part of a run that has state of its own (ckpt/stateful.hpp):
 // each lists its attributes once, in `fields` — name, member, and since when (optional: absent

@@ -74,38 +74,68 @@ TensorSlab whole_slab(const std::vector<int64_t>& shape) {
 namespace {
 
 // Blocks [first_block, first_block + blocks) of a per-block tensor, or the whole of another.
+// Row sections of equal size (GPT-2's q, k, v; SwiGLU's gate, up) are one strided dimension.
 TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& part, int tensor, int first_block,
                        int blocks) {
   const std::vector<int64_t> shape = model::param_specs(config)[tensor].shape;
   TensorSlab slab = whole_slab(shape);
   std::vector<SlabDim>& dims = slab.slice.dims;
   if (model::param_specs(config, part)[tensor].count() == 0) {  // a tensor this stage lacks
-    dims[0].block = 0;
+    if (!dims.empty()) dims[0].block = 0;
     return slab;
   }
   const int64_t C = config.channels, p = part.size, r = part.rank, Cl = C / p;
-  if (tensor >= 2 && tensor <= 13) dims[0] = range(first_block, blocks);
+  const int64_t H = model::mlp_hidden(config), Hl = H / p, sections = model::is_llama(config) ? 2 : 1;
+  if (tensor >= model::kFirstBlockTensor && tensor <= model::kLastBlockTensor) dims[0] = range(first_block, blocks);
   switch (tensor) {
-    case 0: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // wte rows
-    case 4:                                                       // qkvw (L, 3C, C)
-    case 5: dims[1] = normalised({r * Cl, C, 3, Cl}); break;      // qkvb (L, 3C): q, k, v rows
-    case 6: dims[2] = range(r * Cl, Cl); break;                   // attprojw: input columns
-    case 10:                                                      // fcw (L, 4C, C)
-    case 11: dims[1] = range(r * 4 * Cl, 4 * Cl); break;          // fcb (L, 4C): rows
-    case 12: dims[2] = range(r * 4 * Cl, 4 * Cl); break;          // fcprojw: input columns
+    case model::kWte:
+    case model::kHead: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // rows
+    case model::kQkvw:                                            // (L, C + 2kv, C)
+    case model::kQkvb: dims[1] = normalised({r * Cl, C, 3, Cl}); break;  // q, k, v rows (kv = C here: qkv_slabs)
+    case model::kAttprojw: dims[2] = range(r * Cl, Cl); break;    // input columns
+    case model::kFcw:                                             // (L, sections·H, C)
+    case model::kFcb: dims[1] = normalised({r * Hl, H, sections, Hl}); break;  // rows of each section
+    case model::kFcprojw: dims[2] = range(r * Hl, Hl); break;     // input columns
     default: break;                                               // replicated: whole
   }
   return slab;
 }
 
+// Grouped-query attention's qkv rows (C of q, then kv of k and of v, kv < C): sections of two
+// sizes, so per block one slab per section, in the order the rank stacks them.
+std::vector<TensorSlab> qkv_slabs(const model::GptConfig& config, const model::Partition& part, int tensor,
+                                  int first_block, int blocks) {
+  const int64_t C = config.channels, kv = model::kv_channels(config), p = part.size, r = part.rank;
+  std::vector<TensorSlab> slabs;
+  for (int block = first_block; block < first_block + blocks; ++block)
+    for (const auto& [start, rows] : {std::pair<int64_t, int64_t>{r * (C / p), C / p}, {C + r * (kv / p), kv / p},
+                                     {C + kv + r * (kv / p), kv / p}}) {
+      TensorSlab slab = whole_slab(model::param_specs(config)[tensor].shape);
+      slab.slice.dims[0] = range(block, 1);
+      slab.slice.dims[1] = range(start, rows);
+      slabs.push_back(slab);
+    }
+  return slabs;
+}
+
 }  // namespace
 
 std::vector<TensorSlab> tensor_slabs(const model::GptConfig& config, const model::Partition& part, int tensor) {
-  if (part.chunks() == 1 || tensor < 2 || tensor > 13)
-    return {tensor_slab(config, part, tensor, part.first_layer, part.layers(config))};
+  const bool per_block = tensor >= model::kFirstBlockTensor && tensor <= model::kLastBlockTensor;
+  const bool grouped = (tensor == model::kQkvw || tensor == model::kQkvb) && model::kv_channels(config) != config.channels &&
+                       model::param_specs(config, part)[tensor].count() > 0;
+  std::vector<std::pair<int, int>> runs;  // (first block, blocks): the stage's, or each chunk's
+  if (part.chunks() == 1 || !per_block) runs.push_back({part.first_layer, part.layers(config)});
+  else
+    for (int j = 0; j < part.chunks(); ++j) runs.push_back({part.chunk_first[j], part.chunk_blocks[j]});
   std::vector<TensorSlab> slabs;
-  for (int j = 0; j < part.chunks(); ++j)
-    slabs.push_back(tensor_slab(config, part, tensor, part.chunk_first[j], part.chunk_blocks[j]));
+  for (const auto& [first, blocks] : runs) {
+    if (grouped) {
+      for (TensorSlab& slab : qkv_slabs(config, part, tensor, first, blocks)) slabs.push_back(slab);
+    } else {
+      slabs.push_back(tensor_slab(config, part, tensor, first, blocks));
+    }
+  }
   return slabs;
 }
 

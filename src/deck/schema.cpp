@@ -42,6 +42,23 @@ std::vector<KeySpec> build_schema() {
       integer("model.hidden", required, 1, 65536, "model width C; a multiple of model.heads"),
       integer("model.vocab", required, 2, 16777216, "vocabulary size V (256 for byte-level data)"),
       integer("model.seq_len", required, 1, 1048576, "context length T in tokens"),
+      choice("model.arch", "gpt2", {"gpt2", "llama"},
+             "the architecture (docs/MODEL.md): gpt2 (LayerNorm, learned positions, GELU MLP of 4 x hidden, biases, "
+             "tied embeddings) or llama (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases, "
+             "an untied head by default)"),
+      integer("model.kv_heads", std::string("0"), 0, 1024,
+              "llama: key/value heads of grouped-query attention, a divisor of model.heads (and a multiple of "
+              "parallel.tensor); 0: model.heads (multi-head attention)"),
+      integer("model.ffn_hidden", std::string("0"), 0, 1048576,
+              "llama: SwiGLU's width F (down(silu(gate(x)) * up(x))); 0: Llama's rule, 2/3 of 4 x hidden times "
+              "model.ffn_multiplier rounded up to a multiple of model.ffn_multiple_of"),
+      real("model.ffn_multiplier", "1.0", 0.01, 100, "llama: the multiplier of Llama's width rule (Llama 3: 1.3)"),
+      integer("model.ffn_multiple_of", std::string("256"), 1, 65536,
+              "llama: the width rule rounds up to a multiple of this (Llama 3: 1024)"),
+      real("model.rope_theta", "10000", 1, 1e12, "llama: the rotary positions' base θ (Llama 3: 500000)"),
+      real("model.norm_eps", "1e-5", 1e-12, 1, "llama: RMSNorm's ε"),
+      choice("model.tie_embeddings", "auto", {"auto", "true", "false"},
+             "the head is the token embedding: auto = true for gpt2 (always), false for llama"),
       text("model.init", KeyType::String, "random",
            "random (N(0, 0.02) init from train.seed), the path of an llm.c GPT-2 model file, or a Hugging Face "
            "model directory (config.json and model.safetensors, or shards and their index; docs/MODEL.md)"),

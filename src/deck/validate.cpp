@@ -52,6 +52,50 @@ void check_model(const Deck& deck) {
               " stages");
 }
 
+// The Llama family's keys (model.arch = llama), and what this version of its model runs with.
+void check_llama(const Deck& deck) {
+  const std::string here = deck.file_name() + ": ";
+  if (deck.get_string("model.arch") != "llama") {
+    for (const char* key : {"model.kv_heads", "model.ffn_hidden"})
+      if (deck.get_int(key) != 0)
+        fatal_all(here + deck.cite(key) + " is a llama key, but " + deck.cite("model.arch") +
+                  "; leave it at 0, or set model.arch = llama");
+    if (deck.get_string("model.tie_embeddings") == "false")
+      fatal_all(here + deck.cite("model.tie_embeddings") + ", but GPT-2's head is its token embedding (" +
+                deck.cite("model.arch") + "); use auto or true");
+    return;
+  }
+  const int64_t heads = deck.get_int("model.heads"), hidden = deck.get_int("model.hidden");
+  const int64_t kv = deck.get_int("model.kv_heads") > 0 ? deck.get_int("model.kv_heads") : heads;
+  const int64_t tp = deck.get_int("parallel.tensor");
+  if (heads % kv != 0)
+    fatal_all(here + "model.heads must be a multiple of model.kv_heads (" + deck.cite("model.heads") + ", " +
+              deck.cite("model.kv_heads") + "): each key/value head serves a group of query heads");
+  if (kv % tp != 0)
+    fatal_all(here + "model.kv_heads must be divisible by parallel.tensor (" + deck.cite("model.kv_heads") + ", " +
+              deck.cite("parallel.tensor") + "): each tensor rank holds whole key/value heads (replicating fewer "
+              "heads than ranks is not built); use a tensor size that divides " + std::to_string(kv));
+  if (hidden % heads == 0 && (hidden / heads) % 2 != 0)
+    fatal_all(here + "model.hidden / model.heads must be even for llama (" + deck.cite("model.hidden") + ", " +
+              deck.cite("model.heads") + "): rotary positions rotate pairs of a head's values");
+  const int64_t ffn = deck.get_int("model.ffn_hidden");
+  if (ffn > 0 && ffn % tp != 0)
+    fatal_all(here + "model.ffn_hidden must be divisible by parallel.tensor (" + deck.cite("model.ffn_hidden") + ", " +
+              deck.cite("parallel.tensor") + ")");
+  if (deck.get_string("model.attention") != "flash")
+    fatal_all(here + deck.cite("model.attention") + ", but llama's attention runs as the flash attention (" +
+              deck.cite("model.arch") + "); use model.attention = flash");
+  // Not built for llama yet: each a deck error naming the key, rather than a run that is wrong.
+  const std::pair<bool, const char*> unbuilt[] = {
+      {deck.get_bool("parallel.sequence_parallel") && tp > 1, "parallel.sequence_parallel"},
+      {deck.get_int("parallel.context") > 1, "parallel.context"},
+      {deck.get_string("parallel.schedule") == "zb-h1", "parallel.schedule"}};
+  for (const auto& [set, key] : unbuilt)
+    if (set)
+      fatal_all(here + deck.cite(key) + " is not built for llama yet (" + deck.cite("model.arch") +
+                "): the GPT-2 model runs it; leave it at its default for llama");
+}
+
 // One entry per pipeline stage, or with parallel.virtual_stages = v one per virtual stage
 // (pipeline·v, in the model's order: stage s's chunks are entries s, s + pipeline, ...).
 void check_stage_layers(const Deck& deck) {
@@ -302,6 +346,7 @@ int64_t micro_batches_per_step(const Deck& deck) {
 void validate_layout(const Deck& deck, int world_size) {
   check_world(deck, world_size);
   check_model(deck);
+  check_llama(deck);
   check_stage_layers(deck);
   check_batch(deck);
   check_schedule(deck);

@@ -1,4 +1,4 @@
-// The tied-embedding sum, the global gradient norm and the bad-step agreement of a step.
+// The tied-embedding sum (GPT-2, a tied llama), the global gradient norm and the bad-step agreement of a step.
 #include "dp/finalize_gradients.hpp"
 
 #include <algorithm>

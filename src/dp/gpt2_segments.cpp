@@ -1,4 +1,4 @@
-// The GPT-2's gradients in backward order.
+// The model's gradients in backward order (both architectures: the tensor slots of model/params.hpp).
 #include "dp/gpt2_segments.hpp"
 
 namespace trident::dp {
@@ -18,11 +18,12 @@ std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& conf
   };
   for (int event = L - 1; event >= -1; --event)
     for (size_t t = 0; t < specs.size(); ++t) {
-      const bool per_block = specs[t].name.rfind("blocks.", 0) == 0;
-      const bool final_layernorm = specs[t].name == "lnfw" || specs[t].name == "lnfb";
+      if (specs[t].count() == 0) continue;  // a tensor this stage (or architecture) lacks
+      const bool per_block = int(t) >= model::kFirstBlockTensor && int(t) <= model::kLastBlockTensor;
+      const bool final_layernorm = t == model::kLnfw || t == model::kLnfb;
       if (event >= 0 && per_block) add(t, event, event);
       if (event == L - 1 && final_layernorm) add(t, -1, event);
-      if (event == -1 && !per_block && !final_layernorm) add(t, -1, event);  // wte, wpe
+      if (event == -1 && !per_block && !final_layernorm) add(t, -1, event);  // wte, wpe, head
     }
   return segments;
 }

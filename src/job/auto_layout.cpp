@@ -31,13 +31,12 @@ std::string describe(const plan::Candidate& c) {
 
 }  // namespace
 
-std::vector<deck::Override> choose_layout(comm::Communicator& world, const deck::Deck& deck) {
-  if (deck.get_string("parallel.layout") != "auto") return {};
-  const RunSettings settings = read_settings(deck);
-  const deck::Record record(deck);
-  const std::string profile = deck.get_string("parallel.hardware");
+std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSettings& settings,
+                                          const deck::Record& deck) {
+  if (!settings.parallel.auto_layout) return {};
+  const std::string& profile = settings.parallel.hardware;
   const plan::Hardware hw = load_hardware(world, profile, deck.cite("parallel.hardware"));
-  const plan::Workload w = workload_from(settings, record);
+  const plan::Workload w = workload_from(settings, deck);
   const int ranks = world.size();
   const std::vector<plan::Candidate> ranked = plan::search_layouts(w, layout_from(settings, hw), ranks, hw);
   const plan::Candidate* best = plan::best_feasible(ranked);

@@ -12,11 +12,15 @@
 
 #include "comm/communicator.hpp"
 #include "deck/deck.hpp"
+#include "deck/record.hpp"
+#include "job/settings.hpp"
 
 namespace trident {
 
 // The deck keys of the best feasible layout for world.size() ranks, or none when the deck says
-// parallel.layout = manual. No feasible layout is a UserError naming the least memory one needs.
-std::vector<deck::Override> choose_layout(comm::Communicator& world, const deck::Deck& deck);
+// parallel.layout = manual (settings and deck: the deck as given). No feasible layout is a
+// UserError naming the least memory one needs.
+std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSettings& settings,
+                                          const deck::Record& deck);
 
 }  // namespace trident

@@ -30,7 +30,16 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
   c.vocab = model.vocab;
   c.max_seq_len = model.seq_len;
   c.padded_vocab = model::padded_vocab_for(c.vocab);
+  c.arch = model.arch;
+  c.kv_heads = model.kv_heads;
+  c.ffn_hidden = model.ffn_hidden;
+  c.rope_theta = model.rope_theta;
+  c.norm_eps = model.norm_eps;
+  c.tie_embeddings = model.tie_embeddings;
   if (!model.from_file()) return c;
+  if (model::is_llama(c))
+    fatal_all(deck.cite("model.init") + ", but a llama model starts from random (" + deck.cite("model.arch") +
+              "): Trident reads llm.c files and Hugging Face directories of GPT-2 only so far; set model.init = random");
   const std::string& file = model.init;
   model::GptConfig header;
   try {

@@ -57,6 +57,18 @@ ModelSettings model_settings(const deck::Deck& deck) {
   s.hidden = static_cast<int>(deck.get_int("model.hidden"));
   s.vocab = static_cast<int>(deck.get_int("model.vocab"));
   s.seq_len = static_cast<int>(deck.get_int("model.seq_len"));
+  s.arch = deck.get_string("model.arch") == "llama" ? model::Arch::llama : model::Arch::gpt2;
+  if (s.arch == model::Arch::llama) {
+    s.kv_heads = deck.get_int("model.kv_heads") > 0 ? static_cast<int>(deck.get_int("model.kv_heads")) : s.heads;
+    s.ffn_hidden = deck.get_int("model.ffn_hidden") > 0
+                       ? static_cast<int>(deck.get_int("model.ffn_hidden"))
+                       : model::llama_ffn_hidden(s.hidden, deck.get_float("model.ffn_multiplier"),
+                                                 static_cast<int>(deck.get_int("model.ffn_multiple_of")));
+    s.rope_theta = static_cast<float>(deck.get_float("model.rope_theta"));
+    s.norm_eps = static_cast<float>(deck.get_float("model.norm_eps"));
+  }
+  s.tie_embeddings = deck.get_string("model.tie_embeddings") == "true" ||
+                     (deck.get_string("model.tie_embeddings") == "auto" && s.arch == model::Arch::gpt2);
   s.init = deck.get_string("model.init");
   s.flash_attention = deck.get_string("model.attention") == "flash";
   s.classifier_chunk = static_cast<int>(deck.get_int("model.classifier_chunk"));
@@ -188,7 +200,8 @@ RunSettings read_settings(const deck::Deck& deck) {
   s.parallel = {static_cast<int>(deck.get_int("parallel.tensor")), static_cast<int>(deck.get_int("parallel.pipeline")),
                 static_cast<int>(deck.get_int("parallel.data")), deck.get_int_list("parallel.stage_layers"),
                 static_cast<int>(deck.get_int("parallel.virtual_stages")), deck.get_bool("parallel.sequence_parallel"),
-                static_cast<int>(deck.get_int("parallel.context")), deck.get_bool("parallel.tp_comm_overlap")};
+                static_cast<int>(deck.get_int("parallel.context")), deck.get_bool("parallel.tp_comm_overlap"),
+                deck.get_string("parallel.layout") == "auto", deck.get_string("parallel.hardware")};
   s.precision = precision_settings(deck);
   s.memory = {deck.get_string("memory.recompute"), static_cast<int>(deck.get_int("memory.recompute_interval")),
               deck.get_float("memory.budget_gb")};

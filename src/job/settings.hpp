@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckpt/checkpointer.hpp"
+#include "model/config.hpp"
 #include "comm/group_collectives.hpp"
 #include "deck/deck.hpp"
 #include "kernels/kernels.hpp"
@@ -84,6 +85,10 @@ struct BalanceSettings {
 // [model]
 struct ModelSettings {
   int layers = 0, heads = 0, hidden = 0, vocab = 0, seq_len = 0;
+  model::Arch arch = model::Arch::gpt2;
+  int kv_heads = 0, ffn_hidden = 0;  // llama: resolved (kv_heads = heads where 0; the width rule)
+  float rope_theta = 10000.0f, norm_eps = 1e-5f;
+  bool tie_embeddings = true;
   std::string init;              // "random", an llm.c model file or a Hugging Face directory
   bool flash_attention = false;  // model.attention = flash
   int classifier_chunk = 0;      // model.classifier_chunk: tokens per chunk; 0: the whole logits
@@ -98,6 +103,8 @@ struct ParallelSettings {
   bool sequence_parallel = false;     // the token rows outside the parallel GEMMs split over tensor
   int context = 1;                    // ranks each replica's sequences are split over (ring attention)
   bool tp_comm_overlap = false;       // sequence parallelism's collectives as rings beside the GEMMs
+  bool auto_layout = false;           // parallel.layout = auto: the planner chooses (job/auto_layout.hpp)
+  std::string hardware;               // parallel.hardware: the profile it plans for
   // Rows of each sequence a rank holds: seq_len, or seq_len / context (2 of 2·context chunks).
   int rows_per_sequence(int seq_len) const { return seq_len / context; }
 };

@@ -1,4 +1,5 @@
-// The shape of a GPT-2 model, and the padding rule of its vocabulary.
+// The shape of a model — GPT-2 or the Llama family (model.arch) — and the padding rule of its
+// vocabulary. docs/MODEL.md states both architectures.
 #pragma once
 
 #include <cstdint>
@@ -6,14 +7,40 @@
 
 namespace trident::model {
 
+// gpt2: LayerNorm, learned positions, GELU MLP (4C), biases, tied embeddings.
+// llama: RMSNorm, rotary positions, SwiGLU MLP (F), grouped-query attention, no biases, and
+//        by default an untied head.
+enum class Arch { gpt2, llama };
+
 struct GptConfig {
-  int max_seq_len = 0;   // rows of the position table wpe
+  int max_seq_len = 0;   // context length: rows of the position table wpe (gpt2)
   int vocab = 0;         // V: valid tokens
   int padded_vocab = 0;  // Vp >= V: rows of wte; padded rows never receive a token or a loss
   int layers = 0;
   int heads = 0;
   int channels = 0;
+  Arch arch = Arch::gpt2;
+  int kv_heads = 0;            // llama: key/value heads (a divisor of heads); gpt2: heads
+  int ffn_hidden = 0;          // llama: SwiGLU's width F; gpt2: 4C
+  float rope_theta = 10000.0f;  // llama
+  float norm_eps = 1e-5f;       // llama's RMSNorm (GPT-2's LayerNorm: 1e-5, fixed)
+  bool tie_embeddings = true;   // the head is wte (gpt2: always)
 };
+
+// Derived sizes, per architecture.
+inline bool is_llama(const GptConfig& c) { return c.arch == Arch::llama; }
+inline int head_size(const GptConfig& c) { return c.channels / c.heads; }
+inline int kv_heads(const GptConfig& c) { return is_llama(c) && c.kv_heads > 0 ? c.kv_heads : c.heads; }
+inline int64_t kv_channels(const GptConfig& c) { return int64_t(kv_heads(c)) * head_size(c); }
+inline int64_t mlp_hidden(const GptConfig& c) { return is_llama(c) ? c.ffn_hidden : 4 * int64_t(c.channels); }
+// Rows of the fused projections: [q | k | v] and the MLP's input ([gate | up] for SwiGLU).
+inline int64_t qkv_rows(const GptConfig& c) { return c.channels + 2 * kv_channels(c); }
+inline int64_t fc_rows(const GptConfig& c) { return is_llama(c) ? 2 * mlp_hidden(c) : mlp_hidden(c); }
+inline bool tied_head(const GptConfig& c) { return !is_llama(c) || c.tie_embeddings; }
+const char* arch_name(Arch arch);
+// Llama's rule for SwiGLU's width (Meta's reference code): 2/3 of 4C, times `multiplier`, rounded
+// up to a multiple of `multiple_of`.
+int llama_ffn_hidden(int channels, double multiplier, int multiple_of);
 
 // Vp for a model made from a deck: V rounded up to a multiple of 128 (llm.c's rule: GEMM-
 // friendly and the same as llm.c's GPT-2 files: 50257 -> 50304).
@@ -24,13 +51,16 @@ int padded_vocab_for(int vocab);
 constexpr int64_t kMaxParameters = int64_t(1) << 48;
 
 // "" when the configuration can be a model: every size at least 1, padded_vocab >= vocab,
-// channels a multiple of heads, and at most kMaxParameters parameters (counted without
-// overflow); else what is wrong, naming the sizes. For shapes read from files, which may lie.
+// channels a multiple of heads (an even head size for llama, heads a multiple of kv_heads), and
+// at most kMaxParameters parameters (counted without overflow); else what is wrong, naming the
+// sizes. For shapes read from files, which may lie.
 std::string config_problem(const GptConfig& config);
 
 // Training FLOPs of one token, counted as implemented: 6 per weight of every matmul (forward,
-// and two backward products), including the LM head (Vp·C); plus the attention products, full
-// T×T (q kᵀ and P v: 2·2·T·C forward per layer, ×3 for backward) = 12·L·T·C.
+// and two backward products) — qkv (C + 2·kv_channels rows: GQA's smaller k and v counted as
+// they are), the attention output, the MLP's (4C·C twice for gpt2; 3·F·C for SwiGLU), the LM
+// head (Vp·C); plus the attention products, full T×T (q kᵀ and P v: 2·2·T·C forward per layer,
+// ×3 for backward) = 12·L·T·C.
 double training_flops_per_token(const GptConfig& config, int seq_len);
 
 }  // namespace trident::model

@@ -45,6 +45,12 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
+  llama_ = is_llama(config_);
+  flash_ = llama_;  // grouped-query attention and the rotation run on the flash attention
+  kv_local_ = model::kv_heads(config_) / tp_.slice.size;
+  qkv_local_ = static_cast<int>(qkv_rows(config_) / tp_.slice.size);
+  fc_local_ = static_cast<int>(fc_rows(config_) / tp_.slice.size);
+  mlp_local_ = static_cast<int>(mlp_hidden(config_) / tp_.slice.size);
   layers_ = tp_.slice.layers(config_);
   chunks_ = tp_.slice.chunks();
   for (int j = 0, at = 0; j < chunks_; ++j) {
@@ -56,6 +62,11 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
 }
 
 Gpt2::~Gpt2() { drop_graphs(); }
+
+void Gpt2::set_flash_attention(bool on) {
+  if (llama_ && !on) throw std::logic_error("Gpt2::set_flash_attention: a llama model runs the flash attention only");
+  flash_ = on;
+}
 
 void Gpt2::set_context_group(const ContextGroup& group) {
   if (group.size > 1 && !flash_)
@@ -161,10 +172,10 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
     a.ln2_mean = activations(rows), a.ln2_var = activations(rows);
     if (flash_) a.lse = activations(BT * heads_local_);  // statistics, as LayerNorm's: f32
   }
-  a.ln1 = kept(rows * C, f32), a.qkv = kept(BT * 3 * Cl, f32);
+  a.ln1 = kept(rows * C, f32), a.qkv = kept(BT * qkv_local_, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
   a.atty = kept(BT * Cl, f32), a.residual2 = kept(rows * C, f32);
-  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * 4 * Cl, f32), a.fch_gelu = kept(BT * 4 * Cl, f32);
+  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * fc_local_, f32), a.fch_gelu = kept(BT * mlp_local_, f32);
 }
 
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
@@ -214,7 +225,7 @@ void Gpt2::prepare(int B, int T) {
   if (low()) {
     allocate_layer(work32_, Role::Working, true);
     stream_[0] = activations(rows * C), stream_[1] = activations(rows * C);
-    dy_low_ = activations(low_type(), BT * std::max(C, 4 * Cl));  // the head's: in place
+    dy_low_ = activations(low_type(), BT * std::max({C, size_t(qkv_local_), size_t(fc_local_)}));  // the head's: in place
     gemm_.dy_low = dy_low_.view();
   }
   loss_scratch_ = activations(3 * BT);
@@ -230,8 +241,15 @@ void Gpt2::prepare(int B, int T) {
     tp_.incoming = ring_incoming_.view({rows_, config_.channels});
   }
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
-  d_fch_ = activations(BT * 4 * Cl), d_fch_gelu_ = activations(BT * 4 * Cl);
+  d_fch_ = activations(BT * fc_local_), d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
+  if (grouped()) qkv_full_ = activations(BT * 3 * Cl), d_qkv_compact_ = activations(BT * qkv_local_);
+  if (llama_) {  // each row's position in its sequence
+    rope_positions_ = tokens(size_t(T));
+    std::vector<int32_t> at(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) at[static_cast<size_t>(t)] = t;
+    kernels::upload(ctx_, rope_positions_.view(), at.data());
+  }
   if (cp_.size > 1 && tp_.slice.first_stage)
     positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
 }
@@ -249,8 +267,17 @@ RingBuffers Gpt2::ring_buffers() const {
   return r;
 }
 
+Tensor Gpt2::attention_input(LayerActivations& w) {
+  const Shape full{B_, T_, 3 * C_local_};
+  if (!grouped()) return w.qkv.view(full);
+  const int BT = B_ * T_;
+  kernels::expand_kv(ctx_, qkv_full_.view({BT, 3 * C_local_}), w.qkv.view({BT, qkv_local_}), heads_local_, kv_local_);
+  return qkv_full_.view(full);
+}
+
 // The rows of wpe at this rank's chunks' positions (chunk k: positions [k·n, (k + 1)·n)).
 const float* Gpt2::local_positions() {
+  if (llama_) return nullptr;  // rotary positions, in the blocks
   if (cp_.size == 1) return p_.wpe;
   const int n = T_ / 2, C = config_.channels;
   for (int local = 0; local < 2; ++local)
@@ -260,13 +287,14 @@ const float* Gpt2::local_positions() {
 }
 
 float* Gpt2::local_position_gradients() {
+  if (llama_) return nullptr;
   if (cp_.size == 1) return g_.wpe;
   kernels::clear(ctx_, d_positions_.view());
   return d_positions_.data();
 }
 
 void Gpt2::add_position_gradients() {
-  if (cp_.size == 1) return;  // summed into wpe's gradient directly
+  if (cp_.size == 1 || llama_) return;  // summed into wpe's gradient directly
   const int n = T_ / 2, C = config_.channels;
   for (int local = 0; local < 2; ++local)
     kernels::add_inplace(ctx_, on_device(g_.wpe + int64_t(cp_.chunk(cp_.rank, local)) * n * C, {n * C}),
@@ -279,10 +307,10 @@ void Gpt2::prepare_kernels(int B, int T) {
   const int BT = B * T, C = config_.channels, Cl = C_local_;
   const kernels::Precision p = gemm_.precision;
   if (layers_ > 0) {
-    kernels::prepare_linear(ctx_, p, BT, C, 3 * Cl, true);    // qkv
-    kernels::prepare_linear(ctx_, p, BT, Cl, C, false);       // attention projection
-    kernels::prepare_linear(ctx_, p, BT, C, 4 * Cl, true);    // MLP up
-    kernels::prepare_linear(ctx_, p, BT, 4 * Cl, C, false);   // MLP down
+    kernels::prepare_linear(ctx_, p, BT, C, qkv_local_, !llama_);  // qkv
+    kernels::prepare_linear(ctx_, p, BT, Cl, C, false);             // attention projection
+    kernels::prepare_linear(ctx_, p, BT, C, fc_local_, !llama_);   // MLP up
+    kernels::prepare_linear(ctx_, p, BT, mlp_local_, C, false);     // MLP down
     if (!flash_) kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
   }
   if (!tp_.slice.last_stage) return;
@@ -361,8 +389,9 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
   const Tensor y = on_device(out, {B_, T_, C_local_});
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {  // f32 products on the stored values (w.qkv holds what a.qkv keeps), in every precision
-    if (cp_.size > 1) ring_attention_forward(ctx_, cp_, y, a.lse.view(), w.qkv.view(qkv), ring_buffers(), heads_local_);
-    else kernels::flash_attention_forward(ctx_, y, a.lse.view(), w.qkv.view(qkv), heads_local_);
+    const Tensor input = attention_input(w);
+    if (cp_.size > 1) ring_attention_forward(ctx_, cp_, y, a.lse.view(), input, ring_buffers(), heads_local_);
+    else kernels::flash_attention_forward(ctx_, y, a.lse.view(), input, heads_local_);
     return;
   }
   if (gemm_.precision == kernels::Precision::bf16) {
@@ -382,12 +411,20 @@ void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {
     const Tensor y = w.atty.view({B_, T_, C_local_});
+    const Tensor input = attention_input(w);  // the grouped heads expanded again
     if (cp_.size > 1)
-      ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), w.qkv.view(qkv), y,
-                              a.lse.view(), ring_buffers(), heads_local_);
+      ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), input, y, a.lse.view(),
+                              ring_buffers(), heads_local_);
     else
-      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), w.qkv.view(qkv), y, a.lse.view(),
-                                        heads_local_);
+      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_);
+    if (!llama_) return;
+    // Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
+    const int BT = B_ * T_;
+    if (grouped())
+      kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
+                         kv_local_);
+    kernels::rope(ctx_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(), heads_local_,
+                  kv_local_, config_.rope_theta, true);
     return;
   }
   if (recompute_attention_) attention_core(a, w, d_qkv_.data());
@@ -422,28 +459,33 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C): all of them without sequence parallelism
-  kernels::layernorm_forward(ctx_, w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows),
-                             on_device(p_.ln1w + l * c, {C}), on_device(p_.ln1b + l * c, {C}));
+  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
+  norm_forward(w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p_.ln1w + l * c,
+               p_.ln1b + l * c);
   keep(w.ln1, a.ln1);
   column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), operand(w.ln1, a.ln1), gathered_.view(),
-                          weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), p_.qkvb + l * 3 * cl, BT, C, 3 * Cl);
+                          weight(kQkvw, l * qkv * c, qkv_local_, C), bias(p_.qkvb + l * qkv), BT, C, qkv_local_);
+  if (llama_)  // q and k rotated in place: what attention reads, and what is kept
+    kernels::rope(ctx_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
+                  config_.rope_theta, false);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
-                       weight(kAttprojw, l * c * cl, C, Cl), p_.attprojb + l * c, BT, Cl, C);
+                       weight(kAttprojw, l * c * cl, C, Cl), bias(p_.attprojb + l * c), BT, Cl, C);
   keep(w.residual2, a.residual2);
-  kernels::layernorm_forward(ctx_, w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows),
-                             on_device(p_.ln2w + l * c, {C}), on_device(p_.ln2b + l * c, {C}));
+  norm_forward(w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p_.ln2w + l * c,
+               p_.ln2b + l * c);
   keep(w.ln2, a.ln2);
   column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
-                          weight(kFcw, l * 4 * cl * c, 4 * Cl, C), p_.fcb + l * 4 * cl, BT, C, 4 * Cl);
+                          weight(kFcw, l * fc * c, fc_local_, C), bias(p_.fcb + l * fc), BT, C, fc_local_);
   keep(w.fch, a.fch);
-  kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
+  if (llama_) kernels::swiglu_forward(ctx_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
+  else kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
   keep(w.fch_gelu, a.fch_gelu);
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
-                       operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl),
-                       p_.fcprojb + l * c, BT, 4 * Cl, C);
+                       operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * hidden, C, mlp_local_),
+                       bias(p_.fcprojb + l * c), BT, mlp_local_, C);
   if (!low()) return;
   const Tensor values = view(output, static_cast<size_t>(rows_) * c);
   if (kept_output.dtype() != DType::f32) kernels::store(ctx_, kept_output.view(), values);
@@ -470,16 +512,16 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
   float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() + mine : stream_[0].data();
   const Shape rows{rows_, C};
-  kernels::layernorm_forward(ctx_, on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(),
-                             s.layers.back().residual3.view(rows), on_device(p_.lnfw, {C}), on_device(p_.lnfb, {C}));
+  norm_forward(on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(), s.layers.back().residual3.view(rows), p_.lnfw,
+               p_.lnfb);
   const Tensor kept_rows = s.lnf.view().elements(mine, n);
   kernels::store(ctx_, kept_rows, view(lnf, static_cast<size_t>(n)));  // fp32: lnf is s.lnf
   if (tp_.splits_rows()) tp_.all_gather_rows(ctx_, s.lnf.view(), kept_rows);
   if (const int chunk = head_chunk(BT); chunk > 0) {  // the logits only chunk by chunk, with the loss
-    const ClassifierGradient gradient{s.d_lnf.data(), g_.wte, backward_scale.value_or(0.0f) / BT};
+    const ClassifierGradient gradient{s.d_lnf.data(), head_gradients(), backward_scale.value_or(0.0f) / BT};
     if (with_loss)
       chunked_classifier_forward(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
-                                 logits_chunk_.view(), s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.targets.data(),
+                                 logits_chunk_.view(), s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, C), s.targets.data(),
                                  BT, C, chunk, backward_scale ? &gradient : nullptr);
   } else {
     whole_classifier_forward(s, with_loss);
@@ -490,8 +532,8 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
 void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
-  column_parallel_forward(ctx_, tp_whole_, s.logits.data(), s.lnf.view(), Tensor{}, weight(kWte, 0, vocab_.rows, C),
-                          nullptr, BT, C, vocab_.rows);
+  column_parallel_forward(ctx_, tp_whole_, s.logits.data(), s.lnf.view(), Tensor{},
+                          weight(head_tensor(), 0, vocab_.rows, C), nullptr, BT, C, vocab_.rows);
   if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(),
                                loss_scratch_.data(), s.logits.data(), s.targets.data(), BT);
@@ -623,6 +665,7 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   const Tensor d_stream = on_device(dresidual, rows);
   const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
   const bool bf16 = gemm_.precision == kernels::Precision::bf16;
+  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
     if (!bf16 || flash_) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
@@ -633,23 +676,27 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
   auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
   // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g_.fcprojw + l * c * 4 * cl),
-                        g_.fcprojb + l * c, dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
-                        weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT, 4 * Cl, C);
-  kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
-  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * 4 * cl * c),
-                           g_.fcb + l * 4 * cl, d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
-                           weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
+  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g_.fcprojw + l * c * hidden),
+                        bias(g_.fcprojb + l * c), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
+                        weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
+  if (llama_)
+    kernels::swiglu_backward(ctx_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
+                             d_fch_gelu_.view({BT, mlp_local_}));
+  else
+    kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
+  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * fc * c),
+                           bias(g_.fcb + l * fc), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
+                           weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
   norm_backward(d_stream, g_.ln2w + l * c, g_.ln2b + l * c, d_ln, w.residual2.view(rows), p_.ln2w + l * c,
                 p_.ln2b + l * c, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g_.attprojw + l * c * cl),
-                        g_.attprojb + l * c, dresidual, scratch_c_.data(), operand(w.atty, a.atty),
+                        bias(g_.attprojb + l * c), dresidual, scratch_c_.data(), operand(w.atty, a.atty),
                         weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
-  column_parallel_backward(ctx_, mode(d_qkv_.data(), a.qkv), tp_, d_ln_.data(), dw(g_.qkvw + l * 3 * cl * c),
-                           g_.qkvb + l * 3 * cl, d_qkv_.data(), operand(w.ln1, a.ln1), gathered_.view(),
-                           weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
+  column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g_.qkvw + l * qkv * c),
+                           bias(g_.qkvb + l * qkv), qkv_gradient(), operand(w.ln1, a.ln1), gathered_.view(),
+                           weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
   norm_backward(d_stream, g_.ln1w + l * c, g_.ln1b + l * c, d_ln, on_device(input, rows), p_.ln1w + l * c,
                 p_.ln1b + l * c, a.ln1_mean.view(), a.ln1_var.view());
 }
@@ -657,11 +704,25 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
 // A LayerNorm's backward on this rank's rows: dinp +=, and the (C) weight and bias gradients +=.
 // With sequence parallelism each rank's rows give a part of those two: summed over the tensor
 // group in a scratch first, so that what accumulates (over micro-batches) is the whole.
+void Gpt2::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
+                        const float* weight, const float* bias) {
+  const int C = config_.channels;
+  if (llama_) return kernels::rmsnorm_forward(ctx_, out, mean, inp, on_device(weight, {C}), config_.norm_eps);
+  kernels::layernorm_forward(ctx_, out, mean, variance, inp, on_device(weight, {C}), on_device(bias, {C}));
+}
+
 void Gpt2::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                          const float* weight, const float* bias, const Tensor& mean, const Tensor& variance) {
   const int C = config_.channels;
   const Tensor gamma = on_device(weight, {C}), beta = on_device(bias, {C});
   const Tensor dgamma = on_device(dweight, {C}), dbeta = on_device(dbias, {C});
+  if (llama_) {  // RMSNorm: γ alone, its rstd in `mean`
+    if (!tp_.splits_rows()) return kernels::rmsnorm_backward(ctx_, dinp, dgamma, dout, inp, gamma, mean);
+    kernels::clear(ctx_, norm_partial_.view());
+    kernels::rmsnorm_backward(ctx_, dinp, on_device(norm_partial_.data(), {C}), dout, inp, gamma, mean);
+    tp_.all_reduce_sum(norm_partial_.data(), static_cast<size_t>(C));
+    return kernels::add_inplace(ctx_, dgamma, on_device(norm_partial_.data(), {C}));
+  }
   if (!tp_.splits_rows())
     return kernels::layernorm_backward(ctx_, dinp, dgamma, dbeta, dout, inp, gamma, beta, mean, variance);
   float* part = norm_partial_.data();  // (2C): dγ, dβ of this rank's rows
@@ -677,14 +738,15 @@ void Gpt2::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const
 void Gpt2::block_weight_gradients(LayerActivations& a, int l) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
-  weight_gradient(ctx_, g_.fcprojw + l * c * 4 * cl, deferred_gradient(a.residual3), a.fch_gelu.view(),
-                  weight(kFcprojw, l * c * 4 * cl, C, 4 * Cl), BT, 4 * Cl, C);
-  weight_gradient(ctx_, g_.fcw + l * 4 * cl * c, deferred_gradient(a.fch), a.ln2.view(),
-                  weight(kFcw, l * 4 * cl * c, 4 * Cl, C), BT, C, 4 * Cl);
+  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
+  weight_gradient(ctx_, g_.fcprojw + l * c * hidden, deferred_gradient(a.residual3), a.fch_gelu.view(),
+                  weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
+  weight_gradient(ctx_, g_.fcw + l * fc * c, deferred_gradient(a.fch), a.ln2.view(),
+                  weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
   weight_gradient(ctx_, g_.attprojw + l * c * cl, deferred_gradient(a.residual2), a.atty.view(),
                   weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
-  weight_gradient(ctx_, g_.qkvw + l * 3 * cl * c, deferred_gradient(a.qkv), a.ln1.view(),
-                  weight(kQkvw, l * 3 * cl * c, 3 * Cl, C), BT, C, 3 * Cl);
+  weight_gradient(ctx_, g_.qkvw + l * qkv * c, deferred_gradient(a.qkv), a.ln1.view(),
+                  weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
 }
 
 void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {
@@ -694,8 +756,9 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer
   if (s.head_gradient)
     d_lnf = s.d_lnf.view();
   else if (const int chunk = head_chunk(BT); chunk > 0)
-    chunked_classifier_backward(ctx_, tp_whole_, vocab_, {d_ln_.data(), g_.wte, loss_scale / BT}, logits_chunk_.view(),
-                                s.lnf.view(), weight(kWte, 0, vocab_.rows, C), s.log_normalizers.data(),
+    chunked_classifier_backward(ctx_, tp_whole_, vocab_, {d_ln_.data(), head_gradients(), loss_scale / BT},
+                                logits_chunk_.view(), s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, C),
+                                s.log_normalizers.data(),
                                 s.targets.data(), BT, C, chunk);
   else
     whole_classifier_backward(s, loss_scale, defer);
@@ -716,8 +779,8 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
                                  loss_scale / BT, vocab_.valid);
   GemmMode head = gemm_;  // 16-bit mode: dlogits narrowed in place, no (B,T,Vp/p) scratch
   if (low()) head.dy_low = kernels::narrow(ctx_, s.logits.view(), low_type());
-  column_parallel_backward(ctx_, head, tp_whole_, d_ln_.data(), defer ? nullptr : g_.wte, nullptr, dlogits, s.lnf.view(),
-                           Tensor{}, weight(kWte, 0, vocab_.rows, C), BT, C, vocab_.rows);
+  column_parallel_backward(ctx_, head, tp_whole_, d_ln_.data(), defer ? nullptr : head_gradients(), nullptr, dlogits,
+                           s.lnf.view(), Tensor{}, weight(head_tensor(), 0, vocab_.rows, C), BT, C, vocab_.rows);
   if (defer) s.head_dy = low() ? head.dy_low : s.logits.view({BT, vocab_.rows});
 }
 
@@ -762,7 +825,7 @@ void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) 
 void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
   if (heads(s) && !tp_.slice.first_stage && head_chunk(B_ * T_) == 0) {
     begin_edge();
-    weight_gradient(ctx_, g_.wte, s.head_dy, s.lnf.view(), weight(kWte, 0, vocab_.rows, config_.channels), B_ * T_,
+    weight_gradient(ctx_, head_gradients(), s.head_dy, s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, config_.channels), B_ * T_,
                     config_.channels, vocab_.rows);
     end_edge();
   }

@@ -1,4 +1,9 @@
-// GPT-2 with explicit forward and backward over micro-batches: the serial model, or this rank's
+// GPT-2 — and the Llama family on the same machinery (model.arch = llama: RMSNorm where GPT-2 has
+// LayerNorm, rotary positions applied to q and k after the qkv GEMM, grouped-query attention with
+// the key/value heads expanded to every query head before the flash attention and their
+// gradients summed back, SwiGLU where GPT-2 has GELU, no biases, no learned positions, and an
+// untied head where model.tie_embeddings says; docs/MODEL.md) — with explicit forward and
+// backward over micro-batches: the serial model, or this rank's
 // part of it — a tensor slice (heads, MLP rows and vocabulary split as model/tensor_parallel.hpp
 // states) of a pipeline stage (blocks [first_layer, first_layer + num_layers), the embedding on
 // the first stage, the final LayerNorm, head and loss on the last). With sequence parallelism
@@ -100,7 +105,8 @@ class Gpt2 {
   // keeps each query's log-sum-exp (B, NH/p, T) instead of the probabilities and recomputes them
   // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
   // left to do. Before prepare().
-  void set_flash_attention(bool on) { flash_ = on; }
+  // A llama model runs the flash attention only: on from construction, and off is a logic_error.
+  void set_flash_attention(bool on);
   // Context parallelism (model/context_parallel.hpp): each micro-batch's T rows per sequence are
   // this rank's two chunks of sequences c·T long; the flash attention runs as a ring over the
   // group and the positions are the chunks'. Needs set_flash_attention(true). Before prepare().
@@ -217,16 +223,18 @@ class Gpt2 {
   // (rows,·): this rank's rows_ of the B·T (all of them without sequence parallelism).
   struct LayerActivations {
     Kept ln1;                               // (rows,C)
-    Buffer<float> ln1_mean, ln1_var;        // (rows) each, always f32
+    Buffer<float> ln1_mean, ln1_var;        // (rows) each, always f32 (llama: mean holds RMSNorm's rstd)
     Buffer<float> lse;                      // (B,NH/p,T) f32; flash attention only
-    Kept qkv;                               // (B,T,3C/p): q, k, v of this rank's heads
+    Kept qkv;                               // (B,T,qkv/p): q, k, v of this rank's heads (llama: after the
+                                            // rotation, k and v of its key/value heads)
     Kept att;                               // (B,NH/p,T,T); materialized attention only
 
     Kept atty;                              // (B,T,C/p) attention output before the projection
     Kept residual2;                         // (rows,C) after the attention branch
     Kept ln2;                               // (rows,C)
     Buffer<float> ln2_mean, ln2_var;        // (rows) each
-    Kept fch, fch_gelu;                     // (B,T,4C/p) each
+    Kept fch, fch_gelu;                     // (B,T,fc/p), (B,T,hidden/p): GPT-2 4C/p each; llama [gate | up]
+                                            // (2F/p) and SwiGLU's output (F/p)
     Kept residual3;                         // (rows,C) block output
   };
   struct Slot {
@@ -310,8 +318,24 @@ class Gpt2 {
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer);
   void block_weight_gradients(LayerActivations& a, int l);
+  // The architecture's norm (LayerNorm, or RMSNorm with its rstd in `mean`) on this rank's rows.
+  void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
+                    const float* weight, const float* bias);
   void norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                      const float* weight, const float* bias, const Tensor& mean, const Tensor& variance);
+  // A bias as the layers take it: null for llama (none).
+  float* bias(float* at) const { return llama_ ? nullptr : at; }
+  const float* bias(const float* at) const { return llama_ ? nullptr : at; }
+  // The (B,T,3C/p) q, k, v the attention reads: w.qkv, or (grouped-query attention) its key and
+  // value heads expanded into qkv_full_.
+  Tensor attention_input(LayerActivations& w);
+  // Where the qkv GEMM's output gradient is after attention_core_backward: d_qkv_, or the
+  // grouped heads' sums in d_qkv_compact_ (both rotated back for llama).
+  float* qkv_gradient() { return grouped() ? d_qkv_compact_.data() : d_qkv_.data(); }
+  bool grouped() const { return kv_local_ != heads_local_; }
+  // The head's weight and gradient: wte (tied) or head.
+  ParamTensor head_tensor() const { return tied_head(config_) ? kWte : kHead; }
+  float* head_gradients() const { return tied_head(config_) ? g_.wte : g_.head; }
   // A deferred GEMM's dy kept in `into` (backward_inputs): the GemmMode its input GEMM runs with.
   GemmMode defer_gradient(const float* dy, Kept& into);
   Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
@@ -331,6 +355,9 @@ class Gpt2 {
   ContextGroup cp_;     // parallel.context: the ring attention's group (size 1: none)
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
+  bool llama_ = false;                 // model.arch = llama
+  int kv_local_ = 0;                   // this rank's key/value heads (heads_local_ for GPT-2)
+  int qkv_local_ = 0, fc_local_ = 0, mlp_local_ = 0;  // rows of its qkv and MLP-input GEMMs, its MLP width
   int layers_ = 0;                     // blocks on this stage
   int chunks_ = 1;                     // its model chunks (interleaved)
   std::vector<int> chunk_begin_, chunk_size_;  // per chunk: its first block (of this stage's) and count
@@ -380,6 +407,10 @@ class Gpt2 {
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
+  // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded
+  // (B,T,3C/p) q, k, v and the (B,T,qkv/p) gradient summed back to the key/value heads.
+  Buffer<int32_t> rope_positions_;
+  Buffer<float> qkv_full_, d_qkv_compact_;
   // Context parallelism: this rank's rows of the position table and of its gradient, (T,C) each
   // (the ring's travelling buffers are d_fch_ and d_fch_gelu_: ring_buffers()).
   Buffer<float> positions_, d_positions_;

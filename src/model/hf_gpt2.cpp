@@ -16,7 +16,8 @@ struct HfName {
   const char* name;
   bool per_block, transposed;
 };
-constexpr HfName kNames[kNumParamTensors] = {
+constexpr int kGpt2Tensors = kHead;  // GPT-2's 16 (its head is wte)
+constexpr HfName kNames[kGpt2Tensors] = {
     {"wte.weight", false, false},        {"wpe.weight", false, false},
     {"ln_1.weight", true, false},        {"ln_1.bias", true, false},
     {"attn.c_attn.weight", true, true},  {"attn.c_attn.bias", true, false},
@@ -91,7 +92,7 @@ const char* torch_dtype(DType dtype) {
 std::string checked_prefix(const HfTensors& files, const GptConfig& config) {
   const std::string prefix = files.has(std::string(kPrefix) + kNames[kWte].name) ? kPrefix : "";
   std::set<std::string> known;
-  for (int t = 0; t < kNumParamTensors; ++t)
+  for (int t = 0; t < kGpt2Tensors; ++t)
     for (int l = 0; l < (kNames[t].per_block ? config.layers : 1); ++l) {
       known.insert(hf_name(prefix, t, l));
       files.get(hf_name(prefix, t, l), hf_shape(config, t));
@@ -186,7 +187,7 @@ void read_hf_gpt2_slice(const std::string& dir, const GptConfig& config, const P
   const auto specs = param_specs(config, slice);
   std::vector<float> block;
   int64_t at = 0;
-  for (int t = 0; t < kNumParamTensors; ++t) {
+  for (int t = 0; t < kGpt2Tensors; ++t) {
     const int64_t n = specs[t].count();
     if (n == 0) continue;
     const Matrix m = our_matrix(config, t);

@@ -67,6 +67,7 @@ void read_llmc_params(const std::string& path, const GptConfig& config, float* p
 }
 
 void write_llmc_model(const std::string& path, const GptConfig& config, const float* params) {
+  if (is_llama(config)) throw file_error(path, "llm.c's GPT-2 file cannot hold a llama model");
   int32_t header[kHeaderInts] = {0};
   header[0] = kLlmcModelMagic, header[1] = kLlmcModelVersionFp32;
   header[2] = config.max_seq_len, header[3] = config.vocab, header[4] = config.layers;

@@ -12,17 +12,32 @@ namespace trident::model {
 
 int padded_vocab_for(int vocab) { return (vocab + 127) / 128 * 128; }
 
+const char* arch_name(Arch arch) { return arch == Arch::llama ? "llama" : "gpt2"; }
+
+int llama_ffn_hidden(int channels, double multiplier, int multiple_of) {
+  const int64_t hidden = static_cast<int64_t>(multiplier * (2.0 * 4 * channels / 3));
+  return static_cast<int>((hidden + multiple_of - 1) / multiple_of * multiple_of);
+}
+
 std::string config_problem(const GptConfig& c) {
-  const std::string sizes = "layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + ", hidden " +
-                            std::to_string(c.channels) + ", vocab " + std::to_string(c.vocab) + " (padded " +
-                            std::to_string(c.padded_vocab) + "), seq_len " + std::to_string(c.max_seq_len);
+  std::string sizes = std::string(arch_name(c.arch)) + ": layers " + std::to_string(c.layers) + ", heads " +
+                      std::to_string(c.heads) + ", hidden " + std::to_string(c.channels) + ", vocab " +
+                      std::to_string(c.vocab) + " (padded " + std::to_string(c.padded_vocab) + "), seq_len " +
+                      std::to_string(c.max_seq_len);
+  if (is_llama(c)) sizes += ", kv_heads " + std::to_string(c.kv_heads) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
   if (c.max_seq_len < 1 || c.vocab < 1 || c.layers < 1 || c.heads < 1 || c.channels < 1 || c.padded_vocab < c.vocab ||
       c.channels % c.heads != 0)
     return "inconsistent model shape (" + sizes + "): every size must be at least 1, the padded vocabulary at least "
            "the vocabulary, and hidden a multiple of heads";
+  if (is_llama(c) && (c.kv_heads < 1 || c.heads % c.kv_heads != 0 || head_size(c) % 2 != 0 || c.ffn_hidden < 1))
+    return "inconsistent model shape (" + sizes + "): llama needs kv_heads dividing heads, an even head size "
+           "(rotary pairs) and ffn_hidden at least 1";
   // num_parameters in long double: the int64 count of a lying shape may overflow.
-  const long double C = c.channels, parameters = (static_cast<long double>(c.padded_vocab) + c.max_seq_len + 2) * C +
-                                                 static_cast<long double>(c.layers) * (12 * C * C + 13 * C);
+  const long double C = c.channels, kv = static_cast<long double>(kv_heads(c)) * (C / c.heads);
+  const long double F = static_cast<long double>(is_llama(c) ? c.ffn_hidden : 4 * C);
+  const long double per_block = C * (C + 2 * kv) + C * C + (is_llama(c) ? 3 : 2) * F * C + 13 * C;
+  const long double parameters = (2 * static_cast<long double>(c.padded_vocab) + c.max_seq_len + 2) * C +
+                                 static_cast<long double>(c.layers) * per_block;
   if (parameters > static_cast<long double>(kMaxParameters))
     return "model shape (" + sizes + ") of " + std::to_string(static_cast<double>(parameters)) +
            " parameters, more than the " + std::to_string(kMaxParameters) + " any run can hold";
@@ -30,8 +45,10 @@ std::string config_problem(const GptConfig& c) {
 }
 
 double training_flops_per_token(const GptConfig& c, int seq_len) {
-  const double C = c.channels, L = c.layers;
-  const double matmul_weights = L * (3 * C * C + C * C + 4 * C * C + 4 * C * C) + c.padded_vocab * C;
+  const double C = c.channels, L = c.layers, F = static_cast<double>(mlp_hidden(c));
+  const double mlp = is_llama(c) ? 3 * F * C : 2 * F * C;
+  const double head = static_cast<double>(c.padded_vocab) * C;
+  const double matmul_weights = L * (static_cast<double>(qkv_rows(c)) * C + C * C + mlp) + head;
   return 6.0 * matmul_weights + 12.0 * L * seq_len * C;
 }
 
@@ -73,43 +90,59 @@ int64_t ParamSpec::count() const {
 
 std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
                                                     const Partition& slice) {
-  const int64_t V = slice.first_stage || slice.last_stage ? config.padded_vocab : 0;
-  const int64_t T = slice.first_stage ? config.max_seq_len : 0, L = slice.layers(config);
+  const bool llama = is_llama(config), tied = tied_head(config);
+  const int64_t Vp = config.padded_vocab;
+  const int64_t V = slice.first_stage || (tied && slice.last_stage) ? Vp : 0, head = !tied && slice.last_stage ? Vp : 0;
+  const int64_t T = slice.first_stage && !llama ? config.max_seq_len : 0, L = slice.layers(config);
   const int64_t C = config.channels, p = slice.size, C_final = slice.last_stage ? C : 0;
+  const int64_t QKV = qkv_rows(config) / p, FC = fc_rows(config) / p, H = mlp_hidden(config) / p;
+  const int64_t B = llama ? 0 : 1;  // llama has no biases (nor LayerNorm's β)
   return {{{"wte", {V / p, C}, true, true, true},
            {"wpe", {T, C}, true, false},
-           {"blocks.ln1w", {L, C}, false, false},
-           {"blocks.ln1b", {L, C}, false, false},
-           {"blocks.qkvw", {L, 3 * C / p, C}, true, true, true},
-           {"blocks.qkvb", {L, 3 * C / p}, false, true},
-           {"blocks.attprojw", {L, C, C / p}, true, true, true},
-           {"blocks.attprojb", {L, C}, false, false},
-           {"blocks.ln2w", {L, C}, false, false},
-           {"blocks.ln2b", {L, C}, false, false},
-           {"blocks.fcw", {L, 4 * C / p, C}, true, true, true},
-           {"blocks.fcb", {L, 4 * C / p}, false, true},
-           {"blocks.fcprojw", {L, C, 4 * C / p}, true, true, true},
-           {"blocks.fcprojb", {L, C}, false, false},
-           {"lnfw", {C_final}, false, false},
-           {"lnfb", {C_final}, false, false}}};
+           {llama ? "blocks.attn_norm" : "blocks.ln1w", {L, C}, false, false},
+           {"blocks.ln1b", {L, B * C}, false, false},
+           {llama ? "blocks.wqkv" : "blocks.qkvw", {L, QKV, C}, true, true, true},
+           {"blocks.qkvb", {L, B * QKV}, false, true},
+           {llama ? "blocks.wo" : "blocks.attprojw", {L, C, C / p}, true, true, true},
+           {"blocks.attprojb", {L, B * C}, false, false},
+           {llama ? "blocks.mlp_norm" : "blocks.ln2w", {L, C}, false, false},
+           {"blocks.ln2b", {L, B * C}, false, false},
+           {llama ? "blocks.w_gate_up" : "blocks.fcw", {L, FC, C}, true, true, true},
+           {"blocks.fcb", {L, B * FC}, false, true},
+           {llama ? "blocks.w_down" : "blocks.fcprojw", {L, C, H}, true, true, true},
+           {"blocks.fcprojb", {L, B * C}, false, false},
+           {llama ? "norm" : "lnfw", {C_final}, false, false},
+           {"lnfb", {B * C_final}, false, false},
+           {"head", {head / p, C}, true, true, true}}};
 }
 
 namespace {
 
-constexpr int kFirstBlockTensor = 2, kLastBlockTensor = 13;  // ln1w … fcprojb
-
 // Elements per block of per-block tensor t on this rank (param_specs' shapes without the L).
 int64_t per_layer_count(const GptConfig& config, const Partition& slice, int tensor) {
-  const int64_t C = config.channels, Cl = C / slice.size;
+  const int64_t C = config.channels, p = slice.size, biases = is_llama(config) ? 0 : 1;
   switch (tensor) {
-    case 4: return 3 * Cl * C;   // qkvw
-    case 5: return 3 * Cl;       // qkvb
-    case 6: return C * Cl;       // attprojw
-    case 10: return 4 * Cl * C;  // fcw
-    case 11: return 4 * Cl;      // fcb
-    case 12: return C * 4 * Cl;  // fcprojw
-    default: return C;           // LayerNorm weights and biases, attprojb, fcprojb
+    case kQkvw: return qkv_rows(config) / p * C;
+    case kQkvb: return biases * qkv_rows(config) / p;
+    case kAttprojw: return C * (C / p);
+    case kFcw: return fc_rows(config) / p * C;
+    case kFcb: return biases * fc_rows(config) / p;
+    case kFcprojw: return C * (mlp_hidden(config) / p);
+    case kLn1b: case kAttprojb: case kLn2b: case kFcprojb: return biases * C;
+    default: return C;  // the norms' weights
   }
+}
+
+// Row `row` of this rank's rows of a tensor split into `sections` (each split over the p ranks:
+// q, k, v; gate, up): its row in the whole tensor.
+int64_t section_row(const int64_t* sections, int count, int64_t p, int64_t r, int64_t row) {
+  int64_t start = 0;
+  for (int s = 0; s < count; ++s) {
+    const int64_t whole = sections[s], mine = whole / p;
+    if (row < mine) return start + r * mine + row;
+    row -= mine, start += whole;
+  }
+  return -1;  // beyond the rows: not reached
 }
 
 }  // namespace
@@ -121,33 +154,29 @@ int64_t global_index(const GptConfig& config, const Partition& slice, int tensor
     local += (slice.global_block(static_cast<int>(l)) - l) * per;
   }
   if (slice.size == 1) return local;
-  const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p;
+  const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p, kv = kv_channels(config);
+  const int64_t QKV = qkv_rows(config), FC = fc_rows(config), H = mlp_hidden(config);
+  const int64_t qkv[3] = {C, kv, kv}, fc[2] = {H, H};  // sections (called per element: no allocation)
+  const int fc_sections = is_llama(config) ? 2 : 1;
+  // Row-split matrices (L, rows, cols) and vectors (L, rows): the row through its sections.
+  auto rows_split = [&](const int64_t* sections, int count, int64_t whole_rows, int64_t cols) {
+    const int64_t c = local % cols, row = (local / cols) % (whole_rows / p), l = local / cols / (whole_rows / p);
+    return (l * whole_rows + section_row(sections, count, p, r, row)) * cols + c;
+  };
+  // Column-split matrices (L, rows, cols): the input columns.
+  auto columns_split = [&](int64_t whole_cols) {
+    const int64_t c = local % (whole_cols / p), rest = local / (whole_cols / p);
+    return rest * whole_cols + r * (whole_cols / p) + c;
+  };
   switch (tensor) {
-    case 0: return r * (config.padded_vocab / p) * C + local;  // wte: rows
-    case 4: {                                                  // qkvw (L, 3C, C): q, k, v rows
-      const int64_t c = local % C, row = (local / C) % (3 * Cl), l = local / C / (3 * Cl);
-      return (l * 3 * C + row / Cl * C + r * Cl + row % Cl) * C + c;
-    }
-    case 5: {  // qkvb (L, 3C)
-      const int64_t row = local % (3 * Cl), l = local / (3 * Cl);
-      return l * 3 * C + row / Cl * C + r * Cl + row % Cl;
-    }
-    case 6: {  // attprojw (L, C, C): input columns
-      const int64_t c = local % Cl, rest = local / Cl;
-      return rest * C + r * Cl + c;
-    }
-    case 10: {  // fcw (L, 4C, C): rows
-      const int64_t c = local % C, row = (local / C) % (4 * Cl), l = local / C / (4 * Cl);
-      return (l * 4 * C + r * 4 * Cl + row) * C + c;
-    }
-    case 11: {  // fcb (L, 4C)
-      const int64_t row = local % (4 * Cl), l = local / (4 * Cl);
-      return l * 4 * C + r * 4 * Cl + row;
-    }
-    case 12: {  // fcprojw (L, C, 4C): input columns
-      const int64_t c = local % (4 * Cl), rest = local / (4 * Cl);
-      return rest * 4 * C + r * 4 * Cl + c;
-    }
+    case kWte:
+    case kHead: return r * (config.padded_vocab / p) * C + local;  // rows
+    case kQkvw: return rows_split(qkv, 3, QKV, C);                  // q, k, v rows
+    case kQkvb: return rows_split(qkv, 3, QKV, 1);
+    case kAttprojw: return columns_split(Cl * p);
+    case kFcw: return rows_split(fc, fc_sections, FC, C);           // rows (gate's, up's)
+    case kFcb: return rows_split(fc, fc_sections, FC, 1);
+    case kFcprojw: return columns_split(H);
     default: return local;  // replicated
   }
 }
@@ -180,7 +209,8 @@ ParamViews views_of(const GptConfig& config, float* base, const Partition& slice
   float** ordered[] = {&views.wte,     &views.wpe,      &views.ln1w,    &views.ln1b,
                        &views.qkvw,    &views.qkvb,     &views.attprojw, &views.attprojb,
                        &views.ln2w,    &views.ln2b,     &views.fcw,     &views.fcb,
-                       &views.fcprojw, &views.fcprojb,  &views.lnfw,    &views.lnfb};
+                       &views.fcprojw, &views.fcprojb,  &views.lnfw,    &views.lnfb,
+                       &views.head};
   const auto specs = param_specs(config, slice);
   float* at = base;
   for (int i = 0; i < kNumParamTensors; ++i) {
@@ -222,10 +252,9 @@ void init_params(const GptConfig& config, float* params, uint64_t seed, const Pa
   for (int t = 0; t < kNumParamTensors; ++t) {
     const ParamSpec& spec = specs[t];
     const int64_t n = spec.count();
-    const bool is_ln_weight = spec.name == "blocks.ln1w" || spec.name == "blocks.ln2w" ||
-                              spec.name == "lnfw";
-    const bool is_bias = spec.name.back() == 'b' && !spec.weight_decay;
-    const bool residual = spec.name == "blocks.attprojw" || spec.name == "blocks.fcprojw";
+    const bool is_ln_weight = t == kLn1w || t == kLn2w || t == kLnfw;  // LayerNorm's or RMSNorm's weights
+    const bool is_bias = t == kLn1b || t == kQkvb || t == kAttprojb || t == kLn2b || t == kFcb || t == kFcprojb || t == kLnfb;
+    const bool residual = t == kAttprojw || t == kFcprojw;
     const double stddev = residual ? residual_std : 0.02;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {

@@ -1,5 +1,9 @@
-// The parameters of GPT-2: 16 tensors in llm.c's order, in one contiguous allocation, with the
-// names, shapes and initialisation documented in docs/MODEL.md.
+// The parameters of a model: 17 tensors — GPT-2's 16 in llm.c's order, then the untied head — in
+// one contiguous allocation, with the names, shapes and initialisation documented in
+// docs/MODEL.md. A Llama model fills the same slots with its own tensors (RMSNorm weights where
+// GPT-2 has LayerNorm's, its fused [q | k | v] of grouped-query attention, SwiGLU's [gate | up]
+// and down projection) and leaves the slots it has no tensor for (wpe, the biases) empty: zero
+// elements, in every layout.
 #pragma once
 
 #include <array>
@@ -11,7 +15,7 @@
 
 namespace trident::model {
 
-constexpr int kNumParamTensors = 16;
+constexpr int kNumParamTensors = 17;
 
 struct ParamSpec {
   std::string name;              // "wte", "blocks.qkvw", ... (docs/MODEL.md)
@@ -25,11 +29,12 @@ struct ParamSpec {
 };
 
 // Which part of the model this rank holds.
-// Tensor parallelism (Megatron's split), rank of size: wte by vocabulary rows, qkvw/qkvb by heads
-// (rows of q, k and v), fcw/fcb by rows, attprojw and fcprojw by columns (their input);
-// everything else whole on every rank of the tensor group.
+// Tensor parallelism (Megatron's split), rank of size: wte and head by vocabulary rows, qkvw/qkvb
+// by heads (rows of q, and of k and v: of the key/value heads for grouped-query attention),
+// fcw/fcb by rows (each of SwiGLU's gate and up by rows), attprojw and fcprojw by columns (their
+// input); everything else whole on every rank of the tensor group.
 // Pipeline parallelism: the blocks [first_layer, first_layer + num_layers); the first stage also
-// holds wte and wpe, the last stage lnfw, lnfb and wte again (the tied head); a tensor a stage
+// holds wte and wpe, the last stage lnfw, lnfb and wte again (the tied head) or head; a tensor a stage
 // does not hold has zero elements there. Interleaved: chunk j holds the model's blocks
 // [chunk_first[j], chunk_first[j] + chunk_blocks[j]), stacked on the stage chunk after chunk in
 // the model's order (first_layer is chunk_first[0], num_layers their sum); without, one chunk.
@@ -58,7 +63,9 @@ Partition stage_partition(const std::vector<int>& stage_layers, int stage, int t
 Partition interleaved_partition(const std::vector<int>& virtual_layers, int stages, int stage, int tp_rank, int tp_size);
 
 // In llm.c's file order: wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b,
-// fcw, fcb, fcprojw, fcprojb, lnfw, lnfb — the shapes of the slice this rank holds.
+// fcw, fcb, fcprojw, fcprojb, lnfw, lnfb, then head — the shapes of the slice this rank holds.
+// Llama's names: wte, blocks.attn_norm (ln1w), blocks.wqkv, blocks.wo, blocks.mlp_norm (ln2w),
+// blocks.w_gate_up, blocks.w_down, norm (lnfw), head; its empty slots keep GPT-2's names.
 std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
                                                     const Partition& slice = {});
 // Index in the whole tensor t (as in the serial model and the llm.c file) of element `local`
@@ -68,8 +75,9 @@ int64_t global_index(const GptConfig& config, const Partition& slice, int tensor
 // The tensors by their index in param_specs' order.
 enum ParamTensor : int {
   kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
-  kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb
+  kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kHead
 };
+constexpr int kFirstBlockTensor = kLn1w, kLastBlockTensor = kFcprojb;
 // Each tensor's first element in the flat buffer of this rank's slice.
 std::array<int64_t, kNumParamTensors> param_offsets(const GptConfig& config, const Partition& slice = {});
 
@@ -91,6 +99,7 @@ struct ParamViews {
   float* fcprojb;   // (L, C)
   float* lnfw;      // (C)
   float* lnfb;      // (C)
+  float* head;      // (Vp, C) the untied head (llama); empty where tied
 };
 ParamViews param_views(const GptConfig& config, float* base, const Partition& slice = {});
 // The tensors that are not GEMM weights, one after another from `base` (f32_read_count(config,

@@ -215,8 +215,9 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
     kernels::linear_forward(ctx, sums, x_local.reshaped({M, K_local}), w_local, Tensor{});
     group.sum_partial(partial, M, N);
   }
-  kernels::bias_residual_forward(ctx, on_device(ctx, y, {rows, N}), on_device(ctx, residual, {rows, N}),
-                                 on_device(ctx, partial + group.first_row(M) * N, {rows, N}), on_device(ctx, bias, {N}));
+  const Tensor out = on_device(ctx, y, {rows, N}), sum = on_device(ctx, partial + group.first_row(M) * N, {rows, N});
+  if (bias == nullptr) return kernels::residual_forward(ctx, out, on_device(ctx, residual, {rows, N}), sum);  // llama
+  kernels::bias_residual_forward(ctx, out, on_device(ctx, residual, {rows, N}), sum, on_device(ctx, bias, {N}));
 }
 
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
@@ -265,12 +266,12 @@ void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& 
     const Tensor embedded = on_device(ctx, out, {B, T, C});
     kernels::embedding_forward(ctx, embedded, on_device(ctx, tokens, {B, T}), wte_local, vocab.begin);
     group.all_reduce_sum(out, static_cast<size_t>(B) * T * C);
-    kernels::positions_forward(ctx, embedded, positions);
+    if (wpe != nullptr) kernels::positions_forward(ctx, embedded, positions);
     return;
   }
   const Tensor sums = on_device(ctx, partial, {B, T, C});
   kernels::embedding_forward(ctx, sums, on_device(ctx, tokens, {B, T}), wte_local, vocab.begin);
-  if (group.slice.rank == 0) kernels::positions_forward(ctx, sums, positions);
+  if (group.slice.rank == 0 && wpe != nullptr) kernels::positions_forward(ctx, sums, positions);
   group.sum_partial(partial, B * T, C);
   const int64_t rows = group.local_rows(B * T);
   kernels::copy(ctx, on_device(ctx, out, {rows, C}), sums.elements(group.first_row(B * T) * C, rows * C).reshaped({rows, C}));
@@ -284,7 +285,7 @@ void vocab_parallel_embedding_backward(kernels::Context& ctx, const TensorGroup&
                      B * T, C).reshaped({B, T, C});
   kernels::embedding_backward(ctx, on_device(ctx, dwte_local, {vocab.rows, C}), gradient,
                               on_device(ctx, tokens, {B, T}), vocab.begin);
-  kernels::positions_backward(ctx, on_device(ctx, dwpe, {T, C}), gradient);
+  if (dwpe != nullptr) kernels::positions_backward(ctx, on_device(ctx, dwpe, {T, C}), gradient);
 }
 
 void vocab_parallel_cross_entropy(kernels::Context& ctx, const TensorGroup& group,

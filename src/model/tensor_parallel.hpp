@@ -146,7 +146,8 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
                               const Operand& x, const Tensor& gathered, const Operand& w_local, int M, int K,
                               int N_local);
-// y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in.
+// y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in
+// (bias null: none, llama).
 // partial: (M, N) scratch. Sequence-parallel group: y and residual are this rank's rows (M/p, N).
 void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
                           const float* residual, const Operand& x_local, const Operand& w_local,
@@ -176,7 +177,8 @@ VocabSlice vocab_slice(const GptConfig& config, const Partition& slice);
 void vocab_parallel_embedding_forward(kernels::Context& ctx, const TensorGroup& group,
                                       const VocabSlice& vocab, float* out, float* partial, const int32_t* tokens,
                                       const Tensor& wte_local, const float* wpe, int B, int T, int C);
-// Sequence-parallel group: dout is this rank's rows, gathered into `gathered` (B, T, C) first.
+// wpe / dwpe null: no learned positions (llama). Sequence-parallel group: dout is this rank's
+// rows, gathered into `gathered` (B, T, C) first.
 void vocab_parallel_embedding_backward(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
                                        float* dwte_local, float* dwpe, const float* dout, float* gathered,
                                        const int32_t* tokens, int B, int T, int C);

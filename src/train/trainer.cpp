@@ -275,7 +275,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
   runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
-  dp::tie_embedding_gradients(*model_, pp_size_ > 1 ? collectives_.embedding.get() : nullptr);
+  dp::tie_embedding_gradients(*model_, pp_size_ > 1 && model::tied_head(config_) ? collectives_.embedding.get() : nullptr);
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
@@ -490,7 +490,8 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history
-      model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
+      if (!model::is_llama(model_->config()))  // llm.c's file holds GPT-2 alone
+        model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
       problem = e.what();
     }
@@ -503,7 +504,11 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   if (settings_.kernels.graphs)  // the model rebuilt by a move counts from its rebuild
     print0("cuda.graphs: " + std::to_string(model_->graph_replays()) +
            " micro-batch forwards and backwards replayed from recorded graphs on rank 0");
-  print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
+  if (model::is_llama(model_->config()))
+    print0("wrote " + run_dir + "/metrics.h5; the llama model is in its checkpoints (checkpoint.full_interval; llm.c's "
+           "file is GPT-2's, and LlamaForCausalLM's export is not built yet)");
+  else
+    print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
   check_final_checkpoint();
   return kExitOk;
 }

@@ -107,12 +107,16 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   const model::GptConfig& theirs = saved.model;
   if (theirs.layers != config.layers || theirs.heads != config.heads || theirs.channels != config.channels ||
       theirs.vocab != config.vocab || theirs.padded_vocab != config.padded_vocab ||
-      theirs.max_seq_len != config.max_seq_len)
-    fatal_all(chosen->path + " holds a model with layers " + std::to_string(theirs.layers) + ", heads " +
-              std::to_string(theirs.heads) + ", hidden " + std::to_string(theirs.channels) + ", vocab " +
+      theirs.max_seq_len != config.max_seq_len || theirs.arch != config.arch ||
+      model::kv_heads(theirs) != model::kv_heads(config) || model::mlp_hidden(theirs) != model::mlp_hidden(config) ||
+      model::tied_head(theirs) != model::tied_head(config))
+    fatal_all(chosen->path + " holds a " + model::arch_name(theirs.arch) + " model with layers " +
+              std::to_string(theirs.layers) + ", heads " + std::to_string(theirs.heads) + " (key/value " +
+              std::to_string(model::kv_heads(theirs)) + "), hidden " + std::to_string(theirs.channels) + ", vocab " +
               std::to_string(theirs.vocab) + ", seq_len " + std::to_string(theirs.max_seq_len) +
-              "; the deck asks for layers " + std::to_string(config.layers) + ", heads " + std::to_string(config.heads) +
-              ", hidden " + std::to_string(config.channels) + ", vocab " + std::to_string(config.vocab) +
+              "; the deck asks for a " + model::arch_name(config.arch) + " model with layers " +
+              std::to_string(config.layers) + ", heads " + std::to_string(config.heads) + " (key/value " +
+              std::to_string(model::kv_heads(config)) + "), hidden " + std::to_string(config.channels) + ", vocab " + std::to_string(config.vocab) +
               ", seq_len " + std::to_string(config.max_seq_len) + " (" + deck.cite("checkpoint.resume") +
               "); resume with the model.* keys it was written with, or start anew with checkpoint.resume = none");
   if (saved.step > steps_)

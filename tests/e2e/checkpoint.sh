@@ -226,7 +226,7 @@ expect_user_error resume_missing_file 'checkpoint.resume = |no such file' \
   "$TRIDENT" train "$WORK/c.deck" --checkpoint.resume="$WORK/nothere.h5" --train.run_dir=run
 mkdir -p wrongshape && cp straight/checkpoints/step-00000012.full.h5 wrongshape/s.h5
 run wrongshape 1 --model.hidden=64 --checkpoint.resume=wrongshape/s.h5
-[[ $? == 2 ]] && grep -q "holds a model with layers 4, heads 4, hidden 32" wrongshape.out &&
+[[ $? == 2 ]] && grep -q "holds a gpt2 model with layers 4, heads 4 (key/value 4), hidden 32" wrongshape.out &&
   pass resume_model_mismatch || fail resume_model_mismatch "$(tail -2 wrongshape.out)"
 
 # Fast checkpoints: parameters only; resuming from one warns that the moments start again.

@@ -3,6 +3,7 @@
 // ranges of a slice decompose into hyperslabs covering exactly that range; the checksum is
 // layout-independent and sensitive to every bit; metadata round-trips as text.
 #define BOOST_TEST_DYN_LINK
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -68,8 +69,17 @@ std::vector<model::Partition> partitions(const model::GptConfig& config) {
 
 BOOST_AUTO_TEST_SUITE(checkpoint)
 
+// A llama of the same size with grouped-query attention (4 heads, 2 of key/value: q, k and v
+// rows of two sizes), SwiGLU's [gate | up] and an untied head.
+model::GptConfig small_llama() {
+  model::GptConfig config = small_model();
+  config.arch = model::Arch::llama;
+  config.kv_heads = 2, config.ffn_hidden = 24, config.tie_embeddings = false;
+  return config;
+}
+
 BOOST_AUTO_TEST_CASE(slice_hyperslabs_match_global_index) {
-  const model::GptConfig config = small_model();
+  for (const model::GptConfig& config : {small_model(), small_llama()})
   for (const model::Partition& part : partitions(config))
     for (int t = 0; t < model::kNumParamTensors; ++t) {
       const std::vector<ckpt::TensorSlab> slabs = ckpt::tensor_slabs(config, part, t);
@@ -207,11 +217,22 @@ BOOST_AUTO_TEST_CASE(the_sections_keep_the_attribute_order_of_format_2) {
       "layout.tensor", "layout.pipeline", "layout.data", "layout.zero", "layout.stage_layers",
       "layout.micro_batch", "layout.replica_shares", "trident_version", "written_at", "deck",
       "lineage.run_id", "lineage.branch", "lineage.parent"};
-  std::vector<std::string> keys;
-  const std::string text = ckpt::Metadata{}.to_text();
-  for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
-    keys.push_back(text.substr(at, text.find('=', at) - at));
-  BOOST_TEST(keys == version2, boost::test_tools::per_element());
+  auto keys_of = [](int64_t version) {
+    ckpt::Metadata m;
+    m.format_version = version;
+    std::vector<std::string> keys;
+    const std::string text = m.to_text();
+    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+      keys.push_back(text.substr(at, text.find('=', at) - at));
+    return keys;
+  };
+  BOOST_TEST(keys_of(2) == version2, boost::test_tools::per_element());
+  // Version 3 adds the architecture after the model's shape; the rest keeps its order.
+  std::vector<std::string> version3 = version2;
+  const auto after_shape = std::find(version3.begin(), version3.end(), "model.seq_len") + 1;
+  version3.insert(after_shape, {"model.arch", "model.kv_heads", "model.ffn_hidden", "model.tie_embeddings",
+                                "model.rope_theta", "model.norm_eps"});
+  BOOST_TEST(keys_of(3) == version3, boost::test_tools::per_element());
 }
 
 // A part saves its own section and nothing else, and takes it back (ckpt/stateful.hpp).

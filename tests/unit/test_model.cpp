@@ -19,52 +19,14 @@ trident::model::GptConfig tiny_config() {
   return c;
 }
 
-std::vector<int32_t> tokens(int n, unsigned seed, int vocab) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7 + seed * 13 + i * i) % vocab);
-  return t;
-}
 
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(model)
 
 BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
-  kernels::Context ctx;
   const auto config = tiny_config();
-  trident::model::Gpt2 gpt(config, ctx);
-  trident::model::init_params(config, gpt.params(), 42);
-  // Larger weights than GPT-2's 0.02 give gradients well above the finite-difference noise;
-  // h = 1e-3 keeps the truncation error of this now quite nonlinear model small, and atol
-  // covers the float rounding of the loss (~1e-4 after dividing by 2h).
-  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 5.0f;
-  const int B = 2, T = 5;
-  const auto inputs = tokens(B * T, 1, config.vocab), targets = tokens(B * T, 2, config.vocab);
-  gpt.zero_grad();
-  gpt.forward(inputs.data(), targets.data(), B, T);
-  gpt.backward(1.0f);
-  const std::vector<float> analytic(gpt.grads(), gpt.grads() + gpt.num_parameters());
-  std::vector<float> params(gpt.params(), gpt.params() + gpt.num_parameters());
-  auto loss = [&] {
-    std::memcpy(gpt.params(), params.data(), params.size() * sizeof(float));
-    double sum = 0;
-    gpt.forward(inputs.data(), targets.data(), B, T);
-    for (int i = 0; i < B * T; ++i) sum += gpt.losses()[i];
-    return sum / (B * T);
-  };
-  int64_t offset = 0;
-  for (const auto& spec : trident::model::param_specs(config)) {
-    const int64_t n = spec.count();
-    std::vector<float> x(params.begin() + offset, params.begin() + offset + n);
-    std::vector<float> g(analytic.begin() + offset, analytic.begin() + offset + n);
-    auto tensor_loss = [&] {
-      std::copy(x.begin(), x.end(), params.begin() + offset);
-      return loss();
-    };
-    check_gradient(x, g, tensor_loss, spec.name, 1e-3f, 5e-2, 5e-3, 24);
-    std::copy(x.begin(), x.end(), params.begin() + offset);
-    offset += n;
-  }
+  const std::vector<float> analytic = check_model_gradients(config, false);
   // Padded vocabulary rows of wte (rows V..Vp) get no gradient.
   for (int64_t i = int64_t(config.vocab) * config.channels; i < int64_t(config.padded_vocab) * config.channels; ++i)
     BOOST_REQUIRE(analytic[i] == 0.0f);
@@ -75,7 +37,7 @@ BOOST_AUTO_TEST_CASE(model_is_deterministic_and_accumulates) {
   const auto config = tiny_config();
   trident::model::Gpt2 gpt(config, ctx);
   trident::model::init_params(config, gpt.params(), 7);
-  const auto inputs = tokens(16, 3, config.vocab), targets = tokens(16, 4, config.vocab);
+  const auto inputs = test_tokens(16, 3, config.vocab), targets = test_tokens(16, 4, config.vocab);
   gpt.zero_grad();
   const float first = gpt.forward(inputs.data(), targets.data(), 2, 8);
   gpt.backward(1.0f);
@@ -147,7 +109,7 @@ BOOST_AUTO_TEST_CASE(parameters_written_in_16_bits_reach_the_f32_reads) {
   kernels::Context ctx;
   auto config = tiny_config();
   const int B = 2, T = 4;
-  const auto inputs = tokens(B * T, 7, config.vocab), targets = tokens(B * T, 8, config.vocab);
+  const auto inputs = test_tokens(B * T, 7, config.vocab), targets = test_tokens(B * T, 8, config.vocab);
   trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
   trident::testing::initialise(gpt, 11);
   BOOST_CHECK_THROW(gpt.params(), std::logic_error);  // no f32 parameters
@@ -171,7 +133,7 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   auto config = tiny_config();
   config.channels = 32, config.heads = 4, config.max_seq_len = 16;
   const int B = 2, T = 16;
-  const auto inputs = tokens(B * T, 5, config.vocab), targets = tokens(B * T, 6, config.vocab);
+  const auto inputs = test_tokens(B * T, 5, config.vocab), targets = test_tokens(B * T, 6, config.vocab);
   auto run = [&](kernels::Precision precision, float* loss, float scale = 1.0f) {
     trident::model::Gpt2 gpt(config, ctx, {}, precision);
     trident::testing::initialise(gpt, 11);
