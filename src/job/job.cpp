@@ -43,7 +43,9 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
       world, deck_path, "deck", "give the path of an INI input deck (examples in inputs/)");
   const deck::Deck given = deck::Deck::parse(deck_path, text, overrides);
   // parallel.layout = auto: the planner's keys replace the layout's (any given on the command line too).
-  const std::vector<deck::Override> chosen = choose_layout(world, read_settings(given), deck::Record(given));
+  // Settings are read from the given deck only then: its cross-key checks (validate_layout) come first otherwise.
+  const std::vector<deck::Override> chosen =
+      chooses_layout(given) ? choose_layout(world, read_settings(given), deck::Record(given)) : std::vector<deck::Override>{};
   const deck::Deck deck = chosen.empty() ? given : deck::Deck::parse(deck_path, text, without_layout_keys(overrides), chosen);
   deck::validate_layout(deck, world.size());
   RunSettings settings = read_settings(deck);

@@ -194,6 +194,8 @@ double DebugSettings::slowdown_of(int world_rank) const {
   return 1.0;
 }
 
+bool chooses_layout(const deck::Deck& deck) { return deck.get_string("parallel.layout") == "auto"; }
+
 RunSettings read_settings(const deck::Deck& deck) {
   RunSettings s;
   s.model = model_settings(deck);

@@ -170,6 +170,8 @@ struct RunSettings {
 // "fp32" | "bf16" | "fp16" (the choices of optim.precision).
 kernels::Precision precision_from_name(const std::string& name);
 
+// parallel.layout = auto: the planner chooses the layout (read before anything else of the deck).
+bool chooses_layout(const deck::Deck& deck);
 // Every setting of the run from a validated deck. No I/O, no MPI; a malformed link
 // (topology.link.*) or an unknown comm.backend is a UserError citing the key.
 RunSettings read_settings(const deck::Deck& deck);

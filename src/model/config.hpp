@@ -37,6 +37,12 @@ inline int64_t mlp_hidden(const GptConfig& c) { return is_llama(c) ? c.ffn_hidde
 inline int64_t qkv_rows(const GptConfig& c) { return c.channels + 2 * kv_channels(c); }
 inline int64_t fc_rows(const GptConfig& c) { return is_llama(c) ? 2 * mlp_hidden(c) : mlp_hidden(c); }
 inline bool tied_head(const GptConfig& c) { return !is_llama(c) || c.tie_embeddings; }
+// Weights of one block's four GEMMs (qkv, the attention output, the MLP's): GPT-2's 12C²; llama's
+// (C + 2·kv)·C + C² + 3·F·C.
+inline double block_gemm_weights(const GptConfig& c) {
+  const double C = c.channels, F = static_cast<double>(mlp_hidden(c));
+  return static_cast<double>(qkv_rows(c)) * C + C * C + (is_llama(c) ? 3 : 2) * F * C;
+}
 const char* arch_name(Arch arch);
 // Llama's rule for SwiGLU's width (Meta's reference code): 2/3 of 4C, times `multiplier`, rounded
 // up to a multiple of `multiple_of`.

@@ -45,10 +45,8 @@ std::string config_problem(const GptConfig& c) {
 }
 
 double training_flops_per_token(const GptConfig& c, int seq_len) {
-  const double C = c.channels, L = c.layers, F = static_cast<double>(mlp_hidden(c));
-  const double mlp = is_llama(c) ? 3 * F * C : 2 * F * C;
-  const double head = static_cast<double>(c.padded_vocab) * C;
-  const double matmul_weights = L * (static_cast<double>(qkv_rows(c)) * C + C * C + mlp) + head;
+  const double C = c.channels, L = c.layers;
+  const double matmul_weights = L * block_gemm_weights(c) + static_cast<double>(c.padded_vocab) * C;
   return 6.0 * matmul_weights + 12.0 * L * seq_len * C;
 }
 

@@ -25,8 +25,13 @@ int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  /
 // chunk: rows of the chunked classifier's logits (0: the whole classifier).
 // rows: the token rows a rank holds outside the parallel GEMMs (LayerNorms, residual stream,
 // stage boundary): BT, or BT/tensor with sequence parallelism.
+// qkv, fc, hidden: a rank's widths of the qkv GEMM's output (3C/p; llama's q and its grouped k
+// and v), of the MLP's input GEMM (4C/p; llama's [gate | up], 2F/p) and of its activation (4C/p;
+// F/p). grouped: llama's key/value heads fewer than its query heads (the expanded copy and the
+// summed gradient in backward).
 struct Sizes {
-  int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows;
+  int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows, qkv, fc, hidden;
+  bool grouped;
 };
 Sizes sizes(const MemoryInputs& in) {
   const int64_t BT = int64_t(in.micro_batch) * (in.seq_len / in.context), C = in.config.channels;
@@ -34,14 +39,16 @@ Sizes sizes(const MemoryInputs& in) {
   const bool flash = in.flash_attention;
   return {BT, C, C / in.tensor, flash ? 0 : BT * heads * (in.seq_len / in.context), flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
-          in.sequence_parallel ? BT / in.tensor : BT};
+          in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows(in.config) / in.tensor,
+          model::fc_rows(in.config) / in.tensor, model::mlp_hidden(in.config) / in.tensor,
+          model::kv_heads(in.config) != in.config.heads};
 }
 
 // Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
 // statistics in f32, the output in f32 when output_f32 (a stage's last block), the rest stored.
 int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32) {
   const Sizes z = sizes(in);
-  const int64_t stored = 3 * z.rows * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl +
+  const int64_t stored = 3 * z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
                          (attention_kept ? z.probs : 0) + (output_f32 ? 0 : z.rows * z.C);
   return stored * stored_bytes(in) + (4 * z.rows + z.lse) * kFloat + (output_f32 ? z.rows * z.C * kFloat : 0);
 }
@@ -51,8 +58,8 @@ int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32
 int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   if (!low(in)) return 0;
   const Sizes z = sizes(in);
-  const int64_t working = 3 * z.rows * z.C + 3 * z.BT * z.Cl + z.BT * z.Cl + 8 * z.BT * z.Cl + (selective ? 0 : z.probs);
-  return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max(z.C, 4 * z.Cl) * 2;
+  const int64_t working = 3 * z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + z.hidden) + (selective ? 0 : z.probs);
+  return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 
 // Per model chunk (one without the interleaved schedule) its slots, each the chunk's blocks and
@@ -84,8 +91,9 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
-  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + 8 * z.BT * z.Cl + z.probs) *
-            kFloat;  // backward scratch
+  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
+             z.probs) * kFloat;  // backward scratch
+  if (z.grouped) shared += (3 * z.BT * z.Cl + z.BT * z.qkv) * kFloat;  // the expanded q, k, v; the summed gradient
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
   if (in.context > 1 && stage == 0)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
@@ -104,7 +112,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
 int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   if (!low(in) || !in.low16_widened) return 0;
   const Sizes z = sizes(in);
-  std::vector<std::pair<int64_t, int64_t>> linears = {{z.C, 3 * z.Cl}, {z.Cl, z.C}, {z.C, 4 * z.Cl}, {4 * z.Cl, z.C}};
+  std::vector<std::pair<int64_t, int64_t>> linears = {{z.C, z.qkv}, {z.Cl, z.C}, {z.C, z.fc}, {z.hidden, z.C}};
   int64_t largest = in.precision == "bf16" ? 4 * z.BT * z.Cl : 0;
   for (const auto& [K, N] : linears) largest = std::max(largest, z.BT * N + z.BT * K + N * K);
   const int64_t head_rows = z.chunk ? z.chunk : z.BT;  // the tied head, over chunks when chunked

@@ -66,11 +66,12 @@ double p2p_seconds(double bytes, int a, int b, const Hardware& hw, std::array<do
 // products), and the forward again where blocks are recomputed.
 double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0); }
 
-// Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs 24·C² and the
-// attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
+// Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs, 2 per weight
+// (GPT-2: 24·C²; llama's grouped qkv and SwiGLU counted as they are, model::block_gemm_weights),
+// and the attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
 double layer_flops_per_token(const Workload& w, const Layout& l) {
   const double C = w.config.channels, T = w.seq_len;
-  return (24 * C * C + 4 * T * C) / l.tensor;
+  return (2 * model::block_gemm_weights(w.config) + 4 * T * C) / l.tensor;
 }
 
 // A micro-batch's tensor-parallel communication on a stage of `layers` blocks, in all-reduces of
@@ -110,7 +111,7 @@ double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
 double fill_share(const Workload& w, const Layout& l) {
   if (l.schedule != pipeline::Schedule::ZeroBubbleH1) return 1.0;
   const double C = w.config.channels, T = w.seq_len;
-  const double f = 24 * C * C + 4 * T * C, weights = 24 * C * C;
+  const double weights = 2 * model::block_gemm_weights(w.config), f = weights + 4 * T * C;
   const double b = 2 * f - weights + (l.recompute == "selective" ? 2 * T * C : 0);
   return (f + b - weights) / (f + b + weights);
 }
@@ -195,7 +196,7 @@ void flops_and_rates(const Workload& w, const Layout& l, const Hardware& hw, Ste
   const double tokens = double(w.global_batch) * w.seq_len, C = w.config.channels, L = w.config.layers;
   e.model_flops = tokens * model::training_flops_per_token(w.config, w.seq_len);
   e.hardware_flops = e.model_flops;
-  if (l.recomputes_blocks()) e.hardware_flops += tokens * L * (24 * C * C + 4 * w.seq_len * C);
+  if (l.recomputes_blocks()) e.hardware_flops += tokens * L * (2 * model::block_gemm_weights(w.config) + 4 * w.seq_len * C);
   if (l.recompute == "selective") e.hardware_flops += tokens * L * 2 * w.seq_len * C;
   e.tokens_per_s = tokens / e.step_s;
   e.tflops_per_device = e.model_flops / e.step_s / l.devices() / 1e12;

@@ -112,6 +112,13 @@ model_matches flash_bf16_t2p2d2_every2 8 --model.attention=flash --parallel.tens
 # model.classifier_chunk: one (chunk, Vp/p) logits buffer for all micro-batches, and per
 # micro-batch the final LayerNorm's output gradient that the training forward computes; the
 # last stage of GPipe holds every micro-batch's; the head's widened GEMMs are a chunk's.
+# The Llama family: grouped-query attention's smaller qkv and its expanded copy, SwiGLU's
+# [gate | up] and F-wide activation, the untied head.
+LLAMA="--model.arch=llama --model.attention=flash --model.kv_heads=2 --model.ffn_hidden=96"
+model_matches llama_gqa 1 $LLAMA
+model_matches llama_t2p2_bf16 4 $LLAMA --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
+model_matches llama_full_chunked_d2_zero 2 $LLAMA --memory.recompute=full --model.classifier_chunk=7 --parallel.data=2 \
+  --optim.zero=1
 model_matches chunked 1 --model.classifier_chunk=7
 model_matches chunked_t2p2 4 --model.classifier_chunk=7 --parallel.tensor=2 --parallel.pipeline=2
 model_matches chunked_p2_gpipe_flash 2 --model.classifier_chunk=16 --parallel.pipeline=2 --parallel.schedule=gpipe \
