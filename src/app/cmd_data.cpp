@@ -28,12 +28,10 @@ namespace trident {
 namespace po = boost::program_options;
 namespace {
 
-// The model a command reads whole: the deck's, or a checkpoint's of any layout (each checked
-// against the memory model before its first buffer, exit 2 with the figures).
-std::unique_ptr<model::Gpt2> whole_model(comm::Communicator& world, const Job& job, kernels::Context& ctx,
-                                         const std::string& checkpoint, const std::string& command) {
-  const WholeModel m = checkpoint.empty() ? whole_model_from_deck(world, job, command)
-                                          : whole_model_from_checkpoint(world, job, checkpoint, command);
+// The model a command reads whole (job/whole_model.hpp) as a model on this rank.
+std::unique_ptr<model::Gpt2> whole_gpt(comm::Communicator& world, const Job& job, kernels::Context& ctx,
+                                       const std::string& checkpoint, const std::string& command) {
+  const WholeModel m = whole_model(world, job, checkpoint, command);
   auto gpt = std::make_unique<model::Gpt2>(m.config, ctx);
   gpt->upload_params(m.params.data());
   return gpt;
@@ -63,10 +61,8 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   }
   const Job job = load_job(world, line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
-  if (!checkpoint.empty() && job.settings.model.from_file())
-    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
   kernels::Context ctx = job.device;
-  auto gpt = whole_model(world, job, ctx, checkpoint, "eval");
+  auto gpt = whole_gpt(world, job, ctx, checkpoint, "eval");
   require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
   const int vocab = job.settings.model.vocab;
@@ -166,10 +162,7 @@ int run_export(comm::Communicator& world, const std::vector<std::string>& args) 
   }
   const ExportArgs a = parse_export(args);
   const Job job = load_job(world, cli::parse_command_line("export", a.rest));
-  if (!a.checkpoint.empty() && job.settings.model.from_file())
-    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
-  const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "export")
-                                            : whole_model_from_checkpoint(world, job, a.checkpoint, "export");
+  const WholeModel m = whole_model(world, job, a.checkpoint, "export");
   if (model::is_llama(m.config))
     fatal_all("trident export writes GPT-2 models (an llm.c file, or GPT2LMHeadModel's Hugging Face files); "
               "LlamaForCausalLM's files are not built yet (" + job.record.cite("model.arch") + ")");

@@ -135,11 +135,8 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   const GenerateArgs a = parse_generate(args);
   const Job job = load_job(world, cli::parse_command_line("generate", a.rest));
   if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
-  if (!a.checkpoint.empty() && job.settings.model.from_file())
-    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
+  const WholeModel m = whole_model(world, job, a.checkpoint, "generate");
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
-  const WholeModel m = a.checkpoint.empty() ? whole_model_from_deck(world, job, "generate")
-                                            : whole_model_from_checkpoint(world, job, a.checkpoint, "generate");
   if (model::is_llama(m.config))
     fatal_all("trident generate runs GPT-2 models; its key/value cache for the Llama family (rotary positions, "
               "grouped key/value heads) is not built yet (" + job.record.cite("model.arch") + ")");

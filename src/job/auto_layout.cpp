@@ -33,7 +33,6 @@ std::string describe(const plan::Candidate& c) {
 
 std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSettings& settings,
                                           const deck::Record& deck) {
-  if (!settings.parallel.auto_layout) return {};
   const std::string& profile = settings.parallel.hardware;
   const plan::Hardware hw = load_hardware(world, profile, deck.cite("parallel.hardware"));
   const plan::Workload w = workload_from(settings, deck);

@@ -17,9 +17,9 @@
 
 namespace trident {
 
-// The deck keys of the best feasible layout for world.size() ranks, or none when the deck says
-// parallel.layout = manual (settings and deck: the deck as given). No feasible layout is a
-// UserError naming the least memory one needs.
+// The deck keys of the best feasible layout for world.size() ranks, for a deck that says
+// parallel.layout = auto (chooses_layout; settings and deck: the deck as given). No feasible
+// layout is a UserError naming the least memory one needs.
 std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSettings& settings,
                                           const deck::Record& deck);
 

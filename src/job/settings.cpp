@@ -203,7 +203,7 @@ RunSettings read_settings(const deck::Deck& deck) {
                 static_cast<int>(deck.get_int("parallel.data")), deck.get_int_list("parallel.stage_layers"),
                 static_cast<int>(deck.get_int("parallel.virtual_stages")), deck.get_bool("parallel.sequence_parallel"),
                 static_cast<int>(deck.get_int("parallel.context")), deck.get_bool("parallel.tp_comm_overlap"),
-                deck.get_string("parallel.layout") == "auto", deck.get_string("parallel.hardware")};
+                deck.get_string("parallel.hardware")};
   s.precision = precision_settings(deck);
   s.memory = {deck.get_string("memory.recompute"), static_cast<int>(deck.get_int("memory.recompute_interval")),
               deck.get_float("memory.budget_gb")};

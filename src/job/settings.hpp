@@ -103,8 +103,7 @@ struct ParallelSettings {
   bool sequence_parallel = false;     // the token rows outside the parallel GEMMs split over tensor
   int context = 1;                    // ranks each replica's sequences are split over (ring attention)
   bool tp_comm_overlap = false;       // sequence parallelism's collectives as rings beside the GEMMs
-  bool auto_layout = false;           // parallel.layout = auto: the planner chooses (job/auto_layout.hpp)
-  std::string hardware;               // parallel.hardware: the profile it plans for
+  std::string hardware;               // parallel.hardware: the profile parallel.layout = auto plans for
   // Rows of each sequence a rank holds: seq_len, or seq_len / context (2 of 2·context chunks).
   int rows_per_sequence(int seq_len) const { return seq_len / context; }
 };

@@ -11,6 +11,7 @@
 #include "job/model_setup.hpp"
 
 namespace trident {
+namespace {
 
 WholeModel whole_model_from_checkpoint(comm::Communicator& world, const Job& job, const std::string& path,
                                        const std::string& command) {
@@ -39,6 +40,16 @@ WholeModel whole_model_from_deck(comm::Communicator& world, const Job& job, cons
   check_whole_model_fits(world, job.device, job.settings, job.record, m.config, command);
   m.params = initial_parameters(job.settings, m.config);
   return m;
+}
+
+}  // namespace
+
+WholeModel whole_model(comm::Communicator& world, const Job& job, const std::string& checkpoint,
+                       const std::string& command) {
+  if (checkpoint.empty()) return whole_model_from_deck(world, job, command);
+  if (job.settings.model.from_file())
+    fatal_all("command line: give the model as --model.init=FILE or --checkpoint=FILE, not both");
+  return whole_model_from_checkpoint(world, job, checkpoint, command);
 }
 
 }  // namespace trident

@@ -18,9 +18,9 @@ struct WholeModel {
   std::vector<float> params;  // (num_parameters(config)) in our order (model/params.hpp)
 };
 
-// `command` names the command in the messages.
-WholeModel whole_model_from_deck(comm::Communicator& world, const Job& job, const std::string& command);
-WholeModel whole_model_from_checkpoint(comm::Communicator& world, const Job& job, const std::string& path,
-                                       const std::string& command);
+// The checkpoint `checkpoint` names when it is not empty, else the deck's model; a checkpoint
+// and model.init both given is a UserError. `command` names the command in the messages.
+WholeModel whole_model(comm::Communicator& world, const Job& job, const std::string& checkpoint,
+                       const std::string& command);
 
 }  // namespace trident

@@ -117,11 +117,11 @@ std::vector<std::string> write_hf_tensors(const std::string& dir, const std::vec
     shards.back().push_back(t);
     in_shard += bytes, total += bytes;
   }
-  std::vector<std::string> files;
   if (shards.size() == 1) {
     write_safetensors(dir + "/" + kHfSingleFile, tensors, dtype);
     return {kHfSingleFile};
   }
+  std::vector<std::string> files;
   Json weight_map = Json::object();
   for (size_t k = 0; k < shards.size(); ++k) {
     char name[64];

@@ -87,10 +87,15 @@ const char* torch_dtype(DType dtype) {
   return dtype == DType::bf16 ? "bfloat16" : dtype == DType::fp16 ? "float16" : "float32";
 }
 
-// The names' prefix the files use ("transformer." or none), every tensor of the whole model
-// checked by name and shape, and nothing else there but the buffers and the tied head.
-std::string checked_prefix(const HfTensors& files, const GptConfig& config) {
-  const std::string prefix = files.has(std::string(kPrefix) + kNames[kWte].name) ? kPrefix : "";
+// The names' prefix the files use: "transformer." (GPT2LMHeadModel) or none (GPT2Model).
+std::string prefix_of(const HfTensors& files) {
+  return files.has(std::string(kPrefix) + kNames[kWte].name) ? kPrefix : "";
+}
+
+// Every tensor of the whole model checked by name and shape, and nothing else there but the
+// buffers and the tied head.
+void check_every_tensor(const HfTensors& files, const GptConfig& config) {
+  const std::string prefix = prefix_of(files);
   std::set<std::string> known;
   for (int t = 0; t < kGpt2Tensors; ++t)
     for (int l = 0; l < (kNames[t].per_block ? config.layers : 1); ++l) {
@@ -104,7 +109,6 @@ std::string checked_prefix(const HfTensors& files, const GptConfig& config) {
       throw std::runtime_error(files.dir() + ": tensor '" + name + "' is not one of GPT2LMHeadModel's for " +
                                std::to_string(config.layers) + " blocks");
   }
-  return prefix;
 }
 
 }  // namespace
@@ -178,12 +182,13 @@ std::vector<std::string> write_hf_gpt2(const std::string& dir, const GptConfig& 
   return files;
 }
 
+void check_hf_gpt2_files(const std::string& dir, const GptConfig& config) { check_every_tensor(HfTensors(dir), config); }
 
-void check_hf_gpt2_files(const std::string& dir, const GptConfig& config) { checked_prefix(HfTensors(dir), config); }
-
+// Every rank checked the whole directory in check_hf_gpt2_files (model_config); here only the
+// tensors this rank reads are checked again, by name and shape, as it reads them.
 void read_hf_gpt2_slice(const std::string& dir, const GptConfig& config, const Partition& slice, float* local) {
   const HfTensors files(dir);
-  const std::string prefix = checked_prefix(files, config);
+  const std::string prefix = prefix_of(files);
   const auto specs = param_specs(config, slice);
   std::vector<float> block;
   int64_t at = 0;
@@ -196,6 +201,7 @@ void read_hf_gpt2_slice(const std::string& dir, const GptConfig& config, const P
       const int64_t first = part * per;  // this part's local elements: [first, first + per)
       const int64_t layer = kNames[t].per_block ? global_index(config, slice, t, first) / m.count() : 0;
       const std::string name = hf_name(prefix, t, static_cast<int>(layer));
+      files.get(name, hf_shape(config, t));
       auto index_of = [&](int64_t i) {
         return hf_index(config, t, m, global_index(config, slice, t, first + i) - layer * m.count());
       };

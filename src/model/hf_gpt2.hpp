@@ -45,8 +45,8 @@ std::vector<std::string> write_hf_gpt2(const std::string& dir, const GptConfig& 
 void check_hf_gpt2_files(const std::string& dir, const GptConfig& config);
 
 // This rank's slice (num_parameters(config, slice) floats) read from DIR's tensors: of each
-// tensor only the rows that hold the slice's elements are read, after check_hf_gpt2_files'
-// checks.
+// tensor only the rows that hold the slice's elements are read, each tensor checked by name and
+// shape first; the directory as a whole is check_hf_gpt2_files', which a job runs before.
 void read_hf_gpt2_slice(const std::string& dir, const GptConfig& config, const Partition& slice, float* local);
 
 }  // namespace trident::model

@@ -33,9 +33,7 @@ std::string config_problem(const GptConfig& c) {
     return "inconsistent model shape (" + sizes + "): llama needs kv_heads dividing heads, an even head size "
            "(rotary pairs) and ffn_hidden at least 1";
   // num_parameters in long double: the int64 count of a lying shape may overflow.
-  const long double C = c.channels, kv = static_cast<long double>(kv_heads(c)) * (C / c.heads);
-  const long double F = static_cast<long double>(is_llama(c) ? c.ffn_hidden : 4 * C);
-  const long double per_block = C * (C + 2 * kv) + C * C + (is_llama(c) ? 3 : 2) * F * C + 13 * C;
+  const long double C = c.channels, per_block = block_gemm_weights(c) + 13 * C;
   const long double parameters = (2 * static_cast<long double>(c.padded_vocab) + c.max_seq_len + 2) * C +
                                  static_cast<long double>(c.layers) * per_block;
   if (parameters > static_cast<long double>(kMaxParameters))
