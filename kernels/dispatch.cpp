@@ -414,7 +414,7 @@ void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, c
   entry(ctx, &KernelTable::rmsnorm_backward, "rmsnorm_backward")(ctx, dinp, dweight, dout, inp, weight, rstd);
 }
 
-void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads, int kv_heads, float theta,
+void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads, int kv_heads, const RopeFrequencies& frequencies,
           bool inverse) {
   const Arguments args("rope");
   args.type("qkv", qkv, DType::f32);
@@ -423,7 +423,7 @@ void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads,
   args.holds(q_heads > 0 && kv_heads > 0 && width % heads == 0 && (width / heads) % 2 == 0, "qkv",
              "is not (B, T, (q_heads + 2·kv_heads)·hs) with an even head size hs");
   args.exactly("positions", positions, DType::i32, qkv.shape.dims[1]);
-  entry(ctx, &KernelTable::rope, "rope")(ctx, qkv, positions, q_heads, kv_heads, theta, inverse);
+  entry(ctx, &KernelTable::rope, "rope")(ctx, qkv, positions, q_heads, kv_heads, frequencies, inverse);
 }
 
 void swiglu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {
@@ -559,7 +559,9 @@ void attention_decode(Context& ctx, const Tensor& out, const Tensor& scores, con
   args.type("q", q, DType::f32);
   args.f32("out", out, C);
   args.type("keys", keys, DType::f32);
-  args.columns("keys", keys, C);
+  const int64_t W = matrix_cols(keys), hs = NH > 0 ? C / NH : 0;
+  args.holds(NH > 0 && C % NH == 0 && hs > 0 && W % hs == 0 && W > 0 && NH % (W / hs) == 0, "keys",
+             "is not (positions, KV·hs) for a KV dividing the NH query heads of q");
   args.f32("values", values, keys.shape.numel());
   args.f32("scores", scores, NH * positions);
   entry(ctx, &KernelTable::attention_decode, "attention_decode")(ctx, out, scores, q, keys, values, NH);

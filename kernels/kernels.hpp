@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/rope_frequencies.hpp"
 #include "tensor/device.hpp"
 #include "tensor/tensor.hpp"
 

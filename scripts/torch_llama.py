@@ -19,6 +19,7 @@ attends with key/value head h // (heads / kv_heads). Causal softmax attention sc
 docs/MODEL.md): wqkv rows [q | k | v], w_gate_up rows [gate | up].
 """
 import argparse
+import math
 import struct
 import sys
 
@@ -43,6 +44,9 @@ def load(path):
         cfg[k] = int(cfg[k])
     for k in ("rope_theta", "norm_eps"):
         cfg[k] = float(cfg[k])
+    scaling = ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_context")
+    for k in scaling:  # format 4 on; before, none
+        cfg[k] = float(attribute(f, "model." + k)) if "model." + k in f.attrs else 1.0
     if cfg["arch"] != "llama":
         sys.exit(f"{path}: model.arch is {cfg['arch']}, not llama")
     p = {name: torch.from_numpy(np.array(f["params/" + name])).double() for name in f["params"]}
@@ -53,9 +57,28 @@ def rmsnorm(x, g, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * g
 
 
-def rope(x, positions, theta):  # x (B, heads, T, hs)
+def inverse_frequencies(cfg, hs):
+    """θ^(-2i/hs); with Llama 3.1's scaling as Meta's reference apply_scaling (llama/model.py) has it."""
+    inv = 1.0 / cfg["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    factor = cfg["rope_factor"]
+    if factor == 1.0:
+        return inv
+    low, high, n = cfg["rope_low_freq_factor"], cfg["rope_high_freq_factor"], cfg["rope_original_context"]
+    out = []
+    for f in inv.tolist():
+        wavelength = 2 * math.pi / f
+        if wavelength < n / high:
+            out.append(f)
+        elif wavelength > n / low:
+            out.append(f / factor)
+        else:
+            smooth = (n / wavelength - low) / (high - low)
+            out.append((1 - smooth) * f / factor + smooth * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def rope(x, positions, inv):  # x (B, heads, T, hs)
     hs = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
     angle = positions.double()[:, None] * inv[None, :]          # (T, hs/2)
     cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
     half = torch.cat([-x[..., hs // 2:], x[..., :hs // 2]], -1)  # rotate_half
@@ -68,13 +91,14 @@ def forward(cfg, p, tokens):  # tokens (B, T) -> logits (B, T, V)
     hs, Fh, eps = C // H, cfg["ffn_hidden"], cfg["norm_eps"]
     x = p["wte"][tokens]
     positions = torch.arange(T)
+    inv = inverse_frequencies(cfg, hs)
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
     for l in range(cfg["layers"]):
         n1 = rmsnorm(x, p["blocks.attn_norm"][l], eps)
         qkv = n1 @ p["blocks.wqkv"][l].T
         q, k, v = qkv.split([C, KV * hs, KV * hs], -1)
-        q = rope(q.view(B, T, H, hs).transpose(1, 2), positions, cfg["rope_theta"])
-        k = rope(k.view(B, T, KV, hs).transpose(1, 2), positions, cfg["rope_theta"])
+        q = rope(q.view(B, T, H, hs).transpose(1, 2), positions, inv)
+        k = rope(k.view(B, T, KV, hs).transpose(1, 2), positions, inv)
         v = v.view(B, T, KV, hs).transpose(1, 2)
         k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
         att = (q @ k.transpose(-1, -2)) / hs ** 0.5

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/common/math.hpp"
+#include "kernels/common/rope_frequencies.hpp"
 
 namespace trident::kernels {
 
@@ -18,10 +19,19 @@ TRIDENT_HD inline float rmsnorm_input_gradient(float x, float w, float dy, float
 }
 
 // Rotary positions (Su et al. 2021) in Hugging Face's layout ("rotate_half"): within a head of
-// hs values, value i and value i + hs/2 (i < hs/2) are a pair rotated by position · θ^(−2i/hs).
+// hs values, value i and value i + hs/2 (i < hs/2) are a pair rotated by position · f_i, with
+// f_i = θ^(−2i/hs) — and, for Llama 3.1's long context (rope_type "llama3"), f_i scaled by its
+// wavelength λ = 2π/f_i against the original context n: kept where λ < n/high, divided by `factor`
+// where λ > n/low, and between the two (1 − s)·f_i/factor + s·f_i with s = (n/λ − low)/(high − low).
 // The frequency and the angle in f32, as transformers' LlamaRotaryEmbedding computes them.
-TRIDENT_HD inline float rope_inverse_frequency(int i, int head_size, float theta) {
-  return 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+TRIDENT_HD inline float rope_inverse_frequency(int i, int head_size, const RopeFrequencies& r) {
+  const float f = 1.0f / powf(r.theta, static_cast<float>(2 * i) / static_cast<float>(head_size));
+  if (r.factor == 1.0f) return f;
+  const float wavelength = 6.283185307179586f / f;
+  if (wavelength < r.original_context / r.high_freq_factor) return f;
+  if (wavelength > r.original_context / r.low_freq_factor) return f / r.factor;
+  const float smooth = (r.original_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return (1.0f - smooth) * f / r.factor + smooth * f;
 }
 // (a, b) ← (a cos − b sin, b cos + a sin); the inverse (backward) rotates by −angle.
 TRIDENT_HD inline void rope_rotate(float& a, float& b, float cos_angle, float sin_angle) {

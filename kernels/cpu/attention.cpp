@@ -146,15 +146,15 @@ void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, i
 // One position against the cache: dot products, a max-subtracted softmax and the weighted sum
 // of values, per head (heads in parallel; each head's sums in position order).
 void attention_decode(Context& ctx, float* out, float* scores, const float* q, const float* keys,
-                      const float* values, int positions, int C, int NH) {
-  const int hs = C / NH;
+                      const float* values, int positions, int C, int W, int NH) {
+  const int hs = C / NH, group = NH / (W / hs);  // query heads per key/value head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < NH; ++h) {
     float* s = scores + static_cast<size_t>(h) * positions;
     float max = -INFINITY;
     for (int t = 0; t < positions; ++t) {
-      const float* k = keys + static_cast<size_t>(t) * C + h * hs;
+      const float* k = keys + static_cast<size_t>(t) * W + h / group * hs;
       float dot = 0.0f;
       for (int d = 0; d < hs; ++d) dot += q[h * hs + d] * k[d];
       s[t] = dot * scale;
@@ -166,7 +166,7 @@ void attention_decode(Context& ctx, float* out, float* scores, const float* q, c
     std::fill(y, y + hs, 0.0f);
     for (int t = 0; t < positions; ++t) {
       const float p = s[t] / sum;
-      const float* v = values + static_cast<size_t>(t) * C + h * hs;
+      const float* v = values + static_cast<size_t>(t) * W + h / group * hs;
       for (int d = 0; d < hs; ++d) y[d] += p * v[d];
     }
   }

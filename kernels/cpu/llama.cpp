@@ -43,13 +43,13 @@ void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, 
 }
 
 void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
-          float theta, bool inverse) {
+          const RopeFrequencies& frequencies, bool inverse) {
   const int half = head_size / 2, rotated = q_heads + kv_heads, width = (q_heads + 2 * kv_heads) * head_size;
   std::vector<float> cos_table(size_t(T) * half), sin_table(cos_table.size());  // (T, hs/2)
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, theta);
+      const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, frequencies);
       cos_table[size_t(t) * half + i] = cosf(angle);
       sin_table[size_t(t) * half + i] = inverse ? -sinf(angle) : sinf(angle);
     }

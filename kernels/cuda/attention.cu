@@ -62,13 +62,13 @@ void softmax_backward(Context& ctx, float* datt, const float* att, int rows, int
 // One block per head: scores against every cached position, their softmax, the weighted sum of
 // values (each output element summed over positions in order).
 __global__ void decode_kernel(float* out, float* scores, const float* q, const float* keys, const float* values,
-                              int positions, int C, int hs, float scale) {
-  const int h = blockIdx.x;
+                              int positions, int W, int hs, int group, float scale) {
+  const int h = blockIdx.x, kv = h / group * hs;  // this head's key/value columns
   float* s = scores + static_cast<size_t>(h) * positions;
   const float* qh = q + h * hs;
   float max = -INFINITY;
   for (int t = threadIdx.x; t < positions; t += blockDim.x) {
-    const float* k = keys + static_cast<size_t>(t) * C + h * hs;
+    const float* k = keys + static_cast<size_t>(t) * W + kv;
     float dot = 0.0f;
     for (int d = 0; d < hs; ++d) dot += qh[d] * k[d];
     s[t] = dot * scale;
@@ -80,7 +80,7 @@ __global__ void decode_kernel(float* out, float* scores, const float* q, const f
   sum = block_sum(sum);  // its barrier also publishes every s[t] to the block
   for (int d = threadIdx.x; d < hs; d += blockDim.x) {
     float y = 0.0f;
-    for (int t = 0; t < positions; ++t) y += s[t] / sum * values[static_cast<size_t>(t) * C + h * hs + d];
+    for (int t = 0; t < positions; ++t) y += s[t] / sum * values[static_cast<size_t>(t) * W + kv + d];
     out[h * hs + d] = y;
   }
 }
@@ -135,10 +135,11 @@ void prepare_attention(Context& ctx, Precision precision, int B, int T, int C, i
 }
 
 void attention_decode(Context& ctx, float* out, float* scores, const float* q, const float* keys, const float* values,
-                      int positions, int C, int NH) {
+                      int positions, int C, int W, int NH) {
   if (NH == 0 || positions == 0) return;
-  decode_kernel<<<NH, kRowThreads, 0, stream_of(ctx)>>>(out, scores, q, keys, values, positions, C, C / NH,
-                                                        attention_scale(C, NH));
+  const int hs = C / NH;
+  decode_kernel<<<NH, kRowThreads, 0, stream_of(ctx)>>>(out, scores, q, keys, values, positions, W, hs,
+                                                        NH / (W / hs), attention_scale(C, NH));
   check_launch("attention_decode");
 }
 

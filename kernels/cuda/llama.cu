@@ -52,13 +52,13 @@ __global__ void rmsnorm_weight_chunks_kernel(float* partial, const float* dout, 
 
 // One thread per (row, rotated head, pair i).
 __global__ void rope_kernel(float* qkv, const int32_t* positions, int B, int T, int rotated, int width, int head_size,
-                            float theta, bool inverse) {
+                            RopeFrequencies frequencies, bool inverse) {
   const int half = head_size / 2;
   FOR_EACH_ELEMENT(e, static_cast<size_t>(B) * T * rotated * half) {
     const int i = static_cast<int>(e % half), h = static_cast<int>(e / half % rotated);
     const size_t row = e / half / rotated;
     const int t = static_cast<int>(row % T);
-    const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, theta);
+    const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, frequencies);
     float* head = qkv + row * width + static_cast<size_t>(h) * head_size;
     rope_rotate(head[i], head[half + i], cosf(angle), inverse ? -sinf(angle) : sinf(angle));
   }
@@ -140,11 +140,11 @@ void rmsnorm_backward(Context& ctx, float* dinp, float* dweight, const float* do
 }
 
 void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
-          float theta, bool inverse) {
+          const RopeFrequencies& frequencies, bool inverse) {
   const size_t n = static_cast<size_t>(B) * T * (q_heads + kv_heads) * (head_size / 2);
   if (n == 0) return;
   rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(qkv, positions, B, T, q_heads + kv_heads,
-                                                              (q_heads + 2 * kv_heads) * head_size, head_size, theta,
+                                                              (q_heads + 2 * kv_heads) * head_size, head_size, frequencies,
                                                               inverse);
   check_launch("rope");
 }

@@ -13,7 +13,7 @@
 #include "core/printable.hpp"
 #include "comm/agreement.hpp"
 #include "data/token_data.hpp"
-#include "model/hf_gpt2.hpp"
+#include "model/hf_model.hpp"
 #include "model/llmc_io.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
@@ -89,13 +89,15 @@ const char* kExportUsage =
     "usage: trident export DECK OUT [--format=llmc | --format=hf [--dtype=f32|bf16|fp16] [--shard-size=5GB]]\n"
     "                      [--checkpoint=FILE] [--section.key=value ...]\n"
     "Writes the deck's model (model.init, or random from train.seed) or a checkpoint's of any layout:\n"
-    "  llmc  OUT is an llm.c GPT-2 file (fp32), what model.init reads back\n"
-    "  hf    OUT is a Hugging Face model directory (GPT2LMHeadModel): config.json and model.safetensors, or\n"
+    "  llmc  OUT is an llm.c GPT-2 file (fp32), what model.init reads back (gpt2's default)\n"
+    "  hf    OUT is a Hugging Face model directory (GPT2LMHeadModel, or LlamaForCausalLM: llama's default):\n"
+    "        config.json and model.safetensors, or\n"
     "        shards of at most --shard-size (bytes; kB, MB, GB as in transformers) and their index;\n"
     "        transformers' from_pretrained and model.init = OUT read it";
 
 struct ExportArgs {
-  std::string out, format = "llmc", checkpoint;
+  std::string out, format, checkpoint;  // format "": the architecture's (llmc for gpt2, hf for llama)
+  bool hf_options = false;            // --dtype or --shard-size given
   DType dtype = DType::f32;
   int64_t shard_bytes = model::kHfDefaultShardBytes;
   std::vector<std::string> rest;  // the deck and its overrides
@@ -143,13 +145,12 @@ ExportArgs parse_export(const std::vector<std::string>& args) {
       break;
     }
   if (a.out.empty()) fatal_all("command line: give the deck and where to write the model\n" + std::string(kExportUsage));
-  if (a.format != "llmc" && a.format != "hf")
+  if (!a.format.empty() && a.format != "llmc" && a.format != "hf")
     fatal_all("command line: --format=" + printable(a.format) + " is not llmc or hf (trident export --help)");
   if (dtype == "bf16") a.dtype = DType::bf16;
   else if (dtype == "fp16") a.dtype = DType::fp16;
   else if (dtype != "f32") fatal_all("command line: --dtype=" + printable(dtype) + " is not f32, bf16 or fp16 (trident export --help)");
-  if (a.format == "llmc" && (a.dtype != DType::f32 || shard_given))
-    fatal_all("command line: --dtype and --shard-size are the hf format's; an llm.c file is one fp32 file");
+  a.hf_options = dtype != "f32" || shard_given;
   return a;
 }
 
@@ -160,12 +161,15 @@ int run_export(comm::Communicator& world, const std::vector<std::string>& args) 
     print0(kExportUsage);
     return args.empty() ? kExitUserError : kExitOk;
   }
-  const ExportArgs a = parse_export(args);
+  ExportArgs a = parse_export(args);
   const Job job = load_job(world, cli::parse_command_line("export", a.rest));
   const WholeModel m = whole_model(world, job, a.checkpoint, "export");
-  if (model::is_llama(m.config))
-    fatal_all("trident export writes GPT-2 models (an llm.c file, or GPT2LMHeadModel's Hugging Face files); "
-              "LlamaForCausalLM's files are not built yet (" + job.record.cite("model.arch") + ")");
+  if (a.format.empty()) a.format = model::is_llama(m.config) ? "hf" : "llmc";
+  if (a.format == "llmc" && a.hf_options)
+    fatal_all("command line: --dtype and --shard-size are the hf format's; an llm.c file is one fp32 file");
+  if (model::is_llama(m.config) && a.format == "llmc")
+    fatal_all("command line: an llm.c model file holds GPT-2, and the deck's model is llama (" +
+              job.record.cite("model.arch") + "); use --format=hf (LlamaForCausalLM's files)");
   std::string error, what;
   if (world.rank() == 0) {
     try {
@@ -173,8 +177,8 @@ int run_export(comm::Communicator& world, const std::vector<std::string>& args) 
         model::write_llmc_model(a.out, m.config, m.params.data());
         what = "llm.c fp32";
       } else {
-        const std::vector<std::string> files = model::write_hf_gpt2(a.out, m.config, m.params.data(), a.dtype, a.shard_bytes);
-        what = "Hugging Face GPT2LMHeadModel, " + std::string(model::safetensors_dtype_name(a.dtype)) + ", config.json";
+        const std::vector<std::string> files = model::write_hf_model(a.out, m.config, m.params.data(), a.dtype, a.shard_bytes);
+        what = "Hugging Face " + std::string(model::hf_class_name(m.config)) + ", " + std::string(model::safetensors_dtype_name(a.dtype)) + ", config.json";
         for (const std::string& f : files) what += " " + f;
       }
     } catch (const std::runtime_error& e) {

@@ -137,15 +137,13 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
   const WholeModel m = whole_model(world, job, a.checkpoint, "generate");
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
-  if (model::is_llama(m.config))
-    fatal_all("trident generate runs GPT-2 models; its key/value cache for the Llama family (rotary positions, "
-              "grouped key/value heads) is not built yet (" + job.record.cite("model.arch") + ")");
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
   const std::vector<data::TokenId> prompt = prompt_tokens(a, tokenizer, m.config);
   kernels::Context ctx = job.device;
-  model::KvDecoder decoder(m.config, m.params.data(), ctx);
+  // The cache holds the positions this text takes (a Llama 3 model's 131,072 would be 17 GB for 8B).
+  model::KvDecoder decoder(m.config, m.params.data(), ctx, static_cast<int>(prompt.size()) + a.tokens);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<data::TokenId> out = continue_text(decoder, prompt, a.tokens, tokenizer.vocab(), a.sampling);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -98,6 +98,15 @@ void add_model_shape(std::vector<Field>& table) {
     table.push_back({name, [member = member](const Metadata& m) { return real_text(m.model.*member); },
                      [member = member](Metadata& m, const std::string& v) { m.model.*member = std::stof(v); }, false, true});
   for (size_t i = version3; i < table.size(); ++i) table[i].since = 3;
+  // Llama 3.1's rotary scaling (absent before format 4: none).
+  const size_t version4 = table.size();
+  for (auto [name, member] : {std::pair{"model.rope_factor", &GptConfig::rope_factor},
+                              {"model.rope_low_freq_factor", &GptConfig::rope_low_freq_factor},
+                              {"model.rope_high_freq_factor", &GptConfig::rope_high_freq_factor},
+                              {"model.rope_original_context", &GptConfig::rope_original_context}})
+    table.push_back({name, [member = member](const Metadata& m) { return real_text(m.model.*member); },
+                     [member = member](Metadata& m, const std::string& v) { m.model.*member = std::stof(v); }, false, true});
+  for (size_t i = version4; i < table.size(); ++i) table[i].since = 4;
 }
 
 // The file's attributes in their order (metadata_checksum's): the kind, then the sections.

@@ -15,7 +15,9 @@ namespace trident::ckpt {
 // lineage; their metadata unprotected). One flipped bit cannot turn 2 into 1.
 // 3: the model's architecture (model.arch, kv_heads, ffn_hidden, tie_embeddings, rope_theta,
 // norm_eps); a version 2 file is GPT-2's, and its checksum covers version 2's attributes.
-constexpr int64_t kFormatVersion = 3;
+// 4: Llama 3.1's rotary scaling (model.rope_factor, rope_low_freq_factor, rope_high_freq_factor,
+// rope_original_context); a version 3 file has none.
+constexpr int64_t kFormatVersion = 4;
 
 // The sections of the metadata, one per part of a run that has state of its own (ckpt/stateful.hpp):
 // each lists its attributes once, in `fields` — name, member, and since when (optional: absent

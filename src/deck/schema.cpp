@@ -56,6 +56,18 @@ std::vector<KeySpec> build_schema() {
       integer("model.ffn_multiple_of", std::string("256"), 1, 65536,
               "llama: the width rule rounds up to a multiple of this (Llama 3: 1024)"),
       real("model.rope_theta", "10000", 1, 1e12, "llama: the rotary positions' base θ (Llama 3: 500000)"),
+      choice("model.rope_scaling", "none", {"none", "llama3"},
+             "llama: the rotary frequencies scaled for a long context as Llama 3.1 does (Hugging Face's rope_type "
+             "llama3, with the four keys below), or none"),
+      real("model.rope_factor", "8", 1, 1e6,
+           "llama, rope_scaling = llama3: the low frequencies are divided by this (Llama 3.1: 8)"),
+      real("model.rope_low_freq_factor", "1", 1e-6, 1e6,
+           "llama, rope_scaling = llama3: wavelengths above original_context / this are scaled fully (Llama 3.1: 1)"),
+      real("model.rope_high_freq_factor", "4", 1e-6, 1e6,
+           "llama, rope_scaling = llama3: wavelengths below original_context / this are kept; between the two bounds "
+           "the frequency is interpolated (Llama 3.1: 4)"),
+      real("model.rope_original_context", "8192", 1, 1e9,
+           "llama, rope_scaling = llama3: the context the model was first trained at (Llama 3.1: 8192)"),
       real("model.norm_eps", "1e-5", 1e-12, 1, "llama: RMSNorm's ε"),
       choice("model.tie_embeddings", "auto", {"auto", "true", "false"},
              "the head is the token embedding: auto = true for gpt2 (always), false for llama"),

@@ -60,6 +60,9 @@ void check_llama(const Deck& deck) {
       if (deck.get_int(key) != 0)
         fatal_all(here + deck.cite(key) + " is a llama key, but " + deck.cite("model.arch") +
                   "; leave it at 0, or set model.arch = llama");
+    if (deck.get_string("model.rope_scaling") != "none")
+      fatal_all(here + deck.cite("model.rope_scaling") + " is a llama key, but " + deck.cite("model.arch") +
+                " (learned positions); leave it at none, or set model.arch = llama");
     if (deck.get_string("model.tie_embeddings") == "false")
       fatal_all(here + deck.cite("model.tie_embeddings") + ", but GPT-2's head is its token embedding (" +
                 deck.cite("model.arch") + "); use auto or true");
@@ -82,6 +85,11 @@ void check_llama(const Deck& deck) {
   if (ffn > 0 && ffn % tp != 0)
     fatal_all(here + "model.ffn_hidden must be divisible by parallel.tensor (" + deck.cite("model.ffn_hidden") + ", " +
               deck.cite("parallel.tensor") + ")");
+  if (deck.get_string("model.rope_scaling") == "llama3" &&
+      deck.get_float("model.rope_low_freq_factor") >= deck.get_float("model.rope_high_freq_factor"))
+    fatal_all(here + "model.rope_low_freq_factor must be below model.rope_high_freq_factor (" +
+              deck.cite("model.rope_low_freq_factor") + ", " + deck.cite("model.rope_high_freq_factor") +
+              "): the frequencies between the two bounds are interpolated (Llama 3.1: 1 and 4)");
   if (deck.get_string("model.attention") != "flash")
     fatal_all(here + deck.cite("model.attention") + ", but llama's attention runs as the flash attention (" +
               deck.cite("model.arch") + "); use model.attention = flash");
@@ -217,6 +225,11 @@ void check_context(const Deck& deck) {
   if (T % (2 * c) != 0)
     fatal_all(here + ", and model.seq_len = " + std::to_string(T) + " is not divisible by " + std::to_string(2 * c) +
               " (" + deck.cite("model.seq_len") + "); use a seq_len divisible by 2 x parallel.context");
+  if (deck.get_string("model.rope_scaling") == "llama3" &&
+      deck.get_float("model.rope_low_freq_factor") >= deck.get_float("model.rope_high_freq_factor"))
+    fatal_all(here + "model.rope_low_freq_factor must be below model.rope_high_freq_factor (" +
+              deck.cite("model.rope_low_freq_factor") + ", " + deck.cite("model.rope_high_freq_factor") +
+              "): the frequencies between the two bounds are interpolated (Llama 3.1: 1 and 4)");
   if (deck.get_string("model.attention") != "flash")
     fatal_all(here + " whose attention is a ring of flash-attention blocks, and model.attention = " +
               deck.get_string("model.attention") + " (" + deck.cite("model.attention") + "); use model.attention = flash");

@@ -1,11 +1,13 @@
 // Model configuration and initialisation from the deck.
 #include "job/model_setup.hpp"
 
+#include <cstdio>
 #include <numeric>
+#include <tuple>
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "model/hf_gpt2.hpp"
+#include "model/hf_model.hpp"
 #include "model/llmc_io.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -18,6 +20,41 @@ void require_match(const deck::Record& deck, const std::string& key, int from_de
     fatal_all(file + ": the model file has " + key + " = " + std::to_string(from_header) +
               " but the deck says " + deck.cite(key) + "; make the deck match the file (" +
               deck.cite("model.init") + ")");
+}
+
+std::string real_text(float v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(v));
+  return text;
+}
+
+// The llama keys of the deck against a Hugging Face config.json: each must say what the file does.
+void require_llama_match(const deck::Record& deck, const model::GptConfig& ours, const model::GptConfig& file_config,
+                         const std::string& file) {
+  require_match(deck, "model.kv_heads", model::kv_heads(ours), model::kv_heads(file_config), file);
+  require_match(deck, "model.ffn_hidden", ours.ffn_hidden, file_config.ffn_hidden, file);
+  if (ours.tie_embeddings != file_config.tie_embeddings) {
+    const std::string tied = file_config.tie_embeddings ? "true" : "false";
+    fatal_all(file + ": the model file has tie_word_embeddings = " + tied + " but the deck says " +
+              deck.cite("model.tie_embeddings") + "; set model.tie_embeddings = " + tied + " (" +
+              deck.cite("model.init") + ")");
+  }
+  const std::tuple<const char*, float, float> reals[] = {
+      {"model.rope_theta", ours.rope_theta, file_config.rope_theta},
+      {"model.norm_eps", ours.norm_eps, file_config.norm_eps},
+      {"model.rope_factor", ours.rope_factor, file_config.rope_factor},
+      {"model.rope_low_freq_factor", ours.rope_low_freq_factor, file_config.rope_low_freq_factor},
+      {"model.rope_high_freq_factor", ours.rope_high_freq_factor, file_config.rope_high_freq_factor},
+      {"model.rope_original_context", ours.rope_original_context, file_config.rope_original_context}};
+  for (const auto& [key, from_deck, from_file] : reals) {
+    if (from_deck == from_file) continue;
+    const bool scaling = std::string(key).rfind("model.rope_", 0) == 0 && std::string(key) != "model.rope_theta";
+    if (scaling && !model::rope_scaled(ours) && !model::rope_scaled(file_config)) continue;  // neither scales
+    fatal_all(file + ": the model file has " + key + " = " + real_text(from_file) +
+              (scaling && !model::rope_scaled(file_config) ? " (no rotary scaling)" : "") + " but the deck says " +
+              (scaling ? deck.cite("model.rope_scaling") + ", " : std::string()) + deck.cite(key) +
+              "; make the deck match the file (" + deck.cite("model.init") + ")");
+  }
 }
 
 }  // namespace
@@ -35,35 +72,40 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
   c.ffn_hidden = model.ffn_hidden;
   c.rope_theta = model.rope_theta;
   c.norm_eps = model.norm_eps;
+  c.rope_factor = model.rope_factor;
+  c.rope_low_freq_factor = model.rope_low_freq_factor;
+  c.rope_high_freq_factor = model.rope_high_freq_factor;
+  c.rope_original_context = model.rope_original_context;
   c.tie_embeddings = model.tie_embeddings;
   if (!model.from_file()) return c;
-  if (model::is_llama(c))
-    fatal_all(deck.cite("model.init") + ", but a llama model starts from random (" + deck.cite("model.arch") +
-              "): Trident reads llm.c files and Hugging Face directories of GPT-2 only so far; set model.init = random");
   const std::string& file = model.init;
+  const bool hf = model::is_hf_directory(file);
+  if (model::is_llama(c) && !hf)
+    fatal_all(deck.cite("model.init") + ", but an llm.c model file holds GPT-2 (" + deck.cite("model.arch") +
+              "); give a Hugging Face LlamaForCausalLM directory (config.json and model.safetensors) or 'random'");
   model::GptConfig header;
   try {
-    if (model::is_hf_directory(file)) {
-      header = model::read_hf_gpt2_config(file);
-    } else {
-      header = model::read_llmc_header(file);
-    }
+    header = hf ? model::read_hf_model_config(file) : model::read_llmc_header(file);
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") +
               "); give an llm.c fp32 model file, a Hugging Face model directory (config.json and model.safetensors) "
               "or 'random'");
   }
+  if (header.arch != c.arch)
+    fatal_all(file + ": the model file is " + model::arch_name(header.arch) + " but the deck says " +
+              deck.cite("model.arch") + "; make the deck match the file (" + deck.cite("model.init") + ")");
   require_match(deck, "model.layers", model.layers, header.layers, file);
   require_match(deck, "model.heads", model.heads, header.heads, file);
   require_match(deck, "model.hidden", model.hidden, header.channels, file);
   require_match(deck, "model.vocab", model.vocab, header.vocab, file);
+  if (model::is_llama(c)) require_llama_match(deck, c, header, file);
   if (model.seq_len > header.max_seq_len)
-    fatal_all(file + ": the model file's position table has " + std::to_string(header.max_seq_len) +
-              " rows but the deck asks for " + deck.cite("model.seq_len") + "; use at most " +
-              std::to_string(header.max_seq_len));
-  if (model::is_hf_directory(file)) {  // every rank reads its own slice later: all checked here, together
+    fatal_all(file + ": the model file's " + (model::is_llama(c) ? "max_position_embeddings is " : "position table has ") +
+              std::to_string(header.max_seq_len) + (model::is_llama(c) ? "" : " rows") + " but the deck asks for " +
+              deck.cite("model.seq_len") + "; use at most " + std::to_string(header.max_seq_len));
+  if (hf) {  // every rank reads its own slice later: all checked here, together
     try {
-      model::check_hf_gpt2_files(file, header);
+      model::check_hf_model_files(file, header);
     } catch (const std::runtime_error& e) {
       fatal_all(std::string(e.what()) + " (" + deck.cite("model.init") + ")");
     }
@@ -81,7 +123,7 @@ std::vector<float> initial_parameters(const RunSettings& settings, const model::
   // The files were checked whole by model_config: what fails now changed under the job.
   try {
     if (model::is_hf_directory(settings.model.init)) {
-      model::read_hf_gpt2_slice(settings.model.init, config, slice, values.data());
+      model::read_hf_model_slice(settings.model.init, config, slice, values.data());
       return values;
     }
     std::vector<float> whole(static_cast<size_t>(model::num_parameters(config)));

@@ -1,6 +1,6 @@
 // The model a deck describes: its configuration and its initial parameters (random from
 // train.seed, or what model.init names — an llm.c model file or a Hugging Face model directory,
-// model/hf_gpt2.hpp — checked against the deck).
+// model/hf_model.hpp — checked against the deck).
 #pragma once
 
 #include <memory>

@@ -76,6 +76,11 @@ std::string run_files_problem(const fs::path& dir) {
     const std::string problem = regular_file_problem(file.string());
     if (!problem.empty()) return "'" + printable(file.string()) + "' " + problem + "; remove it, or choose another";
   }
+  const fs::path hf = dir / "model";  // a llama run's model: a Hugging Face directory
+  std::error_code ec;
+  if (fs::exists(hf, ec) && !fs::is_directory(hf, ec))
+    return "'" + printable(hf.string()) + "' is not a directory (a llama run writes its model there); remove it, or "
+           "choose another";
   return "";
 }
 

@@ -66,6 +66,12 @@ ModelSettings model_settings(const deck::Deck& deck) {
                                                  static_cast<int>(deck.get_int("model.ffn_multiple_of")));
     s.rope_theta = static_cast<float>(deck.get_float("model.rope_theta"));
     s.norm_eps = static_cast<float>(deck.get_float("model.norm_eps"));
+    if (deck.get_string("model.rope_scaling") == "llama3") {
+      s.rope_factor = static_cast<float>(deck.get_float("model.rope_factor"));
+      s.rope_low_freq_factor = static_cast<float>(deck.get_float("model.rope_low_freq_factor"));
+      s.rope_high_freq_factor = static_cast<float>(deck.get_float("model.rope_high_freq_factor"));
+      s.rope_original_context = static_cast<float>(deck.get_float("model.rope_original_context"));
+    }
   }
   s.tie_embeddings = deck.get_string("model.tie_embeddings") == "true" ||
                      (deck.get_string("model.tie_embeddings") == "auto" && s.arch == model::Arch::gpt2);

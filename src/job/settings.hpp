@@ -88,6 +88,8 @@ struct ModelSettings {
   model::Arch arch = model::Arch::gpt2;
   int kv_heads = 0, ffn_hidden = 0;  // llama: resolved (kv_heads = heads where 0; the width rule)
   float rope_theta = 10000.0f, norm_eps = 1e-5f;
+  // llama, model.rope_scaling = llama3 (rope_factor 1: none)
+  float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f, rope_original_context = 8192.0f;
   bool tie_embeddings = true;
   std::string init;              // "random", an llm.c model file or a Hugging Face directory
   bool flash_attention = false;  // model.attention = flash

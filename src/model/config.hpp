@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/rope_frequencies.hpp"
+
 namespace trident::model {
 
 // gpt2: LayerNorm, learned positions, GELU MLP (4C), biases, tied embeddings.
@@ -23,6 +25,8 @@ struct GptConfig {
   int kv_heads = 0;            // llama: key/value heads (a divisor of heads); gpt2: heads
   int ffn_hidden = 0;          // llama: SwiGLU's width F; gpt2: 4C
   float rope_theta = 10000.0f;  // llama
+  // llama: Llama 3.1's scaling of the rotary frequencies (kernels/common/llama_math.hpp); factor 1: none.
+  float rope_factor = 1.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f, rope_original_context = 8192.0f;
   float norm_eps = 1e-5f;       // llama's RMSNorm (GPT-2's LayerNorm: 1e-5, fixed)
   bool tie_embeddings = true;   // the head is wte (gpt2: always)
 };
@@ -37,6 +41,10 @@ inline int64_t mlp_hidden(const GptConfig& c) { return is_llama(c) ? c.ffn_hidde
 inline int64_t qkv_rows(const GptConfig& c) { return c.channels + 2 * kv_channels(c); }
 inline int64_t fc_rows(const GptConfig& c) { return is_llama(c) ? 2 * mlp_hidden(c) : mlp_hidden(c); }
 inline bool tied_head(const GptConfig& c) { return !is_llama(c) || c.tie_embeddings; }
+inline bool rope_scaled(const GptConfig& c) { return c.rope_factor != 1.0f; }
+inline kernels::RopeFrequencies rope_frequencies(const GptConfig& c) {
+  return {c.rope_theta, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_context};
+}
 // Weights of one block's four GEMMs (qkv, the attention output, the MLP's): GPT-2's 12C²; llama's
 // (C + 2·kv)·C + C² + 3·F·C.
 inline double block_gemm_weights(const GptConfig& c) {

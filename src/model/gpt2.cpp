@@ -424,7 +424,7 @@ void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
       kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
                          kv_local_);
     kernels::rope(ctx_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(), heads_local_,
-                  kv_local_, config_.rope_theta, true);
+                  kv_local_, rope_frequencies(config_), true);
     return;
   }
   if (recompute_attention_) attention_core(a, w, d_qkv_.data());
@@ -467,7 +467,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
                           weight(kQkvw, l * qkv * c, qkv_local_, C), bias(p_.qkvb + l * qkv), BT, C, qkv_local_);
   if (llama_)  // q and k rotated in place: what attention reads, and what is kept
     kernels::rope(ctx_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
-                  config_.rope_theta, false);
+                  rope_frequencies(config_), false);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);

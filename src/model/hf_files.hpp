@@ -2,7 +2,7 @@
 // from_pretrained reads it: config.json, and the tensors in model.safetensors — or, above a size
 // limit, in shards model-0000K-of-0000N.safetensors that model.safetensors.index.json maps every
 // tensor name to ({"metadata": {"total_size": BYTES}, "weight_map": {NAME: FILE}}).
-// The architecture's names, shapes and config keys are its own file's (model/hf_gpt2.hpp).
+// The architecture's names, shapes and config keys are its own file's (model/hf_architectures.hpp).
 #pragma once
 
 #include <cstdint>

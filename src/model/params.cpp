@@ -32,6 +32,13 @@ std::string config_problem(const GptConfig& c) {
   if (is_llama(c) && (c.kv_heads < 1 || c.heads % c.kv_heads != 0 || head_size(c) % 2 != 0 || c.ffn_hidden < 1))
     return "inconsistent model shape (" + sizes + "): llama needs kv_heads dividing heads, an even head size "
            "(rotary pairs) and ffn_hidden at least 1";
+  if (is_llama(c) && rope_scaled(c) &&
+      !(c.rope_factor >= 1 && c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
+        c.rope_original_context >= 1))
+    return "rotary scaling (factor " + std::to_string(c.rope_factor) + ", low_freq_factor " +
+           std::to_string(c.rope_low_freq_factor) + ", high_freq_factor " + std::to_string(c.rope_high_freq_factor) +
+           ", original context " + std::to_string(c.rope_original_context) +
+           ") is not Llama 3.1's kind: a factor of at least 1, 0 < low < high and a context of at least 1";
   // num_parameters in long double: the int64 count of a lying shape may overflow.
   const long double C = c.channels, per_block = block_gemm_weights(c) + 13 * C;
   const long double parameters = (2 * static_cast<long double>(c.padded_vocab) + c.max_seq_len + 2) * C +

@@ -18,6 +18,7 @@
 #include "data/batches.hpp"
 #include "deck/validate.hpp"
 #include "train/evaluate.hpp"
+#include "model/hf_model.hpp"
 #include "model/llmc_io.hpp"
 #include "job/deck_tokenizer.hpp"
 #include "job/memory_plan.hpp"
@@ -490,7 +491,9 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history
-      if (!model::is_llama(model_->config()))  // llm.c's file holds GPT-2 alone
+      if (model::is_llama(model_->config()))  // llm.c's file holds GPT-2 alone
+        model::write_hf_model(run_dir + "/model", model_->config(), whole.data(), DType::f32);
+      else
         model::write_llmc_model(run_dir + "/model.bin", model_->config(), whole.data());
     } catch (const std::runtime_error& e) {
       problem = e.what();
@@ -505,8 +508,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
     print0("cuda.graphs: " + std::to_string(model_->graph_replays()) +
            " micro-batch forwards and backwards replayed from recorded graphs on rank 0");
   if (model::is_llama(model_->config()))
-    print0("wrote " + run_dir + "/metrics.h5; the llama model is in its checkpoints (checkpoint.full_interval; llm.c's "
-           "file is GPT-2's, and LlamaForCausalLM's export is not built yet)");
+    print0("wrote " + run_dir + "/model (Hugging Face LlamaForCausalLM, f32) and " + run_dir + "/metrics.h5");
   else
     print0("wrote " + run_dir + "/model.bin (llm.c format) and " + run_dir + "/metrics.h5");
   check_final_checkpoint();

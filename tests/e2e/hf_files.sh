@@ -67,12 +67,7 @@ same_losses hf_init_every_rank_reads_its_slice from_bin from_hf
 # transformers' GPT2LMHeadModel on our files: our loss (6 digits printed) within 1e-5.
 if "$HF_PY" -c 'import transformers' 2>/dev/null; then
   "$HF_PY" "$ROOT/scripts/hf_check.py" hf "$WORK/data/val.bin" 32 32 > transformers.out 2>&1
-  check transformers_gives_our_loss "$HF_PY" - "$(tail -1 eval_hf.out)" "$(tail -1 transformers.out)" <<'PY'
-import sys
-ours, theirs = float(sys.argv[1].split()[1]), float(sys.argv[2].split()[1])
-print(f"trident {ours} transformers {theirs}")
-sys.exit(0 if abs(ours - theirs) <= 1e-5 * abs(theirs) else 1)
-PY
+  same_loss transformers_gives_our_loss eval_hf.out transformers.out transformers
 else
   skip transformers_gives_our_loss "transformers is not installed (make deps installs it from PyPI where it can)"
 fi
@@ -102,7 +97,7 @@ d = clone("overlap"); h, data = header(f"{d}/model.safetensors"); h["transformer
 d = clone("int64"); h, data = header(f"{d}/model.safetensors"); e = h["transformer.ln_f.bias"]; e["dtype"] = "I64"; e["shape"] = [16]; rewrite(f"{d}/model.safetensors", h, data)
 d = clone("extra"); h, data = header(f"{d}/model.safetensors")
 h["transformer.h.7.ln_1.weight"] = {"dtype": "F32", "shape": [32], "data_offsets": [len(data), len(data) + 128]}; rewrite(f"{d}/model.safetensors", h, data + bytes(128))
-clone("llama", {"model_type": "llama"})
+clone("mistral", {"model_type": "mistral"})
 clone("relu", {"activation_function": "relu"})
 clone("deeper", {"n_layer": 6})
 shutil.copytree("sharded", "escaping_index")
@@ -122,7 +117,7 @@ bad wrong_shape "tensor 'transformer.h.1.attn.c_attn.weight' has shape [96, 32],
 bad overlap "overlap/model.safetensors|'transformer.h.0.ln_1.weight'|'transformer.h.0.ln_1.bias'|overlap"
 bad int64 "tensor 'transformer.ln_f.bias' has dtype I64; Trident reads F32, BF16 and F16"
 bad extra "tensor 'transformer.h.7.ln_1.weight' is not one of GPT2LMHeadModel's for 4 blocks"
-bad llama "llama/config.json|model_type \"llama\" is not one Trident reads"
+bad mistral "mistral/config.json|model_type \"mistral\" is not one Trident reads (gpt2, llama)"
 bad relu "\"activation_function\" is \"relu\"|gelu_new"
 bad deeper "the model file has model.layers = 6 but the deck says model.layers = 4"
 bad escaping_index "model.safetensors.index.json|../hf/model.safetensors|not the name of a file in the directory"

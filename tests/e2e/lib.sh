@@ -17,6 +17,18 @@ check() {
   if "$@" > "$name.check" 2>&1; then pass "$name ($(tail -1 "$name.check"))"; else fail "$name" "$(tail -3 "$name.check")"; fi
 }
 
+# same_loss NAME OURS.out THEIRS.out WHO: the losses on the last lines of the two outputs
+# ("val_loss X", as trident eval, hf_check.py and torch_llama.py print them) within 1e-5
+# relative: ours is printed with 6 digits.
+same_loss() {
+  check "$1" /usr/bin/python3 - "$(tail -1 "$2")" "$(tail -1 "$3")" "$4" <<'PY'
+import sys
+ours, theirs = float(sys.argv[1].split()[1]), float(sys.argv[2].split()[1])
+print(f"trident {ours} {sys.argv[3]} {theirs}")
+sys.exit(0 if abs(ours - theirs) <= 1e-5 * abs(theirs) else 1)
+PY
+}
+
 # skip NAME WHY: a case this machine cannot run (a CPU feature it lacks); never a failure.
 skip() { echo "SKIP $1: $2"; }
 

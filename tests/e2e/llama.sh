@@ -3,7 +3,9 @@
 # its loss is an independent PyTorch Llama's on the same checkpoint (scripts/torch_llama.py);
 # every layout — tensor, pipeline (interleaved too), data with ZeRO-1, recompute, micro-batches —
 # gives the serial run's losses; a killed run resumes bit for bit and a checkpoint reshards onto
-# another layout; what is not built for llama yet is a deck error naming the key.
+# another layout; Hugging Face's LlamaForCausalLM files both ways (transformers' own loss on
+# them), Llama 3.1's rotary scaling, generation with the grouped key/value cache; what is not
+# built for llama yet is a deck error naming the key.
 . tests/e2e/lib.sh
 cd "$WORK" || exit 1
 export OMP_NUM_THREADS=1
@@ -58,12 +60,7 @@ for step in 00000004 00000012; do
   "$TRIDENT" eval a.deck --checkpoint="serial/checkpoints/step-$step.full.h5" > "eval_$step.out" 2>&1
   /usr/bin/python3 "$ROOT/scripts/torch_llama.py" eval --checkpoint "serial/checkpoints/step-$step.full.h5" \
     --data "$WORK/data/val.bin" --seq-len 32 --eval-tokens 1024 > "torch_$step.out" 2>&1
-  check "loss_equals_pytorch_llama_at_step_$step" /usr/bin/python3 - "$(tail -1 "eval_$step.out")" "$(tail -1 "torch_$step.out")" <<'PY'
-import sys
-ours, theirs = float(sys.argv[1].split()[1]), float(sys.argv[2].split()[1])
-print(f"trident {ours} pytorch {theirs}")
-sys.exit(0 if abs(ours - theirs) <= 1e-5 * abs(theirs) else 1)
-PY
+  same_loss "loss_equals_pytorch_llama_at_step_$step" eval_$step.out torch_$step.out pytorch
 done
 
 # Every layout against the serial run (12 steps, every loss within 1e-5).
@@ -117,6 +114,114 @@ expect_user_error llama_kv_over_tensor "model.kv_heads must be divisible by para
 deck_error llama_materialized "llama's attention runs as the flash attention" --model.attention=materialized
 expect_user_error llama_sequence_parallel "parallel.sequence_parallel = true (command line) is not built for llama yet" \
   mpirun -q -np 2 "$TRIDENT" train "$WORK/a.deck" --parallel.sequence_parallel=true --parallel.tensor=2
+deck_error rope_scaling_on_gpt2 "model.rope_scaling = llama3 (command line) is a llama key" --model.arch=gpt2 \
+  --model.kv_heads=0 --model.ffn_hidden=0 --model.rope_scaling=llama3
+deck_error rope_low_above_high "model.rope_low_freq_factor must be below model.rope_high_freq_factor" \
+  --model.rope_scaling=llama3 --model.rope_low_freq_factor=4
 deck_error gpt2_with_kv_heads "model.kv_heads = 2|is a llama key|model.arch = gpt2" --model.arch=gpt2
-expect_user_error llama_export_refused "LlamaForCausalLM's files are not built yet" "$TRIDENT" export "$WORK/a.deck" out --format=hf
-expect_user_error llama_generate_refused "key/value cache for the Llama family" "$TRIDENT" generate "$WORK/a.deck" --prompt=hi
+expect_user_error llama_export_llmc_refused "an llm.c model file holds GPT-2|use --format=hf" \
+  "$TRIDENT" export "$WORK/a.deck" out.bin --format=llmc --checkpoint="$WORK/serial/checkpoints/step-00000012.full.h5"
+expect_user_error llama_init_llmc_refused "an llm.c model file holds GPT-2" "$TRIDENT" train "$WORK/a.deck" \
+  --model.init="$WORK/serial/checkpoints/step-00000012.full.h5"
+
+# Hugging Face's LlamaForCausalLM, both ways. The run's own model directory is its last step's
+# parameters: exported again from the step-12 checkpoint it is the same files, bit for bit.
+check run_writes_hf_directory test -f serial/model/config.json -a -f serial/model/model.safetensors
+"$TRIDENT" export a.deck exported --checkpoint=serial/checkpoints/step-00000012.full.h5 > export.out 2>&1
+check export_equals_the_runs_model bash -c "cmp exported/model.safetensors serial/model/model.safetensors && \
+  grep -q LlamaForCausalLM exported/config.json"
+# Read back (model.init = the directory) on tensor 2 x pipeline 2 and exported again: the same files.
+run from_hf 4 --model.init="$WORK/exported" --parallel.tensor=2 --parallel.pipeline=2 --train.steps=1 \
+  --checkpoint.full_interval=0 --train.eval_interval=0 || fail from_hf_run "$(tail -3 from_hf.out)"
+run from_hf_serial 1 --model.init="$WORK/exported" --train.steps=1 --checkpoint.full_interval=0 --train.eval_interval=0
+same_losses hf_directory_sliced_onto_t2p2 from_hf_serial from_hf 1e-5
+"$TRIDENT" eval a.deck --model.init="$WORK/exported" > eval_hf.out 2>&1
+check hf_directory_evaluates_as_the_checkpoint bash -c "[ \"\$(tail -1 eval_hf.out)\" = \"\$(tail -1 eval_00000012.out)\" ]"
+"$TRIDENT" export a.deck reexported --model.init="$WORK/exported" --dtype=f32 --shard-size=20kB > reexport.out 2>&1
+check hf_round_trip_sharded /usr/bin/python3 - exported reexported <<'PY'
+import json, struct, sys
+def tensors(d):
+    import os
+    files = ["model.safetensors"] if os.path.exists(d + "/model.safetensors") else \
+        sorted(set(json.load(open(d + "/model.safetensors.index.json"))["weight_map"].values()))
+    out = {}
+    for name in files:
+        with open(f"{d}/{name}", "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            data = f.read()
+        for k, v in header.items():
+            if k != "__metadata__":
+                out[k] = data[v["data_offsets"][0]:v["data_offsets"][1]]
+    return out, len(files)
+a, _ = tensors(sys.argv[1])
+b, shards = tensors(sys.argv[2])
+print(f"{len(a)} tensors, {shards} shards")
+sys.exit(0 if a == b and shards > 1 else 1)
+PY
+expect_user_error hf_deck_mismatch "the model file has model.kv_heads = 2|model.kv_heads = 4" \
+  "$TRIDENT" eval "$WORK/a.deck" --model.init="$WORK/exported" --model.kv_heads=4
+expect_user_error hf_rope_mismatch "model.rope_theta = 10000|model.rope_theta = 500000" \
+  "$TRIDENT" eval "$WORK/a.deck" --model.init="$WORK/exported" --model.rope_theta=500000
+# Llama directories that lie, each one error line naming the file and what is wrong.
+/usr/bin/python3 - <<'PY'
+import json, shutil, struct
+def clone(name, config=None):
+    shutil.copytree("exported", name)
+    if config:
+        c = json.load(open(f"{name}/config.json")); c.update(config); json.dump(c, open(f"{name}/config.json", "w"))
+    return name
+def header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; return json.loads(f.read(n)), f.read()
+def rewrite(path, h, data):
+    text = json.dumps(h).encode(); text += b" " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data)
+d = clone("no_k_proj"); h, data = header(f"{d}/model.safetensors"); del h["model.layers.2.self_attn.k_proj.weight"]; rewrite(f"{d}/model.safetensors", h, data)
+d = clone("k_proj_full"); h, data = header(f"{d}/model.safetensors"); h["model.layers.0.self_attn.k_proj.weight"]["shape"] = [32, 16]; rewrite(f"{d}/model.safetensors", h, data)
+clone("yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+clone("gelu", {"hidden_act": "gelu"})
+clone("biased", {"attention_bias": True})
+clone("head_dim", {"head_dim": 16})
+clone("tied_file", {"tie_word_embeddings": True})
+PY
+bad_llama() {  # bad_llama NAME 'substrings'
+  expect_user_error "hf_llama_$1" "$2" "$TRIDENT" eval "$WORK/a.deck" --model.init="$WORK/$1"
+}
+bad_llama no_k_proj "no tensor 'model.layers.2.self_attn.k_proj.weight'"
+bad_llama k_proj_full "tensor 'model.layers.0.self_attn.k_proj.weight' has shape [32, 16], the model needs [16, 32]"
+bad_llama yarn "\"rope_scaling\"|\"yarn\"|Llama 3.1's kind"
+bad_llama gelu "\"hidden_act\" is \"gelu\"|silu"
+bad_llama biased "\"attention_bias\" is true|no biases"
+bad_llama head_dim "\"head_dim\" is 16|hidden_size / num_attention_heads"
+bad_llama tied_file "the model file has tie_word_embeddings = true but the deck says model.tie_embeddings = auto|set model.tie_embeddings = true"
+HF_PY=${TRIDENT_HF_VENV:-/var/cache/trident/hf-venv}/bin/python
+if "$HF_PY" -c 'import transformers' 2>/dev/null; then
+  "$HF_PY" "$ROOT/scripts/hf_check.py" exported "$WORK/data/val.bin" 32 32 > transformers.out 2>&1
+  same_loss transformers_llama_gives_our_loss eval_hf.out transformers.out transformers
+else
+  skip transformers_llama_gives_our_loss "transformers is not installed (make deps installs it from PyPI where it can)"
+fi
+
+# Llama 3.1's rotary scaling (an original context of 16 reaches its three regions at head size 8):
+# the loss of its checkpoint is the independent PyTorch Llama's, and transformers' on its export.
+run scaled 1 --model.rope_scaling=llama3 --model.rope_original_context=16 --train.steps=4 \
+  --checkpoint.full_interval=4steps || fail scaled_run "$(tail -3 scaled.out)"
+"$TRIDENT" eval a.deck --checkpoint=scaled/checkpoints/step-00000004.full.h5 > eval_scaled.out 2>&1
+/usr/bin/python3 "$ROOT/scripts/torch_llama.py" eval --checkpoint scaled/checkpoints/step-00000004.full.h5 \
+  --data "$WORK/data/val.bin" --seq-len 32 --eval-tokens 1024 > torch_scaled.out 2>&1
+same_loss rope_scaling_equals_pytorch_llama eval_scaled.out torch_scaled.out pytorch
+check scaled_config_json grep -q '"rope_type": "llama3"' scaled/model/config.json
+if "$HF_PY" -c 'import transformers' 2>/dev/null; then
+  "$TRIDENT" eval a.deck --model.init="$WORK/scaled/model" --model.rope_scaling=llama3 \
+    --model.rope_original_context=16 > eval_scaled_hf.out 2>&1
+  "$HF_PY" "$ROOT/scripts/hf_check.py" scaled/model "$WORK/data/val.bin" 32 32 > transformers_scaled.out 2>&1
+  same_loss transformers_scaled_rope_gives_our_loss eval_scaled_hf.out transformers_scaled.out transformers
+fi
+
+# Generation with the key/value cache of 2 heads: greedy text from the checkpoint and from the
+# exported directory is the same.
+"$TRIDENT" generate a.deck --checkpoint=serial/checkpoints/step-00000012.full.h5 --prompt="The " --tokens=24 \
+  > gen_ckpt.out 2> gen_ckpt.err
+"$TRIDENT" generate a.deck --model.init="$WORK/exported" --prompt="The " --tokens=24 > gen_hf.out 2> gen_hf.err
+check llama_generates bash -c "grep -q 'generated 24 tokens' gen_ckpt.err && [ -s gen_ckpt.out ] && cmp gen_ckpt.out gen_hf.out"

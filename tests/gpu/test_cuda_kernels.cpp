@@ -38,6 +38,9 @@ using kernels::Precision;
 
 namespace {
 
+// Llama 3.1's scaled rotary frequencies: every region of the scaling reached by a head of 16.
+const kernels::RopeFrequencies kRopeScaled{500000.0f, 8.0f, 1.0f, 4.0f, 64.0f};
+
 struct Tolerance {
   double rtol, atol;
 };
@@ -355,8 +358,8 @@ void llama_parts(Report& r) {
   Tokens positions(at);
   Floats qkv(random_floats(B * T * width, 95));
   for (bool inverse : {false, true}) {
-    kernels::rope(g_cpu, qkv.on_cpu({B, T, width}), positions.host_tensor(), Q, KV, 500000.0f, inverse);
-    kernels::rope(g_gpu, qkv.on_gpu({B, T, width}), positions.tensor(), Q, KV, 500000.0f, inverse);
+    kernels::rope(g_cpu, qkv.on_cpu({B, T, width}), positions.host_tensor(), Q, KV, kRopeScaled, inverse);
+    kernels::rope(g_gpu, qkv.on_gpu({B, T, width}), positions.tensor(), Q, KV, kRopeScaled, inverse);
     r.add(qkv, Tolerance{1e-4, 1e-4}, inverse ? "rope inverse" : "rope");  // angles of libm's cosf/sinf
   }
   Floats full(B * T * 3 * Q * hs), compact(B * T * width);
@@ -457,13 +460,16 @@ void flash_attention(Report& r) {
 
 void decode(Report& r) {
   const int positions = 37, C = 96, NH = 4;
-  Floats q(random_floats(C, 90)), keys(random_floats(positions * C, 91)), values(random_floats(positions * C, 92)),
-      out(C), scores(NH * positions);
-  kernels::attention_decode(g_cpu, out.host_tensor(), scores.host_tensor(), q.host_tensor(),
-                            keys.on_cpu({positions, C}), values.host_tensor(), NH);
-  kernels::attention_decode(g_gpu, out.tensor(), scores.tensor(), q.tensor(), keys.on_gpu({positions, C}),
-                            values.tensor(), NH);
-  r.add(out, kF32, "attention_decode");
+  for (int KV : {4, 2, 1}) {  // multi-head, grouped, multi-query: the cache holds KV heads
+    const int W = KV * (C / NH);
+    Floats q(random_floats(C, 90)), keys(random_floats(positions * W, 91)), values(random_floats(positions * W, 92)),
+        out(C), scores(NH * positions);
+    kernels::attention_decode(g_cpu, out.host_tensor(), scores.host_tensor(), q.host_tensor(),
+                              keys.on_cpu({positions, W}), values.host_tensor(), NH);
+    kernels::attention_decode(g_gpu, out.tensor(), scores.tensor(), q.tensor(), keys.on_gpu({positions, W}),
+                              values.tensor(), NH);
+    r.add(out, kF32, "attention_decode, " + std::to_string(KV) + " key/value heads");
+  }
 }
 
 void embeddings(Report& r) {

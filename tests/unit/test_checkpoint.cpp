@@ -233,6 +233,12 @@ BOOST_AUTO_TEST_CASE(the_sections_keep_the_attribute_order_of_format_2) {
   version3.insert(after_shape, {"model.arch", "model.kv_heads", "model.ffn_hidden", "model.tie_embeddings",
                                 "model.rope_theta", "model.norm_eps"});
   BOOST_TEST(keys_of(3) == version3, boost::test_tools::per_element());
+  // Version 4 adds Llama 3.1's rotary scaling after them.
+  std::vector<std::string> version4 = version3;
+  const auto after_norm_eps = std::find(version4.begin(), version4.end(), "model.norm_eps") + 1;
+  version4.insert(after_norm_eps, {"model.rope_factor", "model.rope_low_freq_factor", "model.rope_high_freq_factor",
+                                   "model.rope_original_context"});
+  BOOST_TEST(keys_of(4) == version4, boost::test_tools::per_element());
 }
 
 // A part saves its own section and nothing else, and takes it back (ckpt/stateful.hpp).

@@ -71,6 +71,43 @@ BOOST_AUTO_TEST_CASE(greedy_equals_argmax_of_the_full_forward) {
   BOOST_TEST(decoder.position() == T - 1);
 }
 
+// The Llama family: a cache of the kv_heads key/value heads (grouped-query attention), keys
+// rotated at their positions — with Llama 3.1's scaling, its three frequency regions reached by a
+// head of 8 against an original context of 64 — RMSNorm, SwiGLU and an untied head: the cached
+// logits are the full forward's at every position.
+BOOST_AUTO_TEST_CASE(llama_cache_equals_the_full_forward) {
+  kernels::Context ctx;
+  model::GptConfig config = small_config();
+  config.arch = model::Arch::llama;
+  config.kv_heads = 2, config.ffn_hidden = 40, config.tie_embeddings = false, config.norm_eps = 1e-5f;
+  config.rope_factor = 8.0f, config.rope_low_freq_factor = 1.0f, config.rope_high_freq_factor = 4.0f;
+  config.rope_original_context = 64.0f;
+  model::Gpt2 gpt(config, ctx);
+  model::init_params(config, gpt.params(), 13);
+  for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 8.0f;
+  model::KvDecoder decoder(config, gpt.params(), ctx, 20);  // a cache of 20 of the 24 positions
+  BOOST_TEST(decoder.capacity() == 20);
+  const std::vector<int> prompt = {9, 2, 33};
+  std::vector<float> cached;
+  const std::vector<int> tokens = decode(decoder, prompt, 17, {0.0f, 0, 1}, config, &cached);
+  const int T = static_cast<int>(tokens.size());
+  std::vector<int32_t> inputs(tokens.begin(), tokens.end());
+  gpt.forward(inputs.data(), nullptr, 1, T);
+  const float* full = gpt.logits();
+  float worst = 0.0f, largest = 0.0f;
+  for (int t = 0; t + 1 < T; ++t) {
+    for (int v = 0; v < config.vocab; ++v) {
+      worst = std::max(worst, std::fabs(full[t * config.padded_vocab + v] - cached[t * config.padded_vocab + v]));
+      largest = std::max(largest, std::fabs(full[t * config.padded_vocab + v]));
+    }
+    if (t + 1 >= static_cast<int>(prompt.size()))
+      BOOST_TEST(tokens[t + 1] == model::argmax(full + t * config.padded_vocab, config.vocab), "position " << t + 1);
+  }
+  BOOST_TEST(worst < 1e-5f * largest, "worst " << worst << " of logits up to " << largest);
+  decoder.step(1);                                        // the 20th position
+  BOOST_CHECK_THROW(decoder.step(1), std::out_of_range);  // the 21st: the cache is full
+}
+
 BOOST_AUTO_TEST_CASE(same_seed_same_tokens) {
   kernels::Context ctx;
   const model::GptConfig config = small_config();

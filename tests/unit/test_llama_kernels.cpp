@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel_check.hpp"
+#include "kernels/common/llama_math.hpp"
 #include "kernels/kernels.hpp"
 
 using namespace trident;
@@ -52,7 +53,7 @@ BOOST_AUTO_TEST_CASE(rmsnorm_forward_and_backward) {
 
 BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   const int B = 2, T = 5, Q = 4, KV = 2, hs = 8, width = (Q + 2 * KV) * hs;
-  const float theta = 10000.0f;
+  const kernels::RopeFrequencies theta{10000.0f};
   const std::vector<int32_t> positions = {0, 1, 7, 100, 3};  // any positions: context parallelism's chunks
   const auto x = random_vector(B * T * width, 75);
   std::vector<float> y = x;
@@ -63,7 +64,7 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
       for (int h = 0; h < Q + KV; ++h)  // v (the last KV heads) untouched
         for (int i = 0; i < hs / 2; ++i) {
           const size_t at = (size_t(b) * T + t) * width + h * hs;
-          const double angle = positions[t] * std::pow(double(theta), -2.0 * i / hs);
+          const double angle = positions[t] * std::pow(double(theta.theta), -2.0 * i / hs);
           const double a = x[at + i], c = x[at + hs / 2 + i];
           expected[at + i] = a * std::cos(angle) - c * std::sin(angle);
           expected[at + hs / 2 + i] = c * std::cos(angle) + a * std::sin(angle);
@@ -83,6 +84,39 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   std::vector<float> back = y;  // and rope⁻¹(rope(x)) = x
   kernels::rope(ctx, as_tensor(back, {B, T, width}), as_tensor(positions), Q, KV, theta, true);
   expect_close(back, std::vector<double>(x.begin(), x.end()), 1e-5, 1e-3, "rope inverse");
+}
+
+// Llama 3.1's scaled frequencies against Meta's apply_scaling (llama/model.py) in double: kept
+// below a wavelength of original/high, divided by the factor above original/low, interpolated
+// between — each region reached by θ = 500000 and a head of 128.
+BOOST_AUTO_TEST_CASE(rope_scaling_is_llama_3_1s) {
+  const kernels::RopeFrequencies r{500000.0f, 8.0f, 1.0f, 4.0f, 8192.0f};
+  const int hs = 128;
+  int kept = 0, divided = 0, between = 0;
+  for (int i = 0; i < hs / 2; ++i) {
+    const double f = std::pow(500000.0, -2.0 * i / hs), wavelength = 2 * M_PI / f;
+    double expected = f;
+    if (wavelength > 8192.0) expected = f / 8, ++divided;
+    else if (wavelength >= 8192.0 / 4) {
+      const double smooth = (8192.0 / wavelength - 1) / (4 - 1);
+      expected = (1 - smooth) * f / 8 + smooth * f, ++between;
+    } else ++kept;
+    const double got = kernels::rope_inverse_frequency(i, hs, r);
+    BOOST_TEST(std::fabs(got - expected) <= 2e-6 * expected, "pair " << i << ": " << got << " vs " << expected);
+    BOOST_TEST(kernels::rope_inverse_frequency(i, hs, kernels::RopeFrequencies{500000.0f}) ==
+               static_cast<float>(1.0f / std::pow(500000.0f, 2.0f * i / hs)));
+  }
+  BOOST_TEST(kept > 0);
+  BOOST_TEST(divided > 0);
+  BOOST_TEST(between > 0);
+  // The kernel rotates by these frequencies: a pair at position 1 turns by exactly f_i.
+  const int Q = 1, KV = 1, width = 3 * hs;
+  std::vector<float> y(width, 0.0f);
+  for (int i = 0; i < hs / 2; ++i) y[i] = 1.0f;  // (1, 0) in every pair of q
+  const std::vector<int32_t> one = {1};
+  kernels::rope(ctx, as_tensor(y, {1, 1, width}), as_tensor(one), Q, KV, r, false);
+  for (int i = 0; i < hs / 2; i += 9)
+    BOOST_TEST(std::fabs(std::atan2(y[hs / 2 + i], y[i]) - kernels::rope_inverse_frequency(i, hs, r)) < 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_forward_and_backward) {
@@ -147,9 +181,9 @@ BOOST_AUTO_TEST_CASE(llama_kernels_check_their_tensors) {
   std::vector<float> a(24), b(24), r(3);
   std::vector<int32_t> positions(2);
   // rope: an odd head size; positions of the wrong length.
-  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 2, 12}), as_tensor(positions), 2, 1, 1e4f, false),
+  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 2, 12}), as_tensor(positions), 2, 1, kernels::RopeFrequencies{}, false),
                     std::logic_error);  // 12 / 4 heads = 3: odd
-  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 3, 8}), as_tensor(positions), 1, 1, 1e4f, false),
+  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(a, {1, 3, 8}), as_tensor(positions), 1, 1, kernels::RopeFrequencies{}, false),
                     std::logic_error);  // 3 rows, 2 positions
   BOOST_CHECK_THROW(kernels::rmsnorm_forward(ctx, as_tensor(b), as_tensor(r), as_tensor(a, {4, 6}), as_tensor(r), 1e-5f),
                     std::logic_error);  // weight of 3 for 6 columns
