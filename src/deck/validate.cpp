@@ -52,7 +52,7 @@ void check_model(const Deck& deck) {
               " stages");
 }
 
-// The Llama family's keys (model.arch = llama), and what this version of its model runs with.
+// The Llama family's keys (model.arch = llama): only for llama, and shapes it can split.
 void check_llama(const Deck& deck) {
   const std::string here = deck.file_name() + ": ";
   if (deck.get_string("model.arch") != "llama") {
@@ -90,18 +90,6 @@ void check_llama(const Deck& deck) {
     fatal_all(here + "model.rope_low_freq_factor must be below model.rope_high_freq_factor (" +
               deck.cite("model.rope_low_freq_factor") + ", " + deck.cite("model.rope_high_freq_factor") +
               "): the frequencies between the two bounds are interpolated (Llama 3.1: 1 and 4)");
-  if (deck.get_string("model.attention") != "flash")
-    fatal_all(here + deck.cite("model.attention") + ", but llama's attention runs as the flash attention (" +
-              deck.cite("model.arch") + "); use model.attention = flash");
-  // Not built for llama yet: each a deck error naming the key, rather than a run that is wrong.
-  const std::pair<bool, const char*> unbuilt[] = {
-      {deck.get_bool("parallel.sequence_parallel") && tp > 1, "parallel.sequence_parallel"},
-      {deck.get_int("parallel.context") > 1, "parallel.context"},
-      {deck.get_string("parallel.schedule") == "zb-h1", "parallel.schedule"}};
-  for (const auto& [set, key] : unbuilt)
-    if (set)
-      fatal_all(here + deck.cite(key) + " is not built for llama yet (" + deck.cite("model.arch") +
-                "): the GPT-2 model runs it; leave it at its default for llama");
 }
 
 // One entry per pipeline stage, or with parallel.virtual_stages = v one per virtual stage

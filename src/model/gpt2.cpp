@@ -64,7 +64,6 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
 Gpt2::~Gpt2() { drop_graphs(); }
 
 void Gpt2::set_flash_attention(bool on) {
-  if (llama_ && !on) throw std::logic_error("Gpt2::set_flash_attention: a llama model runs the flash attention only");
   flash_ = on;
 }
 
@@ -217,7 +216,7 @@ void Gpt2::prepare(int B, int T) {
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
   if (recompute_attention_ && !flash_) {
     shared_att_ = activations(static_cast<size_t>(B) * heads_local_ * T * T);
-    if (gemm_.precision == kernels::Precision::bf16)  // what P·V reads
+    if (gemm_.precision == kernels::Precision::bf16 && !llama_)  // what P·V reads
       shared_att_low_ = activations(DType::bf16, shared_att_.size());
   }
   const size_t BT = static_cast<size_t>(B) * T, rows = rows_, C = config_.channels, Cl = C_local_;
@@ -244,25 +243,31 @@ void Gpt2::prepare(int B, int T) {
   d_fch_ = activations(BT * fc_local_), d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
   if (grouped()) qkv_full_ = activations(BT * 3 * Cl), d_qkv_compact_ = activations(BT * qkv_local_);
-  if (llama_) {  // each row's position in its sequence
+  if (llama_) {  // each row's position in its sequence: with context parallelism, its chunks'
     rope_positions_ = tokens(size_t(T));
     std::vector<int32_t> at(static_cast<size_t>(T));
-    for (int t = 0; t < T; ++t) at[static_cast<size_t>(t)] = t;
+    const int n = cp_.size > 1 ? T / 2 : T;
+    for (int t = 0; t < T; ++t)
+      at[static_cast<size_t>(t)] = cp_.size > 1 ? cp_.chunk(cp_.rank, t / n) * n + t % n : t;
     kernels::upload(ctx_, rope_positions_.view(), at.data());
   }
-  if (cp_.size > 1 && tp_.slice.first_stage)
+  if (cp_.size > 1 && llama_) ring_scratch_ = activations(4 * BT * 2 * Cl);  // ring_buffers'
+  if (cp_.size > 1 && tp_.slice.first_stage && !llama_)  // the learned positions of the chunks
     positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
 }
 
-// In the MLP's gradient scratch, free whenever the attention core runs (forward, or backward
-// between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each (B,T,4C/p).
+// GPT-2: in the MLP's gradient scratch, free whenever the attention core runs (forward, or
+// backward between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each
+// (B,T,4C/p). Llama's SwiGLU widths need not be 4C: a scratch of its own.
 RingBuffers Gpt2::ring_buffers() const {
   const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
   const Shape shape{B_, T_, 2 * C_local_};
+  const Tensor kv = llama_ ? ring_scratch_.view().elements(0, 2 * n) : d_fch_.view();
+  const Tensor dkv = llama_ ? ring_scratch_.view().elements(2 * n, 2 * n) : d_fch_gelu_.view();
   RingBuffers r;
   for (int i = 0; i < 2; ++i) {
-    r.kv[i] = d_fch_.view().elements(i * n, n).reshaped(shape);
-    r.dkv[i] = d_fch_gelu_.view().elements(i * n, n).reshaped(shape);
+    r.kv[i] = kv.elements(i * n, n).reshaped(shape);
+    r.dkv[i] = dkv.elements(i * n, n).reshaped(shape);
   }
   return r;
 }
@@ -394,11 +399,13 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
     else kernels::flash_attention_forward(ctx_, y, a.lse.view(), input, heads_local_);
     return;
   }
-  if (gemm_.precision == kernels::Precision::bf16) {
+  if (gemm_.precision == kernels::Precision::bf16 && !llama_) {
     kernels::attention_forward_bf16(ctx_, y, probabilities(w), probabilities_low(a), a.qkv.view(qkv), heads_local_);
     return;
   }
-  kernels::attention_forward(ctx_, y, probabilities(w), w.qkv.view(qkv), heads_local_);
+  // llama: q, k, v as rotated (and, grouped, the key/value heads expanded); in bf16 the f32
+  // products on the stored values, as fp16's.
+  kernels::attention_forward(ctx_, y, probabilities(w), attention_input(w), heads_local_);
   if (recompute_attention_)  // not kept, but the values as if they were
     kernels::round_to(ctx_, probabilities(w), low_type());
   else
@@ -407,6 +414,7 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
 
 // d_qkv_ from d_atty_: the flash attention from the kept log-sum-exps; the materialized one
 // from the probabilities (recomputed first with selective recompute; d_qkv_ is their scratch).
+// llama: then back through the key/value expansion and the rotation (qkv_gradient()).
 void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {
@@ -417,23 +425,26 @@ void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
                               ring_buffers(), heads_local_);
     else
       kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_);
-    if (!llama_) return;
-    // Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
-    const int BT = B_ * T_;
-    if (grouped())
-      kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
-                         kv_local_);
-    kernels::rope(ctx_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(), heads_local_,
-                  kv_local_, rope_frequencies(config_), true);
-    return;
+  } else {
+    if (recompute_attention_) attention_core(a, w, d_qkv_.data());
+    if (gemm_.precision == kernels::Precision::bf16 && !llama_)
+      kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
+                                       probabilities(w), probabilities_low(a), heads_local_);
+    else
+      kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), attention_input(w),
+                                  probabilities(w), heads_local_);
   }
-  if (recompute_attention_) attention_core(a, w, d_qkv_.data());
-  if (gemm_.precision == kernels::Precision::bf16)
-    kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
-                                     probabilities(w), probabilities_low(a), heads_local_);
-  else
-    kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), w.qkv.view(qkv), probabilities(w),
-                                heads_local_);
+  if (llama_) rotary_backward();
+}
+
+// Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
+void Gpt2::rotary_backward() {
+  const int BT = B_ * T_;
+  if (grouped())
+    kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
+                       kv_local_);
+  kernels::rope(ctx_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(), heads_local_,
+                kv_local_, rope_frequencies(config_), true);
 }
 
 // In fp32 work and kept are the same buffer: nothing to store.
@@ -668,7 +679,7 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
   const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
-    if (!bf16 || flash_) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
+    if (!bf16 || flash_ || llama_) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
     if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
     else if (!recompute_attention_) widen(a.att, w.att);
   }

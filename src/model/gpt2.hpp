@@ -105,7 +105,8 @@ class Gpt2 {
   // keeps each query's log-sum-exp (B, NH/p, T) instead of the probabilities and recomputes them
   // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
   // left to do. Before prepare().
-  // A llama model runs the flash attention only: on from construction, and off is a logic_error.
+  // A llama model starts with it on; off, its materialized attention reads q, k, v as rotated
+  // (grouped: the key/value heads expanded) with f32 products in every precision.
   void set_flash_attention(bool on);
   // Context parallelism (model/context_parallel.hpp): each micro-batch's T rows per sequence are
   // this rank's two chunks of sequences c·T long; the flash attention runs as a ring over the
@@ -307,6 +308,7 @@ class Gpt2 {
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   void attention_core_backward(LayerActivations& a, LayerActivations& w);
+  void rotary_backward();  // llama: d_qkv_ back through the key/value expansion and the rotation
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
@@ -406,6 +408,7 @@ class Gpt2 {
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
+  Buffer<float> ring_scratch_;                 // llama with context parallelism: ring_buffers' (4, B,T,2C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
   // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded
   // (B,T,3C/p) q, k, v and the (B,T,qkv/p) gradient summed back to the key/value heads.

@@ -89,15 +89,17 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   for (int j = 0; j < chunks; ++j)
     kept += slots[j] * slot_bytes(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
+  const bool llama = model::is_llama(in.config);  // its materialized attention: f32 products in every precision
   int64_t shared = K * layer_bytes(in, true, false) +
-                   (selective ? z.probs * (kFloat + (in.precision == "bf16" ? 2 : 0)) : 0);
+                   (selective ? z.probs * (kFloat + (in.precision == "bf16" && !llama ? 2 : 0)) : 0);
   shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
              z.probs) * kFloat;  // backward scratch
   if (z.grouped) shared += (3 * z.BT * z.Cl + z.BT * z.qkv) * kFloat;  // the expanded q, k, v; the summed gradient
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
-  if (in.context > 1 && stage == 0)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
+  if (in.context > 1 && stage == 0 && !llama)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
+  if (in.context > 1 && llama) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks: a scratch of their own
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)

@@ -77,11 +77,21 @@ layout t2p2d2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2
 layout p2_interleaved 2 --parallel.pipeline=2 --parallel.virtual_stages=2
 layout t2_full_recompute 2 --parallel.tensor=2 --memory.recompute=full
 layout micro1_whole_classifier 1 --train.micro_batch=1 --model.classifier_chunk=0
+layout t2_sequence_parallel 2 --parallel.tensor=2 --parallel.sequence_parallel=true
+layout t2_sp_d2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2 --optim.zero=1
+layout c2 2 --parallel.context=2
+layout c4 4 --parallel.context=4
+layout t2c2 4 --parallel.tensor=2 --parallel.context=2
+layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
+layout materialized 1 --model.attention=materialized
+layout t2_materialized_selective 2 --parallel.tensor=2 --model.attention=materialized --memory.recompute=selective
 # A tied head: the first and last stages' copies of wte summed, as GPT-2's.
 run tied_serial 1 --model.tie_embeddings=true
 run tied_p2 2 --model.tie_embeddings=true --parallel.pipeline=2
 same_losses tied_p2_against_tied_serial tied_serial tied_p2 1e-5
 run bf16 1 --optim.precision=bf16
+run bf16_materialized 1 --optim.precision=bf16 --model.attention=materialized
+same_losses bf16_materialized_follows_flash bf16 bf16_materialized 2e-2
 check bf16_follows_fp32 /usr/bin/python3 - serial bf16 <<'PY'
 import sys, h5py
 a, b = (h5py.File(d + "/metrics.h5", "r")["loss"][:] for d in sys.argv[1:])
@@ -111,9 +121,6 @@ deck_error() {  # deck_error NAME 'substrings' OVERRIDES...
 deck_error llama_kv_not_dividing "model.heads must be a multiple of model.kv_heads" --model.kv_heads=3
 expect_user_error llama_kv_over_tensor "model.kv_heads must be divisible by parallel.tensor" \
   mpirun -q -np 4 "$TRIDENT" train "$WORK/a.deck" --parallel.tensor=4
-deck_error llama_materialized "llama's attention runs as the flash attention" --model.attention=materialized
-expect_user_error llama_sequence_parallel "parallel.sequence_parallel = true (command line) is not built for llama yet" \
-  mpirun -q -np 2 "$TRIDENT" train "$WORK/a.deck" --parallel.sequence_parallel=true --parallel.tensor=2
 deck_error rope_scaling_on_gpt2 "model.rope_scaling = llama3 (command line) is a llama key" --model.arch=gpt2 \
   --model.kv_heads=0 --model.ffn_hidden=0 --model.rope_scaling=llama3
 deck_error rope_low_above_high "model.rope_low_freq_factor must be below model.rope_high_freq_factor" \
