@@ -102,14 +102,18 @@ TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& p
 }
 
 // Grouped-query attention's qkv rows (C of q, then kv of k and of v, kv < C): sections of two
-// sizes, so per block one slab per section, in the order the rank stacks them.
+// sizes, so per block one slab per section, in the order the rank stacks them. With fewer
+// key/value heads than ranks, the rank's k and v rows are its one head's (model::kv_replicas).
 std::vector<TensorSlab> qkv_slabs(const model::GptConfig& config, const model::Partition& part, int tensor,
                                   int first_block, int blocks) {
   const int64_t C = config.channels, kv = model::kv_channels(config), p = part.size, r = part.rank;
+  const int64_t kv_mine = int64_t(model::kv_heads_local(config, part.size)) * model::head_size(config);
+  const int replicas = model::kv_replicas(config, part.size);
+  const int64_t kv_first = (replicas > 1 ? r / replicas : r) * kv_mine;
   std::vector<TensorSlab> slabs;
   for (int block = first_block; block < first_block + blocks; ++block)
-    for (const auto& [start, rows] : {std::pair<int64_t, int64_t>{r * (C / p), C / p}, {C + r * (kv / p), kv / p},
-                                     {C + kv + r * (kv / p), kv / p}}) {
+    for (const auto& [start, rows] : {std::pair<int64_t, int64_t>{r * (C / p), C / p}, {C + kv_first, kv_mine},
+                                     {C + kv + kv_first, kv_mine}}) {
       TensorSlab slab = whole_slab(model::param_specs(config)[tensor].shape);
       slab.slice.dims[0] = range(block, 1);
       slab.slice.dims[1] = range(start, rows);

@@ -26,12 +26,17 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   const int64_t begin = std::max(offset, range_begin) - offset;
   const int64_t end = std::min(offset + elements, range_end) - offset;
   if (begin >= end) return piece;
+  const auto copies = model::replica_ranges(state.config, state.part, tensor);
+  auto copy = [&copies](int64_t first) {  // a slab lies within a range or outside all of them
+    return std::any_of(copies.begin(), copies.end(), [first](const auto& r) { return first >= r.first && first < r.second; });
+  };
   int64_t at = 0;  // each slab's first element in the tensor's local order
   for (const TensorSlab& slab : slabs) {
     const int64_t lo = std::max(begin, at), hi = std::min(end, at + slab.elements());
     if (lo < hi && lo == at && hi == at + slab.elements()) piece.slabs.push_back(slab.slice);
     else if (lo < hi)
       for (const Hyperslab& h : range_hyperslabs(slab, lo - at, hi - at)) piece.slabs.push_back(h);
+    piece.counted.resize(piece.slabs.size(), !copy(at));
     at += slab.elements();
   }
   piece.data = values + (offset + begin - range_begin);

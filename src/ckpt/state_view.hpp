@@ -42,6 +42,9 @@ struct StateView {
 // map to (their elements in order).
 struct Piece {
   std::vector<Hyperslab> slabs;
+  // Per slab: false where its values are a copy another rank writes too (model::replica_ranges:
+  // the same values, left out of the dataset's checksum so that it counts each element once).
+  std::vector<bool> counted;
   float* data = nullptr;
   int64_t elements() const {
     int64_t n = 0;

@@ -47,8 +47,9 @@ std::vector<KeySpec> build_schema() {
              "tied embeddings) or llama (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases, "
              "an untied head by default)"),
       integer("model.kv_heads", std::string("0"), 0, 1024,
-              "llama: key/value heads of grouped-query attention, a divisor of model.heads (and a multiple of "
-              "parallel.tensor); 0: model.heads (multi-head attention)"),
+              "llama: key/value heads of grouped-query attention, a divisor of model.heads; split over "
+              "parallel.tensor where it is a multiple of it, each head on tensor / kv_heads ranks where fewer; 0: "
+              "model.heads (multi-head attention)"),
       integer("model.ffn_hidden", std::string("0"), 0, 1048576,
               "llama: SwiGLU's width F (down(silu(gate(x)) * up(x))); 0: Llama's rule, 2/3 of 4 x hidden times "
               "model.ffn_multiplier rounded up to a multiple of model.ffn_multiple_of"),

@@ -74,10 +74,11 @@ void check_llama(const Deck& deck) {
   if (heads % kv != 0)
     fatal_all(here + "model.heads must be a multiple of model.kv_heads (" + deck.cite("model.heads") + ", " +
               deck.cite("model.kv_heads") + "): each key/value head serves a group of query heads");
-  if (kv % tp != 0)
-    fatal_all(here + "model.kv_heads must be divisible by parallel.tensor (" + deck.cite("model.kv_heads") + ", " +
-              deck.cite("parallel.tensor") + "): each tensor rank holds whole key/value heads (replicating fewer "
-              "heads than ranks is not built); use a tensor size that divides " + std::to_string(kv));
+  if (kv % tp != 0 && tp % kv != 0)
+    fatal_all(here + "model.kv_heads and parallel.tensor must divide one another (" + deck.cite("model.kv_heads") +
+              ", " + deck.cite("parallel.tensor") + "): each tensor rank holds whole key/value heads, or with fewer "
+              "heads than ranks one head on tensor / kv_heads ranks; use a tensor size that divides " +
+              std::to_string(kv) + " or a multiple of it");
   if (hidden % heads == 0 && (hidden / heads) % 2 != 0)
     fatal_all(here + "model.hidden / model.heads must be even for llama (" + deck.cite("model.hidden") + ", " +
               deck.cite("model.heads") + "): rotary positions rotate pairs of a head's values");

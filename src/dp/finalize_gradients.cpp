@@ -24,12 +24,22 @@ void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& 
   std::vector<int> group;  // 0: split over the tensor group, 1: replicated on it
   int64_t offset = 0;
   const model::Partition& part = model.partition();
-  for (const model::ParamSpec& spec : model::param_specs(model.config(), part)) {
-    const int64_t begin = std::max(offset, shard.begin), end = std::min(offset + spec.count(), shard.end);
+  const auto specs = model::param_specs(model.config(), part);
+  for (int t = 0; t < model::kNumParamTensors; ++t) {
+    const model::ParamSpec& spec = specs[t];
     const bool tied_copy = spec.name == "wte" && part.last_stage && !part.first_stage;  // counted on the first stage
-    if (begin < end && !tied_copy) {
-      parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
-      group.push_back(spec.sharded ? 0 : 1);
+    // The tensor's ranges, but the copies of replicated key/value heads (counted on their first replica).
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    int64_t from = 0;
+    for (const auto& [copy_begin, copy_end] : model::replica_ranges(model.config(), part, t))
+      ranges.push_back({from, copy_begin}), from = copy_end;
+    ranges.push_back({from, spec.count()});
+    for (const auto& [first, last] : ranges) {
+      const int64_t begin = std::max(offset + first, shard.begin), end = std::min(offset + last, shard.end);
+      if (begin < end && !tied_copy) {
+        parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
+        group.push_back(spec.sharded ? 0 : 1);
+      }
     }
     offset += spec.count();
   }

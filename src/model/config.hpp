@@ -40,6 +40,15 @@ inline int64_t mlp_hidden(const GptConfig& c) { return is_llama(c) ? c.ffn_hidde
 // Rows of the fused projections: [q | k | v] and the MLP's input ([gate | up] for SwiGLU).
 inline int64_t qkv_rows(const GptConfig& c) { return c.channels + 2 * kv_channels(c); }
 inline int64_t fc_rows(const GptConfig& c) { return is_llama(c) ? 2 * mlp_hidden(c) : mlp_hidden(c); }
+// Tensor parallelism over p ranks splits the key/value heads (KV/p each) where KV >= p; with
+// fewer (llama's grouped-query attention, p a multiple of KV) each rank holds the one key/value
+// head its query heads read, the same head on kv_replicas = p/KV consecutive ranks.
+inline int kv_replicas(const GptConfig& c, int p) { return p > kv_heads(c) ? p / kv_heads(c) : 1; }
+inline int kv_heads_local(const GptConfig& c, int p) { return p > kv_heads(c) ? 1 : kv_heads(c) / p; }
+// A rank's rows of the fused projection: its C/p of q and its key/value heads' of k and of v.
+inline int64_t qkv_rows_local(const GptConfig& c, int p) {
+  return c.channels / p + 2 * int64_t(kv_heads_local(c, p)) * head_size(c);
+}
 inline bool tied_head(const GptConfig& c) { return !is_llama(c) || c.tie_embeddings; }
 inline bool rope_scaled(const GptConfig& c) { return c.rope_factor != 1.0f; }
 inline kernels::RopeFrequencies rope_frequencies(const GptConfig& c) {

@@ -47,8 +47,8 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   heads_local_ = config_.heads / tp_.slice.size;
   llama_ = is_llama(config_);
   flash_ = llama_;  // grouped-query attention and the rotation run on the flash attention
-  kv_local_ = model::kv_heads(config_) / tp_.slice.size;
-  qkv_local_ = static_cast<int>(qkv_rows(config_) / tp_.slice.size);
+  kv_local_ = model::kv_heads_local(config_, tp_.slice.size);  // fewer heads than ranks: one, replicated
+  qkv_local_ = static_cast<int>(qkv_rows_local(config_, tp_.slice.size));
   fc_local_ = static_cast<int>(fc_rows(config_) / tp_.slice.size);
   mlp_local_ = static_cast<int>(mlp_hidden(config_) / tp_.slice.size);
   layers_ = tp_.slice.layers(config_);
@@ -65,6 +65,23 @@ Gpt2::~Gpt2() { drop_graphs(); }
 
 void Gpt2::set_flash_attention(bool on) {
   flash_ = on;
+}
+
+// Over the tensor group: each rank's k and v rows into its head's slot of a (L, KV, 2·hs, C)
+// buffer, zero elsewhere, all-reduced (the head's replicas summed), and its slot back.
+void Gpt2::sum_replicated_kv_gradients() {
+  const int replicas = kv_replicas(config_, tp_.slice.size);
+  if (replicas == 1 || layers_ == 0) return;
+  const int64_t C = config_.channels, per = 2 * int64_t(head_size(config_)) * C, KV = kv_heads(config_);
+  const int64_t head = tp_.slice.rank / replicas;
+  if (kv_sums_.size() == 0)
+    kv_sums_ = Buffer<float>(static_cast<size_t>(layers_ * KV * per), MemoryCategory::Communication, backend_, kDevice);
+  kernels::clear(ctx_, kv_sums_.view());
+  auto rows = [&](int l) { return on_device(g_.qkvw + (int64_t(l) * qkv_local_ + C_local_) * C, {per}); };
+  auto slot = [&](int l) { return kv_sums_.view().elements((l * KV + head) * per, per); };
+  for (int l = 0; l < layers_; ++l) kernels::copy(ctx_, slot(l), rows(l));
+  tp_.all_reduce_sum(kv_sums_.data(), kv_sums_.size());
+  for (int l = 0; l < layers_; ++l) kernels::copy(ctx_, rows(l), slot(l));
 }
 
 void Gpt2::set_context_group(const ContextGroup& group) {

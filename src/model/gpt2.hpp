@@ -108,6 +108,11 @@ class Gpt2 {
   // A llama model starts with it on; off, its materialized attention reads q, k, v as rotated
   // (grouped: the key/value heads expanded) with f32 products in every precision.
   void set_flash_attention(bool on);
+  // Fewer key/value heads than tensor ranks (model::kv_replicas > 1): each head's k and v rows
+  // are on its replicas, each holding the gradient of its own query heads' use of them; their
+  // sum, the head's gradient, replaces each copy. Collective over the tensor group; once per
+  // step, after the last backward (gradients accumulate linearly). Nothing otherwise.
+  void sum_replicated_kv_gradients();
   // Context parallelism (model/context_parallel.hpp): each micro-batch's T rows per sequence are
   // this rank's two chunks of sequences c·T long; the flash attention runs as a ring over the
   // group and the positions are the chunks'. Needs set_flash_attention(true). Before prepare().
@@ -404,6 +409,7 @@ class Gpt2 {
   TensorBuffer gathered_;                      // (B,T,C) sequence parallelism: a column-parallel
                                                // input gathered, of the storage type
   Buffer<float> norm_partial_;                 // (2C) sequence parallelism: a LayerNorm's dγ, dβ part
+  Buffer<float> kv_sums_;                      // (L, KV, 2·hs, C) replicated key/value heads' gradients
   Buffer<float> ring_incoming_;                // (rows_,C) tp_comm_overlap: TensorGroup::incoming
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)

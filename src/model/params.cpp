@@ -98,7 +98,7 @@ std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
   const int64_t V = slice.first_stage || (tied && slice.last_stage) ? Vp : 0, head = !tied && slice.last_stage ? Vp : 0;
   const int64_t T = slice.first_stage && !llama ? config.max_seq_len : 0, L = slice.layers(config);
   const int64_t C = config.channels, p = slice.size, C_final = slice.last_stage ? C : 0;
-  const int64_t QKV = qkv_rows(config) / p, FC = fc_rows(config) / p, H = mlp_hidden(config) / p;
+  const int64_t QKV = qkv_rows_local(config, slice.size), FC = fc_rows(config) / p, H = mlp_hidden(config) / p;
   const int64_t B = llama ? 0 : 1;  // llama has no biases (nor LayerNorm's β)
   return {{{"wte", {V / p, C}, true, true, true},
            {"wpe", {T, C}, true, false},
@@ -125,8 +125,8 @@ namespace {
 int64_t per_layer_count(const GptConfig& config, const Partition& slice, int tensor) {
   const int64_t C = config.channels, p = slice.size, biases = is_llama(config) ? 0 : 1;
   switch (tensor) {
-    case kQkvw: return qkv_rows(config) / p * C;
-    case kQkvb: return biases * qkv_rows(config) / p;
+    case kQkvw: return qkv_rows_local(config, slice.size) * C;
+    case kQkvb: return biases * qkv_rows_local(config, slice.size);
     case kAttprojw: return C * (C / p);
     case kFcw: return fc_rows(config) / p * C;
     case kFcb: return biases * fc_rows(config) / p;
@@ -136,14 +136,18 @@ int64_t per_layer_count(const GptConfig& config, const Partition& slice, int ten
   }
 }
 
-// Row `row` of this rank's rows of a tensor split into `sections` (each split over the p ranks:
-// q, k, v; gate, up): its row in the whole tensor.
-int64_t section_row(const int64_t* sections, int count, int64_t p, int64_t r, int64_t row) {
+// A section of a row-split tensor (q, k, v; gate, up): its rows in the whole tensor, this rank's
+// count of them and the first of them within the section.
+struct Section {
+  int64_t whole, mine, first;
+};
+
+// Row `row` of this rank's rows of a tensor split into `sections`: its row in the whole tensor.
+int64_t section_row(const Section* sections, int count, int64_t row) {
   int64_t start = 0;
   for (int s = 0; s < count; ++s) {
-    const int64_t whole = sections[s], mine = whole / p;
-    if (row < mine) return start + r * mine + row;
-    row -= mine, start += whole;
+    if (row < sections[s].mine) return start + sections[s].first + row;
+    row -= sections[s].mine, start += sections[s].whole;
   }
   return -1;  // beyond the rows: not reached
 }
@@ -159,12 +163,18 @@ int64_t global_index(const GptConfig& config, const Partition& slice, int tensor
   if (slice.size == 1) return local;
   const int64_t C = config.channels, p = slice.size, r = slice.rank, Cl = C / p, kv = kv_channels(config);
   const int64_t QKV = qkv_rows(config), FC = fc_rows(config), H = mlp_hidden(config);
-  const int64_t qkv[3] = {C, kv, kv}, fc[2] = {H, H};  // sections (called per element: no allocation)
+  // k's and v's rows: kv/p of them, or with fewer key/value heads than ranks the one head's.
+  const int64_t kv_mine = kv_heads_local(config, slice.size) * int64_t(head_size(config));
+  const int64_t kv_first = kv_replicas(config, slice.size) > 1 ? r / kv_replicas(config, slice.size) * kv_mine : r * kv_mine;
+  const Section qkv[3] = {{C, Cl, r * Cl}, {kv, kv_mine, kv_first}, {kv, kv_mine, kv_first}};
+  const Section fc[2] = {{H, H / p, r * (H / p)}, {H, H / p, r * (H / p)}};  // called per element: no allocation
   const int fc_sections = is_llama(config) ? 2 : 1;
   // Row-split matrices (L, rows, cols) and vectors (L, rows): the row through its sections.
-  auto rows_split = [&](const int64_t* sections, int count, int64_t whole_rows, int64_t cols) {
-    const int64_t c = local % cols, row = (local / cols) % (whole_rows / p), l = local / cols / (whole_rows / p);
-    return (l * whole_rows + section_row(sections, count, p, r, row)) * cols + c;
+  auto rows_split = [&](const Section* sections, int count, int64_t whole_rows, int64_t cols) {
+    int64_t mine_rows = 0;
+    for (int s = 0; s < count; ++s) mine_rows += sections[s].mine;
+    const int64_t c = local % cols, row = (local / cols) % mine_rows, l = local / cols / mine_rows;
+    return (l * whole_rows + section_row(sections, count, row)) * cols + c;
   };
   // Column-split matrices (L, rows, cols): the input columns.
   auto columns_split = [&](int64_t whole_cols) {
@@ -177,11 +187,20 @@ int64_t global_index(const GptConfig& config, const Partition& slice, int tensor
     case kQkvw: return rows_split(qkv, 3, QKV, C);                  // q, k, v rows
     case kQkvb: return rows_split(qkv, 3, QKV, 1);
     case kAttprojw: return columns_split(Cl * p);
-    case kFcw: return rows_split(fc, fc_sections, FC, C);           // rows (gate's, up's)
+    case kFcw: return rows_split(fc, fc_sections, FC, C);           // rows (gate's, up's; GPT-2's one section)
     case kFcb: return rows_split(fc, fc_sections, FC, 1);
     case kFcprojw: return columns_split(H);
     default: return local;  // replicated
   }
+}
+
+std::vector<std::pair<int64_t, int64_t>> replica_ranges(const GptConfig& config, const Partition& slice, int tensor) {
+  const int replicas = kv_replicas(config, slice.size);
+  if (tensor != kQkvw || replicas == 1 || slice.rank % replicas == 0) return {};
+  const int64_t C = config.channels, rows = qkv_rows_local(config, slice.size), q = C / slice.size;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t l = 0; l < slice.layers(config); ++l) ranges.push_back({(l * rows + q) * C, (l + 1) * rows * C});
+  return ranges;
 }
 
 int64_t num_parameters(const GptConfig& config, const Partition& slice) {

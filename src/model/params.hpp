@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.hpp"
@@ -71,6 +72,12 @@ std::array<ParamSpec, kNumParamTensors> param_specs(const GptConfig& config,
 // Index in the whole tensor t (as in the serial model and the llm.c file) of element `local`
 // of this rank's slice of it.
 int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local);
+
+// The ranges [begin, end) of this rank's slice of tensor `tensor` (local elements) that are copies
+// of what another rank of the tensor group holds and owns: the k and v rows of a key/value head on
+// each of its replicas but the first (fewer key/value heads than tensor ranks: kv_replicas);
+// empty for every other tensor and rank. What the global norm and a checkpoint count once.
+std::vector<std::pair<int64_t, int64_t>> replica_ranges(const GptConfig& config, const Partition& slice, int tensor);
 
 // The tensors by their index in param_specs' order.
 enum ParamTensor : int {

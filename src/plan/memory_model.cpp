@@ -39,9 +39,9 @@ Sizes sizes(const MemoryInputs& in) {
   const bool flash = in.flash_attention;
   return {BT, C, C / in.tensor, flash ? 0 : BT * heads * (in.seq_len / in.context), flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
-          in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows(in.config) / in.tensor,
+          in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows_local(in.config, in.tensor),
           model::fc_rows(in.config) / in.tensor, model::mlp_hidden(in.config) / in.tensor,
-          model::kv_heads(in.config) != in.config.heads};
+          model::kv_heads_local(in.config, in.tensor) != heads};
 }
 
 // Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
@@ -157,6 +157,9 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
+  if (model::kv_replicas(in.config, in.tensor) > 1)  // the replicated key/value heads' gradient sums
+    e.bytes[index(MemoryCategory::Communication)] += int64_t(part.layers(in.config)) * model::kv_channels(in.config) *
+                                                      2 * in.config.channels * kFloat;
   if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit model's master shard) and moments
     e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) ? shard : n) + 2 * shard) * kFloat;
   return e;

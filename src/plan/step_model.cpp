@@ -68,10 +68,13 @@ double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0
 
 // Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs, 2 per weight
 // (GPT-2: 24·C²; llama's grouped qkv and SwiGLU counted as they are, model::block_gemm_weights),
+// on this rank's slice
 // and the attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
+// With fewer key/value heads than tensor ranks each rank computes its head's k and v rows again.
 double layer_flops_per_token(const Workload& w, const Layout& l) {
   const double C = w.config.channels, T = w.seq_len;
-  return (2 * model::block_gemm_weights(w.config) + 4 * T * C) / l.tensor;
+  const double replicated = (model::qkv_rows_local(w.config, l.tensor) * l.tensor - model::qkv_rows(w.config)) * C;
+  return (2 * (model::block_gemm_weights(w.config) + replicated) + 4 * T * C) / l.tensor;
 }
 
 // A micro-batch's tensor-parallel communication on a stage of `layers` blocks, in all-reduces of
@@ -287,6 +290,11 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
 std::string layout_problem(const Workload& w, const Layout& l) {
   const std::string t = std::to_string(l.tensor);
   if (w.config.heads % l.tensor) return "model.heads " + std::to_string(w.config.heads) + " is not divisible by tensor " + t;
+  const int kv = model::kv_heads(w.config);
+  if (kv % l.tensor && l.tensor % kv)
+    return "model.kv_heads " + std::to_string(kv) + " and tensor " + t + " do not divide one another";
+  if (model::mlp_hidden(w.config) % l.tensor)
+    return "the MLP's width " + std::to_string(model::mlp_hidden(w.config)) + " is not divisible by tensor " + t;
   if (w.config.layers < l.pipeline)
     return "model.layers " + std::to_string(w.config.layers) + " is fewer than pipeline " + std::to_string(l.pipeline);
   if (w.global_batch % (int64_t(l.micro_batch) * l.data))

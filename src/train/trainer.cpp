@@ -280,6 +280,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
+  model_->sum_replicated_kv_gradients();  // after the data-parallel reduction: nothing of it in flight
   result.tensor_exposed_seconds = model::take_tensor_wait_seconds();
   result.comm_seconds = reducer_->communication_seconds();
 

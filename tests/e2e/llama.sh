@@ -80,6 +80,10 @@ layout micro1_whole_classifier 1 --train.micro_batch=1 --model.classifier_chunk=
 layout t2_sequence_parallel 2 --parallel.tensor=2 --parallel.sequence_parallel=true
 layout t2_sp_d2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2 --optim.zero=1
 layout c2 2 --parallel.context=2
+# Fewer key/value heads (2) than tensor ranks (4): each head on two ranks, its gradient summed.
+layout t4_replicated_kv 4 --parallel.tensor=4
+layout t4_replicated_kv_d2_zero1 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=1
+layout t4_replicated_kv_sp_p2 8 --parallel.tensor=4 --parallel.sequence_parallel=true --parallel.pipeline=2
 layout c4 4 --parallel.context=4
 layout t2c2 4 --parallel.tensor=2 --parallel.context=2
 layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
@@ -106,6 +110,12 @@ run killed 4 --parallel.tensor=2 --parallel.data=2 --debug.fail_rank=3 --debug.f
 run killed 4 --parallel.tensor=2 --parallel.data=2 --checkpoint.resume=auto
 check resumed_from_step_4 grep -q "resumed from killed/checkpoints/step-00000004.full.h5" killed.out
 same_losses resume_bitwise straight_t2d2 killed 1e-300 5
+# A checkpoint of the replicated key/value heads (tensor 4): each element counted once in its
+# checksums (inspect verifies them), and it resumes on one rank as the serial run continues.
+mkdir -p from_t4 && cp t4_replicated_kv/checkpoints/step-00000004.full.h5 from_t4/from.h5
+check t4_checkpoint_verifies "$TRIDENT" inspect from_t4/from.h5
+run from_t4 1 --checkpoint.resume=from_t4/from.h5
+same_losses t4_checkpoint_resumes_serially serial from_t4 1e-5 5
 # The serial run's step-4 checkpoint resharded onto tensor 2 x pipeline 2.
 mkdir -p resharded && cp serial/checkpoints/step-00000004.full.h5 resharded/from.h5
 run resharded 4 --parallel.tensor=2 --parallel.pipeline=2 --checkpoint.resume=resharded/from.h5
@@ -119,8 +129,9 @@ deck_error() {  # deck_error NAME 'substrings' OVERRIDES...
   expect_user_error "$name" "$wanted" "$TRIDENT" train "$WORK/a.deck" "$@"
 }
 deck_error llama_kv_not_dividing "model.heads must be a multiple of model.kv_heads" --model.kv_heads=3
-expect_user_error llama_kv_over_tensor "model.kv_heads must be divisible by parallel.tensor" \
-  mpirun -q -np 4 "$TRIDENT" train "$WORK/a.deck" --parallel.tensor=4
+expect_user_error llama_kv_and_tensor_not_dividing "model.kv_heads and parallel.tensor must divide one another" \
+  mpirun -q -np 6 "$TRIDENT" train "$WORK/a.deck" --model.heads=12 --model.hidden=48 --model.kv_heads=4 \
+  --parallel.tensor=6
 deck_error rope_scaling_on_gpt2 "model.rope_scaling = llama3 (command line) is a llama key" --model.arch=gpt2 \
   --model.kv_heads=0 --model.ffn_hidden=0 --model.rope_scaling=llama3
 deck_error rope_low_above_high "model.rope_low_freq_factor must be below model.rope_high_freq_factor" \

@@ -119,6 +119,7 @@ model_matches llama_gqa 1 $LLAMA
 model_matches llama_t2p2_bf16 4 $LLAMA --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
 model_matches llama_full_chunked_d2_zero 2 $LLAMA --memory.recompute=full --model.classifier_chunk=7 --parallel.data=2 \
   --optim.zero=1
+model_matches llama_t4_replicated_kv 4 $LLAMA --parallel.tensor=4
 model_matches llama_c2_t2_sp 4 $LLAMA --parallel.context=2 --parallel.tensor=2 --parallel.sequence_parallel=true
 model_matches llama_materialized_bf16_selective 1 --model.arch=llama --model.kv_heads=2 --model.ffn_hidden=96 \
   --model.attention=materialized --optim.precision=bf16 --memory.recompute=selective

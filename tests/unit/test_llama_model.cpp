@@ -24,6 +24,30 @@ BOOST_AUTO_TEST_CASE(grouped_query_gradients_match_finite_differences) { check_m
 
 BOOST_AUTO_TEST_CASE(multi_head_tied_gradients_match_finite_differences) { check_model_gradients(llama(4, true), true); }
 
+// Fewer key/value heads (2) than tensor ranks (4): ranks 0 and 1 hold head 0's k and v rows,
+// ranks 2 and 3 head 1's, each beside its own quarter of q; the copies on ranks 1 and 3 are
+// what the norm and the checkpoint count once.
+BOOST_AUTO_TEST_CASE(key_value_heads_replicated_over_more_ranks) {
+  const model::GptConfig c = llama(2, false);  // C 16, 4 heads of 4, 2 key/value heads
+  const int64_t C = 16, hs = 4, whole_rows = C + 2 * 2 * hs, rows = C / 4 + 2 * hs;
+  BOOST_TEST(model::kv_replicas(c, 4) == 2);
+  BOOST_TEST(model::qkv_rows_local(c, 4) == rows);
+  for (int r = 0; r < 4; ++r) {
+    const model::Partition part = model::stage_partition({2}, 0, r, 4);
+    BOOST_TEST(model::param_specs(c, part)[model::kQkvw].shape == (std::vector<int64_t>{2, rows, C}));
+    auto row_of = [&](int64_t local_row) {  // block 1's row, in the whole (L, rows, C)
+      return (model::global_index(c, part, model::kQkvw, (rows + local_row) * C) / C) - whole_rows;
+    };
+    BOOST_TEST(row_of(0) == r * C / 4);                       // its q
+    BOOST_TEST(row_of(C / 4) == C + (r / 2) * hs);            // its head's k
+    BOOST_TEST(row_of(C / 4 + hs) == C + 2 * hs + (r / 2) * hs);  // and v
+    const auto copies = model::replica_ranges(c, part, model::kQkvw);
+    BOOST_TEST(copies.size() == (r % 2 == 1 ? 2u : 0u));
+    if (r % 2 == 1) BOOST_TEST((copies[1] == std::pair<int64_t, int64_t>{(rows + C / 4) * C, 2 * rows * C}));
+  }
+  BOOST_TEST(model::kv_replicas(c, 2) == 1);  // two ranks: a head each, no copies
+}
+
 BOOST_AUTO_TEST_CASE(tensors_of_the_llama_slots) {
   const model::GptConfig c = llama(2, false);
   const auto specs = model::param_specs(c);
