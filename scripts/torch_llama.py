@@ -2,6 +2,7 @@
 """An independent PyTorch Llama, written from the published architecture, to check Trident's.
 
     torch_llama.py eval --checkpoint STEP.h5 --data val.bin --seq-len T --eval-tokens N
+    torch_llama.py bench --threads N [--layers ... --kv-heads ... --ffn-hidden ...]
 
 Reads the parameters of a Trident checkpoint of a llama model (h5py; any layout: a checkpoint's
 datasets are whole) and prints `val_loss X`, the mean cross-entropy over the windows `trident
@@ -17,11 +18,21 @@ rotated by t * theta^(-2i/hs). Grouped-query attention (Ainslie et al. 2023): qu
 attends with key/value head h // (heads / kv_heads). Causal softmax attention scaled by
 1/sqrt(hs). SwiGLU (Shazeer 2020). The fused tensors are split as Trident lays them out (its
 docs/MODEL.md): wqkv rows [q | k | v], w_gate_up rows [gate | up].
+
+`bench` times the same forward in float32 as a training step (autograd, AdamW) on random tokens,
+every split of N threads between PyTorch's intra-op threads and OpenBLAS's tried, each in a
+process of its own (scripts/bench-llama.sh sets it beside `trident bench`); the last line is
+JSON with the best setting's tokens_per_s.
 """
 import argparse
+import json
 import math
+import os
+import statistics
 import struct
+import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -80,7 +91,7 @@ def inverse_frequencies(cfg, hs):
 def rope(x, positions, inv):  # x (B, heads, T, hs)
     hs = x.shape[-1]
     angle = positions.double()[:, None] * inv[None, :]          # (T, hs/2)
-    cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)
+    cos, sin = torch.cat([angle.cos()] * 2, -1).to(x.dtype), torch.cat([angle.sin()] * 2, -1).to(x.dtype)
     half = torch.cat([-x[..., hs // 2:], x[..., :hs // 2]], -1)  # rotate_half
     return x * cos + half * sin
 
@@ -121,14 +132,72 @@ def tokens_of(path):
         return torch.from_numpy(np.frombuffer(f.read(np.dtype(dtype).itemsize * count), dtype=dtype).astype(np.int64))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["eval"])
-    ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--seq-len", type=int, required=True)
-    ap.add_argument("--eval-tokens", type=int, required=True)
-    a = ap.parse_args()
+BENCH_SHAPE = ("layers", "heads", "kv_heads", "hidden", "ffn_hidden", "vocab", "seq_len", "micro_batch")
+
+
+def bench_parameters(a):
+    """Random parameters of the bench shape, float32, as Trident initialises them (N(0, 0.02), norms 1)."""
+    C, hs, L, F_ = a.hidden, a.hidden // a.heads, a.layers, a.ffn_hidden
+    Vp = (a.vocab + 127) // 128 * 128
+    g = torch.Generator().manual_seed(0)
+    normal = lambda *shape: (torch.randn(*shape, generator=g) * 0.02).requires_grad_()
+    ones = lambda *shape: torch.ones(*shape).requires_grad_()
+    p = {"wte": normal(Vp, C), "head": normal(Vp, C), "norm": ones(C),
+         "blocks.attn_norm": ones(L, C), "blocks.wqkv": normal(L, C + 2 * a.kv_heads * hs, C),
+         "blocks.wo": normal(L, C, C), "blocks.mlp_norm": ones(L, C),
+         "blocks.w_gate_up": normal(L, 2 * F_, C), "blocks.w_down": normal(L, C, F_)}
+    cfg = {"layers": L, "heads": a.heads, "kv_heads": a.kv_heads, "hidden": C, "ffn_hidden": F_,
+           "vocab": a.vocab, "padded_vocab": Vp, "rope_theta": 10000.0, "norm_eps": 1e-5, "tie_embeddings": 0,
+           "rope_factor": 1.0}
+    return cfg, p
+
+
+def cmd_bench_worker(a):
+    torch.set_num_threads(a.intra_op_threads)
+    cfg, p = bench_parameters(a)
+    opt = torch.optim.AdamW(p.values(), lr=1e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
+    data = torch.randint(0, a.vocab, (a.micro_batch, a.seq_len + 1), generator=torch.Generator().manual_seed(1))
+    x, y = data[:, :-1], data[:, 1:]
+    times = []
+    for step in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(forward(cfg, p, x).reshape(-1, a.vocab), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    print(json.dumps({"step_ms": 1000 * statistics.median(times), "loss": float(loss)}))
+
+
+def cmd_bench(a):
+    """Every (intra-op, OpenBLAS) split of the threads, each in its own process (the thread counts
+    are read when torch loads); the best one's rate."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_gpt2 import openblas_coretype
+    tokens, best = a.micro_batch * a.seq_len, None
+    for intra in range(1, a.threads + 1):
+        for blas in range(1, a.threads + 1):
+            env = dict(os.environ, OMP_NUM_THREADS=str(intra), OPENBLAS_NUM_THREADS=str(blas))
+            if openblas_coretype():
+                env["OPENBLAS_CORETYPE"] = openblas_coretype()
+            cmd = [sys.executable, os.path.abspath(__file__), "bench-worker", "--intra-op-threads", str(intra),
+                   "--steps", str(a.steps), "--warmup", str(a.warmup)]
+            for k in BENCH_SHAPE:
+                cmd += ["--" + k.replace("_", "-"), str(getattr(a, k))]
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if res.returncode != 0:
+                sys.exit(f"bench worker (intra={intra}, openblas={blas}) failed:\n{res.stderr}")
+            ms = json.loads(res.stdout.strip().splitlines()[-1])["step_ms"]
+            print(f"# intra_op_threads={intra} openblas_threads={blas}: step_ms={ms:.2f}", flush=True)
+            if best is None or ms < best[0]:
+                best = (ms, intra, blas)
+    ms, intra, blas = best
+    print(json.dumps({"threads": a.threads, "tokens_per_s": round(tokens / ms * 1e3, 2), "step_ms": round(ms, 3),
+                      "intra_op_threads": intra, "openblas_threads": blas}))
+
+
+def cmd_eval(a):
     cfg, p = load(a.checkpoint)
     tokens, T = tokens_of(a.data), a.seq_len
     windows = a.eval_tokens // T
@@ -139,6 +208,26 @@ def main():
             logits = forward(cfg, p, window[:, :-1])
             total += F.cross_entropy(logits[0], window[0, 1:], reduction="sum").item()
     print(f"val_loss {total / (windows * T):.9g}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("eval")
+    e.add_argument("--checkpoint", required=True)
+    e.add_argument("--data", required=True)
+    e.add_argument("--seq-len", type=int, required=True)
+    e.add_argument("--eval-tokens", type=int, required=True)
+    for name in ("bench", "bench-worker"):
+        b = sub.add_parser(name)
+        b.add_argument("--threads", type=int, default=1)
+        b.add_argument("--intra-op-threads", type=int, default=1)
+        for k, default in zip(BENCH_SHAPE, (6, 6, 2, 384, 1024, 8192, 256, 8)):  # inputs/bench-llama.deck
+            b.add_argument("--" + k.replace("_", "-"), type=int, default=default)
+        b.add_argument("--steps", type=int, default=5)
+        b.add_argument("--warmup", type=int, default=2)
+    a = ap.parse_args()
+    {"eval": cmd_eval, "bench": cmd_bench, "bench-worker": cmd_bench_worker}[a.command](a)
 
 
 if __name__ == "__main__":
