@@ -89,6 +89,17 @@ layout t2c2 4 --parallel.tensor=2 --parallel.context=2
 layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
 layout materialized 1 --model.attention=materialized
 layout t2_materialized_selective 2 --parallel.tensor=2 --model.attention=materialized --memory.recompute=selective
+# The balance features: a slowed stage gives a block away, a slowed replica takes fewer
+# micro-batches; the losses stay the serial run's.
+balanced() {  # balanced NAME 'console line' OVERRIDES...
+  local name=$1 line=$2
+  shift 2
+  run "$name" 2 --balance.interval=3 --debug.slowdown=1:2 "$@" || { fail "$name" "$(tail -3 "$name.out")"; return; }
+  grep -q "^balance: $line" "$name.out" || { fail "$name" "no '$line': $(grep -m2 '^balance:' "$name.out")"; return; }
+  same_losses "$name ($(grep -m1 "^balance: $line" "$name.out" | cut -c10-60))" serial "$name" 1e-5
+}
+balanced balance_moves_blocks "moved blocks" --parallel.pipeline=2 --balance.pipeline=true
+balanced balance_replica_shares "replica shares now" --parallel.data=2 --balance.replicas=true
 # A tied head: the first and last stages' copies of wte summed, as GPT-2's.
 run tied_serial 1 --model.tie_embeddings=true
 run tied_p2 2 --model.tie_embeddings=true --parallel.pipeline=2
