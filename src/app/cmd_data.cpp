@@ -29,10 +29,10 @@ namespace po = boost::program_options;
 namespace {
 
 // The model a command reads whole (job/whole_model.hpp) as a model on this rank.
-std::unique_ptr<model::Gpt2> whole_gpt(comm::Communicator& world, const Job& job, kernels::Context& ctx,
+std::unique_ptr<model::Transformer> whole_gpt(comm::Communicator& world, const Job& job, kernels::Context& ctx,
                                        const std::string& checkpoint, const std::string& command) {
   const WholeModel m = whole_model(world, job, checkpoint, command);
-  auto gpt = std::make_unique<model::Gpt2>(m.config, ctx);
+  auto gpt = std::make_unique<model::Transformer>(m.config, ctx);
   gpt->upload_params(m.params.data());
   return gpt;
 }

@@ -9,7 +9,7 @@
 #include "job/settings.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "optim/adamw.hpp"
 #include "tensor/buffer.hpp"
 
@@ -22,7 +22,7 @@ struct GemmShape {
 };
 
 // Every forward and backward GEMM of one micro-batch (B sequences of T tokens), as
-// model/gpt2.cpp and kernels/cpu/attention.cpp call them.
+// model/transformer.cpp and kernels/cpu/attention.cpp call them.
 std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T);
 
 // The model's GEMMs on dummy operands: one pass runs each once.
@@ -54,7 +54,7 @@ class StepRunner {
  private:
   kernels::Context ctx_;
   model::GptConfig config_;
-  model::Gpt2 gpt_;
+  model::Transformer gpt_;
   optim::AdamW optimizer_;
   int B_ = 0, T_ = 0;
   int64_t micro_batches_ = 0, updates_ = 0;

@@ -9,14 +9,14 @@
 
 namespace trident::dp {
 
-void tie_embedding_gradients(model::Gpt2& model, comm::Communicator* embedding) {
+void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding) {
   if (!embedding) return;
   const model::ParamViews grads = model::param_views(model.config(), model.grads(), model.partition());
   const size_t count = static_cast<size_t>(model::param_specs(model.config(), model.partition())[0].count());
   embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
 }
 
-void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+void sum_gradient_squares(model::Transformer& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
                           comm::Communicator& tensor, comm::Communicator& pipeline) {
   kernels::Context ctx = model.context();
   // Each tensor's part of the shard, in one call (on a device one launch, nothing read).
@@ -53,7 +53,7 @@ void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& 
     pipeline.all_reduce(sums, 2, DType::f64, comm::Op::Sum, stream).wait();
 }
 
-void agree_on_skip(model::Gpt2& model, double* flag, comm::Communicator& world) {
+void agree_on_skip(model::Transformer& model, double* flag, comm::Communicator& world) {
   if (world.size() > 1) world.all_reduce(flag, 1, DType::f64, comm::Op::Max, model.stream()).wait();
 }
 

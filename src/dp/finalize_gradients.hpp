@@ -22,22 +22,22 @@
 
 #include "comm/communicator.hpp"
 #include "dp/reducer.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 
 namespace trident::dp {
 
 // Pipeline only (`embedding` null: nothing to do): wte's gradient summed over the embedding
 // group, ordered on the model's stream and waited for.
-void tie_embedding_gradients(model::Gpt2& model, comm::Communicator* embedding);
+void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding);
 
 // The squared global norm's two parts into squares (f64 (2), the model's device memory): split
 // over the tensor group, and replicated on it, each summed over the groups. `shard`: the part of
 // this rank's gradients it holds summed (ZeRO-1's shard, or all of them).
-void sum_gradient_squares(model::Gpt2& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+void sum_gradient_squares(model::Transformer& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
                           comm::Communicator& tensor, comm::Communicator& pipeline);
 
 // The skip flag at `flag` (one f64, the model's device memory) made the largest of every rank's
 // in `world`, so that a fault confined to one rank cannot split them.
-void agree_on_skip(model::Gpt2& model, double* flag, comm::Communicator& world);
+void agree_on_skip(model::Transformer& model, double* flag, comm::Communicator& world);
 
 }  // namespace trident::dp

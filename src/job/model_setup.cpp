@@ -135,11 +135,11 @@ std::vector<float> initial_parameters(const RunSettings& settings, const model::
   return values;
 }
 
-std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt) {
+std::vector<float> initial_parameters(const RunSettings& settings, const model::Transformer& gpt) {
   return initial_parameters(settings, gpt.config(), gpt.tensor_group().slice);
 }
 
-void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt) {
+void initialise_parameters(const RunSettings& settings, model::Transformer& gpt) {
   gpt.upload_params(initial_parameters(settings, gpt).data());
 }
 

@@ -10,7 +10,7 @@
 #include "deck/record.hpp"
 #include "job/settings.hpp"
 #include "layout/grid.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "optim/loss_scaler.hpp"
 
 namespace trident {
@@ -38,9 +38,9 @@ std::vector<int> stage_layer_counts(const RunSettings& settings, int stages);
 // The whole model with the default slice.
 std::vector<float> initial_parameters(const RunSettings& settings, const model::GptConfig& config,
                                       const model::Partition& slice = {});
-std::vector<float> initial_parameters(const RunSettings& settings, const model::Gpt2& gpt);
+std::vector<float> initial_parameters(const RunSettings& settings, const model::Transformer& gpt);
 // The same uploaded into the model (rounded to a 16-bit model's type).
-void initialise_parameters(const RunSettings& settings, model::Gpt2& gpt);
+void initialise_parameters(const RunSettings& settings, model::Transformer& gpt);
 // The whole model (llm.c order), assembled on world rank 0 from the slices `mine` (this rank's
 // fp32 parameters, of partition `part`) of data replica 0's ranks (every tensor slice of every
 // stage), which send them over `world` (every rank, in world-rank order; under its watchdog);

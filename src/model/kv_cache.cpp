@@ -15,7 +15,7 @@ constexpr MemoryCategory kActs = MemoryCategory::Activations;
 
 KvDecoder::KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx, int capacity)
     : config_(config),
-      llama_(is_llama(config)),
+      parts_(block_parts(config)),
       capacity_(capacity > 0 && capacity < config.max_seq_len ? capacity : config.max_seq_len),
       kv_width_(kv_channels(config)),
       qkv_rows_(qkv_rows(config)),
@@ -45,12 +45,12 @@ const float* KvDecoder::step(int token) {
   if (token < 0 || token >= config_.vocab)
     throw std::out_of_range("token " + std::to_string(token) + " is outside the vocabulary");
   const Tensor wte = on_device(p_.wte + static_cast<size_t>(token) * C, {C});
-  if (llama_) {  // the token's embedding; its position enters through the rotary kernel
+  if (parts_.learned_positions()) {
+    kernels::residual_forward(ctx_, x_.view(), wte, on_device(p_.wpe + static_cast<size_t>(position_) * C, {C}));
+  } else {  // the token's embedding; its position enters through the rotary kernel, in the blocks
     kernels::copy(ctx_, x_.view(), wte);
     const int32_t at = position_;
     kernels::upload(ctx_, rope_position_.view(), &at);
-  } else {
-    kernels::residual_forward(ctx_, x_.view(), wte, on_device(p_.wpe + static_cast<size_t>(position_) * C, {C}));
   }
   for (int l = 0; l < config_.layers; ++l) block(l);
   norm(p_.lnfw, p_.lnfb);
@@ -62,34 +62,30 @@ const float* KvDecoder::step(int token) {
 
 Tensor KvDecoder::on_device(const float* data, Shape shape) const { return view(data, shape, params_.device()); }
 
-// y (N) = x (K) · wᵀ + bias, one row of the model's linear layer (w: (N, K); llama: no bias).
+// y (N) = x (K) · wᵀ + bias, one row of the model's linear layer (w: (N, K); the bias where the
+// parts have biases).
 void KvDecoder::linear(float* y, const float* x, const float* w, const float* bias, int K, int N) {
   kernels::linear_forward(ctx_, on_device(y, {1, N}), on_device(x, {1, K}), on_device(w, {N, K}),
-                          on_device(llama_ ? nullptr : bias, {N}));
+                          on_device(parts_.biases ? bias : nullptr, {N}));
 }
 
-// ln_ (C) = the model's norm of x_ (one row) with its weight (and GPT-2's bias) (C).
+// ln_ (C) = the block's norm of x_ (one row) with its weight (and bias) (C).
 void KvDecoder::norm(const float* weight, const float* bias) {
   const int C = config_.channels;
-  if (llama_) {
-    kernels::rmsnorm_forward(ctx_, ln_.view({1, C}), on_device(&stats_[0], {1}), x_.view({1, C}),
-                             on_device(weight, {C}), config_.norm_eps);
-    return;
-  }
-  kernels::layernorm_forward(ctx_, ln_.view(), on_device(&stats_[0], {1}), on_device(&stats_[1], {1}),
-                             x_.view({1, C}), on_device(weight, {C}), on_device(bias, {C}));
+  norm_forward(ctx_, parts_, ln_.view({1, C}), on_device(&stats_[0], {1}), on_device(&stats_[1], {1}), x_.view({1, C}),
+               on_device(weight, {C}), on_device(bias, {C}));
 }
 
-// The block of model/gpt2.cpp at one position: x += attn(norm1(x)); x += mlp(norm2(x)).
+// The block of model/transformer.cpp at one position: x += attn(norm1(x)); x += mlp(norm2(x)).
 void KvDecoder::block(int l) {
   const int C = config_.channels;
   const size_t c = C, kv = static_cast<size_t>(kv_width_);
   const size_t at = (static_cast<size_t>(l) * capacity_ + position_) * kv;
   norm(p_.ln1w + l * c, p_.ln1b + l * c);
   linear(qkv_.data(), ln_.data(), p_.qkvw + l * qkv_rows_ * c, p_.qkvb + l * qkv_rows_, C, static_cast<int>(qkv_rows_));
-  if (llama_)  // q and k rotated at this position, as the training forward does (before the cache)
-    kernels::rope(ctx_, qkv_.view({1, 1, qkv_rows_}), rope_position_.view(), config_.heads, kv_heads(config_),
-                  rope_frequencies(config_), false);
+  // Rotary positions: q and k rotated at this position, as the training forward does (before the cache).
+  rotate_positions(ctx_, parts_, qkv_.view({1, 1, qkv_rows_}), rope_position_.view(), config_.heads, kv_heads(config_),
+                   false);
   kernels::copy(ctx_, view(&keys_[at], kv), view(&qkv_[c], kv));           // k
   kernels::copy(ctx_, view(&values_[at], kv), view(&qkv_[c + kv], kv));    // v
   attend(l, qkv_.data());
@@ -97,8 +93,7 @@ void KvDecoder::block(int l) {
   kernels::add_inplace(ctx_, x_.view(), proj_.view());
   norm(p_.ln2w + l * c, p_.ln2b + l * c);
   linear(fch_.data(), ln_.data(), p_.fcw + l * fc_rows_ * c, p_.fcb + l * fc_rows_, C, static_cast<int>(fc_rows_));
-  if (llama_) kernels::swiglu_forward(ctx_, act_.view({1, hidden_}), fch_.view({1, fc_rows_}));
-  else kernels::gelu_forward(ctx_, act_.view(), fch_.view());
+  activation_forward(ctx_, parts_, act_.view({1, hidden_}), fch_.view({1, fc_rows_}));
   linear(proj_.data(), act_.data(), p_.fcprojw + l * hidden_ * c, p_.fcprojb + l * c, static_cast<int>(hidden_), C);
   kernels::add_inplace(ctx_, x_.view(), proj_.view());
 }

@@ -1,7 +1,7 @@
-// Autoregressive decoding of the whole (serial) model — GPT-2 or the Llama family — with a
+// Autoregressive decoding of the whole (serial) model — any architecture's block parts — with a
 // key/value cache: each step runs one new token through the model — its q, k, v; its keys and
 // values appended to the cache; its attention over the cached positions — instead of the whole
-// sequence again. The math is the model's own forward (model/gpt2.hpp, docs/MODEL.md) at one
+// sequence again. The math is the model's own forward (model/transformer.hpp, docs/MODEL.md) at one
 // position, with the same kernels (kernels/kernels.hpp) for the linear layers, the norms
 // (LayerNorm, RMSNorm), GELU or SwiGLU and the rotary positions; the attention of one query is a
 // loop over the cached keys. Llama's cache holds its kv_heads key/value heads (grouped-query
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kernels.hpp"
+#include "model/block_parts.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
 #include "tensor/buffer.hpp"
@@ -34,12 +35,12 @@ class KvDecoder {
  private:
   Tensor on_device(const float* data, Shape shape) const;  // memory of params_' device as `shape`
   void linear(float* y, const float* x, const float* w, const float* bias, int K, int N);
-  void norm(const float* weight, const float* bias);  // ln_ = LayerNorm (gpt2) or RMSNorm (llama) of x_
+  void norm(const float* weight, const float* bias);  // ln_ = the block's norm of x_
   void block(int l);                   // x_ through block l at position_
   void attend(int l, const float* q);  // atty_ = attention of q over positions 0..position_
 
   GptConfig config_;
-  bool llama_;
+  BlockParts parts_;      // the block's parts (model/block_parts.hpp)
   int capacity_;
   int64_t kv_width_;      // KV·hs: the cached columns of one position (C for GPT-2)
   int64_t qkv_rows_, fc_rows_, hidden_;  // C + 2·KV·hs; the MLP's input rows (4C, or [gate | up] 2F); its width

@@ -21,7 +21,7 @@ Tensor on_device(const kernels::Context& ctx, const T* data, Shape shape) {
 // On the host the all-reduce is complete here (MPI). On a device it stays on the stream: the
 // GEMM or kernel that reads the result is enqueued after it there, so the host does not stop
 // for it (a wait per all-reduce would leave the GPU idle between launches, and inside a graph
-// capture there is nothing to wait for); Gpt2's fence after each pass completes it.
+// capture there is nothing to wait for); Transformer's fence after each pass completes it.
 void TensorGroup::all_reduce(float* data, size_t n, comm::Op op) const {
   if (slice.size == 1) return;
   settle([&] { return collectives->all_reduce(data, n, DType::f32, op, stream); });

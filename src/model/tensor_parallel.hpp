@@ -77,7 +77,7 @@ namespace trident::model {
 struct TensorGroup {
   Partition slice;                              // this rank's part of the model
   comm::Communicator* collectives = nullptr;  // the tensor group's; null when slice.size == 1
-  Stream stream;  // where the activations live and kernels run (Gpt2 sets it): the collectives' stream
+  Stream stream;  // where the activations live and kernels run (Transformer sets it): the collectives' stream
   bool sequence_parallel = false;  // parallel.sequence_parallel (see above)
   bool overlap = false;            // parallel.tp_comm_overlap: the rings above (with sequence parallelism)
   Tensor incoming;  // overlap: (M/p, width) f32, where the reduce-scatter ring's arriving block lands

@@ -31,7 +31,7 @@ class AdamW {
         const model::Partition& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1,
         kernels::Precision precision = kernels::Precision::fp32);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
-  // grad_scale (the clipping factor). params: the model's parameters (Gpt2::parameters_to_write),
+  // grad_scale (the clipping factor). params: the model's parameters (Transformer::parameters_to_write),
   // f32 (updated in place) or 16-bit (the shard's part written from the updated master).
   // control (f64 (2), or empty): the gradients' factor and the skip flag, decided on the device
   // (kernels::step_control) and read there in place of grad_scale.

@@ -34,7 +34,7 @@ int gradient_tag(int micro_batch, int chunks, int chunk) { return 2 * (micro_bat
 
 }  // namespace
 
-PipelineRunner::PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule,
+PipelineRunner::PipelineRunner(model::Transformer& gpt, comm::Communicator& pipeline, Schedule schedule,
                                int micro_batches, int B, int T)
     : gpt_(gpt), pipeline_(pipeline), schedule_(schedule), micro_batches_(micro_batches), B_(B), T_(T),
       forward_times_(gpt.context()), backward_times_(gpt.context()), weight_times_(gpt.context()),
@@ -106,7 +106,7 @@ void PipelineRunner::run_forward(int i, int chunk, const BatchFn& batch, std::op
   if (times) times->wait_seconds += received - start, forward_times_.end();
 }
 
-// inputs_only: the zero-bubble B (Gpt2::backward_inputs), the weight gradients left to
+// inputs_only: the zero-bubble B (Transformer::backward_inputs), the weight gradients left to
 // run_weight_gradients. It keeps dy where the slot's output was: that send must be complete.
 // Without chunks the input gradient goes out of the model's buffer, its send completed before
 // the next backward writes it; with chunks each chunk sends from a buffer of its own, completed

@@ -21,7 +21,7 @@
 #include "comm/communicator.hpp"
 #include "tensor/buffer.hpp"
 #include "kernels/stream_intervals.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "pipeline/schedule.hpp"
 
 namespace trident::pipeline {
@@ -36,19 +36,19 @@ struct StepTimes {
   double weight_seconds = 0;    // of backward: the W passes alone (zero-bubble schedules)
   double wait_seconds = 0;      // blocked on receives
   double schedule_seconds = 0;  // the whole schedule on this stage, first action to last send
-  double edge_seconds = 0;      // of forward + backward: the embedding and head (Gpt2::take_edge_seconds)
+  double edge_seconds = 0;      // of forward + backward: the embedding and head (Transformer::take_edge_seconds)
 };
 
 class PipelineRunner {
  public:
   // pipeline: the pipeline group's communicator (our point-to-point: counted per level, and
   // every wait under the watchdog).
-  PipelineRunner(model::Gpt2& gpt, comm::Communicator& pipeline, Schedule schedule, int micro_batches,
+  PipelineRunner(model::Transformer& gpt, comm::Communicator& pipeline, Schedule schedule, int micro_batches,
                  int B, int T);
 
   // One training step: every micro-batch forward and backward (loss scaled by loss_scale);
   // on_last_final is the gradient hook of the step's last backward. The last stage keeps each
-  // micro-batch's loss sum on the device (Gpt2::kept_loss_sums): nothing is read on the host.
+  // micro-batch's loss sum on the device (Transformer::kept_loss_sums): nothing is read on the host.
   void train_step(const BatchFn& batch, float loss_scale,
                     const std::function<void(int)>& on_last_final, StepTimes* times = nullptr);
 
@@ -73,7 +73,7 @@ class PipelineRunner {
 
  private:
   // backward_scale: a training step's forward, whose backward follows with that loss scale
-  // (Gpt2::enqueue_forward); none: a forward for the loss alone.
+  // (Transformer::enqueue_forward); none: a forward for the loss alone.
   void run_forward(int micro_batch, int chunk, const BatchFn& batch, std::optional<float> backward_scale,
                    StepTimes* times);
   void run_backward(int micro_batch, int chunk, float loss_scale, bool inputs_only,
@@ -83,7 +83,7 @@ class PipelineRunner {
   int virtual_stage(int chunk) const;   // chunk · stages + stage
   bool reads_tokens(int chunk) const;   // this chunk's forward fills the micro-batch's tokens
   void stretch(double compute_start) const;  // debug.slowdown's sleep
-  model::Gpt2& gpt_;
+  model::Transformer& gpt_;
   comm::Communicator& pipeline_;
   int stage_ = 0, stages_ = 1;
   Schedule schedule_;

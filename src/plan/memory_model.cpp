@@ -7,6 +7,7 @@
 #include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
 #include "kernels/kernels.hpp"
+#include "model/block_parts.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -44,7 +45,7 @@ Sizes sizes(const MemoryInputs& in) {
           model::kv_heads_local(in.config, in.tensor) != heads};
 }
 
-// Bytes of one block's kept activations (model/gpt2.cpp allocate_layer, Role::Kept): the
+// Bytes of one block's kept activations (model/transformer.cpp allocate_layer, Role::Kept): the
 // statistics in f32, the output in f32 when output_f32 (a stage's last block), the rest stored.
 int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32) {
   const Sizes z = sizes(in);
@@ -89,17 +90,22 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   for (int j = 0; j < chunks; ++j)
     kept += slots[j] * slot_bytes(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
-  const bool llama = model::is_llama(in.config);  // its materialized attention: f32 products in every precision
+  // bf16's materialized attention keeps a 16-bit copy of the probabilities where it reads the kept
+  // q, k, v as they are (not grouped); a learned position table is read in chunks with context
+  // parallelism; the ring's blocks borrow the MLP's gradient scratch where its widths are 4C.
+  const bool bf16_attention = in.precision == "bf16" && !z.grouped;
+  const bool learned_positions = model::block_parts(in.config).learned_positions();
+  const bool ring_in_mlp = z.fc >= 4 * z.Cl && z.hidden >= 4 * z.Cl;
   int64_t shared = K * layer_bytes(in, true, false) +
-                   (selective ? z.probs * (kFloat + (in.precision == "bf16" && !llama ? 2 : 0)) : 0);
+                   (selective ? z.probs * (kFloat + (bf16_attention ? 2 : 0)) : 0);
   shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
              z.probs) * kFloat;  // backward scratch
   if (z.grouped) shared += (3 * z.BT * z.Cl + z.BT * z.qkv) * kFloat;  // the expanded q, k, v; the summed gradient
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
-  if (in.context > 1 && stage == 0 && !llama)  // the chunks' positions and their gradient (the ring's buffers: the MLP's scratch)
+  if (in.context > 1 && stage == 0 && learned_positions)  // the chunks' positions and their gradient
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
-  if (in.context > 1 && llama) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks: a scratch of their own
+  if (in.context > 1 && !ring_in_mlp) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
@@ -138,7 +144,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
   const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO-1 shard
-  // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/gpt2.hpp);
+  // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/transformer.hpp);
   // the optimizer's fp32 master weights of its shard beside the two moments.
   const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;

@@ -1,6 +1,6 @@
 // The analytic memory model: the bytes each rank holds per category (tensor/buffer.hpp), from
 // the model shape, the layout, the micro-batch and its count, the schedule, the recompute mode
-// and ZeRO — derived buffer by buffer from what our code allocates (model/gpt2.cpp,
+// and ZeRO — derived buffer by buffer from what our code allocates (model/transformer.cpp,
 // dp/reducer.cpp, optim/adamw.cpp, ckpt/checkpointer.cpp), so it is exact, not a fit; tests
 // hold it to the tracked peaks of real runs (tests/e2e/memory.sh).
 //

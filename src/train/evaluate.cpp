@@ -45,7 +45,7 @@ int ValidationShare::fill(const data::TokenData& val, int batch, int B, int T, i
   return used;
 }
 
-double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T, int B) {
+double validation_loss(model::Transformer& gpt, const data::TokenData& val, int64_t windows, int T, int B) {
   const ValidationShare share = validation_share(windows, 0, 1);
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   std::vector<float> losses(inputs.size());  // on the host, wherever the model is

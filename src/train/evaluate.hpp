@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/token_data.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 
 namespace trident {
 
@@ -26,6 +26,6 @@ struct ValidationShare {
 ValidationShare validation_share(int64_t windows, int replica, int replicas);
 
 // The whole model on one rank: the mean loss over all windows (trident eval).
-double validation_loss(model::Gpt2& gpt, const data::TokenData& val, int64_t windows, int T, int B);
+double validation_loss(model::Transformer& gpt, const data::TokenData& val, int64_t windows, int T, int B);
 
 }  // namespace trident

@@ -76,7 +76,7 @@ kernels::Context model_context(const Job& job) {
 
 // This rank's part of the model (world rank `rank`), its kernels prepared and its parameters
 // initialised.
-std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::GptConfig& config,
+std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const model::GptConfig& config,
                                          const RecomputeChoice& recompute, const std::vector<int>& stage_layers,
                                          kernels::Context& ctx, comm::Communicator& tensor,
                                          comm::Communicator& context) {
@@ -90,7 +90,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  auto model = std::make_unique<model::Gpt2>(config, ctx, tensor_group, job.settings.precision.precision);
+  auto model = std::make_unique<model::Transformer>(config, ctx, tensor_group, job.settings.precision.precision);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_flash_attention(job.settings.model.flash_attention);
@@ -103,7 +103,7 @@ std::unique_ptr<model::Gpt2> build_model(const Job& job, int rank, const model::
   return model;  // its parameters set by the trainer (set_parameters), or by a checkpoint read
 }
 
-std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Gpt2& model,
+std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Transformer& model,
                                                   comm::Communicator& data) {
   dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
                           model.grads(), model.num_parameters(), model.context()};
@@ -114,7 +114,7 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
 
 // ZeRO-1: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of its own
 // shard only.
-std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Gpt2& model,
+std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Transformer& model,
                                              const dp::GradientReducer& reducer) {
   const dp::Shard shard = reducer.shard();
   return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin,
@@ -123,7 +123,7 @@ std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
 // debug.slowdown's factor of world rank `rank`.
-std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, int rank, model::Gpt2& model,
+std::unique_ptr<pipeline::PipelineRunner> make_runner(const RunSettings& settings, int rank, model::Transformer& model,
                                                       comm::Communicator& pipeline, int64_t micro_batches,
                                                       int micro_batch) {
   auto runner = std::make_unique<pipeline::PipelineRunner>(
@@ -238,7 +238,7 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
 
 void Trainer::rebuild_runner() {
   runner_.reset();
-  // The new runner re-sizes the model's activation slots for B_ (Gpt2::prepare).
+  // The new runner re-sizes the model's activation slots for B_ (Transformer::prepare).
   runner_ = make_runner(settings_, rank_, *model_, *collectives_.pipeline, micro_batches_, B_);
   runner_->set_micro_batches(shares_[dp_rank_]);
 }

@@ -21,7 +21,7 @@
 #include "kernels/kernels.hpp"
 #include "metrics/metrics_file.hpp"
 #include "metrics/progress.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "optim/adamw.hpp"
 #include "optim/loss_scaler.hpp"
 #include "pipeline/micro_batching.hpp"
@@ -133,7 +133,7 @@ class Trainer : private BalanceTarget {
   // The model and what works on it are rebuilt, in this order, when balance.pipeline moves
   // blocks between stages (rebuild_model): the only members that change after construction.
   std::vector<int> stage_layers_;  // blocks per stage: parallel.stage_layers, or the last move's
-  std::unique_ptr<model::Gpt2> model_;
+  std::unique_ptr<model::Transformer> model_;
   const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<dp::GradientReducer> reducer_;
   std::unique_ptr<optim::AdamW> optimizer_;

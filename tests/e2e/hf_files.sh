@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hugging Face model directories (model/hf_gpt2.hpp): `trident export --format=hf` and
+# Hugging Face model directories (model/hf_architectures.hpp): `trident export --format=hf` and
 # model.init = DIR, both ways bitwise; sharded and 16-bit files; a checkpoint of a tensor ×
 # pipeline run exports the files its model.bin does; a directory read in slices by every rank of
 # a parallel run trains as the llm.c file does; transformers itself gives our loss on our files

@@ -107,6 +107,10 @@ same_losses tied_p2_against_tied_serial tied_serial tied_p2 1e-5
 run bf16 1 --optim.precision=bf16
 run bf16_materialized 1 --optim.precision=bf16 --model.attention=materialized
 same_losses bf16_materialized_follows_flash bf16 bf16_materialized 2e-2
+# Multi-head (not grouped): bf16's 16-bit attention kernels on the kept, rotated q, k, v.
+run bf16_mha 1 --optim.precision=bf16 --model.kv_heads=4
+run bf16_mha_materialized 1 --optim.precision=bf16 --model.kv_heads=4 --model.attention=materialized
+same_losses bf16_mha_materialized_follows_flash bf16_mha bf16_mha_materialized 2e-2
 check bf16_follows_fp32 /usr/bin/python3 - serial bf16 <<'PY'
 import sys, h5py
 a, b = (h5py.File(d + "/metrics.h5", "r")["loss"][:] for d in sys.argv[1:])

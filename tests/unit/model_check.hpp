@@ -8,13 +8,13 @@
 
 #include "kernel_check.hpp"
 
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "model/params.hpp"
 
 namespace trident::testing {
 
 // init_params(seed) times `scale`, uploaded (rounded to a 16-bit model's type).
-inline void initialise(model::Gpt2& gpt, uint64_t seed, float scale = 1.0f) {
+inline void initialise(model::Transformer& gpt, uint64_t seed, float scale = 1.0f) {
   std::vector<float> values(static_cast<size_t>(gpt.num_parameters()));
   model::init_params(gpt.config(), values.data(), seed, gpt.partition());
   for (float& v : values) v *= scale;
@@ -35,7 +35,7 @@ inline std::vector<int32_t> test_tokens(int n, unsigned seed, int vocab) {
 // small, and atol covers the float rounding of the loss (~1e-4 after dividing by 2h).
 inline std::vector<float> check_model_gradients(const model::GptConfig& config, bool flash) {
   kernels::Context ctx;
-  model::Gpt2 gpt(config, ctx);
+  model::Transformer gpt(config, ctx);
   if (flash) gpt.set_flash_attention(true);
   model::init_params(config, gpt.params(), 42);
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 5.0f;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernel_check.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "model_check.hpp"
 
 using namespace trident;
@@ -39,7 +39,7 @@ struct Run {
 Run run(kernels::Precision precision, int chunk, bool fused = false) {
   kernels::Context ctx;
   const model::GptConfig config = small_config();
-  model::Gpt2 gpt(config, ctx, {}, precision);
+  model::Transformer gpt(config, ctx, {}, precision);
   gpt.set_classifier_chunk(chunk);
   testing::initialise(gpt, 7, 4.0f);  // logits of order 1
   const int B = 2, T = 5;
@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(the_training_forward_computes_the_backward_gradient) {
   }
   kernels::Context ctx;
   const model::GptConfig config = small_config();
-  model::Gpt2 gpt(config, ctx);
+  model::Transformer gpt(config, ctx);
   gpt.set_classifier_chunk(4);
   model::init_params(config, gpt.params(), 7);
   const auto inputs = tokens(10, 1, config.vocab);
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(the_gradient_follows_the_targets) {
   const Run a = run(kernels::Precision::fp32, 3);
   kernels::Context ctx;
   const model::GptConfig config = small_config();
-  model::Gpt2 gpt(config, ctx);
+  model::Transformer gpt(config, ctx);
   gpt.set_classifier_chunk(3);
   testing::initialise(gpt, 7, 4.0f);
   const auto inputs = tokens(10, 1, config.vocab), targets = tokens(10, 9, config.vocab);

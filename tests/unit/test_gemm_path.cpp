@@ -12,7 +12,7 @@
 #include "kernel_check.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "model_check.hpp"
 
 using namespace trident;
@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(gemm_path_is_reported) {
   BOOST_TEST(!kernels::widens_low16(widened, Precision::fp32));
 }
 
-// Gpt2::prepare_kernels creates every GEMM primitive that forward and backward then run (on
+// Transformer::prepare_kernels creates every GEMM primitive that forward and backward then run (on
 // the first and last stage, with and without selective recompute, in every precision and path).
 BOOST_AUTO_TEST_CASE(prepare_kernels_creates_every_gemm_the_model_runs) {
   model::GptConfig config;
@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(prepare_kernels_creates_every_gemm_the_model_runs) {
         const int B = 2 + case_index % 3, T = 9 + case_index++;  // new shapes: nothing cached yet
         if (precision == Precision::fp16 && path == Low16Gemm::native) continue;
         kernels::Context ctx = with_path(path);
-        model::Gpt2 gpt(config, ctx, {}, precision);
+        model::Transformer gpt(config, ctx, {}, precision);
         testing::initialise(gpt, 3);
         gpt.set_attention_recompute(selective);
         gpt.prepare_kernels(B, T);

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "model/kv_cache.hpp"
 #include "model/sampler.hpp"
 
@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_SUITE(generate)
 BOOST_AUTO_TEST_CASE(greedy_equals_argmax_of_the_full_forward) {
   kernels::Context ctx;
   const model::GptConfig config = small_config();
-  model::Gpt2 gpt(config, ctx);
+  model::Transformer gpt(config, ctx);
   model::init_params(config, gpt.params(), 11);
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 8.0f;  // spread the logits: no near ties
   model::KvDecoder decoder(config, gpt.params(), ctx);
@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(llama_cache_equals_the_full_forward) {
   config.kv_heads = 2, config.ffn_hidden = 40, config.tie_embeddings = false, config.norm_eps = 1e-5f;
   config.rope_factor = 8.0f, config.rope_low_freq_factor = 1.0f, config.rope_high_freq_factor = 4.0f;
   config.rope_original_context = 64.0f;
-  model::Gpt2 gpt(config, ctx);
+  model::Transformer gpt(config, ctx);
   model::init_params(config, gpt.params(), 13);
   for (int64_t i = 0; i < gpt.num_parameters(); ++i) gpt.params()[i] *= 8.0f;
   model::KvDecoder decoder(config, gpt.params(), ctx, 20);  // a cache of 20 of the 24 positions

@@ -48,6 +48,24 @@ BOOST_AUTO_TEST_CASE(key_value_heads_replicated_over_more_ranks) {
   BOOST_TEST(model::kv_replicas(c, 2) == 1);  // two ranks: a head each, no copies
 }
 
+// The architectures as rows of the parts table (model/block_parts.hpp).
+BOOST_AUTO_TEST_CASE(architectures_are_rows_of_parts) {
+  const model::BlockParts llama_parts = model::block_parts(llama(2, false));
+  BOOST_TEST((llama_parts.norm == model::NormPart::rms));
+  BOOST_TEST((llama_parts.positions == model::PositionPart::rotary));
+  BOOST_TEST((llama_parts.activation == model::ActivationPart::swiglu));
+  BOOST_TEST(!llama_parts.biases);
+  BOOST_TEST(llama_parts.norm_gradients() == 1);
+  model::GptConfig gpt2 = llama(4, true);
+  gpt2.arch = model::Arch::gpt2;
+  const model::BlockParts gpt2_parts = model::block_parts(gpt2);
+  BOOST_TEST((gpt2_parts.norm == model::NormPart::layer));
+  BOOST_TEST(gpt2_parts.learned_positions());
+  BOOST_TEST((gpt2_parts.activation == model::ActivationPart::gelu));
+  BOOST_TEST(gpt2_parts.biases);
+  BOOST_TEST(gpt2_parts.norm_gradients() == 2);
+}
+
 BOOST_AUTO_TEST_CASE(tensors_of_the_llama_slots) {
   const model::GptConfig c = llama(2, false);
   const auto specs = model::param_specs(c);

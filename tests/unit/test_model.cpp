@@ -5,7 +5,7 @@
 
 #include "kernel_check.hpp"
 #include "core/random.hpp"
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 #include "model_check.hpp"
 
 using namespace trident;
@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(model_gradients_match_finite_differences) {
 BOOST_AUTO_TEST_CASE(model_is_deterministic_and_accumulates) {
   kernels::Context ctx;
   const auto config = tiny_config();
-  trident::model::Gpt2 gpt(config, ctx);
+  trident::model::Transformer gpt(config, ctx);
   trident::model::init_params(config, gpt.params(), 7);
   const auto inputs = test_tokens(16, 3, config.vocab), targets = test_tokens(16, 4, config.vocab);
   gpt.zero_grad();
@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_gpt2) {
   kernels::Context ctx;
   auto config = tiny_config();
   config.channels = 64, config.heads = 4, config.layers = 4;
-  trident::model::Gpt2 gpt(config, ctx);
+  trident::model::Transformer gpt(config, ctx);
   trident::model::init_params(config, gpt.params(), 1);
   const auto& p = gpt.param_views();
   auto stddev = [](const float* x, size_t n) {
@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(parameters_written_in_16_bits_reach_the_f32_reads) {
   auto config = tiny_config();
   const int B = 2, T = 4;
   const auto inputs = test_tokens(B * T, 7, config.vocab), targets = test_tokens(B * T, 8, config.vocab);
-  trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
+  trident::model::Transformer gpt(config, ctx, {}, kernels::Precision::bf16);
   trident::testing::initialise(gpt, 11);
   BOOST_CHECK_THROW(gpt.params(), std::logic_error);  // no f32 parameters
   const float before = gpt.forward(inputs.data(), targets.data(), B, T);
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
   const int B = 2, T = 16;
   const auto inputs = test_tokens(B * T, 5, config.vocab), targets = test_tokens(B * T, 6, config.vocab);
   auto run = [&](kernels::Precision precision, float* loss, float scale = 1.0f) {
-    trident::model::Gpt2 gpt(config, ctx, {}, precision);
+    trident::model::Transformer gpt(config, ctx, {}, precision);
     trident::testing::initialise(gpt, 11);
     gpt.zero_grad();
     *loss = gpt.forward(inputs.data(), targets.data(), B, T);
@@ -159,7 +159,7 @@ BOOST_AUTO_TEST_CASE(low_precision_models_follow_fp32) {
       offset += spec.count();
     }
   }
-  trident::model::Gpt2 gpt(config, ctx, {}, kernels::Precision::bf16);
+  trident::model::Transformer gpt(config, ctx, {}, kernels::Precision::bf16);
   trident::testing::initialise(gpt, 11);
   const float before = gpt.forward(inputs.data(), targets.data(), B, T);
   trident::testing::initialise(gpt, 11, 3.0f);

@@ -1,6 +1,6 @@
 // GPT-2 forward and backward over the tensor-parallel layers of model/tensor_parallel.hpp
 // (the serial model is the tensor group of one rank). Kernel math: kernels/kernels.hpp.
-#include "model/gpt2.hpp"
+#include "model/transformer.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -20,7 +20,7 @@ constexpr MemoryKind kDevice = MemoryKind::device;
 
 }  // namespace
 
-Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group,
+Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group,
            kernels::Precision precision)
     : config_(config),
       ctx_(ctx),
@@ -45,8 +45,7 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
-  llama_ = is_llama(config_);
-  flash_ = llama_;  // grouped-query attention and the rotation run on the flash attention
+  parts_ = block_parts(config_);
   kv_local_ = model::kv_heads_local(config_, tp_.slice.size);  // fewer heads than ranks: one, replicated
   qkv_local_ = static_cast<int>(qkv_rows_local(config_, tp_.slice.size));
   fc_local_ = static_cast<int>(fc_rows(config_) / tp_.slice.size);
@@ -61,15 +60,15 @@ Gpt2::Gpt2(const GptConfig& config, Context& ctx, const TensorGroup& tensor_grou
   set_slots(std::vector<int>(chunks_, 1));
 }
 
-Gpt2::~Gpt2() { drop_graphs(); }
+Transformer::~Transformer() { drop_graphs(); }
 
-void Gpt2::set_flash_attention(bool on) {
+void Transformer::set_flash_attention(bool on) {
   flash_ = on;
 }
 
 // Over the tensor group: each rank's k and v rows into its head's slot of a (L, KV, 2·hs, C)
 // buffer, zero elsewhere, all-reduced (the head's replicas summed), and its slot back.
-void Gpt2::sum_replicated_kv_gradients() {
+void Transformer::sum_replicated_kv_gradients() {
   const int replicas = kv_replicas(config_, tp_.slice.size);
   if (replicas == 1 || layers_ == 0) return;
   const int64_t C = config_.channels, per = 2 * int64_t(head_size(config_)) * C, KV = kv_heads(config_);
@@ -84,27 +83,27 @@ void Gpt2::sum_replicated_kv_gradients() {
   for (int l = 0; l < layers_; ++l) kernels::copy(ctx_, rows(l), slot(l));
 }
 
-void Gpt2::set_context_group(const ContextGroup& group) {
+void Transformer::set_context_group(const ContextGroup& group) {
   if (group.size > 1 && !flash_)
-    throw std::logic_error("Gpt2::set_context_group: context parallelism needs the flash attention");
+    throw std::logic_error("Transformer::set_context_group: context parallelism needs the flash attention");
   cp_ = group;
   cp_.stream = stream();
 }
 
-void Gpt2::zero_grad() { kernels::clear(ctx_, grads_.view()); }
+void Transformer::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
-Tensor Gpt2::parameters_to_write() {
+Tensor Transformer::parameters_to_write() {
   f32_reads_stale_ = true;
   return params_.view();
 }
 
-float* Gpt2::params() {
-  if (low()) throw std::logic_error("Gpt2::params(): a " + std::string(kernels::precision_name(precision())) +
+float* Transformer::params() {
+  if (low()) throw std::logic_error("Transformer::params(): a " + std::string(kernels::precision_name(precision())) +
                                     " model's parameters are 16-bit (parameters_to_write, upload_params)");
   return params_.data<float>();
 }
 
-void Gpt2::upload_params(const float* host) {
+void Transformer::upload_params(const float* host) {
   f32_reads_stale_ = true;
   if (!low()) return kernels::upload(ctx_, params_.view(), host);
   std::vector<low16> rounded(static_cast<size_t>(num_parameters_));
@@ -112,11 +111,11 @@ void Gpt2::upload_params(const float* host) {
   kernels::upload(ctx_, params_.view(), rounded.data());
 }
 
-void Gpt2::download_losses(int slot, float* host) const {
+void Transformer::download_losses(int slot, float* host) const {
   kernels::download(ctx_, host, slots_[static_cast<size_t>(slot)].losses.view());
 }
 
-std::vector<float> Gpt2::host_params() const {
+std::vector<float> Transformer::host_params() const {
   std::vector<float> host(static_cast<size_t>(num_parameters_));
   if (!low()) {
     kernels::download(ctx_, host.data(), params_.view());
@@ -128,10 +127,10 @@ std::vector<float> Gpt2::host_params() const {
   return host;
 }
 
-void Gpt2::set_slots(const std::vector<int>& per_chunk) {
+void Transformer::set_slots(const std::vector<int>& per_chunk) {
   if (per_chunk == slots_per_chunk_) return;
   if (static_cast<int>(per_chunk.size()) != chunks_)
-    throw std::logic_error("Gpt2::set_slots: slots for " + std::to_string(per_chunk.size()) + " chunks, the stage has " +
+    throw std::logic_error("Transformer::set_slots: slots for " + std::to_string(per_chunk.size()) + " chunks, the stage has " +
                            std::to_string(chunks_));
   drop_graphs();
   slots_per_chunk_ = per_chunk;
@@ -147,7 +146,7 @@ void Gpt2::set_slots(const std::vector<int>& per_chunk) {
   }
 }
 
-void Gpt2::refresh_f32_reads() {
+void Transformer::refresh_f32_reads() {
   if (!low() || !f32_reads_stale_) return;
   const auto specs = model::param_specs(config_, tp_.slice);
   int64_t at = 0;
@@ -160,15 +159,15 @@ void Gpt2::refresh_f32_reads() {
   f32_reads_stale_ = false;
 }
 
-Buffer<float> Gpt2::activations(size_t n) const { return Buffer<float>(n, kActs, backend_, kDevice); }
+Buffer<float> Transformer::activations(size_t n) const { return Buffer<float>(n, kActs, backend_, kDevice); }
 
-Buffer<int32_t> Gpt2::tokens(size_t n) const { return Buffer<int32_t>(n, kActs, backend_, kDevice); }
+Buffer<int32_t> Transformer::tokens(size_t n) const { return Buffer<int32_t>(n, kActs, backend_, kDevice); }
 
-TensorBuffer Gpt2::activations(DType dtype, size_t n) const {
+TensorBuffer Transformer::activations(DType dtype, size_t n) const {
   return TensorBuffer(dtype, Shape{static_cast<int64_t>(n)}, kActs, backend_, kDevice);
 }
 
-Gpt2::Kept Gpt2::kept(size_t n, bool f32) const { return activations(f32 ? DType::f32 : low_type(), n); }
+Transformer::Kept Transformer::kept(size_t n, bool f32) const { return activations(f32 ? DType::f32 : low_type(), n); }
 
 // Everything backward needs of one block. With recompute every K blocks, a slot keeps only the
 // outputs of the blocks that end a segment (the next segment's input, and the last block's for
@@ -177,7 +176,7 @@ Gpt2::Kept Gpt2::kept(size_t n, bool f32) const { return activations(f32 ? DType
 // goes to the residual stream buffers).
 // With sequence parallelism the LayerNorms' and the residual stream's buffers hold this rank's
 // rows (rows_) only; the parallel layers' (qkv, atty, fch, fch_gelu) hold every row.
-void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
+void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
   const size_t BT = static_cast<size_t>(B_) * T_, rows = rows_, C = config_.channels, Cl = C_local_;
   const size_t probs = static_cast<size_t>(B_) * heads_local_ * T_ * T_;
   const bool f32 = !low() || role == Role::Working;
@@ -197,7 +196,7 @@ void Gpt2::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
 // The final LayerNorm's output is kept for all rows (what the classifier reads), its statistics
 // for this rank's.
-void Gpt2::allocate_slot(Slot& s, int index) {
+void Transformer::allocate_slot(Slot& s, int index) {
   const size_t BT = static_cast<size_t>(B_) * T_, rows = rows_, C = config_.channels;
   s.chunk = static_cast<int>(std::upper_bound(first_slot_.begin(), first_slot_.end(), index) - first_slot_.begin()) - 1;
   s.first = chunk_begin_[s.chunk], s.last = s.first + chunk_size_[s.chunk] - 1;
@@ -218,10 +217,10 @@ void Gpt2::allocate_slot(Slot& s, int index) {
   s.loss_sum = Buffer<double>(1, kActs, backend_, kDevice);
 }
 
-void Gpt2::prepare(int B, int T) {
+void Transformer::prepare(int B, int T) {
   if (B == B_ && T == T_) return;
   if (tp_.splits_rows() && (B * T) % tp_.slice.size != 0)
-    throw std::logic_error("Gpt2::prepare: sequence parallelism over " + std::to_string(tp_.slice.size) +
+    throw std::logic_error("Transformer::prepare: sequence parallelism over " + std::to_string(tp_.slice.size) +
                            " ranks needs B·T divisible by it, not " + std::to_string(B * T));
   drop_graphs();  // they hold the old buffers' addresses
   B_ = B, T_ = T;
@@ -233,7 +232,7 @@ void Gpt2::prepare(int B, int T) {
   for (LayerActivations& a : work_) allocate_layer(a, Role::Kept, false);
   if (recompute_attention_ && !flash_) {
     shared_att_ = activations(static_cast<size_t>(B) * heads_local_ * T * T);
-    if (gemm_.precision == kernels::Precision::bf16 && !llama_)  // what P·V reads
+    if (bf16_attention())  // what P·V reads
       shared_att_low_ = activations(DType::bf16, shared_att_.size());
   }
   const size_t BT = static_cast<size_t>(B) * T, rows = rows_, C = config_.channels, Cl = C_local_;
@@ -260,7 +259,7 @@ void Gpt2::prepare(int B, int T) {
   d_fch_ = activations(BT * fc_local_), d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
   if (grouped()) qkv_full_ = activations(BT * 3 * Cl), d_qkv_compact_ = activations(BT * qkv_local_);
-  if (llama_) {  // each row's position in its sequence: with context parallelism, its chunks'
+  if (!parts_.learned_positions()) {  // each row's position in its sequence: with context parallelism, its chunks'
     rope_positions_ = tokens(size_t(T));
     std::vector<int32_t> at(static_cast<size_t>(T));
     const int n = cp_.size > 1 ? T / 2 : T;
@@ -268,19 +267,20 @@ void Gpt2::prepare(int B, int T) {
       at[static_cast<size_t>(t)] = cp_.size > 1 ? cp_.chunk(cp_.rank, t / n) * n + t % n : t;
     kernels::upload(ctx_, rope_positions_.view(), at.data());
   }
-  if (cp_.size > 1 && llama_) ring_scratch_ = activations(4 * BT * 2 * Cl);  // ring_buffers'
-  if (cp_.size > 1 && tp_.slice.first_stage && !llama_)  // the learned positions of the chunks
+  if (cp_.size > 1 && !ring_in_mlp_scratch()) ring_scratch_ = activations(4 * BT * 2 * Cl);  // ring_buffers'
+  if (cp_.size > 1 && tp_.slice.first_stage && parts_.learned_positions())  // the learned positions of the chunks
     positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
 }
 
-// GPT-2: in the MLP's gradient scratch, free whenever the attention core runs (forward, or
-// backward between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each
-// (B,T,4C/p). Llama's SwiGLU widths need not be 4C: a scratch of its own.
-RingBuffers Gpt2::ring_buffers() const {
+// In the MLP's gradient scratch, free whenever the attention core runs (forward, or backward
+// between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each of its (B,T,4C/p)
+// — or, where the MLP's widths are less (SwiGLU's need not be 4C), a scratch of their own.
+RingBuffers Transformer::ring_buffers() const {
   const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
   const Shape shape{B_, T_, 2 * C_local_};
-  const Tensor kv = llama_ ? ring_scratch_.view().elements(0, 2 * n) : d_fch_.view();
-  const Tensor dkv = llama_ ? ring_scratch_.view().elements(2 * n, 2 * n) : d_fch_gelu_.view();
+  const bool mlp = ring_in_mlp_scratch();
+  const Tensor kv = mlp ? d_fch_.view() : ring_scratch_.view().elements(0, 2 * n);
+  const Tensor dkv = mlp ? d_fch_gelu_.view() : ring_scratch_.view().elements(2 * n, 2 * n);
   RingBuffers r;
   for (int i = 0; i < 2; ++i) {
     r.kv[i] = kv.elements(i * n, n).reshaped(shape);
@@ -289,7 +289,7 @@ RingBuffers Gpt2::ring_buffers() const {
   return r;
 }
 
-Tensor Gpt2::attention_input(LayerActivations& w) {
+Tensor Transformer::attention_input(LayerActivations& w) {
   const Shape full{B_, T_, 3 * C_local_};
   if (!grouped()) return w.qkv.view(full);
   const int BT = B_ * T_;
@@ -298,8 +298,8 @@ Tensor Gpt2::attention_input(LayerActivations& w) {
 }
 
 // The rows of wpe at this rank's chunks' positions (chunk k: positions [k·n, (k + 1)·n)).
-const float* Gpt2::local_positions() {
-  if (llama_) return nullptr;  // rotary positions, in the blocks
+const float* Transformer::local_positions() {
+  if (!parts_.learned_positions()) return nullptr;  // rotary positions, in the blocks
   if (cp_.size == 1) return p_.wpe;
   const int n = T_ / 2, C = config_.channels;
   for (int local = 0; local < 2; ++local)
@@ -308,15 +308,15 @@ const float* Gpt2::local_positions() {
   return positions_.data();
 }
 
-float* Gpt2::local_position_gradients() {
-  if (llama_) return nullptr;
+float* Transformer::local_position_gradients() {
+  if (!parts_.learned_positions()) return nullptr;
   if (cp_.size == 1) return g_.wpe;
   kernels::clear(ctx_, d_positions_.view());
   return d_positions_.data();
 }
 
-void Gpt2::add_position_gradients() {
-  if (cp_.size == 1 || llama_) return;  // summed into wpe's gradient directly
+void Transformer::add_position_gradients() {
+  if (cp_.size == 1 || !parts_.learned_positions()) return;  // summed into wpe's gradient directly
   const int n = T_ / 2, C = config_.channels;
   for (int local = 0; local < 2; ++local)
     kernels::add_inplace(ctx_, on_device(g_.wpe + int64_t(cp_.chunk(cp_.rank, local)) * n * C, {n * C}),
@@ -325,13 +325,13 @@ void Gpt2::add_position_gradients() {
 
 // The linear layers as block_forward and head_forward call them: the row-parallel ones (the
 // attention projection, MLP down) add their bias after the all-reduce, not in the GEMM.
-void Gpt2::prepare_kernels(int B, int T) {
+void Transformer::prepare_kernels(int B, int T) {
   const int BT = B * T, C = config_.channels, Cl = C_local_;
   const kernels::Precision p = gemm_.precision;
   if (layers_ > 0) {
-    kernels::prepare_linear(ctx_, p, BT, C, qkv_local_, !llama_);  // qkv
+    kernels::prepare_linear(ctx_, p, BT, C, qkv_local_, parts_.biases);  // qkv
     kernels::prepare_linear(ctx_, p, BT, Cl, C, false);             // attention projection
-    kernels::prepare_linear(ctx_, p, BT, C, fc_local_, !llama_);   // MLP up
+    kernels::prepare_linear(ctx_, p, BT, C, fc_local_, parts_.biases);   // MLP up
     kernels::prepare_linear(ctx_, p, BT, mlp_local_, C, false);     // MLP down
     if (!flash_) kernels::prepare_attention(ctx_, p, B, T, Cl, heads_local_);
   }
@@ -341,50 +341,50 @@ void Gpt2::prepare_kernels(int B, int T) {
   if (chunk > 0) kernels::prepare_linear(ctx_, p, chunk, C, vocab_.rows, false);
 }
 
-int Gpt2::head_chunk(int BT) const {
+int Transformer::head_chunk(int BT) const {
   if (!tp_.slice.last_stage || classifier_chunk_ == 0) return 0;
   return std::min(classifier_chunk_, BT);
 }
 
-float* Gpt2::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
-const float* Gpt2::output(int slot) const {
+float* Transformer::stage_input(int slot) { return slots_.at(slot).stage_input.data(); }
+const float* Transformer::output(int slot) const {
   const Slot& s = slots_.at(slot);
   return s.layers.at(s.last).residual3.data<float>();
 }
-const float* Gpt2::losses(int slot) const { return slots_.at(slot).losses.data(); }
-const float* Gpt2::logits(int slot) const {
-  if (head_chunk(B_ * T_) > 0) throw std::logic_error("Gpt2::logits: the chunked classifier keeps no logits");
+const float* Transformer::losses(int slot) const { return slots_.at(slot).losses.data(); }
+const float* Transformer::logits(int slot) const {
+  if (head_chunk(B_ * T_) > 0) throw std::logic_error("Transformer::logits: the chunked classifier keeps no logits");
   return slots_.at(slot).logits.data();
 }
-float* Gpt2::output_gradient() { return d_residual_.data(); }
-const float* Gpt2::input_gradient() const { return d_residual_.data(); }
-void Gpt2::copy_input_gradient(float* into) const {
+float* Transformer::output_gradient() { return d_residual_.data(); }
+const float* Transformer::input_gradient() const { return d_residual_.data(); }
+void Transformer::copy_input_gradient(float* into) const {
   kernels::copy(ctx_, view(into, d_residual_.size(), device()), d_residual_.view());
 }
 
-int Gpt2::chunk_of(int l) const {
+int Transformer::chunk_of(int l) const {
   int j = 0;
   while (j + 1 < chunks_ && l >= chunk_begin_[j + 1]) ++j;
   return j;
 }
 
 // Segments of K blocks from each chunk's first block; a chunk's last block ends one.
-bool Gpt2::keeps_output(int l) const {
+bool Transformer::keeps_output(int l) const {
   const int j = chunk_of(l), in_chunk = l - chunk_begin_[j];
   return (in_chunk + 1) % interval_ == 0 || in_chunk == chunk_size_[j] - 1;
 }
 
-Gpt2::LayerActivations& Gpt2::layer_state(Slot& s, int l) {
+Transformer::LayerActivations& Transformer::layer_state(Slot& s, int l) {
   return interval_ ? work_[(l - chunk_begin_[chunk_of(l)]) % interval_] : s.layers[l];
 }
 
-Gpt2::Kept& Gpt2::output_kept(Slot& s, int l) {
+Transformer::Kept& Transformer::output_kept(Slot& s, int l) {
   return !interval_ || keeps_output(l) ? s.layers[l].residual3
                                        : work_[(l - chunk_begin_[chunk_of(l)]) % interval_].residual3;
 }
 
 // Block l's input (l = s.last + 1: the chunk's output, the head's input) in f32.
-const float* Gpt2::block_input(Slot& s, int l, float* into) {
+const float* Transformer::block_input(Slot& s, int l, float* into) {
   if (l == s.first) return s.stage_input.data();
   Kept& previous = output_kept(s, l - 1);
   if (previous.dtype() == DType::f32) return previous.data<float>();
@@ -392,14 +392,14 @@ const float* Gpt2::block_input(Slot& s, int l, float* into) {
   return into;
 }
 
-Tensor Gpt2::on_device(const float* data, Shape shape) const { return view(data, shape, device()); }
+Tensor Transformer::on_device(const float* data, Shape shape) const { return view(data, shape, device()); }
 
-Tensor Gpt2::probabilities(LayerActivations& a) const {
+Tensor Transformer::probabilities(LayerActivations& a) const {
   const Shape shape{B_, heads_local_, T_, T_};
   return recompute_attention_ ? shared_att_.view(shape) : a.att.view(shape);
 }
 
-Tensor Gpt2::probabilities_low(LayerActivations& a) const {
+Tensor Transformer::probabilities_low(LayerActivations& a) const {
   const Shape shape{B_, heads_local_, T_, T_};
   return recompute_attention_ ? shared_att_low_.view(shape) : a.att.view(shape);
 }
@@ -407,7 +407,7 @@ Tensor Gpt2::probabilities_low(LayerActivations& a) const {
 // The attention core of block activations `a` (computed in w): out (B,T,C/p) f32, and the
 // probabilities kept. bf16: bf16 products, the kernel keeps the probabilities. fp16 and fp32:
 // f32 products on the stored values, then the probabilities kept (rounded) as every activation.
-void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
+void Transformer::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
   const Tensor y = on_device(out, {B_, T_, C_local_});
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {  // f32 products on the stored values (w.qkv holds what a.qkv keeps), in every precision
@@ -416,11 +416,11 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
     else kernels::flash_attention_forward(ctx_, y, a.lse.view(), input, heads_local_);
     return;
   }
-  if (gemm_.precision == kernels::Precision::bf16 && !llama_) {
+  if (bf16_attention()) {
     kernels::attention_forward_bf16(ctx_, y, probabilities(w), probabilities_low(a), a.qkv.view(qkv), heads_local_);
     return;
   }
-  // llama: q, k, v as rotated (and, grouped, the key/value heads expanded); in bf16 the f32
+  // q, k, v as rotated (and, grouped, the key/value heads expanded); grouped bf16: the f32
   // products on the stored values, as fp16's.
   kernels::attention_forward(ctx_, y, probabilities(w), attention_input(w), heads_local_);
   if (recompute_attention_)  // not kept, but the values as if they were
@@ -431,8 +431,8 @@ void Gpt2::attention_core(LayerActivations& a, LayerActivations& w, float* out) 
 
 // d_qkv_ from d_atty_: the flash attention from the kept log-sum-exps; the materialized one
 // from the probabilities (recomputed first with selective recompute; d_qkv_ is their scratch).
-// llama: then back through the key/value expansion and the rotation (qkv_gradient()).
-void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
+// Then back through the key/value expansion and the rotation, where there are (qkv_gradient()).
+void Transformer::attention_core_backward(LayerActivations& a, LayerActivations& w) {
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {
     const Tensor y = w.atty.view({B_, T_, C_local_});
@@ -444,37 +444,37 @@ void Gpt2::attention_core_backward(LayerActivations& a, LayerActivations& w) {
       kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_);
   } else {
     if (recompute_attention_) attention_core(a, w, d_qkv_.data());
-    if (gemm_.precision == kernels::Precision::bf16 && !llama_)
+    if (bf16_attention())
       kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
                                        probabilities(w), probabilities_low(a), heads_local_);
     else
       kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), attention_input(w),
                                   probabilities(w), heads_local_);
   }
-  if (llama_) rotary_backward();
+  positions_backward();
 }
 
 // Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
-void Gpt2::rotary_backward() {
+void Transformer::positions_backward() {
   const int BT = B_ * T_;
   if (grouped())
     kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
                        kv_local_);
-  kernels::rope(ctx_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(), heads_local_,
-                kv_local_, rope_frequencies(config_), true);
+  rotate_positions(ctx_, parts_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(),
+                   heads_local_, kv_local_, true);
 }
 
 // In fp32 work and kept are the same buffer: nothing to store.
-void Gpt2::keep(Kept& work, Kept& kept) {
+void Transformer::keep(Kept& work, Kept& kept) {
   if (&work != &kept) kernels::store(ctx_, kept.view(), work.view());
 }
 
-void Gpt2::widen(const Kept& kept, Kept& work) { kernels::convert(ctx_, work.view(), kept.view()); }
+void Transformer::widen(const Kept& kept, Kept& work) { kernels::convert(ctx_, work.view(), kept.view()); }
 
 // What the GEMMs read: the kept 16-bit values in 16-bit mode, else the f32 ones.
-Operand Gpt2::operand(const Kept& work, const Kept& kept) const { return low() ? kept.view() : work.view(); }
+Operand Transformer::operand(const Kept& work, const Kept& kept) const { return low() ? kept.view() : work.view(); }
 
-Operand Gpt2::weight(ParamTensor tensor, int64_t at, int rows, int cols) const {
+Operand Transformer::weight(ParamTensor tensor, int64_t at, int rows, int cols) const {
   Tensor w = params_.view().elements(offsets_[tensor] + at, int64_t(rows) * cols);
   w.shape = Shape{rows, cols};
   return w;
@@ -482,7 +482,7 @@ Operand Gpt2::weight(ParamTensor tensor, int64_t at, int rows, int cols) const {
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
 // activations; in 16-bit mode the kernels compute in work32_ and keep() stores them rounded.
-void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output) {
+void Transformer::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
@@ -493,9 +493,9 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   keep(w.ln1, a.ln1);
   column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), operand(w.ln1, a.ln1), gathered_.view(),
                           weight(kQkvw, l * qkv * c, qkv_local_, C), bias(p_.qkvb + l * qkv), BT, C, qkv_local_);
-  if (llama_)  // q and k rotated in place: what attention reads, and what is kept
-    kernels::rope(ctx_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
-                  rope_frequencies(config_), false);
+  // Rotary positions: q and k rotated in place, what attention reads and what is kept.
+  rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
+                   false);
   keep(w.qkv, a.qkv);
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
@@ -508,8 +508,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
   column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
                           weight(kFcw, l * fc * c, fc_local_, C), bias(p_.fcb + l * fc), BT, C, fc_local_);
   keep(w.fch, a.fch);
-  if (llama_) kernels::swiglu_forward(ctx_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
-  else kernels::gelu_forward(ctx_, w.fch_gelu.view(), w.fch.view());
+  activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
   keep(w.fch_gelu, a.fch_gelu);
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
                        operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * hidden, C, mlp_local_),
@@ -522,7 +521,7 @@ void Gpt2::block_forward(LayerActivations& a, int l, const float* input, float* 
 
 // Blocks first … last forward. Outputs go where they are kept (f32) or, in 16-bit mode, through
 // the two residual-stream buffers while their rounded values are stored.
-void Gpt2::forward_blocks(Slot& s, int first, int last) {
+void Transformer::forward_blocks(Slot& s, int first, int last) {
   const float* input = block_input(s, first, stream_[0].data());
   for (int l = first; l <= last; ++l) {
     Kept& out = output_kept(s, l);
@@ -534,7 +533,7 @@ void Gpt2::forward_blocks(Slot& s, int first, int last) {
 
 // The final LayerNorm on this rank's rows; with sequence parallelism its output is gathered for
 // the classifier, which reads every row.
-void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_scale) {
+void Transformer::head_forward(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   const int BT = B_ * T_, C = config_.channels;
   const int64_t mine = first_row_ * C, n = int64_t(rows_) * C;
   // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
@@ -558,7 +557,7 @@ void Gpt2::head_forward(Slot& s, bool with_loss, std::optional<float> backward_s
 }
 
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
-void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
+void Transformer::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
   column_parallel_forward(ctx_, tp_whole_, s.logits.data(), s.lnf.view(), Tensor{},
                           weight(head_tensor(), 0, vocab_.rows, C), nullptr, BT, C, vocab_.rows);
@@ -568,7 +567,7 @@ void Gpt2::whole_classifier_forward(Slot& s, bool with_loss) {
 }
 
 // Device work only, from the slot's tokens or received input to its output or loss sum.
-void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
+void Transformer::forward_work(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   if (embeds(s)) {
     begin_edge();
     vocab_parallel_embedding_forward(ctx_, tp_, vocab_, s.stage_input.data(), scratch_c_.data(), s.inputs.data(),
@@ -585,7 +584,7 @@ void Gpt2::forward_work(Slot& s, bool with_loss, std::optional<float> backward_s
   end_edge();
 }
 
-void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
+void Transformer::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T,
                            std::optional<float> backward_scale) {
   prepare(B, T);
   refresh_f32_reads();
@@ -602,11 +601,11 @@ void Gpt2::enqueue_forward(int slot, const int32_t* inputs, const int32_t* targe
 
 // The previous pass's fence waited for (under the watchdog), this one's set: the host runs at
 // most one pass ahead of the tensor group's all-reduces on a device.
-void Gpt2::fence_tensor_group() { tensor_fence_ = tp_.fence(); }
+void Transformer::fence_tensor_group() { tensor_fence_ = tp_.fence(); }
 
-void Gpt2::settle_communication() { tensor_fence_.wait(); }
+void Transformer::settle_communication() { tensor_fence_.wait(); }
 
-float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
+float Transformer::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
   enqueue_forward(slot, inputs, targets, B, T);
   if (!heads(slots_.at(slot)) || targets == nullptr) return 0.0f;
   settle_communication();
@@ -615,7 +614,7 @@ float Gpt2::forward(int slot, const int32_t* inputs, const int32_t* targets, int
   return static_cast<float>(sum / (B * T));
 }
 
-void Gpt2::keep_loss(int slot, int index) {
+void Transformer::keep_loss(int slot, int index) {
   const size_t needed = static_cast<size_t>(index) + 1;
   if (kept_losses_.size() < needed) {  // grown on the device, the sums kept so far copied
     Buffer<double> grown(std::max(needed, 2 * kept_losses_.size()), kActs, backend_, kDevice);
@@ -626,23 +625,23 @@ void Gpt2::keep_loss(int slot, int index) {
   kernels::copy(ctx_, view(kept_losses_.data() + index, 1, kept_losses_.device()), slots_.at(slot).loss_sum.view());
 }
 
-Tensor Gpt2::kept_loss_sums(int count) {
+Tensor Transformer::kept_loss_sums(int count) {
   settle_communication();
   return view(kept_losses_.data(), static_cast<size_t>(count), kept_losses_.device());
 }
 
-void Gpt2::set_graphs(bool on) {
+void Transformer::set_graphs(bool on) {
   if (!on) drop_graphs();
   graphs_ = on;
 }
 
-void Gpt2::drop_graphs() {
+void Transformer::drop_graphs() {
   for (auto& [what, recorded] : recorded_)
     if (recorded.graph != nullptr) backend_.destroy_graph(recorded.graph);
   recorded_.clear();
 }
 
-void Gpt2::run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work) {
+void Transformer::run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work) {
   if (!graphs_) return work();
   Recorded& recorded = recorded_[{kind, slot}];
   if (recorded.graph != nullptr && recorded.loss_scale != loss_scale) {
@@ -670,7 +669,7 @@ void Gpt2::run_recorded(Work kind, int slot, float loss_scale, const std::functi
 
 // 16-bit `into`: the input GEMM rounds dy into it as it reads it (no pass of its own). f32
 // (fp32, or the stage's last output in 16-bit mode): a copy.
-GemmMode Gpt2::defer_gradient(const float* dy, Kept& into) {
+GemmMode Transformer::defer_gradient(const float* dy, Kept& into) {
   GemmMode mode = gemm_;
   if (into.dtype() != DType::f32) mode.dy_low = into.view();
   else kernels::copy(ctx_, into.view(), view(dy, into.size(), device()));
@@ -678,40 +677,36 @@ GemmMode Gpt2::defer_gradient(const float* dy, Kept& into) {
 }
 
 // An f32 copy in 16-bit mode is narrowed in place (its last use): the values the input GEMM read.
-Tensor Gpt2::deferred_gradient(Kept& kept) {
+Tensor Transformer::deferred_gradient(Kept& kept) {
   if (!low() || kept.dtype() != DType::f32) return kept.view();
   return kernels::narrow(ctx_, kept.view(), low_type());
 }
 
 // defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
 // backward_inputs says.
-void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer) {
+void Transformer::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C)
   const Tensor d_stream = on_device(dresidual, rows);
   const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
-  const bool bf16 = gemm_.precision == kernels::Precision::bf16;
   const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
-    if (!bf16 || flash_ || llama_) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
+    if (!bf16_attention()) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
     if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
     else if (!recompute_attention_) widen(a.att, w.att);
   }
   // Deferred: no weight gradient here, and each GEMM's dy kept (defer_gradient).
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
   auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
-  // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+  // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
   row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g_.fcprojw + l * c * hidden),
                         bias(g_.fcprojb + l * c), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
                         weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
-  if (llama_)
-    kernels::swiglu_backward(ctx_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
-                             d_fch_gelu_.view({BT, mlp_local_}));
-  else
-    kernels::gelu_backward(ctx_, d_fch_.view(), w.fch.view(), d_fch_gelu_.view());
+  activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
+                      d_fch_gelu_.view({BT, mlp_local_}));
   column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * fc * c),
                            bias(g_.fcb + l * fc), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
                            weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
@@ -729,41 +724,34 @@ void Gpt2::block_backward(LayerActivations& a, int l, const float* input, float*
                 p_.ln1b + l * c, a.ln1_mean.view(), a.ln1_var.view());
 }
 
-// A LayerNorm's backward on this rank's rows: dinp +=, and the (C) weight and bias gradients +=.
-// With sequence parallelism each rank's rows give a part of those two: summed over the tensor
-// group in a scratch first, so that what accumulates (over micro-batches) is the whole.
-void Gpt2::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
-                        const float* weight, const float* bias) {
+void Transformer::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
+                               const float* weight, const float* bias) {
   const int C = config_.channels;
-  if (llama_) return kernels::rmsnorm_forward(ctx_, out, mean, inp, on_device(weight, {C}), config_.norm_eps);
-  kernels::layernorm_forward(ctx_, out, mean, variance, inp, on_device(weight, {C}), on_device(bias, {C}));
+  model::norm_forward(ctx_, parts_, out, mean, variance, inp, on_device(weight, {C}), on_device(bias, {C}));
 }
 
-void Gpt2::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
-                         const float* weight, const float* bias, const Tensor& mean, const Tensor& variance) {
+// The norm's backward on this rank's rows: dinp +=, and its (C) weight gradients +=. With sequence
+// parallelism each rank's rows give a part of those: summed over the tensor group in a scratch
+// first, so that what accumulates (over micro-batches) is the whole.
+void Transformer::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
+                                const float* weight, const float* bias, const Tensor& mean, const Tensor& variance) {
   const int C = config_.channels;
   const Tensor gamma = on_device(weight, {C}), beta = on_device(bias, {C});
-  const Tensor dgamma = on_device(dweight, {C}), dbeta = on_device(dbias, {C});
-  if (llama_) {  // RMSNorm: γ alone, its rstd in `mean`
-    if (!tp_.splits_rows()) return kernels::rmsnorm_backward(ctx_, dinp, dgamma, dout, inp, gamma, mean);
-    kernels::clear(ctx_, norm_partial_.view());
-    kernels::rmsnorm_backward(ctx_, dinp, on_device(norm_partial_.data(), {C}), dout, inp, gamma, mean);
-    tp_.all_reduce_sum(norm_partial_.data(), static_cast<size_t>(C));
-    return kernels::add_inplace(ctx_, dgamma, on_device(norm_partial_.data(), {C}));
-  }
   if (!tp_.splits_rows())
-    return kernels::layernorm_backward(ctx_, dinp, dgamma, dbeta, dout, inp, gamma, beta, mean, variance);
-  float* part = norm_partial_.data();  // (2C): dγ, dβ of this rank's rows
+    return model::norm_backward(ctx_, parts_, dinp, on_device(dweight, {C}), on_device(dbias, {C}), dout, inp, gamma,
+                                beta, mean, variance);
+  float* part = norm_partial_.data();  // (2C): dγ (and dβ) of this rank's rows
+  const size_t n = static_cast<size_t>(parts_.norm_gradients()) * C;
   kernels::clear(ctx_, norm_partial_.view());
-  kernels::layernorm_backward(ctx_, dinp, on_device(part, {C}), on_device(part + C, {C}), dout, inp, gamma, beta, mean,
-                              variance);
-  tp_.all_reduce_sum(part, 2 * static_cast<size_t>(C));
-  kernels::add_inplace(ctx_, dgamma, on_device(part, {C}));
-  kernels::add_inplace(ctx_, dbeta, on_device(part + C, {C}));
+  model::norm_backward(ctx_, parts_, dinp, on_device(part, {C}), on_device(part + C, {C}), dout, inp, gamma, beta, mean,
+                       variance);
+  tp_.all_reduce_sum(part, n);
+  kernels::add_inplace(ctx_, on_device(dweight, {C}), on_device(part, {C}));
+  if (parts_.norm_gradients() == 2) kernels::add_inplace(ctx_, on_device(dbias, {C}), on_device(part + C, {C}));
 }
 
 // The four GEMMs' dW += dyᵀ·x from what block_backward(defer) kept; x are the kept inputs.
-void Gpt2::block_weight_gradients(LayerActivations& a, int l) {
+void Transformer::block_weight_gradients(LayerActivations& a, int l) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
   const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
@@ -777,7 +765,7 @@ void Gpt2::block_weight_gradients(LayerActivations& a, int l) {
                   weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
 }
 
-void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {
+void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {
   const int BT = B_ * T_, C = config_.channels;
   // The final LayerNorm's output gradient: from the training forward, or computed here.
   Tensor d_lnf = d_ln_.view();
@@ -799,7 +787,7 @@ void Gpt2::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer
 // d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place. defer: dwte left to
 // weights_work, from the dlogits left in the logits' memory (s.head_dy). The chunked classifier
 // computes its dwte chunk by chunk (its dlogits are not kept): never deferred.
-void Gpt2::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
+void Transformer::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
   const int BT = B_ * T_, C = config_.channels;
   float* dlogits = s.logits.data();  // in place: the logits are not needed after this
   const Tensor logits = s.logits.view({BT, vocab_.rows});
@@ -812,13 +800,13 @@ void Gpt2::whole_classifier_backward(Slot& s, float loss_scale, bool defer) {
   if (defer) s.head_dy = low() ? head.dy_low : s.logits.view({BT, vocab_.rows});
 }
 
-void Gpt2::check_head_gradient(const Slot& s, float loss_scale) const {
+void Transformer::check_head_gradient(const Slot& s, float loss_scale) const {
   if (s.head_gradient && *s.head_gradient != loss_scale)
-    throw std::logic_error("Gpt2::backward: loss scale " + std::to_string(loss_scale) + ", but the forward computed the "
+    throw std::logic_error("Transformer::backward: loss scale " + std::to_string(loss_scale) + ", but the forward computed the "
                            "head's gradient for " + std::to_string(*s.head_gradient));
 }
 
-void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
+void Transformer::backward(int slot, float loss_scale, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
   check_head_gradient(s, loss_scale);
   if (on_final) backward_work(s, loss_scale, on_final, false);  // the hook launches work of its own
@@ -828,12 +816,12 @@ void Gpt2::backward(int slot, float loss_scale, const std::function<void(int)>& 
   fence_tensor_group();
 }
 
-void Gpt2::backward_inputs(int slot, float loss_scale) {
+void Transformer::backward_inputs(int slot, float loss_scale) {
   if (interval_)
-    throw std::logic_error("Gpt2::backward_inputs: recompute every " + std::to_string(interval_) +
+    throw std::logic_error("Transformer::backward_inputs: recompute every " + std::to_string(interval_) +
                            " blocks keeps no GEMM inputs for a deferred weight gradient");
   if (tp_.splits_rows())  // a row-parallel dy is (B·T, C), the kept activation it would go in this rank's rows
-    throw std::logic_error("Gpt2::backward_inputs: no deferred weight gradients with sequence parallelism");
+    throw std::logic_error("Transformer::backward_inputs: no deferred weight gradients with sequence parallelism");
   Slot& s = slots_.at(slot);
   check_head_gradient(s, loss_scale);
   run_recorded(s.head_gradient ? Work::backward_inputs_from_head : Work::backward_inputs, slot, loss_scale,
@@ -842,7 +830,7 @@ void Gpt2::backward_inputs(int slot, float loss_scale) {
   fence_tensor_group();
 }
 
-void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) {
+void Transformer::backward_weights(int slot, const std::function<void(int)>& on_final) {
   Slot& s = slots_.at(slot);
   if (on_final) weights_work(s, on_final);
   else run_recorded(Work::backward_weights, slot, 0.0f, [&] { weights_work(s, {}); });
@@ -850,7 +838,7 @@ void Gpt2::backward_weights(int slot, const std::function<void(int)>& on_final) 
 
 // No communication: the weight gradients are local in both tensor-parallel layers. The whole
 // classifier's head first, as backward() orders it.
-void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
+void Transformer::weights_work(Slot& s, const std::function<void(int)>& on_final) {
   if (heads(s) && !tp_.slice.first_stage && head_chunk(B_ * T_) == 0) {
     begin_edge();
     weight_gradient(ctx_, head_gradients(), s.head_dy, s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, config_.channels), B_ * T_,
@@ -864,7 +852,7 @@ void Gpt2::weights_work(Slot& s, const std::function<void(int)>& on_final) {
   if (on_final && s.chunk == 0) on_final(-1);  // the embedding's and the final LayerNorm's: final since backward_inputs
 }
 
-void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final, bool defer) {
+void Transformer::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final, bool defer) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
   if (heads(s)) {
     begin_edge();
@@ -898,14 +886,14 @@ void Gpt2::backward_work(Slot& s, float loss_scale, const std::function<void(int
 }
 
 // A mark inside a capture would be recorded into the graph, and could not be read.
-void Gpt2::begin_edge() {
+void Transformer::begin_edge() {
   if (!capturing_) edge_times_.begin();
 }
 
-void Gpt2::end_edge() {
+void Transformer::end_edge() {
   if (!capturing_) edge_times_.end();
 }
 
-double Gpt2::take_edge_seconds() { return edge_times_.take_seconds(); }
+double Transformer::take_edge_seconds() { return edge_times_.take_seconds(); }
 
 }  // namespace trident::model

@@ -1,9 +1,7 @@
-// GPT-2 — and the Llama family on the same machinery (model.arch = llama: RMSNorm where GPT-2 has
-// LayerNorm, rotary positions applied to q and k after the qkv GEMM, grouped-query attention with
-// the key/value heads expanded to every query head before the flash attention and their
-// gradients summed back, SwiGLU where GPT-2 has GELU, no biases, no learned positions, and an
-// untied head where model.tie_embeddings says; docs/MODEL.md) — with explicit forward and
-// backward over micro-batches: the serial model, or this rank's
+// The transformer's runtime, for every architecture (model.arch: GPT-2 or the Llama family;
+// the block's parts — norm, positions, MLP activation, biases — are model/block_parts.hpp's, the
+// attention's grouping and the head's tying sizes of model/config.hpp; docs/MODEL.md), with
+// explicit forward and backward over micro-batches: the serial model, or this rank's
 // part of it — a tensor slice (heads, MLP rows and vocabulary split as model/tensor_parallel.hpp
 // states) of a pipeline stage (blocks [first_layer, first_layer + num_layers), the embedding on
 // the first stage, the final LayerNorm, head and loss on the last). With sequence parallelism
@@ -42,6 +40,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/stream_intervals.hpp"
+#include "model/block_parts.hpp"
 #include "model/config.hpp"
 #include "model/context_parallel.hpp"
 #include "model/params.hpp"
@@ -50,14 +49,14 @@
 
 namespace trident::model {
 
-class Gpt2 {
+class Transformer {
  public:
   // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
-  Gpt2(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
+  Transformer(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
        kernels::Precision precision = kernels::Precision::fp32);
-  ~Gpt2();
-  Gpt2(const Gpt2&) = delete;
-  Gpt2& operator=(const Gpt2&) = delete;
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
   kernels::Precision precision() const { return gemm_.precision; }
   const TensorGroup& tensor_group() const { return tp_; }
   const Partition& partition() const { return tp_.slice; }
@@ -105,8 +104,9 @@ class Gpt2 {
   // keeps each query's log-sum-exp (B, NH/p, T) instead of the probabilities and recomputes them
   // in backward — nothing of (B, NH/p, T, T) is allocated, and selective recompute has nothing
   // left to do. Before prepare().
-  // A llama model starts with it on; off, its materialized attention reads q, k, v as rotated
-  // (grouped: the key/value heads expanded) with f32 products in every precision.
+  // Off, the materialized attention reads q and k as rotated and grouped key/value heads
+  // expanded: in bf16 with the 16-bit kernels where it reads the kept q, k, v as they are (heads
+  // not grouped), else with the f32 products on the stored values, as fp16.
   void set_flash_attention(bool on);
   // Fewer key/value heads than tensor ranks (model::kv_replicas > 1): each head's k and v rows
   // are on its replicas, each holding the gradient of its own query heads' use of them; their
@@ -313,7 +313,7 @@ class Gpt2 {
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
   void attention_core(LayerActivations& a, LayerActivations& w, float* out);
   void attention_core_backward(LayerActivations& a, LayerActivations& w);
-  void rotary_backward();  // llama: d_qkv_ back through the key/value expansion and the rotation
+  void positions_backward();  // d_qkv_ back through the key/value expansion and the rotation (if any)
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
@@ -325,21 +325,27 @@ class Gpt2 {
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
   void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer);
   void block_weight_gradients(LayerActivations& a, int l);
-  // The architecture's norm (LayerNorm, or RMSNorm with its rstd in `mean`) on this rank's rows.
+  // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
+  // gradients summed over the tensor group.
   void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
                     const float* weight, const float* bias);
   void norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
                      const float* weight, const float* bias, const Tensor& mean, const Tensor& variance);
-  // A bias as the layers take it: null for llama (none).
-  float* bias(float* at) const { return llama_ ? nullptr : at; }
-  const float* bias(const float* at) const { return llama_ ? nullptr : at; }
+  // A bias as the layers take it: null where the parts have none.
+  float* bias(float* at) const { return parts_.biases ? at : nullptr; }
+  const float* bias(const float* at) const { return parts_.biases ? at : nullptr; }
   // The (B,T,3C/p) q, k, v the attention reads: w.qkv, or (grouped-query attention) its key and
   // value heads expanded into qkv_full_.
   Tensor attention_input(LayerActivations& w);
   // Where the qkv GEMM's output gradient is after attention_core_backward: d_qkv_, or the
-  // grouped heads' sums in d_qkv_compact_ (both rotated back for llama).
+  // grouped heads' sums in d_qkv_compact_ (both rotated back with rotary positions).
   float* qkv_gradient() { return grouped() ? d_qkv_compact_.data() : d_qkv_.data(); }
   bool grouped() const { return kv_local_ != heads_local_; }
+  // bf16's materialized attention kernels read the kept 16-bit q, k, v as they are: not when the
+  // attention reads an expanded copy (grouped heads), which takes the f32 kernels as fp16 does.
+  bool bf16_attention() const { return gemm_.precision == kernels::Precision::bf16 && !flash_ && !grouped(); }
+  // The ring attention's blocks fit the MLP's gradient scratch (GELU's 4C widths do).
+  bool ring_in_mlp_scratch() const { return fc_local_ >= 4 * C_local_ && mlp_local_ >= 4 * C_local_; }
   // The head's weight and gradient: wte (tied) or head.
   ParamTensor head_tensor() const { return tied_head(config_) ? kWte : kHead; }
   float* head_gradients() const { return tied_head(config_) ? g_.wte : g_.head; }
@@ -362,7 +368,7 @@ class Gpt2 {
   ContextGroup cp_;     // parallel.context: the ring attention's group (size 1: none)
   int classifier_chunk_ = 0;  // model.classifier_chunk: tokens per chunk; 0: the whole classifier
   int C_local_ = 0, heads_local_ = 0;  // channels and heads of this rank's attention heads
-  bool llama_ = false;                 // model.arch = llama
+  BlockParts parts_;                   // the block's parts, from config_
   int kv_local_ = 0;                   // this rank's key/value heads (heads_local_ for GPT-2)
   int qkv_local_ = 0, fc_local_ = 0, mlp_local_ = 0;  // rows of its qkv and MLP-input GEMMs, its MLP width
   int layers_ = 0;                     // blocks on this stage
@@ -414,7 +420,7 @@ class Gpt2 {
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
   Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
-  Buffer<float> ring_scratch_;                 // llama with context parallelism: ring_buffers' (4, B,T,2C/p)
+  Buffer<float> ring_scratch_;                 // context parallelism, MLP widths under 4C: ring_buffers' (4, B,T,2C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
   // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded
   // (B,T,3C/p) q, k, v and the (B,T,qkv/p) gradient summed back to the key/value heads.
