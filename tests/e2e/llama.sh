@@ -76,6 +76,7 @@ layout d2_zero1 2 --parallel.data=2 --optim.zero=1
 layout t2p2d2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2
 layout p2_interleaved 2 --parallel.pipeline=2 --parallel.virtual_stages=2
 layout t2_full_recompute 2 --parallel.tensor=2 --memory.recompute=full
+layout every_2_recompute 1 --memory.recompute=every_k --memory.recompute_interval=2
 layout micro1_whole_classifier 1 --train.micro_batch=1 --model.classifier_chunk=0
 layout t2_sequence_parallel 2 --parallel.tensor=2 --parallel.sequence_parallel=true
 layout t2_sp_d2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2 --optim.zero=1
@@ -107,6 +108,8 @@ same_losses tied_p2_against_tied_serial tied_serial tied_p2 1e-5
 run bf16 1 --optim.precision=bf16
 run bf16_materialized 1 --optim.precision=bf16 --model.attention=materialized
 same_losses bf16_materialized_follows_flash bf16 bf16_materialized 2e-2
+run fp16 1 --optim.precision=fp16
+same_losses fp16_follows_fp32 serial fp16 2e-2
 # Multi-head (not grouped): bf16's 16-bit attention kernels on the kept, rotated q, k, v.
 run bf16_mha 1 --optim.precision=bf16 --model.kv_heads=4
 run bf16_mha_materialized 1 --optim.precision=bf16 --model.kv_heads=4 --model.attention=materialized
