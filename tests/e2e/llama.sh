@@ -166,6 +166,9 @@ check run_writes_hf_directory test -f serial/model/config.json -a -f serial/mode
 "$TRIDENT" export a.deck exported --checkpoint=serial/checkpoints/step-00000012.full.h5 > export.out 2>&1
 check export_equals_the_runs_model bash -c "cmp exported/model.safetensors serial/model/model.safetensors && \
   grep -q LlamaForCausalLM exported/config.json"
+# A checkpoint of any layout exports the files its run wrote (tensor 2 x pipeline 2 x data 2).
+"$TRIDENT" export a.deck exported_t2p2d2 --checkpoint=t2p2d2/checkpoints/step-00000012.full.h5 > export_t2p2d2.out 2>&1
+check layout_checkpoint_exports_its_runs_model cmp exported_t2p2d2/model.safetensors t2p2d2/model/model.safetensors
 # Read back (model.init = the directory) on tensor 2 x pipeline 2 and exported again: the same files.
 run from_hf 4 --model.init="$WORK/exported" --parallel.tensor=2 --parallel.pipeline=2 --train.steps=1 \
   --checkpoint.full_interval=0 --train.eval_interval=0 || fail from_hf_run "$(tail -3 from_hf.out)"
