@@ -66,21 +66,25 @@ void Transformer::set_flash_attention(bool on) {
   flash_ = on;
 }
 
-// Over the tensor group: each rank's k and v rows into its head's slot of a (L, KV, 2·hs, C)
-// buffer, zero elsewhere, all-reduced (the head's replicas summed), and its slot back.
+// Over the tensor group, a block at a time: each rank's k and v rows into its head's slot of a
+// (KV, 2·hs, C) buffer, zero elsewhere, all-reduced (the head's replicas summed), its slot back.
+// KV times the bytes of a reduction among the replicas alone, with no communicator of its own
+// (docs/DECISIONS.md); one block's buffer.
 void Transformer::sum_replicated_kv_gradients() {
   const int replicas = kv_replicas(config_, tp_.slice.size);
   if (replicas == 1 || layers_ == 0) return;
   const int64_t C = config_.channels, per = 2 * int64_t(head_size(config_)) * C, KV = kv_heads(config_);
   const int64_t head = tp_.slice.rank / replicas;
   if (kv_sums_.size() == 0)
-    kv_sums_ = Buffer<float>(static_cast<size_t>(layers_ * KV * per), MemoryCategory::Communication, backend_, kDevice);
-  kernels::clear(ctx_, kv_sums_.view());
-  auto rows = [&](int l) { return on_device(g_.qkvw + (int64_t(l) * qkv_local_ + C_local_) * C, {per}); };
-  auto slot = [&](int l) { return kv_sums_.view().elements((l * KV + head) * per, per); };
-  for (int l = 0; l < layers_; ++l) kernels::copy(ctx_, slot(l), rows(l));
-  tp_.all_reduce_sum(kv_sums_.data(), kv_sums_.size());
-  for (int l = 0; l < layers_; ++l) kernels::copy(ctx_, rows(l), slot(l));
+    kv_sums_ = Buffer<float>(static_cast<size_t>(KV * per), MemoryCategory::Communication, backend_, kDevice);
+  const Tensor slot = kv_sums_.view().elements(head * per, per);
+  for (int l = 0; l < layers_; ++l) {
+    const Tensor rows = on_device(g_.qkvw + (int64_t(l) * qkv_local_ + C_local_) * C, {per});
+    kernels::clear(ctx_, kv_sums_.view());
+    kernels::copy(ctx_, slot, rows);
+    tp_.all_reduce_sum(kv_sums_.data(), kv_sums_.size());
+    kernels::copy(ctx_, rows, slot);
+  }
 }
 
 void Transformer::set_context_group(const ContextGroup& group) {

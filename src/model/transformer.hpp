@@ -415,7 +415,7 @@ class Transformer {
   TensorBuffer gathered_;                      // (B,T,C) sequence parallelism: a column-parallel
                                                // input gathered, of the storage type
   Buffer<float> norm_partial_;                 // (2C) sequence parallelism: a LayerNorm's dγ, dβ part
-  Buffer<float> kv_sums_;                      // (L, KV, 2·hs, C) replicated key/value heads' gradients
+  Buffer<float> kv_sums_;                      // (KV, 2·hs, C) a block's replicated key/value heads' gradients
   Buffer<float> ring_incoming_;                // (rows_,C) tp_comm_overlap: TensorGroup::incoming
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)

@@ -163,9 +163,8 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
-  if (model::kv_replicas(in.config, in.tensor) > 1)  // the replicated key/value heads' gradient sums
-    e.bytes[index(MemoryCategory::Communication)] += int64_t(part.layers(in.config)) * model::kv_channels(in.config) *
-                                                      2 * in.config.channels * kFloat;
+  if (model::kv_replicas(in.config, in.tensor) > 1)  // a block's replicated key/value heads' gradient sums
+    e.bytes[index(MemoryCategory::Communication)] += model::kv_channels(in.config) * 2 * in.config.channels * kFloat;
   if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit model's master shard) and moments
     e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) ? shard : n) + 2 * shard) * kFloat;
   return e;
