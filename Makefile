@@ -187,7 +187,6 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@scripts/bench.sh
-	@scripts/bench-llama.sh
 	@scripts/bench-parallel.sh
 	@scripts/bench-checkpoint.sh
 	@scripts/bench-recompute.sh

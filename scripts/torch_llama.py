@@ -21,7 +21,7 @@ docs/MODEL.md): wqkv rows [q | k | v], w_gate_up rows [gate | up].
 
 `bench` times the same forward in float32 as a training step (autograd, AdamW) on random tokens,
 every split of N threads between PyTorch's intra-op threads and OpenBLAS's tried, each in a
-process of its own (scripts/bench-llama.sh sets it beside `trident bench`); the last line is
+process of its own (scripts/bench.sh sets it beside `trident bench`); the last line is
 JSON with the best setting's tokens_per_s.
 """
 import argparse
