@@ -108,8 +108,7 @@ std::vector<TensorSlab> qkv_slabs(const model::GptConfig& config, const model::P
                                   int first_block, int blocks) {
   const int64_t C = config.channels, kv = model::kv_channels(config), p = part.size, r = part.rank;
   const int64_t kv_mine = int64_t(model::kv_heads_local(config, part.size)) * model::head_size(config);
-  const int replicas = model::kv_replicas(config, part.size);
-  const int64_t kv_first = (replicas > 1 ? r / replicas : r) * kv_mine;
+  const int64_t kv_first = int64_t(model::first_kv_head(config, part.size, part.rank)) * model::head_size(config);
   std::vector<TensorSlab> slabs;
   for (int block = first_block; block < first_block + blocks; ++block)
     for (const auto& [start, rows] : {std::pair<int64_t, int64_t>{r * (C / p), C / p}, {C + kv_first, kv_mine},

@@ -45,6 +45,10 @@ inline int64_t fc_rows(const GptConfig& c) { return is_llama(c) ? 2 * mlp_hidden
 // head its query heads read, the same head on kv_replicas = p/KV consecutive ranks.
 inline int kv_replicas(const GptConfig& c, int p) { return p > kv_heads(c) ? p / kv_heads(c) : 1; }
 inline int kv_heads_local(const GptConfig& c, int p) { return p > kv_heads(c) ? 1 : kv_heads(c) / p; }
+// The first key/value head rank r of p holds: its kv_heads_local, or its replicated one.
+inline int first_kv_head(const GptConfig& c, int p, int r) {
+  return kv_replicas(c, p) > 1 ? r / kv_replicas(c, p) : r * kv_heads_local(c, p);
+}
 // A rank's rows of the fused projection: its C/p of q and its key/value heads' of k and of v.
 inline int64_t qkv_rows_local(const GptConfig& c, int p) {
   return c.channels / p + 2 * int64_t(kv_heads_local(c, p)) * head_size(c);

@@ -165,7 +165,7 @@ int64_t global_index(const GptConfig& config, const Partition& slice, int tensor
   const int64_t QKV = qkv_rows(config), FC = fc_rows(config), H = mlp_hidden(config);
   // k's and v's rows: kv/p of them, or with fewer key/value heads than ranks the one head's.
   const int64_t kv_mine = kv_heads_local(config, slice.size) * int64_t(head_size(config));
-  const int64_t kv_first = kv_replicas(config, slice.size) > 1 ? r / kv_replicas(config, slice.size) * kv_mine : r * kv_mine;
+  const int64_t kv_first = int64_t(first_kv_head(config, slice.size, slice.rank)) * head_size(config);
   const Section qkv[3] = {{C, Cl, r * Cl}, {kv, kv_mine, kv_first}, {kv, kv_mine, kv_first}};
   const Section fc[2] = {{H, H / p, r * (H / p)}, {H, H / p, r * (H / p)}};  // called per element: no allocation
   const int fc_sections = is_llama(config) ? 2 : 1;

@@ -1,5 +1,6 @@
-// GPT-2 forward and backward over the tensor-parallel layers of model/tensor_parallel.hpp
-// (the serial model is the tensor group of one rank). Kernel math: kernels/kernels.hpp.
+// The transformer's forward and backward over the tensor-parallel layers of
+// model/tensor_parallel.hpp (the serial model is the tensor group of one rank), the block's
+// maths in its parts (model/block_parts.hpp). Kernel math: kernels/kernels.hpp.
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -74,7 +75,7 @@ void Transformer::sum_replicated_kv_gradients() {
   const int replicas = kv_replicas(config_, tp_.slice.size);
   if (replicas == 1 || layers_ == 0) return;
   const int64_t C = config_.channels, per = 2 * int64_t(head_size(config_)) * C, KV = kv_heads(config_);
-  const int64_t head = tp_.slice.rank / replicas;
+  const int64_t head = first_kv_head(config_, tp_.slice.size, tp_.slice.rank);
   if (kv_sums_.size() == 0)
     kv_sums_ = Buffer<float>(static_cast<size_t>(KV * per), MemoryCategory::Communication, backend_, kDevice);
   const Tensor slot = kv_sums_.view().elements(head * per, per);
