@@ -29,7 +29,7 @@ namespace po = boost::program_options;
 namespace {
 
 // The model a command reads whole (job/whole_model.hpp) as a model on this rank.
-std::unique_ptr<model::Transformer> whole_gpt(comm::Communicator& world, const Job& job, kernels::Context& ctx,
+std::unique_ptr<model::Transformer> whole_transformer(comm::Communicator& world, const Job& job, kernels::Context& ctx,
                                        const std::string& checkpoint, const std::string& command) {
   const WholeModel m = whole_model(world, job, checkpoint, command);
   auto gpt = std::make_unique<model::Transformer>(m.config, ctx);
@@ -62,7 +62,7 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   const Job job = load_job(world, line);
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx = job.device;
-  auto gpt = whole_gpt(world, job, ctx, checkpoint, "eval");
+  auto gpt = whole_transformer(world, job, ctx, checkpoint, "eval");
   require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
   const int vocab = job.settings.model.vocab;

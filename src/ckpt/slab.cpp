@@ -86,7 +86,7 @@ TensorSlab tensor_slab(const model::GptConfig& config, const model::Partition& p
   }
   const int64_t C = config.channels, p = part.size, r = part.rank, Cl = C / p;
   const int64_t H = model::mlp_hidden(config), Hl = H / p, sections = model::is_llama(config) ? 2 : 1;
-  if (tensor >= model::kFirstBlockTensor && tensor <= model::kLastBlockTensor) dims[0] = range(first_block, blocks);
+  if (model::is_block_tensor(tensor)) dims[0] = range(first_block, blocks);
   switch (tensor) {
     case model::kWte:
     case model::kHead: dims[0] = range(r * (config.padded_vocab / p), config.padded_vocab / p); break;  // rows
@@ -124,7 +124,7 @@ std::vector<TensorSlab> qkv_slabs(const model::GptConfig& config, const model::P
 }  // namespace
 
 std::vector<TensorSlab> tensor_slabs(const model::GptConfig& config, const model::Partition& part, int tensor) {
-  const bool per_block = tensor >= model::kFirstBlockTensor && tensor <= model::kLastBlockTensor;
+  const bool per_block = model::is_block_tensor(tensor);
   const bool grouped = (tensor == model::kQkvw || tensor == model::kQkvb) && model::kv_channels(config) != config.channels &&
                        model::param_specs(config, part)[tensor].count() > 0;
   std::vector<std::pair<int, int>> runs;  // (first block, blocks): the stage's, or each chunk's

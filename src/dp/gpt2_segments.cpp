@@ -19,7 +19,7 @@ std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& conf
   for (int event = L - 1; event >= -1; --event)
     for (size_t t = 0; t < specs.size(); ++t) {
       if (specs[t].count() == 0) continue;  // a tensor this stage (or architecture) lacks
-      const bool per_block = int(t) >= model::kFirstBlockTensor && int(t) <= model::kLastBlockTensor;
+      const bool per_block = model::is_block_tensor(int(t));
       const bool final_layernorm = t == model::kLnfw || t == model::kLnfb;
       if (event >= 0 && per_block) add(t, event, event);
       if (event == L - 1 && final_layernorm) add(t, -1, event);

@@ -39,16 +39,16 @@ void require_llama_match(const deck::Record& deck, const model::GptConfig& ours,
               deck.cite("model.tie_embeddings") + "; set model.tie_embeddings = " + tied + " (" +
               deck.cite("model.init") + ")");
   }
-  const std::tuple<const char*, float, float> reals[] = {
-      {"model.rope_theta", ours.rope_theta, file_config.rope_theta},
-      {"model.norm_eps", ours.norm_eps, file_config.norm_eps},
-      {"model.rope_factor", ours.rope_factor, file_config.rope_factor},
-      {"model.rope_low_freq_factor", ours.rope_low_freq_factor, file_config.rope_low_freq_factor},
-      {"model.rope_high_freq_factor", ours.rope_high_freq_factor, file_config.rope_high_freq_factor},
-      {"model.rope_original_context", ours.rope_original_context, file_config.rope_original_context}};
-  for (const auto& [key, from_deck, from_file] : reals) {
+  // (key, the deck's, the file's, one of the rotary scaling's: compared only where either scales)
+  const std::tuple<const char*, float, float, bool> reals[] = {
+      {"model.rope_theta", ours.rope_theta, file_config.rope_theta, false},
+      {"model.norm_eps", ours.norm_eps, file_config.norm_eps, false},
+      {"model.rope_factor", ours.rope_factor, file_config.rope_factor, true},
+      {"model.rope_low_freq_factor", ours.rope_low_freq_factor, file_config.rope_low_freq_factor, true},
+      {"model.rope_high_freq_factor", ours.rope_high_freq_factor, file_config.rope_high_freq_factor, true},
+      {"model.rope_original_context", ours.rope_original_context, file_config.rope_original_context, true}};
+  for (const auto& [key, from_deck, from_file, scaling] : reals) {
     if (from_deck == from_file) continue;
-    const bool scaling = std::string(key).rfind("model.rope_", 0) == 0 && std::string(key) != "model.rope_theta";
     if (scaling && !model::rope_scaled(ours) && !model::rope_scaled(file_config)) continue;  // neither scales
     fatal_all(file + ": the model file has " + key + " = " + real_text(from_file) +
               (scaling && !model::rope_scaled(file_config) ? " (no rotary scaling)" : "") + " but the deck says " +

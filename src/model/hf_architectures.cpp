@@ -17,7 +17,7 @@ struct Matrix {
 };
 Matrix our_matrix(const GptConfig& config, int t) {
   const ParamSpec spec = param_specs(config)[t];
-  const size_t first = t >= kFirstBlockTensor && t <= kLastBlockTensor ? 1 : 0;  // past the layer dimension
+  const size_t first = is_block_tensor(t) ? 1 : 0;  // past the layer dimension
   if (spec.shape.size() == first + 1) return {1, spec.shape[first]};
   return {spec.shape[first], spec.shape[first + 1]};
 }
@@ -27,7 +27,7 @@ HfTensor piece(const GptConfig& config, const std::string& name, int t, int laye
                int64_t rows = -1, bool transposed = false) {
   const Matrix m = our_matrix(config, t);
   HfTensor h;
-  h.name = name, h.tensor = t, h.layer = layer, h.per_block = t >= kFirstBlockTensor && t <= kLastBlockTensor;
+  h.name = name, h.tensor = t, h.layer = layer, h.per_block = is_block_tensor(t);
   h.first_row = first_row, h.rows = rows < 0 ? m.rows : rows, h.cols = m.cols;
   h.transposed = transposed, h.vector = m.rows == 1;
   return h;

@@ -68,7 +68,7 @@ void read_hf_model_slice(const std::string& dir, const GptConfig& config, const 
   for (int t = 0; t < kNumParamTensors; ++t) {
     const int64_t n = specs[t].count();
     if (n == 0) continue;
-    const bool per_block = t >= kFirstBlockTensor && t <= kLastBlockTensor;
+    const bool per_block = is_block_tensor(t);
     const int64_t parts = per_block ? slice.layers(config) : 1, per = n / parts;
     const int64_t matrix = per_block ? whole[t].count() / config.layers : whole[t].count();
     std::fill(local + at, local + at + n, 0.0f);  // wte's and the head's padded rows: in no file tensor

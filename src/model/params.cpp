@@ -156,7 +156,7 @@ int64_t section_row(const Section* sections, int count, int64_t row) {
 
 int64_t global_index(const GptConfig& config, const Partition& slice, int tensor, int64_t local) {
   // A stage's block l is the model's block global_block(l): its index in a stack of all L blocks.
-  if (tensor >= kFirstBlockTensor && tensor <= kLastBlockTensor && (slice.first_layer > 0 || slice.chunks() > 1)) {
+  if (is_block_tensor(tensor) && (slice.first_layer > 0 || slice.chunks() > 1)) {
     const int64_t per = per_layer_count(config, slice, tensor), l = local / per;
     local += (slice.global_block(static_cast<int>(l)) - l) * per;
   }

@@ -85,6 +85,8 @@ enum ParamTensor : int {
   kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kHead
 };
 constexpr int kFirstBlockTensor = kLn1w, kLastBlockTensor = kFcprojb;
+// A tensor with one part per block (its leading dimension L).
+constexpr bool is_block_tensor(int t) { return t >= kFirstBlockTensor && t <= kLastBlockTensor; }
 // Each tensor's first element in the flat buffer of this rank's slice.
 std::array<int64_t, kNumParamTensors> param_offsets(const GptConfig& config, const Partition& slice = {});
 
