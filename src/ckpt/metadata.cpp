@@ -2,6 +2,7 @@
 #include "ckpt/metadata.hpp"
 #include "ckpt/metadata_attributes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -55,10 +56,10 @@ class Collect {
     out_.push_back({name, [p, member](const Metadata& m) { return real_text(p.of_const(m).*member); },
                     [p, member](Metadata& m, const std::string& v) { p.of(m).*member = std::stod(v); }, false, optional});
   }
-  void text(const char* name, std::string Part::*member, bool optional = false) {
+  void text(const char* name, std::string Part::*member, bool optional = false, int since = 1) {
     const Reach p = part_;
     out_.push_back({name, [p, member](const Metadata& m) { return p.of_const(m).*member; },
-                    [p, member](Metadata& m, const std::string& v) { p.of(m).*member = v; }, false, optional});
+                    [p, member](Metadata& m, const std::string& v) { p.of(m).*member = v; }, false, optional, since});
   }
 
  private:
@@ -206,6 +207,21 @@ std::string metadata_problem(const Metadata& m) {
   if (!m.replica_shares.empty() && !positive_list(m.replica_shares, m.data, -1))
     return "attribute 'layout.replica_shares' = '" + printable(m.replica_shares) + "' is impossible: " +
            std::to_string(m.data) + " counts of at least 1";
+  if (!m.virtual_layers.empty()) {
+    const int64_t count = std::count(m.virtual_layers.begin(), m.virtual_layers.end(), ',') + 1;
+    bool ok = count > m.pipeline && count % m.pipeline == 0 && count <= m.model.layers &&
+              positive_list(m.virtual_layers, count, m.model.layers);
+    if (ok) {  // stage s holds virtual stages s, s + pipeline, ...
+      const std::vector<int64_t> chunks = deck::parse_int_list(m.virtual_layers);
+      std::vector<int64_t> totals(static_cast<size_t>(m.pipeline), 0);
+      for (size_t u = 0; u < chunks.size(); ++u) totals[u % totals.size()] += chunks[u];
+      ok = totals == deck::parse_int_list(m.stage_layers);
+    }
+    if (!ok)
+      return "attribute 'layout.virtual_layers' = '" + printable(m.virtual_layers) + "' is impossible: a multiple of " +
+             "layout.pipeline (" + std::to_string(m.pipeline) + ") above it of counts of at least 1, whose stages add " +
+             "up to layout.stage_layers, '" + printable(m.stage_layers) + "'";
+  }
   return "";
 }
 

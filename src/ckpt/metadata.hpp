@@ -17,7 +17,9 @@ namespace trident::ckpt {
 // norm_eps); a version 2 file is GPT-2's, and its checksum covers version 2's attributes.
 // 4: Llama 3.1's rotary scaling (model.rope_factor, rope_low_freq_factor, rope_high_freq_factor,
 // rope_original_context); a version 3 file has none.
-constexpr int64_t kFormatVersion = 4;
+// 5: the interleaved split (layout.virtual_layers); a version 4 file has none (its run's split
+// was the deck's).
+constexpr int64_t kFormatVersion = 5;
 
 // The sections of the metadata, one per part of a run that has state of its own (ckpt/stateful.hpp):
 // each lists its attributes once, in `fields` — name, member, and since when (optional: absent
@@ -75,16 +77,20 @@ struct LayoutRecord {
 // The balancer's (train/balancer.hpp): the batching of the run that wrote it, which load
 // balancing may have changed — blocks per stage, e.g. "3,5,5,3"; and, absent in files of
 // earlier versions, sequences per micro-batch (balance.micro_batches; 0: not recorded) and the
-// replicas' micro-batches per step (balance.replicas), e.g. "5,3".
+// replicas' micro-batches per step (balance.replicas), e.g. "5,3"; and, from format 5, under
+// the interleaved schedule, blocks per virtual stage u = chunk·pipeline + stage, e.g.
+// "2,3,2,1" (stage_layers their stages' sums; "" with one chunk a stage).
 struct BalanceState {
   std::string stage_layers;
   int64_t micro_batch = 0;
   std::string replica_shares;
+  std::string virtual_layers;
   template <class F>
   static void fields(F& f) {
     f.text("layout.stage_layers", &BalanceState::stage_layers);
     f.integer("layout.micro_batch", &BalanceState::micro_batch, true);
     f.text("layout.replica_shares", &BalanceState::replica_shares, true);
+    f.text("layout.virtual_layers", &BalanceState::virtual_layers, true, 5);
   }
 };
 

@@ -301,11 +301,13 @@ std::vector<KeySpec> build_schema() {
            "imbalance: printed on the console, and (balance.pipeline) a re-split considered"),
       boolean("balance.pipeline", "false",
               "move whole blocks between pipeline stages at a step boundary when the stages are imbalanced: "
-              "the split that minimises the predicted slowest stage, from the measured per-block times; a "
-              "resumed run takes the split its checkpoint recorded"),
+              "the split that minimises the predicted slowest stage, from the measured per-block times (interleaved: "
+              "a stage's blocks change within its own chunks, each keeping one or more); a resumed run takes the "
+              "split its checkpoint recorded"),
       boolean("balance.replicas", "false",
               "give a slower data replica fewer of the global batch's micro-batches and a faster one more, at a "
-              "step boundary: the same sequences and the same loss and gradient normalisation (by tokens)"),
+              "step boundary: the same sequences and the same loss and gradient normalisation (by tokens); "
+              "interleaved, in groups of parallel.pipeline micro-batches"),
       real("balance.margin", "0.1", 0, 100,
            "a re-split (or new replica shares) only when it predicts the slowest stage (replica) faster by more "
            "than this fraction"),
@@ -314,8 +316,9 @@ std::vector<KeySpec> build_schema() {
       choice("balance.micro_batches", "fixed", {"fixed", "seed", "model"},
              "the number of micro-batches per step (the micro-batch size changes with it; the global batch "
              "does not): fixed = the deck's; seed = the seed's 4.1 rule, ceil(max/median) of the stage times "
-             "when they are imbalanced; model = the count of least predicted step time, (m + p - 1) x the "
-             "measured per-micro-batch time at its size, within the memory budget"),
+             "when they are imbalanced; model = the count of least predicted step time, (m + (p - 1)/v) x the "
+             "measured per-micro-batch time at its size, within the memory budget (v: parallel.virtual_stages, "
+             "whose counts are multiples of p)"),
       // [debug] — fault injection for the tests of the error paths.
       integer("debug.fail_rank", std::string("-1"), -1, 1048576,
               "testing aid: this world rank raises a one-rank fault after set-up; -1 = none"),

@@ -136,8 +136,7 @@ void check_batch(const Deck& deck) {
 }
 
 // parallel.virtual_stages > 1: Megatron-LM's interleaved 1F1B, with its constraints: a block or
-// more per chunk, micro-batches in groups of the stages, and a fixed split and batch layout (the
-// balance features move blocks between stages and micro-batches between replicas).
+// more per chunk and micro-batches in groups of the stages (the balance features keep both).
 void check_virtual_stages(const Deck& deck) {
   const int64_t v = deck.get_int("parallel.virtual_stages");
   if (v == 1) return;
@@ -158,13 +157,6 @@ void check_virtual_stages(const Deck& deck) {
     refuse("over groups of parallel.pipeline micro-batches: global_batch / (micro_batch x data) = " +
            std::to_string(micro_batches_per_step(deck)) + " must be a multiple of " + std::to_string(pp) + " (" +
            deck.cite("train.global_batch") + "); use a multiple of " + std::to_string(pp) + " micro-batches");
-  for (const char* key : {"balance.pipeline", "balance.replicas"})
-    if (deck.get_bool(key))
-      refuse(std::string("whose chunks and micro-batch groups are fixed, and ") + key + " = true (" + deck.cite(key) +
-             "); set it to false");
-  if (deck.get_string("balance.micro_batches") != "fixed")
-    refuse("whose micro-batch groups are fixed, and balance.micro_batches = " + deck.get_string("balance.micro_batches") +
-           " (" + deck.cite("balance.micro_batches") + "); set it to fixed");
 }
 
 // ZB-H1's weight-gradient pass reads each block's GEMM inputs after the input-gradient pass:

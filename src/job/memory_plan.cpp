@@ -158,12 +158,13 @@ ModelMemory model_memory(comm::Communicator& world, const kernels::Context& devi
 std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,
                                   const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
-                                  const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
+                                  const std::vector<int>& split, int micro_batch, int micro_batches,
                                   const ModelMemory& memory) {
   plan::MemoryInputs in = memory_inputs(device, settings, grid, config, topology);
   in.recompute = recompute.mode;
   in.recompute_interval = recompute.interval;
-  in.stage_layers = stage_layers;
+  in.stage_layers = pipeline::stage_totals(split, in.pipeline);
+  if (in.virtual_stages > 1) in.chunk_layers = split;
   in.micro_batch = micro_batch;
   in.micro_batches = micro_batches;
   int64_t total = 0;

@@ -64,15 +64,15 @@ struct ModelMemory {
 // Collective over `world`. kernels: kernels.guard_memory_gb, the emulated device's size.
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
 
-// What keeps blocks per stage `stage_layers` with micro-batches of `micro_batch` sequences,
-// `micro_batches` a step (a running job's new split or count: balance.pipeline,
+// What keeps the split `split` (blocks per virtual stage, job/model_setup.hpp) with
+// micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's new split or count: balance.pipeline,
 // balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
 // the ranks sharing this rank's memory (`memory`: its host's, or its device's) against it — ""
 // when they fit. Not collective: each rank judges its own and the caller agrees over all.
 std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,
                                   const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,
-                                  const std::vector<int>& stage_layers, int micro_batch, int micro_batches,
+                                  const std::vector<int>& split, int micro_batch, int micro_batches,
                                   const ModelMemory& memory);
 
 // "parameters 0.8 MiB, gradients …, total 4.1 MiB" and, machine-readable, "parameters=873984 …".

@@ -143,32 +143,30 @@ void initialise_parameters(const RunSettings& settings, model::Transformer& gpt)
   gpt.upload_params(initial_parameters(settings, gpt).data());
 }
 
-std::vector<int> virtual_layer_counts(const RunSettings& settings) {
-  const int v = settings.parallel.virtual_stages;
-  if (v == 1) return {};
+std::vector<int> layer_split(const RunSettings& settings) {
   std::vector<long> given;
   for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
-  return pipeline::stage_layer_counts(settings.model.layers, settings.parallel.pipeline * v, given);
+  return pipeline::stage_layer_counts(settings.model.layers,
+                                      settings.parallel.pipeline * settings.parallel.virtual_stages, given);
+}
+
+std::vector<int> virtual_layer_counts(const RunSettings& settings) {
+  return settings.parallel.virtual_stages == 1 ? std::vector<int>{} : layer_split(settings);
 }
 
 std::vector<int> stage_layer_counts(const RunSettings& settings, int stages) {
-  const std::vector<int> chunks = virtual_layer_counts(settings);
-  if (!chunks.empty()) return pipeline::stage_totals(chunks, stages);
-  std::vector<long> given;
-  for (int64_t n : settings.parallel.stage_layers) given.push_back(static_cast<long>(n));
-  return pipeline::stage_layer_counts(settings.model.layers, stages, given);
+  return pipeline::stage_totals(layer_split(settings), stages);
 }
 
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank) {
-  return partition_for_rank(stage_layer_counts(settings, grid.pp_size()), grid, rank, virtual_layer_counts(settings));
+  return partition_for_rank(layer_split(settings), grid, rank);
 }
 
-model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
-                                    const std::vector<int>& virtual_layers) {
+model::Partition partition_for_rank(const std::vector<int>& split, const layout::Grid& grid, int rank) {
   const layout::Coord coord = grid.coord_of(rank);
-  if (!virtual_layers.empty())
-    return model::interleaved_partition(virtual_layers, grid.pp_size(), coord.pp, coord.tp, grid.tp_size());
-  return model::stage_partition(stage_layers, coord.pp, coord.tp, grid.tp_size());
+  if (static_cast<int>(split.size()) > grid.pp_size())
+    return model::interleaved_partition(split, grid.pp_size(), coord.pp, coord.tp, grid.tp_size());
+  return model::stage_partition(split, coord.pp, coord.tp, grid.tp_size());
 }
 
 namespace {
@@ -190,9 +188,8 @@ void place_part(const model::GptConfig& config, const model::Partition& part, co
 }  // namespace
 
 std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& mine_part,
-                                      const std::vector<float>& mine, const std::vector<int>& stage_layers,
-                                      const std::vector<int>& virtual_layers, const layout::Grid& grid,
-                                      comm::Communicator& world) {
+                                      const std::vector<float>& mine, const std::vector<int>& split,
+                                      const layout::Grid& grid, comm::Communicator& world) {
   const int me = world.rank();  // the world keeps world-rank order
   const int tag = 77;
   if (grid.coord_of(me).dp != 0) return {};
@@ -204,7 +201,7 @@ std::vector<float> gather_whole_model(const model::GptConfig& config, const mode
   place_part(config, mine_part, mine.data(), whole);
   for (int rank = 1; rank < grid.world_size(); ++rank) {
     if (grid.coord_of(rank).dp != 0) continue;
-    const model::Partition part = partition_for_rank(stage_layers, grid, rank, virtual_layers);
+    const model::Partition part = partition_for_rank(split, grid, rank);
     std::vector<float> values(static_cast<size_t>(model::num_parameters(config, part)));
     world.recv(values.data(), values.size(), DType::f32, rank, tag, Stream{}).wait();
     place_part(config, part, values.data(), whole);  // the tied wte twice: equal copies

@@ -21,13 +21,14 @@ model::GptConfig model_config(const ModelSettings& model, const deck::Record& de
 // The part of the model world rank `rank` holds: its tensor slice and its pipeline stage's
 // blocks (parallel.stage_layers or the even split).
 model::Partition partition_for_rank(const RunSettings& settings, const layout::Grid& grid, int rank);
-// The same under an explicit split (blocks per stage), e.g. one balance.pipeline chose.
-// virtual_layers (blocks per virtual stage) given: the interleaved split (model::interleaved_partition).
-model::Partition partition_for_rank(const std::vector<int>& stage_layers, const layout::Grid& grid, int rank,
-                                    const std::vector<int>& virtual_layers = {});
-// parallel.virtual_stages = v > 1: the blocks of each of the pipeline·v virtual stages —
-// parallel.stage_layers when it gives them, else an even split (pipeline::stage_layer_counts);
-// empty when v = 1.
+// The same under an explicit split, e.g. one balance.pipeline chose: blocks per virtual stage
+// u = chunk·pipeline + stage, pipeline·v of them (v = 1: blocks per stage); more than pipeline
+// counts is the interleaved split (model::interleaved_partition).
+model::Partition partition_for_rank(const std::vector<int>& split, const layout::Grid& grid, int rank);
+// The run's split as above: parallel.stage_layers, else the even split of model.layers over the
+// pipeline·v virtual stages (pipeline::stage_layer_counts).
+std::vector<int> layer_split(const RunSettings& settings);
+// parallel.virtual_stages = v > 1: layer_split; empty when v = 1.
 std::vector<int> virtual_layer_counts(const RunSettings& settings);
 // Blocks per pipeline stage: parallel.stage_layers, or the even split of model.layers; interleaved,
 // the sum of the stage's chunks.
@@ -44,11 +45,10 @@ void initialise_parameters(const RunSettings& settings, model::Transformer& gpt)
 // The whole model (llm.c order), assembled on world rank 0 from the slices `mine` (this rank's
 // fp32 parameters, of partition `part`) of data replica 0's ranks (every tensor slice of every
 // stage), which send them over `world` (every rank, in world-rank order; under its watchdog);
-// empty on every other rank. stage_layers: the split the ranks hold now (virtual_layers: the
-// interleaved split, or empty).
+// empty on every other rank. split: the ranks' split now (blocks per virtual stage, as
+// partition_for_rank's).
 std::vector<float> gather_whole_model(const model::GptConfig& config, const model::Partition& part,
-                                      const std::vector<float>& mine, const std::vector<int>& stage_layers,
-                                      const std::vector<int>& virtual_layers, const layout::Grid& grid,
-                                      comm::Communicator& world);
+                                      const std::vector<float>& mine, const std::vector<int>& split,
+                                      const layout::Grid& grid, comm::Communicator& world);
 
 }  // namespace trident

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <string>
+
+#include "pipeline/schedule.hpp"
 
 namespace trident::pipeline {
 namespace {
@@ -41,12 +44,12 @@ BalanceFigures summarise(const std::vector<RankTimes>& per_rank, const std::vect
 }
 
 std::vector<int> minmax_allocation(const std::vector<double>& unit_ms, const std::vector<double>& fixed_ms,
-                                   int total, const std::vector<int>& current) {
+                                   int total, const std::vector<int>& current, int least) {
   const int workers = static_cast<int>(unit_ms.size());
-  if (workers == 0 || total < workers || fixed_ms.size() != unit_ms.size())
-    throw std::invalid_argument("minmax_allocation: every worker needs a unit and a cost");
-  std::vector<int> counts(workers, 1);
-  for (int given = workers; given < total; ++given) {
+  if (workers == 0 || least < 1 || total < workers * least || fixed_ms.size() != unit_ms.size())
+    throw std::invalid_argument("minmax_allocation: every worker needs its least units and a cost");
+  std::vector<int> counts(workers, least);
+  for (int given = workers * least; given < total; ++given) {
     int best = 0;
     for (int w = 1; w < workers; ++w)
       if (fixed_ms[w] + (counts[w] + 1) * unit_ms[w] < fixed_ms[best] + (counts[best] + 1) * unit_ms[best]) best = w;
@@ -61,7 +64,7 @@ std::vector<int> minmax_allocation(const std::vector<double>& unit_ms, const std
   int placed = 0;
   for (int w = 0; w < workers; ++w) {
     while (cap[w] < total && fixed_ms[w] + (cap[w] + 1) * unit_ms[w] <= best) ++cap[w];
-    near[w] = std::max(1, std::min(current[w], cap[w]));
+    near[w] = std::max(least, std::min(current[w], cap[w]));
     placed += near[w];
   }
   for (; placed < total; ++placed) {
@@ -96,15 +99,15 @@ void stage_costs(const BalanceFigures& figures, const std::vector<int>& stage_la
 namespace {
 
 Decision decide(const std::vector<double>& unit, const std::vector<double>& fixed, const std::vector<int>& current,
-                double ratio, double threshold, double margin, const char* what) {
+                double ratio, double threshold, double margin, const std::string& what, int least = 1) {
   Decision d;
   int total = 0;
   for (int n : current) total += n;
-  d.counts = minmax_allocation(unit, fixed, total, current);
+  d.counts = minmax_allocation(unit, fixed, total, current, least);
   d.current_ms = predicted_max_ms(unit, fixed, current);
   d.predicted_ms = predicted_max_ms(unit, fixed, d.counts);
   char text[240];
-  std::snprintf(text, sizeof text, "%s %s -> %s, slowest %.3f -> %.3f ms predicted (gain %.1f%%", what,
+  std::snprintf(text, sizeof text, "%s %s -> %s, slowest %.3f -> %.3f ms predicted (gain %.1f%%", what.c_str(),
                 split_text(current).c_str(), split_text(d.counts).c_str(), d.current_ms, d.predicted_ms,
                 100.0 * d.gain());
   d.why = text;
@@ -122,16 +125,52 @@ Decision decide(const std::vector<double>& unit, const std::vector<double>& fixe
 
 }  // namespace
 
-Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin) {
+Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, int stages, double threshold,
+                      double margin) {
+  const int chunks = static_cast<int>(current.size()) / stages;
+  const std::vector<int> totals = stage_totals(current, stages);
   std::vector<double> unit, fixed;
-  stage_costs(figures, current, &unit, &fixed);
-  return decide(unit, fixed, current, figures.stage_ratio(), threshold, margin, "stages");
+  stage_costs(figures, totals, &unit, &fixed);
+  if (chunks == 1) return decide(unit, fixed, current, figures.stage_ratio(), threshold, margin, "stages");
+  Decision d = decide(unit, fixed, totals, figures.stage_ratio(), threshold, margin, "stages", chunks);  // a block a chunk
+  d.counts = spread_over_chunks(current, d.counts, stages);
+  d.why = "chunks " + split_text(current) + " -> " + split_text(d.counts) + ", " + d.why;
+  return d;
 }
 
-Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin) {
+std::vector<int> spread_over_chunks(const std::vector<int>& current, const std::vector<int>& stage_totals, int stages) {
+  std::vector<int> counts(current);
+  const int virtual_stages = static_cast<int>(current.size());
+  for (int s = 0; s < stages; ++s) {
+    int have = 0;
+    for (int u = s; u < virtual_stages; u += stages) have += counts[u];
+    for (; have < stage_totals[s]; ++have) {
+      int to = s;
+      for (int u = s; u < virtual_stages; u += stages)
+        if (counts[u] < counts[to]) to = u;
+      ++counts[to];
+    }
+    for (; have > stage_totals[s]; --have) {
+      int from = s;
+      for (int u = s; u < virtual_stages; u += stages)
+        if (counts[u] >= counts[from]) from = u;
+      if (counts[from] <= 1) throw std::invalid_argument("spread_over_chunks: fewer blocks than chunks");
+      --counts[from];
+    }
+  }
+  return counts;
+}
+
+Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin,
+                       int group) {
   std::vector<double> unit(current.size()), fixed(current.size(), 0.0);
-  for (size_t d = 0; d < current.size(); ++d) unit[d] = figures.replica_ms(static_cast<int>(d));
-  return decide(unit, fixed, current, figures.replica_ratio(), threshold, margin, "replica shares");
+  std::vector<int> groups(current.size());
+  for (size_t d = 0; d < current.size(); ++d)
+    unit[d] = group * figures.replica_ms(static_cast<int>(d)), groups[d] = current[d] / group;
+  Decision d = decide(unit, fixed, groups, figures.replica_ratio(), threshold, margin,
+                      group > 1 ? "replica shares in groups of " + std::to_string(group) + ":" : "replica shares");
+  for (int& n : d.counts) n *= group;
+  return d;
 }
 
 void Hysteresis::apply(Decision& decision, int64_t completed, int64_t cooldown) {

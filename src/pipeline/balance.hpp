@@ -32,12 +32,12 @@ BalanceFigures summarise(const std::vector<RankTimes>& per_rank, const std::vect
                          const std::vector<int>& replica_of, int stages, int replicas);
 
 // Units (blocks, micro-batches) over workers (stages, replicas) in a fixed order: worker w
-// takes n_w ≥ 1 units and the time fixed_ms[w] + n_w · unit_ms[w]; the result minimises the
+// takes n_w ≥ `least` units and the time fixed_ms[w] + n_w · unit_ms[w]; the result minimises the
 // slowest worker's time, Σ n_w = total. Of the equally good answers, the one nearest `current`
 // (when given): the fewest units move, and an optimal `current` stays as it is. Greedy: each unit goes to the worker that ends lowest with it — optimal for a
 // maximum of increasing linear costs.
 std::vector<int> minmax_allocation(const std::vector<double>& unit_ms, const std::vector<double>& fixed_ms,
-                                   int total, const std::vector<int>& current = {});
+                                   int total, const std::vector<int>& current = {}, int least = 1);
 
 // The predicted slowest worker of an allocation under the same costs.
 double predicted_max_ms(const std::vector<double>& unit_ms, const std::vector<double>& fixed_ms,
@@ -61,10 +61,23 @@ struct Decision {
   std::string why;           // the figures behind the decision, for the log (a move: without its verdict)
   double gain() const { return predicted_ms > 0 ? current_ms / predicted_ms - 1 : 0; }
 };
-// Blocks over stages, by stage_costs.
-Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin);
+// Blocks over stages, by stage_costs. `current`: blocks per virtual stage u = chunk·stages +
+// stage, in the model's order (per stage when it has `stages` entries). With v chunks a stage,
+// the stages' totals are allocated (v blocks a stage at least) and each stage's change is spread
+// over its own chunks (spread_over_chunks): the chunk structure stays, and a stage's time is
+// what the measurement sees and the pipeline waits for.
+Decision decide_split(const BalanceFigures& figures, const std::vector<int>& current, int stages, double threshold,
+                      double margin);
+// A stage's new total over its chunks, nearest the chunks' `current` counts (blocks per virtual
+// stage, as above): a block added goes to the stage's chunk holding fewest (the earliest of
+// equals), one taken leaves the chunk holding most (the latest of equals, away from the
+// embedding's chunk 0); every chunk keeps a block.
+std::vector<int> spread_over_chunks(const std::vector<int>& current, const std::vector<int>& stage_totals, int stages);
 // Micro-batches over replicas: a replica's step is its share times its time per micro-batch.
-Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin);
+// Shares move in groups of `group` micro-batches (the interleaved schedule runs a multiple of
+// the stages; 1 otherwise); `current` are multiples of it.
+Decision decide_shares(const BalanceFigures& figures, const std::vector<int>& current, double threshold, double margin,
+                       int group = 1);
 
 // The hysteresis after the margin, for one kind of move: none within `cooldown` steps of the
 // last, and none on one measurement alone — the one before must have proposed a move too (a

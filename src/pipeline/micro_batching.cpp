@@ -69,9 +69,9 @@ double MicroBatchCost::beta() const {
   return b;
 }
 
-double predicted_pipeline_ms(const MicroBatchCost& cost, int count, int stages, int64_t sequences) {
+double predicted_pipeline_ms(const MicroBatchCost& cost, int count, int stages, int64_t sequences, int chunks) {
   const int micro_batch = static_cast<int>(sequences / count);
-  return (count + stages - 1) * cost.per_micro_batch_ms(micro_batch);
+  return (count + double(stages - 1) / chunks) * cost.per_micro_batch_ms(micro_batch);
 }
 
 int probe_count(int current, int stages, const std::vector<int>& allowed) {
@@ -114,10 +114,10 @@ Decision decide_seed_count(const BalanceFigures& f, int current, const std::vect
 }
 
 Decision decide_model_count(const MicroBatchCost& cost, int current, int stages, int64_t sequences,
-                            const std::vector<int>& allowed, double margin) {
+                            const std::vector<int>& allowed, double margin, int chunks) {
   Decision d;
   d.counts = {current};
-  d.current_ms = predicted_pipeline_ms(cost, current, stages, sequences);
+  d.current_ms = predicted_pipeline_ms(cost, current, stages, sequences, chunks);
   // Within one size of what was measured: a line through sizes 4 and 8 says little about size
   // 1, where the costs of every operation that do not shrink with it weigh most (a bench row
   // here went from 2 x 8 to 16 x 1 on such a line and lost 7%). Further sizes come one move at
@@ -135,7 +135,7 @@ Decision decide_model_count(const MicroBatchCost& cost, int current, int stages,
   for (int m : allowed) {
     const int size = static_cast<int>(sequences / m);
     if (size < low || size > high) continue;
-    const double ms = predicted_pipeline_ms(cost, m, stages, sequences);
+    const double ms = predicted_pipeline_ms(cost, m, stages, sequences, chunks);
     if (ms < best_ms) best = m, best_ms = ms;
   }
   d.predicted_ms = best_ms;
@@ -145,7 +145,8 @@ Decision decide_model_count(const MicroBatchCost& cost, int current, int stages,
                 "the step %.2f -> %.2f ms predicted (bubble %.0f%% -> %.0f%%, gain %.1f%%",
                 cost.alpha(), cost.beta(), cost.points().size(), count_text(current, sequences).c_str(),
                 count_text(best, sequences).c_str(), d.current_ms, best_ms,
-                100.0 * (stages - 1) / (current + stages - 1), 100.0 * (stages - 1) / (best + stages - 1), 100.0 * d.gain());
+                100.0 * (stages - 1) / (chunks * current + stages - 1), 100.0 * (stages - 1) / (chunks * best + stages - 1),
+                100.0 * d.gain());
   d.why = text;
   if (best == current || d.gain() <= margin) {
     std::snprintf(text, sizeof text, ", not above margin %.1f%%): no change", 100.0 * margin);

@@ -2,9 +2,10 @@
 // per step go through the pipeline as m micro-batches of b = S/m sequences; with p stages a step
 // takes about
 //
-//   T(m) = (m + p − 1) · t(b),    t(b) = α + β·b     (t: the slowest stage's forward + backward)
+//   T(m) = (m + (p − 1)/v) · t(b),    t(b) = α + β·b     (t: the slowest stage's forward + backward)
 //
-// — the fill-and-drain bubble, (p − 1)/(m + p − 1) of the step, against the fixed cost α that
+// — the fill-and-drain bubble, (p − 1)/(v·m + p − 1) of the step with v model chunks a stage
+// (the interleaved schedule; v = 1 otherwise, and then m counts a multiple of p), against the fixed cost α that
 // every micro-batch pays (a launch of every kernel, a message at each stage boundary) and that
 // more, smaller micro-batches pay more often. Two rules choose m (balance.micro_batches):
 //   seed:  §4.1's pseudo-code as written — when max/min of the stage times exceeds the
@@ -50,8 +51,8 @@ class MicroBatchCost {
   std::map<int, double> points_;  // micro-batch size -> ms
 };
 
-// T(m) in ms: (m + p − 1) · t(S/m).
-double predicted_pipeline_ms(const MicroBatchCost& cost, int count, int stages, int64_t sequences);
+// T(m) in ms: (m + (p − 1)/v) · t(S/m), v = chunks.
+double predicted_pipeline_ms(const MicroBatchCost& cost, int count, int stages, int64_t sequences, int chunks = 1);
 
 // The count to probe when only one size has been measured: the neighbouring count towards
 // smaller micro-batches when there are several stages (a smaller bubble) and the micro-batch
@@ -67,6 +68,6 @@ Decision decide_seed_count(const BalanceFigures& figures, int current, const std
 // those whose micro-batch size lies within the measured sizes or one allowed size beyond them;
 // a move when it predicts the step's pipeline part faster than `current`'s by more than `margin`.
 Decision decide_model_count(const MicroBatchCost& cost, int current, int stages, int64_t sequences,
-                            const std::vector<int>& allowed, double margin);
+                            const std::vector<int>& allowed, double margin, int chunks = 1);
 
 }  // namespace trident::pipeline

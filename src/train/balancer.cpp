@@ -6,16 +6,18 @@
 
 #include "core/log.hpp"
 #include "deck/value.hpp"
+#include "pipeline/schedule.hpp"
 
 namespace trident {
 namespace {
 
 // After the margin, the hysteresis; then the decision on the console (when imbalanced or
 // moving) and in metrics.h5 (always): its figures and each worker's count from now on, e.g.
-// balance/stage1/blocks. True when the move is to be made.
+// balance/stage1/blocks (`worker`: stage; virtual_stage for an interleaved split, whose counts
+// are per virtual stage). True when the move is to be made.
 bool settle(pipeline::Decision& decision, pipeline::Hysteresis& hysteresis, const BalanceSettings& settings,
             double ratio, int64_t completed, const std::vector<int>& now, const std::string& series,
-            const std::string& per_worker, metrics::MetricsFile* metrics) {
+            const std::string& worker, const std::string& per_worker, metrics::MetricsFile* metrics) {
   hysteresis.apply(decision, completed, settings.cooldown);
   if (ratio > settings.threshold || decision.move)
     print0("balance: after step " + std::to_string(completed) + ": " + decision.why);
@@ -24,7 +26,7 @@ bool settle(pipeline::Decision& decision, pipeline::Hysteresis& hysteresis, cons
   metrics->append("balance/" + series + "_predicted_ms", decision.predicted_ms);
   metrics->append_int("balance/" + series + "_moved", decision.move ? 1 : 0);
   for (size_t w = 0; w < now.size(); ++w)
-    metrics->append_int("balance/" + series + std::to_string(w) + "/" + per_worker, decision.move ? decision.counts[w] : now[w]);
+    metrics->append_int("balance/" + worker + std::to_string(w) + "/" + per_worker, decision.move ? decision.counts[w] : now[w]);
   return decision.move;
 }
 
@@ -51,21 +53,23 @@ void Balancer::after_step(int64_t completed, const pipeline::StepTimes& times, i
   bool moved = false;
   if (b.replicas && data_ > 1) {
     const std::vector<int> now = target_.batch_layout().shares;
-    pipeline::Decision shares = pipeline::decide_shares(*measured, now, b.threshold, b.margin);
-    if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, now, "replica", "micro_batches",
-               metrics))
+    // Interleaved, a replica runs its micro-batches in groups of the stages: shares move by groups.
+    const int group = chunks() > 1 ? stages_ : 1;
+    pipeline::Decision shares = pipeline::decide_shares(*measured, now, b.threshold, b.margin, group);
+    if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, now, "replica", "replica",
+               "micro_batches", metrics))
       shares_now(shares.counts, completed), moved = true;
   }
   if (b.pipeline && stages_ > 1) {
     const BatchLayout layout = target_.batch_layout();
-    pipeline::Decision split = pipeline::decide_split(*measured, layout.stage_layers, b.threshold, b.margin);
+    pipeline::Decision split = pipeline::decide_split(*measured, layout.split, stages_, b.threshold, b.margin);
     if (split.move) {  // every rank has the same decision: all of them check, together
       const std::string problem =
           target_.memory_shortfall_anywhere(split.counts, layout.micro_batch, layout.micro_batches);
       if (!problem.empty()) split.move = false, split.why += "; but it does not fit: " + problem + ": no move";
     }
-    if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, layout.stage_layers, "stage", "blocks",
-               metrics)) {
+    if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, layout.split, "stage",
+               chunks() > 1 ? "virtual_stage" : "stage", "blocks", metrics)) {
       if (target_.move_blocks(split.counts, completed)) warm_step_ = completed;  // new primitives, new memory
       moved = true;
     }
@@ -105,7 +109,7 @@ void Balancer::decide_micro_batches(int64_t completed, const pipeline::BalanceFi
   pipeline::Decision count = b.micro_batches == "seed"
                                  ? pipeline::decide_seed_count(measured, current, allowed, b.threshold)
                                  : pipeline::decide_model_count(micro_batch_cost_, current, stages_, sequences, allowed,
-                                                                b.margin);
+                                                                b.margin, chunks());
   const bool proposed = count.move;
   count_hysteresis_.apply(count, completed, b.cooldown);
   if (proposed || measured.stage_ratio() > b.threshold || report_next_count_) print0(after + count.why);
@@ -132,18 +136,22 @@ void Balancer::shares_now(const std::vector<int>& shares, int64_t completed) {
 void Balancer::save(ckpt::Metadata& checkpoint) const {
   const BatchLayout layout = target_.batch_layout();
   // The deck's split, micro-batch size and shares, or the last ones balancing chose.
-  static_cast<ckpt::BalanceState&>(checkpoint) = {pipeline::split_text(layout.stage_layers), layout.micro_batch,
-                                                  pipeline::split_text(layout.shares)};
+  const bool interleaved = chunks() > 1;
+  static_cast<ckpt::BalanceState&>(checkpoint) = {
+      pipeline::split_text(pipeline::stage_totals(layout.split, stages_)), layout.micro_batch,
+      pipeline::split_text(layout.shares), interleaved ? pipeline::split_text(layout.split) : ""};
 }
 
 void Balancer::restore(const ckpt::Metadata& saved, const std::string& /*path*/) {
-  // The split balance.pipeline chose, where the stages are as many.
-  if (settings_.pipeline && saved.pipeline == stages_ && !saved.stage_layers.empty()) {
-    const std::vector<int> split = int_list(saved.stage_layers);
-    const std::vector<int> deck_split = target_.batch_layout().stage_layers;
-    if (split != deck_split) {
-      print0("balance: resuming with the split the checkpoint recorded, stages " + saved.stage_layers + " (the deck's: " +
-             pipeline::split_text(deck_split) + ")");
+  // The split balance.pipeline chose, where the stages and their chunks are as many.
+  const std::string saved_split = chunks() > 1 ? saved.virtual_layers : saved.stage_layers;
+  if (settings_.pipeline && saved.pipeline == stages_ && !saved_split.empty()) {
+    const std::vector<int> split = int_list(saved_split);
+    const std::vector<int> deck_split = target_.batch_layout().split;
+    if (split.size() == deck_split.size() && split != deck_split) {
+      print0(std::string("balance: resuming with the split the checkpoint recorded, ") +
+             (chunks() > 1 ? "chunks " : "stages ") + saved_split + " (the deck's: " + pipeline::split_text(deck_split) +
+             ")");
       target_.build_for_split(split);
     }
   }
@@ -166,8 +174,11 @@ void Balancer::restore(const ckpt::Metadata& saved, const std::string& /*path*/)
   const std::vector<int> shares = int_list(saved.replica_shares);
   layout = target_.batch_layout();
   int64_t total = 0;
-  for (int n : shares) total += n;
-  if (static_cast<int>(shares.size()) != data_ || total != layout.micro_batches * data_ || shares == layout.shares) return;
+  bool in_groups = true;  // interleaved: whole groups of the stages
+  for (int n : shares) total += n, in_groups = in_groups && (chunks() == 1 || n % stages_ == 0);
+  if (static_cast<int>(shares.size()) != data_ || total != layout.micro_batches * data_ || shares == layout.shares ||
+      !in_groups)
+    return;
   print0("balance: resuming with the replica shares the checkpoint recorded, " + saved.replica_shares);
   shares_now(shares, saved.step);
 }

@@ -29,7 +29,7 @@ namespace trident {
 
 // The batching of a run, as the balancer reads it and changes it.
 struct BatchLayout {
-  std::vector<int> stage_layers;  // blocks per pipeline stage
+  std::vector<int> split;           // blocks per virtual stage u = chunk·stages + stage (v = 1: per stage)
   int micro_batch = 0;            // sequences per micro-batch (B)
   int64_t micro_batches = 0;      // micro-batches per step of a replica with equal shares
   std::vector<int> shares;        // micro-batches per step of each data replica
@@ -40,10 +40,10 @@ class BalanceTarget {
  public:
   virtual ~BalanceTarget() = default;
   virtual BatchLayout batch_layout() const = 0;
-  // Collective: the micro-batch counts that divide `sequences` per replica and fit in memory on
-  // every rank.
+  // Collective: the micro-batch counts that divide `sequences` per replica, that the schedule
+  // runs (interleaved: multiples of the stages) and that fit in memory on every rank.
   virtual std::vector<int> allowed_micro_batch_counts(int64_t sequences) = 0;
-  // Collective: why blocks per stage `split` with micro-batches of `micro_batch` sequences would
+  // Collective: why the split `split` (BatchLayout's) with micro-batches of `micro_batch` sequences would
   // not fit on some rank; "" when they fit everywhere.
   virtual std::string memory_shortfall_anywhere(const std::vector<int>& split, int micro_batch,
                                                 int64_t micro_batches) = 0;
@@ -82,6 +82,8 @@ class Balancer final : public ckpt::Stateful {
                             metrics::MetricsFile* metrics);
   void micro_batches_now(int count, int64_t completed);  // the target's, and what it resets here
   void shares_now(const std::vector<int>& shares, int64_t completed);
+  // Model chunks per stage (parallel.virtual_stages): the split's length over the stages.
+  int chunks() const { return static_cast<int>(target_.batch_layout().split.size()) / stages_; }
 
   const BalanceSettings settings_;
   const int data_, stages_;  // replicas, pipeline stages

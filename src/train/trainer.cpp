@@ -77,12 +77,12 @@ kernels::Context model_context(const Job& job) {
 // This rank's part of the model (world rank `rank`), its kernels prepared and its parameters
 // initialised.
 std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const model::GptConfig& config,
-                                         const RecomputeChoice& recompute, const std::vector<int>& stage_layers,
+                                         const RecomputeChoice& recompute, const std::vector<int>& split,
                                          kernels::Context& ctx, comm::Communicator& tensor,
                                          comm::Communicator& context) {
   const deck::Record& deck = job.record;
   model::TensorGroup tensor_group;
-  tensor_group.slice = partition_for_rank(stage_layers, job.grid, rank, virtual_layer_counts(job.settings));
+  tensor_group.slice = partition_for_rank(split, job.grid, rank);
   tensor_group.collectives = &tensor;
   tensor_group.sequence_parallel = job.settings.parallel.sequence_parallel;
   tensor_group.overlap = job.settings.parallel.tp_comm_overlap;
@@ -171,8 +171,8 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       config_(model_config(job.settings.model, job.record)),
       recompute_(checked_recompute(world, job, config_)),
       ctx_(model_context(job)),
-      stage_layers_(stage_layer_counts(job.settings, pp_size_)),
-      model_(build_model(job, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor,
+      split_(layer_split(job.settings)),
+      model_(build_model(job, rank_, config_, recompute_, split_, ctx_, *collectives_.tensor,
                          *collectives_.context)),
       loss_scaler_(model_->precision() == kernels::Precision::fp16
                        ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
@@ -228,8 +228,8 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   optimizer_.reset();
   reducer_.reset();
   model_.reset();
-  stage_layers_ = split;
-  model_ = build_model(job_, rank_, config_, recompute_, stage_layers_, ctx_, *collectives_.tensor,
+  split_ = split;
+  model_ = build_model(job_, rank_, config_, recompute_, split_, ctx_, *collectives_.tensor,
                        *collectives_.context);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
@@ -487,8 +487,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole =
-      gather_whole_model(model_->config(), model_->partition(), host_master(), stage_layers_,
-                         virtual_layer_counts(job_.settings), job_.grid, *collectives_.world);
+      gather_whole_model(model_->config(), model_->partition(), host_master(), split_, job_.grid, *collectives_.world);
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history

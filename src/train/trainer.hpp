@@ -132,7 +132,7 @@ class Trainer : private BalanceTarget {
   kernels::Context ctx_;
   // The model and what works on it are rebuilt, in this order, when balance.pipeline moves
   // blocks between stages (rebuild_model): the only members that change after construction.
-  std::vector<int> stage_layers_;  // blocks per stage: parallel.stage_layers, or the last move's
+  std::vector<int> split_;  // blocks per virtual stage (per stage when v = 1): the deck's, or the last move's
   std::unique_ptr<model::Transformer> model_;
   const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<dp::GradientReducer> reducer_;

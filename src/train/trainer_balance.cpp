@@ -10,17 +10,20 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "job/memory_plan.hpp"
+#include "pipeline/schedule.hpp"
 #include "train/trainer.hpp"
 
 namespace trident {
 
-BatchLayout Trainer::batch_layout() const { return {stage_layers_, B_, micro_batches_, shares_}; }
+BatchLayout Trainer::batch_layout() const { return {split_, B_, micro_batches_, shares_}; }
 
 std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
-  const std::vector<int> counts = pipeline::micro_batch_counts(sequences);
+  std::vector<int> counts = pipeline::micro_batch_counts(sequences);
+  if (static_cast<int>(split_.size()) > pp_size_)  // interleaved: groups of the stages (pipeline::stage_actions)
+    counts.erase(std::remove_if(counts.begin(), counts.end(), [&](int m) { return m % pp_size_ != 0; }), counts.end());
   std::vector<double> short_of_memory(counts.size());  // (counts) 1 where this rank's memory lacks room
   for (size_t i = 0; i < counts.size(); ++i)
-    short_of_memory[i] = !micro_batch_shortfall(job_.device, job_.settings, job_.record, job_.grid, config_, &job_.topology, recompute_, stage_layers_,
+    short_of_memory[i] = !micro_batch_shortfall(job_.device, job_.settings, job_.record, job_.grid, config_, &job_.topology, recompute_, split_,
                                                 static_cast<int>(sequences / counts[i]), counts[i], memory_)
                                .empty();
   collectives_.world->all_reduce(short_of_memory.data(), short_of_memory.size(), DType::f64, comm::Op::Max, Stream{})
@@ -64,7 +67,7 @@ void Trainer::apply_shares(const std::vector<int>& shares) {
 
 bool Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   const auto start = SteadyClock::now();
-  const std::string from = pipeline::split_text(stage_layers_);
+  const std::vector<int> before = split_;
   // Not in the checkpoint directory: pruning and resume = auto never see it, and the lineage
   // (ckpt/lineage.hpp) is untouched. Removed once read.
   const std::string path = run_dir_ + "/balance-move.h5";
@@ -79,13 +82,18 @@ bool Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   }
   rebuild_model(split);
   const std::string problem = ckpt::read_checkpoint(path, world_, state_view());
-  if (!problem.empty()) throw RunFailure("balance: moving blocks to stages " + pipeline::split_text(split) + ": " + problem, kExitFault);
+  if (!problem.empty()) throw RunFailure("balance: moving blocks to " + pipeline::split_text(split) + ": " + problem, kExitFault);
   state_was_read();
   if (rank_ == 0) std::remove(path.c_str());
-  char text[160];
-  std::snprintf(text, sizeof text, "balance: moved blocks after step %lld: stages %s -> %s (%.1f MB of state, %.2f s)",
-                static_cast<long long>(completed), from.c_str(), pipeline::split_text(split).c_str(),
-                written.bytes / 1e6, seconds_since(start));
+  // Interleaved: the chunks' blocks, then their stages' sums.
+  const bool interleaved = static_cast<int>(split.size()) > pp_size_;
+  const std::string stages = interleaved ? " (stages " + pipeline::split_text(pipeline::stage_totals(before, pp_size_)) +
+                                               " -> " + pipeline::split_text(pipeline::stage_totals(split, pp_size_)) + ")"
+                                         : "";
+  char text[320];
+  std::snprintf(text, sizeof text, "balance: moved blocks after step %lld: %s %s -> %s%s (%.1f MB of state, %.2f s)",
+                static_cast<long long>(completed), interleaved ? "chunks" : "stages", pipeline::split_text(before).c_str(),
+                pipeline::split_text(split).c_str(), stages.c_str(), written.bytes / 1e6, seconds_since(start));
   print0(text);
   return true;
 }

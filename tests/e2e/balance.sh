@@ -94,6 +94,14 @@ moved moved_p2d2_zero1 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.
 run static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 &&
   moved moved_p2_bf16 static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 --debug.slowdown=1:2
 
+# Interleaved (v = 2 chunks a stage, 2,2,2,2 blocks per virtual stage): the slowed stage 1 gives
+# blocks from its own chunks to stage 0's; the chunk structure stays, and the losses stay those of
+# the static 1F1B run (interleaving orders the same sums).
+moved moved_p2_v2 measure_slow_stage_p2 2 --parallel.pipeline=2 --parallel.virtual_stages=2 --debug.slowdown=1:2 &&
+  { grep -qE "^balance: moved blocks after step [0-9]+: chunks 2,2,2,2 -> [0-9],[12],[0-9],1 \(stages 4,4 -> [56],[32]\)" \
+      moved_p2_v2.out && pass "moved_p2_v2_within_chunks ($(grep -m1 -o 'chunks [^(]*([^)]*)' moved_p2_v2.out))" ||
+      fail moved_p2_v2_within_chunks "$(grep -m2 '^balance: moved\|^balance: after' moved_p2_v2.out)"; }
+
 # A move that would not fit is not made: with memory.budget_gb between the deck's split (4,4:
 # 1.7 MB on the busiest rank by the memory model) and any move off the slowed stage (5,3: 2.1 MB,
 # 6,2: 2.4 MB), the decision says why and nothing moves.
@@ -110,6 +118,11 @@ shared() { rebalanced "$1" "$2" "$3" balance.replicas "replica shares now" "${@:
 shared shares_d2 measure_slow_replica_d2 2 --parallel.data=2 --debug.slowdown=1:2
 shared shares_p2d2_gpipe_zero1 measure_slow_replica_d2 4 --parallel.pipeline=2 --parallel.data=2 --parallel.schedule=gpipe \
   --optim.zero=1 --debug.slowdown=1:2,3:2
+# Interleaved over 2 stages, shares move two micro-batches at a time: 4,4 -> 6,2.
+shared shares_p2d2_v2 measure_slow_replica_d2 4 --parallel.pipeline=2 --parallel.data=2 --parallel.virtual_stages=2 \
+  --debug.slowdown=1:2,3:2 &&
+  { grep -q "^balance: replica shares now 6,2 " shares_p2d2_v2.out && pass shares_p2d2_v2_in_groups ||
+      fail shares_p2d2_v2_in_groups "$(grep -m2 '^balance: replica\|^balance: after' shares_p2d2_v2.out)"; }
 run static_d2_bf16 2 --parallel.data=2 --optim.precision=bf16 &&
   shared shares_d2_bf16 static_d2_bf16 2 --parallel.data=2 --optim.precision=bf16 --debug.slowdown=1:2
 
@@ -138,6 +151,9 @@ counted count_model_p2 measure_slow_stage_p2 2 model --parallel.pipeline=2 &&
 counted count_seed_gpipe_zero1 measure_slow_stage_p2 4 seed --parallel.pipeline=2 --parallel.data=2 \
   --parallel.schedule=gpipe --optim.zero=1 --debug.slowdown=2:2
 counted count_model_bf16 static_bf16 2 model --parallel.pipeline=2 --optim.precision=bf16
+# Interleaved, the counts are multiples of the stages: the seed's N = 2 is one.
+counted count_seed_p2_v2 measure_slow_stage_p2 2 seed --parallel.pipeline=2 --parallel.virtual_stages=2 \
+  --debug.slowdown=1:2
 
 # No false positives: a run of equal stages makes no move over 200 steps (10 measurements, each
 # of which could). Equal: 4 blocks a stage at hidden 128, where the last stage's head and loss
@@ -199,6 +215,9 @@ killed_resumed() {
 KR="--parallel.pipeline=2 --debug.slowdown=1:2 --balance.pipeline=true"
 run moved_straight 2 $KR --checkpoint.full_interval=20steps &&
   killed_resumed moved_kill_resume moved_straight "resuming with the split the checkpoint recorded" "$KR"
+KRV="--parallel.pipeline=2 --parallel.virtual_stages=2 --debug.slowdown=1:2 --balance.pipeline=true"
+run moved_v2_straight 2 $KRV --checkpoint.full_interval=20steps &&
+  killed_resumed moved_v2_kill_resume moved_v2_straight "resuming with the split the checkpoint recorded, chunks" "$KRV"
 killed_resumed count_kill_resume count_seed_p2 "resuming with the micro-batches the checkpoint recorded, 2 x 4" \
   "--parallel.pipeline=2 --debug.slowdown=1:2 --balance.micro_batches=seed"
 killed_resumed shares_kill_resume shares_d2 "resuming with the replica shares the checkpoint recorded" \

@@ -25,7 +25,7 @@ import sys
 
 # The order of the table in src/ckpt/metadata.cpp (tests/unit/test_checkpoint.cpp holds it to this list);
 # the model.arch … model.norm_eps attributes are format 3's (a format 2 file lacks them), the
-# model.rope_* scaling attributes format 4's.
+# model.rope_* scaling attributes format 4's, layout.virtual_layers format 5's.
 FIELDS = [
     "kind", "step", "tokens_seen", "optimizer_updates", "bad_steps_in_a_row", "skipped_steps", "seed",
     "precision", "loss_scale", "loss_scale_good_steps", "loss_scale_hysteresis_left",
@@ -33,7 +33,7 @@ FIELDS = [
     "model.arch", "model.kv_heads", "model.ffn_hidden", "model.tie_embeddings", "model.rope_theta", "model.norm_eps",
     "model.rope_factor", "model.rope_low_freq_factor", "model.rope_high_freq_factor", "model.rope_original_context",
     "layout.tensor", "layout.pipeline", "layout.data", "layout.zero", "layout.stage_layers",
-    "layout.micro_batch", "layout.replica_shares", "trident_version", "written_at", "deck",
+    "layout.micro_batch", "layout.replica_shares", "layout.virtual_layers", "trident_version", "written_at", "deck",
     "lineage.run_id", "lineage.branch", "lineage.parent",
 ]
 

@@ -86,6 +86,7 @@ range_case zero_tensor layout.tensor=0 "attribute 'layout.tensor' = 0 is impossi
 range_case negative_data layout.data=-3 "attribute 'layout.data' = -3 is impossible"
 range_case garbage_stage_layers layout.stage_layers=abc "attribute 'layout.stage_layers' = 'abc' is impossible"
 range_case stage_layers_wrong_sum layout.stage_layers=3 "attribute 'layout.stage_layers' = '3' is impossible"
+range_case virtual_layers_not_its_stages layout.virtual_layers=1,1 "attribute 'layout.virtual_layers' = '1,1' is impossible"
 range_case skipped_beyond_step skipped_steps=99 "attribute 'skipped_steps' = 99 is impossible"
 range_case infinite_loss_scale loss_scale=inf "attribute 'loss_scale' is not a finite number"
 range_case unknown_precision precision=fp8 "attribute 'precision' = 'fp8' is impossible"

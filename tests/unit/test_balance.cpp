@@ -3,7 +3,9 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <numeric>
 #include <vector>
 
@@ -13,9 +15,9 @@ using namespace trident::pipeline;
 
 namespace {
 
-// The best maximum over every allocation of `total` units, each worker at least one.
-double exhaustive_best(const std::vector<double>& unit, const std::vector<double>& fixed, int total) {
-  std::vector<int> counts(unit.size(), 1);
+// The best maximum over every allocation of `total` units, each worker at least `least`.
+double exhaustive_best(const std::vector<double>& unit, const std::vector<double>& fixed, int total, int least = 1) {
+  std::vector<int> counts(unit.size(), least);
   double best = 1e300;
   std::function<void(size_t, int)> visit = [&](size_t w, int left) {
     if (w + 1 == unit.size()) {
@@ -23,7 +25,7 @@ double exhaustive_best(const std::vector<double>& unit, const std::vector<double
       best = std::min(best, predicted_max_ms(unit, fixed, counts));
       return;
     }
-    for (int n = 1; n <= left - int(unit.size() - w - 1); ++n) counts[w] = n, visit(w + 1, left - n);
+    for (int n = least; n <= left - least * int(unit.size() - w - 1); ++n) counts[w] = n, visit(w + 1, left - n);
   };
   visit(0, total);
   return best;
@@ -84,6 +86,12 @@ BOOST_AUTO_TEST_CASE(the_greedy_allocation_is_optimal) {
     const std::vector<int> near = minmax_allocation(unit, fixed, total, current);
     BOOST_TEST(predicted_max_ms(unit, fixed, near) == exhaustive_best(unit, fixed, total), "trial " << trial);
     BOOST_TEST(std::accumulate(near.begin(), near.end(), 0) == total);
+    // With `least` units a worker (the chunks of an interleaved stage), still optimal.
+    const int least = 1 + trial % 3, more = workers * least + trial % 7;
+    const std::vector<int> floor = minmax_allocation(unit, fixed, more, {}, least);
+    BOOST_TEST(*std::min_element(floor.begin(), floor.end()) >= least);
+    BOOST_TEST(std::accumulate(floor.begin(), floor.end(), 0) == more);
+    BOOST_TEST(predicted_max_ms(unit, fixed, floor) == exhaustive_best(unit, fixed, more, least), "trial " << trial);
   }
 }
 
@@ -101,17 +109,46 @@ BOOST_AUTO_TEST_CASE(a_split_moves_only_above_threshold_and_margin) {
   BalanceFigures f;
   f.stage_edge_ms = {0, 0};
   f.stage_forward_ms = {4, 8}, f.stage_backward_ms = {0, 0};  // 4,4 blocks: stage 1 twice as slow per block
-  Decision d = decide_split(f, {4, 4}, 1.15, 0.05);
+  Decision d = decide_split(f, {4, 4}, 2, 1.15, 0.05);
   BOOST_TEST(d.move);
   BOOST_TEST((d.counts == std::vector<int>{5, 3}));
   BOOST_TEST(d.current_ms == 8.0);
   BOOST_TEST(d.predicted_ms == 6.0);
-  BOOST_TEST(!decide_split(f, {4, 4}, 1.15, 0.5).move);   // a 33% gain is not above a 50% margin
-  BOOST_TEST(!decide_split(f, {4, 4}, 2.5, 0.05).move);   // ratio 2 within a threshold of 2.5
+  BOOST_TEST(!decide_split(f, {4, 4}, 2, 1.15, 0.5).move);   // a 33% gain is not above a 50% margin
+  BOOST_TEST(!decide_split(f, {4, 4}, 2, 2.5, 0.05).move);   // ratio 2 within a threshold of 2.5
   f.stage_forward_ms = {4, 4.4};                          // 10% apart: moving a block would be worse
-  d = decide_split(f, {4, 4}, 1.05, 0.05);
+  d = decide_split(f, {4, 4}, 2, 1.05, 0.05);
   BOOST_TEST(!d.move);
   BOOST_TEST((d.counts == std::vector<int>{4, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(an_interleaved_split_moves_blocks_between_a_stages_chunks) {
+  // p = 2, v = 2: virtual stages 0..3 are stage 0 chunk 0, stage 1 chunk 0, stage 0 chunk 1,
+  // stage 1 chunk 1; 3,3,3,3 gives each stage 6 blocks. Stage 1 twice as slow per block: its
+  // total goes 6 -> 4 (8 against 8), taken from its chunks, most first, the later of equals.
+  BalanceFigures f;
+  f.stage_edge_ms = {0, 0};
+  f.stage_forward_ms = {6, 12}, f.stage_backward_ms = {0, 0};
+  const Decision d = decide_split(f, {3, 3, 3, 3}, 2, 1.15, 0.05);
+  BOOST_TEST(d.move);
+  BOOST_TEST((d.counts == std::vector<int>{4, 2, 4, 2}));
+  BOOST_TEST(d.current_ms == 12.0);
+  BOOST_TEST(d.predicted_ms == 8.0);
+  BOOST_TEST(d.why.find("chunks 3,3,3,3 -> 4,2,4,2, stages 6,6 -> 8,4") == 0, d.why);
+  // Every chunk keeps a block: stage 1 at 10x per block still keeps one in each of its two.
+  f.stage_forward_ms = {6, 60};
+  const Decision most = decide_split(f, {3, 3, 3, 3}, 2, 1.15, 0.05);
+  BOOST_TEST((most.counts == std::vector<int>{5, 1, 5, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(spreading_a_stage_keeps_its_chunk_structure) {
+  // p = 2, v = 3: stage 0 holds virtual stages 0, 2, 4 (1, 3, 2 blocks), stage 1 1, 3, 5 (2, 2, 2).
+  const std::vector<int> current{1, 2, 3, 2, 2, 2};
+  BOOST_TEST((spread_over_chunks(current, {6, 6}, 2) == current));           // the same totals: nothing moves
+  BOOST_TEST((spread_over_chunks(current, {7, 5}, 2) == std::vector<int>{2, 2, 3, 2, 2, 1}));
+  BOOST_TEST((spread_over_chunks(current, {5, 7}, 2) == std::vector<int>{1, 3, 2, 2, 2, 2}));
+  BOOST_TEST((spread_over_chunks(current, {3, 9}, 2) == std::vector<int>{1, 3, 1, 3, 1, 3}));
+  BOOST_CHECK_THROW(spread_over_chunks(current, {2, 10}, 2), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(a_slow_replica_gets_fewer_micro_batches) {
@@ -124,6 +161,12 @@ BOOST_AUTO_TEST_CASE(a_slow_replica_gets_fewer_micro_batches) {
   BOOST_TEST(d.predicted_ms == 5.0);
   f.replica_forward_ms = {1, 1.1};
   BOOST_TEST(!decide_shares(f, {4, 4}, 1.15, 0.1).move);
+  // Interleaved with p = 2: shares move two micro-batches at a time.
+  f.replica_forward_ms = {1, 2};
+  const Decision grouped = decide_shares(f, {4, 4}, 1.15, 0.1, 2);
+  BOOST_TEST(grouped.move);
+  BOOST_TEST((grouped.counts == std::vector<int>{6, 2}));  // 6 ms and 4 ms, against 8 ms now
+  BOOST_TEST(grouped.predicted_ms == 6.0);
 }
 
 BOOST_AUTO_TEST_CASE(hysteresis_confirms_then_cools_down) {

@@ -239,6 +239,11 @@ BOOST_AUTO_TEST_CASE(the_sections_keep_the_attribute_order_of_format_2) {
   version4.insert(after_norm_eps, {"model.rope_factor", "model.rope_low_freq_factor", "model.rope_high_freq_factor",
                                    "model.rope_original_context"});
   BOOST_TEST(keys_of(4) == version4, boost::test_tools::per_element());
+  // Version 5 adds the interleaved split after the replica shares.
+  std::vector<std::string> version5 = version4;
+  const auto after_shares = std::find(version5.begin(), version5.end(), "layout.replica_shares") + 1;
+  version5.insert(after_shares, "layout.virtual_layers");
+  BOOST_TEST(keys_of(5) == version5, boost::test_tools::per_element());
 }
 
 // A part saves its own section and nothing else, and takes it back (ckpt/stateful.hpp).

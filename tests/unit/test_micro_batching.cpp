@@ -117,6 +117,18 @@ BOOST_AUTO_TEST_CASE(model_count_respects_the_margin) {
   BOOST_TEST(taken.counts[0] == 16);
 }
 
+BOOST_AUTO_TEST_CASE(model_count_weighs_an_interleaved_bubble_by_its_chunks) {
+  // The same costs with v = 2 chunks a stage: the bubble is half as many micro-batch times, so
+  // 8 -> 16 predicts (16.5 x 1.05) against (8.5 x 2.05): 17.325 vs 17.425, 0.6%: no move at 1%.
+  MicroBatchCost cost;
+  cost.observe(1, 1.05), cost.observe(2, 2.05);
+  BOOST_TEST(predicted_pipeline_ms(cost, 8, 2, 16, 2) == 8.5 * cost.per_micro_batch_ms(2));
+  const Decision interleaved = decide_model_count(cost, 8, 2, 16, {2, 4, 8, 16}, 0.01, 2);
+  BOOST_TEST(!interleaved.move);
+  BOOST_TEST(interleaved.why.find("bubble 6% -> 3%") != std::string::npos, interleaved.why);
+  BOOST_TEST(decide_model_count(cost, 8, 2, 16, {2, 4, 8, 16}, 0.001, 2).counts[0] == 16);
+}
+
 BOOST_AUTO_TEST_CASE(model_count_stays_within_one_size_of_the_measured) {
   // Measured at sizes 4 and 8 with no fixed cost: the line says size 1 (16 x 1) is best, but
   // only one size beyond the measured ones is a candidate: size 2 (8 x 2).
