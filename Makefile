@@ -1,7 +1,9 @@
 # Trident — top-level build (no CMake).
 #   make            build build/bin/trident (CUDA objects too where nvcc exists)
 #   make CUDA=0     force a CPU-only build
-#   make test       install deps, build, run unit + multi-rank + end-to-end + Slurm tests
+#   make test       install deps, build, run unit + multi-rank + end-to-end tests (the first tier)
+#   make test-long  the long tier: timing measurements, the guard backend, the build switch,
+#                   stress, the memory model's matrix and the Slurm scenarios (CI runs both)
 #   make test-slurm the Slurm scenarios alone (a local single-node Slurm, started and stopped)
 #   make test-asan  the sanitizer build (ASan + UBSan) and the tests that exercise memory and signals
 #   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
@@ -95,7 +97,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-slurm test-asan test-tsan all deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan all deps test run docs clean bench bundle test-bundle
 all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
 
 deps:
@@ -145,9 +147,15 @@ $(BUILD)/tests/gpu_gemm_rate: $(BUILD)/obj/tests/gpu/gemm_rate.o $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # The suite needs the binaries built first; the runner prints the closing "N passed, N failed, N skipped".
+# make test is the first tier (within 20 minutes on 2 cores, build included); make test-long
+# the rest (tests/run.sh's header says which).
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) tests/run.sh
+
+test-long: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@BUILD=$(BUILD) tests/run.sh long
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, CPU only) running the unit,
 # multi-rank and the end-to-end tests that exercise memory and signals, and a stress loop of
@@ -175,7 +183,7 @@ test-tsan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-tsan SANITIZE=thread CUDA=0 all
 	@BUILD=build-tsan tests/run-tsan.sh
 
-# The Slurm scenarios alone (part of `make test`): starts a local Slurm, runs them, stops it.
+# The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(BIN)
 	@BUILD=$(BUILD) bash tests/slurm/run.sh

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# run.sh — the whole test suite: unit tests, multi-rank tests under mpirun -np 1, 2, 4, 8, and
+# run.sh — the test suite: unit tests, multi-rank tests under mpirun -np 1, 2, 4, 8, and
 # end-to-end tests of the binary, the Slurm scenarios on a local Slurm. Ends with one line
 # "N passed, N failed, N skipped" (skipped: a case that needs a CPU feature this machine lacks,
 # e.g. oneDNN's bf16 matmul under DNNL_MAX_CPU_ISA=AVX2 — never a failure). Run from the repo root.
-#   tests/run.sh                        everything
-#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, gpu, e2e/NAME, slurm)
+# Two tiers, so that `make test` stays within 20 minutes on 2 cores: the e2e scripts marked
+# "# tier: long" on their second line (timing measurements, the guard backend, the build switch,
+# stress, 200-step curves, the memory model's matrix, the reference fingerprints) and the Slurm
+# scenarios form the long tier (`make test-long`); CI runs both.
+#   tests/run.sh                        the first tier (make test)
+#   tests/run.sh long                   the long tier (make test-long)
+#   tests/run.sh all                    both
+#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, gpu, e2e/NAME, slurm), either tier
 set -u
 BUILD=${BUILD:-build}
 export BUILD
 . scripts/mpi-env.sh
 passed=0 failed=0 skipped=0
 GROUPS_WANTED=" $* "
-wanted() { [[ $GROUPS_WANTED == "  " || $GROUPS_WANTED == *" $1 "* ]]; }
+# wanted GROUP [TIER]: named, or of the tier asked for (none named: the first; long; all).
+wanted() {
+  local tier=${2:-first}
+  case $GROUPS_WANTED in
+    "  ") [[ $tier == first ]] ;;
+    " long ") [[ $tier == long ]] ;;
+    " all ") true ;;
+    *) [[ $GROUPS_WANTED == *" $1 "* ]] ;;
+  esac
+}
+tier_of() { if sed -n 2p "$1" | grep -q '^# tier: long'; then echo long; else echo first; fi; }  # tier_of SCRIPT
 LOG=$(mktemp -d /tmp/trident-tests.XXXXXX)
 
 # Boost.Test: count test cases from the short report (skipped: disabled by a precondition on
@@ -60,14 +76,14 @@ run_script() {  # run_script LABEL SCRIPT
 
 for script in tests/e2e/*.sh; do
   [[ $script == */lib.sh ]] && continue
-  wanted "e2e/$(basename "$script" .sh)" || continue
+  wanted "e2e/$(basename "$script" .sh)" "$(tier_of "$script")" || continue
   run_script "e2e $(basename "$script" .sh)" "$script"
 done
 # GPU checks: PASS/FAIL with a GPU, SKIP lines without one (or without NCCL in the build).
 wanted gpu && run_script "gpu kernels" tests/gpu/run.sh
 wanted gpu && run_script "gpu nccl" tests/gpu/test_nccl.sh
 # A real single-node Slurm (installed and started by the harness, stopped afterwards).
-wanted slurm && run_script slurm tests/slurm/run.sh
+wanted slurm long && run_script slurm tests/slurm/run.sh
 
 echo "logs: $LOG"
 echo "$passed passed, $failed failed, $skipped skipped"

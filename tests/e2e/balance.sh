@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # Load balance (issue 18): debug.slowdown makes a rank slow; the balance measurement finds the
 # slow stage or replica (metrics.h5 balance/*, a console line) and stays quiet on a balanced
 # run; balance.pipeline moves blocks off a slow stage without changing the losses, survives a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # The CUDA switch of the build: with nvcc present the default build compiles kernels/cuda and
 # links CUDA, cuBLASLt and NCCL (NCCL only where its communicator is built: NCCL=1); `make
 # CUDA=0` builds a CPU-only binary (here unoptimised, OPT=-O0: the check is what it compiles and

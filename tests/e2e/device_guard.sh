@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # The trainer on a device, on a machine without one: kernels.device = guard runs the CPU's kernels
 # on memory that host code may not touch outside a kernel (kernels/guard/backend.cpp), so every
 # path by which the trainer reads or writes the model — initialisation, the data-parallel,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # cuda.graphs on a machine without a GPU: the guarded backend records each micro-batch's forward
 # and backward as CUDA's stream capture would (kernels/guard/backend.cpp) — the kernels with
 # their arguments, nothing run — and replays the record. Each run equals the same run on the CPU

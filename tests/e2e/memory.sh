@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # The analytic memory model (src/plan/memory_model.hpp) against the tracked peaks of real runs:
 # for every configuration below (layouts x recompute modes x precisions x ZeRO x schedules x async
 # checkpoints) every

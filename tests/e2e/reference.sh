@@ -1,3 +1,5 @@
+#!/usr/bin/env bash
+# tier: long
 # reference.sh — training arithmetic bit for bit against recorded fingerprints (a redesign may
 # change structure, never results): the default deck in fp32 and bf16 on one rank, and a
 # (2,2,2) ZeRO-1 run on 8 ranks; per-step losses, validation losses and the final model file.

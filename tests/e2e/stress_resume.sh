@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: long
 # A job killed at random instants (every process of it, as a dead node would be) and restarted
 # with resume = auto each time: every restart starts, and the end is the uninterrupted run's
 # model bitwise with a complete metrics history (scripts/stress-resume.sh; 11 kills here, more
