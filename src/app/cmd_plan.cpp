@@ -35,18 +35,23 @@ struct PlanFlags {
   int top = 10;
   double audit_samples_per_s = 0;
   std::string emit_deck, calibrate_out, links, plot;
+  plan::Implementation implementation = plan::Implementation::trident;  // --as
 };
 
 const char* kUsage =
     "usage: trident plan DECK [--gpus=N | --gpus=A-B | --gpus=N1,N2,...] [--hardware=PROFILE] [--json]\n"
-    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--section.key=value ...]\n"
+    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--as=trident|megatron]\n"
+    "                    [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
     "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile; the deck's parallel.hardware\n"
     "when not given. --gpus=A-B: every\n"
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
-    "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n";
+    "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n"
+    "--as: whose costs where implementations differ — trident (the default: what trident train runs) or\n"
+    "megatron (Megatron-LM's dropout, 16-bit activation messages and fused 16-bit element-wise passes,\n"
+    "to predict its published runs).\n";
 
 int positive_int(const std::string& text, const std::string& flag) {
   try {
@@ -87,6 +92,13 @@ PlanFlags take_plan_flags(std::vector<std::string>& args) {
     else if (a.rfind("--emit-deck=", 0) == 0) flags.emit_deck = value("--emit-deck");
     else if (a.rfind("--links=", 0) == 0) flags.links = value("--links");
     else if (a.rfind("--plot=", 0) == 0) flags.plot = value("--plot");
+    else if (a.rfind("--as=", 0) == 0) {
+      try {
+        flags.implementation = plan::parse_implementation(value("--as"));
+      } catch (const std::invalid_argument&) {
+        fatal_all("command line: --as takes trident or megatron, not '" + value("--as") + "' (trident plan --help)");
+      }
+    }
     else if (a == "--calibrate") flags.calibrate = true;
     else if (a.rfind("--calibrate=", 0) == 0) flags.calibrate = true, flags.calibrate_out = value("--calibrate");
     else if (a == "--audit" || a.rfind("--audit=", 0) == 0) {
@@ -202,7 +214,8 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, line.overrides);
   const RunSettings settings = read_settings(deck);
   const deck::Record record(deck);
-  const plan::Workload w = workload_from(settings, record);
+  plan::Workload w = workload_from(settings, record);
+  plan::model_implementation(w, flags.implementation);
   if (flags.calibrate) return calibrate(world, line, text, settings, record, w, flags);
   const std::string profile = flags.hardware.empty() ? settings.parallel.hardware : flags.hardware;
   const plan::Hardware hw =
@@ -219,7 +232,10 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
         print0(plan::layout_json(p.ranked[i], p.ranked[i].estimate.feasible ? plan::scaling_efficiency(w, p.ranked[i].layout, hw) : 0,
                                  "search", static_cast<int>(i) + 1));
   } else {
-    print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(profile) + ")");
+    print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(profile) + ")" +
+           (flags.implementation == plan::Implementation::megatron
+                ? "; Megatron-LM's costs (--as=megatron: dropout, 16-bit activation messages and element-wise passes)"
+                : ""));
     print0(problem.empty() ? "the deck's layout:" : "the deck's layout is not runnable: " + problem);
     if (problem.empty()) {
       print0(plan::table_header() + "\n" + plan::table_row(declared, 0));

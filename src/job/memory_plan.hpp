@@ -65,8 +65,9 @@ struct ModelMemory {
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
 
 // What keeps the split `split` (blocks per virtual stage, job/model_setup.hpp) with
-// micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's new split or count: balance.pipeline,
-// balance.micro_batches), from fitting: the busiest rank against memory.budget_gb, or
+// micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's new split or
+// count: balance.pipeline, balance.micro_batches), from fitting: the busiest rank against
+// memory.budget_gb, or
 // the ranks sharing this rank's memory (`memory`: its host's, or its device's) against it — ""
 // when they fit. Not collective: each rank judges its own and the caller agrees over all.
 std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,

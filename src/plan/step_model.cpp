@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
@@ -285,6 +286,21 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
   return in;
+}
+
+Implementation parse_implementation(const std::string& name) {
+  if (name == "trident") return Implementation::trident;
+  if (name == "megatron") return Implementation::megatron;
+  throw std::invalid_argument("unknown implementation '" + name + "'");
+}
+
+const char* implementation_name(Implementation who) { return who == Implementation::megatron ? "megatron" : "trident"; }
+
+void model_implementation(Workload& w, Implementation who) {
+  const bool megatron = who == Implementation::megatron;
+  w.dropout = megatron;                                  // its attention and hidden dropout (0.1 / 0.1)
+  w.activation_message_bytes = megatron ? 2 : 4;         // its 16-bit activations on the wire
+  w.elementwise_value_bytes_low16 = megatron ? 2 : 4;    // its fused 16-bit element-wise kernels
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

@@ -41,6 +41,19 @@ struct Workload {
   double elementwise_value_bytes_low16 = 4;
 };
 
+// Whose costs the model charges where implementations of the same layout differ (`trident plan
+// --as`): Trident's own, the default and what `trident train` runs; or Megatron-LM's — attention
+// and hidden dropout, 16-bit activations in the tensor all-reduces and pipeline messages, fused
+// 16-bit element-wise kernels —, for predicting its published runs. Everything else (the
+// distributed optimizer, sequence and context parallelism, interleaving, the tensor-parallel
+// overlap, the schedules) is a layout setting that both have.
+enum class Implementation { trident, megatron };
+// "trident" | "megatron"; std::invalid_argument for another name.
+Implementation parse_implementation(const std::string& name);
+const char* implementation_name(Implementation who);
+// The Workload's implementation fields set to `who`'s.
+void model_implementation(Workload& w, Implementation who);
+
 struct Layout {
   int tensor = 1, pipeline = 1, data = 1;
   int micro_batch = 1;

@@ -110,6 +110,16 @@ else fail "plan_emit_deck" "$(tail -3 emit.out) $(tail -3 emitted.out 2>/dev/nul
 expect_user_error plan_unknown_profile "hardware profile|this-host" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --hardware=nosuch
 expect_user_error plan_bad_gpus "--gpus" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --gpus=zero
 expect_user_error plan_bad_audit "samples_per_s" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --audit tokens=5
+# --as=megatron: Megatron-LM's costs where the implementations differ (16-bit activations on the
+# wire and in the element-wise passes, dropout): the same layout, another predicted step, said so.
+step_of() { "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx --optim.precision=bf16 --json "$@" |
+  head -1 | $PY -c 'import json, sys; print(json.loads(sys.stdin.read())["step_time_s"])'; }
+ours=$(step_of) theirs=$(step_of --as=megatron)
+if "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx --as=megatron | head -1 |
+     grep -q "Megatron-LM's costs (--as=megatron" && $PY -c "import sys; sys.exit(0 if 0 < $theirs < $ours else 1)"; then
+  pass "plan_as_megatron (t8 d4 bf16 step: Trident's ${ours} s, Megatron-LM's ${theirs} s)"
+else fail plan_as_megatron "Trident's ${ours:-?} s, Megatron-LM's ${theirs:-?} s"; fi
+expect_user_error plan_bad_as "--as takes trident or megatron, not 'deepspeed'" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --as=deepspeed
 expect_user_error plan_missing_deck "deck" "$TRIDENT" plan nosuch.deck
 expect_user_error plan_bad_key "unknown option" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --parallel.tensr=2
 printf '[device]\nname = x\nmemory_gb = -1\n' > bad.ini

@@ -70,9 +70,7 @@ Workload paper_workload(const PaperRow& r) {
   w.config = {2048, 51200, model::padded_vocab_for(51200), r.layers, r.heads, r.hidden};
   w.seq_len = 2048;
   w.global_batch = r.global_batch;
-  w.dropout = true;  // Megatron-LM's attention and hidden dropout
-  w.activation_message_bytes = 2;  // and its fp16 activations in the tensor all-reduces and p2p
-  w.elementwise_value_bytes_low16 = 2;  // and its fused fp16 element-wise kernels
+  model_implementation(w, Implementation::megatron);  // dropout, fp16 messages and element-wise passes
   return w;
 }
 
@@ -315,6 +313,29 @@ Workload korthikanti_22b() {
   return w;
 }
 }  // namespace
+
+// plan --as: Megatron-LM's costs change what its implementation does differently — 16-bit
+// activations on the wire, 16-bit element-wise passes, dropout's extra passes — and nothing else.
+BOOST_AUTO_TEST_CASE(implementations_differ_in_their_own_costs_only) {
+  Workload w = korthikanti_22b();
+  Layout l;
+  l.tensor = 8, l.precision = "bf16";
+  const Hardware hw = a100();
+  const StepEstimate ours = estimate_step(w, l, hw);
+  model_implementation(w, parse_implementation("megatron"));
+  const StepEstimate theirs = estimate_step(w, l, hw);
+  BOOST_TEST(theirs.stages[0].tensor_s < ours.stages[0].tensor_s);  // half the bytes, the same latencies
+  BOOST_TEST(theirs.stages[0].compute_s == ours.stages[0].compute_s);
+  BOOST_TEST(theirs.memory_total == ours.memory_total);
+  Workload no_dropout = w;
+  no_dropout.dropout = false;
+  BOOST_TEST(estimate_step(no_dropout, l, hw).stages[0].elementwise_s < theirs.stages[0].elementwise_s);
+  BOOST_TEST(estimate_step(no_dropout, l, hw).stages[0].elementwise_s < ours.stages[0].elementwise_s);  // 2-byte passes
+  model_implementation(w, Implementation::trident);
+  BOOST_TEST(estimate_step(w, l, hw).step_s == ours.step_s);
+  BOOST_TEST(std::string(implementation_name(parse_implementation("trident"))) == "trident");
+  BOOST_CHECK_THROW(parse_implementation("deepspeed"), std::invalid_argument);
+}
 
 // parallel.tp_comm_overlap in the step model: the rings hide the collectives behind the GEMMs
 // up to 1 − 1/t of them — never more than the GEMMs' time, never the first block's transfer —
