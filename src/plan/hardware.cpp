@@ -19,14 +19,16 @@ std::string trim(const std::string& s) {
 struct NumberKey {
   const char* key;
   double lo, hi;
+  bool optional = false;  // 0 when absent (what profiles written before the key meant)
 };
 
-// Every number a profile must give, with its range (a profile is a user's input).
+// Every number a profile gives, with its range (a profile is a user's input).
 const std::vector<NumberKey>& number_keys() {
   static const std::vector<NumberKey> keys = {
       {"device.memory_gb", 1e-3, 1e6},           {"device.peak_tflops_fp32", 1e-6, 1e6},
       {"device.peak_tflops_bf16", 1e-6, 1e6},    {"device.peak_tflops_fp16", 1e-6, 1e6},
       {"device.gemm_fraction", 1e-3, 1},         {"device.memory_bandwidth_gbps", 1e-3, 1e6},
+      {"device.reserved_gb", 0, 1e6, true},      {"device.nccl_mb_per_group", 0, 1e6, true},
       {"cluster.devices_per_node", 1, 1e6},      {"cluster.nodes_per_rack", 1, 1e6},
       {"link.node_latency_us", 0, 1e7},          {"link.node_bandwidth_gbps", 1e-6, 1e6},
       {"link.rack_latency_us", 0, 1e7},          {"link.rack_bandwidth_gbps", 1e-6, 1e6},
@@ -37,6 +39,7 @@ const std::vector<NumberKey>& number_keys() {
 
 double number(const std::map<std::string, std::string>& ini, const NumberKey& k, const std::string& origin) {
   const auto it = ini.find(k.key);
+  if (it == ini.end() && k.optional) return 0;
   if (it == ini.end())
     throw std::invalid_argument(origin + ": " + k.key + " is missing; every profile gives it (see inputs/hardware/)");
   char* end = nullptr;
@@ -95,16 +98,19 @@ Hardware parse_hardware(const std::string& text, const std::string& origin) {
   hw.peak_fp16 = v[3] * 1e12;
   hw.gemm_fraction = v[4];
   hw.memory_bandwidth = v[5] * 1e9;
-  hw.devices_per_node = static_cast<int>(v[6]);
-  hw.nodes_per_rack = static_cast<int>(v[7]);
-  for (int l = 0; l < 3; ++l) hw.links[l] = {v[8 + 2 * l] * 1e-6, v[9 + 2 * l] * 1e9};
+  hw.reserved_bytes = v[6] * 1e9;
+  hw.nccl_bytes_per_group = v[7] * 1e6;
+  hw.devices_per_node = static_cast<int>(v[8]);
+  hw.nodes_per_rack = static_cast<int>(v[9]);
+  for (int l = 0; l < 3; ++l) hw.links[l] = {v[10 + 2 * l] * 1e-6, v[11 + 2 * l] * 1e9};
   return hw;
 }
 
 std::string format_hardware(const Hardware& hw, const std::string& header,
                             const std::map<std::string, std::string>& sources) {
   const double values[] = {hw.memory_bytes / 1e9, hw.peak_fp32 / 1e12, hw.peak_bf16 / 1e12, hw.peak_fp16 / 1e12,
-                           hw.gemm_fraction, hw.memory_bandwidth / 1e9, double(hw.devices_per_node),
+                           hw.gemm_fraction, hw.memory_bandwidth / 1e9, hw.reserved_bytes / 1e9,
+                           hw.nccl_bytes_per_group / 1e6, double(hw.devices_per_node),
                            double(hw.nodes_per_rack), hw.links[0].latency_s * 1e6, hw.links[0].bandwidth_bytes_per_s / 1e9,
                            hw.links[1].latency_s * 1e6, hw.links[1].bandwidth_bytes_per_s / 1e9,
                            hw.links[2].latency_s * 1e6, hw.links[2].bandwidth_bytes_per_s / 1e9};

@@ -27,6 +27,12 @@ struct Hardware {
   double peak_fp32 = 0, peak_bf16 = 0, peak_fp16 = 0;  // dense FLOP/s per device
   double gemm_fraction = 1;          // achieved / peak on the model's large GEMMs
   double memory_bandwidth = 0;       // bytes/s per device, for the element-wise passes
+  // What a process's device memory holds beside its tensors (docs/PLANNER.md, "Device memory"):
+  // the runtime's own before the first tensor (the CUDA context with the libraries' modules,
+  // cuBLASLt's workspaces), and NCCL's buffers for each communicator the rank is a member of.
+  // 0 for a CPU, whose tensors are all the memory model counts.
+  double reserved_bytes = 0;
+  double nccl_bytes_per_group = 0;
   int devices_per_node = 1;
   int nodes_per_rack = 1;
   std::array<Link, 3> links{};       // node, rack, cross-rack

@@ -60,7 +60,9 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
   const double m = e.micro_batches;
   Json memory = Json::object();
   for (int k = 0; k < kCategories; ++k) memory[memory_category_name(static_cast<MemoryCategory>(k))] = e.memory.bytes[k];
-  memory["total"] = e.memory_total;
+  memory["total"] = e.memory_total;  // the tensors'
+  memory["runtime"] = e.runtime_bytes;
+  memory["device_total"] = double(e.memory_total) + e.runtime_bytes;
   Json row = {{"source", source},
               {"rank", rank},
               {"devices", l.devices()},
@@ -111,7 +113,7 @@ std::string table_row(const Candidate& c, int rank) {
   std::snprintf(text, sizeof text, "%4d %7s %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
                 tensor_label(l).c_str(), l.context, l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
                 l.recompute.c_str(), l.zero ? "yes" : "no",
-                e.memory_total / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
+                (e.memory_total + e.runtime_bytes) / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
   return e.feasible ? text : std::string(text) + "\n        does not fit: " + e.reason;
 }

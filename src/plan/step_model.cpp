@@ -214,18 +214,29 @@ std::string gb(double bytes) {
   return text;
 }
 
+// The communicators of the busiest rank (comm::JobGroups): the world's, and each group of more
+// than one rank — tensor, context, pipeline, data (× context), and the embedding's (the first
+// and last stage, where the busiest rank of a pipeline is).
+int communicators(const Layout& l) {
+  return (l.devices() > 1) + (l.tensor > 1) + (l.context > 1) + 2 * (l.pipeline > 1) + (l.gradient_group() > 1);
+}
+
 void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
-  e.headroom_bytes = hw.memory_bytes - double(e.memory_total);
+  e.communicators = communicators(l);
+  e.runtime_bytes = hw.reserved_bytes + e.communicators * hw.nccl_bytes_per_group;
+  e.headroom_bytes = hw.memory_bytes - double(e.memory_total) - e.runtime_bytes;
   if (e.headroom_bytes >= 0) return;
   e.feasible = false;
   std::vector<std::pair<int64_t, int>> order;
   for (int c = 0; c < kCategories; ++c) order.push_back({e.memory.bytes[c], c});
   std::sort(order.rbegin(), order.rend());
-  e.reason = "memory: the busiest rank needs " + gb(double(e.memory_total)) + ", " + gb(-e.headroom_bytes) +
-             " more than the device's " + gb(hw.memory_bytes) + " (";
+  e.reason = "memory: the busiest rank needs " + gb(double(e.memory_total) + e.runtime_bytes) + ", " +
+             gb(-e.headroom_bytes) + " more than the device's " + gb(hw.memory_bytes) + " (";
   for (int i = 0; i < 3 && order[i].first > 0; ++i)
     e.reason += std::string(i ? ", " : "") + memory_category_name(static_cast<MemoryCategory>(order[i].second)) +
                 " " + gb(double(order[i].first));
+  if (e.runtime_bytes > 0)
+    e.reason += ", the runtime and " + std::to_string(e.communicators) + " NCCL communicators " + gb(e.runtime_bytes);
   e.reason += ")";
 }
 

@@ -89,7 +89,11 @@ struct StepEstimate {
   std::string reason;              // why not: the overflowing categories and by how much
   MemoryEstimate memory;           // per category, the largest over ranks
   int64_t memory_total = 0;        // the busiest rank's total
-  double headroom_bytes = 0;       // device memory − memory_total (negative: overflow)
+  // Beside the tensors on a device: the runtime's reservation and NCCL's buffers for each of the
+  // rank's communicators (Hardware::reserved_bytes, nccl_bytes_per_group; 0 on a CPU profile).
+  double runtime_bytes = 0;
+  int communicators = 0;           // the rank's groups of more than one rank, the world's included
+  double headroom_bytes = 0;       // device memory − memory_total − runtime_bytes (negative: overflow)
   int micro_batches = 0;           // per replica per step
   std::vector<StageTime> stages;   // per micro-batch, per stage
   double pipeline_s = 0;           // forward/backward of all micro-batches, bubble included

@@ -52,9 +52,13 @@ for r in rows:
     if missing: sys.exit(print(f"missing {missing} in {r}") or 1)
     if r["tensor"] * r["context"] * r["pipeline"] * r["data"] != r["devices"]: sys.exit(print(f"bad layout {r}") or 1)
     # Per category the largest over ranks; the total is the busiest rank's: at most their sum.
-    parts = [v for k, v in r["memory_bytes"].items() if k != "total"]
-    if not max(parts) <= r["memory_bytes"]["total"] <= sum(parts):
-        sys.exit(print(f"categories and total disagree: {r['memory_bytes']}") or 1)
+    m = r["memory_bytes"]
+    parts = [v for k, v in m.items() if k not in ("total", "runtime", "device_total")]
+    if not max(parts) <= m["total"] <= sum(parts):
+        sys.exit(print(f"categories and total disagree: {m}") or 1)
+    # On the device beside the tensors: the runtime's reservation and NCCL's buffers.
+    if not (m["runtime"] > 0 and m["device_total"] == m["total"] + m["runtime"]):
+        sys.exit(print(f"no runtime memory, or the device's total is not the tensors' and the runtime's: {m}") or 1)
     if not r["feasible"] and "more than the device" not in r["reason"]: sys.exit(print(f"no reason: {r}") or 1)
 search = [r for r in rows if r["source"] == "search"]
 fit = [r for r in search if r["feasible"]]

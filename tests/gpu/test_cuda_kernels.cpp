@@ -668,6 +668,24 @@ void marks(Report& r) {
                              std::to_string(1e3 * host) + " ms on the host"});
 }
 
+// What the runtime holds beside our tensors, after every other check ran (the CUDA context with
+// the modules loaded, cuBLASLt's workspaces and plan cache, the stream-ordered pools): the
+// device's used memory (total − free) less every byte our buffers hold now (host ones too, so
+// the figure errs low). The planner's GPU profiles assume 0.6 GB (inputs/hardware/*.ini,
+// device.reserved_gb): a larger figure fails, and the profiles take the measured one.
+void runtime_reserved(Report& r) {
+  constexpr double kAssumedGb = 0.6;
+  size_t free = 0, total = 0;
+  cudaDeviceSynchronize();
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return r.add({2.0, "cudaMemGetInfo failed"});
+  const double ours = static_cast<double>(memory_usage().total_current());
+  const double reserved = static_cast<double>(total - free) - ours;
+  char text[200];
+  std::snprintf(text, sizeof text, "the runtime holds %.3f GB beside our buffers' %.3f GB of %.1f GB (the profiles "
+                "assume %.1f GB)", reserved / 1e9, ours / 1e9, total / 1e9, kAssumedGb);
+  r.add({reserved <= kAssumedGb * 1e9 ? 0.0 : 2.0, text});
+}
+
 const std::vector<Check>& checks() {
   static const std::vector<Check> all = {
       {"memory", memory_ops},
@@ -694,6 +712,7 @@ const std::vector<Check>& checks() {
       {"step_on_device", step_on_device},
       {"graphs", graphs},
       {"marks", marks},
+      {"runtime_reserved", runtime_reserved},  // last: after the others loaded what they use
   };
   return all;
 }
