@@ -209,8 +209,7 @@ std::string metadata_problem(const Metadata& m) {
            std::to_string(m.data) + " counts of at least 1";
   if (!m.virtual_layers.empty()) {
     const int64_t count = std::count(m.virtual_layers.begin(), m.virtual_layers.end(), ',') + 1;
-    bool ok = count > m.pipeline && count % m.pipeline == 0 && count <= m.model.layers &&
-              positive_list(m.virtual_layers, count, m.model.layers);
+    bool ok = count > m.pipeline && count % m.pipeline == 0 && positive_list(m.virtual_layers, count, m.model.layers);
     if (ok) {  // stage s holds virtual stages s, s + pipeline, ...
       const std::vector<int64_t> chunks = deck::parse_int_list(m.virtual_layers);
       std::vector<int64_t> totals(static_cast<size_t>(m.pipeline), 0);

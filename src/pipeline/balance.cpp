@@ -131,8 +131,8 @@ Decision decide_split(const BalanceFigures& figures, const std::vector<int>& cur
   const std::vector<int> totals = stage_totals(current, stages);
   std::vector<double> unit, fixed;
   stage_costs(figures, totals, &unit, &fixed);
-  if (chunks == 1) return decide(unit, fixed, current, figures.stage_ratio(), threshold, margin, "stages");
   Decision d = decide(unit, fixed, totals, figures.stage_ratio(), threshold, margin, "stages", chunks);  // a block a chunk
+  if (chunks == 1) return d;
   d.counts = spread_over_chunks(current, d.counts, stages);
   d.why = "chunks " + split_text(current) + " -> " + split_text(d.counts) + ", " + d.why;
   return d;

@@ -37,8 +37,13 @@ std::vector<int> int_list(const std::string& text) {  // split_text's "4,4"
 
 }  // namespace
 
-Balancer::Balancer(const BalanceSettings& settings, const layout::Grid& grid, BalanceTarget& target)
-    : settings_(settings), data_(grid.dp_size()), stages_(grid.pp_size()), target_(target), monitor_(settings, grid) {}
+Balancer::Balancer(const BalanceSettings& settings, const layout::Grid& grid, int chunks, BalanceTarget& target)
+    : settings_(settings),
+      data_(grid.dp_size()),
+      stages_(grid.pp_size()),
+      chunks_(chunks),
+      target_(target),
+      monitor_(settings, grid) {}
 
 void Balancer::after_step(int64_t completed, const pipeline::StepTimes& times, int64_t micro_batches,
                           comm::Communicator& world, metrics::MetricsFile* metrics) {
@@ -54,7 +59,7 @@ void Balancer::after_step(int64_t completed, const pipeline::StepTimes& times, i
   if (b.replicas && data_ > 1) {
     const std::vector<int> now = target_.batch_layout().shares;
     // Interleaved, a replica runs its micro-batches in groups of the stages: shares move by groups.
-    const int group = chunks() > 1 ? stages_ : 1;
+    const int group = chunks_ > 1 ? stages_ : 1;
     pipeline::Decision shares = pipeline::decide_shares(*measured, now, b.threshold, b.margin, group);
     if (settle(shares, share_hysteresis_, b, measured->replica_ratio(), completed, now, "replica", "replica",
                "micro_batches", metrics))
@@ -69,7 +74,7 @@ void Balancer::after_step(int64_t completed, const pipeline::StepTimes& times, i
       if (!problem.empty()) split.move = false, split.why += "; but it does not fit: " + problem + ": no move";
     }
     if (settle(split, split_hysteresis_, b, measured->stage_ratio(), completed, layout.split, "stage",
-               chunks() > 1 ? "virtual_stage" : "stage", "blocks", metrics)) {
+               chunks_ > 1 ? "virtual_stage" : "stage", "blocks", metrics)) {
       if (target_.move_blocks(split.counts, completed)) warm_step_ = completed;  // new primitives, new memory
       moved = true;
     }
@@ -109,7 +114,7 @@ void Balancer::decide_micro_batches(int64_t completed, const pipeline::BalanceFi
   pipeline::Decision count = b.micro_batches == "seed"
                                  ? pipeline::decide_seed_count(measured, current, allowed, b.threshold)
                                  : pipeline::decide_model_count(micro_batch_cost_, current, stages_, sequences, allowed,
-                                                                b.margin, chunks());
+                                                                b.margin, chunks_);
   const bool proposed = count.move;
   count_hysteresis_.apply(count, completed, b.cooldown);
   if (proposed || measured.stage_ratio() > b.threshold || report_next_count_) print0(after + count.why);
@@ -136,21 +141,20 @@ void Balancer::shares_now(const std::vector<int>& shares, int64_t completed) {
 void Balancer::save(ckpt::Metadata& checkpoint) const {
   const BatchLayout layout = target_.batch_layout();
   // The deck's split, micro-batch size and shares, or the last ones balancing chose.
-  const bool interleaved = chunks() > 1;
   static_cast<ckpt::BalanceState&>(checkpoint) = {
       pipeline::split_text(pipeline::stage_totals(layout.split, stages_)), layout.micro_batch,
-      pipeline::split_text(layout.shares), interleaved ? pipeline::split_text(layout.split) : ""};
+      pipeline::split_text(layout.shares), chunks_ > 1 ? pipeline::split_text(layout.split) : ""};
 }
 
 void Balancer::restore(const ckpt::Metadata& saved, const std::string& /*path*/) {
   // The split balance.pipeline chose, where the stages and their chunks are as many.
-  const std::string saved_split = chunks() > 1 ? saved.virtual_layers : saved.stage_layers;
+  const std::string saved_split = chunks_ > 1 ? saved.virtual_layers : saved.stage_layers;
   if (settings_.pipeline && saved.pipeline == stages_ && !saved_split.empty()) {
     const std::vector<int> split = int_list(saved_split);
     const std::vector<int> deck_split = target_.batch_layout().split;
     if (split.size() == deck_split.size() && split != deck_split) {
       print0(std::string("balance: resuming with the split the checkpoint recorded, ") +
-             (chunks() > 1 ? "chunks " : "stages ") + saved_split + " (the deck's: " + pipeline::split_text(deck_split) +
+             (chunks_ > 1 ? "chunks " : "stages ") + saved_split + " (the deck's: " + pipeline::split_text(deck_split) +
              ")");
       target_.build_for_split(split);
     }
@@ -175,7 +179,7 @@ void Balancer::restore(const ckpt::Metadata& saved, const std::string& /*path*/)
   layout = target_.batch_layout();
   int64_t total = 0;
   bool in_groups = true;  // interleaved: whole groups of the stages
-  for (int n : shares) total += n, in_groups = in_groups && (chunks() == 1 || n % stages_ == 0);
+  for (int n : shares) total += n, in_groups = in_groups && (chunks_ == 1 || n % stages_ == 0);
   if (static_cast<int>(shares.size()) != data_ || total != layout.micro_batches * data_ || shares == layout.shares ||
       !in_groups)
     return;

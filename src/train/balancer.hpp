@@ -59,7 +59,8 @@ class BalanceTarget {
 
 class Balancer final : public ckpt::Stateful {
  public:
-  Balancer(const BalanceSettings& settings, const layout::Grid& grid, BalanceTarget& target);
+  // chunks: model chunks per stage (parallel.virtual_stages; a move keeps them).
+  Balancer(const BalanceSettings& settings, const layout::Grid& grid, int chunks, BalanceTarget& target);
 
   // The run starts (or resumes) after step `step`: its first step warms up and is not measured.
   void start(int64_t step) { warm_step_ = step; }
@@ -82,11 +83,9 @@ class Balancer final : public ckpt::Stateful {
                             metrics::MetricsFile* metrics);
   void micro_batches_now(int count, int64_t completed);  // the target's, and what it resets here
   void shares_now(const std::vector<int>& shares, int64_t completed);
-  // Model chunks per stage (parallel.virtual_stages): the split's length over the stages.
-  int chunks() const { return static_cast<int>(target_.batch_layout().split.size()) / stages_; }
 
   const BalanceSettings settings_;
-  const int data_, stages_;  // replicas, pipeline stages
+  const int data_, stages_, chunks_;  // replicas, pipeline stages, model chunks per stage
   BalanceTarget& target_;
   BalanceMonitor monitor_;
   int64_t warm_step_ = 0;  // a step that warms up (the first, the first after a move): not measured

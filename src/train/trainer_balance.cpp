@@ -19,7 +19,7 @@ BatchLayout Trainer::batch_layout() const { return {split_, B_, micro_batches_, 
 
 std::vector<int> Trainer::allowed_micro_batch_counts(int64_t sequences) {
   std::vector<int> counts = pipeline::micro_batch_counts(sequences);
-  if (static_cast<int>(split_.size()) > pp_size_)  // interleaved: groups of the stages (pipeline::stage_actions)
+  if (settings_.parallel.virtual_stages > 1)  // interleaved: groups of the stages (pipeline::stage_actions)
     counts.erase(std::remove_if(counts.begin(), counts.end(), [&](int m) { return m % pp_size_ != 0; }), counts.end());
   std::vector<double> short_of_memory(counts.size());  // (counts) 1 where this rank's memory lacks room
   for (size_t i = 0; i < counts.size(); ++i)
@@ -86,7 +86,7 @@ bool Trainer::move_blocks(const std::vector<int>& split, int64_t completed) {
   state_was_read();
   if (rank_ == 0) std::remove(path.c_str());
   // Interleaved: the chunks' blocks, then their stages' sums.
-  const bool interleaved = static_cast<int>(split.size()) > pp_size_;
+  const bool interleaved = settings_.parallel.virtual_stages > 1;
   const std::string stages = interleaved ? " (stages " + pipeline::split_text(pipeline::stage_totals(before, pp_size_)) +
                                                " -> " + pipeline::split_text(pipeline::stage_totals(split, pp_size_)) + ")"
                                          : "";
