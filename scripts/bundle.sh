@@ -25,7 +25,10 @@ BINARIES=("$BUILD/bin/trident" "$BUILD/tests/gpu_tests" "$BUILD/tests/gpu_gemm_r
 for b in "${BINARIES[@]}"; do
   [[ -x $b ]] || { echo "bundle: $b is missing: make CUDA=1 all first (make bundle does)" >&2; exit 2; }
 done
-"${BINARIES[0]}" version | grep -q '^CUDA: runtime' ||
+# Read whole before matching: grep -q stops at the first match and, under pipefail, the
+# writer's SIGPIPE would fail the pipeline (exit 141) however the match went.
+version_text=$("${BINARIES[0]}" version)
+grep -q '^CUDA: runtime' <<< "$version_text" ||
   { echo "bundle: ${BINARIES[0]} was built without CUDA (nvcc missing, or CUDA=0)" >&2; exit 2; }
 
 STAGE=$(mktemp -d /tmp/trident-bundle.XXXXXX)
@@ -81,6 +84,6 @@ cp scripts/bundle-env.sh "$OUT/env.sh"
        "an NVIDIA driver, libcublasLt, libnccl (and libcudnn) of CUDA 13"
   echo "archive: $(du -h "$OUT/root.tar.gz" | cut -f1) compressed, $(du -sh "$tree" | cut -f1) unpacked, $(find "$tree" -type f | wc -l) files"
   echo "largest files:"
-  find "$tree" -type f -printf '%s %P\n' | sort -rn | head -12 | awk '{printf "  %6.1f MiB  %s\n", $1 / 1048576, $2}'
+  find "$tree" -type f -printf '%s %P\n' | sort -rn | awk 'NR <= 12 {printf "  %6.1f MiB  %s\n", $1 / 1048576, $2}'
 } > "$OUT/MANIFEST.txt"
 cat "$OUT/MANIFEST.txt"
