@@ -51,7 +51,7 @@ const char* kUsage =
     "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n"
     "--as: whose costs where implementations differ — trident (the default: what trident train runs) or\n"
     "megatron (Megatron-LM's dropout, 16-bit activation messages and fused 16-bit element-wise passes,\n"
-    "to predict its published runs).\n";
+    "pipeline messages scattered over the tensor ranks and gathered again, to predict its published runs).\n";
 
 int positive_int(const std::string& text, const std::string& flag) {
   try {
@@ -234,7 +234,8 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
   } else {
     print0("trident plan: " + describe_model(w) + "; hardware " + hw.name + " (" + profile_path(profile) + ")" +
            (flags.implementation == plan::Implementation::megatron
-                ? "; Megatron-LM's costs (--as=megatron: dropout, 16-bit activation messages and element-wise passes)"
+                ? "; Megatron-LM's costs (--as=megatron: dropout, 16-bit activation messages and element-wise passes, "
+                  "scatter/gather pipeline messages)"
                 : ""));
     print0(problem.empty() ? "the deck's layout:" : "the deck's layout is not runnable: " + problem);
     if (problem.empty()) {

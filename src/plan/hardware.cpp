@@ -29,6 +29,7 @@ const std::vector<NumberKey>& number_keys() {
       {"device.peak_tflops_bf16", 1e-6, 1e6},    {"device.peak_tflops_fp16", 1e-6, 1e6},
       {"device.gemm_fraction", 1e-3, 1},         {"device.memory_bandwidth_gbps", 1e-3, 1e6},
       {"device.reserved_gb", 0, 1e6, true},      {"device.nccl_mb_per_group", 0, 1e6, true},
+      {"device.compute_units", 0, 1e6, true},   {"device.comm_interference", 0, 1, true},
       {"cluster.devices_per_node", 1, 1e6},      {"cluster.nodes_per_rack", 1, 1e6},
       {"link.node_latency_us", 0, 1e7},          {"link.node_bandwidth_gbps", 1e-6, 1e6},
       {"link.rack_latency_us", 0, 1e7},          {"link.rack_bandwidth_gbps", 1e-6, 1e6},
@@ -100,9 +101,11 @@ Hardware parse_hardware(const std::string& text, const std::string& origin) {
   hw.memory_bandwidth = v[5] * 1e9;
   hw.reserved_bytes = v[6] * 1e9;
   hw.nccl_bytes_per_group = v[7] * 1e6;
-  hw.devices_per_node = static_cast<int>(v[8]);
-  hw.nodes_per_rack = static_cast<int>(v[9]);
-  for (int l = 0; l < 3; ++l) hw.links[l] = {v[10 + 2 * l] * 1e-6, v[11 + 2 * l] * 1e9};
+  hw.compute_units = static_cast<int>(v[8]);
+  hw.comm_interference = v[9];
+  hw.devices_per_node = static_cast<int>(v[10]);
+  hw.nodes_per_rack = static_cast<int>(v[11]);
+  for (int l = 0; l < 3; ++l) hw.links[l] = {v[12 + 2 * l] * 1e-6, v[13 + 2 * l] * 1e9};
   return hw;
 }
 
@@ -110,7 +113,8 @@ std::string format_hardware(const Hardware& hw, const std::string& header,
                             const std::map<std::string, std::string>& sources) {
   const double values[] = {hw.memory_bytes / 1e9, hw.peak_fp32 / 1e12, hw.peak_bf16 / 1e12, hw.peak_fp16 / 1e12,
                            hw.gemm_fraction, hw.memory_bandwidth / 1e9, hw.reserved_bytes / 1e9,
-                           hw.nccl_bytes_per_group / 1e6, double(hw.devices_per_node),
+                           hw.nccl_bytes_per_group / 1e6, double(hw.compute_units), hw.comm_interference,
+                           double(hw.devices_per_node),
                            double(hw.nodes_per_rack), hw.links[0].latency_s * 1e6, hw.links[0].bandwidth_bytes_per_s / 1e9,
                            hw.links[1].latency_s * 1e6, hw.links[1].bandwidth_bytes_per_s / 1e9,
                            hw.links[2].latency_s * 1e6, hw.links[2].bandwidth_bytes_per_s / 1e9};

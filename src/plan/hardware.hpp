@@ -26,6 +26,13 @@ struct Hardware {
   double memory_bytes = 0;           // per device
   double peak_fp32 = 0, peak_bf16 = 0, peak_fp16 = 0;  // dense FLOP/s per device
   double gemm_fraction = 1;          // achieved / peak on the model's large GEMMs
+  // Units a GEMM's output tiles are spread over, a tile each at a time (a GPU's SMs): the wave
+  // quantization of plan/gemm_model.hpp. 0: none modelled (a CPU profile).
+  int compute_units = 0;
+  // The fraction of its compute a device loses while communication it overlaps runs beside it
+  // (NCCL's kernels hold SMs and memory bandwidth): overlapped communication costs this times
+  // its hidden time. 0: none (a CPU profile, whose communication waits in MPI).
+  double comm_interference = 0;
   double memory_bandwidth = 0;       // bytes/s per device, for the element-wise passes
   // What a process's device memory holds beside its tensors (docs/PLANNER.md, "Device memory"):
   // the runtime's own before the first tensor (the CUDA context with the libraries' modules,

@@ -8,6 +8,7 @@
 
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
+#include "plan/gemm_model.hpp"
 
 namespace trident::plan {
 namespace {
@@ -67,15 +68,50 @@ double p2p_seconds(double bytes, int a, int b, const Hardware& hw, std::array<do
 // products), and the forward again where blocks are recomputed.
 double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0); }
 
-// Forward FLOPs per token of one block on one tensor rank: the four weight GEMMs, 2 per weight
-// (GPT-2: 24·C²; llama's grouped qkv and SwiGLU counted as they are, model::block_gemm_weights),
-// on this rank's slice
-// and the attention products q·kᵀ and P·v, 4·T·C (Narayanan et al. 2021, eq. 2).
-// With fewer key/value heads than tensor ranks each rank computes its head's k and v rows again.
-double layer_flops_per_token(const Workload& w, const Layout& l) {
-  const double C = w.config.channels, T = w.seq_len;
-  const double replicated = (model::qkv_rows_local(w.config, l.tensor) * l.tensor - model::qkv_rows(w.config)) * C;
-  return (2 * (model::block_gemm_weights(w.config) + replicated) + 4 * T * C) / l.tensor;
+// One block's forward weight GEMMs on a tensor rank for a micro-batch of `tokens` on this rank:
+// [q | k | v], the attention's output, the MLP's input ([gate | up]) and output, each with this
+// rank's rows or columns; with attention_seconds' q·kᵀ and P·v (every query of the rank against the sequence's T keys): 2·(weights) + 4·T·C FLOPs per
+// token over t (Narayanan et al. 2021, eq. 2; tests/unit/test_plan.cpp holds the sum to it). With
+// fewer key/value heads than tensor ranks each rank computes its head's k and v rows again.
+std::vector<GemmShape> block_weight_gemms(const Workload& w, const Layout& l, double tokens) {
+  const model::GptConfig& c = w.config;
+  const double C = c.channels, t = l.tensor;
+  return {{1, tokens, double(model::qkv_rows_local(c, l.tensor)), C},
+          {1, tokens, C, C / t},
+          {1, tokens, double(model::fc_rows(c)) / t, C},
+          {1, tokens, C, double(model::mlp_hidden(c)) / t}};
+}
+
+// The attention products of one block on a micro-batch: q·kᵀ (Tq, T, hs) and P·v (Tq, hs, T)
+// per local head, Tq = T / context queries per sequence. passes: 1 forward, 2 backward (dP,
+// dV, dQ, dK: four products of the same size), 0.5 for selective recompute's q·kᵀ.
+double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw, double passes) {
+  const double T = w.seq_len, Tq = T / l.context, hs = model::head_size(w.config);
+  const double batch = double(l.micro_batch) * w.config.heads / l.tensor;
+  const GemmShape scores{batch, Tq, T, hs}, values{batch, Tq, hs, T};
+  // The flash attention keeps the scores in on-chip memory: its products are bound by the
+  // arithmetic alone (no T×T operand travels); the materialized one writes and reads them.
+  if (w.flash_attention)
+    return passes * (scores.flops() + values.flops()) / (hw.peak(l.precision) * hw.gemm_fraction);
+  return passes * (gemm_seconds(scores, l.precision, hw) + gemm_seconds(values, l.precision, hw));
+}
+
+// The GEMM time of one micro-batch's forward and backward (recompute included) of `layers`
+// blocks, and the head's on the last stage (gemm_model.hpp: each product by its shape).
+double stage_gemm_seconds(const Workload& w, const Layout& l, const Hardware& hw, int layers, bool last) {
+  const double tokens = double(l.micro_batch) * w.seq_len / l.context;
+  double weights = 0;
+  for (const GemmShape& forward : block_weight_gemms(w, l, tokens)) {
+    const std::vector<GemmShape> three = with_gradients(forward);
+    weights += gemm_seconds(three[0], l.precision, hw) * (l.recomputes_blocks() ? 2 : 1) +
+               gemm_seconds(three[1], l.precision, hw) + gemm_seconds(three[2], l.precision, hw);
+  }
+  double attention = 1 + 2 + (l.recomputes_blocks() ? 1 : 0) + (l.recompute == "selective" ? 0.5 : 0);
+  double seconds = layers * (weights + attention_seconds(w, l, hw, attention));
+  if (last)  // the head: logits (tokens, V/t) = x · wᵀ, and its two gradients
+    for (const GemmShape& g : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))
+      seconds += gemm_seconds(g, l.precision, hw);
+  return seconds;
 }
 
 // A micro-batch's tensor-parallel communication on a stage of `layers` blocks, in all-reduces of
@@ -128,20 +164,22 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   const double heads_local = double(w.config.heads) / l.tensor;
   const bool first = stage == 0, last = stage == l.pipeline - 1;
   StageTime t;
-  double flops = layers * tokens * layer_flops_per_token(w, l) * layer_passes(l);
-  if (l.recompute == "selective") flops += layers * tokens * 2 * T * C / l.tensor;  // q·kᵀ again
-  if (last) flops += 3 * tokens * 2 * C * w.config.padded_vocab / l.tensor;       // the tied head
-  t.compute_s = flops / (hw.peak(l.precision) * hw.gemm_fraction);
-  // Element-wise passes (LayerNorms, residual adds, GELU, softmax), values read + written per
-  // block forward; backward about twice that; the LayerNorms and adds are split over tp only
-  // with sequence parallelism.
+  t.compute_s = stage_gemm_seconds(w, l, hw, layers, last);
+  // Element-wise passes (the norms, residual adds, the MLP's activation, softmax), values read +
+  // written per block forward; backward about twice that; the norms and adds are split over tp
+  // only with sequence parallelism. The activation reads its input and writes its output (GELU:
+  // 2 × 4C values per token; SwiGLU reads gate and up and writes their product: 3F). The softmax
+  // reads and writes the T×T scores of each head — unless the flash attention keeps them in
+  // on-chip memory, where they are part of its kernel (attention_seconds).
   const double rows_share = l.splits_rows() ? 1.0 / l.tensor : 1.0;
-  double forward_values = 10 * tokens * C * rows_share + 8 * tokens * C / l.tensor + 2 * tokens * heads_local * T;
+  const double mlp_values = (model::is_llama(w.config) ? 3.0 : 2.0) * double(model::mlp_hidden(w.config));
+  const double scores = w.flash_attention ? 0 : 2 * tokens * heads_local * T;
+  double forward_values = 10 * tokens * C * rows_share + mlp_values * tokens / l.tensor + scores;
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.
-  if (w.dropout) forward_values += 2.5 * tokens * heads_local * T + 5 * tokens * C * rows_share;
+  if (w.dropout) forward_values += 1.25 * scores + 5 * tokens * C * rows_share;
   double values = layers * forward_values * layer_passes(l);
-  if (l.recompute == "selective") values += layers * 2 * tokens * heads_local * T;
+  if (l.recompute == "selective") values += layers * scores;
   t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   if (l.tensor > 1)  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
@@ -149,22 +187,33 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
                  all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
   // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
   // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches.
-  if (l.tp_comm_overlap && l.splits_rows())
-    t.tensor_s = std::max(t.tensor_s / l.tensor, t.tensor_s - t.compute_s * (1 - 1.0 / l.tensor));
-  const double message = activation * rows_share;  // what crosses a stage boundary
+  // The GEMMs beside the hidden part run slower by the profile's interference (the units the
+  // communication kernels hold, Hardware::comm_interference).
+  if (l.tp_comm_overlap && l.splits_rows()) {
+    const double whole = t.tensor_s;
+    t.tensor_s = std::max(whole / l.tensor, whole - t.compute_s * (1 - 1.0 / l.tensor));
+    t.compute_s += hw.comm_interference * (whole - t.tensor_s);
+  }
+  double message = activation * rows_share;  // what crosses a stage boundary, from each tensor rank
+  double gather_s = 0;                        // per message received: the scatter/gather's all-gather
+  if (w.pipeline_scatter_gather && l.tensor > 1 && !l.splits_rows()) {
+    gather_s = all_reduce_seconds(message, widest_group(l, stage, true, hw), hw, l.hierarchical) / 2;
+    message /= l.tensor;
+  }
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
     std::array<double, 3> bytes{};
-    const double one = p2p_seconds(message, here, next, hw, bytes) + p2p_seconds(message, here, previous, hw, bytes);
+    const double one = p2p_seconds(message, here, next, hw, bytes) + p2p_seconds(message, here, previous, hw, bytes) +
+                       2 * gather_s;
     const double messages = l.virtual_stages - (first || last ? 0.5 : 0.0);  // u = 0 receives none, the last sends none
     t.p2p_s += one * messages;
     for (int level = 0; level < 3; ++level) e.pipeline_bytes[level] += bytes[level] * messages;
     return t;
   }
-  if (!last) t.p2p_s += p2p_seconds(message, here, here + step, hw, e.pipeline_bytes);   // activation on
-  if (!first) t.p2p_s += p2p_seconds(message, here, here - step, hw, e.pipeline_bytes);  // gradient back
+  if (!last) t.p2p_s += p2p_seconds(message, here, here + step, hw, e.pipeline_bytes) + gather_s;   // activation on
+  if (!first) t.p2p_s += p2p_seconds(message, here, here - step, hw, e.pipeline_bytes) + gather_s;  // gradient back
   return t;
 }
 
@@ -190,6 +239,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
       const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));
       const double backward = e.stages[stage].total() * 2 / 3;
       exposed = std::max(seconds - backward, seconds / buckets);
+      exposed += hw.comm_interference * (seconds - exposed);  // the backward slowed beside the hidden part
     }
     e.data_s = std::max(e.data_s, seconds);
     e.data_exposed_s = std::max(e.data_exposed_s, exposed);
@@ -312,6 +362,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.dropout = megatron;                                  // its attention and hidden dropout (0.1 / 0.1)
   w.activation_message_bytes = megatron ? 2 : 4;         // its 16-bit activations on the wire
   w.elementwise_value_bytes_low16 = megatron ? 2 : 4;    // its fused 16-bit element-wise kernels
+  w.pipeline_scatter_gather = megatron;                  // its pipeline messages split over the tensor ranks
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

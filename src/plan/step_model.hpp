@@ -39,12 +39,19 @@ struct Workload {
   // kernels read and write 16-bit values (2). With 2 the step model predicted Trident's bf16 data-
   // parallel step 20-24% fast (tests/e2e/plan.sh); f32 steps are unaffected.
   double elementwise_value_bytes_low16 = 4;
+  // Megatron-LM's scatter/gather of pipeline messages (Narayanan et al. 2021, §4.1; on unless
+  // --no-scatter-gather-tensors-in-pipeline): the t tensor ranks hold the same (b, T, C)
+  // activation, so each sends a t-th of it to its peer on the next stage and the receivers
+  // all-gather the pieces over the node's links. Trident sends the whole activation from every
+  // tensor rank (pipeline/runner.cpp) unless sequence parallelism has already split its rows.
+  bool pipeline_scatter_gather = false;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan
 // --as`): Trident's own, the default and what `trident train` runs; or Megatron-LM's — attention
 // and hidden dropout, 16-bit activations in the tensor all-reduces and pipeline messages, fused
-// 16-bit element-wise kernels —, for predicting its published runs. Everything else (the
+// 16-bit element-wise kernels, the scatter/gather of pipeline messages —, for predicting its
+// published runs. Everything else (the
 // distributed optimizer, sequence and context parallelism, interleaving, the tensor-parallel
 // overlap, the schedules) is a layout setting that both have.
 enum class Implementation { trident, megatron };
