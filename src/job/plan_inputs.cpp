@@ -75,6 +75,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.hierarchical = algo == "auto" || algo == "hierarchical";
   l.overlap = settings.reduce.overlap;
   l.bucket_mb = settings.reduce.bucket_mb;
+  l.gradient_bytes = static_cast<double>(dtype_size(settings.reduce.grad_dtype));
   for (int64_t n : settings.parallel.stage_layers) l.stage_layers.push_back(static_cast<int>(n));
   // Widened 16-bit GEMMs (and their workspace) exist only in the CPU backend: this host.
   l.low16_widened = hw.name.rfind("this-host", 0) == 0 && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));

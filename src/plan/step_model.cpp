@@ -13,7 +13,7 @@
 namespace trident::plan {
 namespace {
 
-constexpr double kGradientBytes = 4;  // gradients are reduced in f32 (comm/reducer.cpp)
+constexpr double kEmbeddingGradientBytes = 4;  // the tied embedding's gradient is summed in f32
 // AdamW per parameter of the shard: read the master (an fp32 model's parameters), g, m, v, write
 // them back but g (and the 16-bit parameters), and the gradient norm's read: 36 bytes, rounded up.
 constexpr double kOptimizerBytesPerParameter = 36;
@@ -228,12 +228,18 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
                    StepEstimate& e) {
   if (l.gradient_group() == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    const double bytes = stage_parameters(w, l, layers, stage) * kGradientBytes;
-    double seconds = all_reduce_seconds(bytes, widest_group(l, stage, false, hw), hw, l.hierarchical,
-                                        stage == 0 ? &e.data_bytes : nullptr);
-    // ZeRO: a reduce-scatter of the f32 gradients and an all-gather of the parameters, which a
-    // 16-bit model gathers as 16-bit values — half the all-reduce's second half.
-    if (l.zero && low(l.precision)) seconds *= 0.75;
+    // Without ZeRO one all-reduce of the gradients as they travel (comm.grad_dtype); with it a
+    // reduce-scatter of them and an all-gather of the updated parameters in the model's storage
+    // type (16-bit values in bf16/fp16), each half an all-reduce of its bytes on a ring.
+    const double n = double(stage_parameters(w, l, layers, stage)), bytes = n * l.gradient_bytes;
+    const GroupShape group = widest_group(l, stage, false, hw);
+    std::array<double, 3> reduced{}, gathered{};
+    double seconds = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
+    if (l.zero) {
+      seconds = (seconds + all_reduce_seconds(n * (low(l.precision) ? 2 : 4), group, hw, l.hierarchical, &gathered)) / 2;
+      for (int level = 0; level < 3; ++level) reduced[level] = (reduced[level] + gathered[level]) / 2;
+    }
+    if (stage == 0) e.data_bytes = reduced;
     double exposed = seconds;
     if (l.overlap && !l.zero) {
       const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));
@@ -343,6 +349,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.flash_attention = w.flash_attention;
   in.classifier_chunk = w.classifier_chunk;
   in.zero = l.zero && l.gradient_group() > 1;
+  in.grad_bytes = static_cast<int64_t>(l.gradient_bytes);
   in.bucket_mb = l.bucket_mb;
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
@@ -434,7 +441,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
   data_parallel(w, l, hw, in.stage_layers, e);
   if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage
-    const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kGradientBytes;
+    const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kEmbeddingGradientBytes;
     const int a = rank_of(l, 0, 0, 0), b = rank_of(l, 0, 0, l.pipeline - 1);
     e.embedding_s = all_reduce_seconds(bytes, group_shape({a, b}, hw), hw, false);
   }

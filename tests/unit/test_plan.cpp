@@ -161,6 +161,29 @@ BOOST_AUTO_TEST_CASE(stage_gemms_are_the_counted_flops) {
   BOOST_TEST(estimate_step(w, l, hw).stages[0].compute_s == flops / (1e12 * 0.5), boost::test_tools::tolerance(1e-9));
 }
 
+// The data-parallel reduction's bytes: one all-reduce of the gradients as comm.grad_dtype sends
+// them; under ZeRO a reduce-scatter of those and an all-gather of the parameters (16-bit values
+// in bf16), each half an all-reduce's bytes.
+BOOST_AUTO_TEST_CASE(gradient_traffic_follows_grad_dtype_and_zero) {
+  const Hardware hw = round_hardware();
+  Workload w;
+  w.config = {1024, 50257, model::padded_vocab_for(50257), 12, 12, 768};
+  w.seq_len = 1024, w.global_batch = 8;
+  Layout l;
+  l.data = 4, l.micro_batch = 2, l.precision = "bf16", l.overlap = false;
+  const double n = double(model::num_parameters(w.config));
+  const StepEstimate f32 = estimate_step(w, l, hw);
+  BOOST_TEST(f32.data_bytes[0] == 1.5 * n * 4, boost::test_tools::tolerance(1e-12));  // 2(n−1)/n of 4-byte values
+  l.gradient_bytes = 2;
+  const StepEstimate bf16 = estimate_step(w, l, hw);
+  BOOST_TEST(bf16.data_bytes[0] == 1.5 * n * 2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bf16.data_s < f32.data_s);
+  l.zero = true;  // reduce-scatter of bf16 gradients + all-gather of bf16 parameters: one bf16 all-reduce's bytes
+  BOOST_TEST(estimate_step(w, l, hw).data_bytes[0] == 1.5 * n * 2, boost::test_tools::tolerance(1e-12));
+  l.gradient_bytes = 4;  // f32 reduce-scatter + bf16 all-gather
+  BOOST_TEST(estimate_step(w, l, hw).data_bytes[0] == 1.5 * n * 3, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(even_stages_have_the_textbook_bubble) {
   // Equal stages: (m + p − 1)·t, the bubble (p − 1)·t — Narayanan et al. 2021 eq. (1).
   Workload w;
