@@ -274,7 +274,16 @@ namespace {
 struct Rates {
   double gemm_flops_per_s, other_bytes_per_s;
   double bf16_gemm_flops_per_s;  // oneDNN's native bf16 matmul where this CPU has one, else the f32 rate
+  std::vector<plan::GemmPoint> shapes;  // each distinct shape's rate, f32 (and native bf16)
 };
+
+// The pass's distinct shapes as profile points of `precision`.
+void add_shape_rates(GemmPass& pass, double pass_seconds, const std::string& precision,
+                     std::vector<plan::GemmPoint>& points) {
+  for (const ShapeRate& r : pass.shape_rates(3, pass_seconds))
+    points.push_back({precision, double(r.shape.batch), double(r.shape.M), double(r.shape.N), double(r.shape.K),
+                      r.flops_per_s});
+}
 
 // On one rank with this process's threads: the GEMM rate of the deck's micro-batch shapes, and
 // the rate of everything else in a real step (element-wise kernels, the optimizer) expressed as
@@ -305,13 +314,17 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   const plan::StepEstimate bytes = plan::estimate_step(one, layout, unit);
   const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
   double bf16 = gemm.flops() / median(gemm_s);
+  std::vector<plan::GemmPoint> shapes;
+  add_shape_rates(gemm, median(gemm_s), "fp32", shapes);
   if (kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
     GemmPass native(here, w.config, static_cast<int>(B), w.seq_len, true);
     std::vector<double> native_s;
     for (int turn = 0; turn < 4; ++turn) native_s.push_back(native.run());
     bf16 = native.flops() / median(native_s);
+    add_shape_rates(native, median(native_s), "bf16", shapes);
   }
-  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16};
+  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16,
+          shapes};
 }
 
 int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std::string& text,
@@ -338,6 +351,8 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
   hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
   hw.memory_bandwidth = rates.other_bytes_per_s * share;
+  hw.gemm_table = rates.shapes;
+  for (plan::GemmPoint& p : hw.gemm_table) p.flops_per_s *= share;
   hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
   const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
   const std::string probe = "measured by trident plan --calibrate";
@@ -349,6 +364,8 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
                                       : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32"},
       {"device.peak_tflops_fp16", "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
       {"device.gemm_fraction", "1: the peak figures are the achieved GEMM rate"},
+      {"gemm", probe + ": each distinct GEMM shape of the model alone (PRECISION.[BATCHx]MxNxK = TFLOP/s), one rank's "
+               "share; the step model times each product at the nearest (plan/gemm_model.hpp)"},
       {"device.memory_bandwidth_gbps", probe + ": a one-rank step's time outside its GEMMs over the model's element-wise "
                                        "and optimizer bytes (trident bench's step), one rank's share"},
       {"cluster.devices_per_node", "topology.ranks_per_node of " + deck.file_name()},

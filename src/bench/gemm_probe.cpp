@@ -71,18 +71,56 @@ GemmPass::GemmPass(const kernels::Context& device, const model::GptConfig& confi
   }
 }
 
+void GemmPass::call(const GemmShape& s) {
+  const Tensor a_all = bf16_ ? a16_.view() : a_.view(), b_all = bf16_ ? b16_.view() : b_.view();
+  const Tensor c = matrices(c_.view(), s.batch, s.M, s.N);
+  const Tensor a = matrices(a_all, s.batch, s.ta ? s.K : s.M, s.ta ? s.M : s.K);
+  const Tensor b = matrices(b_all, s.batch, s.tb ? s.N : s.K, s.tb ? s.K : s.N);
+  if (bf16_) kernels::batched_matmul_bf16(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
+  else kernels::batched_matmul(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
+}
+
+void GemmPass::wait() { kernels::sum(ctx_, view(c_.data(), 1, c_.device())); }  // where the device runs behind
+
 double GemmPass::run() {
   const auto start = Clock::now();
-  const Tensor a_all = bf16_ ? a16_.view() : a_.view(), b_all = bf16_ ? b16_.view() : b_.view();
-  for (const auto& s : shapes_) {
-    const Tensor c = matrices(c_.view(), s.batch, s.M, s.N);
-    const Tensor a = matrices(a_all, s.batch, s.ta ? s.K : s.M, s.ta ? s.M : s.K);
-    const Tensor b = matrices(b_all, s.batch, s.tb ? s.N : s.K, s.tb ? s.K : s.N);
-    if (bf16_) kernels::batched_matmul_bf16(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
-    else kernels::batched_matmul(ctx_, c, a, b, s.ta, s.tb, s.accumulate);
-  }
-  kernels::sum(ctx_, view(c_.data(), 1, c_.device()));  // waits for the last product where the device runs behind
+  for (const auto& s : shapes_) call(s);
+  wait();
   return seconds_since(start);
+}
+
+std::vector<ShapeRate> GemmPass::shape_rates(int rounds, double pass_seconds) {
+  std::vector<ShapeRate> rates;
+  for (const GemmShape& s : shapes_) {
+    const bool seen = std::any_of(rates.begin(), rates.end(), [&](const ShapeRate& r) {
+      return r.shape.batch == s.batch && r.shape.M == s.M && r.shape.N == s.N && r.shape.K == s.K;
+    });
+    if (seen) continue;
+    const double flops = 2.0 * s.batch * s.M * s.N * s.K;
+    call(s), wait();  // warm: the primitive created
+    // Enough back-to-back calls for ~20 ms a timing (at least one), the median of `rounds`.
+    const auto probe = Clock::now();
+    call(s), wait();
+    const int calls = std::max(1, static_cast<int>(0.02 / std::max(seconds_since(probe), 1e-7)));
+    std::vector<double> seconds;
+    for (int r = 0; r < rounds; ++r) {
+      const auto start = Clock::now();
+      for (int i = 0; i < calls; ++i) call(s);
+      wait();
+      seconds.push_back(seconds_since(start) / calls);
+    }
+    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+    rates.push_back({s, flops / seconds[seconds.size() / 2]});
+  }
+  // Normalised to the pass: a shape timed alone, in a warm cache and on its own, runs at another
+  // level than in the pass's sequence; the pass's time is the one a step sees.
+  double alone = 0;
+  for (const GemmShape& s : shapes_)
+    for (const ShapeRate& r : rates)
+      if (r.shape.batch == s.batch && r.shape.M == s.M && r.shape.N == s.N && r.shape.K == s.K)
+        alone += 2.0 * s.batch * s.M * s.N * s.K / r.flops_per_s;
+  for (ShapeRate& r : rates) r.flops_per_s *= alone / pass_seconds;
+  return rates;
 }
 
 StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,

@@ -25,14 +25,26 @@ struct GemmShape {
 // model/transformer.cpp and kernels/cpu/attention.cpp call them.
 std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T);
 
+// One shape's achieved rate.
+struct ShapeRate {
+  GemmShape shape;
+  double flops_per_s;
+};
+
 // The model's GEMMs on dummy operands: one pass runs each once.
 class GemmPass {
  public:
   GemmPass(const kernels::Context& device, const model::GptConfig& config, int B, int T, bool bf16 = false);
   double flops() const { return flops_; }
   double run();  // seconds of one pass
+  // Each distinct shape (batch, M, N, K) of the pass timed alone (the median over `rounds`), the
+  // rates scaled together so that they give the pass `pass_seconds` (what run() measured): their
+  // ratios from the shapes alone, their level from the pass.
+  std::vector<ShapeRate> shape_rates(int rounds, double pass_seconds);
 
  private:
+  void call(const GemmShape& s);  // one product, queued
+  void wait();                     // until the queued products are done
   kernels::Context ctx_;
   std::vector<GemmShape> shapes_;
   bool bf16_ = false;

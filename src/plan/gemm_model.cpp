@@ -24,7 +24,7 @@ double wave_efficiency(const GemmShape& g, const Hardware& hw) {
   return std::min(1.0, useful / (waves * hw.compute_units));
 }
 
-double gemm_seconds(const GemmShape& g, const std::string& precision, const Hardware& hw) {
+double shape_model_seconds(const GemmShape& g, const std::string& precision, const Hardware& hw) {
   if (g.flops() <= 0) return 0;
   const double compute = g.flops() / (hw.peak(precision) * hw.gemm_fraction * wave_efficiency(g, hw));
   if (hw.compute_units <= 0) return compute;  // a rate measured on the model's own products: shapes included
@@ -34,6 +34,27 @@ double gemm_seconds(const GemmShape& g, const std::string& precision, const Hard
 
 std::vector<GemmShape> with_gradients(const GemmShape& f) {
   return {f, {f.batch, f.M, f.K, f.N}, {f.batch, f.K, f.N, f.M}};
+}
+
+const GemmPoint* nearest_measured(const GemmShape& g, const std::string& precision, const Hardware& hw) {
+  const GemmPoint* best = nullptr;
+  double best_distance = 0;
+  for (const GemmPoint& p : hw.gemm_table) {
+    if (p.precision != precision) continue;
+    const double distance = std::pow(std::log(g.batch / p.batch), 2) + std::pow(std::log(g.M / p.M), 2) +
+                            std::pow(std::log(g.N / p.N), 2) + std::pow(std::log(g.K / p.K), 2);
+    if (!best || distance < best_distance) best = &p, best_distance = distance;
+  }
+  return best;
+}
+
+double gemm_seconds(const GemmShape& g, const std::string& precision, const Hardware& hw) {
+  if (g.flops() <= 0) return 0;
+  const GemmPoint* p = nearest_measured(g, precision, hw);
+  if (!p) return shape_model_seconds(g, precision, hw);
+  const GemmShape anchor{p->batch, p->M, p->N, p->K};
+  return shape_model_seconds(g, precision, hw) * (anchor.flops() / p->flops_per_s) /
+         shape_model_seconds(anchor, precision, hw);
 }
 
 }  // namespace trident::plan

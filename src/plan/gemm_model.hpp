@@ -1,6 +1,8 @@
 // The time of one GEMM by its shape (docs/PLANNER.md, "GEMM time by shape"), instead of one
 // achieved fraction for every product: a large square GEMM and an attention head's product with
-// K = 64 do not run at the same fraction of the peak.
+// K = 64 do not run at the same fraction of the peak. Where the profile holds measured rates
+// ([gemm]: `trident plan --calibrate` on this host, scripts/gpu-check.sh on a GPU), the model is
+// anchored at the nearest; its shape model is
 //
 //   t(batch, M, N, K) = max( 2·batch·M·N·K / (peak · gemm_fraction · waves(M, N, batch)),
 //                            element bytes · batch · (M·K + K·N + M·N) / memory bandwidth )
@@ -32,7 +34,16 @@ struct GemmShape {
 // compute_units in the profile).
 double wave_efficiency(const GemmShape& g, const Hardware& hw);
 
-// Seconds of one GEMM in `precision` (its element size moves through memory).
+// Seconds of one GEMM in `precision` (its element size moves through memory) by the shape model.
+double shape_model_seconds(const GemmShape& g, const std::string& precision, const Hardware& hw);
+
+// The profile's measured rate in `precision` nearest to g — the least Σ ln²(g_i / p_i) over
+// batch, M, N and K — or null where its [gemm] section has none.
+const GemmPoint* nearest_measured(const GemmShape& g, const std::string& precision, const Hardware& hw);
+
+// Seconds of one GEMM: the shape model anchored at the nearest measured shape p,
+// t(g) = model(g) · measured(p) / model(p) — the measured time at a measured shape, the model's
+// ratio between shapes elsewhere; the shape model alone where nothing is measured.
 double gemm_seconds(const GemmShape& g, const std::string& precision, const Hardware& hw);
 
 // The three products of a weight GEMM y (M, N) = x (M, K) · w (K, N) in training: forward,

@@ -51,6 +51,41 @@ double number(const std::map<std::string, std::string>& ini, const NumberKey& k,
   return value;
 }
 
+// "bf16.96x2048x2048x64" = "12.5" -> a GemmPoint (three dimensions: batch 1).
+GemmPoint gemm_point(const std::string& key, const std::string& value, const std::string& origin) {
+  const std::string name = key.substr(std::string("gemm.").size());
+  const size_t dot = name.find('.');
+  const std::string precision = name.substr(0, dot);
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(origin + ": " + key + " = '" + value + "': " + why +
+                                 " (a [gemm] line is PRECISION.MxNxK or PRECISION.BATCHxMxNxK = TFLOP/s, "
+                                 "PRECISION one of fp32, bf16, fp16)");
+  };
+  if (dot == std::string::npos || (precision != "fp32" && precision != "bf16" && precision != "fp16"))
+    throw bad("unknown precision '" + precision + "'");
+  std::vector<double> dims;
+  std::stringstream parts(name.substr(dot + 1));
+  for (std::string part; std::getline(parts, part, 'x');) {
+    char* end = nullptr;
+    const double d = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end != '\0' || !(d >= 1) || d > 1e9 || d != std::floor(d)) throw bad("'" + part + "' is not a dimension");
+    dims.push_back(d);
+  }
+  if (dims.size() != 3 && dims.size() != 4) throw bad("the shape needs 3 or 4 dimensions");
+  if (dims.size() == 3) dims.insert(dims.begin(), 1.0);
+  char* end = nullptr;
+  const double tflops = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || trim(end) != "" || !(tflops > 0) || tflops > 1e6) throw bad("not a rate in (0, 1e6] TFLOP/s");
+  return {precision, dims[0], dims[1], dims[2], dims[3], tflops * 1e12};
+}
+
+std::string gemm_key(const GemmPoint& p) {
+  char text[96];
+  if (p.batch == 1) std::snprintf(text, sizeof text, "%s.%.0fx%.0fx%.0f", p.precision.c_str(), p.M, p.N, p.K);
+  else std::snprintf(text, sizeof text, "%s.%.0fx%.0fx%.0fx%.0f", p.precision.c_str(), p.batch, p.M, p.N, p.K);
+  return text;
+}
+
 }  // namespace
 
 const char* level_name(Level level) {
@@ -85,6 +120,7 @@ std::map<std::string, std::string> parse_ini(const std::string& text, const std:
 Hardware parse_hardware(const std::string& text, const std::string& origin) {
   const auto ini = parse_ini(text, origin);
   for (const auto& [key, value] : ini) {
+    if (key.rfind("gemm.", 0) == 0) continue;  // the measured rates, read below
     bool known = key == "device.name";
     for (const NumberKey& k : number_keys()) known = known || key == k.key;
     if (!known) throw std::invalid_argument(origin + ": unknown key " + key + " (keys: see inputs/hardware/a100-80gb-dgx.ini)");
@@ -106,6 +142,8 @@ Hardware parse_hardware(const std::string& text, const std::string& origin) {
   hw.devices_per_node = static_cast<int>(v[10]);
   hw.nodes_per_rack = static_cast<int>(v[11]);
   for (int l = 0; l < 3; ++l) hw.links[l] = {v[12 + 2 * l] * 1e-6, v[13 + 2 * l] * 1e9};
+  for (const auto& [key, value] : ini)
+    if (key.rfind("gemm.", 0) == 0) hw.gemm_table.push_back(gemm_point(key, value, origin));
   return hw;
 }
 
@@ -131,6 +169,12 @@ std::string format_hardware(const Hardware& hw, const std::string& header,
     char text[64];
     std::snprintf(text, sizeof text, "%.6g", values[i]);
     out += key.substr(key.find('.') + 1) + " = " + text + source(key) + "\n";
+  }
+  if (!hw.gemm_table.empty()) out += "\n[gemm]" + source("gemm") + "\n";
+  for (const GemmPoint& p : hw.gemm_table) {
+    char text[64];
+    std::snprintf(text, sizeof text, " = %.6g", p.flops_per_s / 1e12);
+    out += gemm_key(p) + text + "\n";
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace trident::plan {
 
@@ -20,6 +21,15 @@ struct Link {
 
 enum class Level { Node = 0, Rack = 1, CrossRack = 2 };
 const char* level_name(Level level);  // "node", "rack", "cross_rack"
+
+// One measured GEMM rate: c[b] (M, N) = a[b] (M, K) · b[b] (K, N) for b < batch in `precision`
+// (fp32, bf16, fp16) at flops_per_s. A profile's [gemm] section, `PRECISION.[BATCHx]MxNxK =
+// TFLOP/s`; plan/gemm_model.hpp anchors its shape model at the nearest one.
+struct GemmPoint {
+  std::string precision;
+  double batch = 1, M = 0, N = 0, K = 0;
+  double flops_per_s = 0;
+};
 
 struct Hardware {
   std::string name;                  // "A100-80GB DGX"
@@ -40,6 +50,7 @@ struct Hardware {
   // 0 for a CPU, whose tensors are all the memory model counts.
   double reserved_bytes = 0;
   double nccl_bytes_per_group = 0;
+  std::vector<GemmPoint> gemm_table;  // measured rates by shape (empty: the shape model alone)
   int devices_per_node = 1;
   int nodes_per_rack = 1;
   std::array<Link, 3> links{};       // node, rack, cross-rack

@@ -169,11 +169,13 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // written per block forward; backward about twice that; the norms and adds are split over tp
   // only with sequence parallelism. The activation reads its input and writes its output (GELU:
   // 2 × 4C values per token; SwiGLU reads gate and up and writes their product: 3F). The softmax
-  // reads and writes the T×T scores of each head — unless the flash attention keeps them in
-  // on-chip memory, where they are part of its kernel (attention_seconds).
+  // reads and writes the T×T scores of each head — unless the flash attention keeps them in a
+  // GPU's on-chip memory, where they are part of its kernel (attention_seconds). On a CPU profile
+  // (no compute units) the flash kernel's exponentials and rescaling over its score tiles stay
+  // here: work per score at the rate --calibrate measured for everything outside the GEMMs.
   const double rows_share = l.splits_rows() ? 1.0 / l.tensor : 1.0;
   const double mlp_values = (model::is_llama(w.config) ? 3.0 : 2.0) * double(model::mlp_hidden(w.config));
-  const double scores = w.flash_attention ? 0 : 2 * tokens * heads_local * T;
+  const double scores = w.flash_attention && hw.compute_units > 0 ? 0 : 2 * tokens * heads_local * T;
   double forward_values = 10 * tokens * C * rows_share + mlp_values * tokens / l.tensor + scores;
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.

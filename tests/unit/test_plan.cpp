@@ -144,6 +144,33 @@ BOOST_AUTO_TEST_CASE(gemm_time_by_shape) {
   BOOST_TEST(gemm_seconds(thin, "bf16", hw) == thin.flops() / (1e12 * 0.5), boost::test_tools::tolerance(1e-12));
 }
 
+// Measured rates ([gemm] in a profile): read and written back; a measured shape takes its
+// measured time, another the shape model's ratio to the nearest measured one.
+BOOST_AUTO_TEST_CASE(gemm_time_anchored_at_measured_shapes) {
+  std::string text = slurp("inputs/hardware/a100-80gb-dgx.ini");
+  text += "\n[gemm]\nbf16.8192x2304x768 = 200\nbf16.96x1024x1024x64 = 40  # the attention's q·kᵀ\n";
+  const Hardware hw = parse_hardware(text, "with-gemm.ini");
+  BOOST_REQUIRE(hw.gemm_table.size() == 2u);
+  const Hardware again = parse_hardware(format_hardware(hw, "# again\n", {}), "again.ini");
+  BOOST_REQUIRE(again.gemm_table.size() == 2u);
+  for (int i = 0; i < 2; ++i) {
+    BOOST_TEST(again.gemm_table[i].flops_per_s == hw.gemm_table[i].flops_per_s);
+    BOOST_TEST(again.gemm_table[i].batch == hw.gemm_table[i].batch);
+    BOOST_TEST(again.gemm_table[i].K == hw.gemm_table[i].K);
+  }
+  const GemmShape measured{1, 8192, 2304, 768}, near{1, 8192, 1152, 768}, scores{96, 1024, 1024, 64};
+  BOOST_TEST(gemm_seconds(measured, "bf16", hw) == measured.flops() / 200e12, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(gemm_seconds(scores, "bf16", hw) == scores.flops() / 40e12, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(nearest_measured(near, "bf16", hw) == &hw.gemm_table[hw.gemm_table[0].batch == 1 ? 0 : 1]);
+  BOOST_TEST(gemm_seconds(near, "bf16", hw) == shape_model_seconds(near, "bf16", hw) * (measured.flops() / 200e12) /
+                                                    shape_model_seconds(measured, "bf16", hw),
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(nearest_measured(measured, "fp32", hw) == nullptr);  // none in f32: the shape model alone
+  BOOST_TEST(gemm_seconds(measured, "fp32", hw) == shape_model_seconds(measured, "fp32", hw));
+  for (const char* bad : {"bf8.64x64x64 = 1", "bf16.64x64 = 1", "bf16.64x0x64 = 1", "bf16.64x64x64 = -1", "bf16.64xax64 = 1"})
+    BOOST_CHECK_THROW(parse_hardware(text + bad + "\n", "bad.ini"), std::invalid_argument);
+}
+
 // The stage's GEMMs add up to the FLOPs the papers count: with one rate for every product (no
 // compute units, unbounded bandwidth) a stage's compute time is its FLOPs over that rate —
 // 24C² + 4TC per token per block forward (GPT-2; on t = 2 ranks, halved), three passes, the head.
