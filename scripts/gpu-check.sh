@@ -173,6 +173,11 @@ fi
 within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
 gemm=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
 [[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(tail -1 "$LOGS/gemm.log")"
+# The rates as a profile's [gemm] section: append it to inputs/hardware/<this GPU>.ini and the
+# planner times each product from the nearest measured shape (docs/PLANNER.md).
+{ echo "[gemm]  # measured by scripts/gpu-check.sh (gpu_gemm_rate) on $(grep -m1 '^device:' "$LOGS/gemm.log" | cut -d' ' -f2-)"
+  grep '^profile ' "$LOGS/gemm.log" | cut -d' ' -f2-; } > "$LOGS/gemm-table.ini"
+cp "$LOGS/gemm-table.ini" "$OUT/gemm-table.ini"
 
 # 3. GPT-2 124M (seq 1024) bf16, 30 steps of 16 sequences, the median of the last 15.
 gpt2_124m() {  # gpt2_124m NAME OVERRIDES...

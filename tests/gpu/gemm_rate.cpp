@@ -1,8 +1,10 @@
 // The cuBLASLt GEMM rate of this GPU through the CUDA backend's own linear layer (bf16 operands,
 // f32 accumulation and result; and f32 without TF32): the ceiling of scripts/gpu-check.sh's table,
-// on the shapes of GPT-2 124M's linear layers at B·T = 8192 tokens (C = 768) and on a square
-// 8192³. Prints one line per shape: "gemm <type> M N K: <TFLOP/s>"; a line "SKIP ..." and exit 0
-// where CUDA sees no GPU.
+// on the shapes of GPT-2 124M's linear layers at B·T = 8192 tokens (C = 768), a square 8192³ and
+// Llama 3's (8B whole, 70B over tensor 8). Prints per shape "gemm <type> M K N (what): <TFLOP/s>"
+// and the same as a profile's [gemm] line, "profile <precision>.MxNxK = <TFLOP/s>"
+// (scripts/gpu-check.sh gathers those into gemm-table.ini); a line "SKIP ..." and exit 0 where
+// CUDA sees no GPU.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -70,12 +72,18 @@ int main() {
   std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
   const std::vector<GemmShape> shapes = {{8192, 768, 2304, "GPT-2 124M qkv"},   {8192, 768, 768, "attention proj"},
                                      {8192, 768, 3072, "MLP fc"},           {8192, 3072, 768, "MLP proj"},
-                                     {8192, 768, 50304, "LM head"},         {8192, 8192, 8192, "square"}};
+                                     {8192, 768, 50304, "LM head"},         {8192, 8192, 8192, "square"},
+                                     {8192, 4096, 6144, "Llama 3 8B qkv"},  {8192, 4096, 4096, "Llama 3 8B wo"},
+                                     {8192, 4096, 28672, "Llama 3 8B gate+up"}, {8192, 14336, 4096, "Llama 3 8B down"},
+                                     {8192, 8192, 1280, "Llama 3 70B qkv over tensor 8"},
+                                     {8192, 3584, 8192, "Llama 3 70B down over tensor 8"}};
   for (DType type : {DType::bf16, DType::f32})
     for (const GemmShape& s : shapes) {
       try {
-        std::printf("gemm %s M %d K %d N %d (%s): %.1f TFLOP/s\n", dtype_name(type), s.M, s.K, s.N, s.what,
-                    tflops(ctx, type, s));
+        const double rate = tflops(ctx, type, s);
+        std::printf("gemm %s M %d K %d N %d (%s): %.1f TFLOP/s\n", dtype_name(type), s.M, s.K, s.N, s.what, rate);
+        // The same as a hardware profile's [gemm] line (plan/hardware.hpp: PRECISION.MxNxK = TFLOP/s).
+        std::printf("profile %s.%dx%dx%d = %.1f\n", type == DType::bf16 ? "bf16" : "fp32", s.M, s.N, s.K, rate);
       } catch (const std::exception& e) {
         std::printf("FAIL gemm_rate %s M %d K %d N %d: %s\n", dtype_name(type), s.M, s.K, s.N, e.what());
         return 1;
