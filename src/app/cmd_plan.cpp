@@ -44,7 +44,7 @@ const char* kUsage =
     "                    [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
-    "(a100-80gb-dgx, h100-80gb-dgx, h200, this-host) or the path of a profile; the deck's parallel.hardware\n"
+    "(a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, this-host) or the path of a profile; the deck's parallel.hardware\n"
     "when not given. --gpus=A-B: every\n"
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
@@ -132,7 +132,10 @@ std::string describe_model(const plan::Workload& w) {
 // Per ZeRO stage: how many of its layouts fit, and its fastest that does (or, where none does,
 // the one that needs least memory) — which stage makes the model fit, at what speed.
 void print_stages(const std::vector<plan::Candidate>& ranked) {
-  for (bool zero : {false, true}) {
+  static const char* const what[] = {"", " (distributed optimizer)",
+                                     " (gradients sharded too; modelled, not run by trident train)",
+                                     " (parameters sharded too, FSDP; modelled, not run by trident train)"};
+  for (int zero : {0, 1, 2, 3}) {
     int layouts = 0, fit = 0;
     const plan::Candidate* first = nullptr;  // ranked: the fastest that fits, else the smallest
     for (const auto& c : ranked) {
@@ -145,8 +148,8 @@ void print_stages(const std::vector<plan::Candidate>& ranked) {
     const plan::Layout& l = first->layout;
     char text[320];
     std::snprintf(text, sizeof text, "  optim.zero = %d%s: %d of %d layouts fit; %s tensor %d x pipeline %d x data %d, "
-                  "micro-batch %d, recompute %s: %.1f GB per device", zero ? 1 : 0,
-                  zero ? " (distributed optimizer)" : "", fit, layouts, fit ? "fastest" : "least memory:",
+                  "micro-batch %d, recompute %s: %.1f GB per device", zero, what[zero], fit, layouts,
+                  fit ? "fastest" : "least memory:",
                   l.tensor, l.pipeline, l.data, l.micro_batch, l.recompute.c_str(), first->estimate.memory_total / 1e9);
     std::string line = text;
     if (fit) {
@@ -157,11 +160,14 @@ void print_stages(const std::vector<plan::Candidate>& ranked) {
   }
 }
 
-void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& flags) {
+// `modelled`: the same device count's layouts with ZeRO-2 and 3, listed by stage only.
+void print_ranking(const std::vector<plan::Candidate>& ranked, const std::vector<plan::Candidate>& modelled,
+                   const PlanFlags& flags) {
   int feasible = 0;
   for (const auto& c : ranked) feasible += c.estimate.feasible ? 1 : 0;
   print0(std::to_string(ranked.size()) + " runnable layouts, " + std::to_string(feasible) + " fit in memory; by ZeRO stage:");
   print_stages(ranked);
+  print_stages(modelled);
   print0("the best " + std::to_string(std::min(flags.top, feasible)) + " by predicted tokens/s:");
   print0(plan::table_header());
   for (int i = 0; i < feasible && i < flags.top; ++i) print0(plan::table_row(ranked[i], i + 1));
@@ -244,7 +250,9 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
     }
     for (const plan::CurvePoint& p : curve) {
       print0("\n" + std::to_string(p.devices) + " devices:");
-      print_ranking(p.ranked, flags);
+      plan::SearchSpace sharded;
+      sharded.zero_stages = {2, 3};
+      print_ranking(p.ranked, plan::search_layouts(w, base, p.devices, hw, sharded), flags);
       if (p.best) print0("the best, in parts:\n" + plan::breakdown(*p.best));
     }
     int best_count = 0;

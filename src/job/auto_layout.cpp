@@ -23,7 +23,7 @@ std::string describe(const plan::Candidate& c) {
                 pipeline::schedule_name(l.schedule).c_str(),
                 l.virtual_stages > 1 ? (", " + std::to_string(l.virtual_stages) + " chunks per stage").c_str() : "",
                 l.sequence_parallel ? ", sequence parallel" : "", l.tp_comm_overlap ? " with overlap" : "",
-                l.zero ? 1 : 0, c.estimate.tokens_per_s,
+                l.zero, c.estimate.tokens_per_s,
                 c.estimate.memory_total >= 1e9 ? c.estimate.memory_total / 1e9 : c.estimate.memory_total / 1e6,
                 c.estimate.memory_total >= 1e9 ? "GB" : "MB");
   return text;

@@ -36,7 +36,7 @@ std::string profile_path(const std::string& name) {
 plan::Hardware load_hardware(comm::Communicator& world, const std::string& name, const std::string& named_by) {
   const std::string path = profile_path(name);
   const std::string text = comm::read_on_root_and_broadcast(
-      world, path, "hardware profile (" + named_by + ")", "name a100-80gb-dgx, h100-80gb-dgx, h200, this-host (written by trident "
+      world, path, "hardware profile (" + named_by + ")", "name a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, this-host (written by trident "
       "plan --calibrate) or the path of a profile");
   try {
     return plan::parse_hardware(text, path);
@@ -61,7 +61,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.pipeline = settings.parallel.pipeline;
   l.data = settings.parallel.data;
   l.micro_batch = settings.train.micro_batch;
-  l.zero = settings.step.zero;
+  l.zero = settings.step.zero ? 1 : 0;
   l.recompute = settings.memory.recompute;
   if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
   l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);
@@ -94,7 +94,7 @@ std::vector<deck::Override> layout_overrides(const plan::Layout& l) {
           {"parallel.sequence_parallel", l.sequence_parallel ? "true" : "false"},
           {"parallel.context", std::to_string(l.context)},
           {"parallel.tp_comm_overlap", l.tp_comm_overlap ? "true" : "false"},
-          {"optim.zero", l.zero ? "1" : "0"}};
+          {"optim.zero", std::to_string(l.zero)}};
 }
 
 std::vector<deck::Override> without_layout_keys(const std::vector<deck::Override>& overrides) {

@@ -143,12 +143,28 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   MemoryEstimate e;
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
-  const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO-1 shard
+  const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO shard
   // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/transformer.hpp);
   // the optimizer's fp32 master weights of its shard beside the two moments.
   const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
+  if (in.zero >= 2 && in.data > 1) {
+    // The own shard's f32 gradients, and two buckets of full-size gradients in flight (one
+    // filled by the backward while the other is reduce-scattered): ZeRO-2's bucket reuse.
+    int64_t largest = 0;
+    for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
+      largest = std::max(largest, b.elements);
+    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest * in.grad_bytes;
+  }
+  if (in.zero >= 3 && in.data > 1) {
+    // The own shard, and two blocks gathered whole (the one computing, the next prefetched), or
+    // the embedding or head where one of those is larger; their f32 copies sharded too.
+    const int64_t block = model::num_parameters(in.config, model::stage_partition({1}, 0, 0, in.tensor)) -
+                          model::num_parameters(in.config, model::stage_partition({0}, 0, 0, in.tensor));
+    const int64_t gathered = std::max(2 * block, n - block * part.num_layers);
+    e.bytes[index(MemoryCategory::Parameters)] = (shard + gathered) * stored_bytes(in) + (f32_reads + in.data - 1) / in.data * kFloat;
+  }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
@@ -158,7 +174,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
       largest = std::max(largest, b.elements);
     e.bytes[index(MemoryCategory::Communication)] = largest * in.grad_bytes;
   }
-  if (in.data > 1 && in.zero && in.grad_bytes != kFloat)  // the own shard's 16-bit sums before widening
+  if (in.data > 1 && in.zero == 1 && in.grad_bytes != kFloat)  // the own shard's 16-bit sums before widening
     e.bytes[index(MemoryCategory::Communication)] = shard * in.grad_bytes;
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=

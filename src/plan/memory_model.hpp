@@ -63,7 +63,7 @@ struct MemoryInputs {
   bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
   int classifier_chunk = 0;        // model.classifier_chunk: (chunk, Vp/p) logits, not (b, Vp/p)
   int recompute_interval = 1;      // K of every_k
-  bool zero = false;
+  int zero = 0;  // ZeRO stage (plan::Layout::zero): 1 is what trident train runs; 2 and 3 modelled
   double bucket_mb = 25;
   int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's and ZeRO's 16-bit shard
   bool async_checkpoint = false;

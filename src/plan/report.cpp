@@ -32,7 +32,7 @@ std::string layout_name(const Layout& l) {
   if (l.splits_rows()) text += ", sequence parallel";
   if (l.context > 1) text += format(", context %g", l.context);
   if (l.pipeline > 1) text += ", " + schedule_label(l);
-  text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-1" : "");
+  text += ", recompute " + l.recompute + (l.zero ? ", ZeRO-" + std::to_string(l.zero) : "");
   return text;
 }
 
@@ -50,7 +50,7 @@ double scaling_efficiency(const Workload& w, const Layout& l, const Hardware& hw
   one.global_batch = w.global_batch / l.data;
   Layout alone = l;
   alone.data = 1;
-  alone.zero = false;
+  alone.zero = 0;
   return estimate_step(one, alone, hw).step_s / estimate_step(w, l, hw).step_s;
 }
 
@@ -112,7 +112,7 @@ std::string table_row(const Candidate& c, int rank) {
   char text[256];
   std::snprintf(text, sizeof text, "%4d %7s %7d %8d %5d %5d %-8s %-10s %4s %12.1f %12.1f %9.3f %11.4g %8.1f %5.1f%%", rank,
                 tensor_label(l).c_str(), l.context, l.pipeline, l.data, l.micro_batch, schedule_label(l).c_str(),
-                l.recompute.c_str(), l.zero ? "yes" : "no",
+                l.recompute.c_str(), l.zero ? std::to_string(l.zero).c_str() : "no",
                 (e.memory_total + e.runtime_bytes) / 1e9, e.headroom_bytes / 1e9, e.step_s, e.tokens_per_s, e.tflops_per_device,
                 100 * e.mfu);
   return e.feasible ? text : std::string(text) + "\n        does not fit: " + e.reason;

@@ -65,9 +65,9 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
               for (int v : chunk_counts(p, schedule, base, space))
                 for (bool sp : sequence_choices(t, base, space))
                   for (bool overlap : {false, true})
-                    for (bool zero : {false, true}) {
+                    for (int zero : space.zero_stages) {
                       if (overlap && !(sp && space.tp_comm_overlap)) continue;
-                      if (zero && (d * c == 1 || !space.zero)) continue;
+                      if (zero && d * c == 1) continue;
                       Layout l = base;
                       l.tensor = t, l.pipeline = p, l.data = d, l.context = c, l.micro_batch = b, l.recompute = recompute;
                       l.zero = zero;

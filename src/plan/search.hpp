@@ -24,7 +24,9 @@ struct SearchSpace {
   bool sequence_parallel = true;  // try sequence parallelism beside none where tensor > 1
   bool tp_comm_overlap = true;    // try the overlap beside none where sequence parallelism is tried
   int max_context = 8;            // context degrees tried: 1, and those up to this that divide the rest
-  bool zero = true;             // try ZeRO-1 where data > 1
+  // ZeRO stages tried where the gradient group has more than one rank (0 always): what trident
+  // train runs by default; `trident plan` lists 2 and 3 beside them (modelled, not run).
+  std::vector<int> zero_stages = {0, 1};
   int max_micro_batch = 16;
 };
 

@@ -156,6 +156,50 @@ double fill_share(const Workload& w, const Layout& l) {
   return (f + b - weights) / (f + b + weights);
 }
 
+int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<int>& layers, int stage) {
+  return model::num_parameters(w.config, model::stage_partition(layers, stage, 0, l.tensor));
+}
+
+// One block's parameters on a tensor rank.
+double block_parameters(const Workload& w, const Layout& l) {
+  return double(model::num_parameters(w.config, model::stage_partition({1}, 0, 0, l.tensor)) -
+                model::num_parameters(w.config, model::stage_partition({0}, 0, 0, l.tensor)));
+}
+
+// ZeRO-2 and 3's communication within one micro-batch on a stage (its time t so far), the part
+// the work does not hide, plus the interference on the part it does. 2: the stage's gradients
+// reduce-scattered bucket by bucket behind the micro-batch's backward (the last bucket never
+// hides). 3: each block's parameters all-gathered behind the previous block's forward (the
+// first block's not hidden), gathered again with its gradients reduce-scattered behind its
+// neighbour's backward; the embedding's and head's gathered and scattered once, not hidden.
+// Gathers move the parameters' storage type, reduce-scatters the gradients' wire type.
+double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
+                       const StageTime& t, std::array<double, 3>* level_bytes) {
+  const GroupShape group = widest_group(l, stage, false, hw);
+  const double stored = low(l.precision) ? 2 : 4;
+  const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical, level_bytes) / 2; };
+  const auto scatter = [&](double n) {
+    return all_reduce_seconds(n * l.gradient_bytes, group, hw, l.hierarchical, level_bytes) / 2;
+  };
+  const double work = t.compute_s + t.elementwise_s + t.tensor_s;
+  const double forward = work / layer_passes(l), backward = work - forward;  // of the stage's blocks
+  const double n = double(stage_parameters(w, l, stage_layers(w, l), stage));
+  double exposed = 0, hidden = 0;
+  if (l.zero == 2) {
+    const double comm = scatter(n);
+    const double buckets = std::max(1.0, std::ceil(n * l.gradient_bytes / (l.bucket_mb * 1048576.0)));
+    exposed = std::max(comm - backward, comm / buckets);
+    hidden = comm - exposed;
+  } else {
+    const double block = block_parameters(w, l), rest = n - block * layers;
+    const double ahead = gather(block), behind = gather(block) + scatter(block);
+    const double f = layers ? forward / layers : 0, b = layers ? backward / layers : 0;
+    exposed = ahead + layers * (std::max(0.0, ahead - f) + std::max(0.0, behind - b)) + gather(rest) + scatter(rest);
+    hidden = layers * (std::min(ahead, f) + std::min(behind, b));
+  }
+  return exposed + hw.comm_interference * hidden;
+}
+
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
                      StepEstimate& e) {
@@ -203,6 +247,8 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
     message /= l.tensor;
   }
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
+  if (l.zero >= 2 && l.gradient_group() > 1)
+    t.sharded_s = sharded_seconds(w, l, hw, stage, layers, t, nullptr);
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
@@ -219,10 +265,6 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   return t;
 }
 
-int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<int>& layers, int stage) {
-  return model::num_parameters(w.config, model::stage_partition(layers, stage, 0, l.tensor));
-}
-
 // The gradient reduction of each stage and the part overlap cannot hide: with overlap (never
 // under ZeRO-1), buckets go out while backward runs, so at most the last micro-batch's
 // backward hides it, and the last bucket never hides.
@@ -237,9 +279,21 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     const GroupShape group = widest_group(l, stage, false, hw);
     std::array<double, 3> reduced{}, gathered{};
     double seconds = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
-    if (l.zero) {
+    if (l.zero >= 2) {
+      // Reduced within each micro-batch (sharded_seconds); after the step ZeRO-2 gathers the
+      // updated parameters, ZeRO-3 nothing (each block is gathered when it is used).
+      reduced = {};
+      seconds = l.zero == 3 ? 0 : all_reduce_seconds(n * (low(l.precision) ? 2 : 4), group, hw, l.hierarchical, &reduced) / 2;
+      if (l.zero == 2)
+        for (double& b : reduced) b /= 2;
+    } else if (l.zero) {
       seconds = (seconds + all_reduce_seconds(n * (low(l.precision) ? 2 : 4), group, hw, l.hierarchical, &gathered)) / 2;
       for (int level = 0; level < 3; ++level) reduced[level] = (reduced[level] + gathered[level]) / 2;
+    }
+    if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
+      std::array<double, 3> sharded{};
+      sharded_seconds(w, l, hw, 0, layers[0], e.stages[0], &sharded);
+      for (int level = 0; level < 3; ++level) reduced[level] += e.micro_batches * sharded[level];
     }
     if (stage == 0) e.data_bytes = reduced;
     double exposed = seconds;
@@ -350,7 +404,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.flash_attention = w.flash_attention;
   in.classifier_chunk = w.classifier_chunk;
-  in.zero = l.zero && l.gradient_group() > 1;
+  in.zero = l.gradient_group() > 1 ? l.zero : 0;
   in.grad_bytes = static_cast<int64_t>(l.gradient_bytes);
   in.bucket_mb = l.bucket_mb;
   in.precision = l.precision;

@@ -64,7 +64,13 @@ void model_implementation(Workload& w, Implementation who);
 struct Layout {
   int tensor = 1, pipeline = 1, data = 1;
   int micro_batch = 1;
-  bool zero = false;
+  // ZeRO stage: 0 none; 1 the distributed optimizer (Trident's optim.zero = 1: master weights and
+  // moments sharded over the gradient group); 2 and 3 modelled as others run them, not run by
+  // trident train (issue 33): 2 also shards the gradients, reduce-scattered bucket by bucket
+  // during every micro-batch's backward (DeepSpeed's ZeRO-2); 3 also the parameters, each
+  // block's gathered before its forward and again before its backward, the next block's
+  // prefetched behind the current one's work, its gradients reduce-scattered after (FSDP).
+  int zero = 0;
   std::string recompute = "none";  // none, selective, every_k, full
   int recompute_interval = 1;
   pipeline::Schedule schedule = pipeline::Schedule::OneFOneB;
@@ -89,7 +95,8 @@ struct Layout {
 struct StageTime {
   double compute_s = 0, elementwise_s = 0, tensor_s = 0, p2p_s = 0;
   double context_s = 0;  // the ring attention's messages the blocks' work does not hide
-  double total() const { return compute_s + elementwise_s + tensor_s + p2p_s + context_s; }
+  double sharded_s = 0;  // ZeRO-2/3: the gathers and reduce-scatters of each micro-batch the work does not hide
+  double total() const { return compute_s + elementwise_s + tensor_s + p2p_s + context_s + sharded_s; }
 };
 
 struct StepEstimate {

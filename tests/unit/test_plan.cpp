@@ -205,10 +205,61 @@ BOOST_AUTO_TEST_CASE(gradient_traffic_follows_grad_dtype_and_zero) {
   const StepEstimate bf16 = estimate_step(w, l, hw);
   BOOST_TEST(bf16.data_bytes[0] == 1.5 * n * 2, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(bf16.data_s < f32.data_s);
-  l.zero = true;  // reduce-scatter of bf16 gradients + all-gather of bf16 parameters: one bf16 all-reduce's bytes
+  l.zero = 1;  // reduce-scatter of bf16 gradients + all-gather of bf16 parameters: one bf16 all-reduce's bytes
   BOOST_TEST(estimate_step(w, l, hw).data_bytes[0] == 1.5 * n * 2, boost::test_tools::tolerance(1e-12));
   l.gradient_bytes = 4;  // f32 reduce-scatter + bf16 all-gather
   BOOST_TEST(estimate_step(w, l, hw).data_bytes[0] == 1.5 * n * 3, boost::test_tools::tolerance(1e-12));
+}
+
+// ZeRO stages in the memory model, on the seed's 175B at tensor 8 × data 4 in bf16: bytes of
+// parameters, gradients and optimizer state per parameter of a rank — 2 + 4 + 12 without,
+// 2 + 4 + 12/4 with the distributed optimizer, 2 + 4/4 + 12/4 (and two buckets) with ZeRO-2,
+// (2 + 4 + 12)/4 (and two gathered blocks) with ZeRO-3: issue 33's ~393, ~197, ~131 and ~98 GB.
+BOOST_AUTO_TEST_CASE(zero_stages_shard_the_state) {
+  Workload w;
+  w.config = {2048, 50257, model::padded_vocab_for(50257), 96, 96, 12288};
+  w.seq_len = 2048, w.global_batch = 128;
+  Layout l;
+  l.tensor = 8, l.data = 4, l.micro_batch = 4, l.precision = "bf16", l.recompute = "full";
+  const double n = double(model::num_parameters(w.config, model::stage_partition({96}, 0, 0, 8)));
+  const double expected[] = {18, 9, 6, 4.5};
+  for (int zero = 0; zero <= 3; ++zero) {
+    l.zero = zero;
+    const MemoryEstimate m = estimate_step(w, l, a100()).memory;
+    const double state = double(m.bytes[int(MemoryCategory::Parameters)] + m.bytes[int(MemoryCategory::Gradients)] +
+                                m.bytes[int(MemoryCategory::OptimizerState)]);
+    BOOST_TEST(state / n == expected[zero], boost::test_tools::tolerance(0.03));
+    BOOST_TEST_MESSAGE("ZeRO-" << zero << ": " << state / 1e9 << " GB of state, " << state / n << " bytes a parameter");
+  }
+}
+
+// ZeRO-2 and 3 in the step model: their reductions inside each micro-batch (StageTime::sharded_s),
+// hidden behind the work as far as it reaches; after the step ZeRO-2 gathers the parameters
+// (half a 16-bit all-reduce), ZeRO-3 nothing.
+BOOST_AUTO_TEST_CASE(zero_stages_communicate_inside_the_micro_batches) {
+  Workload w;
+  w.config = {1024, 50257, model::padded_vocab_for(50257), 12, 12, 768};
+  w.seq_len = 1024, w.global_batch = 16;
+  Layout l;
+  l.data = 4, l.micro_batch = 2, l.precision = "bf16";
+  Hardware fast = round_hardware(), slow = round_hardware();
+  fast.links = {Link{0, 1e15}, Link{0, 1e15}, Link{0, 1e15}};
+  slow.links = {Link{1e-6, 1e8}, Link{1e-6, 1e8}, Link{1e-6, 1e8}};
+  const double n = double(model::num_parameters(w.config));
+  l.zero = 1;
+  const StepEstimate one = estimate_step(w, l, fast);
+  BOOST_TEST(one.stages[0].sharded_s == 0);
+  l.zero = 2;
+  const StepEstimate two = estimate_step(w, l, slow);
+  BOOST_TEST(two.stages[0].sharded_s > 0);
+  BOOST_TEST(two.data_s == all_reduce_seconds(n * 2, group_shape({0, 1, 2, 3}, slow), slow, true) / 2,
+             boost::test_tools::tolerance(1e-9));
+  l.zero = 3;
+  const StepEstimate three = estimate_step(w, l, slow), free = estimate_step(w, l, fast);
+  BOOST_TEST(three.data_s == 0);
+  BOOST_TEST(three.stages[0].sharded_s > two.stages[0].sharded_s);  // gathers too, each micro-batch
+  BOOST_TEST(free.stages[0].sharded_s < 1e-6);                      // nothing left to expose
+  BOOST_TEST(free.step_s <= one.step_s);
 }
 
 BOOST_AUTO_TEST_CASE(even_stages_have_the_textbook_bubble) {
@@ -384,11 +435,24 @@ BOOST_AUTO_TEST_CASE(ptdp_table1_within_20_percent) {
 // each row's model and layout on the A100 profile, Megatron-LM's setting as for Table 1, the
 // 175B and 530B rows with their interleaved pipeline (3 model chunks per stage): every row within
 // 10% (issue 37), and the sequence-parallel column (with selective recompute) too.
-BOOST_AUTO_TEST_CASE(seqsel_table5_full_recompute) {
-  const Hardware hw = a100();
+namespace {
+// Table 5's rows: the model, its published layout with full recompute (the sequence-parallel
+// column's is the same with sequence parallelism and selective recompute), both times.
+struct SeqselRow {
+  std::string name;
+  Workload w;
+  Layout full;
+  double full_s, seqsel_s;
+  Layout seqsel() const {
+    Layout l = full;
+    l.sequence_parallel = true, l.recompute = "selective";
+    return l;
+  }
+};
+
+std::vector<SeqselRow> seqsel_rows() {
   std::istringstream in(slurp("tests/data/seqsel_table5.csv"));
-  std::string table = "\n model  t  pp  v  published(s)  predicted(s)  error  bubble(s)\n";
-  int rows = 0;
+  std::vector<SeqselRow> rows;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#' || line.rfind("model", 0) == 0) continue;
     char name[16];
@@ -397,28 +461,38 @@ BOOST_AUTO_TEST_CASE(seqsel_table5_full_recompute) {
     BOOST_REQUIRE(std::sscanf(line.c_str(), "%15[^,],%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf,%lf", name, &layers, &hidden,
                               &heads, &seq, &vocab, &gpus, &tp, &pp, &dp, &batch, &micro, &interleave, &full_s,
                               &seqsel_s) == 15);
-    PaperRow r{0, heads, hidden, layers, tp, pp, gpus, batch, micro, 0};
-    const Workload w = paper_workload(r);
+    const PaperRow r{0, heads, hidden, layers, tp, pp, gpus, batch, micro, 0};
     Layout l = paper_layout(r);
     l.virtual_stages = interleave;
-    const std::string problem = layout_problem(w, l);
-    BOOST_REQUIRE_MESSAGE(problem.empty(), name << ": " << problem);
-    const StepEstimate e = estimate_step(w, l, hw);
-    const double error = e.step_s / full_s - 1;
+    rows.push_back({name, paper_workload(r), l, full_s, seqsel_s});
+  }
+  return rows;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(seqsel_table5_full_recompute) {
+  const Hardware hw = a100();
+  std::string table = "\n model  t  pp  v  published(s)  predicted(s)  error  bubble(s)\n";
+  int rows = 0;
+  for (const SeqselRow& r : seqsel_rows()) {
+    const Layout& l = r.full;
+    const std::string problem = layout_problem(r.w, l);
+    BOOST_REQUIRE_MESSAGE(problem.empty(), r.name << ": " << problem);
+    const StepEstimate e = estimate_step(r.w, l, hw);
+    const double error = e.step_s / r.full_s - 1;
     char text[160];
-    std::snprintf(text, sizeof text, "%6s %2d %3d %2d %13.2f %13.2f %+6.1f%% %9.2f\n", name, tp, pp, interleave, full_s,
-                  e.step_s, 100 * error, e.bubble_s);
+    std::snprintf(text, sizeof text, "%6s %2d %3d %2d %13.2f %13.2f %+6.1f%% %9.2f\n", r.name.c_str(), l.tensor,
+                  l.pipeline, l.virtual_stages, r.full_s, e.step_s, 100 * error, e.bubble_s);
     table += text;
-    BOOST_TEST(std::fabs(error) <= 0.10, name << ": predicted " << e.step_s << " s, published " << full_s);
+    BOOST_TEST(std::fabs(error) <= 0.10, r.name << ": predicted " << e.step_s << " s, published " << r.full_s);
     // The other column: sequence parallelism with selective recompute.
-    l.sequence_parallel = true, l.recompute = "selective";
-    const StepEstimate sp = estimate_step(w, l, hw);
-    const double sp_error = sp.step_s / seqsel_s - 1;
+    const StepEstimate sp = estimate_step(r.w, r.seqsel(), hw);
+    const double sp_error = sp.step_s / r.seqsel_s - 1;
     std::snprintf(text, sizeof text, "%6s %2d %3d %2d %13.2f %13.2f %+6.1f%% %9.2f  (sequence parallel + selective)\n",
-                  name, tp, pp, interleave, seqsel_s, sp.step_s, 100 * sp_error, sp.bubble_s);
+                  r.name.c_str(), l.tensor, l.pipeline, l.virtual_stages, r.seqsel_s, sp.step_s, 100 * sp_error, sp.bubble_s);
     table += text;
-    BOOST_TEST(std::fabs(sp_error) <= 0.10, name << ": predicted " << sp.step_s << " s, published " << seqsel_s);
-    BOOST_TEST(sp.step_s < e.step_s, name << ": sequence parallelism with selective recompute predicted no faster");
+    BOOST_TEST(std::fabs(sp_error) <= 0.10, r.name << ": predicted " << sp.step_s << " s, published " << r.seqsel_s);
+    BOOST_TEST(sp.step_s < e.step_s, r.name << ": sequence parallelism with selective recompute predicted no faster");
     ++rows;
   }
   BOOST_TEST(rows == 4);
@@ -522,7 +596,7 @@ BOOST_AUTO_TEST_CASE(long_sequences_fit_with_context_parallelism) {
   Layout one, ring;
   one.precision = ring.precision = "bf16";
   one.recompute = ring.recompute = "full";
-  ring.context = 8, ring.zero = true;
+  ring.context = 8, ring.zero = 1;
   Hardware hw = a100();
   const StepEstimate alone = estimate_step(w, one, hw), split = estimate_step(w, ring, hw);
   const auto act = [](const StepEstimate& e) { return double(e.memory.bytes[static_cast<int>(MemoryCategory::Activations)]); };
@@ -634,7 +708,7 @@ Workload titan_workload(const TitanRow& r) {
 
 Layout titan_layout(const TitanRow& r) {
   Layout l;
-  l.tensor = r.tp, l.data = r.fsdp, l.micro_batch = r.local_batch, l.zero = true, l.precision = "bf16";
+  l.tensor = r.tp, l.data = r.fsdp, l.micro_batch = r.local_batch, l.zero = 3, l.precision = "bf16";
   l.sequence_parallel = r.tp > 1;
   l.tp_comm_overlap = r.async_tp;
   if (r.ac == "selective-layer") l.recompute = "every_k", l.recompute_interval = 2;
@@ -643,37 +717,66 @@ Layout titan_layout(const TitanRow& r) {
   return l;
 }
 
+// The row's devices: the A100s, or the H100s at 500 W.
+Hardware titan_hardware(const TitanRow& r) {
+  return r.gpu.rfind("a100", 0) == 0 ? a100() : parse_hardware(slurp("inputs/hardware/h100-500w.ini"), "h100-500w.ini");
+}
+
 BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
-  const Hardware h100 = parse_hardware(slurp("inputs/hardware/h100-80gb-dgx.ini"), "h100-80gb-dgx.ini");
   std::string table = "\n model       gpu              GPUs fsdp tp  ac               compile asyncTP  measured predicted  error\n";
   double sum = 0;
   int rows = 0, covered_rows = 0;
   for (const TitanRow& r : titan_rows()) {
-    const Hardware hw = r.gpu.rfind("a100", 0) == 0 ? a100() : h100;
     const Workload w = titan_workload(r);
     const Layout l = titan_layout(r);
     BOOST_REQUIRE_MESSAGE(layout_problem(w, l).empty(), r.line << ": " << layout_problem(w, l));
-    const double predicted = estimate_step(w, l, hw).tokens_per_s / l.devices();
+    const StepEstimate e = estimate_step(w, l, titan_hardware(r));
+    const double predicted = e.tokens_per_s / l.devices();
+    // FSDP's sharded parameters, gradients and optimizer state: every row fits its devices
+    // (TorchTitan's H100s of 95-96 GB where the row says so).
+    BOOST_TEST(e.feasible, r.line << ": " << e.reason);
     const double error = predicted / r.measured - 1;
     char text[200];
     std::snprintf(text, sizeof text, "%-12s %-16s %4d %4d %2d  %-16s %-7s %-7s %8.0f %9.0f %+6.1f%%\n", r.model.c_str(),
                   r.gpu.c_str(), r.gpus, r.fsdp, r.tp, r.ac.c_str(), r.compiled ? "yes" : "no", r.async_tp ? "yes" : "no",
                   r.measured, predicted, 100 * error);
     table += text;
-    // Two kinds of row the model does not cover yet (issue 37; docs/PLANNER.md, "Validation"):
-    // PyTorch's eager mode on the H100s (its unfused passes cost more than our element-wise
-    // bytes say: TorchTitan's compile gains 16%, the model 5%) and tensor parallelism 8 of a
-    // model this narrow (the per-rank GEMMs' short K dimension, no term yet). Printed, not held.
-    const bool covered = r.tp == 1 && (r.compiled || r.gpu.rfind("a100", 0) == 0);
+    // Async TP is printed, not held (issue 37; docs/PLANNER.md): TorchTitan measured it 9-10%
+    // faster than the same row without, the model's overlap hides far more of the collectives.
+    const bool covered = !r.async_tp;
     if (covered) BOOST_TEST(std::fabs(error) <= 0.20, r.line << ": predicted " << predicted << " tokens/s per GPU");
     covered_rows += covered;
     sum += std::fabs(error), ++rows;
   }
   BOOST_TEST(rows == 12);
-  BOOST_TEST(covered_rows == 5);
+  BOOST_TEST(covered_rows == 10);
   char mean[80];
   std::snprintf(mean, sizeof mean, "mean absolute error %.1f%% over %d rows\n", 100 * sum / rows, rows);
   BOOST_TEST_MESSAGE(table + mean);
+}
+
+// Issue 37's bar: the mean absolute error over every row of the three tables — Table 1's TFLOP/s,
+// both columns of Table 5's iteration times, TorchTitan's tokens/s — at most 7% (Calculon's on
+// Table 5: 3.7%). Two figures are fitted to these rows (the A100's and the 500 W H100's
+// gemm_fraction, docs/PLANNER.md); everything else is a datasheet's, a paper's or assumed.
+BOOST_AUTO_TEST_CASE(validation_mean_absolute_error_within_7_percent) {
+  std::vector<double> errors;
+  for (const PaperRow& r : paper_rows())
+    errors.push_back(estimate_step(paper_workload(r), paper_layout(r), a100()).hardware_tflops_per_device / r.tflops_per_gpu - 1);
+  for (const SeqselRow& r : seqsel_rows()) {
+    errors.push_back(estimate_step(r.w, r.full, a100()).step_s / r.full_s - 1);
+    errors.push_back(estimate_step(r.w, r.seqsel(), a100()).step_s / r.seqsel_s - 1);
+  }
+  for (const TitanRow& r : titan_rows())
+    errors.push_back(estimate_step(titan_workload(r), titan_layout(r), titan_hardware(r)).tokens_per_s /
+                         titan_layout(r).devices() / r.measured - 1);
+  BOOST_REQUIRE(errors.size() == 10u + 8u + 12u);
+  double sum = 0, worst = 0;
+  for (double e : errors) sum += std::fabs(e), worst = std::max(worst, std::fabs(e));
+  const double mean = sum / errors.size();
+  BOOST_TEST_MESSAGE("validation: " << errors.size() << " rows, mean absolute error " << 100 * mean << "%, worst "
+                                    << 100 * worst << "%");
+  BOOST_TEST(mean <= 0.07);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
