@@ -70,9 +70,10 @@ double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0
 
 // One block's forward weight GEMMs on a tensor rank for a micro-batch of `tokens` on this rank:
 // [q | k | v], the attention's output, the MLP's input ([gate | up]) and output, each with this
-// rank's rows or columns; with attention_seconds' q·kᵀ and P·v (every query of the rank against the sequence's T keys): 2·(weights) + 4·T·C FLOPs per
-// token over t (Narayanan et al. 2021, eq. 2; tests/unit/test_plan.cpp holds the sum to it). With
-// fewer key/value heads than tensor ranks each rank computes its head's k and v rows again.
+// rank's rows or columns. With attention_seconds' q·kᵀ and P·v (every query of the rank against
+// the sequence's T keys): 2·weights + 4·T·C FLOPs per token, over t (Narayanan et al. 2021, eq. 2;
+// tests/unit/test_plan.cpp holds the sum to it). With fewer key/value heads than tensor ranks
+// each rank computes its head's k and v rows again.
 std::vector<GemmShape> block_weight_gemms(const Workload& w, const Layout& l, double tokens) {
   const model::GptConfig& c = w.config;
   const double C = c.channels, t = l.tensor;
@@ -96,22 +97,27 @@ double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw,
   return passes * (gemm_seconds(scores, l.precision, hw) + gemm_seconds(values, l.precision, hw));
 }
 
-// The GEMM time of one micro-batch's forward and backward (recompute included) of `layers`
-// blocks, and the head's on the last stage (gemm_model.hpp: each product by its shape).
-double stage_gemm_seconds(const Workload& w, const Layout& l, const Hardware& hw, int layers, bool last) {
+// The GEMM time of one micro-batch's forward and backward (recompute included): of one block,
+// and of the head on the last stage (gemm_model.hpp: each product by its shape). The same on
+// every stage, so estimate_step times them once.
+struct GemmSeconds {
+  double block = 0, head = 0;
+};
+
+GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const Hardware& hw) {
   const double tokens = double(l.micro_batch) * w.seq_len / l.context;
-  double weights = 0;
+  GemmSeconds g;
   for (const GemmShape& forward : block_weight_gemms(w, l, tokens)) {
     const std::vector<GemmShape> three = with_gradients(forward);
-    weights += gemm_seconds(three[0], l.precision, hw) * (l.recomputes_blocks() ? 2 : 1) +
+    g.block += gemm_seconds(three[0], l.precision, hw) * (l.recomputes_blocks() ? 2 : 1) +
                gemm_seconds(three[1], l.precision, hw) + gemm_seconds(three[2], l.precision, hw);
   }
-  double attention = 1 + 2 + (l.recomputes_blocks() ? 1 : 0) + (l.recompute == "selective" ? 0.5 : 0);
-  double seconds = layers * (weights + attention_seconds(w, l, hw, attention));
-  if (last)  // the head: logits (tokens, V/t) = x · wᵀ, and its two gradients
-    for (const GemmShape& g : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))
-      seconds += gemm_seconds(g, l.precision, hw);
-  return seconds;
+  const double attention = 1 + 2 + (l.recomputes_blocks() ? 1 : 0) + (l.recompute == "selective" ? 0.5 : 0);
+  g.block += attention_seconds(w, l, hw, attention);
+  // The head: logits (tokens, V/t) = x · wᵀ, and its two gradients.
+  for (const GemmShape& h : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))
+    g.head += gemm_seconds(h, l.precision, hw);
+  return g;
 }
 
 // A micro-batch's tensor-parallel communication on a stage of `layers` blocks, in all-reduces of
@@ -172,14 +178,17 @@ double block_parameters(const Workload& w, const Layout& l) {
 // hides). 3: each block's parameters all-gathered behind the previous block's forward (the
 // first block's not hidden), gathered again with its gradients reduce-scattered behind its
 // neighbour's backward; the embedding's and head's gathered and scattered once, not hidden.
-// Gathers move the parameters' storage type, reduce-scatters the gradients' wire type.
+// Gathers move the parameters' storage type, reduce-scatters the gradients' wire type; each is
+// half a ring all-reduce of its bytes. `level_bytes` accumulates the micro-batch's bytes sent.
 double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
                        const StageTime& t, std::array<double, 3>* level_bytes) {
   const GroupShape group = widest_group(l, stage, false, hw);
   const double stored = low(l.precision) ? 2 : 4;
-  const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical, level_bytes) / 2; };
-  const auto scatter = [&](double n) {
-    return all_reduce_seconds(n * l.gradient_bytes, group, hw, l.hierarchical, level_bytes) / 2;
+  const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical) / 2; };
+  const auto scatter = [&](double n) { return all_reduce_seconds(n * l.gradient_bytes, group, hw, l.hierarchical) / 2; };
+  // Half an all-reduce's bytes of `n` values of `bytes` each.
+  const auto count = [&](double n, double bytes) {
+    if (level_bytes) all_reduce_seconds(n * bytes / 2, group, hw, l.hierarchical, level_bytes);
   };
   const double work = t.compute_s + t.elementwise_s + t.tensor_s;
   const double forward = work / layer_passes(l), backward = work - forward;  // of the stage's blocks
@@ -190,8 +199,11 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
     const double buckets = std::max(1.0, std::ceil(n * l.gradient_bytes / (l.bucket_mb * 1048576.0)));
     exposed = std::max(comm - backward, comm / buckets);
     hidden = comm - exposed;
+    count(n, l.gradient_bytes);
   } else {
     const double block = block_parameters(w, l), rest = n - block * layers;
+    count(2 * layers * block + rest, stored);
+    count(layers * block + rest, l.gradient_bytes);
     const double ahead = gather(block), behind = gather(block) + scatter(block);
     const double f = layers ? forward / layers : 0, b = layers ? backward / layers : 0;
     exposed = ahead + layers * (std::max(0.0, ahead - f) + std::max(0.0, behind - b)) + gather(rest) + scatter(rest);
@@ -202,13 +214,13 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
 
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
-                     StepEstimate& e) {
+                     const GemmSeconds& gemm, StepEstimate& e) {
   // A micro-batch's tokens on this rank: its sequences' (its chunks' with context parallelism).
   const double tokens = double(l.micro_batch) * w.seq_len / l.context, C = w.config.channels, T = w.seq_len;
   const double heads_local = double(w.config.heads) / l.tensor;
   const bool first = stage == 0, last = stage == l.pipeline - 1;
   StageTime t;
-  t.compute_s = stage_gemm_seconds(w, l, hw, layers, last);
+  t.compute_s = layers * gemm.block + (last ? gemm.head : 0);
   // Element-wise passes (the norms, residual adds, the MLP's activation, softmax), values read +
   // written per block forward; backward about twice that; the norms and adds are split over tp
   // only with sequence parallelism. The activation reads its input and writes its output (GELU:
@@ -355,10 +367,17 @@ void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
 }  // namespace
 
 GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw) {
-  std::set<int> nodes, racks;
+  // The distinct nodes and racks of the group (sorted and unique: called for every group of
+  // every layout the search tries, where a std::set's allocations dominated).
+  std::vector<int> nodes, racks;
+  nodes.reserve(ranks.size()), racks.reserve(ranks.size());
   for (int r : ranks) {
-    nodes.insert(r / hw.devices_per_node);
-    racks.insert(r / hw.devices_per_node / hw.nodes_per_rack);
+    nodes.push_back(r / hw.devices_per_node);
+    racks.push_back(r / hw.devices_per_node / hw.nodes_per_rack);
+  }
+  for (std::vector<int>* v : {&nodes, &racks}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
   }
   GroupShape g;
   g.span = racks.size() > 1 ? Level::CrossRack : nodes.size() > 1 ? Level::Rack : Level::Node;
@@ -481,9 +500,10 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   e.memory = estimate_busiest(in, &e.memory_total);
   check_memory(l, hw, e);
   e.micro_batches = in.micro_batches;
+  const GemmSeconds gemm = micro_batch_gemm_seconds(w, l, hw);
   double slowest = 0, sum = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], e));
+    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], gemm, e));
     slowest = std::max(slowest, e.stages.back().total());
     sum += e.stages.back().total();
   }
