@@ -743,8 +743,11 @@ BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
     // (TorchTitan's H100s of 95-96 GB where the row says so).
     BOOST_TEST(e.feasible, r.line << ": " << e.reason);
     // The planner's best for the row's devices (every ZeRO stage) is never predicted slower.
+    // Without context parallelism, which none of the rows uses (three quarters of the search's
+    // time): a best of fewer layouts that is not slower holds for the whole search a fortiori.
     SearchSpace every_stage;
     every_stage.zero_stages = {0, 1, 2, 3};
+    every_stage.max_context = 1;
     const std::vector<Candidate> ranked = search_layouts(w, l, l.devices(), titan_hardware(r), every_stage);
     const Candidate* best = best_feasible(ranked);
     BOOST_TEST((best && best->estimate.tokens_per_s >= e.tokens_per_s * (1 - 1e-12)), r.line << ": the best is slower");
