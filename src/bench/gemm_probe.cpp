@@ -22,6 +22,11 @@ Tensor matrices(const Tensor& buffer, int batch, int rows, int cols) {
   return Tensor{buffer.data, buffer.dtype, Shape{batch, rows, cols}, buffer.device};
 }
 
+// The same product up to its transposes and accumulation: what shape_rates times once.
+bool same_product(const GemmShape& a, const GemmShape& b) {
+  return a.batch == b.batch && a.M == b.M && a.N == b.N && a.K == b.K;
+}
+
 }  // namespace
 
 std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
@@ -92,10 +97,7 @@ double GemmPass::run() {
 std::vector<ShapeRate> GemmPass::shape_rates(int rounds, double pass_seconds) {
   std::vector<ShapeRate> rates;
   for (const GemmShape& s : shapes_) {
-    const bool seen = std::any_of(rates.begin(), rates.end(), [&](const ShapeRate& r) {
-      return r.shape.batch == s.batch && r.shape.M == s.M && r.shape.N == s.N && r.shape.K == s.K;
-    });
-    if (seen) continue;
+    if (std::any_of(rates.begin(), rates.end(), [&](const ShapeRate& r) { return same_product(r.shape, s); })) continue;
     const double flops = 2.0 * s.batch * s.M * s.N * s.K;
     call(s), wait();  // warm: the primitive created
     // Enough back-to-back calls for ~20 ms a timing (at least one), the median of `rounds`.
@@ -117,8 +119,7 @@ std::vector<ShapeRate> GemmPass::shape_rates(int rounds, double pass_seconds) {
   double alone = 0;
   for (const GemmShape& s : shapes_)
     for (const ShapeRate& r : rates)
-      if (r.shape.batch == s.batch && r.shape.M == s.M && r.shape.N == s.N && r.shape.K == s.K)
-        alone += 2.0 * s.batch * s.M * s.N * s.K / r.flops_per_s;
+      if (same_product(r.shape, s)) alone += 2.0 * s.batch * s.M * s.N * s.K / r.flops_per_s;
   for (ShapeRate& r : rates) r.flops_per_s *= alone / pass_seconds;
   return rates;
 }

@@ -209,6 +209,10 @@ int64_t num_parameters(const GptConfig& config, const Partition& slice) {
   return total;
 }
 
+int64_t block_parameters(const GptConfig& config, int tensor) {  // a one-block stage less a no-block one
+  return num_parameters(config, stage_partition({1}, 0, 0, tensor)) - num_parameters(config, stage_partition({0}, 0, 0, tensor));
+}
+
 void extract_slice(const GptConfig& config, const float* whole, float* local, const Partition& slice) {
   const auto global_specs = param_specs(config), local_specs = param_specs(config, slice);
   int64_t global_offset = 0, local_offset = 0;

@@ -116,6 +116,8 @@ ParamViews param_views(const GptConfig& config, float* base, const Partition& sl
 ParamViews f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
 int64_t f32_read_count(const GptConfig& config, const Partition& slice = {});
 int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
+// One block's parameters on a rank of `tensor` tensor-parallel ranks.
+int64_t block_parameters(const GptConfig& config, int tensor);
 
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,
 // fcprojw) N(0, 0.02/√(2L)), LayerNorm weights 1, biases 0. Every element is a function of

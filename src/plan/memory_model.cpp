@@ -129,6 +129,14 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   return largest * kFloat;
 }
 
+// Elements of the largest gradient bucket of a stage's slice (dp::plan_buckets at comm.bucket_mb).
+int64_t largest_bucket(const MemoryInputs& in, const model::Partition& part) {
+  int64_t largest = 0;
+  for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
+    largest = std::max(largest, b.elements);
+  return largest;
+}
+
 }  // namespace
 
 int64_t MemoryEstimate::total() const {
@@ -152,28 +160,20 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   if (in.zero >= 2 && in.data > 1) {
     // The own shard's f32 gradients, and two buckets of full-size gradients in flight (one
     // filled by the backward while the other is reduce-scattered): ZeRO-2's bucket reuse.
-    int64_t largest = 0;
-    for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
-      largest = std::max(largest, b.elements);
-    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest * in.grad_bytes;
+    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest_bucket(in, part) * in.grad_bytes;
   }
   if (in.zero >= 3 && in.data > 1) {
     // The own shard, and two blocks gathered whole (the one computing, the next prefetched), or
     // the embedding or head where one of those is larger; their f32 copies sharded too.
-    const int64_t block = model::num_parameters(in.config, model::stage_partition({1}, 0, 0, in.tensor)) -
-                          model::num_parameters(in.config, model::stage_partition({0}, 0, 0, in.tensor));
+    const int64_t block = model::block_parameters(in.config, in.tensor);
     const int64_t gathered = std::max(2 * block, n - block * part.num_layers);
     e.bytes[index(MemoryCategory::Parameters)] = (shard + gathered) * stored_bytes(in) + (f32_reads + in.data - 1) / in.data * kFloat;
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
-  if (in.data > 1 && !in.zero) {  // the reducer's packing buffer: the largest bucket
-    int64_t largest = 0;
-    for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
-      largest = std::max(largest, b.elements);
-    e.bytes[index(MemoryCategory::Communication)] = largest * in.grad_bytes;
-  }
+  if (in.data > 1 && !in.zero)  // the reducer's packing buffer: the largest bucket
+    e.bytes[index(MemoryCategory::Communication)] = largest_bucket(in, part) * in.grad_bytes;
   if (in.data > 1 && in.zero == 1 && in.grad_bytes != kFloat)  // the own shard's 16-bit sums before widening
     e.bytes[index(MemoryCategory::Communication)] = shard * in.grad_bytes;
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts

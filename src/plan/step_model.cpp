@@ -166,11 +166,8 @@ int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<i
   return model::num_parameters(w.config, model::stage_partition(layers, stage, 0, l.tensor));
 }
 
-// One block's parameters on a tensor rank.
-double block_parameters(const Workload& w, const Layout& l) {
-  return double(model::num_parameters(w.config, model::stage_partition({1}, 0, 0, l.tensor)) -
-                model::num_parameters(w.config, model::stage_partition({0}, 0, 0, l.tensor)));
-}
+// Bytes of a parameter as the model stores it (what a ZeRO all-gather moves): 16-bit in bf16/fp16.
+double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 
 // ZeRO-2 and 3's communication within one micro-batch on a stage (its time t so far), the part
 // the work does not hide, plus the interference on the part it does. 2: the stage's gradients
@@ -183,7 +180,7 @@ double block_parameters(const Workload& w, const Layout& l) {
 double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
                        const StageTime& t, std::array<double, 3>* level_bytes) {
   const GroupShape group = widest_group(l, stage, false, hw);
-  const double stored = low(l.precision) ? 2 : 4;
+  const double stored = stored_bytes(l);
   const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical) / 2; };
   const auto scatter = [&](double n) { return all_reduce_seconds(n * l.gradient_bytes, group, hw, l.hierarchical) / 2; };
   // Half an all-reduce's bytes of `n` values of `bytes` each.
@@ -201,7 +198,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
     hidden = comm - exposed;
     count(n, l.gradient_bytes);
   } else {
-    const double block = block_parameters(w, l), rest = n - block * layers;
+    const double block = double(model::block_parameters(w.config, l.tensor)), rest = n - block * layers;
     count(2 * layers * block + rest, stored);
     count(layers * block + rest, l.gradient_bytes);
     const double ahead = gather(block), behind = gather(block) + scatter(block);
@@ -284,30 +281,25 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
                    StepEstimate& e) {
   if (l.gradient_group() == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    // Without ZeRO one all-reduce of the gradients as they travel (comm.grad_dtype); with it a
-    // reduce-scatter of them and an all-gather of the updated parameters in the model's storage
-    // type (16-bit values in bf16/fp16), each half an all-reduce of its bytes on a ring.
+    // After the step: without ZeRO one all-reduce of the gradients as they travel
+    // (comm.grad_dtype); ZeRO-1 a reduce-scatter of them and an all-gather of the updated
+    // parameters in their storage type, each half an all-reduce of its bytes on a ring; ZeRO-2
+    // the all-gather alone (it reduced within each micro-batch, sharded_seconds); ZeRO-3
+    // nothing (each block is gathered when it is used).
     const double n = double(stage_parameters(w, l, layers, stage)), bytes = n * l.gradient_bytes;
     const GroupShape group = widest_group(l, stage, false, hw);
-    std::array<double, 3> reduced{}, gathered{};
-    double seconds = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
-    if (l.zero >= 2) {
-      // Reduced within each micro-batch (sharded_seconds); after the step ZeRO-2 gathers the
-      // updated parameters, ZeRO-3 nothing (each block is gathered when it is used).
-      reduced = {};
-      seconds = l.zero == 3 ? 0 : all_reduce_seconds(n * (low(l.precision) ? 2 : 4), group, hw, l.hierarchical, &reduced) / 2;
-      if (l.zero == 2)
-        for (double& b : reduced) b /= 2;
-    } else if (l.zero) {
-      seconds = (seconds + all_reduce_seconds(n * (low(l.precision) ? 2 : 4), group, hw, l.hierarchical, &gathered)) / 2;
-      for (int level = 0; level < 3; ++level) reduced[level] = (reduced[level] + gathered[level]) / 2;
-    }
+    std::array<double, 3> reduced{}, gathered{}, sent{};
+    const double reduce = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
+    const double gather = all_reduce_seconds(n * stored_bytes(l), group, hw, l.hierarchical, &gathered);
+    const double reduce_share = l.zero == 0 ? 1 : l.zero == 1 ? 0.5 : 0, gather_share = l.zero == 1 || l.zero == 2 ? 0.5 : 0;
+    const double seconds = reduce_share * reduce + gather_share * gather;
+    for (int level = 0; level < 3; ++level) sent[level] = reduce_share * reduced[level] + gather_share * gathered[level];
     if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
       std::array<double, 3> sharded{};
       sharded_seconds(w, l, hw, 0, layers[0], e.stages[0], &sharded);
-      for (int level = 0; level < 3; ++level) reduced[level] += e.micro_batches * sharded[level];
+      for (int level = 0; level < 3; ++level) sent[level] += e.micro_batches * sharded[level];
     }
-    if (stage == 0) e.data_bytes = reduced;
+    if (stage == 0) e.data_bytes = sent;
     double exposed = seconds;
     if (l.overlap && !l.zero) {
       const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));
