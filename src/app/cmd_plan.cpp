@@ -40,7 +40,7 @@ struct PlanFlags {
 
 const char* kUsage =
     "usage: trident plan DECK [--gpus=N | --gpus=A-B | --gpus=N1,N2,...] [--hardware=PROFILE] [--json]\n"
-    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--as=trident|megatron]\n"
+    "                    [--top=K] [--audit samples_per_s=X] [--emit-deck=FILE] [--plot=PNG] [--as=trident|megatron|torchtitan]\n"
     "                    [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
@@ -49,9 +49,12 @@ const char* kUsage =
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
     "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n"
-    "--as: whose costs where implementations differ — trident (the default: what trident train runs) or\n"
+    "--as: whose costs where implementations differ — trident (the default: what trident train runs),\n"
     "megatron (Megatron-LM's dropout, 16-bit activation messages and fused 16-bit element-wise passes,\n"
-    "pipeline messages scattered over the tensor ranks and gathered again, to predict its published runs).\n";
+    "pipeline messages scattered over the tensor ranks and gathered again) or torchtitan (16-bit\n"
+    "activation messages, compiled 16-bit element-wise passes, and its activation checkpointing:\n"
+    "every_k as its per-layer AC, one block in K recomputed; selective as its per-op AC, every second\n"
+    "matmul, the element-wise passes and the all-gathers recomputed), to predict their published runs.\n";
 
 int positive_int(const std::string& text, const std::string& flag) {
   try {
@@ -96,7 +99,7 @@ PlanFlags take_plan_flags(std::vector<std::string>& args) {
       try {
         flags.implementation = plan::parse_implementation(value("--as"));
       } catch (const std::invalid_argument&) {
-        fatal_all("command line: --as takes trident or megatron, not '" + value("--as") + "' (trident plan --help)");
+        fatal_all("command line: --as takes trident, megatron or torchtitan, not '" + value("--as") + "' (trident plan --help)");
       }
     }
     else if (a == "--calibrate") flags.calibrate = true;
@@ -242,6 +245,9 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
            (flags.implementation == plan::Implementation::megatron
                 ? "; Megatron-LM's costs (--as=megatron: dropout, 16-bit activation messages and element-wise passes, "
                   "scatter/gather pipeline messages)"
+            : flags.implementation == plan::Implementation::torchtitan
+                ? "; TorchTitan's costs (--as=torchtitan: 16-bit activation messages and element-wise passes, its "
+                  "per-layer (every_k) and per-op (selective) activation checkpointing)"
                 : ""));
     print0(problem.empty() ? "the deck's layout:" : "the deck's layout is not runnable: " + problem);
     if (problem.empty()) {

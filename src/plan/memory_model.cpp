@@ -68,11 +68,14 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
 int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const Sizes z = sizes(in);
   const int chunks = in.virtual_stages;
-  const bool selective = in.recompute == "selective";
+  const bool selective = in.recompute == "selective" && !in.torchtitan_recompute;
   const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
   auto slot_bytes = [&](int L) {  // a slot of a chunk of L blocks
     int64_t slot = z.rows * z.C * kFloat;  // stage input
-    if (K == 0) {
+    if (in.torchtitan_recompute && K > 0) {  // blocks K, 2K, ... keep their input alone
+      for (int l = 0; l < L; ++l)
+        slot += (l + 1) % K == 0 ? z.rows * z.C * stored_bytes(in) : layer_bytes(in, true, l == L - 1);
+    } else if (K == 0) {
       for (int l = 0; l < L; ++l) slot += layer_bytes(in, !selective, l == L - 1);
     } else {
       for (int l = 0; l < L; ++l)  // segment-ending outputs; the chunk's last in f32

@@ -63,6 +63,10 @@ struct MemoryInputs {
   bool flash_attention = false;    // model.attention = flash: row statistics, not probabilities
   int classifier_chunk = 0;        // model.classifier_chunk: (chunk, Vp/p) logits, not (b, Vp/p)
   int recompute_interval = 1;      // K of every_k
+  // TorchTitan's checkpointing (plan::Workload::torchtitan_recompute): every_k keeps everything of
+  // all blocks but one in K, which keeps its input; selective counted as keeping everything (an
+  // upper bound: its per-op AC frees the element-wise outputs and every second matmul's).
+  bool torchtitan_recompute = false;
   int zero = 0;  // ZeRO stage (plan::Layout::zero): 1 is what trident train runs; 2 and 3 modelled
   double bucket_mb = 25;
   int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's and ZeRO's 16-bit shard

@@ -64,9 +64,38 @@ double p2p_seconds(double bytes, int a, int b, const Hardware& hw, std::array<do
   return link.latency_s + bytes / link.bandwidth_bytes_per_s;
 }
 
-// Passes of a block's forward work in one micro-batch: forward, backward (twice the forward's
-// products), and the forward again where blocks are recomputed.
-double layer_passes(const Layout& l) { return 3 + (l.recomputes_blocks() ? 1 : 0); }
+// Trident's selective recompute, the attention probabilities alone: counted where it is used, its
+// q·kᵀ again (attention_seconds) and its softmax (the element-wise values).
+bool trident_selective(const Workload& w, const Layout& l) { return l.recompute == "selective" && !w.torchtitan_recompute; }
+
+// What recompute runs again of a block's forward in a micro-batch, as shares of it (averaged over
+// the blocks where only some are recomputed): of each weight GEMM (block_weight_gemms' order), of
+// the attention products, of the element-wise passes and of the tensor-parallel collectives.
+struct Recomputed {
+  std::array<double, 4> gemm{};
+  double attention = 0, elementwise = 0, collectives = 0;
+};
+
+Recomputed recomputed(const Workload& w, const Layout& l) {
+  Recomputed r;
+  auto all = [&](double share) {
+    r.gemm.fill(share);
+    r.attention = r.elementwise = r.collectives = share;
+  };
+  if (l.recompute == "full" || (l.recompute == "every_k" && !w.torchtitan_recompute)) all(1);
+  else if (l.recompute == "every_k") all(1.0 / std::max(1, l.recompute_interval));  // one block in K
+  else if (l.recompute == "selective" && w.torchtitan_recompute) {
+    // TorchTitan's block runs its matmuls as wq, wk, wv, wo, w1, w3, w2 and recomputes every
+    // second: wk (of the [q | k | v] rows), wo and w3 (half of [gate | up]); the attention's output
+    // is kept. Of the sequence-parallel collectives (2 all-gathers, 2 reduce-scatters) the
+    // all-gathers run again; without sequence parallelism the all-reduce after wo.
+    const double kv = model::kv_heads(w.config), heads = w.config.heads;
+    r.gemm = {kv / (heads + 2 * kv), 1, 0.5, 0};
+    r.elementwise = 1;
+    r.collectives = 0.5;
+  }
+  return r;
+}
 
 // One block's forward weight GEMMs on a tensor rank for a micro-batch of `tokens` on this rank:
 // [q | k | v], the attention's output, the MLP's input ([gate | up]) and output, each with this
@@ -81,6 +110,19 @@ std::vector<GemmShape> block_weight_gemms(const Workload& w, const Layout& l, do
           {1, tokens, C, C / t},
           {1, tokens, double(model::fc_rows(c)) / t, C},
           {1, tokens, C, double(model::mlp_hidden(c)) / t}};
+}
+
+// The share of a block's forward FLOPs that recompute runs again (weight GEMMs and attention
+// products, per token on one rank's whole width).
+double recomputed_forward_share(const Workload& w, const Layout& l) {
+  const Recomputed again = recomputed(w, l);
+  Layout whole = l;
+  whole.tensor = 1;
+  const std::vector<GemmShape> gemms = block_weight_gemms(w, whole, 1);
+  const double attention = 4.0 * w.seq_len * w.config.channels;
+  double all = attention, redone = again.attention * attention;
+  for (size_t i = 0; i < gemms.size(); ++i) all += gemms[i].flops(), redone += again.gemm[i] * gemms[i].flops();
+  return redone / all;
 }
 
 // The attention products of one block on a micro-batch: q·kᵀ (Tq, T, hs) and P·v (Tq, hs, T)
@@ -107,12 +149,14 @@ struct GemmSeconds {
 GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const Hardware& hw) {
   const double tokens = double(l.micro_batch) * w.seq_len / l.context;
   GemmSeconds g;
-  for (const GemmShape& forward : block_weight_gemms(w, l, tokens)) {
-    const std::vector<GemmShape> three = with_gradients(forward);
-    g.block += gemm_seconds(three[0], l.precision, hw) * (l.recomputes_blocks() ? 2 : 1) +
-               gemm_seconds(three[1], l.precision, hw) + gemm_seconds(three[2], l.precision, hw);
+  const Recomputed again = recomputed(w, l);
+  const std::vector<GemmShape> forwards = block_weight_gemms(w, l, tokens);
+  for (size_t i = 0; i < forwards.size(); ++i) {
+    const std::vector<GemmShape> three = with_gradients(forwards[i]);
+    g.block += gemm_seconds(three[0], l.precision, hw) * (1 + again.gemm[i]) + gemm_seconds(three[1], l.precision, hw) +
+               gemm_seconds(three[2], l.precision, hw);
   }
-  const double attention = 1 + 2 + (l.recomputes_blocks() ? 1 : 0) + (l.recompute == "selective" ? 0.5 : 0);
+  const double attention = 1 + 2 + again.attention + (trident_selective(w, l) ? 0.5 : 0);
   g.block += attention_seconds(w, l, hw, attention);
   // The head: logits (tokens, V/t) = x · wᵀ, and its two gradients.
   for (const GemmShape& h : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))
@@ -127,9 +171,10 @@ GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const H
 // a ring: forward 2 AG + 2 RS, backward 2 AG of dy + 2 RS of dx + 2 AG of the LayerNorm outputs
 // again (3 all-reduces' worth), recompute 2; the embedding's RS and its gradient's AG, the
 // head's AG of its LayerNorm output and its dH all-reduce.
-double tensor_all_reduces(const Layout& l, int layers, bool first, bool last) {
-  if (!l.splits_rows()) return layers * 2 * (layer_passes(l) - 1) + (first ? 1 : 0) + (last ? 1 : 0);
-  return layers * (2 + 3 + (l.recomputes_blocks() ? 2 : 0)) + (first ? 1 : 0) + (last ? 1.5 : 0);
+double tensor_all_reduces(const Workload& w, const Layout& l, int layers, bool first, bool last) {
+  const double again = recomputed(w, l).collectives;
+  if (!l.splits_rows()) return layers * 2 * (2 + again) + (first ? 1 : 0) + (last ? 1 : 0);
+  return layers * (2 + 3 + 2 * again) + (first ? 1 : 0) + (last ? 1.5 : 0);
 }
 
 // One block's ring attention on a micro-batch (model/context_parallel.hpp), the part its work
@@ -146,7 +191,7 @@ double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   const double blocks = 2 * l.micro_batch * 4 * n * n * C / l.tensor / (hw.peak(l.precision) * hw.gemm_fraction);
   const double forward = (c - 1) * std::max(0.0, message - blocks);
   const double backward = (c - 1) * std::max(0.0, message - 2.5 * blocks) + c * message;
-  return forward * (l.recomputes_blocks() ? 2 : 1) + backward;
+  return forward * (1 + recomputed(w, l).attention) + backward;
 }
 
 // The part of a micro-batch's time a stage adds to the fill and drain. ZB-H1 (pipeline/
@@ -158,7 +203,7 @@ double fill_share(const Workload& w, const Layout& l) {
   if (l.schedule != pipeline::Schedule::ZeroBubbleH1) return 1.0;
   const double C = w.config.channels, T = w.seq_len;
   const double weights = 2 * model::block_gemm_weights(w.config), f = weights + 4 * T * C;
-  const double b = 2 * f - weights + (l.recompute == "selective" ? 2 * T * C : 0);
+  const double b = 2 * f - weights + (trident_selective(w, l) ? 2 * T * C : 0);
   return (f + b - weights) / (f + b + weights);
 }
 
@@ -188,7 +233,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
     if (level_bytes) all_reduce_seconds(n * bytes / 2, group, hw, l.hierarchical, level_bytes);
   };
   const double work = t.compute_s + t.elementwise_s + t.tensor_s;
-  const double forward = work / layer_passes(l), backward = work - forward;  // of the stage's blocks
+  const double forward = work / (3 + recomputed_forward_share(w, l)), backward = work - forward;  // of the stage's blocks
   const double n = double(stage_parameters(w, l, stage_layers(w, l), stage));
   double exposed = 0, hidden = 0;
   if (l.zero == 2) {
@@ -233,12 +278,12 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.
   if (w.dropout) forward_values += 1.25 * scores + 5 * tokens * C * rows_share;
-  double values = layers * forward_values * layer_passes(l);
-  if (l.recompute == "selective") values += layers * scores;
+  double values = layers * forward_values * (3 + recomputed(w, l).elementwise);  // forward, backward (2), again
+  if (trident_selective(w, l)) values += layers * scores;
   t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   if (l.tensor > 1)  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
-    t.tensor_s = tensor_all_reduces(l, layers, first, last) *
+    t.tensor_s = tensor_all_reduces(w, l, layers, first, last) *
                  all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
   // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
   // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches.
@@ -316,8 +361,9 @@ void flops_and_rates(const Workload& w, const Layout& l, const Hardware& hw, Ste
   const double tokens = double(w.global_batch) * w.seq_len, C = w.config.channels, L = w.config.layers;
   e.model_flops = tokens * model::training_flops_per_token(w.config, w.seq_len);
   e.hardware_flops = e.model_flops;
-  if (l.recomputes_blocks()) e.hardware_flops += tokens * L * (2 * model::block_gemm_weights(w.config) + 4 * w.seq_len * C);
-  if (l.recompute == "selective") e.hardware_flops += tokens * L * 2 * w.seq_len * C;
+  // Recomputed: its share of a block's forward, 2·weights + 4·T·C FLOPs a token.
+  e.hardware_flops += tokens * L * recomputed_forward_share(w, l) * (2 * model::block_gemm_weights(w.config) + 4 * w.seq_len * C);
+  if (trident_selective(w, l)) e.hardware_flops += tokens * L * 2 * w.seq_len * C;
   e.tokens_per_s = tokens / e.step_s;
   e.tflops_per_device = e.model_flops / e.step_s / l.devices() / 1e12;
   e.hardware_tflops_per_device = e.hardware_flops / e.step_s / l.devices() / 1e12;
@@ -413,6 +459,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.chunk_layers = chunk_layers(w, l);
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
+  in.torchtitan_recompute = w.torchtitan_recompute;
   in.flash_attention = w.flash_attention;
   in.classifier_chunk = w.classifier_chunk;
   in.zero = l.gradient_group() > 1 ? l.zero : 0;
@@ -426,17 +473,21 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
 Implementation parse_implementation(const std::string& name) {
   if (name == "trident") return Implementation::trident;
   if (name == "megatron") return Implementation::megatron;
+  if (name == "torchtitan") return Implementation::torchtitan;
   throw std::invalid_argument("unknown implementation '" + name + "'");
 }
 
-const char* implementation_name(Implementation who) { return who == Implementation::megatron ? "megatron" : "trident"; }
+const char* implementation_name(Implementation who) {
+  return who == Implementation::megatron ? "megatron" : who == Implementation::torchtitan ? "torchtitan" : "trident";
+}
 
 void model_implementation(Workload& w, Implementation who) {
-  const bool megatron = who == Implementation::megatron;
-  w.dropout = megatron;                                  // its attention and hidden dropout (0.1 / 0.1)
-  w.activation_message_bytes = megatron ? 2 : 4;         // its 16-bit activations on the wire
-  w.elementwise_value_bytes_low16 = megatron ? 2 : 4;    // its fused 16-bit element-wise kernels
-  w.pipeline_scatter_gather = megatron;                  // its pipeline messages split over the tensor ranks
+  const bool megatron = who == Implementation::megatron, titan = who == Implementation::torchtitan;
+  w.dropout = megatron;                                         // its attention and hidden dropout (0.1 / 0.1)
+  w.activation_message_bytes = megatron || titan ? 2 : 4;       // 16-bit activations on the wire
+  w.elementwise_value_bytes_low16 = megatron || titan ? 2 : 4;  // fused 16-bit element-wise kernels (TorchTitan's compiled)
+  w.pipeline_scatter_gather = megatron;                         // its pipeline messages split over the tensor ranks
+  w.torchtitan_recompute = titan;                               // its per-layer and per-op activation checkpointing
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

@@ -45,17 +45,27 @@ struct Workload {
   // all-gather the pieces over the node's links. Trident sends the whole activation from every
   // tensor rank (pipeline/runner.cpp) unless sequence parallelism has already split its rows.
   bool pipeline_scatter_gather = false;
+  // TorchTitan's activation checkpointing (torchtitan/distributed/activation_checkpoint.py) under
+  // the same names as Trident's modes, for modelling its runs. every_k with interval K is its
+  // per-layer selective AC: one block in K wrapped whole and recomputed in its backward, the others
+  // keeping everything (Trident's every_k keeps every K-th block's input and recomputes them all).
+  // selective is its per-op AC: a block keeps its matmuls' outputs except every second one, the
+  // attention's output and the reduce-scatters'; the other matmuls, the element-wise passes and the
+  // all-gathers run again (Trident's selective recomputes the attention probabilities alone).
+  bool torchtitan_recompute = false;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan
-// --as`): Trident's own, the default and what `trident train` runs; or Megatron-LM's — attention
+// --as`): Trident's own, the default and what `trident train` runs; Megatron-LM's — attention
 // and hidden dropout, 16-bit activations in the tensor all-reduces and pipeline messages, fused
-// 16-bit element-wise kernels, the scatter/gather of pipeline messages —, for predicting its
-// published runs. Everything else (the
+// 16-bit element-wise kernels, the scatter/gather of pipeline messages —; or TorchTitan's — 16-bit
+// activations in the collectives, torch.compile's fused 16-bit element-wise kernels, its
+// activation checkpointing (Workload::torchtitan_recompute) —, for predicting their published
+// runs. Everything else (the
 // distributed optimizer, sequence and context parallelism, interleaving, the tensor-parallel
 // overlap, the schedules) is a layout setting that both have.
-enum class Implementation { trident, megatron };
-// "trident" | "megatron"; std::invalid_argument for another name.
+enum class Implementation { trident, megatron, torchtitan };
+// "trident" | "megatron" | "torchtitan"; std::invalid_argument for another name.
 Implementation parse_implementation(const std::string& name);
 const char* implementation_name(Implementation who);
 // The Workload's implementation fields set to `who`'s.

@@ -127,7 +127,16 @@ if "$TRIDENT" plan "$PLAN_DECKS/seed-175b.deck" --hardware=a100-80gb-dgx --as=me
      grep -q "Megatron-LM's costs (--as=megatron" && $PY -c "import sys; sys.exit(0 if 0 < $theirs < $ours else 1)"; then
   pass "plan_as_megatron (t8 d4 bf16 step: Trident's ${ours} s, Megatron-LM's ${theirs} s)"
 else fail plan_as_megatron "Trident's ${ours:-?} s, Megatron-LM's ${theirs:-?} s"; fi
-expect_user_error plan_bad_as "--as takes trident or megatron, not 'deepspeed'" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --as=deepspeed
+# --as=torchtitan: its per-layer activation checkpointing recomputes one block in K, Trident's
+# every_k all of them: the same deck's step is shorter, and the header says whose costs.
+titan_step() { "$TRIDENT" plan "$PLAN_DECKS/llama3-8b.deck" --hardware=h100-500w --memory.recompute=every_k --json "$@" |
+  head -1 | $PY -c 'import json, sys; print(json.loads(sys.stdin.read())["step_time_s"])'; }
+ours=$(titan_step) theirs=$(titan_step --as=torchtitan)
+if "$TRIDENT" plan "$PLAN_DECKS/llama3-8b.deck" --hardware=h100-500w --as=torchtitan | head -1 |
+     grep -q "TorchTitan's costs (--as=torchtitan" && $PY -c "import sys; sys.exit(0 if 0 < $theirs < $ours else 1)"; then
+  pass "plan_as_torchtitan (Llama 3 8B d8, every_k 2: Trident's ${ours} s, TorchTitan's ${theirs} s)"
+else fail plan_as_torchtitan "Trident's ${ours:-?} s, TorchTitan's ${theirs:-?} s"; fi
+expect_user_error plan_bad_as "--as takes trident, megatron or torchtitan, not 'deepspeed'" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --as=deepspeed
 expect_user_error plan_missing_deck "deck" "$TRIDENT" plan nosuch.deck
 expect_user_error plan_bad_key "unknown option" "$TRIDENT" plan "$PLAN_DECKS/tiny.deck" --parallel.tensr=2
 printf '[device]\nname = x\nmemory_gb = -1\n' > bad.ini

@@ -708,8 +708,10 @@ Workload titan_workload(const TitanRow& r) {
   c.vocab = 128256, c.padded_vocab = model::padded_vocab_for(128256), c.max_seq_len = 8192;
   c.tie_embeddings = false;
   w.seq_len = 8192, w.global_batch = int64_t(r.local_batch) * r.fsdp, w.flash_attention = true;
-  if (r.compiled) w.elementwise_value_bytes_low16 = 2;
-  w.activation_message_bytes = 2;  // bf16 activations in the tensor-parallel collectives
+  // Its activation checkpointing and bf16 collectives; its element-wise passes fused in 16 bits
+  // only where the row compiled them (eager PyTorch runs each as its own pass).
+  model_implementation(w, Implementation::torchtitan);
+  w.elementwise_value_bytes_low16 = r.compiled ? 2 : 4;
   return w;
 }
 
@@ -729,10 +731,56 @@ Hardware titan_hardware(const TitanRow& r) {
   return r.gpu.rfind("a100", 0) == 0 ? a100() : parse_hardware(slurp("inputs/hardware/h100-500w.ini"), "h100-500w.ini");
 }
 
+// --as=torchtitan's activation checkpointing (torchtitan/distributed/activation_checkpoint.py):
+// per-layer AC with interval 2 recomputes every second block (Trident's every_k recomputes all);
+// per-op AC recomputes every second matmul of its order wq, wk, wv, wo, w1, w3, w2 — wk, wo and
+// w3, 2·C·(kv + C + F) FLOPs a token and block for Llama 3 8B (C 4096, k and v 1024 wide, F 14336).
+BOOST_AUTO_TEST_CASE(torchtitan_checkpointing_recomputes_what_its_policy_saves_not) {
+  Workload w;
+  model::GptConfig& c = w.config;
+  c.arch = model::Arch::llama;
+  c.layers = 32, c.heads = 32, c.kv_heads = 8, c.channels = 4096, c.ffn_hidden = 14336;
+  c.vocab = 128256, c.padded_vocab = model::padded_vocab_for(128256), c.max_seq_len = 8192;
+  c.tie_embeddings = false;
+  w.seq_len = 8192, w.global_batch = 8, w.flash_attention = true;
+  Layout l;
+  l.data = 8, l.zero = 3, l.precision = "bf16";
+  const Hardware hw = parse_hardware(slurp("inputs/hardware/h100-500w.ini"), "h100-500w.ini");
+  const auto extra_flops = [&](const Workload& x, const std::string& mode) {
+    Layout m = l;
+    m.recompute = mode, m.recompute_interval = 2;
+    const StepEstimate e = estimate_step(x, m, hw);
+    return e.hardware_flops - e.model_flops;
+  };
+  const auto activations = [&](const Workload& x, const std::string& mode) {
+    Layout m = l;
+    m.recompute = mode, m.recompute_interval = 2;
+    return estimate_step(x, m, hw).memory.bytes[int(MemoryCategory::Activations)];
+  };
+  Workload titan = w;
+  model_implementation(titan, parse_implementation("torchtitan"));
+  BOOST_TEST(std::string(implementation_name(Implementation::torchtitan)) == "torchtitan");
+  const double tokens = 8.0 * 8192, C = 4096, T = 8192;
+  const double full = tokens * 32 * (2 * model::block_gemm_weights(c) + 4 * T * C);
+  BOOST_TEST(extra_flops(w, "full") == full, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(extra_flops(w, "every_k") == full, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(extra_flops(titan, "every_k") == full / 2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(extra_flops(titan, "selective") == tokens * 32 * 2 * C * (1024 + 4096 + 14336), boost::test_tools::tolerance(1e-12));
+  // Half the blocks keep everything: more than Trident's every_k, less than nothing recomputed.
+  BOOST_TEST(activations(titan, "every_k") > activations(w, "every_k"));
+  BOOST_TEST(activations(titan, "every_k") < activations(w, "none"));
+  BOOST_TEST(activations(titan, "selective") == activations(w, "none"));  // the upper bound it is counted as
+  // The op-level recompute runs the element-wise passes again; Trident's selective only the softmax,
+  // which the flash attention does not have.
+  Layout op = l;
+  op.recompute = "selective";
+  BOOST_TEST(estimate_step(titan, op, hw).stages[0].elementwise_s > estimate_step(titan, l, hw).stages[0].elementwise_s);
+}
+
 BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
   std::string table = "\n model       gpu              GPUs fsdp tp  ac               compile asyncTP  measured predicted  error\n";
   double sum = 0;
-  int rows = 0, covered_rows = 0;
+  int rows = 0, held_rows = 0;
   for (const TitanRow& r : titan_rows()) {
     const Workload w = titan_workload(r);
     const Layout l = titan_layout(r);
@@ -757,15 +805,16 @@ BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
                   r.gpu.c_str(), r.gpus, r.fsdp, r.tp, r.ac.c_str(), r.compiled ? "yes" : "no", r.async_tp ? "yes" : "no",
                   r.measured, predicted, 100 * error);
     table += text;
-    // Async TP is printed, not held (issue 37; docs/PLANNER.md): TorchTitan measured it 9-10%
-    // faster than the same row without, the model's overlap hides far more of the collectives.
-    const bool covered = !r.async_tp;
-    if (covered) BOOST_TEST(std::fabs(error) <= 0.20, r.line << ": predicted " << predicted << " tokens/s per GPU");
-    covered_rows += covered;
+    // The 8B async-TP row is printed, not held (docs/PLANNER.md): TorchTitan measured async TP
+    // 1.10x (8B) and 1.09x (70B) faster than the same rows without; the ring model hides what the
+    // GEMMs' time allows, 1.29x and 1.18x. The 70B row is within 20% all the same, the 8B not.
+    const bool held = !r.async_tp || r.model != "llama3-8b";
+    if (held) BOOST_TEST(std::fabs(error) <= 0.20, r.line << ": predicted " << predicted << " tokens/s per GPU");
+    held_rows += held;
     sum += std::fabs(error), ++rows;
   }
   BOOST_TEST(rows == 12);
-  BOOST_TEST(covered_rows == 10);
+  BOOST_TEST(held_rows == 11);
   char mean[80];
   std::snprintf(mean, sizeof mean, "mean absolute error %.1f%% over %d rows\n", 100 * sum / rows, rows);
   BOOST_TEST_MESSAGE(table + mean);
