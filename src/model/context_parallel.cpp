@@ -20,12 +20,15 @@ std::vector<AttentionBlock> blocks_against(const ContextGroup& group, int source
   return out;
 }
 
-// One step's message around the ring: `out` to rank r + 1, `in` from rank r − 1.
+// One step's message around the ring: `out` to rank r + 1, `in` from rank r − 1. settle(): the
+// message is in and the sent buffer free before what comes next reads or writes them — on the
+// host the waits; on a device stream the compute stream waits, the host goes on enqueuing (the
+// pass's fence brings them under the watchdog, Transformer::settle_communication).
 struct Passing {
   comm::Work sent, received;
-  void wait() {
-    received.wait();
-    sent.wait();
+  void settle() {
+    received.leave_to_stream();
+    sent.leave_to_stream();
   }
 };
 
@@ -60,7 +63,7 @@ void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, co
       started[block.q_chunk] = true;
       kernels::flash_attention_block_forward(ctx, out, lse, qkv, buffers.kv[held], NH, block);
     }
-    keys.wait();
+    keys.settle();
   }
 }
 
@@ -78,9 +81,9 @@ void ring_attention_backward(kernels::Context& ctx, const ContextGroup& group, c
     for (const AttentionBlock& block : blocks_against(group, (group.rank - step + c) % c, n))
       kernels::flash_attention_block_backward(ctx, dqkv, buffers.dkv[held], dout, qkv, buffers.kv[held], out, lse, NH,
                                               block);
-    keys.wait();
+    keys.settle();
     if (c == 1) break;  // the own block's gradients are complete where they are
-    pass_on(group, buffers.dkv[held], buffers.dkv[1 - held], 2 * step + 1).wait();
+    pass_on(group, buffers.dkv[held], buffers.dkv[1 - held], 2 * step + 1).settle();
     held = 1 - held;  // the block received, and its accumulator (after the last step: the own block's, complete)
   }
   kernels::copy_columns(ctx, dqkv, C, buffers.dkv[held], 0, 2 * C, false);

@@ -19,7 +19,8 @@
 //   part: the last send delivers each block's gradients to its owner. dq sums locally.
 // Communication per rank and layer: forward c − 1 sends of (B, Tl, 2C), backward c − 1 of those
 // and c of the accumulators, each beside the blocks' work of its step (the receive is waited
-// for at the end of the step). Not bitwise the one-rank flash attention: the softmax is folded
+// for at the end of the step: on a device by the compute stream, the host enqueuing on, and
+// under the watchdog at the pass's fence). Not bitwise the one-rank flash attention: the softmax is folded
 // in another order (fp32 rounding).
 #pragma once
 
@@ -35,6 +36,9 @@ struct ContextGroup {
   Stream stream;  // where the buffers live and the kernels run
   // The sequence chunk (of 2·size) that rank `r`'s local chunk 0 or 1 holds.
   int chunk(int r, int local) const { return local == 0 ? r : 2 * size - 1 - r; }
+  // On a device, the Work that completes after everything enqueued on the stream so far — the
+  // ring's messages, which the stream waits for — under the ring's watchdog; else none.
+  comm::Work fence() const { return ring && !stream.device.is_cpu() ? ring->fence(stream) : comm::Work{}; }
 };
 
 // The (k, v) travelling buffers: two (B, Tl, 2C) for forward; backward two more for the

@@ -601,14 +601,20 @@ void Transformer::enqueue_forward(int slot, const int32_t* inputs, const int32_t
   s.head_gradient = with_loss && head_chunk(B * T) > 0 ? backward_scale : std::nullopt;
   const Work kind = s.head_gradient ? Work::forward_for_backward : with_loss ? Work::forward_with_loss : Work::forward;
   run_recorded(kind, slot, s.head_gradient.value_or(0.0f), [&] { forward_work(s, with_loss, s.head_gradient); });
-  fence_tensor_group();
+  fence_groups();
 }
 
-// The previous pass's fence waited for (under the watchdog), this one's set: the host runs at
-// most one pass ahead of the tensor group's all-reduces on a device.
-void Transformer::fence_tensor_group() { tensor_fence_ = tp_.fence(); }
+// The previous pass's fences waited for (under the watchdogs), this one's set: the host runs at
+// most one pass ahead of the tensor group's all-reduces and the context ring on a device.
+void Transformer::fence_groups() {
+  tensor_fence_ = tp_.fence();
+  context_fence_ = cp_.fence();
+}
 
-void Transformer::settle_communication() { tensor_fence_.wait(); }
+void Transformer::settle_communication() {
+  tensor_fence_.wait();
+  context_fence_.wait();
+}
 
 float Transformer::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {
   enqueue_forward(slot, inputs, targets, B, T);
@@ -818,7 +824,7 @@ void Transformer::backward(int slot, float loss_scale, const std::function<void(
   else run_recorded(s.head_gradient ? Work::backward_from_head : Work::backward, slot, loss_scale,
                     [&] { backward_work(s, loss_scale, {}, false); });
   s.head_gradient.reset();  // used: the slot's next backward needs its own forward's
-  fence_tensor_group();
+  fence_groups();
 }
 
 void Transformer::backward_inputs(int slot, float loss_scale) {
@@ -832,7 +838,7 @@ void Transformer::backward_inputs(int slot, float loss_scale) {
   run_recorded(s.head_gradient ? Work::backward_inputs_from_head : Work::backward_inputs, slot, loss_scale,
                [&] { backward_work(s, loss_scale, {}, true); });
   s.head_gradient.reset();
-  fence_tensor_group();
+  fence_groups();
 }
 
 void Transformer::backward_weights(int slot, const std::function<void(int)>& on_final) {

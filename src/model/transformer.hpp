@@ -162,9 +162,10 @@ class Transformer {
   // (take_edge_seconds counts the calls that ran as usual only).
   void set_graphs(bool on);
   int64_t graph_replays() const { return graph_replays_; }
-  // On a device the tensor group's all-reduces stay on the stream (TensorGroup), a fence after
-  // each forward and backward; this waits for the last fence, under the group's watchdog — before
-  // the host reads what the passes computed (the losses, the gradients' norm).
+  // On a device the tensor group's all-reduces and the context ring's messages stay on the stream
+  // (TensorGroup, ContextGroup), a fence of each group after each forward and backward; this
+  // waits for the last fences, under the groups' watchdogs — before the host reads what the
+  // passes computed (the losses, the gradients' norm).
   void settle_communication();
   // What crosses a stage boundary, activation or gradient: (B, T, C), or with sequence
   // parallelism this rank's B·T/tensor rows of it — activation_elements(B, T) values.
@@ -276,7 +277,7 @@ class Transformer {
   // `work` as usual, or recorded and replayed with graphs on (see set_graphs).
   void run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work);
   void drop_graphs();
-  void fence_tensor_group();
+  void fence_groups();
   void begin_edge();  // the embedding's or head's interval (not inside a capture)
   void end_edge();
   void forward_work(Slot& slot, bool with_loss, std::optional<float> backward_scale);
@@ -393,7 +394,7 @@ class Transformer {
   bool graphs_ = false;
   std::map<std::pair<Work, int>, Recorded> recorded_;  // (what, slot)
   int64_t graph_replays_ = 0;
-  comm::Work tensor_fence_;                    // the last pass's (settle_communication)
+  comm::Work tensor_fence_, context_fence_;    // the last pass's (settle_communication)
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   kernels::StreamIntervals edge_times_;        // take_edge_seconds(); none while capturing

@@ -58,20 +58,30 @@ class DeviceScope {
 }  // namespace
 
 // An operation enqueued on a stream: complete when the event recorded after it has happened.
+// A point-to-point one runs on its direction's stream, not the caller's: left to the stream
+// (let_go), the caller's stream waits for it there and then, so that what the caller enqueued
+// between posting and letting go — the GEMM on the ring's block already here, the ring
+// attention's current blocks — runs beside the transfer. (The event may be destroyed while a
+// stream waits on it: CUDA keeps what the wait needs.)
 class EventWork final : public PendingWork {
  public:
-  EventWork(NcclCommunicator& owner, cudaEvent_t done, const char* operation, std::vector<int> peers)
-      : owner_(owner), done_(done), operation_(operation), peers_(std::move(peers)) {}
+  EventWork(NcclCommunicator& owner, cudaEvent_t done, const char* operation, std::vector<int> peers,
+            cudaStream_t follower)
+      : owner_(owner), done_(done), operation_(operation), peers_(std::move(peers)), follower_(follower) {}
   ~EventWork() override { cudaEventDestroy(done_); }
   bool test() override { return owner_.happened(done_, operation_); }
   void wait() override { owner_.wait_for(done_, operation_, peers_); }
   bool stream_ordered() const override { return true; }
+  void let_go() override {
+    if (follower_) cuda_check(cudaStreamWaitEvent(follower_, done_, 0), "cudaStreamWaitEvent");
+  }
 
  private:
   NcclCommunicator& owner_;
   cudaEvent_t done_;
   const char* operation_;
   std::vector<int> peers_;
+  cudaStream_t follower_;  // the caller's stream, for an operation on another one; else null
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
@@ -205,14 +215,23 @@ void NcclCommunicator::wait_for(cudaEvent_t done, const char* operation, const s
   }
 }
 
-Work NcclCommunicator::enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers) {
+namespace {
+
+bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return Work{};
+  return capture != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
+Work NcclCommunicator::enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers,
+                                cudaStream_t follower) {
+  if (capturing(stream)) return Work{};
   cudaEvent_t done = nullptr;
   cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
   cuda_check(cudaEventRecord(done, stream), "cudaEventRecord");
-  return Work(std::make_unique<EventWork>(*this, done, operation, std::move(peers)));
+  return Work(std::make_unique<EventWork>(*this, done, operation, std::move(peers), follower));
 }
 
 Work NcclCommunicator::fence(Stream stream) {
@@ -324,8 +343,9 @@ void order_after(cudaStream_t later, cudaStream_t earlier) {
 }  // namespace
 
 // On the direction's own stream, after what the caller's stream has enqueued so far (the
-// buffer's contents). The caller's stream does not wait for the send: its Work does, before
-// the buffer is reused, as on the CPU.
+// buffer's contents). The caller's stream does not wait for the send: its Work does — the
+// host's wait, or the caller's stream once the Work is left to it — before the buffer is
+// written again, as on the CPU.
 Work NcclCommunicator::send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
   const DeviceScope scope(device_);
   cudaStream_t caller = device_stream(stream, "send");
@@ -335,10 +355,13 @@ Work NcclCommunicator::send(const void* data, size_t count, DType dtype, int pee
   order_after(own, caller);
   settle(comm, ncclSend(data, count, nccl_type(dtype), peer, comm, own), "send");
   this->count(peer, static_cast<double>(count * dtype_size(dtype)), 0);
-  return enqueued(own, "send", {peer});
+  return enqueued(own, "send", {peer}, caller);
 }
 
-// The caller's stream waits for the message, so that what it enqueues next reads it.
+// On the direction's own stream, after what the caller's stream has enqueued so far (earlier
+// readers of the buffer). The caller's stream waits for the message only where its Work is
+// waited for or left to the stream: the kernels enqueued before that run beside the transfer.
+// A graph being captured orders it at once: a captured Work is none, and nothing would let it go.
 Work NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) {
   const DeviceScope scope(device_);
   cudaStream_t caller = device_stream(stream, "receive");
@@ -347,9 +370,9 @@ Work NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer, int
   cudaStream_t own = peer < rank_ ? up_stream_ : down_stream_;
   order_after(own, caller);
   settle(comm, ncclRecv(data, count, nccl_type(dtype), peer, comm, own), "receive");
-  order_after(caller, own);
+  if (capturing(caller)) order_after(caller, own);
   this->count(peer, 0, static_cast<double>(count * dtype_size(dtype)));
-  return enqueued(own, "receive", {peer});
+  return enqueued(own, "receive", {peer}, caller);
 }
 
 Work NcclCommunicator::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {

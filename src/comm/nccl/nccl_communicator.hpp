@@ -81,7 +81,9 @@ class NcclCommunicator final : public Communicator {
   // stream is being captured into a graph (cuda.graphs), none: the operation is recorded, not
   // run (it runs at each launch of the graph, which a later fence covers), and an event
   // recorded in a capture cannot be waited for from the host.
-  Work enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers);
+  // `follower`: the caller's stream for an operation on another (point-to-point), which waits
+  // for it when the Work is left to the stream.
+  Work enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers, cudaStream_t follower = nullptr);
   // Sends and receives of one operation inside one NCCL group call.
   void grouped(ncclComm_t comm, const char* operation, const std::function<void()>& calls);
   std::vector<int> everyone_else() const;
