@@ -48,18 +48,19 @@ PipelineRunner::PipelineRunner(model::Transformer& gpt, comm::Communicator& pipe
 }
 
 // The schedule's slots per chunk for micro_batches_, the activation sends' handles per slot,
-// and with chunks a gradient buffer per chunk.
+// and with chunks a gradient buffer per slot.
 void PipelineRunner::size_slots() {
   size_tokens();
   slots_ = chunk_slots(schedule_, stage_, stages_, micro_batches_, chunks_);
   gpt_.set_slots(slots_);
+  const size_t slots = std::accumulate(slots_.begin(), slots_.end(), size_t{0});
   activation_sends_.clear();
-  activation_sends_.resize(std::accumulate(slots_.begin(), slots_.end(), size_t{0}));
+  activation_sends_.resize(slots);
   gradient_sends_.clear();
-  gradient_sends_.resize(chunks_);
+  gradient_sends_.resize(chunks_ > 1 ? slots : 1);
   gradient_out_.clear();
   if (chunks_ > 1)
-    for (int k = 0; k < chunks_; ++k)
+    for (size_t k = 0; k < slots; ++k)
       gradient_out_.emplace_back(activation_elements_, MemoryCategory::Activations, kernels::backend_of(gpt_.context()),
                                  MemoryKind::device);
 }
@@ -109,14 +110,15 @@ void PipelineRunner::run_forward(int i, int chunk, const BatchFn& batch, std::op
 // inputs_only: the zero-bubble B (Transformer::backward_inputs), the weight gradients left to
 // run_weight_gradients. It keeps dy where the slot's output was: that send must be complete.
 // Without chunks the input gradient goes out of the model's buffer, its send completed before
-// the next backward writes it; with chunks each chunk sends from a buffer of its own, completed
-// before the chunk's next backward — one buffer for all chunks can deadlock once MPI completes
-// a large send only at its receive (tests/unit/test_schedule.cpp checks every schedule against
-// these waits).
+// the next backward writes it; with chunks each slot sends from a buffer of its own, completed
+// before the slot's next backward — one buffer for all chunks can deadlock once MPI completes
+// a large send only at its receive, and one per chunk makes a stage wait for its neighbour to
+// receive (tests/unit/test_schedule.cpp checks every schedule against these waits).
 void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool inputs_only,
                                   const std::function<void(int)>& on_final, StepTimes* times) {
   const int slot = gpt_.slot(chunk, i % slots_[chunk]), u = virtual_stage(chunk);
-  comm::Work& gradient_send = gradient_sends_[chunk];
+  const int buffer = chunks_ > 1 ? slot : 0;
+  comm::Work& gradient_send = gradient_sends_[buffer];
   gradient_send.wait();  // buffer reuse
   if (inputs_only) activation_sends_[slot].wait();
   const double start = steady_seconds();
@@ -131,8 +133,8 @@ void PipelineRunner::run_backward(int i, int chunk, float loss_scale, bool input
   if (u > 0) {
     const float* gradient = gpt_.input_gradient();
     if (chunks_ > 1) {
-      gpt_.copy_input_gradient(gradient_out_[chunk].data());
-      gradient = gradient_out_[chunk].data();
+      gpt_.copy_input_gradient(gradient_out_[buffer].data());
+      gradient = gradient_out_[buffer].data();
     }
     gradient_send = pipeline_.send(gradient, activation_elements_, DType::f32, (stage_ + stages_ - 1) % stages_,
                                    gradient_tag(i, chunks_, first() ? chunk - 1 : chunk), gpt_.stream());

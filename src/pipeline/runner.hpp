@@ -100,8 +100,10 @@ class PipelineRunner {
   int32_t* inputs_of(int i);   // (B·T) of micro-batch i, its targets after them
   void size_tokens();           // for micro_batches_
   std::vector<comm::Work> activation_sends_;  // per slot
-  // Per chunk (without chunks the model's input-gradient buffer is sent; with chunks each
-  // chunk's from its own gradient_out_ buffer (B, T, C)).
+  // Without chunks one: the model's input-gradient buffer is sent. With chunks one per slot,
+  // each sent from its own gradient_out_ buffer (B, T, C): a chunk's next backward does not wait
+  // for the previous stage to receive its last gradient (with one buffer per chunk, stage 0 of
+  // p = 2, v = 2 waited a twentieth of its step for that; docs/PERFORMANCE.md).
   std::vector<comm::Work> gradient_sends_;
   std::vector<Buffer<float>> gradient_out_;
   // The step's compute on the model's stream, read after the schedule (on a device the host's

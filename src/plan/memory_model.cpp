@@ -112,8 +112,8 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
-  // Interleaved: each chunk sends its input gradient from a buffer of its own (pipeline/runner.hpp).
-  if (chunks > 1) shared += chunks * z.rows * z.C * kFloat;
+  // Interleaved: each slot sends its input gradient from a buffer of its own (pipeline/runner.hpp).
+  if (chunks > 1) shared += std::accumulate(slots.begin(), slots.end(), int64_t{0}) * z.rows * z.C * kFloat;
   return kept + slots.back() * head + shared + low_working_bytes(in, stage, selective);
 }
 

@@ -65,8 +65,8 @@ std::string order_problem(const std::vector<Action>& actions, int m, int chunks)
 
 // The runner's own waits (pipeline/runner.hpp), with sends that complete only once their
 // receive is posted (MPI's rendezvous for large messages): before F of a slot, the slot's last
-// activation send; before B, the last gradient send (with chunks, the chunk's: a buffer per
-// chunk); before a zero-bubble B, also the slot's activation send. A receive is posted once its action's waits
+// activation send; before B, the last gradient send (with chunks, the slot's: a buffer per
+// slot); before a zero-bubble B, also the slot's activation send. A receive is posted once its action's waits
 // are over. Runs the stages in rounds; false (and `why`) when no stage can go on.
 bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::string& why) {
   const auto lists = lists_of(schedule, p, m, chunks);
@@ -115,7 +115,8 @@ bool runs_with_rendezvous(Schedule schedule, int p, int m, int chunks, std::stri
         bool waits_over = true;
         if (a.pass == Pass::Forward) waits_over = earlier_send_done(s, r.pc, true, a.chunk, slot);
         if (a.pass == Pass::Backward || a.pass == Pass::InputGradient)
-          waits_over = earlier_send_done(s, r.pc, false, chunks > 1 ? a.chunk : -1, -1) &&
+          waits_over = (chunks > 1 ? earlier_send_done(s, r.pc, false, a.chunk, slot)
+                                   : earlier_send_done(s, r.pc, false, -1, -1)) &&
                        (a.pass != Pass::InputGradient || earlier_send_done(s, r.pc, true, a.chunk, slot));
         if (!waits_over) continue;
         r.posted = true;
