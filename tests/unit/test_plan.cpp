@@ -144,6 +144,30 @@ BOOST_AUTO_TEST_CASE(gemm_time_by_shape) {
   BOOST_TEST(gemm_seconds(thin, "bf16", hw) == thin.flops() / (1e12 * 0.5), boost::test_tools::tolerance(1e-12));
 }
 
+// The published per-shape measurements there are: the Maximum Achievable Matmul FLOPS table of
+// stas00/ml-engineering (compute/accelerator/README.md, bf16, mamf-finder.py: the best of a scan
+// of large shapes, M x N x K) — A100 SXM 267.9 TFLOP/s at 6912 x 16384 x 2048, H100 SXM 792.1 at
+// 6144 x 17920 x 2816 (GH200 821.0 at 11264 x 19712 x 1536). A training step's GEMMs do not
+// reach a lone GEMM's best: every GPU profile's shape model stays under the ceiling at its shape
+// (A100 0.78 of peak, H100 and H200 0.65, the 500 W H100 0.47, against 0.859 and 0.801).
+BOOST_AUTO_TEST_CASE(gpu_profiles_stay_under_the_published_matmul_ceiling) {
+  struct Ceiling {
+    const char* profile;
+    GemmShape shape;
+    double tflops;
+  };
+  for (const Ceiling& c : {Ceiling{"a100-80gb-dgx", {1, 6912, 16384, 2048}, 267.9},
+                           Ceiling{"h100-80gb-dgx", {1, 6144, 17920, 2816}, 792.1},
+                           Ceiling{"h100-500w", {1, 6144, 17920, 2816}, 792.1},
+                           Ceiling{"h200", {1, 11264, 19712, 1536}, 821.0}}) {
+    const std::string file = std::string(c.profile) + ".ini";
+    const Hardware hw = parse_hardware(slurp("inputs/hardware/" + file), file);
+    const double rate = c.shape.flops() / gemm_seconds(c.shape, "bf16", hw) / 1e12;
+    BOOST_TEST(rate <= c.tflops, c.profile << ": " << rate << " TFLOP/s");
+    BOOST_TEST(rate >= 0.5 * c.tflops, c.profile << ": " << rate << " TFLOP/s");  // and not absurdly under it
+  }
+}
+
 // Measured rates ([gemm] in a profile): read and written back; a measured shape takes its
 // measured time, another the shape model's ratio to the nearest measured one.
 BOOST_AUTO_TEST_CASE(gemm_time_anchored_at_measured_shapes) {
