@@ -33,7 +33,7 @@ using namespace trident;
 namespace {
 
 const char* const kCases[] = {"nccl_all_reduce", "nccl_reduce_scatter", "nccl_all_gather", "nccl_broadcast",
-                              "nccl_send_recv", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical",
+                              "nccl_send_recv", "nccl_receive_left_to_stream", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical",
                               "nccl_stream_order_and_graph"};
 
 int skip_all(const std::string& why) {
@@ -153,6 +153,25 @@ bool check_send_recv(Pair& p) {
   got_below.wait(), got_above.wait(), sent_up.wait(), sent_down.wait();
   return from_below.fetch<float>(mine.size()) == contribution(5000, down) &&
          from_above.fetch<float>(mine.size()) == contribution(5000, up);
+}
+
+// A receive orders the caller's stream only where its Work is left to it: a copy enqueued on
+// the caller's stream after leave_to_stream reads the message (the ring overlap's and the ring
+// attention's use), with no host wait between posting and reading.
+bool check_receive_left_to_stream(Pair& p) {
+  const int n = p.mpi.size(), r = p.mpi.rank(), up = (r + 1) % n, down = (r + n - 1) % n;
+  if (n == 1) return true;
+  const std::vector<float> mine = contribution(1 << 20, r), zeros(mine.size(), 0.0f);
+  DeviceBuffer out(mine.data(), mine.size() * sizeof(float)), in(zeros.data(), zeros.size() * sizeof(float)),
+      copy(zeros.data(), zeros.size() * sizeof(float));
+  auto stream = static_cast<cudaStream_t>(p.device.handle);
+  comm::Work received = p.nccl.recv(in.data, mine.size(), DType::f32, down, 0, p.device);
+  comm::Work sent = p.nccl.send(out.data, mine.size(), DType::f32, up, 0, p.device);
+  received.leave_to_stream();
+  bool ok = cudaMemcpyAsync(copy.data, in.data, in.bytes, cudaMemcpyDeviceToDevice, stream) == cudaSuccess;
+  sent.leave_to_stream();
+  p.nccl.fence(p.device).wait();
+  return ok && copy.fetch<float>(mine.size()) == contribution(1 << 20, down);
 }
 
 bool check_gather_values(Pair& p) {
@@ -279,6 +298,7 @@ int main(int argc, char** argv) {
   verdict("nccl_all_gather", check_all_gather(p));
   verdict("nccl_broadcast", check_broadcast(p));
   verdict("nccl_send_recv", check_send_recv(p));
+  verdict("nccl_receive_left_to_stream", check_receive_left_to_stream(p));
   verdict("nccl_gather_values", check_gather_values(p));
   verdict("nccl_barrier", check_barrier(p));
   check_hierarchical(device);
