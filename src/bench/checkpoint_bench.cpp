@@ -64,7 +64,6 @@ int run_checkpoint_bench(comm::Communicator& world, const Job& job, int repeats)
   view.params_owner = replica0;
   view.m = m.data();
   view.v = v.data();
-  view.moments_end = static_cast<int64_t>(n);
   view.moments_owner = replica0;
   ckpt::Metadata metadata;
   metadata.model = config;

@@ -127,7 +127,7 @@ std::vector<ShapeRate> GemmPass::shape_rates(int rounds, double pass_seconds) {
 StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                        kernels::Precision precision)
     : ctx_(device), config_(model_config(settings.model, deck)), gpt_(config_, ctx_, {}, precision),
-      optimizer_(device, config_, {}, {}, 0, -1, precision) {
+      optimizer_(device, config_, {}, {}, {}, precision) {
   const std::vector<float> initial = initial_parameters(settings, gpt_);
   gpt_.upload_params(initial.data());
   optimizer_.load_master(ctx_, initial.data());

@@ -12,7 +12,7 @@
 // Who writes what: each global element exactly once. A rank writes its slice of a tensor
 // (ckpt/slab.hpp) when it owns it: tensor-parallel-split tensors by every tensor rank,
 // replicated ones by tensor rank 0, the tied wte by the first stage only; parameters by
-// data-parallel replica 0; moments by the owner of their ZeRO-1 shard (replica 0 without ZeRO).
+// data-parallel replica 0; moments by the replica owning them under ZeRO (replica 0 without ZeRO).
 // Reading, every rank takes what it holds in its own (possibly different) layout: that is all
 // resharding is.
 #pragma once

@@ -137,7 +137,7 @@ StateView Checkpointer::stage(const StateView& state) {
   staged.device = Device{};
   staged.backend = nullptr;
   const size_t params = static_cast<size_t>(state.params_count());
-  const size_t moments = static_cast<size_t>(state.moments_end - state.moments_begin);
+  const size_t moments = static_cast<size_t>(state.moments_count());
   if (state.params_owner) {
     stage_values(staged_params_, state.params, params, state);
     staged.params = staged_params_.data();

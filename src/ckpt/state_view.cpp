@@ -7,6 +7,11 @@
 
 namespace trident::ckpt {
 
+model::FlatRanges StateView::ranges(int section) const {
+  const model::FlatRanges& given = section == 0 ? params_ranges : moments_ranges;
+  return given.empty() ? model::FlatRanges{{0, model::num_parameters(config, part)}} : given;
+}
+
 Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   const auto specs = model::param_specs(state.config, state.part);
   int64_t offset = 0;
@@ -20,33 +25,42 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   float* values = section == 0 ? state.params : section == 1 ? state.m : state.v;
   const bool values_owner = section == 0 ? state.params_owner : state.moments_owner;
   if (!values || (writing && !values_owner)) return piece;
-  // The tensor's part of the range the values cover.
-  const int64_t range_begin = section == 0 ? state.params_begin : state.moments_begin;
-  const int64_t range_end = section == 0 ? state.params_stop() : state.moments_end;
-  const int64_t begin = std::max(offset, range_begin) - offset;
-  const int64_t end = std::min(offset + elements, range_end) - offset;
-  if (begin >= end) return piece;
+  // The tensor's parts of the ranges the values cover, in the tensor's order; ascending ranges
+  // store them one after the other, from the first one's place in the values.
+  std::vector<model::FlatRange> inside;
+  int64_t state_at = 0, first_at = -1;
+  for (const model::FlatRange& r : state.ranges(section)) {
+    const int64_t begin = std::max(offset, r.begin) - offset, end = std::min(offset + elements, r.end) - offset;
+    if (begin < end) {
+      if (first_at < 0) first_at = state_at + (begin + offset - r.begin);
+      inside.push_back({begin, end});
+    }
+    state_at += r.count();
+  }
+  if (inside.empty()) return piece;
   const auto copies = model::replica_ranges(state.config, state.part, tensor);
   auto copy = [&copies](int64_t first) {  // a slab lies within a range or outside all of them
     return std::any_of(copies.begin(), copies.end(), [first](const auto& r) { return first >= r.first && first < r.second; });
   };
   int64_t at = 0;  // each slab's first element in the tensor's local order
   for (const TensorSlab& slab : slabs) {
-    const int64_t lo = std::max(begin, at), hi = std::min(end, at + slab.elements());
-    if (lo < hi && lo == at && hi == at + slab.elements()) piece.slabs.push_back(slab.slice);
-    else if (lo < hi)
-      for (const Hyperslab& h : range_hyperslabs(slab, lo - at, hi - at)) piece.slabs.push_back(h);
+    for (const model::FlatRange& r : inside) {
+      const int64_t lo = std::max(r.begin, at), hi = std::min(r.end, at + slab.elements());
+      if (lo < hi && lo == at && hi == at + slab.elements()) piece.slabs.push_back(slab.slice);
+      else if (lo < hi)
+        for (const Hyperslab& h : range_hyperslabs(slab, lo - at, hi - at)) piece.slabs.push_back(h);
+    }
     piece.counted.resize(piece.slabs.size(), !copy(at));
     at += slab.elements();
   }
-  piece.data = values + (offset + begin - range_begin);
+  piece.data = values + first_at;
   return piece;
 }
 
 HostState on_host(const StateView& state, bool download) {
   HostState host;
   host.params.resize(static_cast<size_t>(state.params_count()));
-  if (state.m) host.m.resize(static_cast<size_t>(state.moments_end - state.moments_begin)), host.v.resize(host.m.size());
+  if (state.m) host.m.resize(static_cast<size_t>(state.moments_count())), host.v.resize(host.m.size());
   host.view = state;
   host.view.device = Device{};
   host.view.backend = nullptr;

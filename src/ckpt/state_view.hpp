@@ -8,6 +8,7 @@
 #include "ckpt/slab.hpp"
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
+#include "model/flat_ranges.hpp"
 #include "model/params.hpp"
 #include "tensor/device.hpp"
 
@@ -17,20 +18,22 @@ namespace trident::ckpt {
 struct StateView {
   model::GptConfig config;
   model::Partition part;
-  // fp32 parameters (the master weights) of elements [params_begin, params_end) of the flat
-  // slice (llm.c order): params[i - params_begin]. The whole slice by default (params_end −1);
-  // a bf16/fp16 run's master shard under ZeRO.
+  // fp32 parameters (the master weights) of the ranges params_ranges of the flat slice (llm.c
+  // order), range after range. The whole slice by default (empty); a bf16/fp16 run's master
+  // ranges under ZeRO (optim::AdamW::owned()).
   float* params = nullptr;
-  int64_t params_begin = 0, params_end = -1;
+  model::FlatRanges params_ranges;
   bool params_owner = false;  // writes its parameters (reading takes them always)
-  int64_t params_stop() const { return params_end < 0 ? model::num_parameters(config, part) : params_end; }
-  int64_t params_count() const { return params_stop() - params_begin; }
-  // AdamW moments of elements [moments_begin, moments_end) of the flat slice: m[i - begin].
+  // AdamW moments of the ranges moments_ranges (empty: the whole slice), range after range.
   // Null: none (a fast checkpoint; or a reader that re-initialises them).
   float* m = nullptr;
   float* v = nullptr;
-  int64_t moments_begin = 0, moments_end = 0;
+  model::FlatRanges moments_ranges;
   bool moments_owner = false;  // writes its moments
+  // The ranges of section 0 (parameters) or 1, 2 (moments): the whole slice for none given.
+  model::FlatRanges ranges(int section) const;
+  int64_t params_count() const { return model::total_count(ranges(0)); }
+  int64_t moments_count() const { return model::total_count(ranges(1)); }
   // Where params, m and v live. HDF5 writes from host memory and reads into it: a state on a
   // device goes through host copies (downloaded before a write, uploaded after a read) by the
   // device's kernel backend (null: the CPU's).
@@ -53,8 +56,8 @@ struct Piece {
   }
 };
 
-// Section 0 (parameters): the slice's part inside [params_begin, params_stop()); 1, 2 (moments):
-// inside [moments_begin, moments_end). `writing`: only what this rank owns.
+// Section 0 (parameters): the tensor's part inside ranges(0); 1, 2 (moments): inside ranges(1).
+// `writing`: only what this rank owns.
 Piece piece_of(const StateView& state, int section, int tensor, bool writing);
 
 // A state on a device in host memory, which HDF5 writes from and reads into: host buffers of the

@@ -16,10 +16,10 @@ void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embe
   embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
 }
 
-void sum_gradient_squares(model::Transformer& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const Tensor& squares, comm::Communicator& data,
                           comm::Communicator& tensor, comm::Communicator& pipeline) {
   kernels::Context ctx = model.context();
-  // Each tensor's part of the shard, in one call (on a device one launch, nothing read).
+  // Each tensor's part of the owned ranges, in one call (on a device one launch, nothing read).
   std::vector<Tensor> parts;
   std::vector<int> group;  // 0: split over the tensor group, 1: replicated on it
   int64_t offset = 0;
@@ -34,19 +34,20 @@ void sum_gradient_squares(model::Transformer& model, const Shard& shard, const T
     for (const auto& [copy_begin, copy_end] : model::replica_ranges(model.config(), part, t))
       ranges.push_back({from, copy_begin}), from = copy_end;
     ranges.push_back({from, spec.count()});
-    for (const auto& [first, last] : ranges) {
-      const int64_t begin = std::max(offset + first, shard.begin), end = std::min(offset + last, shard.end);
-      if (begin < end && !tied_copy) {
-        parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
-        group.push_back(spec.sharded ? 0 : 1);
+    for (const auto& [first, last] : ranges)
+      for (const model::FlatRange& own : owned) {
+        const int64_t begin = std::max(offset + first, own.begin), end = std::min(offset + last, own.end);
+        if (begin < end && !tied_copy) {
+          parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
+          group.push_back(spec.sharded ? 0 : 1);
+        }
       }
-    }
     offset += spec.count();
   }
   kernels::sums_of_squares_into(ctx, squares, parts, group);
   double* sums = squares.as<double>();
   const Stream stream = model.stream();
-  if (shard.count() != model.num_parameters() && data.size() > 1)
+  if (model::total_count(owned) != model.num_parameters() && data.size() > 1)
     data.all_reduce(sums, 2, DType::f64, comm::Op::Sum, stream).wait();
   if (tensor.size() > 1) tensor.all_reduce(sums, 1, DType::f64, comm::Op::Sum, stream).wait();
   if (pipeline.size() > 1)  // every stage holds different tensors

@@ -5,7 +5,7 @@
 //                   over the embedding group (the two stages' ranks of a tensor slice and
 //                   replica), so both copies take the same update.
 //   global norm     ‖g‖ = √(Σ over every parameter of g²)/S (S: fp16's loss scale, 1 otherwise):
-//                   each rank sums the squares of what it holds — its ZeRO-1 shard, its tensor
+//                   each rank sums the squares of what it holds — its ZeRO ranges, its tensor
 //                   slice of the split tensors, its stage's tensors, the tied wte once (on the
 //                   first stage) — then the partial sums are added over the data group (when
 //                   sharded), the tensor group (split tensors only: the replicated ones are
@@ -31,9 +31,9 @@ namespace trident::dp {
 void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding);
 
 // The squared global norm's two parts into squares (f64 (2), the model's device memory): split
-// over the tensor group, and replicated on it, each summed over the groups. `shard`: the part of
-// this rank's gradients it holds summed (ZeRO-1's shard, or all of them).
-void sum_gradient_squares(model::Transformer& model, const Shard& shard, const Tensor& squares, comm::Communicator& data,
+// over the tensor group, and replicated on it, each summed over the groups. `owned`: the ranges of
+// this rank's gradients it holds summed (ZeRO's, or all of them).
+void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const Tensor& squares, comm::Communicator& data,
                           comm::Communicator& tensor, comm::Communicator& pipeline);
 
 // The skip flag at `flag` (one f64, the model's device memory) made the largest of every rank's

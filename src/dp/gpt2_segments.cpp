@@ -14,7 +14,7 @@ std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& conf
     const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
     const int64_t at = offset[tensor] + (layer < 0 ? 0 : layer * per_layer);
     const std::string name = specs[tensor].name + (layer < 0 ? "" : "[" + std::to_string(layer) + "]");
-    segments.push_back({name, grads ? grads + at : nullptr, per_layer, DType::f32, event});
+    segments.push_back({name, grads ? grads + at : nullptr, at, per_layer, DType::f32, event});
   };
   for (int event = L - 1; event >= -1; --event)
     for (size_t t = 0; t < specs.size(); ++t) {

@@ -11,30 +11,20 @@
 
 namespace trident::dp {
 
-Shard shard_of(int64_t n, int rank, int size) {
-  const auto segment = comm::segment_of(static_cast<size_t>(n), size, rank);
-  return {static_cast<int64_t>(segment.first), static_cast<int64_t>(segment.second)};
-}
-
 GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb,
                                  bool overlap, bool zero, DType wire)
-    : data_(data), gradients_(std::move(gradients)), zero_(zero), wire_(wire) {
+    : data_(data), gradients_(std::move(gradients)), zero_(zero && data.size() > 1), wire_(wire) {
   data_size_ = data.size();
   data_rank_ = data.rank();
-  const int64_t n = gradients_.count;
-  shard_ = zero ? shard_of(n, data_rank_, data_size_) : Shard{0, n};
+  owned_ = {{0, gradients_.count}};
   if (data_size_ == 1) return;
   kernels::Backend& backend = kernels::backend_of(gradients_.device);
-  if (zero) {  // the reduce-scatter works in place on the gradient buffer (narrowed in place for 16 bits)
-    if (wire_ != DType::f32)
-      shard16_ = TensorBuffer(wire_, Shape{shard_.count()}, MemoryCategory::Communication, backend, MemoryKind::device);
-    return;
-  }
   for (const GradientSegment& s : gradients_.segments)
     REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
   buckets_ = plan_buckets(gradients_.segments, bucket_mb);
+  if (zero_) owned_ = owned_ranges(buckets_, data_rank_, data_size_);
   int64_t largest = 0;
-  for (const Bucket& b : buckets_) largest = std::max(largest, b.elements);
+  for (const Bucket& b : buckets_) largest = std::max(largest, packed_length(b));
   // Where the gradients are: the bucket is packed by the device's copies or roundings.
   packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
   // On a device the overlap is a communication stream ordered by events, not a host thread: from
@@ -58,26 +48,42 @@ GradientReducer::~GradientReducer() {
   if (device_overlap_) kernels::backend_of(gradients_.device).destroy_stream(comm_stream_);
 }
 
+int64_t GradientReducer::packed_length(const Bucket& bucket) const {
+  return zero_ ? shard_part(bucket, data_size_) * data_size_ : bucket.elements;
+}
+
+void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat,
+                             int64_t begin, int64_t end) {
+  int64_t at = 0;  // the segment's first element in the packed bucket
+  for (const GradientSegment& s : bucket.segments) {
+    const int64_t lo = std::max(at, begin), hi = std::min(at + s.count, end);
+    if (lo < hi) kernels::convert(ctx, flat.elements(s.offset + (lo - at), hi - lo), packed.elements(lo, hi - lo));
+    at += s.count;
+  }
+}
+
 comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
   const double start = steady_seconds();
-  const Tensor packed = packed_.view();
-  const Device device = stream.device;
+  const int64_t length = packed_length(bucket);
+  const Tensor packed = packed_.view().elements(0, length);
+  const Tensor flat = view(gradients_.flat, static_cast<size_t>(gradients_.count), stream.device);
   kernels::Context ctx = gradients_.device;
   ctx.stream = stream;
   int64_t at = 0;
   for (const GradientSegment& s : bucket.segments) {  // a copy in f32, a rounding in 16 bits
-    kernels::convert(ctx, packed.elements(at, s.count), view(static_cast<float*>(s.data), s.count, device));
+    kernels::convert(ctx, packed.elements(at, s.count), flat.elements(s.offset, s.count));
     at += s.count;
   }
-  comm::Work reduced = data_.all_reduce(packed.data, static_cast<size_t>(bucket.elements), wire_, comm::Op::Sum, stream);
-  // The unpacking copies follow the all-reduce in stream order where it is ordered on a device
+  if (length > at) kernels::clear(ctx, packed.elements(at, length - at));  // ZeRO's padding adds nothing
+  comm::Work reduced =
+      zero_ ? data_.reduce_scatter(packed.data, static_cast<size_t>(length), wire_, comm::Op::Sum, stream)
+            : data_.all_reduce(packed.data, static_cast<size_t>(length), wire_, comm::Op::Sum, stream);
+  // The unpacking copies follow the collective in stream order where it is ordered on a device
   // stream (NCCL; a staged one is complete when it returns): the host waits only for a host one.
   if (!device_overlap_ && !reduced.stream_ordered()) reduced.wait();
-  at = 0;
-  for (const GradientSegment& s : bucket.segments) {
-    kernels::convert(ctx, view(static_cast<float*>(s.data), s.count, device), packed.elements(at, s.count));
-    at += s.count;
-  }
+  const int64_t part = length / data_size_;  // ZeRO: the own part only; else everything
+  if (zero_) unpack(ctx, bucket, packed, flat, data_rank_ * part, (data_rank_ + 1) * part);
+  else unpack(ctx, bucket, packed, flat, 0, length);
   comm_seconds_ += steady_seconds() - start;
   return reduced;
 }
@@ -103,26 +109,30 @@ void GradientReducer::on_final(int event) {
   }
 }
 
-void GradientReducer::reduce_scatter() {
-  const double start = steady_seconds();
-  kernels::Context& ctx = gradients_.device;
-  const Tensor flat = view(gradients_.flat, static_cast<size_t>(gradients_.count), ctx.stream.device);
-  // Own shard summed in place (16 bits: in the first half of the buffer, rounded there).
-  const Tensor sent = wire_ == DType::f32 ? flat : kernels::narrow(ctx, flat, wire_);
-  data_.reduce_scatter(sent.data, static_cast<size_t>(gradients_.count), wire_, comm::Op::Sum, ctx.stream).wait();
-  if (wire_ != DType::f32) {  // widened back through a copy: the 16-bit shard overlaps its f32 place
-    kernels::copy(ctx, shard16_.view(), sent.elements(shard_.begin, shard_.count()));
-    kernels::convert(ctx, flat.elements(shard_.begin, shard_.count()), shard16_.view());
-  }
-  comm_seconds_ += steady_seconds() - start;
-}
-
 void GradientReducer::all_gather_params(const Tensor& params) {
-  if (!zero_ || data_size_ == 1) return;
+  if (!zero_) return;
   REQUIRE(static_cast<int64_t>(params.numel()) == gradients_.count, "all_gather_params: " << params.numel() << " parameters for "
                                                                     << gradients_.count << " gradients");
   const double start = steady_seconds();
-  data_.all_gather(params.data, static_cast<size_t>(gradients_.count), params.dtype, gradients_.device.stream).wait();
+  kernels::Context& ctx = gradients_.device;
+  if (gathered_.size() == 0 || gathered_.dtype() != params.dtype) {
+    gathered_ = TensorBuffer();  // freed before its replacement exists
+    gathered_ = TensorBuffer(params.dtype, Shape{static_cast<int64_t>(packed_.size())}, MemoryCategory::Communication,
+                             kernels::backend_of(ctx), MemoryKind::device);
+  }
+  for (const Bucket& bucket : buckets_) {
+    const int64_t length = packed_length(bucket), part = length / data_size_;
+    const Tensor packed = gathered_.view().elements(0, length);
+    int64_t at = 0;  // the own part packed, in the parameters' type
+    const int64_t own_begin = data_rank_ * part, own_end = own_begin + part;
+    for (const GradientSegment& s : bucket.segments) {
+      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
+      if (lo < hi) kernels::copy(ctx, packed.elements(lo, hi - lo), params.elements(s.offset + (lo - at), hi - lo));
+      at += s.count;
+    }
+    data_.all_gather(packed.data, static_cast<size_t>(length), params.dtype, ctx.stream).wait();
+    unpack(ctx, bucket, packed, params, 0, bucket.elements);
+  }
   comm_seconds_ += steady_seconds() - start;
 }
 
@@ -144,9 +154,7 @@ double GradientReducer::finish_on_device() {
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
   const double start = steady_seconds();
-  if (zero_) {
-    reduce_scatter();
-  } else if (device_overlap_) {
+  if (device_overlap_) {
     return finish_on_device();
   } else if (stream_) {
     backward_running_ = false;  // the reduction left is on the critical path now

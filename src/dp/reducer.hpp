@@ -3,18 +3,27 @@
 //
 // Math: after every replica's backward, g = Σ_r g_r over the data group (each replica scaled its
 // loss by 1/(micro-batches · data), so g is the gradient of the global mean loss).
-// Communication: one all-reduce (sum) per bucket over the data communicator; every replica
-// receives the same bytes, so the replicas stay bitwise identical. comm.grad_dtype = bf16: each
-// bucket is packed rounded to bf16 and reduced as bf16 (half the bytes; NCCL's bf16 sums, or
-// our MPI ring's bf16 messages adding in f32 at each hop), then widened back into the f32
-// gradients.
+// Communication: per bucket, over the data communicator,
+//   without ZeRO  one all-reduce (sum) of the bucket's E elements; every replica receives the
+//                 same bytes, so the replicas stay bitwise identical.
+//   ZeRO (optim.zero = 1, the distributed optimizer, as Megatron-Core's): the bucket packed and
+//                 padded to d·P elements, P = ⌈E/d⌉, and one reduce-scatter leaves replica r the
+//                 sums of packed [r·P, (r+1)·P) — its part of every bucket, the flat ranges it
+//                 owns (owned(); dp::owned_ranges), written back into its gradient buffer (the
+//                 rest of that buffer is then stale). After the optimizer updated the owned
+//                 parameters, all_gather_params gathers them per bucket the same way: P elements
+//                 of the parameters' own type from each replica.
+// comm.grad_dtype = bf16: each bucket is packed rounded to bf16 and reduced as bf16 (half the
+// bytes; NCCL's bf16 sums, or our MPI ring's bf16 messages adding in f32 at each hop), then
+// widened back into the f32 gradients.
 //
 // The reducer knows the model only as gradient segments (dp/segments.hpp), in the order
 // backward finishes them. With overlap, backward reports each finished event (on_final); a
 // bucket whose segments are all final is enqueued on the reduction's host stream
-// (comm/host_stream.hpp), which packs, all-reduces and unpacks it while backward goes on; each
+// (comm/host_stream.hpp), which packs, reduces and unpacks it while backward goes on; each
 // bucket's Work says when it is done. finish() waits for what is left: the exposed
-// communication time (on a device, measured with events on the compute stream).
+// communication time (on a device, measured with events on the compute stream). ZeRO overlaps
+// as the all-reduce does: its reduce-scatters are bucket by bucket too.
 #pragma once
 
 #include <atomic>
@@ -26,20 +35,13 @@
 #include "comm/host_stream.hpp"
 #include "dp/segments.hpp"
 #include "kernels/kernels.hpp"
+#include "model/flat_ranges.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::dp {
 
-// The contiguous part [begin, end) of a flat buffer of n elements that replica `rank` of `size`
-// owns under ZeRO-1: the reduce-scatter's segment (comm::segment_of).
-struct Shard {
-  int64_t begin = 0, end = 0;
-  int64_t count() const { return end - begin; }
-};
-Shard shard_of(int64_t n, int rank, int size);
-
 // The gradients as the reducer takes them: the segments in backward order, and the flat f32
-// buffer (count elements) they lie in, which ZeRO-1 reduce-scatters whole.
+// buffer (count elements) they lie in.
 struct Gradients {
   std::vector<GradientSegment> segments;
   float* flat = nullptr;
@@ -51,9 +53,9 @@ class GradientReducer {
  public:
   // data: the data-parallel communicator (size 1: nothing to do). overlap needs communicators
   // that other threads may drive too (comm::concurrent_callers_supported); without it the
-  // reduction runs after backward. zero: ZeRO-1 — after backward, one reduce-scatter leaves
-  // each replica the summed gradients of its own shard only (the rest of its gradient buffer is
-  // then stale); no overlap in this mode. wire: the type the gradients travel in (f32, bf16).
+  // reduction runs after backward. zero: the distributed optimizer — reduce-scatters leave each
+  // replica the summed gradients of the ranges it owns only. wire: the type the gradients
+  // travel in (f32, bf16).
   GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, bool zero,
                   DType wire = DType::f32);
   ~GradientReducer();
@@ -70,8 +72,9 @@ class GradientReducer {
   double finish();
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }
-  const Shard& shard() const { return shard_; }  // what this replica owns (everything without ZeRO)
-  // ZeRO: after the owners updated their shards of the parameters (the model's, of its storage
+  // The flat ranges this replica owns (everything, one range, without ZeRO or with one replica).
+  const model::FlatRanges& owned() const { return owned_; }
+  // ZeRO: after the owners updated their ranges of the parameters (the model's, of its storage
   // type: 16-bit values travel as 16-bit values), every replica gathers all of them.
   void all_gather_params(const Tensor& params);
   bool gathers_params() const { return zero_ && data_size_ > 1; }  // all_gather_params does something
@@ -84,17 +87,21 @@ class GradientReducer {
   comm::Work reduce(const Bucket& bucket, Stream stream);
   void launch_on_device(const Bucket& bucket);  // the device's overlap: after backward's kernels so far
   double finish_on_device();                    // finish() of the device's overlap
-  void reduce_scatter();
+  // The bucket's length in packed_: its elements, or with ZeRO d·⌈E/d⌉ (padded with zeros).
+  int64_t packed_length(const Bucket& bucket) const;
+  // Packed [begin, end) of the bucket to its segments' places in `flat` (gradients or parameters).
+  void unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat, int64_t begin,
+              int64_t end);
 
   comm::Communicator& data_;
   Gradients gradients_;
   int data_size_ = 1, data_rank_ = 0;
   bool zero_ = false;
-  Shard shard_;
+  model::FlatRanges owned_;
   std::vector<Bucket> buckets_;
   DType wire_ = DType::f32;
-  TensorBuffer packed_;   // (largest bucket) of the wire type, used by whichever thread reduces (not with ZeRO)
-  TensorBuffer shard16_;  // ZeRO with 16-bit gradients: (shard) the own sums before they are widened
+  TensorBuffer packed_;    // (largest packed bucket) of the wire type, used by whichever thread reduces
+  TensorBuffer gathered_;  // ZeRO: (largest packed bucket) of the parameters' type, allocated at the first gather
   size_t next_to_launch_ = 0;
   double comm_seconds_ = 0;
   std::vector<comm::Work> launched_;            // per bucket launched this step, in order

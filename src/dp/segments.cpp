@@ -24,4 +24,21 @@ std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& segments, d
   return buckets;
 }
 
+int64_t shard_part(const Bucket& bucket, int size) { return (bucket.elements + size - 1) / size; }
+
+model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size) {
+  model::FlatRanges ranges;
+  for (const Bucket& bucket : buckets) {
+    const int64_t part = shard_part(bucket, size);
+    const int64_t own_begin = rank * part, own_end = std::min(own_begin + part, bucket.elements);
+    int64_t at = 0;  // the segment's first element in the packed bucket
+    for (const GradientSegment& s : bucket.segments) {
+      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
+      if (lo < hi) ranges.push_back({s.offset + (lo - at), s.offset + (hi - at)});
+      at += s.count;
+    }
+  }
+  return model::normalized(std::move(ranges));
+}
+
 }  // namespace trident::dp

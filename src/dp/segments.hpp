@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/flat_ranges.hpp"
 #include "tensor/device.hpp"
 
 namespace trident::dp {
@@ -14,6 +15,7 @@ namespace trident::dp {
 struct GradientSegment {
   std::string name;       // "blocks.qkvw[3]": the tensor and layer it holds
   void* data = nullptr;   // (count) gradients; null where only the sizes matter (planning)
+  int64_t offset = 0;     // its first element's place in the flat gradient buffer
   int64_t count = 0;
   DType dtype = DType::f32;
   int ready_event = -1;   // final after backward reports this event (a block's index; -1: the end)
@@ -29,5 +31,14 @@ struct Bucket {
 // -1 last); a bucket closes at the end of an event once it holds bucket_mb MiB of f32 (the last
 // one takes what is left).
 std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
+
+// ZeRO's sharding of a bucket over `size` replicas (Megatron-Core's distributed optimizer): the
+// bucket's elements, packed in segment order, padded to size·part with part = ⌈elements/size⌉,
+// so that one reduce-scatter leaves replica r the sums of packed [r·part, (r+1)·part).
+int64_t shard_part(const Bucket& bucket, int size);
+// The flat-buffer ranges replica `rank` owns over all the buckets: the union over the buckets of
+// their packed [rank·part, min((rank+1)·part, elements)), normalized. The replicas' ranges
+// partition the buffer.
+model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size);
 
 }  // namespace trident::dp

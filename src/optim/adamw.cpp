@@ -10,42 +10,58 @@
 namespace trident::optim {
 
 AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
-             const model::Partition& slice, int64_t shard_begin, int64_t shard_end, kernels::Precision precision)
-    : settings_(settings), shard_begin_(shard_begin) {
-  if (shard_end < 0) shard_end = model::num_parameters(config, slice);
+             const model::Partition& slice, model::FlatRanges owned, kernels::Precision precision)
+    : settings_(settings), owned_(std::move(owned)) {
+  if (owned_.empty()) owned_ = {{0, model::num_parameters(config, slice)}};
   kernels::Backend& backend = kernels::backend_of(device);
-  const size_t n = static_cast<size_t>(shard_end - shard_begin);
+  const size_t n = static_cast<size_t>(model::total_count(owned_));
   m_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
   v_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
   if (precision != kernels::Precision::fp32)
     master_ = Buffer<float>(n, MemoryCategory::OptimizerState, backend, MemoryKind::device);
-  int64_t offset = 0;
-  for (const model::ParamSpec& spec : model::param_specs(config, slice)) {
-    const int64_t begin = std::max(offset, shard_begin), end = std::min(offset + spec.count(), shard_end);
-    if (begin < end) segments_.push_back({begin - shard_begin, end - begin, spec.weight_decay});
-    offset += spec.count();
+  const auto specs = model::param_specs(config, slice);
+  int64_t state = 0;
+  for (const model::FlatRange& flat : owned_) {
+    Range range{flat, state, {}};
+    int64_t offset = 0;
+    for (const model::ParamSpec& spec : specs) {
+      const int64_t begin = std::max(offset, flat.begin), end = std::min(offset + spec.count(), flat.end);
+      if (begin < end) range.segments.push_back({begin - flat.begin, end - begin, spec.weight_decay});
+      offset += spec.count();
+    }
+    ranges_.push_back(std::move(range));
+    state += flat.count();
   }
 }
 
+// One fused update per owned range (one range without ZeRO: the whole buffer in one call).
 void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads, float lr, int64_t t,
                  float grad_scale, const Tensor& control) {
   const Device device = m_.device();  // the parameters' and gradients' too
-  const int64_t n = shard_size();
-  const Tensor shard = params.elements(shard_begin_, n);
-  const Tensor gradients = view(grads + shard_begin_, static_cast<size_t>(n), device);
-  // fp32: the parameters are the master; 16-bit: the master is ours, its rounding written to them.
-  const Tensor master = keeps_master() ? master_.view() : shard;
-  const Tensor low = keeps_master() ? shard : Tensor{};
-  kernels::adamw_update(ctx, master, low, gradients, m_.view(), v_.view(), segments_, lr, settings_.beta1,
-                        settings_.beta2, settings_.eps, settings_.weight_decay, t, grad_scale, control);
+  for (const Range& r : ranges_) {
+    const int64_t n = r.flat.count();
+    const Tensor own = params.elements(r.flat.begin, n);
+    const Tensor gradients = view(grads + r.flat.begin, static_cast<size_t>(n), device);
+    // fp32: the parameters are the master; 16-bit: the master is ours, its rounding written to them.
+    const Tensor master = keeps_master() ? master_.view().elements(r.state_begin, n) : own;
+    const Tensor low = keeps_master() ? own : Tensor{};
+    kernels::adamw_update(ctx, master, low, gradients, m_.view().elements(r.state_begin, n),
+                          v_.view().elements(r.state_begin, n), r.segments, lr, settings_.beta1, settings_.beta2,
+                          settings_.eps, settings_.weight_decay, t, grad_scale, control);
+  }
 }
 
 void AdamW::load_master(kernels::Context& ctx, const float* host_slice) {
-  if (keeps_master()) kernels::upload(ctx, master_.view(), host_slice + shard_begin_);
+  if (!keeps_master()) return;
+  for (const Range& r : ranges_)
+    kernels::upload(ctx, master_.view().elements(r.state_begin, r.flat.count()), host_slice + r.flat.begin);
 }
 
 void AdamW::write_master_into(kernels::Context& ctx, const Tensor& params) {
-  if (keeps_master()) kernels::convert(ctx, params.elements(shard_begin_, shard_size()), master_.view());
+  if (!keeps_master()) return;
+  for (const Range& r : ranges_)
+    kernels::convert(ctx, params.elements(r.flat.begin, r.flat.count()),
+                     master_.view().elements(r.state_begin, r.flat.count()));
 }
 
 float learning_rate(int64_t step, int64_t total_steps, int64_t warmup_steps, float lr,

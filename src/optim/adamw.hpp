@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.hpp"
 #include "model/config.hpp"
+#include "model/flat_ranges.hpp"
 #include "model/params.hpp"
 #include "tensor/buffer.hpp"
 
@@ -18,17 +19,17 @@ struct AdamWSettings {
 };
 
 // The fp32 master weights: an fp32 model's parameters are their own, updated in place; a bf16 or
-// fp16 model holds 16-bit parameters only, and the optimizer keeps the fp32 master of its shard
-// — with ZeRO the data group's shards together hold one master copy (Megatron-Core's distributed
-// optimizer) — updating it and writing its 16-bit rounding into the model's parameters.
+// fp16 model holds 16-bit parameters only, and the optimizer keeps the fp32 master of what it
+// owns — with ZeRO the data group's replicas together hold one master copy (Megatron-Core's
+// distributed optimizer) — updating it and writing its 16-bit rounding into the model's parameters.
 class AdamW {
  public:
-  // Updates the parameters [shard_begin, shard_end) of the flat buffer (all of them by
-  // default); the moments (and, for a 16-bit `precision`, the master) exist for that range only.
-  // slice: this rank's tensor-parallel slice (the layout of its parameter buffer).
-  // The state lives on `device`'s backend, with the parameters.
+  // Updates the parameters of the `owned` ranges of the flat buffer (all of them by default, or
+  // empty); the moments (and, for a 16-bit `precision`, the master) exist for those only, stored
+  // range after range: the state. slice: this rank's tensor-parallel slice (the layout of its
+  // parameter buffer). The state lives on `device`'s backend, with the parameters.
   AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
-        const model::Partition& slice = {}, int64_t shard_begin = 0, int64_t shard_end = -1,
+        const model::Partition& slice = {}, model::FlatRanges owned = {},
         kernels::Precision precision = kernels::Precision::fp32);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor). params: the model's parameters (Transformer::parameters_to_write),
@@ -37,28 +38,35 @@ class AdamW {
   // (kernels::step_control) and read there in place of grad_scale.
   void step(kernels::Context& ctx, const Tensor& params, const float* grads, float lr, int64_t t,
             float grad_scale = 1.0f, const Tensor& control = Tensor{});
-  // The moments of the shard, m()[i - shard_begin] (written by a checkpoint restore).
+  // The moments of the owned ranges, in state order (written by a checkpoint restore).
   const float* m() const { return m_.data(); }
   const float* v() const { return v_.data(); }
   float* m() { return m_.data(); }
   float* v() { return v_.data(); }
-  // A 16-bit model's fp32 master of the shard, master()[i - shard_begin] (null for fp32).
+  // A 16-bit model's fp32 master of the owned ranges, in state order (null for fp32).
   bool keeps_master() const { return master_.size() > 0; }
   float* master() { return master_.data(); }
-  // The master set from the whole slice's fp32 values in host memory (its shard's part of them).
+  // The master set from the whole slice's fp32 values in host memory (its owned part of them).
   void load_master(kernels::Context& ctx, const float* host_slice);
-  // The shard's part of the 16-bit params written from the master (after load_master or a
+  // The owned part of the 16-bit params written from the master (after load_master or a
   // checkpoint read into master()).
   void write_master_into(kernels::Context& ctx, const Tensor& params);
-  int64_t shard_begin() const { return shard_begin_; }
-  int64_t shard_size() const { return static_cast<int64_t>(m_.size()); }
+  const model::FlatRanges& owned() const { return owned_; }
+  int64_t state_size() const { return static_cast<int64_t>(m_.size()); }
 
  private:
+  // One owned range: where its state starts, and its parameter tensors' parts (weight decay or
+  // not), numbered from the range's start.
+  struct Range {
+    model::FlatRange flat;
+    int64_t state_begin = 0;
+    std::vector<kernels::AdamWSegment> segments;
+  };
   AdamWSettings settings_;
-  int64_t shard_begin_ = 0;
-  std::vector<kernels::AdamWSegment> segments_;  // one per parameter tensor, clipped to the shard, from its start
+  model::FlatRanges owned_;
+  std::vector<Range> ranges_;
   Buffer<float> m_, v_;
-  Buffer<float> master_;  // (shard) 16-bit models only
+  Buffer<float> master_;  // (state) 16-bit models only
 };
 
 // Linear warm-up over warmup_steps (lr · (step+1)/warmup), then cosine decay from lr to min_lr

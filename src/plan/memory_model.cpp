@@ -132,12 +132,26 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   return largest * kFloat;
 }
 
-// Elements of the largest gradient bucket of a stage's slice (dp::plan_buckets at comm.bucket_mb).
+std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
+  return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
+}
+
+// Elements of the largest gradient bucket of a stage's slice (dp::plan_buckets at comm.bucket_mb),
+// as the reducer packs it: with ZeRO padded to data·⌈E/data⌉.
 int64_t largest_bucket(const MemoryInputs& in, const model::Partition& part) {
   int64_t largest = 0;
-  for (const dp::Bucket& b : dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb))
-    largest = std::max(largest, b.elements);
+  for (const dp::Bucket& b : stage_buckets(in, part))
+    largest = std::max(largest, in.zero && in.data > 1 ? dp::shard_part(b, in.data) * in.data : b.elements);
   return largest;
+}
+
+// What the most loaded replica owns under ZeRO: replica 0's part of every bucket, ⌈E/data⌉ each
+// (dp::owned_ranges); everything without it.
+int64_t owned_elements(const MemoryInputs& in, const model::Partition& part, int64_t n) {
+  if (!in.zero || in.data == 1) return n;
+  int64_t owned = 0;
+  for (const dp::Bucket& b : stage_buckets(in, part)) owned += dp::shard_part(b, in.data);
+  return owned;
 }
 
 }  // namespace
@@ -154,7 +168,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   MemoryEstimate e;
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
   const int64_t n = model::num_parameters(in.config, part);
-  const int64_t shard = in.zero ? (n + in.data - 1) / in.data : n;  // the largest ZeRO shard
+  const int64_t shard = owned_elements(in, part, n);  // the largest ZeRO shard
   // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/transformer.hpp);
   // the optimizer's fp32 master weights of its shard beside the two moments.
   const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
@@ -175,10 +189,10 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
-  if (in.data > 1 && !in.zero)  // the reducer's packing buffer: the largest bucket
-    e.bytes[index(MemoryCategory::Communication)] = largest_bucket(in, part) * in.grad_bytes;
-  if (in.data > 1 && in.zero == 1 && in.grad_bytes != kFloat)  // the own shard's 16-bit sums before widening
-    e.bytes[index(MemoryCategory::Communication)] = shard * in.grad_bytes;
+  // The reducer's packing buffer: the largest bucket; with ZeRO-1 and the parameters' gathering
+  // one. (ZeRO-2 and 3 reduce the buckets in flight counted above, and gather into the blocks.)
+  if (in.data > 1 && in.zero <= 1)
+    e.bytes[index(MemoryCategory::Communication)] = largest_bucket(in, part) * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());

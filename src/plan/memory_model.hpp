@@ -69,7 +69,7 @@ struct MemoryInputs {
   bool torchtitan_recompute = false;
   int zero = 0;  // ZeRO stage (plan::Layout::zero): 1 is what trident train runs; 2 and 3 modelled
   double bucket_mb = 25;
-  int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's and ZeRO's 16-bit shard
+  int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's
   bool async_checkpoint = false;
   std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
   bool low16_widened = true;       // bf16/fp16: GEMM operands widened to f32 (kernels::widens_low16)

@@ -345,13 +345,17 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
       for (int level = 0; level < 3; ++level) sent[level] += e.micro_batches * sharded[level];
     }
     if (stage == 0) e.data_bytes = sent;
-    double exposed = seconds;
-    if (l.overlap && !l.zero) {
+    // With overlap the buckets' all-reduces (ZeRO-1: reduce-scatters) run beside backward, all
+    // but the last one hidden where backward is long enough; ZeRO's gather follows the update.
+    const double reducing = reduce_share * reduce;
+    double exposed_reduce = reducing;
+    if (l.overlap && l.zero <= 1) {
       const double buckets = std::max(1.0, std::ceil(bytes / (l.bucket_mb * 1048576.0)));
       const double backward = e.stages[stage].total() * 2 / 3;
-      exposed = std::max(seconds - backward, seconds / buckets);
-      exposed += hw.comm_interference * (seconds - exposed);  // the backward slowed beside the hidden part
+      exposed_reduce = std::max(reducing - backward, reducing / buckets);
+      exposed_reduce += hw.comm_interference * (reducing - exposed_reduce);  // the backward slowed beside the hidden part
     }
+    const double exposed = exposed_reduce + gather_share * gather;
     e.data_s = std::max(e.data_s, seconds);
     e.data_exposed_s = std::max(e.data_exposed_s, exposed);
   }

@@ -112,13 +112,12 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
                                                settings.reduce.overlap, settings.step.zero, settings.reduce.grad_dtype);
 }
 
-// ZeRO-1: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of its own
-// shard only.
+// ZeRO: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of the ranges
+// it owns only (its part of every gradient bucket).
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Transformer& model,
                                              const dp::GradientReducer& reducer) {
-  const dp::Shard shard = reducer.shard();
-  return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(), shard.begin,
-                                        shard.end, model.precision());
+  return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(),
+                                        reducer.owned(), model.precision());
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
@@ -207,11 +206,14 @@ void Trainer::set_parameters(const std::vector<float>& host_slice) {
 
 std::vector<float> Trainer::host_master() {
   if (!optimizer_->keeps_master()) return model_->host_params();
-  std::vector<float> slice(static_cast<size_t>(model_->num_parameters()));
-  const size_t own = static_cast<size_t>(optimizer_->shard_size());
-  kernels::download(ctx_, slice.data() + optimizer_->shard_begin(), view(optimizer_->master(), own, model_->device()));
-  if (reducer_->gathers_params())  // the shards are comm::segment_of's parts, as the all-gather's
-    collectives_.data->all_gather(slice.data(), slice.size(), DType::f32, Stream{}).wait();
+  std::vector<float> slice(static_cast<size_t>(model_->num_parameters()), 0.0f);
+  int64_t at = 0;  // the owned ranges in place, zeros elsewhere; summed over the replicas, the whole master
+  for (const model::FlatRange& r : optimizer_->owned()) {
+    kernels::download(ctx_, slice.data() + r.begin, view(optimizer_->master() + at, static_cast<size_t>(r.count()), model_->device()));
+    at += r.count();
+  }
+  if (reducer_->gathers_params())
+    collectives_.data->all_reduce(slice.data(), slice.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
   return slice;
 }
 
@@ -361,7 +363,7 @@ const double* Trainer::finish_step_on_device(double fp16_scale, float lr) {
                      static_cast<double>(B_) * T_);
   if (dp_size_ > 1) collectives_.data->all_reduce(values + kLossSum, 1, DType::f64, comm::Op::Sum, stream).wait();
   if (pp_size_ > 1) collectives_.pipeline->broadcast(values + kLossSum, 1, DType::f64, pp_size_ - 1, stream).wait();
-  dp::sum_gradient_squares(*model_, reducer_->shard(), scalars.elements(kSquaresSplit, 2), *collectives_.data,
+  dp::sum_gradient_squares(*model_, reducer_->owned(), scalars.elements(kSquaresSplit, 2), *collectives_.data,
                            *collectives_.tensor, *collectives_.pipeline);
   step_control(ctx_, scalars, settings_.step.grad_clip, fp16_scale, static_cast<double>(micro_batches_ * dp_size_));
   dp::agree_on_skip(*model_, values + kSkipStep, *collectives_.world);

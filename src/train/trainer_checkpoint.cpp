@@ -34,8 +34,7 @@ ckpt::StateView Trainer::state_view() {
   view.part = model_->partition();
   if (optimizer_->keeps_master()) {
     view.params = optimizer_->master();
-    view.params_begin = optimizer_->shard_begin();
-    view.params_end = optimizer_->shard_begin() + optimizer_->shard_size();
+    view.params_ranges = optimizer_->owned();
     view.params_owner = settings_.step.zero || dp_rank_ == 0;
   } else {
     view.params = model_->parameters_to_write().as<float>();
@@ -43,8 +42,7 @@ ckpt::StateView Trainer::state_view() {
   }
   view.m = optimizer_->m();
   view.v = optimizer_->v();
-  view.moments_begin = reducer_->shard().begin;
-  view.moments_end = reducer_->shard().end;
+  view.moments_ranges = optimizer_->owned();
   view.moments_owner = settings_.step.zero || dp_rank_ == 0;
   view.device = model_->device();
   view.backend = model_->context().backend;

@@ -2,7 +2,8 @@
 # Sharded training state and 16-bit gradient traffic (issue 33).
 # optim.zero = 1, the distributed optimizer: a bf16/fp16 run keeps its
 # fp32 master weights and both AdamW moments sharded over the data group, the 16-bit parameters
-# all-gathered as 16-bit values. The same bits as the unsharded run (losses every step and the
+# all-gathered as 16-bit values, bucket by bucket (the reduce-scatters overlapped with backward
+# where comm.overlap is on, the default; off in the GPipe case below). The same bits as the unsharded run (losses every step and the
 # final fp32 model); a third of the optimizer bytes per replica at data 4 where they counted
 # n + 2n/d before; kill -9 and resume bitwise; checkpoints of either stage resume onto the other
 # and onto other layouts; the guard backend gives the CPU's bits. comm.grad_dtype = bf16: half

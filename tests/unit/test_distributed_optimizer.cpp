@@ -1,6 +1,7 @@
 // The distributed optimizer (optim/adamw.hpp): a 16-bit model's fp32 master weights are the
-// optimizer's. Sharded over d replicas — each updating its part of the master and writing its
-// part of the 16-bit parameters — the union is the unsharded update, bit for bit; the 16-bit
+// optimizer's. Sharded over d replicas by gradient bucket (dp::owned_ranges: each replica's part
+// of every bucket, many ranges of the flat buffer) — each updating its part of the master and
+// writing its part of the 16-bit parameters — the union is the unsharded update, bit for bit; the 16-bit
 // parameters are the master's rounding; an fp32 model's parameters are their own master.
 #include <boost/test/unit_test.hpp>
 
@@ -8,7 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "dp/reducer.hpp"
+#include "dp/gpt2_segments.hpp"
+#include "dp/segments.hpp"
 #include "kernel_check.hpp"
 #include "kernels/kernels.hpp"
 #include "model/params.hpp"
@@ -46,15 +48,19 @@ BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
     std::vector<uint16_t> whole_params(static_cast<size_t>(p.n)), sharded_params(whole_params.size(), 0);
     kernels::convert(ctx, as_tensor(whole_params, type, {int64_t(whole_params.size())}), as_tensor(p.initial));
     sharded_params = whole_params;
-    optim::AdamW whole(ctx, p.config, {}, {}, 0, -1, precision);
+    optim::AdamW whole(ctx, p.config, {}, {}, {}, precision);
     BOOST_TEST(whole.keeps_master());
     whole.load_master(ctx, p.initial.data());
     const int d = 3;
+    // Buckets of about 100 elements: a replica's ranges are many and lie across tensors.
+    const auto buckets = dp::plan_buckets(dp::gpt2_gradient_segments(p.config, {}, nullptr), 100 * 4 / 1048576.0);
+    BOOST_TEST_REQUIRE(buckets.size() > 2u);
     std::vector<std::unique_ptr<optim::AdamW>> shards;
     for (int r = 0; r < d; ++r) {
-      const dp::Shard s = dp::shard_of(p.n, r, d);
-      shards.push_back(std::make_unique<optim::AdamW>(ctx, p.config, optim::AdamWSettings{}, model::Partition{}, s.begin,
-                                                      s.end, precision));
+      const model::FlatRanges own = dp::owned_ranges(buckets, r, d);
+      BOOST_TEST_REQUIRE(own.size() > 1u);
+      shards.push_back(std::make_unique<optim::AdamW>(ctx, p.config, optim::AdamWSettings{}, model::Partition{}, own,
+                                                      precision));
       shards.back()->load_master(ctx, p.initial.data());
     }
     for (int64_t t = 1; t <= 3; ++t) {
@@ -64,9 +70,12 @@ BOOST_AUTO_TEST_CASE(shards_update_as_the_whole_in_16_bits) {
                     0.8f);
     }
     BOOST_TEST(sharded_params == whole_params, kernels::precision_name(precision));
-    for (auto& shard : shards)
-      for (int64_t i = 0; i < shard->shard_size(); ++i)
-        BOOST_REQUIRE(shard->master()[i] == whole.master()[shard->shard_begin() + i]);
+    for (auto& shard : shards) {
+      int64_t at = 0;  // the state holds the ranges one after the other
+      for (const model::FlatRange& r : shard->owned())
+        for (int64_t i = r.begin; i < r.end; ++i) BOOST_REQUIRE(shard->master()[at++] == whole.master()[i]);
+      BOOST_TEST(at == shard->state_size());
+    }
     // The 16-bit parameters are the master's rounding, and moved on from the initial values.
     std::vector<uint16_t> rounded(whole_params.size());
     kernels::convert(ctx, as_tensor(rounded, type, {int64_t(rounded.size())}),
@@ -92,7 +101,7 @@ BOOST_AUTO_TEST_CASE(an_fp32_model_is_its_own_master) {
   fp32.step(ctx, as_tensor(params), p.grads.data(), 1e-2f, 1, 1.0f);
   BOOST_TEST(params != p.initial);
   // The 16-bit optimizer's master follows the same arithmetic: its first update is this one.
-  optim::AdamW bf16(ctx, p.config, {}, {}, 0, -1, kernels::Precision::bf16);
+  optim::AdamW bf16(ctx, p.config, {}, {}, {}, kernels::Precision::bf16);
   bf16.load_master(ctx, p.initial.data());
   std::vector<uint16_t> low(params.size());
   bf16.step(ctx, as_tensor(low, DType::bf16, {int64_t(low.size())}), p.grads.data(), 1e-2f, 1, 1.0f);

@@ -32,7 +32,8 @@ BOOST_AUTO_TEST_CASE(gpt2_segments_cover_the_gradient_buffer_once_in_backward_or
     std::vector<int> covered(grads.size(), 0);
     int previous_event = slice.layers(config) - 1;
     for (const dp::GradientSegment& s : dp::gpt2_gradient_segments(config, slice, grads.data())) {
-      for (int64_t i = 0; i < s.count; ++i) ++covered[static_cast<float*>(s.data) - grads.data() + i];
+      BOOST_TEST(static_cast<float*>(s.data) - grads.data() == s.offset, s.name);
+      for (int64_t i = 0; i < s.count; ++i) ++covered[s.offset + i];
       BOOST_TEST(s.ready_event <= previous_event, s.name);  // events only descend
       previous_event = s.ready_event;
     }
@@ -43,9 +44,9 @@ BOOST_AUTO_TEST_CASE(gpt2_segments_cover_the_gradient_buffer_once_in_backward_or
 BOOST_AUTO_TEST_CASE(buckets_close_at_the_end_of_an_event_once_full) {
   // 1 MiB of f32 = 262144 elements; events 2, 1, 0, -1.
   std::vector<dp::GradientSegment> segments = {
-      {"a[2]", nullptr, 200000, DType::f32, 2}, {"b[2]", nullptr, 100000, DType::f32, 2},
-      {"a[1]", nullptr, 100000, DType::f32, 1}, {"a[0]", nullptr, 100000, DType::f32, 0},
-      {"a[0]'", nullptr, 100000, DType::f32, 0}, {"wte", nullptr, 5, DType::f32, -1}};
+      {"a[2]", nullptr, 0, 200000, DType::f32, 2}, {"b[2]", nullptr, 0, 100000, DType::f32, 2},
+      {"a[1]", nullptr, 0, 100000, DType::f32, 1}, {"a[0]", nullptr, 0, 100000, DType::f32, 0},
+      {"a[0]'", nullptr, 0, 100000, DType::f32, 0}, {"wte", nullptr, 0, 5, DType::f32, -1}};
   const std::vector<dp::Bucket> buckets = dp::plan_buckets(segments, 1.0);
   BOOST_TEST_REQUIRE(buckets.size() == 3u);
   BOOST_TEST(buckets[0].elements == 300000);  // event 2 alone passes the target
@@ -54,6 +55,36 @@ BOOST_AUTO_TEST_CASE(buckets_close_at_the_end_of_an_event_once_full) {
   BOOST_TEST(buckets[1].ready_event == 0);
   BOOST_TEST(buckets[2].elements == 5);  // the rest, at the end
   BOOST_TEST(buckets[2].ready_event == -1);
+}
+
+// ZeRO: each bucket padded to d·⌈E/d⌉ and split in d equal parts; the replicas' ranges partition
+// the buffer, each replica's part of a bucket is ⌈E/d⌉ elements or what is left, and the ranges
+// come ascending and merged.
+BOOST_AUTO_TEST_CASE(owned_ranges_partition_the_buffer_bucket_by_bucket) {
+  const model::GptConfig config = small_config();
+  for (const model::Partition& slice : {model::Partition{}, model::stage_partition({1, 3}, 1, 1, 2)})
+    for (double bucket_mb : {0.0, 0.002, 100.0})
+      for (int d : {1, 2, 3, 4, 8}) {
+        const int64_t n = model::num_parameters(config, slice);
+        const auto buckets = dp::plan_buckets(dp::gpt2_gradient_segments(config, slice, nullptr), bucket_mb);
+        std::vector<int> owners(static_cast<size_t>(n), 0);
+        int64_t largest_part = 0;
+        for (const dp::Bucket& b : buckets) largest_part = std::max(largest_part, dp::shard_part(b, d));
+        for (int r = 0; r < d; ++r) {
+          const model::FlatRanges own = dp::owned_ranges(buckets, r, d);
+          for (size_t k = 0; k < own.size(); ++k) {
+            BOOST_TEST_REQUIRE(own[k].count() > 0);
+            if (k > 0) BOOST_TEST_REQUIRE(own[k].begin > own[k - 1].end);  // ascending, merged
+            for (int64_t i = own[k].begin; i < own[k].end; ++i) ++owners[static_cast<size_t>(i)];
+          }
+          int64_t expected = 0;
+          for (const dp::Bucket& b : buckets)
+            expected += std::max<int64_t>(0, std::min(dp::shard_part(b, d), b.elements - r * dp::shard_part(b, d)));
+          BOOST_TEST(model::total_count(own) == expected);
+        }
+        BOOST_TEST(std::all_of(owners.begin(), owners.end(), [](int c) { return c == 1; }), "d " << d);
+        if (d == 1) BOOST_TEST(dp::owned_ranges(buckets, 0, 1).size() == 1u);  // everything, one range
+      }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

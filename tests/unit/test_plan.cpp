@@ -283,7 +283,7 @@ BOOST_AUTO_TEST_CASE(zero_stages_communicate_inside_the_micro_batches) {
   BOOST_TEST(three.data_s == 0);
   BOOST_TEST(three.stages[0].sharded_s > two.stages[0].sharded_s);  // gathers too, each micro-batch
   BOOST_TEST(free.stages[0].sharded_s < 1e-6);                      // nothing left to expose
-  BOOST_TEST(free.step_s <= one.step_s);
+  BOOST_TEST(free.step_s <= one.step_s + 1e-6);  // within what ZeRO-3 leaves (< 1e-6 s): ZeRO-1 hides its reduce-scatters too
 }
 
 BOOST_AUTO_TEST_CASE(even_stages_have_the_textbook_bubble) {
