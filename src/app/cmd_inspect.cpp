@@ -48,7 +48,7 @@ std::string describe(const ckpt::Metadata& m) {
                 m.kind.c_str(), static_cast<long long>(m.step), static_cast<long long>(m.tokens_seen),
                 static_cast<long long>(m.optimizer_updates), static_cast<long long>(m.skipped_steps),
                 m.written_at.c_str(), m.version.c_str(), static_cast<long long>(m.tensor),
-                static_cast<long long>(m.pipeline), static_cast<long long>(m.data), m.zero ? " (ZeRO-1)" : "",
+                static_cast<long long>(m.pipeline), static_cast<long long>(m.data), m.zero ? (" (ZeRO-" + std::to_string(m.zero) + ")").c_str() : "",
                 m.stage_layers.c_str(), m.model.layers, m.model.heads, m.model.channels, m.model.vocab,
                 m.model.padded_vocab, m.model.max_seq_len);
   std::string text = line;

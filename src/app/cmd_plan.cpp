@@ -136,7 +136,7 @@ std::string describe_model(const plan::Workload& w) {
 // the one that needs least memory) — which stage makes the model fit, at what speed.
 void print_stages(const std::vector<plan::Candidate>& ranked) {
   static const char* const what[] = {"", " (distributed optimizer)",
-                                     " (gradients sharded too; modelled, not run by trident train)",
+                                     " (gradients sharded too)",
                                      " (parameters sharded too, FSDP; modelled, not run by trident train)"};
   for (int zero : {0, 1, 2, 3}) {
     int layouts = 0, fit = 0;

@@ -189,7 +189,7 @@ std::string metadata_problem(const Metadata& m) {
   if (m.pipeline < 1 || m.pipeline > m.model.layers)
     return out_of("layout.pipeline", m.pipeline, "from 1 to model.layers, " + std::to_string(m.model.layers));
   if (m.data < 1 || m.data > kMaxRanks) return out_of("layout.data", m.data, "from 1 to 2^24");
-  if (m.zero != 0 && m.zero != 1) return out_of("layout.zero", m.zero, "0 or 1");
+  if (m.zero < 0 || m.zero > 3) return out_of("layout.zero", m.zero, "0, 1, 2 or 3");
   if (m.micro_batch < 0) return out_of("layout.micro_batch", m.micro_batch, "0 (not recorded) or more");
   const auto positive_list = [](const std::string& text, int64_t count, int64_t sum) {
     try {

@@ -184,10 +184,14 @@ std::vector<KeySpec> build_schema() {
       real("optim.loss_scale_backoff", "0.5", 1e-6, 1, "fp16, dynamic: factor of a reduction"),
       integer("optim.hysteresis", std::string("2"), 1, kIntMax,
               "fp16, dynamic: overflows tolerated (skipped steps) before the scale is reduced"),
-      integer("optim.zero", std::string("0"), 0, 1,
+      integer("optim.zero", std::string("0"), 0, 2,
               "1 = the distributed optimizer (ZeRO-1): the AdamW moments and, in bf16/fp16, the "
-              "fp32 master weights sharded over the data group; gradients reduce-scattered, each "
-              "replica updates its shard, the parameters all-gathered (16-bit ones as 16-bit values)"),
+              "fp32 master weights sharded over the data group; gradients reduce-scattered bucket "
+              "by bucket, each replica updates its part of every bucket, the parameters all-gathered "
+              "(16-bit ones as 16-bit values). 2 = ZeRO-2: as 1, and no full-size gradient buffer of "
+              "the blocks: each block's gradients reduce-scattered after every micro-batch's backward "
+              "of it out of one of two one-block buffers, only the own part kept (not with "
+              "parallel.schedule = zb-h1)"),
       // [kernels]
       choice("kernels.device", "cpu", {"cpu", "cuda", "guard"},
              "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP), "

@@ -169,6 +169,11 @@ void check_schedule(const Deck& deck) {
               "gradients, and memory.recompute = " + recompute + " keeps only some blocks' inputs (" +
               deck.cite("parallel.schedule") + ", " + deck.cite("memory.recompute") +
               "); use memory.recompute = none, selective or auto, or parallel.schedule = 1f1b");
+  if (deck.get_string("parallel.schedule") == "zb-h1" && deck.get_int("optim.zero") == 2)
+    fatal_all(deck.file_name() + ": parallel.schedule = zb-h1 defers each block's weight gradients past other "
+              "blocks' backward, and optim.zero = 2 reuses a block's gradient buffer as soon as its backward is "
+              "done (" + deck.cite("parallel.schedule") + ", " + deck.cite("optim.zero") +
+              "); use optim.zero = 1, or parallel.schedule = 1f1b or gpipe");
 }
 
 // Sequence parallelism splits the B·T token rows of a micro-batch evenly over the tensor group,

@@ -11,13 +11,13 @@ namespace trident::dp {
 
 void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding) {
   if (!embedding) return;
-  const model::ParamViews grads = model::param_views(model.config(), model.grads(), model.partition());
   const size_t count = static_cast<size_t>(model::param_specs(model.config(), model.partition())[0].count());
-  embedding->all_reduce(grads.wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
+  embedding->all_reduce(model.gradient_views().wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
 }
 
-void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const Tensor& squares, comm::Communicator& data,
-                          comm::Communicator& tensor, comm::Communicator& pipeline) {
+void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const float* owned_gradients,
+                          const Tensor& squares, comm::Communicator& data, comm::Communicator& tensor,
+                          comm::Communicator& pipeline) {
   kernels::Context ctx = model.context();
   // Each tensor's part of the owned ranges, in one call (on a device one launch, nothing read).
   std::vector<Tensor> parts;
@@ -34,14 +34,18 @@ void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& ow
     for (const auto& [copy_begin, copy_end] : model::replica_ranges(model.config(), part, t))
       ranges.push_back({from, copy_begin}), from = copy_end;
     ranges.push_back({from, spec.count()});
-    for (const auto& [first, last] : ranges)
+    for (const auto& [first, last] : ranges) {
+      int64_t state = 0;  // the owned range's first element in owned_gradients
       for (const model::FlatRange& own : owned) {
         const int64_t begin = std::max(offset + first, own.begin), end = std::min(offset + last, own.end);
         if (begin < end && !tied_copy) {
-          parts.push_back(view(model.grads() + begin, static_cast<size_t>(end - begin), model.device()));
+          const float* at = owned_gradients ? owned_gradients + state + (begin - own.begin) : model.grads() + begin;
+          parts.push_back(view(at, static_cast<size_t>(end - begin), model.device()));
           group.push_back(spec.sharded ? 0 : 1);
         }
+        state += own.count();
       }
+    }
     offset += spec.count();
   }
   kernels::sums_of_squares_into(ctx, squares, parts, group);

@@ -32,9 +32,11 @@ void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embe
 
 // The squared global norm's two parts into squares (f64 (2), the model's device memory): split
 // over the tensor group, and replicated on it, each summed over the groups. `owned`: the ranges of
-// this rank's gradients it holds summed (ZeRO's, or all of them).
-void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const Tensor& squares, comm::Communicator& data,
-                          comm::Communicator& tensor, comm::Communicator& pipeline);
+// this rank's gradients it holds summed (ZeRO's, or all of them), in the model's flat gradient
+// buffer, or — `owned_gradients` given (ZeRO-2) — there, one range after the other.
+void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const float* owned_gradients,
+                          const Tensor& squares, comm::Communicator& data, comm::Communicator& tensor,
+                          comm::Communicator& pipeline);
 
 // The skip flag at `flag` (one f64, the model's device memory) made the largest of every rank's
 // in `world`, so that a fault confined to one rank cannot split them.

@@ -2,6 +2,7 @@
 // place that knows which slices of the flat buffer backward finishes together.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "dp/segments.hpp"
@@ -15,5 +16,11 @@ namespace trident::dp {
 // grads: the flat (num_parameters) f32 gradient buffer, or null for the sizes alone.
 std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& config,
                                                     const model::Partition& slice, float* grads);
+// ZeRO-2's (model/transformer.hpp, gradient slots): block l's tensors at block_gradients(l) —
+// each from its layer l — the others at outside; the final norm with the embeddings (event −1:
+// reduced once a step with them, not after each micro-batch's last block). Offsets as above.
+std::vector<GradientSegment> gpt2_slot_segments(const model::GptConfig& config, const model::Partition& slice,
+                                                const model::ParamViews& outside,
+                                                const std::function<model::ParamViews(int)>& block_gradients);
 
 }  // namespace trident::dp

@@ -12,8 +12,8 @@
 namespace trident::dp {
 
 GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb,
-                                 bool overlap, bool zero, DType wire)
-    : data_(data), gradients_(std::move(gradients)), zero_(zero && data.size() > 1), wire_(wire) {
+                                 bool overlap, int zero, DType wire)
+    : data_(data), gradients_(std::move(gradients)), zero_(data.size() > 1 ? zero : 0), wire_(wire) {
   data_size_ = data.size();
   data_rank_ = data.rank();
   owned_ = {{0, gradients_.count}};
@@ -21,12 +21,22 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   kernels::Backend& backend = kernels::backend_of(gradients_.device);
   for (const GradientSegment& s : gradients_.segments)
     REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
-  buckets_ = plan_buckets(gradients_.segments, bucket_mb);
+  REQUIRE(zero_ != 2 || gradients_.slots > 0, "ZeRO-2 reduces the model's gradient slots, and it has none");
+  buckets_ = plan_buckets(gradients_.segments, zero_ == 2 ? 0.0 : bucket_mb);  // ZeRO-2: a bucket per block
   if (zero_) owned_ = owned_ranges(buckets_, data_rank_, data_size_);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, packed_length(b));
   // Where the gradients are: the bucket is packed by the device's copies or roundings.
   packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
+  if (zero_) plan_own_pieces();
+  if (zero_ == 2) {
+    owned_grads_ = Buffer<float>(static_cast<size_t>(model::total_count(owned_)), MemoryCategory::Gradients, backend,
+                                 MemoryKind::device);
+    if (wire_ != DType::f32)
+      widened_ = Buffer<float>(static_cast<size_t>(largest / data_size_), MemoryCategory::Communication, backend,
+                               MemoryKind::device);
+    slot_reader_.assign(static_cast<size_t>(gradients_.slots), -1);
+  }
   // On a device the overlap is a communication stream ordered by events, not a host thread: from
   // another thread a bucket's kernels and collective would run on another device's default
   // stream, unordered with backward's kernels. (The guarded backend takes this path too, its
@@ -62,16 +72,76 @@ void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const 
   }
 }
 
-comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
+// Per bucket, this replica's part of it as pieces of its segments, and where each lies in the
+// owned ranges' order (the ranges are ascending: a binary search of their running sums).
+void GradientReducer::plan_own_pieces() {
+  std::vector<int64_t> state_at(owned_.size() + 1, 0);
+  for (size_t k = 0; k < owned_.size(); ++k) state_at[k + 1] = state_at[k] + owned_[k].count();
+  auto state_of = [&](int64_t flat) {
+    const auto after = std::upper_bound(owned_.begin(), owned_.end(), flat,
+                                        [](int64_t x, const model::FlatRange& r) { return x < r.begin; });
+    const size_t k = static_cast<size_t>(after - owned_.begin()) - 1;
+    return state_at[k] + (flat - owned_[k].begin);
+  };
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const int64_t part = packed_length(bucket) / data_size_, own_begin = data_rank_ * part, own_end = own_begin + part;
+    std::vector<OwnPiece> pieces;
+    int64_t at = 0;
+    for (const GradientSegment& s : bucket.segments) {
+      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
+      if (lo < hi) pieces.push_back({lo, hi - lo, static_cast<float*>(s.data) + (lo - at), state_of(s.offset + (lo - at))});
+      at += s.count;
+    }
+    own_pieces_.push_back(std::move(pieces));
+    if (zero_ == 2 && bucket.ready_event >= 0) {
+      if (block_bucket_.size() <= static_cast<size_t>(bucket.ready_event))
+        block_bucket_.resize(static_cast<size_t>(bucket.ready_event) + 1, -1);
+      block_bucket_[static_cast<size_t>(bucket.ready_event)] = static_cast<int>(b);
+    }
+  }
+}
+
+void GradientReducer::unpack_sums(kernels::Context& ctx, size_t b, const Tensor& packed) {
+  const Bucket& bucket = buckets_[b];
+  if (!zero_) {
+    int64_t at = 0;
+    for (const GradientSegment& s : bucket.segments) {
+      kernels::convert(ctx, view(static_cast<float*>(s.data), s.count, packed.device), packed.elements(at, s.count));
+      at += s.count;
+    }
+    return;
+  }
+  const bool add = zero_ == 2 && bucket.ready_event >= 0;  // a block: one micro-batch's share of the step's sum
+  for (const OwnPiece& piece : own_pieces_[b]) {
+    const Tensor sums = packed.elements(piece.packed, piece.count);
+    if (zero_ == 1) {
+      kernels::convert(ctx, view(piece.memory, piece.count, packed.device), sums);
+      continue;
+    }
+    const Tensor own = owned_grads_.view().elements(piece.state, piece.count);
+    if (!add) {
+      kernels::convert(ctx, own, sums);
+    } else if (wire_ == DType::f32) {
+      kernels::add_inplace(ctx, own, sums);
+    } else {
+      const Tensor wide = widened_.view().elements(0, piece.count);
+      kernels::convert(ctx, wide, sums);
+      kernels::add_inplace(ctx, own, wide);
+    }
+  }
+}
+
+comm::Work GradientReducer::reduce(size_t b, Stream stream) {
+  const Bucket& bucket = buckets_[b];
   const double start = steady_seconds();
   const int64_t length = packed_length(bucket);
   const Tensor packed = packed_.view().elements(0, length);
-  const Tensor flat = view(gradients_.flat, static_cast<size_t>(gradients_.count), stream.device);
   kernels::Context ctx = gradients_.device;
   ctx.stream = stream;
   int64_t at = 0;
   for (const GradientSegment& s : bucket.segments) {  // a copy in f32, a rounding in 16 bits
-    kernels::convert(ctx, packed.elements(at, s.count), flat.elements(s.offset, s.count));
+    kernels::convert(ctx, packed.elements(at, s.count), view(static_cast<float*>(s.data), s.count, stream.device));
     at += s.count;
   }
   if (length > at) kernels::clear(ctx, packed.elements(at, length - at));  // ZeRO's padding adds nothing
@@ -81,32 +151,57 @@ comm::Work GradientReducer::reduce(const Bucket& bucket, Stream stream) {
   // The unpacking copies follow the collective in stream order where it is ordered on a device
   // stream (NCCL; a staged one is complete when it returns): the host waits only for a host one.
   if (!device_overlap_ && !reduced.stream_ordered()) reduced.wait();
-  const int64_t part = length / data_size_;  // ZeRO: the own part only; else everything
-  if (zero_) unpack(ctx, bucket, packed, flat, data_rank_ * part, (data_rank_ + 1) * part);
-  else unpack(ctx, bucket, packed, flat, 0, length);
+  unpack_sums(ctx, b, packed);
   comm_seconds_ += steady_seconds() - start;
   return reduced;
 }
 
-void GradientReducer::launch_on_device(const Bucket& bucket) {
+void GradientReducer::launch(size_t b) {
+  if (device_overlap_) launch_on_device(b);
+  else launched_.push_back(stream_->enqueue([this, b] { reduce(b, gradients_.device.stream); }));
+}
+
+void GradientReducer::launch_on_device(size_t b) {
   kernels::backend_of(gradients_.device).stream_wait(comm_stream_, gradients_.device.stream);
-  launched_.push_back(reduce(bucket, comm_stream_));
+  launched_.push_back(reduce(b, comm_stream_));
 }
 
 void GradientReducer::begin() {
   backward_running_ = true;
   next_to_launch_ = 0;
   launched_.clear();
+  waited_ = 0;
   comm_seconds_ = 0;
+  if (zero_ != 2) return;
+  std::fill(slot_reader_.begin(), slot_reader_.end(), -1);
+  kernels::clear(gradients_.device, owned_grads_.view());
 }
 
 void GradientReducer::on_final(int event) {
-  if (!stream_ && !device_overlap_) return;
-  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= event) {
-    const Bucket& bucket = buckets_[next_to_launch_++];
-    if (device_overlap_) launch_on_device(bucket);
-    else launched_.push_back(stream_->enqueue([this, &bucket] { reduce(bucket, gradients_.device.stream); }));
+  if (zero_ == 2) {  // a block's bucket, every micro-batch; the rest waits for finish()
+    if (event < 0) return;
+    const size_t b = static_cast<size_t>(block_bucket_.at(static_cast<size_t>(event)));
+    if (!overlapping()) {  // on the compute stream, before the slot's next writer
+      reduce(b, gradients_.device.stream).leave_to_stream();
+      return;
+    }
+    launch(b);
+    slot_reader_[static_cast<size_t>(event % gradients_.slots)] = static_cast<int>(launched_.size()) - 1;
+    return;
   }
+  if (!stream_ && !device_overlap_) return;
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].ready_event >= event) launch(next_to_launch_++);
+}
+
+// The host stream runs its work in order: the reader done, everything before it is. On a device
+// the compute stream waits for the whole communication stream (no finer wait is there), so
+// that later readers are waited for too.
+void GradientReducer::before_slot_reuse(int slot) {
+  const int reader = slot_reader_.at(static_cast<size_t>(slot));
+  if (reader < waited_) return;
+  if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
+  else launched_[static_cast<size_t>(reader)].wait();
+  waited_ = device_overlap_ ? static_cast<int>(launched_.size()) : reader + 1;
 }
 
 void GradientReducer::all_gather_params(const Tensor& params) {
@@ -151,8 +246,22 @@ double GradientReducer::finish_on_device() {
   return backend.seconds_between(backward_done, may_go_on);
 }
 
+// ZeRO-2: the blocks' reductions that are still in flight, then the rest's buckets (after the
+// tied embedding's sum; nothing of them overlaps).
+double GradientReducer::finish_zero2() {
+  const double start = steady_seconds();
+  backward_running_ = false;
+  if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
+  for (comm::Work& work : launched_) work.wait();
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].ready_event < 0) reduce(b, gradients_.device.stream).leave_to_stream();
+  data_.fence(gradients_.device.stream).wait();
+  return steady_seconds() - start;
+}
+
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
+  if (zero_ == 2) return finish_zero2();
   const double start = steady_seconds();
   if (device_overlap_) {
     return finish_on_device();
@@ -163,7 +272,7 @@ double GradientReducer::finish() {
   } else {
     // Each bucket left to the stream (waited for inside reduce where it is a host operation), and
     // one fence for all of them: no host wait per bucket on a device.
-    for (const Bucket& bucket : buckets_) reduce(bucket, gradients_.device.stream).leave_to_stream();
+    for (size_t b = 0; b < buckets_.size(); ++b) reduce(b, gradients_.device.stream).leave_to_stream();
     data_.fence(gradients_.device.stream).wait();
   }
   return steady_seconds() - start;

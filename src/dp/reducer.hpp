@@ -13,6 +13,12 @@
 //                 rest of that buffer is then stale). After the optimizer updated the owned
 //                 parameters, all_gather_params gathers them per bucket the same way: P elements
 //                 of the parameters' own type from each replica.
+//   ZeRO-2 (optim.zero = 2): the same ownership, but the buckets are the blocks and the rest
+//                 (the embeddings, final norm and head, reduced after the step's backward like
+//                 ZeRO-1's), and a block's bucket is reduce-scattered after each micro-batch's
+//                 backward of it, out of the model's gradient slot (Transformer::set_gradient_slots),
+//                 its own part added into owned_gradients() — the only full-precision gradients
+//                 of the blocks this replica keeps. micro-batches times ZeRO-1's block bytes.
 // comm.grad_dtype = bf16: each bucket is packed rounded to bf16 and reduced as bf16 (half the
 // bytes; NCCL's bf16 sums, or our MPI ring's bf16 messages adding in f32 at each hop), then
 // widened back into the f32 gradients.
@@ -40,32 +46,39 @@
 
 namespace trident::dp {
 
-// The gradients as the reducer takes them: the segments in backward order, and the flat f32
-// buffer (count elements) they lie in.
+// The gradients as the reducer takes them: the segments in backward order (each at its memory,
+// and at its offset in the flat layout of count elements).
 struct Gradients {
   std::vector<GradientSegment> segments;
-  float* flat = nullptr;
   int64_t count = 0;
   kernels::Context device;  // the backend the gradients live on and the stream their kernels run on
+  // ZeRO-2: the model's gradient slots; block l's segments are in slot l % slots.
+  int slots = 0;
 };
 
 class GradientReducer {
  public:
   // data: the data-parallel communicator (size 1: nothing to do). overlap needs communicators
   // that other threads may drive too (comm::concurrent_callers_supported); without it the
-  // reduction runs after backward. zero: the distributed optimizer — reduce-scatters leave each
-  // replica the summed gradients of the ranges it owns only. wire: the type the gradients
-  // travel in (f32, bf16).
-  GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, bool zero,
+  // reduction runs after backward. zero: the ZeRO stage (0, 1 or 2) — reduce-scatters leave
+  // each replica the summed gradients of the ranges it owns only. wire: the type the gradients
+  // travel in (f32, bf16). ZeRO-2's buckets are its blocks whatever bucket_mb says.
+  GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, int zero,
                   DType wire = DType::f32);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  // Before the backward whose gradients are to be reduced (the step's last micro-batch).
+  // Before the backward whose gradients are to be reduced (the step's last micro-batch; with
+  // ZeRO-2 the step's first: its own gradients cleared).
   void begin();
-  // The backward hook: event `event` (a block, or -1: everything else) is final.
+  // The backward hook: event `event` (a block, or -1: everything else) is final. ZeRO-2: block
+  // `event` of this micro-batch's backward is complete in its slot (every micro-batch's).
   void on_final(int event);
+  // ZeRO-2, the model's hook before it writes gradient slot `slot` again: the reduction that
+  // reads it done (on a device: the compute stream waits for it).
+  void before_slot_reuse(int slot);
+  bool every_micro_batch() const { return zero_ == 2; }  // on_final wanted in every backward
   // Reduces what has not been reduced yet and waits for all buckets. Returns the exposed
   // communication time: the seconds the caller waited, or with overlap on a device the seconds
   // the compute stream waited for the communication stream, measured with events on it.
@@ -77,27 +90,49 @@ class GradientReducer {
   // ZeRO: after the owners updated their ranges of the parameters (the model's, of its storage
   // type: 16-bit values travel as 16-bit values), every replica gathers all of them.
   void all_gather_params(const Tensor& params);
-  bool gathers_params() const { return zero_ && data_size_ > 1; }  // all_gather_params does something
+  bool gathers_params() const { return zero_ > 0; }  // all_gather_params does something
+  // ZeRO-2: (owned() elements, in their order) this replica's summed gradients; null otherwise.
+  const float* owned_gradients() const { return zero_ == 2 ? owned_grads_.data() : nullptr; }
   size_t buckets() const { return buckets_.size(); }
   double communication_seconds() const { return comm_seconds_; }  // of the last step
 
  private:
   // Pack, all-reduce, unpack, on `stream` (the gradients' own, or the communication stream);
   // complete when the returned Work is (at once on the host).
-  comm::Work reduce(const Bucket& bucket, Stream stream);
-  void launch_on_device(const Bucket& bucket);  // the device's overlap: after backward's kernels so far
+  comm::Work reduce(size_t bucket, Stream stream);
+  void launch(size_t bucket);                   // on whichever stream overlaps, into launched_
+  void launch_on_device(size_t bucket);         // the device's overlap: after backward's kernels so far
   double finish_on_device();                    // finish() of the device's overlap
   // The bucket's length in packed_: its elements, or with ZeRO d·⌈E/d⌉ (padded with zeros).
   int64_t packed_length(const Bucket& bucket) const;
-  // Packed [begin, end) of the bucket to its segments' places in `flat` (gradients or parameters).
+  // Packed [begin, end) of the bucket to its segments' places in `flat` (parameters).
   void unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat, int64_t begin,
               int64_t end);
+  // The sums the reduction leaves this replica, to the segments' memory; ZeRO-2 into
+  // owned_grads_, added for a block's bucket.
+  void unpack_sums(kernels::Context& ctx, size_t bucket, const Tensor& packed);
+  void plan_own_pieces();
+  double finish_zero2();
+
+  // A piece of this replica's part of a bucket: packed [packed, packed + count), the memory of
+  // its segment there, and its place in the owned ranges' order.
+  struct OwnPiece {
+    int64_t packed = 0, count = 0;
+    float* memory = nullptr;
+    int64_t state = 0;
+  };
 
   comm::Communicator& data_;
   Gradients gradients_;
   int data_size_ = 1, data_rank_ = 0;
-  bool zero_ = false;
+  int zero_ = 0;  // the stage, 0 with one replica
   model::FlatRanges owned_;
+  std::vector<std::vector<OwnPiece>> own_pieces_;  // ZeRO: per bucket
+  std::vector<int> block_bucket_;                  // ZeRO-2: block l's bucket
+  Buffer<float> owned_grads_;                      // ZeRO-2: (owned elements)
+  Buffer<float> widened_;                          // ZeRO-2 with 16-bit wire: (largest part) the sums in f32
+  std::vector<int> slot_reader_;                   // ZeRO-2: per slot, launched_'s last reader, or -1
+  int waited_ = 0;                                 // launched_[0, waited_) are complete for the compute stream
   std::vector<Bucket> buckets_;
   DType wire_ = DType::f32;
   TensorBuffer packed_;    // (largest packed bucket) of the wire type, used by whichever thread reduces

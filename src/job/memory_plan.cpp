@@ -50,7 +50,7 @@ std::vector<int> shared_windows(const RunSettings& run, const layout::Grid& grid
   const comm::CollectiveSettings& settings = run.comm.collectives;
   std::vector<int> per_stage(grid.pp_size(), 0);
   if (settings.node_algo != comm::Algo::Shm) return per_stage;
-  const bool zero = run.step.zero;
+  const bool zero = run.step.zero > 0;
   for (int rank = 0; rank < grid.world_size(); ++rank) {
     int windows = 0;
     for (layout::GroupKind kind : {layout::GroupKind::Tensor, layout::GroupKind::Data, layout::GroupKind::Embedding})

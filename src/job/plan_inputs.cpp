@@ -61,7 +61,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.pipeline = settings.parallel.pipeline;
   l.data = settings.parallel.data;
   l.micro_batch = settings.train.micro_batch;
-  l.zero = settings.step.zero ? 1 : 0;
+  l.zero = settings.step.zero;
   l.recompute = settings.memory.recompute;
   if (l.recompute == "auto") l.recompute = "none";  // the search tries every mode
   l.recompute_interval = std::max<int>(1, settings.memory.recompute_interval);

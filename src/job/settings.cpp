@@ -29,7 +29,7 @@ StepSettings step_settings(const deck::Deck& deck) {
   s.warmup_steps = deck.get_int("optim.warmup_steps");
   s.grad_clip = static_cast<float>(deck.get_float("optim.grad_clip"));
   s.max_bad_steps = deck.get_int("optim.max_bad_steps");
-  s.zero = deck.get_int("optim.zero") == 1;
+  s.zero = static_cast<int>(deck.get_int("optim.zero"));
   s.schedule = deck.get_string("parallel.schedule");
   s.adamw.beta1 = static_cast<float>(deck.get_float("optim.beta1"));
   s.adamw.beta2 = static_cast<float>(deck.get_float("optim.beta2"));

@@ -40,7 +40,7 @@ struct StepSettings {
   int64_t warmup_steps = 0;
   float grad_clip = 0;           // 0: off
   int64_t max_bad_steps = 0;     // skipped steps in a row before the run stops
-  bool zero = false;             // ZeRO-1
+  int zero = 0;                  // optim.zero: the ZeRO stage (0, 1, 2)
   std::string schedule;          // parallel.schedule
   optim::AdamWSettings adamw;    // optim.beta1, beta2, eps, weight_decay
 };

@@ -2,6 +2,7 @@
 #include "model/params.hpp"
 
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -228,33 +229,69 @@ void extract_slice(const GptConfig& config, const float* whole, float* local, co
 
 namespace {
 
-// Views of the tensors `keep` selects, one after another from base; the others null.
+// The views' members in tensor order (kWte … kHead).
+constexpr float* ParamViews::*kOrdered[] = {
+    &ParamViews::wte,      &ParamViews::wpe,      &ParamViews::ln1w, &ParamViews::ln1b, &ParamViews::qkvw,
+    &ParamViews::qkvb,     &ParamViews::attprojw, &ParamViews::attprojb, &ParamViews::ln2w, &ParamViews::ln2b,
+    &ParamViews::fcw,      &ParamViews::fcb,      &ParamViews::fcprojw,  &ParamViews::fcprojb, &ParamViews::lnfw,
+    &ParamViews::lnfb,     &ParamViews::head};
+static_assert(std::size(kOrdered) == kNumParamTensors);
+
+// Views of the tensors `keep` selects, one after another from base, each `size(spec)` floats
+// (its count by default); the others null.
 template <class Keep>
-ParamViews views_of(const GptConfig& config, float* base, const Partition& slice, Keep keep) {
+ParamViews views_of(const GptConfig& config, float* base, const Partition& slice, Keep keep,
+                    int64_t (*size)(const ParamSpec&, const GptConfig&, const Partition&) = nullptr) {
   ParamViews views{};
-  float** ordered[] = {&views.wte,     &views.wpe,      &views.ln1w,    &views.ln1b,
-                       &views.qkvw,    &views.qkvb,     &views.attprojw, &views.attprojb,
-                       &views.ln2w,    &views.ln2b,     &views.fcw,     &views.fcb,
-                       &views.fcprojw, &views.fcprojb,  &views.lnfw,    &views.lnfb,
-                       &views.head};
   const auto specs = param_specs(config, slice);
   float* at = base;
   for (int i = 0; i < kNumParamTensors; ++i) {
-    if (!keep(specs[i])) continue;
-    *ordered[i] = at;
-    at += specs[i].count();
+    if (!keep(i, specs[i])) continue;
+    views.*kOrdered[i] = at;
+    at += size ? size(specs[i], config, slice) : specs[i].count();
   }
   return views;
 }
 
+int64_t per_layer(const ParamSpec& spec, const GptConfig& config, const Partition& slice) {
+  const int L = slice.layers(config);
+  return L == 0 ? 0 : spec.count() / L;
+}
+
 }  // namespace
 
+float* tensor_view(const ParamViews& views, int t) { return views.*kOrdered[t]; }
+float*& tensor_view(ParamViews& views, int t) { return views.*kOrdered[t]; }
+
 ParamViews param_views(const GptConfig& config, float* base, const Partition& slice) {
-  return views_of(config, base, slice, [](const ParamSpec&) { return true; });
+  return views_of(config, base, slice, [](int, const ParamSpec&) { return true; });
 }
 
 ParamViews f32_read_views(const GptConfig& config, float* base, const Partition& slice) {
-  return views_of(config, base, slice, [](const ParamSpec& spec) { return !spec.gemm_weight; });
+  return views_of(config, base, slice, [](int, const ParamSpec& spec) { return !spec.gemm_weight; });
+}
+
+ParamViews outside_block_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, [](int t, const ParamSpec&) { return !is_block_tensor(t); });
+}
+
+int64_t outside_block_count(const GptConfig& config, const Partition& slice) {
+  const auto specs = param_specs(config, slice);
+  int64_t n = 0;
+  for (int t = 0; t < kNumParamTensors; ++t)
+    if (!is_block_tensor(t)) n += specs[t].count();
+  return n;
+}
+
+ParamViews one_block_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, [](int t, const ParamSpec&) { return is_block_tensor(t); }, per_layer);
+}
+
+int64_t one_block_count(const GptConfig& config, const Partition& slice) {
+  const auto specs = param_specs(config, slice);
+  int64_t n = 0;
+  for (int t = kFirstBlockTensor; t <= kLastBlockTensor; ++t) n += per_layer(specs[t], config, slice);
+  return n;
 }
 
 int64_t f32_read_count(const GptConfig& config, const Partition& slice) {

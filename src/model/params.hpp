@@ -111,10 +111,21 @@ struct ParamViews {
   float* head;      // (Vp, C) the untied head (llama); empty where tied
 };
 ParamViews param_views(const GptConfig& config, float* base, const Partition& slice = {});
+// Tensor t's pointer in `views` (kWte … kHead).
+float* tensor_view(const ParamViews& views, int t);
+float*& tensor_view(ParamViews& views, int t);
 // The tensors that are not GEMM weights, one after another from `base` (f32_read_count(config,
 // slice) floats), the GEMM weights' pointers null: the f32 values a bf16/fp16 model reads.
 ParamViews f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
 int64_t f32_read_count(const GptConfig& config, const Partition& slice = {});
+// ZeRO-2's gradient memory (model/transformer.hpp, set_gradient_slots): the tensors outside the
+// blocks (embeddings, final norm, head) one after another from `base`, the block tensors null;
+// and one block's tensors (each a per-block tensor's count / layers) one after another, the
+// others null.
+ParamViews outside_block_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t outside_block_count(const GptConfig& config, const Partition& slice = {});
+ParamViews one_block_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t one_block_count(const GptConfig& config, const Partition& slice = {});
 int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
 // One block's parameters on a rank of `tensor` tensor-parallel ranks.
 int64_t block_parameters(const GptConfig& config, int tensor);

@@ -22,7 +22,7 @@ constexpr MemoryKind kDevice = MemoryKind::device;
 }  // namespace
 
 Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group,
-           kernels::Precision precision)
+           kernels::Precision precision, int gradient_slots)
     : config_(config),
       ctx_(ctx),
       backend_(kernels::backend_of(ctx)),
@@ -31,7 +31,6 @@ Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGrou
       num_parameters_(model::num_parameters(config, tensor_group.slice)),
       offsets_(model::param_offsets(config, tensor_group.slice)),
       params_(kernels::storage_dtype(precision), Shape{num_parameters_}, MemoryCategory::Parameters, backend_, kDevice),
-      grads_(static_cast<size_t>(num_parameters_), MemoryCategory::Gradients, backend_, kDevice),
       edge_times_(kernels::Context{&backend_, stream()}) {
   gemm_.precision = precision;
   tp_.stream = stream();
@@ -43,7 +42,6 @@ Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGrou
   } else {
     p_ = model::param_views(config_, params_.data<float>(), tp_.slice);
   }
-  g_ = model::param_views(config_, grads_.data(), tp_.slice);
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
   parts_ = block_parts(config_);
@@ -52,6 +50,8 @@ Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGrou
   fc_local_ = static_cast<int>(fc_rows(config_) / tp_.slice.size);
   mlp_local_ = static_cast<int>(mlp_hidden(config_) / tp_.slice.size);
   layers_ = tp_.slice.layers(config_);
+  const auto specs = param_specs(config_, tp_.slice);
+  for (int t = 0; t < kNumParamTensors; ++t) layer_stride_[t] = layers_ ? specs[t].count() / layers_ : 0;
   chunks_ = tp_.slice.chunks();
   for (int j = 0, at = 0; j < chunks_; ++j) {
     chunk_begin_.push_back(at);
@@ -59,6 +59,7 @@ Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGrou
     at += chunk_size_.back();
   }
   set_slots(std::vector<int>(chunks_, 1));
+  set_gradient_slots(gradient_slots);
 }
 
 Transformer::~Transformer() { drop_graphs(); }
@@ -72,20 +73,48 @@ void Transformer::set_flash_attention(bool on) {
 // KV times the bytes of a reduction among the replicas alone, with no communicator of its own
 // (docs/DECISIONS.md); one block's buffer.
 void Transformer::sum_replicated_kv_gradients() {
-  const int replicas = kv_replicas(config_, tp_.slice.size);
-  if (replicas == 1 || layers_ == 0) return;
+  if (kv_replicas(config_, tp_.slice.size) == 1 || !grad_slots_.empty()) return;
+  for (int l = 0; l < layers_; ++l) sum_replicated_kv_rows(block_gradients(l).qkvw);
+}
+
+void Transformer::sum_replicated_kv_rows(float* qkvw) {
   const int64_t C = config_.channels, per = 2 * int64_t(head_size(config_)) * C, KV = kv_heads(config_);
   const int64_t head = first_kv_head(config_, tp_.slice.size, tp_.slice.rank);
   if (kv_sums_.size() == 0)
     kv_sums_ = Buffer<float>(static_cast<size_t>(KV * per), MemoryCategory::Communication, backend_, kDevice);
   const Tensor slot = kv_sums_.view().elements(head * per, per);
-  for (int l = 0; l < layers_; ++l) {
-    const Tensor rows = on_device(g_.qkvw + (int64_t(l) * qkv_local_ + C_local_) * C, {per});
-    kernels::clear(ctx_, kv_sums_.view());
-    kernels::copy(ctx_, slot, rows);
-    tp_.all_reduce_sum(kv_sums_.data(), kv_sums_.size());
-    kernels::copy(ctx_, rows, slot);
+  const Tensor rows = on_device(qkvw + int64_t(C_local_) * C, {per});
+  kernels::clear(ctx_, kv_sums_.view());
+  kernels::copy(ctx_, slot, rows);
+  tp_.all_reduce_sum(kv_sums_.data(), kv_sums_.size());
+  kernels::copy(ctx_, rows, slot);
+}
+
+void Transformer::set_gradient_slots(int slots) {
+  grad_slots_.clear();
+  slot_views_.clear();
+  grads_ = Buffer<float>();  // the old buffer goes before the new ones exist
+  if (slots == 0) {
+    grads_ = Buffer<float>(static_cast<size_t>(num_parameters_), MemoryCategory::Gradients, backend_, kDevice);
+    g_ = model::param_views(config_, grads_.data(), tp_.slice);
+    return;
   }
+  grads_ = Buffer<float>(static_cast<size_t>(outside_block_count(config_, tp_.slice)), MemoryCategory::Gradients,
+                         backend_, kDevice);
+  g_ = outside_block_views(config_, grads_.data(), tp_.slice);
+  for (int k = 0; k < slots; ++k) {
+    grad_slots_.emplace_back(static_cast<size_t>(one_block_count(config_, tp_.slice)), MemoryCategory::Gradients,
+                             backend_, kDevice);
+    slot_views_.push_back(one_block_views(config_, grad_slots_.back().data(), tp_.slice));
+  }
+  drop_graphs();  // recorded backwards wrote the old buffers
+}
+
+ParamViews Transformer::block_gradients(int l) const {
+  if (!grad_slots_.empty()) return slot_views_[static_cast<size_t>(slot_of(l))];
+  ParamViews views = g_;
+  for (int t = kFirstBlockTensor; t <= kLastBlockTensor; ++t) tensor_view(views, t) += l * layer_stride_[t];
+  return views;
 }
 
 void Transformer::set_context_group(const ContextGroup& group) {
@@ -703,6 +732,11 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   const Tensor d_stream = on_device(dresidual, rows);
   const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
   const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
+  const ParamViews g = block_gradients(l);
+  if (!grad_slots_.empty()) {  // this micro-batch's alone, once the slot's last reader is done
+    if (slot_reuse_) slot_reuse_(slot_of(l));
+    kernels::clear(ctx_, grad_slots_[static_cast<size_t>(slot_of(l))].view());
+  }
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     widen(a.fch, w.fch), widen(a.residual2, w.residual2);
     if (!bf16_attention()) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
@@ -713,26 +747,27 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
   auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
   // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g_.fcprojw + l * c * hidden),
-                        bias(g_.fcprojb + l * c), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
+  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
+                        bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
                         weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
   activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
                       d_fch_gelu_.view({BT, mlp_local_}));
-  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g_.fcw + l * fc * c),
-                           bias(g_.fcb + l * fc), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
+  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw),
+                           bias(g.fcb), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
                            weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
-  norm_backward(d_stream, g_.ln2w + l * c, g_.ln2b + l * c, d_ln, w.residual2.view(rows), p_.ln2w + l * c,
+  norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, w.residual2.view(rows), p_.ln2w + l * c,
                 p_.ln2b + l * c, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g_.attprojw + l * c * cl),
-                        bias(g_.attprojb + l * c), dresidual, scratch_c_.data(), operand(w.atty, a.atty),
+  row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g.attprojw),
+                        bias(g.attprojb), dresidual, scratch_c_.data(), operand(w.atty, a.atty),
                         weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
-  column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g_.qkvw + l * qkv * c),
-                           bias(g_.qkvb + l * qkv), qkv_gradient(), operand(w.ln1, a.ln1), gathered_.view(),
+  column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g.qkvw),
+                           bias(g.qkvb), qkv_gradient(), operand(w.ln1, a.ln1), gathered_.view(),
                            weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
-  norm_backward(d_stream, g_.ln1w + l * c, g_.ln1b + l * c, d_ln, on_device(input, rows), p_.ln1w + l * c,
+  norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, on_device(input, rows), p_.ln1w + l * c,
                 p_.ln1b + l * c, a.ln1_mean.view(), a.ln1_var.view());
+  if (!grad_slots_.empty() && kv_replicas(config_, tp_.slice.size) > 1) sum_replicated_kv_rows(g.qkvw);
 }
 
 void Transformer::norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
@@ -766,13 +801,14 @@ void Transformer::block_weight_gradients(LayerActivations& a, int l) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C, cl = Cl;
   const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
-  weight_gradient(ctx_, g_.fcprojw + l * c * hidden, deferred_gradient(a.residual3), a.fch_gelu.view(),
+  const ParamViews g = block_gradients(l);
+  weight_gradient(ctx_, g.fcprojw, deferred_gradient(a.residual3), a.fch_gelu.view(),
                   weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
-  weight_gradient(ctx_, g_.fcw + l * fc * c, deferred_gradient(a.fch), a.ln2.view(),
+  weight_gradient(ctx_, g.fcw, deferred_gradient(a.fch), a.ln2.view(),
                   weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
-  weight_gradient(ctx_, g_.attprojw + l * c * cl, deferred_gradient(a.residual2), a.atty.view(),
+  weight_gradient(ctx_, g.attprojw, deferred_gradient(a.residual2), a.atty.view(),
                   weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
-  weight_gradient(ctx_, g_.qkvw + l * qkv * c, deferred_gradient(a.qkv), a.ln1.view(),
+  weight_gradient(ctx_, g.qkvw, deferred_gradient(a.qkv), a.ln1.view(),
                   weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
 }
 
@@ -833,6 +869,8 @@ void Transformer::backward_inputs(int slot, float loss_scale) {
                            " blocks keeps no GEMM inputs for a deferred weight gradient");
   if (tp_.splits_rows())  // a row-parallel dy is (B·T, C), the kept activation it would go in this rank's rows
     throw std::logic_error("Transformer::backward_inputs: no deferred weight gradients with sequence parallelism");
+  if (!grad_slots_.empty())  // the slot would be reused before the deferred pass filled it
+    throw std::logic_error("Transformer::backward_inputs: no deferred weight gradients with gradient slots (ZeRO-2)");
   Slot& s = slots_.at(slot);
   check_head_gradient(s, loss_scale);
   run_recorded(s.head_gradient ? Work::backward_inputs_from_head : Work::backward_inputs, slot, loss_scale,

@@ -7,7 +7,8 @@
 // the first stage, the final LayerNorm, head and loss on the last). With sequence parallelism
 // (TensorGroup::sequence_parallel) the LayerNorms, the residual stream and what crosses a stage
 // boundary hold this rank's B·T/tensor token rows only. Parameters and gradients
-// each live in one allocation laid out as model/params.hpp says. Activations are kept per
+// each live in one allocation laid out as model/params.hpp says (ZeRO-2: the block gradients in
+// one-block slots instead, set_gradient_slots). Activations are kept per
 // micro-batch slot, so that a pipeline schedule can hold several micro-batches between their
 // forward and their backward; they are sized for (B, T) and reallocated only when that changes.
 //
@@ -30,6 +31,7 @@
 // core's too; fp16's run in f32 on the fp16 values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -52,8 +54,9 @@ namespace trident::model {
 class Transformer {
  public:
   // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
+  // gradient_slots: set_gradient_slots's, from the start (no flat buffer allocated before).
   Transformer(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
-       kernels::Precision precision = kernels::Precision::fp32);
+       kernels::Precision precision = kernels::Precision::fp32, int gradient_slots = 0);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -69,10 +72,26 @@ class Transformer {
   // The f32 parameters of an fp32 model, in host-addressable memory on the CPU backend (tests,
   // the optimizer); a 16-bit model has none (std::logic_error).
   float* params();
+  // The f32 gradients: the flat buffer laid out as the parameters (model/params.hpp); with
+  // gradient slots the tensors outside the blocks only (outside_block_views).
   float* grads() { return grads_.data(); }
+  const ParamViews& gradient_views() const { return g_; }  // the block tensors null with slots
+  // ZeRO-2 (optim.zero = 2): the block gradients in `slots` buffers of one block each, block l's
+  // in slot l % slots, cleared as its backward begins — one micro-batch's gradient, which the
+  // data-parallel reducer takes (on_final(l), a reduce-scatter) before the slot is used again;
+  // grads() shrinks to the tensors outside the blocks, which accumulate over the step as
+  // before. The old buffers are freed first. Not with deferred weight gradients (zb-h1: a
+  // block's B and W passes apart). 0: every gradient in the flat buffer.
+  void set_gradient_slots(int slots);
+  // ZeRO-2: called with a slot's index before a block's backward writes it (the reducer's
+  // GradientReducer::before_slot_reuse).
+  void set_slot_reuse_hook(std::function<void(int)> hook) { slot_reuse_ = std::move(hook); }
+  int gradient_slots() const { return static_cast<int>(grad_slots_.size()); }
+  // Block l's gradient tensors, each at its layer l (in the flat buffer, or in l's slot).
+  ParamViews block_gradients(int l) const;
   // Where the parameters and grads() live (host memory on the CPU backend): host code reads or
   // writes them only through the two calls below, or kernels and communicators on this device.
-  Device device() const { return grads_.device(); }
+  Device device() const { return params_.view().device; }
   // The stream the model's kernels run on, on its device: what communication of its buffers
   // (activations, gradients, parameters) is ordered on.
   Stream stream() const { return Stream{device(), ctx_.stream.handle}; }
@@ -112,6 +131,7 @@ class Transformer {
   // are on its replicas, each holding the gradient of its own query heads' use of them; their
   // sum, the head's gradient, replaces each copy. Collective over the tensor group; once per
   // step, after the last backward (gradients accumulate linearly). Nothing otherwise.
+  // With gradient slots each block's sum is taken in its backward, in its slot.
   void sum_replicated_kv_gradients();
   // Context parallelism (model/context_parallel.hpp): each micro-batch's T rows per sequence are
   // this rank's two chunks of sequences c·T long; the flash attention runs as a ring over the
@@ -380,7 +400,13 @@ class Transformer {
   int64_t num_parameters_ = 0;
   std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element
   TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16
-  Buffer<float> grads_;                // (num_parameters)
+  Buffer<float> grads_;                // (num_parameters), or with slots (outside_block_count)
+  std::array<int64_t, kNumParamTensors> layer_stride_{};  // a block tensor's elements per layer
+  std::vector<Buffer<float>> grad_slots_;  // ZeRO-2: (one_block_count) each
+  std::vector<ParamViews> slot_views_;     // one_block_views of each slot
+  int slot_of(int l) const { return l % static_cast<int>(grad_slots_.size()); }
+  std::function<void(int)> slot_reuse_;
+  void sum_replicated_kv_rows(float* qkvw);  // one block's (its qkvw gradient's start)
   Buffer<float> f32_reads_;            // 16-bit mode: the tensors read in f32, widened (f32_read_count)
   bool f32_reads_stale_ = true;        // params_ written since f32_reads_ was made
   ParamViews p_{}, g_{};               // p_: into params_ (fp32), into f32_reads_ (16-bit)

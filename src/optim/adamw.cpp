@@ -10,8 +10,9 @@
 namespace trident::optim {
 
 AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
-             const model::Partition& slice, model::FlatRanges owned, kernels::Precision precision)
-    : settings_(settings), owned_(std::move(owned)) {
+             const model::Partition& slice, model::FlatRanges owned, kernels::Precision precision,
+             bool state_order_gradients)
+    : settings_(settings), owned_(std::move(owned)), state_order_gradients_(state_order_gradients) {
   if (owned_.empty()) owned_ = {{0, model::num_parameters(config, slice)}};
   kernels::Backend& backend = kernels::backend_of(device);
   const size_t n = static_cast<size_t>(model::total_count(owned_));
@@ -41,7 +42,8 @@ void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads
   for (const Range& r : ranges_) {
     const int64_t n = r.flat.count();
     const Tensor own = params.elements(r.flat.begin, n);
-    const Tensor gradients = view(grads + r.flat.begin, static_cast<size_t>(n), device);
+    const Tensor gradients =
+        view(grads + (state_order_gradients_ ? r.state_begin : r.flat.begin), static_cast<size_t>(n), device);
     // fp32: the parameters are the master; 16-bit: the master is ours, its rounding written to them.
     const Tensor master = keeps_master() ? master_.view().elements(r.state_begin, n) : own;
     const Tensor low = keeps_master() ? own : Tensor{};

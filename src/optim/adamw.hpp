@@ -28,9 +28,11 @@ class AdamW {
   // empty); the moments (and, for a 16-bit `precision`, the master) exist for those only, stored
   // range after range: the state. slice: this rank's tensor-parallel slice (the layout of its
   // parameter buffer). The state lives on `device`'s backend, with the parameters.
+  // state_order_gradients: step()'s gradients are the owned ones alone, in the state's order
+  // (ZeRO-2's, dp::GradientReducer::owned_gradients), not the flat buffer.
   AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
         const model::Partition& slice = {}, model::FlatRanges owned = {},
-        kernels::Precision precision = kernels::Precision::fp32);
+        kernels::Precision precision = kernels::Precision::fp32, bool state_order_gradients = false);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor). params: the model's parameters (Transformer::parameters_to_write),
   // f32 (updated in place) or 16-bit (the shard's part written from the updated master).
@@ -64,6 +66,7 @@ class AdamW {
   };
   AdamWSettings settings_;
   model::FlatRanges owned_;
+  bool state_order_gradients_ = false;
   std::vector<Range> ranges_;
   Buffer<float> m_, v_;
   Buffer<float> master_;  // (state) 16-bit models only

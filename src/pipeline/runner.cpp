@@ -167,13 +167,14 @@ void PipelineRunner::stretch(double compute_start) const {
 }
 
 void PipelineRunner::train_step(const BatchFn& batch, float loss_scale,
-                                const std::function<void(int)>& on_last_final, StepTimes* times) {
+                                const std::function<void(int)>& on_last_final, StepTimes* times,
+                                bool every_backward) {
   gpt_.take_edge_seconds();  // validation's forwards are not this step's
   if (times) schedule_times_.begin();
   for (const Action& action : stage_actions(schedule_, stage_, stages_, micro_batches_, chunks_)) {
     const int i = action.micro_batch, chunk = action.chunk;
     // The last micro-batch's backward, or its W, makes the chunk's weight gradients final.
-    const std::function<void(int)> on_final = i == micro_batches_ - 1 ? on_last_final : nullptr;
+    const std::function<void(int)> on_final = every_backward || i == micro_batches_ - 1 ? on_last_final : nullptr;
     switch (action.pass) {
       case Pass::Forward:
         run_forward(i, chunk, batch, loss_scale, times);

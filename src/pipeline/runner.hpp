@@ -47,10 +47,12 @@ class PipelineRunner {
                  int B, int T);
 
   // One training step: every micro-batch forward and backward (loss scaled by loss_scale);
-  // on_last_final is the gradient hook of the step's last backward. The last stage keeps each
+  // on_last_final is the gradient hook of the step's last backward (with every_backward, of
+  // each backward: ZeRO-2 reduces every micro-batch's block gradients). The last stage keeps each
   // micro-batch's loss sum on the device (Transformer::kept_loss_sums): nothing is read on the host.
   void train_step(const BatchFn& batch, float loss_scale,
-                    const std::function<void(int)>& on_last_final, StepTimes* times = nullptr);
+                    const std::function<void(int)>& on_last_final, StepTimes* times = nullptr,
+                    bool every_backward = false);
 
   // Forward only, `count` micro-batches (validation). After each, on the last stage, consume(i,
   // losses) gets the per-position losses (B·T).

@@ -132,7 +132,10 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   return largest * kFloat;
 }
 
+// The reducer's buckets (dp::GradientReducer): ZeRO-2's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
+  if (in.zero == 2 && in.data > 1)
+    return dp::plan_buckets(dp::gpt2_slot_segments(in.config, part, {}, [](int) { return model::ParamViews{}; }), 0.0);
   return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
 }
 
@@ -174,9 +177,15 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
-  if (in.zero >= 2 && in.data > 1) {
+  if (in.zero == 2 && in.data > 1) {
+    // The tensors outside the blocks whole, two one-block slots (one filled by backward while
+    // the other is reduce-scattered) and the own part's sums: ZeRO-2 (Transformer::set_gradient_slots).
+    e.bytes[index(MemoryCategory::Gradients)] =
+        (model::outside_block_count(in.config, part) + 2 * model::one_block_count(in.config, part) + shard) * kFloat;
+  }
+  if (in.zero >= 3 && in.data > 1) {
     // The own shard's f32 gradients, and two buckets of full-size gradients in flight (one
-    // filled by the backward while the other is reduce-scattered): ZeRO-2's bucket reuse.
+    // filled by the backward while the other is reduce-scattered) — planned, not built.
     e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest_bucket(in, part) * in.grad_bytes;
   }
   if (in.zero >= 3 && in.data > 1) {
@@ -189,10 +198,14 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
-  // The reducer's packing buffer: the largest bucket; with ZeRO-1 and the parameters' gathering
-  // one. (ZeRO-2 and 3 reduce the buckets in flight counted above, and gather into the blocks.)
-  if (in.data > 1 && in.zero <= 1)
-    e.bytes[index(MemoryCategory::Communication)] = largest_bucket(in, part) * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
+  // The reducer's packing buffer: the largest bucket; with ZeRO-1 and 2 the parameters'
+  // gathering one, and with ZeRO-2's 16-bit sums their f32 part. (ZeRO-3 reduces the buckets
+  // in flight counted above, and gathers into the blocks.)
+  if (in.data > 1 && in.zero <= 2) {
+    const int64_t largest = largest_bucket(in, part);
+    e.bytes[index(MemoryCategory::Communication)] = largest * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
+    if (in.zero == 2 && in.grad_bytes != kFloat) e.bytes[index(MemoryCategory::Communication)] += largest / in.data * kFloat;
+  }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());

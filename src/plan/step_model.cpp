@@ -215,9 +215,10 @@ int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<i
 double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 
 // ZeRO-2 and 3's communication within one micro-batch on a stage (its time t so far), the part
-// the work does not hide, plus the interference on the part it does. 2: the stage's gradients
-// reduce-scattered bucket by bucket behind the micro-batch's backward (the last bucket never
-// hides). 3: each block's parameters all-gathered behind the previous block's forward (the
+// the work does not hide, plus the interference on the part it does. 2: the stage's block
+// gradients reduce-scattered block by block behind the micro-batch's backward (the last never
+// hides) — a bucket per block, the tensors outside the blocks after the step (data_parallel).
+// 3: each block's parameters all-gathered behind the previous block's forward (the
 // first block's not hidden), gathered again with its gradients reduce-scattered behind its
 // neighbour's backward; the embedding's and head's gathered and scattered once, not hidden.
 // Gathers move the parameters' storage type, reduce-scatters the gradients' wire type; each is
@@ -237,11 +238,13 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   const double n = double(stage_parameters(w, l, stage_layers(w, l), stage));
   double exposed = 0, hidden = 0;
   if (l.zero == 2) {
-    const double comm = scatter(n);
-    const double buckets = std::max(1.0, std::ceil(n * l.gradient_bytes / (l.bucket_mb * 1048576.0)));
-    exposed = std::max(comm - backward, comm / buckets);
+    // Each block's reduce-scatter (a bucket per block) after its backward, beside the next
+    // block's; the last one's exposed. The rest goes once a step (data_parallel).
+    const double blocks = layers * double(model::block_parameters(w.config, l.tensor));
+    const double comm = scatter(blocks);
+    exposed = layers ? std::max(comm - backward, comm / layers) : 0;
     hidden = comm - exposed;
-    count(n, l.gradient_bytes);
+    count(blocks, l.gradient_bytes);
   } else {
     const double block = double(model::block_parameters(w.config, l.tensor)), rest = n - block * layers;
     count(2 * layers * block + rest, stored);
@@ -329,7 +332,8 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     // After the step: without ZeRO one all-reduce of the gradients as they travel
     // (comm.grad_dtype); ZeRO-1 a reduce-scatter of them and an all-gather of the updated
     // parameters in their storage type, each half an all-reduce of its bytes on a ring; ZeRO-2
-    // the all-gather alone (it reduced within each micro-batch, sharded_seconds); ZeRO-3
+    // the all-gather and the reduce-scatter of the tensors outside the blocks (it reduced the
+    // blocks within each micro-batch, sharded_seconds); ZeRO-3
     // nothing (each block is gathered when it is used).
     const double n = double(stage_parameters(w, l, layers, stage)), bytes = n * l.gradient_bytes;
     const GroupShape group = widest_group(l, stage, false, hw);
@@ -337,8 +341,14 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     const double reduce = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
     const double gather = all_reduce_seconds(n * stored_bytes(l), group, hw, l.hierarchical, &gathered);
     const double reduce_share = l.zero == 0 ? 1 : l.zero == 1 ? 0.5 : 0, gather_share = l.zero == 1 || l.zero == 2 ? 0.5 : 0;
-    const double seconds = reduce_share * reduce + gather_share * gather;
-    for (int level = 0; level < 3; ++level) sent[level] = reduce_share * reduced[level] + gather_share * gathered[level];
+    // ZeRO-2: the tensors outside the blocks reduce-scattered once, after the step's backward.
+    std::array<double, 3> rest_reduced{};
+    const double rest = n - double(model::block_parameters(w.config, l.tensor)) * layers[stage];
+    const double rest_reduce =
+        l.zero == 2 ? all_reduce_seconds(rest * l.gradient_bytes, group, hw, l.hierarchical, &rest_reduced) / 2 : 0;
+    const double seconds = reduce_share * reduce + gather_share * gather + rest_reduce;
+    for (int level = 0; level < 3; ++level)
+      sent[level] = reduce_share * reduced[level] + gather_share * gathered[level] + rest_reduced[level] / 2;
     if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
       std::array<double, 3> sharded{};
       sharded_seconds(w, l, hw, 0, layers[0], e.stages[0], &sharded);
@@ -355,7 +365,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
       exposed_reduce = std::max(reducing - backward, reducing / buckets);
       exposed_reduce += hw.comm_interference * (reducing - exposed_reduce);  // the backward slowed beside the hidden part
     }
-    const double exposed = exposed_reduce + gather_share * gather;
+    const double exposed = exposed_reduce + gather_share * gather + rest_reduce;
     e.data_s = std::max(e.data_s, seconds);
     e.data_exposed_s = std::max(e.data_exposed_s, exposed);
   }

@@ -90,7 +90,10 @@ std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const 
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  auto model = std::make_unique<model::Transformer>(config, ctx, tensor_group, job.settings.precision.precision);
+  // ZeRO-2: the block gradients in two one-block slots (one filled by backward while the other's
+  // reduce-scatter runs), which the reducer empties and the model waits for.
+  const int slots = job.settings.step.zero == 2 && job.grid.dp_size() > 1 ? 2 : 0;
+  auto model = std::make_unique<model::Transformer>(config, ctx, tensor_group, job.settings.precision.precision, slots);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_flash_attention(job.settings.model.flash_attention);
@@ -103,21 +106,38 @@ std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const 
   return model;  // its parameters set by the trainer (set_parameters), or by a checkpoint read
 }
 
+// The ZeRO stage this run's data group has: none with one replica.
+int zero_stage(const RunSettings& settings, const comm::Communicator& data) {
+  return data.size() > 1 ? settings.step.zero : 0;
+}
+
+// ZeRO-2: the segments in the model's gradient slots, and the model waits for the reducer.
 std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Transformer& model,
                                                   comm::Communicator& data) {
-  dp::Gradients gradients{dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads()),
-                          model.grads(), model.num_parameters(), model.context()};
+  const int zero = zero_stage(settings, data);
+  dp::Gradients gradients;
+  if (zero == 2) {
+    gradients.segments = dp::gpt2_slot_segments(model.config(), model.partition(), model.gradient_views(),
+                                                [&model](int l) { return model.block_gradients(l); });
+    gradients.slots = model.gradient_slots();
+  } else {
+    gradients.segments = dp::gpt2_gradient_segments(model.config(), model.partition(), model.grads());
+  }
+  gradients.count = model.num_parameters();
+  gradients.device = model.context();
   gradients.device.stream = model.stream();
-  return std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
-                                               settings.reduce.overlap, settings.step.zero, settings.reduce.grad_dtype);
+  auto reducer = std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
+                                                       settings.reduce.overlap, zero, settings.reduce.grad_dtype);
+  if (zero == 2) model.set_slot_reuse_hook([r = reducer.get()](int slot) { r->before_slot_reuse(slot); });
+  return reducer;
 }
 
 // ZeRO: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of the ranges
-// it owns only (its part of every gradient bucket).
+// it owns only (its part of every gradient bucket); ZeRO-2 updates from its own gradients.
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Transformer& model,
                                              const dp::GradientReducer& reducer) {
   return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(),
-                                        reducer.owned(), model.precision());
+                                        reducer.owned(), model.precision(), reducer.owned_gradients() != nullptr);
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
@@ -269,7 +289,7 @@ StepResult Trainer::train_step(int64_t step) {
   // Without overlap there is nothing to hand over, and a backward without a hook can be a
   // recorded graph (cuda.graphs).
   std::function<void(int)> on_final;
-  if (reducer_->overlapping())
+  if (reducer_->overlapping() || reducer_->every_micro_batch())
     on_final = [this](int layer) {
       if (layer >= 0) reducer_->on_final(layer);
     };
@@ -277,7 +297,7 @@ StepResult Trainer::train_step(int64_t step) {
   const int64_t reads_before = kernels::backend_of(ctx_).host_reads();
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
-  runner_->train_step(batch, loss_scale, on_final, &result.pipeline);
+  runner_->train_step(batch, loss_scale, on_final, &result.pipeline, reducer_->every_micro_batch());
   dp::tie_embedding_gradients(*model_, pp_size_ > 1 && model::tied_head(config_) ? collectives_.embedding.get() : nullptr);
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
@@ -363,12 +383,13 @@ const double* Trainer::finish_step_on_device(double fp16_scale, float lr) {
                      static_cast<double>(B_) * T_);
   if (dp_size_ > 1) collectives_.data->all_reduce(values + kLossSum, 1, DType::f64, comm::Op::Sum, stream).wait();
   if (pp_size_ > 1) collectives_.pipeline->broadcast(values + kLossSum, 1, DType::f64, pp_size_ - 1, stream).wait();
-  dp::sum_gradient_squares(*model_, reducer_->owned(), scalars.elements(kSquaresSplit, 2), *collectives_.data,
+  dp::sum_gradient_squares(*model_, reducer_->owned(), reducer_->owned_gradients(), scalars.elements(kSquaresSplit, 2), *collectives_.data,
                            *collectives_.tensor, *collectives_.pipeline);
   step_control(ctx_, scalars, settings_.step.grad_clip, fp16_scale, static_cast<double>(micro_batches_ * dp_size_));
   dp::agree_on_skip(*model_, values + kSkipStep, *collectives_.world);
   const Tensor params = model_->parameters_to_write();
-  optimizer_->step(ctx_, params, model_->grads(), lr, optimizer_updates_ + 1, 1.0f,
+  const float* grads = reducer_->owned_gradients() ? reducer_->owned_gradients() : model_->grads();  // ZeRO-2: its own
+  optimizer_->step(ctx_, params, grads, lr, optimizer_updates_ + 1, 1.0f,
                    scalars.elements(kUpdateScale, 2));
   reducer_->all_gather_params(params);  // ZeRO: every shard to every replica (unchanged ones after a skip)
   download(ctx_, step_scalars_host_.data(), scalars);

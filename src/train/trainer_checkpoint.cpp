@@ -20,7 +20,7 @@ namespace {
 
 std::string layout_text(int64_t tensor, int64_t pipeline, int64_t data, int64_t zero) {
   return "(tensor " + std::to_string(tensor) + ", pipeline " + std::to_string(pipeline) + ", data " +
-         std::to_string(data) + (zero ? ", ZeRO-1)" : ")");
+         std::to_string(data) + (zero ? ", ZeRO-" + std::to_string(zero) + ")" : ")");
 }
 
 }  // namespace
@@ -61,7 +61,7 @@ ckpt::Metadata Trainer::metadata(int64_t completed_steps) {
   const layout::Grid& grid = job_.grid;
   ckpt::Metadata m;
   m.model = model_->config();
-  static_cast<ckpt::LayoutRecord&>(m) = {grid.tp_size(), grid.pp_size(), grid.dp_size(), settings_.step.zero ? 1 : 0};
+  static_cast<ckpt::LayoutRecord&>(m) = {grid.tp_size(), grid.pp_size(), grid.dp_size(), settings_.step.zero};
   static_cast<ckpt::Provenance&>(m) = {TRIDENT_VERSION, utc_timestamp(),
                                        job_.record.to_ini("resolved deck of the run that wrote this checkpoint")};
   static_cast<ckpt::TrainingState&>(m) = {completed_steps,
@@ -134,7 +134,7 @@ void Trainer::restore(const std::string& run_id, bool checking) {
   restore_training_state(saved, chosen->path);
   check_replicas_agree();  // every replica restored the same bits
   const std::string now = layout_text(job_.grid.tp_size(), job_.grid.pp_size(), job_.grid.dp_size(),
-                                      settings_.step.zero ? 1 : 0);
+                                      settings_.step.zero);
   const std::string then = layout_text(saved.tensor, saved.pipeline, saved.data, saved.zero);
   print0(std::string(checking ? "would resume from " : "resumed from ") + chosen->path + " (" + saved.kind +
          ", step " + std::to_string(saved.step) + ", written " + saved.written_at + " by layout " + then + ")" +

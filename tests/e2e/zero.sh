@@ -66,12 +66,16 @@ PY
 then pass "zero1_optimizer_bytes_d4 ($(cat bytes.cmp))"; else fail zero1_optimizer_bytes_d4 "$(cat bytes.cmp)"; fi
 
 # kill -9 of one rank mid-run; resume = auto continues bitwise.
-run d2_bf16_killed 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=1 \
-  --debug.fail_rank=1 --debug.fail_step=7 --debug.fail_mode=sigkill
-run d2_bf16_killed 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=1 --checkpoint.resume=auto &&
-  grep -q "resumed from d2_bf16_killed/checkpoints/step-00000004.full.h5" d2_bf16_killed.out &&
-  same_losses zero1_kill9_resumed_bitwise_bf16 d2_bf16_zero1 d2_bf16_killed ||
-  fail zero1_kill9_resumed_bitwise_bf16 "$(grep -E 'resumed|error' d2_bf16_killed.out | tail -3)"
+killed_resumes() {  # killed_resumes STAGE REFERENCE_RUN: at data 2 in bf16
+  local stage=$1 reference=$2 name="d2_bf16_z$1_killed"
+  run "$name" 2 --parallel.data=2 --optim.precision=bf16 --optim.zero="$stage" \
+    --debug.fail_rank=1 --debug.fail_step=7 --debug.fail_mode=sigkill
+  run "$name" 2 --parallel.data=2 --optim.precision=bf16 --optim.zero="$stage" --checkpoint.resume=auto &&
+    grep -q "resumed from $name/checkpoints/step-00000004.full.h5" "$name.out" &&
+    same_losses "zero${stage}_kill9_resumed_bitwise_bf16" "$reference" "$name" ||
+    fail "zero${stage}_kill9_resumed_bitwise_bf16" "$(grep -E 'resumed|error' "$name.out" | tail -3)"
+}
+killed_resumes 1 d2_bf16_zero1
 
 # Across stages: step 4 of one resumes under the other at the same layout, bitwise (the state
 # is the same bits either way); and onto other data degrees, within 1e-5 of the serial run.
@@ -94,6 +98,60 @@ across zero1_d4_to_serial_bf16 d4_bf16_zero1 serial_bf16 1e-2 1 --optim.precisio
 # A bf16 sharded checkpoint continues in fp32 from the master weights it holds.
 run serial_fp32 1 || fail serial_fp32 "$(tail -3 serial_fp32.out)"
 across zero1_bf16_to_fp32 d2_bf16_zero1 serial_fp32 2e-2 1
+
+# ZeRO-2: the blocks' gradients reduce-scattered after every micro-batch's backward out of two
+# one-block slots, the own part added up over the micro-batches. One micro-batch per replica
+# (train.micro_batch = 4 at data 2 of global 8): the same sums in the same order, so the same
+# bits as ZeRO-1; more micro-batches add each one's sum separately (another order), within 1e-5.
+# With tensor and pipeline parallelism (1F1B, GPipe with full recompute and no overlap), fp32,
+# fp16 and bf16, and on the guard backend.
+run d2_bf16_zero2 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=2 &&
+  same_losses zero2_matches_zero1_d2_bf16 d2_bf16_zero1 d2_bf16_zero2 1e-5 ||
+  fail zero2_runs_d2_bf16 "$(tail -3 d2_bf16_zero2.out)"
+run d2_mb4_zero1 2 --parallel.data=2 --train.micro_batch=4 --optim.precision=bf16 --optim.zero=1 &&
+  run d2_mb4_zero2 2 --parallel.data=2 --train.micro_batch=4 --optim.precision=bf16 --optim.zero=2 &&
+  same_losses zero2_bitwise_one_micro_batch_bf16 d2_mb4_zero1 d2_mb4_zero2 ||
+  fail zero2_bitwise_one_micro_batch_bf16 "$(tail -3 d2_mb4_zero2.out)"
+for case in "fp32 4 1e-5" "fp16 2 1e-5" "bf16 8 1e-5"; do
+  set -- $case
+  precision=$1 data=$2 tolerance=$3
+  run "d${data}_${precision}_z2" "$data" --parallel.data="$data" --optim.precision="$precision" --optim.zero=2 &&
+    run "d${data}_${precision}_z1" "$data" --parallel.data="$data" --optim.precision="$precision" --optim.zero=1 &&
+    same_losses "zero2_matches_zero1_d${data}_$precision" "d${data}_${precision}_z1" "d${data}_${precision}_z2" "$tolerance" ||
+    fail "zero2_runs_d${data}_$precision" "$(tail -3 "d${data}_${precision}_z2.out")"
+done
+run t2p2d2_bf16_zero2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16 --optim.zero=2 &&
+  same_losses zero2_matches_zero1_t2p2d2_bf16 t2p2d2_bf16_zero1 t2p2d2_bf16_zero2 1e-5 ||
+  fail zero2_runs_t2p2d2_bf16 "$(tail -3 t2p2d2_bf16_zero2.out)"
+# shellcheck disable=SC2086
+run t1p2d2_gpipe_zero2 4 $P2 --optim.precision=bf16 --optim.zero=2 &&
+  same_losses zero2_matches_zero1_t1p2d2_gpipe_recompute_bf16 t1p2d2_gpipe_zero1 t1p2d2_gpipe_zero2 1e-5 ||
+  fail zero2_runs_t1p2d2_gpipe "$(tail -3 t1p2d2_gpipe_zero2.out)"
+run d2_bf16_zero2_guard 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=2 --kernels.device=guard &&
+  same_losses zero2_guard_bitwise_bf16 d2_bf16_zero2 d2_bf16_zero2_guard ||
+  fail zero2_guard_bitwise_bf16 "$(tail -3 d2_bf16_zero2_guard.out)"
+# Its checkpoints are ZeRO-1's: step 4 of ZeRO-2 goes on under ZeRO-1 bitwise as ZeRO-2 would
+# (one micro-batch: the same bits either way), and ZeRO-1's under ZeRO-2; onto one rank.
+across zero2_to_zero1_bitwise_mb4 d2_mb4_zero2 d2_mb4_zero1 0 2 --parallel.data=2 --train.micro_batch=4 --optim.precision=bf16 --optim.zero=1
+across zero1_to_zero2_bitwise_mb4 d2_mb4_zero1 d2_mb4_zero2 0 2 --parallel.data=2 --train.micro_batch=4 --optim.precision=bf16 --optim.zero=2
+across zero2_d2_to_serial_bf16 d2_bf16_zero2 serial_bf16 1e-2 1 --optim.precision=bf16
+killed_resumes 2 d2_bf16_zero2
+# Tracked gradient bytes at data 4: ZeRO-2 keeps the tensors outside the blocks (wte, wpe, the
+# final norm), two one-block slots and its own part of every bucket (⌈E/4⌉ of each block and of
+# the rest), against the whole flat buffer — exactly.
+if $PY - d4_fp32_z1 d4_fp32_z2 > grad_bytes.cmp 2>&1 <<'PY'
+import sys, h5py
+one, two = (int(h5py.File(d + "/metrics.h5", "r")["memory/gradients_bytes"][-1]) for d in sys.argv[1:])
+n, C, V, T, L, d = one // 4, 32, 256, 32, 4, 4
+outside = V * C + T * C + 2 * C
+block = (n - outside) // L
+expected = 4 * (outside + 2 * block + L * -(-block // d) + -(-outside // d))
+print(f"gradient bytes {one} with ZeRO-1, {two} with ZeRO-2 at data 4 ({two / one:.3f}; expected {expected})")
+sys.exit(0 if two == expected else 1)
+PY
+then pass "zero2_gradient_bytes_d4 ($(cat grad_bytes.cmp))"; else fail zero2_gradient_bytes_d4 "$(cat grad_bytes.cmp)"; fi
+expect_user_error zero2_refuses_zb_h1 'parallel.schedule = zb-h1|optim.zero = 2|use optim.zero = 1' \
+  mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.pipeline=2 --parallel.schedule=zb-h1 --optim.zero=2
 
 # comm.grad_dtype = bf16: the gradients travel as bf16 (a rounding per hop), half the bytes of
 # the all-reduce (the ring both ways, comm.node_algo = ring), and about the same training; under
