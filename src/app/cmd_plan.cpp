@@ -163,7 +163,7 @@ void print_stages(const std::vector<plan::Candidate>& ranked) {
   }
 }
 
-// `modelled`: the same device count's layouts with ZeRO-2 and 3, listed by stage only.
+// `modelled`: the same device count's layouts with ZeRO-3, listed by stage only.
 void print_ranking(const std::vector<plan::Candidate>& ranked, const std::vector<plan::Candidate>& modelled,
                    const PlanFlags& flags) {
   int feasible = 0;
@@ -257,7 +257,7 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
     for (const plan::CurvePoint& p : curve) {
       print0("\n" + std::to_string(p.devices) + " devices:");
       plan::SearchSpace sharded;
-      sharded.zero_stages = {2, 3};
+      sharded.zero_stages = {3};
       print_ranking(p.ranked, plan::search_layouts(w, base, p.devices, hw, sharded), flags);
       if (p.best) print0("the best, in parts:\n" + plan::breakdown(*p.best));
     }

@@ -523,6 +523,9 @@ std::string layout_problem(const Workload& w, const Layout& l) {
            std::to_string(m);
   if (pipeline::splits_backward(l.schedule) && l.recomputes_blocks())
     return pipeline::schedule_name(l.schedule) + " keeps every block's GEMM inputs, recompute " + l.recompute + " does not";
+  if (pipeline::splits_backward(l.schedule) && l.zero == 2)
+    return "ZeRO-2 reuses a block's gradient buffer before " + pipeline::schedule_name(l.schedule) +
+           "'s deferred weight gradients fill it";
   if (l.virtual_stages > 1) {
     const std::string v = std::to_string(l.virtual_stages);
     if (l.schedule != pipeline::Schedule::OneFOneB) return v + " virtual stages need the 1f1b schedule";

@@ -85,6 +85,14 @@ layout c2 2 --parallel.context=2
 layout t4_replicated_kv 4 --parallel.tensor=4
 layout t4_replicated_kv_d2_zero1 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=1
 layout t4_replicated_kv_sp_p2 8 --parallel.tensor=4 --parallel.sequence_parallel=true --parallel.pipeline=2
+# ZeRO-2 (a block's gradients reduce-scattered after each micro-batch's backward of it): the
+# replicated key/value heads summed in the block's slot first; with sequence parallelism, an
+# interleaved pipeline, and the context group (part of the data group the gradients are sharded over).
+layout d2_zero2 2 --parallel.data=2 --optim.zero=2
+layout t4_replicated_kv_d2_zero2 8 --parallel.tensor=4 --parallel.data=2 --optim.zero=2
+layout t2_sp_d2_zero2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2 --optim.zero=2
+layout p2_interleaved_d2_zero2 4 --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.data=2 --optim.zero=2
+layout c2_zero2 2 --parallel.context=2 --optim.zero=2
 layout c4 4 --parallel.context=4
 layout t2c2 4 --parallel.tensor=2 --parallel.context=2
 layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
