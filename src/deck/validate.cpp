@@ -293,7 +293,14 @@ void check_slowdown(const Deck& deck, int world_size) {
 }
 
 // A balance key that acts on measurements, with the measurements off, would silently do nothing.
+// ZeRO-2 reduce-scatters every micro-batch's block gradients over the data group: every replica
+// must run as many micro-batches, which balance.replicas changes.
 void check_balance(const Deck& deck) {
+  if (deck.get_bool("balance.replicas") && deck.get_int("optim.zero") == 2)
+    fatal_all(deck.file_name() + ": balance.replicas = true gives the data replicas different numbers of micro-batches, "
+              "and optim.zero = 2 reduce-scatters each micro-batch's gradients over all of them together (" +
+              deck.cite("balance.replicas") + ", " + deck.cite("optim.zero") +
+              "); use optim.zero = 1, or balance.replicas = false");
   if (deck.get_int("balance.interval") > 0) return;
   for (const char* key : {"balance.pipeline", "balance.replicas"})
     if (deck.get_bool(key))

@@ -92,6 +92,10 @@ moved moved_p2_gpipe measure_slow_stage_p2 2 --parallel.pipeline=2 --parallel.sc
 moved moved_p2_zb_h1 measure_slow_stage_p2 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --debug.slowdown=1:2
 moved moved_p4 measure_slow_stage_p2 4 --parallel.pipeline=4 --debug.slowdown=1:2
 moved moved_p2d2_zero1 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --debug.slowdown=2:2
+# ZeRO-2 couples the replicas every micro-batch (each block's reduce-scatter): a rank slowed alone
+# slows its data partner too, so both of stage 1's ranks are slowed here; the rebuilt model takes
+# new gradient slots and the reducer's wait for them.
+moved moved_p2d2_zero2 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=2 --debug.slowdown=2:3,3:3
 run static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 &&
   moved moved_p2_bf16 static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 --debug.slowdown=1:2
 

@@ -150,6 +150,8 @@ print(f"gradient bytes {one} with ZeRO-1, {two} with ZeRO-2 at data 4 ({two / on
 sys.exit(0 if two == expected else 1)
 PY
 then pass "zero2_gradient_bytes_d4 ($(cat grad_bytes.cmp))"; else fail zero2_gradient_bytes_d4 "$(cat grad_bytes.cmp)"; fi
+expect_user_error zero2_refuses_replica_balance 'balance.replicas = true|optim.zero = 2|use optim.zero = 1' \
+  mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.data=2 --balance.replicas=true --optim.zero=2
 expect_user_error zero2_refuses_zb_h1 'parallel.schedule = zb-h1|optim.zero = 2|use optim.zero = 1' \
   mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.pipeline=2 --parallel.schedule=zb-h1 --optim.zero=2
 
