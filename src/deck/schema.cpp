@@ -191,7 +191,7 @@ std::vector<KeySpec> build_schema() {
               "(16-bit ones as 16-bit values). 2 = ZeRO-2: as 1, and no full-size gradient buffer of "
               "the blocks: each block's gradients reduce-scattered after every micro-batch's backward "
               "of it out of one of two one-block buffers, only the own part kept (not with "
-              "parallel.schedule = zb-h1)"),
+              "parallel.schedule = zb-h1 or balance.replicas)"),
       // [kernels]
       choice("kernels.device", "cpu", {"cpu", "cuda", "guard"},
              "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP), "
