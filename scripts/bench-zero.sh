@@ -37,15 +37,16 @@ label = {"new": "optim.zero = 1 (distributed optimizer)", "zero2": "optim.zero =
 rows = {}
 for r in runs:
     f = h5py.File(f"{work}/{r}/metrics.h5", "r")
-    rows[r] = {k: f[f"memory/{k}_bytes"][-1] / 2**20 for k in ("parameters", "gradients", "optimizer")}
+    rows[r] = {k: f[f"memory/{k}_bytes"][-1] / 2**20 for k in ("parameters", "gradients", "optimizer", "communication")}
     rows[r]["ms"] = f["step_ms"][-1] if "step_ms" in f else float("nan")
     rows[r]["exposed"] = float(np.max(f["comm_exposed_ms"][-1])) if "comm_exposed_ms" in f else float("nan")
 print("GPT-2 124M bf16, data 8 (8 ranks, 1 thread each), micro-batches of 64 tokens per rank, tracked MiB of the largest rank:")
-print(f"  {'':44s} {'parameters':>11s} {'gradients':>10s} {'optimizer':>10s} {'state':>8s} {'step ms':>9s} {'exposed ms':>11s}")
+print(f"  {'':44s} {'parameters':>11s} {'gradients':>10s} {'optimizer':>10s} {'state':>8s} {'comm bufs':>10s} {'step ms':>9s} {'exposed ms':>11s}")
 for r in runs:
     v = rows[r]
     state = v["parameters"] + v["gradients"] + v["optimizer"]
-    print(f"  {label[r]:44s} {v['parameters']:11.1f} {v['gradients']:10.1f} {v['optimizer']:10.1f} {state:8.1f} {v['ms']:9.0f} {v['exposed']:11.0f}")
+    print(f"  {label[r]:44s} {v['parameters']:11.1f} {v['gradients']:10.1f} {v['optimizer']:10.1f} {state:8.1f} "
+          f"{v['communication']:10.1f} {v['ms']:9.0f} {v['exposed']:11.0f}")
 two, one = rows["zero2"], rows["new"]
 print(f"  ZeRO-2 / ZeRO-1: gradient bytes {two['gradients'] / one['gradients']:.3f}, step time {two['ms'] / one['ms']:.3f} (target <= 1.05)")
 if "old" in rows:
