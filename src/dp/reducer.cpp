@@ -62,12 +62,10 @@ int64_t GradientReducer::packed_length(const Bucket& bucket) const {
   return zero_ ? shard_part(bucket, data_size_) * data_size_ : bucket.elements;
 }
 
-void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat,
-                             int64_t begin, int64_t end) {
+void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat) {
   int64_t at = 0;  // the segment's first element in the packed bucket
   for (const GradientSegment& s : bucket.segments) {
-    const int64_t lo = std::max(at, begin), hi = std::min(at + s.count, end);
-    if (lo < hi) kernels::convert(ctx, flat.elements(s.offset + (lo - at), hi - lo), packed.elements(lo, hi - lo));
+    kernels::convert(ctx, flat.elements(s.offset, s.count), packed.elements(at, s.count));
     at += s.count;
   }
 }
@@ -90,7 +88,8 @@ void GradientReducer::plan_own_pieces() {
     int64_t at = 0;
     for (const GradientSegment& s : bucket.segments) {
       const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
-      if (lo < hi) pieces.push_back({lo, hi - lo, static_cast<float*>(s.data) + (lo - at), state_of(s.offset + (lo - at))});
+      const int64_t flat = s.offset + (lo - at);
+      if (lo < hi) pieces.push_back({lo, hi - lo, static_cast<float*>(s.data) + (lo - at), flat, state_of(flat)});
       at += s.count;
     }
     own_pieces_.push_back(std::move(pieces));
@@ -215,18 +214,13 @@ void GradientReducer::all_gather_params(const Tensor& params) {
     gathered_ = TensorBuffer(params.dtype, Shape{static_cast<int64_t>(packed_.size())}, MemoryCategory::Communication,
                              kernels::backend_of(ctx), MemoryKind::device);
   }
-  for (const Bucket& bucket : buckets_) {
-    const int64_t length = packed_length(bucket), part = length / data_size_;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const int64_t length = packed_length(buckets_[b]);
     const Tensor packed = gathered_.view().elements(0, length);
-    int64_t at = 0;  // the own part packed, in the parameters' type
-    const int64_t own_begin = data_rank_ * part, own_end = own_begin + part;
-    for (const GradientSegment& s : bucket.segments) {
-      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
-      if (lo < hi) kernels::copy(ctx, packed.elements(lo, hi - lo), params.elements(s.offset + (lo - at), hi - lo));
-      at += s.count;
-    }
+    for (const OwnPiece& piece : own_pieces_[b])  // the own part packed, in the parameters' type
+      kernels::copy(ctx, packed.elements(piece.packed, piece.count), params.elements(piece.flat, piece.count));
     data_.all_gather(packed.data, static_cast<size_t>(length), params.dtype, ctx.stream).wait();
-    unpack(ctx, bucket, packed, params, 0, bucket.elements);
+    unpack(ctx, buckets_[b], packed, params);
   }
   comm_seconds_ += steady_seconds() - start;
 }

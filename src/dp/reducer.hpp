@@ -105,9 +105,8 @@ class GradientReducer {
   double finish_on_device();                    // finish() of the device's overlap
   // The bucket's length in packed_: its elements, or with ZeRO d·⌈E/d⌉ (padded with zeros).
   int64_t packed_length(const Bucket& bucket) const;
-  // Packed [begin, end) of the bucket to its segments' places in `flat` (parameters).
-  void unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat, int64_t begin,
-              int64_t end);
+  // The packed bucket to its segments' places in `flat` (the parameters).
+  void unpack(kernels::Context& ctx, const Bucket& bucket, const Tensor& packed, const Tensor& flat);
   // The sums the reduction leaves this replica, to the segments' memory; ZeRO-2 into
   // owned_grads_, added for a block's bucket.
   void unpack_sums(kernels::Context& ctx, size_t bucket, const Tensor& packed);
@@ -115,11 +114,11 @@ class GradientReducer {
   double finish_zero2();
 
   // A piece of this replica's part of a bucket: packed [packed, packed + count), the memory of
-  // its segment there, and its place in the owned ranges' order.
+  // its segment there, its place in the flat layout, and in the owned ranges' order.
   struct OwnPiece {
     int64_t packed = 0, count = 0;
     float* memory = nullptr;
-    int64_t state = 0;
+    int64_t flat = 0, state = 0;
   };
 
   comm::Communicator& data_;
