@@ -137,7 +137,7 @@ std::string describe_model(const plan::Workload& w) {
 void print_stages(const std::vector<plan::Candidate>& ranked) {
   static const char* const what[] = {"", " (distributed optimizer)",
                                      " (gradients sharded too)",
-                                     " (parameters sharded too, FSDP; modelled, not run by trident train)"};
+                                     " (parameters sharded too, FSDP)"};
   for (int zero : {0, 1, 2, 3}) {
     int layouts = 0, fit = 0;
     const plan::Candidate* first = nullptr;  // ranked: the fastest that fits, else the smallest
@@ -163,14 +163,11 @@ void print_stages(const std::vector<plan::Candidate>& ranked) {
   }
 }
 
-// `modelled`: the same device count's layouts with ZeRO-3, listed by stage only.
-void print_ranking(const std::vector<plan::Candidate>& ranked, const std::vector<plan::Candidate>& modelled,
-                   const PlanFlags& flags) {
+void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& flags) {
   int feasible = 0;
   for (const auto& c : ranked) feasible += c.estimate.feasible ? 1 : 0;
   print0(std::to_string(ranked.size()) + " runnable layouts, " + std::to_string(feasible) + " fit in memory; by ZeRO stage:");
   print_stages(ranked);
-  print_stages(modelled);
   print0("the best " + std::to_string(std::min(flags.top, feasible)) + " by predicted tokens/s:");
   print0(plan::table_header());
   for (int i = 0; i < feasible && i < flags.top; ++i) print0(plan::table_row(ranked[i], i + 1));
@@ -256,9 +253,7 @@ int run_plan(comm::Communicator& world, const std::vector<std::string>& args) {
     }
     for (const plan::CurvePoint& p : curve) {
       print0("\n" + std::to_string(p.devices) + " devices:");
-      plan::SearchSpace sharded;
-      sharded.zero_stages = {3};
-      print_ranking(p.ranked, plan::search_layouts(w, base, p.devices, hw, sharded), flags);
+      print_ranking(p.ranked, flags);
       if (p.best) print0("the best, in parts:\n" + plan::breakdown(*p.best));
     }
     int best_count = 0;

@@ -184,14 +184,18 @@ std::vector<KeySpec> build_schema() {
       real("optim.loss_scale_backoff", "0.5", 1e-6, 1, "fp16, dynamic: factor of a reduction"),
       integer("optim.hysteresis", std::string("2"), 1, kIntMax,
               "fp16, dynamic: overflows tolerated (skipped steps) before the scale is reduced"),
-      integer("optim.zero", std::string("0"), 0, 2,
+      integer("optim.zero", std::string("0"), 0, 3,
               "1 = the distributed optimizer (ZeRO-1): the AdamW moments and, in bf16/fp16, the "
               "fp32 master weights sharded over the data group; gradients reduce-scattered bucket "
               "by bucket, each replica updates its part of every bucket, the parameters all-gathered "
               "(16-bit ones as 16-bit values). 2 = ZeRO-2: as 1, and no full-size gradient buffer of "
               "the blocks: each block's gradients reduce-scattered after every micro-batch's backward "
               "of it out of one of two one-block buffers, only the own part kept (not with "
-              "parallel.schedule = zb-h1 or balance.replicas)"),
+              "parallel.schedule = zb-h1 or balance.replicas). 3 = ZeRO-3 (FSDP): as 2, and the "
+              "parameters sharded too: each replica keeps its part of every block's parameters, and "
+              "a block's are all-gathered into one of two one-block buffers before each forward, "
+              "recomputed forward and backward of it; the embeddings, final norm and head stay whole, "
+              "gathered after each update (not with zb-h1, balance.replicas or cuda.graphs)"),
       // [kernels]
       choice("kernels.device", "cpu", {"cpu", "cuda", "guard"},
              "the kernel backend the model's buffers and kernels live on: cpu (oneDNN + OpenMP), "

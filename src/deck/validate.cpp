@@ -169,10 +169,11 @@ void check_schedule(const Deck& deck) {
               "gradients, and memory.recompute = " + recompute + " keeps only some blocks' inputs (" +
               deck.cite("parallel.schedule") + ", " + deck.cite("memory.recompute") +
               "); use memory.recompute = none, selective or auto, or parallel.schedule = 1f1b");
-  if (deck.get_string("parallel.schedule") == "zb-h1" && deck.get_int("optim.zero") == 2)
+  const int64_t zero = deck.get_int("optim.zero");
+  if (deck.get_string("parallel.schedule") == "zb-h1" && zero >= 2)
     fatal_all(deck.file_name() + ": parallel.schedule = zb-h1 defers each block's weight gradients past other "
-              "blocks' backward, and optim.zero = 2 reuses a block's gradient buffer as soon as its backward is "
-              "done (" + deck.cite("parallel.schedule") + ", " + deck.cite("optim.zero") +
+              "blocks' backward, and optim.zero = " + std::to_string(zero) + " reuses a block's gradient buffer "
+              "as soon as its backward is done (" + deck.cite("parallel.schedule") + ", " + deck.cite("optim.zero") +
               "); use optim.zero = 1, or parallel.schedule = 1f1b or gpipe");
 }
 
@@ -296,11 +297,19 @@ void check_slowdown(const Deck& deck, int world_size) {
 // ZeRO-2 reduce-scatters every micro-batch's block gradients over the data group: every replica
 // must run as many micro-batches, which balance.replicas changes.
 void check_balance(const Deck& deck) {
-  if (deck.get_bool("balance.replicas") && deck.get_int("optim.zero") == 2)
+  const int64_t zero = deck.get_int("optim.zero");
+  if (deck.get_bool("balance.replicas") && zero >= 2)
     fatal_all(deck.file_name() + ": balance.replicas = true gives the data replicas different numbers of micro-batches, "
-              "and optim.zero = 2 reduce-scatters each micro-batch's gradients over all of them together (" +
+              "and optim.zero = " + std::to_string(zero) + " " +
+              (zero == 3 ? "gathers each block's parameters and " : "") +
+              "reduce-scatters each micro-batch's gradients over all of them together (" +
               deck.cite("balance.replicas") + ", " + deck.cite("optim.zero") +
               "); use optim.zero = 1, or balance.replicas = false");
+  if (deck.get_bool("cuda.graphs") && zero == 3)
+    fatal_all(deck.file_name() + ": cuda.graphs = true replays recorded forwards and backwards, and optim.zero = 3 "
+              "gathers each block's parameters from the data group before its passes, which a replay would skip (" +
+              deck.cite("cuda.graphs") + ", " + deck.cite("optim.zero") +
+              "); use cuda.graphs = false, or optim.zero = 2");
   if (deck.get_int("balance.interval") > 0) return;
   for (const char* key : {"balance.pipeline", "balance.replicas"})
     if (deck.get_bool(key))

@@ -5,11 +5,11 @@ namespace trident::dp {
 
 namespace {
 
-// Where segment (tensor, layer) lies (layer −1: the whole tensor); its event.
-using Memory = std::function<float*(size_t tensor, int layer, int64_t flat_offset)>;
+// Where segment (tensor, layer) lies (layer −1: the whole tensor), its elements of `dtype`.
+using Memory = std::function<void*(size_t tensor, int layer, int64_t flat_offset)>;
 
 std::vector<GradientSegment> segments_of(const model::GptConfig& config, const model::Partition& slice,
-                                         const Memory& memory, bool final_norm_last) {
+                                         const Memory& memory, bool final_norm_last, DType dtype = DType::f32) {
   const auto specs = model::param_specs(config, slice);
   std::vector<int64_t> offset(specs.size(), 0);
   for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
@@ -19,7 +19,7 @@ std::vector<GradientSegment> segments_of(const model::GptConfig& config, const m
     const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
     const int64_t at = offset[tensor] + (layer < 0 ? 0 : layer * per_layer);
     const std::string name = specs[tensor].name + (layer < 0 ? "" : "[" + std::to_string(layer) + "]");
-    segments.push_back({name, memory(tensor, layer, at), at, per_layer, DType::f32, event});
+    segments.push_back({name, memory(tensor, layer, at), at, per_layer, dtype, event});
   };
   for (int event = L - 1; event >= -1; --event)
     for (size_t t = 0; t < specs.size(); ++t) {
@@ -38,15 +38,23 @@ std::vector<GradientSegment> segments_of(const model::GptConfig& config, const m
 
 std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& config,
                                                     const model::Partition& slice, float* grads) {
-  return segments_of(config, slice, [grads](size_t, int, int64_t at) { return grads ? grads + at : nullptr; }, false);
+  return segments_of(config, slice, [grads](size_t, int, int64_t at) -> void* { return grads ? grads + at : nullptr; },
+                     false);
 }
 
 std::vector<GradientSegment> gpt2_slot_segments(const model::GptConfig& config, const model::Partition& slice,
                                                 const model::ParamViews& outside,
                                                 const std::function<model::ParamViews(int)>& block_gradients) {
-  return segments_of(config, slice, [&](size_t tensor, int layer, int64_t) {
+  return segments_of(config, slice, [&](size_t tensor, int layer, int64_t) -> void* {
     return model::tensor_view(layer < 0 ? outside : block_gradients(layer), int(tensor));
   }, true);
+}
+
+std::vector<GradientSegment> gpt2_parameter_segments(const model::GptConfig& config, const model::Partition& slice,
+                                                     DType dtype, const std::function<Tensor(int, int)>& memory) {
+  return segments_of(config, slice, [&](size_t tensor, int layer, int64_t) -> void* {
+    return memory(layer, int(tensor)).data;
+  }, true, dtype);
 }
 
 }  // namespace trident::dp

@@ -8,6 +8,7 @@
 #include "dp/segments.hpp"
 #include "model/config.hpp"
 #include "model/params.hpp"
+#include "tensor/tensor.hpp"
 
 namespace trident::dp {
 
@@ -22,5 +23,11 @@ std::vector<GradientSegment> gpt2_gradient_segments(const model::GptConfig& conf
 std::vector<GradientSegment> gpt2_slot_segments(const model::GptConfig& config, const model::Partition& slice,
                                                 const model::ParamViews& outside,
                                                 const std::function<model::ParamViews(int)>& block_gradients);
+
+// ZeRO-3's parameters (dp/parameter_shards.hpp), as gpt2_slot_segments lays out the gradients:
+// memory(layer, tensor) is where block layer's part of the tensor lives (layer −1: a tensor
+// outside the blocks, whole), of `dtype`.
+std::vector<GradientSegment> gpt2_parameter_segments(const model::GptConfig& config, const model::Partition& slice,
+                                                     DType dtype, const std::function<Tensor(int, int)>& memory);
 
 }  // namespace trident::dp

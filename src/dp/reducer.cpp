@@ -21,15 +21,15 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   kernels::Backend& backend = kernels::backend_of(gradients_.device);
   for (const GradientSegment& s : gradients_.segments)
     REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
-  REQUIRE(zero_ != 2 || gradients_.slots > 0, "ZeRO-2 reduces the model's gradient slots, and it has none");
-  buckets_ = plan_buckets(gradients_.segments, zero_ == 2 ? 0.0 : bucket_mb);  // ZeRO-2: a bucket per block
+  REQUIRE(zero_ < 2 || gradients_.slots > 0, "ZeRO-2 and 3 reduce the model's gradient slots, and it has none");
+  buckets_ = plan_buckets(gradients_.segments, zero_ >= 2 ? 0.0 : bucket_mb);  // ZeRO-2: a bucket per block
   if (zero_) owned_ = owned_ranges(buckets_, data_rank_, data_size_);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, packed_length(b));
   // Where the gradients are: the bucket is packed by the device's copies or roundings.
   packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
   if (zero_) plan_own_pieces();
-  if (zero_ == 2) {
+  if (zero_ >= 2) {
     owned_grads_ = Buffer<float>(static_cast<size_t>(model::total_count(owned_)), MemoryCategory::Gradients, backend,
                                  MemoryKind::device);
     if (wire_ != DType::f32)
@@ -70,34 +70,14 @@ void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const 
   }
 }
 
-// Per bucket, this replica's part of it as pieces of its segments, and where each lies in the
-// owned ranges' order (the ranges are ascending: a binary search of their running sums).
+// Per bucket, this replica's part of it; ZeRO-2/3: which bucket is which block's.
 void GradientReducer::plan_own_pieces() {
-  std::vector<int64_t> state_at(owned_.size() + 1, 0);
-  for (size_t k = 0; k < owned_.size(); ++k) state_at[k + 1] = state_at[k] + owned_[k].count();
-  auto state_of = [&](int64_t flat) {
-    const auto after = std::upper_bound(owned_.begin(), owned_.end(), flat,
-                                        [](int64_t x, const model::FlatRange& r) { return x < r.begin; });
-    const size_t k = static_cast<size_t>(after - owned_.begin()) - 1;
-    return state_at[k] + (flat - owned_[k].begin);
-  };
+  own_pieces_ = own_pieces(buckets_, data_rank_, data_size_);
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bucket = buckets_[b];
-    const int64_t part = packed_length(bucket) / data_size_, own_begin = data_rank_ * part, own_end = own_begin + part;
-    std::vector<OwnPiece> pieces;
-    int64_t at = 0;
-    for (const GradientSegment& s : bucket.segments) {
-      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
-      const int64_t flat = s.offset + (lo - at);
-      if (lo < hi) pieces.push_back({lo, hi - lo, static_cast<float*>(s.data) + (lo - at), flat, state_of(flat)});
-      at += s.count;
-    }
-    own_pieces_.push_back(std::move(pieces));
-    if (zero_ == 2 && bucket.ready_event >= 0) {
-      if (block_bucket_.size() <= static_cast<size_t>(bucket.ready_event))
-        block_bucket_.resize(static_cast<size_t>(bucket.ready_event) + 1, -1);
-      block_bucket_[static_cast<size_t>(bucket.ready_event)] = static_cast<int>(b);
-    }
+    const int event = buckets_[b].ready_event;
+    if (zero_ < 2 || event < 0) continue;
+    if (block_bucket_.size() <= static_cast<size_t>(event)) block_bucket_.resize(static_cast<size_t>(event) + 1, -1);
+    block_bucket_[static_cast<size_t>(event)] = static_cast<int>(b);
   }
 }
 
@@ -111,11 +91,11 @@ void GradientReducer::unpack_sums(kernels::Context& ctx, size_t b, const Tensor&
     }
     return;
   }
-  const bool add = zero_ == 2 && bucket.ready_event >= 0;  // a block: one micro-batch's share of the step's sum
+  const bool add = zero_ >= 2 && bucket.ready_event >= 0;  // a block: one micro-batch's share of the step's sum
   for (const OwnPiece& piece : own_pieces_[b]) {
     const Tensor sums = packed.elements(piece.packed, piece.count);
     if (zero_ == 1) {
-      kernels::convert(ctx, view(piece.memory, piece.count, packed.device), sums);
+      kernels::convert(ctx, view(static_cast<float*>(piece.memory), piece.count, packed.device), sums);
       continue;
     }
     const Tensor own = owned_grads_.view().elements(piece.state, piece.count);
@@ -171,13 +151,13 @@ void GradientReducer::begin() {
   launched_.clear();
   waited_ = 0;
   comm_seconds_ = 0;
-  if (zero_ != 2) return;
+  if (zero_ < 2) return;
   std::fill(slot_reader_.begin(), slot_reader_.end(), -1);
   kernels::clear(gradients_.device, owned_grads_.view());
 }
 
 void GradientReducer::on_final(int event) {
-  if (zero_ == 2) {  // a block's bucket, every micro-batch; the rest waits for finish()
+  if (zero_ >= 2) {  // a block's bucket, every micro-batch; the rest waits for finish()
     if (event < 0) return;
     const size_t b = static_cast<size_t>(block_bucket_.at(static_cast<size_t>(event)));
     if (!overlapping()) {  // on the compute stream, before the slot's next writer
@@ -201,6 +181,20 @@ void GradientReducer::before_slot_reuse(int slot) {
   if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
   else launched_[static_cast<size_t>(reader)].wait();
   waited_ = device_overlap_ ? static_cast<int>(launched_.size()) : reader + 1;
+}
+
+void GradientReducer::run_in_order(const std::function<void(Stream)>& work) {
+  if (device_overlap_) {
+    kernels::Backend& backend = kernels::backend_of(gradients_.device);
+    backend.stream_wait(comm_stream_, gradients_.device.stream);
+    work(comm_stream_);
+    backend.stream_wait(gradients_.device.stream, comm_stream_);
+    waited_ = static_cast<int>(launched_.size());  // the compute stream waited for every reader
+  } else if (stream_) {
+    stream_->enqueue([&work, this] { work(gradients_.device.stream); }).wait();
+  } else {
+    work(gradients_.device.stream);
+  }
 }
 
 void GradientReducer::all_gather_params(const Tensor& params) {
@@ -255,7 +249,7 @@ double GradientReducer::finish_zero2() {
 
 double GradientReducer::finish() {
   if (data_size_ == 1) return 0.0;
-  if (zero_ == 2) return finish_zero2();
+  if (zero_ >= 2) return finish_zero2();
   const double start = steady_seconds();
   if (device_overlap_) {
     return finish_on_device();

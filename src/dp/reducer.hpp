@@ -19,6 +19,9 @@
 //                 backward of it, out of the model's gradient slot (Transformer::set_gradient_slots),
 //                 its own part added into owned_gradients() — the only full-precision gradients
 //                 of the blocks this replica keeps. micro-batches times ZeRO-1's block bytes.
+//   ZeRO-3 (optim.zero = 3): the gradients as ZeRO-2's; the parameters are not gathered here
+//                 but block by block when they are used (dp/parameter_shards.hpp, whose
+//                 collectives run_in_order puts on this reduction's path).
 // comm.grad_dtype = bf16: each bucket is packed rounded to bf16 and reduced as bf16 (half the
 // bytes; NCCL's bf16 sums, or our MPI ring's bf16 messages adding in f32 at each hop), then
 // widened back into the f32 gradients.
@@ -33,6 +36,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -78,21 +82,26 @@ class GradientReducer {
   // ZeRO-2, the model's hook before it writes gradient slot `slot` again: the reduction that
   // reads it done (on a device: the compute stream waits for it).
   void before_slot_reuse(int slot);
-  bool every_micro_batch() const { return zero_ == 2; }  // on_final wanted in every backward
+  bool every_micro_batch() const { return zero_ >= 2; }  // on_final wanted in every backward
   // Reduces what has not been reduced yet and waits for all buckets. Returns the exposed
   // communication time: the seconds the caller waited, or with overlap on a device the seconds
   // the compute stream waited for the communication stream, measured with events on it.
   double finish();
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }
+  // Runs work(stream) where the reduction's collectives run, after everything launched before it
+  // (every replica calls it at the same point: the data group's collectives keep one order on
+  // all of them), and returns when the model's stream may use what it wrote: ZeRO-3's gathers
+  // (dp::ParameterShards) on the host stream, or on the communication stream that the compute
+  // stream then waits for.
+  void run_in_order(const std::function<void(Stream)>& work);
   // The flat ranges this replica owns (everything, one range, without ZeRO or with one replica).
   const model::FlatRanges& owned() const { return owned_; }
-  // ZeRO: after the owners updated their ranges of the parameters (the model's, of its storage
-  // type: 16-bit values travel as 16-bit values), every replica gathers all of them.
+  // ZeRO-1, 2: after the owners updated their ranges of the parameters (the model's, of its
+  // storage type: 16-bit values travel as 16-bit values), every replica gathers all of them.
   void all_gather_params(const Tensor& params);
-  bool gathers_params() const { return zero_ > 0; }  // all_gather_params does something
   // ZeRO-2: (owned() elements, in their order) this replica's summed gradients; null otherwise.
-  const float* owned_gradients() const { return zero_ == 2 ? owned_grads_.data() : nullptr; }
+  const float* owned_gradients() const { return zero_ >= 2 ? owned_grads_.data() : nullptr; }
   size_t buckets() const { return buckets_.size(); }
   double communication_seconds() const { return comm_seconds_; }  // of the last step
 
@@ -112,14 +121,6 @@ class GradientReducer {
   void unpack_sums(kernels::Context& ctx, size_t bucket, const Tensor& packed);
   void plan_own_pieces();
   double finish_zero2();
-
-  // A piece of this replica's part of a bucket: packed [packed, packed + count), the memory of
-  // its segment there, its place in the flat layout, and in the owned ranges' order.
-  struct OwnPiece {
-    int64_t packed = 0, count = 0;
-    float* memory = nullptr;
-    int64_t flat = 0, state = 0;
-  };
 
   comm::Communicator& data_;
   Gradients gradients_;

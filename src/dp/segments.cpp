@@ -41,4 +41,33 @@ model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int
   return model::normalized(std::move(ranges));
 }
 
+// Where each piece lies in the owned ranges' order: the ranges are ascending, so a binary search
+// of their running sums.
+std::vector<std::vector<OwnPiece>> own_pieces(const std::vector<Bucket>& buckets, int rank, int size) {
+  const model::FlatRanges owned = owned_ranges(buckets, rank, size);
+  std::vector<int64_t> state_at(owned.size() + 1, 0);
+  for (size_t k = 0; k < owned.size(); ++k) state_at[k + 1] = state_at[k] + owned[k].count();
+  auto state_of = [&](int64_t flat) {
+    const auto after = std::upper_bound(owned.begin(), owned.end(), flat,
+                                        [](int64_t x, const model::FlatRange& r) { return x < r.begin; });
+    const size_t k = static_cast<size_t>(after - owned.begin()) - 1;
+    return state_at[k] + (flat - owned[k].begin);
+  };
+  std::vector<std::vector<OwnPiece>> all;
+  for (const Bucket& bucket : buckets) {
+    const int64_t part = shard_part(bucket, size), own_begin = rank * part, own_end = own_begin + part;
+    std::vector<OwnPiece> pieces;
+    int64_t at = 0;
+    for (const GradientSegment& s : bucket.segments) {
+      const int64_t lo = std::max(at, own_begin), hi = std::min(at + s.count, own_end);
+      const int64_t flat = s.offset + (lo - at);
+      void* memory = s.data ? static_cast<char*>(s.data) + (lo - at) * static_cast<int64_t>(dtype_size(s.dtype)) : nullptr;
+      if (lo < hi) pieces.push_back({lo, hi - lo, memory, flat, state_of(flat)});
+      at += s.count;
+    }
+    all.push_back(std::move(pieces));
+  }
+  return all;
+}
+
 }  // namespace trident::dp

@@ -41,4 +41,15 @@ int64_t shard_part(const Bucket& bucket, int size);
 // partition the buffer.
 model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size);
 
+// A piece of replica `rank`'s part of a bucket: packed [packed, packed + count), the memory of its
+// segment there (the segment's data, `count` elements of its dtype), its place in the flat
+// layout, and in the owned ranges' order (the state's: owned_ranges(buckets, rank, size)).
+struct OwnPiece {
+  int64_t packed = 0, count = 0;
+  void* memory = nullptr;
+  int64_t flat = 0, state = 0;
+};
+// Per bucket, replica `rank`'s pieces (the segments are cut where its part begins and ends).
+std::vector<std::vector<OwnPiece>> own_pieces(const std::vector<Bucket>& buckets, int rank, int size);
+
 }  // namespace trident::dp

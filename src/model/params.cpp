@@ -1,6 +1,7 @@
 // Parameter layout and initialisation.
 #include "model/params.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <numeric>
@@ -237,25 +238,38 @@ constexpr float* ParamViews::*kOrdered[] = {
     &ParamViews::lnfb,     &ParamViews::head};
 static_assert(std::size(kOrdered) == kNumParamTensors);
 
-// Views of the tensors `keep` selects, one after another from base, each `size(spec)` floats
-// (its count by default); the others null.
-template <class Keep>
-ParamViews views_of(const GptConfig& config, float* base, const Partition& slice, Keep keep,
-                    int64_t (*size)(const ParamSpec&, const GptConfig&, const Partition&) = nullptr) {
-  ParamViews views{};
-  const auto specs = param_specs(config, slice);
-  float* at = base;
-  for (int i = 0; i < kNumParamTensors; ++i) {
-    if (!keep(i, specs[i])) continue;
-    views.*kOrdered[i] = at;
-    at += size ? size(specs[i], config, slice) : specs[i].count();
-  }
-  return views;
-}
-
 int64_t per_layer(const ParamSpec& spec, const GptConfig& config, const Partition& slice) {
   const int L = slice.layers(config);
   return L == 0 ? 0 : spec.count() / L;
+}
+
+using PartSize = int64_t (*)(const ParamSpec&, const GptConfig&, const Partition&);
+
+// Where the tensors `keep` selects lie when they are laid out one after another from element 0,
+// each `size(spec)` elements (its count by default); -1 for the others. [kNumParamTensors]: the
+// elements of them all.
+template <class Keep>
+std::array<int64_t, kNumParamTensors + 1> offsets_of(const GptConfig& config, const Partition& slice, Keep keep,
+                                                     PartSize size = nullptr) {
+  std::array<int64_t, kNumParamTensors + 1> offsets{};
+  const auto specs = param_specs(config, slice);
+  int64_t at = 0;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    offsets[i] = keep(i, specs[i]) ? at : -1;
+    if (offsets[i] >= 0) at += size ? size(specs[i], config, slice) : specs[i].count();
+  }
+  offsets[kNumParamTensors] = at;
+  return offsets;
+}
+
+// Views of the tensors `keep` selects, laid out as offsets_of says from base; the others null.
+template <class Keep>
+ParamViews views_of(const GptConfig& config, float* base, const Partition& slice, Keep keep, PartSize size = nullptr) {
+  ParamViews views{};
+  const auto offsets = offsets_of(config, slice, keep, size);
+  for (int i = 0; i < kNumParamTensors; ++i)
+    if (offsets[i] >= 0) views.*kOrdered[i] = base + offsets[i];
+  return views;
 }
 
 }  // namespace
@@ -271,27 +285,64 @@ ParamViews f32_read_views(const GptConfig& config, float* base, const Partition&
   return views_of(config, base, slice, [](int, const ParamSpec& spec) { return !spec.gemm_weight; });
 }
 
+namespace {
+
+bool outside(int t, const ParamSpec&) { return !is_block_tensor(t); }
+bool in_block(int t, const ParamSpec&) { return is_block_tensor(t); }
+bool outside_f32(int t, const ParamSpec& spec) { return !is_block_tensor(t) && !spec.gemm_weight; }
+bool in_block_f32(int t, const ParamSpec& spec) { return is_block_tensor(t) && !spec.gemm_weight; }
+
+}  // namespace
+
 ParamViews outside_block_views(const GptConfig& config, float* base, const Partition& slice) {
-  return views_of(config, base, slice, [](int t, const ParamSpec&) { return !is_block_tensor(t); });
+  return views_of(config, base, slice, outside);
 }
 
 int64_t outside_block_count(const GptConfig& config, const Partition& slice) {
-  const auto specs = param_specs(config, slice);
-  int64_t n = 0;
-  for (int t = 0; t < kNumParamTensors; ++t)
-    if (!is_block_tensor(t)) n += specs[t].count();
-  return n;
+  return offsets_of(config, slice, outside)[kNumParamTensors];
 }
 
 ParamViews one_block_views(const GptConfig& config, float* base, const Partition& slice) {
-  return views_of(config, base, slice, [](int t, const ParamSpec&) { return is_block_tensor(t); }, per_layer);
+  return views_of(config, base, slice, in_block, per_layer);
 }
 
 int64_t one_block_count(const GptConfig& config, const Partition& slice) {
-  const auto specs = param_specs(config, slice);
-  int64_t n = 0;
-  for (int t = kFirstBlockTensor; t <= kLastBlockTensor; ++t) n += per_layer(specs[t], config, slice);
-  return n;
+  return offsets_of(config, slice, in_block, per_layer)[kNumParamTensors];
+}
+
+namespace {
+
+// An offsets_of layout's tensor offsets, without its total.
+std::array<int64_t, kNumParamTensors> tensor_offsets(const std::array<int64_t, kNumParamTensors + 1>& layout) {
+  std::array<int64_t, kNumParamTensors> offsets{};
+  std::copy(layout.begin(), layout.begin() + kNumParamTensors, offsets.begin());
+  return offsets;
+}
+
+}  // namespace
+
+std::array<int64_t, kNumParamTensors> outside_block_offsets(const GptConfig& config, const Partition& slice) {
+  return tensor_offsets(offsets_of(config, slice, outside));
+}
+
+std::array<int64_t, kNumParamTensors> one_block_offsets(const GptConfig& config, const Partition& slice) {
+  return tensor_offsets(offsets_of(config, slice, in_block, per_layer));
+}
+
+ParamViews outside_f32_read_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, outside_f32);
+}
+
+int64_t outside_f32_read_count(const GptConfig& config, const Partition& slice) {
+  return offsets_of(config, slice, outside_f32)[kNumParamTensors];
+}
+
+ParamViews one_block_f32_read_views(const GptConfig& config, float* base, const Partition& slice) {
+  return views_of(config, base, slice, in_block_f32, per_layer);
+}
+
+int64_t one_block_f32_read_count(const GptConfig& config, const Partition& slice) {
+  return offsets_of(config, slice, in_block_f32, per_layer)[kNumParamTensors];
 }
 
 int64_t f32_read_count(const GptConfig& config, const Partition& slice) {

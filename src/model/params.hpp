@@ -126,6 +126,15 @@ ParamViews outside_block_views(const GptConfig& config, float* base, const Parti
 int64_t outside_block_count(const GptConfig& config, const Partition& slice = {});
 ParamViews one_block_views(const GptConfig& config, float* base, const Partition& slice = {});
 int64_t one_block_count(const GptConfig& config, const Partition& slice = {});
+// Each tensor's first element in those two layouts; -1 for the tensors a layout leaves out.
+std::array<int64_t, kNumParamTensors> outside_block_offsets(const GptConfig& config, const Partition& slice = {});
+std::array<int64_t, kNumParamTensors> one_block_offsets(const GptConfig& config, const Partition& slice = {});
+// ZeRO-3's f32 reads of a 16-bit model (model/transformer.hpp, parameter slots): those of the
+// tensors outside the blocks, and one block's, each laid out as f32_read_views does.
+ParamViews outside_f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t outside_f32_read_count(const GptConfig& config, const Partition& slice = {});
+ParamViews one_block_f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
+int64_t one_block_f32_read_count(const GptConfig& config, const Partition& slice = {});
 int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
 // One block's parameters on a rank of `tensor` tensor-parallel ranks.
 int64_t block_parameters(const GptConfig& config, int tensor);

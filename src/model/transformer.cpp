@@ -22,25 +22,44 @@ constexpr MemoryKind kDevice = MemoryKind::device;
 }  // namespace
 
 Transformer::Transformer(const GptConfig& config, Context& ctx, const TensorGroup& tensor_group,
-           kernels::Precision precision, int gradient_slots)
+           kernels::Precision precision, int gradient_slots, int parameter_slots)
     : config_(config),
       ctx_(ctx),
       backend_(kernels::backend_of(ctx)),
       tp_(tensor_group),
       vocab_(vocab_slice(config, tensor_group.slice)),
       num_parameters_(model::num_parameters(config, tensor_group.slice)),
-      offsets_(model::param_offsets(config, tensor_group.slice)),
-      params_(kernels::storage_dtype(precision), Shape{num_parameters_}, MemoryCategory::Parameters, backend_, kDevice),
+      offsets_(parameter_slots ? model::outside_block_offsets(config, tensor_group.slice)
+                               : model::param_offsets(config, tensor_group.slice)),
+      params_(kernels::storage_dtype(precision),
+              Shape{parameter_slots ? outside_block_count(config, tensor_group.slice) : num_parameters_},
+              MemoryCategory::Parameters, backend_, kDevice),
       edge_times_(kernels::Context{&backend_, stream()}) {
   gemm_.precision = precision;
   tp_.stream = stream();
   tp_whole_ = tp_.whole_rows();
+  const bool slotted = parameter_slots > 0;
   if (low()) {
-    f32_reads_ = Buffer<float>(static_cast<size_t>(model::f32_read_count(config_, tp_.slice)),
+    f32_reads_ = Buffer<float>(static_cast<size_t>(slotted ? outside_f32_read_count(config_, tp_.slice)
+                                                           : f32_read_count(config_, tp_.slice)),
                                MemoryCategory::Parameters, backend_, kDevice);
-    p_ = model::f32_read_views(config_, f32_reads_.data(), tp_.slice);
+    p_ = slotted ? outside_f32_read_views(config_, f32_reads_.data(), tp_.slice)
+                 : f32_read_views(config_, f32_reads_.data(), tp_.slice);
   } else {
-    p_ = model::param_views(config_, params_.data<float>(), tp_.slice);
+    p_ = slotted ? outside_block_views(config_, params_.data<float>(), tp_.slice)
+                 : model::param_views(config_, params_.data<float>(), tp_.slice);
+  }
+  block_offsets_ = one_block_offsets(config_, tp_.slice);
+  for (int k = 0; k < parameter_slots; ++k) {
+    param_slots_.emplace_back(params_.dtype(), Shape{one_block_count(config_, tp_.slice)}, MemoryCategory::Parameters,
+                              backend_, kDevice);
+    if (low()) {
+      slot_reads_.emplace_back(static_cast<size_t>(one_block_f32_read_count(config_, tp_.slice)),
+                               MemoryCategory::Parameters, backend_, kDevice);
+      slot_params_.push_back(one_block_f32_read_views(config_, slot_reads_.back().data(), tp_.slice));
+    } else {
+      slot_params_.push_back(one_block_views(config_, param_slots_.back().data<float>(), tp_.slice));
+    }
   }
   C_local_ = config_.channels / tp_.slice.size;
   heads_local_ = config_.heads / tp_.slice.size;
@@ -126,6 +145,38 @@ void Transformer::set_context_group(const ContextGroup& group) {
 
 void Transformer::zero_grad() { kernels::clear(ctx_, grads_.view()); }
 
+Tensor Transformer::parameter_memory(int layer, int t) const {
+  const int64_t per_layer = layer_stride_[t];
+  if (layer < 0) return params_.view().elements(offsets_[t], param_specs(config_, tp_.slice)[t].count());
+  if (param_slots_.empty()) return params_.view().elements(offsets_[t] + layer * per_layer, per_layer);
+  return param_slots_[static_cast<size_t>(param_slot_of(layer))].view().elements(block_offsets_[t], per_layer);
+}
+
+ParamViews Transformer::block_params(int l) const {
+  if (!param_slots_.empty()) return slot_params_[static_cast<size_t>(param_slot_of(l))];
+  ParamViews views = p_;
+  for (int t = kFirstBlockTensor; t <= kLastBlockTensor; ++t)
+    if (tensor_view(views, t) != nullptr) tensor_view(views, t) += l * layer_stride_[t];
+  return views;
+}
+
+// The gather writes the slot on the model's stream (or before the model's stream waits for it):
+// the previous block that used the slot is done with it by then.
+void Transformer::use_block(int l) {
+  if (param_slots_.empty()) return;
+  if (!gather_) throw std::logic_error("Transformer: parameter slots, and no gather of a block's parameters set");
+  const int slot = param_slot_of(l);
+  if (!gather_(l, slot) || !low()) return;
+  const auto specs = param_specs(config_, tp_.slice);
+  const Tensor stored = param_slots_[static_cast<size_t>(slot)].view();
+  const ParamViews& reads = slot_params_[static_cast<size_t>(slot)];
+  for (int t = kFirstBlockTensor; t <= kLastBlockTensor; ++t) {
+    if (specs[t].gemm_weight || layer_stride_[t] == 0) continue;
+    kernels::convert(ctx_, on_device(tensor_view(reads, t), {layer_stride_[t]}),
+                     stored.elements(block_offsets_[t], layer_stride_[t]));
+  }
+}
+
 Tensor Transformer::parameters_to_write() {
   f32_reads_stale_ = true;
   return params_.view();
@@ -139,10 +190,19 @@ float* Transformer::params() {
 
 void Transformer::upload_params(const float* host) {
   f32_reads_stale_ = true;
-  if (!low()) return kernels::upload(ctx_, params_.view(), host);
-  std::vector<low16> rounded(static_cast<size_t>(num_parameters_));
-  comm::narrow(low_type(), host, rounded.data(), rounded.size());
-  kernels::upload(ctx_, params_.view(), rounded.data());
+  std::vector<low16> rounded(low() ? static_cast<size_t>(num_parameters_) : 0);
+  if (low()) {
+    comm::narrow(low_type(), host, rounded.data(), rounded.size());
+    host = nullptr;
+  }
+  auto upload = [&](const Tensor& into, int64_t from) {
+    if (low()) kernels::upload(ctx_, into, rounded.data() + from);
+    else kernels::upload(ctx_, into, host + from);
+  };
+  if (param_slots_.empty()) return upload(params_.view(), 0);
+  const auto flat = param_offsets(config_, tp_.slice);  // the tensors outside the blocks only
+  for (int t = 0; t < kNumParamTensors; ++t)
+    if (offsets_[t] >= 0) upload(parameter_memory(-1, t), flat[t]);
 }
 
 void Transformer::download_losses(int slot, float* host) const {
@@ -150,6 +210,8 @@ void Transformer::download_losses(int slot, float* host) const {
 }
 
 std::vector<float> Transformer::host_params() const {
+  if (!param_slots_.empty())
+    throw std::logic_error("Transformer::host_params: the blocks' parameters are sharded (dp::ParameterShards::host_params)");
   std::vector<float> host(static_cast<size_t>(num_parameters_));
   if (!low()) {
     kernels::download(ctx_, host.data(), params_.view());
@@ -185,7 +247,7 @@ void Transformer::refresh_f32_reads() {
   const auto specs = model::param_specs(config_, tp_.slice);
   int64_t at = 0;
   for (int t = 0; t < kNumParamTensors; ++t) {
-    if (specs[t].gemm_weight || specs[t].count() == 0) continue;
+    if (specs[t].gemm_weight || specs[t].count() == 0 || offsets_[t] < 0) continue;  // < 0: in the slots
     kernels::convert(ctx_, f32_reads_.view().elements(at, specs[t].count()),
                      params_.view().elements(offsets_[t], specs[t].count()));
     at += specs[t].count();
@@ -514,19 +576,26 @@ Operand Transformer::weight(ParamTensor tensor, int64_t at, int rows, int cols) 
   return w;
 }
 
+Operand Transformer::block_weight(int l, ParamTensor tensor, int rows, int cols) const {
+  Tensor w = parameter_memory(l, tensor).elements(0, int64_t(rows) * cols);
+  w.shape = Shape{rows, cols};
+  return w;
+}
+
 // Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
 // activations; in 16-bit mode the kernels compute in work32_ and keep() stores them rounded.
 void Transformer::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  const size_t c = C, cl = Cl;
+  const size_t c = C;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C): all of them without sequence parallelism
-  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
-  norm_forward(w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p_.ln1w + l * c,
-               p_.ln1b + l * c);
+  use_block(l);
+  const ParamViews p = block_params(l);
+  norm_forward(w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w,
+               p.ln1b);
   keep(w.ln1, a.ln1);
   column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), operand(w.ln1, a.ln1), gathered_.view(),
-                          weight(kQkvw, l * qkv * c, qkv_local_, C), bias(p_.qkvb + l * qkv), BT, C, qkv_local_);
+                          block_weight(l, kQkvw, qkv_local_, C), bias(p.qkvb), BT, C, qkv_local_);
   // Rotary positions: q and k rotated in place, what attention reads and what is kept.
   rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
                    false);
@@ -534,19 +603,19 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   attention_core(a, w, w.atty.data<float>());
   keep(w.atty, a.atty);
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
-                       weight(kAttprojw, l * c * cl, C, Cl), bias(p_.attprojb + l * c), BT, Cl, C);
+                       block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
   keep(w.residual2, a.residual2);
-  norm_forward(w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p_.ln2w + l * c,
-               p_.ln2b + l * c);
+  norm_forward(w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w,
+               p.ln2b);
   keep(w.ln2, a.ln2);
   column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
-                          weight(kFcw, l * fc * c, fc_local_, C), bias(p_.fcb + l * fc), BT, C, fc_local_);
+                          block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
   keep(w.fch, a.fch);
   activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
   keep(w.fch_gelu, a.fch_gelu);
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
-                       operand(w.fch_gelu, a.fch_gelu), weight(kFcprojw, l * c * hidden, C, mlp_local_),
-                       bias(p_.fcprojb + l * c), BT, mlp_local_, C);
+                       operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_),
+                       bias(p.fcprojb), BT, mlp_local_, C);
   if (!low()) return;
   const Tensor values = view(output, static_cast<size_t>(rows_) * c);
   if (kept_output.dtype() != DType::f32) kernels::store(ctx_, kept_output.view(), values);
@@ -682,7 +751,7 @@ void Transformer::drop_graphs() {
 }
 
 void Transformer::run_recorded(Work kind, int slot, float loss_scale, const std::function<void()>& work) {
-  if (!graphs_) return work();
+  if (!graphs_ || !param_slots_.empty()) return work();  // slots: a replay would skip the gathers
   Recorded& recorded = recorded_[{kind, slot}];
   if (recorded.graph != nullptr && recorded.loss_scale != loss_scale) {
     backend_.destroy_graph(recorded.graph);
@@ -727,12 +796,12 @@ Tensor Transformer::deferred_gradient(Kept& kept) {
 void Transformer::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  const size_t c = C, cl = Cl;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C)
   const Tensor d_stream = on_device(dresidual, rows);
   const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
-  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
   const ParamViews g = block_gradients(l);
+  use_block(l);
+  const ParamViews p = block_params(l);
   if (!grad_slots_.empty()) {  // this micro-batch's alone, once the slot's last reader is done
     if (slot_reuse_) slot_reuse_(slot_of(l));
     kernels::clear(ctx_, grad_slots_[static_cast<size_t>(slot_of(l))].view());
@@ -749,24 +818,24 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
   row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
                         bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
-                        weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
+                        block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
   activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
                       d_fch_gelu_.view({BT, mlp_local_}));
   column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw),
                            bias(g.fcb), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
-                           weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
-  norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, w.residual2.view(rows), p_.ln2w + l * c,
-                p_.ln2b + l * c, a.ln2_mean.view(), a.ln2_var.view());
+                           block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
+  norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, w.residual2.view(rows), p.ln2w,
+                p.ln2b, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g.attprojw),
                         bias(g.attprojb), dresidual, scratch_c_.data(), operand(w.atty, a.atty),
-                        weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
+                        block_weight(l, kAttprojw, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
   column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g.qkvw),
                            bias(g.qkvb), qkv_gradient(), operand(w.ln1, a.ln1), gathered_.view(),
-                           weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
-  norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, on_device(input, rows), p_.ln1w + l * c,
-                p_.ln1b + l * c, a.ln1_mean.view(), a.ln1_var.view());
+                           block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
+  norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, on_device(input, rows), p.ln1w,
+                p.ln1b, a.ln1_mean.view(), a.ln1_var.view());
   if (!grad_slots_.empty() && kv_replicas(config_, tp_.slice.size) > 1) sum_replicated_kv_rows(g.qkvw);
 }
 
@@ -799,17 +868,16 @@ void Transformer::norm_backward(const Tensor& dinp, float* dweight, float* dbias
 // The four GEMMs' dW += dyᵀ·x from what block_backward(defer) kept; x are the kept inputs.
 void Transformer::block_weight_gradients(LayerActivations& a, int l) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  const size_t c = C, cl = Cl;
-  const size_t qkv = qkv_local_, fc = fc_local_, hidden = mlp_local_;
+  use_block(l);
   const ParamViews g = block_gradients(l);
   weight_gradient(ctx_, g.fcprojw, deferred_gradient(a.residual3), a.fch_gelu.view(),
-                  weight(kFcprojw, l * c * hidden, C, mlp_local_), BT, mlp_local_, C);
+                  block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
   weight_gradient(ctx_, g.fcw, deferred_gradient(a.fch), a.ln2.view(),
-                  weight(kFcw, l * fc * c, fc_local_, C), BT, C, fc_local_);
+                  block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
   weight_gradient(ctx_, g.attprojw, deferred_gradient(a.residual2), a.atty.view(),
-                  weight(kAttprojw, l * c * cl, C, Cl), BT, Cl, C);
+                  block_weight(l, kAttprojw, C, Cl), BT, Cl, C);
   weight_gradient(ctx_, g.qkvw, deferred_gradient(a.qkv), a.ln1.view(),
-                  weight(kQkvw, l * qkv * c, qkv_local_, C), BT, C, qkv_local_);
+                  block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
 }
 
 void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {

@@ -55,8 +55,10 @@ class Transformer {
  public:
   // tensor_group.slice is this rank's Partition (tensor slice and pipeline stage).
   // gradient_slots: set_gradient_slots's, from the start (no flat buffer allocated before).
+  // parameter_slots: the blocks' parameters in that many one-block slots (ZeRO-3; see
+  // set_block_gather), from the start: no whole parameter buffer is ever allocated.
   Transformer(const GptConfig& config, kernels::Context& ctx, const TensorGroup& tensor_group = {},
-       kernels::Precision precision = kernels::Precision::fp32, int gradient_slots = 0);
+       kernels::Precision precision = kernels::Precision::fp32, int gradient_slots = 0, int parameter_slots = 0);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -69,6 +71,9 @@ class Transformer {
   // restore): the 16-bit model's f32 copy of its small tensors is widened again before the next
   // forward.
   Tensor parameters_to_write();
+  // The parameters were written where parameter_memory says (ZeRO-3's gathers of the tensors
+  // outside the blocks): the f32 reads are widened again before the next forward.
+  void parameters_changed() { f32_reads_stale_ = true; }
   // The f32 parameters of an fp32 model, in host-addressable memory on the CPU backend (tests,
   // the optimizer); a 16-bit model has none (std::logic_error).
   float* params();
@@ -89,6 +94,21 @@ class Transformer {
   int gradient_slots() const { return static_cast<int>(grad_slots_.size()); }
   // Block l's gradient tensors, each at its layer l (in the flat buffer, or in l's slot).
   ParamViews block_gradients(int l) const;
+  // ZeRO-3 (optim.zero = 3, the constructor's parameter_slots): the blocks' parameters, of the
+  // storage type, in `slots` buffers of one block each (block l's in slot l % slots, laid out as
+  // one_block_views), and the parameter buffer shrunk to the tensors outside the blocks
+  // (embeddings, final norm, head), which stay whole. Before any pass of block l reads its
+  // parameters — its forward, a recomputed forward, its backward — the model calls gather(l, slot),
+  // which makes slot hold block l's parameters (dp::ParameterShards: an all-gather of the data
+  // group's shards, or nothing where the slot holds them already) and says whether it wrote the
+  // slot anew; a 16-bit model then widens the slot's f32 reads. No pass is recorded as a CUDA
+  // graph then (a replay would skip the gathers).
+  using BlockGather = std::function<bool(int layer, int slot)>;
+  void set_block_gather(BlockGather gather) { gather_ = std::move(gather); }
+  int parameter_slots() const { return static_cast<int>(param_slots_.size()); }
+  // Where tensor t's parameters of block `layer` (layer -1: a tensor outside the blocks, whole)
+  // live now, of the storage type: in the flat buffer, or in the layer's parameter slot.
+  Tensor parameter_memory(int layer, int t) const;
   // Where the parameters and grads() live (host memory on the CPU backend): host code reads or
   // writes them only through the two calls below, or kernels and communicators on this device.
   Device device() const { return params_.view().device; }
@@ -339,8 +359,14 @@ class Transformer {
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
   Operand operand(const Kept& work, const Kept& kept) const;
-  // The (rows, cols) weight at element `at` of parameter tensor `tensor`, in the storage type.
+  // The (rows, cols) weight at element `at` of parameter tensor `tensor` (outside the blocks),
+  // in the storage type; block l's, in the flat buffer or its slot.
   Operand weight(ParamTensor tensor, int64_t at, int rows, int cols) const;
+  Operand block_weight(int l, ParamTensor tensor, int rows, int cols) const;
+  // Block l's f32 parameter views, each at its layer l (16-bit: the f32 reads), after
+  // use_block(l) where there are parameter slots.
+  ParamViews block_params(int l) const;
+  void use_block(int l);  // parameter slots: block l's parameters gathered into its slot (gather_)
   void refresh_f32_reads();  // 16-bit mode: f32_reads_ widened again after the parameters changed
   void forward_blocks(Slot& slot, int first, int last);
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
@@ -398,8 +424,9 @@ class Transformer {
   std::vector<int> slots_per_chunk_;    // per chunk
   std::vector<int> first_slot_;         // per chunk: its slots start there
   int64_t num_parameters_ = 0;
-  std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element
-  TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16
+  std::array<int64_t, kNumParamTensors> offsets_{};  // each tensor's first element in params_ (-1: in the slots)
+  TensorBuffer params_;                // (num_parameters) of the storage type: f32, bf16 or fp16;
+                                       // with parameter slots (outside_block_count)
   Buffer<float> grads_;                // (num_parameters), or with slots (outside_block_count)
   std::array<int64_t, kNumParamTensors> layer_stride_{};  // a block tensor's elements per layer
   std::vector<Buffer<float>> grad_slots_;  // ZeRO-2: (one_block_count) each
@@ -407,7 +434,16 @@ class Transformer {
   int slot_of(int l) const { return l % static_cast<int>(grad_slots_.size()); }
   std::function<void(int)> slot_reuse_;
   void sum_replicated_kv_rows(float* qkvw);  // one block's (its qkvw gradient's start)
-  Buffer<float> f32_reads_;            // 16-bit mode: the tensors read in f32, widened (f32_read_count)
+  // ZeRO-3: (one_block_count) each of the storage type; a 16-bit model's f32 reads of each
+  // (one_block_f32_read_count); the f32 views of each; the block tensors' offsets in a slot.
+  std::vector<TensorBuffer> param_slots_;
+  std::vector<Buffer<float>> slot_reads_;
+  std::vector<ParamViews> slot_params_;
+  std::array<int64_t, kNumParamTensors> block_offsets_{};
+  BlockGather gather_;
+  int param_slot_of(int l) const { return l % static_cast<int>(param_slots_.size()); }
+  Buffer<float> f32_reads_;            // 16-bit mode: the tensors read in f32, widened (f32_read_count;
+                                       // with parameter slots those outside the blocks)
   bool f32_reads_stale_ = true;        // params_ written since f32_reads_ was made
   ParamViews p_{}, g_{};               // p_: into params_ (fp32), into f32_reads_ (16-bit)
   GemmMode gemm_;

@@ -11,8 +11,11 @@ namespace trident::optim {
 
 AdamW::AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
              const model::Partition& slice, model::FlatRanges owned, kernels::Precision precision,
-             bool state_order_gradients)
-    : settings_(settings), owned_(std::move(owned)), state_order_gradients_(state_order_gradients) {
+             bool state_order_gradients, bool state_order_params)
+    : settings_(settings),
+      owned_(std::move(owned)),
+      state_order_gradients_(state_order_gradients),
+      state_order_params_(state_order_params) {
   if (owned_.empty()) owned_ = {{0, model::num_parameters(config, slice)}};
   kernels::Backend& backend = kernels::backend_of(device);
   const size_t n = static_cast<size_t>(model::total_count(owned_));
@@ -41,7 +44,7 @@ void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads
   const Device device = m_.device();  // the parameters' and gradients' too
   for (const Range& r : ranges_) {
     const int64_t n = r.flat.count();
-    const Tensor own = params.elements(r.flat.begin, n);
+    const Tensor own = params.elements(params_at(r), n);
     const Tensor gradients =
         view(grads + (state_order_gradients_ ? r.state_begin : r.flat.begin), static_cast<size_t>(n), device);
     // fp32: the parameters are the master; 16-bit: the master is ours, its rounding written to them.
@@ -53,6 +56,8 @@ void AdamW::step(kernels::Context& ctx, const Tensor& params, const float* grads
   }
 }
 
+int64_t AdamW::params_at(const Range& r) const { return state_order_params_ ? r.state_begin : r.flat.begin; }
+
 void AdamW::load_master(kernels::Context& ctx, const float* host_slice) {
   if (!keeps_master()) return;
   for (const Range& r : ranges_)
@@ -62,7 +67,7 @@ void AdamW::load_master(kernels::Context& ctx, const float* host_slice) {
 void AdamW::write_master_into(kernels::Context& ctx, const Tensor& params) {
   if (!keeps_master()) return;
   for (const Range& r : ranges_)
-    kernels::convert(ctx, params.elements(r.flat.begin, r.flat.count()),
+    kernels::convert(ctx, params.elements(params_at(r), r.flat.count()),
                      master_.view().elements(r.state_begin, r.flat.count()));
 }
 

@@ -29,10 +29,12 @@ class AdamW {
   // range after range: the state. slice: this rank's tensor-parallel slice (the layout of its
   // parameter buffer). The state lives on `device`'s backend, with the parameters.
   // state_order_gradients: step()'s gradients are the owned ones alone, in the state's order
-  // (ZeRO-2's, dp::GradientReducer::owned_gradients), not the flat buffer.
+  // (ZeRO-2's and 3's, dp::GradientReducer::owned_gradients), not the flat buffer;
+  // state_order_params: so are its parameters (ZeRO-3's, dp::ParameterShards::shard).
   AdamW(const kernels::Context& device, const model::GptConfig& config, const AdamWSettings& settings,
         const model::Partition& slice = {}, model::FlatRanges owned = {},
-        kernels::Precision precision = kernels::Precision::fp32, bool state_order_gradients = false);
+        kernels::Precision precision = kernels::Precision::fp32, bool state_order_gradients = false,
+        bool state_order_params = false);
   // One update with learning rate lr; t counts updates from 1; the gradients are used times
   // grad_scale (the clipping factor). params: the model's parameters (Transformer::parameters_to_write),
   // f32 (updated in place) or 16-bit (the shard's part written from the updated master).
@@ -66,8 +68,9 @@ class AdamW {
   };
   AdamWSettings settings_;
   model::FlatRanges owned_;
-  bool state_order_gradients_ = false;
+  bool state_order_gradients_ = false, state_order_params_ = false;
   std::vector<Range> ranges_;
+  int64_t params_at(const Range& r) const;  // where a range's parameters start in step()'s params
   Buffer<float> m_, v_;
   Buffer<float> master_;  // (state) 16-bit models only
 };

@@ -132,9 +132,9 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   return largest * kFloat;
 }
 
-// The reducer's buckets (dp::GradientReducer): ZeRO-2's are the blocks and the rest.
+// The reducer's buckets (dp::GradientReducer): ZeRO-2's and 3's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
-  if (in.zero == 2 && in.data > 1)
+  if (in.zero >= 2 && in.data > 1)
     return dp::plan_buckets(dp::gpt2_slot_segments(in.config, part, {}, [](int) { return model::ParamViews{}; }), 0.0);
   return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
 }
@@ -177,42 +177,49 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
-  if (in.zero == 2 && in.data > 1) {
+  if (in.zero >= 2 && in.data > 1) {
     // The tensors outside the blocks whole, two one-block slots (one filled by backward while
-    // the other is reduce-scattered) and the own part's sums: ZeRO-2 (Transformer::set_gradient_slots).
+    // the other is reduce-scattered) and the own part's sums: ZeRO-2 and 3 (Transformer::set_gradient_slots).
     e.bytes[index(MemoryCategory::Gradients)] =
         (model::outside_block_count(in.config, part) + 2 * model::one_block_count(in.config, part) + shard) * kFloat;
   }
-  if (in.zero >= 3 && in.data > 1) {
-    // The own shard's f32 gradients, and two buckets of full-size gradients in flight (one
-    // filled by the backward while the other is reduce-scattered) — planned, not built.
+  if (in.zero == 3 && in.data > 1 && in.fsdp) {
+    // FSDP: the own shard's f32 gradients and two buckets of full-size gradients in flight (one
+    // filled by the backward while the other is reduce-scattered); the own shard of the
+    // parameters and two blocks gathered whole (the one computing, the next prefetched), or the
+    // embedding or head where one of those is larger; their f32 copies sharded too.
     e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest_bucket(in, part) * in.grad_bytes;
-  }
-  if (in.zero >= 3 && in.data > 1) {
-    // The own shard, and two blocks gathered whole (the one computing, the next prefetched), or
-    // the embedding or head where one of those is larger; their f32 copies sharded too.
     const int64_t block = model::block_parameters(in.config, in.tensor);
     const int64_t gathered = std::max(2 * block, n - block * part.num_layers);
-    e.bytes[index(MemoryCategory::Parameters)] = (shard + gathered) * stored_bytes(in) + (f32_reads + in.data - 1) / in.data * kFloat;
+    e.bytes[index(MemoryCategory::Parameters)] =
+        (shard + gathered) * stored_bytes(in) + (f32_reads + in.data - 1) / in.data * kFloat;
+  } else if (in.zero == 3 && in.data > 1) {
+    // ZeRO-3 (dp::ParameterShards): the own part of every bucket, the tensors outside the blocks
+    // whole, two one-block slots the blocks are gathered into; in 16 bits the f32 reads of the
+    // outside tensors and of each slot.
+    const int64_t outside = model::outside_block_count(in.config, part), block = model::one_block_count(in.config, part);
+    const int64_t reads = low(in) ? model::outside_f32_read_count(in.config, part) +
+                                        2 * model::one_block_f32_read_count(in.config, part)
+                                  : 0;
+    e.bytes[index(MemoryCategory::Parameters)] = (shard + outside + 2 * block) * stored_bytes(in) + reads * kFloat;
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
-  // The reducer's packing buffer: the largest bucket; with ZeRO-1 and 2 the parameters'
-  // gathering one, and with ZeRO-2's 16-bit sums their f32 part. (ZeRO-3 reduces the buckets
-  // in flight counted above, and gathers into the blocks.)
-  if (in.data > 1 && in.zero <= 2) {
+  // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
+  // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
+  if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above
     const int64_t largest = largest_bucket(in, part);
     e.bytes[index(MemoryCategory::Communication)] = largest * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
-    if (in.zero == 2 && in.grad_bytes != kFloat) e.bytes[index(MemoryCategory::Communication)] += largest / in.data * kFloat;
+    if (in.zero >= 2 && in.grad_bytes != kFloat) e.bytes[index(MemoryCategory::Communication)] += largest / in.data * kFloat;
   }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
   if (model::kv_replicas(in.config, in.tensor) > 1)  // a block's replicated key/value heads' gradient sums
     e.bytes[index(MemoryCategory::Communication)] += model::kv_channels(in.config) * 2 * in.config.channels * kFloat;
-  if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit model's master shard) and moments
-    e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) ? shard : n) + 2 * shard) * kFloat;
+  if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit or ZeRO-3 master shard) and moments
+    e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) || in.zero == 3 ? shard : n) + 2 * shard) * kFloat;
   return e;
 }
 

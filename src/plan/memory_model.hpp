@@ -67,6 +67,11 @@ struct MemoryInputs {
   // all blocks but one in K, which keeps its input; selective counted as keeping everything (an
   // upper bound: its per-op AC frees the element-wise outputs and every second matmul's).
   bool torchtitan_recompute = false;
+  // ZeRO-3 as FSDP runs it (plan::Workload::fsdp_prefetch; TorchTitan's FSDP2, Megatron-FSDP):
+  // the embeddings and head sharded like the blocks, two blocks gathered (the one computing, the
+  // next prefetched), two gradient buckets in flight. Trident's (dp/parameter_shards.hpp) keeps
+  // the tensors outside the blocks whole, their gradients too, and two slots of each.
+  bool fsdp = false;
   int zero = 0;  // ZeRO stage (plan::Layout::zero): 1 is what trident train runs; 2 and 3 modelled
   double bucket_mb = 25;
   int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's

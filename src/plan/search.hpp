@@ -24,9 +24,8 @@ struct SearchSpace {
   bool sequence_parallel = true;  // try sequence parallelism beside none where tensor > 1
   bool tp_comm_overlap = true;    // try the overlap beside none where sequence parallelism is tried
   int max_context = 8;            // context degrees tried: 1, and those up to this that divide the rest
-  // ZeRO stages tried where the gradient group has more than one rank (0 always): what trident
-  // train runs; `trident plan` lists 3 beside them (modelled, not run).
-  std::vector<int> zero_stages = {0, 1, 2};
+  // ZeRO stages tried where the gradient group has more than one rank (0 always).
+  std::vector<int> zero_stages = {0, 1, 2, 3};
   int max_micro_batch = 16;
 };
 

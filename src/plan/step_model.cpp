@@ -218,9 +218,15 @@ double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 // the work does not hide, plus the interference on the part it does. 2: the stage's block
 // gradients reduce-scattered block by block behind the micro-batch's backward (the last never
 // hides) — a bucket per block, the tensors outside the blocks after the step (data_parallel).
-// 3: each block's parameters all-gathered behind the previous block's forward (the
-// first block's not hidden), gathered again with its gradients reduce-scattered behind its
-// neighbour's backward; the embedding's and head's gathered and scattered once, not hidden.
+// 3 with FSDP's prefetch (Workload::fsdp_prefetch): each block's parameters all-gathered behind
+// the previous block's forward (the first block's not hidden), gathered again with its gradients
+// reduce-scattered behind its neighbour's backward; the embedding's and head's gathered and
+// scattered once, not hidden. 3 as Trident runs it (dp/parameter_shards.hpp): ZeRO-2's
+// reduce-scatters, and a block gathered when its pass begins, exposed, unless one of the two
+// slots still holds it — in 1F1B's steady state a stage's last two blocks between its forward
+// and its backward, and its first two between a backward and the next forward: 2·(L − min(L, 2))
+// gathers a micro-batch (GPipe's consecutive forwards gather a little more); the tensors outside
+// the blocks once a step (data_parallel).
 // Gathers move the parameters' storage type, reduce-scatters the gradients' wire type; each is
 // half a ring all-reduce of its bytes. `level_bytes` accumulates the micro-batch's bytes sent.
 double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
@@ -237,14 +243,19 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   const double forward = work / (3 + recomputed_forward_share(w, l)), backward = work - forward;  // of the stage's blocks
   const double n = double(stage_parameters(w, l, stage_layers(w, l), stage));
   double exposed = 0, hidden = 0;
-  if (l.zero == 2) {
+  if (l.zero == 2 || !w.fsdp_prefetch) {
     // Each block's reduce-scatter (a bucket per block) after its backward, beside the next
     // block's; the last one's exposed. The rest goes once a step (data_parallel).
-    const double blocks = layers * double(model::block_parameters(w.config, l.tensor));
+    const double block = double(model::block_parameters(w.config, l.tensor)), blocks = layers * block;
     const double comm = scatter(blocks);
     exposed = layers ? std::max(comm - backward, comm / layers) : 0;
     hidden = comm - exposed;
     count(blocks, l.gradient_bytes);
+    if (l.zero == 3) {  // Trident's gathers, none hidden
+      const double gathers = 2.0 * (layers - std::min(layers, 2));
+      exposed += gathers * gather(block);
+      count(gathers * block, stored);
+    }
   } else {
     const double block = double(model::block_parameters(w.config, l.tensor)), rest = n - block * layers;
     count(2 * layers * block + rest, stored);
@@ -341,14 +352,20 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     const double reduce = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
     const double gather = all_reduce_seconds(n * stored_bytes(l), group, hw, l.hierarchical, &gathered);
     const double reduce_share = l.zero == 0 ? 1 : l.zero == 1 ? 0.5 : 0, gather_share = l.zero == 1 || l.zero == 2 ? 0.5 : 0;
-    // ZeRO-2: the tensors outside the blocks reduce-scattered once, after the step's backward.
-    std::array<double, 3> rest_reduced{};
+    // ZeRO-2 (and Trident's ZeRO-3): the tensors outside the blocks reduce-scattered once, after
+    // the step's backward; Trident's ZeRO-3 gathers them once after the update.
+    std::array<double, 3> rest_reduced{}, rest_gathered{};
     const double rest = n - double(model::block_parameters(w.config, l.tensor)) * layers[stage];
+    const bool rest_once = l.zero == 2 || (l.zero == 3 && !w.fsdp_prefetch);
     const double rest_reduce =
-        l.zero == 2 ? all_reduce_seconds(rest * l.gradient_bytes, group, hw, l.hierarchical, &rest_reduced) / 2 : 0;
-    const double seconds = reduce_share * reduce + gather_share * gather + rest_reduce;
+        rest_once ? all_reduce_seconds(rest * l.gradient_bytes, group, hw, l.hierarchical, &rest_reduced) / 2 : 0;
+    const double rest_gather = l.zero == 3 && rest_once
+                                   ? all_reduce_seconds(rest * stored_bytes(l), group, hw, l.hierarchical, &rest_gathered) / 2
+                                   : 0;
+    const double seconds = reduce_share * reduce + gather_share * gather + rest_reduce + rest_gather;
     for (int level = 0; level < 3; ++level)
-      sent[level] = reduce_share * reduced[level] + gather_share * gathered[level] + rest_reduced[level] / 2;
+      sent[level] = reduce_share * reduced[level] + gather_share * gathered[level] + rest_reduced[level] / 2 +
+                    rest_gathered[level] / 2;
     if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
       std::array<double, 3> sharded{};
       sharded_seconds(w, l, hw, 0, layers[0], e.stages[0], &sharded);
@@ -365,7 +382,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
       exposed_reduce = std::max(reducing - backward, reducing / buckets);
       exposed_reduce += hw.comm_interference * (reducing - exposed_reduce);  // the backward slowed beside the hidden part
     }
-    const double exposed = exposed_reduce + gather_share * gather + rest_reduce;
+    const double exposed = exposed_reduce + gather_share * gather + rest_reduce + rest_gather;
     e.data_s = std::max(e.data_s, seconds);
     e.data_exposed_s = std::max(e.data_exposed_s, exposed);
   }
@@ -474,6 +491,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.recompute = l.recompute;
   in.recompute_interval = l.recompute == "full" ? 1 : l.recompute_interval;
   in.torchtitan_recompute = w.torchtitan_recompute;
+  in.fsdp = w.fsdp_prefetch;
   in.flash_attention = w.flash_attention;
   in.classifier_chunk = w.classifier_chunk;
   in.zero = l.gradient_group() > 1 ? l.zero : 0;
@@ -502,6 +520,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.elementwise_value_bytes_low16 = megatron || titan ? 2 : 4;  // fused 16-bit element-wise kernels (TorchTitan's compiled)
   w.pipeline_scatter_gather = megatron;                         // its pipeline messages split over the tensor ranks
   w.torchtitan_recompute = titan;                               // its per-layer and per-op activation checkpointing
+  w.fsdp_prefetch = megatron || titan;                          // ZeRO-3's gathers behind the compute
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {
@@ -523,9 +542,9 @@ std::string layout_problem(const Workload& w, const Layout& l) {
            std::to_string(m);
   if (pipeline::splits_backward(l.schedule) && l.recomputes_blocks())
     return pipeline::schedule_name(l.schedule) + " keeps every block's GEMM inputs, recompute " + l.recompute + " does not";
-  if (pipeline::splits_backward(l.schedule) && l.zero == 2)
-    return "ZeRO-2 reuses a block's gradient buffer before " + pipeline::schedule_name(l.schedule) +
-           "'s deferred weight gradients fill it";
+  if (pipeline::splits_backward(l.schedule) && l.zero >= 2)
+    return "ZeRO-" + std::to_string(l.zero) + " reuses a block's gradient buffer before " +
+           pipeline::schedule_name(l.schedule) + "'s deferred weight gradients fill it";
   if (l.virtual_stages > 1) {
     const std::string v = std::to_string(l.virtual_stages);
     if (l.schedule != pipeline::Schedule::OneFOneB) return v + " virtual stages need the 1f1b schedule";

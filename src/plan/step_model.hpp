@@ -53,6 +53,11 @@ struct Workload {
   // attention's output and the reduce-scatters'; the other matmuls, the element-wise passes and the
   // all-gathers run again (Trident's selective recomputes the attention probabilities alone).
   bool torchtitan_recompute = false;
+  // FSDP's prefetch (TorchTitan's FSDP2, Megatron-FSDP): under ZeRO-3 the next block's parameters
+  // are gathered behind the current block's compute, and the embedding and head are gathered and
+  // scattered every micro-batch. Trident (dp/parameter_shards.hpp) gathers a block when its pass
+  // begins, where neither of its two slots holds it, and the tensors outside the blocks once a step.
+  bool fsdp_prefetch = false;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan
@@ -60,7 +65,8 @@ struct Workload {
 // and hidden dropout, 16-bit activations in the tensor all-reduces and pipeline messages, fused
 // 16-bit element-wise kernels, the scatter/gather of pipeline messages —; or TorchTitan's — 16-bit
 // activations in the collectives, torch.compile's fused 16-bit element-wise kernels, its
-// activation checkpointing (Workload::torchtitan_recompute) —, for predicting their published
+// activation checkpointing (Workload::torchtitan_recompute) —, and either's FSDP prefetch
+// (Workload::fsdp_prefetch), for predicting their published
 // runs. Everything else (the
 // distributed optimizer, sequence and context parallelism, interleaving, the tensor-parallel
 // overlap, the schedules) is a layout setting that both have.

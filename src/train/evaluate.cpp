@@ -38,7 +38,7 @@ ValidationShare validation_share(int64_t windows, int replica, int replicas) {
 int ValidationShare::fill(const data::TokenData& val, int batch, int B, int T, int32_t* inputs,
                           int32_t* targets) const {
   const size_t first = static_cast<size_t>(batch) * B;
-  const int used = static_cast<int>(std::min<size_t>(B, windows.size() - first));
+  const int used = first >= windows.size() ? 0 : static_cast<int>(std::min<size_t>(B, windows.size() - first));
   for (int b = 0; b < B; ++b)
     data::validation_batch(val, b < used ? windows[first + b] : 0, 1, T, inputs + size_t(b) * T,
                            targets + size_t(b) * T);

@@ -17,7 +17,7 @@ int64_t validation_windows(const data::TokenData& val, int64_t eval_tokens, int 
 
 // This replica's windows, and their batches of B: batch k fills inputs and targets (B, T) and
 // returns how many of its rows are real windows (the last batch is padded with window 0, so
-// that the activation shapes stay those of training).
+// that the activation shapes stay those of training; a batch past the share is all padding).
 struct ValidationShare {
   std::vector<int64_t> windows;
   int batches(int B) const { return static_cast<int>((windows.size() + B - 1) / B); }

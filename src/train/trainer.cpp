@@ -74,6 +74,10 @@ kernels::Context model_context(const Job& job) {
   return ctx;
 }
 
+// The ZeRO stage a run's data group of `data_size` replicas has: none with one replica (nothing
+// to shard over) — what the model's slots, the reducer and the shards are made for.
+int zero_stage(const RunSettings& settings, int data_size) { return data_size > 1 ? settings.step.zero : 0; }
+
 // This rank's part of the model (world rank `rank`), its kernels prepared and its parameters
 // initialised.
 std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const model::GptConfig& config,
@@ -90,10 +94,12 @@ std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const 
     fatal_all(deck.file_name() + ": the padded vocabulary (" + std::to_string(config.padded_vocab) +
               " rows) must be divisible by parallel.tensor for the vocabulary-parallel embedding (" +
               deck.cite("parallel.tensor") + "); use a power of two up to 128");
-  // ZeRO-2: the block gradients in two one-block slots (one filled by backward while the other's
-  // reduce-scatter runs), which the reducer empties and the model waits for.
-  const int slots = job.settings.step.zero == 2 && job.grid.dp_size() > 1 ? 2 : 0;
-  auto model = std::make_unique<model::Transformer>(config, ctx, tensor_group, job.settings.precision.precision, slots);
+  // ZeRO-2 and 3: the block gradients in two one-block slots (one filled by backward while the
+  // other's reduce-scatter runs), which the reducer empties and the model waits for; ZeRO-3: the
+  // block parameters in two slots too (dp::ParameterShards gathers them).
+  const int zero = zero_stage(job.settings, job.grid.dp_size());
+  auto model = std::make_unique<model::Transformer>(config, ctx, tensor_group, job.settings.precision.precision,
+                                                    zero >= 2 ? 2 : 0, zero == 3 ? 2 : 0);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
   model->set_flash_attention(job.settings.model.flash_attention);
@@ -106,17 +112,12 @@ std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const 
   return model;  // its parameters set by the trainer (set_parameters), or by a checkpoint read
 }
 
-// The ZeRO stage this run's data group has: none with one replica.
-int zero_stage(const RunSettings& settings, const comm::Communicator& data) {
-  return data.size() > 1 ? settings.step.zero : 0;
-}
-
-// ZeRO-2: the segments in the model's gradient slots, and the model waits for the reducer.
+// ZeRO-2 and 3: the segments in the model's gradient slots, and the model waits for the reducer.
 std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, model::Transformer& model,
                                                   comm::Communicator& data) {
-  const int zero = zero_stage(settings, data);
+  const int zero = zero_stage(settings, data.size());
   dp::Gradients gradients;
-  if (zero == 2) {
+  if (zero >= 2) {
     gradients.segments = dp::gpt2_slot_segments(model.config(), model.partition(), model.gradient_views(),
                                                 [&model](int l) { return model.block_gradients(l); });
     gradients.slots = model.gradient_slots();
@@ -128,16 +129,32 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
   gradients.device.stream = model.stream();
   auto reducer = std::make_unique<dp::GradientReducer>(data, std::move(gradients), settings.reduce.bucket_mb,
                                                        settings.reduce.overlap, zero, settings.reduce.grad_dtype);
-  if (zero == 2) model.set_slot_reuse_hook([r = reducer.get()](int slot) { r->before_slot_reuse(slot); });
+  if (zero >= 2) model.set_slot_reuse_hook([r = reducer.get()](int slot) { r->before_slot_reuse(slot); });
   return reducer;
+}
+
+// ZeRO-3: the parameters' own parts, gathered into the model's slots before a block's passes.
+std::unique_ptr<dp::ParameterShards> make_shards(model::Transformer& model, dp::GradientReducer& reducer,
+                                                 comm::Communicator& data) {
+  if (model.parameter_slots() == 0) return nullptr;
+  std::vector<dp::GradientSegment> parameters = dp::gpt2_parameter_segments(
+      model.config(), model.partition(), kernels::storage_dtype(model.precision()),
+      [&model](int layer, int t) { return model.parameter_memory(layer, t); });
+  kernels::Context device = model.context();
+  device.stream = model.stream();
+  auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), model.num_parameters(),
+                                                      model.parameter_slots(), device);
+  model.set_block_gather([s = shards.get()](int layer, int) { return s->gather_block(layer); });
+  return shards;
 }
 
 // ZeRO: each replica keeps the AdamW moments (and a 16-bit model's fp32 master) of the ranges
 // it owns only (its part of every gradient bucket); ZeRO-2 updates from its own gradients.
 std::unique_ptr<optim::AdamW> make_optimizer(const StepSettings& settings, const model::Transformer& model,
-                                             const dp::GradientReducer& reducer) {
+                                             const dp::GradientReducer& reducer, const dp::ParameterShards* shards) {
   return std::make_unique<optim::AdamW>(model.context(), model.config(), settings.adamw, model.partition(),
-                                        reducer.owned(), model.precision(), reducer.owned_gradients() != nullptr);
+                                        reducer.owned(), model.precision(), reducer.owned_gradients() != nullptr,
+                                        shards != nullptr);
 }
 
 // `micro_batches` of `micro_batch` sequences a step (the deck's, or balance.micro_batches');
@@ -197,7 +214,8 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
                        ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
                        : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
-      optimizer_(make_optimizer(settings_.step, *model_, *reducer_)),
+      shards_(make_shards(*model_, *reducer_, *collectives_.data)),
+      optimizer_(make_optimizer(settings_.step, *model_, *reducer_, shards_.get())),
       runner_(make_runner(settings_, rank_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
                           settings_.train.micro_batch)),
       hooks_(FaultHooks::install(world, settings_.debug)),
@@ -220,24 +238,39 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
 }
 
 void Trainer::set_parameters(const std::vector<float>& host_slice) {
-  model_->upload_params(host_slice.data());
+  model_->upload_params(host_slice.data());  // ZeRO-3: the tensors outside the blocks
   optimizer_->load_master(ctx_, host_slice.data());
+  if (!shards_) return;
+  shards_->load(host_slice.data());
+  shards_changed();
 }
 
+void Trainer::shards_changed() {
+  shards_->after_update();
+  model_->parameters_changed();
+}
+
+// The whole parameter slice in host memory: the model's, or ZeRO-3's shards gathered.
+std::vector<float> Trainer::host_params() { return shards_ ? shards_->host_params() : model_->host_params(); }
+
 std::vector<float> Trainer::host_master() {
-  if (!optimizer_->keeps_master()) return model_->host_params();
+  if (!optimizer_->keeps_master()) return host_params();
   std::vector<float> slice(static_cast<size_t>(model_->num_parameters()), 0.0f);
   int64_t at = 0;  // the owned ranges in place, zeros elsewhere; summed over the replicas, the whole master
   for (const model::FlatRange& r : optimizer_->owned()) {
     kernels::download(ctx_, slice.data() + r.begin, view(optimizer_->master() + at, static_cast<size_t>(r.count()), model_->device()));
     at += r.count();
   }
-  if (reducer_->gathers_params())
+  if (model::total_count(optimizer_->owned()) != model_->num_parameters())  // sharded over the data group
     collectives_.data->all_reduce(slice.data(), slice.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
   return slice;
 }
 
 void Trainer::state_was_read() {
+  if (shards_) {  // ZeRO-3 read its shard (fp32) or the master's
+    optimizer_->write_master_into(ctx_, shards_->shard());
+    return shards_changed();
+  }
   if (!optimizer_->keeps_master()) return;  // an fp32 model read its parameters whole
   const Tensor params = model_->parameters_to_write();
   optimizer_->write_master_into(ctx_, params);
@@ -248,13 +281,15 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   // The old parts go first (last built, first freed): the rank never holds two models.
   runner_.reset();
   optimizer_.reset();
+  shards_.reset();
   reducer_.reset();
   model_.reset();
   split_ = split;
   model_ = build_model(job_, rank_, config_, recompute_, split_, ctx_, *collectives_.tensor,
                        *collectives_.context);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
-  optimizer_ = make_optimizer(settings_.step, *model_, *reducer_);
+  shards_ = make_shards(*model_, *reducer_, *collectives_.data);
+  optimizer_ = make_optimizer(settings_.step, *model_, *reducer_, shards_.get());
   rebuild_runner();
 }
 
@@ -356,7 +391,7 @@ std::string Trainer::memory_report(bool bytes) const {
 }
 
 void Trainer::check_replicas_agree() {
-  uint64_t mine = digest(model_->host_params().data(), model_->num_parameters());
+  uint64_t mine = digest(host_params().data(), model_->num_parameters());  // ZeRO-3: the gathered whole, alike
   std::vector<uint64_t> all(dp_size_);
   static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
   collectives_.data->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();
@@ -387,11 +422,13 @@ const double* Trainer::finish_step_on_device(double fp16_scale, float lr) {
                            *collectives_.tensor, *collectives_.pipeline);
   step_control(ctx_, scalars, settings_.step.grad_clip, fp16_scale, static_cast<double>(micro_batches_ * dp_size_));
   dp::agree_on_skip(*model_, values + kSkipStep, *collectives_.world);
-  const Tensor params = model_->parameters_to_write();
-  const float* grads = reducer_->owned_gradients() ? reducer_->owned_gradients() : model_->grads();  // ZeRO-2: its own
+  // ZeRO-3: the own parameters alone, gathered when they are used next.
+  const Tensor params = shards_ ? shards_->shard() : model_->parameters_to_write();
+  const float* grads = reducer_->owned_gradients() ? reducer_->owned_gradients() : model_->grads();  // ZeRO-2, 3: its own
   optimizer_->step(ctx_, params, grads, lr, optimizer_updates_ + 1, 1.0f,
                    scalars.elements(kUpdateScale, 2));
-  reducer_->all_gather_params(params);  // ZeRO: every shard to every replica (unchanged ones after a skip)
+  if (shards_) shards_changed();
+  else reducer_->all_gather_params(params);  // ZeRO-1, 2: every shard to every replica (unchanged ones after a skip)
   download(ctx_, step_scalars_host_.data(), scalars);
   return step_scalars_host_.data();
 }
@@ -416,7 +453,10 @@ void Trainer::fill_rows(int32_t* inputs, int32_t* targets,
 
 double Trainer::evaluate() {
   const ValidationShare share = validation_share(val_windows_, replica_, dp_size_ / context_);
-  std::vector<int> used(share.batches(B_));
+  // ZeRO-3: every replica runs as many forwards as the first (the most windows), each of which
+  // gathers the blocks — the data group's collectives; a batch past its windows counts nothing.
+  const int batches = shards_ ? validation_share(val_windows_, 0, dp_size_ / context_).batches(B_) : share.batches(B_);
+  std::vector<int> used(batches);
   auto batch = [&](int k, int32_t* inputs, int32_t* targets) {
     fill_rows(inputs, targets, [&](int T, int32_t* sequences, int32_t* next) {
       used[k] = share.fill(*val_data_, k, B_, T, sequences, next);
@@ -426,7 +466,7 @@ double Trainer::evaluate() {
   auto consume = [&](int k, const float* losses) {
     for (int i = 0; i < used[k] * T_; ++i) sum += losses[i];
   };
-  runner_->forward_only(share.batches(B_), batch, consume);
+  runner_->forward_only(batches, batch, consume);
   collectives_.data->all_reduce(&sum, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
   return from_last_stage(sum) / static_cast<double>(val_windows_ * seq_len_);
 }

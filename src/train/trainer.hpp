@@ -16,6 +16,7 @@
 #include "ckpt/checkpointer.hpp"
 #include "ckpt/lineage.hpp"
 #include "comm/group_collectives.hpp"
+#include "dp/parameter_shards.hpp"
 #include "dp/reducer.hpp"
 #include "data/token_data.hpp"
 #include "kernels/kernels.hpp"
@@ -87,6 +88,11 @@ class Trainer : private BalanceTarget {
   // This rank's slice of the fp32 parameters in host memory: an fp32 model's own; a 16-bit
   // model's master, its shards gathered over the data group (collective over it).
   std::vector<float> host_master();
+  // The whole parameter slice in host memory (ZeRO-3: gathered; collective over the data group).
+  std::vector<float> host_params();
+  // ZeRO-3, after the own parameters changed: the tensors outside the blocks gathered (and their
+  // f32 reads made again), the blocks to be gathered anew.
+  void shards_changed();
   // The optimizer's part of a step, decided on the device (loss, norm, clip, skip: the step's
   // scalars); returns them as the host's one read of the step gives them (kernels::StepScalar).
   const double* finish_step_on_device(double fp16_scale, float lr);
@@ -136,6 +142,7 @@ class Trainer : private BalanceTarget {
   std::unique_ptr<model::Transformer> model_;
   const std::unique_ptr<optim::LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<dp::GradientReducer> reducer_;
+  std::unique_ptr<dp::ParameterShards> shards_;  // ZeRO-3's; null otherwise
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<pipeline::PipelineRunner> runner_;
   const std::unique_ptr<FaultHooks> hooks_;  // null unless a debug.* key asks for a fault

@@ -36,6 +36,10 @@ ckpt::StateView Trainer::state_view() {
     view.params = optimizer_->master();
     view.params_ranges = optimizer_->owned();
     view.params_owner = settings_.step.zero || dp_rank_ == 0;
+  } else if (shards_) {  // an fp32 ZeRO-3 model: its shard is the master
+    view.params = shards_->shard().as<float>();
+    view.params_ranges = optimizer_->owned();
+    view.params_owner = true;
   } else {
     view.params = model_->parameters_to_write().as<float>();
     view.params_owner = dp_rank_ == 0;

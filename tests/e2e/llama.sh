@@ -93,6 +93,19 @@ layout t4_replicated_kv_d2_zero2 8 --parallel.tensor=4 --parallel.data=2 --optim
 layout t2_sp_d2_zero2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2 --optim.zero=2
 layout p2_interleaved_d2_zero2 4 --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.data=2 --optim.zero=2
 layout c2_zero2 2 --parallel.context=2 --optim.zero=2
+# ZeRO-3 (each block's parameters all-gathered into a slot before its passes): ZeRO-2's sums in
+# ZeRO-2's order on the same values, so at each of those layouts ZeRO-2's losses exactly.
+zero3() {  # zero3 ZERO2_RUN RANKS OVERRIDES... (ZeRO-2's without --optim.zero)
+  local name=${1%_zero2}_zero3 ranks=$2 reference=$1
+  shift 2
+  run "$name" "$ranks" "$@" --optim.zero=3 || { fail "$name" "$(tail -3 "$name.out")"; return; }
+  same_losses "${name}_equals_zero2" "$reference" "$name" 1e-300
+}
+zero3 d2_zero2 2 --parallel.data=2
+zero3 t4_replicated_kv_d2_zero2 8 --parallel.tensor=4 --parallel.data=2
+zero3 t2_sp_d2_zero2 4 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.data=2
+zero3 p2_interleaved_d2_zero2 4 --parallel.pipeline=2 --parallel.virtual_stages=2 --parallel.data=2
+zero3 c2_zero2 2 --parallel.context=2
 layout c4 4 --parallel.context=4
 layout t2c2 4 --parallel.tensor=2 --parallel.context=2
 layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1

@@ -97,6 +97,11 @@ model_matches grad16_bf16_d4_zero 4 --parallel.data=4 --optim.zero=1 --optim.pre
 model_matches bf16_d2_zero2_async 2 --parallel.data=2 --optim.zero=2 --optim.precision=bf16 --checkpoint.async=true
 model_matches grad16_bf16_d4_zero2 4 --parallel.data=4 --optim.zero=2 --optim.precision=bf16 --comm.grad_dtype=bf16
 model_matches t2p2d2_zero2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=2
+# ZeRO-3: the shard, the whole tensors outside the blocks, two gathered-block slots (and a 16-bit
+# model's f32 reads of them), the shards' gathering buffer.
+model_matches bf16_d2_zero3_async 2 --parallel.data=2 --optim.zero=3 --optim.precision=bf16 --checkpoint.async=true
+model_matches grad16_bf16_d4_zero3 4 --parallel.data=4 --optim.zero=3 --optim.precision=bf16 --comm.grad_dtype=bf16
+model_matches t2p2d2_zero3_full 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=3 --memory.recompute=full
 model_matches bf16_full 1 --optim.precision=bf16 --memory.recompute=full
 model_matches fp16_selective 1 --optim.precision=fp16 --memory.recompute=selective
 model_matches bf16_t2p2d2_zero_every2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.zero=1 --optim.precision=bf16 --memory.recompute=every_k

@@ -136,20 +136,59 @@ across zero2_to_zero1_bitwise_mb4 d2_mb4_zero2 d2_mb4_zero1 0 2 --parallel.data=
 across zero1_to_zero2_bitwise_mb4 d2_mb4_zero1 d2_mb4_zero2 0 2 --parallel.data=2 --train.micro_batch=4 --optim.precision=bf16 --optim.zero=2
 across zero2_d2_to_serial_bf16 d2_bf16_zero2 serial_bf16 1e-2 1 --optim.precision=bf16
 killed_resumes 2 d2_bf16_zero2
-# Tracked gradient bytes at data 4: ZeRO-2 keeps the tensors outside the blocks (wte, wpe, the
-# final norm), two one-block slots and its own part of every bucket (⌈E/4⌉ of each block and of
-# the rest), against the whole flat buffer — exactly.
-if $PY - d4_fp32_z1 d4_fp32_z2 > grad_bytes.cmp 2>&1 <<'PY'
+# Tracked bytes of one category at data 4 in fp32, exactly: the tensors outside the blocks (wte,
+# wpe, the final norm) whole, two one-block slots and the own part of every bucket (⌈E/4⌉ of each
+# block and of the rest) — ZeRO-2's gradients, ZeRO-3's parameters —, against the whole slice.
+sliced_bytes() {  # sliced_bytes NAME CATEGORY WHOLE_RUN SLICED_RUN
+  if $PY - "$2" "$3" "$4" > "$1.cmp" 2>&1 <<'PY'
 import sys, h5py
-one, two = (int(h5py.File(d + "/metrics.h5", "r")["memory/gradients_bytes"][-1]) for d in sys.argv[1:])
-n, C, V, T, L, d = one // 4, 32, 256, 32, 4, 4
+category = sys.argv[1]
+whole, sliced = (int(h5py.File(d + "/metrics.h5", "r")[f"memory/{category}_bytes"][-1]) for d in sys.argv[2:])
+n, C, V, T, L, d = whole // 4, 32, 256, 32, 4, 4
 outside = V * C + T * C + 2 * C
 block = (n - outside) // L
 expected = 4 * (outside + 2 * block + L * -(-block // d) + -(-outside // d))
-print(f"gradient bytes {one} with ZeRO-1, {two} with ZeRO-2 at data 4 ({two / one:.3f}; expected {expected})")
-sys.exit(0 if two == expected else 1)
+print(f"{category} bytes {whole} whole, {sliced} in slots and parts at data 4 ({sliced / whole:.3f}; expected {expected})")
+sys.exit(0 if sliced == expected else 1)
 PY
-then pass "zero2_gradient_bytes_d4 ($(cat grad_bytes.cmp))"; else fail zero2_gradient_bytes_d4 "$(cat grad_bytes.cmp)"; fi
+  then pass "$1 ($(cat "$1.cmp"))"; else fail "$1" "$(cat "$1.cmp")"; fi
+}
+sliced_bytes zero2_gradient_bytes_d4 gradients d4_fp32_z1 d4_fp32_z2
+# ZeRO-3 (FSDP): the parameters sharded too — each replica keeps its part of every bucket's
+# parameters, and a block's are all-gathered into one of two one-block slots before each pass of
+# it (forward, recomputed forward, backward); the tensors outside the blocks gathered after each
+# update. The gradients take ZeRO-2's path and the gathered values are the parameters themselves,
+# so every run equals its ZeRO-2 twin bitwise (losses and the final model): data 2, 4 and 8,
+# fp32/bf16/fp16, tensor × pipeline × data (1F1B), GPipe with full recompute and overlap off, the
+# guard backend.
+zero3_equals_zero2() {  # zero3_equals_zero2 ZERO2_RUN RANKS OVERRIDES... (the ZeRO-2 run's, but --optim.zero)
+  local reference=$1 ranks=$2 name="${1}_as_zero3"
+  shift 2
+  run "$name" "$ranks" "$@" --optim.zero=3 || { fail "$name" "$(tail -3 "$name.out")"; return; }
+  same_losses "zero3_equals_${reference}" "$reference" "$name"
+}
+zero3_equals_zero2 d2_bf16_zero2 2 --parallel.data=2 --optim.precision=bf16
+zero3_equals_zero2 d4_fp32_z2 4 --parallel.data=4 --optim.precision=fp32
+zero3_equals_zero2 d2_fp16_z2 2 --parallel.data=2 --optim.precision=fp16
+zero3_equals_zero2 d8_bf16_z2 8 --parallel.data=8 --optim.precision=bf16
+zero3_equals_zero2 t2p2d2_bf16_zero2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16
+# shellcheck disable=SC2086
+zero3_equals_zero2 t1p2d2_gpipe_zero2 4 $P2 --optim.precision=bf16
+run d2_bf16_zero3_guard 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=3 --kernels.device=guard &&
+  same_losses zero3_guard_bitwise_bf16 d2_bf16_zero2_as_zero3 d2_bf16_zero3_guard ||
+  fail zero3_guard_bitwise_bf16 "$(tail -3 d2_bf16_zero3_guard.out)"
+# Its checkpoints hold the same datasets: an fp32 ZeRO-3 run writes its shard of the parameters
+# (its master), a bf16 one its master's shard. Step 4 goes on under ZeRO-2 and back, bitwise;
+# onto one rank; kill -9 and resume = auto bitwise.
+across zero3_to_zero2_bitwise_fp32 d4_fp32_z2_as_zero3 d4_fp32_z2 0 4 --parallel.data=4 --optim.zero=2
+across zero2_to_zero3_bitwise_fp32 d4_fp32_z2 d4_fp32_z2_as_zero3 0 4 --parallel.data=4 --optim.zero=3
+across zero3_d2_to_serial_bf16 d2_bf16_zero2_as_zero3 serial_bf16 1e-2 1 --optim.precision=bf16
+killed_resumes 3 d2_bf16_zero2_as_zero3
+sliced_bytes zero3_parameter_bytes_d4 parameters d4_fp32_z2 d4_fp32_z2_as_zero3
+expect_user_error zero3_refuses_graphs 'cuda.graphs = true|optim.zero = 3|use cuda.graphs = false' \
+  mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.data=2 --cuda.graphs=true --optim.zero=3
+expect_user_error zero3_refuses_zb_h1 'parallel.schedule = zb-h1|optim.zero = 3|use optim.zero = 1' \
+  mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.pipeline=2 --parallel.schedule=zb-h1 --optim.zero=3
 expect_user_error zero2_refuses_replica_balance 'balance.replicas = true|optim.zero = 2|use optim.zero = 1' \
   mpirun -q -np 2 "$TRIDENT" train ../z.deck --parallel.data=2 --balance.replicas=true --optim.zero=2
 expect_user_error zero2_refuses_zb_h1 'parallel.schedule = zb-h1|optim.zero = 2|use optim.zero = 1' \

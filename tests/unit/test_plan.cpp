@@ -239,6 +239,8 @@ BOOST_AUTO_TEST_CASE(gradient_traffic_follows_grad_dtype_and_zero) {
 // parameters, gradients and optimizer state per parameter of a rank — 2 + 4 + 12 without,
 // 2 + 4 + 12/4 with the distributed optimizer, 2 + 4/4 + 12/4 (and two buckets) with ZeRO-2,
 // (2 + 4 + 12)/4 (and two gathered blocks) with ZeRO-3: issue 33's ~393, ~197, ~131 and ~98 GB.
+// Trident's ZeRO-3 also keeps the embeddings whole with their gradients, and two slots of
+// parameters and of gradients: 4.66; FSDP's (Workload::fsdp_prefetch) 4.5.
 BOOST_AUTO_TEST_CASE(zero_stages_shard_the_state) {
   Workload w;
   w.config = {2048, 50257, model::padded_vocab_for(50257), 96, 96, 12288};
@@ -246,20 +248,23 @@ BOOST_AUTO_TEST_CASE(zero_stages_shard_the_state) {
   Layout l;
   l.tensor = 8, l.data = 4, l.micro_batch = 4, l.precision = "bf16", l.recompute = "full";
   const double n = double(model::num_parameters(w.config, model::stage_partition({96}, 0, 0, 8)));
-  const double expected[] = {18, 9, 6, 4.5};
-  for (int zero = 0; zero <= 3; ++zero) {
-    l.zero = zero;
+  const double expected[] = {18, 9, 6, 4.66, 4.5};
+  for (int zero = 0; zero <= 4; ++zero) {
+    l.zero = std::min(zero, 3);
+    w.fsdp_prefetch = zero == 4;
     const MemoryEstimate m = estimate_step(w, l, a100()).memory;
     const double state = double(m.bytes[int(MemoryCategory::Parameters)] + m.bytes[int(MemoryCategory::Gradients)] +
                                 m.bytes[int(MemoryCategory::OptimizerState)]);
     BOOST_TEST(state / n == expected[zero], boost::test_tools::tolerance(0.03));
-    BOOST_TEST_MESSAGE("ZeRO-" << zero << ": " << state / 1e9 << " GB of state, " << state / n << " bytes a parameter");
+    BOOST_TEST_MESSAGE("ZeRO-" << l.zero << (w.fsdp_prefetch ? " (FSDP's)" : "") << ": " << state / 1e9
+                                << " GB of state, " << state / n << " bytes a parameter");
   }
 }
 
 // ZeRO-2 and 3 in the step model: their reductions inside each micro-batch (StageTime::sharded_s),
 // hidden behind the work as far as it reaches; after the step ZeRO-2 gathers the parameters
-// (half a 16-bit all-reduce) and reduce-scatters what is outside the blocks, ZeRO-3 nothing.
+// (half a 16-bit all-reduce) and reduce-scatters what is outside the blocks; Trident's ZeRO-3
+// gathers and reduce-scatters only what is outside the blocks, and FSDP with prefetch nothing.
 BOOST_AUTO_TEST_CASE(zero_stages_communicate_inside_the_micro_batches) {
   Workload w;
   w.config = {1024, 50257, model::padded_vocab_for(50257), 12, 12, 768};
@@ -283,10 +288,18 @@ BOOST_AUTO_TEST_CASE(zero_stages_communicate_inside_the_micro_batches) {
              boost::test_tools::tolerance(1e-9));
   l.zero = 3;
   const StepEstimate three = estimate_step(w, l, slow), free = estimate_step(w, l, fast);
-  BOOST_TEST(three.data_s == 0);
+  BOOST_TEST(three.data_s == all_reduce_seconds(rest * 2, group_shape({0, 1, 2, 3}, slow), slow, true) / 2 +
+                                 all_reduce_seconds(rest * 4, group_shape({0, 1, 2, 3}, slow), slow, true) / 2,
+             boost::test_tools::tolerance(1e-9));
   BOOST_TEST(three.stages[0].sharded_s > two.stages[0].sharded_s);  // gathers too, each micro-batch
   BOOST_TEST(free.stages[0].sharded_s < 1e-6);                      // nothing left to expose
   BOOST_TEST(free.step_s <= one.step_s + 1e-6);  // within what ZeRO-3 leaves (< 1e-6 s): ZeRO-1 hides its reduce-scatters too
+  // FSDP's prefetch (--as=megatron, torchtitan): the embedding and head every micro-batch, nothing after the step,
+  // and the blocks' gathers hidden behind the compute where it is long enough.
+  w.fsdp_prefetch = true;
+  const StepEstimate prefetched = estimate_step(w, l, slow);
+  BOOST_TEST(prefetched.data_s == 0);
+  BOOST_TEST(prefetched.stages[0].sharded_s > 0);
 }
 
 BOOST_AUTO_TEST_CASE(even_stages_have_the_textbook_bubble) {

@@ -1,0 +1,109 @@
+// ZeRO-3's sharded parameters: the own parts, their gathers into the model's slots and copies.
+#include "dp/parameter_shards.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/wrappers/widen.hpp"
+#include "core/error.hpp"
+#include "kernels/backend.hpp"
+
+namespace trident::dp {
+
+ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& reducer,
+                                 std::vector<GradientSegment> parameters, int64_t count, int slots,
+                                 const kernels::Context& device)
+    : data_(data), reducer_(reducer), device_(device), data_size_(data.size()), count_(count) {
+  REQUIRE(!parameters.empty(), "ParameterShards: no parameters");
+  const DType dtype = parameters.front().dtype;
+  buckets_ = plan_buckets(parameters, 0.0);  // a bucket per block, then the rest: the reducer's
+  own_pieces_ = own_pieces(buckets_, data.rank(), data_size_);
+  const model::FlatRanges owned = owned_ranges(buckets_, data.rank(), data_size_);
+  REQUIRE(buckets_.size() == reducer.buckets() && total_count(owned) == total_count(reducer.owned()),
+          "ParameterShards: the parameters' buckets are not the reducer's (" << buckets_.size() << " against "
+                                                                           << reducer.buckets() << ")");
+  int64_t largest = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    largest = std::max(largest, shard_part(buckets_[b], data_size_) * data_size_);
+    const int event = buckets_[b].ready_event;
+    if (event < 0) continue;
+    if (block_bucket_.size() <= static_cast<size_t>(event)) block_bucket_.resize(static_cast<size_t>(event) + 1, -1);
+    block_bucket_[static_cast<size_t>(event)] = static_cast<int>(b);
+  }
+  slot_block_.assign(static_cast<size_t>(slots), -1);
+  kernels::Backend& backend = kernels::backend_of(device_);
+  shard_ = TensorBuffer(dtype, Shape{total_count(owned)}, MemoryCategory::Parameters, backend, MemoryKind::device);
+  gathered_ = TensorBuffer(dtype, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
+}
+
+void ParameterShards::gather_packed(size_t b, const Tensor& packed, Stream stream) {
+  kernels::Context ctx = device_;
+  ctx.stream = stream;
+  for (const OwnPiece& piece : own_pieces_[b])  // the own part at its place, in the storage type
+    kernels::copy(ctx, packed.elements(piece.packed, piece.count), shard_.view().elements(piece.state, piece.count));
+  data_.all_gather(packed.data, static_cast<size_t>(packed.numel()), packed.dtype, stream).wait();
+}
+
+void ParameterShards::gather(size_t b) {
+  reducer_.run_in_order([this, b](Stream stream) {
+    const Bucket& bucket = buckets_[b];
+    const Tensor packed = gathered_.view().elements(0, shard_part(bucket, data_size_) * data_size_);
+    gather_packed(b, packed, stream);
+    kernels::Context ctx = device_;
+    ctx.stream = stream;
+    int64_t at = 0;
+    for (const GradientSegment& s : bucket.segments) {
+      kernels::copy(ctx, view(s.data, s.dtype, static_cast<size_t>(s.count), stream.device), packed.elements(at, s.count));
+      at += s.count;
+    }
+  });
+}
+
+bool ParameterShards::gather_block(int layer) {
+  int& held = slot_block_.at(static_cast<size_t>(layer) % slot_block_.size());
+  if (held == layer) return false;
+  held = -1;  // while it is written
+  gather(static_cast<size_t>(block_bucket_.at(static_cast<size_t>(layer))));
+  held = layer;
+  return true;
+}
+
+void ParameterShards::after_update() {
+  std::fill(slot_block_.begin(), slot_block_.end(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].ready_event < 0) gather(b);
+}
+
+void ParameterShards::load(const float* host_slice) {
+  const size_t width = dtype_size(shard_.dtype());
+  std::vector<unsigned char> part(static_cast<size_t>(shard_.size()) * width);
+  for (const std::vector<OwnPiece>& pieces : own_pieces_)
+    for (const OwnPiece& piece : pieces) {
+      unsigned char* into = part.data() + piece.state * width;
+      if (shard_.dtype() == DType::f32) std::memcpy(into, host_slice + piece.flat, piece.count * sizeof(float));
+      else comm::narrow(shard_.dtype(), host_slice + piece.flat, into, static_cast<size_t>(piece.count));
+    }
+  kernels::upload(device_, shard_.view(), part.data());
+}
+
+std::vector<float> ParameterShards::host_params() {
+  std::vector<float> host(static_cast<size_t>(count_));
+  const DType dtype = shard_.dtype();
+  std::vector<unsigned char> bucket_bytes;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Tensor packed = gathered_.view().elements(0, shard_part(buckets_[b], data_size_) * data_size_);
+    reducer_.run_in_order([&](Stream stream) { gather_packed(b, packed, stream); });
+    bucket_bytes.resize(packed.bytes());
+    kernels::download(device_, bucket_bytes.data(), packed);
+    int64_t at = 0;
+    for (const GradientSegment& s : buckets_[b].segments) {
+      const unsigned char* from = bucket_bytes.data() + at * static_cast<int64_t>(dtype_size(dtype));
+      if (dtype == DType::f32) std::memcpy(host.data() + s.offset, from, s.count * sizeof(float));
+      else comm::widen(dtype, from, host.data() + s.offset, static_cast<size_t>(s.count));
+      at += s.count;
+    }
+  }
+  return host;
+}
+
+}  // namespace trident::dp

@@ -1,0 +1,76 @@
+// ZeRO-3 (optim.zero = 3; FSDP's full sharding): the parameters sharded over the data group as
+// the gradients and the optimizer state are. Each replica keeps its part of every bucket's
+// parameters only — the part the reducer's reduce-scatters leave it (dp::owned_ranges) — of the
+// parameters' storage type, in the owned ranges' order, which is the optimizer's state order:
+// the optimizer updates shard() in place (fp32: it is the master; bf16/fp16: the rounding of the
+// optimizer's fp32 master).
+//
+// Math: block l's parameters are the concatenation, over the replicas r = 0 … d−1, of their parts
+// packed [r·P, (r+1)·P) of block l's bucket (P = ⌈E_l/d⌉, the padding dropped).
+// Communication, over the data communicator, on the reducer's path (GradientReducer::run_in_order:
+// the data group's collectives keep one order on every replica):
+//   gather_block(l)  one all-gather of P elements of the storage type from each replica into the
+//                    model's parameter slot of block l (Transformer::set_block_gather) — before
+//                    its forward, a recomputed forward and its backward; nothing where the slot
+//                    still holds block l (the stage's last block between its forward and
+//                    backward; the blocks of a stage of two under 1F1B).
+//   after_update()   the tensors outside the blocks (embeddings, final norm, head), which the
+//                    model keeps whole, gathered the same way bucket by bucket after each update
+//                    (or a restore); the slots are forgotten, to be gathered again.
+// A recomputed forward gathers its blocks again, as FSDP does: keeping a K-block segment's
+// gathered blocks from its recomputation to its backward would take K slots — the memory
+// recompute is there to save.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "dp/reducer.hpp"
+#include "dp/segments.hpp"
+#include "kernels/kernels.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident::dp {
+
+class ParameterShards {
+ public:
+  // parameters: the model's parameter memory (Transformer::parameter_memory) as segments in the
+  // gradient segments' order and of the same sizes, so that the buckets, planned as the reducer
+  // plans ZeRO-2's and 3's (a bucket per block, then the rest), and this replica's parts of them
+  // are the reducer's. count: the elements of the flat slice; slots: the model's parameter slots
+  // (block l's in slot l % slots).
+  ParameterShards(comm::Communicator& data, GradientReducer& reducer, std::vector<GradientSegment> parameters,
+                  int64_t count, int slots, const kernels::Context& device);
+  // Block `layer`'s parameters into its slot; false where the slot held them already.
+  bool gather_block(int layer);
+  // After the owned parameters changed (an update, a restore, load): the tensors outside the
+  // blocks gathered, the slots forgotten. Collective over the data group.
+  void after_update();
+  // (owned elements) of the storage type, in the owned ranges' order.
+  Tensor shard() const { return shard_.view(); }
+  // The shard set from the whole slice's f32 values in host memory (rounded to the storage type).
+  void load(const float* host_slice);
+  // Every replica's parts gathered into the whole slice (count f32, widened) in host memory, on
+  // every replica: collective over the data group.
+  std::vector<float> host_params();
+
+ private:
+  // Bucket b's parameters gathered into `packed` (its padded length) on `stream`.
+  void gather_packed(size_t b, const Tensor& packed, Stream stream);
+  void gather(size_t b);  // and unpacked into its segments' memory
+
+  comm::Communicator& data_;
+  GradientReducer& reducer_;
+  kernels::Context device_;
+  int data_size_ = 1;
+  int64_t count_ = 0;
+  std::vector<Bucket> buckets_;
+  std::vector<std::vector<OwnPiece>> own_pieces_;
+  std::vector<int> block_bucket_;  // block l's bucket
+  std::vector<int> slot_block_;    // per parameter slot (block l's is l % slots): the block it holds, or -1
+  TensorBuffer shard_;             // (owned elements) of the storage type
+  TensorBuffer gathered_;          // (largest padded bucket) of the storage type
+};
+
+}  // namespace trident::dp
