@@ -31,6 +31,7 @@ ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& redu
     block_bucket_[static_cast<size_t>(event)] = static_cast<int>(b);
   }
   slot_block_.assign(static_cast<size_t>(slots), -1);
+  prefetch_.resize(static_cast<size_t>(slots));
   kernels::Backend& backend = kernels::backend_of(device_);
   shard_ = TensorBuffer(dtype, Shape{total_count(owned)}, MemoryCategory::Parameters, backend, MemoryKind::device);
   gathered_ = TensorBuffer(dtype, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
@@ -44,8 +45,8 @@ void ParameterShards::gather_packed(size_t b, const Tensor& packed, Stream strea
   data_.all_gather(packed.data, static_cast<size_t>(packed.numel()), packed.dtype, stream).wait();
 }
 
-void ParameterShards::gather(size_t b) {
-  reducer_.run_in_order([this, b](Stream stream) {
+comm::Work ParameterShards::launch_gather(size_t b) {
+  return reducer_.launch_in_order([this, b](Stream stream) {
     const Bucket& bucket = buckets_[b];
     const Tensor packed = gathered_.view().elements(0, shard_part(bucket, data_size_) * data_size_);
     gather_packed(b, packed, stream);
@@ -59,19 +60,50 @@ void ParameterShards::gather(size_t b) {
   });
 }
 
-bool ParameterShards::gather_block(int layer) {
-  int& held = slot_block_.at(static_cast<size_t>(layer) % slot_block_.size());
-  if (held == layer) return false;
-  held = -1;  // while it is written
-  gather(static_cast<size_t>(block_bucket_.at(static_cast<size_t>(layer))));
-  held = layer;
-  return true;
+void ParameterShards::finish_prefetch(int slot) {
+  Prefetch& p = prefetch_[static_cast<size_t>(slot)];
+  if (p.block < 0) return;
+  reducer_.wait_in_order(p.work);
+  slot_block_[static_cast<size_t>(slot)] = p.block;
+  p.block = -1;
+}
+
+// The prefetch shares gathered_ with a later gather: the reducer's path runs them in order, and
+// each unpacks before the next packs.
+bool ParameterShards::gather_block(int layer, int next) {
+  const int slots = static_cast<int>(slot_block_.size()), slot = layer % slots;
+  const bool prefetched = prefetch_[static_cast<size_t>(slot)].block == layer;
+  finish_prefetch(slot);  // this block's, or another's that the slot is to hold no longer
+  const bool fresh = prefetched || slot_block_[static_cast<size_t>(slot)] != layer;
+  if (slot_block_[static_cast<size_t>(slot)] != layer) {
+    slot_block_[static_cast<size_t>(slot)] = -1;  // while it is written
+    comm::Work gathered = launch_gather(static_cast<size_t>(block_bucket_.at(static_cast<size_t>(layer))));
+    reducer_.wait_in_order(gathered);
+    slot_block_[static_cast<size_t>(slot)] = layer;
+  }
+  if (next >= 0 && next < static_cast<int>(block_bucket_.size()) && next % slots != slot) {
+    const int other = next % slots;
+    if (slot_block_[static_cast<size_t>(other)] != next && prefetch_[static_cast<size_t>(other)].block != next) {
+      finish_prefetch(other);
+      slot_block_[static_cast<size_t>(other)] = -1;
+      prefetch_[static_cast<size_t>(other)] = {next, launch_gather(static_cast<size_t>(block_bucket_[static_cast<size_t>(next)]))};
+    }
+  }
+  return fresh;
+}
+
+void ParameterShards::settle() {
+  for (int slot = 0; slot < static_cast<int>(prefetch_.size()); ++slot) finish_prefetch(slot);
 }
 
 void ParameterShards::after_update() {
+  settle();
   std::fill(slot_block_.begin(), slot_block_.end(), -1);
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    if (buckets_[b].ready_event < 0) gather(b);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].ready_event >= 0) continue;
+    comm::Work gathered = launch_gather(b);
+    reducer_.wait_in_order(gathered);
+  }
 }
 
 void ParameterShards::load(const float* host_slice) {
@@ -92,6 +124,7 @@ std::vector<float> ParameterShards::host_params() {
   std::vector<unsigned char> bucket_bytes;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Tensor packed = gathered_.view().elements(0, shard_part(buckets_[b], data_size_) * data_size_);
+    settle();
     reducer_.run_in_order([&](Stream stream) { gather_packed(b, packed, stream); });
     bucket_bytes.resize(packed.bytes());
     kernels::download(device_, bucket_bytes.data(), packed);

@@ -13,7 +13,9 @@
 //                    model's parameter slot of block l (Transformer::set_block_gather) — before
 //                    its forward, a recomputed forward and its backward; nothing where the slot
 //                    still holds block l (the stage's last block between its forward and
-//                    backward; the blocks of a stage of two under 1F1B).
+//                    backward; the blocks of a stage of two under 1F1B). The block the model
+//                    uses next is gathered at once into the other slot (prefetch: forward's
+//                    next block, backward's previous one), beside the work on this one.
 //   after_update()   the tensors outside the blocks (embeddings, final norm, head), which the
 //                    model keeps whole, gathered the same way bucket by bucket after each update
 //                    (or a restore); the slots are forgotten, to be gathered again.
@@ -42,8 +44,12 @@ class ParameterShards {
   // (block l's in slot l % slots).
   ParameterShards(comm::Communicator& data, GradientReducer& reducer, std::vector<GradientSegment> parameters,
                   int64_t count, int slots, const kernels::Context& device);
-  // Block `layer`'s parameters into its slot; false where the slot held them already.
-  bool gather_block(int layer);
+  // Block `layer`'s parameters into its slot; false where the slot held them already. next: the
+  // block the model will use after it (-1: none known), whose gather is launched at once into
+  // its slot — the prefetch the model's work on `layer` hides — where that is the other slot.
+  bool gather_block(int layer, int next = -1);
+  // Every prefetch complete: before the optimizer writes the shard.
+  void settle();
   // After the owned parameters changed (an update, a restore, load): the tensors outside the
   // blocks gathered, the slots forgotten. Collective over the data group.
   void after_update();
@@ -58,7 +64,9 @@ class ParameterShards {
  private:
   // Bucket b's parameters gathered into `packed` (its padded length) on `stream`.
   void gather_packed(size_t b, const Tensor& packed, Stream stream);
-  void gather(size_t b);  // and unpacked into its segments' memory
+  // And unpacked into its segments' memory, launched on the reducer's path.
+  comm::Work launch_gather(size_t b);
+  void finish_prefetch(int slot);  // the slot's prefetch complete for the model's stream
 
   comm::Communicator& data_;
   GradientReducer& reducer_;
@@ -69,6 +77,11 @@ class ParameterShards {
   std::vector<std::vector<OwnPiece>> own_pieces_;
   std::vector<int> block_bucket_;  // block l's bucket
   std::vector<int> slot_block_;    // per parameter slot (block l's is l % slots): the block it holds, or -1
+  struct Prefetch {
+    int block = -1;  // being gathered into the slot, or -1
+    comm::Work work;
+  };
+  std::vector<Prefetch> prefetch_;  // per slot
   TensorBuffer shard_;             // (owned elements) of the storage type
   TensorBuffer gathered_;          // (largest padded bucket) of the storage type
 };

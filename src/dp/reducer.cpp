@@ -184,17 +184,26 @@ void GradientReducer::before_slot_reuse(int slot) {
 }
 
 void GradientReducer::run_in_order(const std::function<void(Stream)>& work) {
-  if (device_overlap_) {
-    kernels::Backend& backend = kernels::backend_of(gradients_.device);
-    backend.stream_wait(comm_stream_, gradients_.device.stream);
+  comm::Work launched = launch_in_order(work);
+  wait_in_order(launched);
+}
+
+comm::Work GradientReducer::launch_in_order(std::function<void(Stream)> work) {
+  if (device_overlap_) {  // after the compute stream's work so far (the slot's last reader)
+    kernels::backend_of(gradients_.device).stream_wait(comm_stream_, gradients_.device.stream);
     work(comm_stream_);
-    backend.stream_wait(gradients_.device.stream, comm_stream_);
-    waited_ = static_cast<int>(launched_.size());  // the compute stream waited for every reader
-  } else if (stream_) {
-    stream_->enqueue([&work, this] { work(gradients_.device.stream); }).wait();
-  } else {
-    work(gradients_.device.stream);
+    return comm::Work{};
   }
+  if (stream_) return stream_->enqueue([work = std::move(work), this] { work(gradients_.device.stream); });
+  work(gradients_.device.stream);
+  return comm::Work{};
+}
+
+void GradientReducer::wait_in_order(comm::Work& launched) {
+  launched.wait();
+  if (!device_overlap_) return;
+  kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
+  waited_ = static_cast<int>(launched_.size());  // the compute stream waited for every reader
 }
 
 void GradientReducer::all_gather_params(const Tensor& params) {

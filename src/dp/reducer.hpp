@@ -95,6 +95,12 @@ class GradientReducer {
   // (dp::ParameterShards) on the host stream, or on the communication stream that the compute
   // stream then waits for.
   void run_in_order(const std::function<void(Stream)>& work);
+  // The same in two halves, so that the model computes meanwhile (ZeRO-3's prefetch): launched
+  // after everything launched before, on the host stream or the communication stream; and the
+  // wait until the model's stream may use what it wrote (on a device: the compute stream waits
+  // for the communication stream).
+  comm::Work launch_in_order(std::function<void(Stream)> work);
+  void wait_in_order(comm::Work& launched);
   // The flat ranges this replica owns (everything, one range, without ZeRO or with one replica).
   const model::FlatRanges& owned() const { return owned_; }
   // ZeRO-1, 2: after the owners updated their ranges of the parameters (the model's, of its

@@ -162,11 +162,11 @@ ParamViews Transformer::block_params(int l) const {
 
 // The gather writes the slot on the model's stream (or before the model's stream waits for it):
 // the previous block that used the slot is done with it by then.
-void Transformer::use_block(int l) {
+void Transformer::use_block(int l, int next) {
   if (param_slots_.empty()) return;
   if (!gather_) throw std::logic_error("Transformer: parameter slots, and no gather of a block's parameters set");
   const int slot = param_slot_of(l);
-  if (!gather_(l, slot) || !low()) return;
+  if (!gather_(l, next) || !low()) return;
   const auto specs = param_specs(config_, tp_.slice);
   const Tensor stored = param_slots_[static_cast<size_t>(slot)].view();
   const ParamViews& reads = slot_params_[static_cast<size_t>(slot)];
@@ -584,12 +584,13 @@ Operand Transformer::block_weight(int l, ParamTensor tensor, int rows, int cols)
 
 // Block l of this stage (global block first_layer + l; parameters indexed by l). `a` keeps the
 // activations; in 16-bit mode the kernels compute in work32_ and keep() stores them rounded.
-void Transformer::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output) {
+void Transformer::block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output,
+                                int next) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const size_t c = C;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C): all of them without sequence parallelism
-  use_block(l);
+  use_block(l, next);
   const ParamViews p = block_params(l);
   norm_forward(w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w,
                p.ln1b);
@@ -629,7 +630,7 @@ void Transformer::forward_blocks(Slot& s, int first, int last) {
   for (int l = first; l <= last; ++l) {
     Kept& out = output_kept(s, l);
     float* output = out.dtype() == DType::f32 ? out.data<float>() : stream_[(l - first + 1) % 2].data();
-    block_forward(layer_state(s, l), l, input, output, out);
+    block_forward(layer_state(s, l), l, input, output, out, l < last ? l + 1 : -1);
     input = output;
   }
 }
@@ -793,14 +794,15 @@ Tensor Transformer::deferred_gradient(Kept& kept) {
 
 // defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
 // backward_inputs says.
-void Transformer::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer) {
+void Transformer::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer,
+                                 int next) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C)
   const Tensor d_stream = on_device(dresidual, rows);
   const Tensor d_ln = on_device(d_ln_.data() + first_row_ * C, rows);  // the column-parallel dx, this rank's rows
   const ParamViews g = block_gradients(l);
-  use_block(l);
+  use_block(l, next);
   const ParamViews p = block_params(l);
   if (!grad_slots_.empty()) {  // this micro-batch's alone, once the slot's last reader is done
     if (slot_reuse_) slot_reuse_(slot_of(l));
@@ -868,7 +870,7 @@ void Transformer::norm_backward(const Tensor& dinp, float* dweight, float* dbias
 // The four GEMMs' dW += dyᵀ·x from what block_backward(defer) kept; x are the kept inputs.
 void Transformer::block_weight_gradients(LayerActivations& a, int l) {
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
-  use_block(l);
+  use_block(l, -1);
   const ParamViews g = block_gradients(l);
   weight_gradient(ctx_, g.fcprojw, deferred_gradient(a.residual3), a.fch_gelu.view(),
                   block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
@@ -986,8 +988,12 @@ void Transformer::backward_work(Slot& s, float loss_scale, const std::function<v
   for (int last = s.last; last >= s.first;) {
     const int first = s.first + (last - s.first) / K * K;
     if (interval_) forward_blocks(s, first, last);
+    // The block used after block `first`: with recompute the previous segment's first, whose
+    // forward runs again next.
+    const int after_first = first == s.first ? -1 : interval_ ? s.first + (first - 1 - s.first) / K * K : first - 1;
     for (int l = last; l >= first; --l) {
-      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual, defer);
+      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual, defer,
+                     l > first ? l - 1 : after_first);
       if (on_final) on_final(l);
     }
     last = first - 1;

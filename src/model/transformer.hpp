@@ -98,12 +98,14 @@ class Transformer {
   // storage type, in `slots` buffers of one block each (block l's in slot l % slots, laid out as
   // one_block_views), and the parameter buffer shrunk to the tensors outside the blocks
   // (embeddings, final norm, head), which stay whole. Before any pass of block l reads its
-  // parameters — its forward, a recomputed forward, its backward — the model calls gather(l, slot),
-  // which makes slot hold block l's parameters (dp::ParameterShards: an all-gather of the data
+  // parameters — its forward, a recomputed forward, its backward — the model calls gather(l, next),
+  // which makes block l's slot hold its parameters (dp::ParameterShards: an all-gather of the data
   // group's shards, or nothing where the slot holds them already) and says whether it wrote the
-  // slot anew; a 16-bit model then widens the slot's f32 reads. No pass is recorded as a CUDA
-  // graph then (a replay would skip the gathers).
-  using BlockGather = std::function<bool(int layer, int slot)>;
+  // slot anew (a 16-bit model then widens the slot's f32 reads); next is the block the pass uses
+  // after l (forward: l + 1 within the pass's blocks; backward: l − 1, or with recompute the
+  // previous segment's first block; -1 at the end), which the gather may prefetch into the other
+  // slot. No pass is recorded as a CUDA graph then (a replay would skip the gathers).
+  using BlockGather = std::function<bool(int layer, int next)>;
   void set_block_gather(BlockGather gather) { gather_ = std::move(gather); }
   int parameter_slots() const { return static_cast<int>(param_slots_.size()); }
   // Where tensor t's parameters of block `layer` (layer -1: a tensor outside the blocks, whole)
@@ -366,11 +368,14 @@ class Transformer {
   // Block l's f32 parameter views, each at its layer l (16-bit: the f32 reads), after
   // use_block(l) where there are parameter slots.
   ParamViews block_params(int l) const;
-  void use_block(int l);  // parameter slots: block l's parameters gathered into its slot (gather_)
+  // Parameter slots: block l's parameters gathered into its slot (gather_); next: the block the
+  // pass uses after it (-1: none, or not known), which the gather may prefetch.
+  void use_block(int l, int next);
   void refresh_f32_reads();  // 16-bit mode: f32_reads_ widened again after the parameters changed
   void forward_blocks(Slot& slot, int first, int last);
-  void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output);
-  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer);
+  // next: the block whose pass follows (use_block's).
+  void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output, int next);
+  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer, int next);
   void block_weight_gradients(LayerActivations& a, int l);
   // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
   // gradients summed over the tensor group.

@@ -144,7 +144,7 @@ std::unique_ptr<dp::ParameterShards> make_shards(model::Transformer& model, dp::
   device.stream = model.stream();
   auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), model.num_parameters(),
                                                       model.parameter_slots(), device);
-  model.set_block_gather([s = shards.get()](int layer, int) { return s->gather_block(layer); });
+  model.set_block_gather([s = shards.get()](int layer, int next) { return s->gather_block(layer, next); });
   return shards;
 }
 
@@ -337,6 +337,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
+  if (shards_) shards_->settle();  // no prefetch still reading the shard the optimizer writes
   model_->sum_replicated_kv_gradients();  // after the data-parallel reduction: nothing of it in flight
   result.tensor_exposed_seconds = model::take_tensor_wait_seconds();
   result.comm_seconds = reducer_->communication_seconds();

@@ -174,6 +174,12 @@ zero3_equals_zero2 d8_bf16_z2 8 --parallel.data=8 --optim.precision=bf16
 zero3_equals_zero2 t2p2d2_bf16_zero2 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16
 # shellcheck disable=SC2086
 zero3_equals_zero2 t1p2d2_gpipe_zero2 4 $P2 --optim.precision=bf16
+# Recompute every 2 blocks: a segment's forward gathers again, and backward prefetches the
+# previous segment's first block.
+EVERY2="--parallel.data=2 --optim.precision=bf16 --memory.recompute=every_k --memory.recompute_interval=2"
+# shellcheck disable=SC2086
+run d2_every2_zero2 2 $EVERY2 --optim.zero=2 && zero3_equals_zero2 d2_every2_zero2 2 $EVERY2 ||
+  fail zero3_every2 "$(tail -3 d2_every2_zero2.out)"
 run d2_bf16_zero3_guard 2 --parallel.data=2 --optim.precision=bf16 --optim.zero=3 --kernels.device=guard &&
   same_losses zero3_guard_bitwise_bf16 d2_bf16_zero2_as_zero3 d2_bf16_zero3_guard ||
   fail zero3_guard_bitwise_bf16 "$(tail -3 d2_bf16_zero3_guard.out)"
