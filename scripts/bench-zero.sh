@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-zero.sh — issue 33's memory target in `make bench` (docs/PERFORMANCE.md): per-rank state
-# of GPT-2 124M (inputs/bench-124m.deck) in bf16 on 8 ranks, data 8, optim.zero = 1 and 2, steps
+# of GPT-2 124M (inputs/bench-124m.deck) in bf16 on 8 ranks, data 8, optim.zero = 1, 2 and 3, steps
 # of MICRO (default 2) micro-batches of one 64-token sequence per rank: the tracked parameter, gradient and optimizer bytes of the
 # largest rank (metrics.h5's memory/*_bytes), and the step time, beside the same run with
 # optim.zero = 0 where the machine's memory allows (ZERO0=1), and beside an older binary's
@@ -24,15 +24,63 @@ run() {  # run KEY BINARY OVERRIDES...
     --optim.precision=bf16 --checkpoint.at_end=false --checkpoint.full_interval=off "$@" > "$WORK/$key.out" 2>&1 ||
     { echo "bench-zero: $key failed: $(tail -3 "$WORK/$key.out")"; return 1; }
 }
-runs=(new zero2)
+# The largest model under memory.budget_gb = 2 on 8 ranks (data 8, bf16, micro-batches of 64
+# tokens): model.layers of GPT-2 small's width, the most whose busiest rank fits 2e9 bytes by the
+# memory model (`trident train --check`; the model is held equal to the tracked peaks by
+# tests/e2e/memory.sh). Asked under a budget nothing meets, the check says the total without
+# allocating anything.
+needs() {  # needs ZERO LAYERS: the busiest rank's bytes by the memory model, in MiB
+  mpirun -q -np "$RANKS" "$BIN" train inputs/bench-124m.deck --data.train="$WORK/data/train.bin" \
+    --data.val="$WORK/data/val.bin" --train.micro_batch=1 --train.global_batch=$RANKS --model.seq_len=64 \
+    --parallel.data=$RANKS --optim.precision=bf16 --optim.zero="$1" --model.layers="$2" --memory.budget_gb=0.000001 \
+    --check 2>&1 | sed -n 's/.*, total \([0-9.]*\) MiB;.*/\1/p' | head -1
+}
+# GPT-2's parameters at width 768, 64 positions, L layers: wte (50304 padded rows), wpe, the final
+# norm, and 12C² + 13C a block.
+params() { echo $((50304 * 768 + 64 * 768 + 2 * 768 + $1 * (12 * 768 * 768 + 13 * 768))); }
+# Before issue 33, optim.zero = 1 sharded the two AdamW moments alone: optim.zero = 0's bytes less
+# 8 − 8/8 = 7 bytes a parameter (its gradients, master and buffers as optim.zero = 0's).
+needs_before() { awk -v m="$(needs 0 "$1")" -v n="$(params "$1")" 'BEGIN { print m - 7 * n / 1048576 }'; }
+largest() {  # largest ZERO|before: the most layers within 2e9 bytes
+  local low=1 high=2
+  fits() {
+    local m
+    if [[ $1 == before ]]; then m=$(needs_before "$2"); else m=$(needs "$1" "$2"); fi
+    awk -v m="$m" 'BEGIN { exit !(m != "" && m * 1048576 <= 2e9) }'
+  }
+  while fits "$1" $high && ((high < 1024)); do low=$high high=$((high * 2)); done
+  while ((high - low > 1)); do
+    local mid=$(((low + high) / 2))
+    if fits "$1" $mid; then low=$mid; else high=$mid; fi
+  done
+  echo $low
+}
+largest_models() {
+  local zero layers
+  echo "Largest GPT-2 (width 768, vocabulary 50257) within memory.budget_gb = 2 on 8 ranks (data 8, bf16, 64 tokens a micro-batch):"
+  for zero in 0 before 1 2 3; do
+    layers=$(largest $zero)
+    local what="optim.zero = $zero"
+    [[ $zero == before ]] && what="optim.zero = 1 before issue 33 (0's less 7 bytes a parameter)"
+    echo "  $what: $layers layers, $(($(params "$layers") / 1000000))M parameters"
+    printf -v "largest_$zero" %s "$layers"
+  done
+  echo "  ZeRO-3 / before issue 33's optim.zero = 1: $(awk -v a="$(params "$largest_3")" -v b="$(params "$largest_before")" \
+    'BEGIN { printf "%.2f", a / b }')x the parameters (target >= 3); / the distributed optimizer's: $(awk \
+    -v a="$(params "$largest_3")" -v b="$(params "$largest_1")" 'BEGIN { printf "%.2f", a / b }')x"
+}
+[[ ${LARGEST:-1} == 1 ]] && largest_models
+runs=(new zero2 zero3)
 run new "$BIN" --optim.zero=1
 run zero2 "$BIN" --optim.zero=2
+run zero3 "$BIN" --optim.zero=3
 if [[ ${ZERO0:-0} == 1 ]]; then run zero0 "$BIN" --optim.zero=0 && runs+=(zero0); fi
 if [[ -n ${OLD:-} ]]; then run old "$OLD" --optim.zero=1 && runs+=(old); fi
 /usr/bin/python3 - "$WORK" "${runs[@]}" <<'PY'
 import sys, h5py, numpy as np
 work, runs = sys.argv[1], sys.argv[2:]
-label = {"new": "optim.zero = 1 (distributed optimizer)", "zero2": "optim.zero = 2", "zero0": "optim.zero = 0",
+label = {"new": "optim.zero = 1 (distributed optimizer)", "zero2": "optim.zero = 2", "zero3": "optim.zero = 3 (FSDP)",
+         "zero0": "optim.zero = 0",
          "old": "optim.zero = 1, older binary (moments only)"}
 rows = {}
 for r in runs:
@@ -49,6 +97,17 @@ for r in runs:
           f"{v['communication']:10.1f} {v['ms']:9.0f} {v['exposed']:11.0f}")
 two, one = rows["zero2"], rows["new"]
 print(f"  ZeRO-2 / ZeRO-1: gradient bytes {two['gradients'] / one['gradients']:.3f}, step time {two['ms'] / one['ms']:.3f} (target <= 1.05)")
+three = rows["zero3"]
+state = lambda v: v["parameters"] + v["gradients"] + v["optimizer"]
+# Before issue 33 optim.zero = 1 kept the 16-bit parameters, fp32 gradients and master whole and
+# sharded the two moments alone: 2 + 4 + 4 + 8/8 bytes per parameter (n from ZeRO-1's parameters).
+n = one["parameters"] * 2**20 / 2
+before = (2 + 4 + 4 + 8 / 8) * n / 2**20
+print(f"  ZeRO-3 / ZeRO-1: parameter bytes {three['parameters'] / one['parameters']:.3f}, state {state(three) / state(one):.3f}, "
+      f"step time {three['ms'] / one['ms']:.3f} (target <= 1.2), exposed communication {three['exposed']:.0f} ms "
+      f"against {one['exposed']:.0f} ms")
+print(f"  ZeRO-3 state / the state before issue 33's (optim.zero = 1 sharding the moments alone, "
+      f"11 bytes a parameter: {before:.0f} MiB): {state(three) / before:.3f} (target <= 0.25)")
 if "old" in rows:
     ratio = rows["new"]["optimizer"] / rows["old"]["optimizer"]
     print(f"  optimizer bytes, distributed optimizer / before: {ratio:.3f} (target <= 0.5)")

@@ -2,7 +2,6 @@
 #include "dp/parameter_shards.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "comm/wrappers/widen.hpp"
 #include "core/error.hpp"
@@ -11,9 +10,8 @@
 namespace trident::dp {
 
 ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& reducer,
-                                 std::vector<GradientSegment> parameters, int64_t count, int slots,
-                                 const kernels::Context& device)
-    : data_(data), reducer_(reducer), device_(device), data_size_(data.size()), count_(count) {
+                                 std::vector<GradientSegment> parameters, int slots, const kernels::Context& device)
+    : data_(data), reducer_(reducer), device_(device), data_size_(data.size()) {
   REQUIRE(!parameters.empty(), "ParameterShards: no parameters");
   const DType dtype = parameters.front().dtype;
   buckets_ = plan_buckets(parameters, 0.0);  // a bucket per block, then the rest: the reducer's
@@ -106,37 +104,11 @@ void ParameterShards::after_update() {
   }
 }
 
-void ParameterShards::load(const float* host_slice) {
-  const size_t width = dtype_size(shard_.dtype());
-  std::vector<unsigned char> part(static_cast<size_t>(shard_.size()) * width);
-  for (const std::vector<OwnPiece>& pieces : own_pieces_)
-    for (const OwnPiece& piece : pieces) {
-      unsigned char* into = part.data() + piece.state * width;
-      if (shard_.dtype() == DType::f32) std::memcpy(into, host_slice + piece.flat, piece.count * sizeof(float));
-      else comm::narrow(shard_.dtype(), host_slice + piece.flat, into, static_cast<size_t>(piece.count));
-    }
-  kernels::upload(device_, shard_.view(), part.data());
-}
-
-std::vector<float> ParameterShards::host_params() {
-  std::vector<float> host(static_cast<size_t>(count_));
-  const DType dtype = shard_.dtype();
-  std::vector<unsigned char> bucket_bytes;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Tensor packed = gathered_.view().elements(0, shard_part(buckets_[b], data_size_) * data_size_);
-    settle();
-    reducer_.run_in_order([&](Stream stream) { gather_packed(b, packed, stream); });
-    bucket_bytes.resize(packed.bytes());
-    kernels::download(device_, bucket_bytes.data(), packed);
-    int64_t at = 0;
-    for (const GradientSegment& s : buckets_[b].segments) {
-      const unsigned char* from = bucket_bytes.data() + at * static_cast<int64_t>(dtype_size(dtype));
-      if (dtype == DType::f32) std::memcpy(host.data() + s.offset, from, s.count * sizeof(float));
-      else comm::widen(dtype, from, host.data() + s.offset, static_cast<size_t>(s.count));
-      at += s.count;
-    }
-  }
-  return host;
+void ParameterShards::load(const float* owned_values) {
+  if (shard_.dtype() == DType::f32) return kernels::upload(device_, shard_.view(), owned_values);
+  std::vector<kernels::low16> rounded(shard_.size());
+  comm::narrow(shard_.dtype(), owned_values, rounded.data(), rounded.size());
+  kernels::upload(device_, shard_.view(), rounded.data());
 }
 
 }  // namespace trident::dp

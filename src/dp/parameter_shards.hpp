@@ -40,10 +40,9 @@ class ParameterShards {
   // parameters: the model's parameter memory (Transformer::parameter_memory) as segments in the
   // gradient segments' order and of the same sizes, so that the buckets, planned as the reducer
   // plans ZeRO-2's and 3's (a bucket per block, then the rest), and this replica's parts of them
-  // are the reducer's. count: the elements of the flat slice; slots: the model's parameter slots
-  // (block l's in slot l % slots).
+  // are the reducer's. slots: the model's parameter slots (block l's in slot l % slots).
   ParameterShards(comm::Communicator& data, GradientReducer& reducer, std::vector<GradientSegment> parameters,
-                  int64_t count, int slots, const kernels::Context& device);
+                  int slots, const kernels::Context& device);
   // Block `layer`'s parameters into its slot; false where the slot held them already. next: the
   // block the model will use after it (-1: none known), whose gather is launched at once into
   // its slot — the prefetch the model's work on `layer` hides — where that is the other slot.
@@ -55,11 +54,9 @@ class ParameterShards {
   void after_update();
   // (owned elements) of the storage type, in the owned ranges' order.
   Tensor shard() const { return shard_.view(); }
-  // The shard set from the whole slice's f32 values in host memory (rounded to the storage type).
-  void load(const float* host_slice);
-  // Every replica's parts gathered into the whole slice (count f32, widened) in host memory, on
-  // every replica: collective over the data group.
-  std::vector<float> host_params();
+  // The shard set from f32 values in host memory (rounded to the storage type): of the owned
+  // ranges, in their order (total_count(owned) floats).
+  void load(const float* owned_values);
 
  private:
   // Bucket b's parameters gathered into `packed` (its padded length) on `stream`.
@@ -72,7 +69,6 @@ class ParameterShards {
   GradientReducer& reducer_;
   kernels::Context device_;
   int data_size_ = 1;
-  int64_t count_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<OwnPiece>> own_pieces_;
   std::vector<int> block_bucket_;  // block l's bucket

@@ -58,6 +58,10 @@ GradientReducer::~GradientReducer() {
   if (device_overlap_) kernels::backend_of(gradients_.device).destroy_stream(comm_stream_);
 }
 
+model::FlatRanges GradientReducer::owned_by(int rank) const {
+  return zero_ ? owned_ranges(buckets_, rank, data_size_) : owned_;
+}
+
 int64_t GradientReducer::packed_length(const Bucket& bucket) const {
   return zero_ ? shard_part(bucket, data_size_) * data_size_ : bucket.elements;
 }

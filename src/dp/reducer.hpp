@@ -103,6 +103,8 @@ class GradientReducer {
   void wait_in_order(comm::Work& launched);
   // The flat ranges this replica owns (everything, one range, without ZeRO or with one replica).
   const model::FlatRanges& owned() const { return owned_; }
+  // What replica `rank` of the data group owns (owned() on that replica).
+  model::FlatRanges owned_by(int rank) const;
   // ZeRO-1, 2: after the owners updated their ranges of the parameters (the model's, of its
   // storage type: 16-bit values travel as 16-bit values), every replica gathers all of them.
   void all_gather_params(const Tensor& params);

@@ -119,6 +119,12 @@ std::string budget_shortfall(const RunSettings& settings, const deck::Record& de
 
 namespace {
 
+// The advice to shard more where the run does not fit: the next ZeRO stage (none past 3).
+std::string more_sharding(const RunSettings& settings) {
+  const int zero = settings.step.zero;
+  return zero < 3 ? "set optim.zero = " + std::to_string(zero + 1) + " (or up to 3), " : std::string();
+}
+
 // The world ranks of this host (real hosts, not the emulated nodes of topology.ranks_per_node)
 // with the same `color` (collective over the world).
 std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
@@ -209,7 +215,7 @@ void check_memory_fits(comm::Communicator& world, const kernels::Context& device
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "
-              "pipeline stages or tensor parallelism, set optim.zero = 1, lower train.micro_batch, or use "
+              "pipeline stages or tensor parallelism, " + more_sharding(settings) + "lower train.micro_batch, or use "
               "memory.recompute = auto with memory.budget_gb";
   comm::agree_on_first_error(world, problem);
 }
@@ -299,8 +305,8 @@ RecomputeChoice choose_recompute(const kernels::Context& device, const RunSettin
                                                 : "even full recompute";
     fatal_all("the run does not fit " + deck.cite("memory.budget_gb") + ": " + mode + " needs " + mib(least) +
               " per rank, " + mib(least - static_cast<int64_t>(budget)) +
-              " more than the budget; add pipeline stages or tensor parallelism, set optim.zero = 1, or lower "
-              "train.micro_batch");
+              " more than the budget; add pipeline stages or tensor parallelism, " + more_sharding(settings) +
+              "or lower train.micro_batch");
   }
   if (choice.mode != "every_k" && choice.mode != "full") choice.interval = 0;
   return choice;

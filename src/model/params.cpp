@@ -360,24 +360,32 @@ std::array<int64_t, kNumParamTensors> param_offsets(const GptConfig& config, con
 }
 
 void init_params(const GptConfig& config, float* params, uint64_t seed, const Partition& slice) {
+  init_param_ranges(config, {{0, num_parameters(config, slice)}}, params, seed, slice);
+}
+
+void init_param_ranges(const GptConfig& config, const FlatRanges& ranges, float* out, uint64_t seed,
+                       const Partition& slice) {
   const auto specs = param_specs(config, slice);
+  const auto offsets = param_offsets(config, slice);
   const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
-  float* at = params;
-  for (int t = 0; t < kNumParamTensors; ++t) {
-    const ParamSpec& spec = specs[t];
-    const int64_t n = spec.count();
-    const bool is_ln_weight = t == kLn1w || t == kLn2w || t == kLnfw;  // LayerNorm's or RMSNorm's weights
-    const bool is_bias = t == kLn1b || t == kQkvb || t == kAttprojb || t == kLn2b || t == kFcb || t == kFcprojb || t == kLnfb;
-    const bool residual = t == kAttprojw || t == kFcprojw;
-    const double stddev = residual ? residual_std : 0.02;
+  float* at = out;
+  for (const FlatRange& range : ranges)
+    for (int t = 0; t < kNumParamTensors; ++t) {
+      const int64_t lo = std::max(range.begin, offsets[t]), hi = std::min(range.end, offsets[t] + specs[t].count());
+      if (lo >= hi) continue;
+      const bool is_ln_weight = t == kLn1w || t == kLn2w || t == kLnfw;  // LayerNorm's or RMSNorm's weights
+      const bool is_bias = t == kLn1b || t == kQkvb || t == kAttprojb || t == kLn2b || t == kFcb || t == kFcprojb || t == kLnfb;
+      const bool residual = t == kAttprojw || t == kFcprojw;
+      const double stddev = residual ? residual_std : 0.02;
+      const int64_t first = lo - offsets[t];  // the range's first element of the tensor
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      if (is_ln_weight) at[i] = 1.0f;
-      else if (is_bias) at[i] = 0.0f;
-      else at[i] = static_cast<float>(stddev * trident::normal_at(seed, t, global_index(config, slice, t, i)));
+      for (int64_t i = 0; i < hi - lo; ++i) {
+        if (is_ln_weight) at[i] = 1.0f;
+        else if (is_bias) at[i] = 0.0f;
+        else at[i] = static_cast<float>(stddev * trident::normal_at(seed, t, global_index(config, slice, t, first + i)));
+      }
+      at += hi - lo;
     }
-    at += n;
-  }
 }
 
 }  // namespace trident::model

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/flat_ranges.hpp"
 
 namespace trident::model {
 
@@ -146,6 +147,10 @@ int64_t block_parameters(const GptConfig& config, int tensor);
 // stddev · normal_at(seed, t, i) (core/random.hpp).
 void init_params(const GptConfig& config, float* params, uint64_t seed,
                  const Partition& slice = {});
+// The same values of the ranges of the flat slice only, range after range into out
+// (total_count(ranges) floats): what a ZeRO-3 replica initialises of the parameters it owns.
+void init_param_ranges(const GptConfig& config, const FlatRanges& ranges, float* out, uint64_t seed,
+                       const Partition& slice = {});
 // This rank's slice (num_parameters(config, slice)) of a whole parameter buffer.
 void extract_slice(const GptConfig& config, const float* whole, float* local, const Partition& slice);
 

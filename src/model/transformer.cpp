@@ -189,20 +189,23 @@ float* Transformer::params() {
 }
 
 void Transformer::upload_params(const float* host) {
-  f32_reads_stale_ = true;
-  std::vector<low16> rounded(low() ? static_cast<size_t>(num_parameters_) : 0);
-  if (low()) {
-    comm::narrow(low_type(), host, rounded.data(), rounded.size());
-    host = nullptr;
-  }
-  auto upload = [&](const Tensor& into, int64_t from) {
-    if (low()) kernels::upload(ctx_, into, rounded.data() + from);
-    else kernels::upload(ctx_, into, host + from);
-  };
-  if (param_slots_.empty()) return upload(params_.view(), 0);
-  const auto flat = param_offsets(config_, tp_.slice);  // the tensors outside the blocks only
+  if (param_slots_.empty()) return upload_stored(params_.view(), host);
+  std::vector<float> outside(params_.size());  // the tensors outside the blocks, from their places in the slice
+  const auto specs = param_specs(config_, tp_.slice);
+  const auto flat = param_offsets(config_, tp_.slice);
   for (int t = 0; t < kNumParamTensors; ++t)
-    if (offsets_[t] >= 0) upload(parameter_memory(-1, t), flat[t]);
+    if (offsets_[t] >= 0) std::copy(host + flat[t], host + flat[t] + specs[t].count(), outside.begin() + offsets_[t]);
+  upload_outside(outside.data());
+}
+
+void Transformer::upload_outside(const float* host) { upload_stored(params_.view(), host); }
+
+void Transformer::upload_stored(const Tensor& into, const float* host) {
+  f32_reads_stale_ = true;
+  if (!low()) return kernels::upload(ctx_, into, host);
+  std::vector<low16> rounded(into.numel());
+  comm::narrow(low_type(), host, rounded.data(), rounded.size());
+  kernels::upload(ctx_, into, rounded.data());
 }
 
 void Transformer::download_losses(int slot, float* host) const {

@@ -122,6 +122,9 @@ class Transformer {
   // initialisation, llm.c weights, export, the replica check and the whole-model gather use.
   // A 16-bit model rounds what it is given to its type, and gives its values widened.
   void upload_params(const float* host);
+  // With parameter slots: the tensors outside the blocks (outside_block_count floats, laid out as
+  // outside_block_views), what the model holds of its parameters besides the slots.
+  void upload_outside(const float* host);
   std::vector<float> host_params() const;
   // The f32 views of the tensors: all of them in fp32; in 16-bit mode those that are not GEMM
   // weights (ParamSpec::gemm_weight), the others null.
@@ -372,6 +375,7 @@ class Transformer {
   // pass uses after it (-1: none, or not known), which the gather may prefetch.
   void use_block(int l, int next);
   void refresh_f32_reads();  // 16-bit mode: f32_reads_ widened again after the parameters changed
+  void upload_stored(const Tensor& into, const float* host);  // f32 values, rounded to the storage type
   void forward_blocks(Slot& slot, int first, int last);
   // next: the block whose pass follows (use_block's).
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output, int next);

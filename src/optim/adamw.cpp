@@ -64,6 +64,10 @@ void AdamW::load_master(kernels::Context& ctx, const float* host_slice) {
     kernels::upload(ctx, master_.view().elements(r.state_begin, r.flat.count()), host_slice + r.flat.begin);
 }
 
+void AdamW::load_owned_master(kernels::Context& ctx, const float* owned_values) {
+  if (keeps_master()) kernels::upload(ctx, master_.view(), owned_values);
+}
+
 void AdamW::write_master_into(kernels::Context& ctx, const Tensor& params) {
   if (!keeps_master()) return;
   for (const Range& r : ranges_)

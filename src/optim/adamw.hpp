@@ -52,6 +52,8 @@ class AdamW {
   float* master() { return master_.data(); }
   // The master set from the whole slice's fp32 values in host memory (its owned part of them).
   void load_master(kernels::Context& ctx, const float* host_slice);
+  // The same from the owned ranges' values alone, in state order (state_size() floats).
+  void load_owned_master(kernels::Context& ctx, const float* owned_values);
   // The owned part of the 16-bit params written from the master (after load_master or a
   // checkpoint read into master()).
   void write_master_into(kernels::Context& ctx, const Tensor& params);

@@ -142,8 +142,8 @@ std::unique_ptr<dp::ParameterShards> make_shards(model::Transformer& model, dp::
       [&model](int layer, int t) { return model.parameter_memory(layer, t); });
   kernels::Context device = model.context();
   device.stream = model.stream();
-  auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), model.num_parameters(),
-                                                      model.parameter_slots(), device);
+  auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), model.parameter_slots(),
+                                                      device);
   model.set_block_gather([s = shards.get()](int layer, int next) { return s->gather_block(layer, next); });
   return shards;
 }
@@ -234,14 +234,41 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       first_micro_batch_(replica_ * micro_batches_),
       memory_(model_memory(world, job.device, job.settings.kernels)),
       step_scalars_(kernels::kStepScalars, MemoryCategory::Activations, kernels::backend_of(ctx_), MemoryKind::device) {
-  set_parameters(initial_parameters(job.settings, *model_));
+  initialise_parameters();
+}
+
+// ZeRO-3 from the seed: this replica's owned ranges and the tensors outside the blocks only,
+// never the whole slice in host memory (the initialisation is a function of each element's
+// place, model::init_params). From a file, and without ZeRO-3: the whole slice.
+void Trainer::initialise_parameters() {
+  if (!shards_ || settings_.model.from_file()) return set_parameters(initial_parameters(job_.settings, *model_));
+  const model::Partition& slice = model_->partition();
+  const auto specs = model::param_specs(config_, slice);
+  const auto flat = model::param_offsets(config_, slice);
+  model::FlatRanges outside;
+  for (int t = 0; t < model::kNumParamTensors; ++t)
+    if (!model::is_block_tensor(t)) outside.push_back({flat[t], flat[t] + specs[t].count()});
+  outside = model::normalized(outside);
+  std::vector<float> values(static_cast<size_t>(model::total_count(outside)));
+  model::init_param_ranges(config_, outside, values.data(), settings_.train.seed, slice);
+  model_->upload_outside(values.data());
+  values.assign(static_cast<size_t>(model::total_count(optimizer_->owned())), 0.0f);
+  model::init_param_ranges(config_, optimizer_->owned(), values.data(), settings_.train.seed, slice);
+  load_owned(values.data());
 }
 
 void Trainer::set_parameters(const std::vector<float>& host_slice) {
   model_->upload_params(host_slice.data());  // ZeRO-3: the tensors outside the blocks
-  optimizer_->load_master(ctx_, host_slice.data());
-  if (!shards_) return;
-  shards_->load(host_slice.data());
+  if (!shards_) return optimizer_->load_master(ctx_, host_slice.data());
+  std::vector<float> owned;
+  for (const model::FlatRange& r : optimizer_->owned())
+    owned.insert(owned.end(), host_slice.begin() + r.begin, host_slice.begin() + r.end);
+  load_owned(owned.data());
+}
+
+void Trainer::load_owned(const float* owned_values) {
+  optimizer_->load_owned_master(ctx_, owned_values);
+  shards_->load(owned_values);
   shards_changed();
 }
 
@@ -250,19 +277,34 @@ void Trainer::shards_changed() {
   model_->parameters_changed();
 }
 
-// The whole parameter slice in host memory: the model's, or ZeRO-3's shards gathered.
-std::vector<float> Trainer::host_params() { return shards_ ? shards_->host_params() : model_->host_params(); }
-
-std::vector<float> Trainer::host_master() {
-  if (!optimizer_->keeps_master()) return host_params();
-  std::vector<float> slice(static_cast<size_t>(model_->num_parameters()), 0.0f);
-  int64_t at = 0;  // the owned ranges in place, zeros elsewhere; summed over the replicas, the whole master
-  for (const model::FlatRange& r : optimizer_->owned()) {
-    kernels::download(ctx_, slice.data() + r.begin, view(optimizer_->master() + at, static_cast<size_t>(r.count()), model_->device()));
-    at += r.count();
+// Each replica's owned values (state order) to data replica 0, which places them by the ranges
+// the replica owns: exact (no sum of zero-padded slices), and the whole slice in one replica's
+// host memory only.
+std::vector<float> Trainer::master_on_data_root() {
+  const bool sharded = optimizer_->keeps_master() || shards_;  // else the model holds the fp32 values whole
+  if (!sharded) return dp_rank_ == 0 ? model_->host_params() : std::vector<float>{};
+  std::vector<float> own(static_cast<size_t>(optimizer_->state_size()));
+  const Tensor stored = optimizer_->keeps_master() ? view(optimizer_->master(), own.size(), model_->device())
+                                                   : shards_->shard();
+  kernels::download(ctx_, own.data(), stored);
+  const int tag = 78;
+  if (dp_rank_ != 0) {
+    collectives_.data->send(own.data(), own.size(), DType::f32, 0, tag, Stream{}).wait();
+    return {};
   }
-  if (model::total_count(optimizer_->owned()) != model_->num_parameters())  // sharded over the data group
-    collectives_.data->all_reduce(slice.data(), slice.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
+  std::vector<float> slice(static_cast<size_t>(model_->num_parameters()));
+  for (int r = 0; r < dp_size_; ++r) {
+    const model::FlatRanges ranges = reducer_->owned_by(r);
+    if (r > 0) {
+      own.resize(static_cast<size_t>(model::total_count(ranges)));
+      collectives_.data->recv(own.data(), own.size(), DType::f32, r, tag, Stream{}).wait();
+    }
+    int64_t at = 0;
+    for (const model::FlatRange& range : ranges) {
+      std::copy(own.begin() + at, own.begin() + at + range.count(), slice.begin() + range.begin);
+      at += range.count();
+    }
+  }
   return slice;
 }
 
@@ -392,7 +434,8 @@ std::string Trainer::memory_report(bool bytes) const {
 }
 
 void Trainer::check_replicas_agree() {
-  uint64_t mine = digest(host_params().data(), model_->num_parameters());  // ZeRO-3: the gathered whole, alike
+  if (shards_) return;  // ZeRO-3's replicas hold different parts: what they gather is alike by construction
+  uint64_t mine = digest(model_->host_params().data(), model_->num_parameters());
   std::vector<uint64_t> all(dp_size_);
   static_assert(sizeof(uint64_t) == 2 * dtype_size(DType::i32), "a digest travels as two i32");
   collectives_.data->all_gather_values(&mine, all.data(), 2, DType::i32, Stream{}).wait();
@@ -551,7 +594,7 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   record_checkpoints();
   check_replicas_agree();
   const std::vector<float> whole =
-      gather_whole_model(model_->config(), model_->partition(), host_master(), split_, job_.grid, *collectives_.world);
+      gather_whole_model(model_->config(), model_->partition(), master_on_data_root(), split_, job_.grid, *collectives_.world);
   if (rank_ == 0) {
     try {
       log_.metrics()->close();  // metrics.h5 alone holds the whole history

@@ -82,14 +82,16 @@ class Trainer : private BalanceTarget {
   // The parameters from this rank's slice of fp32 values in host memory: the model's (rounded
   // to its type) and, for a 16-bit model, the optimizer's master (its shard's part).
   void set_parameters(const std::vector<float>& host_slice);
+  void initialise_parameters();  // from the deck (model.init or the seed)
+  // ZeRO-3: the owned ranges' values (state order) into the shard and the optimizer's master.
+  void load_owned(const float* owned_values);
   // After a checkpoint was read into state_view(): a 16-bit model's parameters made from the
   // master that was read (each replica its shard, then gathered).
   void state_was_read();
-  // This rank's slice of the fp32 parameters in host memory: an fp32 model's own; a 16-bit
-  // model's master, its shards gathered over the data group (collective over it).
-  std::vector<float> host_master();
-  // The whole parameter slice in host memory (ZeRO-3: gathered; collective over the data group).
-  std::vector<float> host_params();
+  // This rank's slice of the fp32 parameters in host memory on data replica 0, empty on the
+  // others: an fp32 model's own; a 16-bit model's master and ZeRO-3's shard, each replica's
+  // owned ranges sent to replica 0 (collective over the data group).
+  std::vector<float> master_on_data_root();
   // ZeRO-3, after the own parameters changed: the tensors outside the blocks gathered (and their
   // f32 reads made again), the blocks to be gathered anew.
   void shards_changed();
