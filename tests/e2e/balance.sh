@@ -96,6 +96,8 @@ moved moved_p2d2_zero1 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.
 # slows its data partner too, so both of stage 1's ranks are slowed here; the rebuilt model takes
 # new gradient slots and the reducer's wait for them.
 moved moved_p2d2_zero2 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=2 --debug.slowdown=2:3,3:3
+# ZeRO-3: the rebuilt model's parameter slots and shards, the shards read back from the move's state.
+moved moved_p2d2_zero3 measure_slow_stage_p2 4 --parallel.pipeline=2 --parallel.data=2 --optim.zero=3 --debug.slowdown=2:3,3:3
 run static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 &&
   moved moved_p2_bf16 static_bf16 2 --parallel.pipeline=2 --optim.precision=bf16 --debug.slowdown=1:2
 

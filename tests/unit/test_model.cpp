@@ -99,6 +99,14 @@ BOOST_AUTO_TEST_CASE(tensor_slices_partition_every_tensor) {
     trident::model::extract_slice(config, whole.data(), cut.data(), {1 % p, p});
     trident::model::init_params(config, own.data(), 9, {1 % p, p});
     BOOST_TEST(cut == own);
+    // And any ranges of it initialised alone (ZeRO-3's owned ranges), across tensor boundaries.
+    const int64_t n = static_cast<int64_t>(own.size());
+    const trident::model::FlatRanges ranges{{0, 3}, {n / 3, n / 2 + 7}, {n - 5, n}};
+    std::vector<float> parts(static_cast<size_t>(trident::model::total_count(ranges)));
+    trident::model::init_param_ranges(config, ranges, parts.data(), 9, {1 % p, p});
+    std::vector<float> expected;
+    for (const auto& r : ranges) expected.insert(expected.end(), own.begin() + r.begin, own.begin() + r.end);
+    BOOST_TEST(parts == expected);
   }
 }
 
