@@ -69,7 +69,35 @@ largest_models() {
     'BEGIN { printf "%.2f", a / b }')x the parameters (target >= 3); / the distributed optimizer's: $(awk \
     -v a="$(params "$largest_3")" -v b="$(params "$largest_1")" 'BEGIN { printf "%.2f", a / b }')x"
 }
-[[ ${LARGEST:-1} == 1 ]] && largest_models
+# The 1/4 target's arithmetic (docs/PERFORMANCE.md): a model whose embedding is a small part of
+# it — byte-level (vocabulary 256), 28 blocks of width 512, 88 M parameters — by the memory model:
+# ZeRO-3's state (parameters, gradients, optimizer) and total against optimizer.zero = 1 before
+# issue 33 (0's less 7 bytes a parameter).
+deep_byte_level() {
+  local data="$WORK/bytes" z0 z3 n=$((256 * 512 + 64 * 512 + 2 * 512 + 28 * (12 * 512 * 512 + 13 * 512)))
+  mkdir -p "$data"
+  /usr/bin/python3 scripts/random-tokens "$data" 256 20000 7000 > /dev/null
+  estimate() {
+    mpirun -q -np "$RANKS" "$BIN" train inputs/bench-124m.deck --data.train="$data/train.bin" --data.val="$data/val.bin" \
+      --train.micro_batch=1 --train.global_batch=$RANKS --model.seq_len=64 --parallel.data=$RANKS --optim.precision=bf16 \
+      --model.vocab=256 --model.hidden=512 --model.heads=8 --model.layers=28 --optim.zero="$1" \
+      --train.eval_tokens=4096 --memory.budget_gb=0.000001 --check 2>&1 | sed -n 's/.*(per rank: \([^;]*\);.*/\1/p' | head -1
+  }
+  z0=$(estimate 0) z3=$(estimate 3)
+  /usr/bin/python3 - "$n" "$z0" "$z3" <<'PY'
+import re, sys
+n = int(sys.argv[1])
+z0, z3 = ({k: float(v) for k, v in re.findall(r"(\w+) ([0-9.]+) MiB", text)} for text in sys.argv[2:])
+state = lambda m: m["parameters"] + m["gradients"] + m["optimizer"]
+moments = 7 * n / 2**20  # what sharding the two moments alone saved over optim.zero = 0
+before_state, before_total = state(z0) - moments, z0["total"] - moments
+print(f"Byte-level GPT-2, 28 blocks of width 512 ({n / 1e6:.1f} M parameters), bf16, data 8, by the memory model:")
+print(f"  ZeRO-3 state {state(z3):.1f} MiB / before issue 33's optim.zero = 1 {before_state:.1f} MiB = "
+      f"{state(z3) / before_state:.3f} (target <= 0.25); total {z3['total']:.1f} / {before_total:.1f} MiB = "
+      f"{z3['total'] / before_total:.3f} (activations and communication buffers are not sharded state)")
+PY
+}
+[[ ${LARGEST:-1} == 1 ]] && largest_models && deep_byte_level
 runs=(new zero2 zero3)
 run new "$BIN" --optim.zero=1
 run zero2 "$BIN" --optim.zero=2

@@ -42,6 +42,8 @@ PAIRS=(
   "pipeline2|2|1e-4|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi|"
   "data2|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi|"
   "data2_overlap|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --comm.overlap=true|"
+  "data2_zero3|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3|"
+  "data2_zero3_bf16_recompute|2|2e-2|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3 --optim.precision=bf16 --memory.recompute=full|"
   "pipeline2_bf16_graphs|2|2e-2|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi --optim.precision=bf16|--cuda.graphs=true"
   "llama_fp32|1|1e-4|inputs/default.deck|--model.arch=llama --model.kv_heads=2 --model.rope_scaling=llama3 --model.rope_original_context=32|"
   "llama_tensor4_bf16|4|2e-2|inputs/default.deck|--model.arch=llama --model.kv_heads=2 --parallel.tensor=4 --comm.backend=mpi --optim.precision=bf16|"
