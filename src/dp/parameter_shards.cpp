@@ -10,11 +10,12 @@
 namespace trident::dp {
 
 ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& reducer,
-                                 std::vector<GradientSegment> parameters, int slots, const kernels::Context& device)
+                                 std::vector<GradientSegment> parameters, double bucket_mb, int slots,
+                                 const kernels::Context& device)
     : data_(data), reducer_(reducer), device_(device), data_size_(data.size()) {
   REQUIRE(!parameters.empty(), "ParameterShards: no parameters");
   const DType dtype = parameters.front().dtype;
-  buckets_ = plan_buckets(parameters, 0.0);  // a bucket per block, then the rest: the reducer's
+  buckets_ = plan_block_buckets(parameters, bucket_mb);  // a bucket per block, then the rest's: the reducer's
   own_pieces_ = own_pieces(buckets_, data.rank(), data_size_);
   const model::FlatRanges owned = owned_ranges(buckets_, data.rank(), data_size_);
   REQUIRE(buckets_.size() == reducer.buckets() && total_count(owned) == total_count(reducer.owned()),

@@ -39,10 +39,11 @@ class ParameterShards {
  public:
   // parameters: the model's parameter memory (Transformer::parameter_memory) as segments in the
   // gradient segments' order and of the same sizes, so that the buckets, planned as the reducer
-  // plans ZeRO-2's and 3's (a bucket per block, then the rest), and this replica's parts of them
-  // are the reducer's. slots: the model's parameter slots (block l's in slot l % slots).
+  // plans ZeRO-2's and 3's (dp::plan_block_buckets), and this replica's parts of them
+  // are the reducer's (bucket_mb: comm.bucket_mb, the reducer's). slots: the model's parameter
+  // slots (block l's in slot l % slots).
   ParameterShards(comm::Communicator& data, GradientReducer& reducer, std::vector<GradientSegment> parameters,
-                  int slots, const kernels::Context& device);
+                  double bucket_mb, int slots, const kernels::Context& device);
   // Block `layer`'s parameters into its slot; false where the slot held them already. next: the
   // block the model will use after it (-1: none known), whose gather is launched at once into
   // its slot — the prefetch the model's work on `layer` hides — where that is the other slot.

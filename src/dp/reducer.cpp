@@ -22,7 +22,7 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   for (const GradientSegment& s : gradients_.segments)
     REQUIRE(s.dtype == DType::f32, "gradient segment " << s.name << ": the reducer packs f32 buckets");
   REQUIRE(zero_ < 2 || gradients_.slots > 0, "ZeRO-2 and 3 reduce the model's gradient slots, and it has none");
-  buckets_ = plan_buckets(gradients_.segments, zero_ >= 2 ? 0.0 : bucket_mb);  // ZeRO-2: a bucket per block
+  buckets_ = zero_ >= 2 ? plan_block_buckets(gradients_.segments, bucket_mb) : plan_buckets(gradients_.segments, bucket_mb);
   if (zero_) owned_ = owned_ranges(buckets_, data_rank_, data_size_);
   int64_t largest = 0;
   for (const Bucket& b : buckets_) largest = std::max(largest, packed_length(b));

@@ -13,7 +13,8 @@
 //                 rest of that buffer is then stale). After the optimizer updated the owned
 //                 parameters, all_gather_params gathers them per bucket the same way: P elements
 //                 of the parameters' own type from each replica.
-//   ZeRO-2 (optim.zero = 2): the same ownership, but the buckets are the blocks and the rest
+//   ZeRO-2 (optim.zero = 2): the same ownership, but the buckets are the blocks and the rest (cut
+//                 every comm.bucket_mb, dp::plan_block_buckets)
 //                 (the embeddings, final norm and head, reduced after the step's backward like
 //                 ZeRO-1's), and a block's bucket is reduce-scattered after each micro-batch's
 //                 backward of it, out of the model's gradient slot (Transformer::set_gradient_slots),
@@ -66,7 +67,8 @@ class GradientReducer {
   // that other threads may drive too (comm::concurrent_callers_supported); without it the
   // reduction runs after backward. zero: the ZeRO stage (0, 1 or 2) — reduce-scatters leave
   // each replica the summed gradients of the ranges it owns only. wire: the type the gradients
-  // travel in (f32, bf16). ZeRO-2's buckets are its blocks whatever bucket_mb says.
+  // travel in (f32, bf16). ZeRO-2's and 3's buckets are its blocks whatever bucket_mb says, and
+  // the rest cut every bucket_mb (dp::plan_block_buckets).
   GradientReducer(comm::Communicator& data, Gradients gradients, double bucket_mb, bool overlap, int zero,
                   DType wire = DType::f32);
   ~GradientReducer();

@@ -24,6 +24,36 @@ std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& segments, d
   return buckets;
 }
 
+std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& segments, double bucket_mb) {
+  const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));
+  std::vector<GradientSegment> blocks;
+  for (const GradientSegment& s : segments)
+    if (s.ready_event >= 0) blocks.push_back(s);
+  std::vector<Bucket> buckets = plan_buckets(blocks, 0.0);  // a bucket per event
+  Bucket rest;
+  rest.ready_event = -1;
+  for (const GradientSegment& s : segments) {
+    if (s.ready_event >= 0) continue;
+    for (int64_t at = 0; at < s.count;) {  // pieces up to the bucket's end
+      const int64_t n = std::min(s.count - at, target - rest.elements);
+      GradientSegment piece = s;
+      piece.offset = s.offset + at;
+      piece.count = n;
+      if (s.data) piece.data = static_cast<char*>(s.data) + at * static_cast<int64_t>(dtype_size(s.dtype));
+      rest.segments.push_back(piece);
+      rest.elements += n;
+      at += n;
+      if (rest.elements == target) {
+        buckets.push_back(std::move(rest));
+        rest = Bucket{};
+        rest.ready_event = -1;
+      }
+    }
+  }
+  if (rest.elements > 0) buckets.push_back(std::move(rest));
+  return buckets;
+}
+
 int64_t shard_part(const Bucket& bucket, int size) { return (bucket.elements + size - 1) / size; }
 
 model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size) {

@@ -32,6 +32,11 @@ struct Bucket {
 // one takes what is left).
 std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
 
+// ZeRO-2's and 3's buckets: one per block (the segments of each event ≥ 0), then the rest (event
+// −1: the embeddings, final norm and head, in order) cut every bucket_mb MiB of f32 — through
+// segments where they are longer — so that no packing or gathering buffer is embedding-sized.
+std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
+
 // ZeRO's sharding of a bucket over `size` replicas (Megatron-Core's distributed optimizer): the
 // bucket's elements, packed in segment order, padded to size·part with part = ⌈elements/size⌉,
 // so that one reduce-scatter leaves replica r the sums of packed [r·part, (r+1)·part).

@@ -135,7 +135,8 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
 // The reducer's buckets (dp::GradientReducer): ZeRO-2's and 3's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
   if (in.zero >= 2 && in.data > 1)
-    return dp::plan_buckets(dp::gpt2_slot_segments(in.config, part, {}, [](int) { return model::ParamViews{}; }), 0.0);
+    return dp::plan_block_buckets(dp::gpt2_slot_segments(in.config, part, {}, [](int) { return model::ParamViews{}; }),
+                                  in.bucket_mb);
   return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
 }
 

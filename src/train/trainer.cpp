@@ -134,16 +134,16 @@ std::unique_ptr<dp::GradientReducer> make_reducer(const RunSettings& settings, m
 }
 
 // ZeRO-3: the parameters' own parts, gathered into the model's slots before a block's passes.
-std::unique_ptr<dp::ParameterShards> make_shards(model::Transformer& model, dp::GradientReducer& reducer,
-                                                 comm::Communicator& data) {
+std::unique_ptr<dp::ParameterShards> make_shards(const RunSettings& settings, model::Transformer& model,
+                                                 dp::GradientReducer& reducer, comm::Communicator& data) {
   if (model.parameter_slots() == 0) return nullptr;
   std::vector<dp::GradientSegment> parameters = dp::gpt2_parameter_segments(
       model.config(), model.partition(), kernels::storage_dtype(model.precision()),
       [&model](int layer, int t) { return model.parameter_memory(layer, t); });
   kernels::Context device = model.context();
   device.stream = model.stream();
-  auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), model.parameter_slots(),
-                                                      device);
+  auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), settings.reduce.bucket_mb,
+                                                      model.parameter_slots(), device);
   model.set_block_gather([s = shards.get()](int layer, int next) { return s->gather_block(layer, next); });
   return shards;
 }
@@ -214,7 +214,7 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
                        ? std::make_unique<optim::LossScaler>(settings_.precision.loss_scale)
                        : nullptr),
       reducer_(make_reducer(settings_, *model_, *collectives_.data)),
-      shards_(make_shards(*model_, *reducer_, *collectives_.data)),
+      shards_(make_shards(settings_, *model_, *reducer_, *collectives_.data)),
       optimizer_(make_optimizer(settings_.step, *model_, *reducer_, shards_.get())),
       runner_(make_runner(settings_, rank_, *model_, *collectives_.pipeline, settings_.train.micro_batches,
                           settings_.train.micro_batch)),
@@ -330,7 +330,7 @@ void Trainer::rebuild_model(const std::vector<int>& split) {
   model_ = build_model(job_, rank_, config_, recompute_, split_, ctx_, *collectives_.tensor,
                        *collectives_.context);
   reducer_ = make_reducer(settings_, *model_, *collectives_.data);
-  shards_ = make_shards(*model_, *reducer_, *collectives_.data);
+  shards_ = make_shards(settings_, *model_, *reducer_, *collectives_.data);
   optimizer_ = make_optimizer(settings_.step, *model_, *reducer_, shards_.get());
   rebuild_runner();
 }

@@ -41,6 +41,39 @@ BOOST_AUTO_TEST_CASE(gpt2_segments_cover_the_gradient_buffer_once_in_backward_or
   }
 }
 
+// ZeRO-2 and 3: a bucket per block; the rest (event -1) cut every bucket_mb through its segments,
+// each piece at its place in memory and in the flat layout, every element once; the replicas'
+// owned ranges partition the buffer.
+BOOST_AUTO_TEST_CASE(block_buckets_cut_the_rest_every_bucket_mb) {
+  const model::GptConfig config = small_config();
+  const int64_t n = model::num_parameters(config);
+  std::vector<float> grads(static_cast<size_t>(n));
+  const auto segments = dp::gpt2_gradient_segments(config, {}, grads.data());
+  const double mb = 100 * 4 / 1048576.0;  // 100 elements
+  const auto buckets = dp::plan_block_buckets(segments, mb);
+  std::vector<int> covered(grads.size(), 0);
+  int blocks = 0;
+  for (const dp::Bucket& b : buckets) {
+    int64_t elements = 0;
+    for (const dp::GradientSegment& s : b.segments) {
+      BOOST_TEST(s.ready_event == b.ready_event, s.name);
+      BOOST_TEST(static_cast<float*>(s.data) - grads.data() == s.offset, s.name);
+      for (int64_t i = 0; i < s.count; ++i) ++covered[static_cast<size_t>(s.offset + i)];
+      elements += s.count;
+    }
+    BOOST_TEST(elements == b.elements);
+    if (b.ready_event >= 0) ++blocks;
+    else BOOST_TEST(b.elements <= 100);  // wte alone is 64 · 8 = 512 elements: cut
+  }
+  BOOST_TEST(blocks == config.layers);
+  BOOST_TEST(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+  std::vector<int> owners(grads.size(), 0);
+  for (int r = 0; r < 3; ++r)
+    for (const model::FlatRange& range : dp::owned_ranges(buckets, r, 3))
+      for (int64_t i = range.begin; i < range.end; ++i) ++owners[static_cast<size_t>(i)];
+  BOOST_TEST(std::all_of(owners.begin(), owners.end(), [](int c) { return c == 1; }));
+}
+
 BOOST_AUTO_TEST_CASE(buckets_close_at_the_end_of_an_event_once_full) {
   // 1 MiB of f32 = 262144 elements; events 2, 1, 0, -1.
   std::vector<dp::GradientSegment> segments = {
