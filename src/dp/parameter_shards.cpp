@@ -21,14 +21,9 @@ ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& redu
   REQUIRE(buckets_.size() == reducer.buckets() && total_count(owned) == total_count(reducer.owned()),
           "ParameterShards: the parameters' buckets are not the reducer's (" << buckets_.size() << " against "
                                                                            << reducer.buckets() << ")");
+  block_bucket_ = block_buckets(buckets_);
   int64_t largest = 0;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    largest = std::max(largest, shard_part(buckets_[b], data_size_) * data_size_);
-    const int event = buckets_[b].ready_event;
-    if (event < 0) continue;
-    if (block_bucket_.size() <= static_cast<size_t>(event)) block_bucket_.resize(static_cast<size_t>(event) + 1, -1);
-    block_bucket_[static_cast<size_t>(event)] = static_cast<int>(b);
-  }
+  for (const Bucket& b : buckets_) largest = std::max(largest, shard_part(b, data_size_) * data_size_);
   slot_block_.assign(static_cast<size_t>(slots), -1);
   prefetch_.resize(static_cast<size_t>(slots));
   kernels::Backend& backend = kernels::backend_of(device_);
@@ -59,6 +54,11 @@ comm::Work ParameterShards::launch_gather(size_t b) {
   });
 }
 
+void ParameterShards::gather(size_t b) {
+  comm::Work gathered = launch_gather(b);
+  reducer_.wait_in_order(gathered);
+}
+
 void ParameterShards::finish_prefetch(int slot) {
   Prefetch& p = prefetch_[static_cast<size_t>(slot)];
   if (p.block < 0) return;
@@ -76,8 +76,7 @@ bool ParameterShards::gather_block(int layer, int next) {
   const bool fresh = prefetched || slot_block_[static_cast<size_t>(slot)] != layer;
   if (slot_block_[static_cast<size_t>(slot)] != layer) {
     slot_block_[static_cast<size_t>(slot)] = -1;  // while it is written
-    comm::Work gathered = launch_gather(static_cast<size_t>(block_bucket_.at(static_cast<size_t>(layer))));
-    reducer_.wait_in_order(gathered);
+    gather(static_cast<size_t>(block_bucket_.at(static_cast<size_t>(layer))));
     slot_block_[static_cast<size_t>(slot)] = layer;
   }
   if (next >= 0 && next < static_cast<int>(block_bucket_.size()) && next % slots != slot) {
@@ -98,11 +97,8 @@ void ParameterShards::settle() {
 void ParameterShards::after_update() {
   settle();
   std::fill(slot_block_.begin(), slot_block_.end(), -1);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (buckets_[b].ready_event >= 0) continue;
-    comm::Work gathered = launch_gather(b);
-    reducer_.wait_in_order(gathered);
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].ready_event < 0) gather(b);
 }
 
 void ParameterShards::load(const float* owned_values) {

@@ -7,7 +7,7 @@
 //
 // Math: block l's parameters are the concatenation, over the replicas r = 0 … d−1, of their parts
 // packed [r·P, (r+1)·P) of block l's bucket (P = ⌈E_l/d⌉, the padding dropped).
-// Communication, over the data communicator, on the reducer's path (GradientReducer::run_in_order:
+// Communication, over the data communicator, on the reducer's path (GradientReducer::launch_in_order:
 // the data group's collectives keep one order on every replica):
 //   gather_block(l)  one all-gather of P elements of the storage type from each replica into the
 //                    model's parameter slot of block l (Transformer::set_block_gather) — before
@@ -64,6 +64,7 @@ class ParameterShards {
   void gather_packed(size_t b, const Tensor& packed, Stream stream);
   // And unpacked into its segments' memory, launched on the reducer's path.
   comm::Work launch_gather(size_t b);
+  void gather(size_t b);           // launched and waited for
   void finish_prefetch(int slot);  // the slot's prefetch complete for the model's stream
 
   comm::Communicator& data_;
@@ -72,7 +73,7 @@ class ParameterShards {
   int data_size_ = 1;
   std::vector<Bucket> buckets_;
   std::vector<std::vector<OwnPiece>> own_pieces_;
-  std::vector<int> block_bucket_;  // block l's bucket
+  std::vector<int> block_bucket_;  // block l's bucket (block_buckets)
   std::vector<int> slot_block_;    // per parameter slot (block l's is l % slots): the block it holds, or -1
   struct Prefetch {
     int block = -1;  // being gathered into the slot, or -1

@@ -28,7 +28,8 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   for (const Bucket& b : buckets_) largest = std::max(largest, packed_length(b));
   // Where the gradients are: the bucket is packed by the device's copies or roundings.
   packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
-  if (zero_) plan_own_pieces();
+  if (zero_) own_pieces_ = own_pieces(buckets_, data_rank_, data_size_);
+  if (zero_ >= 2) block_bucket_ = block_buckets(buckets_);
   if (zero_ >= 2) {
     owned_grads_ = Buffer<float>(static_cast<size_t>(model::total_count(owned_)), MemoryCategory::Gradients, backend,
                                  MemoryKind::device);
@@ -71,17 +72,6 @@ void GradientReducer::unpack(kernels::Context& ctx, const Bucket& bucket, const 
   for (const GradientSegment& s : bucket.segments) {
     kernels::convert(ctx, flat.elements(s.offset, s.count), packed.elements(at, s.count));
     at += s.count;
-  }
-}
-
-// Per bucket, this replica's part of it; ZeRO-2/3: which bucket is which block's.
-void GradientReducer::plan_own_pieces() {
-  own_pieces_ = own_pieces(buckets_, data_rank_, data_size_);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const int event = buckets_[b].ready_event;
-    if (zero_ < 2 || event < 0) continue;
-    if (block_bucket_.size() <= static_cast<size_t>(event)) block_bucket_.resize(static_cast<size_t>(event) + 1, -1);
-    block_bucket_[static_cast<size_t>(event)] = static_cast<int>(b);
   }
 }
 
@@ -185,11 +175,6 @@ void GradientReducer::before_slot_reuse(int slot) {
   if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
   else launched_[static_cast<size_t>(reader)].wait();
   waited_ = device_overlap_ ? static_cast<int>(launched_.size()) : reader + 1;
-}
-
-void GradientReducer::run_in_order(const std::function<void(Stream)>& work) {
-  comm::Work launched = launch_in_order(work);
-  wait_in_order(launched);
 }
 
 comm::Work GradientReducer::launch_in_order(std::function<void(Stream)> work) {

@@ -22,7 +22,7 @@
 //                 of the blocks this replica keeps. micro-batches times ZeRO-1's block bytes.
 //   ZeRO-3 (optim.zero = 3): the gradients as ZeRO-2's; the parameters are not gathered here
 //                 but block by block when they are used (dp/parameter_shards.hpp, whose
-//                 collectives run_in_order puts on this reduction's path).
+//                 collectives launch_in_order puts on this reduction's path).
 // comm.grad_dtype = bf16: each bucket is packed rounded to bf16 and reduced as bf16 (half the
 // bytes; NCCL's bf16 sums, or our MPI ring's bf16 messages adding in f32 at each hop), then
 // widened back into the f32 gradients.
@@ -91,16 +91,12 @@ class GradientReducer {
   double finish();
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }
-  // Runs work(stream) where the reduction's collectives run, after everything launched before it
-  // (every replica calls it at the same point: the data group's collectives keep one order on
-  // all of them), and returns when the model's stream may use what it wrote: ZeRO-3's gathers
-  // (dp::ParameterShards) on the host stream, or on the communication stream that the compute
-  // stream then waits for.
-  void run_in_order(const std::function<void(Stream)>& work);
-  // The same in two halves, so that the model computes meanwhile (ZeRO-3's prefetch): launched
-  // after everything launched before, on the host stream or the communication stream; and the
-  // wait until the model's stream may use what it wrote (on a device: the compute stream waits
-  // for the communication stream).
+  // work(stream) launched where the reduction's collectives run, after everything launched
+  // before it (every replica calls it at the same point: the data group's collectives keep one
+  // order on all of them) — on the host stream, or the communication stream — so that the model
+  // may compute meanwhile (ZeRO-3's gathers and prefetch, dp::ParameterShards); and the wait
+  // until the model's stream may use what it wrote (on a device: the compute stream waits for
+  // the communication stream).
   comm::Work launch_in_order(std::function<void(Stream)> work);
   void wait_in_order(comm::Work& launched);
   // The flat ranges this replica owns (everything, one range, without ZeRO or with one replica).
@@ -129,7 +125,6 @@ class GradientReducer {
   // The sums the reduction leaves this replica, to the segments' memory; ZeRO-2 into
   // owned_grads_, added for a block's bucket.
   void unpack_sums(kernels::Context& ctx, size_t bucket, const Tensor& packed);
-  void plan_own_pieces();
   double finish_zero2();
 
   comm::Communicator& data_;
@@ -138,7 +133,7 @@ class GradientReducer {
   int zero_ = 0;  // the stage, 0 with one replica
   model::FlatRanges owned_;
   std::vector<std::vector<OwnPiece>> own_pieces_;  // ZeRO: per bucket
-  std::vector<int> block_bucket_;                  // ZeRO-2: block l's bucket
+  std::vector<int> block_bucket_;                  // ZeRO-2, 3: block l's bucket (block_buckets)
   Buffer<float> owned_grads_;                      // ZeRO-2: (owned elements)
   Buffer<float> widened_;                          // ZeRO-2 with 16-bit wire: (largest part) the sums in f32
   std::vector<int> slot_reader_;                   // ZeRO-2: per slot, launched_'s last reader, or -1

@@ -54,6 +54,17 @@ std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& segme
   return buckets;
 }
 
+std::vector<int> block_buckets(const std::vector<Bucket>& buckets) {
+  std::vector<int> of_block;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int event = buckets[b].ready_event;
+    if (event < 0) continue;
+    if (of_block.size() <= static_cast<size_t>(event)) of_block.resize(static_cast<size_t>(event) + 1, -1);
+    of_block[static_cast<size_t>(event)] = static_cast<int>(b);
+  }
+  return of_block;
+}
+
 int64_t shard_part(const Bucket& bucket, int size) { return (bucket.elements + size - 1) / size; }
 
 model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size) {

@@ -37,6 +37,10 @@ std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& in_backward
 // segments where they are longer — so that no packing or gathering buffer is embedding-sized.
 std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
 
+// Per block (event l ≥ 0), the index of the bucket its segments make (-1 for an event without
+// one): what plan_block_buckets' block buckets are looked up by.
+std::vector<int> block_buckets(const std::vector<Bucket>& buckets);
+
 // ZeRO's sharding of a bucket over `size` replicas (Megatron-Core's distributed optimizer): the
 // bucket's elements, packed in segment order, padded to size·part with part = ⌈elements/size⌉,
 // so that one reduce-scatter leaves replica r the sums of packed [r·part, (r+1)·part).
