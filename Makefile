@@ -97,8 +97,11 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan all deps test run docs clean bench bundle test-bundle
-all: deps $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
+.PHONY: test-long test-slurm test-asan test-tsan all binaries deps test run docs clean bench bundle test-bundle
+# The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
+all: deps
+	@$(MAKE) --no-print-directory binaries
+binaries: $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -150,11 +153,11 @@ $(BUILD)/tests/gpu_gemm_rate: $(BUILD)/obj/tests/gpu/gemm_rate.o $(LIB)
 # make test is the first tier (within 20 minutes on 2 cores, build included); make test-long
 # the rest (tests/run.sh's header says which).
 test: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@$(MAKE) --no-print-directory -j$(NPROC) binaries
 	@BUILD=$(BUILD) tests/run.sh
 
 test-long: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@$(MAKE) --no-print-directory -j$(NPROC) binaries
 	@BUILD=$(BUILD) tests/run.sh long
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/, CPU only) running the unit,
@@ -164,7 +167,7 @@ test-long: deps
 # The bundle for a bare GPU node (scripts/bundle.sh), and its proof in a bare Debian root
 # (tests/bundle/run.sh; the root is made once, in a few minutes, and kept).
 bundle: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 all
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 binaries
 	@scripts/bundle.sh $(BUILD) bundle
 
 test-bundle: bundle
@@ -173,14 +176,14 @@ test-bundle: bundle
 	  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
 
 test-asan: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 all
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 binaries
 	@BUILD=build-asan tests/run-asan.sh
 
 # ThreadSanitizer build (build-tsan/, CPU only): the unit tests and training runs that use every
 # thread of a rank at once (overlapped reduction, asynchronous checkpoint writer, heartbeats),
 # a SIGTERM stop and a resume. Not part of `make test` (about 10 minutes here, build included).
 test-tsan: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-tsan SANITIZE=thread CUDA=0 all
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-tsan SANITIZE=thread CUDA=0 binaries
 	@BUILD=build-tsan tests/run-tsan.sh
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.

@@ -169,12 +169,20 @@ GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const H
 // block forward, 2 backward, 2 more when recomputed; the embedding's and the head's input
 // gradient's. With it, as all-gathers (AG) and reduce-scatters (RS), each half an all-reduce on
 // a ring: forward 2 AG + 2 RS, backward 2 AG of dy + 2 RS of dx + 2 AG of the LayerNorm outputs
-// again (3 all-reduces' worth), recompute 2; the embedding's RS and its gradient's AG, the
+// again (3 all-reduces' worth; 2 where the gathered input is kept, Workload::
+// sequence_parallel_regathers), recompute 2; the embedding's RS and its gradient's AG, the
 // head's AG of its LayerNorm output and its dH all-reduce.
 double tensor_all_reduces(const Workload& w, const Layout& l, int layers, bool first, bool last) {
   const double again = recomputed(w, l).collectives;
   if (!l.splits_rows()) return layers * 2 * (2 + again) + (first ? 1 : 0) + (last ? 1 : 0);
-  return layers * (2 + 3 + 2 * again) + (first ? 1 : 0) + (last ? 1.5 : 0);
+  const double backward = w.sequence_parallel_regathers ? 3 : 2;
+  return layers * (2 + backward + 2 * again) + (first ? 1 : 0) + (last ? 1.5 : 0);
+}
+
+// Of those, what parallel.tp_comm_overlap cannot hide (Workload::tp_overlap_backward_scatters):
+// the backward's 2 RS of dx a block, one all-reduce's worth, where they are not overlapped.
+double tensor_unoverlapped_all_reduces(const Workload& w, const Layout& l, int layers) {
+  return l.splits_rows() && !w.tp_overlap_backward_scatters ? layers : 0;
 }
 
 // One block's ring attention on a micro-batch (model/context_parallel.hpp), the part its work
@@ -296,17 +304,21 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   if (trident_selective(w, l)) values += layers * scores;
   t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
-  if (l.tensor > 1)  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
-    t.tensor_s = tensor_all_reduces(w, l, layers, first, last) *
-                 all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
+  double one_all_reduce = 0;  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
+  if (l.tensor > 1) {
+    one_all_reduce = all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
+    t.tensor_s = tensor_all_reduces(w, l, layers, first, last) * one_all_reduce;
+  }
   // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
-  // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches.
-  // The GEMMs beside the hidden part run slower by the profile's interference (the units the
-  // communication kernels hold, Hardware::comm_interference).
+  // block's transfer (1/t) is never hidden, the rest as far as the GEMMs' time reaches; what the
+  // implementation does not overlap stays whole. The GEMMs beside the hidden part run slower by
+  // the profile's interference (the units the communication kernels hold, Hardware::comm_interference).
   if (l.tp_comm_overlap && l.splits_rows()) {
-    const double whole = t.tensor_s;
-    t.tensor_s = std::max(whole / l.tensor, whole - t.compute_s * (1 - 1.0 / l.tensor));
-    t.compute_s += hw.comm_interference * (whole - t.tensor_s);
+    const double fixed = tensor_unoverlapped_all_reduces(w, l, layers) * one_all_reduce;
+    const double whole = t.tensor_s - fixed;
+    const double exposed = std::max(whole / l.tensor, whole - t.compute_s * (1 - 1.0 / l.tensor));
+    t.compute_s += hw.comm_interference * (whole - exposed);
+    t.tensor_s = fixed + exposed;
   }
   double message = activation * rows_share;  // what crosses a stage boundary, from each tensor rank
   double gather_s = 0;                        // per message received: the scatter/gather's all-gather
@@ -521,6 +533,8 @@ void model_implementation(Workload& w, Implementation who) {
   w.pipeline_scatter_gather = megatron;                         // its pipeline messages split over the tensor ranks
   w.torchtitan_recompute = titan;                               // its per-layer and per-op activation checkpointing
   w.fsdp_prefetch = megatron || titan;                          // ZeRO-3's gathers behind the compute
+  w.sequence_parallel_regathers = !titan;                       // DTensor keeps the gathered input
+  w.tp_overlap_backward_scatters = !titan;                      // async TP fuses one matmul's reduce-scatter
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

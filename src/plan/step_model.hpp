@@ -58,6 +58,18 @@ struct Workload {
   // scattered every micro-batch. Trident (dp/parameter_shards.hpp) gathers a block when its pass
   // begins, where neither of its two slots holds it, and the tensors outside the blocks once a step.
   bool fsdp_prefetch = false;
+  // Sequence parallelism's backward all-gathers each LayerNorm output again for the weight
+  // gradients of the GEMMs that read it (Trident's blocks and Megatron-LM keep the rank's rows
+  // alone). TorchTitan's DTensor autograd keeps the gathered input instead, unless its activation
+  // checkpointing recomputes the all-gather (Workload::torchtitan_recompute's `collectives`).
+  bool sequence_parallel_regathers = true;
+  // How far parallel.tp_comm_overlap reaches. Trident and Megatron-LM (its userbuffers) overlap
+  // every sequence-parallel collective with its GEMM. TorchTitan's async TP is PyTorch's micro-
+  // pipeline pass (torch/_inductor/fx_passes/micro_pipeline_tp.py): it fuses an all-gather with
+  // the matmuls that read it as their left operand and a reduce-scatter with the one matmul whose
+  // output it scatters; in the backward the input gradients of [wq | wk | wv] and of [w1 | w3] are
+  // sums of three and two matmuls, so their two reduce-scatters a block stay unfused and exposed.
+  bool tp_overlap_backward_scatters = true;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan

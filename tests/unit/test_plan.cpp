@@ -434,11 +434,11 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(plan)
 
 // Narayanan et al. 2021, Table 1: every row's model and layout on the A100 profile, predicted
-// TFLOP/s per GPU (counted as the paper counts, recompute included) within 20% of the
+// TFLOP/s per GPU (counted as the paper counts, recompute included) within 10% of the
 // published figure; and the search's best layout for the row never predicted slower than the
 // published layout. (Against the published measurement itself the best is 0.99x for the 1T
 // row, inside the model's -3.9% error there; docs/PLANNER.md.)
-BOOST_AUTO_TEST_CASE(ptdp_table1_within_20_percent) {
+BOOST_AUTO_TEST_CASE(ptdp_table1_within_10_percent) {
   const Hardware hw = a100();
   const auto rows = paper_rows();
   BOOST_REQUIRE(rows.size() == 10u);
@@ -464,7 +464,7 @@ BOOST_AUTO_TEST_CASE(ptdp_table1_within_20_percent) {
                   best->estimate.tokens_per_s / published_tokens);
     table += line;
     BOOST_TEST(e.feasible, r.params_b << "B: the published layout must fit: " << e.reason);
-    BOOST_TEST(std::fabs(error) <= 0.20, r.params_b << "B: predicted " << e.hardware_tflops_per_device
+    BOOST_TEST(std::fabs(error) <= 0.10, r.params_b << "B: predicted " << e.hardware_tflops_per_device
                                                     << " TFLOP/s, published " << r.tflops_per_gpu);
     BOOST_TEST(best->estimate.tokens_per_s >= e.tokens_per_s * (1 - 1e-12), r.params_b << "B: the best is slower");
   }
@@ -600,6 +600,39 @@ BOOST_AUTO_TEST_CASE(tensor_overlap_hides_at_most_the_gemms) {
   BOOST_TEST(overlapped.compute_s == plain.compute_s + hw.comm_interference * hidden, boost::test_tools::tolerance(1e-12));
   l.sequence_parallel = false;
   BOOST_TEST(!layout_problem(w, l).empty());
+}
+
+// --as=torchtitan's sequence parallelism: DTensor keeps the all-gathered input for the weight
+// gradients (the backward's collectives are 2 all-reduces' worth a block, not Trident's and
+// Megatron-LM's 3), and async TP leaves the backward's reduce-scatters of dx unfused (PyTorch's
+// micro-pipeline pass fuses a reduce-scatter only with the single matmul producing it): of the
+// overlapped time at least one all-reduce a block stays exposed, the rest as for Trident.
+BOOST_AUTO_TEST_CASE(torchtitan_async_tp_leaves_the_backward_reduce_scatters_exposed) {
+  Workload trident_costs = korthikanti_22b(), titan = trident_costs;
+  model_implementation(titan, Implementation::torchtitan);
+  Workload titan_regathering = titan;
+  titan_regathering.sequence_parallel_regathers = true;
+  Layout l;
+  l.tensor = 8, l.precision = "bf16", l.sequence_parallel = true;
+  const Hardware hw = a100();
+  const int layers = trident_costs.config.layers;
+  // One all-reduce of the (b, T, C) activation: the difference the re-gather makes, per block.
+  const double regathering = estimate_step(titan_regathering, l, hw).stages[0].tensor_s;
+  const double kept = estimate_step(titan, l, hw).stages[0].tensor_s;
+  const double one = (regathering - kept) / layers;
+  BOOST_TEST(one > 0);
+  // Both: 2 forward + 2 or 3 backward a block, the embedding's and the head's 1 + 1.5.
+  BOOST_TEST(kept == one * (4 * layers + 2.5), boost::test_tools::tolerance(1e-9));
+  l.tp_comm_overlap = true;
+  const StageTime titan_overlapped = estimate_step(titan, l, hw).stages[0];
+  BOOST_TEST(titan_overlapped.tensor_s >= layers * one - 1e-12);
+  // The rest hidden as Trident hides all of it: what is left over the whole, at most 1/t of it.
+  const double rest = kept - layers * one;
+  BOOST_TEST(titan_overlapped.tensor_s - layers * one <= std::max(rest / 8, rest - titan_overlapped.compute_s) + 1e-12);
+  // With every collective overlapped (Trident's and Megatron-LM's reach), less stays exposed.
+  Workload titan_fusing_all = titan;
+  titan_fusing_all.tp_overlap_backward_scatters = true;
+  BOOST_TEST(estimate_step(titan_fusing_all, l, hw).stages[0].tensor_s < titan_overlapped.tensor_s - 0.5 * layers * one);
 }
 
 // Korthikanti et al. 2022, Table 2: with sequence parallelism every per-layer tensor is split
@@ -820,7 +853,7 @@ BOOST_AUTO_TEST_CASE(torchtitan_checkpointing_recomputes_what_its_policy_saves_n
 BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
   std::string table = "\n model       gpu              GPUs fsdp tp  ac               compile asyncTP  measured predicted  error\n";
   double sum = 0;
-  int rows = 0, held_rows = 0;
+  int rows = 0;
   for (const TitanRow& r : titan_rows()) {
     const Workload w = titan_workload(r);
     const Layout l = titan_layout(r);
@@ -845,16 +878,10 @@ BOOST_AUTO_TEST_CASE(torchtitan_llama3_within_20_percent) {
                   r.gpu.c_str(), r.gpus, r.fsdp, r.tp, r.ac.c_str(), r.compiled ? "yes" : "no", r.async_tp ? "yes" : "no",
                   r.measured, predicted, 100 * error);
     table += text;
-    // The 8B async-TP row is printed, not held (docs/PLANNER.md): TorchTitan measured async TP
-    // 1.10x (8B) and 1.09x (70B) faster than the same rows without; the ring model hides what the
-    // GEMMs' time allows, 1.29x and 1.18x. The 70B row is within 20% all the same, the 8B not.
-    const bool held = !r.async_tp || r.model != "llama3-8b";
-    if (held) BOOST_TEST(std::fabs(error) <= 0.20, r.line << ": predicted " << predicted << " tokens/s per GPU");
-    held_rows += held;
+    BOOST_TEST(std::fabs(error) <= 0.20, r.line << ": predicted " << predicted << " tokens/s per GPU");
     sum += std::fabs(error), ++rows;
   }
   BOOST_TEST(rows == 12);
-  BOOST_TEST(held_rows == 11);
   char mean[80];
   std::snprintf(mean, sizeof mean, "mean absolute error %.1f%% over %d rows\n", 100 * sum / rows, rows);
   BOOST_TEST_MESSAGE(table + mean);
