@@ -117,6 +117,31 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   return kept + slots.back() * head + shared + low_working_bytes(in, stage, selective);
 }
 
+// The buffers activation_bytes counts: each slot's input — on the first stage its tokens and
+// targets, on the last its targets, the final LayerNorm's output and statistics, logits or head
+// gradient, losses, normalizers and loss sum (model/transformer.hpp, Transformer::Slot) —, each
+// kept block's 13 (the input alone or a segment's output where it keeps one value), the
+// recompute's one-segment set.
+int64_t activation_buffers(const MemoryInputs& in, int stage) {
+  const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
+  const int64_t slot_own = 1 + (stage == 0 ? 2 : 0) + (stage == in.pipeline - 1 ? 10 : 0);
+  auto slot_buffers = [&](int L) {
+    int64_t slot = slot_own;
+    for (int l = 0; l < L; ++l) {
+      if (K == 0) slot += kBuffersPerKeptBlock;
+      else if (in.torchtitan_recompute) slot += (l + 1) % K == 0 ? 1 : kBuffersPerKeptBlock;
+      else if ((l + 1) % K == 0 || l == L - 1) slot += 1;  // a segment's output
+    }
+    return slot;
+  };
+  const int chunks = in.virtual_stages;
+  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
+  int64_t count = int64_t(K) * kBuffersPerKeptBlock;
+  for (int j = 0; j < chunks; ++j)
+    count += slots[j] * slot_buffers(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
+  return count;
+}
+
 // Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest
 // need — the operands of the largest linear backward, and in bf16 the attention backward's
 // q, k, v and dy (kernels/cpu/attention.cpp; fp16's attention runs on f32 values).
@@ -219,6 +244,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
   if (model::kv_replicas(in.config, in.tensor) > 1)  // a block's replicated key/value heads' gradient sums
     e.bytes[index(MemoryCategory::Communication)] += model::kv_channels(in.config) * 2 * in.config.channels * kFloat;
+  e.buffers = activation_buffers(in, stage) + kBuffersBesideBlocks;
   if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit or ZeRO-3 master shard) and moments
     e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) || in.zero == 3 ? shard : n) + 2 * shard) * kFloat;
   return e;
@@ -230,6 +256,7 @@ MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total) 
   for (int stage = 0; stage < in.pipeline; ++stage) {
     const MemoryEstimate e = estimate_stage(in, stage);
     for (int c = 0; c < kCategories; ++c) busiest.bytes[c] = std::max(busiest.bytes[c], e.bytes[c]);
+    busiest.buffers = std::max(busiest.buffers, e.buffers);
     total = std::max(total, e.total());
   }
   if (busiest_total) *busiest_total = total;

@@ -87,8 +87,23 @@ constexpr int kCategories = static_cast<int>(MemoryCategory::Count);
 
 struct MemoryEstimate {
   std::array<int64_t, kCategories> bytes{};
+  // At most how many buffers are alive at once (metrics.h5's memory/buffers_peak): each kept
+  // block's 13 (layer_bytes' tensors), each slot's input and segment outputs, and a bound on the
+  // rest (kBuffersBesideBlocks). On a GPU each is one cudaMalloc, rounded up to the driver's
+  // pages: the step model's allocation slack.
+  int64_t buffers = 0;
   int64_t total() const;
 };
+
+// Buffers outside the pipeline's slots — parameters, gradients, optimizer state, the working set,
+// the reducer's, ZeRO's shards and slots, checkpoint staging, the step's tokens: at most 40 in
+// the layouts e2e/memory.sh runs (whose every case holds the count below the measured peak),
+// bounded here with room to spare.
+constexpr int64_t kBuffersBesideBlocks = 48;
+// A kept block's buffers: its three (rows, C) tensors, qkv, the attention's output, the MLP's
+// input and activation, the output, the four row statistics and the attention's kept scores or
+// row statistics (layer_bytes in memory_model.cpp, model/transformer.cpp allocate_layer).
+constexpr int64_t kBuffersPerKeptBlock = 13;
 
 // One rank of pipeline stage `stage` (the largest over its tensor and data ranks).
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage);

@@ -62,6 +62,8 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
   for (int k = 0; k < kCategories; ++k) memory[memory_category_name(static_cast<MemoryCategory>(k))] = e.memory.bytes[k];
   memory["total"] = e.memory_total;  // the tensors'
   memory["runtime"] = e.runtime_bytes;
+  memory["allocation_slack"] = e.allocation_slack_bytes;
+  memory["buffers"] = double(e.memory.buffers);
   memory["device_total"] = double(e.memory_total) + e.runtime_bytes;
   Json row = {{"source", source},
               {"rank", rank},

@@ -9,6 +9,7 @@
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 #include "plan/gemm_model.hpp"
+#include "tensor/buffer.hpp"
 
 namespace trident::plan {
 namespace {
@@ -426,9 +427,16 @@ int communicators(const Layout& l) {
   return (l.devices() > 1) + (l.tensor > 1) + (l.context > 1) + 2 * (l.pipeline > 1) + (l.gradient_group() > 1);
 }
 
+// On a GPU profile (one with compute units) every buffer is its own cudaMalloc, which the driver
+// maps in pages of kDeviceGranularityBytes (2 MiB): at most one page less a byte of slack each.
+double allocation_slack_bytes(const MemoryEstimate& m, const Hardware& hw) {
+  return hw.compute_units > 0 ? double(m.buffers) * double(kDeviceGranularityBytes) : 0;
+}
+
 void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
   e.communicators = communicators(l);
-  e.runtime_bytes = hw.reserved_bytes + e.communicators * hw.nccl_bytes_per_group;
+  e.allocation_slack_bytes = allocation_slack_bytes(e.memory, hw);
+  e.runtime_bytes = hw.reserved_bytes + e.communicators * hw.nccl_bytes_per_group + e.allocation_slack_bytes;
   e.headroom_bytes = hw.memory_bytes - double(e.memory_total) - e.runtime_bytes;
   if (e.headroom_bytes >= 0) return;
   e.feasible = false;
@@ -441,7 +449,8 @@ void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
     e.reason += std::string(i ? ", " : "") + memory_category_name(static_cast<MemoryCategory>(order[i].second)) +
                 " " + gb(double(order[i].first));
   if (e.runtime_bytes > 0)
-    e.reason += ", the runtime and " + std::to_string(e.communicators) + " NCCL communicators " + gb(e.runtime_bytes);
+    e.reason += ", the runtime, " + std::to_string(e.communicators) + " NCCL communicators and " +
+                std::to_string(e.memory.buffers) + " buffers' page rounding " + gb(e.runtime_bytes);
   e.reason += ")";
 }
 

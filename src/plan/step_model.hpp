@@ -132,9 +132,13 @@ struct StepEstimate {
   std::string reason;              // why not: the overflowing categories and by how much
   MemoryEstimate memory;           // per category, the largest over ranks
   int64_t memory_total = 0;        // the busiest rank's total
-  // Beside the tensors on a device: the runtime's reservation and NCCL's buffers for each of the
-  // rank's communicators (Hardware::reserved_bytes, nccl_bytes_per_group; 0 on a CPU profile).
+  // Beside the tensors on a device: the runtime's reservation, NCCL's buffers for each of the
+  // rank's communicators (Hardware::reserved_bytes, nccl_bytes_per_group) and the allocation
+  // slack below; 0 on a CPU profile.
   double runtime_bytes = 0;
+  // Of runtime_bytes, the bound on the pages cudaMalloc rounds each buffer up to (MemoryEstimate::
+  // buffers × 2 MiB on a GPU profile; 0 on a CPU's).
+  double allocation_slack_bytes = 0;
   int communicators = 0;           // the rank's groups of more than one rank, the world's included
   double headroom_bytes = 0;       // device memory − memory_total − runtime_bytes (negative: overflow)
   int micro_batches = 0;           // per replica per step

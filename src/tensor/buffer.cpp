@@ -15,6 +15,11 @@ constexpr int kCategories = static_cast<int>(MemoryCategory::Count);
 std::atomic<int64_t> g_current[kCategories];
 std::atomic<int64_t> g_peak[kCategories];
 std::atomic<int64_t> g_total_current{0}, g_total_peak{0};
+std::atomic<int64_t> g_buffers_current{0}, g_buffers_peak{0}, g_granular_current{0}, g_granular_peak{0};
+
+int64_t granular(size_t bytes) {
+  return (static_cast<int64_t>(bytes) + kDeviceGranularityBytes - 1) / kDeviceGranularityBytes * kDeviceGranularityBytes;
+}
 
 void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load();
@@ -80,6 +85,8 @@ MemoryUsage memory_usage() {
   MemoryUsage usage;
   for (int c = 0; c < kCategories; ++c) usage.current[c] = g_current[c], usage.peak[c] = g_peak[c];
   usage.total_peak = g_total_peak;
+  usage.buffers_peak = g_buffers_peak;
+  usage.granular_peak = g_granular_peak;
   return usage;
 }
 
@@ -90,6 +97,8 @@ void* tracked_alloc(size_t bytes, MemoryCategory category, Allocator& allocator,
   const int c = static_cast<int>(category);
   raise_peak(g_peak[c], g_current[c] += static_cast<int64_t>(bytes));
   raise_peak(g_total_peak, g_total_current += static_cast<int64_t>(bytes));
+  raise_peak(g_buffers_peak, ++g_buffers_current);
+  raise_peak(g_granular_peak, g_granular_current += granular(bytes));
   return pointer;
 }
 
@@ -103,6 +112,8 @@ void tracked_free(void* pointer, size_t bytes, MemoryCategory category, Allocato
   allocator.release(pointer, bytes, kind);
   g_current[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
   g_total_current -= static_cast<int64_t>(bytes);
+  --g_buffers_current;
+  g_granular_current -= granular(bytes);
 }
 
 }  // namespace trident

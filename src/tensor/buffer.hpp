@@ -17,11 +17,19 @@ enum class MemoryCategory { Parameters, Gradients, OptimizerState, Activations, 
                             Workspace, Checkpoint /* asynchronous checkpoint staging */, Count };
 const char* memory_category_name(MemoryCategory category);
 
+// A device allocator's granularity: the CUDA driver maps device memory in pages of 2 MiB
+// (cuMemGetAllocationGranularity's minimum on NVIDIA's data-center GPUs), and each of our buffers
+// is one cudaMalloc (kernels/cuda/backend.cu), so on a GPU a buffer takes its bytes rounded up
+// to it. Tracked on every backend, so that a CPU run says what the same buffers take on a GPU.
+constexpr int64_t kDeviceGranularityBytes = int64_t(2) << 20;
+
 struct MemoryUsage {
   int64_t current[static_cast<int>(MemoryCategory::Count)] = {};
   int64_t peak[static_cast<int>(MemoryCategory::Count)] = {};
   int64_t total_current() const;
   int64_t total_peak = 0;
+  int64_t buffers_peak = 0;   // the most tracked buffers alive at once
+  int64_t granular_peak = 0;  // the peak of their bytes each rounded up to kDeviceGranularityBytes
 };
 MemoryUsage memory_usage();  // this process
 

@@ -39,6 +39,8 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
   for (int c = 0; c < kMemoryCategories; ++c)
     visit(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + "_peak_bytes",
           memory_peak[c]);
+  visit("memory/buffers_peak", buffers_peak);
+  visit("memory/granular_peak_bytes", granular_peak_bytes);
 }
 
 std::vector<double> RankFigures::values() const {
@@ -80,6 +82,8 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
     f.memory[c] = static_cast<double>(memory.current[c]);
     f.memory_peak[c] = static_cast<double>(memory.peak[c]);
   }
+  f.buffers_peak = static_cast<double>(memory.buffers_peak);
+  f.granular_peak_bytes = static_cast<double>(memory.granular_peak);
   return f;
 }
 

@@ -427,7 +427,8 @@ std::string Trainer::memory_report(bool bytes) const {
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   if (bytes)
     return "memory_estimate_bytes: " + describe_estimate(estimate, total, true) +
-           " block_activations=" + std::to_string(plan::block_activation_bytes(in));
+           " block_activations=" + std::to_string(plan::block_activation_bytes(in)) +
+           " buffers=" + std::to_string(estimate.buffers);
   std::string recompute = recompute_.mode + (recompute_.mode == "every_k" ? " K = " + std::to_string(recompute_.interval) : "");
   return "memory per rank by the model (busiest rank per category): " + describe_estimate(estimate, total, false) +
          "; recompute " + recompute + " (" + recompute_.why + ")";

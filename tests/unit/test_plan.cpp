@@ -349,10 +349,13 @@ BOOST_AUTO_TEST_CASE(memory_overflow_names_the_categories) {
   BOOST_TEST(e.reason.find("optimizer") != std::string::npos);
 }
 
-// Beside the tensors a GPU holds the runtime's reservation and NCCL's buffers for each of the
-// rank's communicators: tensor 8 × data 4 is in the world's, its tensor group's and its data
-// group's, 0.6 GB + 3 × 200 MB on the A100 profile; a profile without the keys (a CPU's) holds
-// none, and a device that fits the tensors but not the rest does not fit.
+// Beside the tensors a GPU holds the runtime's reservation, NCCL's buffers for each of the
+// rank's communicators and the pages its buffers are rounded up to: tensor 8 × data 4 is in the
+// world's, its tensor group's and its data group's, 0.6 GB + 3 × 200 MB on the A100 profile, and
+// its 4 blocks kept whole in one slot (the first and last stage's: 13 of its own) are 13 + 4 × 13
+// buffers beside the bound on the rest, each up
+// to 2 MiB more; a profile without the keys (a CPU's) holds none, and a device that fits the
+// tensors but not the rest does not fit.
 BOOST_AUTO_TEST_CASE(the_runtime_and_nccl_hold_device_memory_too) {
   Workload w;
   w.config = {1024, 50257, model::padded_vocab_for(50257), 4, 8, 512};
@@ -363,16 +366,21 @@ BOOST_AUTO_TEST_CASE(the_runtime_and_nccl_hold_device_memory_too) {
   Hardware hw = a100();
   StepEstimate e = estimate_step(w, l, hw);
   BOOST_TEST(e.communicators == 3);
-  BOOST_TEST(e.runtime_bytes == 0.6e9 + 3 * 200e6, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(e.memory.buffers == 13 + 4 * kBuffersPerKeptBlock + kBuffersBesideBlocks);
+  BOOST_TEST(e.allocation_slack_bytes == double(e.memory.buffers) * (2 << 20));
+  BOOST_TEST(e.runtime_bytes == 0.6e9 + 3 * 200e6 + e.allocation_slack_bytes, boost::test_tools::tolerance(1e-12));
+  Layout recomputing = l;  // a block's output kept alone, one block's 13 for the recompute
+  recomputing.recompute = "full";
+  BOOST_TEST(estimate_step(w, recomputing, hw).memory.buffers == 13 + 4 + kBuffersPerKeptBlock + kBuffersBesideBlocks);
   BOOST_TEST(e.headroom_bytes == hw.memory_bytes - double(e.memory_total) - e.runtime_bytes);
   hw.memory_bytes = double(e.memory_total) + e.runtime_bytes / 2;
   e = estimate_step(w, l, hw);
   BOOST_TEST(!e.feasible);
-  BOOST_TEST(e.reason.find("the runtime and 3 NCCL communicators 1.2 GB") != std::string::npos, e.reason);
+  BOOST_TEST(e.reason.find("the runtime, 3 NCCL communicators and 113 buffers' page rounding 1.4 GB") != std::string::npos, e.reason);
   l.pipeline = 2, l.context = 2;  // + pipeline, embedding and context groups
   BOOST_TEST(estimate_step(w, l, hw).communicators == 6);
   std::string cpu = slurp("inputs/hardware/a100-80gb-dgx.ini");
-  for (const char* key : {"reserved_gb", "nccl_mb_per_group"}) {
+  for (const char* key : {"reserved_gb", "nccl_mb_per_group", "compute_units"}) {
     const size_t at = cpu.find(key);
     cpu.replace(at, cpu.find('\n', at) - at, "");
   }
