@@ -40,7 +40,7 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
     visit(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + "_peak_bytes",
           memory_peak[c]);
   visit("memory/buffers_peak", buffers_peak);
-  visit("memory/granular_peak_bytes", granular_peak_bytes);
+  visit("memory/granular_peak", granular_peak);
 }
 
 std::vector<double> RankFigures::values() const {
@@ -83,7 +83,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
     f.memory_peak[c] = static_cast<double>(memory.peak[c]);
   }
   f.buffers_peak = static_cast<double>(memory.buffers_peak);
-  f.granular_peak_bytes = static_cast<double>(memory.granular_peak);
+  f.granular_peak = static_cast<double>(memory.granular_peak);
   return f;
 }
 

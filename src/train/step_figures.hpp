@@ -33,8 +33,9 @@ struct RankFigures {
   std::array<double, 3> data_bytes{}, tensor_bytes{}, pipeline_bytes{};
   std::array<double, kMemoryCategories> memory{}, memory_peak{};  // tracked bytes per category
   // The most buffers alive at once, and the peak of their bytes at a GPU's allocation granularity
-  // (MemoryUsage): what the same buffers take as cudaMalloc's pages.
-  double buffers_peak = 0, granular_peak_bytes = 0;
+  // (MemoryUsage): what the same buffers take as cudaMalloc's pages. Not named *_peak_bytes, which
+  // readers sum as the categories (scripts/sweep).
+  double buffers_peak = 0, granular_peak = 0;
 
   // Calls visit(name, value) for every figure, in one fixed order, with its metrics.h5 name:
   // the one place that orders, names and (by the same walk) serialises the record.
