@@ -63,7 +63,6 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
   memory["total"] = e.memory_total;  // the tensors'
   memory["runtime"] = e.runtime_bytes;
   memory["allocation_slack"] = e.allocation_slack_bytes;
-  memory["buffers"] = double(e.memory.buffers);
   memory["device_total"] = double(e.memory_total) + e.runtime_bytes;
   Json row = {{"source", source},
               {"rank", rank},
@@ -84,6 +83,7 @@ std::string layout_json(const Candidate& c, double efficiency, const std::string
               {"feasible", e.feasible},
               {"reason", e.reason},
               {"memory_bytes", memory},
+              {"buffers", e.memory.buffers},  // alive at once on the busiest rank: each one cudaMalloc
               {"headroom_bytes", e.headroom_bytes},
               {"step_time_s", e.step_s},
               {"pipeline_s", e.pipeline_s},
