@@ -77,9 +77,10 @@ struct Workload {
 // and hidden dropout, 16-bit activations in the tensor all-reduces and pipeline messages, fused
 // 16-bit element-wise kernels, the scatter/gather of pipeline messages —; or TorchTitan's — 16-bit
 // activations in the collectives, torch.compile's fused 16-bit element-wise kernels, its
-// activation checkpointing (Workload::torchtitan_recompute) —, and either's FSDP prefetch
-// (Workload::fsdp_prefetch), for predicting their published
-// runs. Everything else (the
+// activation checkpointing (Workload::torchtitan_recompute), DTensor's kept all-gathered inputs
+// and async TP's reach (Workload::sequence_parallel_regathers, tp_overlap_backward_scatters) —,
+// and either's FSDP prefetch (Workload::fsdp_prefetch), for predicting their published runs.
+// Everything else (the
 // distributed optimizer, sequence and context parallelism, interleaving, the tensor-parallel
 // overlap, the schedules) is a layout setting that both have.
 enum class Implementation { trident, megatron, torchtitan };
