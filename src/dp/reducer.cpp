@@ -29,8 +29,8 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
   // Where the gradients are: the bucket is packed by the device's copies or roundings.
   packed_ = TensorBuffer(wire_, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
   if (zero_) own_pieces_ = own_pieces(buckets_, data_rank_, data_size_);
-  if (zero_ >= 2) block_bucket_ = block_buckets(buckets_);
   if (zero_ >= 2) {
+    block_bucket_ = block_buckets(buckets_);
     owned_grads_ = Buffer<float>(static_cast<size_t>(model::total_count(owned_)), MemoryCategory::Gradients, backend,
                                  MemoryKind::device);
     if (wire_ != DType::f32)

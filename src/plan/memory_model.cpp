@@ -2,6 +2,7 @@
 #include "plan/memory_model.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "comm/collective_settings.hpp"
@@ -63,13 +64,29 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 
+// The recompute's segment of K blocks: 1 full, the interval every_k, 0 without (or selective).
+int recompute_segment(const MemoryInputs& in) {
+  return in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
+}
+
+// Σ over the stage's model chunks (one without the interleaved schedule) of its slots
+// (pipeline::chunk_slots) times per_slot(the chunk's blocks).
+int64_t over_slots(const MemoryInputs& in, int stage, const std::vector<int>& slots,
+                   const std::function<int64_t(int)>& per_slot) {
+  const int chunks = in.virtual_stages;
+  int64_t sum = 0;
+  for (int j = 0; j < chunks; ++j)
+    sum += slots[j] * per_slot(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
+  return sum;
+}
+
 // Per model chunk (one without the interleaved schedule) its slots, each the chunk's blocks and
 // input; the head's buffers in the last chunk's slots of the last stage.
 int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const Sizes z = sizes(in);
   const int chunks = in.virtual_stages;
   const bool selective = in.recompute == "selective" && !in.torchtitan_recompute;
-  const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
+  const int K = recompute_segment(in);
   auto slot_bytes = [&](int L) {  // a slot of a chunk of L blocks
     int64_t slot = z.rows * z.C * kFloat;  // stage input
     if (in.torchtitan_recompute && K > 0) {  // blocks K, 2K, ... keep their input alone
@@ -89,9 +106,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
     head = z.BT * z.C * stored_bytes(in) + (2 * z.rows + 2 * z.BT) * kFloat +
            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
   const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
-  int64_t kept = 0;  // every chunk's slots
-  for (int j = 0; j < chunks; ++j)
-    kept += slots[j] * slot_bytes(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
+  const int64_t kept = over_slots(in, stage, slots, slot_bytes);  // every chunk's slots
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   // bf16's materialized attention keeps a 16-bit copy of the probabilities where it reads the kept
   // q, k, v as they are (not grouped); a learned position table is read in chunks with context
@@ -123,7 +138,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
 // kept block's 13 (the input alone or a segment's output where it keeps one value), the
 // recompute's one-segment set.
 int64_t activation_buffers(const MemoryInputs& in, int stage) {
-  const int K = in.recompute == "full" ? 1 : in.recompute == "every_k" ? in.recompute_interval : 0;
+  const int K = recompute_segment(in);
   const int64_t slot_own = 1 + (stage == 0 ? 2 : 0) + (stage == in.pipeline - 1 ? 10 : 0);
   auto slot_buffers = [&](int L) {
     int64_t slot = slot_own;
@@ -134,12 +149,8 @@ int64_t activation_buffers(const MemoryInputs& in, int stage) {
     }
     return slot;
   };
-  const int chunks = in.virtual_stages;
-  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
-  int64_t count = int64_t(K) * kBuffersPerKeptBlock;
-  for (int j = 0; j < chunks; ++j)
-    count += slots[j] * slot_buffers(chunks > 1 ? in.chunk_layers[j * in.pipeline + stage] : in.stage_layers[stage]);
-  return count;
+  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages);
+  return int64_t(K) * kBuffersPerKeptBlock + over_slots(in, stage, slots, slot_buffers);
 }
 
 // Widened 16-bit GEMMs: the one workspace (kernels/cpu/matmul.cpp), as large as the largest
