@@ -285,6 +285,19 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   entry(ctx, &KernelTable::linear_backward, "linear_backward")(ctx, dx, dw, dbias, dy, dy_low, x, w);
 }
 
+void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
+                         const Tensor& w, const Tensor& bias) {
+  const Arguments args("linear_gelu_forward");
+  check_linear_operands(args, x, w);
+  const int64_t M = matrix_rows(x), N = matrix_rows(w);
+  args.operand("pre", pre);
+  args.exactly("pre", pre, pre.dtype, M * N);
+  args.exactly("act", act, pre.dtype, M * N);
+  args.f32("sums", sums, M * N);
+  args.optional_f32("bias", bias, N);
+  entry(ctx, &KernelTable::linear_gelu_forward, "linear_gelu_forward")(ctx, pre, act, sums, x, w, bias);
+}
+
 void strided_matmul(Context& ctx, const Tensor& c, const Strides& c_strides, const Tensor& a, const Strides& a_strides,
                     const Tensor& b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
                     bool accumulate) {
@@ -351,7 +364,10 @@ void gelu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {
 }
 
 void gelu_backward(Context& ctx, const Tensor& dinp, const Tensor& inp, const Tensor& dout) {
-  check_elementwise(Arguments("gelu_backward"), {{"inp", inp}, {"dinp", dinp}, {"dout", dout}});
+  const Arguments args("gelu_backward");
+  args.operand("inp", inp);  // f32, or the 16-bit values kept
+  check_elementwise(args, {{"dinp", dinp}, {"dout", dout}});
+  args.exactly("inp", inp, inp.dtype, dinp.shape.numel());
   entry(ctx, &KernelTable::gelu_backward, "gelu_backward")(ctx, dinp, inp, dout);
 }
 

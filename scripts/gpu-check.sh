@@ -155,8 +155,8 @@ kernel_check() {
 }
 for check in $(gpu_tests --list); do kernel_check 60 "$check"; done
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
-for check in linear_f32 linear_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 attention_bf16 \
-    flash_attention crossentropy; do
+for check in linear_f32 linear_bf16 linear_gelu_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 \
+    attention_bf16 flash_attention crossentropy; do
   kernel_check 90 "$check" --gpt2
 done
 # memcheck over the small sizes (at 124M sizes it would take minutes).

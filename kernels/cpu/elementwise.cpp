@@ -70,6 +70,13 @@ void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, s
   }
 }
 
+// Widened into dinp first (exact), then the f32 kernel in place: the same bits as from an f32 copy.
+void gelu_backward_low16(Context& ctx, Precision precision, float* dinp, const low16* inp, const float* dout,
+                         size_t n) {
+  from_low(ctx, precision, dinp, inp, n);
+  gelu_backward(ctx, dinp, dinp, dout, n);
+}
+
 void residual_forward(Context&, float* out, const float* a, const float* b, size_t n) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

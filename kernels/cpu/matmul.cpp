@@ -236,6 +236,21 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
   cpu::linear_forward_low(ctx, precision_of(x.dtype), y.as<float>(), x.as<low16>(), w.as<low16>(), b, M, K, N);
 }
 
+// The GEMM into sums, then what the layer's parts did apart: pre kept in its type (the sums
+// rounded with it, kernels::store), act = the GELU of those values, kept likewise. In f32 the
+// sums are pre's values.
+void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
+                         const Tensor& w, const Tensor& bias) {
+  cpu::linear_forward(ctx, sums, x, w, bias);
+  if (pre.dtype == DType::f32) {
+    if (pre.data != sums.data) cpu::copy(ctx, pre, sums);
+    return cpu::gelu_forward(ctx, act, pre);
+  }
+  cpu::store(ctx, pre, sums);
+  cpu::gelu_forward(ctx, sums, sums);
+  cpu::store(ctx, act, sums);
+}
+
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
                      const Tensor& dy_low, const Tensor& x, const Tensor& w) {
   const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));

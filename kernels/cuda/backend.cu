@@ -41,6 +41,7 @@ KernelTable make_table() {
   t.narrow = &cuda::narrow;
   t.linear_forward = &cuda::linear_forward;
   t.linear_backward = &cuda::linear_backward;
+  t.linear_gelu_forward = &cuda::linear_gelu_forward;
   t.strided_matmul = &cuda::strided_matmul;
   t.batched_matmul = &cuda::batched_matmul;
   t.batched_matmul_bf16 = &cuda::batched_matmul_bf16;

@@ -68,4 +68,9 @@ void store_low(Context& ctx, Precision precision, low16* kept, float* values, si
 void round_low(Context& ctx, Precision precision, float* values, size_t n);
 low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t n);
 
+// ---- The GELU layer's unfused ending (elementwise.cu) --------------------------------------------
+// pre = sums rounded to `precision`'s 16-bit type, act = GELU(pre's values) rounded: what
+// linear_gelu_forward writes where cuBLASLt's epilogue does not take the GEMM.
+void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, const float* sums, size_t n);
+
 }  // namespace trident::kernels::cuda

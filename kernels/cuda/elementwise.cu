@@ -19,6 +19,21 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
   FOR_EACH_ELEMENT(i, n) dinp[i] = gelu_gradient(inp[i], dout[i]);
 }
 
+template <bool fp16>
+__global__ void gelu_backward_low16_kernel(float* dinp, const low16* inp, const float* dout, size_t n) {
+  FOR_EACH_ELEMENT(i, n) dinp[i] = gelu_gradient(low16_widen<fp16>(inp[i]), dout[i]);
+}
+
+// pre = sums rounded; act = GELU(pre's value) rounded.
+template <bool fp16>
+__global__ void keep_with_gelu_kernel(low16* pre, low16* act, const float* sums, size_t n) {
+  FOR_EACH_ELEMENT(i, n) {
+    const low16 rounded = low16_round<fp16>(sums[i]);
+    pre[i] = rounded;
+    act[i] = low16_round<fp16>(gelu_value(low16_widen<fp16>(rounded)));
+  }
+}
+
 __global__ void residual_kernel(float* out, const float* a, const float* b, size_t n) {
   FOR_EACH_ELEMENT(i, n) out[i] = a[i] + b[i];
 }
@@ -127,6 +142,25 @@ void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dou
   if (n == 0) return;
   gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
   check_launch("gelu_backward");
+}
+
+void gelu_backward_low16(Context& ctx, Precision precision, float* dinp, const low16* inp, const float* dout,
+                         size_t n) {
+  if (n == 0) return;
+  if (precision == Precision::fp16)
+    gelu_backward_low16_kernel<true><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
+  else
+    gelu_backward_low16_kernel<false><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
+  check_launch("gelu_backward");
+}
+
+void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, const float* sums, size_t n) {
+  if (n == 0) return;
+  if (precision == Precision::fp16)
+    keep_with_gelu_kernel<true><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(pre, act, sums, n);
+  else
+    keep_with_gelu_kernel<false><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(pre, act, sums, n);
+  check_launch("linear_gelu_forward");
 }
 
 void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n) {

@@ -13,6 +13,7 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -93,8 +94,9 @@ uint32_t alignment(uintptr_t base, int64_t stride_bytes, int64_t call_bytes) {
 
 // The cache key: shape, strides, flags, type and the three alignments.
 using Key = std::array<int64_t, 23>;
-struct KeyHash {
-  size_t operator()(const Key& key) const {
+struct KeyHash {  // FNV-1a over the key's numbers (also GeluKey's)
+  template <size_t N>
+  size_t operator()(const std::array<int64_t, N>& key) const {
     size_t h = 1469598103934665603ull;
     for (int64_t v : key) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
     return h;
@@ -337,6 +339,130 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   if (dx.data) run_gemm(ctx, linear_input_gradient_gemm(M, K, N, type), dx.as<float>(), dy_operand, w.data);
   if (dw.data) run_gemm(ctx, linear_weight_gradient_gemm(M, K, N, type), dw.as<float>(), dy_operand, x.data);
   if (db) column_sums_add(ctx, db, dy.as<float>(), M, N);
+}
+
+// ---- The GELU layer: cuBLASLt's GELU_AUX(_BIAS) epilogue --------------------------------------
+namespace {
+
+// One shape's fused GEMM: act (M, N) in D, pre in the epilogue's auxiliary output (the same type
+// as D by default; our bias is f32 whatever D is). fused false: cuBLASLt has no algorithm for it
+// here, so the GEMM and one pass run instead (said once on stderr: a slower layer, not an error).
+struct GeluPlan {
+  bool fused = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using GeluKey = std::array<int64_t, 9>;
+
+bool succeeded(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
+
+template <class T>
+bool set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  return succeeded(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof value));
+}
+
+// The plan of g (linear_forward_gemm's) writing `out_type` with pre at this alignment. Every
+// refusal along the way (an attribute, the heuristic) leaves fused false.
+GeluPlan create_gelu(const Gemm& g, cudaDataType_t out_type, uint32_t align_x, uint32_t align_w, uint32_t align_out,
+                     void* pre) {
+  GeluPlan plan;
+  Operand first{}, second{};
+  if (!describes(g.K, g.N, g.b, first) || !describes(g.M, g.K, g.a, second)) return plan;
+  const cudaDataType_t operands = cuda_type(g.operands), bias_type = CUDA_R_32F;
+  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  const int64_t aux_ld = g.N;  // pre is D's shape: (N, M) column-major, N apart
+  if (!succeeded(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, first.op) || !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, second.op) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) ||
+      (g.bias && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type)) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld))
+    return plan;
+  if (!succeeded(cublasLtMatrixLayoutCreate(&plan.w, operands, first.layout_rows, first.layout_cols, first.ld)) ||
+      !succeeded(cublasLtMatrixLayoutCreate(&plan.x, operands, second.layout_rows, second.layout_cols, second.ld)) ||
+      !succeeded(cublasLtMatrixLayoutCreate(&plan.out, out_type, g.N, g.M, g.N)))
+    return plan;
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (!succeeded(cublasLtMatmulPreferenceCreate(&preference))) return plan;
+  const uint64_t workspace = kWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof workspace);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof align_w);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_x, sizeof align_x);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out,
+                                       sizeof align_out);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out,
+                                       sizeof align_out);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), plan.op, plan.w, plan.x, plan.out, plan.out,
+                                                               preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  plan.fused = succeeded(status) && found > 0;
+  plan.algo = result.algo;
+  return plan;
+}
+
+void say_unfused(const Gemm& g, const char* why) {
+  std::fprintf(stderr, "kernels::cuda: the GELU layer's %s runs as the GEMM and one pass (%s)\n", describe(g).c_str(),
+               why);
+}
+
+// The fused GEMM, or false where it cannot run (nothing written then).
+bool run_gelu_epilogue(Context& ctx, const Gemm& g, cudaDataType_t out_type, void* pre, void* act, const void* x,
+                       const void* w, const float* bias) {
+  // cuBLASLt's rules for the auxiliary output (ld a multiple of 8) and the bias (our 16-byte rule,
+  // as run_gemm's).
+  if (g.N % 8 != 0 || (bias != nullptr && reinterpret_cast<uintptr_t>(bias) % 16 != 0)) return false;
+  const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
+  const uint32_t align_x = alignment(reinterpret_cast<uintptr_t>(x), 0, 0);
+  const uint32_t align_w = alignment(reinterpret_cast<uintptr_t>(w), 0, 0);
+  const uint32_t align_out = alignment(reinterpret_cast<uintptr_t>(act), 0, 0);
+  const uint32_t align_pre = alignment(reinterpret_cast<uintptr_t>(pre), 0, 0);
+  const GeluKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(out_type), align_x, align_w,
+                    int64_t(align_out) << 16 | align_pre};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  static std::unordered_map<GeluKey, GeluPlan, KeyHash> cache;
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    found = cache.emplace(key, create_gelu(g, out_type, align_x, align_w, align_out, pre)).first;
+    if (!found->second.fused) say_unfused(g, "cuBLASLt offers no algorithm with its GELU_AUX epilogue");
+  }
+  GeluPlan& plan = found->second;
+  if (!plan.fused) return false;
+  if ((bias != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias)) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre))
+    return false;
+  cudaStream_t stream = stream_of(ctx);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t status = cublasLtMatmul(handle(), plan.op, &alpha, w, plan.w, x, plan.x, &beta, act, plan.out,
+                                               act, plan.out, &plan.algo, workspace_of(stream), kWorkspaceBytes, stream);
+  if (succeeded(status)) return true;
+  plan.fused = false;  // refused at the call (before any work): this shape runs unfused from now on
+  say_unfused(g, ("cublasLtMatmul returned status " + std::to_string(status)).c_str());
+  return false;
+}
+
+}  // namespace
+
+void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
+                         const Tensor& w, const Tensor& bias) {
+  require_same_type(x, w);
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
+  if (M == 0 || N == 0) return;
+  const float* b = optional_data<float>(bias);
+  const Gemm g = linear_forward_gemm(M, K, N, b != nullptr, operand_type(x.dtype));
+  const cudaDataType_t out_type = cuda_type(operand_type(pre.dtype));
+  if (K > 0 && run_gelu_epilogue(ctx, g, out_type, pre.data, act.data, x.data, w.data, b)) return;
+  run_gemm(ctx, g, sums.as<float>(), x.data, w.data, b);
+  const size_t n = static_cast<size_t>(M) * N;
+  if (pre.dtype != DType::f32) return keep_with_gelu(ctx, precision_of(pre.dtype), pre.as<low16>(), act.as<low16>(),
+                                                     sums.as<float>(), n);
+  if (pre.data != sums.data) cuda::copy(ctx, pre, sums);
+  cuda::gelu_forward(ctx, act, pre);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {

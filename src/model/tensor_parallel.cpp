@@ -188,6 +188,22 @@ void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, fl
                           w_local, on_device(ctx, b_local, {N_local}));
 }
 
+void column_parallel_gelu_forward(kernels::Context& ctx, const TensorGroup& group, const GeluOutputs& out,
+                                  const Operand& x, const Tensor& gathered, const Operand& w_local,
+                                  const float* b_local, int M, int K, int N_local) {
+  const Tensor pre = out.pre.reshaped({M, N_local}), act = out.act.reshaped({M, N_local});
+  const Tensor sums = out.sums.reshaped({M, N_local}), bias = on_device(ctx, b_local, {N_local});
+  if (group.overlaps()) {  // block j of each output as X_j arrives
+    const int p = group.slice.size;
+    group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
+      kernels::linear_gelu_forward(ctx, block_of(pre, j, p), block_of(act, j, p), block_of(sums, j, p), rows, w_local,
+                                   bias);
+    });
+    return;
+  }
+  kernels::linear_gelu_forward(ctx, pre, act, sums, gathered_input(ctx, group, x, gathered, M, K), w_local, bias);
+}
+
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                               float* dx, float* dw_local, float* db_local, const float* dy_local,
                               const Operand& x, const Tensor& gathered, const Operand& w_local, int M, int K,

@@ -139,6 +139,17 @@ struct GemmMode {
 void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y_local, const Operand& x,
                              const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
                              int N_local);
+// The same layer followed by GPT-2's GELU, in one operation per GEMM (kernels::linear_gelu_forward:
+// on CUDA the GELU in the GEMM's epilogue): pre (M, N_local) = X A_iᵀ + b_i and act (M, N_local) =
+// GELU(pre), both in pre's dtype (the model's kept type: no f32 copy of either on a device); sums
+// (M, N_local) f32, the scratch of a backend that cannot write them from the GEMM (pre itself in
+// fp32).
+struct GeluOutputs {
+  Tensor pre, act, sums;
+};
+void column_parallel_gelu_forward(kernels::Context& ctx, const TensorGroup& group, const GeluOutputs& out,
+                                  const Operand& x, const Tensor& gathered, const Operand& w_local,
+                                  const float* b_local, int M, int K, int N_local);
 // dx (M, K) = (all-reduced); dw_local, db_local += (null: skipped). Sequence-parallel group: x
 // is this rank's rows, gathered again into `gathered`, and dx reduce-scattered: this rank's
 // (M/p, K) at dx + first_row(M)·K.

@@ -289,7 +289,9 @@ void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32
   a.ln1 = kept(rows * C, f32), a.qkv = kept(BT * qkv_local_, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
   a.atty = kept(BT * Cl, f32), a.residual2 = kept(rows * C, f32);
-  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * fc_local_, f32), a.fch_gelu = kept(BT * mlp_local_, f32);
+  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * fc_local_, f32);
+  // GELU's layer writes its output where it is kept (linear_gelu_forward): no f32 working copy.
+  if (role != Role::Working || !gelu_layer()) a.fch_gelu = kept(BT * mlp_local_, f32);
 }
 
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
@@ -612,11 +614,16 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   norm_forward(w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w,
                p.ln2b);
   keep(w.ln2, a.ln2);
-  column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
-                          block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
-  keep(w.fch, a.fch);
-  activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
-  keep(w.fch_gelu, a.fch_gelu);
+  if (gelu_layer()) {  // the GEMM and its GELU written once, where they are kept
+    column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, operand(w.ln2, a.ln2),
+                                 gathered_.view(), block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
+  } else {
+    column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
+                            block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
+    keep(w.fch, a.fch);
+    activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
+    keep(w.fch_gelu, a.fch_gelu);
+  }
   row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
                        operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_),
                        bias(p.fcprojb), BT, mlp_local_, C);
@@ -812,7 +819,8 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
     kernels::clear(ctx_, grad_slots_[static_cast<size_t>(slot_of(l))].view());
   }
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
-    widen(a.fch, w.fch), widen(a.residual2, w.residual2);
+    if (!gelu_layer()) widen(a.fch, w.fch);  // GELU's backward reads the kept values themselves
+    widen(a.residual2, w.residual2);
     if (!bf16_attention()) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
     if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
     else if (!recompute_attention_) widen(a.att, w.att);
@@ -824,7 +832,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
                         bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
                         block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
-  activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
+  activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), (gelu_layer() ? a.fch : w.fch).view({BT, fc_local_}),
                       d_fch_gelu_.view({BT, mlp_local_}));
   column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw),
                            bias(g.fcb), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),

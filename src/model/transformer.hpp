@@ -332,6 +332,9 @@ class Transformer {
   void check_head_gradient(const Slot& slot, float loss_scale) const;
   enum class Role { Kept, OutputOnly, Working };
   bool low() const { return gemm_.precision != kernels::Precision::fp32; }
+  // GPT-2's MLP: its input GEMM and GELU are one operation (kernels::linear_gelu_forward), and the
+  // GELU's backward reads the kept pre-activation as it is; SwiGLU's parts run apart.
+  bool gelu_layer() const { return parts_.activation == ActivationPart::gelu; }
   // The slot's chunk holds the embedding (the first stage's chunk 0) / the head (the last
   // stage's last chunk).
   bool embeds(const Slot& s) const { return tp_.slice.first_stage && s.chunk == 0; }

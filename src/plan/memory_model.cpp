@@ -60,7 +60,9 @@ int64_t layer_bytes(const MemoryInputs& in, bool attention_kept, bool output_f32
 int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   if (!low(in)) return 0;
   const Sizes z = sizes(in);
-  const int64_t working = 3 * z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + z.hidden) + (selective ? 0 : z.probs);
+  // GELU's output is written where it is kept (linear_gelu_forward): in the working set SwiGLU's only.
+  const int64_t hidden = model::block_parts(in.config).activation == model::ActivationPart::gelu ? 0 : z.hidden;
+  const int64_t working = 3 * z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
   return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 

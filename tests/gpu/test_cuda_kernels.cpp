@@ -198,6 +198,20 @@ void conversions(Report& r) {
   }
 }
 
+// A linear layer's x (M, K) and w (N, K) of `type` on both sides: the f32 twins, or their
+// 16-bit roundings (the same bits on both).
+struct LinearOperands {
+  Tensor x_cpu, w_cpu, x_gpu, w_gpu;
+};
+LinearOperands linear_operands(DType type, Floats& x32, Floats& w32, Halves& x_low, Halves& w_low, int M, int K, int N) {
+  if (type == DType::f32) return {x32.on_cpu({M, K}), w32.on_cpu({N, K}), x32.on_gpu({M, K}), w32.on_gpu({N, K})};
+  kernels::convert(g_cpu, x_low.host_tensor(type), x32.host_tensor());
+  kernels::convert(g_cpu, w_low.host_tensor(type), w32.host_tensor());
+  kernels::upload(g_gpu, x_low.tensor(type), x_low.host.data());
+  kernels::upload(g_gpu, w_low.tensor(type), w_low.host.data());
+  return {x_low.on_cpu({M, K}, type), w_low.on_cpu({N, K}, type), x_low.on_gpu({M, K}, type), w_low.on_gpu({N, K}, type)};
+}
+
 // The linear layer, f32 and bf16, with and without bias; backward with dbias, with dx skipped,
 // and (bf16) with dy narrowed in place.
 void linear(Report& r, DType type) {
@@ -205,15 +219,7 @@ void linear(Report& r, DType type) {
   const std::string t = dtype_name(type);
   Floats x32(random_floats(M * K, 3)), w32(random_floats(N * K, 4, 0.1f)), bias(random_floats(N + 1, 5));
   Halves x_low(M * K), w_low(N * K);
-  Tensor x_cpu = x32.on_cpu({M, K}), w_cpu = w32.on_cpu({N, K}), x_gpu = x32.on_gpu({M, K}), w_gpu = w32.on_gpu({N, K});
-  if (type != DType::f32) {
-    kernels::convert(g_cpu, x_low.host_tensor(type), x32.host_tensor());
-    kernels::convert(g_cpu, w_low.host_tensor(type), w32.host_tensor());
-    kernels::upload(g_gpu, x_low.tensor(type), x_low.host.data());
-    kernels::upload(g_gpu, w_low.tensor(type), w_low.host.data());
-    x_cpu = x_low.on_cpu({M, K}, type), w_cpu = w_low.on_cpu({N, K}, type);
-    x_gpu = x_low.on_gpu({M, K}, type), w_gpu = w_low.on_gpu({N, K}, type);
-  }
+  const auto [x_cpu, w_cpu, x_gpu, w_gpu] = linear_operands(type, x32, w32, x_low, w_low, M, K, N);
   kernels::prepare_linear(g_gpu, kernels::precision_of(type), M, K, N, true);
   Floats y(M * N);
   const Device gpu = gpu_backend().device();
@@ -244,6 +250,51 @@ void linear(Report& r, DType type) {
   kernels::linear_backward(g_cpu, Tensor{}, dw.host_tensor(), Tensor{}, dy2.host_tensor(), cpu_narrowed, x_cpu, w_cpu);
   kernels::linear_backward(g_gpu, Tensor{}, dw.tensor(), Tensor{}, dy2.tensor(), gpu_narrowed, x_gpu, w_gpu);
   r.add(dw, kGemm, t + " linear backward dw, dy narrowed in place");
+}
+
+// The GELU layer (cuBLASLt's GELU_AUX_BIAS epilogue, or the GEMM and one pass) against the CPU's
+// parts: pre and act in the operands' type, with and without bias; then GELU's backward from the
+// 16-bit values kept. 16-bit results are compared widened, at one storage unit (a rounding tie of
+// sums that differ in their last bits, and the epilogue's GELU of the unrounded sums).
+void linear_gelu(Report& r, DType type) {
+  const int M = sized(96, 2048), K = sized(80, 768), N = sized(72, 3072);  // GPT-2's fc layer
+  const std::string t = dtype_name(type);
+  const bool low = type != DType::f32;
+  Floats x32(random_floats(M * K, 13)), w32(random_floats(N * K, 14, 0.1f)), bias(random_floats(N, 15));
+  Halves x_low(M * K), w_low(N * K);
+  const auto [x_cpu, w_cpu, x_gpu, w_gpu] = linear_operands(type, x32, w32, x_low, w_low, M, K, N);
+  const Device gpu = gpu_backend().device();
+  const size_t n = static_cast<size_t>(M) * N;
+  Floats sums(n), pre32(n), act32(n);
+  Halves pre_low(n), act_low(n);
+  // The f32 values of a result, whatever its type, on each side.
+  auto widened = [&](Floats& f32, Halves& halves, bool on_gpu) {
+    if (!low) return on_gpu ? f32.from_gpu() : f32.host;
+    std::vector<float> out(n);
+    const std::vector<low16> bits = on_gpu ? halves.from_gpu(type) : halves.host;
+    kernels::convert(g_cpu, view(out.data(), n), view(bits.data(), type, n));
+    return out;
+  };
+  const Tolerance tol = low ? kBf16 : kGemm;
+  for (bool with_bias : {true, false}) {
+    const std::string what = t + " GELU layer" + (with_bias ? " with bias" : "");
+    const Tensor pre_cpu = low ? pre_low.on_cpu({M, N}, type) : pre32.on_cpu({M, N});
+    const Tensor act_cpu = low ? act_low.on_cpu({M, N}, type) : act32.on_cpu({M, N});
+    const Tensor pre_gpu = low ? pre_low.on_gpu({M, N}, type) : pre32.on_gpu({M, N});
+    const Tensor act_gpu = low ? act_low.on_gpu({M, N}, type) : act32.on_gpu({M, N});
+    kernels::linear_gelu_forward(g_cpu, pre_cpu, act_cpu, low ? sums.on_cpu({M, N}) : pre_cpu, x_cpu, w_cpu,
+                                 with_bias ? view(bias.cpu(), N) : Tensor{});
+    kernels::linear_gelu_forward(g_gpu, pre_gpu, act_gpu, low ? sums.on_gpu({M, N}) : pre_gpu, x_gpu, w_gpu,
+                                 with_bias ? view(bias.gpu(), N, gpu) : Tensor{});
+    r.add(compare(widened(pre32, pre_low, true), widened(pre32, pre_low, false), tol, what + ": pre"));
+    r.add(compare(widened(act32, act_low, true), widened(act32, act_low, false), tol, what + ": act"));
+  }
+  if (!low) return;
+  Floats dout(random_floats(n, 16)), dx(n);
+  kernels::upload(g_gpu, pre_low.tensor(type), pre_low.host.data());  // the same kept values on both
+  kernels::gelu_backward(g_cpu, dx.host_tensor(), pre_low.host_tensor(type), dout.host_tensor());
+  kernels::gelu_backward(g_gpu, dx.tensor(), pre_low.tensor(type), dout.tensor());
+  r.add(dx, kF32, t + " gelu backward from the kept values");
 }
 
 void batched(Report& r, bool bf16_operands) {
@@ -693,6 +744,9 @@ const std::vector<Check>& checks() {
       {"linear_f32", [](Report& r) { linear(r, DType::f32); }},
       {"linear_bf16", [](Report& r) { linear(r, DType::bf16); }},
       {"linear_fp16", [](Report& r) { linear(r, DType::fp16); }},
+      {"linear_gelu_f32", [](Report& r) { linear_gelu(r, DType::f32); }},
+      {"linear_gelu_bf16", [](Report& r) { linear_gelu(r, DType::bf16); }},
+      {"linear_gelu_fp16", [](Report& r) { linear_gelu(r, DType::fp16); }},
       {"batched_matmul", [](Report& r) { batched(r, false); }},
       {"batched_matmul_bf16", [](Report& r) { batched(r, true); }},
       {"strided_matmul", [](Report& r) { strided(r, false); }},

@@ -159,6 +159,62 @@ BOOST_AUTO_TEST_CASE(typed_conversions_equal_the_cpu_conversions) {
   BOOST_TEST(unchanged == values);
 }
 
+// The GELU layer in one operation is its parts as the model ran them apart, bit for bit: the
+// GEMM, pre kept (the sums rounded with it), GELU of those values, act kept — in f32 (sums are
+// pre), bf16 and fp16, with and without bias (the guard backend's, in training: e2e/device_guard).
+// GELU's backward from the kept 16-bit values equals it from their f32 widening.
+BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
+  const int M = 37, K = 24, N = 40;
+  const size_t n = size_t(M) * N;
+  const auto x32 = trident::testing::random_vector(size_t(M) * K, 31), w32 = trident::testing::random_vector(size_t(N) * K, 32, 0.3f);
+  const auto bias = trident::testing::random_vector(N, 33), dout = trident::testing::random_vector(n, 34);
+  {
+    kernels::Context ctx;
+    for (DType type : {DType::f32, DType::bf16, DType::fp16}) {
+      const bool low = type != DType::f32;
+      std::vector<low16> x_low(x32.size()), w_low(w32.size());
+      Tensor x = trident::testing::as_tensor(x32, {M, K}), w = trident::testing::as_tensor(w32, {N, K});
+      if (low) {
+        kernels::convert(ctx, trident::view(x_low.data(), type, x_low.size()), x);
+        kernels::convert(ctx, trident::view(w_low.data(), type, w_low.size()), w);
+        x = trident::testing::as_tensor(x_low, type, {M, K}), w = trident::testing::as_tensor(w_low, type, {N, K});
+      }
+      for (bool with_bias : {true, false}) {
+        BOOST_TEST_CONTEXT(trident::dtype_name(type) << (with_bias ? " with bias" : "")) {
+          const Tensor b = with_bias ? trident::testing::as_tensor(bias) : Tensor{};
+          // Apart: y = x wᵀ + b, kept; GELU of what was kept, kept.
+          std::vector<float> y(n), gelu(n), sums(n);
+          std::vector<uint32_t> pre_expected(n), act_expected(n), pre(n), act(n);  // room for either width
+          auto as = [&](std::vector<uint32_t>& v) {
+            return low ? trident::view(reinterpret_cast<low16*>(v.data()), type, n).reshaped({M, N})
+                       : trident::view(reinterpret_cast<float*>(v.data()), n).reshaped({M, N});
+          };
+          const Tensor y_t = trident::view(y.data(), n).reshaped({M, N}), gelu_t = trident::view(gelu.data(), n);
+          kernels::linear_forward(ctx, y_t, x, w, b);
+          if (low) kernels::store(ctx, as(pre_expected), y_t);
+          else std::memcpy(pre_expected.data(), y.data(), n * sizeof(float));
+          kernels::gelu_forward(ctx, gelu_t, y_t);
+          if (low) kernels::store(ctx, as(act_expected), gelu_t);
+          else std::memcpy(act_expected.data(), gelu.data(), n * sizeof(float));
+          // Together.
+          const Tensor sums_t = low ? trident::view(sums.data(), n).reshaped({M, N}) : as(pre);
+          kernels::linear_gelu_forward(ctx, as(pre), as(act), sums_t, x, w, b);
+          const size_t bytes = n * (low ? 2 : 4);
+          BOOST_TEST(std::memcmp(pre.data(), pre_expected.data(), bytes) == 0);
+          BOOST_TEST(std::memcmp(act.data(), act_expected.data(), bytes) == 0);
+          if (!low) continue;
+          std::vector<float> widened(n), from_f32(n), from_kept(n);
+          kernels::convert(ctx, trident::view(widened.data(), n), as(pre));
+          kernels::gelu_backward(ctx, trident::view(from_f32.data(), n), trident::view(widened.data(), n),
+                                 trident::testing::as_tensor(dout));
+          kernels::gelu_backward(ctx, trident::view(from_kept.data(), n), as(pre), trident::testing::as_tensor(dout));
+          BOOST_TEST(std::memcmp(from_kept.data(), from_f32.data(), n * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
 // A backend lacking an operation is not called into: the call says which backend lacks what.
 BOOST_AUTO_TEST_CASE(a_context_runs_on_its_backend) {
   using Table = trident::kernels::KernelTable;
