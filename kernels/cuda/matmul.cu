@@ -344,9 +344,10 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
 // ---- The GELU layer: cuBLASLt's GELU_AUX(_BIAS) epilogue --------------------------------------
 namespace {
 
-// One shape's fused GEMM: act (M, N) in D, pre in the epilogue's auxiliary output (the same type
-// as D by default; our bias is f32 whatever D is). fused false: cuBLASLt has no algorithm for it
-// here, so the GEMM and one pass run instead (said once on stderr: a slower layer, not an error).
+// One shape's fused GEMM: act (M, N) in D, pre in the epilogue's auxiliary output, the bias —
+// all three of D's type (cuBLASLt's rule for non-fp8 GEMMs). fused false: cuBLASLt has no
+// algorithm for it here, so the GEMM and one pass run instead (said once on stderr: a slower
+// layer, not an error).
 struct GeluPlan {
   bool fused = false;
   cublasLtMatmulDesc_t op = nullptr;
@@ -370,13 +371,12 @@ GeluPlan create_gelu(const Gemm& g, cudaDataType_t out_type, uint32_t align_x, u
   GeluPlan plan;
   Operand first{}, second{};
   if (!describes(g.K, g.N, g.b, first) || !describes(g.M, g.K, g.a, second)) return plan;
-  const cudaDataType_t operands = cuda_type(g.operands), bias_type = CUDA_R_32F;
+  const cudaDataType_t operands = cuda_type(g.operands);
   const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
   const int64_t aux_ld = g.N;  // pre is D's shape: (N, M) column-major, N apart
   if (!succeeded(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, first.op) || !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, second.op) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) ||
-      (g.bias && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type)) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld))
     return plan;
@@ -410,12 +410,29 @@ void say_unfused(const Gemm& g, const char* why) {
                why);
 }
 
+// The epilogue's bias in D's type: the f32 bias itself, or rounded on the stream into a buffer of
+// the stream's (per width; stream order keeps one call's values until its GEMM has read them) —
+// exact for a 16-bit model, whose f32 biases are its 16-bit parameters widened. Call with g_mutex
+// held.
+const void* epilogue_bias(Context& ctx, cudaDataType_t out_type, const float* bias, int N) {
+  if (bias == nullptr || out_type == CUDA_R_32F) return bias;
+  static std::map<std::pair<cudaStream_t, int>, Buffer<low16>> rounded;
+  const auto key = std::make_pair(stream_of(ctx), N);
+  auto found = rounded.find(key);
+  if (found == rounded.end())
+    found = rounded.emplace(key, Buffer<low16>(N, MemoryCategory::Workspace, cuda::backend(), MemoryKind::device)).first;
+  if (found->second.data() == nullptr) throw std::runtime_error("cuBLASLt: no device memory for an epilogue's bias");
+  to_low(ctx, out_type == CUDA_R_16F ? Precision::fp16 : Precision::bf16, found->second.data(), bias, N);
+  return found->second.data();
+}
+
 // The fused GEMM, or false where it cannot run (nothing written then).
 bool run_gelu_epilogue(Context& ctx, const Gemm& g, cudaDataType_t out_type, void* pre, void* act, const void* x,
                        const void* w, const float* bias) {
-  // cuBLASLt's rules for the auxiliary output (ld a multiple of 8) and the bias (our 16-byte rule,
-  // as run_gemm's).
-  if (g.N % 8 != 0 || (bias != nullptr && reinterpret_cast<uintptr_t>(bias) % 16 != 0)) return false;
+  // cuBLASLt's rules for the auxiliary output (ld a multiple of 8) and an f32 bias read in place
+  // (our 16-byte rule, as run_gemm's; a 16-bit one is a buffer of its own).
+  if (g.N % 8 != 0 || (bias != nullptr && out_type == CUDA_R_32F && reinterpret_cast<uintptr_t>(bias) % 16 != 0))
+    return false;
   const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
   const uint32_t align_x = alignment(reinterpret_cast<uintptr_t>(x), 0, 0);
   const uint32_t align_w = alignment(reinterpret_cast<uintptr_t>(w), 0, 0);
@@ -432,7 +449,8 @@ bool run_gelu_epilogue(Context& ctx, const Gemm& g, cudaDataType_t out_type, voi
   }
   GeluPlan& plan = found->second;
   if (!plan.fused) return false;
-  if ((bias != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias)) ||
+  const void* typed_bias = epilogue_bias(ctx, out_type, bias, g.N);
+  if ((typed_bias != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, typed_bias)) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre))
     return false;
   cudaStream_t stream = stream_of(ctx);
