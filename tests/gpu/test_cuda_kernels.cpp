@@ -263,6 +263,10 @@ void linear_gelu(Report& r, DType type) {
   Floats x32(random_floats(M * K, 13)), w32(random_floats(N * K, 14, 0.1f)), bias(random_floats(N, 15));
   Halves x_low(M * K), w_low(N * K);
   const auto [x_cpu, w_cpu, x_gpu, w_gpu] = linear_operands(type, x32, w32, x_low, w_low, M, K, N);
+  if (low) {  // a 16-bit model's f32 bias is its 16-bit parameter widened (what the epilogue reads rounded back)
+    kernels::round_to(g_cpu, bias.host_tensor(), type);
+    kernels::upload(g_gpu, bias.tensor(), bias.host.data());
+  }
   const Device gpu = gpu_backend().device();
   const size_t n = static_cast<size_t>(M) * N;
   Floats sums(n), pre32(n), act32(n);
