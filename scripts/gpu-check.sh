@@ -202,8 +202,9 @@ PY
 gpt2_124m gpt2_124m_bf16
 gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
 
-# 4, 5. The training pairs, one rank first: the CUDA run against the CPU run prepared here.
-for ranks in 1 2; do
+# 4, 5. The training pairs, one rank first, then several sharing the GPU over MPI: the CUDA run
+# against the CPU run prepared here.
+for ranks in $(for pair in "${PAIRS[@]}"; do pair_field "$pair" 2; done | sort -nu); do  # every pair's count
   for pair in "${PAIRS[@]}"; do
     [[ $(pair_field "$pair" 2) == "$ranks" ]] || continue
     name=$(pair_field "$pair" 1)
