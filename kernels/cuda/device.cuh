@@ -6,12 +6,24 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
+#include "kernels/kernels.hpp"
+
 // Grid-stride loop: i over [0, n) in steps of the grid's threads.
 #define FOR_EACH_ELEMENT(i, n)                                                                    \
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n);         \
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
 
 namespace trident::kernels::cuda {
+
+// A 16-bit kernel's launch for `precision`'s type: launch(std::true_type) for fp16,
+// launch(std::false_type) for bf16 (the kernels' template <bool fp16> argument).
+template <class Launch>
+void with_type(Precision precision, Launch&& launch) {
+  if (precision == Precision::fp16) launch(std::true_type{});
+  else launch(std::false_type{});
+}
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }

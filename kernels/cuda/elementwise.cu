@@ -147,19 +147,17 @@ void gelu_backward(Context& ctx, float* dinp, const float* inp, const float* dou
 void gelu_backward_low16(Context& ctx, Precision precision, float* dinp, const low16* inp, const float* dout,
                          size_t n) {
   if (n == 0) return;
-  if (precision == Precision::fp16)
-    gelu_backward_low16_kernel<true><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
-  else
-    gelu_backward_low16_kernel<false><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
+  with_type(precision, [&](auto fp16) {
+    gelu_backward_low16_kernel<decltype(fp16)::value><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dinp, inp, dout, n);
+  });
   check_launch("gelu_backward");
 }
 
 void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, const float* sums, size_t n) {
   if (n == 0) return;
-  if (precision == Precision::fp16)
-    keep_with_gelu_kernel<true><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(pre, act, sums, n);
-  else
-    keep_with_gelu_kernel<false><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(pre, act, sums, n);
+  with_type(precision, [&](auto fp16) {
+    keep_with_gelu_kernel<decltype(fp16)::value><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(pre, act, sums, n);
+  });
   check_launch("linear_gelu_forward");
 }
 

@@ -76,10 +76,10 @@ void embedding_forward(Context& ctx, float* out, const int32_t* tokens, const fl
 
 void embedding_forward_low16(Context& ctx, Precision precision, float* out, const int32_t* tokens, const low16* wte,
                              int vocab_begin, int rows, int B, int T, int C) {
-  if (precision == Precision::fp16)
-    launch_embedding_forward(ctx, out, tokens, reinterpret_cast<const Low16<true>*>(wte), vocab_begin, rows, B, T, C);
-  else
-    launch_embedding_forward(ctx, out, tokens, reinterpret_cast<const Low16<false>*>(wte), vocab_begin, rows, B, T, C);
+  with_type(precision, [&](auto fp16) {
+    using Table = Low16<decltype(fp16)::value>;
+    launch_embedding_forward(ctx, out, tokens, reinterpret_cast<const Table*>(wte), vocab_begin, rows, B, T, C);
+  });
 }
 
 void positions_forward(Context& ctx, float* out, const float* wpe, int B, int T, int C) {

@@ -45,12 +45,6 @@ __global__ void narrow_kernel(float* values, size_t begin, size_t end) {
   FOR_EACH_ELEMENT(k, end - begin) slots[begin + k] = low16_round<fp16>(values[begin + k]);
 }
 
-template <class Launch>
-void with_type(Precision precision, Launch&& launch) {
-  if (precision == Precision::fp16) launch(std::true_type{});
-  else launch(std::false_type{});
-}
-
 }  // namespace
 
 void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n) {

@@ -137,6 +137,32 @@ cublasLtMatrixLayout_t make_layout(const Gemm& g, cudaDataType_t type, uint64_t 
   return layout;
 }
 
+// cuBLASLt's best algorithm for op on these layouts (c also D's), at most our workspace, the
+// operands at these alignments in bytes (cuBLASLt's A, B, C: our b, a, c). Returns the heuristic's
+// status; found is false where it offers none.
+cublasStatus_t best_algorithm(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                              cublasLtMatrixLayout_t c, uint32_t align_a, uint32_t align_b, uint32_t align_c,
+                              cublasLtMatmulAlgo_t& algo, bool& found) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasStatus_t status = cublasLtMatmulPreferenceCreate(&preference);
+  found = false;
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  const uint64_t workspace = kWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof workspace);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  status = cublasLtMatmulAlgoGetHeuristic(handle(), op, a, b, c, c, preference, 1, &result, &count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  found = status == CUBLAS_STATUS_SUCCESS && count > 0;
+  if (found) algo = result.algo;
+  return status;
+}
+
 Plan create(const Gemm& g, const Alignments& align) {
   // cuBLASLt's "A" is our b read as bᵀ (N, K); its "B" is our a read as aᵀ (K, M); D is cᵀ (N, M).
   Operand first{}, second{};
@@ -160,25 +186,13 @@ Plan create(const Gemm& g, const Alignments& align) {
   plan.b = make_layout(g, operands, second.layout_rows, second.layout_cols, second.ld, bt.count, bt.stride_a);
   plan.c = make_layout(g, CUDA_R_32F, g.N, g.M, g.c.row, bt.count, bt.stride_c);
 
-  cublasLtMatmulPreference_t preference = nullptr;
-  check_blas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", g);
-  const uint64_t workspace = kWorkspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                       sizeof workspace);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align.b, sizeof align.b);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align.a, sizeof align.a);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align.c, sizeof align.c);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align.c, sizeof align.c);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                               preference, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+  bool found = false;
+  const cublasStatus_t status =
+      best_algorithm(plan.op, plan.a, plan.b, plan.c, align.b, align.a, align.c, plan.algo, found);
+  if (!found)
     throw std::runtime_error("cuBLASLt has no algorithm (status " + std::to_string(status) + ") for the " +
                              describe(g) + ", alignments a " + std::to_string(align.a) + " b " +
                              std::to_string(align.b) + " c " + std::to_string(align.c) + " bytes");
-  plan.algo = result.algo;
   return plan;
 }
 
@@ -384,24 +398,7 @@ GeluPlan create_gelu(const Gemm& g, cudaDataType_t out_type, uint32_t align_x, u
       !succeeded(cublasLtMatrixLayoutCreate(&plan.x, operands, second.layout_rows, second.layout_cols, second.ld)) ||
       !succeeded(cublasLtMatrixLayoutCreate(&plan.out, out_type, g.N, g.M, g.N)))
     return plan;
-  cublasLtMatmulPreference_t preference = nullptr;
-  if (!succeeded(cublasLtMatmulPreferenceCreate(&preference))) return plan;
-  const uint64_t workspace = kWorkspaceBytes;
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                       sizeof workspace);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof align_w);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_x, sizeof align_x);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out,
-                                       sizeof align_out);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out,
-                                       sizeof align_out);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), plan.op, plan.w, plan.x, plan.out, plan.out,
-                                                               preference, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  plan.fused = succeeded(status) && found > 0;
-  plan.algo = result.algo;
+  best_algorithm(plan.op, plan.w, plan.x, plan.out, align_w, align_x, align_out, plan.algo, plan.fused);
   return plan;
 }
 
