@@ -97,11 +97,12 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan all binaries deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
 # The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
 all: deps
 	@$(MAKE) --no-print-directory binaries
 binaries: $(BIN) $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
+bundle-binaries: $(BIN) $(GPU_BIN) $(NCCL_TEST_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -166,9 +167,14 @@ test-long: deps
 # once per change that touches memory or signals.
 # The bundle for a bare GPU node (scripts/bundle.sh), and its proof in a bare Debian root
 # (tests/bundle/run.sh; the root is made once, in a few minutes, and kept).
+# Built in a build directory of its own for any x86-64 CPU with AVX2 (BUNDLE_ARCH): the node's
+# processor is not this machine's, and -march=native code from here can stop there on an
+# illegal instruction (this machine has AVX-512; many GPU hosts' CPUs have other extensions).
+BUNDLE_BUILD ?= build-bundle
+BUNDLE_ARCH ?= -march=x86-64-v3
 bundle: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 binaries
-	@scripts/bundle.sh $(BUILD) bundle
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 BUILD=$(BUNDLE_BUILD) ARCH='$(BUNDLE_ARCH)' bundle-binaries
+	@scripts/bundle.sh $(BUNDLE_BUILD) bundle
 
 test-bundle: bundle
 	@bash tests/bundle/run.sh | tee /tmp/trident-test-bundle.log; \

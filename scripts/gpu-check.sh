@@ -7,15 +7,17 @@
 #   scripts/gpu-check.sh           on the GPU node, from the repository root
 # Parts, in order of value, each under its own timeout and all under one deadline (DEADLINE_S,
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
-# each CUDA kernel against the CPU backend in a process of its own (then under compute-sanitizer's
-# memcheck where it exists), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on,
-# one-rank CPU-vs-CUDA training pairs, two-rank pairs on one GPU over MPI, GPT-2 124M with the
-# materialized attention and whole logits and its per-operation table (bench --ops), NCCL last ("not
-# exercised: one GPU" where there is one). After every part its verdict and figures are appended
+# each CUDA kernel against the CPU backend in a process of its own, the cuBLASLt GEMM rate, GPT-2
+# 124M bf16 with cuda.graphs off and on, one-rank CPU-vs-CUDA training pairs, the pairs of several
+# ranks on one GPU over MPI, GPT-2 124M with the materialized attention and whole logits and its
+# per-operation table (bench --ops), the kernel checks again under compute-sanitizer's memcheck
+# where it exists, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended
 # to OUT/summary.txt (OUT default ./gpu-out) and printed; the same table ends the run even when
 # parts failed; the logs, with nvidia-smi's clocks and power every second, are packed into
 # OUT/logs.tar.gz. No PASS without its figure; every training pair names its largest loss
 # difference. Exit status 0 only when every part passed.
+#   ONLY='REGEX' scripts/gpu-check.sh   a rerun of the parts whose names match (e.g. after a fix,
+#                                  ONLY='pair|kernel attention'); preflight always runs
 #   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
 #                                  fails fast, the table is still written (under a minute)
 set -uo pipefail
@@ -104,6 +106,8 @@ verdict() {
   [[ $status == FAIL ]] && failures=$((failures + 1))
   printf '%-4s %-28s %s\n' "$status" "$part" "$figures" | tee -a "$SUMMARY"
 }
+# wanted PART: whether ONLY (a regular expression over part names; empty: every part) selects it.
+wanted() { [[ -z ${ONLY:-} || $1 =~ $ONLY ]]; }
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
   echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed)"
@@ -138,12 +142,13 @@ export TRIDENT_TRY_CUDA_TRAINER=1
 ((gpus > 0)) && { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
                     --format=csv -l 1 > "$LOGS/nvidia-smi.csv" 2>&1 & SMI_PID=$!; }
 
-# 1. Each kernel against the CPU backend, a process each; then memcheck over them.
+# 1. Each kernel against the CPU backend, a process each (memcheck over them comes at the end).
 # kernel_check BUDGET NAME [--gpt2]: one check in a process of its own, its line as the verdict
 # (named NAME_124m at GPT-2 124M sizes: gpu_tests --gpt2).
 kernel_check() {
   local budget=$1 check=$2 size=${3:-} name=$2
   [[ -n $size ]] && name=${check}_124m
+  wanted "kernel $name" || return 0
   within "$budget" gpu_tests $size "$check" > "$LOGS/kernel-$name.log" 2>&1
   local status=$? line
   line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$name.log")
@@ -159,32 +164,23 @@ for check in linear_f32 linear_bf16 linear_gelu_bf16 strided_matmul strided_matm
     attention_bf16 flash_attention crossentropy; do
   kernel_check 90 "$check" --gpt2
 done
-# memcheck over the small sizes (at 124M sizes it would take minutes).
-if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
-  for check in $(gpu_tests --list); do
-    within 120 compute-sanitizer --tool memcheck --error-exitcode 99 gpu_tests "$check" > "$LOGS/memcheck-$check.log" 2>&1
-    status=$?
-    [[ $status == 0 ]] && verdict PASS "memcheck $check" "$(grep -m1 'ERROR SUMMARY' "$LOGS/memcheck-$check.log")" ||
-      verdict FAIL "memcheck $check" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|Invalid' "$LOGS/memcheck-$check.log")"
-  done
-else
-  verdict SKIP memcheck "compute-sanitizer not found (or no GPU)"
-fi
-
 # 2. The cuBLASLt GEMM rate.
-within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
-gemm=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
-[[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(tail -1 "$LOGS/gemm.log")"
-# The rates as a profile's [gemm] section: append it to inputs/hardware/<this GPU>.ini and the
-# planner times each product from the nearest measured shape (docs/PLANNER.md).
-{ echo "[gemm]  # measured by scripts/gpu-check.sh (gpu_gemm_rate) on $(grep -m1 '^device:' "$LOGS/gemm.log" | cut -d' ' -f2-)"
-  grep '^profile ' "$LOGS/gemm.log" | cut -d' ' -f2-; } > "$LOGS/gemm-table.ini"
-cp "$LOGS/gemm-table.ini" "$OUT/gemm-table.ini"
+if wanted "gemm bf16 8192^3"; then
+  within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
+  gemm=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
+  [[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(tail -1 "$LOGS/gemm.log")"
+  # The rates as a profile's [gemm] section: append it to inputs/hardware/<this GPU>.ini and the
+  # planner times each product from the nearest measured shape (docs/PLANNER.md).
+  { echo "[gemm]  # measured by scripts/gpu-check.sh (gpu_gemm_rate) on $(grep -m1 '^device:' "$LOGS/gemm.log" | cut -d' ' -f2-)"
+    grep '^profile ' "$LOGS/gemm.log" | cut -d' ' -f2-; } > "$LOGS/gemm-table.ini"
+  cp "$LOGS/gemm-table.ini" "$OUT/gemm-table.ini"
+fi
 
 # 3. GPT-2 124M (seq 1024) bf16, 30 steps of 16 sequences, the median of the last 15.
 gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   local name=$1
   shift
+  wanted "$name" || return 0
   within 150 trident train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
     --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false $DATA \
     --data.format=llmc --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
@@ -208,6 +204,7 @@ for ranks in $(for pair in "${PAIRS[@]}"; do pair_field "$pair" 2; done | sort -
   for pair in "${PAIRS[@]}"; do
     [[ $(pair_field "$pair" 2) == "$ranks" ]] || continue
     name=$(pair_field "$pair" 1)
+    wanted "pair $name" || continue
     # shellcheck disable=SC2046
     within 90 mpirun -np "$ranks" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") --kernels.device=cuda \
       $(pair_field "$pair" 6) --train.run_dir="$LOGS/$name" > "$LOGS/$name.log" 2>&1
@@ -232,14 +229,32 @@ done
 # attention and the head as before that issue (the defaults are flash and the chunked classifier).
 gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.classifier_chunk=0
 # Each operation's share of the step (trident bench --ops: events on the stream), at that size.
-within 120 trident bench inputs/bench-124m.deck --ops --kernels.device=cuda --optim.precision=bf16 --steps=3 \
-  --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
-ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
-[[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
-  verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
+if wanted "bench --ops gpt2_124m_bf16"; then
+  within 120 trident bench inputs/bench-124m.deck --ops --kernels.device=cuda --optim.precision=bf16 --steps=3 \
+    --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
+  ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
+  [[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
+    verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
+fi
 
-# 7. NCCL, last: one rank per GPU.
-if ((gpus >= 2)); then
+# 7. memcheck over the small sizes (at 124M sizes it would take minutes), after every figure:
+# under it each check takes tens of seconds, and what it finds adds to a verdict above.
+if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
+  for check in $(gpu_tests --list); do
+    wanted "memcheck $check" || continue
+    within 120 compute-sanitizer --tool memcheck --error-exitcode 99 gpu_tests "$check" > "$LOGS/memcheck-$check.log" 2>&1
+    status=$?
+    [[ $status == 0 ]] && verdict PASS "memcheck $check" "$(grep -m1 'ERROR SUMMARY' "$LOGS/memcheck-$check.log")" ||
+      verdict FAIL "memcheck $check" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|Invalid' "$LOGS/memcheck-$check.log")"
+  done
+elif wanted memcheck; then
+  verdict SKIP memcheck "compute-sanitizer not found (or no GPU)"
+fi
+
+# 8. NCCL, last: one rank per GPU.
+if ! wanted nccl; then
+  :
+elif ((gpus >= 2)); then
   within 120 mpirun -np 2 test_nccl > "$LOGS/nccl.log" 2>&1
   p=$(grep -c '^PASS' "$LOGS/nccl.log") f=$(grep -c '^FAIL' "$LOGS/nccl.log")
   ((p > 0 && f == 0)) && verdict PASS nccl "$p checks passed" || verdict FAIL nccl "$p passed, $f failed"
