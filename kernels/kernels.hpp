@@ -45,12 +45,18 @@ enum class Arithmetic { native, portable };
 // device (null on the CPU, a cudaStream_t on CUDA). low16_gemm: the path of the CPU's 16-bit
 // GEMMs (a job's is kernels.low16_gemm agreed over all ranks; automatic probes this CPU).
 // arithmetic: native or portable (above; the CPU's kernels read it, CUDA's ignore it).
+// attention_operands: the type the memory-efficient attention may round q, k, v, the
+// probabilities and dS to for its matrix products (the job's optim.precision): CUDA's tiled
+// kernels multiply them on the tensor cores in bf16 or fp16 (FlashAttention's arithmetic), summing
+// in f32; fp32 keeps every product in f32. The CPU computes in f32 whatever it says.
 class OpTimes;  // kernels/op_times.hpp
+enum class Precision { fp32, bf16, fp16 };  // a model's storage: f32, or 16-bit values (below)
 struct Context {
   Backend* backend = nullptr;
   Stream stream;
   Low16Gemm low16_gemm = Low16Gemm::automatic;
   Arithmetic arithmetic = Arithmetic::native;
+  Precision attention_operands = Precision::fp32;
   OpTimes* op_times = nullptr;  // `trident bench --ops`: each operation timed into it (null: not)
 };
 
@@ -59,7 +65,6 @@ struct Context {
 using bf16 = uint16_t;
 // A 16-bit value of the model's storage type: bf16 or IEEE binary16 (fp16), as Precision says.
 using low16 = uint16_t;
-enum class Precision { fp32, bf16, fp16 };
 const char* precision_name(Precision precision);  // "fp32", "bf16", "fp16"
 
 // Where the matrices of a (batch, heads) grid of matrices live, in elements: entry (row, col) of

@@ -11,7 +11,7 @@
 # 124M bf16 with cuda.graphs off and on, one-rank CPU-vs-CUDA training pairs, the pairs of several
 # ranks on one GPU over MPI, GPT-2 124M with the materialized attention and whole logits and its
 # per-operation table (bench --ops), the kernel checks again under compute-sanitizer's memcheck
-# where it exists, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended
+# (and the tensor-core attention's under racecheck and synccheck) where it exists, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended
 # to OUT/summary.txt (OUT default ./gpu-out) and printed; the same table ends the run even when
 # parts failed; the logs, with nvidia-smi's clocks and power every second, are packed into
 # OUT/logs.tar.gz. No PASS without its figure; every training pair names its largest loss
@@ -161,7 +161,7 @@ kernel_check() {
 for check in $(gpu_tests --list); do kernel_check 60 "$check"; done
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
 for check in linear_f32 linear_bf16 linear_gelu_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 \
-    attention_bf16 flash_attention crossentropy; do
+    attention_bf16 flash_attention flash_attention_bf16 crossentropy; do
   kernel_check 90 "$check" --gpt2
 done
 # 2. The cuBLASLt GEMM rate.
@@ -249,6 +249,17 @@ if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
   done
 elif wanted memcheck; then
   verdict SKIP memcheck "compute-sanitizer not found (or no GPU)"
+fi
+# The tensor-core attention's shared memory under racecheck and synccheck (its warps share tiles).
+if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
+  for tool in racecheck synccheck; do
+    wanted "$tool flash_attention_bf16" || continue
+    within 120 compute-sanitizer --tool "$tool" --error-exitcode 99 gpu_tests flash_attention_bf16 \
+      > "$LOGS/$tool-flash.log" 2>&1
+    status=$?
+    [[ $status == 0 ]] && verdict PASS "$tool flash_attention_bf16" "$(grep -m1 'ERROR SUMMARY' "$LOGS/$tool-flash.log")" ||
+      verdict FAIL "$tool flash_attention_bf16" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|hazard|Race' "$LOGS/$tool-flash.log")"
+  done
 fi
 
 # 8. NCCL, last: one rank per GPU.

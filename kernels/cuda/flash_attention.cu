@@ -1,11 +1,14 @@
 // Memory-efficient causal attention on the device, as the CPU's (kernels/cpu/flash_attention.cpp):
 // no T×T buffer, the probabilities recomputed in backward from each query's log-sum-exp.
 //
-// First-light kernels, written for correctness and a memory footprint of O(B·NH·T), not yet for
-// speed: one warp per query row (forward, dq) or key row (dk, dv), each lane holding hs/32 of the
-// row's channels in registers, the dot products reduced across the warp in a fixed shuffle tree
-// (the same sums every run). The tiled kernel with shared-memory tiles, or cuDNN's fused
-// attention, replaces them on the way to issue 32's step-time target.
+// Two sets of kernels:
+// - 16-bit models (ctx.attention_operands bf16 or fp16) with heads of 32, 64 or 128 channels:
+//   the tiled tensor-core kernels of flash_attention_mma.cu.
+// - Everything else (f32 models, whose products stay f32; other head sizes): the first-light
+//   kernels here, written for correctness and a memory footprint of O(B·NH·T), not for speed: one
+//   warp per query row (forward, dq) or key row (dk, dv), each lane holding hs/32 of the row's
+//   channels in registers, the dot products reduced across the warp in a fixed shuffle tree (the
+//   same sums every run).
 //
 // Forward, per query t, over the keys s ≤ t (scale = 1/√hs):
 //   S = q·k_s·scale;  m' = max(m, S);  l = l·e^(m−m') + e^(S−m');  acc = acc·e^(m−m') + e^(S−m')·v_s
@@ -19,30 +22,13 @@
 #include "kernels/common/math.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
+#include "kernels/cuda/flash_attention.cuh"
 
 namespace trident::kernels::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxPerLane = 8;  // channels per lane: heads of up to 256 channels
-
-// One head's rows of a block (ring attention, kernels::AttentionBlock; the whole sequence is the
-// block of one chunk): queries t in [0, n) at sequence rows q0 + t of the fused (B, T, 3C)
-// activation, keys and values s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2C and
-// W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t.
-struct HeadRows {
-  const float* qkv;
-  const float* kv;
-  int T, C, hs, NH, W, q0, k0, n;
-  bool causal;
-  __device__ const float* q(int b, int h, int t) const { return qkv + (size_t(b) * T + q0 + t) * 3 * C + h * hs; }
-  __device__ size_t k_offset(int b, int h, int s) const { return (size_t(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
-  __device__ const float* k(int b, int h, int s) const { return kv + k_offset(b, h, s); }
-  __device__ size_t row(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * C + h * hs; }
-  __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + q0 + t; }
-  __device__ int key_end(int t) const { return causal ? t + 1 : n; }      // keys a query sees: [0, key_end)
-  __device__ int query_begin(int s) const { return causal ? s : 0; }    // queries a key is seen by: [query_begin, n)
-};
 
 // The warp's row: this lane's channels of x (lane, lane + 32, ...), zero past hs.
 __device__ inline void load(float (&into)[kMaxPerLane], const float* x, int hs, int lane) {
@@ -191,6 +177,7 @@ HeadRows block_rows(const float* qkv, const float* kv, int W, int T, int C, int 
 
 void forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine) {
   if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (mma_attention_takes(rows.hs, ctx.attention_operands)) return mma_attention_forward(ctx, out, lse, rows, B, combine);
   require_head_size(rows.hs);
   forward_kernel<<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
       out, lse, rows, B, 1.0f / std::sqrt(static_cast<float>(rows.hs)), combine);
@@ -200,6 +187,8 @@ void forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, 
 void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out, const float* lse,
               const HeadRows& rows, int B, bool accumulate) {
   if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (mma_attention_takes(rows.hs, ctx.attention_operands))
+    return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
   require_head_size(rows.hs);
   const float scale = 1.0f / std::sqrt(static_cast<float>(rows.hs));
   const int blocks = warp_blocks(B, rows.n, rows.NH);

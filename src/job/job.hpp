@@ -21,9 +21,9 @@ struct Job {
   layout::Grid grid;
   topo::Topology topology;
   RunSettings settings;     // the deck read once into types: what the code runs on
-  kernels::Context device;  // the kernel backend, its default stream, the 16-bit GEMM path and the
-                            // arithmetic: chosen once here and passed to everything that runs
-                            // kernels
+  kernels::Context device;  // the kernel backend, its default stream, the 16-bit GEMM path, the
+                            // arithmetic and the attention's operand type: chosen once here and
+                            // passed to everything that runs kernels
 };
 
 // Collective over `world` (every rank of the job: comm/world.hpp). Every problem with the input

@@ -513,6 +513,69 @@ void flash_attention(Report& r) {
   }
 }
 
+// The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16) against the
+// CPU's f32 products on the same 16-bit inputs (a 16-bit model's kept q, k, v): they differ by the
+// rounding of dy, P and dS to the operand type, hence the bf16 tolerance for out and dqkv; the
+// log-sum-exps involve no such rounding (products of 16-bit values are exact in f32), so they
+// are held to the GEMM tolerance. Heads of 32, 64 and 128 channels, T across the 64-row tiles
+// (70, 130), below one tile (37) and 1; then ring attention's blocks of two tiles each: a causal
+// first block and an unmasked earlier one folded in, and both backward added up.
+void flash_attention_16bit(Report& r, Precision operands) {
+  Context gpu16 = g_gpu;
+  gpu16.attention_operands = operands;
+  const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
+  const std::string kind = operands == Precision::fp16 ? "fp16 " : "bf16 ";
+  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
+                                 std::tuple<int, int, int>{37, 256, 2}, std::tuple<int, int, int>{130, 256, 2},
+                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{1, 128, 2}}) {
+    const int B = 2;
+    const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+    Floats qkv(random_floats(n_qkv, 85)), out(n_out), lse(n_lse), dout(random_floats(n_out, 86)), dqkv(n_qkv, 5.0f);
+    kernels::round_to(g_cpu, qkv.host_tensor(), type);
+    kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
+    const Shape sequence{B, T, 3 * C};
+    const std::string at = kind + "(T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
+    kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
+    kernels::flash_attention_forward(gpu16, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
+    r.add(out, kBf16, "tensor-core flash attention out " + at);
+    r.add(lse, kGemm, "tensor-core flash attention log-sum-exp " + at);
+    kernels::upload(g_gpu, out.tensor(), out.cpu());
+    kernels::upload(g_gpu, lse.tensor(), lse.cpu());
+    kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
+                                      out.host_tensor(), lse.host_tensor(), NH);
+    kernels::flash_attention_backward(gpu16, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(),
+                                      lse.tensor(), NH);
+    r.add(dqkv, kBf16, "tensor-core flash attention dqkv " + at);
+  }
+  // Two chunks of 100 rows (two tiles each, the second partial), heads of 128 channels: chunk 1's
+  // queries against its own keys (causal, first), then against chunk 0's.
+  const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2;
+  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+  Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f);
+  kernels::round_to(g_cpu, qkv.host_tensor(), type);
+  kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
+  const Shape sequence{B, T, 3 * C};
+  const kernels::AttentionBlock own{1, 1, rows, true, true}, earlier{1, 0, rows, false, false};
+  for (const kernels::AttentionBlock& block : {own, earlier}) {
+    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence),
+                                           qkv.on_cpu(sequence), NH, block);
+    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), qkv.on_gpu(sequence),
+                                           qkv.on_gpu(sequence), NH, block);
+  }
+  r.add(out, kBf16, "tensor-core ring blocks out " + kind);
+  r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind);
+  kernels::upload(g_gpu, out.tensor(), out.cpu());
+  kernels::upload(g_gpu, lse.tensor(), lse.cpu());
+  for (const kernels::AttentionBlock& block : {own, earlier}) {
+    kernels::flash_attention_block_backward(g_cpu, dqkv.host_tensor(), dqkv.host_tensor(), dout.host_tensor(),
+                                            qkv.on_cpu(sequence), qkv.on_cpu(sequence), out.host_tensor(),
+                                            lse.host_tensor(), NH, block);
+    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence),
+                                            qkv.on_gpu(sequence), out.tensor(), lse.tensor(), NH, block);
+  }
+  r.add(dqkv, kBf16, "tensor-core ring blocks dqkv " + kind);
+}
+
 void decode(Report& r) {
   const int positions = 37, C = 96, NH = 4;
   for (int KV : {4, 2, 1}) {  // multi-head, grouped, multi-query: the cache holds KV heads
@@ -762,6 +825,8 @@ const std::vector<Check>& checks() {
       {"attention_f32", [](Report& r) { attention(r, false); }},
       {"attention_bf16", [](Report& r) { attention(r, true); }},
       {"flash_attention", flash_attention},
+      {"flash_attention_bf16", [](Report& r) { flash_attention_16bit(r, Precision::bf16); }},
+      {"flash_attention_fp16", [](Report& r) { flash_attention_16bit(r, Precision::fp16); }},
       {"attention_decode", decode},
       {"embeddings", embeddings},
       {"crossentropy", crossentropy},

@@ -1,0 +1,520 @@
+// The memory-efficient attention of 16-bit models on the tensor cores: FlashAttention-2's tiles
+// (Dao 2023, Algorithms 1 and 2) with nvcuda::wmma's 16×16×16 products, operands in the model's
+// 16-bit type (ctx.attention_operands: bf16 or fp16), every sum in f32. The arithmetic is
+// FlashAttention's: q, k, v and dy are rounded to the 16-bit type as a tile is loaded (q, k, v
+// are a 16-bit model's kept values, so only Llama's rotated q and k change), and the
+// probabilities P and dS are rounded before their products; the softmax statistics (m, l, the
+// log-sum-exp L) and D = dy·y stay f32. The CPU (kernels/cpu/flash_attention.cpp) keeps dy, P and
+// dS in f32, so the two agree to those roundings (one 16-bit unit), not to the bit: tests/gpu's
+// flash_attention_bf16.
+//
+// A block is 4 warps and one tile of 64 queries (forward, dq) or keys (dk, dv), each warp 16 of
+// its rows; the tiles of the other side pass through shared memory 64 rows at a time. Per pair of
+// tiles, a warp computes its 16 × 64 products on the tensor cores into f32 fragments, stores them
+// to its rows of shared memory (wmma does not say which lane holds which element), applies the mask
+// and the exponentials there lane by lane, and writes P or dS back as 16-bit operands of the next
+// products.
+//
+// Forward (a block per (batch, head, query tile), the costliest tiles of the causal mask first),
+// for each key tile j up to the diagonal:
+//   S = q kⱼᵀ · scale;  m' = max(m, rowmax S);  P = exp(S − m');  l = l·exp(m − m') + rowsum P;
+//   o = o·exp(m − m') + P vⱼ  (o in shared memory: its rows are rescaled lane by lane);  m = m'
+// then y = o / l and L = m + log l, or, for a ring block after the first, folded into y and L.
+// Backward, with P = exp(q kᵀ · scale − L), D = rowsum(dy ⊙ y), dP = dy vᵀ and dS = P ⊙ (dP − D) ·
+// scale, in two kernels so that every gradient has one writer and no atomics (the same sums every
+// run), each recomputing P:
+//   keys (a block per key tile, over the query tiles that see it):  dv += Pᵀ dy;  dk += dSᵀ q
+//   queries (a block per query tile, over the key tiles it sees):    dq += dS k
+// dk, dv and dq are held in f32 fragments across the loop and added to the gradients at its end.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common/math.hpp"
+#include "kernels/cuda/device.cuh"
+#include "kernels/cuda/flash_attention.cuh"
+
+namespace trident::kernels::cuda {
+namespace {
+namespace wmma = nvcuda::wmma;
+
+constexpr int kWarps = 4;           // a block's warps
+constexpr int kTile = 16 * kWarps;  // a tile's queries or keys: 16 rows a warp
+constexpr int kThreadsPerBlock = 32 * kWarps;
+// Row padding in elements (16 bytes), so that the 16 rows a fragment reads fall on different
+// banks; every fragment's first element stays 32-byte aligned, as wmma's loads and stores need.
+constexpr int kPad16 = 8, kPad32 = 4;
+
+template <bool fp16>
+using Operand = std::conditional_t<fp16, __half, __nv_bfloat16>;
+template <class T>
+__device__ inline T to_operand(float x);
+template <>
+__device__ inline __nv_bfloat16 to_operand(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ inline __half to_operand(float x) { return __float2half_rn(x); }
+
+template <class T>
+using RowsA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;  // 16 rows of a row-major tile
+template <class T>
+using RowsB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;  // a 16 × 16 block of a row-major tile
+template <class T>
+using ColumnsB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;  // the same, transposed: 16 rows as columns
+using Sums = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Shared memory carved in 128-byte pieces, in byte offsets, the same on the host (the launch's
+// size) and on the device.
+struct Carve {
+  size_t used = 0;
+  template <class T>
+  __host__ __device__ size_t take(size_t n) {
+    const size_t at = used;
+    used += (n * sizeof(T) + 127) / 128 * 128;
+    return at;
+  }
+};
+
+// The shared memory of a block, in byte offsets. ld: a 16-bit row of hs channels (q, k, v, dy);
+// ldp: a 16-bit row of 64 probabilities or dS; lds: an f32 row of 64 products (forward), or of
+// max(64, hs) (backward: the rows hold the gradients at the end); ldo: an f32 row of hs outputs.
+template <int HS>
+struct Tiles {
+  static constexpr int ld = HS + kPad16, ldp = kTile + kPad16, ldo = HS + kPad32;
+  static constexpr int lds_forward = kTile + kPad32, lds_backward = (HS > kTile ? HS : kTile) + kPad32;
+};
+
+template <int HS>
+struct ForwardLayout {
+  size_t q, k, v, s, p, o, row_max, row_sum, row_scale, bytes;
+  __host__ __device__ ForwardLayout() {
+    Carve c;
+    q = c.take<uint16_t>(kTile * Tiles<HS>::ld), k = c.take<uint16_t>(kTile * Tiles<HS>::ld);
+    v = c.take<uint16_t>(kTile * Tiles<HS>::ld), s = c.take<float>(kTile * Tiles<HS>::lds_forward);
+    p = c.take<uint16_t>(kTile * Tiles<HS>::ldp), o = c.take<float>(kTile * Tiles<HS>::ldo);
+    row_max = c.take<float>(kTile), row_sum = c.take<float>(kTile), row_scale = c.take<float>(kTile);
+    bytes = c.used;
+  }
+};
+
+// Both backward kernels: k, v, q, dy tiles, the f32 products S and dP, the 16-bit P (keys only)
+// and dS, and the query rows' L and D.
+template <int HS>
+struct BackwardLayout {
+  size_t k, v, q, dy, s, dp, p, ds, L, D, bytes;
+  __host__ __device__ explicit BackwardLayout(bool keys) {
+    Carve c;
+    k = c.take<uint16_t>(kTile * Tiles<HS>::ld), v = c.take<uint16_t>(kTile * Tiles<HS>::ld);
+    q = c.take<uint16_t>(kTile * Tiles<HS>::ld), dy = c.take<uint16_t>(kTile * Tiles<HS>::ld);
+    s = c.take<float>(kTile * Tiles<HS>::lds_backward), dp = c.take<float>(kTile * Tiles<HS>::lds_backward);
+    p = keys ? c.take<uint16_t>(kTile * Tiles<HS>::ldp) : 0;
+    ds = c.take<uint16_t>(kTile * Tiles<HS>::ldp);
+    L = c.take<float>(kTile), D = c.take<float>(kTile);
+    bytes = c.used;
+  }
+};
+
+template <class T>
+__device__ inline T* at(unsigned char* smem, size_t offset) {
+  return reinterpret_cast<T*>(smem + offset);
+}
+
+// The backward kernels' shared memory as pointers (p: the keys' kernel alone).
+template <int HS, class T>
+struct BackwardTiles {
+  T *k, *v, *q, *dy, *p, *ds;
+  float *s, *dp, *L, *D;
+  __device__ BackwardTiles(unsigned char* smem, bool keys) {
+    const BackwardLayout<HS> layout(keys);
+    k = at<T>(smem, layout.k), v = at<T>(smem, layout.v), q = at<T>(smem, layout.q), dy = at<T>(smem, layout.dy);
+    p = keys ? at<T>(smem, layout.p) : nullptr, ds = at<T>(smem, layout.ds);
+    s = at<float>(smem, layout.s), dp = at<float>(smem, layout.dp), L = at<float>(smem, layout.L);
+    D = at<float>(smem, layout.D);
+  }
+};
+
+// A tile's 64 rows of hs channels, rounded to the operand type: row r from row(r) where r < valid,
+// zeros past it. Consecutive threads read consecutive channels of a row.
+template <int HS, class T, class Row>
+__device__ void load_tile(T* tile, int valid, Row row) {
+  for (int i = threadIdx.x; i < kTile * HS; i += kThreadsPerBlock) {
+    const int r = i / HS, d = i % HS;
+    tile[r * Tiles<HS>::ld + d] = to_operand<T>(r < valid ? row(r)[d] : 0.0f);
+  }
+}
+
+// The key tile at k_begin: k and v rows, rounded.
+template <int HS, class T>
+__device__ void load_keys(T* k, T* v, const HeadRows& rows, int b, int h, int k_begin) {
+  const int valid = min(kTile, rows.n - k_begin);
+  load_tile<HS>(k, valid, [&](int r) { return rows.k(b, h, k_begin + r); });
+  load_tile<HS>(v, valid, [&](int r) { return rows.k(b, h, k_begin + r) + rows.C; });
+}
+
+// Where a block's tile and head are: blocks run (batch, head, tile) with the tile fastest;
+// reversed: the last tile first (the costliest under the causal mask for queries).
+struct BlockTile {
+  int b, h, begin, valid;
+  __device__ BlockTile(const HeadRows& rows, bool reversed) {
+    const int tiles = (rows.n + kTile - 1) / kTile, index = static_cast<int>(blockIdx.x % tiles);
+    const int tile = reversed ? tiles - 1 - index : index;
+    h = static_cast<int>(blockIdx.x / tiles % rows.NH);
+    b = static_cast<int>(blockIdx.x / tiles / rows.NH);
+    begin = tile * kTile;
+    valid = min(kTile, rows.n - begin);
+  }
+};
+
+// out (16 × 64, f32, row stride lds) = the warp's 16 rows of a (row-major, stride ld) times the 64
+// rows of b (row-major, stride ld) transposed: a · bᵀ over hs channels.
+template <int HS, class T>
+__device__ void rows_times_rows(float* out, int lds, const T* a, const T* b) {
+  constexpr int ld = Tiles<HS>::ld;
+  Sums sums[kTile / 16];
+#pragma unroll
+  for (int c = 0; c < kTile / 16; ++c) wmma::fill_fragment(sums[c], 0.0f);
+#pragma unroll
+  for (int d = 0; d < HS; d += 16) {
+    RowsA<T> rows;
+    wmma::load_matrix_sync(rows, a + d, ld);
+#pragma unroll
+    for (int c = 0; c < kTile / 16; ++c) {
+      ColumnsB<T> columns;
+      wmma::load_matrix_sync(columns, b + c * 16 * ld + d, ld);
+      wmma::mma_sync(sums[c], rows, columns, sums[c]);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kTile / 16; ++c) wmma::store_matrix_sync(out + c * 16, sums[c], lds, wmma::mem_row_major);
+}
+
+// sums[d/16] (16 × hs) += the warp's 16 rows of p (16-bit, 64 columns, stride ldp) times the 64
+// rows of x (row-major, stride ld).
+template <int HS, class T>
+__device__ void accumulate_product(Sums (&sums)[HS / 16], const T* p, const T* x) {
+#pragma unroll
+  for (int c = 0; c < kTile; c += 16) {
+    RowsA<T> rows;
+    wmma::load_matrix_sync(rows, p + c, Tiles<HS>::ldp);
+#pragma unroll
+    for (int d = 0; d < HS / 16; ++d) {
+      RowsB<T> block;
+      wmma::load_matrix_sync(block, x + c * Tiles<HS>::ld + d * 16, Tiles<HS>::ld);
+      wmma::mma_sync(sums[d], rows, block, sums[d]);
+    }
+  }
+}
+
+template <int HS, bool fp16>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    forward_kernel(float* out, float* lse, HeadRows rows, float scale, bool combine) {
+  using T = Operand<fp16>;
+  constexpr int ld = Tiles<HS>::ld, ldp = Tiles<HS>::ldp, lds = Tiles<HS>::lds_forward, ldo = Tiles<HS>::ldo;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const ForwardLayout<HS> layout;
+  T *q = at<T>(smem, layout.q), *k = at<T>(smem, layout.k), *v = at<T>(smem, layout.v), *p = at<T>(smem, layout.p);
+  float *s = at<float>(smem, layout.s), *o = at<float>(smem, layout.o), *row_max = at<float>(smem, layout.row_max),
+        *row_sum = at<float>(smem, layout.row_sum), *row_scale = at<float>(smem, layout.row_scale);
+  const BlockTile tile(rows, true);
+  const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;  // the warp's rows: [r0, r0 + 16)
+
+  load_tile<HS>(q, tile.valid, [&](int r) { return rows.q(tile.b, tile.h, tile.begin + r); });
+  for (int i = threadIdx.x; i < kTile * HS; i += kThreadsPerBlock) o[i / HS * ldo + i % HS] = 0.0f;
+  for (int r = threadIdx.x; r < kTile; r += kThreadsPerBlock) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+  const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
+  for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
+    __syncthreads();  // every warp is done with the last k and v (the first time: q, o, statistics set)
+    load_keys<HS>(k, v, rows, tile.b, tile.h, k_begin);
+    __syncthreads();
+    rows_times_rows<HS>(s + r0 * lds, lds, q + r0 * ld, k);
+    __syncwarp();
+    // The online softmax of the warp's rows, a row at a time, the lanes over its 64 keys.
+    for (int rr = 0; rr < 16; ++rr) {
+      const int r = r0 + rr, t = tile.begin + r;
+      float x[2], top = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = lane + 32 * j, key = k_begin + c;
+        const bool seen = key < rows.n && (!rows.causal || key <= t);
+        x[j] = seen ? s[r * lds + c] * scale : -INFINITY;
+        top = fmaxf(top, x[j]);
+      }
+      top = warp_reduce(top, MaxOp{});
+      const float m_old = row_max[r], m_new = fmaxf(m_old, top);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet (padding)
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float e = x[j] == -INFINITY ? 0.0f : vexp(x[j] - base);
+        sum += e;
+        p[r * ldp + lane + 32 * j] = to_operand<T>(e);
+      }
+      sum = warp_reduce(sum, SumOp{});
+      __syncwarp();  // every lane has read row_max[r] before lane 0 writes it
+      if (lane == 0) {
+        const float correction = m_old == -INFINITY ? 0.0f : vexp(m_old - base);
+        row_scale[r] = correction;
+        row_sum[r] = row_sum[r] * correction + sum;
+        row_max[r] = m_new;
+      }
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * HS; i += 32) o[(r0 + i / HS) * ldo + i % HS] *= row_scale[r0 + i / HS];
+    __syncwarp();
+#pragma unroll
+    for (int d = 0; d < HS; d += 16) {  // o += P v, a 16-channel block of the output at a time
+      Sums sums;
+      wmma::load_matrix_sync(sums, o + r0 * ldo + d, ldo, wmma::mem_row_major);
+#pragma unroll
+      for (int c = 0; c < kTile; c += 16) {
+        RowsA<T> probabilities;
+        RowsB<T> values;
+        wmma::load_matrix_sync(probabilities, p + r0 * ldp + c, ldp);
+        wmma::load_matrix_sync(values, v + c * ld + d, ld);
+        wmma::mma_sync(sums, probabilities, values, sums);
+      }
+      wmma::store_matrix_sync(o + r0 * ldo + d, sums, ldo, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  // y = o / l and L = m + log l, or folded into what out and lse hold (as the warp kernels).
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = r0 + rr, t = tile.begin + r;
+    if (r >= tile.valid) break;
+    const float l = row_sum[r], block_lse = row_max[r] + logf(l);
+    float* y = out + rows.row(tile.b, tile.h, t);
+    float& row_lse = lse[rows.stat(tile.b, tile.h, t)];
+    const float old_lse = combine ? row_lse : block_lse, top = fmaxf(old_lse, block_lse);
+    const float merged = combine ? top + logf(vexp(old_lse - top) + vexp(block_lse - top)) : block_lse;
+    const float keep = combine ? vexp(old_lse - merged) : 0.0f, add = combine ? vexp(block_lse - merged) / l : 0.0f;
+    for (int d = lane; d < HS; d += 32) {
+      const float value = o[r * ldo + d];
+      y[d] = combine ? y[d] * keep + value * add : value / l;
+    }
+    __syncwarp();  // every lane has read the old lse before lane 0 writes the new
+    if (lane == 0) row_lse = merged;
+  }
+}
+
+// The query side of a pair of tiles in backward: q and dy rounded, and per query row its L and
+// D = dy·y (f32, from the f32 values), a warp per 16 rows.
+template <int HS, class T>
+__device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, const float* dout,
+                             const float* out, const float* lse, int b, int h, int q_begin, int q_valid) {
+  load_tile<HS>(tiles.q, q_valid, [&](int r) { return rows.q(b, h, q_begin + r); });
+  load_tile<HS>(tiles.dy, q_valid, [&](int r) { return dout + rows.row(b, h, q_begin + r); });
+  const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = r0 + rr, t = q_begin + r;
+    float part = 0.0f;
+    if (r < q_valid)
+      for (int d = lane; d < HS; d += 32) part += dout[rows.row(b, h, t) + d] * out[rows.row(b, h, t) + d];
+    part = warp_reduce(part, SumOp{});
+    if (lane == 0) tiles.D[r] = part, tiles.L[r] = r < q_valid ? lse[rows.stat(b, h, t)] : 0.0f;
+  }
+}
+
+// dS (and, for the keys' kernel, P) of the warp's 16 rows from S and dP in shared memory.
+// transposed: the rows are keys and the columns queries (the keys' kernel); else the reverse.
+template <int HS, class T>
+__device__ void probabilities_and_ds(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, int r0, int row_begin,
+                                     int column_begin, bool transposed, float scale) {
+  constexpr int lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
+  const int lane = threadIdx.x % 32;
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r = r0 + rr;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int c = lane + 32 * j;
+      const int query = transposed ? column_begin + c : row_begin + r, key = transposed ? row_begin + r : column_begin + c;
+      const int qi = transposed ? c : r;  // the query's row of the tile: its L and D
+      const bool seen = query < rows.n && key < rows.n && (!rows.causal || key <= query);
+      const float prob = seen ? vexp(tiles.s[r * lds + c] * scale - tiles.L[qi]) : 0.0f;
+      if (tiles.p != nullptr) tiles.p[r * ldp + c] = to_operand<T>(prob);
+      tiles.ds[r * ldp + c] = to_operand<T>(prob * (tiles.dp[r * lds + c] - tiles.D[qi]) * scale);
+    }
+  }
+}
+
+// The warp's 16 rows of f32 fragments (16 × hs), through its rows of `scratch`, added to (or, not
+// accumulate, written into) rows `row(r)` of a gradient, rows past `valid` left alone.
+template <int HS, class Row>
+__device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int valid, bool accumulate, Row row) {
+  constexpr int lds = Tiles<HS>::lds_backward;
+#pragma unroll
+  for (int d = 0; d < HS / 16; ++d) wmma::store_matrix_sync(scratch + r0 * lds + d * 16, sums[d], lds, wmma::mem_row_major);
+  __syncwarp();
+  for (int i = threadIdx.x % 32; i < 16 * HS; i += 32) {
+    const int r = r0 + i / HS, d = i % HS;
+    if (r >= valid) continue;
+    float* target = row(r);
+    target[d] = (accumulate ? target[d] : 0.0f) + scratch[r * lds + d];
+  }
+}
+
+// dk and dv of a key tile (into dkv, of kv's layout), over the query tiles that see it.
+template <int HS, bool fp16>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    key_gradients_kernel(float* dkv, const float* dout, const float* out, const float* lse, HeadRows rows,
+                         float scale, bool accumulate) {
+  using T = Operand<fp16>;
+  constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const BackwardTiles<HS, T> t(smem, true);
+  const BlockTile tile(rows, false);  // the first key tiles are seen by the most queries
+  const int r0 = threadIdx.x / 32 * 16;
+
+  load_keys<HS>(t.k, t.v, rows, tile.b, tile.h, tile.begin);
+  Sums dk[HS / 16], dv[HS / 16];
+#pragma unroll
+  for (int d = 0; d < HS / 16; ++d) wmma::fill_fragment(dk[d], 0.0f), wmma::fill_fragment(dv[d], 0.0f);
+  // Tiles of queries and keys start at the same multiples of 64: under the causal mask the first
+  // query tile that sees this key tile is the one at its rows.
+  for (int q_begin = rows.causal ? tile.begin : 0; q_begin < rows.n; q_begin += kTile) {
+    __syncthreads();  // every warp is done with the last q, dy, L and D
+    load_queries<HS>(t, rows, dout, out, lse, tile.b, tile.h, q_begin, min(kTile, rows.n - q_begin));
+    __syncthreads();
+    rows_times_rows<HS>(t.s + r0 * lds, lds, t.k + r0 * ld, t.q);    // Sᵀ: the warp's keys against the queries
+    rows_times_rows<HS>(t.dp + r0 * lds, lds, t.v + r0 * ld, t.dy);  // dPᵀ
+    __syncwarp();
+    probabilities_and_ds<HS>(t, rows, r0, tile.begin, q_begin, true, scale);
+    __syncwarp();
+    accumulate_product<HS>(dv, t.p + r0 * ldp, t.dy);  // dv += Pᵀ dy
+    accumulate_product<HS>(dk, t.ds + r0 * ldp, t.q);  // dk += dSᵀ q
+    __syncwarp();
+  }
+  const auto key_row = [&](int r) { return dkv + rows.k_offset(tile.b, tile.h, tile.begin + r); };
+  write_rows<HS>(dk, t.s, r0, tile.valid, accumulate, key_row);
+  write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, [&](int r) { return key_row(r) + rows.C; });
+}
+
+// dq of a query tile (the q columns of dqkv), over the key tiles it sees.
+template <int HS, bool fp16>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse, HeadRows rows,
+                           float scale, bool accumulate) {
+  using T = Operand<fp16>;
+  constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const BackwardTiles<HS, T> t(smem, false);
+  const BlockTile tile(rows, true);
+  const int r0 = threadIdx.x / 32 * 16;
+
+  load_queries<HS>(t, rows, dout, out, lse, tile.b, tile.h, tile.begin, tile.valid);
+  Sums dq[HS / 16];
+#pragma unroll
+  for (int d = 0; d < HS / 16; ++d) wmma::fill_fragment(dq[d], 0.0f);
+  const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
+  for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
+    __syncthreads();  // every warp is done with the last k and v (the first time: q, dy, L, D loaded)
+    load_keys<HS>(t.k, t.v, rows, tile.b, tile.h, k_begin);
+    __syncthreads();
+    rows_times_rows<HS>(t.s + r0 * lds, lds, t.q + r0 * ld, t.k);    // S: the warp's queries against the keys
+    rows_times_rows<HS>(t.dp + r0 * lds, lds, t.dy + r0 * ld, t.v);  // dP
+    __syncwarp();
+    probabilities_and_ds<HS>(t, rows, r0, tile.begin, k_begin, false, scale);
+    __syncwarp();
+    accumulate_product<HS>(dq, t.ds + r0 * ldp, t.k);  // dq += dS k
+    __syncwarp();
+  }
+  write_rows<HS>(dq, t.s, r0, tile.valid, accumulate,
+                 [&](int r) { return dqkv + rows.q_offset(tile.b, tile.h, tile.begin + r); });
+}
+
+// launch(std::integral_constant<int, hs>) for the head sizes the kernels are built for.
+template <class Launch>
+void with_head_size(int hs, Launch&& launch) {
+  if (hs == 32) launch(std::integral_constant<int, 32>{});
+  else if (hs == 64) launch(std::integral_constant<int, 64>{});
+  else if (hs == 128) launch(std::integral_constant<int, 128>{});
+  else throw std::logic_error("the tensor-core attention has no kernel for heads of " + std::to_string(hs) + " channels");
+}
+
+// The most shared memory a block may ask for on this process's device (a process drives one
+// device: a rank's).
+size_t shared_memory_limit() {
+  static const size_t limit = [] {
+    int device = 0, bytes = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+          "cudaDeviceGetAttribute (shared memory per block)");
+    return static_cast<size_t>(bytes);
+  }();
+  return limit;
+}
+
+// The largest shared memory of the three kernels for heads of hs channels.
+template <int HS>
+size_t largest_layout() {
+  const size_t forward = ForwardLayout<HS>().bytes, keys = BackwardLayout<HS>(true).bytes;
+  return forward > keys ? forward : keys;  // the queries' kernel holds one 16-bit tile fewer than the keys'
+}
+
+// A kernel may use more than the default 48 KB of shared memory only when told so, once per
+// process (the attribute is the device's, and a process drives one device). Not a stream
+// operation: a graph's capture is unaffected, and the first call of each kernel runs before any
+// capture anyway (Transformer::run_recorded).
+template <class Kernel>
+void allow_shared(Kernel kernel, size_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute (flash attention's shared memory)");
+}
+
+unsigned tile_blocks(const HeadRows& rows, int B) {
+  return static_cast<unsigned>(size_t(B) * rows.NH * ((rows.n + kTile - 1) / kTile));
+}
+
+float scale_of(const HeadRows& rows) { return 1.0f / std::sqrt(static_cast<float>(rows.hs)); }
+
+}  // namespace
+
+// Heads of 128 channels need 152 KiB for the keys' kernel: an A100's or H100's blocks may have
+// it (163 and 227 KiB), an sm_86 or sm_89 GPU's (99 KiB) may not, and there the warp kernels run.
+bool mma_attention_takes(int hs, Precision operands) {
+  if (operands == Precision::fp32 || (hs != 32 && hs != 64 && hs != 128)) return false;
+  size_t bytes = 0;
+  with_head_size(hs, [&](auto size) { bytes = largest_layout<decltype(size)::value>(); });
+  return bytes <= shared_memory_limit();
+}
+
+void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine) {
+  with_type(ctx.attention_operands, [&](auto fp16) {
+    with_head_size(rows.hs, [&](auto hs) {
+      constexpr int HS = decltype(hs)::value;
+      constexpr bool F = decltype(fp16)::value;
+      const size_t bytes = ForwardLayout<HS>().bytes;
+      static const bool allowed = (allow_shared(forward_kernel<HS, F>, bytes), true);
+      (void)allowed;
+      forward_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, bytes, stream_of(ctx)>>>(out, lse, rows,
+                                                                                              scale_of(rows), combine);
+    });
+  });
+  check_launch("flash_attention_forward (tensor cores)");
+}
+
+// The key kernel writes dk and dv, the query kernel dq, one after the other on the stream.
+void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out,
+                            const float* lse, const HeadRows& rows, int B, bool accumulate) {
+  with_type(ctx.attention_operands, [&](auto fp16) {
+    with_head_size(rows.hs, [&](auto hs) {
+      constexpr int HS = decltype(hs)::value;
+      constexpr bool F = decltype(fp16)::value;
+      const size_t key_bytes = BackwardLayout<HS>(true).bytes, query_bytes = BackwardLayout<HS>(false).bytes;
+      static const bool allowed = (allow_shared(key_gradients_kernel<HS, F>, key_bytes),
+                                   allow_shared(query_gradients_kernel<HS, F>, query_bytes), true);
+      (void)allowed;
+      key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
+          dkv, dout, out, lse, rows, scale_of(rows), accumulate);
+      check_launch("flash_attention_backward (tensor cores, keys)");
+      query_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
+          dqkv, dout, out, lse, rows, scale_of(rows), accumulate);
+      check_launch("flash_attention_backward (tensor cores, queries)");
+    });
+  });
+}
+
+}  // namespace trident::kernels::cuda
