@@ -23,14 +23,15 @@
 // Backward, with P = exp(q kᵀ · scale − L), D = rowsum(dy ⊙ y), dP = dy vᵀ and dS = P ⊙ (dP − D) ·
 // scale, in two kernels so that every gradient has one writer and no atomics (the same sums every
 // run), each recomputing P:
+//   queries (a block per query tile, over the key tiles it sees):    dq += dS k  (and D, kept)
 //   keys (a block per key tile, over the query tiles that see it):  dv += Pᵀ dy;  dk += dSᵀ q
-//   queries (a block per query tile, over the key tiles it sees):    dq += dS k
 // dk, dv and dq are held in f32 fragments across the loop and added to the gradients at its end.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -90,13 +91,13 @@ struct Tiles {
 
 template <int HS>
 struct ForwardLayout {
-  size_t q, k, v, s, p, o, row_max, row_sum, row_scale, bytes;
+  size_t q, k, v, s, p, o, row_max, row_sum, bytes;
   __host__ __device__ ForwardLayout() {
     Carve c;
     q = c.take<uint16_t>(kTile * Tiles<HS>::ld), k = c.take<uint16_t>(kTile * Tiles<HS>::ld);
     v = c.take<uint16_t>(kTile * Tiles<HS>::ld), s = c.take<float>(kTile * Tiles<HS>::lds_forward);
     p = c.take<uint16_t>(kTile * Tiles<HS>::ldp), o = c.take<float>(kTile * Tiles<HS>::ldo);
-    row_max = c.take<float>(kTile), row_sum = c.take<float>(kTile), row_scale = c.take<float>(kTile);
+    row_max = c.take<float>(kTile), row_sum = c.take<float>(kTile);
     bytes = c.used;
   }
 };
@@ -138,12 +139,21 @@ struct BackwardTiles {
 };
 
 // A tile's 64 rows of hs channels, rounded to the operand type: row r from row(r) where r < valid,
-// zeros past it. Consecutive threads read consecutive channels of a row.
+// zeros past it. Four channels a thread at a time, consecutive threads along a row: one 16-byte
+// load each where the row is 16-byte aligned (every row of a buffer whose widths are multiples of
+// 4, which the model's are), four loads where not.
 template <int HS, class T, class Row>
 __device__ void load_tile(T* tile, int valid, Row row) {
-  for (int i = threadIdx.x; i < kTile * HS; i += kThreadsPerBlock) {
-    const int r = i / HS, d = i % HS;
-    tile[r * Tiles<HS>::ld + d] = to_operand<T>(r < valid ? row(r)[d] : 0.0f);
+  for (int i = threadIdx.x; i < kTile * HS / 4; i += kThreadsPerBlock) {
+    const int r = i / (HS / 4), d = i % (HS / 4) * 4;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < valid) {
+      const float* from = row(r) + d;
+      if (reinterpret_cast<uintptr_t>(from) % 16 == 0) x = *reinterpret_cast<const float4*>(from);
+      else x = make_float4(from[0], from[1], from[2], from[3]);
+    }
+    T* to = tile + r * Tiles<HS>::ld + d;
+    to[0] = to_operand<T>(x.x), to[1] = to_operand<T>(x.y), to[2] = to_operand<T>(x.z), to[3] = to_operand<T>(x.w);
   }
 }
 
@@ -218,52 +228,53 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const ForwardLayout<HS> layout;
   T *q = at<T>(smem, layout.q), *k = at<T>(smem, layout.k), *v = at<T>(smem, layout.v), *p = at<T>(smem, layout.p);
   float *s = at<float>(smem, layout.s), *o = at<float>(smem, layout.o), *row_max = at<float>(smem, layout.row_max),
-        *row_sum = at<float>(smem, layout.row_sum), *row_scale = at<float>(smem, layout.row_scale);
+        *row_sum = at<float>(smem, layout.row_sum);  // m and l at the end, for the output's rows
   const BlockTile tile(rows, true);
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;  // the warp's rows: [r0, r0 + 16)
+  const int half = lane % 2, r = r0 + lane / 2, t = tile.begin + r;  // the lane's row (softmax) and its half
+  float m = -INFINITY, l = 0.0f;                                      // the row's running max and sum
 
-  load_tile<HS>(q, tile.valid, [&](int r) { return rows.q(tile.b, tile.h, tile.begin + r); });
+  load_tile<HS>(q, tile.valid, [&](int row) { return rows.q(tile.b, tile.h, tile.begin + row); });
   for (int i = threadIdx.x; i < kTile * HS; i += kThreadsPerBlock) o[i / HS * ldo + i % HS] = 0.0f;
-  for (int r = threadIdx.x; r < kTile; r += kThreadsPerBlock) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
   const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
   for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
-    __syncthreads();  // every warp is done with the last k and v (the first time: q, o, statistics set)
+    __syncthreads();  // every warp is done with the last k and v (the first time: q and o set)
     load_keys<HS>(k, v, rows, tile.b, tile.h, k_begin);
     __syncthreads();
     rows_times_rows<HS>(s + r0 * lds, lds, q + r0 * ld, k);
     __syncwarp();
-    // The online softmax of the warp's rows, a row at a time, the lanes over its 64 keys.
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = r0 + rr, t = tile.begin + r;
-      float x[2], top = -INFINITY;
+    // The online softmax: lanes 2·rr and 2·rr + 1 own row r0 + rr, 32 of its 64 keys each, and
+    // hold its m and l in registers (both lanes the same values). A lane visits its columns from
+    // a start of its own, (j + lane) mod 32, so that the 32 lanes read 32 different banks (the
+    // rows are 68 floats apart).
+    {
+      float x[32], top = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int c = lane + 32 * j, key = k_begin + c;
+      for (int j = 0; j < 32; ++j) {
+        const int c = half * 32 + (j + lane) % 32, key = k_begin + c;
         const bool seen = key < rows.n && (!rows.causal || key <= t);
         x[j] = seen ? s[r * lds + c] * scale : -INFINITY;
         top = fmaxf(top, x[j]);
       }
-      top = warp_reduce(top, MaxOp{});
-      const float m_old = row_max[r], m_new = fmaxf(m_old, top);
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+      const float m_new = fmaxf(m, top);
       const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing seen yet (padding)
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < 32; ++j) {
         const float e = x[j] == -INFINITY ? 0.0f : vexp(x[j] - base);
         sum += e;
-        p[r * ldp + lane + 32 * j] = to_operand<T>(e);
+        p[r * ldp + half * 32 + (j + lane) % 32] = to_operand<T>(e);
       }
-      sum = warp_reduce(sum, SumOp{});
-      __syncwarp();  // every lane has read row_max[r] before lane 0 writes it
-      if (lane == 0) {
-        const float correction = m_old == -INFINITY ? 0.0f : vexp(m_old - base);
-        row_scale[r] = correction;
-        row_sum[r] = row_sum[r] * correction + sum;
-        row_max[r] = m_new;
-      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      const float correction = m == -INFINITY ? 0.0f : vexp(m - base);
+      l = l * correction + sum;
+      m = m_new;
+      // o's row ·= the correction, by the same two lanes (HS/2 channels each, again from a start
+      // of their own).
+#pragma unroll 8
+      for (int j = 0; j < HS / 2; ++j) o[r * ldo + half * (HS / 2) + (j + lane) % (HS / 2)] *= correction;
     }
-    __syncwarp();
-    for (int i = lane; i < 16 * HS; i += 32) o[(r0 + i / HS) * ldo + i % HS] *= row_scale[r0 + i / HS];
     __syncwarp();
 #pragma unroll
     for (int d = 0; d < HS; d += 16) {  // o += P v, a 16-channel block of the output at a time
@@ -281,19 +292,22 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     }
     __syncwarp();
   }
-  // y = o / l and L = m + log l, or folded into what out and lse hold (as the warp kernels).
+  // y = o / l and L = m + log l, or folded into what out and lse hold (as the warp kernels), a row
+  // at a time across the warp's lanes.
+  if (half == 0) row_max[r] = m, row_sum[r] = l;
+  __syncwarp();
   for (int rr = 0; rr < 16; ++rr) {
-    const int r = r0 + rr, t = tile.begin + r;
-    if (r >= tile.valid) break;
-    const float l = row_sum[r], block_lse = row_max[r] + logf(l);
-    float* y = out + rows.row(tile.b, tile.h, t);
-    float& row_lse = lse[rows.stat(tile.b, tile.h, t)];
+    const int row = r0 + rr, position = tile.begin + row;
+    if (row >= tile.valid) break;
+    const float sum = row_sum[row], block_lse = row_max[row] + logf(sum);
+    float* y = out + rows.row(tile.b, tile.h, position);
+    float& row_lse = lse[rows.stat(tile.b, tile.h, position)];
     const float old_lse = combine ? row_lse : block_lse, top = fmaxf(old_lse, block_lse);
     const float merged = combine ? top + logf(vexp(old_lse - top) + vexp(block_lse - top)) : block_lse;
-    const float keep = combine ? vexp(old_lse - merged) : 0.0f, add = combine ? vexp(block_lse - merged) / l : 0.0f;
+    const float keep = combine ? vexp(old_lse - merged) : 0.0f, add = combine ? vexp(block_lse - merged) / sum : 0.0f;
     for (int d = lane; d < HS; d += 32) {
-      const float value = o[r * ldo + d];
-      y[d] = combine ? y[d] * keep + value * add : value / l;
+      const float value = o[row * ldo + d];
+      y[d] = combine ? y[d] * keep + value * add : value / sum;
     }
     __syncwarp();  // every lane has read the old lse before lane 0 writes the new
     if (lane == 0) row_lse = merged;
@@ -301,20 +315,29 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 // The query side of a pair of tiles in backward: q and dy rounded, and per query row its L and
-// D = dy·y (f32, from the f32 values), a warp per 16 rows.
+// D = dy·y. The queries' kernel (out not null) sums D in f32 from the f32 values, a warp per 16
+// rows, and leaves it in deltas (B, NH, T) for the keys' kernel, which reads it there (out null)
+// instead of reading dy and y again for every key tile.
 template <int HS, class T>
 __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, const float* dout,
-                             const float* out, const float* lse, int b, int h, int q_begin, int q_valid) {
+                             const float* out, const float* lse, float* deltas, int b, int h, int q_begin,
+                             int q_valid) {
   load_tile<HS>(tiles.q, q_valid, [&](int r) { return rows.q(b, h, q_begin + r); });
   load_tile<HS>(tiles.dy, q_valid, [&](int r) { return dout + rows.row(b, h, q_begin + r); });
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;
   for (int rr = 0; rr < 16; ++rr) {
     const int r = r0 + rr, t = q_begin + r;
-    float part = 0.0f;
-    if (r < q_valid)
-      for (int d = lane; d < HS; d += 32) part += dout[rows.row(b, h, t) + d] * out[rows.row(b, h, t) + d];
-    part = warp_reduce(part, SumOp{});
-    if (lane == 0) tiles.D[r] = part, tiles.L[r] = r < q_valid ? lse[rows.stat(b, h, t)] : 0.0f;
+    const bool valid = r < q_valid;
+    float delta = 0.0f;
+    if (out != nullptr) {
+      if (valid)
+        for (int d = lane; d < HS; d += 32) delta += dout[rows.row(b, h, t) + d] * out[rows.row(b, h, t) + d];
+      delta = warp_reduce(delta, SumOp{});
+      if (lane == 0 && valid) deltas[rows.stat(b, h, t)] = delta;
+    } else if (valid) {
+      delta = deltas[rows.stat(b, h, t)];
+    }
+    if (lane == 0) tiles.D[r] = delta, tiles.L[r] = valid ? lse[rows.stat(b, h, t)] : 0.0f;
   }
 }
 
@@ -356,11 +379,12 @@ __device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int va
   }
 }
 
-// dk and dv of a key tile (into dkv, of kv's layout), over the query tiles that see it.
+// dk and dv of a key tile (into dkv, of kv's layout), over the query tiles that see it; D from
+// deltas, where the queries' kernel left it.
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    key_gradients_kernel(float* dkv, const float* dout, const float* out, const float* lse, HeadRows rows,
-                         float scale, bool accumulate) {
+    key_gradients_kernel(float* dkv, const float* dout, float* deltas, const float* lse, HeadRows rows, float scale,
+                         bool accumulate) {
   using T = Operand<fp16>;
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -376,7 +400,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   // query tile that sees this key tile is the one at its rows.
   for (int q_begin = rows.causal ? tile.begin : 0; q_begin < rows.n; q_begin += kTile) {
     __syncthreads();  // every warp is done with the last q, dy, L and D
-    load_queries<HS>(t, rows, dout, out, lse, tile.b, tile.h, q_begin, min(kTile, rows.n - q_begin));
+    load_queries<HS>(t, rows, dout, nullptr, lse, deltas, tile.b, tile.h, q_begin, min(kTile, rows.n - q_begin));
     __syncthreads();
     rows_times_rows<HS>(t.s + r0 * lds, lds, t.k + r0 * ld, t.q);    // Sᵀ: the warp's keys against the queries
     rows_times_rows<HS>(t.dp + r0 * lds, lds, t.v + r0 * ld, t.dy);  // dPᵀ
@@ -392,11 +416,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, [&](int r) { return key_row(r) + rows.C; });
 }
 
-// dq of a query tile (the q columns of dqkv), over the key tiles it sees.
+// dq of a query tile (the q columns of dqkv), over the key tiles it sees; its rows' D into deltas.
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse, HeadRows rows,
-                           float scale, bool accumulate) {
+    query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse, float* deltas,
+                           HeadRows rows, float scale, bool accumulate) {
   using T = Operand<fp16>;
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -404,7 +428,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const BlockTile tile(rows, true);
   const int r0 = threadIdx.x / 32 * 16;
 
-  load_queries<HS>(t, rows, dout, out, lse, tile.b, tile.h, tile.begin, tile.valid);
+  load_queries<HS>(t, rows, dout, out, lse, deltas, tile.b, tile.h, tile.begin, tile.valid);
   Sums dq[HS / 16];
 #pragma unroll
   for (int d = 0; d < HS / 16; ++d) wmma::fill_fragment(dq[d], 0.0f);
@@ -496,9 +520,11 @@ void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows&
   check_launch("flash_attention_forward (tensor cores)");
 }
 
-// The key kernel writes dk and dv, the query kernel dq, one after the other on the stream.
+// The queries' kernel writes dq and each row's D, then the keys' kernel dk and dv, one after the
+// other on the stream; D lives in a stream-ordered scratch of (B, NH, T) floats between them.
 void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out,
                             const float* lse, const HeadRows& rows, int B, bool accumulate) {
+  float* deltas = stream_scratch(ctx, size_t(B) * rows.NH * rows.T, "cudaMallocAsync (flash attention's D)");
   with_type(ctx.attention_operands, [&](auto fp16) {
     with_head_size(rows.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
@@ -507,14 +533,15 @@ void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* 
       static const bool allowed = (allow_shared(key_gradients_kernel<HS, F>, key_bytes),
                                    allow_shared(query_gradients_kernel<HS, F>, query_bytes), true);
       (void)allowed;
-      key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
-          dkv, dout, out, lse, rows, scale_of(rows), accumulate);
-      check_launch("flash_attention_backward (tensor cores, keys)");
       query_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
-          dqkv, dout, out, lse, rows, scale_of(rows), accumulate);
+          dqkv, dout, out, lse, deltas, rows, scale_of(rows), accumulate);
       check_launch("flash_attention_backward (tensor cores, queries)");
+      key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
+          dkv, dout, deltas, lse, rows, scale_of(rows), accumulate);
+      check_launch("flash_attention_backward (tensor cores, keys)");
     });
   });
+  release_scratch(ctx, deltas);
 }
 
 }  // namespace trident::kernels::cuda
