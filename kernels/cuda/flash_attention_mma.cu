@@ -59,6 +59,9 @@ template <>
 __device__ inline __nv_bfloat16 to_operand(float x) { return __float2bfloat16_rn(x); }
 template <>
 __device__ inline __half to_operand(float x) { return __float2half_rn(x); }
+// The operand's bits, for packed stores.
+__device__ inline uint32_t operand_bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ inline uint32_t operand_bits(__half x) { return __half_as_ushort(x); }
 
 template <class T>
 using RowsA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;  // 16 rows of a row-major tile
@@ -152,8 +155,11 @@ __device__ void load_tile(T* tile, int valid, Row row) {
       if (reinterpret_cast<uintptr_t>(from) % 16 == 0) x = *reinterpret_cast<const float4*>(from);
       else x = make_float4(from[0], from[1], from[2], from[3]);
     }
-    T* to = tile + r * Tiles<HS>::ld + d;
-    to[0] = to_operand<T>(x.x), to[1] = to_operand<T>(x.y), to[2] = to_operand<T>(x.z), to[3] = to_operand<T>(x.w);
+    // One 8-byte store (rows of ld·2 bytes, a multiple of 16; d a multiple of 4): lanes on
+    // distinct banks, where four 2-byte stores put two lanes on each.
+    const uint2 packed{operand_bits(to_operand<T>(x.x)) | operand_bits(to_operand<T>(x.y)) << 16,
+                       operand_bits(to_operand<T>(x.z)) | operand_bits(to_operand<T>(x.w)) << 16};
+    *reinterpret_cast<uint2*>(tile + r * Tiles<HS>::ld + d) = packed;
   }
 }
 
@@ -231,7 +237,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         *row_sum = at<float>(smem, layout.row_sum);  // m and l at the end, for the output's rows
   const BlockTile tile(rows, true);
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;  // the warp's rows: [r0, r0 + 16)
-  const int half = lane % 2, r = r0 + lane / 2, t = tile.begin + r;  // the lane's row (softmax) and its half
+  const int side = lane % 2, r = r0 + lane / 2, t = tile.begin + r;  // the lane's row (softmax) and its half of it
   float m = -INFINITY, l = 0.0f;                                      // the row's running max and sum
 
   load_tile<HS>(q, tile.valid, [&](int row) { return rows.q(tile.b, tile.h, tile.begin + row); });
@@ -251,7 +257,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       float x[32], top = -INFINITY;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
-        const int c = half * 32 + (j + lane) % 32, key = k_begin + c;
+        const int c = side * 32 + (j + lane) % 32, key = k_begin + c;
         const bool seen = key < rows.n && (!rows.causal || key <= t);
         x[j] = seen ? s[r * lds + c] * scale : -INFINITY;
         top = fmaxf(top, x[j]);
@@ -264,7 +270,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       for (int j = 0; j < 32; ++j) {
         const float e = x[j] == -INFINITY ? 0.0f : vexp(x[j] - base);
         sum += e;
-        p[r * ldp + half * 32 + (j + lane) % 32] = to_operand<T>(e);
+        p[r * ldp + side * 32 + (j + lane) % 32] = to_operand<T>(e);
       }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       const float correction = m == -INFINITY ? 0.0f : vexp(m - base);
@@ -273,7 +279,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       // o's row ·= the correction, by the same two lanes (HS/2 channels each, again from a start
       // of their own).
 #pragma unroll 8
-      for (int j = 0; j < HS / 2; ++j) o[r * ldo + half * (HS / 2) + (j + lane) % (HS / 2)] *= correction;
+      for (int j = 0; j < HS / 2; ++j) o[r * ldo + side * (HS / 2) + (j + lane) % (HS / 2)] *= correction;
     }
     __syncwarp();
 #pragma unroll
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
   // y = o / l and L = m + log l, or folded into what out and lse hold (as the warp kernels), a row
   // at a time across the warp's lanes.
-  if (half == 0) row_max[r] = m, row_sum[r] = l;
+  if (side == 0) row_max[r] = m, row_sum[r] = l;
   __syncwarp();
   for (int rr = 0; rr < 16; ++rr) {
     const int row = r0 + rr, position = tile.begin + row;
@@ -316,12 +322,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 // The query side of a pair of tiles in backward: q and dy rounded, and per query row its L and
 // D = dy·y. The queries' kernel (out not null) sums D in f32 from the f32 values, a warp per 16
-// rows, and leaves it in deltas (B, NH, T) for the keys' kernel, which reads it there (out null)
-// instead of reading dy and y again for every key tile.
+// rows, and leaves it in deltas_out (B, NH, T) for the keys' kernel, which reads it there
+// (deltas_in; out null) instead of reading dy and y again for every key tile.
 template <int HS, class T>
 __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, const float* dout,
-                             const float* out, const float* lse, float* deltas, int b, int h, int q_begin,
-                             int q_valid) {
+                             const float* out, const float* lse, const float* deltas_in, float* deltas_out,
+                             int b, int h, int q_begin, int q_valid) {
   load_tile<HS>(tiles.q, q_valid, [&](int r) { return rows.q(b, h, q_begin + r); });
   load_tile<HS>(tiles.dy, q_valid, [&](int r) { return dout + rows.row(b, h, q_begin + r); });
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;
@@ -333,9 +339,9 @@ __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& 
       if (valid)
         for (int d = lane; d < HS; d += 32) delta += dout[rows.row(b, h, t) + d] * out[rows.row(b, h, t) + d];
       delta = warp_reduce(delta, SumOp{});
-      if (lane == 0 && valid) deltas[rows.stat(b, h, t)] = delta;
+      if (lane == 0 && valid) deltas_out[rows.stat(b, h, t)] = delta;
     } else if (valid) {
-      delta = deltas[rows.stat(b, h, t)];
+      delta = deltas_in[rows.stat(b, h, t)];
     }
     if (lane == 0) tiles.D[r] = delta, tiles.L[r] = valid ? lse[rows.stat(b, h, t)] : 0.0f;
   }
@@ -383,8 +389,8 @@ __device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int va
 // deltas, where the queries' kernel left it.
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    key_gradients_kernel(float* dkv, const float* dout, float* deltas, const float* lse, HeadRows rows, float scale,
-                         bool accumulate) {
+    key_gradients_kernel(float* dkv, const float* dout, const float* deltas, const float* lse, HeadRows rows,
+                         float scale, bool accumulate) {
   using T = Operand<fp16>;
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -400,7 +406,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   // query tile that sees this key tile is the one at its rows.
   for (int q_begin = rows.causal ? tile.begin : 0; q_begin < rows.n; q_begin += kTile) {
     __syncthreads();  // every warp is done with the last q, dy, L and D
-    load_queries<HS>(t, rows, dout, nullptr, lse, deltas, tile.b, tile.h, q_begin, min(kTile, rows.n - q_begin));
+    load_queries<HS>(t, rows, dout, nullptr, lse, deltas, nullptr, tile.b, tile.h, q_begin,
+                     min(kTile, rows.n - q_begin));
     __syncthreads();
     rows_times_rows<HS>(t.s + r0 * lds, lds, t.k + r0 * ld, t.q);    // Sᵀ: the warp's keys against the queries
     rows_times_rows<HS>(t.dp + r0 * lds, lds, t.v + r0 * ld, t.dy);  // dPᵀ
@@ -428,7 +435,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const BlockTile tile(rows, true);
   const int r0 = threadIdx.x / 32 * 16;
 
-  load_queries<HS>(t, rows, dout, out, lse, deltas, tile.b, tile.h, tile.begin, tile.valid);
+  load_queries<HS>(t, rows, dout, out, lse, nullptr, deltas, tile.b, tile.h, tile.begin, tile.valid);
   Sums dq[HS / 16];
 #pragma unroll
   for (int d = 0; d < HS / 16; ++d) wmma::fill_fragment(dq[d], 0.0f);
@@ -524,7 +531,6 @@ void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows&
 // other on the stream; D lives in a stream-ordered scratch of (B, NH, T) floats between them.
 void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out,
                             const float* lse, const HeadRows& rows, int B, bool accumulate) {
-  float* deltas = stream_scratch(ctx, size_t(B) * rows.NH * rows.T, "cudaMallocAsync (flash attention's D)");
   with_type(ctx.attention_operands, [&](auto fp16) {
     with_head_size(rows.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
@@ -533,15 +539,16 @@ void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* 
       static const bool allowed = (allow_shared(key_gradients_kernel<HS, F>, key_bytes),
                                    allow_shared(query_gradients_kernel<HS, F>, query_bytes), true);
       (void)allowed;
+      float* deltas = stream_scratch(ctx, size_t(B) * rows.NH * rows.T, "cudaMallocAsync (flash attention's D)");
       query_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
           dqkv, dout, out, lse, deltas, rows, scale_of(rows), accumulate);
       check_launch("flash_attention_backward (tensor cores, queries)");
       key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
           dkv, dout, deltas, lse, rows, scale_of(rows), accumulate);
       check_launch("flash_attention_backward (tensor cores, keys)");
+      release_scratch(ctx, deltas);
     });
   });
-  release_scratch(ctx, deltas);
 }
 
 }  // namespace trident::kernels::cuda

@@ -4,7 +4,8 @@
 # even python3) with only the CUDA toolkit bind-mounted in from this machine, as a GPU node has
 # one. Inside it, through the bundle's env.sh alone: `trident version`, `trident prepare`, a
 # 2-rank mpirun training run of inputs/tiny.deck on the CPU, and its metrics.h5, read back with
-# h5py (outside the root, which has no python3). PASS/FAIL lines; run by `make test-bundle`.
+# h5py (outside the root, which has no python3). Before that, outside: no AVX-512 instruction in
+# its binaries. PASS/FAIL lines; run by `make test-bundle`.
 #   TRIDENT_BARE_ROOT=DIR   where the root is made once and kept (default /var/cache/trident/bare-bookworm;
 #                           making it needs Debian's package repositories and a few minutes)
 . tests/e2e/lib.sh
@@ -27,6 +28,20 @@ present=$(chroot "$BARE" dpkg-query -W -f '${Package}\n' 2> /dev/null |
           grep -E '^(openmpi|libopenmpi|libhdf5|libdnnl|libboost|libgomp|python3|libpmix|libhwloc)' | tr '\n' ' ')
 [[ -z $present ]] && pass "bare_root ($(chroot "$BARE" dpkg-query -W -f '.' | wc -c) packages, none of the build's)" ||
   fail bare_root "the root has $present"
+
+# Our binaries in it are for any x86-64 CPU with AVX2 (make bundle's BUNDLE_ARCH): not one
+# AVX-512 (EVEX) instruction — zmm registers, xmm/ymm 16–31, mask registers, embedded
+# broadcasts — which a GPU node's CPU without AVX-512 would stop on. (oneDNN's library has them
+# and chooses at run time.)
+mkdir -p "$WORK/unpacked" && tar -xzf "$BUNDLE/root.tar.gz" -C "$WORK/unpacked" root/bin
+evex=""
+for binary in "$WORK"/unpacked/root/bin/*; do
+  n=$(objdump -d --no-show-raw-insn "$binary" | grep -cE '%zmm|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|%k[0-7]\b|\{1to')
+  ((n == 0)) || evex+="$(basename "$binary") has $n; "
+done
+[[ -z $evex && -n $(ls "$WORK/unpacked/root/bin" 2> /dev/null) ]] &&
+  pass "bundle_binaries_run_on_avx2 ($(ls "$WORK/unpacked/root/bin" | wc -l) binaries, no AVX-512 instruction)" ||
+  fail bundle_binaries_run_on_avx2 "AVX-512 instructions: ${evex:-no binaries unpacked}"
 
 # The bundle copied in (env.sh unpacks it there), the toolkit, /proc, /sys, /dev and /dev/shm
 # (Open MPI's shared-memory transport) mounted, as on a node; all undone at exit.
