@@ -189,7 +189,8 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 half = len(f["step"]) // 2
-print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {np.median(f['tflops'][half:]):.1f} TFLOP/s")
+tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token), as issue 32's MFU
+print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
 PY
 )
   [[ -n $figures ]] && verdict PASS "$name" "$figures" ||

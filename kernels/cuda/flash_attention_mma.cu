@@ -18,7 +18,7 @@
 // Forward (a block per (batch, head, query tile), the costliest tiles of the causal mask first),
 // for each key tile j up to the diagonal:
 //   S = q kⱼᵀ · scale;  m' = max(m, rowmax S);  P = exp(S − m');  l = l·exp(m − m') + rowsum P;
-//   o = o·exp(m − m') + P vⱼ  (o in shared memory: its rows are rescaled lane by lane);  m = m'
+//   o = o·exp(m − m') + P vⱼ  (o in shared memory, each row rescaled by the two lanes that own it);  m = m'
 // then y = o / l and L = m + log l, or, for a ring block after the first, folded into y and L.
 // Backward, with P = exp(q kᵀ · scale − L), D = rowsum(dy ⊙ y), dP = dy vᵀ and dS = P ⊙ (dP − D) ·
 // scale, in two kernels so that every gradient has one writer and no atomics (the same sums every
