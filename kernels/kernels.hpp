@@ -45,10 +45,11 @@ enum class Arithmetic { native, portable };
 // device (null on the CPU, a cudaStream_t on CUDA). low16_gemm: the path of the CPU's 16-bit
 // GEMMs (a job's is kernels.low16_gemm agreed over all ranks; automatic probes this CPU).
 // arithmetic: native or portable (above; the CPU's kernels read it, CUDA's ignore it).
-// attention_operands: the type the memory-efficient attention may round q, k, v, the
-// probabilities and dS to for its matrix products (the job's optim.precision): CUDA's tiled
-// kernels multiply them on the tensor cores in bf16 or fp16 (FlashAttention's arithmetic), summing
-// in f32; fp32 keeps every product in f32. The CPU computes in f32 whatever it says.
+// attention_operands: the type the memory-efficient attention may round q, k, v, dy, the
+// probabilities and dS to for its matrix products (the job's optim.precision, or fp32 with
+// cuda.attention_products = f32): CUDA's tiled kernels multiply them on the tensor cores in bf16
+// or fp16 (FlashAttention's arithmetic), summing in f32; fp32 keeps every product in f32. The CPU
+// computes in f32 whatever it says.
 class OpTimes;  // kernels/op_times.hpp
 enum class Precision { fp32, bf16, fp16 };  // a model's storage: f32, or 16-bit values (below)
 struct Context {

@@ -9,13 +9,15 @@
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
 # each CUDA kernel against the CPU backend in a process of its own, the cuBLASLt GEMM rate, GPT-2
 # 124M bf16 with cuda.graphs off and on, one-rank CPU-vs-CUDA training pairs, the pairs of several
-# ranks on one GPU over MPI, GPT-2 124M with the materialized attention and whole logits and its
-# per-operation table (bench --ops), the kernel checks again under compute-sanitizer's memcheck
-# (and the tensor-core attention's under racecheck and synccheck) where it exists, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended
-# to OUT/summary.txt (OUT default ./gpu-out) and printed; the same table ends the run even when
-# parts failed; the logs, with nvidia-smi's clocks and power every second, are packed into
-# OUT/logs.tar.gz. No PASS without its figure; every training pair names its largest loss
-# difference. Exit status 0 only when every part passed.
+# ranks on one GPU over MPI, GPT-2 124M with the materialized attention and whole logits and with
+# the flash attention's products in f32 (cuda.attention_products), its per-operation table (bench
+# --ops), the kernel checks again under compute-sanitizer's memcheck (the tensor-core attention's
+# also under racecheck and synccheck) where it exists, NCCL last ("not exercised: one GPU" where
+# there is one). After every part its verdict and figures are appended to OUT/summary.txt (OUT
+# default ./gpu-out) and printed; the same table ends the run even when parts failed; the logs,
+# with nvidia-smi's clocks and power every second, are packed into OUT/logs.tar.gz. No PASS
+# without its figure; every training pair names its largest loss difference. Exit status 0 only
+# when every part passed.
 #   ONLY='REGEX' scripts/gpu-check.sh   a rerun of the parts whose names match (e.g. after a fix,
 #                                  ONLY='pair|kernel attention'); preflight always runs
 #   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
@@ -229,6 +231,9 @@ done
 # 6. Issue 32's comparison, after the pairs (whose verdicts matter more): GPT-2 124M with the
 # attention and the head as before that issue (the defaults are flash and the chunked classifier).
 gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.classifier_chunk=0
+# The tensor-core attention's gain: the same run with the flash attention's products in f32 on
+# the first-light warp kernels.
+gpt2_124m gpt2_124m_bf16_f32_attention --cuda.attention_products=f32
 # Each operation's share of the step (trident bench --ops: events on the stream), at that size.
 if wanted "bench --ops gpt2_124m_bf16"; then
   within 120 trident bench inputs/bench-124m.deck --ops --kernels.device=cuda --optim.precision=bf16 --steps=3 \

@@ -220,6 +220,12 @@ std::vector<KeySpec> build_schema() {
               "record each micro-batch's forward and backward once as a graph and replay it (CUDA "
               "Graphs, one launch instead of hundreds of kernels); kernels.device = cuda (or guard, "
               "whose emulation checks the recorded work), with NCCL for parallel.tensor > 1"),
+      choice("cuda.attention_products", "auto", {"auto", "f32"},
+             "the flash attention's matrix products on CUDA: auto (a bf16/fp16 model's on the tensor "
+             "cores in its 16-bit type, P and dS rounded as FlashAttention does, where heads have 32, 64 "
+             "or 128 channels; an f32 model's in f32) or f32 (every product in f32 on the first-light "
+             "kernels, one warp per row: the CPU's arithmetic, many times slower; for comparison). The "
+             "CPU's products are f32 either way"),
       // [memory]
       choice("memory.recompute", "none", {"none", "full", "every_k", "selective", "auto"},
              "activation recompute: none; full (keep each block's input, recompute the block in "

@@ -61,7 +61,7 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   check_graphs(settings, record, *device.backend);
   device.low16_gemm = choose_low16_gemm(world, settings, record);
   device.arithmetic = choose_arithmetic(settings.kernels, record);
-  device.attention_operands = settings.precision.precision;
+  device.attention_operands = settings.kernels.attention_f32 ? kernels::Precision::fp32 : settings.precision.precision;
   return Job{record, grid, std::move(topology), std::move(settings), device};
 }
 

@@ -109,6 +109,7 @@ KernelSettings kernel_settings(const deck::Deck& deck) {
   s.arithmetic = deck.get_string("kernels.arithmetic") == "portable" ? kernels::Arithmetic::portable
                                                                     : kernels::Arithmetic::native;
   s.graphs = deck.get_bool("cuda.graphs");
+  s.attention_f32 = deck.get_string("cuda.attention_products") == "f32";
   return s;
 }
 

@@ -131,6 +131,7 @@ struct KernelSettings {
   std::string low16_gemm = "auto"; // auto | native | widened
   kernels::Arithmetic arithmetic = kernels::Arithmetic::native;
   bool graphs = false;             // cuda.graphs
+  bool attention_f32 = false;      // cuda.attention_products = f32
 };
 
 // [comm] beyond the reducer's: the collectives (their device staging attached by load_job),

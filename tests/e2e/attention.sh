@@ -28,6 +28,10 @@ for precision in bf16 fp16; do
   train_run "flash_$precision" 1 --model.attention=flash --optim.precision="$precision"
   same_losses "flash_trains_as_materialized_$precision" "materialized_$precision" "flash_$precision" 2e-3
 done
+# cuda.attention_products = f32 chooses CUDA's kernels (the first-light f32 ones rather than the
+# tensor cores'): the CPU's products are f32 either way, the same bits.
+train_run flash_bf16_f32_products 1 --model.attention=flash --optim.precision=bf16 --cuda.attention_products=f32
+same_losses cuda_attention_products_leave_the_cpu_alone flash_bf16 flash_bf16_f32_products
 
 # The activations of the estimate at T = 512: the probabilities (B, heads, T, T) per block, and
 # their gradient's scratch, are gone; only the row statistics (B, heads, T) remain.
