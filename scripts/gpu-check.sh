@@ -7,13 +7,13 @@
 #   scripts/gpu-check.sh           on the GPU node, from the repository root
 # Parts, in order of value, each under its own timeout and all under one deadline (DEADLINE_S,
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
-# each CUDA kernel against the CPU backend in a process of its own, the cuBLASLt GEMM rate, GPT-2
-# 124M bf16 with cuda.graphs off and on, one-rank CPU-vs-CUDA training pairs, the pairs of several
-# ranks on one GPU over MPI, GPT-2 124M with the materialized attention and whole logits and with
-# the flash attention's products in f32 (cuda.attention_products), its per-operation table (bench
-# --ops), the kernel checks again under compute-sanitizer's memcheck (the tensor-core attention's
-# also under racecheck and synccheck) where it exists, NCCL last ("not exercised: one GPU" where
-# there is one). After every part its verdict and figures are appended to OUT/summary.txt (OUT
+# each CUDA kernel against the CPU backend (all in one process, then a process each for what did
+# not pass), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on, one-rank
+# CPU-vs-CUDA training pairs, the pairs of several ranks on one GPU over MPI, GPT-2 124M with the
+# materialized attention and whole logits and with the flash attention's products in f32
+# (cuda.attention_products), its per-operation table (bench --ops), the kernel checks again under
+# compute-sanitizer's memcheck (the tensor-core attention's also under racecheck and synccheck)
+# where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended to OUT/summary.txt (OUT
 # default ./gpu-out) and printed; the same table ends the run even when parts failed; the logs,
 # with nvidia-smi's clocks and power every second, are packed into OUT/logs.tar.gz. No PASS
 # without its figure; every training pair names its largest loss difference. Exit status 0 only
@@ -45,7 +45,7 @@ PAIRS=(
   "tensor2|2|1e-4|inputs/default.deck|--parallel.tensor=2 --comm.backend=mpi|"
   "pipeline2|2|1e-4|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi|"
   "data2|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi|"
-  "data2_overlap|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --comm.overlap=true|"
+  "data2_no_overlap|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --comm.overlap=false|"
   "data2_zero3|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3|"
   "data2_zero3_bf16_recompute|2|2e-2|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3 --optim.precision=bf16 --memory.recompute=full|"
   "pipeline2_bf16_graphs|2|2e-2|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi --optim.precision=bf16|--cuda.graphs=true"
@@ -108,20 +108,35 @@ verdict() {
   [[ $status == FAIL ]] && failures=$((failures + 1))
   printf '%-4s %-28s %s\n' "$status" "$part" "$figures" | tee -a "$SUMMARY"
 }
-# wanted PART: whether ONLY (a regular expression over part names; empty: every part) selects it.
-wanted() { [[ -z ${ONLY:-} || $1 =~ $ONLY ]]; }
+# wanted PART: whether ONLY (a regular expression over part names; empty: every part) selects it,
+# counting the parts it selects.
+selected=0
+selects() { [[ -z ${ONLY:-} || $1 =~ $ONLY ]]; }
+wanted() {
+  selects "$1" || return 1
+  selected=$((selected + 1))
+}
+# The model files every finished run writes (model.bin, model/: up to 500 MB at GPT-2 124M) are
+# not logs: removed, so that logs.tar.gz stays small enough to come back.
+drop_model() { rm -rf "$LOGS/$1/model.bin" "$LOGS/$1/model"; }
+# A run's first error line, past the warning every CUDA run prints (TRIDENT_TRY_CUDA_TRAINER).
+first_error() { grep -v TRIDENT_TRY_CUDA_TRAINER "$1" | grep -m1 -E 'rror|kernels.device'; }
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
   echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed)"
   cat "$SUMMARY"
-  tar -C "$LOGS" -czf "$OUT/logs.tar.gz" . 2> /dev/null
+  timeout 60 tar -C "$LOGS" --exclude=model.bin --exclude=model -czf "$OUT/logs.tar.gz" . 2> /dev/null
   echo "summary: $SUMMARY; logs: $OUT/logs.tar.gz"
 }
 trap finish EXIT
+if [[ -n ${ONLY:-} ]]; then
+  [[ x =~ $ONLY ]]
+  (($? == 2)) && { verdict FAIL selection "ONLY='$ONLY' is not a regular expression"; exit 2; }
+fi
 
 # 0. Preflight: everything missing named at once, within 10 s.
 missing=()
-gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+gpus=$(timeout 20 nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 ((gpus > 0)) || [[ ${NO_GPU_OK:-0} == 1 ]] || missing+=("a GPU visible to nvidia-smi")
 [[ -f $BUNDLE/env.sh && -f $BUNDLE/root.tar.gz ]] || missing+=("the bundle ($BUNDLE: scripts/gpu-check.sh prepare, then carry bundle)")
 [[ -f $REF/data/train.bin ]] || missing+=("the CPU reference runs ($REF: scripts/gpu-check.sh prepare, then carry gpu-ref)")
@@ -138,34 +153,60 @@ if ((${#missing[@]})); then
   for m in "${missing[@]}"; do verdict FAIL preflight "missing: $m"; done
   exit 1
 fi
-verdict PASS preflight "$( ((gpus > 0)) && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1 || echo 'no GPU (NO_GPU_OK=1)'); $(grep -c 'from' "$LOGS/version.log") CUDA libraries found ($(grep -o 'from .*' "$LOGS/version.log" | sort -u | tr '\n' ' '))"
+verdict PASS preflight "$( ((gpus > 0)) && timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1 || echo 'no GPU (NO_GPU_OK=1)'); $(grep -c 'from' "$LOGS/version.log") CUDA libraries found ($(grep -o 'from .*' "$LOGS/version.log" | sort -u | tr '\n' ' '))"
+NODE_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 use_bundle
+# python3 and h5py with the node's own libraries, not the bundle's Debian ones (libstdc++, libz,
+# libssl, ...), which use_bundle puts first.
+py() { LD_LIBRARY_PATH=$NODE_LIBRARY_PATH "$PY" "$@"; }
 export TRIDENT_TRY_CUDA_TRAINER=1
 ((gpus > 0)) && { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
                     --format=csv -l 1 > "$LOGS/nvidia-smi.csv" 2>&1 & SMI_PID=$!; }
 
-# 1. Each kernel against the CPU backend, a process each (memcheck over them comes at the end).
+# 1. Each kernel against the CPU backend: every check in one process first (each process pays the
+# CUDA context's and cuBLASLt's start), then, a process each, every check that did not pass there:
+# a sticky CUDA error (an illegal address ends the context) fails every later check of its process,
+# so only a check's own process gives its verdict.
 # kernel_check BUDGET NAME [--gpt2]: one check in a process of its own, its line as the verdict
 # (named NAME_124m at GPT-2 124M sizes: gpu_tests --gpt2).
 kernel_check() {
   local budget=$1 check=$2 size=${3:-} name=$2
   [[ -n $size ]] && name=${check}_124m
-  wanted "kernel $name" || return 0
   within "$budget" gpu_tests $size "$check" > "$LOGS/kernel-$name.log" 2>&1
   local status=$? line
   line=$(grep -m1 -E '^(PASS|FAIL|SKIP) ' "$LOGS/kernel-$name.log")
-  case $line in
-    PASS*) verdict PASS "kernel $name" "${line#PASS cuda_$name }" ;;
-    SKIP*) verdict FAIL "kernel $name" "not run: ${line#SKIP cuda_$name }" ;;
-    *) verdict FAIL "kernel $name" "${line:-exit status $status: $(tail -1 "$LOGS/kernel-$name.log")}" ;;
+  case $status:$line in
+    0:PASS*) verdict PASS "kernel $name" "${line#PASS cuda_$name }" ;;
+    *:SKIP*) verdict FAIL "kernel $name" "not run: ${line#SKIP cuda_$name }" ;;
+    *) verdict FAIL "kernel $name" "exit status $status: ${line:-$(tail -1 "$LOGS/kernel-$name.log")}" ;;
   esac
 }
-for check in $(gpu_tests --list); do kernel_check 60 "$check"; done
+# kernel_checks BUDGET [--gpt2] NAME...: the selected ones in one process, then kernel_check for
+# each that did not pass in it.
+kernel_checks() {
+  local budget=$1 size="" suffix="" check name todo=() line
+  shift
+  [[ ${1:-} == --gpt2 ]] && { size=--gpt2 suffix=_124m; shift; }
+  for check in "$@"; do wanted "kernel $check$suffix" && todo+=("$check"); done
+  ((${#todo[@]})) || return 0
+  within "$budget" gpu_tests $size "${todo[@]}" > "$LOGS/kernels$suffix.log" 2>&1
+  local status=$?
+  for check in "${todo[@]}"; do
+    name=$check$suffix
+    line=$(grep -m1 -E "^(PASS|FAIL|SKIP) cuda_$name " "$LOGS/kernels$suffix.log")
+    if [[ $status == 0 && $line == PASS* ]]; then verdict PASS "kernel $name" "${line#PASS cuda_$name }"
+    else kernel_check 60 "$check" $size; fi
+  done
+}
+if ! kernel_list=$(gpu_tests --list 2> "$LOGS/list.log") || [[ -z $kernel_list ]]; then
+  verdict FAIL kernels "gpu_tests --list failed: $(tail -1 "$LOGS/list.log")"
+  kernel_list=""
+fi
+# shellcheck disable=SC2086
+kernel_checks 180 $kernel_list
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
-for check in linear_f32 linear_bf16 linear_gelu_bf16 strided_matmul strided_matmul_bf16 layernorm residuals attention_f32 \
-    attention_bf16 flash_attention flash_attention_bf16 crossentropy; do
-  kernel_check 90 "$check" --gpt2
-done
+kernel_checks 240 --gpt2 linear_f32 linear_bf16 linear_gelu_bf16 strided_matmul strided_matmul_bf16 layernorm residuals \
+  attention_f32 attention_bf16 flash_attention flash_attention_bf16 crossentropy
 # 2. The cuBLASLt GEMM rate.
 if wanted "gemm bf16 8192^3"; then
   within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
@@ -183,20 +224,23 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   local name=$1
   shift
   wanted "$name" || return 0
+  # eval_tokens: gpu-ref's validation split holds 7 sequences of 1024 (the deck's default asks 64).
   within 150 trident train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
-    --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --checkpoint.at_end=false $DATA \
-    --data.format=llmc --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
-  local figures
-  figures=$("$PY" - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
+    --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --train.eval_tokens=4096 \
+    --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
+  local status=$? figures
+  drop_model "$name"
+  figures=$( ((status == 0)) && py - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
+if len(f["step"]) != 30: sys.exit(1)  # a run cut short has no median of its last 15 steps
 half = len(f["step"]) // 2
 tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token), as issue 32's MFU
 print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
 PY
 )
   [[ -n $figures ]] && verdict PASS "$name" "$figures" ||
-    verdict FAIL "$name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"
+    verdict FAIL "$name" "exit status $status: $(first_error "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"
 }
 gpt2_124m gpt2_124m_bf16
 gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
@@ -211,7 +255,9 @@ for ranks in $(for pair in "${PAIRS[@]}"; do pair_field "$pair" 2; done | sort -
     # shellcheck disable=SC2046
     within 90 mpirun -np "$ranks" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") --kernels.device=cuda \
       $(pair_field "$pair" 6) --train.run_dir="$LOGS/$name" > "$LOGS/$name.log" 2>&1
-    figures=$("$PY" - "$REF/$name/metrics.h5" "$LOGS/$name/metrics.h5" "$(pair_field "$pair" 3)" "$STEPS" 2>&1 <<'PY'
+    status=$?
+    drop_model "$name"
+    figures=$(py - "$REF/$name/metrics.h5" "$LOGS/$name/metrics.h5" "$(pair_field "$pair" 3)" "$STEPS" 2>&1 <<'PY'
 import sys, h5py
 cpu, gpu, tol, want = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), float(sys.argv[3]), int(sys.argv[4])
 a, b = dict(zip(cpu["step"][:], cpu["loss"][:])), dict(zip(gpu["step"][:], gpu["loss"][:]))
@@ -223,8 +269,11 @@ print(f"{len(steps)} steps, largest relative loss difference {err:.1e} at step {
 sys.exit(0 if err <= tol else 1)
 PY
 )
-    if [[ $? == 0 ]]; then verdict PASS "pair $name" "$figures"
-    else verdict FAIL "pair $name" "$(grep -m1 -E 'rror|kernels.device' "$LOGS/$name.log" || echo "$figures" | tail -1)"; fi
+    compared=$?
+    echo "$figures" > "$LOGS/$name.compared.txt"
+    if [[ $status == 0 && $compared == 0 ]]; then verdict PASS "pair $name" "$figures"
+    elif [[ $status == 0 ]]; then verdict FAIL "pair $name" "$(echo "$figures" | tail -1)"
+    else verdict FAIL "pair $name" "exit status $status: $(first_error "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"; fi
   done
 done
 
@@ -243,29 +292,37 @@ if wanted "bench --ops gpt2_124m_bf16"; then
     verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
 fi
 
-# 7. memcheck over the small sizes (at 124M sizes it would take minutes), after every figure:
-# under it each check takes tens of seconds, and what it finds adds to a verdict above.
-if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
-  for check in $(gpu_tests --list); do
-    wanted "memcheck $check" || continue
-    within 120 compute-sanitizer --tool memcheck --error-exitcode 99 gpu_tests "$check" > "$LOGS/memcheck-$check.log" 2>&1
-    status=$?
-    [[ $status == 0 ]] && verdict PASS "memcheck $check" "$(grep -m1 'ERROR SUMMARY' "$LOGS/memcheck-$check.log")" ||
-      verdict FAIL "memcheck $check" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|Invalid' "$LOGS/memcheck-$check.log")"
-  done
-elif wanted memcheck; then
-  verdict SKIP memcheck "compute-sanitizer not found (or no GPU)"
-fi
-# The tensor-core attention's shared memory under racecheck and synccheck (its warps share tiles).
-if command -v compute-sanitizer > /dev/null && ((gpus > 0)); then
-  for tool in racecheck synccheck; do
-    wanted "$tool flash_attention_bf16" || continue
-    within 120 compute-sanitizer --tool "$tool" --error-exitcode 99 gpu_tests flash_attention_bf16 \
-      > "$LOGS/$tool-flash.log" 2>&1
-    status=$?
-    [[ $status == 0 ]] && verdict PASS "$tool flash_attention_bf16" "$(grep -m1 'ERROR SUMMARY' "$LOGS/$tool-flash.log")" ||
-      verdict FAIL "$tool flash_attention_bf16" "exit status $status: $(grep -m1 -E 'ERROR SUMMARY|hazard|Race' "$LOGS/$tool-flash.log")"
-  done
+# 7. compute-sanitizer (on PATH or in the toolkit), after every figure: under it the checks run
+# tens of times slower. memcheck over every small check in one process (not runtime_reserved: the
+# sanitizer's own device memory counts against it), racecheck and synccheck over the tensor-core
+# attention's (its warps share tiles in shared memory). Exit status 99 is a finding; another is
+# the checks' own failure (or the time). A node where the sanitizer cannot start gives one SKIP.
+SANITIZER=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" 2> /dev/null)
+sanitize() {  # sanitize TOOL PART BUDGET CHECK...
+  local tool=$1 part=$2 budget=$3 status summary
+  shift 3
+  wanted "$part" || return 0
+  within "$budget" "$SANITIZER" --tool "$tool" --error-exitcode 99 gpu_tests "$@" > "$LOGS/$tool.log" 2>&1
+  status=$?
+  summary=$(grep -m1 -E '(ERROR|RACECHECK) SUMMARY' "$LOGS/$tool.log")
+  case $status in
+    0) verdict PASS "$part" "$summary" ;;
+    99) verdict FAIL "$part" "$summary: $(grep -m1 -E 'Invalid|hazard|Race|Barrier' "$LOGS/$tool.log")" ;;
+    *) verdict FAIL "$part" "exit status $status (the checks, or the time): $(grep -E '^FAIL ' "$LOGS/$tool.log" |
+         head -2 | tr '\n' ' ')$summary" ;;
+  esac
+}
+if selects memcheck || selects racecheck || selects synccheck; then
+  if [[ -z $SANITIZER ]] || ((gpus == 0)); then
+    verdict SKIP sanitizers "compute-sanitizer not found (or no GPU)"
+  elif ! within 90 "$SANITIZER" --tool memcheck gpu_tests memory > "$LOGS/sanitizer-probe.log" 2>&1; then
+    verdict SKIP sanitizers "compute-sanitizer does not run here: $(grep -m1 -iE 'error|not supported' "$LOGS/sanitizer-probe.log")"
+  else
+    # shellcheck disable=SC2046
+    sanitize memcheck "memcheck kernels" 240 $(echo "$kernel_list" | grep -vx runtime_reserved)
+    sanitize racecheck "racecheck flash_attention_bf16" 120 flash_attention_bf16
+    sanitize synccheck "synccheck flash_attention_bf16" 120 flash_attention_bf16
+  fi
 fi
 
 # 8. NCCL, last: one rank per GPU.
@@ -278,4 +335,5 @@ elif ((gpus >= 2)); then
 else
   verdict SKIP nccl "not exercised: $gpus GPU(s); NCCL needs a GPU per rank"
 fi
+[[ -n ${ONLY:-} ]] && ((selected == 0)) && verdict FAIL selection "ONLY='$ONLY' selected no part"
 ((failures == 0))
