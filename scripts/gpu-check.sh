@@ -22,6 +22,11 @@
 #                                  ONLY='pair|kernel attention'); preflight always runs
 #   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
 #                                  fails fast, the table is still written (under a minute)
+#   scripts/gpu-check.sh data      gpu-ref/data alone (the prepared tokens; REF= elsewhere)
+#   CHECK=1 DEVICE=guard NO_GPU_OK=1 scripts/gpu-check.sh   every training run's command only
+#                                  checked (trident train --check: the deck, the overrides, the
+#                                  data, the memory) on DEVICE, with no GPU: an argument the node
+#                                  would refuse at start-up is refused here (make test-bundle)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -31,6 +36,8 @@ STEPS=${STEPS:-20}
 DEADLINE_S=${DEADLINE_S:-480}
 OUT=${OUT:-$REPO/gpu-out}
 PY=${PY:-python3}  # with h5py and numpy (the GPU node's python3 has them; here /usr/bin/python3)
+DEVICE=${DEVICE:-cuda}  # the runs' kernels.device (CHECK=1: guard where there is no GPU)
+CHECK=${CHECK:-0}  # 1: the training runs alone (what trident train --check can try), checked
 CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL-2 LGPL-2.1 LGPL-3 MPL-1.1 MPL-2.0)
 
 # The training pairs: NAME|RANKS|TOLERANCE|DECK|OVERRIDES OF BOTH|OVERRIDES OF THE CUDA RUN ALONE.
@@ -62,14 +69,25 @@ use_bundle() {
   export OMP_NUM_THREADS=${THREADS:-4}
 }
 
+# The runs' tokens: the licenses Debian ships, a 1024-token BPE (7,629 validation tokens).
+prepare_data() {
+  rm -rf "$REF" && mkdir -p "$REF/data"
+  trident prepare "$LOGS/data" "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 > /dev/null &&
+    cp "$LOGS"/data/{train,val}.bin "$REF/data/"
+}
+
 # ---- prepare (here) --------------------------------------------------------------------------
+if [[ ${1:-} == data ]]; then
+  LOGS=$(mktemp -d /tmp/gpu-prepare.XXXXXX)
+  use_bundle || { echo "the bundle's env.sh failed: $(cat "$LOGS/env.log")"; exit 1; }
+  prepare_data
+  exit
+fi
 if [[ ${1:-} == prepare ]]; then
   make bundle || exit 1
   LOGS=$(mktemp -d /tmp/gpu-prepare.XXXXXX)
   use_bundle || { echo "the bundle's env.sh failed: $(cat "$LOGS/env.log")"; exit 1; }
-  rm -rf "$REF" && mkdir -p "$REF/data"
-  trident prepare "$LOGS/data" "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 > /dev/null &&
-    cp "$LOGS"/data/{train,val}.bin "$REF/data/" || exit 1
+  prepare_data || exit 1
   for pair in "${PAIRS[@]}"; do
     name=$(pair_field "$pair" 1)
     # shellcheck disable=SC2046
@@ -111,7 +129,10 @@ verdict() {
 # wanted PART: whether ONLY (a regular expression over part names; empty: every part) selects it,
 # counting the parts it selects.
 selected=0
-selects() { [[ -z ${ONLY:-} || $1 =~ $ONLY ]]; }
+selects() {
+  ((CHECK)) && [[ ! $1 =~ ^(pair|gpt2_124m) ]] && return 1
+  [[ -z ${ONLY:-} || $1 =~ $ONLY ]]
+}
 wanted() {
   selects "$1" || return 1
   selected=$((selected + 1))
@@ -121,6 +142,12 @@ wanted() {
 drop_model() { rm -rf "$LOGS/$1/model.bin" "$LOGS/$1/model"; }
 # A run's first error line, past the warning every CUDA run prints (TRIDENT_TRY_CUDA_TRAINER).
 first_error() { grep -v TRIDENT_TRY_CUDA_TRAINER "$1" | grep -m1 -E 'rror|kernels.device'; }
+# CHECK=1: the runs with --check, and their verdict from its exit status and last line.
+CHECKED=$( ((CHECK)) && echo --check)
+checked() {  # checked PART STATUS LOG
+  [[ $2 == 0 ]] && verdict PASS "$1" "checked: $(tail -1 "$3" | cut -c1-100)" ||
+    verdict FAIL "$1" "exit status $2: $(first_error "$3" || tail -1 "$3")"
+}
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
   echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed)"
@@ -225,11 +252,12 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   shift
   wanted "$name" || return 0
   # eval_tokens: gpu-ref's validation split holds 7 sequences of 1024 (the deck's default asks 64).
-  within 150 trident train inputs/bench-124m.deck --kernels.device=cuda --optim.precision=bf16 --train.steps=30 \
+  within 150 trident train inputs/bench-124m.deck --kernels.device="$DEVICE" --optim.precision=bf16 --train.steps=30 \
     --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --train.eval_tokens=4096 \
-    --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
+    --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" "$@" $CHECKED > "$LOGS/$name.log" 2>&1
   local status=$? figures
   drop_model "$name"
+  if ((CHECK)); then checked "$name" "$status" "$LOGS/$name.log"; return; fi
   figures=$( ((status == 0)) && py - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
@@ -253,10 +281,11 @@ for ranks in $(for pair in "${PAIRS[@]}"; do pair_field "$pair" 2; done | sort -
     name=$(pair_field "$pair" 1)
     wanted "pair $name" || continue
     # shellcheck disable=SC2046
-    within 90 mpirun -np "$ranks" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") --kernels.device=cuda \
-      $(pair_field "$pair" 6) --train.run_dir="$LOGS/$name" > "$LOGS/$name.log" 2>&1
+    within 90 mpirun -np "$ranks" trident train "$(pair_field "$pair" 4)" $(train_args "$pair") --kernels.device="$DEVICE" \
+      $(pair_field "$pair" 6) --train.run_dir="$LOGS/$name" $CHECKED > "$LOGS/$name.log" 2>&1
     status=$?
     drop_model "$name"
+    if ((CHECK)); then checked "pair $name" "$status" "$LOGS/$name.log"; continue; fi
     figures=$(py - "$REF/$name/metrics.h5" "$LOGS/$name/metrics.h5" "$(pair_field "$pair" 3)" "$STEPS" 2>&1 <<'PY'
 import sys, h5py
 cpu, gpu, tol, want = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), float(sys.argv[3]), int(sys.argv[4])
@@ -285,7 +314,7 @@ gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.cla
 gpt2_124m gpt2_124m_bf16_f32_attention --cuda.attention_products=f32
 # Each operation's share of the step (trident bench --ops: events on the stream), at that size.
 if wanted "bench --ops gpt2_124m_bf16"; then
-  within 120 trident bench inputs/bench-124m.deck --ops --kernels.device=cuda --optim.precision=bf16 --steps=3 \
+  within 120 trident bench inputs/bench-124m.deck --ops --kernels.device="$DEVICE" --optim.precision=bf16 --steps=3 \
     --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
   ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
   [[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||

@@ -4,8 +4,9 @@
 # even python3) with only the CUDA toolkit bind-mounted in from this machine, as a GPU node has
 # one. Inside it, through the bundle's env.sh alone: `trident version`, `trident prepare`, a
 # 2-rank mpirun training run of inputs/tiny.deck on the CPU, and its metrics.h5, read back with
-# h5py (outside the root, which has no python3). Before that, outside: no AVX-512 instruction in
-# its binaries. PASS/FAIL lines; run by `make test-bundle`.
+# h5py (outside the root, which has no python3). Outside it: no AVX-512 instruction in its
+# binaries, and scripts/gpu-check.sh's training commands accepted by the bundle's trident
+# (--check). PASS/FAIL lines; run by `make test-bundle`.
 #   TRIDENT_BARE_ROOT=DIR   where the root is made once and kept (default /var/cache/trident/bare-bookworm;
 #                           making it needs Debian's package repositories and a few minutes)
 . tests/e2e/lib.sh
@@ -100,4 +101,15 @@ if in_root inspect "trident inspect runs/tiny/checkpoints/step-00000010.full.h5"
   pass bundle_checkpoint_verifies
 else
   fail bundle_checkpoint_verifies "$(tail -3 "$WORK/inspect.out")"
+fi
+
+# scripts/gpu-check.sh's one GPU run, its commands tried here through the bundle: every training
+# run of it with --check on the guarded backend (the deck, the overrides, the data, the memory),
+# so that an argument the node would refuse at start-up is refused here instead.
+if REF="$WORK/ref" "$ROOT/scripts/gpu-check.sh" data > "$WORK/gpu-data.log" 2>&1 &&
+   CHECK=1 DEVICE=guard NO_GPU_OK=1 PY=/usr/bin/python3 REF="$WORK/ref" BUNDLE="$BUNDLE" OUT="$WORK/gpu-check" \
+     "$ROOT/scripts/gpu-check.sh" > "$WORK/gpu-check.log" 2>&1; then
+  pass "gpu_check_commands_accepted ($(grep -c '^PASS' "$WORK/gpu-check/summary.txt") parts checked)"
+else
+  fail gpu_check_commands_accepted "$(grep -sv '^PASS' "$WORK/gpu-check/summary.txt" | head -3 | tr '\n' ' ')$(tail -2 "$WORK/gpu-data.log")"
 fi
