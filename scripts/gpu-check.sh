@@ -13,11 +13,11 @@
 # materialized attention and whole logits and with the flash attention's products in f32
 # (cuda.attention_products), its per-operation table (bench --ops), the kernel checks again under
 # compute-sanitizer's memcheck (the tensor-core attention's also under racecheck and synccheck)
-# where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its verdict and figures are appended to OUT/summary.txt (OUT
-# default ./gpu-out) and printed; the same table ends the run even when parts failed; the logs,
-# with nvidia-smi's clocks and power every second, are packed into OUT/logs.tar.gz. No PASS
-# without its figure; every training pair names its largest loss difference. Exit status 0 only
-# when every part passed.
+# where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
+# verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
+# same table ends the run even when parts failed; the logs, with nvidia-smi's clocks and power
+# every second, are packed into OUT/logs.tar.gz. No PASS without its figure; every training pair
+# names its largest loss difference. Exit status 0 only when every part passed.
 #   ONLY='REGEX' scripts/gpu-check.sh   a rerun of the parts whose names match (e.g. after a fix,
 #                                  ONLY='pair|kernel attention'); preflight always runs
 #   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
@@ -140,13 +140,19 @@ wanted() {
 # The model files every finished run writes (model.bin, model/: up to 500 MB at GPT-2 124M) are
 # not logs: removed, so that logs.tar.gz stays small enough to come back.
 drop_model() { rm -rf "$LOGS/$1/model.bin" "$LOGS/$1/model"; }
-# A run's first error line, past the warning every CUDA run prints (TRIDENT_TRY_CUDA_TRAINER).
-first_error() { grep -v TRIDENT_TRY_CUDA_TRAINER "$1" | grep -m1 -E 'rror|kernels.device'; }
+# A run's first error line, past the warning every CUDA run prints (TRIDENT_TRY_CUDA_TRAINER), or
+# its last line where it has none. By the output, not the status: under pipefail, grep -m1
+# stopping early can end the first grep by SIGPIPE whatever was found.
+run_error() {
+  local found
+  found=$(grep -v TRIDENT_TRY_CUDA_TRAINER "$1" | grep -m1 -E 'rror|kernels.device')
+  if [[ -n $found ]]; then echo "$found"; else tail -1 "$1"; fi
+}
 # CHECK=1: the runs with --check, and their verdict from its exit status and last line.
 CHECKED=$( ((CHECK)) && echo --check)
 checked() {  # checked PART STATUS LOG
   [[ $2 == 0 ]] && verdict PASS "$1" "checked: $(tail -1 "$3" | cut -c1-100)" ||
-    verdict FAIL "$1" "exit status $2: $(first_error "$3" || tail -1 "$3")"
+    verdict FAIL "$1" "exit status $2: $(run_error "$3")"
 }
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
@@ -211,14 +217,14 @@ kernel_check() {
 # kernel_checks BUDGET [--gpt2] NAME...: the selected ones in one process, then kernel_check for
 # each that did not pass in it.
 kernel_checks() {
-  local budget=$1 size="" suffix="" check name todo=() line
+  local budget=$1 size="" suffix="" check name chosen=() line
   shift
   [[ ${1:-} == --gpt2 ]] && { size=--gpt2 suffix=_124m; shift; }
-  for check in "$@"; do wanted "kernel $check$suffix" && todo+=("$check"); done
-  ((${#todo[@]})) || return 0
-  within "$budget" gpu_tests $size "${todo[@]}" > "$LOGS/kernels$suffix.log" 2>&1
+  for check in "$@"; do wanted "kernel $check$suffix" && chosen+=("$check"); done
+  ((${#chosen[@]})) || return 0
+  within "$budget" gpu_tests $size "${chosen[@]}" > "$LOGS/kernels$suffix.log" 2>&1
   local status=$?
-  for check in "${todo[@]}"; do
+  for check in "${chosen[@]}"; do
     name=$check$suffix
     line=$(grep -m1 -E "^(PASS|FAIL|SKIP) cuda_$name " "$LOGS/kernels$suffix.log")
     if [[ $status == 0 && $line == PASS* ]]; then verdict PASS "kernel $name" "${line#PASS cuda_$name }"
@@ -268,7 +274,7 @@ print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {tflops:.1f} TFLOP/s
 PY
 )
   [[ -n $figures ]] && verdict PASS "$name" "$figures" ||
-    verdict FAIL "$name" "exit status $status: $(first_error "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"
+    verdict FAIL "$name" "exit status $status: $(run_error "$LOGS/$name.log")"
 }
 gpt2_124m gpt2_124m_bf16
 gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
@@ -302,7 +308,7 @@ PY
     echo "$figures" > "$LOGS/$name.compared.txt"
     if [[ $status == 0 && $compared == 0 ]]; then verdict PASS "pair $name" "$figures"
     elif [[ $status == 0 ]]; then verdict FAIL "pair $name" "$(echo "$figures" | tail -1)"
-    else verdict FAIL "pair $name" "exit status $status: $(first_error "$LOGS/$name.log" || tail -1 "$LOGS/$name.log")"; fi
+    else verdict FAIL "pair $name" "exit status $status: $(run_error "$LOGS/$name.log")"; fi
   done
 done
 

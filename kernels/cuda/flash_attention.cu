@@ -180,7 +180,7 @@ void forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, 
   if (mma_attention_takes(rows.hs, ctx.attention_operands)) return mma_attention_forward(ctx, out, lse, rows, B, combine);
   require_head_size(rows.hs);
   forward_kernel<<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
-      out, lse, rows, B, 1.0f / std::sqrt(static_cast<float>(rows.hs)), combine);
+      out, lse, rows, B, rows.scale(), combine);
   check_launch("flash_attention_forward");
 }
 
@@ -190,7 +190,7 @@ void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const fl
   if (mma_attention_takes(rows.hs, ctx.attention_operands))
     return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
   require_head_size(rows.hs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(rows.hs));
+  const float scale = rows.scale();
   const int blocks = warp_blocks(B, rows.n, rows.NH);
   key_gradients_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dkv, dout, out, lse, rows, B, scale,
                                                                          accumulate);

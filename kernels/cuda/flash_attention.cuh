@@ -3,6 +3,8 @@
 // operands): where one head's rows of a block are, and the tiled kernels' entry points.
 #pragma once
 
+#include <cmath>
+
 #include "kernels/cuda/cuda.hpp"
 
 namespace trident::kernels::cuda {
@@ -24,6 +26,7 @@ struct HeadRows {
   __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + q0 + t; }
   __device__ int key_end(int t) const { return causal ? t + 1 : n; }      // keys a query sees: [0, key_end)
   __device__ int query_begin(int s) const { return causal ? s : 0; }    // queries a key is seen by: [query_begin, n)
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(hs)); }  // of the scores: 1/√hs
 };
 
 // The tiled kernels take heads of these sizes with 16-bit operands (ctx.attention_operands bf16

@@ -47,6 +47,7 @@ namespace wmma = nvcuda::wmma;
 constexpr int kWarps = 4;           // a block's warps
 constexpr int kTile = 16 * kWarps;  // a tile's queries or keys: 16 rows a warp
 constexpr int kThreadsPerBlock = 32 * kWarps;
+__host__ __device__ constexpr int tiles_of(int n) { return (n + kTile - 1) / kTile; }  // a block's tiles of n rows
 // Row padding in elements (16 bytes), so that the 16 rows a fragment reads fall on different
 // banks; every fragment's first element stays 32-byte aligned, as wmma's loads and stores need.
 constexpr int kPad16 = 8, kPad32 = 4;
@@ -176,7 +177,7 @@ __device__ void load_keys(T* k, T* v, const HeadRows& rows, int b, int h, int k_
 struct BlockTile {
   int b, h, begin, valid;
   __device__ BlockTile(const HeadRows& rows, bool reversed) {
-    const int tiles = (rows.n + kTile - 1) / kTile, index = static_cast<int>(blockIdx.x % tiles);
+    const int tiles = tiles_of(rows.n), index = static_cast<int>(blockIdx.x % tiles);
     const int tile = reversed ? tiles - 1 - index : index;
     h = static_cast<int>(blockIdx.x / tiles % rows.NH);
     b = static_cast<int>(blockIdx.x / tiles / rows.NH);
@@ -496,10 +497,9 @@ void allow_shared(Kernel kernel, size_t bytes) {
 }
 
 unsigned tile_blocks(const HeadRows& rows, int B) {
-  return static_cast<unsigned>(size_t(B) * rows.NH * ((rows.n + kTile - 1) / kTile));
+  return static_cast<unsigned>(size_t(B) * rows.NH * tiles_of(rows.n));
 }
 
-float scale_of(const HeadRows& rows) { return 1.0f / std::sqrt(static_cast<float>(rows.hs)); }
 
 }  // namespace
 
@@ -520,8 +520,8 @@ void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows&
       const size_t bytes = ForwardLayout<HS>().bytes;
       static const bool allowed = (allow_shared(forward_kernel<HS, F>, bytes), true);
       (void)allowed;
-      forward_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, bytes, stream_of(ctx)>>>(out, lse, rows,
-                                                                                              scale_of(rows), combine);
+      forward_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, bytes, stream_of(ctx)>>>(
+          out, lse, rows, rows.scale(), combine);
     });
   });
   check_launch("flash_attention_forward (tensor cores)");
@@ -541,10 +541,10 @@ void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* 
       (void)allowed;
       float* deltas = stream_scratch(ctx, size_t(B) * rows.NH * rows.T, "cudaMallocAsync (flash attention's D)");
       query_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
-          dqkv, dout, out, lse, deltas, rows, scale_of(rows), accumulate);
+          dqkv, dout, out, lse, deltas, rows, rows.scale(), accumulate);
       check_launch("flash_attention_backward (tensor cores, queries)");
       key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
-          dkv, dout, deltas, lse, rows, scale_of(rows), accumulate);
+          dkv, dout, deltas, lse, rows, rows.scale(), accumulate);
       check_launch("flash_attention_backward (tensor cores, keys)");
       release_scratch(ctx, deltas);
     });

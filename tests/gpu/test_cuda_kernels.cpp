@@ -488,29 +488,41 @@ void attention(Report& r, bool bf16_path) {
   r.add(dqkv, tol, t + "attention dqkv");
 }
 
+// One size of the memory-efficient attention on both backends (gpu: its context), from qkv and dout
+// of seeds seed and seed + 1, qkv rounded to `rounded` first where it is a 16-bit type (a 16-bit
+// model's kept values): out and dqkv held to `tol`, the log-sum-exps to the GEMM tolerance;
+// backward from the CPU's forward results on both. label names the lines.
+void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigned seed, DType rounded, Tolerance tol,
+                          const std::string& label) {
+  const int B = 2;
+  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+  Floats qkv(random_floats(n_qkv, seed)), out(n_out), lse(n_lse), dout(random_floats(n_out, seed + 1)),
+      dqkv(n_qkv, 5.0f);
+  if (rounded != DType::f32) {
+    kernels::round_to(g_cpu, qkv.host_tensor(), rounded);
+    kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
+  }
+  const Shape sequence{B, T, 3 * C};
+  const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
+  kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
+  kernels::flash_attention_forward(gpu, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
+  r.add(out, tol, label + " out" + at);
+  r.add(lse, kGemm, label + " log-sum-exp" + at);
+  kernels::upload(g_gpu, out.tensor(), out.cpu());
+  kernels::upload(g_gpu, lse.tensor(), lse.cpu());
+  kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
+                                    out.host_tensor(), lse.host_tensor(), NH);
+  kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(), lse.tensor(),
+                                    NH);
+  r.add(dqkv, tol, label + " dqkv" + at);
+}
+
 // The memory-efficient attention on the device against the CPU's, at sizes that cross the CPU's
-// tiles (T not a multiple of 64) and heads of 24 and 64 channels; backward from the CPU's
-// forward results on both.
+// tiles (T not a multiple of 64) and heads of 24 and 64 channels.
 void flash_attention(Report& r) {
   for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(96, 768), sized(4, 12)},
-                                 std::tuple<int, int, int>{37, 128, 2}}) {
-    const int B = 2;
-    const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
-    Floats qkv(random_floats(n_qkv, 83)), out(n_out), lse(n_lse), dout(random_floats(n_out, 84)), dqkv(n_qkv, 5.0f);
-    const Shape sequence{B, T, 3 * C};
-    const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
-    kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
-    kernels::flash_attention_forward(g_gpu, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
-    r.add(out, kGemm, "flash attention out" + at);
-    r.add(lse, kGemm, "flash attention log-sum-exp" + at);
-    kernels::upload(g_gpu, out.tensor(), out.cpu());
-    kernels::upload(g_gpu, lse.tensor(), lse.cpu());
-    kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
-                                      out.host_tensor(), lse.host_tensor(), NH);
-    kernels::flash_attention_backward(g_gpu, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(),
-                                      lse.tensor(), NH);
-    r.add(dqkv, kGemm, "flash attention dqkv" + at);
-  }
+                                 std::tuple<int, int, int>{37, 128, 2}})
+    flash_attention_size(r, g_gpu, T, C, NH, 83, DType::f32, kGemm, "flash attention");
 }
 
 // The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16) against the
@@ -524,29 +536,11 @@ void flash_attention_16bit(Report& r, Precision operands) {
   Context gpu16 = g_gpu;
   gpu16.attention_operands = operands;
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
-  const std::string kind = operands == Precision::fp16 ? "fp16 " : "bf16 ";
+  const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16";
   for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
                                  std::tuple<int, int, int>{37, 256, 2}, std::tuple<int, int, int>{130, 256, 2},
-                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{1, 128, 2}}) {
-    const int B = 2;
-    const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
-    Floats qkv(random_floats(n_qkv, 85)), out(n_out), lse(n_lse), dout(random_floats(n_out, 86)), dqkv(n_qkv, 5.0f);
-    kernels::round_to(g_cpu, qkv.host_tensor(), type);
-    kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
-    const Shape sequence{B, T, 3 * C};
-    const std::string at = kind + "(T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
-    kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
-    kernels::flash_attention_forward(gpu16, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
-    r.add(out, kBf16, "tensor-core flash attention out " + at);
-    r.add(lse, kGemm, "tensor-core flash attention log-sum-exp " + at);
-    kernels::upload(g_gpu, out.tensor(), out.cpu());
-    kernels::upload(g_gpu, lse.tensor(), lse.cpu());
-    kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
-                                      out.host_tensor(), lse.host_tensor(), NH);
-    kernels::flash_attention_backward(gpu16, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(),
-                                      lse.tensor(), NH);
-    r.add(dqkv, kBf16, "tensor-core flash attention dqkv " + at);
-  }
+                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{1, 128, 2}})
+    flash_attention_size(r, gpu16, T, C, NH, 85, type, kBf16, "tensor-core flash attention " + kind);
   // Two chunks of 100 rows (two tiles each, the second partial), heads of 128 channels: chunk 1's
   // queries against its own keys (causal, first), then against chunk 0's.
   const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2;
