@@ -30,6 +30,7 @@ struct KernelTable {
   decltype(&kernels::linear_forward) linear_forward = nullptr;
   decltype(&kernels::linear_backward) linear_backward = nullptr;
   decltype(&kernels::linear_gelu_forward) linear_gelu_forward = nullptr;
+  decltype(&kernels::linear_gelu_backward) linear_gelu_backward = nullptr;
   decltype(&kernels::strided_matmul) strided_matmul = nullptr;
   decltype(&kernels::batched_matmul) batched_matmul = nullptr;
   decltype(&kernels::batched_matmul_bf16) batched_matmul_bf16 = nullptr;

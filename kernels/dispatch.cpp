@@ -298,6 +298,21 @@ void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, con
   entry(ctx, &KernelTable::linear_gelu_forward, "linear_gelu_forward")(ctx, pre, act, sums, x, w, bias);
 }
 
+void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& sums, const Tensor& dy,
+                          const Tensor& pre, const Tensor& w) {
+  const Arguments args("linear_gelu_backward");
+  args.operand("pre", pre);
+  args.type("w", w, pre.dtype);
+  const int64_t M = matrix_rows(pre), K = matrix_cols(pre), N = matrix_rows(w);
+  args.columns("w", w, K);
+  args.exactly("dy", dy, pre.dtype, M * N);
+  args.columns("dy", dy, N);
+  args.exactly("dpre", dpre, pre.dtype, M * K);
+  args.f32("sums", sums, M * K);
+  args.optional_f32("dbias", dbias, K);
+  entry(ctx, &KernelTable::linear_gelu_backward, "linear_gelu_backward")(ctx, dpre, dbias, sums, dy, pre, w);
+}
+
 void strided_matmul(Context& ctx, const Tensor& c, const Strides& c_strides, const Tensor& a, const Strides& a_strides,
                     const Tensor& b, const Strides& b_strides, int batch, int heads, int M, int N, int K,
                     bool accumulate) {
@@ -341,7 +356,8 @@ void layernorm_forward(Context& ctx, const Tensor& out, const Tensor& mean, cons
                        const Tensor& weight, const Tensor& bias) {
   const Arguments args("layernorm_forward");
   check_layernorm(args, inp, weight, bias, mean, variance);
-  args.f32("out", out, inp.shape.numel());
+  args.operand("out", out);  // f32 or 16-bit
+  args.exactly("out", out, out.dtype, inp.shape.numel());
   entry(ctx, &KernelTable::layernorm_forward, "layernorm_forward")(ctx, out, mean, variance, inp, weight, bias);
 }
 
@@ -410,7 +426,8 @@ void rmsnorm_forward(Context& ctx, const Tensor& out, const Tensor& rstd, const 
   const Arguments args("rmsnorm_forward");
   const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
   args.f32("inp", inp, N * C);
-  args.f32("out", out, N * C);
+  args.operand("out", out);  // f32 or 16-bit
+  args.exactly("out", out, out.dtype, N * C);
   args.f32("weight", weight, C);
   args.f32("rstd", rstd, N);
   args.holds(eps > 0, "eps", "is not positive");

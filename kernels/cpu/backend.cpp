@@ -22,6 +22,7 @@ KernelTable make_table() {
   t.linear_forward = &cpu::linear_forward;
   t.linear_backward = &cpu::linear_backward;
   t.linear_gelu_forward = &cpu::linear_gelu_forward;
+  t.linear_gelu_backward = &cpu::linear_gelu_backward;
   t.strided_matmul = &cpu::strided_matmul;
   t.batched_matmul = &cpu::batched_matmul;
   t.batched_matmul_bf16 = &cpu::batched_matmul_bf16;

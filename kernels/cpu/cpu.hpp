@@ -32,7 +32,8 @@ void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const flo
 void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x,
                         const low16* w, const float* bias, int M, int K, int N);
 // dx (M, K) = dy · w;  dw (N, K) += dyᵀ · x;  dbias (N) += Σ_m dy (from the f32 dy).
-// dy_low (M, N) is dy in the 16-bit type (the GEMMs' operand).
+// dy_low (M, N) is dy in the 16-bit type (the GEMMs' operand). Null dx, dw or dbias: skipped;
+// x is read for dw alone (may be null without it).
 void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw, float* dbias,
                          const float* dy, const low16* dy_low, const low16* x, const low16* w,
                          int M, int K, int N);

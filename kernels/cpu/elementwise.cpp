@@ -58,23 +58,38 @@ void gelu_forward(Context& ctx, float* out, const float* inp, size_t n) {
   }
 }
 
-void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    // d/dx [x σ(2u)] = σ(2u) + 2x σ(2u)(1 − σ(2u)) u'   (σ(2u) = (1 + tanh u)/2)
-    const float x = inp[i];
-    const float u = kGeluScale * (x + 0.044715f * x * x * x);
-    const float s = 1.0f / (1.0f + vexp(-2.0f * u));
-    const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
-  }
+namespace {
+
+// dout · GELU'(x): d/dx [x σ(2u)] = σ(2u) + 2x σ(2u)(1 − σ(2u)) u'   (σ(2u) = (1 + tanh u)/2)
+inline float gelu_gradient_of(float x, float dout) {
+  const float u = kGeluScale * (x + 0.044715f * x * x * x);
+  const float s = 1.0f / (1.0f + vexp(-2.0f * u));
+  const float du = kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+  return dout * (s + 2.0f * x * s * (1.0f - s) * du);
 }
 
-// Widened into dinp first (exact), then the f32 kernel in place: the same bits as from an f32 copy.
-void gelu_backward_low16(Context& ctx, Precision precision, float* dinp, const low16* inp, const float* dout,
+constexpr size_t kWidenChunk = 2048;  // gelu_backward_low16's widened inputs, per thread
+
+}  // namespace
+
+void gelu_backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) dinp[i] = gelu_gradient_of(inp[i], dout[i]);
+}
+
+// Chunk by chunk, each chunk's inputs widened (exact) into the thread's buffer first: the bits
+// of the f32 kernel on an f32 copy, and dinp may be dout itself (linear_gelu_backward, in place).
+void gelu_backward_low16(Context&, Precision precision, float* dinp, const low16* inp, const float* dout,
                          size_t n) {
-  from_low(ctx, precision, dinp, inp, n);
-  gelu_backward(ctx, dinp, dinp, dout, n);
+  const bool fp16 = precision == Precision::fp16;
+#pragma omp parallel for schedule(static)
+  for (size_t first = 0; first < n; first += kWidenChunk) {
+    const size_t m = std::min(kWidenChunk, n - first);
+    float x[kWidenChunk];
+    for (size_t i = 0; i < m; ++i) x[i] = fp16 ? fp16_widen(inp[first + i]) : bf16_widen(inp[first + i]);
+#pragma omp simd
+    for (size_t i = 0; i < m; ++i) dinp[first + i] = gelu_gradient_of(x[i], dout[first + i]);
+  }
 }
 
 void residual_forward(Context&, float* out, const float* a, const float* b, size_t n) {

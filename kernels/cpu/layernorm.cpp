@@ -93,6 +93,16 @@ void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, c
       "forward", N, C);
 }
 
+// Into backward's per-thread scratch (the same (N, C) + 2C: no memory of its own), then rounded:
+// the bits of the f32 output stored.
+void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, float* mean, float* variance,
+                             const float* inp, const float* weight, const float* bias, int N, int C) {
+  const size_t n = static_cast<size_t>(N) * C;
+  std::vector<float>& scratch = workspace(n + 2 * static_cast<size_t>(C));
+  cpu::layernorm_forward(ctx, scratch.data(), mean, variance, inp, weight, bias, N, C);
+  to_low(ctx, precision, out, scratch.data(), n);
+}
+
 void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
                         const float* dout, const float* inp, const float* weight,
                         const float* bias, const float* mean, const float* variance, int N,

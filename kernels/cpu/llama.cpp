@@ -4,22 +4,39 @@
 #include <vector>
 
 #include "kernels/common/llama_math.hpp"
+#include "kernels/common/low16.hpp"
 #include "kernels/cpu/cpu.hpp"
 
 namespace trident::kernels::cpu {
 
-void rmsnorm_forward(Context&, float* out, float* rstd, const float* inp, const float* weight, float eps, int N,
-                     int C) {
+namespace {
+
+// Each row's rstd and its values out, put(i, value) writing element i of out in its type.
+template <class Put>
+void rmsnorm_rows(float* rstd, const float* inp, const float* weight, float eps, int N, int C, Put put) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* x = inp + size_t(n) * C;
     float squares = 0.0f;
     for (int c = 0; c < C; ++c) squares += x[c] * x[c];
     const float r = rmsnorm_rstd(squares, C, eps);
-    float* y = out + size_t(n) * C;
-    for (int c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
+    for (int c = 0; c < C; ++c) put(size_t(n) * C + c, x[c] * r * weight[c]);
     rstd[n] = r;
   }
+}
+
+}  // namespace
+
+void rmsnorm_forward(Context&, float* out, float* rstd, const float* inp, const float* weight, float eps, int N,
+                     int C) {
+  rmsnorm_rows(rstd, inp, weight, eps, N, C, [out](size_t i, float value) { out[i] = value; });
+}
+
+void rmsnorm_forward_low16(Context&, Precision precision, low16* out, float* rstd, const float* inp,
+                           const float* weight, float eps, int N, int C) {
+  if (precision == Precision::fp16)
+    return rmsnorm_rows(rstd, inp, weight, eps, N, C, [out](size_t i, float v) { out[i] = low16_round<true>(v); });
+  rmsnorm_rows(rstd, inp, weight, eps, N, C, [out](size_t i, float v) { out[i] = low16_round<false>(v); });
 }
 
 void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

@@ -218,7 +218,7 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
     const size_t MN = size_t(M) * N, MK = size_t(M) * K, NK = size_t(N) * K;
     float* dy32 = widening_workspace(MN + MK + NK);  // dy (M, N), x (M, K), w (N, K)
     from_low(ctx, precision, dy32, dy_low, MN);
-    from_low(ctx, precision, dy32 + MN, x, MK);
+    if (dw) from_low(ctx, precision, dy32 + MN, x, MK);  // read by the weight gradient alone
     from_low(ctx, precision, dy32 + MN + MK, w, NK);
     backward_gemms(ctx, dx, dw, dy32, dy32 + MN, dy32 + MN + MK, M, K, N, type);
   }
@@ -249,6 +249,28 @@ void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, con
   cpu::store(ctx, pre, sums);
   cpu::gelu_forward(ctx, sums, sums);
   cpu::store(ctx, act, sums);
+}
+
+// The GEMM of linear_backward's dx into sums, GELU' in place (gelu_backward's arithmetic), the
+// bias gradient summed from those f32 values (linear_backward's), and dpre: them rounded to its
+// 16-bit type (linear_backward's narrowing) — in f32 GELU' writes dpre itself.
+void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& sums, const Tensor& dy,
+                          const Tensor& pre, const Tensor& w) {
+  const int M = static_cast<int>(matrix_rows(pre)), K = static_cast<int>(matrix_cols(pre));
+  const int N = static_cast<int>(matrix_rows(w));
+  float* db = optional_data<float>(dbias);
+  if (pre.dtype == DType::f32) {
+    cpu::linear_backward(ctx, sums.as<float>(), nullptr, nullptr, dy.as<float>(), nullptr, w.as<float>(), M, K, N);
+    cpu::gelu_backward(ctx, dpre, pre, sums);
+    if (db) column_sums_add(db, dpre.as<float>(), M, K);
+    return;
+  }
+  const Precision precision = precision_of(pre.dtype);
+  cpu::linear_backward_low(ctx, precision, sums.as<float>(), nullptr, nullptr, nullptr, dy.as<low16>(), nullptr,
+                           w.as<low16>(), M, K, N);
+  cpu::gelu_backward(ctx, sums, pre, sums);
+  if (db) column_sums_add(db, sums.as<float>(), M, K);
+  to_low(ctx, precision, dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,

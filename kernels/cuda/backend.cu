@@ -42,6 +42,7 @@ KernelTable make_table() {
   t.linear_forward = &cuda::linear_forward;
   t.linear_backward = &cuda::linear_backward;
   t.linear_gelu_forward = &cuda::linear_gelu_forward;
+  t.linear_gelu_backward = &cuda::linear_gelu_backward;
   t.strided_matmul = &cuda::strided_matmul;
   t.batched_matmul = &cuda::batched_matmul;
   t.batched_matmul_bf16 = &cuda::batched_matmul_bf16;

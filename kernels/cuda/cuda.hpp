@@ -55,6 +55,8 @@ constexpr int kColumnChunk = 64;
 inline int column_chunks(int rows) { return (rows + kColumnChunk - 1) / kColumnChunk; }
 // out[c] += Σ_r x[r, c] for x (rows, cols).
 void column_sums_add(Context& ctx, float* out, const float* x, int rows, int cols);
+// The same over x's 16-bit values of `precision`, widened as they are read.
+void column_sums_add_low16(Context& ctx, Precision precision, float* out, const low16* x, int rows, int cols);
 // out[c] += Σ_chunk partial[chunk, c] for partial (chunks, cols), chunks in order.
 void add_chunk_sums(Context& ctx, float* out, const float* partial, int chunks, int cols);
 // Stream-ordered scratch of n floats (cudaMallocAsync), and its release on the same stream.

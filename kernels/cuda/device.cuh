@@ -1,4 +1,5 @@
-// Device-side helpers of the CUDA kernels: the grid-stride loop of element-wise kernels, and
+// Device-side helpers of the CUDA kernels: the grid-stride loop of element-wise kernels, the
+// outputs of either type, and
 // block-wide reductions for the row kernels (one thread block per row): a fixed shuffle tree per
 // warp, then the warps' results in warp order, so a row's sum is the same on every run (no
 // atomics). blockDim.x must be a multiple of 32 (at most 1024); every thread gets the result.
@@ -8,6 +9,7 @@
 
 #include <type_traits>
 
+#include "kernels/common/low16.hpp"
 #include "kernels/kernels.hpp"
 
 // Grid-stride loop: i over [0, n) in steps of the grid's threads.
@@ -24,6 +26,18 @@ void with_type(Precision precision, Launch&& launch) {
   if (precision == Precision::fp16) launch(std::true_type{});
   else launch(std::false_type{});
 }
+
+// Where a row kernel writes its f32 results: an f32 output as they are (F32Out), a 16-bit one
+// rounded to nearest even (Low16Out<fp16>) — the kernel templated on which.
+struct F32Out {
+  float* values;
+  __device__ void operator()(size_t i, float value) const { values[i] = value; }
+};
+template <bool fp16>
+struct Low16Out {
+  low16* values;
+  __device__ void operator()(size_t i, float value) const { values[i] = low16_round<fp16>(value); }
+};
 
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }

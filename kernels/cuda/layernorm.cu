@@ -12,8 +12,10 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-// One block per row: mean and biased variance (two passes over the row), then the normalized row.
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* variance, const float* inp,
+// One block per row: mean and biased variance (two passes over the row), then the normalized row
+// (Out: F32Out or Low16Out).
+template <class Out>
+__global__ void layernorm_forward_kernel(Out out, float* mean, float* variance, const float* inp,
                                          const float* weight, const float* bias, int C) {
   const size_t row = blockIdx.x;
   const float* x = inp + row * C;
@@ -24,8 +26,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* varianc
   for (int c = threadIdx.x; c < C; c += blockDim.x) squares += (x[c] - m) * (x[c] - m);
   const float var = block_sum(squares) / C;
   const float rstd = layernorm_rstd(var);
-  float* y = out + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = layernorm_value(x[c], m, rstd, weight[c], bias[c]);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) out(row * C + c, layernorm_value(x[c], m, rstd, weight[c], bias[c]));
   if (threadIdx.x == 0) mean[row] = m, variance[row] = var;
 }
 
@@ -73,7 +74,17 @@ __global__ void layernorm_parameter_chunks_kernel(float* partial_dw, float* part
 void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
                        const float* weight, const float* bias, int N, int C) {
   if (N == 0 || C == 0) return;
-  layernorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(out, mean, variance, inp, weight, bias, C);
+  layernorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(F32Out{out}, mean, variance, inp, weight, bias, C);
+  check_launch("layernorm_forward");
+}
+
+void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, float* mean, float* variance,
+                             const float* inp, const float* weight, const float* bias, int N, int C) {
+  if (N == 0 || C == 0) return;
+  with_type(precision, [&](auto fp16) {
+    layernorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(Low16Out<decltype(fp16)::value>{out}, mean,
+                                                                      variance, inp, weight, bias, C);
+  });
   check_launch("layernorm_forward");
 }
 

@@ -12,15 +12,14 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight, float eps,
-                                       int C) {
+template <class Out>  // F32Out or Low16Out
+__global__ void rmsnorm_forward_kernel(Out out, float* rstd, const float* inp, const float* weight, float eps, int C) {
   const size_t row = blockIdx.x;
   const float* x = inp + row * C;
   float squares = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) squares += x[c] * x[c];
   const float r = rmsnorm_rstd(block_sum(squares), C, eps);
-  float* y = out + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = x[c] * r * weight[c];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) out(row * C + c, x[c] * r * weight[c]);
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
@@ -121,7 +120,17 @@ __global__ void reduce_kv_kernel(float* dqkv, const float* dfull, int q_heads, i
 void rmsnorm_forward(Context& ctx, float* out, float* rstd, const float* inp, const float* weight, float eps, int N,
                      int C) {
   if (N == 0 || C == 0) return;
-  rmsnorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(out, rstd, inp, weight, eps, C);
+  rmsnorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(F32Out{out}, rstd, inp, weight, eps, C);
+  check_launch("rmsnorm_forward");
+}
+
+void rmsnorm_forward_low16(Context& ctx, Precision precision, low16* out, float* rstd, const float* inp,
+                           const float* weight, float eps, int N, int C) {
+  if (N == 0 || C == 0) return;
+  with_type(precision, [&](auto fp16) {
+    rmsnorm_forward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(Low16Out<decltype(fp16)::value>{out}, rstd, inp,
+                                                                    weight, eps, C);
+  });
   check_launch("rmsnorm_forward");
 }
 

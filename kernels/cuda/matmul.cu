@@ -355,21 +355,22 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   if (db) column_sums_add(ctx, db, dy.as<float>(), M, N);
 }
 
-// ---- The GELU layer: cuBLASLt's GELU_AUX(_BIAS) epilogue --------------------------------------
+// ---- The GELU layer: cuBLASLt's GELU_AUX(_BIAS) epilogue forward, DGELU backward ---------------
 namespace {
 
-// One shape's fused GEMM: act (M, N) in D, pre in the epilogue's auxiliary output, the bias —
-// all three of D's type (cuBLASLt's rule for non-fp8 GEMMs). fused false: cuBLASLt has no
-// algorithm for it here, so the GEMM and one pass run instead (said once on stderr: a slower
+// One shape's fused GEMM: D (M, N) and the epilogue's auxiliary matrix of D's shape — forward act
+// in D and pre as the auxiliary output, backward dpre in D from pre as the auxiliary input —, and
+// the bias, all three of D's type (cuBLASLt's rule for non-fp8 GEMMs). fused false: cuBLASLt has
+// no algorithm for it here, so the GEMM and one pass run instead (said once on stderr: a slower
 // layer, not an error).
 struct GeluPlan {
   bool fused = false;
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t w = nullptr, x = nullptr, out = nullptr;
+  cublasLtMatrixLayout_t b = nullptr, a = nullptr, out = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 
-using GeluKey = std::array<int64_t, 9>;
+using GeluKey = std::array<int64_t, 10>;
 
 bool succeeded(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
 
@@ -378,33 +379,32 @@ bool set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute, cons
   return succeeded(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof value));
 }
 
-// The plan of g (linear_forward_gemm's) writing `out_type` with pre at this alignment. Every
-// refusal along the way (an attribute, the heuristic) leaves fused false.
-GeluPlan create_gelu(const Gemm& g, cudaDataType_t out_type, uint32_t align_x, uint32_t align_w, uint32_t align_out,
-                     void* pre) {
+// The plan of g with this epilogue writing `out_type`, aux at this alignment. Every refusal along
+// the way (an attribute, the heuristic) leaves fused false.
+GeluPlan create_gelu(const Gemm& g, cublasLtEpilogue_t epilogue, cudaDataType_t out_type, uint32_t align_a,
+                     uint32_t align_b, uint32_t align_out, void* aux) {
   GeluPlan plan;
   Operand first{}, second{};
   if (!describes(g.K, g.N, g.b, first) || !describes(g.M, g.K, g.a, second)) return plan;
   const cudaDataType_t operands = cuda_type(g.operands);
-  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-  const int64_t aux_ld = g.N;  // pre is D's shape: (N, M) column-major, N apart
+  const int64_t aux_ld = g.N;  // aux is D's shape: (N, M) column-major, N apart
   if (!succeeded(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, first.op) || !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, second.op) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre) ||
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld))
     return plan;
-  if (!succeeded(cublasLtMatrixLayoutCreate(&plan.w, operands, first.layout_rows, first.layout_cols, first.ld)) ||
-      !succeeded(cublasLtMatrixLayoutCreate(&plan.x, operands, second.layout_rows, second.layout_cols, second.ld)) ||
+  if (!succeeded(cublasLtMatrixLayoutCreate(&plan.b, operands, first.layout_rows, first.layout_cols, first.ld)) ||
+      !succeeded(cublasLtMatrixLayoutCreate(&plan.a, operands, second.layout_rows, second.layout_cols, second.ld)) ||
       !succeeded(cublasLtMatrixLayoutCreate(&plan.out, out_type, g.N, g.M, g.N)))
     return plan;
-  best_algorithm(plan.op, plan.w, plan.x, plan.out, align_w, align_x, align_out, plan.algo, plan.fused);
+  best_algorithm(plan.op, plan.b, plan.a, plan.out, align_b, align_a, align_out, plan.algo, plan.fused);
   return plan;
 }
 
-void say_unfused(const Gemm& g, const char* why) {
-  std::fprintf(stderr, "kernels::cuda: the GELU layer's %s runs as the GEMM and one pass (%s)\n", describe(g).c_str(),
-               why);
+void say_unfused(const Gemm& g, const char* epilogue, const char* why) {
+  std::fprintf(stderr, "kernels::cuda: the GELU layer's %s runs as the GEMM and one pass, without the %s epilogue (%s)\n",
+               describe(g).c_str(), epilogue, why);
 }
 
 // The epilogue's bias in D's type: the f32 bias itself, or rounded on the stream into a buffer of
@@ -423,40 +423,54 @@ const void* epilogue_bias(Context& ctx, cudaDataType_t out_type, const float* bi
   return found->second.data();
 }
 
-// The fused GEMM, or false where it cannot run (nothing written then).
-bool run_gelu_epilogue(Context& ctx, const Gemm& g, cudaDataType_t out_type, void* pre, void* act, const void* x,
-                       const void* w, const float* bias) {
-  // cuBLASLt's rules for the auxiliary output (ld a multiple of 8) and an f32 bias read in place
+// One fused GEMM of the GELU layer: out (M, N) = the epilogue of a · b (run_gemm's operands)
+// with aux (M, N) and the bias (forward only). False where it cannot run (nothing written then).
+struct GeluGemm {
+  const Gemm& g;
+  cublasLtEpilogue_t epilogue;
+  const char* name;  // the epilogue's, for the message
+  cudaDataType_t out_type;
+  void* out;
+  void* aux;
+  const void* a;
+  const void* b;
+  const float* bias;
+};
+
+bool run_gelu_epilogue(Context& ctx, const GeluGemm& f) {
+  const Gemm& g = f.g;
+  // cuBLASLt's rules for the auxiliary matrix (ld a multiple of 8) and an f32 bias read in place
   // (our 16-byte rule, as run_gemm's; a 16-bit one is a buffer of its own).
-  if (g.N % 8 != 0 || (bias != nullptr && out_type == CUDA_R_32F && reinterpret_cast<uintptr_t>(bias) % 16 != 0))
+  if (g.N % 8 != 0 || (f.bias != nullptr && f.out_type == CUDA_R_32F && reinterpret_cast<uintptr_t>(f.bias) % 16 != 0))
     return false;
   const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
-  const uint32_t align_x = alignment(reinterpret_cast<uintptr_t>(x), 0, 0);
-  const uint32_t align_w = alignment(reinterpret_cast<uintptr_t>(w), 0, 0);
-  const uint32_t align_out = alignment(reinterpret_cast<uintptr_t>(act), 0, 0);
-  const uint32_t align_pre = alignment(reinterpret_cast<uintptr_t>(pre), 0, 0);
-  const GeluKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(out_type), align_x, align_w,
-                    int64_t(align_out) << 16 | align_pre};
+  const uint32_t align_a = alignment(reinterpret_cast<uintptr_t>(f.a), 0, 0);
+  const uint32_t align_b = alignment(reinterpret_cast<uintptr_t>(f.b), 0, 0);
+  const uint32_t align_out = alignment(reinterpret_cast<uintptr_t>(f.out), 0, 0);
+  const uint32_t align_aux = alignment(reinterpret_cast<uintptr_t>(f.aux), 0, 0);
+  const GeluKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(f.out_type), static_cast<int64_t>(f.epilogue),
+                    align_a, align_b, int64_t(align_out) << 16 | align_aux};
   std::lock_guard<std::mutex> lock(g_mutex);
   static std::unordered_map<GeluKey, GeluPlan, KeyHash> cache;
   auto found = cache.find(key);
   if (found == cache.end()) {
-    found = cache.emplace(key, create_gelu(g, out_type, align_x, align_w, align_out, pre)).first;
-    if (!found->second.fused) say_unfused(g, "cuBLASLt offers no algorithm with its GELU_AUX epilogue");
+    found = cache.emplace(key, create_gelu(g, f.epilogue, f.out_type, align_a, align_b, align_out, f.aux)).first;
+    if (!found->second.fused) say_unfused(g, f.name, "cuBLASLt offers no algorithm with it");
   }
   GeluPlan& plan = found->second;
   if (!plan.fused) return false;
-  const void* typed_bias = epilogue_bias(ctx, out_type, bias, g.N);
+  const void* typed_bias = epilogue_bias(ctx, f.out_type, f.bias, g.N);
   if ((typed_bias != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, typed_bias)) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre))
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, f.aux))
     return false;
   cudaStream_t stream = stream_of(ctx);
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t status = cublasLtMatmul(handle(), plan.op, &alpha, w, plan.w, x, plan.x, &beta, act, plan.out,
-                                               act, plan.out, &plan.algo, workspace_of(stream), kWorkspaceBytes, stream);
+  const cublasStatus_t status = cublasLtMatmul(handle(), plan.op, &alpha, f.b, plan.b, f.a, plan.a, &beta, f.out,
+                                               plan.out, f.out, plan.out, &plan.algo, workspace_of(stream),
+                                               kWorkspaceBytes, stream);
   if (succeeded(status)) return true;
   plan.fused = false;  // refused at the call (before any work): this shape runs unfused from now on
-  say_unfused(g, ("cublasLtMatmul returned status " + std::to_string(status)).c_str());
+  say_unfused(g, f.name, ("cublasLtMatmul returned status " + std::to_string(status)).c_str());
   return false;
 }
 
@@ -471,13 +485,39 @@ void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, con
   const float* b = optional_data<float>(bias);
   const Gemm g = linear_forward_gemm(M, K, N, b != nullptr, operand_type(x.dtype));
   const cudaDataType_t out_type = cuda_type(operand_type(pre.dtype));
-  if (K > 0 && run_gelu_epilogue(ctx, g, out_type, pre.data, act.data, x.data, w.data, b)) return;
+  const cublasLtEpilogue_t epilogue = b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (K > 0 && run_gelu_epilogue(ctx, {g, epilogue, "GELU_AUX", out_type, act.data, pre.data, x.data, w.data, b}))
+    return;
   run_gemm(ctx, g, sums.as<float>(), x.data, w.data, b);
   const size_t n = static_cast<size_t>(M) * N;
   if (pre.dtype != DType::f32) return keep_with_gelu(ctx, precision_of(pre.dtype), pre.as<low16>(), act.as<low16>(),
                                                      sums.as<float>(), n);
   if (pre.data != sums.data) cuda::copy(ctx, pre, sums);
   cuda::gelu_forward(ctx, act, pre);
+}
+
+// M, K from pre (M, K), N from w (N, K): the output layer's input-gradient GEMM (dy · w), which
+// the DGELU epilogue ends with GELU'(pre) in D's type, pre's.
+void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& sums, const Tensor& dy,
+                          const Tensor& pre, const Tensor& w) {
+  const int M = static_cast<int>(matrix_rows(pre)), K = static_cast<int>(matrix_cols(pre));
+  const int N = static_cast<int>(matrix_rows(w));
+  if (M == 0 || K == 0) return;
+  float* db = optional_data<float>(dbias);
+  const bool low = pre.dtype != DType::f32;
+  const Gemm g = linear_input_gradient_gemm(M, K, N, operand_type(pre.dtype));
+  const cudaDataType_t out_type = cuda_type(operand_type(pre.dtype));
+  if (N > 0 &&
+      run_gelu_epilogue(ctx, {g, CUBLASLT_EPILOGUE_DGELU, "DGELU", out_type, dpre.data, pre.data, dy.data, w.data})) {
+    if (db == nullptr) return;
+    if (low) return column_sums_add_low16(ctx, precision_of(pre.dtype), db, dpre.as<low16>(), M, K);
+    return column_sums_add(ctx, db, dpre.as<float>(), M, K);
+  }
+  run_gemm(ctx, g, sums.as<float>(), dy.data, w.data);
+  const Tensor values = low ? sums : dpre;  // where GELU' writes: in place in sums, or dpre itself
+  cuda::gelu_backward(ctx, values, pre, sums);
+  if (db) column_sums_add(ctx, db, values.as<float>(), M, K);
+  if (low) to_low(ctx, precision_of(pre.dtype), dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {

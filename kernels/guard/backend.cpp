@@ -250,6 +250,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(linear_forward);
   TRIDENT_GUARDED(linear_backward);
   TRIDENT_GUARDED(linear_gelu_forward);
+  TRIDENT_GUARDED(linear_gelu_backward);
   TRIDENT_GUARDED(strided_matmul);
   TRIDENT_GUARDED(batched_matmul);
   TRIDENT_GUARDED(batched_matmul_bf16);

@@ -256,6 +256,32 @@ void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const Te
                            on_device(ctx, dbias, {N}), gradient, mode.dy_low, x_local.reshaped({M, K_local}), w_local);
 }
 
+// linear_backward without dx (dW, db, and in 16-bit mode dY narrowed into its 16-bit values),
+// then the fused GEMM from those values; by blocks of dY's rows as they arrive where the group
+// overlaps (each block's rows of dpre; dbias_in summed block by block).
+void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
+                                const GeluGradient& out, float* dw_local, float* dbias, const float* dy,
+                                float* gathered_dy, const Operand& x_local, const Operand& w_local, int M, int K_local,
+                                int N) {
+  const Tensor dpre = out.dpre.reshaped({M, K_local}), sums = out.sums.reshaped({M, K_local});
+  const Tensor pre = out.pre.reshaped({M, K_local}), x = x_local.reshaped({M, K_local});
+  const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
+  auto rows = [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
+    kernels::linear_backward(ctx, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks), w_local);
+    kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in, block_of(sums, j, blocks),
+                                  dy_low.data != nullptr ? dy_low : dy_rows, block_of(pre, j, blocks), w_local);
+  };
+  if (group.overlaps()) {
+    const int p = group.slice.size;
+    group.ring_all_gather(ctx, on_device(ctx, gathered_dy, {M, N}), on_device(ctx, dy, {group.local_rows(M), N}),
+                          [&](int j, const Tensor& dy_rows) { rows(j, p, dy_rows, low_block(mode, j, p, M, N)); });
+    return;
+  }
+  const Tensor gradient = gathered_input(ctx, group, on_device(ctx, dy, {group.local_rows(M), N}),
+                                         on_device(ctx, gathered_dy, {M, N}), M, N);
+  rows(0, 1, gradient, low_block(mode, 0, 1, M, N));
+}
+
 void weight_gradient(kernels::Context& ctx, float* dw_local, const Tensor& dy, const Operand& x,
                      const Operand& w_local, int M, int K, int N_local) {
   const bool rounded = dy.dtype != DType::f32;

@@ -168,6 +168,20 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, float* gathered_dy,
                            const Operand& x_local, const Operand& w_local, int M, int K_local, int N);
+// The MLP's output layer backward with GELU's backward fused in (GPT-2; kernels::linear_gelu_backward:
+// on CUDA GELU' in the input-gradient GEMM's epilogue): dw_local, dbias and the communication as
+// row_parallel_backward's, and in place of dx_local the gradient of the GELU's input,
+// dpre (M, K_local) = (dY W_i) ⊙ GELU'(pre), in pre's dtype (16-bit mode: what the input layer's
+// GEMMs read, no f32 copy on a device), with the input layer's bias gradient dbias_in (K_local) +=
+// Σ dpre (or empty). pre (M, K_local): the kept values; sums (M, K_local) f32 scratch. dY's
+// values as the GEMMs read them: f32, or in 16-bit mode mode.dy_low.
+struct GeluGradient {
+  Tensor dpre, dbias_in, sums, pre;
+};
+void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
+                                const GeluGradient& out, float* dw_local, float* dbias, const float* dy,
+                                float* gathered_dy, const Operand& x_local, const Operand& w_local, int M, int K_local,
+                                int N);
 
 // dw_local (N_local, K) += dyᵀ x, the weight gradient of either layer alone: local, no
 // communication. What a zero-bubble schedule's weight-gradient pass runs after the

@@ -286,10 +286,12 @@ void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32
     a.ln2_mean = activations(rows), a.ln2_var = activations(rows);
     if (flash_) a.lse = activations(BT * heads_local_);  // statistics, as LayerNorm's: f32
   }
-  a.ln1 = kept(rows * C, f32), a.qkv = kept(BT * qkv_local_, f32);
+  if (role != Role::Working) a.ln1 = kept(rows * C, f32);  // the norms write the kept values themselves
+  a.qkv = kept(BT * qkv_local_, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
   a.atty = kept(BT * Cl, f32), a.residual2 = kept(rows * C, f32);
-  a.ln2 = kept(rows * C, f32), a.fch = kept(BT * fc_local_, f32);
+  if (role != Role::Working) a.ln2 = kept(rows * C, f32);
+  a.fch = kept(BT * fc_local_, f32);
   // GELU's layer writes its output where it is kept (linear_gelu_forward): no f32 working copy.
   if (role != Role::Working || !gelu_layer()) a.fch_gelu = kept(BT * mlp_local_, f32);
 }
@@ -597,10 +599,9 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C): all of them without sequence parallelism
   use_block(l, next);
   const ParamViews p = block_params(l);
-  norm_forward(w.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w,
-               p.ln1b);
-  keep(w.ln1, a.ln1);
-  column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), operand(w.ln1, a.ln1), gathered_.view(),
+  // The norms write where their output is kept (16-bit mode: rounded, no f32 copy).
+  norm_forward(a.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w, p.ln1b);
+  column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), a.ln1.view(), gathered_.view(),
                           block_weight(l, kQkvw, qkv_local_, C), bias(p.qkvb), BT, C, qkv_local_);
   // Rotary positions: q and k rotated in place, what attention reads and what is kept.
   rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
@@ -611,14 +612,12 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
   keep(w.residual2, a.residual2);
-  norm_forward(w.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w,
-               p.ln2b);
-  keep(w.ln2, a.ln2);
+  norm_forward(a.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w, p.ln2b);
   if (gelu_layer()) {  // the GEMM and its GELU written once, where they are kept
-    column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, operand(w.ln2, a.ln2),
+    column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, a.ln2.view(),
                                  gathered_.view(), block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
   } else {
-    column_parallel_forward(ctx_, tp_, w.fch.data<float>(), operand(w.ln2, a.ln2), gathered_.view(),
+    column_parallel_forward(ctx_, tp_, w.fch.data<float>(), a.ln2.view(), gathered_.view(),
                             block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
     keep(w.fch, a.fch);
     activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
@@ -650,13 +649,11 @@ void Transformer::forward_blocks(Slot& s, int first, int last) {
 void Transformer::head_forward(Slot& s, bool with_loss, std::optional<float> backward_scale) {
   const int BT = B_ * T_, C = config_.channels;
   const int64_t mine = first_row_ * C, n = int64_t(rows_) * C;
-  // 16-bit mode: the final LayerNorm's f32 output goes to the first stream buffer.
-  float* lnf = s.lnf.dtype() == DType::f32 ? s.lnf.data<float>() + mine : stream_[0].data();
+  // The final LayerNorm writes this rank's rows where they are kept (16-bit mode: rounded).
   const Shape rows{rows_, C};
-  norm_forward(on_device(lnf, rows), s.lnf_mean.view(), s.lnf_var.view(), s.layers.back().residual3.view(rows), p_.lnfw,
-               p_.lnfb);
   const Tensor kept_rows = s.lnf.view().elements(mine, n);
-  kernels::store(ctx_, kept_rows, view(lnf, static_cast<size_t>(n)));  // fp32: lnf is s.lnf
+  norm_forward(kept_rows.reshaped(rows), s.lnf_mean.view(), s.lnf_var.view(), s.layers.back().residual3.view(rows),
+               p_.lnfw, p_.lnfb);
   if (tp_.splits_rows()) tp_.all_gather_rows(ctx_, s.lnf.view(), kept_rows);
   if (const int chunk = head_chunk(BT); chunk > 0) {  // the logits only chunk by chunk, with the loss
     const ClassifierGradient gradient{s.d_lnf.data(), head_gradients(), backward_scale.value_or(0.0f) / BT};
@@ -796,6 +793,14 @@ GemmMode Transformer::defer_gradient(const float* dy, Kept& into) {
   return mode;
 }
 
+// The gradient of GPT-2's GELU input (B·T, 4C/p) in fc's operand type: d_fch_ itself in fp32, in
+// 16-bit mode its first half (the f32 values are not written: linear_gelu_backward).
+Tensor Transformer::fc_input_gradient() {
+  const Shape shape{B_ * T_, fc_local_};
+  if (!low()) return d_fch_.view(shape);
+  return Tensor{d_fch_.data(), low_type(), shape, device()};
+}
+
 // An f32 copy in 16-bit mode is narrowed in place (its last use): the values the input GEMM read.
 Tensor Transformer::deferred_gradient(Kept& kept) {
   if (!low() || kept.dtype() != DType::f32) return kept.view();
@@ -829,14 +834,29 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
   auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
   // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
-                        bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
-                        block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
-  activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), (gelu_layer() ? a.fch : w.fch).view({BT, fc_local_}),
-                      d_fch_gelu_.view({BT, mlp_local_}));
-  column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw),
-                           bias(g.fcb), d_fch_.data(), operand(w.ln2, a.ln2), gathered_.view(),
-                           block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
+  if (gelu_layer()) {  // GELU's backward in fcproj's input-gradient GEMM, its result in fc's operand type
+    const Tensor dpre = fc_input_gradient();
+    row_parallel_gelu_backward(ctx_, mode(dresidual, a.residual3), tp_,
+                               {dpre, on_device(bias(g.fcb), {fc_local_}), d_fch_gelu_.view(), a.fch.view()},
+                               dw(g.fcprojw), bias(g.fcprojb), dresidual, scratch_c_.data(),
+                               operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_), BT,
+                               mlp_local_, C);
+    GemmMode fc = low() ? gemm_ : mode(d_fch_.data(), a.fch);  // fp32: dpre is d_fch_
+    if (low()) fc.dy_low = dpre;
+    if (low() && defer) kernels::copy(ctx_, a.fch.view(), dpre);  // kept for the weight gradient
+    column_parallel_backward(ctx_, fc, tp_, d_ln_.data(), dw(g.fcw), nullptr, low() ? nullptr : d_fch_.data(),
+                             a.ln2.view(), gathered_.view(), block_weight(l, kFcw, fc_local_, C), BT, C,
+                             fc_local_);
+  } else {
+    row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
+                          bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
+                          block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
+    activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
+                        d_fch_gelu_.view({BT, mlp_local_}));
+    column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw), bias(g.fcb),
+                             d_fch_.data(), a.ln2.view(), gathered_.view(),
+                             block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
+  }
   norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, w.residual2.view(rows), p.ln2w,
                 p.ln2b, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
@@ -845,7 +865,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
                         block_weight(l, kAttprojw, C, Cl), BT, Cl, C);
   attention_core_backward(a, w);
   column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g.qkvw),
-                           bias(g.qkvb), qkv_gradient(), operand(w.ln1, a.ln1), gathered_.view(),
+                           bias(g.qkvb), qkv_gradient(), a.ln1.view(), gathered_.view(),
                            block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
   norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, on_device(input, rows), p.ln1w,
                 p.ln1b, a.ln1_mean.view(), a.ln1_var.view());

@@ -411,6 +411,7 @@ class Transformer {
   // A deferred GEMM's dy kept in `into` (backward_inputs): the GemmMode its input GEMM runs with.
   GemmMode defer_gradient(const float* dy, Kept& into);
   Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
+  Tensor fc_input_gradient();             // GPT-2's MLP: d(fc's output) as fc's backward reads it
   void head_forward(Slot& slot, bool with_loss, std::optional<float> backward_scale);
   void head_backward(Slot& slot, float loss_scale, float* dresidual, bool defer);
   void whole_classifier_forward(Slot& slot, bool with_loss);

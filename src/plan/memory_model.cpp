@@ -61,8 +61,9 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   if (!low(in)) return 0;
   const Sizes z = sizes(in);
   // GELU's output is written where it is kept (linear_gelu_forward): in the working set SwiGLU's only.
+  // The norms write their kept outputs too: of the (rows, C) buffers only residual2 is there.
   const int64_t hidden = model::block_parts(in.config).activation == model::ActivationPart::gelu ? 0 : z.hidden;
-  const int64_t working = 3 * z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
+  const int64_t working = z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
   return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 

@@ -12,7 +12,8 @@
 //   + a·b·T (attention probabilities; none with selective recompute)
 // 4 bytes each in fp32; in bf16/fp16 2 bytes each, but the statistics and the stage's last
 // block output stay f32 (4 bytes), and there is one f32 working set of a block (everything
-// but statistics and output), two f32 (b, C) residual-stream buffers and a 16-bit scratch for
+// but statistics, output, the norms' outputs and GELU's, which are written where they are
+// kept), two f32 (b, C) residual-stream buffers and a 16-bit scratch for
 // the widest output gradient of a block (b·max(C, 4C/p); the head's is narrowed in place).
 // A stage keeps one set per micro-batch it holds at once (1F1B: min(m, p − stage), GPipe: m);
 // full / every-K recompute keeps only segment-ending block outputs (b·C) per micro-batch plus K

@@ -75,6 +75,7 @@ struct Tensor {
     if (first < 0 || count < 0 || first + count > shape.numel())
       throw std::logic_error("Tensor of " + std::to_string(shape.numel()) + " elements: no elements [" +
                              std::to_string(first) + ", " + std::to_string(first + count) + ")");
+    if (data == nullptr) return Tensor{nullptr, dtype, Shape{count}, device};  // an absent buffer's part: absent
     return Tensor{static_cast<char*>(data) + first * static_cast<int64_t>(dtype_size(dtype)), dtype, Shape{count},
                   device};
   }

@@ -252,6 +252,25 @@ void linear(Report& r, DType type) {
   r.add(dw, kGemm, t + " linear backward dw, dy narrowed in place");
 }
 
+// 16-bit values of `type` on one side, widened.
+std::vector<float> widened(const Halves& halves, DType type, bool on_gpu) {
+  const std::vector<low16> bits = on_gpu ? halves.from_gpu(type) : halves.host;
+  std::vector<float> out(bits.size());
+  kernels::convert(g_cpu, view(out.data(), out.size()), view(bits.data(), type, bits.size()));
+  return out;
+}
+
+// A result's f32 values on one side, whatever its type: f32 as they are, 16-bit widened.
+std::vector<float> values_of(const Floats& f32, const Halves& halves, DType type, bool on_gpu) {
+  if (type == DType::f32) return on_gpu ? f32.from_gpu() : f32.host;
+  return widened(halves, type, on_gpu);
+}
+
+// A result of `type` (in f32 or in halves), the GPU's against the CPU's.
+Verdict compare_typed(const Floats& f32, const Halves& halves, DType type, Tolerance tol, const std::string& what) {
+  return compare(values_of(f32, halves, type, true), values_of(f32, halves, type, false), tol, what);
+}
+
 // The GELU layer (cuBLASLt's GELU_AUX_BIAS epilogue, or the GEMM and one pass) against the CPU's
 // parts: pre and act in the operands' type, with and without bias; then GELU's backward from the
 // 16-bit values kept. 16-bit results are compared widened, at one storage unit (a rounding tie of
@@ -271,14 +290,6 @@ void linear_gelu(Report& r, DType type) {
   const size_t n = static_cast<size_t>(M) * N;
   Floats sums(n), pre32(n), act32(n);
   Halves pre_low(n), act_low(n);
-  // The f32 values of a result, whatever its type, on each side.
-  auto widened = [&](Floats& f32, Halves& halves, bool on_gpu) {
-    if (!low) return on_gpu ? f32.from_gpu() : f32.host;
-    std::vector<float> out(n);
-    const std::vector<low16> bits = on_gpu ? halves.from_gpu(type) : halves.host;
-    kernels::convert(g_cpu, view(out.data(), n), view(bits.data(), type, n));
-    return out;
-  };
   const Tolerance tol = low ? kBf16 : kGemm;
   for (bool with_bias : {true, false}) {
     const std::string what = t + " GELU layer" + (with_bias ? " with bias" : "");
@@ -290,8 +301,8 @@ void linear_gelu(Report& r, DType type) {
                                  with_bias ? view(bias.cpu(), N) : Tensor{});
     kernels::linear_gelu_forward(g_gpu, pre_gpu, act_gpu, low ? sums.on_gpu({M, N}) : pre_gpu, x_gpu, w_gpu,
                                  with_bias ? view(bias.gpu(), N, gpu) : Tensor{});
-    r.add(compare(widened(pre32, pre_low, true), widened(pre32, pre_low, false), tol, what + ": pre"));
-    r.add(compare(widened(act32, act_low, true), widened(act32, act_low, false), tol, what + ": act"));
+    r.add(compare_typed(pre32, pre_low, type, tol, what + ": pre"));
+    r.add(compare_typed(act32, act_low, type, tol, what + ": act"));
   }
   if (!low) return;
   Floats dout(random_floats(n, 16)), dx(n);
@@ -299,6 +310,41 @@ void linear_gelu(Report& r, DType type) {
   kernels::gelu_backward(g_cpu, dx.host_tensor(), pre_low.host_tensor(type), dout.host_tensor());
   kernels::gelu_backward(g_gpu, dx.tensor(), pre_low.tensor(type), dout.tensor());
   r.add(dx, kF32, t + " gelu backward from the kept values");
+}
+
+// GELU's backward through the MLP's output layer in one operation (cuBLASLt's DGELU epilogue, or
+// the GEMM and one pass) against the CPU's: dpre in pre's type and the input layer's bias
+// gradient (+=), with and without it. The epilogue's dbias is summed from the 16-bit dpre it
+// wrote, the CPU's from the f32 values: compared at one storage unit, as dpre.
+void linear_gelu_backward(Report& r, DType type) {
+  const int M = sized(96, 2048), K = sized(80, 3072), N = sized(72, 768);  // GPT-2's fcproj: pre (M, 4C), dy (M, C)
+  const std::string t = dtype_name(type);
+  const bool low = type != DType::f32;
+  const size_t n = static_cast<size_t>(M) * K;
+  Floats pre32(random_floats(n, 17)), w32(random_floats(size_t(N) * K, 18, 0.1f)), dy32(random_floats(size_t(M) * N, 19));
+  Halves pre_low(n), w_low(size_t(N) * K), dy_low(size_t(M) * N);
+  // pre (M, K) and w (N, K) as linear_operands makes x and w; dy (M, N) in the same type.
+  const auto [pre_cpu, w_cpu, pre_gpu, w_gpu] = linear_operands(type, pre32, w32, pre_low, w_low, M, K, N);
+  Tensor dy_cpu = dy32.on_cpu({M, N}), dy_gpu = dy32.on_gpu({M, N});
+  if (low) {
+    kernels::convert(g_cpu, dy_low.host_tensor(type), dy32.host_tensor());
+    kernels::upload(g_gpu, dy_low.tensor(type), dy_low.host.data());
+    dy_cpu = dy_low.on_cpu({M, N}, type), dy_gpu = dy_low.on_gpu({M, N}, type);
+  }
+  Floats sums(n), dpre32(n), db(random_floats(K, 20));
+  Halves dpre_low(n);
+  const Tensor dpre_cpu = low ? dpre_low.on_cpu({M, K}, type) : dpre32.on_cpu({M, K});
+  const Tensor dpre_gpu = low ? dpre_low.on_gpu({M, K}, type) : dpre32.on_gpu({M, K});
+  const Tolerance tol = low ? kBf16 : kGemm;
+  for (bool with_bias : {true, false}) {
+    const std::string what = t + " GELU layer backward" + (with_bias ? " with its bias gradient" : "");
+    kernels::linear_gelu_backward(g_cpu, dpre_cpu, with_bias ? db.host_tensor() : Tensor{}, sums.on_cpu({M, K}),
+                                  dy_cpu, pre_cpu, w_cpu);
+    kernels::linear_gelu_backward(g_gpu, dpre_gpu, with_bias ? db.tensor() : Tensor{}, sums.on_gpu({M, K}), dy_gpu,
+                                  pre_gpu, w_gpu);
+    r.add(compare_typed(dpre32, dpre_low, type, tol, what + ": dpre"));
+    if (with_bias) r.add(db, tol, what + ": dbias (+=)");
+  }
 }
 
 void batched(Report& r, bool bf16_operands) {
@@ -356,6 +402,17 @@ void strided(Report& r, bool bf16_operands) {
   }
 }
 
+// A row kernel's output written in bf16 and fp16 on the GPU (run_gpu into `out`) against the
+// CPU's f32 values: one storage unit.
+void add_low16_outputs(Report& r, const std::vector<float>& cpu_f32, const std::string& what,
+                       const std::function<void(const Tensor& out)>& run_gpu) {
+  for (DType type : {DType::bf16, DType::fp16}) {
+    Halves out(cpu_f32.size());
+    run_gpu(out.tensor(type));
+    r.add(compare(widened(out, type, true), cpu_f32, kBf16, what + " written in " + dtype_name(type)));
+  }
+}
+
 void layernorm(Report& r) {
   const int N = sized(67, 2048), C = sized(200, 768);
   Floats x(random_floats(N * C, 50, 2.0f)), w(random_floats(C, 51)), b(random_floats(C, 52)), y(N * C), mean(N),
@@ -366,6 +423,9 @@ void layernorm(Report& r) {
   r.add(y, kF32, "layernorm out");
   r.add(mean, kF32, "layernorm mean");
   r.add(var, kF32, "layernorm variance");
+  add_low16_outputs(r, y.host, "layernorm out", [&](const Tensor& out) {
+    kernels::layernorm_forward(g_gpu, out, mean.tensor(), var.tensor(), x.on_gpu({N, C}), w.tensor(), b.tensor());
+  });
   // Backward from the CPU's statistics on both, so that only backward is compared.
   kernels::upload(g_gpu, mean.tensor(), mean.cpu());
   kernels::upload(g_gpu, var.tensor(), var.cpu());
@@ -400,6 +460,9 @@ void llama_parts(Report& r) {
   kernels::rmsnorm_forward(g_gpu, y.tensor(), rstd.tensor(), x.on_gpu({N, C}), w.tensor(), 1e-5f);
   r.add(y, kF32, "rmsnorm out");
   r.add(rstd, kF32, "rmsnorm rstd");
+  add_low16_outputs(r, y.host, "rmsnorm out", [&](const Tensor& out) {
+    kernels::rmsnorm_forward(g_gpu, out, rstd.tensor(), x.on_gpu({N, C}), w.tensor(), 1e-5f);
+  });
   kernels::upload(g_gpu, rstd.tensor(), rstd.cpu());  // backward from the CPU's statistics on both
   Floats dout(random_floats(N * C, 92)), dx(random_floats(N * C, 93)), dw(random_floats(C, 94));
   kernels::rmsnorm_backward(g_cpu, dx.host_tensor(), dw.host_tensor(), dout.host_tensor(), x.on_cpu({N, C}),
@@ -808,6 +871,9 @@ const std::vector<Check>& checks() {
       {"linear_gelu_f32", [](Report& r) { linear_gelu(r, DType::f32); }},
       {"linear_gelu_bf16", [](Report& r) { linear_gelu(r, DType::bf16); }},
       {"linear_gelu_fp16", [](Report& r) { linear_gelu(r, DType::fp16); }},
+      {"linear_gelu_backward_f32", [](Report& r) { linear_gelu_backward(r, DType::f32); }},
+      {"linear_gelu_backward_bf16", [](Report& r) { linear_gelu_backward(r, DType::bf16); }},
+      {"linear_gelu_backward_fp16", [](Report& r) { linear_gelu_backward(r, DType::fp16); }},
       {"batched_matmul", [](Report& r) { batched(r, false); }},
       {"batched_matmul_bf16", [](Report& r) { batched(r, true); }},
       {"strided_matmul", [](Report& r) { strided(r, false); }},

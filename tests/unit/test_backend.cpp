@@ -215,6 +215,61 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
   }
 }
 
+// Its backward in one operation is its parts as the model ran them apart, bit for bit: the output
+// layer's input gradient (linear_backward's dx, from dy's 16-bit values in a 16-bit model), GELU'
+// of the kept pre, the input layer's bias gradient summed from those f32 values (added to what
+// it held), and dpre kept in pre's type. M = 70 rows: more than one chunk of the widening pass
+// would be too (its chunks are 2048 values: 70 · 40 = 2800).
+BOOST_AUTO_TEST_CASE(the_gelu_layer_backward_is_its_parts) {
+  const int M = 70, K = 40, N = 24;  // pre, dpre (M, K); dy (M, N); w (N, K)
+  const size_t n = size_t(M) * K;
+  const auto pre32 = trident::testing::random_vector(n, 41), w32 = trident::testing::random_vector(size_t(N) * K, 42, 0.3f);
+  const auto dy32 = trident::testing::random_vector(size_t(M) * N, 43), held = trident::testing::random_vector(K, 44);
+  kernels::Context ctx;
+  for (DType type : {DType::f32, DType::bf16, DType::fp16}) {
+    BOOST_TEST_CONTEXT(trident::dtype_name(type)) {
+      const bool low = type != DType::f32;
+      // Each operand in the layer's type (16-bit: rounded, kept as uint32 words for room).
+      auto typed = [&](const std::vector<float>& values, std::vector<uint32_t>& room, Shape shape) {
+        room.assign(values.size(), 0);
+        if (!low) {
+          std::memcpy(room.data(), values.data(), values.size() * sizeof(float));
+          return trident::view(reinterpret_cast<float*>(room.data()), values.size()).reshaped(shape);
+        }
+        const Tensor t = trident::view(reinterpret_cast<low16*>(room.data()), type, values.size()).reshaped(shape);
+        kernels::convert(ctx, t, trident::testing::as_tensor(values));
+        return t;
+      };
+      std::vector<uint32_t> pre_room, w_room, dy_room, dpre_room, expected_room;
+      const Tensor pre = typed(pre32, pre_room, {M, K}), w = typed(w32, w_room, {N, K}), dy = typed(dy32, dy_room, {M, N});
+      // Apart.
+      std::vector<float> dx(n), dgelu(n), db_expected = held;
+      const Tensor dx_t = trident::view(dx.data(), n).reshaped({M, K}), dgelu_t = trident::view(dgelu.data(), n);
+      kernels::linear_backward(ctx, dx_t, Tensor{}, Tensor{}, low ? Tensor{} : dy, low ? dy : Tensor{}, pre, w);
+      kernels::gelu_backward(ctx, dgelu_t, pre, dx_t);
+      for (int k = 0; k < K; ++k) {
+        float sum = 0.0f;
+        for (int m = 0; m < M; ++m) sum += dgelu[size_t(m) * K + k];
+        db_expected[k] += sum;
+      }
+      const Tensor expected = typed(std::vector<float>(n), expected_room, {M, K});
+      kernels::store(ctx, expected, dgelu_t);
+      // Together.
+      std::vector<float> sums(n), db = held;
+      const Tensor dpre = typed(std::vector<float>(n), dpre_room, {M, K});
+      kernels::linear_gelu_backward(ctx, dpre, trident::testing::as_tensor(db), trident::view(sums.data(), n).reshaped({M, K}),
+                                    dy, pre, w);
+      BOOST_TEST(std::memcmp(dpre.data, expected.data, n * (low ? 2 : 4)) == 0);
+      BOOST_TEST(db == db_expected, boost::test_tools::per_element());
+      // Without a bias gradient the same dpre.
+      std::vector<uint32_t> again_room;
+      const Tensor again = typed(std::vector<float>(n), again_room, {M, K});
+      kernels::linear_gelu_backward(ctx, again, Tensor{}, trident::view(sums.data(), n).reshaped({M, K}), dy, pre, w);
+      BOOST_TEST(std::memcmp(again.data, expected.data, n * (low ? 2 : 4)) == 0);
+    }
+  }
+}
+
 // A backend lacking an operation is not called into: the call says which backend lacks what.
 BOOST_AUTO_TEST_CASE(a_context_runs_on_its_backend) {
   using Table = trident::kernels::KernelTable;

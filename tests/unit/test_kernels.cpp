@@ -118,6 +118,30 @@ BOOST_AUTO_TEST_CASE(layernorm_forward_and_backward) {
   check_gradient(b, db, loss, "layernorm dbias");
 }
 
+// Written in a 16-bit type (the model's kept ln1, ln2, lnf), the output is the f32 output rounded
+// (kernels::store's), bit for bit, with the same statistics; in both arithmetics.
+BOOST_AUTO_TEST_CASE(layernorm_writes_16_bit_outputs) {
+  const int N = 7, C = 48;
+  const auto x = random_vector(N * C, 46, 2.0f), w = random_vector(C, 47), b = random_vector(C, 48);
+  for (auto arithmetic : {trident::kernels::Arithmetic::native, trident::kernels::Arithmetic::portable}) {
+    Context c;
+    c.arithmetic = arithmetic;
+    std::vector<float> y(N * C), mean(N), variance(N);
+    trident::kernels::layernorm_forward(c, as_tensor(y), as_tensor(mean), as_tensor(variance), as_tensor(x, {N, C}),
+                               as_tensor(w), as_tensor(b));
+    for (DType type : {DType::bf16, DType::fp16}) {
+      std::vector<trident::kernels::low16> expected(y.size()), out(y.size());
+      std::vector<float> m(N), v(N);
+      trident::kernels::store(c, view(expected.data(), type, expected.size()), as_tensor(std::vector<float>(y)));
+      trident::kernels::layernorm_forward(c, view(out.data(), type, out.size()), as_tensor(m), as_tensor(v),
+                                 as_tensor(x, {N, C}), as_tensor(w), as_tensor(b));
+      BOOST_TEST(out == expected, boost::test_tools::per_element());
+      BOOST_TEST(m == mean, boost::test_tools::per_element());
+      BOOST_TEST(v == variance, boost::test_tools::per_element());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   auto x = random_vector(300, 50, 2.0f);
   std::vector<float> y(x.size());

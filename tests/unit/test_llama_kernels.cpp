@@ -51,6 +51,24 @@ BOOST_AUTO_TEST_CASE(rmsnorm_forward_and_backward) {
   check_gradient(w, dw, loss, "rmsnorm dweight");
 }
 
+// Written in a 16-bit type, the output is the f32 output rounded (kernels::store's), bit for bit,
+// with the same rstd.
+BOOST_AUTO_TEST_CASE(rmsnorm_writes_16_bit_outputs) {
+  const int N = 5, C = 40;
+  const auto x = random_vector(N * C, 76, 2.0f), w = random_vector(C, 77);
+  std::vector<float> y(N * C), rstd(N);
+  kernels::rmsnorm_forward(ctx, as_tensor(y), as_tensor(rstd), as_tensor(x, {N, C}), as_tensor(w), 1e-5f);
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<kernels::low16> expected(y.size()), out(y.size());
+    std::vector<float> r(N);
+    kernels::store(ctx, view(expected.data(), type, expected.size()), as_tensor(std::vector<float>(y)));
+    kernels::rmsnorm_forward(ctx, view(out.data(), type, out.size()), as_tensor(r), as_tensor(x, {N, C}), as_tensor(w),
+                             1e-5f);
+    BOOST_TEST(out == expected, boost::test_tools::per_element());
+    BOOST_TEST(r == rstd, boost::test_tools::per_element());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   const int B = 2, T = 5, Q = 4, KV = 2, hs = 8, width = (Q + 2 * KV) * hs;
   const kernels::RopeFrequencies theta{10000.0f};
