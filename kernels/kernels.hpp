@@ -49,7 +49,9 @@ enum class Arithmetic { native, portable };
 // probabilities and dS to for its matrix products (the job's optim.precision, or fp32 with
 // cuda.attention_products = f32): CUDA's tiled kernels multiply them on the tensor cores in bf16
 // or fp16 (FlashAttention's arithmetic), summing in f32; fp32 keeps every product in f32. The CPU
-// computes in f32 whatever it says.
+// computes in f32 whatever it says. gelu_epilogues: CUDA's GELU layer runs its GEMMs with
+// cuBLASLt's GELU_AUX / DGELU epilogues (false: the GEMM and a pass apart, as where cuBLASLt
+// offers no algorithm; cuda.gelu_epilogues = off, for comparison). The CPU has none either way.
 class OpTimes;  // kernels/op_times.hpp
 enum class Precision { fp32, bf16, fp16 };  // a model's storage: f32, or 16-bit values (below)
 struct Context {
@@ -58,6 +60,7 @@ struct Context {
   Low16Gemm low16_gemm = Low16Gemm::automatic;
   Arithmetic arithmetic = Arithmetic::native;
   Precision attention_operands = Precision::fp32;
+  bool gelu_epilogues = true;
   OpTimes* op_times = nullptr;  // `trident bench --ops`: each operation timed into it (null: not)
 };
 

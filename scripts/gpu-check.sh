@@ -10,10 +10,10 @@
 # each CUDA kernel against the CPU backend (all in one process, then a process each for what did
 # not pass), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on, one-rank
 # CPU-vs-CUDA training pairs, the pairs of several ranks on one GPU over MPI, GPT-2 124M with the
-# materialized attention and whole logits and with the flash attention's products in f32
-# (cuda.attention_products), its per-operation table (bench --ops), the kernel checks again under
-# compute-sanitizer's memcheck (the tensor-core attention's also under racecheck and synccheck)
-# where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
+# materialized attention and whole logits, with the flash attention's products in f32
+# (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
+# operation table (bench --ops), the kernel checks again under compute-sanitizer's memcheck (the
+# tensor-core attention's also under racecheck and synccheck) where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
 # verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
 # same table ends the run even when parts failed; the logs, with nvidia-smi's clocks and power
 # every second, are packed into OUT/logs.tar.gz. No PASS without its figure; every training pair
@@ -318,6 +318,8 @@ gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.cla
 # The tensor-core attention's gain: the same run with the flash attention's products in f32 on
 # the first-light warp kernels.
 gpt2_124m gpt2_124m_bf16_f32_attention --cuda.attention_products=f32
+# The GELU epilogues' gain (GELU_AUX_BIAS forward, DGELU backward): the same run without them.
+gpt2_124m gpt2_124m_bf16_unfused_gelu --cuda.gelu_epilogues=off
 # Each operation's share of the step (trident bench --ops: events on the stream), at that size.
 if wanted "bench --ops gpt2_124m_bf16"; then
   within 120 trident bench inputs/bench-124m.deck --ops --kernels.device="$DEVICE" --optim.precision=bf16 --steps=3 \

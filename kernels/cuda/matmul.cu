@@ -438,6 +438,7 @@ struct GeluGemm {
 };
 
 bool run_gelu_epilogue(Context& ctx, const GeluGemm& f) {
+  if (!ctx.gelu_epilogues) return false;  // cuda.gelu_epilogues = off
   const Gemm& g = f.g;
   // cuBLASLt's rules for the auxiliary matrix (ld a multiple of 8) and an f32 bias read in place
   // (our 16-byte rule, as run_gemm's; a 16-bit one is a buffer of its own).

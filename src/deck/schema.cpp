@@ -226,6 +226,12 @@ std::vector<KeySpec> build_schema() {
              "or 128 channels; an f32 model's in f32) or f32 (every product in f32 on the first-light "
              "kernels, one warp per row: the CPU's arithmetic, many times slower; for comparison). The "
              "CPU's products are f32 either way"),
+      choice("cuda.gelu_epilogues", "auto", {"auto", "off"},
+             "GPT-2's MLP GEMMs on CUDA: auto (the input layer's GELU and the pre-activation written by "
+             "cuBLASLt's GELU_AUX_BIAS epilogue, their backward by its DGELU epilogue, in the kept type, "
+             "where cuBLASLt offers an algorithm) or off (each GEMM writes f32 and a pass apart applies "
+             "GELU or its derivative and rounds: for comparison). The CPU runs the GEMM and the pass "
+             "either way"),
       // [memory]
       choice("memory.recompute", "none", {"none", "full", "every_k", "selective", "auto"},
              "activation recompute: none; full (keep each block's input, recompute the block in "

@@ -110,6 +110,7 @@ KernelSettings kernel_settings(const deck::Deck& deck) {
                                                                     : kernels::Arithmetic::native;
   s.graphs = deck.get_bool("cuda.graphs");
   s.attention_f32 = deck.get_string("cuda.attention_products") == "f32";
+  s.gelu_epilogues = deck.get_string("cuda.gelu_epilogues") == "auto";
   return s;
 }
 

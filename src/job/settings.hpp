@@ -132,6 +132,7 @@ struct KernelSettings {
   kernels::Arithmetic arithmetic = kernels::Arithmetic::native;
   bool graphs = false;             // cuda.graphs
   bool attention_f32 = false;      // cuda.attention_products = f32
+  bool gelu_epilogues = true;      // cuda.gelu_epilogues = auto
 };
 
 // [comm] beyond the reducer's: the collectives (their device staging attached by load_job),

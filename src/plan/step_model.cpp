@@ -128,7 +128,8 @@ double recomputed_forward_share(const Workload& w, const Layout& l) {
 
 // The attention products of one block on a micro-batch: q·kᵀ (Tq, T, hs) and P·v (Tq, hs, T)
 // per local head, Tq = T / context queries per sequence. passes: 1 forward, 2 backward (dP,
-// dV, dQ, dK: four products of the same size), 0.5 for selective recompute's q·kᵀ.
+// dV, dQ, dK: four products of the same size; the flash attention's more,
+// attention_backward_passes), 0.5 for selective recompute's q·kᵀ.
 double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw, double passes) {
   const double T = w.seq_len, Tq = T / l.context, hs = model::head_size(w.config);
   const double batch = double(l.micro_batch) * w.config.heads / l.tensor;
@@ -138,6 +139,16 @@ double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw,
   if (w.flash_attention)
     return passes * (scores.flops() + values.flops()) / (hw.peak(l.precision) * hw.gemm_fraction);
   return passes * (gemm_seconds(scores, l.precision, hw) + gemm_seconds(values, l.precision, hw));
+}
+
+// The attention's backward in passes of its forward's two products (Workload::
+// trident_flash_backward): the flash attention recomputes the scores, five products (S, dV, dP,
+// dQ, dK) where one kernel does it all (our CPU's), seven where a queries' kernel (S, dP, dQ) and
+// a keys' kernel (S, dP, dV, dK) split it (our CUDA kernels; a profile with compute units is a
+// GPU's).
+double attention_backward_passes(const Workload& w, const Hardware& hw) {
+  if (!w.flash_attention || !w.trident_flash_backward) return 2;
+  return hw.compute_units > 0 ? 3.5 : 2.5;
 }
 
 // The GEMM time of one micro-batch's forward and backward (recompute included): of one block,
@@ -157,7 +168,7 @@ GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const H
     g.block += gemm_seconds(three[0], l.precision, hw) * (1 + again.gemm[i]) + gemm_seconds(three[1], l.precision, hw) +
                gemm_seconds(three[2], l.precision, hw);
   }
-  const double attention = 1 + 2 + again.attention + (trident_selective(w, l) ? 0.5 : 0);
+  const double attention = 1 + attention_backward_passes(w, hw) + again.attention + (trident_selective(w, l) ? 0.5 : 0);
   g.block += attention_seconds(w, l, hw, attention);
   // The head: logits (tokens, V/t) = x · wᵀ, and its two gradients.
   for (const GemmShape& h : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))
@@ -544,6 +555,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.fsdp_prefetch = megatron || titan;                          // ZeRO-3's gathers behind the compute
   w.sequence_parallel_regathers = !titan;                       // DTensor keeps the gathered input
   w.tp_overlap_backward_scatters = !titan;                      // async TP fuses one matmul's reduce-scatter
+  w.trident_flash_backward = !megatron && !titan;              // their FlashAttention-2, as fitted
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

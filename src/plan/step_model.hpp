@@ -19,9 +19,15 @@ struct Workload {
   model::GptConfig config;
   int seq_len = 1;
   int64_t global_batch = 1;  // sequences per optimizer step
-  // model.attention = flash: in the memory model, row statistics instead of the probabilities
-  // (the step's time is still modelled on the materialized attention's FLOPs).
+  // model.attention = flash: in the memory model, row statistics instead of the probabilities;
+  // in the step's time no T×T traffic, and the backward's products as trident_flash_backward says.
   bool flash_attention = false;
+  // The flash attention's backward as Trident runs it: on a GPU two kernels, one per query tile
+  // and one per key tile, each recomputing the scores so that no gradient needs atomics (7
+  // products: 3.5 passes of the forward's two); on the CPU one (5: 2.5). Others' FlashAttention-2
+  // backward stays counted as the materialized one's 2 passes, as when gemm_fraction was fitted to
+  // their published runs (docs/PLANNER.md).
+  bool trident_flash_backward = true;
   // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
   // the memory model (a training step computes the same GEMMs either way).
   int classifier_chunk = 0;

@@ -32,6 +32,9 @@ done
 # tensor cores'): the CPU's products are f32 either way, the same bits.
 train_run flash_bf16_f32_products 1 --model.attention=flash --optim.precision=bf16 --cuda.attention_products=f32
 same_losses cuda_attention_products_leave_the_cpu_alone flash_bf16 flash_bf16_f32_products
+# So does cuda.gelu_epilogues = off (CUDA's GELU layer without cuBLASLt's epilogues).
+train_run flash_bf16_unfused_gelu 1 --model.attention=flash --optim.precision=bf16 --cuda.gelu_epilogues=off
+same_losses cuda_gelu_epilogues_leave_the_cpu_alone flash_bf16 flash_bf16_unfused_gelu
 
 # The activations of the estimate at T = 512: the probabilities (B, heads, T, T) per block, and
 # their gradient's scratch, are gone; only the row statistics (B, heads, T) remain.

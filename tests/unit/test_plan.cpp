@@ -212,6 +212,32 @@ BOOST_AUTO_TEST_CASE(stage_gemms_are_the_counted_flops) {
   BOOST_TEST(estimate_step(w, l, hw).stages[0].compute_s == flops / (1e12 * 0.5), boost::test_tools::tolerance(1e-9));
 }
 
+// The flash attention's backward as each implementation runs it: Trident's recomputes the scores
+// in one kernel on the CPU (5 products: 2.5 forward passes) and in two on a GPU (7: 3.5); others'
+// stay at the materialized count (2), as gemm_fraction was fitted. The difference is the
+// products' FLOPs alone, 4·T·C per token and block forward, at peak · gemm_fraction.
+BOOST_AUTO_TEST_CASE(flash_backward_counts_the_products_each_implementation_runs) {
+  Hardware hw = round_hardware();
+  hw.memory_bandwidth = 1e30;
+  Workload w;
+  w.config = {1024, 50257, model::padded_vocab_for(50257), 12, 12, 768};
+  w.seq_len = 1024, w.global_batch = 2, w.flash_attention = true;
+  Layout l;
+  l.micro_batch = 2;
+  const double attention_forward = 12 * 4.0 * 1024 * 768 * (2 * 1024) / (1e12 * 0.5);  // 12 blocks, the micro-batch
+  for (Implementation who : {Implementation::megatron, Implementation::torchtitan, Implementation::trident}) {
+    Workload x = w;
+    model_implementation(x, who);
+    BOOST_TEST(x.trident_flash_backward == (who == Implementation::trident));
+  }
+  Workload theirs = w;
+  theirs.trident_flash_backward = false;
+  const auto compute = [&](const Workload& x, const Hardware& h) { return estimate_step(x, l, h).stages[0].compute_s; };
+  BOOST_TEST(compute(w, hw) - compute(theirs, hw) == 0.5 * attention_forward, boost::test_tools::tolerance(1e-9));
+  hw.compute_units = 132;  // a GPU's profile
+  BOOST_TEST(compute(w, hw) - compute(theirs, hw) == 1.5 * attention_forward, boost::test_tools::tolerance(1e-9));
+}
+
 // The data-parallel reduction's bytes: one all-reduce of the gradients as comm.grad_dtype sends
 // them; under ZeRO a reduce-scatter of those and an all-gather of the parameters (16-bit values
 // in bf16), each half an all-reduce's bytes.
