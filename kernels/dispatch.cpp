@@ -310,6 +310,9 @@ void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias,
   args.exactly("dpre", dpre, pre.dtype, M * K);
   args.f32("sums", sums, M * K);
   args.optional_f32("dbias", dbias, K);
+  // The GEMM writes sums (or dpre) before GELU' has read pre.
+  args.holds(sums.data != pre.data, "sums", "is pre's memory, which the GEMM would overwrite before GELU' reads it");
+  args.holds(dpre.data != pre.data, "dpre", "is pre's memory, which the GEMM would overwrite before GELU' reads it");
   entry(ctx, &KernelTable::linear_gelu_backward, "linear_gelu_backward")(ctx, dpre, dbias, sums, dy, pre, w);
 }
 

@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
 // layer's input gradient (linear_backward's dx, from dy's 16-bit values in a 16-bit model), GELU'
 // of the kept pre, the input layer's bias gradient summed from those f32 values (added to what
 // it held), and dpre kept in pre's type. M = 70 rows: more than one chunk of the widening pass
-// would be too (its chunks are 2048 values: 70 · 40 = 2800).
+// would be too (its chunks are 2048 values: 70 · 40 = 2800). pre's memory as an output: refused.
 BOOST_AUTO_TEST_CASE(the_gelu_layer_backward_is_its_parts) {
   const int M = 70, K = 40, N = 24;  // pre, dpre (M, K); dy (M, N); w (N, K)
   const size_t n = size_t(M) * K;
@@ -266,6 +266,10 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_backward_is_its_parts) {
       const Tensor again = typed(std::vector<float>(n), again_room, {M, K});
       kernels::linear_gelu_backward(ctx, again, Tensor{}, trident::view(sums.data(), n).reshaped({M, K}), dy, pre, w);
       BOOST_TEST(std::memcmp(again.data, expected.data, n * (low ? 2 : 4)) == 0);
+      // Neither the scratch nor dpre may be pre's memory (the GEMM writes before GELU' reads pre).
+      if (!low) BOOST_CHECK_THROW(kernels::linear_gelu_backward(ctx, again, Tensor{}, pre, dy, pre, w), std::logic_error);
+      const Tensor scratch = trident::view(sums.data(), n).reshaped({M, K});
+      BOOST_CHECK_THROW(kernels::linear_gelu_backward(ctx, pre, Tensor{}, scratch, dy, pre, w), std::logic_error);
     }
   }
 }
