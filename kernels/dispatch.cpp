@@ -74,6 +74,11 @@ class Arguments {
     if (t.shape.numel() < n) fail(name, elements(t) + ", fewer than " + std::to_string(n));
   }
   void f32(const char* name, const Tensor& t, int64_t n) const { exactly(name, t, DType::f32, n); }
+  // An output the kernel writes in its own type: f32 or 16-bit, with n elements.
+  void typed(const char* name, const Tensor& t, int64_t n) const {
+    operand(name, t);
+    exactly(name, t, t.dtype, n);
+  }
   void optional_f32(const char* name, const Tensor& t, int64_t n) const {
     if (t.data != nullptr) f32(name, t, n);
   }
@@ -290,8 +295,7 @@ void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, con
   const Arguments args("linear_gelu_forward");
   check_linear_operands(args, x, w);
   const int64_t M = matrix_rows(x), N = matrix_rows(w);
-  args.operand("pre", pre);
-  args.exactly("pre", pre, pre.dtype, M * N);
+  args.typed("pre", pre, M * N);
   args.exactly("act", act, pre.dtype, M * N);
   args.f32("sums", sums, M * N);
   args.optional_f32("bias", bias, N);
@@ -359,8 +363,7 @@ void layernorm_forward(Context& ctx, const Tensor& out, const Tensor& mean, cons
                        const Tensor& weight, const Tensor& bias) {
   const Arguments args("layernorm_forward");
   check_layernorm(args, inp, weight, bias, mean, variance);
-  args.operand("out", out);  // f32 or 16-bit
-  args.exactly("out", out, out.dtype, inp.shape.numel());
+  args.typed("out", out, inp.shape.numel());
   entry(ctx, &KernelTable::layernorm_forward, "layernorm_forward")(ctx, out, mean, variance, inp, weight, bias);
 }
 
@@ -429,8 +432,7 @@ void rmsnorm_forward(Context& ctx, const Tensor& out, const Tensor& rstd, const 
   const Arguments args("rmsnorm_forward");
   const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
   args.f32("inp", inp, N * C);
-  args.operand("out", out);  // f32 or 16-bit
-  args.exactly("out", out, out.dtype, N * C);
+  args.typed("out", out, N * C);
   args.f32("weight", weight, C);
   args.f32("rstd", rstd, N);
   args.holds(eps > 0, "eps", "is not positive");

@@ -259,18 +259,16 @@ void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias,
   const int M = static_cast<int>(matrix_rows(pre)), K = static_cast<int>(matrix_cols(pre));
   const int N = static_cast<int>(matrix_rows(w));
   float* db = optional_data<float>(dbias);
-  if (pre.dtype == DType::f32) {
+  const bool low = pre.dtype != DType::f32;
+  if (low)
+    cpu::linear_backward_low(ctx, precision_of(pre.dtype), sums.as<float>(), nullptr, nullptr, nullptr,
+                             dy.as<low16>(), nullptr, w.as<low16>(), M, K, N);
+  else
     cpu::linear_backward(ctx, sums.as<float>(), nullptr, nullptr, dy.as<float>(), nullptr, w.as<float>(), M, K, N);
-    cpu::gelu_backward(ctx, dpre, pre, sums);
-    if (db) column_sums_add(db, dpre.as<float>(), M, K);
-    return;
-  }
-  const Precision precision = precision_of(pre.dtype);
-  cpu::linear_backward_low(ctx, precision, sums.as<float>(), nullptr, nullptr, nullptr, dy.as<low16>(), nullptr,
-                           w.as<low16>(), M, K, N);
-  cpu::gelu_backward(ctx, sums, pre, sums);
-  if (db) column_sums_add(db, sums.as<float>(), M, K);
-  to_low(ctx, precision, dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
+  const Tensor values = low ? sums : dpre;  // where GELU' writes: in place in sums, or dpre itself
+  cpu::gelu_backward(ctx, values, pre, sums);
+  if (db) column_sums_add(db, values.as<float>(), M, K);
+  if (low) to_low(ctx, precision_of(pre.dtype), dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,

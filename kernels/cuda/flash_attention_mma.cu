@@ -500,7 +500,6 @@ unsigned tile_blocks(const HeadRows& rows, int B) {
   return static_cast<unsigned>(size_t(B) * rows.NH * tiles_of(rows.n));
 }
 
-
 }  // namespace
 
 // Heads of 128 channels need 152 KiB for the keys' kernel: an A100's or H100's blocks may have

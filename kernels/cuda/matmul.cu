@@ -407,12 +407,11 @@ void say_unfused(const Gemm& g, const char* epilogue, const char* why) {
                describe(g).c_str(), epilogue, why);
 }
 
-// The epilogue's bias in D's type: the f32 bias itself, or rounded on the stream into a buffer of
-// the stream's (per width; stream order keeps one call's values until its GEMM has read them) —
-// exact for a 16-bit model, whose f32 biases are its 16-bit parameters widened. Call with g_mutex
-// held.
+// The epilogue's bias in D's 16-bit type: rounded on the stream into a buffer of the stream's (per
+// width; stream order keeps one call's values until its GEMM has read them) — exact for a 16-bit
+// model, whose f32 biases are its 16-bit parameters widened. Call with g_mutex held.
 const void* epilogue_bias(Context& ctx, cudaDataType_t out_type, const float* bias, int N) {
-  if (bias == nullptr || out_type == CUDA_R_32F) return bias;
+  if (bias == nullptr) return nullptr;
   static std::map<std::pair<cudaStream_t, int>, Buffer<low16>> rounded;
   const auto key = std::make_pair(stream_of(ctx), N);
   auto found = rounded.find(key);

@@ -236,29 +236,42 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
   kernels::bias_residual_forward(ctx, out, on_device(ctx, residual, {rows, N}), sum, on_device(ctx, bias, {N}));
 }
 
+namespace {
+
+// The row-parallel backward's dY (M, N) by blocks of rows, use(j, blocks, rows, their 16-bit
+// values or empty): where the group overlaps, block j of p as it arrives on the all-gather ring;
+// otherwise every row at once as block 0 of 1 (gathered first with sequence parallelism).
+void each_gradient_block(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, const float* dy,
+                         float* gathered_dy, int M, int N,
+                         const std::function<void(int, int, const Tensor&, const Tensor&)>& use) {
+  const Tensor gathered = on_device(ctx, gathered_dy, {M, N}), mine = on_device(ctx, dy, {group.local_rows(M), N});
+  if (group.overlaps()) {
+    const int p = group.slice.size;
+    group.ring_all_gather(ctx, gathered, mine,
+                          [&](int j, const Tensor& dy_rows) { use(j, p, dy_rows, low_block(mode, j, p, M, N)); });
+    return;
+  }
+  use(0, 1, gathered_input(ctx, group, mine, gathered, M, N), low_block(mode, 0, 1, M, N));
+}
+
+}  // namespace
+
+// Each block of dY: dX_i's rows of it, dB_i and db +=.
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, float* gathered_dy,
                            const Operand& x_local, const Operand& w_local, int M, int K_local, int N) {
-  if (group.overlaps()) {  // each block of dY as it arrives: dX_i's rows of it, dB_i and db +=
-    const int p = group.slice.size;
-    const Tensor dx = on_device(ctx, dx_local, {M, K_local}), x = x_local.reshaped({M, K_local});
-    const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
-    group.ring_all_gather(ctx, on_device(ctx, gathered_dy, {M, N}), on_device(ctx, dy, {group.local_rows(M), N}),
-                          [&](int j, const Tensor& dy_rows) {
-                            kernels::linear_backward(ctx, block_of(dx, j, p), dw, db, dy_rows, low_block(mode, j, p, M, N),
-                                                     block_of(x, j, p), w_local);
-                          });
-    return;
-  }
-  const Tensor gradient = gathered_input(ctx, group, on_device(ctx, dy, {group.local_rows(M), N}),
-                                         on_device(ctx, gathered_dy, {M, N}), M, N);
-  kernels::linear_backward(ctx, on_device(ctx, dx_local, {M, K_local}), on_device(ctx, dw_local, {N, K_local}),
-                           on_device(ctx, dbias, {N}), gradient, mode.dy_low, x_local.reshaped({M, K_local}), w_local);
+  const Tensor dx = on_device(ctx, dx_local, {M, K_local}), x = x_local.reshaped({M, K_local});
+  const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
+  each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
+                      [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
+                        kernels::linear_backward(ctx, block_of(dx, j, blocks), dw, db, dy_rows, dy_low,
+                                                 block_of(x, j, blocks), w_local);
+                      });
 }
 
-// linear_backward without dx (dW, db, and in 16-bit mode dY narrowed into its 16-bit values),
-// then the fused GEMM from those values; by blocks of dY's rows as they arrive where the group
-// overlaps (each block's rows of dpre; dbias_in summed block by block).
+// Each block of dY: linear_backward without dx (dW, db, and in 16-bit mode dY narrowed into its
+// 16-bit values), then the fused GEMM from those values into the block's rows of dpre (dbias_in
+// summed block by block).
 void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                                 const GeluGradient& out, float* dw_local, float* dbias, const float* dy,
                                 float* gathered_dy, const Operand& x_local, const Operand& w_local, int M, int K_local,
@@ -266,20 +279,15 @@ void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, con
   const Tensor dpre = out.dpre.reshaped({M, K_local}), sums = out.sums.reshaped({M, K_local});
   const Tensor pre = out.pre.reshaped({M, K_local}), x = x_local.reshaped({M, K_local});
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
-  auto rows = [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
-    kernels::linear_backward(ctx, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks), w_local);
-    kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in, block_of(sums, j, blocks),
-                                  dy_low.data != nullptr ? dy_low : dy_rows, block_of(pre, j, blocks), w_local);
-  };
-  if (group.overlaps()) {
-    const int p = group.slice.size;
-    group.ring_all_gather(ctx, on_device(ctx, gathered_dy, {M, N}), on_device(ctx, dy, {group.local_rows(M), N}),
-                          [&](int j, const Tensor& dy_rows) { rows(j, p, dy_rows, low_block(mode, j, p, M, N)); });
-    return;
-  }
-  const Tensor gradient = gathered_input(ctx, group, on_device(ctx, dy, {group.local_rows(M), N}),
-                                         on_device(ctx, gathered_dy, {M, N}), M, N);
-  rows(0, 1, gradient, low_block(mode, 0, 1, M, N));
+  each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
+                      [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
+                        kernels::linear_backward(ctx, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks),
+                                                 w_local);
+                        kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in,
+                                                      block_of(sums, j, blocks),
+                                                      dy_low.data != nullptr ? dy_low : dy_rows,
+                                                      block_of(pre, j, blocks), w_local);
+                      });
 }
 
 void weight_gradient(kernels::Context& ctx, float* dw_local, const Tensor& dy, const Operand& x,

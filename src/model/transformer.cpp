@@ -841,9 +841,11 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
                                dw(g.fcprojw), bias(g.fcprojb), dresidual, scratch_c_.data(),
                                operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_), BT,
                                mlp_local_, C);
-    GemmMode fc = low() ? gemm_ : mode(d_fch_.data(), a.fch);  // fp32: dpre is d_fch_
-    if (low()) fc.dy_low = dpre;
-    if (low() && defer) kernels::copy(ctx_, a.fch.view(), dpre);  // kept for the weight gradient
+    GemmMode fc = mode(d_fch_.data(), a.fch);  // fp32: dpre is d_fch_ (deferred: copied into a.fch)
+    if (low()) {  // deferred: dpre kept in a.fch, the mode's 16-bit dy, for the weight gradient
+      if (defer) kernels::copy(ctx_, a.fch.view(), dpre);
+      else fc.dy_low = dpre;
+    }
     column_parallel_backward(ctx_, fc, tp_, d_ln_.data(), dw(g.fcw), nullptr, low() ? nullptr : d_fch_.data(),
                              a.ln2.view(), gathered_.view(), block_weight(l, kFcw, fc_local_, C), BT, C,
                              fc_local_);
