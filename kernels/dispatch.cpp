@@ -151,12 +151,12 @@ void check_linear_operands(const Arguments& args, const Tensor& x, const Tensor&
 // Attention's input qkv (B, T, 3C) of `operands` and its output or the output's gradient
 // (B, T, C): what both attentions check first. Returns (B, T, C).
 Sequence check_sequence(const Arguments& args, const char* qkv_name, const Tensor& qkv, DType operands,
-                        const char* out_name, const Tensor& out) {
+                        const char* out_name, const Tensor& out, DType out_type = DType::f32) {
   args.type(qkv_name, qkv, operands);
   args.rank(qkv_name, qkv, 3);
   args.holds(qkv.shape.dims[2] % 3 == 0, qkv_name, "has a last dimension that is not 3C");
   const Sequence s = attention_sequence(qkv);
-  args.f32(out_name, out, int64_t(s.B) * s.T * s.C);
+  args.exactly(out_name, out, out_type, int64_t(s.B) * s.T * s.C);
   return s;
 }
 
@@ -168,9 +168,12 @@ void check_attention(const Arguments& args, const char* qkv_name, const Tensor& 
   args.f32("att", att, int64_t(s.B) * NH * s.T * s.T);
 }
 
-// The flash attention: qkv (f32) and out as above, the row statistics lse (B, NH, T).
+// The flash attention: qkv (B, T, 3C) f32 or 16-bit (the values as kept), out (B, T, C) f32 or
+// of qkv's type, the row statistics lse (B, NH, T).
 void check_flash(const Arguments& args, const Tensor& qkv, const Tensor& out, const Tensor& lse, int NH) {
-  const Sequence s = check_sequence(args, "qkv", qkv, DType::f32, "out", out);
+  args.operand("qkv", qkv);
+  const DType out_type = out.dtype == DType::f32 ? DType::f32 : qkv.dtype;
+  const Sequence s = check_sequence(args, "qkv", qkv, qkv.dtype, "out", out, out_type);
   args.f32("lse", lse, int64_t(s.B) * NH * s.T);
 }
 
@@ -417,8 +420,9 @@ void add_inplace(Context& ctx, const Tensor& acc, const Tensor& x) {
 void copy_columns(Context& ctx, const Tensor& dst, int dst_first, const Tensor& src, int src_first, int width,
                   bool accumulate) {
   const Arguments args("copy_columns");
-  args.type("dst", dst, DType::f32);
-  args.type("src", src, DType::f32);
+  args.operand("src", src);  // f32, or 16-bit values copied as they are (not summed)
+  args.type("dst", dst, src.dtype);
+  args.holds(src.dtype == DType::f32 || !accumulate, "src", "is 16-bit: columns of 16-bit values are copied, not summed");
   args.holds(dst.shape.rank > 0 && src.shape.rank > 0, "src", "has no shape");
   const int64_t dst_width = dst.shape.dims[dst.shape.rank - 1], src_width = src.shape.dims[src.shape.rank - 1];
   args.holds(dst.shape.numel() / dst_width == src.shape.numel() / src_width, "dst", "has another number of rows than src");
@@ -486,23 +490,25 @@ namespace {
 // The grouped-query layouts: compact (rows, (q + 2kv)·hs) and expanded (rows, 3q·hs), q a
 // multiple of kv.
 void check_kv(const Arguments& args, const char* compact_name, const Tensor& compact, const char* full_name,
-              const Tensor& full, int q_heads, int kv_heads) {
-  args.type(compact_name, compact, DType::f32);
+              const Tensor& full, int q_heads, int kv_heads, DType type) {
+  args.type(compact_name, compact, type);
   const int64_t rows = matrix_rows(compact), width = matrix_cols(compact), heads = int64_t(q_heads) + 2 * kv_heads;
   args.holds(q_heads > 0 && kv_heads > 0 && q_heads % kv_heads == 0 && width % heads == 0, compact_name,
              "is not (rows, (q_heads + 2·kv_heads)·hs) with q_heads a multiple of kv_heads");
-  args.f32(full_name, full, rows * 3 * q_heads * (width / heads));
+  args.exactly(full_name, full, type, rows * 3 * q_heads * (width / heads));
 }
 
 }  // namespace
 
 void expand_kv(Context& ctx, const Tensor& out, const Tensor& qkv, int q_heads, int kv_heads) {
-  check_kv(Arguments("expand_kv"), "qkv", qkv, "out", out, q_heads, kv_heads);
+  const Arguments args("expand_kv");
+  args.operand("qkv", qkv);  // a copy: f32, or the 16-bit values as kept
+  check_kv(args, "qkv", qkv, "out", out, q_heads, kv_heads, qkv.dtype);
   entry(ctx, &KernelTable::expand_kv, "expand_kv")(ctx, out, qkv, q_heads, kv_heads);
 }
 
 void reduce_kv(Context& ctx, const Tensor& dqkv, const Tensor& dfull, int q_heads, int kv_heads) {
-  check_kv(Arguments("reduce_kv"), "dqkv", dqkv, "dfull", dfull, q_heads, kv_heads);
+  check_kv(Arguments("reduce_kv"), "dqkv", dqkv, "dfull", dfull, q_heads, kv_heads, DType::f32);
   entry(ctx, &KernelTable::reduce_kv, "reduce_kv")(ctx, dqkv, dfull, q_heads, kv_heads);
 }
 
@@ -540,7 +546,7 @@ void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, con
                  int NH, const AttentionBlock& block) {
   check_flash(args, qkv, out, lse, NH);
   const Sequence s = attention_sequence(qkv);
-  args.type("kv", kv, DType::f32);
+  args.type("kv", kv, qkv.dtype);
   args.rank("kv", kv, 3);
   args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= 2 * s.C, "kv",
              "is not (B, T, W >= 2C) of the qkv's B and T");
@@ -552,7 +558,9 @@ void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, con
 
 void flash_attention_block_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv,
                                    const Tensor& kv, int NH, const AttentionBlock& block) {
-  check_block(Arguments("flash_attention_block_forward"), qkv, kv, out, lse, NH, block);
+  const Arguments args("flash_attention_block_forward");
+  check_block(args, qkv, kv, out, lse, NH, block);
+  args.type("out", out, DType::f32);  // the blocks fold into it
   entry(ctx, &KernelTable::flash_attention_block_forward, "flash_attention_block_forward")(ctx, out, lse, qkv, kv, NH,
                                                                                            block);
 }

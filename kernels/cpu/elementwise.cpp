@@ -125,6 +125,15 @@ void copy_columns(Context&, float* dst, int dst_width, int dst_first, const floa
   }
 }
 
+void copy_columns_low16(Context&, low16* dst, int dst_width, int dst_first, const low16* src, int src_width,
+                        int src_first, int rows, int width) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r) {
+    const low16* from = src + static_cast<size_t>(r) * src_width + src_first;
+    std::copy(from, from + width, dst + static_cast<size_t>(r) * dst_width + dst_first);
+  }
+}
+
 namespace {
 
 // The AdamW loop; Low: none (no 16-bit copy), or the copy's type, each a loop of its own so that

@@ -13,6 +13,11 @@
 //   dv += Pᵀ dy;  dP = dy vᵀ;  dS = P ⊙ (dP − D) · scale;  dq += dS k;  dk += dSᵀ q
 // one head on one thread, key tile by key tile, so that every gradient has one writer.
 //
+// q, k and v are read as they are stored: f32 in place, or a 16-bit model's kept values widened
+// (exactly) tile by tile into the thread's scratch — the same f32 products on the same values, so
+// the same bits, without an f32 copy of the activation. y is written f32 or rounded to the values'
+// 16-bit type (to nearest even, as store rounds), and backward reads it either way.
+//
 // Every sum runs in a fixed order (the tiles in order, each GEMM single-threaded inside the
 // parallel loop), whatever the thread count: the same bits with 1 thread or 64.
 //
@@ -26,6 +31,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/matmul.hpp"
 
@@ -75,19 +81,58 @@ void gemm(const Context& ctx, int M, int N, int K, float* c, Strides cs, const f
 }
 
 // What a thread holds: a tile of scores or probabilities, one of their gradients, an output
-// accumulator, and its rows' statistics.
+// accumulator, its rows' statistics, and (16-bit values) the q, k and v tiles widened (sized at
+// their first use: kTile rows of the source's row stride).
 struct Scratch {
-  std::vector<float> s, ds, acc, m, l;
+  std::vector<float> s, ds, acc, m, l, q, k, v;
   explicit Scratch(int hs)
       : s(static_cast<size_t>(kTile) * kTile), ds(s.size()), acc(static_cast<size_t>(kTile) * hs), m(kTile), l(kTile) {}
 };
 
-// P of the tile pair (queries t0 .., keys s0 ..) in x.s from the kept log-sum-exps: the scores
+// A tile of q, k or v as an f32 GEMM operand: its first row and row stride.
+struct Rows {
+  const float* at;
+  int64_t stride;
+};
+
+float widen(Precision type, low16 value) { return type == Precision::bf16 ? bf16_widen(value) : fp16_widen(value); }
+
+// `count` rows of hs values from element `first` of `values` (row stride `stride`): in place where
+// they are f32, else widened into `into` at the same row stride — oneDNN picks its kernel, and so
+// its order of summation, by the operands' strides: the same strides, the same bits.
+Rows value_rows(const FlashOperands& in, const void* values, size_t first, int64_t stride, int count, int hs,
+                std::vector<float>& into) {
+  if (in.values == Precision::fp32) return {static_cast<const float*>(values) + first, stride};
+  const size_t needed = static_cast<size_t>(stride) * kTile;
+  if (into.size() < needed) into.resize(needed);
+  const low16* from = static_cast<const low16*>(values) + first;
+  for (int r = 0; r < count; ++r)
+    for (int d = 0; d < hs; ++d) into[static_cast<size_t>(r) * stride + d] = widen(in.values, from[r * stride + d]);
+  return {into.data(), stride};
+}
+
+// The rows of one head's tiles: queries t0 .. (from qkv), keys or values s0 .. (from kv).
+Rows query_rows(const FlashOperands& in, const Head& head, int t0, int rows, Scratch& x) {
+  return value_rows(in, in.qkv, head.qkv_row(t0), 3 * head.C, rows, head.hs, x.q);
+}
+Rows key_rows(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
+  return value_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.k);
+}
+Rows value_rows_of(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
+  return value_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.v);
+}
+
+// Element i of y (f32 or the values' 16-bit type).
+float y_at(const FlashOperands& in, const void* out, size_t i) {
+  return in.y_low ? widen(in.values, static_cast<const low16*>(out)[i]) : static_cast<const float*>(out)[i];
+}
+
+// P of the tile pair (queries q, keys k) in x.s from the kept log-sum-exps: the scores
 // recomputed, masked after each query's position.
-void probabilities(const Context& ctx, const Head& head, const float* qkv, const float* kv, const float* lse, int t0,
-                   int rows, int s0, int cols, float scale, Scratch& x) {
-  gemm(ctx, rows, cols, head.hs, x.s.data(), rows_of(kTile), qkv + head.qkv_row(t0), rows_of(3 * head.C),
-       kv + head.k_row(s0), transposed(head.W), false);
+void probabilities(const Context& ctx, const Head& head, Rows q, Rows k, const float* lse, int t0, int rows, int s0,
+                   int cols, float scale, Scratch& x) {
+  gemm(ctx, rows, cols, head.hs, x.s.data(), rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride),
+       false);
   for (int r = 0; r < rows; ++r) {
     const int visible = head.visible(t0 + r, s0, cols);
     const float row_lse = lse[head.stat(t0 + r)];
@@ -97,17 +142,49 @@ void probabilities(const Context& ctx, const Head& head, const float* qkv, const
   }
 }
 
-// combine: fold the tile's rows into what out and lse hold.
-void forward_tile(const Context& ctx, const Head& head, const float* qkv, const float* kv, int t0, float scale,
-                  float* out, float* lse, bool combine, Scratch& x) {
+// The tile's rows of y = acc / l and their log-sum-exps, or (combine: out f32) folded into what
+// out and lse hold.
+void write_rows(const FlashOperands& in, const Head& head, int t0, int rows, void* out, float* lse, bool combine,
+                const Scratch& x) {
+  const int hs = head.hs;
+  for (int r = 0; r < rows; ++r) {
+    const size_t at = head.out_row(t0 + r);
+    float& row_lse = lse[head.stat(t0 + r)];
+    const float block_lse = x.m[r] + std::log(x.l[r]);
+    const float* acc = x.acc.data() + static_cast<size_t>(r) * hs;
+    if (!combine) {
+      const float inv = 1.0f / x.l[r];
+      if (!in.y_low) {
+        float* y = static_cast<float*>(out) + at;
+        for (int d = 0; d < hs; ++d) y[d] = acc[d] * inv;
+      } else {
+        low16* y = static_cast<low16*>(out) + at;
+        const bool fp16 = in.values == Precision::fp16;
+        for (int d = 0; d < hs; ++d) y[d] = fp16 ? fp16_round(acc[d] * inv) : bf16_round(acc[d] * inv);
+      }
+      row_lse = block_lse;
+      continue;
+    }
+    float* y = static_cast<float*>(out) + at;
+    const float top = std::max(row_lse, block_lse);
+    const float merged = top + std::log(vexp(row_lse - top) + vexp(block_lse - top));
+    const float keep = vexp(row_lse - merged), add = vexp(block_lse - merged) / x.l[r];
+    for (int d = 0; d < hs; ++d) y[d] = y[d] * keep + acc[d] * add;
+    row_lse = merged;
+  }
+}
+
+void forward_tile(const Context& ctx, const FlashOperands& in, const Head& head, int t0, float scale, void* out,
+                  float* lse, bool combine, Scratch& x) {
   const int rows = std::min(kTile, head.Tq - t0), hs = head.hs;
   std::fill(x.acc.begin(), x.acc.end(), 0.0f);
   std::fill(x.m.begin(), x.m.end(), -INFINITY);
   std::fill(x.l.begin(), x.l.end(), 0.0f);
+  const Rows q = query_rows(in, head, t0, rows, x);
   for (int s0 = 0; s0 < head.key_end(t0); s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
-    gemm(ctx, rows, cols, hs, x.s.data(), rows_of(kTile), qkv + head.qkv_row(t0), rows_of(3 * head.C),
-         kv + head.k_row(s0), transposed(head.W), false);
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows_of(in, head, s0, cols, x);
+    gemm(ctx, rows, cols, hs, x.s.data(), rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride), false);
     for (int r = 0; r < rows; ++r) {
       const int visible = head.visible(t0 + r, s0, cols);  // keys s0 .. t of this tile (all: unmasked)
       float* s = x.s.data() + static_cast<size_t>(r) * kTile;
@@ -122,34 +199,17 @@ void forward_tile(const Context& ctx, const Head& head, const float* qkv, const 
       x.m[r] = row_max;
       x.l[r] = sum;
     }
-    gemm(ctx, rows, hs, cols, x.acc.data(), rows_of(hs), x.s.data(), rows_of(kTile), kv + head.k_row(s0) + head.C,
-         rows_of(head.W), true);
+    gemm(ctx, rows, hs, cols, x.acc.data(), rows_of(hs), x.s.data(), rows_of(kTile), v.at, rows_of(v.stride), true);
   }
-  for (int r = 0; r < rows; ++r) {
-    float* y = out + head.out_row(t0 + r);
-    float& row_lse = lse[head.stat(t0 + r)];
-    const float block_lse = x.m[r] + std::log(x.l[r]);
-    const float* acc = x.acc.data() + static_cast<size_t>(r) * hs;
-    if (!combine) {
-      const float inv = 1.0f / x.l[r];
-      for (int d = 0; d < hs; ++d) y[d] = acc[d] * inv;
-      row_lse = block_lse;
-      continue;
-    }
-    const float top = std::max(row_lse, block_lse);
-    const float merged = top + std::log(vexp(row_lse - top) + vexp(block_lse - top));
-    const float keep = vexp(row_lse - merged), add = vexp(block_lse - merged) / x.l[r];
-    for (int d = 0; d < hs; ++d) y[d] = y[d] * keep + acc[d] * add;
-    row_lse = merged;
-  }
+  write_rows(in, head, t0, rows, out, lse, combine, x);
 }
 
 // Every gradient of one head's block: dq into dqkv, dk and dv into dkv (of kv's layout), summed
 // over the tile pairs key tile by key tile; accumulate: added to what they hold, else zeroed first
 // (the whole sequence, dkv = dqkv).
-void head_gradients(const Context& ctx, const Head& head, const float* qkv, const float* kv, const float* dout,
-                    const float* out, const float* lse, float scale, float* dqkv, float* dkv, bool accumulate,
-                    Scratch& x, std::vector<float>& d_rows) {
+void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
+                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, Scratch& x,
+                    std::vector<float>& d_rows) {
   const int hs = head.hs;
   const int64_t q_stride = 3 * head.C;
   for (int t = 0; t < head.Tq; ++t) {
@@ -157,33 +217,31 @@ void head_gradients(const Context& ctx, const Head& head, const float* qkv, cons
     if (!accumulate)
       for (int part = 0; part < 3; ++part) std::fill(row + part * head.C, row + part * head.C + hs, 0.0f);
     const float* dy = dout + head.out_row(t);
-    const float* y = out + head.out_row(t);
     float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += dy[d] * y[d];
+    for (int d = 0; d < hs; ++d) dot += dy[d] * y_at(in, out, head.out_row(t) + d);
     d_rows[t] = dot;  // D = rowsum(dy ⊙ y)
   }
   for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
-    const float* k = kv + head.k_row(s0);
-    const float* v = k + head.C;
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows_of(in, head, s0, cols, x);
     float* dk = dkv + head.k_row(s0);
     float* dv = dk + head.C;
     for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
       const int rows = std::min(kTile, head.Tq - t0);
-      const float* q = qkv + head.qkv_row(t0);
+      const Rows q = query_rows(in, head, t0, rows, x);
       const float* dy = dout + head.out_row(t0);
-      probabilities(ctx, head, qkv, kv, lse, t0, rows, s0, cols, scale, x);
+      probabilities(ctx, head, q, k, lse, t0, rows, s0, cols, scale, x);
       gemm(ctx, cols, hs, rows, dv, rows_of(head.W), x.s.data(), transposed(kTile), dy, rows_of(head.C), true);
-      gemm(ctx, rows, cols, hs, x.ds.data(), rows_of(kTile), dy, rows_of(head.C), v, transposed(head.W), false);
+      gemm(ctx, rows, cols, hs, x.ds.data(), rows_of(kTile), dy, rows_of(head.C), v.at, transposed(v.stride), false);
       for (int r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D) · scale
         const float* p = x.s.data() + static_cast<size_t>(r) * kTile;
         float* ds = x.ds.data() + static_cast<size_t>(r) * kTile;
         const float d_row = d_rows[t0 + r];
         for (int c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d_row) * scale;
       }
-      gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds.data(), rows_of(kTile), k,
-           rows_of(head.W), true);
-      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds.data(), transposed(kTile), q, rows_of(q_stride), true);
+      gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds.data(), rows_of(kTile), k.at,
+           rows_of(k.stride), true);
+      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds.data(), transposed(kTile), q.at, rows_of(q.stride), true);
     }
   }
 }
@@ -194,8 +252,10 @@ Head block_head(int b, int h, int T, int C, int NH, int W, const AttentionBlock&
               W, block.causal};
 }
 
-void forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W, int B, int T, int C,
-             int NH, const AttentionBlock& block, bool combine) {
+}  // namespace
+
+void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
+                             const AttentionBlock& block, bool combine) {
   const int hs = C / NH, tiles = (block.rows + kTile - 1) / kTile;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
@@ -205,13 +265,13 @@ void forward(Context& ctx, float* out, float* lse, const float* qkv, const float
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
         for (int i = 0; i < tiles; ++i)
-          forward_tile(ctx, block_head(b, h, T, C, NH, W, block), qkv, kv, i * kTile, scale, out, lse, combine, x);
+          forward_tile(ctx, in, block_head(b, h, T, C, NH, in.W, block), i * kTile, scale, out, lse, combine, x);
   }
 }
 
-void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv, const float* kv, int W,
-              const float* out, const float* lse, int B, int T, int C, int NH, const AttentionBlock& block,
-              bool accumulate) {
+void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv, float* dkv, const float* dout,
+                              const void* out, const float* lse, int B, int T, int C, int NH,
+                              const AttentionBlock& block, bool accumulate) {
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
@@ -221,31 +281,9 @@ void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const fl
 #pragma omp for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
-        head_gradients(ctx, block_head(b, h, T, C, NH, W, block), qkv, kv, dout, out, lse, scale, dqkv, dkv,
-                       accumulate, x, d_rows);
+        head_gradients(ctx, in, block_head(b, h, T, C, NH, in.W, block), dout, out, lse, scale, dqkv, dkv, accumulate,
+                       x, d_rows);
   }
-}
-
-}  // namespace
-
-void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
-  forward(ctx, out, lse, qkv, qkv, 3 * C, B, T, C, NH, AttentionBlock{0, 0, T, true}, false);
-}
-
-void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int B, int T, int C, int NH) {
-  backward(ctx, dqkv, dqkv, dout, qkv, qkv, 3 * C, out, lse, B, T, C, NH, AttentionBlock{0, 0, T, true}, false);
-}
-
-void flash_attention_block_forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W,
-                                   int B, int T, int C, int NH, const AttentionBlock& block) {
-  forward(ctx, out, lse, qkv, kv, W, B, T, C, NH, block, !block.first);
-}
-
-void flash_attention_block_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv,
-                                    const float* kv, int W, const float* out, const float* lse, int B, int T, int C,
-                                    int NH, const AttentionBlock& block) {
-  backward(ctx, dqkv, dkv, dout, qkv, kv, W, out, lse, B, T, C, NH, block, true);
 }
 
 }  // namespace trident::kernels::cpu

@@ -48,13 +48,14 @@ __global__ void add_inplace_kernel(float* acc, const float* x, size_t n) {
   FOR_EACH_ELEMENT(i, n) acc[i] += x[i];
 }
 
-// dst's columns [dst_first, dst_first + width) of each row (=, or += accumulate) src's.
-__global__ void copy_columns_kernel(float* dst, int dst_width, int dst_first, const float* src, int src_width,
+// dst's columns [dst_first, dst_first + width) of each row (=, or += accumulate: f32 only) src's.
+template <class E>
+__global__ void copy_columns_kernel(E* dst, int dst_width, int dst_first, const E* src, int src_width,
                                     int src_first, int rows, int width, bool accumulate) {
   FOR_EACH_ELEMENT(i, static_cast<size_t>(rows) * width) {
     const size_t r = i / width, c = i % width;
-    float& to = dst[r * dst_width + dst_first + c];
-    const float from = src[r * src_width + src_first + c];
+    E& to = dst[r * dst_width + dst_first + c];
+    const E from = src[r * src_width + src_first + c];
     to = accumulate ? to + from : from;
   }
 }
@@ -187,6 +188,15 @@ void copy_columns(Context& ctx, float* dst, int dst_width, int dst_first, const 
   if (n == 0) return;
   copy_columns_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dst, dst_width, dst_first, src, src_width,
                                                                       src_first, rows, width, accumulate);
+  check_launch("copy_columns");
+}
+
+void copy_columns_low16(Context& ctx, low16* dst, int dst_width, int dst_first, const low16* src, int src_width,
+                        int src_first, int rows, int width) {
+  const size_t n = static_cast<size_t>(rows) * width;
+  if (n == 0) return;
+  copy_columns_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(dst, dst_width, dst_first, src, src_width,
+                                                                      src_first, rows, width, false);
   check_launch("copy_columns");
 }
 

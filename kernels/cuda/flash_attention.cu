@@ -15,6 +15,8 @@
 //   y = acc / l;  L = m + log l
 // Backward, with P = e^(q·k·scale − L), D_t = dy_t·y_t and dS = P (dy_t·v_s − D_t):
 //   dv_s = Σ_t P dy_t;  dk_s = Σ_t dS·scale q_t  (t ≥ s);   dq_t = Σ_s dS·scale k_s  (s ≤ t)
+// q, k and v are read as stored (the kernels' E: f32, or a 16-bit model's kept values widened as
+// they are read), y written and read f32 or in that 16-bit type.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -31,20 +33,34 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxPerLane = 8;  // channels per lane: heads of up to 256 channels
 
 // The warp's row: this lane's channels of x (lane, lane + 32, ...), zero past hs.
-__device__ inline void load(float (&into)[kMaxPerLane], const float* x, int hs, int lane) {
+template <class E>
+__device__ inline void load(float (&into)[kMaxPerLane], const E* x, int hs, int lane) {
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    into[i] = d < hs ? x[d] : 0.0f;
+    into[i] = d < hs ? widen_value(x[d]) : 0.0f;
   }
 }
 
-__device__ inline float warp_dot(const float (&a)[kMaxPerLane], const float* b, int hs, int lane) {
+template <class E>
+__device__ inline float warp_dot(const float (&a)[kMaxPerLane], const E* b, int hs, int lane) {
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hs) sum += a[i] * b[d];
+    if (d < hs) sum += a[i] * widen_value(b[d]);
+  }
+  return warp_reduce(sum, SumOp{});
+}
+
+// D = dy·y of the warp's row (y f32 or 16-bit).
+__device__ inline float warp_dot_y(const float (&dy)[kMaxPerLane], const HeadRows& rows, const void* out, size_t row,
+                                   int lane) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < rows.hs) sum += dy[i] * rows.y_at(out, row + d);
   }
   return warp_reduce(sum, SumOp{});
 }
@@ -59,27 +75,28 @@ __device__ inline bool warp_row(int B, int NH, int n, int& b, int& h, int& t) {
   return true;
 }
 
-// combine: fold the row into what out and lse hold, as the CPU's.
-__global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, float scale, bool combine) {
+// combine: fold the row into what out (f32) and lse hold, as the CPU's.
+template <class E>
+__global__ void forward_kernel(void* out, float* lse, HeadRows rows, int B, float scale, bool combine) {
   int b, h, t;
   if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float q[kMaxPerLane], acc[kMaxPerLane] = {};
-  load(q, rows.q(b, h, t), hs, lane);
+  load(q, rows.q<E>(b, h, t), hs, lane);
   float m = -INFINITY, l = 0.0f;
   for (int s = 0; s < rows.key_end(t); ++s) {
-    const float* k = rows.k(b, h, s);
+    const E* k = rows.k<E>(b, h, s);
     const float score = warp_dot(q, k, hs, lane) * scale;
     const float m_new = fmaxf(m, score), correction = vexp(m - m_new), p = vexp(score - m_new);
     l = l * correction + p;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      acc[i] = acc[i] * correction + (d < hs ? p * k[C + d] : 0.0f);  // k + C: v
+      acc[i] = acc[i] * correction + (d < hs ? p * widen_value(k[C + d]) : 0.0f);  // k + C: v
     }
     m = m_new;
   }
-  float* y = out + rows.row(b, h, t);
+  const size_t y = rows.row(b, h, t);
   float& row_lse = lse[rows.stat(b, h, t)];
   const float old_lse = row_lse, block_lse = m + logf(l);
   const bool fold = combine;
@@ -89,7 +106,10 @@ __global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, flo
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < hs) y[d] = fold ? y[d] * keep + acc[i] * add : acc[i] / l;
+    if (d < hs) {
+      if (fold) static_cast<float*>(out)[y + d] = static_cast<float*>(out)[y + d] * keep + acc[i] * add;
+      else rows.set_y(out, y + d, acc[i] / l);
+    }
   }
   __syncwarp();  // every lane has read the old lse before lane 0 writes the new
   if (lane == 0) row_lse = merged;
@@ -97,26 +117,27 @@ __global__ void forward_kernel(float* out, float* lse, HeadRows rows, int B, flo
 
 // One warp per key s: dk_s and dv_s (into dkv, of kv's layout; accumulate: +=), over the
 // queries that see it.
-__global__ void key_gradients_kernel(float* dkv, const float* dout, const float* out, const float* lse,
+template <class E>
+__global__ void key_gradients_kernel(float* dkv, const float* dout, const void* out, const float* lse,
                                      HeadRows rows, int B, float scale, bool accumulate) {
   int b, h, s;
   if (!warp_row(B, rows.NH, rows.n, b, h, s)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane] = {}, dv[kMaxPerLane] = {};
-  load(k, rows.k(b, h, s), hs, lane);
-  load(v, rows.k(b, h, s) + C, hs, lane);
+  load(k, rows.k<E>(b, h, s), hs, lane);
+  load(v, rows.k<E>(b, h, s) + C, hs, lane);
   for (int t = rows.query_begin(s); t < rows.n; ++t) {
-    const float* q = rows.q(b, h, t);
+    const E* q = rows.q<E>(b, h, t);
     const float* dy = dout + rows.row(b, h, t);
     float dyr[kMaxPerLane];
     load(dyr, dy, hs, lane);
     const float p = vexp(warp_dot(k, q, hs, lane) * scale - lse[rows.stat(b, h, t)]);
-    const float d_row = warp_dot(dyr, out + rows.row(b, h, t), hs, lane);
+    const float d_row = warp_dot_y(dyr, rows, out, rows.row(b, h, t), lane);
     const float ds = p * (warp_dot(v, dy, hs, lane) - d_row) * scale;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * q[d];
+      if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * widen_value(q[d]);
     }
   }
   float* row = dkv + rows.k_offset(b, h, s);
@@ -131,24 +152,25 @@ __global__ void key_gradients_kernel(float* dkv, const float* dout, const float*
 }
 
 // One warp per query t: dq_t (accumulate: +=), over the keys it sees.
-__global__ void query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse,
+template <class E>
+__global__ void query_gradients_kernel(float* dqkv, const float* dout, const void* out, const float* lse,
                                        HeadRows rows, int B, float scale, bool accumulate) {
   int b, h, t;
   if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
   const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
   float q[kMaxPerLane], dyr[kMaxPerLane], dq[kMaxPerLane] = {};
-  load(q, rows.q(b, h, t), hs, lane);
+  load(q, rows.q<E>(b, h, t), hs, lane);
   const float* dy = dout + rows.row(b, h, t);
   load(dyr, dy, hs, lane);
-  const float d_row = warp_dot(dyr, out + rows.row(b, h, t), hs, lane), row_lse = lse[rows.stat(b, h, t)];
+  const float d_row = warp_dot_y(dyr, rows, out, rows.row(b, h, t), lane), row_lse = lse[rows.stat(b, h, t)];
   for (int s = 0; s < rows.key_end(t); ++s) {
-    const float* k = rows.k(b, h, s);
+    const E* k = rows.k<E>(b, h, s);
     const float p = vexp(warp_dot(q, k, hs, lane) * scale - row_lse);
     const float ds = p * (warp_dot(dyr, k + C, hs, lane) - d_row) * scale;  // k + C: v
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < hs) dq[i] += ds * k[d];
+      if (d < hs) dq[i] += ds * widen_value(k[d]);
     }
   }
   float* row = dqkv + (size_t(b) * rows.T + rows.q0 + t) * 3 * C + h * hs;
@@ -170,60 +192,50 @@ void require_head_size(int hs) {
                              std::to_string(32 * kMaxPerLane) + " its kernels hold");
 }
 
-HeadRows block_rows(const float* qkv, const float* kv, int W, int T, int C, int NH, const AttentionBlock& block) {
-  return HeadRows{qkv, kv, T, C, C / NH, NH, W, block.q_chunk * block.rows, block.k_chunk * block.rows, block.rows,
-                  block.causal};
-}
-
-void forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine) {
-  if (size_t(B) * rows.n * rows.NH == 0) return;
-  if (mma_attention_takes(rows.hs, ctx.attention_operands)) return mma_attention_forward(ctx, out, lse, rows, B, combine);
-  require_head_size(rows.hs);
-  forward_kernel<<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
-      out, lse, rows, B, rows.scale(), combine);
-  check_launch("flash_attention_forward");
-}
-
-void backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out, const float* lse,
-              const HeadRows& rows, int B, bool accumulate) {
-  if (size_t(B) * rows.n * rows.NH == 0) return;
-  if (mma_attention_takes(rows.hs, ctx.attention_operands))
-    return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
-  require_head_size(rows.hs);
-  const float scale = rows.scale();
-  const int blocks = warp_blocks(B, rows.n, rows.NH);
-  key_gradients_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dkv, dout, out, lse, rows, B, scale,
-                                                                         accumulate);
-  check_launch("flash_attention_backward (keys)");
-  query_gradients_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse, rows, B, scale,
-                                                                           accumulate);
-  check_launch("flash_attention_backward (queries)");
+HeadRows block_rows(const FlashOperands& in, int T, int C, int NH, const AttentionBlock& block) {
+  return HeadRows{in.qkv, in.kv, T, C, C / NH, NH, in.W, block.q_chunk * block.rows, block.k_chunk * block.rows,
+                  block.rows, block.causal, in.values, in.y_low};
 }
 
 }  // namespace
 
-void flash_attention_forward(Context& ctx, float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
-  forward(ctx, out, lse, block_rows(qkv, qkv, 3 * C, T, C, NH, AttentionBlock{0, 0, T, true}), B, false);
+// The tiled kernels where they take the heads and the values; else one warp a row.
+void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
+                             const AttentionBlock& block, bool combine) {
+  const HeadRows rows = block_rows(in, T, C, NH, block);
+  if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
+    return mma_attention_forward(ctx, out, lse, rows, B, combine);
+  require_head_size(rows.hs);
+  with_values(in.values, [&](auto e) {
+    forward_kernel<decltype(e)><<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
+        out, lse, rows, B, rows.scale(), combine);
+  });
+  check_launch("flash_attention_forward");
 }
 
-// The key kernel writes dk and dv, the query kernel dq: each element of dqkv by one warp.
-void flash_attention_backward(Context& ctx, float* dqkv, const float* dout, const float* qkv, const float* out,
-                              const float* lse, int B, int T, int C, int NH) {
-  backward(ctx, dqkv, dqkv, dout, out, lse, block_rows(qkv, qkv, 3 * C, T, C, NH, AttentionBlock{0, 0, T, true}), B,
-           false);
-}
-
-void flash_attention_block_forward(Context& ctx, float* out, float* lse, const float* qkv, const float* kv, int W,
-                                   int B, int T, int C, int NH, const AttentionBlock& block) {
-  forward(ctx, out, lse, block_rows(qkv, kv, W, T, C, NH, block), B, !block.first);
-}
-
-// dkv may be dqkv (a rank's own chunks, W = 3C): the key kernel touches its k and v columns, the
-// query kernel its q columns, one launch after the other.
-void flash_attention_block_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv,
-                                    const float* kv, int W, const float* out, const float* lse, int B, int T, int C,
-                                    int NH, const AttentionBlock& block) {
-  backward(ctx, dqkv, dkv, dout, out, lse, block_rows(qkv, kv, W, T, C, NH, block), B, true);
+// The key kernel writes dk and dv, the query kernel dq: each element of the gradients by one warp.
+// dkv may be dqkv (the whole sequence, or a rank's own chunks: W = 3C): the key kernel touches
+// its k and v columns, the query kernel its q columns, one launch after the other.
+void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv, float* dkv, const float* dout,
+                              const void* out, const float* lse, int B, int T, int C, int NH,
+                              const AttentionBlock& block, bool accumulate) {
+  const HeadRows rows = block_rows(in, T, C, NH, block);
+  if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
+    return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
+  require_head_size(rows.hs);
+  const float scale = rows.scale();
+  const int blocks = warp_blocks(B, rows.n, rows.NH);
+  with_values(in.values, [&](auto e) {
+    using E = decltype(e);
+    key_gradients_kernel<E><<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dkv, dout, out, lse, rows, B, scale,
+                                                                              accumulate);
+    check_launch("flash_attention_backward (keys)");
+    query_gradients_kernel<E><<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse, rows, B,
+                                                                                scale, accumulate);
+    check_launch("flash_attention_backward (queries)");
+  });
 }
 
 }  // namespace trident::kernels::cuda

@@ -3,38 +3,71 @@
 // operands): where one head's rows of a block are, and the tiled kernels' entry points.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 
+#include "kernels/common/low16.hpp"
 #include "kernels/cuda/cuda.hpp"
 
 namespace trident::kernels::cuda {
 
+// The element types of q, k and v as the kernels read them: f32, or a 16-bit model's kept values.
+__device__ inline float widen_value(float x) { return x; }
+__device__ inline float widen_value(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float widen_value(__half x) { return __half2float(x); }
+
 // One head's rows of a block (ring attention, kernels::AttentionBlock; the whole sequence is the
 // block of one chunk): queries t in [0, n) at sequence rows q0 + t of the fused (B, T, 3C)
 // activation, keys and values s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2C and
-// W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t.
+// W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t. q, k and v
+// are of the element type `values` (the kernels' E); y is f32 or (y_low) of that 16-bit type.
 struct HeadRows {
-  const float* qkv;
-  const float* kv;
+  const void* qkv;
+  const void* kv;
   int T, C, hs, NH, W, q0, k0, n;
   bool causal;
-  __device__ const float* q(int b, int h, int t) const { return qkv + (size_t(b) * T + q0 + t) * 3 * C + h * hs; }
+  Precision values;
+  bool y_low;
+  template <class E>
+  __device__ const E* q(int b, int h, int t) const { return static_cast<const E*>(qkv) + q_offset(b, h, t); }
   __device__ size_t k_offset(int b, int h, int s) const { return (size_t(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
-  __device__ const float* k(int b, int h, int s) const { return kv + k_offset(b, h, s); }
+  template <class E>
+  __device__ const E* k(int b, int h, int s) const { return static_cast<const E*>(kv) + k_offset(b, h, s); }
   __device__ size_t row(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * C + h * hs; }
   __device__ size_t q_offset(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * 3 * C + h * hs; }
   __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + q0 + t; }
   __device__ int key_end(int t) const { return causal ? t + 1 : n; }      // keys a query sees: [0, key_end)
   __device__ int query_begin(int s) const { return causal ? s : 0; }    // queries a key is seen by: [query_begin, n)
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(hs)); }  // of the scores: 1/√hs
+  // Element i of y, and writing it (16-bit: rounded to nearest even, as store rounds).
+  __device__ float y_at(const void* out, size_t i) const {
+    if (!y_low) return static_cast<const float*>(out)[i];
+    const low16 bits = static_cast<const low16*>(out)[i];
+    return values == Precision::fp16 ? fp16_widen(bits) : bf16_widen(bits);
+  }
+  __device__ void set_y(void* out, size_t i, float value) const {
+    if (!y_low) static_cast<float*>(out)[i] = value;
+    else static_cast<low16*>(out)[i] = values == Precision::fp16 ? fp16_round(value) : bf16_round(value);
+  }
 };
 
-// The tiled kernels take heads of these sizes with 16-bit operands (ctx.attention_operands bf16
-// or fp16); anything else runs on the warp kernels.
-bool mma_attention_takes(int hs, Precision operands);
+// launch(E{}) with E the element type of `values`.
+template <class Launch>
+void with_values(Precision values, Launch&& launch) {
+  if (values == Precision::bf16) launch(__nv_bfloat16{});
+  else if (values == Precision::fp16) launch(__half{});
+  else launch(float{});
+}
+
+// The tiled kernels take heads of these sizes whose values are of the 16-bit operand type
+// (ctx.attention_operands bf16 or fp16, q, k and v stored in it); anything else runs on the warp
+// kernels.
+bool mma_attention_takes(int hs, Precision operands, Precision values);
 // As flash_attention.cu's forward and backward (combine: fold into out and lse; accumulate: +=).
-void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine);
-void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out,
+void mma_attention_forward(Context& ctx, void* out, float* lse, const HeadRows& rows, int B, bool combine);
+void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const void* out,
                             const float* lse, const HeadRows& rows, int B, bool accumulate);
 
 }  // namespace trident::kernels::cuda

@@ -1,9 +1,9 @@
 // The memory-efficient attention of 16-bit models on the tensor cores: FlashAttention-2's tiles
 // (Dao 2023, Algorithms 1 and 2) with nvcuda::wmma's 16×16×16 products, operands in the model's
 // 16-bit type (ctx.attention_operands: bf16 or fp16), every sum in f32. The arithmetic is
-// FlashAttention's: q, k, v and dy are rounded to the 16-bit type as a tile is loaded (q, k, v
-// are a 16-bit model's kept values, so only Llama's rotated q and k change), and the
-// probabilities P and dS are rounded before their products; the softmax statistics (m, l, the
+// FlashAttention's: q, k and v are read as the model keeps them, in that type (no f32 copy), dy
+// is rounded to it as its tile is loaded, and the probabilities P and dS are rounded before
+// their products; the softmax statistics (m, l, the
 // log-sum-exp L) and D = dy·y stay f32. The CPU (kernels/cpu/flash_attention.cpp) keeps dy, P and
 // dS in f32, so the two agree to those roundings (one 16-bit unit), not to the bit: tests/gpu's
 // flash_attention_bf16.
@@ -142,34 +142,42 @@ struct BackwardTiles {
   }
 };
 
-// A tile's 64 rows of hs channels, rounded to the operand type: row r from row(r) where r < valid,
-// zeros past it. Four channels a thread at a time, consecutive threads along a row: one 16-byte
-// load each where the row is 16-byte aligned (every row of a buffer whose widths are multiples of
-// 4, which the model's are), four loads where not.
+// Four consecutive values as the operand type's bits, packed: f32 ones rounded (one 16-byte load
+// where 16-byte aligned), values of the operand type as they are (one 8-byte load where 8-byte
+// aligned). Rows of a buffer whose widths are multiples of 4, as the model's are, always are.
+template <class T>
+__device__ inline uint2 packed4(const float* from) {
+  float4 x;
+  if (reinterpret_cast<uintptr_t>(from) % 16 == 0) x = *reinterpret_cast<const float4*>(from);
+  else x = make_float4(from[0], from[1], from[2], from[3]);
+  return uint2{operand_bits(to_operand<T>(x.x)) | operand_bits(to_operand<T>(x.y)) << 16,
+               operand_bits(to_operand<T>(x.z)) | operand_bits(to_operand<T>(x.w)) << 16};
+}
+template <class T>
+__device__ inline uint2 packed4(const T* from) {
+  if (reinterpret_cast<uintptr_t>(from) % 8 == 0) return *reinterpret_cast<const uint2*>(from);
+  return uint2{operand_bits(from[0]) | operand_bits(from[1]) << 16, operand_bits(from[2]) | operand_bits(from[3]) << 16};
+}
+
+// A tile's 64 rows of hs channels in the operand type: row r from row(r) (f32, rounded, or the
+// operand type itself) where r < valid, zeros past it. Four channels a thread at a time,
+// consecutive threads along a row.
 template <int HS, class T, class Row>
 __device__ void load_tile(T* tile, int valid, Row row) {
   for (int i = threadIdx.x; i < kTile * HS / 4; i += kThreadsPerBlock) {
     const int r = i / (HS / 4), d = i % (HS / 4) * 4;
-    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < valid) {
-      const float* from = row(r) + d;
-      if (reinterpret_cast<uintptr_t>(from) % 16 == 0) x = *reinterpret_cast<const float4*>(from);
-      else x = make_float4(from[0], from[1], from[2], from[3]);
-    }
     // One 8-byte store (rows of ld·2 bytes, a multiple of 16; d a multiple of 4): lanes on
     // distinct banks, where four 2-byte stores put two lanes on each.
-    const uint2 packed{operand_bits(to_operand<T>(x.x)) | operand_bits(to_operand<T>(x.y)) << 16,
-                       operand_bits(to_operand<T>(x.z)) | operand_bits(to_operand<T>(x.w)) << 16};
-    *reinterpret_cast<uint2*>(tile + r * Tiles<HS>::ld + d) = packed;
+    *reinterpret_cast<uint2*>(tile + r * Tiles<HS>::ld + d) = r < valid ? packed4<T>(row(r) + d) : uint2{0u, 0u};
   }
 }
 
-// The key tile at k_begin: k and v rows, rounded.
+// The key tile at k_begin: k and v rows, as kept.
 template <int HS, class T>
 __device__ void load_keys(T* k, T* v, const HeadRows& rows, int b, int h, int k_begin) {
   const int valid = min(kTile, rows.n - k_begin);
-  load_tile<HS>(k, valid, [&](int r) { return rows.k(b, h, k_begin + r); });
-  load_tile<HS>(v, valid, [&](int r) { return rows.k(b, h, k_begin + r) + rows.C; });
+  load_tile<HS>(k, valid, [&](int r) { return rows.k<T>(b, h, k_begin + r); });
+  load_tile<HS>(v, valid, [&](int r) { return rows.k<T>(b, h, k_begin + r) + rows.C; });
 }
 
 // Where a block's tile and head are: blocks run (batch, head, tile) with the tile fastest;
@@ -228,7 +236,7 @@ __device__ void accumulate_product(Sums (&sums)[HS / 16], const T* p, const T* x
 
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    forward_kernel(float* out, float* lse, HeadRows rows, float scale, bool combine) {
+    forward_kernel(void* out, float* lse, HeadRows rows, float scale, bool combine) {
   using T = Operand<fp16>;
   constexpr int ld = Tiles<HS>::ld, ldp = Tiles<HS>::ldp, lds = Tiles<HS>::lds_forward, ldo = Tiles<HS>::ldo;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -241,7 +249,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int side = lane % 2, r = r0 + lane / 2, t = tile.begin + r;  // the lane's row (softmax) and its half of it
   float m = -INFINITY, l = 0.0f;                                      // the row's running max and sum
 
-  load_tile<HS>(q, tile.valid, [&](int row) { return rows.q(tile.b, tile.h, tile.begin + row); });
+  load_tile<HS>(q, tile.valid, [&](int row) { return rows.q<T>(tile.b, tile.h, tile.begin + row); });
   for (int i = threadIdx.x; i < kTile * HS; i += kThreadsPerBlock) o[i / HS * ldo + i % HS] = 0.0f;
   const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
   for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
@@ -307,29 +315,30 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const int row = r0 + rr, position = tile.begin + row;
     if (row >= tile.valid) break;
     const float sum = row_sum[row], block_lse = row_max[row] + logf(sum);
-    float* y = out + rows.row(tile.b, tile.h, position);
+    const size_t y = rows.row(tile.b, tile.h, position);
     float& row_lse = lse[rows.stat(tile.b, tile.h, position)];
     const float old_lse = combine ? row_lse : block_lse, top = fmaxf(old_lse, block_lse);
     const float merged = combine ? top + logf(vexp(old_lse - top) + vexp(block_lse - top)) : block_lse;
     const float keep = combine ? vexp(old_lse - merged) : 0.0f, add = combine ? vexp(block_lse - merged) / sum : 0.0f;
     for (int d = lane; d < HS; d += 32) {
       const float value = o[row * ldo + d];
-      y[d] = combine ? y[d] * keep + value * add : value / sum;
+      if (combine) static_cast<float*>(out)[y + d] = static_cast<float*>(out)[y + d] * keep + value * add;
+      else rows.set_y(out, y + d, value / sum);
     }
     __syncwarp();  // every lane has read the old lse before lane 0 writes the new
     if (lane == 0) row_lse = merged;
   }
 }
 
-// The query side of a pair of tiles in backward: q and dy rounded, and per query row its L and
-// D = dy·y. The queries' kernel (out not null) sums D in f32 from the f32 values, a warp per 16
-// rows, and leaves it in deltas_out (B, NH, T) for the keys' kernel, which reads it there
+// The query side of a pair of tiles in backward: q as kept, dy rounded, and per query row its L
+// and D = dy·y. The queries' kernel (out not null) sums D in f32 from dy's f32 values and y's
+// (f32 or 16-bit), a warp per 16 rows, and leaves it in deltas_out (B, NH, T) for the keys' kernel, which reads it there
 // (deltas_in; out null) instead of reading dy and y again for every key tile.
 template <int HS, class T>
 __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, const float* dout,
-                             const float* out, const float* lse, const float* deltas_in, float* deltas_out,
+                             const void* out, const float* lse, const float* deltas_in, float* deltas_out,
                              int b, int h, int q_begin, int q_valid) {
-  load_tile<HS>(tiles.q, q_valid, [&](int r) { return rows.q(b, h, q_begin + r); });
+  load_tile<HS>(tiles.q, q_valid, [&](int r) { return rows.q<T>(b, h, q_begin + r); });
   load_tile<HS>(tiles.dy, q_valid, [&](int r) { return dout + rows.row(b, h, q_begin + r); });
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;
   for (int rr = 0; rr < 16; ++rr) {
@@ -338,7 +347,7 @@ __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& 
     float delta = 0.0f;
     if (out != nullptr) {
       if (valid)
-        for (int d = lane; d < HS; d += 32) delta += dout[rows.row(b, h, t) + d] * out[rows.row(b, h, t) + d];
+        for (int d = lane; d < HS; d += 32) delta += dout[rows.row(b, h, t) + d] * rows.y_at(out, rows.row(b, h, t) + d);
       delta = warp_reduce(delta, SumOp{});
       if (lane == 0 && valid) deltas_out[rows.stat(b, h, t)] = delta;
     } else if (valid) {
@@ -427,7 +436,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // dq of a query tile (the q columns of dqkv), over the key tiles it sees; its rows' D into deltas.
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    query_gradients_kernel(float* dqkv, const float* dout, const float* out, const float* lse, float* deltas,
+    query_gradients_kernel(float* dqkv, const float* dout, const void* out, const float* lse, float* deltas,
                            HeadRows rows, float scale, bool accumulate) {
   using T = Operand<fp16>;
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
@@ -504,14 +513,14 @@ unsigned tile_blocks(const HeadRows& rows, int B) {
 
 // Heads of 128 channels need 152 KiB for the keys' kernel: an A100's or H100's blocks may have
 // it (163 and 227 KiB), an sm_86 or sm_89 GPU's (99 KiB) may not, and there the warp kernels run.
-bool mma_attention_takes(int hs, Precision operands) {
-  if (operands == Precision::fp32 || (hs != 32 && hs != 64 && hs != 128)) return false;
+bool mma_attention_takes(int hs, Precision operands, Precision values) {
+  if (operands == Precision::fp32 || values != operands || (hs != 32 && hs != 64 && hs != 128)) return false;
   size_t bytes = 0;
   with_head_size(hs, [&](auto size) { bytes = largest_layout<decltype(size)::value>(); });
   return bytes <= shared_memory_limit();
 }
 
-void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows& rows, int B, bool combine) {
+void mma_attention_forward(Context& ctx, void* out, float* lse, const HeadRows& rows, int B, bool combine) {
   with_type(ctx.attention_operands, [&](auto fp16) {
     with_head_size(rows.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
@@ -528,7 +537,7 @@ void mma_attention_forward(Context& ctx, float* out, float* lse, const HeadRows&
 
 // The queries' kernel writes dq and each row's D, then the keys' kernel dk and dv, one after the
 // other on the stream; D lives in a stream-ordered scratch of (B, NH, T) floats between them.
-void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const float* out,
+void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const void* out,
                             const float* lse, const HeadRows& rows, int B, bool accumulate) {
   with_type(ctx.attention_operands, [&](auto fp16) {
     with_head_size(rows.hs, [&](auto hs) {

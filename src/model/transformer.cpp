@@ -289,7 +289,9 @@ void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32
   if (role != Role::Working) a.ln1 = kept(rows * C, f32);  // the norms write the kept values themselves
   a.qkv = kept(BT * qkv_local_, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
-  a.atty = kept(BT * Cl, f32), a.residual2 = kept(rows * C, f32);
+  // The flash attention writes its output where it is kept; f32 only to fold context parallelism's blocks.
+  if (role != Role::Working || !flash_ || cp_.size > 1) a.atty = kept(BT * Cl, f32);
+  a.residual2 = kept(rows * C, f32);
   if (role != Role::Working) a.ln2 = kept(rows * C, f32);
   a.fch = kept(BT * fc_local_, f32);
   // GELU's layer writes its output where it is kept (linear_gelu_forward): no f32 working copy.
@@ -361,7 +363,10 @@ void Transformer::prepare(int B, int T) {
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
   d_fch_ = activations(BT * fc_local_), d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
-  if (grouped()) qkv_full_ = activations(BT * 3 * Cl), d_qkv_compact_ = activations(BT * qkv_local_);
+  if (grouped()) {  // the flash attention's of the kept type, the materialized one's f32
+    qkv_full_ = activations(flash_ && low() ? low_type() : DType::f32, BT * 3 * Cl);
+    d_qkv_compact_ = activations(BT * qkv_local_);
+  }
   if (!parts_.learned_positions()) {  // each row's position in its sequence: with context parallelism, its chunks'
     rope_positions_ = tokens(size_t(T));
     std::vector<int32_t> at(static_cast<size_t>(T));
@@ -377,12 +382,14 @@ void Transformer::prepare(int B, int T) {
 
 // In the MLP's gradient scratch, free whenever the attention core runs (forward, or backward
 // between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each of its (B,T,4C/p)
-// — or, where the MLP's widths are less (SwiGLU's need not be 4C), a scratch of their own.
-RingBuffers Transformer::ring_buffers() const {
+// — or, where the MLP's widths are less (SwiGLU's need not be 4C), a scratch of their own. The
+// (k, v) blocks travel in kv_type (a 16-bit model's kept values: half the bytes), the gradients f32.
+RingBuffers Transformer::ring_buffers(DType kv_type) const {
   const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
   const Shape shape{B_, T_, 2 * C_local_};
   const bool mlp = ring_in_mlp_scratch();
-  const Tensor kv = mlp ? d_fch_.view() : ring_scratch_.view().elements(0, 2 * n);
+  const Tensor kv_memory = mlp ? d_fch_.view() : ring_scratch_.view().elements(0, 2 * n);
+  const Tensor kv{kv_memory.data, kv_type, Shape{2 * n}, kv_memory.device};
   const Tensor dkv = mlp ? d_fch_gelu_.view() : ring_scratch_.view().elements(2 * n, 2 * n);
   RingBuffers r;
   for (int i = 0; i < 2; ++i) {
@@ -392,11 +399,11 @@ RingBuffers Transformer::ring_buffers() const {
   return r;
 }
 
-Tensor Transformer::attention_input(LayerActivations& w) {
+Tensor Transformer::attention_input(LayerActivations& x) {
   const Shape full{B_, T_, 3 * C_local_};
-  if (!grouped()) return w.qkv.view(full);
+  if (!grouped()) return x.qkv.view(full);
   const int BT = B_ * T_;
-  kernels::expand_kv(ctx_, qkv_full_.view({BT, 3 * C_local_}), w.qkv.view({BT, qkv_local_}), heads_local_, kv_local_);
+  kernels::expand_kv(ctx_, qkv_full_.view({BT, 3 * C_local_}), x.qkv.view({BT, qkv_local_}), heads_local_, kv_local_);
   return qkv_full_.view(full);
 }
 
@@ -507,18 +514,27 @@ Tensor Transformer::probabilities_low(LayerActivations& a) const {
   return recompute_attention_ ? shared_att_low_.view(shape) : a.att.view(shape);
 }
 
-// The attention core of block activations `a` (computed in w): out (B,T,C/p) f32, and the
-// probabilities kept. bf16: bf16 products, the kernel keeps the probabilities. fp16 and fp32:
-// f32 products on the stored values, then the probabilities kept (rounded) as every activation.
-void Transformer::attention_core(LayerActivations& a, LayerActivations& w, float* out) {
+// The attention core of block activations `a` (computed in w), its output kept in a.atty. The
+// flash attention reads the kept q, k, v as they are (16-bit in a 16-bit model: no f32 copy) and
+// writes a.atty itself — with context parallelism the blocks fold into the f32 w.atty, kept after.
+void Transformer::attention_core(LayerActivations& a, LayerActivations& w) {
+  const Shape y{B_, T_, C_local_};
+  if (!flash_) {
+    materialized_attention(a, w, w.atty.data<float>());
+    return keep(w.atty, a.atty);
+  }
+  const Tensor input = attention_input(a);
+  if (cp_.size == 1) return kernels::flash_attention_forward(ctx_, a.atty.view(y), a.lse.view(), input, heads_local_);
+  ring_attention_forward(ctx_, cp_, w.atty.view(y), a.lse.view(), input, ring_buffers(input.dtype), heads_local_);
+  keep(w.atty, a.atty);
+}
+
+// The materialized core: out (B,T,C/p) f32, and the probabilities kept. bf16: bf16 products, the
+// kernel keeps the probabilities. fp16 and fp32: f32 products on the stored values, then the
+// probabilities kept (rounded) as every activation.
+void Transformer::materialized_attention(LayerActivations& a, LayerActivations& w, float* out) {
   const Tensor y = on_device(out, {B_, T_, C_local_});
   const Shape qkv{B_, T_, 3 * C_local_};
-  if (flash_) {  // f32 products on the stored values (w.qkv holds what a.qkv keeps), in every precision
-    const Tensor input = attention_input(w);
-    if (cp_.size > 1) ring_attention_forward(ctx_, cp_, y, a.lse.view(), input, ring_buffers(), heads_local_);
-    else kernels::flash_attention_forward(ctx_, y, a.lse.view(), input, heads_local_);
-    return;
-  }
   if (bf16_attention()) {
     kernels::attention_forward_bf16(ctx_, y, probabilities(w), probabilities_low(a), a.qkv.view(qkv), heads_local_);
     return;
@@ -537,16 +553,16 @@ void Transformer::attention_core(LayerActivations& a, LayerActivations& w, float
 // Then back through the key/value expansion and the rotation, where there are (qkv_gradient()).
 void Transformer::attention_core_backward(LayerActivations& a, LayerActivations& w) {
   const Shape qkv{B_, T_, 3 * C_local_};
-  if (flash_) {
-    const Tensor y = w.atty.view({B_, T_, C_local_});
-    const Tensor input = attention_input(w);  // the grouped heads expanded again
+  if (flash_) {  // from the kept q, k, v and y as they are
+    const Tensor y = a.atty.view({B_, T_, C_local_});
+    const Tensor input = attention_input(a);  // the grouped heads expanded again
     if (cp_.size > 1)
       ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), input, y, a.lse.view(),
-                              ring_buffers(), heads_local_);
+                              ring_buffers(input.dtype), heads_local_);
     else
       kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_);
   } else {
-    if (recompute_attention_) attention_core(a, w, d_qkv_.data());
+    if (recompute_attention_) materialized_attention(a, w, d_qkv_.data());
     if (bf16_attention())
       kernels::attention_backward_bf16(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), gemm_.dy_low, a.qkv.view(qkv),
                                        probabilities(w), probabilities_low(a), heads_local_);
@@ -607,8 +623,7 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
                    false);
   keep(w.qkv, a.qkv);
-  attention_core(a, w, w.atty.data<float>());
-  keep(w.atty, a.atty);
+  attention_core(a, w);
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
   keep(w.residual2, a.residual2);
@@ -826,9 +841,8 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     if (!gelu_layer()) widen(a.fch, w.fch);  // GELU's backward reads the kept values themselves
     widen(a.residual2, w.residual2);
-    if (!bf16_attention()) widen(a.qkv, w.qkv);  // bf16's materialized attention reads q, k, v in 16 bits
-    if (flash_) widen(a.atty, w.atty);              // its output, from which backward's D = rowsum(dy ⊙ y)
-    else if (!recompute_attention_) widen(a.att, w.att);
+    if (!flash_ && !bf16_attention()) widen(a.qkv, w.qkv);  // the flash and bf16's attention read the 16 bits
+    if (!flash_ && !recompute_attention_) widen(a.att, w.att);
   }
   // Deferred: no weight gradient here, and each GEMM's dy kept (defer_gradient).
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };

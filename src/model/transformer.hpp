@@ -355,12 +355,15 @@ class Transformer {
   // Memory of the model's device at data seen as `shape`: what a kernel reads its sizes from.
   Tensor on_device(const float* data, Shape shape) const;
   Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
-  RingBuffers ring_buffers() const;
+  RingBuffers ring_buffers(DType kv_type) const;  // the (k, v) blocks in the type the attention reads
   const float* local_positions();          // wpe's rows of this rank's chunks (all of wpe without context parallelism)
   float* local_position_gradients();       // where the embedding's backward sums dwpe: wpe's gradient, or cleared d_positions_
   void add_position_gradients();           // d_positions_ into the gradient of wpe's rows (context parallelism)
   Tensor probabilities_low(LayerActivations& a) const;  // bf16: in 16 bits
-  void attention_core(LayerActivations& a, LayerActivations& w, float* out);
+  // The attention's output, kept in a.atty (written there by the flash attention; else computed
+  // in w.atty and kept); materialized_attention: the materialized core into `out` (f32).
+  void attention_core(LayerActivations& a, LayerActivations& w);
+  void materialized_attention(LayerActivations& a, LayerActivations& w, float* out);
   void attention_core_backward(LayerActivations& a, LayerActivations& w);
   void positions_backward();  // d_qkv_ back through the key/value expansion and the rotation (if any)
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
@@ -393,9 +396,10 @@ class Transformer {
   // A bias as the layers take it: null where the parts have none.
   float* bias(float* at) const { return parts_.biases ? at : nullptr; }
   const float* bias(const float* at) const { return parts_.biases ? at : nullptr; }
-  // The (B,T,3C/p) q, k, v the attention reads: w.qkv, or (grouped-query attention) its key and
-  // value heads expanded into qkv_full_.
-  Tensor attention_input(LayerActivations& w);
+  // The (B,T,3C/p) q, k, v the attention reads from x (the flash attention: the kept values,
+  // a; the materialized: the f32 ones, w): x.qkv, or (grouped-query attention) its key and value
+  // heads expanded into qkv_full_ (of x.qkv's type).
+  Tensor attention_input(LayerActivations& x);
   // Where the qkv GEMM's output gradient is after attention_core_backward: d_qkv_, or the
   // grouped heads' sums in d_qkv_compact_ (both rotated back with rotary positions).
   float* qkv_gradient() { return grouped() ? d_qkv_compact_.data() : d_qkv_.data(); }
@@ -501,7 +505,8 @@ class Transformer {
   // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded
   // (B,T,3C/p) q, k, v and the (B,T,qkv/p) gradient summed back to the key/value heads.
   Buffer<int32_t> rope_positions_;
-  Buffer<float> qkv_full_, d_qkv_compact_;
+  TensorBuffer qkv_full_;
+  Buffer<float> d_qkv_compact_;
   // Context parallelism: this rank's rows of the position table and of its gradient, (T,C) each
   // (the ring's travelling buffers are d_fch_ and d_fch_gelu_: ring_buffers()).
   Buffer<float> positions_, d_positions_;

@@ -63,7 +63,9 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   // GELU's output is written where it is kept (linear_gelu_forward): in the working set SwiGLU's only.
   // The norms write their kept outputs too: of the (rows, C) buffers only residual2 is there.
   const int64_t hidden = model::block_parts(in.config).activation == model::ActivationPart::gelu ? 0 : z.hidden;
-  const int64_t working = z.rows * z.C + z.BT * z.qkv + z.BT * z.Cl + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
+  // The flash attention writes its output where it is kept, but for context parallelism's f32 folding.
+  const int64_t atty = in.flash_attention && in.context == 1 ? 0 : z.BT * z.Cl;
+  const int64_t working = z.rows * z.C + z.BT * z.qkv + atty + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
   return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 
@@ -121,7 +123,8 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
                    (selective ? z.probs * (kFloat + (bf16_attention ? 2 : 0)) : 0);
   shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
              z.probs) * kFloat;  // backward scratch
-  if (z.grouped) shared += (3 * z.BT * z.Cl + z.BT * z.qkv) * kFloat;  // the expanded q, k, v; the summed gradient
+  if (z.grouped)  // the expanded q, k, v (the flash attention's of the stored type); the summed gradient
+    shared += 3 * z.BT * z.Cl * (in.flash_attention ? stored_bytes(in) : kFloat) + z.BT * z.qkv * kFloat;
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
   if (in.context > 1 && stage == 0 && learned_positions)  // the chunks' positions and their gradient

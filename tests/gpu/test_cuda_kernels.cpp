@@ -569,31 +569,37 @@ void attention(Report& r, bool bf16_path) {
 }
 
 // One size of the memory-efficient attention on both backends (gpu: its context), from qkv and dout
-// of seeds seed and seed + 1, qkv rounded to `rounded` first where it is a 16-bit type (a 16-bit
-// model's kept values): out and dqkv held to `tol`, the log-sum-exps to the GEMM tolerance;
-// backward from the CPU's forward results on both. label names the lines.
-void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigned seed, DType rounded, Tolerance tol,
+// of seeds seed and seed + 1. type f32: f32 q, k, v and y; else q, k, v rounded to the 16-bit type
+// and read as such, y written in it (a 16-bit model's kept values, as the model passes them). out
+// and dqkv held to `tol`, the log-sum-exps to the GEMM tolerance; backward from the CPU's forward
+// results on both. label names the lines.
+void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigned seed, DType type, Tolerance tol,
                           const std::string& label) {
   const int B = 2;
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
   Floats qkv(random_floats(n_qkv, seed)), out(n_out), lse(n_lse), dout(random_floats(n_out, seed + 1)),
       dqkv(n_qkv, 5.0f);
-  if (rounded != DType::f32) {
-    kernels::round_to(g_cpu, qkv.host_tensor(), rounded);
-    kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
+  Halves qkv16(n_qkv), out16(n_out);
+  const bool low = type != DType::f32;
+  if (low) {
+    kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
+    kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
   }
-  const Shape sequence{B, T, 3 * C};
+  const Shape sequence{B, T, 3 * C}, rows{B, T, C};
+  const Tensor q_cpu = low ? qkv16.on_cpu(sequence, type) : qkv.on_cpu(sequence);
+  const Tensor q_gpu = low ? qkv16.on_gpu(sequence, type) : qkv.on_gpu(sequence);
+  const Tensor y_cpu = low ? out16.on_cpu(rows, type) : out.on_cpu(rows);
+  const Tensor y_gpu = low ? out16.on_gpu(rows, type) : out.on_gpu(rows);
   const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
-  kernels::flash_attention_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence), NH);
-  kernels::flash_attention_forward(gpu, out.tensor(), lse.tensor(), qkv.on_gpu(sequence), NH);
-  r.add(out, tol, label + " out" + at);
+  kernels::flash_attention_forward(g_cpu, y_cpu, lse.host_tensor(), q_cpu, NH);
+  kernels::flash_attention_forward(gpu, y_gpu, lse.tensor(), q_gpu, NH);
+  r.add(compare_typed(out, out16, type, tol, label + " out" + at));
   r.add(lse, kGemm, label + " log-sum-exp" + at);
-  kernels::upload(g_gpu, out.tensor(), out.cpu());
+  if (low) kernels::upload(g_gpu, out16.tensor(type), out16.cpu());
+  else kernels::upload(g_gpu, out.tensor(), out.cpu());
   kernels::upload(g_gpu, lse.tensor(), lse.cpu());
-  kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), qkv.on_cpu(sequence),
-                                    out.host_tensor(), lse.host_tensor(), NH);
-  kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence), out.tensor(), lse.tensor(),
-                                    NH);
+  kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), q_cpu, y_cpu, lse.host_tensor(), NH);
+  kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH);
   r.add(dqkv, tol, label + " dqkv" + at);
 }
 
@@ -603,10 +609,14 @@ void flash_attention(Report& r) {
   for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(96, 768), sized(4, 12)},
                                  std::tuple<int, int, int>{37, 128, 2}})
     flash_attention_size(r, g_gpu, T, C, NH, 83, DType::f32, kGemm, "flash attention");
+  // A 16-bit model's kept values with f32 products (cuda.attention_products = f32): the warp
+  // kernels read the bf16 and fp16 values and write y in their type (a 16-bit rounding apart).
+  for (const DType type : {DType::bf16, DType::fp16})
+    flash_attention_size(r, g_gpu, 37, 128, 2, 84, type, kBf16, std::string("flash attention on ") + dtype_name(type));
 }
 
-// The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16) against the
-// CPU's f32 products on the same 16-bit inputs (a 16-bit model's kept q, k, v): they differ by the
+// The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16, q, k and v read
+// in that type as kept, y written in it) against the CPU's f32 products on the same 16-bit values: they differ by the
 // rounding of dy, P and dS to the operand type, hence the bf16 tolerance for out and dqkv; the
 // log-sum-exps involve no such rounding (products of 16-bit values are exact in f32), so they
 // are held to the GEMM tolerance. Heads of 32, 64 and 128 channels, T across the 64-row tiles
@@ -626,15 +636,17 @@ void flash_attention_16bit(Report& r, Precision operands) {
   const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2;
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
   Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f);
-  kernels::round_to(g_cpu, qkv.host_tensor(), type);
-  kernels::upload(g_gpu, qkv.tensor(), qkv.cpu());
+  Halves qkv16(n_qkv);  // the values as kept, and as the ring's (k, v) blocks travel
+  kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
+  kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
   const Shape sequence{B, T, 3 * C};
+  const Tensor q_cpu = qkv16.on_cpu(sequence, type), q_gpu = qkv16.on_gpu(sequence, type);
   const kernels::AttentionBlock own{1, 1, rows, true, true}, earlier{1, 0, rows, false, false};
   for (const kernels::AttentionBlock& block : {own, earlier}) {
-    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), qkv.on_cpu(sequence),
-                                           qkv.on_cpu(sequence), NH, block);
-    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), qkv.on_gpu(sequence),
-                                           qkv.on_gpu(sequence), NH, block);
+    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), q_cpu,
+                                           q_cpu, NH, block);
+    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), q_gpu,
+                                           q_gpu, NH, block);
   }
   r.add(out, kBf16, "tensor-core ring blocks out " + kind);
   r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind);
@@ -642,10 +654,10 @@ void flash_attention_16bit(Report& r, Precision operands) {
   kernels::upload(g_gpu, lse.tensor(), lse.cpu());
   for (const kernels::AttentionBlock& block : {own, earlier}) {
     kernels::flash_attention_block_backward(g_cpu, dqkv.host_tensor(), dqkv.host_tensor(), dout.host_tensor(),
-                                            qkv.on_cpu(sequence), qkv.on_cpu(sequence), out.host_tensor(),
+                                            q_cpu, q_cpu, out.host_tensor(),
                                             lse.host_tensor(), NH, block);
-    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dqkv.tensor(), dout.tensor(), qkv.on_gpu(sequence),
-                                            qkv.on_gpu(sequence), out.tensor(), lse.tensor(), NH, block);
+    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dqkv.tensor(), dout.tensor(), q_gpu,
+                                            q_gpu, out.tensor(), lse.tensor(), NH, block);
   }
   r.add(dqkv, kBf16, "tensor-core ring blocks dqkv " + kind);
 }

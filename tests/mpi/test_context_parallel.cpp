@@ -57,9 +57,10 @@ BOOST_AUTO_TEST_CASE(ring_attention_equals_the_whole_sequence) {
     kernels::Context ctx;
     // The whole sequence on this rank alone: the reference.
     std::vector<float> out(size_t(B) * T * C), lse(size_t(B) * NH * T), dqkv(qkv.size());
-    kernels::cpu::flash_attention_forward(ctx, out.data(), lse.data(), qkv.data(), B, T, C, NH);
-    kernels::cpu::flash_attention_backward(ctx, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C,
-                                           NH);
+    const Tensor whole_qkv = view(qkv.data(), Shape{B, T, 3 * C}), whole_out = view(out.data(), Shape{B, T, C});
+    kernels::flash_attention_forward(ctx, whole_out, view(lse.data(), lse.size()), whole_qkv, NH);
+    kernels::flash_attention_backward(ctx, view(dqkv.data(), Shape{B, T, 3 * C}), view(dout.data(), Shape{B, T, C}),
+                                      whole_qkv, whole_out, view(lse.data(), lse.size()), NH);
     // (B, NH, T) statistics as (B·NH, T) rows of one value each: the chunks of each row.
     const std::vector<float> want_out = local_rows(out, group, B, T, C);
     const std::vector<float> want_lse = local_rows(lse, group, B * NH, T, 1);

@@ -1,7 +1,8 @@
 // The tiled attention (kernels/cpu/flash_attention.cpp) against the materialized one
 // (kernels/cpu/attention.cpp): the output and every gradient, at sizes that cross the tiles'
 // edges (T = 1, one short of a 128-query tile, one past it, several tiles) and heads of 8, 64 and
-// 128 channels, and the same bits at any thread count.
+// 128 channels, the same bits at any thread count, and 16-bit q, k, v and y read and written as
+// the model keeps them.
 #include <boost/test/unit_test.hpp>
 
 #include <omp.h>
@@ -38,14 +39,35 @@ Results materialized(const Shape4& s, const std::vector<float>& qkv, const std::
   return r;
 }
 
-Results tiled(const Shape4& s, const std::vector<float>& qkv, const std::vector<float>& dout) {
+Tensor qkv_view(const Shape4& s, const float* qkv) { return view(qkv, Shape{s.B, s.T, 3 * s.C}); }
+Tensor y_view(const Shape4& s, const float* y) { return view(y, Shape{s.B, s.T, s.C}); }
+
+Results tiled(const Shape4& s, const std::vector<float>& qkv, const std::vector<float>& dout,
+              std::vector<float>* lse_out = nullptr) {
   kernels::Context ctx;
   Results r{std::vector<float>(static_cast<size_t>(s.B) * s.T * s.C), std::vector<float>(qkv.size(), -1.0f)};
   std::vector<float> lse(static_cast<size_t>(s.B) * s.NH * s.T);
-  kernels::cpu::flash_attention_forward(ctx, r.out.data(), lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-  kernels::cpu::flash_attention_backward(ctx, r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), lse.data(), s.B,
-                                         s.T, s.C, s.NH);
+  const Tensor l = view(lse.data(), lse.size());
+  kernels::flash_attention_forward(ctx, y_view(s, r.out.data()), l, qkv_view(s, qkv.data()), s.NH);
+  kernels::flash_attention_backward(ctx, qkv_view(s, r.dqkv.data()), y_view(s, dout.data()), qkv_view(s, qkv.data()),
+                                    y_view(s, r.out.data()), l, s.NH);
+  if (lse_out != nullptr) *lse_out = lse;
   return r;
+}
+
+// values rounded to `type` (as 16-bit bits), and those bits widened back.
+std::vector<uint16_t> rounded(const std::vector<float>& values, DType type) {
+  kernels::Context ctx;
+  std::vector<uint16_t> bits(values.size());
+  kernels::convert(ctx, Tensor{bits.data(), type, Shape{int64_t(bits.size())}, Device{}}, view(values.data(), values.size()));
+  return bits;
+}
+std::vector<float> widened(const std::vector<uint16_t>& bits, DType type) {
+  kernels::Context ctx;
+  std::vector<float> values(bits.size());
+  kernels::convert(ctx, view(values.data(), values.size()), Tensor{const_cast<uint16_t*>(bits.data()), type,
+                                                                    Shape{int64_t(bits.size())}, Device{}});
+  return values;
 }
 
 std::vector<double> wide(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
@@ -111,10 +133,9 @@ BOOST_AUTO_TEST_CASE(blocks_folded_over_chunks_equal_the_whole_sequence) {
     const Shape4 s{B, chunks * rows, C, NH};
     const std::vector<float> qkv = random_vector(static_cast<size_t>(s.B) * s.T * 3 * s.C, 41, 1.0f);
     const std::vector<float> dout = random_vector(static_cast<size_t>(s.B) * s.T * s.C, 42, 1.0f);
-    const Results whole = tiled(s, qkv, dout);
-    std::vector<float> whole_lse(static_cast<size_t>(s.B) * s.NH * s.T), scratch(whole.out.size());
+    std::vector<float> whole_lse;
+    const Results whole = tiled(s, qkv, dout, &whole_lse);
     kernels::Context ctx;
-    kernels::cpu::flash_attention_forward(ctx, scratch.data(), whole_lse.data(), qkv.data(), s.B, s.T, s.C, s.NH);
     std::vector<float> out(whole.out.size()), lse(whole_lse.size()), dqkv(qkv.size(), 0.0f);
     const Tensor q = view(qkv.data(), Shape{s.B, s.T, 3 * s.C});
     const Tensor o = view(out.data(), Shape{s.B, s.T, s.C}), l = view(lse.data(), lse.size());
@@ -131,6 +152,86 @@ BOOST_AUTO_TEST_CASE(blocks_folded_over_chunks_equal_the_whole_sequence) {
                                                 kernels::AttentionBlock{i, j, rows, i == j});
     expect_close(dqkv, wide(whole.dqkv), 1e-5, 1.0, "dqkv, " + at);
   }
+}
+
+// A 16-bit model's kept q, k, v read as they are, and y written in their type: the same bits as
+// the f32 run on the widened values with y rounded (forward), and — backward reading that 16-bit
+// y — the same gradients as the f32 run given the widened y; ring blocks on 16-bit (k, v) alike.
+BOOST_AUTO_TEST_CASE(reads_and_writes_16_bit_values_as_the_f32_run_on_them) {
+  for (const DType type : {DType::bf16, DType::fp16}) {
+    const Shape4 s{2, 130, 64, 2};
+    const std::string name = dtype_name(type);
+    const std::vector<uint16_t> qkv_bits =
+        rounded(random_vector(static_cast<size_t>(s.B) * s.T * 3 * s.C, 51, 1.0f), type);
+    const std::vector<float> qkv = widened(qkv_bits, type);
+    const std::vector<float> dout = random_vector(static_cast<size_t>(s.B) * s.T * s.C, 52, 1.0f);
+    kernels::Context ctx;
+    // f32: forward, then backward from the rounded y.
+    std::vector<float> y(dout.size()), lse(static_cast<size_t>(s.B) * s.NH * s.T), dqkv(qkv.size());
+    kernels::flash_attention_forward(ctx, y_view(s, y.data()), view(lse.data(), lse.size()), qkv_view(s, qkv.data()),
+                                     s.NH);
+    const std::vector<uint16_t> y_bits = rounded(y, type);
+    const std::vector<float> y_rounded = widened(y_bits, type);
+    kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dout.data()), qkv_view(s, qkv.data()),
+                                      y_view(s, y_rounded.data()), view(lse.data(), lse.size()), s.NH);
+    // 16-bit.
+    std::vector<uint16_t> y_low(dout.size());
+    std::vector<float> lse_low(lse.size()), dqkv_low(qkv.size());
+    const Tensor q_low{const_cast<uint16_t*>(qkv_bits.data()), type, Shape{s.B, s.T, 3 * s.C}, Device{}};
+    const Tensor o_low{y_low.data(), type, Shape{s.B, s.T, s.C}, Device{}};
+    kernels::flash_attention_forward(ctx, o_low, view(lse_low.data(), lse_low.size()), q_low, s.NH);
+    BOOST_TEST(y_low == y_bits, name << ": y");
+    BOOST_TEST(lse_low == lse, name << ": lse");
+    kernels::flash_attention_backward(ctx, qkv_view(s, dqkv_low.data()), y_view(s, dout.data()), q_low, o_low,
+                                      view(lse_low.data(), lse_low.size()), s.NH);
+    BOOST_TEST(dqkv_low == dqkv, name << ": dqkv");
+    // Ring blocks: two chunks, (k, v) = the qkv itself in 16 bits, out f32.
+    const int rows = s.T / 2;
+    std::vector<float> out32(y.size()), out16(y.size()), lse32(lse.size()), lse16(lse.size());
+    std::vector<float> d32(qkv.size(), 0.0f), d16(qkv.size(), 0.0f);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j <= i; ++j) {
+        const kernels::AttentionBlock block{i, j, rows, i == j, j == 0};
+        kernels::flash_attention_block_forward(ctx, y_view(s, out32.data()), view(lse32.data(), lse32.size()),
+                                               qkv_view(s, qkv.data()), qkv_view(s, qkv.data()), s.NH, block);
+        kernels::flash_attention_block_forward(ctx, y_view(s, out16.data()), view(lse16.data(), lse16.size()), q_low,
+                                               q_low, s.NH, block);
+      }
+    BOOST_TEST(out16 == out32, name << ": ring blocks' y");
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j <= i; ++j) {
+        const kernels::AttentionBlock block{i, j, rows, i == j};
+        kernels::flash_attention_block_backward(ctx, qkv_view(s, d32.data()), qkv_view(s, d32.data()),
+                                                y_view(s, dout.data()), qkv_view(s, qkv.data()),
+                                                qkv_view(s, qkv.data()), y_view(s, y_rounded.data()),
+                                                view(lse32.data(), lse32.size()), s.NH, block);
+        kernels::flash_attention_block_backward(ctx, qkv_view(s, d16.data()), qkv_view(s, d16.data()),
+                                                y_view(s, dout.data()), q_low, q_low, o_low,
+                                                view(lse16.data(), lse16.size()), s.NH, block);
+      }
+    BOOST_TEST(d16 == d32, name << ": ring blocks' dqkv");
+  }
+}
+
+// 16-bit values with an f32 y of another type, a ring block writing a 16-bit y (the blocks fold
+// into f32 running sums), and 16-bit (k, v) under f32 queries are refused.
+BOOST_AUTO_TEST_CASE(mixed_types_are_refused) {
+  const Shape4 s{1, 8, 16, 2};
+  std::vector<uint16_t> qkv_bits(8 * 48), y_bits(8 * 16);
+  std::vector<float> qkv(8 * 48), y(8 * 16), lse(2 * 8);
+  kernels::Context ctx;
+  const Tensor q_bf16{qkv_bits.data(), DType::bf16, Shape{1, 8, 48}, Device{}};
+  const Tensor y_fp16{y_bits.data(), DType::fp16, Shape{1, 8, 16}, Device{}};
+  const Tensor y_bf16{y_bits.data(), DType::bf16, Shape{1, 8, 16}, Device{}};
+  const Tensor l = view(lse.data(), lse.size());
+  BOOST_CHECK_THROW(kernels::flash_attention_forward(ctx, y_fp16, l, q_bf16, 2), std::logic_error);
+  BOOST_CHECK_THROW(kernels::flash_attention_forward(ctx, y_bf16, l, qkv_view(s, qkv.data()), 2), std::logic_error);
+  BOOST_CHECK_THROW(kernels::flash_attention_block_forward(ctx, y_bf16, l, q_bf16, q_bf16, 2,
+                                                           kernels::AttentionBlock{0, 0, 8, true, true}),
+                    std::logic_error);
+  BOOST_CHECK_THROW(kernels::flash_attention_block_forward(ctx, y_view(s, y.data()), l, qkv_view(s, qkv.data()), q_bf16,
+                                                           2, kernels::AttentionBlock{0, 0, 8, true, true}),
+                    std::logic_error);
 }
 
 // A block off the diagonal cannot be causal, and chunks must lie inside the T rows.
