@@ -269,13 +269,18 @@ Tensor narrow(Context& ctx, const Tensor& values, DType type) {
   return entry(ctx, &KernelTable::narrow, "narrow")(ctx, values, type);
 }
 
-void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Tensor& sums) {
   const Arguments args("linear_forward");
   check_linear_operands(args, x, w);
   const int64_t M = matrix_rows(x), N = matrix_rows(w);
-  args.f32("y", y, M * N);
+  args.typed("y", y, M * N);
+  if (y.dtype != DType::f32) {  // a kept activation, of the operands' 16-bit type, and the f32 scratch
+    args.type("y", y, x.dtype);
+    args.f32("sums", sums, M * N);
+  }
   args.optional_f32("bias", bias, N);
-  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias);
+  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias, sums);
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,

@@ -227,13 +227,17 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
 
 // The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type. M, K from x (M, K), N
 // from w (N, K).
-void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
+// A 16-bit y: the GEMM into sums, then rounded into y (sums left as they are).
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Tensor& sums) {
   const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
   const int N = static_cast<int>(matrix_rows(w));
   const float* b = optional_data<float>(bias);
   if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y.as<float>(), x.as<float>(), w.as<float>(), b, M, K, N);
   require_same_type(x, w);
-  cpu::linear_forward_low(ctx, precision_of(x.dtype), y.as<float>(), x.as<low16>(), w.as<low16>(), b, M, K, N);
+  const Tensor& f32 = y.dtype == DType::f32 ? y : sums;
+  cpu::linear_forward_low(ctx, precision_of(x.dtype), f32.as<float>(), x.as<low16>(), w.as<low16>(), b, M, K, N);
+  if (y.dtype != DType::f32) cpu::convert(ctx, y, sums);
 }
 
 // The GEMM into sums, then what the layer's parts did apart: pre kept in its type (the sums
@@ -241,7 +245,7 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
 // sums are pre's values.
 void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
                          const Tensor& w, const Tensor& bias) {
-  cpu::linear_forward(ctx, sums, x, w, bias);
+  cpu::linear_forward(ctx, sums, x, w, bias, Tensor{});
   if (pre.dtype == DType::f32) {
     if (pre.data != sums.data) cpu::copy(ctx, pre, sums);
     return cpu::gelu_forward(ctx, act, pre);

@@ -94,7 +94,7 @@ uint32_t alignment(uintptr_t base, int64_t stride_bytes, int64_t call_bytes) {
 
 // The cache key: shape, strides, flags, type and the three alignments.
 using Key = std::array<int64_t, 23>;
-struct KeyHash {  // FNV-1a over the key's numbers (also GeluKey's)
+struct KeyHash {  // FNV-1a over the key's numbers (also EpilogueKey's)
   template <size_t N>
   size_t operator()(const std::array<int64_t, N>& key) const {
     size_t h = 1469598103934665603ull;
@@ -327,13 +327,6 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 }  // namespace
 
 // M, K from x (M, K), N from w (N, K).
-void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
-  require_same_type(x, w);
-  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
-  const int N = static_cast<int>(matrix_rows(w));
-  const float* b = optional_data<float>(bias);
-  run_gemm(ctx, linear_forward_gemm(M, K, N, b != nullptr, operand_type(x.dtype)), y.as<float>(), x.data, w.data, b);
-}
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
                      const Tensor& dy_low, const Tensor& x, const Tensor& w) {
@@ -355,22 +348,23 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   if (db) column_sums_add(ctx, db, dy.as<float>(), M, N);
 }
 
-// ---- The GELU layer: cuBLASLt's GELU_AUX(_BIAS) epilogue forward, DGELU backward ---------------
+// ---- 16-bit outputs from the GEMM's epilogue: the linear layer's (BIAS), the GELU layer's
+// (GELU_AUX(_BIAS) forward, DGELU backward) ---------------------------------------------------
 namespace {
 
-// One shape's fused GEMM: D (M, N) and the epilogue's auxiliary matrix of D's shape — forward act
-// in D and pre as the auxiliary output, backward dpre in D from pre as the auxiliary input —, and
-// the bias, all three of D's type (cuBLASLt's rule for non-fp8 GEMMs). fused false: cuBLASLt has
-// no algorithm for it here, so the GEMM and one pass run instead (said once on stderr: a slower
-// layer, not an error).
-struct GeluPlan {
+// One shape's fused GEMM: D (M, N) in a 16-bit type, the bias, and for the GELU layer the
+// epilogue's auxiliary matrix of D's shape — forward act in D and pre as the auxiliary output,
+// backward dpre in D from pre as the auxiliary input —, all of D's type (cuBLASLt's rule for
+// non-fp8 GEMMs). fused false: cuBLASLt has no algorithm for it here, so the GEMM into f32 and
+// one pass run instead (said once on stderr: a slower layer, not an error).
+struct EpiloguePlan {
   bool fused = false;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t b = nullptr, a = nullptr, out = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 
-using GeluKey = std::array<int64_t, 10>;
+using EpilogueKey = std::array<int64_t, 10>;
 
 bool succeeded(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
 
@@ -379,20 +373,21 @@ bool set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute, cons
   return succeeded(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof value));
 }
 
-// The plan of g with this epilogue writing `out_type`, aux at this alignment. Every refusal along
-// the way (an attribute, the heuristic) leaves fused false.
-GeluPlan create_gelu(const Gemm& g, cublasLtEpilogue_t epilogue, cudaDataType_t out_type, uint32_t align_a,
-                     uint32_t align_b, uint32_t align_out, void* aux) {
-  GeluPlan plan;
+// The plan of g with this epilogue writing `out_type`, aux (or none) at this alignment. Every
+// refusal along the way (an attribute, the heuristic) leaves fused false.
+EpiloguePlan create_epilogue(const Gemm& g, cublasLtEpilogue_t epilogue, cudaDataType_t out_type, uint32_t align_a,
+                             uint32_t align_b, uint32_t align_out, void* aux) {
+  EpiloguePlan plan;
   Operand first{}, second{};
   if (!describes(g.K, g.N, g.b, first) || !describes(g.M, g.K, g.a, second)) return plan;
   const cudaDataType_t operands = cuda_type(g.operands);
   const int64_t aux_ld = g.N;  // aux is D's shape: (N, M) column-major, N apart
   if (!succeeded(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
       !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, first.op) || !set(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, second.op) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld))
+      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue))
+    return plan;
+  if (aux != nullptr && (!set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux) ||
+                         !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld)))
     return plan;
   if (!succeeded(cublasLtMatrixLayoutCreate(&plan.b, operands, first.layout_rows, first.layout_cols, first.ld)) ||
       !succeeded(cublasLtMatrixLayoutCreate(&plan.a, operands, second.layout_rows, second.layout_cols, second.ld)) ||
@@ -403,7 +398,7 @@ GeluPlan create_gelu(const Gemm& g, cublasLtEpilogue_t epilogue, cudaDataType_t 
 }
 
 void say_unfused(const Gemm& g, const char* epilogue, const char* why) {
-  std::fprintf(stderr, "kernels::cuda: the GELU layer's %s runs as the GEMM and one pass, without the %s epilogue (%s)\n",
+  std::fprintf(stderr, "kernels::cuda: the %s runs as the GEMM into f32 and one pass, without the %s epilogue (%s)\n",
                describe(g).c_str(), epilogue, why);
 }
 
@@ -422,9 +417,10 @@ const void* epilogue_bias(Context& ctx, cudaDataType_t out_type, const float* bi
   return found->second.data();
 }
 
-// One fused GEMM of the GELU layer: out (M, N) = the epilogue of a · b (run_gemm's operands)
-// with aux (M, N) and the bias (forward only). False where it cannot run (nothing written then).
-struct GeluGemm {
+// One fused GEMM: out (M, N) = the epilogue of a · b (run_gemm's operands) with the bias
+// (forward only) and, for the GELU layer, aux (M, N). False where it cannot run (nothing written
+// then).
+struct EpilogueGemm {
   const Gemm& g;
   cublasLtEpilogue_t epilogue;
   const char* name;  // the epilogue's, for the message
@@ -436,32 +432,28 @@ struct GeluGemm {
   const float* bias;
 };
 
-// 16-bit outputs only: cuBLASLt does not say how its epilogue computes GELU (a tanh formula, or
-// an approximate tanh instruction), which a 16-bit rounding hides and an f32 model's agreement
-// with the CPU's arithmetic to f32 rounding would not.
-bool run_gelu_epilogue(Context& ctx, const GeluGemm& f) {
-  if (!ctx.gelu_epilogues || f.out_type == CUDA_R_32F) return false;  // cuda.gelu_epilogues = off; f32
+bool run_epilogue(Context& ctx, const EpilogueGemm& f) {
   const Gemm& g = f.g;
-  if (g.N % 8 != 0) return false;  // cuBLASLt's rule for the auxiliary matrix: ld a multiple of 8
+  if (f.aux != nullptr && g.N % 8 != 0) return false;  // cuBLASLt's rule for the auxiliary matrix: ld a multiple of 8
   const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
   const uint32_t align_a = alignment(reinterpret_cast<uintptr_t>(f.a), 0, 0);
   const uint32_t align_b = alignment(reinterpret_cast<uintptr_t>(f.b), 0, 0);
   const uint32_t align_out = alignment(reinterpret_cast<uintptr_t>(f.out), 0, 0);
   const uint32_t align_aux = alignment(reinterpret_cast<uintptr_t>(f.aux), 0, 0);
-  const GeluKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(f.out_type), static_cast<int64_t>(f.epilogue),
-                    align_a, align_b, int64_t(align_out) << 16 | align_aux};
+  const EpilogueKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(f.out_type), static_cast<int64_t>(f.epilogue),
+                        align_a, align_b, int64_t(align_out) << 16 | align_aux};
   std::lock_guard<std::mutex> lock(g_mutex);
-  static std::unordered_map<GeluKey, GeluPlan, KeyHash> cache;
+  static std::unordered_map<EpilogueKey, EpiloguePlan, KeyHash> cache;
   auto found = cache.find(key);
   if (found == cache.end()) {
-    found = cache.emplace(key, create_gelu(g, f.epilogue, f.out_type, align_a, align_b, align_out, f.aux)).first;
+    found = cache.emplace(key, create_epilogue(g, f.epilogue, f.out_type, align_a, align_b, align_out, f.aux)).first;
     if (!found->second.fused) say_unfused(g, f.name, "cuBLASLt offers no algorithm with it");
   }
-  GeluPlan& plan = found->second;
+  EpiloguePlan& plan = found->second;
   if (!plan.fused) return false;
   const void* typed_bias = epilogue_bias(ctx, f.out_type, f.bias, g.N);
   if ((typed_bias != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, typed_bias)) ||
-      !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, f.aux))
+      (f.aux != nullptr && !set(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, f.aux)))
     return false;
   cudaStream_t stream = stream_of(ctx);
   const float alpha = 1.0f, beta = 0.0f;
@@ -474,7 +466,34 @@ bool run_gelu_epilogue(Context& ctx, const GeluGemm& f) {
   return false;
 }
 
+// The GELU layer's: 16-bit outputs only — cuBLASLt does not say how its epilogue computes GELU (a
+// tanh formula, or an approximate tanh instruction), which a 16-bit rounding hides and an f32
+// model's agreement with the CPU's arithmetic to f32 rounding would not.
+bool run_gelu_epilogue(Context& ctx, const EpilogueGemm& f) {
+  if (!ctx.gelu_epilogues || f.out_type == CUDA_R_32F) return false;  // cuda.gelu_epilogues = off; f32
+  return run_epilogue(ctx, f);
+}
+
 }  // namespace
+
+// A 16-bit y: cuBLASLt writes it from the f32 sums (the bias added in its epilogue, BIAS), else
+// the GEMM into sums and one rounding pass.
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Tensor& sums) {
+  require_same_type(x, w);
+  const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
+  const int N = static_cast<int>(matrix_rows(w));
+  const float* b = optional_data<float>(bias);
+  const Gemm g = linear_forward_gemm(M, K, N, b != nullptr, operand_type(x.dtype));
+  if (y.dtype == DType::f32) return run_gemm(ctx, g, y.as<float>(), x.data, w.data, b);
+  if (M == 0 || N == 0) return;
+  const cudaDataType_t out_type = cuda_type(operand_type(y.dtype));
+  const cublasLtEpilogue_t epilogue = b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (K > 0 && run_epilogue(ctx, {g, epilogue, "16-bit output (BIAS)", out_type, y.data, nullptr, x.data, w.data, b}))
+    return;
+  run_gemm(ctx, g, sums.as<float>(), x.data, w.data, b);
+  to_low(ctx, precision_of(y.dtype), y.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * N);
+}
 
 void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
                          const Tensor& w, const Tensor& bias) {

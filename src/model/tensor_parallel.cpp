@@ -174,18 +174,20 @@ void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& 
 
 }  // namespace
 
-void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y_local, const Operand& x,
-                             const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
-                             int N_local) {
+void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local,
+                             const Tensor& sums, const Operand& x, const Tensor& gathered, const Operand& w_local,
+                             const float* b_local, int M, int K, int N_local) {
+  const Tensor y = y_local.reshaped({M, N_local}), bias = on_device(ctx, b_local, {N_local});
+  const Tensor scratch = sums.data != nullptr ? sums.reshaped({M, N_local}) : Tensor{};
   if (group.overlaps()) {  // Y_j = X_j A_iᵀ + b_i as each X_j arrives
-    const Tensor y = on_device(ctx, y_local, {M, N_local}), bias = on_device(ctx, b_local, {N_local});
+    const int p = group.slice.size;
     group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
-      kernels::linear_forward(ctx, block_of(y, j, group.slice.size), rows, w_local, bias);
+      kernels::linear_forward(ctx, block_of(y, j, p), rows, w_local, bias,
+                              scratch.data != nullptr ? block_of(scratch, j, p) : Tensor{});
     });
     return;
   }
-  kernels::linear_forward(ctx, on_device(ctx, y_local, {M, N_local}), gathered_input(ctx, group, x, gathered, M, K),
-                          w_local, on_device(ctx, b_local, {N_local}));
+  kernels::linear_forward(ctx, y, gathered_input(ctx, group, x, gathered, M, K), w_local, bias, scratch);
 }
 
 void column_parallel_gelu_forward(kernels::Context& ctx, const TensorGroup& group, const GeluOutputs& out,

@@ -134,11 +134,13 @@ struct GemmMode {
   Tensor dy_low;
 };
 
-// x (M, K), w_local (N_local, K), y_local (M, N_local). Sequence-parallel group: x is this
-// rank's rows (M/p, K), gathered into `gathered` (M, K) of x's dtype first.
-void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y_local, const Operand& x,
-                             const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
-                             int N_local);
+// x (M, K), w_local (N_local, K), y_local (M, N_local): f32, or of x's 16-bit type (a kept
+// activation the GEMM writes, kernels::linear_forward) with sums (M, N_local) f32 its scratch.
+// Sequence-parallel group: x is this rank's rows (M/p, K), gathered into `gathered` (M, K) of
+// x's dtype first.
+void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local,
+                             const Tensor& sums, const Operand& x, const Tensor& gathered, const Operand& w_local,
+                             const float* b_local, int M, int K, int N_local);
 // The same layer followed by GPT-2's GELU, in one operation per GEMM (kernels::linear_gelu_forward:
 // on CUDA the GELU in the GEMM's epilogue): pre (M, N_local) = X A_iᵀ + b_i and act (M, N_local) =
 // GELU(pre), both in pre's dtype (the model's kept type: no f32 copy of either on a device); sums

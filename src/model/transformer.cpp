@@ -617,12 +617,17 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   const ParamViews p = block_params(l);
   // The norms write where their output is kept (16-bit mode: rounded, no f32 copy).
   norm_forward(a.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w, p.ln1b);
-  column_parallel_forward(ctx_, tp_, w.qkv.data<float>(), a.ln1.view(), gathered_.view(),
-                          block_weight(l, kQkvw, qkv_local_, C), bias(p.qkvb), BT, C, qkv_local_);
-  // Rotary positions: q and k rotated in place, what attention reads and what is kept.
-  rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
-                   false);
-  keep(w.qkv, a.qkv);
+  const Operand qkv_weight = block_weight(l, kQkvw, qkv_local_, C);
+  if (qkv_written_kept()) {  // the flash attention reads q, k, v as the GEMM keeps them: no f32 copy on a device
+    column_parallel_forward(ctx_, tp_, a.qkv.view(), w.qkv.view(), a.ln1.view(), gathered_.view(), qkv_weight,
+                            bias(p.qkvb), BT, C, qkv_local_);
+  } else {  // f32 first: the rotary positions (q and k rotated in place), the materialized attention
+    column_parallel_forward(ctx_, tp_, w.qkv.view(), Tensor{}, a.ln1.view(), gathered_.view(), qkv_weight,
+                            bias(p.qkvb), BT, C, qkv_local_);
+    rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
+                     false);
+    keep(w.qkv, a.qkv);
+  }
   attention_core(a, w);
   row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
                        block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
@@ -632,7 +637,7 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
     column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, a.ln2.view(),
                                  gathered_.view(), block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
   } else {
-    column_parallel_forward(ctx_, tp_, w.fch.data<float>(), a.ln2.view(), gathered_.view(),
+    column_parallel_forward(ctx_, tp_, w.fch.view(), Tensor{}, a.ln2.view(), gathered_.view(),
                             block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
     keep(w.fch, a.fch);
     activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
@@ -685,7 +690,7 @@ void Transformer::head_forward(Slot& s, bool with_loss, std::optional<float> bac
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
 void Transformer::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
-  column_parallel_forward(ctx_, tp_whole_, s.logits.data(), s.lnf.view(), Tensor{},
+  column_parallel_forward(ctx_, tp_whole_, s.logits.view(), Tensor{}, s.lnf.view(), Tensor{},
                           weight(head_tensor(), 0, vocab_.rows, C), nullptr, BT, C, vocab_.rows);
   if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(),

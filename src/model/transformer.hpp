@@ -404,6 +404,9 @@ class Transformer {
   // grouped heads' sums in d_qkv_compact_ (both rotated back with rotary positions).
   float* qkv_gradient() { return grouped() ? d_qkv_compact_.data() : d_qkv_.data(); }
   bool grouped() const { return kv_local_ != heads_local_; }
+  // The qkv GEMM writes q, k, v where they are kept (16-bit mode, the flash attention, no rotary
+  // positions to apply in f32 first); else into w.qkv, kept after.
+  bool qkv_written_kept() const { return low() && flash_ && parts_.learned_positions(); }
   // bf16's materialized attention kernels read the kept 16-bit q, k, v as they are: not when the
   // attention reads an expanded copy (grouped heads), which takes the f32 kernels as fp16 does.
   bool bf16_attention() const { return gemm_.precision == kernels::Precision::bf16 && !flash_ && !grouped(); }

@@ -198,6 +198,25 @@ void conversions(Report& r) {
   }
 }
 
+// 16-bit values of `type` on one side, widened.
+std::vector<float> widened(const Halves& halves, DType type, bool on_gpu) {
+  const std::vector<low16> bits = on_gpu ? halves.from_gpu(type) : halves.host;
+  std::vector<float> out(bits.size());
+  kernels::convert(g_cpu, view(out.data(), out.size()), view(bits.data(), type, bits.size()));
+  return out;
+}
+
+// A result's f32 values on one side, whatever its type: f32 as they are, 16-bit widened.
+std::vector<float> values_of(const Floats& f32, const Halves& halves, DType type, bool on_gpu) {
+  if (type == DType::f32) return on_gpu ? f32.from_gpu() : f32.host;
+  return widened(halves, type, on_gpu);
+}
+
+// A result of `type` (in f32 or in halves), the GPU's against the CPU's.
+Verdict compare_typed(const Floats& f32, const Halves& halves, DType type, Tolerance tol, const std::string& what) {
+  return compare(values_of(f32, halves, type, true), values_of(f32, halves, type, false), tol, what);
+}
+
 // A linear layer's x (M, K) and w (N, K) of `type` on both sides: the f32 twins, or their
 // 16-bit roundings (the same bits on both).
 struct LinearOperands {
@@ -233,6 +252,19 @@ void linear(Report& r, DType type) {
   kernels::linear_forward(g_cpu, y.host_tensor(), x_cpu, w_cpu, Tensor{});
   kernels::linear_forward(g_gpu, y.tensor(), x_gpu, w_gpu, Tensor{});
   r.add(y, kGemm, t + " linear forward");
+  if (type != DType::f32) {  // y written in 16 bits (cuBLASLt's BIAS epilogue), the CPU's f32 sums rounded
+    Floats y16_bias(bias.host);  // a 16-bit model's f32 bias is its 16-bit parameter widened
+    kernels::round_to(g_cpu, y16_bias.host_tensor(), type);
+    kernels::upload(g_gpu, y16_bias.tensor(), y16_bias.cpu());
+    Halves y_low(M * N);
+    for (bool with_bias : {true, false}) {
+      kernels::linear_forward(g_cpu, y_low.on_cpu({M, N}, type), x_cpu, w_cpu,
+                              with_bias ? view(y16_bias.cpu(), N) : Tensor{}, y.on_cpu({M, N}));
+      kernels::linear_forward(g_gpu, y_low.on_gpu({M, N}, type), x_gpu, w_gpu,
+                              with_bias ? view(y16_bias.gpu(), N, gpu) : Tensor{}, y.on_gpu({M, N}));
+      r.add(compare_typed(y, y_low, type, kBf16, t + " linear forward into " + t + (with_bias ? " with bias" : "")));
+    }
+  }
   Floats dy(random_floats(M * N, 6)), dx(M * K, 7.0f), dw(random_floats(N * K, 7)), db(random_floats(N, 8));
   Halves dy_low(M * N);
   const DType low = type == DType::f32 ? DType::bf16 : type;
@@ -250,25 +282,6 @@ void linear(Report& r, DType type) {
   kernels::linear_backward(g_cpu, Tensor{}, dw.host_tensor(), Tensor{}, dy2.host_tensor(), cpu_narrowed, x_cpu, w_cpu);
   kernels::linear_backward(g_gpu, Tensor{}, dw.tensor(), Tensor{}, dy2.tensor(), gpu_narrowed, x_gpu, w_gpu);
   r.add(dw, kGemm, t + " linear backward dw, dy narrowed in place");
-}
-
-// 16-bit values of `type` on one side, widened.
-std::vector<float> widened(const Halves& halves, DType type, bool on_gpu) {
-  const std::vector<low16> bits = on_gpu ? halves.from_gpu(type) : halves.host;
-  std::vector<float> out(bits.size());
-  kernels::convert(g_cpu, view(out.data(), out.size()), view(bits.data(), type, bits.size()));
-  return out;
-}
-
-// A result's f32 values on one side, whatever its type: f32 as they are, 16-bit widened.
-std::vector<float> values_of(const Floats& f32, const Halves& halves, DType type, bool on_gpu) {
-  if (type == DType::f32) return on_gpu ? f32.from_gpu() : f32.host;
-  return widened(halves, type, on_gpu);
-}
-
-// A result of `type` (in f32 or in halves), the GPU's against the CPU's.
-Verdict compare_typed(const Floats& f32, const Halves& halves, DType type, Tolerance tol, const std::string& what) {
-  return compare(values_of(f32, halves, type, true), values_of(f32, halves, type, false), tol, what);
 }
 
 // The GELU layer's checks: with and without bias, and for 16-bit outputs both with cuBLASLt's

@@ -159,6 +159,40 @@ BOOST_AUTO_TEST_CASE(typed_conversions_equal_the_cpu_conversions) {
   BOOST_TEST(unchanged == values);
 }
 
+// A 16-bit output from the linear layer is its f32 output rounded (store's rounding), bit for bit,
+// with and without bias, in bf16 and fp16; without the f32 scratch, or in a type other than the
+// operands', it is refused.
+BOOST_AUTO_TEST_CASE(a_16_bit_linear_output_is_the_f32_one_rounded) {
+  const int M = 37, K = 24, N = 40;
+  const size_t n = size_t(M) * N;
+  const auto x32 = trident::testing::random_vector(size_t(M) * K, 35), w32 = trident::testing::random_vector(size_t(N) * K, 36, 0.3f);
+  const auto bias = trident::testing::random_vector(N, 37);
+  kernels::Context ctx;
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<low16> x_low(x32.size()), w_low(w32.size()), expected(n), y_low(n);
+    kernels::convert(ctx, trident::view(x_low.data(), type, x_low.size()), trident::testing::as_tensor(x32));
+    kernels::convert(ctx, trident::view(w_low.data(), type, w_low.size()), trident::testing::as_tensor(w32));
+    const Tensor x = trident::testing::as_tensor(x_low, type, {M, K}), w = trident::testing::as_tensor(w_low, type, {N, K});
+    const Tensor y = trident::testing::as_tensor(y_low, type, {M, N});
+    for (bool with_bias : {true, false}) {
+      BOOST_TEST_CONTEXT(trident::dtype_name(type) << (with_bias ? " with bias" : "")) {
+        const Tensor b = with_bias ? trident::testing::as_tensor(bias) : Tensor{};
+        std::vector<float> y32(n), sums(n);
+        kernels::linear_forward(ctx, trident::view(y32.data(), n).reshaped({M, N}), x, w, b);
+        kernels::convert(ctx, trident::testing::as_tensor(expected, type, {M, N}), trident::view(y32.data(), n));
+        kernels::linear_forward(ctx, y, x, w, b, trident::view(sums.data(), n).reshaped({M, N}));
+        BOOST_TEST(y_low == expected);
+      }
+    }
+    BOOST_CHECK_THROW(kernels::linear_forward(ctx, y, x, w, Tensor{}), std::logic_error);  // no scratch
+    const DType other = type == DType::bf16 ? DType::fp16 : DType::bf16;
+    std::vector<float> sums(n);
+    BOOST_CHECK_THROW(kernels::linear_forward(ctx, trident::testing::as_tensor(y_low, other, {M, N}), x, w, Tensor{},
+                                              trident::view(sums.data(), n)),
+                      std::logic_error);
+  }
+}
+
 // The GELU layer in one operation is its parts as the model ran them apart, bit for bit: the
 // GEMM, pre kept (the sums rounded with it), GELU of those values, act kept — in f32 (sums are
 // pre), bf16 and fp16, with and without bias (the guard backend's, in training: e2e/device_guard).
