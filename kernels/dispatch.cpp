@@ -189,10 +189,12 @@ void check_elementwise(const Arguments& args, std::initializer_list<Named> tenso
 
 // LayerNorm's input inp (N, C), its parameters weight and bias (C), its statistics mean and
 // variance (N).
+// typed_input: inp may be 16-bit (backward, from a 16-bit model's kept input), else f32.
 void check_layernorm(const Arguments& args, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                     const Tensor& mean, const Tensor& variance) {
+                     const Tensor& mean, const Tensor& variance, bool typed_input = false) {
   const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
-  args.type("inp", inp, DType::f32);
+  if (typed_input) args.operand("inp", inp);
+  else args.type("inp", inp, DType::f32);
   args.f32("weight", weight, C);
   args.f32("bias", bias, C);
   args.f32("mean", mean, N);
@@ -379,7 +381,7 @@ void layernorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight,
                         const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                         const Tensor& mean, const Tensor& variance) {
   const Arguments args("layernorm_backward");
-  check_layernorm(args, inp, weight, bias, mean, variance);
+  check_layernorm(args, inp, weight, bias, mean, variance, true);
   args.f32("dinp", dinp, inp.shape.numel());
   args.f32("dout", dout, inp.shape.numel());
   args.f32("dweight", dweight, weight.shape.numel());
@@ -401,20 +403,30 @@ void gelu_backward(Context& ctx, const Tensor& dinp, const Tensor& inp, const Te
   entry(ctx, &KernelTable::gelu_backward, "gelu_backward")(ctx, dinp, inp, dout);
 }
 
-void residual_forward(Context& ctx, const Tensor& out, const Tensor& a, const Tensor& b) {
-  check_elementwise(Arguments("residual_forward"), {{"out", out}, {"a", a}, {"b", b}});
-  entry(ctx, &KernelTable::residual_forward, "residual_forward")(ctx, out, a, b);
+// A residual connection's kept copy: none, or 16-bit of out's size.
+void check_residual_kept(const Arguments& args, const Tensor& kept, int64_t n) {
+  if (kept.data == nullptr) return;
+  args.typed("kept", kept, n);
+  args.holds(kept.dtype != DType::f32, "kept", "is f32: a kept copy is of a 16-bit storage type");
+}
+
+void residual_forward(Context& ctx, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& kept) {
+  const Arguments args("residual_forward");
+  check_elementwise(args, {{"out", out}, {"a", a}, {"b", b}});
+  check_residual_kept(args, kept, out.numel());
+  entry(ctx, &KernelTable::residual_forward, "residual_forward")(ctx, out, a, b, kept);
 }
 
 void bias_residual_forward(Context& ctx, const Tensor& out, const Tensor& residual, const Tensor& x,
-                           const Tensor& bias) {
+                           const Tensor& bias, const Tensor& kept) {
   const Arguments args("bias_residual_forward");
   const int64_t M = matrix_rows(x), N = matrix_cols(x);
   args.type("x", x, DType::f32);
   args.f32("out", out, M * N);
   args.f32("residual", residual, M * N);
   args.f32("bias", bias, N);
-  entry(ctx, &KernelTable::bias_residual_forward, "bias_residual_forward")(ctx, out, residual, x, bias);
+  check_residual_kept(args, kept, M * N);
+  entry(ctx, &KernelTable::bias_residual_forward, "bias_residual_forward")(ctx, out, residual, x, bias, kept);
 }
 
 void add_inplace(Context& ctx, const Tensor& acc, const Tensor& x) {
@@ -452,7 +464,7 @@ void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, c
                       const Tensor& weight, const Tensor& rstd) {
   const Arguments args("rmsnorm_backward");
   const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
-  args.f32("inp", inp, N * C);
+  args.typed("inp", inp, N * C);  // f32, or a 16-bit model's kept input
   args.f32("dinp", dinp, N * C);
   args.f32("dout", dout, N * C);
   args.f32("weight", weight, C);

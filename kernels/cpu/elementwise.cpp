@@ -92,19 +92,23 @@ void gelu_backward_low16(Context&, Precision precision, float* dinp, const low16
   }
 }
 
-void residual_forward(Context&, float* out, const float* a, const float* b, size_t n) {
+// The kept copy in a second pass, store's own (the same bits as the sums kept apart).
+void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n, Precision precision,
+                      low16* kept) {
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  if (kept != nullptr) store_low(ctx, precision, kept, out, n);
 }
 
-void bias_residual_forward(Context&, float* out, const float* residual, const float* x,
-                           const float* bias, int M, int N) {
+void bias_residual_forward(Context& ctx, float* out, const float* residual, const float* x, const float* bias, int M,
+                           int N, Precision precision, low16* kept) {
 #pragma omp parallel for schedule(static)
   for (int m = 0; m < M; ++m) {
     const size_t row = static_cast<size_t>(m) * N;
 #pragma omp simd
     for (int n = 0; n < N; ++n) out[row + n] = residual[row + n] + (x[row + n] + bias[n]);
   }
+  if (kept != nullptr) store_low(ctx, precision, kept, out, static_cast<size_t>(M) * N);
 }
 
 void add_inplace(Context&, float* acc, const float* x, size_t n) {

@@ -59,6 +59,14 @@ void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, 
   }
 }
 
+void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, const float* dout,
+                            const low16* inp, const float* weight, const float* rstd, int N, int C) {
+  const size_t n = static_cast<size_t>(N) * C;
+  std::vector<float>& widened = widened_input(n);
+  from_low(ctx, precision, widened.data(), inp, n);
+  cpu::rmsnorm_backward(ctx, dinp, dweight, dout, widened.data(), weight, rstd, N, C);
+}
+
 void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
           const RopeFrequencies& frequencies, bool inverse) {
   const int half = head_size / 2, rotated = q_heads + kv_heads, width = (q_heads + 2 * kv_heads) * head_size;

@@ -39,6 +39,25 @@ struct Low16Out {
   __device__ void operator()(size_t i, float value) const { values[i] = low16_round<fp16>(value); }
 };
 
+// Where a kernel reads f32 values: an f32 input as it is (F32In), a 16-bit one widened as it is
+// read (Low16In<fp16>: no f32 copy in device memory) — the kernel templated on which.
+struct F32In {
+  const float* values;
+  __device__ float operator[](size_t i) const { return values[i]; }
+};
+template <bool fp16>
+struct Low16In {
+  const low16* values;
+  __device__ float operator[](size_t i) const { return low16_widen<fp16>(values[i]); }
+};
+
+// launch(in) with the reader of `values`: f32 (precision fp32) or of precision's 16-bit type.
+template <class Launch>
+void with_input(Precision precision, const void* values, Launch&& launch) {
+  if (precision == Precision::fp32) return launch(F32In{static_cast<const float*>(values)});
+  with_type(precision, [&](auto fp16) { launch(Low16In<decltype(fp16)::value>{static_cast<const low16*>(values)}); });
+}
+
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

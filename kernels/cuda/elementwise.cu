@@ -34,14 +34,35 @@ __global__ void keep_with_gelu_kernel(low16* pre, low16* act, const float* sums,
   }
 }
 
-__global__ void residual_kernel(float* out, const float* a, const float* b, size_t n) {
-  FOR_EACH_ELEMENT(i, n) out[i] = a[i] + b[i];
+// Where a residual connection writes its sums: out alone (F32Out), or out and its kept 16-bit
+// copy in the same pass (KeptOut: the sum rounded, out ← the rounded value, as store_low).
+template <bool fp16>
+struct KeptOut {
+  float* out;
+  low16* kept;
+  __device__ void operator()(size_t i, float value) const {
+    const low16 rounded = low16_round<fp16>(value);
+    kept[i] = rounded;
+    out[i] = low16_widen<fp16>(rounded);
+  }
+};
+
+template <class Out>
+__global__ void residual_kernel(Out out, const float* a, const float* b, size_t n) {
+  FOR_EACH_ELEMENT(i, n) out(i, a[i] + b[i]);
 }
 
 // out (M, N) = residual + (x + bias[n])
-__global__ void bias_residual_kernel(float* out, const float* residual, const float* x, const float* bias, int M,
-                                     int N) {
-  FOR_EACH_ELEMENT(i, static_cast<size_t>(M) * N) out[i] = residual[i] + (x[i] + bias[i % N]);
+template <class Out>
+__global__ void bias_residual_kernel(Out out, const float* residual, const float* x, const float* bias, int M, int N) {
+  FOR_EACH_ELEMENT(i, static_cast<size_t>(M) * N) out(i, residual[i] + (x[i] + bias[i % N]));
+}
+
+// launch(out) with the writer of out and, where kept is not null, its kept copy.
+template <class Launch>
+void with_residual_out(float* out, Precision precision, low16* kept, Launch&& launch) {
+  if (kept == nullptr) return launch(F32Out{out});
+  with_type(precision, [&](auto fp16) { launch(KeptOut<decltype(fp16)::value>{out, kept}); });
 }
 
 __global__ void add_inplace_kernel(float* acc, const float* x, size_t n) {
@@ -162,17 +183,22 @@ void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, c
   check_launch("linear_gelu_forward");
 }
 
-void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n) {
+void residual_forward(Context& ctx, float* out, const float* a, const float* b, size_t n, Precision precision,
+                      low16* kept) {
   if (n == 0) return;
-  residual_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out, a, b, n);
+  with_residual_out(out, precision, kept, [&](auto writer) {
+    residual_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(writer, a, b, n);
+  });
   check_launch("residual_forward");
 }
 
 void bias_residual_forward(Context& ctx, float* out, const float* residual, const float* x, const float* bias, int M,
-                           int N) {
+                           int N, Precision precision, low16* kept) {
   if (M == 0 || N == 0) return;
-  bias_residual_kernel<<<blocks_for(static_cast<size_t>(M) * N), kThreads, 0, stream_of(ctx)>>>(out, residual, x,
-                                                                                                 bias, M, N);
+  with_residual_out(out, precision, kept, [&](auto writer) {
+    bias_residual_kernel<<<blocks_for(static_cast<size_t>(M) * N), kThreads, 0, stream_of(ctx)>>>(writer, residual, x,
+                                                                                                   bias, M, N);
+  });
   check_launch("bias_residual_forward");
 }
 

@@ -30,32 +30,32 @@ __global__ void layernorm_forward_kernel(Out out, float* mean, float* variance, 
   if (threadIdx.x == 0) mean[row] = m, variance[row] = var;
 }
 
-// One block per row: dinp += rstd (dx̂ − mean(dx̂) − x̂ mean(dx̂ x̂)).
-__global__ void layernorm_input_gradient_kernel(float* dinp, const float* dout, const float* inp,
-                                                const float* weight, const float* mean, const float* variance,
-                                                int C) {
+// One block per row: dinp += rstd (dx̂ − mean(dx̂) − x̂ mean(dx̂ x̂)). In: the input's reader.
+template <class In>
+__global__ void layernorm_input_gradient_kernel(float* dinp, const float* dout, In inp, const float* weight,
+                                                const float* mean, const float* variance, int C) {
   const size_t row = blockIdx.x;
-  const float* x = inp + row * C;
+  const auto x = [&](int c) { return inp[row * C + c]; };
   const float* dy = dout + row * C;
   const float m = mean[row], rstd = layernorm_rstd(variance[row]);
   float dxhat_sum = 0.0f, dxhat_xhat_sum = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     const float dxhat = dy[c] * weight[c];
     dxhat_sum += dxhat;
-    dxhat_xhat_sum += dxhat * (x[c] - m) * rstd;
+    dxhat_xhat_sum += dxhat * (x(c) - m) * rstd;
   }
   const float mean_dxhat = block_sum(dxhat_sum) / C;
   const float mean_dxhat_xhat = block_sum(dxhat_xhat_sum) / C;
   float* dx = dinp + row * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x)
-    dx[c] += layernorm_input_gradient(dy[c], weight[c], (x[c] - m) * rstd, rstd, mean_dxhat, mean_dxhat_xhat);
+    dx[c] += layernorm_input_gradient(dy[c], weight[c], (x(c) - m) * rstd, rstd, mean_dxhat, mean_dxhat_xhat);
 }
 
 // Per chunk of rows and channel, in row order: partial_dw[chunk, c] = Σ dout · x̂,
 // partial_db[chunk, c] = Σ dout (the chunks then summed in order: add_chunk_sums).
-__global__ void layernorm_parameter_chunks_kernel(float* partial_dw, float* partial_db, const float* dout,
-                                                  const float* inp, const float* mean, const float* variance,
-                                                  int N, int C) {
+template <class In>
+__global__ void layernorm_parameter_chunks_kernel(float* partial_dw, float* partial_db, const float* dout, In inp,
+                                                  const float* mean, const float* variance, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (c >= C) return;
   const int end = min(N, (chunk + 1) * kColumnChunk);
@@ -88,21 +88,39 @@ void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, floa
   check_launch("layernorm_forward");
 }
 
-void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* bias, const float* mean,
-                        const float* variance, int N, int C) {
+namespace {
+
+// inp f32 (precision fp32) or of precision's 16-bit type.
+void backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout, Precision precision,
+              const void* inp, const float* weight, const float* mean, const float* variance, int N, int C) {
   if (N == 0 || C == 0) return;
-  layernorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, inp, weight, mean, variance, C);
-  check_launch("layernorm_backward (input)");
   const int chunks = column_chunks(N);
   float* partial = stream_scratch(ctx, 2 * static_cast<size_t>(chunks) * C, "cudaMallocAsync (layernorm_backward)");
   float* partial_db = partial + static_cast<size_t>(chunks) * C;
-  layernorm_parameter_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(
-      partial, partial_db, dout, inp, mean, variance, N, C);
-  check_launch("layernorm_backward (parameters)");
+  with_input(precision, inp, [&](auto x) {
+    layernorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, x, weight, mean, variance, C);
+    check_launch("layernorm_backward (input)");
+    layernorm_parameter_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(
+        partial, partial_db, dout, x, mean, variance, N, C);
+    check_launch("layernorm_backward (parameters)");
+  });
   add_chunk_sums(ctx, dweight, partial, chunks, C);
   add_chunk_sums(ctx, dbias, partial_db, chunks, C);
   release_scratch(ctx, partial);
+}
+
+}  // namespace
+
+void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* bias, const float* mean,
+                        const float* variance, int N, int C) {
+  backward(ctx, dinp, dweight, dbias, dout, Precision::fp32, inp, weight, mean, variance, N, C);
+}
+
+void layernorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, float* dbias,
+                              const float* dout, const low16* inp, const float* weight, const float* bias,
+                              const float* mean, const float* variance, int N, int C) {
+  backward(ctx, dinp, dweight, dbias, dout, precision, inp, weight, mean, variance, N, C);
 }
 
 }  // namespace trident::kernels::cuda

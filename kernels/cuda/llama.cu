@@ -23,21 +23,24 @@ __global__ void rmsnorm_forward_kernel(Out out, float* rstd, const float* inp, c
   if (threadIdx.x == 0) rstd[row] = r;
 }
 
-__global__ void rmsnorm_input_gradient_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
+// In: the input's reader (f32, or 16-bit values widened as read).
+template <class In>
+__global__ void rmsnorm_input_gradient_kernel(float* dinp, const float* dout, In inp, const float* weight,
                                               const float* rstd, int C) {
   const size_t row = blockIdx.x;
-  const float* x = inp + row * C;
+  const auto x = [&](int c) { return inp[row * C + c]; };
   const float* dy = dout + row * C;
   float dot = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) dot += weight[c] * dy[c] * x[c];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dot += weight[c] * dy[c] * x(c);
   dot = block_sum(dot);
   float* dx = dinp + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] += rmsnorm_input_gradient(x[c], weight[c], dy[c], rstd[row], dot, C);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] += rmsnorm_input_gradient(x(c), weight[c], dy[c], rstd[row], dot, C);
 }
 
 // partial[chunk, c] = Σ over the chunk's rows, in order, of dout · inp · rstd.
-__global__ void rmsnorm_weight_chunks_kernel(float* partial, const float* dout, const float* inp, const float* rstd,
-                                             int N, int C) {
+template <class In>
+__global__ void rmsnorm_weight_chunks_kernel(float* partial, const float* dout, In inp, const float* rstd, int N,
+                                             int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (c >= C) return;
   const int end = min(N, (chunk + 1) * kColumnChunk);
@@ -136,18 +139,35 @@ void rmsnorm_forward_low16(Context& ctx, Precision precision, low16* out, float*
   check_launch("rmsnorm_forward");
 }
 
-void rmsnorm_backward(Context& ctx, float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int N, int C) {
+namespace {
+
+// inp f32 (precision fp32) or of precision's 16-bit type.
+void rmsnorm_backward_of(Context& ctx, float* dinp, float* dweight, const float* dout, Precision precision,
+                         const void* inp, const float* weight, const float* rstd, int N, int C) {
   if (N == 0 || C == 0) return;
-  rmsnorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, inp, weight, rstd, C);
-  check_launch("rmsnorm_backward (input)");
   const int chunks = column_chunks(N);
   float* partial = stream_scratch(ctx, static_cast<size_t>(chunks) * C, "cudaMallocAsync (rmsnorm_backward)");
-  rmsnorm_weight_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(partial, dout, inp, rstd,
-                                                                                            N, C);
-  check_launch("rmsnorm_backward (weight)");
+  with_input(precision, inp, [&](auto x) {
+    rmsnorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, x, weight, rstd, C);
+    check_launch("rmsnorm_backward (input)");
+    rmsnorm_weight_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(partial, dout, x, rstd,
+                                                                                              N, C);
+    check_launch("rmsnorm_backward (weight)");
+  });
   add_chunk_sums(ctx, dweight, partial, chunks, C);
   release_scratch(ctx, partial);
+}
+
+}  // namespace
+
+void rmsnorm_backward(Context& ctx, float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C) {
+  rmsnorm_backward_of(ctx, dinp, dweight, dout, Precision::fp32, inp, weight, rstd, N, C);
+}
+
+void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, const float* dout,
+                            const low16* inp, const float* weight, const float* rstd, int N, int C) {
+  rmsnorm_backward_of(ctx, dinp, dweight, dout, precision, inp, weight, rstd, N, C);
 }
 
 void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,

@@ -219,8 +219,8 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
   group.sum_partial(dx, M, K);
 }
 
-void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
-                          const float* residual, const Operand& x_local, const Operand& w_local,
+void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, const Tensor& kept,
+                          float* partial, const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N) {
   const Tensor sums = on_device(ctx, partial, {M, N});
   const int rows = group.local_rows(M);
@@ -234,8 +234,9 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
     group.sum_partial(partial, M, N);
   }
   const Tensor out = on_device(ctx, y, {rows, N}), sum = on_device(ctx, partial + group.first_row(M) * N, {rows, N});
-  if (bias == nullptr) return kernels::residual_forward(ctx, out, on_device(ctx, residual, {rows, N}), sum);  // llama
-  kernels::bias_residual_forward(ctx, out, on_device(ctx, residual, {rows, N}), sum, on_device(ctx, bias, {N}));
+  const Tensor stream = on_device(ctx, residual, {rows, N});
+  if (bias == nullptr) return kernels::residual_forward(ctx, out, stream, sum, kept);  // llama
+  kernels::bias_residual_forward(ctx, out, stream, sum, on_device(ctx, bias, {N}), kept);
 }
 
 namespace {

@@ -160,10 +160,11 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
                               const Operand& x, const Tensor& gathered, const Operand& w_local, int M, int K,
                               int N_local);
 // y (M, N) = residual + (Σ x_local w_localᵀ + bias): the block's residual connection fused in
-// (bias null: none, llama).
-// partial: (M, N) scratch. Sequence-parallel group: y and residual are this rank's rows (M/p, N).
-void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, float* partial,
-                          const float* residual, const Operand& x_local, const Operand& w_local,
+// (bias null: none, llama), and with it y's 16-bit kept copy where `kept` is one (y then holds
+// its values: kernels::bias_residual_forward). partial: (M, N) scratch. Sequence-parallel group:
+// y, residual and kept are this rank's rows (M/p, N).
+void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float* y, const Tensor& kept,
+                          float* partial, const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N);
 // dx_local (M, K_local) =; dw_local, dbias += (null: skipped). Sequence-parallel group: dy is
 // this rank's rows (M/p, N), gathered into `gathered_dy` (M, N) f32 first.

@@ -502,6 +502,14 @@ const float* Transformer::block_input(Slot& s, int l, float* into) {
   return into;
 }
 
+// What backward reads of block l's input (its first norm's): the kept values as they are, 16-bit
+// in 16-bit mode (the norms' backward widens them as it reads).
+Tensor Transformer::kept_block_input(Slot& s, int l) {
+  const Shape rows{rows_, config_.channels};
+  if (l == s.first) return s.stage_input.view(rows);
+  return output_kept(s, l - 1).view(rows);
+}
+
 Tensor Transformer::on_device(const float* data, Shape shape) const { return view(data, shape, device()); }
 
 Tensor Transformer::probabilities(LayerActivations& a) const {
@@ -629,9 +637,10 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
     keep(w.qkv, a.qkv);
   }
   attention_core(a, w);
-  row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), scratch_c_.data(), input, operand(w.atty, a.atty),
-                       block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
-  keep(w.residual2, a.residual2);
+  // The residual stream in f32, its 16-bit kept copies written by the residual connections.
+  const Tensor kept_residual2 = low() ? a.residual2.view(rows) : Tensor{};
+  row_parallel_forward(ctx_, tp_, w.residual2.data<float>(), kept_residual2, scratch_c_.data(), input,
+                       operand(w.atty, a.atty), block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
   norm_forward(a.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w, p.ln2b);
   if (gelu_layer()) {  // the GEMM and its GELU written once, where they are kept
     column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, a.ln2.view(),
@@ -643,13 +652,12 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
     activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
     keep(w.fch_gelu, a.fch_gelu);
   }
-  row_parallel_forward(ctx_, tp_, output, scratch_c_.data(), w.residual2.data<float>(),
-                       operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_),
-                       bias(p.fcprojb), BT, mlp_local_, C);
-  if (!low()) return;
-  const Tensor values = view(output, static_cast<size_t>(rows_) * c);
-  if (kept_output.dtype() != DType::f32) kernels::store(ctx_, kept_output.view(), values);
-  else kernels::round_to(ctx_, values, low_type());  // kept in f32, as 16-bit values
+  const bool output_16 = low() && kept_output.dtype() != DType::f32;
+  row_parallel_forward(ctx_, tp_, output, output_16 ? kept_output.view(rows) : Tensor{}, scratch_c_.data(),
+                       w.residual2.data<float>(), operand(w.fch_gelu, a.fch_gelu),
+                       block_weight(l, kFcprojw, C, mlp_local_), bias(p.fcprojb), BT, mlp_local_, C);
+  if (low() && !output_16)  // a chunk's last output, kept in f32 as 16-bit values
+    kernels::round_to(ctx_, view(output, static_cast<size_t>(rows_) * c), low_type());
 }
 
 // Blocks first … last forward. Outputs go where they are kept (f32) or, in 16-bit mode, through
@@ -829,7 +837,7 @@ Tensor Transformer::deferred_gradient(Kept& kept) {
 
 // defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
 // backward_inputs says.
-void Transformer::block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer,
+void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer,
                                  int next) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
@@ -845,7 +853,6 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   }
   if (low()) {  // the kept values the f32 kernels read (the GEMMs read the 16-bit ones)
     if (!gelu_layer()) widen(a.fch, w.fch);  // GELU's backward reads the kept values themselves
-    widen(a.residual2, w.residual2);
     if (!flash_ && !bf16_attention()) widen(a.qkv, w.qkv);  // the flash and bf16's attention read the 16 bits
     if (!flash_ && !recompute_attention_) widen(a.att, w.att);
   }
@@ -878,7 +885,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
                              d_fch_.data(), a.ln2.view(), gathered_.view(),
                              block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
   }
-  norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, w.residual2.view(rows), p.ln2w,
+  norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, a.residual2.view(rows), p.ln2w,
                 p.ln2b, a.ln2_mean.view(), a.ln2_var.view());
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
   row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g.attprojw),
@@ -888,7 +895,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const float* input,
   column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g.qkvw),
                            bias(g.qkvb), qkv_gradient(), a.ln1.view(), gathered_.view(),
                            block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
-  norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, on_device(input, rows), p.ln1w,
+  norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, input, p.ln1w,
                 p.ln1b, a.ln1_mean.view(), a.ln1_var.view());
   if (!grad_slots_.empty() && kv_replicas(config_, tp_.slice.size) > 1) sum_replicated_kv_rows(g.qkvw);
 }
@@ -1044,8 +1051,7 @@ void Transformer::backward_work(Slot& s, float loss_scale, const std::function<v
     // forward runs again next.
     const int after_first = first == s.first ? -1 : interval_ ? s.first + (first - 1 - s.first) / K * K : first - 1;
     for (int l = last; l >= first; --l) {
-      block_backward(layer_state(s, l), l, block_input(s, l, stream_[0].data()), dresidual, defer,
-                     l > first ? l - 1 : after_first);
+      block_backward(layer_state(s, l), l, kept_block_input(s, l), dresidual, defer, l > first ? l - 1 : after_first);
       if (on_final) on_final(l);
     }
     last = first - 1;

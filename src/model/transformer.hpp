@@ -352,6 +352,7 @@ class Transformer {
   bool keeps_output(int l) const;                    // with recompute: a segment's (or chunk's) last block
   Kept& output_kept(Slot& slot, int l);              // where block l's output is kept
   const float* block_input(Slot& slot, int l, float* into);  // f32; widened into `into`
+  Tensor kept_block_input(Slot& slot, int l);                // as kept: f32, or 16-bit (this rank's rows)
   // Memory of the model's device at data seen as `shape`: what a kernel reads its sizes from.
   Tensor on_device(const float* data, Shape shape) const;
   Tensor probabilities(LayerActivations& a) const;      // its attention probabilities (B,NH/p,T,T), f32
@@ -385,7 +386,7 @@ class Transformer {
   void forward_blocks(Slot& slot, int first, int last);
   // next: the block whose pass follows (use_block's).
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output, int next);
-  void block_backward(LayerActivations& a, int l, const float* input, float* dresidual, bool defer, int next);
+  void block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer, int next);
   void block_weight_gradients(LayerActivations& a, int l);
   // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
   // gradients summed over the tensor group.

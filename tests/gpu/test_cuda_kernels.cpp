@@ -443,6 +443,30 @@ void add_low16_outputs(Report& r, const Floats& gpu_f32, const std::string& what
   }
 }
 
+// A norm's backward from a 16-bit model's kept input (widened as the kernels read it) against the
+// GPU's own f32 backward on the widened values: bit for bit. run(inp, dinp, dweight, dbias) runs
+// one backward on the GPU into fresh copies of the held gradients.
+using NormBackward = std::function<void(const Tensor&, Floats&, Floats&, Floats&)>;
+void add_low16_input_backward(Report& r, const Floats& x, int N, int C, const std::string& what,
+                              const NormBackward& run) {
+  for (const DType type : {DType::bf16, DType::fp16}) {
+    Halves x16(x.host.size());
+    kernels::convert(g_cpu, x16.host_tensor(type), view(const_cast<float*>(x.host.data()), x.host.size()));
+    kernels::upload(g_gpu, x16.tensor(type), x16.cpu());
+    Floats widened_x(x.host.size());
+    kernels::convert(g_cpu, widened_x.host_tensor(), x16.host_tensor(type));
+    kernels::upload(g_gpu, widened_x.tensor(), widened_x.cpu());
+    Floats dx32(random_floats(N * C, 57)), dw32(random_floats(C, 58)), db32(random_floats(C, 59));
+    Floats dx16(dx32.host), dw16(dw32.host), db16(db32.host);
+    run(widened_x.on_gpu({N, C}), dx32, dw32, db32);
+    run(x16.on_gpu({N, C}, type), dx16, dw16, db16);
+    const std::string t = std::string(" from ") + dtype_name(type) + " input";
+    r.add(compare(dx16.from_gpu(), dx32.from_gpu(), kExact, what + " dinp" + t));
+    r.add(compare(dw16.from_gpu(), dw32.from_gpu(), kExact, what + " dweight" + t));
+    r.add(compare(db16.from_gpu(), db32.from_gpu(), kExact, what + " dbias" + t));
+  }
+}
+
 void layernorm(Report& r) {
   const int N = sized(67, 2048), C = sized(200, 768);
   Floats x(random_floats(N * C, 50, 2.0f)), w(random_floats(C, 51)), b(random_floats(C, 52)), y(N * C), mean(N),
@@ -468,6 +492,10 @@ void layernorm(Report& r) {
   r.add(dx, Tolerance{1e-4, 1e-4}, "layernorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "layernorm dweight (+=)");
   r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
+  add_low16_input_backward(r, x, N, C, "layernorm", [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats& dbias) {
+    kernels::layernorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dbias.tensor(), dout.tensor(), inp, w.tensor(),
+                                b.tensor(), mean.tensor(), var.tensor());
+  });
 }
 
 void gelu(Report& r) {
@@ -500,6 +528,9 @@ void llama_parts(Report& r) {
   kernels::rmsnorm_backward(g_gpu, dx.tensor(), dw.tensor(), dout.tensor(), x.on_gpu({N, C}), w.tensor(), rstd.tensor());
   r.add(dx, Tolerance{1e-4, 1e-4}, "rmsnorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "rmsnorm dweight (+=)");
+  add_low16_input_backward(r, x, N, C, "rmsnorm", [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats&) {
+    kernels::rmsnorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dout.tensor(), inp, w.tensor(), rstd.tensor());
+  });
   const int B = 2, T = sized(33, 1024), Q = 8, KV = 2, hs = 16, width = (Q + 2 * KV) * hs;
   std::vector<int32_t> at(T);
   for (int t = 0; t < T; ++t) at[t] = 3 * t + 1;  // positions as context parallelism's chunks give them
@@ -536,6 +567,19 @@ void residuals(Report& r) {
   kernels::bias_residual_forward(g_cpu, out.host_tensor(), a.host_tensor(), b.on_cpu({M, N}), bias.host_tensor());
   kernels::bias_residual_forward(g_gpu, out.tensor(), a.tensor(), b.on_gpu({M, N}), bias.tensor());
   r.add(out, kExact, "bias_residual_forward");
+  // With the kept 16-bit copy written in the same pass: the sums (exact on both) rounded alike.
+  for (const DType type : {DType::bf16, DType::fp16}) {
+    Halves kept(M * N);
+    kernels::bias_residual_forward(g_cpu, out.host_tensor(), a.host_tensor(), b.on_cpu({M, N}), bias.host_tensor(),
+                                   kept.host_tensor(type));
+    kernels::bias_residual_forward(g_gpu, out.tensor(), a.tensor(), b.on_gpu({M, N}), bias.tensor(), kept.tensor(type));
+    r.add(out, kExact, std::string("bias_residual_forward keeping ") + dtype_name(type));
+    r.add(compare_bits(kept.from_gpu(type), kept.host, std::string("bias_residual_forward's ") + dtype_name(type)));
+    kernels::residual_forward(g_cpu, out.host_tensor(), a.host_tensor(), b.host_tensor(), kept.host_tensor(type));
+    kernels::residual_forward(g_gpu, out.tensor(), a.tensor(), b.tensor(), kept.tensor(type));
+    r.add(out, kExact, std::string("residual_forward keeping ") + dtype_name(type));
+    r.add(compare_bits(kept.from_gpu(type), kept.host, std::string("residual_forward's ") + dtype_name(type)));
+  }
   kernels::add_inplace(g_cpu, a.host_tensor(), b.host_tensor());
   kernels::add_inplace(g_gpu, a.tensor(), b.tensor());
   r.add(a, kExact, "add_inplace");

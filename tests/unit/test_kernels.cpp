@@ -142,6 +142,37 @@ BOOST_AUTO_TEST_CASE(layernorm_writes_16_bit_outputs) {
   }
 }
 
+// Backward from a 16-bit model's kept input, widened as read: the f32 backward's results on the
+// widened values, bit for bit (native and portable arithmetic).
+BOOST_AUTO_TEST_CASE(layernorm_backward_reads_16_bit_inputs) {
+  const int N = 7, C = 48;
+  const auto x32 = random_vector(N * C, 146, 2.0f), w = random_vector(C, 147), b = random_vector(C, 148);
+  const auto dout = random_vector(N * C, 149);
+  for (auto arithmetic : {trident::kernels::Arithmetic::native, trident::kernels::Arithmetic::portable}) {
+    Context c;
+    c.arithmetic = arithmetic;
+    for (DType type : {DType::bf16, DType::fp16}) {
+      std::vector<trident::kernels::low16> x_low(x32.size());
+      std::vector<float> x(x32.size()), y(x32.size()), mean(N), variance(N);
+      trident::kernels::convert(c, view(x_low.data(), type, x_low.size()), as_tensor(x32));
+      trident::kernels::convert(c, as_tensor(x), view(x_low.data(), type, x_low.size()));
+      trident::kernels::layernorm_forward(c, as_tensor(y), as_tensor(mean), as_tensor(variance), as_tensor(x, {N, C}),
+                                          as_tensor(w), as_tensor(b));
+      const auto held = random_vector(N * C, 150), held_w = random_vector(C, 151), held_b = random_vector(C, 152);
+      std::vector<float> dx = held, dw = held_w, db = held_b, dx16 = held, dw16 = held_w, db16 = held_b;
+      trident::kernels::layernorm_backward(c, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(dout),
+                                           as_tensor(x, {N, C}), as_tensor(w), as_tensor(b), as_tensor(mean),
+                                           as_tensor(variance));
+      trident::kernels::layernorm_backward(c, as_tensor(dx16), as_tensor(dw16), as_tensor(db16), as_tensor(dout),
+                                           view(x_low.data(), type, x_low.size()).reshaped({N, C}), as_tensor(w),
+                                           as_tensor(b), as_tensor(mean), as_tensor(variance));
+      BOOST_TEST(dx16 == dx, boost::test_tools::per_element());
+      BOOST_TEST(dw16 == dw, boost::test_tools::per_element());
+      BOOST_TEST(db16 == db, boost::test_tools::per_element());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   auto x = random_vector(300, 50, 2.0f);
   std::vector<float> y(x.size());
@@ -173,6 +204,31 @@ BOOST_AUTO_TEST_CASE(residual_and_add) {
   trident::kernels::add_inplace(ctx, as_tensor(out), as_tensor(a));
   for (int i = 0; i < 100; ++i) expected[i] = expected[i] + a[i];
   expect_close(out, expected, 1e-6, 1e-6, "add in place");
+  // With the kept 16-bit copy in the same operation: store's result on the sums, bit for bit (with
+  // and without the bias); an f32 "kept" is refused.
+  const int M = 4, N = 25;
+  const auto bias = random_vector(N, 62);
+  for (DType type : {DType::bf16, DType::fp16}) {
+    for (bool with_bias : {false, true}) {
+      std::vector<float> sums(100), values(100);
+      std::vector<trident::kernels::low16> expected_kept(100), kept(100);
+      if (with_bias) {
+        trident::kernels::bias_residual_forward(ctx, as_tensor(sums), as_tensor(a), as_tensor(b, {M, N}), as_tensor(bias));
+        trident::kernels::bias_residual_forward(ctx, as_tensor(values), as_tensor(a), as_tensor(b, {M, N}),
+                                                as_tensor(bias), view(kept.data(), type, kept.size()));
+      } else {
+        trident::kernels::residual_forward(ctx, as_tensor(sums), as_tensor(a), as_tensor(b));
+        trident::kernels::residual_forward(ctx, as_tensor(values), as_tensor(a), as_tensor(b),
+                                           view(kept.data(), type, kept.size()));
+      }
+      trident::kernels::store(ctx, view(expected_kept.data(), type, expected_kept.size()), as_tensor(sums));
+      BOOST_TEST(kept == expected_kept, boost::test_tools::per_element());
+      BOOST_TEST(values == sums, boost::test_tools::per_element());  // store left the rounded values in sums
+    }
+  }
+  std::vector<float> f32_kept(100);
+  BOOST_CHECK_THROW(trident::kernels::residual_forward(ctx, as_tensor(out), as_tensor(a), as_tensor(b), as_tensor(f32_kept)),
+                    std::logic_error);
 }
 
 namespace {
