@@ -58,6 +58,8 @@ PAIRS=(
   "pipeline2_bf16_graphs|2|2e-2|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi --optim.precision=bf16|--cuda.graphs=true"
   "llama_fp32|1|1e-4|inputs/default.deck|--model.arch=llama --model.kv_heads=2 --model.rope_scaling=llama3 --model.rope_original_context=32|"
   "llama_tensor4_bf16|4|2e-2|inputs/default.deck|--model.arch=llama --model.kv_heads=2 --parallel.tensor=4 --comm.backend=mpi --optim.precision=bf16|"
+  "context2_bf16|2|2e-2|inputs/default.deck|--parallel.context=2 --comm.backend=mpi --optim.precision=bf16|"
+  "tensor2_sp_overlap_bf16|2|2e-2|inputs/default.deck|--parallel.tensor=2 --parallel.sequence_parallel=true --parallel.tp_comm_overlap=true --comm.backend=mpi --optim.precision=bf16|"
 )
 pair_field() { echo "$1" | cut -d'|' -f"$2"; }
 train_args() { echo "--train.steps=$STEPS --train.eval_interval=0 --checkpoint.at_end=false $DATA $(pair_field "$1" 5)"; }
