@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/common/low16.hpp"
@@ -275,6 +276,7 @@ Head block_head(int b, int h, int T, int C, int NH, int W, const AttentionBlock&
 
 void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
                              const AttentionBlock& block, bool combine) {
+  if (combine && in.y_low) throw std::logic_error("kernels::cpu: a flash attention block folded into a 16-bit output");
   const int hs = C / NH, tiles = (block.rows + kTile - 1) / kTile;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel

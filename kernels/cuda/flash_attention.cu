@@ -202,6 +202,7 @@ HeadRows block_rows(const FlashOperands& in, int T, int C, int NH, const Attenti
 // The tiled kernels where they take the heads and the values; else one warp a row.
 void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
                              const AttentionBlock& block, bool combine) {
+  if (combine && in.y_low) throw std::logic_error("flash attention on CUDA: a block folded into a 16-bit output");
   const HeadRows rows = block_rows(in, T, C, NH, block);
   if (size_t(B) * rows.n * rows.NH == 0) return;
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))

@@ -364,7 +364,7 @@ struct EpiloguePlan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-using EpilogueKey = std::array<int64_t, 10>;
+using EpilogueKey = std::array<int64_t, 15>;
 
 bool succeeded(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
 
@@ -440,8 +440,10 @@ bool run_epilogue(Context& ctx, const EpilogueGemm& f) {
   const uint32_t align_b = alignment(reinterpret_cast<uintptr_t>(f.b), 0, 0);
   const uint32_t align_out = alignment(reinterpret_cast<uintptr_t>(f.out), 0, 0);
   const uint32_t align_aux = alignment(reinterpret_cast<uintptr_t>(f.aux), 0, 0);
+  // The operands' strides too: an epilogue is not tied to one GEMM builder's layouts.
   const EpilogueKey key{g.M, g.N, g.K, g.bias, e, static_cast<int64_t>(f.out_type), static_cast<int64_t>(f.epilogue),
-                        align_a, align_b, int64_t(align_out) << 16 | align_aux};
+                        align_a, align_b, int64_t(align_out) << 16 | align_aux, g.a.row, g.a.col, g.b.row, g.b.col,
+                        g.c.row};
   std::lock_guard<std::mutex> lock(g_mutex);
   static std::unordered_map<EpilogueKey, EpiloguePlan, KeyHash> cache;
   auto found = cache.find(key);

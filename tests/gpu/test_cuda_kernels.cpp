@@ -548,6 +548,12 @@ void llama_parts(Report& r) {
   kernels::reduce_kv(g_cpu, compact.on_cpu({B * T, width}), full.on_cpu({B * T, 3 * Q * hs}), Q, KV);
   kernels::reduce_kv(g_gpu, compact.on_gpu({B * T, width}), full.on_gpu({B * T, 3 * Q * hs}), Q, KV);
   r.add(compact, kExact, "reduce_kv");
+  Halves qkv16(B * T * width), full16(B * T * 3 * Q * hs);  // the flash attention's copy of kept 16-bit values
+  kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
+  kernels::upload(g_gpu, qkv16.tensor(), qkv16.cpu());
+  kernels::expand_kv(g_cpu, full16.on_cpu({B * T, 3 * Q * hs}), qkv16.on_cpu({B * T, width}), Q, KV);
+  kernels::expand_kv(g_gpu, full16.on_gpu({B * T, 3 * Q * hs}), qkv16.on_gpu({B * T, width}), Q, KV);
+  r.add(compare_bits(full16.from_gpu(), full16.host, "expand_kv of bf16 values"));
   const int F = sized(100, 14336);
   Floats gate_up(random_floats(N * 2 * F, 96, 2.0f)), h(N * F), dh(random_floats(N * F, 97)), dgu(N * 2 * F);
   kernels::swiglu_forward(g_cpu, h.on_cpu({N, F}), gate_up.on_cpu({N, 2 * F}));
@@ -669,7 +675,8 @@ void flash_attention(Report& r) {
   // A 16-bit model's kept values with f32 products (cuda.attention_products = f32): the warp
   // kernels read the bf16 and fp16 values and write y in their type (a 16-bit rounding apart).
   for (const DType type : {DType::bf16, DType::fp16})
-    flash_attention_size(r, g_gpu, 37, 128, 2, 84, type, kBf16, std::string("flash attention on ") + dtype_name(type));
+    for (const auto& [C, NH] : {std::pair<int, int>{128, 2}, std::pair<int, int>{96, 4}})  // heads of 64 and 24
+      flash_attention_size(r, g_gpu, 37, C, NH, 84, type, kBf16, std::string("flash attention on ") + dtype_name(type));
 }
 
 // The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16, q, k and v read
@@ -689,34 +696,39 @@ void flash_attention_16bit(Report& r, Precision operands) {
                                  std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{1, 128, 2}})
     flash_attention_size(r, gpu16, T, C, NH, 85, type, kBf16, "tensor-core flash attention " + kind);
   // Two chunks of 100 rows (two tiles each, the second partial), heads of 128 channels: chunk 1's
-  // queries against its own keys (causal, first), then against chunk 0's.
+  // queries against its own keys (causal, first), then against chunk 0's, the keys and values
+  // packed out of the 16-bit qkv into a (B, T, 2C) buffer (copy_columns of 16-bit values) as the
+  // ring sends them; dk and dv into a (B, T, 2C) f32 accumulator as the ring's.
   const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2;
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
-  Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f);
-  Halves qkv16(n_qkv);  // the values as kept, and as the ring's (k, v) blocks travel
+  Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f),
+      dkv(size_t(B) * T * 2 * C, 0.0f);
+  Halves qkv16(n_qkv), kv16(size_t(B) * T * 2 * C);  // the values as kept, and as the ring's (k, v) blocks travel
   kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
   kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
-  const Shape sequence{B, T, 3 * C};
+  const Shape sequence{B, T, 3 * C}, packed{B, T, 2 * C};
   const Tensor q_cpu = qkv16.on_cpu(sequence, type), q_gpu = qkv16.on_gpu(sequence, type);
+  const Tensor kv_cpu = kv16.on_cpu(packed, type), kv_gpu = kv16.on_gpu(packed, type);
+  kernels::copy_columns(g_cpu, kv_cpu, 0, q_cpu, C, 2 * C, false);
+  kernels::copy_columns(g_gpu, kv_gpu, 0, q_gpu, C, 2 * C, false);
+  r.add(compare_bits(kv16.from_gpu(type), kv16.host, "copy_columns of 16-bit values " + kind));
   const kernels::AttentionBlock own{1, 1, rows, true, true}, earlier{1, 0, rows, false, false};
   for (const kernels::AttentionBlock& block : {own, earlier}) {
-    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), q_cpu,
-                                           q_cpu, NH, block);
-    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), q_gpu,
-                                           q_gpu, NH, block);
+    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), q_cpu, kv_cpu, NH, block);
+    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), q_gpu, kv_gpu, NH, block);
   }
   r.add(out, kBf16, "tensor-core ring blocks out " + kind);
   r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind);
   kernels::upload(g_gpu, out.tensor(), out.cpu());
   kernels::upload(g_gpu, lse.tensor(), lse.cpu());
   for (const kernels::AttentionBlock& block : {own, earlier}) {
-    kernels::flash_attention_block_backward(g_cpu, dqkv.host_tensor(), dqkv.host_tensor(), dout.host_tensor(),
-                                            q_cpu, q_cpu, out.host_tensor(),
-                                            lse.host_tensor(), NH, block);
-    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dqkv.tensor(), dout.tensor(), q_gpu,
-                                            q_gpu, out.tensor(), lse.tensor(), NH, block);
+    kernels::flash_attention_block_backward(g_cpu, dqkv.host_tensor(), dkv.on_cpu(packed), dout.host_tensor(), q_cpu,
+                                            kv_cpu, out.host_tensor(), lse.host_tensor(), NH, block);
+    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dkv.on_gpu(packed), dout.tensor(), q_gpu, kv_gpu,
+                                            out.tensor(), lse.tensor(), NH, block);
   }
-  r.add(dqkv, kBf16, "tensor-core ring blocks dqkv " + kind);
+  r.add(dqkv, kBf16, "tensor-core ring blocks dq " + kind);
+  r.add(dkv, kBf16, "tensor-core ring blocks dk, dv " + kind);
 }
 
 void decode(Report& r) {
