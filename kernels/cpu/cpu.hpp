@@ -5,8 +5,6 @@
 // operations on tensors).
 #pragma once
 
-#include <vector>
-
 #include "kernels/kernels.hpp"
 
 namespace trident::kernels::cpu {
@@ -54,9 +52,9 @@ void from_low(Context& ctx, Precision precision, float* out, const low16* in, si
 // Storing an activation in 16 bits: kept (n) = values rounded, and values (n) = kept widened,
 // so that what the f32 kernels read next is exactly what is stored. One pass.
 void store_low(Context& ctx, Precision precision, low16* kept, float* values, size_t n);
-// The norms' backward's 16-bit input widened (kernels/cpu/layernorm.cpp): a per-thread scratch of
-// at least n floats.
-std::vector<float>& widened_input(size_t n);
+// The norms' backward's 16-bit input (n values) widened into a per-thread scratch
+// (kernels/cpu/layernorm.cpp), valid until the thread's next call.
+const float* widened_input(Context& ctx, Precision precision, const low16* inp, size_t n);
 // The n f32 values rounded to the 16-bit type into the first 2n bytes of their own memory (the
 // f32 values are gone): a 16-bit copy that needs no second buffer. Returns it.
 low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t n);

@@ -99,9 +99,9 @@ struct Rows {
 
 float widen(Precision type, low16 value) { return type == Precision::bf16 ? bf16_widen(value) : fp16_widen(value); }
 
-// Exact widenings the compiler vectorizes (a shift; F16C's conversion): a tile's rows are
-// widened again for every tile they meet, so this loop is in the attention's inner loop.
-inline float widen_bf16(low16 value) { return bits_float(static_cast<uint32_t>(value) << 16); }
+// Exact widenings the compiler vectorizes (bf16_widen's shift; F16C's conversion, where
+// fp16_widen's bit arithmetic loops over subnormals): a tile's rows are widened again for every
+// tile they meet, so this loop is in the attention's inner loop.
 inline float widen_fp16(low16 value) {
   _Float16 half;
   std::memcpy(&half, &value, sizeof half);
@@ -113,15 +113,15 @@ void widen_rows(float* into, const low16* from, int count, int hs, int64_t strid
     float* to = into + r * stride;
     const low16* row = from + r * stride;
 #pragma omp simd
-    for (int d = 0; d < hs; ++d) to[d] = fp16 ? widen_fp16(row[d]) : widen_bf16(row[d]);
+    for (int d = 0; d < hs; ++d) to[d] = fp16 ? widen_fp16(row[d]) : bf16_widen(row[d]);
   }
 }
 
 // `count` rows of hs values from element `first` of `values` (row stride `stride`): in place where
 // they are f32, else widened into `into` at the same row stride — oneDNN picks its kernel, and so
 // its order of summation, by the operands' strides: the same strides, the same bits.
-Rows value_rows(const FlashOperands& in, const void* values, size_t first, int64_t stride, int count, int hs,
-                std::vector<float>& into) {
+Rows tile_rows(const FlashOperands& in, const void* values, size_t first, int64_t stride, int count, int hs,
+               std::vector<float>& into) {
   if (in.values == Precision::fp32) return {static_cast<const float*>(values) + first, stride};
   const size_t needed = static_cast<size_t>(stride) * kTile;
   if (into.size() < needed) into.resize(needed);
@@ -133,13 +133,13 @@ Rows value_rows(const FlashOperands& in, const void* values, size_t first, int64
 
 // The rows of one head's tiles: queries t0 .. (from qkv), keys or values s0 .. (from kv).
 Rows query_rows(const FlashOperands& in, const Head& head, int t0, int rows, Scratch& x) {
-  return value_rows(in, in.qkv, head.qkv_row(t0), 3 * head.C, rows, head.hs, x.q);
+  return tile_rows(in, in.qkv, head.qkv_row(t0), 3 * head.C, rows, head.hs, x.q);
 }
 Rows key_rows(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
-  return value_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.k);
+  return tile_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.k);
 }
-Rows value_rows_of(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
-  return value_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.v);
+Rows value_rows(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
+  return tile_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.v);
 }
 
 // Element i of y (f32 or the values' 16-bit type).
@@ -203,7 +203,7 @@ void forward_tile(const Context& ctx, const FlashOperands& in, const Head& head,
   const Rows q = query_rows(in, head, t0, rows, x);
   for (int s0 = 0; s0 < head.key_end(t0); s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
-    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows_of(in, head, s0, cols, x);
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
     gemm(ctx, rows, cols, hs, x.s.data(), rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride), false);
     for (int r = 0; r < rows; ++r) {
       const int visible = head.visible(t0 + r, s0, cols);  // keys s0 .. t of this tile (all: unmasked)
@@ -243,7 +243,7 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
   }
   for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
-    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows_of(in, head, s0, cols, x);
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
     float* dk = dkv + head.k_row(s0);
     float* dv = dk + head.C;
     for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {

@@ -79,12 +79,13 @@ std::vector<float>& workspace(size_t n) {
 
 }  // namespace
 
-// A 16-bit input widened for the f32 kernels of the norms' backward (layernorm, rmsnorm): per
-// thread, apart from workspace(), which the f32 backward writes.
-std::vector<float>& widened_input(size_t n) {
+// A 16-bit input widened for the f32 kernels of the norms' backward (layernorm, rmsnorm): into a
+// per-thread scratch apart from workspace(), which the f32 backward writes.
+const float* widened_input(Context& ctx, Precision precision, const low16* inp, size_t n) {
   thread_local std::vector<float> buffer;
   if (buffer.size() < n) buffer.resize(n);
-  return buffer;
+  from_low(ctx, precision, buffer.data(), inp, n);
+  return buffer.data();
 }
 
 void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
@@ -138,14 +139,12 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
   cpu::add_inplace(ctx, dbias, db, C);
 }
 
-// The input widened into a scratch of its own (per thread), then the f32 backward: its bits.
+// The input widened, then the f32 backward: its bits.
 void layernorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, float* dbias,
                               const float* dout, const low16* inp, const float* weight, const float* bias,
                               const float* mean, const float* variance, int N, int C) {
-  const size_t n = static_cast<size_t>(N) * C;
-  std::vector<float>& widened = widened_input(n);
-  from_low(ctx, precision, widened.data(), inp, n);
-  cpu::layernorm_backward(ctx, dinp, dweight, dbias, dout, widened.data(), weight, bias, mean, variance, N, C);
+  const float* x = widened_input(ctx, precision, inp, static_cast<size_t>(N) * C);
+  cpu::layernorm_backward(ctx, dinp, dweight, dbias, dout, x, weight, bias, mean, variance, N, C);
 }
 
 }  // namespace trident::kernels::cpu

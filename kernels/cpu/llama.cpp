@@ -61,10 +61,8 @@ void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, 
 
 void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, const float* dout,
                             const low16* inp, const float* weight, const float* rstd, int N, int C) {
-  const size_t n = static_cast<size_t>(N) * C;
-  std::vector<float>& widened = widened_input(n);
-  from_low(ctx, precision, widened.data(), inp, n);
-  cpu::rmsnorm_backward(ctx, dinp, dweight, dout, widened.data(), weight, rstd, N, C);
+  const float* x = widened_input(ctx, precision, inp, static_cast<size_t>(N) * C);
+  cpu::rmsnorm_backward(ctx, dinp, dweight, dout, x, weight, rstd, N, C);
 }
 
 void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,

@@ -39,6 +39,19 @@ struct Low16Out {
   __device__ void operator()(size_t i, float value) const { values[i] = low16_round<fp16>(value); }
 };
 
+// Both: the value kept rounded in 16 bits and the f32 output set to that value (store's contract:
+// what the f32 kernels read next is what is kept).
+template <bool fp16>
+struct KeptOut {
+  float* out;
+  low16* kept;
+  __device__ void operator()(size_t i, float value) const {
+    const low16 rounded = low16_round<fp16>(value);
+    kept[i] = rounded;
+    out[i] = low16_widen<fp16>(rounded);
+  }
+};
+
 // Where a kernel reads f32 values: an f32 input as it is (F32In), a 16-bit one widened as it is
 // read (Low16In<fp16>: no f32 copy in device memory) — the kernel templated on which.
 struct F32In {

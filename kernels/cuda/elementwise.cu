@@ -34,19 +34,8 @@ __global__ void keep_with_gelu_kernel(low16* pre, low16* act, const float* sums,
   }
 }
 
-// Where a residual connection writes its sums: out alone (F32Out), or out and its kept 16-bit
-// copy in the same pass (KeptOut: the sum rounded, out ← the rounded value, as store_low).
-template <bool fp16>
-struct KeptOut {
-  float* out;
-  low16* kept;
-  __device__ void operator()(size_t i, float value) const {
-    const low16 rounded = low16_round<fp16>(value);
-    kept[i] = rounded;
-    out[i] = low16_widen<fp16>(rounded);
-  }
-};
-
+// A residual connection writes its sums into out alone (F32Out), or into out and its kept 16-bit
+// copy in the same pass (KeptOut, as store_low).
 template <class Out>
 __global__ void residual_kernel(Out out, const float* a, const float* b, size_t n) {
   FOR_EACH_ELEMENT(i, n) out(i, a[i] + b[i]);

@@ -25,11 +25,8 @@ __global__ void widen_kernel(float* out, const low16* in, size_t n) {
 // kept = values rounded, values = kept widened.
 template <bool fp16>
 __global__ void store_kernel(low16* kept, float* values, size_t n) {
-  FOR_EACH_ELEMENT(i, n) {
-    const low16 rounded = low16_round<fp16>(values[i]);
-    kept[i] = rounded;
-    values[i] = low16_widen<fp16>(rounded);
-  }
+  const KeptOut<fp16> keep{values, kept};
+  FOR_EACH_ELEMENT(i, n) keep(i, values[i]);
 }
 
 template <bool fp16>
