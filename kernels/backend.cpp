@@ -30,7 +30,7 @@ int count_set(F... entries) {
 
 int KernelTable::present() const {
   return count_set(clear, copy, upload, download, stage_download, sum, sum_into, convert, store, round_to, narrow, linear_forward,
-                   linear_backward, linear_gelu_forward, linear_gelu_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
+                   linear_backward, bias_gradient, linear_gelu_forward, linear_gelu_backward, strided_matmul, batched_matmul, batched_matmul_bf16, strided_matmul_bf16,
                    prepare_linear, prepare_attention, layernorm_forward, layernorm_backward, gelu_forward,
                    gelu_backward, residual_forward, bias_residual_forward, add_inplace, rmsnorm_forward,
                    rmsnorm_backward, rope, swiglu_forward, swiglu_backward, expand_kv, reduce_kv, attention_forward,

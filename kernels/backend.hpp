@@ -29,6 +29,7 @@ struct KernelTable {
   decltype(&kernels::narrow) narrow = nullptr;
   decltype(&kernels::linear_forward) linear_forward = nullptr;
   decltype(&kernels::linear_backward) linear_backward = nullptr;
+  decltype(&kernels::bias_gradient) bias_gradient = nullptr;
   decltype(&kernels::linear_gelu_forward) linear_gelu_forward = nullptr;
   decltype(&kernels::linear_gelu_backward) linear_gelu_backward = nullptr;
   decltype(&kernels::strided_matmul) strided_matmul = nullptr;

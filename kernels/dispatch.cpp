@@ -300,6 +300,13 @@ void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Ten
   entry(ctx, &KernelTable::linear_backward, "linear_backward")(ctx, dx, dw, dbias, dy, dy_low, x, w);
 }
 
+void bias_gradient(Context& ctx, const Tensor& dbias, const Tensor& dy) {
+  const Arguments args("bias_gradient");
+  args.type("dy", dy, DType::f32);
+  args.f32("dbias", dbias, matrix_cols(dy));
+  entry(ctx, &KernelTable::bias_gradient, "bias_gradient")(ctx, dbias, dy);
+}
+
 void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
                          const Tensor& w, const Tensor& bias) {
   const Arguments args("linear_gelu_forward");
@@ -377,17 +384,26 @@ void layernorm_forward(Context& ctx, const Tensor& out, const Tensor& mean, cons
   entry(ctx, &KernelTable::layernorm_forward, "layernorm_forward")(ctx, out, mean, variance, inp, weight, bias);
 }
 
+// A gradient's 16-bit copy (or empty): bf16 or fp16 — of the type of the values `of` where they
+// are 16-bit (a 16-bit model's kept input, its q, k, v) —, as many elements.
+void check_gradient_copy(const Arguments& args, const char* name, const Tensor& copy, const Tensor& of) {
+  if (copy.data == nullptr) return;
+  args.holds(copy.dtype == DType::bf16 || copy.dtype == DType::fp16, name, "is not of a 16-bit type (bf16, fp16)");
+  args.exactly(name, copy, of.dtype == DType::f32 ? copy.dtype : of.dtype, of.shape.numel());
+}
+
 void layernorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                         const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                        const Tensor& mean, const Tensor& variance) {
+                        const Tensor& mean, const Tensor& variance, const Tensor& dinp_low) {
   const Arguments args("layernorm_backward");
   check_layernorm(args, inp, weight, bias, mean, variance, true);
   args.f32("dinp", dinp, inp.shape.numel());
   args.f32("dout", dout, inp.shape.numel());
   args.f32("dweight", dweight, weight.shape.numel());
   args.f32("dbias", dbias, weight.shape.numel());
+  check_gradient_copy(args, "dinp_low", dinp_low, inp);
   entry(ctx, &KernelTable::layernorm_backward, "layernorm_backward")(ctx, dinp, dweight, dbias, dout, inp, weight,
-    bias, mean, variance);
+    bias, mean, variance, dinp_low);
 }
 
 void gelu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {
@@ -461,7 +477,7 @@ void rmsnorm_forward(Context& ctx, const Tensor& out, const Tensor& rstd, const 
 }
 
 void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
-                      const Tensor& weight, const Tensor& rstd) {
+                      const Tensor& weight, const Tensor& rstd, const Tensor& dinp_low) {
   const Arguments args("rmsnorm_backward");
   const int64_t N = matrix_rows(inp), C = matrix_cols(inp);
   args.typed("inp", inp, N * C);  // f32, or a 16-bit model's kept input
@@ -470,7 +486,9 @@ void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, c
   args.f32("weight", weight, C);
   args.f32("dweight", dweight, C);
   args.f32("rstd", rstd, N);
-  entry(ctx, &KernelTable::rmsnorm_backward, "rmsnorm_backward")(ctx, dinp, dweight, dout, inp, weight, rstd);
+  check_gradient_copy(args, "dinp_low", dinp_low, inp);
+  entry(ctx, &KernelTable::rmsnorm_backward, "rmsnorm_backward")(ctx, dinp, dweight, dout, inp, weight, rstd,
+                                                                 dinp_low);
 }
 
 void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads, int kv_heads, const RopeFrequencies& frequencies,
@@ -549,12 +567,16 @@ void flash_attention_forward(Context& ctx, const Tensor& out, const Tensor& lse,
 }
 
 void flash_attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                              const Tensor& out, const Tensor& lse, int NH) {
+                              const Tensor& out, const Tensor& lse, int NH, const Tensor& dqkv_low) {
   const Arguments args("flash_attention_backward");
   check_flash(args, qkv, out, lse, NH);
   args.f32("dout", dout, out.shape.numel());
   args.f32("dqkv", dqkv, qkv.shape.numel());
-  entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH);
+  check_gradient_copy(args, "dqkv_low", dqkv_low, qkv);
+  args.holds(dqkv_low.data == nullptr || qkv.dtype != DType::f32, "dqkv_low",
+             "is given for f32 q, k and v: the copy is of their 16-bit type");
+  entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH,
+                                                                                 dqkv_low);
 }
 
 // A ring-attention block: qkv, out and lse as the flash attention's; kv (B, T, W ≥ 2C); the

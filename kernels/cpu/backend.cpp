@@ -21,6 +21,7 @@ KernelTable make_table() {
   t.narrow = &cpu::narrow;
   t.linear_forward = &cpu::linear_forward;
   t.linear_backward = &cpu::linear_backward;
+  t.bias_gradient = &cpu::bias_gradient;
   t.linear_gelu_forward = &cpu::linear_gelu_forward;
   t.linear_gelu_backward = &cpu::linear_gelu_backward;
   t.strided_matmul = &cpu::strided_matmul;

@@ -98,6 +98,7 @@ struct Rows {
 };
 
 float widen(Precision type, low16 value) { return type == Precision::bf16 ? bf16_widen(value) : fp16_widen(value); }
+low16 rounded(Precision type, float value) { return type == Precision::bf16 ? bf16_round(value) : fp16_round(value); }
 
 // Exact widenings the compiler vectorizes (bf16_widen's shift; F16C's conversion, where
 // fp16_widen's bit arithmetic loops over subnormals): a tile's rows are widened again for every
@@ -179,8 +180,7 @@ void write_rows(const FlashOperands& in, const Head& head, int t0, int rows, voi
         for (int d = 0; d < hs; ++d) y[d] = acc[d] * inv;
       } else {
         low16* y = static_cast<low16*>(out) + at;
-        const bool fp16 = in.values == Precision::fp16;
-        for (int d = 0; d < hs; ++d) y[d] = fp16 ? fp16_round(acc[d] * inv) : bf16_round(acc[d] * inv);
+        for (int d = 0; d < hs; ++d) y[d] = rounded(in.values, acc[d] * inv);
       }
       row_lse = block_lse;
       continue;
@@ -224,12 +224,21 @@ void forward_tile(const Context& ctx, const FlashOperands& in, const Head& head,
   write_rows(in, head, t0, rows, out, lse, combine, x);
 }
 
+// The head's dq, dk and dv rows of the whole sequence's dqkv, final, rounded into dqkv_low.
+void round_head_gradients(const FlashOperands& in, const Head& head, const float* dqkv, low16* dqkv_low) {
+  for (int t = 0; t < head.Tq; ++t)
+    for (int part = 0; part < 3; ++part) {
+      const size_t at = head.qkv_row(t) + static_cast<size_t>(part) * head.C;
+      for (int d = 0; d < head.hs; ++d) dqkv_low[at + d] = rounded(in.values, dqkv[at + d]);
+    }
+}
+
 // Every gradient of one head's block: dq into dqkv, dk and dv into dkv (of kv's layout), summed
 // over the tile pairs key tile by key tile; accumulate: added to what they hold, else zeroed first
-// (the whole sequence, dkv = dqkv).
+// (the whole sequence, dkv = dqkv), and then (dqkv_low) rounded into it.
 void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
-                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, Scratch& x,
-                    std::vector<float>& d_rows) {
+                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, low16* dqkv_low,
+                    Scratch& x, std::vector<float>& d_rows) {
   const int hs = head.hs;
   const int64_t q_stride = 3 * head.C;
   for (int t = 0; t < head.Tq; ++t) {
@@ -264,6 +273,7 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
       gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds.data(), transposed(kTile), q.at, rows_of(q.stride), true);
     }
   }
+  if (dqkv_low != nullptr) round_head_gradients(in, head, dqkv, dqkv_low);
 }
 
 // The block's heads' rows: per (batch, head), chunk `block` of the T rows of each sequence.
@@ -292,7 +302,9 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
 
 void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv, float* dkv, const float* dout,
                               const void* out, const float* lse, int B, int T, int C, int NH,
-                              const AttentionBlock& block, bool accumulate) {
+                              const AttentionBlock& block, bool accumulate, low16* dqkv_low) {
+  if (dqkv_low != nullptr && (accumulate || dkv != dqkv))
+    throw std::logic_error("kernels::cpu: a 16-bit copy of the flash attention's gradients of a block");
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
@@ -303,7 +315,7 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
         head_gradients(ctx, in, block_head(b, h, T, C, NH, in.W, block), dout, out, lse, scale, dqkv, dkv, accumulate,
-                       x, d_rows);
+                       dqkv_low, x, d_rows);
   }
 }
 

@@ -112,10 +112,11 @@ void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, floa
   to_low(ctx, precision, out, scratch.data(), n);
 }
 
-void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
-                        const float* dout, const float* inp, const float* weight,
-                        const float* bias, const float* mean, const float* variance, int N,
-                        int C) {
+namespace {
+
+// The f32 backward: oneDNN's, or with portable arithmetic our own.
+void f32_gradients(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                   const float* weight, const float* bias, const float* mean, const float* variance, int N, int C) {
   if (ctx.arithmetic == Arithmetic::portable)
     return portable_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, variance, N, C);
   const LayerNormPrimitives& p = primitives(N, C);
@@ -139,12 +140,21 @@ void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias,
   cpu::add_inplace(ctx, dbias, db, C);
 }
 
+}  // namespace
+
+void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* bias, const float* mean, const float* variance, int N, int C,
+                        Precision copy_type, low16* dinp_low) {
+  f32_gradients(ctx, dinp, dweight, dbias, dout, inp, weight, bias, mean, variance, N, C);
+  if (dinp_low != nullptr) to_low(ctx, copy_type, dinp_low, dinp, static_cast<size_t>(N) * C);
+}
+
 // The input widened, then the f32 backward: its bits.
 void layernorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, float* dbias,
                               const float* dout, const low16* inp, const float* weight, const float* bias,
-                              const float* mean, const float* variance, int N, int C) {
+                              const float* mean, const float* variance, int N, int C, low16* dinp_low) {
   const float* x = widened_input(ctx, precision, inp, static_cast<size_t>(N) * C);
-  cpu::layernorm_backward(ctx, dinp, dweight, dbias, dout, x, weight, bias, mean, variance, N, C);
+  cpu::layernorm_backward(ctx, dinp, dweight, dbias, dout, x, weight, bias, mean, variance, N, C, precision, dinp_low);
 }
 
 }  // namespace trident::kernels::cpu

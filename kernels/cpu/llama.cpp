@@ -39,8 +39,8 @@ void rmsnorm_forward_low16(Context&, Precision precision, low16* out, float* rst
   rmsnorm_rows(rstd, inp, weight, eps, N, C, [out](size_t i, float v) { out[i] = low16_round<false>(v); });
 }
 
-void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C) {
+void rmsnorm_backward(Context& ctx, float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C, Precision copy_type, low16* dinp_low) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* x = inp + size_t(n) * C;
@@ -50,6 +50,7 @@ void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, 
     float* dx = dinp + size_t(n) * C;
     for (int c = 0; c < C; ++c) dx[c] += rmsnorm_input_gradient(x[c], weight[c], dy[c], rstd[n], dot, C);
   }
+  if (dinp_low != nullptr) to_low(ctx, copy_type, dinp_low, dinp, static_cast<size_t>(N) * C);
   // dweight in row order per channel: one thread's channels each (deterministic).
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < C; ++c) {
@@ -60,9 +61,9 @@ void rmsnorm_backward(Context&, float* dinp, float* dweight, const float* dout, 
 }
 
 void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, const float* dout,
-                            const low16* inp, const float* weight, const float* rstd, int N, int C) {
+                            const low16* inp, const float* weight, const float* rstd, int N, int C, low16* dinp_low) {
   const float* x = widened_input(ctx, precision, inp, static_cast<size_t>(N) * C);
-  cpu::rmsnorm_backward(ctx, dinp, dweight, dout, x, weight, rstd, N, C);
+  cpu::rmsnorm_backward(ctx, dinp, dweight, dout, x, weight, rstd, N, C, precision, dinp_low);
 }
 
 void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,

@@ -198,6 +198,8 @@ void linear_backward(Context& ctx, float* dx, float* dw, float* dbias, const flo
   if (dbias) column_sums_add(dbias, dy, M, N);
 }
 
+void bias_gradient(Context&, float* dbias, const float* dy, int M, int N) { column_sums_add(dbias, dy, M, N); }
+
 void linear_forward_low(Context& ctx, Precision precision, float* y, const low16* x, const low16* w,
                         const float* bias, int M, int K, int N) {
   const Gemm g = linear_forward_gemm(M, K, N, bias != nullptr, operand_type(ctx, precision));

@@ -41,6 +41,7 @@ KernelTable make_table() {
   t.narrow = &cuda::narrow;
   t.linear_forward = &cuda::linear_forward;
   t.linear_backward = &cuda::linear_backward;
+  t.bias_gradient = &cuda::bias_gradient;
   t.linear_gelu_forward = &cuda::linear_gelu_forward;
   t.linear_gelu_backward = &cuda::linear_gelu_backward;
   t.strided_matmul = &cuda::strided_matmul;

@@ -52,6 +52,17 @@ struct KeptOut {
   }
 };
 
+// Where a kernel writing an f32 gradient also writes its 16-bit copy (what the next GEMM reads,
+// rounded as the value is final: no pass narrows it later) — none (NoCopy) or Low16Out<fp16>.
+struct NoCopy {
+  __device__ void operator()(size_t, float) const {}
+};
+template <class Launch>
+void with_copy(Precision precision, low16* copy, Launch&& launch) {
+  if (copy == nullptr) return launch(NoCopy{});
+  with_type(precision, [&](auto fp16) { launch(Low16Out<decltype(fp16)::value>{copy}); });
+}
+
 // Where a kernel reads f32 values: an f32 input as it is (F32In), a 16-bit one widened as it is
 // read (Low16In<fp16>: no f32 copy in device memory) — the kernel templated on which.
 struct F32In {

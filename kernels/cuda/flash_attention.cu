@@ -140,13 +140,13 @@ __global__ void key_gradients_kernel(float* dkv, const float* dout, const void* 
       if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * widen_value(q[d]);
     }
   }
-  float* row = dkv + rows.k_offset(b, h, s);
+  const size_t row = rows.k_offset(b, h, s);
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
-    const int d = lane + 32 * i;
-    if (d < hs) {
-      row[d] = (accumulate ? row[d] : 0.0f) + dk[i];
-      row[C + d] = (accumulate ? row[C + d] : 0.0f) + dv[i];
+    const size_t at = row + lane + 32 * i;
+    if (lane + 32 * i < hs) {
+      rows.set_gradient(dkv, at, (accumulate ? dkv[at] : 0.0f) + dk[i]);
+      rows.set_gradient(dkv, at + C, (accumulate ? dkv[at + C] : 0.0f) + dv[i]);
     }
   }
 }
@@ -173,11 +173,11 @@ __global__ void query_gradients_kernel(float* dqkv, const float* dout, const voi
       if (d < hs) dq[i] += ds * widen_value(k[d]);
     }
   }
-  float* row = dqkv + (size_t(b) * rows.T + rows.q0 + t) * 3 * C + h * hs;
+  const size_t row = rows.q_offset(b, h, t);
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
-    const int d = lane + 32 * i;
-    if (d < hs) row[d] = (accumulate ? row[d] : 0.0f) + dq[i];
+    const size_t at = row + lane + 32 * i;
+    if (lane + 32 * i < hs) rows.set_gradient(dqkv, at, (accumulate ? dqkv[at] : 0.0f) + dq[i]);
   }
 }
 
@@ -220,8 +220,11 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
 // its k and v columns, the query kernel its q columns, one launch after the other.
 void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv, float* dkv, const float* dout,
                               const void* out, const float* lse, int B, int T, int C, int NH,
-                              const AttentionBlock& block, bool accumulate) {
-  const HeadRows rows = block_rows(in, T, C, NH, block);
+                              const AttentionBlock& block, bool accumulate, low16* dqkv_low) {
+  if (dqkv_low != nullptr && (accumulate || dkv != dqkv))
+    throw std::logic_error("flash attention on CUDA: a 16-bit copy of the gradients of a block");
+  HeadRows rows = block_rows(in, T, C, NH, block);
+  rows.gradients_low = dqkv_low;
   if (size_t(B) * rows.n * rows.NH == 0) return;
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
     return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);

@@ -23,6 +23,7 @@ __device__ inline float widen_value(__half x) { return __half2float(x); }
 // activation, keys and values s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2C and
 // W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t. q, k and v
 // are of the element type `values` (the kernels' E); y is f32 or (y_low) of that 16-bit type.
+// gradients_low: backward of the whole sequence alone, dqkv's copy in that 16-bit type, or null.
 struct HeadRows {
   const void* qkv;
   const void* kv;
@@ -30,6 +31,7 @@ struct HeadRows {
   bool causal;
   Precision values;
   bool y_low;
+  low16* gradients_low = nullptr;
   template <class E>
   __device__ const E* q(int b, int h, int t) const { return static_cast<const E*>(qkv) + q_offset(b, h, t); }
   __device__ size_t k_offset(int b, int h, int s) const { return (size_t(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
@@ -49,7 +51,16 @@ struct HeadRows {
   }
   __device__ void set_y(void* out, size_t i, float value) const {
     if (!y_low) static_cast<float*>(out)[i] = value;
-    else static_cast<low16*>(out)[i] = values == Precision::fp16 ? fp16_round(value) : bf16_round(value);
+    else static_cast<low16*>(out)[i] = rounded(value);
+  }
+  // Element i of a gradient, final: written, and where there is one its 16-bit copy (what the qkv
+  // GEMM's backward reads: no pass narrows dqkv).
+  __device__ void set_gradient(float* gradients, size_t i, float value) const {
+    gradients[i] = value;
+    if (gradients_low != nullptr) gradients_low[i] = rounded(value);
+  }
+  __device__ low16 rounded(float value) const {
+    return values == Precision::fp16 ? fp16_round(value) : bf16_round(value);
   }
 };
 

@@ -380,9 +380,11 @@ __device__ void probabilities_and_ds(const BackwardTiles<HS, T>& tiles, const He
 }
 
 // The warp's 16 rows of f32 fragments (16 × hs), through its rows of `scratch`, added to (or, not
-// accumulate, written into) rows `row(r)` of a gradient, rows past `valid` left alone.
+// accumulate, written into) the rows of `gradients` at offsets `row(r)` (and their 16-bit copy:
+// HeadRows::set_gradient), rows past `valid` left alone.
 template <int HS, class Row>
-__device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int valid, bool accumulate, Row row) {
+__device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int valid, bool accumulate,
+                           const HeadRows& rows, float* gradients, Row row) {
   constexpr int lds = Tiles<HS>::lds_backward;
 #pragma unroll
   for (int d = 0; d < HS / 16; ++d) wmma::store_matrix_sync(scratch + r0 * lds + d * 16, sums[d], lds, wmma::mem_row_major);
@@ -390,8 +392,8 @@ __device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int va
   for (int i = threadIdx.x % 32; i < 16 * HS; i += 32) {
     const int r = r0 + i / HS, d = i % HS;
     if (r >= valid) continue;
-    float* target = row(r);
-    target[d] = (accumulate ? target[d] : 0.0f) + scratch[r * lds + d];
+    const size_t at = row(r) + d;
+    rows.set_gradient(gradients, at, (accumulate ? gradients[at] : 0.0f) + scratch[r * lds + d]);
   }
 }
 
@@ -428,9 +430,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     accumulate_product<HS>(dk, t.ds + r0 * ldp, t.q);  // dk += dSᵀ q
     __syncwarp();
   }
-  const auto key_row = [&](int r) { return dkv + rows.k_offset(tile.b, tile.h, tile.begin + r); };
-  write_rows<HS>(dk, t.s, r0, tile.valid, accumulate, key_row);
-  write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, [&](int r) { return key_row(r) + rows.C; });
+  const auto key_row = [&](int r) { return rows.k_offset(tile.b, tile.h, tile.begin + r); };
+  write_rows<HS>(dk, t.s, r0, tile.valid, accumulate, rows, dkv, key_row);
+  write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, rows, dkv, [&](int r) { return key_row(r) + rows.C; });
 }
 
 // dq of a query tile (the q columns of dqkv), over the key tiles it sees; its rows' D into deltas.
@@ -462,8 +464,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     accumulate_product<HS>(dq, t.ds + r0 * ldp, t.k);  // dq += dS k
     __syncwarp();
   }
-  write_rows<HS>(dq, t.s, r0, tile.valid, accumulate,
-                 [&](int r) { return dqkv + rows.q_offset(tile.b, tile.h, tile.begin + r); });
+  write_rows<HS>(dq, t.s, r0, tile.valid, accumulate, rows, dqkv,
+                 [&](int r) { return rows.q_offset(tile.b, tile.h, tile.begin + r); });
 }
 
 // launch(std::integral_constant<int, hs>) for the head sizes the kernels are built for.

@@ -30,9 +30,10 @@ __global__ void layernorm_forward_kernel(Out out, float* mean, float* variance, 
   if (threadIdx.x == 0) mean[row] = m, variance[row] = var;
 }
 
-// One block per row: dinp += rstd (dx̂ − mean(dx̂) − x̂ mean(dx̂ x̂)). In: the input's reader.
-template <class In>
-__global__ void layernorm_input_gradient_kernel(float* dinp, const float* dout, In inp, const float* weight,
+// One block per row: dinp += rstd (dx̂ − mean(dx̂) − x̂ mean(dx̂ x̂)). In: the input's reader; Copy:
+// where the sum's 16-bit copy goes (NoCopy or Low16Out).
+template <class In, class Copy>
+__global__ void layernorm_input_gradient_kernel(float* dinp, Copy copy, const float* dout, In inp, const float* weight,
                                                 const float* mean, const float* variance, int C) {
   const size_t row = blockIdx.x;
   const auto x = [&](int c) { return inp[row * C + c]; };
@@ -47,8 +48,10 @@ __global__ void layernorm_input_gradient_kernel(float* dinp, const float* dout, 
   const float mean_dxhat = block_sum(dxhat_sum) / C;
   const float mean_dxhat_xhat = block_sum(dxhat_xhat_sum) / C;
   float* dx = dinp + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x)
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
     dx[c] += layernorm_input_gradient(dy[c], weight[c], (x(c) - m) * rstd, rstd, mean_dxhat, mean_dxhat_xhat);
+    copy(row * C + c, dx[c]);
+  }
 }
 
 // Per chunk of rows and channel, in row order: partial_dw[chunk, c] = Σ dout · x̂,
@@ -90,15 +93,19 @@ void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, floa
 
 namespace {
 
-// inp f32 (precision fp32) or of precision's 16-bit type.
+// inp f32 (precision fp32) or of precision's 16-bit type; dinp_low (or null) of copy_type.
 void backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout, Precision precision,
-              const void* inp, const float* weight, const float* mean, const float* variance, int N, int C) {
+              const void* inp, const float* weight, const float* mean, const float* variance, int N, int C,
+              Precision copy_type, low16* dinp_low) {
   if (N == 0 || C == 0) return;
   const int chunks = column_chunks(N);
   float* partial = stream_scratch(ctx, 2 * static_cast<size_t>(chunks) * C, "cudaMallocAsync (layernorm_backward)");
   float* partial_db = partial + static_cast<size_t>(chunks) * C;
   with_input(precision, inp, [&](auto x) {
-    layernorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, x, weight, mean, variance, C);
+    with_copy(copy_type, dinp_low, [&](auto copy) {
+      layernorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, copy, dout, x, weight, mean,
+                                                                              variance, C);
+    });
     check_launch("layernorm_backward (input)");
     layernorm_parameter_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(
         partial, partial_db, dout, x, mean, variance, N, C);
@@ -113,14 +120,14 @@ void backward(Context& ctx, float* dinp, float* dweight, float* dbias, const flo
 
 void layernorm_backward(Context& ctx, float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* bias, const float* mean,
-                        const float* variance, int N, int C) {
-  backward(ctx, dinp, dweight, dbias, dout, Precision::fp32, inp, weight, mean, variance, N, C);
+                        const float* variance, int N, int C, Precision copy_type, low16* dinp_low) {
+  backward(ctx, dinp, dweight, dbias, dout, Precision::fp32, inp, weight, mean, variance, N, C, copy_type, dinp_low);
 }
 
 void layernorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, float* dbias,
                               const float* dout, const low16* inp, const float* weight, const float* bias,
-                              const float* mean, const float* variance, int N, int C) {
-  backward(ctx, dinp, dweight, dbias, dout, precision, inp, weight, mean, variance, N, C);
+                              const float* mean, const float* variance, int N, int C, low16* dinp_low) {
+  backward(ctx, dinp, dweight, dbias, dout, precision, inp, weight, mean, variance, N, C, precision, dinp_low);
 }
 
 }  // namespace trident::kernels::cuda

@@ -24,8 +24,8 @@ __global__ void rmsnorm_forward_kernel(Out out, float* rstd, const float* inp, c
 }
 
 // In: the input's reader (f32, or 16-bit values widened as read).
-template <class In>
-__global__ void rmsnorm_input_gradient_kernel(float* dinp, const float* dout, In inp, const float* weight,
+template <class In, class Copy>
+__global__ void rmsnorm_input_gradient_kernel(float* dinp, Copy copy, const float* dout, In inp, const float* weight,
                                               const float* rstd, int C) {
   const size_t row = blockIdx.x;
   const auto x = [&](int c) { return inp[row * C + c]; };
@@ -34,7 +34,10 @@ __global__ void rmsnorm_input_gradient_kernel(float* dinp, const float* dout, In
   for (int c = threadIdx.x; c < C; c += blockDim.x) dot += weight[c] * dy[c] * x(c);
   dot = block_sum(dot);
   float* dx = dinp + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) dx[c] += rmsnorm_input_gradient(x(c), weight[c], dy[c], rstd[row], dot, C);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    dx[c] += rmsnorm_input_gradient(x(c), weight[c], dy[c], rstd[row], dot, C);
+    copy(row * C + c, dx[c]);
+  }
 }
 
 // partial[chunk, c] = Σ over the chunk's rows, in order, of dout · inp · rstd.
@@ -143,12 +146,15 @@ namespace {
 
 // inp f32 (precision fp32) or of precision's 16-bit type.
 void rmsnorm_backward_of(Context& ctx, float* dinp, float* dweight, const float* dout, Precision precision,
-                         const void* inp, const float* weight, const float* rstd, int N, int C) {
+                         const void* inp, const float* weight, const float* rstd, int N, int C, Precision copy_type,
+                         low16* dinp_low) {
   if (N == 0 || C == 0) return;
   const int chunks = column_chunks(N);
   float* partial = stream_scratch(ctx, static_cast<size_t>(chunks) * C, "cudaMallocAsync (rmsnorm_backward)");
   with_input(precision, inp, [&](auto x) {
-    rmsnorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, dout, x, weight, rstd, C);
+    with_copy(copy_type, dinp_low, [&](auto copy) {
+      rmsnorm_input_gradient_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dinp, copy, dout, x, weight, rstd, C);
+    });
     check_launch("rmsnorm_backward (input)");
     rmsnorm_weight_chunks_kernel<<<dim3(blocks_for(C), chunks), kThreads, 0, stream_of(ctx)>>>(partial, dout, x, rstd,
                                                                                               N, C);
@@ -161,13 +167,13 @@ void rmsnorm_backward_of(Context& ctx, float* dinp, float* dweight, const float*
 }  // namespace
 
 void rmsnorm_backward(Context& ctx, float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int N, int C) {
-  rmsnorm_backward_of(ctx, dinp, dweight, dout, Precision::fp32, inp, weight, rstd, N, C);
+                      const float* weight, const float* rstd, int N, int C, Precision copy_type, low16* dinp_low) {
+  rmsnorm_backward_of(ctx, dinp, dweight, dout, Precision::fp32, inp, weight, rstd, N, C, copy_type, dinp_low);
 }
 
 void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, float* dweight, const float* dout,
-                            const low16* inp, const float* weight, const float* rstd, int N, int C) {
-  rmsnorm_backward_of(ctx, dinp, dweight, dout, precision, inp, weight, rstd, N, C);
+                            const low16* inp, const float* weight, const float* rstd, int N, int C, low16* dinp_low) {
+  rmsnorm_backward_of(ctx, dinp, dweight, dout, precision, inp, weight, rstd, N, C, precision, dinp_low);
 }
 
 void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,

@@ -328,6 +328,8 @@ void require_same_type(const Tensor& x, const Tensor& w) {
 
 // M, K from x (M, K), N from w (N, K).
 
+void bias_gradient(Context& ctx, float* dbias, const float* dy, int M, int N) { column_sums_add(ctx, dbias, dy, M, N); }
+
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
                      const Tensor& dy_low, const Tensor& x, const Tensor& w) {
   require_same_type(x, w);

@@ -249,6 +249,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(narrow);
   TRIDENT_GUARDED(linear_forward);
   TRIDENT_GUARDED(linear_backward);
+  TRIDENT_GUARDED(bias_gradient);
   TRIDENT_GUARDED(linear_gelu_forward);
   TRIDENT_GUARDED(linear_gelu_backward);
   TRIDENT_GUARDED(strided_matmul);

@@ -274,6 +274,10 @@ void linear(Report& r, DType type) {
   r.add(dx, kGemm, t + " linear backward dx");
   r.add(dw, kGemm, t + " linear backward dw (+=)");
   r.add(db, kF32, t + " linear backward dbias (+=, chunks of rows)");
+  Floats db_alone(random_floats(N, 10));  // the bias gradient alone, for a dy its producer rounded
+  kernels::bias_gradient(g_cpu, db_alone.host_tensor(), dy.on_cpu({M, N}));
+  kernels::bias_gradient(g_gpu, db_alone.tensor(), dy.on_gpu({M, N}));
+  r.add(db_alone, kF32, t + " bias_gradient (+=, chunks of rows)");
   if (type == DType::f32) return;
   // dy narrowed in place (no dbias), dx skipped.
   Floats dy2(random_floats(M * N, 9));
@@ -444,9 +448,11 @@ void add_low16_outputs(Report& r, const Floats& gpu_f32, const std::string& what
 }
 
 // A norm's backward from a 16-bit model's kept input (widened as the kernels read it) against the
-// GPU's own f32 backward on the widened values: bit for bit. run(inp, dinp, dweight, dbias) runs
-// one backward on the GPU into fresh copies of the held gradients.
-using NormBackward = std::function<void(const Tensor&, Floats&, Floats&, Floats&)>;
+// GPU's own f32 backward on the widened values: bit for bit. run(inp, dinp, dweight, dbias, copy)
+// runs one backward on the GPU into fresh copies of the held gradients (copy: dinp_low, or empty).
+// With dinp's 16-bit copy written in the same pass, from either input: the same gradients, and the
+// copy is dinp rounded on the CPU, bit for bit.
+using NormBackward = std::function<void(const Tensor&, Floats&, Floats&, Floats&, const Tensor&)>;
 void add_low16_input_backward(Report& r, const Floats& x, int N, int C, const std::string& what,
                               const NormBackward& run) {
   for (const DType type : {DType::bf16, DType::fp16}) {
@@ -458,12 +464,24 @@ void add_low16_input_backward(Report& r, const Floats& x, int N, int C, const st
     kernels::upload(g_gpu, widened_x.tensor(), widened_x.cpu());
     Floats dx32(random_floats(N * C, 57)), dw32(random_floats(C, 58)), db32(random_floats(C, 59));
     Floats dx16(dx32.host), dw16(dw32.host), db16(db32.host);
-    run(widened_x.on_gpu({N, C}), dx32, dw32, db32);
-    run(x16.on_gpu({N, C}, type), dx16, dw16, db16);
+    run(widened_x.on_gpu({N, C}), dx32, dw32, db32, Tensor{});
+    run(x16.on_gpu({N, C}, type), dx16, dw16, db16, Tensor{});
     const std::string t = std::string(" from ") + dtype_name(type) + " input";
     r.add(compare(dx16.from_gpu(), dx32.from_gpu(), kExact, what + " dinp" + t));
     r.add(compare(dw16.from_gpu(), dw32.from_gpu(), kExact, what + " dweight" + t));
     r.add(compare(db16.from_gpu(), db32.from_gpu(), kExact, what + " dbias" + t));
+    for (const bool low_input : {false, true}) {
+      Floats dx(dx32.host), dw(dw32.host), db(db32.host);  // the held values again
+      Halves copy(x.host.size(), 0xFFFF);
+      run(low_input ? x16.on_gpu({N, C}, type) : widened_x.on_gpu({N, C}), dx, dw, db, copy.tensor(type));
+      const std::string c = what + " dinp beside its " + dtype_name(type) + " copy" + (low_input ? t : " from f32 input");
+      const std::vector<float> values = dx.from_gpu();
+      r.add(compare(values, dx32.from_gpu(), kExact, c));
+      r.add(compare(dw.from_gpu(), dw32.from_gpu(), kExact, c + " (dweight)"));
+      std::vector<low16> rounded(values.size());
+      kernels::convert(g_cpu, view(rounded.data(), type, rounded.size()), view(values.data(), values.size()));
+      r.add(compare_bits(copy.from_gpu(type), rounded, c + " (the copy)"));
+    }
   }
 }
 
@@ -492,10 +510,12 @@ void layernorm(Report& r) {
   r.add(dx, Tolerance{1e-4, 1e-4}, "layernorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "layernorm dweight (+=)");
   r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
-  add_low16_input_backward(r, x, N, C, "layernorm", [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats& dbias) {
-    kernels::layernorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dbias.tensor(), dout.tensor(), inp, w.tensor(),
-                                b.tensor(), mean.tensor(), var.tensor());
-  });
+  add_low16_input_backward(r, x, N, C, "layernorm",
+                           [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats& dbias, const Tensor& copy) {
+                             kernels::layernorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dbias.tensor(),
+                                                         dout.tensor(), inp, w.tensor(), b.tensor(), mean.tensor(),
+                                                         var.tensor(), copy);
+                           });
 }
 
 void gelu(Report& r) {
@@ -528,9 +548,11 @@ void llama_parts(Report& r) {
   kernels::rmsnorm_backward(g_gpu, dx.tensor(), dw.tensor(), dout.tensor(), x.on_gpu({N, C}), w.tensor(), rstd.tensor());
   r.add(dx, Tolerance{1e-4, 1e-4}, "rmsnorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "rmsnorm dweight (+=)");
-  add_low16_input_backward(r, x, N, C, "rmsnorm", [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats&) {
-    kernels::rmsnorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dout.tensor(), inp, w.tensor(), rstd.tensor());
-  });
+  add_low16_input_backward(r, x, N, C, "rmsnorm",
+                           [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats&, const Tensor& copy) {
+                             kernels::rmsnorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dout.tensor(), inp,
+                                                       w.tensor(), rstd.tensor(), copy);
+                           });
   const int B = 2, T = sized(33, 1024), Q = 8, KV = 2, hs = 16, width = (Q + 2 * KV) * hs;
   std::vector<int32_t> at(T);
   for (int t = 0; t < T; ++t) at[t] = 3 * t + 1;  // positions as context parallelism's chunks give them
@@ -664,6 +686,18 @@ void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigne
   kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), q_cpu, y_cpu, lse.host_tensor(), NH);
   kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH);
   r.add(dqkv, tol, label + " dqkv" + at);
+  if (!low) return;
+  // dqkv's 16-bit copy written beside it (what the qkv GEMM's backward reads): the same dqkv, and
+  // the copy is it rounded, bit for bit.
+  const std::vector<float> values = dqkv.from_gpu();
+  Floats again(n_qkv, 5.0f);
+  Halves copy(n_qkv, 0xFFFF);
+  kernels::flash_attention_backward(gpu, again.tensor().reshaped(sequence), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH,
+                                    copy.on_gpu(sequence, type));
+  r.add(compare(again.from_gpu(), values, kExact, label + " dqkv beside its copy" + at));
+  std::vector<low16> rounded(n_qkv);
+  kernels::convert(g_cpu, view(rounded.data(), type, n_qkv), view(values.data(), n_qkv));
+  r.add(compare_bits(copy.from_gpu(type), rounded, label + " dqkv's copy" + at));
 }
 
 // The memory-efficient attention on the device against the CPU's, at sizes that cross the CPU's

@@ -193,6 +193,38 @@ BOOST_AUTO_TEST_CASE(a_16_bit_linear_output_is_the_f32_one_rounded) {
   }
 }
 
+// dy's 16-bit values written by its producer: the GEMMs from them (dy empty) and bias_gradient
+// from the f32 dy give linear_backward's dx, dw and dbias from dy rounded there, bit for bit.
+BOOST_AUTO_TEST_CASE(a_gradient_rounded_by_its_producer_gives_the_same_gradients) {
+  const int M = 37, K = 24, N = 40;
+  const size_t n = size_t(M) * N;
+  const auto x32 = trident::testing::random_vector(size_t(M) * K, 38), w32 = trident::testing::random_vector(size_t(N) * K, 39, 0.3f);
+  const auto dy = trident::testing::random_vector(n, 40);
+  kernels::Context ctx;
+  for (DType type : {DType::bf16, DType::fp16}) {
+    BOOST_TEST_CONTEXT(trident::dtype_name(type)) {
+      std::vector<low16> x_low(x32.size()), w_low(w32.size()), scratch(n), written(n);
+      kernels::convert(ctx, trident::view(x_low.data(), type, x_low.size()), trident::testing::as_tensor(x32));
+      kernels::convert(ctx, trident::view(w_low.data(), type, w_low.size()), trident::testing::as_tensor(w32));
+      const Tensor x = trident::testing::as_tensor(x_low, type, {M, K}), w = trident::testing::as_tensor(w_low, type, {N, K});
+      const Tensor g = trident::testing::as_tensor(dy, {M, N});
+      std::vector<float> dx(size_t(M) * K), dw(size_t(N) * K, 0.5f), db(N, 0.25f), dx2 = dx, dw2 = dw, db2 = db;
+      kernels::linear_backward(ctx, trident::testing::as_tensor(dx, {M, K}), trident::testing::as_tensor(dw, {N, K}),
+                               trident::testing::as_tensor(db), g, trident::testing::as_tensor(scratch, type, {M, N}), x, w);
+      kernels::convert(ctx, trident::testing::as_tensor(written, type, {M, N}), g);  // the producer's rounding
+      kernels::linear_backward(ctx, trident::testing::as_tensor(dx2, {M, K}), trident::testing::as_tensor(dw2, {N, K}),
+                               Tensor{}, Tensor{}, trident::testing::as_tensor(written, type, {M, N}), x, w);
+      kernels::bias_gradient(ctx, trident::testing::as_tensor(db2), g);
+      BOOST_TEST(dx2 == dx, boost::test_tools::per_element());
+      BOOST_TEST(dw2 == dw, boost::test_tools::per_element());
+      BOOST_TEST(db2 == db, boost::test_tools::per_element());
+    }
+  }
+  std::vector<float> db(N + 1);
+  BOOST_CHECK_THROW(kernels::bias_gradient(ctx, trident::testing::as_tensor(db), trident::testing::as_tensor(dy, {M, N})),
+                    std::logic_error);
+}
+
 // The GELU layer in one operation is its parts as the model ran them apart, bit for bit: the
 // GEMM, pre kept (the sums rounded with it), GELU of those values, act kept — in f32 (sums are
 // pre), bf16 and fp16, with and without bias (the guard backend's, in training: e2e/device_guard).

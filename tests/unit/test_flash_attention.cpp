@@ -185,6 +185,15 @@ BOOST_AUTO_TEST_CASE(reads_and_writes_16_bit_values_as_the_f32_run_on_them) {
     kernels::flash_attention_backward(ctx, qkv_view(s, dqkv_low.data()), y_view(s, dout.data()), q_low, o_low,
                                       view(lse_low.data(), lse_low.size()), s.NH);
     BOOST_TEST(dqkv_low == dqkv, name << ": dqkv");
+    // With dqkv's 16-bit copy (what the qkv GEMM's backward reads): the same dqkv, and the copy
+    // is it rounded — every element, q's, k's and v's columns alike.
+    std::vector<float> dqkv_again(qkv.size(), 7.0f);
+    std::vector<uint16_t> dqkv_bits(qkv.size(), 0xFFFF);
+    const Tensor copy{dqkv_bits.data(), type, Shape{s.B, s.T, 3 * s.C}, Device{}};
+    kernels::flash_attention_backward(ctx, qkv_view(s, dqkv_again.data()), y_view(s, dout.data()), q_low, o_low,
+                                      view(lse_low.data(), lse_low.size()), s.NH, copy);
+    BOOST_TEST(dqkv_again == dqkv, name << ": dqkv beside its copy");
+    BOOST_TEST(dqkv_bits == rounded(dqkv, type), name << ": dqkv's 16-bit copy");
     // Ring blocks: two chunks, (k, v) = the qkv itself in 16 bits, out f32.
     const int rows = s.T / 2;
     std::vector<float> out32(y.size()), out16(y.size()), lse32(lse.size()), lse16(lse.size());
@@ -231,6 +240,17 @@ BOOST_AUTO_TEST_CASE(mixed_types_are_refused) {
                     std::logic_error);
   BOOST_CHECK_THROW(kernels::flash_attention_block_forward(ctx, y_view(s, y.data()), l, qkv_view(s, qkv.data()), q_bf16,
                                                            2, kernels::AttentionBlock{0, 0, 8, true, true}),
+                    std::logic_error);
+  // dqkv's 16-bit copy is of q, k, v's own 16-bit type: none for f32 values, no other type.
+  std::vector<float> dqkv(qkv.size()), dy(y.size());
+  std::vector<uint16_t> copy_bits(qkv.size());
+  const Tensor copy_bf16{copy_bits.data(), DType::bf16, Shape{1, 8, 48}, Device{}};
+  const Tensor copy_fp16{copy_bits.data(), DType::fp16, Shape{1, 8, 48}, Device{}};
+  BOOST_CHECK_THROW(kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dy.data()),
+                                                      qkv_view(s, qkv.data()), y_view(s, y.data()), l, 2, copy_bf16),
+                    std::logic_error);
+  BOOST_CHECK_THROW(kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dy.data()), q_bf16, y_bf16,
+                                                      l, 2, copy_fp16),
                     std::logic_error);
 }
 

@@ -173,6 +173,51 @@ BOOST_AUTO_TEST_CASE(layernorm_backward_reads_16_bit_inputs) {
   }
 }
 
+// The input gradient's 16-bit copy (what the next backward GEMM reads): dinp's values after the
+// sum, rounded, beside the same dinp, dweight and dbias — from an f32 input (the stage's last
+// output, read by the final norm) and from a 16-bit one.
+BOOST_AUTO_TEST_CASE(layernorm_backward_writes_its_input_gradient_in_16_bits) {
+  const int N = 6, C = 40;
+  const auto x32 = random_vector(N * C, 153, 2.0f), w = random_vector(C, 154), b = random_vector(C, 155);
+  const auto dout = random_vector(N * C, 156), held = random_vector(N * C, 157);
+  std::vector<float> y(N * C), mean(N), variance(N);
+  trident::kernels::layernorm_forward(ctx, as_tensor(y), as_tensor(mean), as_tensor(variance), as_tensor(x32, {N, C}),
+                                      as_tensor(w), as_tensor(b));
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<trident::kernels::low16> x_low(x32.size());
+    trident::kernels::convert(ctx, view(x_low.data(), type, x_low.size()), as_tensor(x32));
+    const Tensor low_input = view(x_low.data(), type, x_low.size()).reshaped({N, C});
+    for (const Tensor& inp : {as_tensor(x32, {N, C}), low_input}) {
+      std::vector<float> dx = held, dw(C, 0.5f), db(C, 0.25f), dx2 = held, dw2 = dw, db2 = db;
+      std::vector<trident::kernels::low16> copy(N * C, 0xFFFF), expected(N * C);
+      trident::kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db), as_tensor(dout), inp,
+                                           as_tensor(w), as_tensor(b), as_tensor(mean), as_tensor(variance));
+      trident::kernels::layernorm_backward(ctx, as_tensor(dx2), as_tensor(dw2), as_tensor(db2), as_tensor(dout), inp,
+                                           as_tensor(w), as_tensor(b), as_tensor(mean), as_tensor(variance),
+                                           view(copy.data(), type, copy.size()));
+      trident::kernels::convert(ctx, view(expected.data(), type, expected.size()), as_tensor(dx));
+      BOOST_TEST(dx2 == dx, boost::test_tools::per_element());
+      BOOST_TEST(dw2 == dw, boost::test_tools::per_element());
+      BOOST_TEST(db2 == db, boost::test_tools::per_element());
+      BOOST_TEST(copy == expected, boost::test_tools::per_element());
+    }
+    // A copy of another type than the 16-bit input's, or an f32 one, is refused.
+    std::vector<float> dx = held, dw(C), db(C), f32_copy(N * C);
+    std::vector<trident::kernels::low16> copy(N * C);
+    const DType other = type == DType::bf16 ? DType::fp16 : DType::bf16;
+    BOOST_CHECK_THROW(trident::kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db),
+                                                           as_tensor(dout), low_input, as_tensor(w), as_tensor(b),
+                                                           as_tensor(mean), as_tensor(variance),
+                                                           view(copy.data(), other, copy.size())),
+                      std::logic_error);
+    BOOST_CHECK_THROW(trident::kernels::layernorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(db),
+                                                           as_tensor(dout), as_tensor(x32, {N, C}), as_tensor(w),
+                                                           as_tensor(b), as_tensor(mean), as_tensor(variance),
+                                                           as_tensor(f32_copy)),
+                      std::logic_error);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   auto x = random_vector(300, 50, 2.0f);
   std::vector<float> y(x.size());

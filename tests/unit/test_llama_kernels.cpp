@@ -90,6 +90,30 @@ BOOST_AUTO_TEST_CASE(rmsnorm_backward_reads_16_bit_inputs) {
   }
 }
 
+// The input gradient's 16-bit copy: dinp rounded, beside the same dinp and dweight, from f32 and
+// 16-bit inputs.
+BOOST_AUTO_TEST_CASE(rmsnorm_backward_writes_its_input_gradient_in_16_bits) {
+  const int N = 5, C = 40;
+  const auto x32 = random_vector(N * C, 181, 2.0f), w = random_vector(C, 182), dout = random_vector(N * C, 183);
+  std::vector<float> y(N * C), rstd(N);
+  kernels::rmsnorm_forward(ctx, as_tensor(y), as_tensor(rstd), as_tensor(x32, {N, C}), as_tensor(w), 1e-5f);
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<kernels::low16> x_low(x32.size());
+    kernels::convert(ctx, view(x_low.data(), type, x_low.size()), as_tensor(x32));
+    for (const Tensor& inp : {as_tensor(x32, {N, C}), view(x_low.data(), type, x_low.size()).reshaped({N, C})}) {
+      std::vector<float> dx = random_vector(N * C, 184), dw(C, 0.5f), dx2 = dx, dw2 = dw;
+      std::vector<kernels::low16> copy(N * C, 0xFFFF), expected(N * C);
+      kernels::rmsnorm_backward(ctx, as_tensor(dx), as_tensor(dw), as_tensor(dout), inp, as_tensor(w), as_tensor(rstd));
+      kernels::rmsnorm_backward(ctx, as_tensor(dx2), as_tensor(dw2), as_tensor(dout), inp, as_tensor(w), as_tensor(rstd),
+                                view(copy.data(), type, copy.size()));
+      kernels::convert(ctx, view(expected.data(), type, expected.size()), as_tensor(dx));
+      BOOST_TEST(dx2 == dx, boost::test_tools::per_element());
+      BOOST_TEST(dw2 == dw, boost::test_tools::per_element());
+      BOOST_TEST(copy == expected, boost::test_tools::per_element());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   const int B = 2, T = 5, Q = 4, KV = 2, hs = 8, width = (Q + 2 * KV) * hs;
   const kernels::RopeFrequencies theta{10000.0f};

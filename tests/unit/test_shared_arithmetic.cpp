@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(layernorm_elements_match_the_cpu) {
   std::vector<float> y(N * C), mean(N), variance(N), dx(N * C, 0.0f), dw(C, 0.0f), db(C, 0.0f);
   kernels::cpu::layernorm_forward(ctx, y.data(), mean.data(), variance.data(), x.data(), w.data(), b.data(), N, C);
   kernels::cpu::layernorm_backward(ctx, dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), b.data(),
-                                   mean.data(), variance.data(), N, C);
+                                   mean.data(), variance.data(), N, C, kernels::Precision::fp32, nullptr);
   std::vector<double> shared_y(N * C), shared_dx(N * C);
   for (int n = 0; n < N; ++n) {
     const float* row = x.data() + n * C;
