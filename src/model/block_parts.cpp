@@ -26,11 +26,11 @@ void norm_forward(kernels::Context& ctx, const BlockParts& parts, const Tensor& 
 
 void norm_backward(kernels::Context& ctx, const BlockParts& parts, const Tensor& dinp, const Tensor& dweight,
                    const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                   const Tensor& first, const Tensor& second) {
+                   const Tensor& first, const Tensor& second, const Tensor& dinp_low) {
   switch (parts.norm) {
     case NormPart::layer:
-      return kernels::layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, bias, first, second);
-    case NormPart::rms: return kernels::rmsnorm_backward(ctx, dinp, dweight, dout, inp, weight, first);
+      return kernels::layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, bias, first, second, dinp_low);
+    case NormPart::rms: return kernels::rmsnorm_backward(ctx, dinp, dweight, dout, inp, weight, first, dinp_low);
   }
 }
 

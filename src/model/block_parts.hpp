@@ -43,10 +43,12 @@ BlockParts block_parts(const GptConfig& config);
 // second (N) keep its statistics for backward: LayerNorm's mean and 1/σ, RMSNorm's 1/rms in first.
 void norm_forward(kernels::Context& ctx, const BlockParts& parts, const Tensor& out, const Tensor& first,
                   const Tensor& second, const Tensor& inp, const Tensor& weight, const Tensor& bias);
-// dinp (N, C) +=, dweight (C) +=, dbias (C) += (LayerNorm's) from dout and what forward kept.
+// dinp (N, C) +=, dweight (C) +=, dbias (C) += (LayerNorm's) from dout and what forward kept;
+// dinp_low (or empty): dinp's values after the sum rounded to the 16-bit type of a 16-bit model's
+// kept input (kernels::layernorm_backward).
 void norm_backward(kernels::Context& ctx, const BlockParts& parts, const Tensor& dinp, const Tensor& dweight,
                    const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                   const Tensor& first, const Tensor& second);
+                   const Tensor& first, const Tensor& second, const Tensor& dinp_low = Tensor{});
 
 // The MLP's activation: hidden (N, H) = act(fch), fch (N, W) the input GEMM's output — GELU's
 // W = H, SwiGLU's W = 2H ([gate | up] per row); backward: dfch (N, W) = from dhidden (N, H).

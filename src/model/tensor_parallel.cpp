@@ -2,6 +2,7 @@
 #include "model/tensor_parallel.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/clock.hpp"
 #include "kernels/backend.hpp"
@@ -151,6 +152,15 @@ Tensor low_block(const GemmMode& mode, int j, int p, int M, int N) {
   return mode.dy_low.elements(j * m * N, m * N).reshaped({m, N});
 }
 
+// linear_backward on a block of dY's rows with its 16-bit values dy_low: rounded from dy there, or
+// (mode.dy_low_written) written by dY's producer, the bias gradient then summed from dy alone.
+void gradient_gemms(kernels::Context& ctx, const GemmMode& mode, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                    const Tensor& dy, const Tensor& dy_low, const Operand& x, const Operand& w) {
+  if (!mode.dy_low_written) return kernels::linear_backward(ctx, dx, dw, db, dy, dy_low, x, w);
+  kernels::linear_backward(ctx, dx, dw, Tensor{}, Tensor{}, dy_low, x, w);
+  if (db.data != nullptr) kernels::bias_gradient(ctx, db, dy);
+}
+
 // dX = dY A_i by blocks into the reduce-scatter ring (with db), then dA_i by blocks as X's
 // travel the all-gather ring again.
 void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
@@ -161,14 +171,14 @@ void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& 
   const Tensor dy = on_device(ctx, dy_local, {M, N_local}), db = on_device(ctx, db_local, {N_local});
   const Operand rows_shape = x.reshaped({M / p, K});  // what linear_backward reads M and K of (x itself unread)
   group.ring_reduce_scatter(ctx, on_device(ctx, dx, {M, K}), [&](int j, const Tensor& into) {
-    kernels::linear_backward(ctx, into, Tensor{}, db, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows_shape,
-                             w_local);
+    gradient_gemms(ctx, mode, into, Tensor{}, db, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows_shape,
+                   w_local);
   });
   if (dw_local == nullptr) return;
   const Tensor dw = on_device(ctx, dw_local, {N_local, K});
   group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
-    kernels::linear_backward(ctx, Tensor{}, dw, Tensor{}, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows,
-                             w_local);
+    gradient_gemms(ctx, mode, Tensor{}, dw, Tensor{}, block_of(dy, j, p), low_block(mode, j, p, M, N_local), rows,
+                   w_local);
   });
 }
 
@@ -213,9 +223,8 @@ void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const
   if (group.overlaps()) return column_parallel_backward_overlapped(ctx, mode, group, dx, dw_local, db_local, dy_local, x,
                                                                    gathered, w_local, M, K, N_local);
   const Operand input = dw_local ? gathered_input(ctx, group, x, gathered, M, K) : x.reshaped({group.local_rows(M), K});
-  kernels::linear_backward(ctx, on_device(ctx, dx, {M, K}), on_device(ctx, dw_local, {N_local, K}),
-                           on_device(ctx, db_local, {N_local}), on_device(ctx, dy_local, {M, N_local}), mode.dy_low,
-                           input, w_local);
+  gradient_gemms(ctx, mode, on_device(ctx, dx, {M, K}), on_device(ctx, dw_local, {N_local, K}),
+                 on_device(ctx, db_local, {N_local}), on_device(ctx, dy_local, {M, N_local}), mode.dy_low, input, w_local);
   group.sum_partial(dx, M, K);
 }
 
@@ -247,6 +256,9 @@ namespace {
 void each_gradient_block(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, const float* dy,
                          float* gathered_dy, int M, int N,
                          const std::function<void(int, int, const Tensor&, const Tensor&)>& use) {
+  if (mode.dy_low_written && group.splits_rows())
+    throw std::logic_error("row_parallel_backward: dy's 16-bit values written by its producer under sequence "
+                           "parallelism (each rank's rows: dy is gathered first)");
   const Tensor gathered = on_device(ctx, gathered_dy, {M, N}), mine = on_device(ctx, dy, {group.local_rows(M), N});
   if (group.overlaps()) {
     const int p = group.slice.size;
@@ -267,8 +279,8 @@ void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const Te
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
   each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
                       [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
-                        kernels::linear_backward(ctx, block_of(dx, j, blocks), dw, db, dy_rows, dy_low,
-                                                 block_of(x, j, blocks), w_local);
+                        gradient_gemms(ctx, mode, block_of(dx, j, blocks), dw, db, dy_rows, dy_low,
+                                       block_of(x, j, blocks), w_local);
                       });
 }
 
@@ -284,8 +296,7 @@ void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, con
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
   each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
                       [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
-                        kernels::linear_backward(ctx, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks),
-                                                 w_local);
+                        gradient_gemms(ctx, mode, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks), w_local);
                         kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in,
                                                       block_of(sums, j, blocks),
                                                       dy_low.data != nullptr ? dy_low : dy_rows,

@@ -15,8 +15,9 @@
 //   Used for the attention output projection and the MLP's 4C→C.
 //
 // In 16-bit mode (bf16, fp16) X and A are the 16-bit values the model stores; the products are
-// summed in f32 into f32 outputs, and the all-reduces run on those f32 values. Backward rounds
-// dY to the 16-bit type for its GEMMs and sums db from the f32 dY.
+// summed in f32 into f32 outputs, and the all-reduces run on those f32 values. Backward's GEMMs
+// read dY rounded to the 16-bit type — rounded there, or written so by dY's producer
+// (GemmMode::dy_low_written) — and db is summed from the f32 dY.
 //
 // VocabParallelEmbedding   E[t] = wte[x_t] over a vocabulary split by rows (wte_i: (Vp/p, C)).
 //   forward: rank i looks up the tokens of its rows, 0 for the others; all-reduce (sum).
@@ -129,9 +130,14 @@ using Operand = Tensor;
 // How the linear layers multiply: the precision (the operands' dtype), and in 16-bit mode a
 // scratch of at least (M, N) values of that type for the output gradient dy, which backward's
 // GEMMs read in 16 bits — or dy's own memory, narrowed in place (kernels::narrow) by the caller.
+// dy_low_written: dy_low holds dy's values rounded already, written by dy's producer as it
+// computed them (a norm's backward, the flash attention's: no pass narrows dy); the f32 dy is
+// then read for the bias gradient alone. Not for a row-parallel layer under sequence parallelism
+// (its dy is gathered from every rank's rows first).
 struct GemmMode {
   kernels::Precision precision = kernels::Precision::fp32;
   Tensor dy_low;
+  bool dy_low_written = false;
 };
 
 // x (M, K), w_local (N_local, K), y_local (M, N_local): f32, or of x's 16-bit type (a kept

@@ -559,7 +559,7 @@ void Transformer::materialized_attention(LayerActivations& a, LayerActivations& 
 // d_qkv_ from d_atty_: the flash attention from the kept log-sum-exps; the materialized one
 // from the probabilities (recomputed first with selective recompute; d_qkv_ is their scratch).
 // Then back through the key/value expansion and the rotation, where there are (qkv_gradient()).
-void Transformer::attention_core_backward(LayerActivations& a, LayerActivations& w) {
+void Transformer::attention_core_backward(LayerActivations& a, LayerActivations& w, const Tensor& dqkv_low) {
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {  // from the kept q, k, v and y as they are
     const Tensor y = a.atty.view({B_, T_, C_local_});
@@ -568,7 +568,8 @@ void Transformer::attention_core_backward(LayerActivations& a, LayerActivations&
       ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), input, y, a.lse.view(),
                               ring_buffers(input.dtype), heads_local_);
     else
-      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_);
+      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_,
+                                        dqkv_low);
   } else {
     if (recompute_attention_) materialized_attention(a, w, d_qkv_.data());
     if (bf16_attention())
@@ -835,10 +836,14 @@ Tensor Transformer::deferred_gradient(Kept& kept) {
   return kernels::narrow(ctx_, kept.view(), low_type());
 }
 
+Tensor Transformer::stream_gradient_low() const {
+  return dy_low_.view().elements(0, int64_t(rows_) * config_.channels).reshaped({rows_, config_.channels});
+}
+
 // defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
 // backward_inputs says.
 void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer,
-                                 int next) {
+                                 int next, LowGradient low_gradient) {
   LayerActivations& w = low() ? work32_ : a;
   const int BT = B_ * T_, C = config_.channels, Cl = C_local_;
   const Shape rows{rows_, C};  // this rank's rows of (B·T, C)
@@ -856,13 +861,22 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
     if (!flash_ && !bf16_attention()) widen(a.qkv, w.qkv);  // the flash and bf16's attention read the 16 bits
     if (!flash_ && !recompute_attention_) widen(a.att, w.att);
   }
-  // Deferred: no weight gradient here, and each GEMM's dy kept (defer_gradient).
+  // Deferred: no weight gradient here, and each GEMM's dy kept (defer_gradient). written: dy's
+  // 16-bit values are in dy_low_ already (gradients_written_low).
   auto dw = [&](float* gradient) { return defer ? nullptr : gradient; };
-  auto mode = [&](const float* dy, Kept& into) { return defer ? defer_gradient(dy, into) : gemm_; };
+  auto mode = [&](const float* dy, Kept& into, bool written = false) {
+    GemmMode m = defer ? defer_gradient(dy, into) : gemm_;
+    m.dy_low_written = written;
+    return m;
+  };
+  const bool written = gradients_written_low(defer);
+  if ((low_gradient.given || low_gradient.wanted) && !written)
+    throw std::logic_error("Transformer::block_backward: 16-bit gradients from their producers without their route");
+  const bool dqkv_written = written && attention_writes_low_gradient();
   // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
   if (gelu_layer()) {  // GELU's backward in fcproj's input-gradient GEMM, its result in fc's operand type
     const Tensor dpre = fc_input_gradient();
-    row_parallel_gelu_backward(ctx_, mode(dresidual, a.residual3), tp_,
+    row_parallel_gelu_backward(ctx_, mode(dresidual, a.residual3, low_gradient.given), tp_,
                                {dpre, on_device(bias(g.fcb), {fc_local_}), d_fch_gelu_.view(), a.fch.view()},
                                dw(g.fcprojw), bias(g.fcprojb), dresidual, scratch_c_.data(),
                                operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_), BT,
@@ -876,7 +890,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
                              a.ln2.view(), gathered_.view(), block_weight(l, kFcw, fc_local_, C), BT, C,
                              fc_local_);
   } else {
-    row_parallel_backward(ctx_, mode(dresidual, a.residual3), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
+    row_parallel_backward(ctx_, mode(dresidual, a.residual3, low_gradient.given), tp_, d_fch_gelu_.data(), dw(g.fcprojw),
                           bias(g.fcprojb), dresidual, scratch_c_.data(), operand(w.fch_gelu, a.fch_gelu),
                           block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
     activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
@@ -886,17 +900,17 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
                              block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
   }
   norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, a.residual2.view(rows), p.ln2w,
-                p.ln2b, a.ln2_mean.view(), a.ln2_var.view());
+                p.ln2b, a.ln2_mean.view(), a.ln2_var.view(), written ? stream_gradient_low() : Tensor{});
   // Attention branch: residual2 = input + attproj(attention(qkv(ln1(input))))
-  row_parallel_backward(ctx_, mode(dresidual, a.residual2), tp_, d_atty_.data(), dw(g.attprojw),
+  row_parallel_backward(ctx_, mode(dresidual, a.residual2, written), tp_, d_atty_.data(), dw(g.attprojw),
                         bias(g.attprojb), dresidual, scratch_c_.data(), operand(w.atty, a.atty),
                         block_weight(l, kAttprojw, C, Cl), BT, Cl, C);
-  attention_core_backward(a, w);
-  column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv), tp_, d_ln_.data(), dw(g.qkvw),
+  attention_core_backward(a, w, dqkv_written ? dy_low_.view().elements(0, int64_t(BT) * qkv_local_) : Tensor{});
+  column_parallel_backward(ctx_, mode(qkv_gradient(), a.qkv, dqkv_written), tp_, d_ln_.data(), dw(g.qkvw),
                            bias(g.qkvb), qkv_gradient(), a.ln1.view(), gathered_.view(),
                            block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
   norm_backward(d_stream, g.ln1w, g.ln1b, d_ln, input, p.ln1w,
-                p.ln1b, a.ln1_mean.view(), a.ln1_var.view());
+                p.ln1b, a.ln1_mean.view(), a.ln1_var.view(), low_gradient.wanted ? stream_gradient_low() : Tensor{});
   if (!grad_slots_.empty() && kv_replicas(config_, tp_.slice.size) > 1) sum_replicated_kv_rows(g.qkvw);
 }
 
@@ -910,12 +924,15 @@ void Transformer::norm_forward(const Tensor& out, const Tensor& mean, const Tens
 // parallelism each rank's rows give a part of those: summed over the tensor group in a scratch
 // first, so that what accumulates (over micro-batches) is the whole.
 void Transformer::norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
-                                const float* weight, const float* bias, const Tensor& mean, const Tensor& variance) {
+                                const float* weight, const float* bias, const Tensor& mean, const Tensor& variance,
+                                const Tensor& dinp_low) {
   const int C = config_.channels;
   const Tensor gamma = on_device(weight, {C}), beta = on_device(bias, {C});
   if (!tp_.splits_rows())
     return model::norm_backward(ctx_, parts_, dinp, on_device(dweight, {C}), on_device(dbias, {C}), dout, inp, gamma,
-                                beta, mean, variance);
+                                beta, mean, variance, dinp_low);
+  if (dinp_low.data != nullptr)  // a rank's rows: the row-parallel GEMM gathers the f32 ones
+    throw std::logic_error("Transformer::norm_backward: a 16-bit input gradient under sequence parallelism");
   float* part = norm_partial_.data();  // (2C): dγ (and dβ) of this rank's rows
   const size_t n = static_cast<size_t>(parts_.norm_gradients()) * C;
   kernels::clear(ctx_, norm_partial_.view());
@@ -941,7 +958,7 @@ void Transformer::block_weight_gradients(LayerActivations& a, int l) {
                   block_weight(l, kQkvw, qkv_local_, C), BT, C, qkv_local_);
 }
 
-void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer) {
+void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, bool defer, bool leave_low) {
   const int BT = B_ * T_, C = config_.channels;
   // The final LayerNorm's output gradient: from the training forward, or computed here.
   Tensor d_lnf = d_ln_.view();
@@ -957,7 +974,8 @@ void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, boo
   kernels::clear(ctx_, view(dresidual, d_residual_.size()));
   const Shape rows{rows_, C};  // d_lnf is whole on every rank: this rank's rows of it
   norm_backward(on_device(dresidual, rows), g_.lnfw, g_.lnfb, d_lnf.elements(first_row_ * C, int64_t(rows_) * C).reshaped(rows),
-                s.layers.back().residual3.view(rows), p_.lnfw, p_.lnfb, s.lnf_mean.view(), s.lnf_var.view());
+                s.layers.back().residual3.view(rows), p_.lnfw, p_.lnfb, s.lnf_mean.view(), s.lnf_var.view(),
+                leave_low ? stream_gradient_low() : Tensor{});
 }
 
 // d_ln_ (B·T, C) and the head's dwte from the slot's kept logits, in place. defer: dwte left to
@@ -1032,11 +1050,14 @@ void Transformer::weights_work(Slot& s, const std::function<void(int)>& on_final
 
 void Transformer::backward_work(Slot& s, float loss_scale, const std::function<void(int)>& on_final, bool defer) {
   float* dresidual = d_residual_.data();  // on non-last stages: the received gradient
+  const bool written = gradients_written_low(defer) && s.last >= s.first;
+  bool dresidual_low = false;  // dy_low_ holds dresidual rounded (gradients_written_low)
   if (heads(s)) {
     begin_edge();
     // One stage holding both ends sums the embedding's dwte after the head's: deferring the
     // head's would change that order (and the bits).
-    head_backward(s, loss_scale, dresidual, defer && !tp_.slice.first_stage);
+    head_backward(s, loss_scale, dresidual, defer && !tp_.slice.first_stage, written);
+    dresidual_low = written;
     end_edge();
   }
   // Segments of K blocks from the last: with recompute, the segment's forward runs again from
@@ -1051,7 +1072,10 @@ void Transformer::backward_work(Slot& s, float loss_scale, const std::function<v
     // forward runs again next.
     const int after_first = first == s.first ? -1 : interval_ ? s.first + (first - 1 - s.first) / K * K : first - 1;
     for (int l = last; l >= first; --l) {
-      block_backward(layer_state(s, l), l, kept_block_input(s, l), dresidual, defer, l > first ? l - 1 : after_first);
+      const bool wanted = written && l > s.first;  // block l − 1's backward is next
+      block_backward(layer_state(s, l), l, kept_block_input(s, l), dresidual, defer, l > first ? l - 1 : after_first,
+                     {dresidual_low, wanted});
+      dresidual_low = wanted;
       if (on_final) on_final(l);
     }
     last = first - 1;

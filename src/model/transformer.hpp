@@ -365,7 +365,9 @@ class Transformer {
   // in w.atty and kept); materialized_attention: the materialized core into `out` (f32).
   void attention_core(LayerActivations& a, LayerActivations& w);
   void materialized_attention(LayerActivations& a, LayerActivations& w, float* out);
-  void attention_core_backward(LayerActivations& a, LayerActivations& w);
+  // dqkv_low (or empty): d_qkv_ rounded, written by the flash attention's backward (where
+  // attention_writes_low_gradient()).
+  void attention_core_backward(LayerActivations& a, LayerActivations& w, const Tensor& dqkv_low);
   void positions_backward();  // d_qkv_ back through the key/value expansion and the rotation (if any)
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
@@ -386,14 +388,34 @@ class Transformer {
   void forward_blocks(Slot& slot, int first, int last);
   // next: the block whose pass follows (use_block's).
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output, int next);
-  void block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer, int next);
+  // 16-bit mode, no deferral, no sequence parallelism: the output gradients the backward GEMMs read
+  // in 16 bits are written rounded by what computes them, into dy_low_ (GemmMode::dy_low_written) —
+  // the norms' backward dresidual (for the attention projection, and the next block's MLP output
+  // layer), the flash attention's dqkv (where attention_writes_low_gradient()) — not narrowed by
+  // a pass of their own.
+  bool gradients_written_low(bool defer) const { return low() && !defer && !tp_.splits_rows(); }
+  // The attention's gradient is the qkv GEMM's dy as it is (no ring, no grouped heads to sum, no
+  // rotation to undo), so the flash attention's backward can write it rounded.
+  bool attention_writes_low_gradient() const {
+    return flash_ && cp_.size == 1 && !grouped() && parts_.learned_positions();
+  }
+  // For one block's backward (gradients_written_low): dy_low_ holds dresidual rounded on entry
+  // (given: the head's or the block after's backward left it), and the block leaves its input
+  // gradient there rounded (wanted: the block before runs next).
+  struct LowGradient {
+    bool given = false, wanted = false;
+  };
+  void block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer, int next,
+                      LowGradient low_gradient);
+  Tensor stream_gradient_low() const;  // dy_low_'s first (rows, C): dresidual rounded
   void block_weight_gradients(LayerActivations& a, int l);
   // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
   // gradients summed over the tensor group.
   void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& variance, const Tensor& inp,
                     const float* weight, const float* bias);
   void norm_backward(const Tensor& dinp, float* dweight, float* dbias, const Tensor& dout, const Tensor& inp,
-                     const float* weight, const float* bias, const Tensor& mean, const Tensor& variance);
+                     const float* weight, const float* bias, const Tensor& mean, const Tensor& variance,
+                     const Tensor& dinp_low = Tensor{});
   // A bias as the layers take it: null where the parts have none.
   float* bias(float* at) const { return parts_.biases ? at : nullptr; }
   const float* bias(const float* at) const { return parts_.biases ? at : nullptr; }
@@ -421,7 +443,8 @@ class Transformer {
   Tensor deferred_gradient(Kept& kept);  // what the weight GEMM reads of it
   Tensor fc_input_gradient();             // GPT-2's MLP: d(fc's output) as fc's backward reads it
   void head_forward(Slot& slot, bool with_loss, std::optional<float> backward_scale);
-  void head_backward(Slot& slot, float loss_scale, float* dresidual, bool defer);
+  // leave_low: dresidual also left rounded in dy_low_ (stream_gradient_low) for the last block.
+  void head_backward(Slot& slot, float loss_scale, float* dresidual, bool defer, bool leave_low);
   void whole_classifier_forward(Slot& slot, bool with_loss);
   void whole_classifier_backward(Slot& slot, float loss_scale, bool defer);
   int head_chunk(int BT) const;  // rows of the chunked classifier's chunk (0: the whole classifier)

@@ -132,6 +132,12 @@ run bf16 1 --optim.precision=bf16
 run bf16_materialized 1 --optim.precision=bf16 --model.attention=materialized
 same_losses bf16_materialized_follows_flash bf16 bf16_materialized 2e-2
 run fp16 1 --optim.precision=fp16
+# In 16 bits the residual stream's gradient reaches the GEMMs rounded: under 1F1B written so by the
+# RMSNorms' backward as they compute it, under ZB-H1 (weight gradients deferred) rounded before
+# each GEMM. The same values: the same run, bit for bit.
+run bf16_p2 2 --optim.precision=bf16 --parallel.pipeline=2
+run bf16_p2_zb_h1 2 --optim.precision=bf16 --parallel.pipeline=2 --parallel.schedule=zb-h1
+same_losses bf16_p2_zb_h1_equals_1f1b bf16_p2 bf16_p2_zb_h1 1e-300
 same_losses fp16_follows_fp32 serial fp16 2e-2
 # Multi-head (not grouped): bf16's 16-bit attention kernels on the kept, rotated q, k, v.
 run bf16_mha 1 --optim.precision=bf16 --model.kv_heads=4
