@@ -712,7 +712,9 @@ void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& lo
   const int64_t N = matrix_rows(logits);
   args.type("logits", logits, DType::f32);
   args.valid_columns(valid, matrix_cols(logits));
-  args.f32("dlogits", dlogits, logits.shape.numel());
+  args.typed("dlogits", dlogits, logits.shape.numel());  // f32, or 16-bit: a 16-bit model's GEMM operand
+  args.holds(dlogits.dtype == DType::f32 || dlogits.data != logits.data, "dlogits",
+             "is 16-bit in the logits' own memory: a 16-bit dlogits has a buffer of its own");
   args.f32("log_normalizers", log_normalizers, N);
   args.exactly("targets", targets, DType::i32, N);
   entry(ctx, &KernelTable::crossentropy_backward, "crossentropy_backward")(ctx, dlogits, logits, log_normalizers,

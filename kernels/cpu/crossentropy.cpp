@@ -1,6 +1,8 @@
 // Softmax cross-entropy over a (possibly tensor-split) vocabulary, in vectorized row passes.
 #include <cmath>
+#include <vector>
 
+#include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
@@ -49,19 +51,44 @@ void crossentropy_losses(Context&, float* losses, float* log_normalizers, const 
   }
 }
 
+namespace {
+
+// One row of dlogits in f32 from its logits: (softmax − onehot) · scale, 0 on the padding.
+inline void gradient_row(float* d, const float* row, float shift, int target, float scale, int valid, int ld) {
+#pragma omp simd
+  for (int i = 0; i < valid; ++i) d[i] = vexp(row[i] - shift) * scale;
+  if (target >= 0 && target < valid) d[target] -= scale;
+  for (int i = valid; i < ld; ++i) d[i] = 0.0f;
+}
+
+}  // namespace
+
 void crossentropy_backward(Context&, float* dlogits, const float* logits,
                            const float* log_normalizers, const int32_t* targets, int vocab_begin,
                            float scale, int N, int valid, int ld) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n) {
-    const float* row = logits + static_cast<size_t>(n) * ld;
-    float* d = dlogits + static_cast<size_t>(n) * ld;
-    const float shift = log_normalizers[n];
-#pragma omp simd
-    for (int i = 0; i < valid; ++i) d[i] = vexp(row[i] - shift) * scale;
-    const int column = targets[n] - vocab_begin;
-    if (column >= 0 && column < valid) d[column] -= scale;
-    for (int i = valid; i < ld; ++i) d[i] = 0.0f;
+  for (int n = 0; n < N; ++n)
+    gradient_row(dlogits + static_cast<size_t>(n) * ld, logits + static_cast<size_t>(n) * ld, log_normalizers[n],
+                 targets[n] - vocab_begin, scale, valid, ld);
+}
+
+// Each row in f32 in the thread's scratch (the f32 kernel's arithmetic), then rounded.
+void crossentropy_backward_low16(Context&, Precision precision, low16* dlogits, const float* logits,
+                                 const float* log_normalizers, const int32_t* targets, int vocab_begin, float scale,
+                                 int N, int valid, int ld) {
+#pragma omp parallel
+  {
+    std::vector<float> d(static_cast<size_t>(ld));
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      gradient_row(d.data(), logits + static_cast<size_t>(n) * ld, log_normalizers[n], targets[n] - vocab_begin, scale,
+                   valid, ld);
+      low16* out = dlogits + static_cast<size_t>(n) * ld;
+      if (precision == Precision::fp16)
+        for (int i = 0; i < ld; ++i) out[i] = fp16_round(d[i]);
+      else
+        for (int i = 0; i < ld; ++i) out[i] = bf16_round(d[i]);
+    }
   }
 }
 

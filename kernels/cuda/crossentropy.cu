@@ -39,14 +39,16 @@ __global__ void losses_kernel(float* losses, float* log_normalizers, const float
 }
 
 // dlogits may alias logits: each element is read once, then written, by the same thread.
-__global__ void backward_kernel(float* dlogits, const float* logits, const float* log_normalizers,
+// Out: F32Out, or Low16Out (a 16-bit model's dlogits, rounded as written).
+template <class Out>
+__global__ void backward_kernel(Out dlogits, const float* logits, const float* log_normalizers,
                                 const int32_t* targets, int vocab_begin, float scale, int valid, int ld) {
   const size_t offset = static_cast<size_t>(blockIdx.x) * ld;
   const float shift = log_normalizers[blockIdx.x];
   const int target = slice_column(targets[blockIdx.x], vocab_begin, valid);
   for (int i = threadIdx.x; i < ld; i += blockDim.x) {
     const float d = i < valid ? crossentropy_gradient(logits[offset + i], shift, scale) : 0.0f;
-    dlogits[offset + i] = i == target ? d - scale : d;
+    dlogits(offset + i, i == target ? d - scale : d);
   }
 }
 
@@ -77,8 +79,19 @@ void crossentropy_losses(Context& ctx, float* losses, float* log_normalizers, co
 void crossentropy_backward(Context& ctx, float* dlogits, const float* logits, const float* log_normalizers,
                            const int32_t* targets, int vocab_begin, float scale, int N, int valid, int ld) {
   if (N == 0) return;
-  backward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(dlogits, logits, log_normalizers, targets, vocab_begin, scale,
-                                                         valid, ld);
+  backward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(F32Out{dlogits}, logits, log_normalizers, targets, vocab_begin,
+                                                         scale, valid, ld);
+  check_launch("crossentropy_backward");
+}
+
+void crossentropy_backward_low16(Context& ctx, Precision precision, low16* dlogits, const float* logits,
+                                 const float* log_normalizers, const int32_t* targets, int vocab_begin, float scale,
+                                 int N, int valid, int ld) {
+  if (N == 0) return;
+  with_type(precision, [&](auto fp16) {
+    backward_kernel<<<N, kRowThreads, 0, stream_of(ctx)>>>(Low16Out<decltype(fp16)::value>{dlogits}, logits,
+                                                           log_normalizers, targets, vocab_begin, scale, valid, ld);
+  });
   check_launch("crossentropy_backward");
 }
 

@@ -21,18 +21,22 @@ Tensor chunk_logits(kernels::Context& ctx, const Tensor& logits_chunk, const Ope
   return logits;
 }
 
-// The chunk's gradient from its logits (overwritten with dlogits): dH rows, dwte +=.
+// The chunk's gradient from its logits: dH rows, dwte +=. dlogits in place of the logits (f32), or
+// written in the operands' 16-bit type into gradient.dlogits_low, the GEMMs' dy as they read it.
 void chunk_gradient(kernels::Context& ctx, const TensorGroup& group, const VocabSlice& vocab,
                     const ClassifierGradient& gradient, const Tensor& logits, const Operand& hidden,
                     const Operand& wte_local, const float* log_normalizers, const int32_t* targets, int first, int n,
                     int C) {
   const Device device = kernels::backend_of(ctx).device();
-  kernels::crossentropy_backward(ctx, logits, logits, view(log_normalizers + first, Shape{n}, device),
+  const bool low = wte_local.dtype != DType::f32;
+  const Tensor dlogits = low ? rows(gradient.dlogits_low, 0, n, vocab.rows) : logits;
+  kernels::crossentropy_backward(ctx, dlogits, logits, view(log_normalizers + first, Shape{n}, device),
                                  view(targets + first, Shape{n}, device), vocab.begin, gradient.scale, vocab.valid);
-  GemmMode mode;  // 16-bit operands: dlogits narrowed in place for the GEMMs (no dbias to sum)
-  if (wte_local.dtype != DType::f32) mode.dy_low = kernels::narrow(ctx, logits, wte_local.dtype);
+  GemmMode mode;  // 16-bit: the GEMMs read dlogits as written (no f32 dy: no dbias to sum)
+  if (low) mode.dy_low = dlogits;
   column_parallel_backward(ctx, mode, group, gradient.dhidden + int64_t(first) * C, gradient.dwte_local, nullptr,
-                           logits.as<float>(), rows(hidden, first, n, C), Tensor{}, wte_local, n, C, vocab.rows);
+                           low ? nullptr : logits.as<float>(), rows(hidden, first, n, C), Tensor{}, wte_local, n, C,
+                           vocab.rows);
 }
 
 }  // namespace

@@ -15,8 +15,9 @@
 // scale is known then, and dH (N, C) is kept for the backward instead of the logits. Where the
 // gradient is asked for only in backward (a forward for the loss alone came first), the chunk's
 // logits are computed again from the kept log-normalizers: a third more of the head's FLOPs.
-// In 16-bit mode H and wte are the stored 16-bit values; dlogits is narrowed in place for the
-// gradient's GEMMs, as the whole head does.
+// In 16-bit mode H and wte are the stored 16-bit values, and the cross-entropy's backward writes
+// dlogits in their type into a buffer of its own, which the gradient's GEMMs read (no narrowing
+// pass: the whole head narrows its dlogits in place).
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,14 @@
 namespace trident::model {
 
 // The head's gradient: dhidden (N, C) = (all-reduced), dwte_local (Vp/p, C) +=, of the loss
-// Σ_rows scale · loss_row (scale = loss_scale / N for the mean loss).
+// Σ_rows scale · loss_row (scale = loss_scale / N for the mean loss). dlogits_low: in 16-bit mode
+// (chunk, Vp/p) of wte's type, where each chunk's dlogits are written for the GEMMs; empty in fp32
+// (dlogits in place of the logits).
 struct ClassifierGradient {
   float* dhidden = nullptr;
   float* dwte_local = nullptr;
   float scale = 0;
+  Tensor dlogits_low;
 };
 
 // hidden (N, C) and wte_local (Vp/p, C) as the GEMMs read them; logits_chunk: (chunk, Vp/p)

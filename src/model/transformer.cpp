@@ -350,6 +350,7 @@ void Transformer::prepare(int B, int T) {
   }
   loss_scratch_ = activations(3 * BT);
   logits_chunk_ = activations(static_cast<size_t>(head_chunk(B_ * T_)) * vocab_.rows);
+  if (low()) dlogits_low_ = activations(low_type(), logits_chunk_.size());
   scratch_c_ = activations(BT * C);
   d_residual_ = activations(rows * C), d_ln_ = activations(BT * C);
   if (tp_.splits_rows()) {  // the column-parallel GEMMs' gathered input, as the model stores it
@@ -685,7 +686,8 @@ void Transformer::head_forward(Slot& s, bool with_loss, std::optional<float> bac
                p_.lnfw, p_.lnfb);
   if (tp_.splits_rows()) tp_.all_gather_rows(ctx_, s.lnf.view(), kept_rows);
   if (const int chunk = head_chunk(BT); chunk > 0) {  // the logits only chunk by chunk, with the loss
-    const ClassifierGradient gradient{s.d_lnf.data(), head_gradients(), backward_scale.value_or(0.0f) / BT};
+    const ClassifierGradient gradient{s.d_lnf.data(), head_gradients(), backward_scale.value_or(0.0f) / BT,
+                                      dlogits_low_.view()};
     if (with_loss)
       chunked_classifier_forward(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(), loss_scratch_.data(),
                                  logits_chunk_.view(), s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, C), s.targets.data(),
@@ -965,7 +967,7 @@ void Transformer::head_backward(Slot& s, float loss_scale, float* dresidual, boo
   if (s.head_gradient)
     d_lnf = s.d_lnf.view();
   else if (const int chunk = head_chunk(BT); chunk > 0)
-    chunked_classifier_backward(ctx_, tp_whole_, vocab_, {d_ln_.data(), head_gradients(), loss_scale / BT},
+    chunked_classifier_backward(ctx_, tp_whole_, vocab_, {d_ln_.data(), head_gradients(), loss_scale / BT, dlogits_low_.view()},
                                 logits_chunk_.view(), s.lnf.view(), weight(head_tensor(), 0, vocab_.rows, C),
                                 s.log_normalizers.data(),
                                 s.targets.data(), BT, C, chunk);

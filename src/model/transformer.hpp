@@ -515,6 +515,7 @@ class Transformer {
   // Scratch shared by all slots and layers.
   Buffer<float> loss_scratch_;                 // (3·B·T) partial maxes and sums
   Buffer<float> logits_chunk_;                 // (chunk,Vp/p) the chunked classifier's, last stage
+  TensorBuffer dlogits_low_;                   // 16-bit mode: (chunk,Vp/p) its dlogits as the GEMMs read them
   Buffer<float> scratch_c_;                    // (B,T,C) row-parallel partial sums; with sequence
                                                // parallelism the gathered output gradient in backward
   Buffer<float> d_residual_;                   // (rows_,C)

@@ -130,7 +130,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (in.context > 1 && stage == 0 && learned_positions)  // the chunks' positions and their gradient
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
   if (in.context > 1 && !ring_in_mlp) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks
-  if (last) shared += z.chunk * z.vocab_rows * kFloat;  // the chunked classifier's logits
+  if (last) shared += z.chunk * z.vocab_rows * (kFloat + (low(in) ? 2 : 0));  // the chunked classifier's logits (dlogits)
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
   // Interleaved: each slot sends its input gradient from a buffer of its own (pipeline/runner.hpp).

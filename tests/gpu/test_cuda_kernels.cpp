@@ -835,6 +835,11 @@ void crossentropy(Report& r) {
   kernels::crossentropy_backward(g_gpu, dlogits.tensor(), rows_gpu, norms.tensor(), targets.tensor(), begin, 0.01f,
                                  valid);
   r.add(dlogits, kF32, "crossentropy_backward");
+  // dlogits in 16 bits (a 16-bit model's chunked classifier): the GPU's own f32 dlogits rounded.
+  add_low16_outputs(r, dlogits, "crossentropy_backward dlogits", [&](const Tensor& out) {
+    kernels::crossentropy_backward(g_gpu, out.reshaped(rows_gpu.shape), rows_gpu, norms.tensor(), targets.tensor(), begin,
+                                   0.01f, valid);
+  });
   kernels::crossentropy_backward(g_cpu, rows_cpu, rows_cpu, norms.host_tensor(), targets.host_tensor(), begin, 0.01f,
                                  valid);
   kernels::crossentropy_backward(g_gpu, rows_gpu, rows_gpu, norms.tensor(), targets.tensor(), begin, 0.01f, valid);

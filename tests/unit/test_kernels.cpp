@@ -435,6 +435,20 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   trident::kernels::crossentropy_backward(ctx, as_tensor(in_place), as_tensor(in_place, {N, Vp}),
                                           as_tensor(normalizers), as_tensor(targets), 0, scale, V);
   BOOST_TEST(in_place == dlogits);
+  // Written in 16 bits (a 16-bit model's classifier: what its GEMMs read): the f32 values rounded,
+  // the padding 0; never into the logits' own memory.
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<trident::kernels::low16> low(logits.size(), 0xFFFF), expected(logits.size());
+    trident::kernels::crossentropy_backward(ctx, view(low.data(), type, low.size()).reshaped({N, Vp}),
+                                            as_tensor(logits, {N, Vp}), as_tensor(normalizers), as_tensor(targets), 0,
+                                            scale, V);
+    trident::kernels::convert(ctx, view(expected.data(), type, expected.size()), as_tensor(dlogits));
+    BOOST_TEST(low == expected, boost::test_tools::per_element());
+    BOOST_CHECK_THROW(trident::kernels::crossentropy_backward(ctx, view(in_place.data(), type, in_place.size()),
+                                                              as_tensor(in_place, {N, Vp}), as_tensor(normalizers),
+                                                              as_tensor(targets), 0, scale, V),
+                      std::logic_error);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(adamw_matches_reference_formula) {
