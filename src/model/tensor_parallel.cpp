@@ -250,18 +250,30 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
 
 namespace {
 
+// Under sequence parallelism with dY's 16-bit values written by its producer (this rank's rows of
+// mode.dy_low), those travel instead of the f32 rows — half the bytes — and the bias gradient
+// comes from this rank's f32 rows, summed over the group (rows_bias_gradient).
+bool gathers_written_rows(const GemmMode& mode, const TensorGroup& group) {
+  return mode.dy_low_written && group.splits_rows();
+}
+
 // The row-parallel backward's dY (M, N) by blocks of rows, use(j, blocks, rows, their 16-bit
 // values or empty): where the group overlaps, block j of p as it arrives on the all-gather ring;
-// otherwise every row at once as block 0 of 1 (gathered first with sequence parallelism).
+// otherwise every row at once as block 0 of 1 (gathered first with sequence parallelism). Where
+// the 16-bit rows travel (gathers_written_rows), the f32 rows given to use() are empty.
 void each_gradient_block(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, const float* dy,
                          float* gathered_dy, int M, int N,
                          const std::function<void(int, int, const Tensor&, const Tensor&)>& use) {
-  if (mode.dy_low_written && group.splits_rows())
-    throw std::logic_error("row_parallel_backward: dy's 16-bit values written by its producer under sequence "
-                           "parallelism (each rank's rows: dy is gathered first)");
+  const int p = group.slice.size;
+  if (gathers_written_rows(mode, group)) {
+    const Tensor all = leading_rows(mode.dy_low, M, N), mine = block_of(all, group.slice.rank, p);
+    if (group.overlaps())
+      return group.ring_all_gather(ctx, all, mine, [&](int j, const Tensor& rows) { use(j, p, Tensor{}, rows); });
+    group.all_gather_rows(ctx, all, mine);
+    return use(0, 1, Tensor{}, all);
+  }
   const Tensor gathered = on_device(ctx, gathered_dy, {M, N}), mine = on_device(ctx, dy, {group.local_rows(M), N});
   if (group.overlaps()) {
-    const int p = group.slice.size;
     group.ring_all_gather(ctx, gathered, mine,
                           [&](int j, const Tensor& dy_rows) { use(j, p, dy_rows, low_block(mode, j, p, M, N)); });
     return;
@@ -269,19 +281,34 @@ void each_gradient_block(kernels::Context& ctx, const GemmMode& mode, const Tens
   use(0, 1, gathered_input(ctx, group, mine, gathered, M, N), low_block(mode, 0, 1, M, N));
 }
 
+// db (N) += Σ over the M rows of dY, from this rank's f32 rows (M/p, N): their column sums in
+// `scratch` (N), all-reduced over the group, then added (db holds earlier micro-batches' sums).
+void rows_bias_gradient(kernels::Context& ctx, const TensorGroup& group, const Tensor& db, const float* dy,
+                        float* scratch, int M, int N) {
+  if (db.data == nullptr) return;
+  const Tensor sums = on_device(ctx, scratch, {N});
+  kernels::clear(ctx, sums);
+  kernels::bias_gradient(ctx, sums, on_device(ctx, dy, {group.local_rows(M), N}));
+  group.all_reduce_sum(scratch, static_cast<size_t>(N));
+  kernels::add_inplace(ctx, db, sums);
+}
+
 }  // namespace
 
-// Each block of dY: dX_i's rows of it, dB_i and db +=.
+// Each block of dY: dX_i's rows of it, dB_i and db += (db from the rows alone where the 16-bit
+// rows travel).
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, float* gathered_dy,
                            const Operand& x_local, const Operand& w_local, int M, int K_local, int N) {
   const Tensor dx = on_device(ctx, dx_local, {M, K_local}), x = x_local.reshaped({M, K_local});
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
+  const bool rows_only = gathers_written_rows(mode, group);
   each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
                       [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
-                        gradient_gemms(ctx, mode, block_of(dx, j, blocks), dw, db, dy_rows, dy_low,
-                                       block_of(x, j, blocks), w_local);
+                        gradient_gemms(ctx, mode, block_of(dx, j, blocks), dw, rows_only ? Tensor{} : db, dy_rows,
+                                       dy_low, block_of(x, j, blocks), w_local);
                       });
+  if (rows_only) rows_bias_gradient(ctx, group, db, dy, gathered_dy, M, N);
 }
 
 // Each block of dY: linear_backward without dx (dW, db, and in 16-bit mode dY narrowed into its
@@ -294,14 +321,17 @@ void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, con
   const Tensor dpre = out.dpre.reshaped({M, K_local}), sums = out.sums.reshaped({M, K_local});
   const Tensor pre = out.pre.reshaped({M, K_local}), x = x_local.reshaped({M, K_local});
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
+  const bool rows_only = gathers_written_rows(mode, group);
   each_gradient_block(ctx, mode, group, dy, gathered_dy, M, N,
                       [&](int j, int blocks, const Tensor& dy_rows, const Tensor& dy_low) {
-                        gradient_gemms(ctx, mode, Tensor{}, dw, db, dy_rows, dy_low, block_of(x, j, blocks), w_local);
+                        gradient_gemms(ctx, mode, Tensor{}, dw, rows_only ? Tensor{} : db, dy_rows, dy_low,
+                                       block_of(x, j, blocks), w_local);
                         kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in,
                                                       block_of(sums, j, blocks),
                                                       dy_low.data != nullptr ? dy_low : dy_rows,
                                                       block_of(pre, j, blocks), w_local);
                       });
+  if (rows_only) rows_bias_gradient(ctx, group, db, dy, gathered_dy, M, N);
 }
 
 void weight_gradient(kernels::Context& ctx, float* dw_local, const Tensor& dy, const Operand& x,

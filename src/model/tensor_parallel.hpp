@@ -40,7 +40,9 @@
 //                         keeps X_i, not X), dX (M, K) partial: reduce-scatter (sum) → dX_i.
 //   RowParallelLinear     forward: Y_i = reduce-scatter(Σ_i X_i B_iᵀ) (m, N), then bias and the
 //                         residual on those rows; backward: dY = all-gather(dY_i) (M, N), then the
-//                         GEMMs and db from dY (whole on every rank: identical, no reduction).
+//                         GEMMs and db from dY (whole on every rank: identical, no reduction) —
+//                         in 16-bit mode the rows the GEMMs read (2 bytes a value) are gathered
+//                         and db = all-reduce(Σ over dY_i's rows) (N values).
 //   VocabParallelEmbedding  forward: reduce-scatter instead of the all-reduce (rank 0 adds wpe to
 //                         its partial sum first); backward: all-gather(dE_i), then dwte_i and dwpe
 //                         from all M rows (dwpe identical on every rank).
@@ -132,8 +134,10 @@ using Operand = Tensor;
 // GEMMs read in 16 bits — or dy's own memory, narrowed in place (kernels::narrow) by the caller.
 // dy_low_written: dy_low holds dy's values rounded already, written by dy's producer as it
 // computed them (a norm's backward, the flash attention's: no pass narrows dy); the f32 dy is
-// then read for the bias gradient alone. Not for a row-parallel layer under sequence parallelism
-// (its dy is gathered from every rank's rows first).
+// then read for the bias gradient alone. A row-parallel layer under sequence parallelism has its
+// rank's rows written (at their place in the (M, N) dy_low): the 16-bit rows are all-gathered,
+// not the f32 ones (half the bytes), and its bias gradient is summed from the rank's f32 rows and
+// all-reduced (N values).
 struct GemmMode {
   kernels::Precision precision = kernels::Precision::fp32;
   Tensor dy_low;
@@ -173,7 +177,8 @@ void row_parallel_forward(kernels::Context& ctx, const TensorGroup& group, float
                           float* partial, const float* residual, const Operand& x_local, const Operand& w_local,
                           const float* bias, int M, int K_local, int N);
 // dx_local (M, K_local) =; dw_local, dbias += (null: skipped). Sequence-parallel group: dy is
-// this rank's rows (M/p, N), gathered into `gathered_dy` (M, N) f32 first.
+// this rank's rows (M/p, N), gathered into `gathered_dy` (M, N) f32 first — or, its 16-bit rows
+// written (mode.dy_low_written), those gathered in mode.dy_low, gathered_dy an (N) scratch.
 void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group, float* dx_local,
                            float* dw_local, float* dbias, const float* dy, float* gathered_dy,
                            const Operand& x_local, const Operand& w_local, int M, int K_local, int N);

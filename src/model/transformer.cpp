@@ -839,7 +839,8 @@ Tensor Transformer::deferred_gradient(Kept& kept) {
 }
 
 Tensor Transformer::stream_gradient_low() const {
-  return dy_low_.view().elements(0, int64_t(rows_) * config_.channels).reshaped({rows_, config_.channels});
+  const int C = config_.channels;
+  return dy_low_.view().elements(first_row_ * C, int64_t(rows_) * C).reshaped({rows_, C});
 }
 
 // defer: each GEMM's weight gradient left to block_weight_gradients, its dy kept where
@@ -933,13 +934,11 @@ void Transformer::norm_backward(const Tensor& dinp, float* dweight, float* dbias
   if (!tp_.splits_rows())
     return model::norm_backward(ctx_, parts_, dinp, on_device(dweight, {C}), on_device(dbias, {C}), dout, inp, gamma,
                                 beta, mean, variance, dinp_low);
-  if (dinp_low.data != nullptr)  // a rank's rows: the row-parallel GEMM gathers the f32 ones
-    throw std::logic_error("Transformer::norm_backward: a 16-bit input gradient under sequence parallelism");
   float* part = norm_partial_.data();  // (2C): dγ (and dβ) of this rank's rows
   const size_t n = static_cast<size_t>(parts_.norm_gradients()) * C;
   kernels::clear(ctx_, norm_partial_.view());
   model::norm_backward(ctx_, parts_, dinp, on_device(part, {C}), on_device(part + C, {C}), dout, inp, gamma, beta, mean,
-                       variance);
+                       variance, dinp_low);
   tp_.all_reduce_sum(part, n);
   kernels::add_inplace(ctx_, on_device(dweight, {C}), on_device(part, {C}));
   if (parts_.norm_gradients() == 2) kernels::add_inplace(ctx_, on_device(dbias, {C}), on_device(part + C, {C}));

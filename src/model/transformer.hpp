@@ -388,12 +388,12 @@ class Transformer {
   void forward_blocks(Slot& slot, int first, int last);
   // next: the block whose pass follows (use_block's).
   void block_forward(LayerActivations& a, int l, const float* input, float* output, Kept& kept_output, int next);
-  // 16-bit mode, no deferral, no sequence parallelism: the output gradients the backward GEMMs read
-  // in 16 bits are written rounded by what computes them, into dy_low_ (GemmMode::dy_low_written) —
-  // the norms' backward dresidual (for the attention projection, and the next block's MLP output
-  // layer), the flash attention's dqkv (where attention_writes_low_gradient()) — not narrowed by
-  // a pass of their own.
-  bool gradients_written_low(bool defer) const { return low() && !defer && !tp_.splits_rows(); }
+  // 16-bit mode, no deferral: the output gradients the backward GEMMs read in 16 bits are written
+  // rounded by what computes them, into dy_low_ (GemmMode::dy_low_written) — the norms' backward
+  // dresidual (for the attention projection, and the next block's MLP output layer; with sequence
+  // parallelism this rank's rows, which the row-parallel layer gathers in 16 bits), the flash
+  // attention's dqkv (where attention_writes_low_gradient()) — not narrowed by a pass of their own.
+  bool gradients_written_low(bool defer) const { return low() && !defer; }
   // The attention's gradient is the qkv GEMM's dy as it is (no ring, no grouped heads to sum, no
   // rotation to undo), so the flash attention's backward can write it rounded.
   bool attention_writes_low_gradient() const {
@@ -407,7 +407,7 @@ class Transformer {
   };
   void block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer, int next,
                       LowGradient low_gradient);
-  Tensor stream_gradient_low() const;  // dy_low_'s first (rows, C): dresidual rounded
+  Tensor stream_gradient_low() const;  // this rank's rows of dy_low_ as (B·T, C): dresidual rounded
   void block_weight_gradients(LayerActivations& a, int l);
   // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
   // gradients summed over the tensor group.

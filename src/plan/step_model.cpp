@@ -183,12 +183,16 @@ GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const H
 // a ring: forward 2 AG + 2 RS, backward 2 AG of dy + 2 RS of dx + 2 AG of the LayerNorm outputs
 // again (3 all-reduces' worth; 2 where the gathered input is kept, Workload::
 // sequence_parallel_regathers), recompute 2; the embedding's RS and its gradient's AG, the
-// head's AG of its LayerNorm output and its dH all-reduce.
+// head's AG of its LayerNorm output and its dH all-reduce. The block's and the head's AGs move
+// half the bytes where they carry stored 16-bit values in f32 messages' place (Workload::
+// sequence_parallel_gathers_stored).
 double tensor_all_reduces(const Workload& w, const Layout& l, int layers, bool first, bool last) {
   const double again = recomputed(w, l).collectives;
   if (!l.splits_rows()) return layers * 2 * (2 + again) + (first ? 1 : 0) + (last ? 1 : 0);
-  const double backward = w.sequence_parallel_regathers ? 3 : 2;
-  return layers * (2 + backward + 2 * again) + (first ? 1 : 0) + (last ? 1.5 : 0);
+  const double gather = w.sequence_parallel_gathers_stored && low(l.precision) ? 0.5 : 1.0;  // an AG's bytes
+  const double gathers = 2 + 2 + (w.sequence_parallel_regathers ? 2 : 0) + 2 * again;     // a block's AGs
+  const double scatters = 2 + 2 + 2 * again;                                               // and RSs
+  return layers * (gathers * gather + scatters) / 2 + (first ? 1 : 0) + (last ? 0.5 * gather + 1 : 0);
 }
 
 // Of those, what parallel.tp_comm_overlap cannot hide (Workload::tp_overlap_backward_scatters):
@@ -555,6 +559,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.fsdp_prefetch = megatron || titan;                          // ZeRO-3's gathers behind the compute
   w.sequence_parallel_regathers = !titan;                       // DTensor keeps the gathered input
   w.tp_overlap_backward_scatters = !titan;                      // async TP fuses one matmul's reduce-scatter
+  w.sequence_parallel_gathers_stored = !megatron && !titan;     // Trident's f32 messages, 16-bit gathers
   w.trident_flash_backward = !megatron && !titan;              // their FlashAttention-2, as fitted
 }
 

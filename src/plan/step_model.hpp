@@ -76,6 +76,12 @@ struct Workload {
   // output it scatters; in the backward the input gradients of [wq | wk | wv] and of [w1 | w3] are
   // sums of three and two matmuls, so their two reduce-scatters a block stay unfused and exposed.
   bool tp_overlap_backward_scatters = true;
+  // Sequence parallelism's all-gathers move the values as the model stores them where its
+  // activation messages are f32 (Trident in 16-bit precision: the GEMMs' gathered inputs, the
+  // re-gathers and the row-parallel layers' output gradients, written rounded by the norms'
+  // backward, travel in 16 bits; the reduce-scatters, the embedding's gradient and the pipeline's
+  // messages in f32). Megatron-LM and TorchTitan have 16-bit messages throughout.
+  bool sequence_parallel_gathers_stored = false;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan

@@ -669,6 +669,29 @@ BOOST_AUTO_TEST_CASE(torchtitan_async_tp_leaves_the_backward_reduce_scatters_exp
   BOOST_TEST(estimate_step(titan_fusing_all, l, hw).stages[0].tensor_s < titan_overlapped.tensor_s - 0.5 * layers * one);
 }
 
+// Trident's sequence parallelism in 16 bits: its all-gathers carry the stored 16-bit values (the
+// GEMMs' inputs, the re-gathers, the row-parallel dY the norms wrote rounded), its reduce-scatters
+// f32 — per block 6 AGs at half the bytes and 4 RSs, the head's AG at half, in f32 messages'
+// place: (3.5·L + 2.25) all-reduces' worth where f32 gathers would be (5·L + 2.5). In fp32 the same.
+BOOST_AUTO_TEST_CASE(trident_sequence_parallel_gathers_16_bit_values) {
+  Workload stored = korthikanti_22b();
+  model_implementation(stored, Implementation::trident);
+  BOOST_TEST(stored.sequence_parallel_gathers_stored);
+  Workload f32_gathers = stored;
+  f32_gathers.sequence_parallel_gathers_stored = false;
+  Layout l;
+  l.tensor = 8, l.precision = "bf16", l.sequence_parallel = true;
+  const Hardware hw = a100();
+  const double L = stored.config.layers;
+  const double half = estimate_step(stored, l, hw).stages[0].tensor_s, whole = estimate_step(f32_gathers, l, hw).stages[0].tensor_s;
+  BOOST_TEST(half / whole == (3.5 * L + 2.25) / (5 * L + 2.5), boost::test_tools::tolerance(1e-9));
+  l.precision = "fp32";
+  BOOST_TEST(estimate_step(stored, l, hw).stages[0].tensor_s == estimate_step(f32_gathers, l, hw).stages[0].tensor_s);
+  Workload megatron = korthikanti_22b();
+  model_implementation(megatron, Implementation::megatron);
+  BOOST_TEST(!megatron.sequence_parallel_gathers_stored);  // 16-bit messages throughout already
+}
+
 // Korthikanti et al. 2022, Table 2: with sequence parallelism every per-layer tensor is split
 // over t, s·b·h·(34 + 5as/h)/t in 16 bit with dropout. Ours with the same named terms out
 // (dropout's masks and outputs, now also / t; our LayerNorm statistics of s·b/t rows) within
