@@ -29,12 +29,12 @@
 // from the final out and lse. The whole sequence is the block of one chunk, keys = queries.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
+#include "kernels/cpu/low16_types.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 namespace trident::kernels::cpu {
@@ -100,21 +100,16 @@ struct Rows {
 float widen(Precision type, low16 value) { return type == Precision::bf16 ? bf16_widen(value) : fp16_widen(value); }
 low16 rounded(Precision type, float value) { return type == Precision::bf16 ? bf16_round(value) : fp16_round(value); }
 
-// Exact widenings the compiler vectorizes (bf16_widen's shift; F16C's conversion, where
+// Exact widenings the compiler vectorizes (Bf16's shift; Fp16's F16C conversion, where
 // fp16_widen's bit arithmetic loops over subnormals): a tile's rows are widened again for every
 // tile they meet, so this loop is in the attention's inner loop.
-inline float widen_fp16(low16 value) {
-  _Float16 half;
-  std::memcpy(&half, &value, sizeof half);
-  return static_cast<float>(half);
-}
-template <bool fp16>
+template <class Type>
 void widen_rows(float* into, const low16* from, int count, int hs, int64_t stride) {
   for (int r = 0; r < count; ++r) {
     float* to = into + r * stride;
     const low16* row = from + r * stride;
 #pragma omp simd
-    for (int d = 0; d < hs; ++d) to[d] = fp16 ? widen_fp16(row[d]) : bf16_widen(row[d]);
+    for (int d = 0; d < hs; ++d) to[d] = Type::widen(row[d]);
   }
 }
 
@@ -127,8 +122,8 @@ Rows tile_rows(const FlashOperands& in, const void* values, size_t first, int64_
   const size_t needed = static_cast<size_t>(stride) * kTile;
   if (into.size() < needed) into.resize(needed);
   const low16* from = static_cast<const low16*>(values) + first;
-  if (in.values == Precision::fp16) widen_rows<true>(into.data(), from, count, hs, stride);
-  else widen_rows<false>(into.data(), from, count, hs, stride);
+  if (in.values == Precision::fp16) widen_rows<Fp16>(into.data(), from, count, hs, stride);
+  else widen_rows<Bf16>(into.data(), from, count, hs, stride);
   return {into.data(), stride};
 }
 
