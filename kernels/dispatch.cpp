@@ -492,7 +492,7 @@ void rmsnorm_backward(Context& ctx, const Tensor& dinp, const Tensor& dweight, c
 }
 
 void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads, int kv_heads, const RopeFrequencies& frequencies,
-          bool inverse) {
+          bool inverse, const Tensor& copy) {
   const Arguments args("rope");
   args.type("qkv", qkv, DType::f32);
   args.rank("qkv", qkv, 3);
@@ -500,7 +500,8 @@ void rope(Context& ctx, const Tensor& qkv, const Tensor& positions, int q_heads,
   args.holds(q_heads > 0 && kv_heads > 0 && width % heads == 0 && (width / heads) % 2 == 0, "qkv",
              "is not (B, T, (q_heads + 2·kv_heads)·hs) with an even head size hs");
   args.exactly("positions", positions, DType::i32, qkv.shape.dims[1]);
-  entry(ctx, &KernelTable::rope, "rope")(ctx, qkv, positions, q_heads, kv_heads, frequencies, inverse);
+  check_gradient_copy(args, "copy", copy, qkv);
+  entry(ctx, &KernelTable::rope, "rope")(ctx, qkv, positions, q_heads, kv_heads, frequencies, inverse, copy);
 }
 
 void swiglu_forward(Context& ctx, const Tensor& out, const Tensor& inp) {

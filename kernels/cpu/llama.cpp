@@ -66,8 +66,8 @@ void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, floa
   cpu::rmsnorm_backward(ctx, dinp, dweight, dout, x, weight, rstd, N, C, precision, dinp_low);
 }
 
-void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
-          const RopeFrequencies& frequencies, bool inverse) {
+void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
+          const RopeFrequencies& frequencies, bool inverse, Precision copy_type, low16* copy) {
   const int half = head_size / 2, rotated = q_heads + kv_heads, width = (q_heads + 2 * kv_heads) * head_size;
   std::vector<float> cos_table(size_t(T) * half), sin_table(cos_table.size());  // (T, hs/2)
 #pragma omp parallel for schedule(static)
@@ -86,6 +86,7 @@ void rope(Context&, float* qkv, const int32_t* positions, int B, int T, int q_he
       for (int h = 0; h < rotated; ++h)  // the query heads, then the key heads: contiguous
         for (int i = 0; i < half; ++i) rope_rotate(row[h * head_size + i], row[h * head_size + half + i], c[i], s[i]);
     }
+  if (copy != nullptr) to_low(ctx, copy_type, copy, qkv, size_t(B) * T * width);
 }
 
 void swiglu_forward(Context&, float* out, const float* inp, int N, int F) {

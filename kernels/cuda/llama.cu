@@ -55,17 +55,24 @@ __global__ void rmsnorm_weight_chunks_kernel(float* partial, const float* dout, 
   partial[static_cast<size_t>(chunk) * C + c] = sum;
 }
 
-// One thread per (row, rotated head, pair i).
-__global__ void rope_kernel(float* qkv, const int32_t* positions, int B, int T, int rotated, int width, int head_size,
-                            RopeFrequencies frequencies, bool inverse) {
+// One thread per (row, head, pair i) of the first `heads` heads of each row: the rotated ones
+// (the first `rotated`) turned, and each pair written to `copy` (NoCopy, or Low16Out: then
+// heads counts v's too, copied as they are).
+template <class Copy>
+__global__ void rope_kernel(float* qkv, Copy copy, const int32_t* positions, int B, int T, int rotated, int heads,
+                            int width, int head_size, RopeFrequencies frequencies, bool inverse) {
   const int half = head_size / 2;
-  FOR_EACH_ELEMENT(e, static_cast<size_t>(B) * T * rotated * half) {
-    const int i = static_cast<int>(e % half), h = static_cast<int>(e / half % rotated);
-    const size_t row = e / half / rotated;
-    const int t = static_cast<int>(row % T);
-    const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, frequencies);
-    float* head = qkv + row * width + static_cast<size_t>(h) * head_size;
-    rope_rotate(head[i], head[half + i], cosf(angle), inverse ? -sinf(angle) : sinf(angle));
+  FOR_EACH_ELEMENT(e, static_cast<size_t>(B) * T * heads * half) {
+    const int i = static_cast<int>(e % half), h = static_cast<int>(e / half % heads);
+    const size_t row = e / half / heads, at = row * width + static_cast<size_t>(h) * head_size;
+    float* head = qkv + at;
+    if (h < rotated) {
+      const int t = static_cast<int>(row % T);
+      const float angle = static_cast<float>(positions[t]) * rope_inverse_frequency(i, head_size, frequencies);
+      rope_rotate(head[i], head[half + i], cosf(angle), inverse ? -sinf(angle) : sinf(angle));
+    }
+    copy(at + i, head[i]);
+    copy(at + half + i, head[half + i]);
   }
 }
 
@@ -177,12 +184,15 @@ void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, floa
 }
 
 void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
-          const RopeFrequencies& frequencies, bool inverse) {
-  const size_t n = static_cast<size_t>(B) * T * (q_heads + kv_heads) * (head_size / 2);
+          const RopeFrequencies& frequencies, bool inverse, Precision copy_type, low16* copy) {
+  const int rotated = q_heads + kv_heads, heads = copy != nullptr ? q_heads + 2 * kv_heads : rotated;
+  const size_t n = static_cast<size_t>(B) * T * heads * (head_size / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(qkv, positions, B, T, q_heads + kv_heads,
-                                                              (q_heads + 2 * kv_heads) * head_size, head_size, frequencies,
-                                                              inverse);
+  with_copy(copy_type, copy, [&](auto out) {
+    rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(qkv, out, positions, B, T, rotated, heads,
+                                                                (q_heads + 2 * kv_heads) * head_size, head_size,
+                                                                frequencies, inverse);
+  });
   check_launch("rope");
 }
 

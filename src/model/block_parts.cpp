@@ -1,6 +1,8 @@
 // Each part of a block, forward and backward, on the kernels.
 #include "model/block_parts.hpp"
 
+#include <stdexcept>
+
 namespace trident::model {
 
 BlockParts block_parts(const GptConfig& config) {
@@ -50,8 +52,10 @@ void activation_backward(kernels::Context& ctx, const BlockParts& parts, const T
 }
 
 void rotate_positions(kernels::Context& ctx, const BlockParts& parts, const Tensor& qkv, const Tensor& positions,
-                      int q_heads, int kv_heads, bool inverse) {
-  if (parts.positions == PositionPart::rotary) kernels::rope(ctx, qkv, positions, q_heads, kv_heads, parts.rope, inverse);
+                      int q_heads, int kv_heads, bool inverse, const Tensor& copy) {
+  if (parts.positions == PositionPart::rotary)
+    return kernels::rope(ctx, qkv, positions, q_heads, kv_heads, parts.rope, inverse, copy);
+  if (copy.data != nullptr) throw std::logic_error("rotate_positions: a copy asked of learned positions (no rotation)");
 }
 
 }  // namespace trident::model

@@ -58,8 +58,9 @@ void activation_backward(kernels::Context& ctx, const BlockParts& parts, const T
 
 // Rotary positions: q's and k's heads of qkv (B, T, (q_heads + 2·kv_heads)·hs) rotated in place,
 // row t at positions[t] (i32, T); inverse: back, on the gradient. Learned positions: nothing
-// (they are added to the embedding).
+// (they are added to the embedding). copy (or empty; rotary positions alone): qkv after the
+// rotation rounded to its 16-bit type (kernels::rope's).
 void rotate_positions(kernels::Context& ctx, const BlockParts& parts, const Tensor& qkv, const Tensor& positions,
-                      int q_heads, int kv_heads, bool inverse);
+                      int q_heads, int kv_heads, bool inverse, const Tensor& copy = Tensor{});
 
 }  // namespace trident::model

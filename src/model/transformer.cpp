@@ -570,7 +570,7 @@ void Transformer::attention_core_backward(LayerActivations& a, LayerActivations&
                               ring_buffers(input.dtype), heads_local_);
     else
       kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_,
-                                        dqkv_low);
+                                        qkv_gradient_writer() == QkvGradientWriter::attention ? dqkv_low : Tensor{});
   } else {
     if (recompute_attention_) materialized_attention(a, w, d_qkv_.data());
     if (bf16_attention())
@@ -580,17 +580,17 @@ void Transformer::attention_core_backward(LayerActivations& a, LayerActivations&
       kernels::attention_backward(ctx_, d_qkv_.view(), d_att_.view(), d_atty_.view(), attention_input(w),
                                   probabilities(w), heads_local_);
   }
-  positions_backward();
+  positions_backward(qkv_gradient_writer() == QkvGradientWriter::rotation ? dqkv_low : Tensor{});
 }
 
 // Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
-void Transformer::positions_backward() {
+void Transformer::positions_backward(const Tensor& dqkv_low) {
   const int BT = B_ * T_;
   if (grouped())
     kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
                        kv_local_);
   rotate_positions(ctx_, parts_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(),
-                   heads_local_, kv_local_, true);
+                   heads_local_, kv_local_, true, dqkv_low.data ? dqkv_low.reshaped({B_, T_, qkv_local_}) : Tensor{});
 }
 
 // In fp32 work and kept are the same buffer: nothing to store.
@@ -875,7 +875,7 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
   const bool written = gradients_written_low(defer);
   if ((low_gradient.given || low_gradient.wanted) && !written)
     throw std::logic_error("Transformer::block_backward: 16-bit gradients from their producers without their route");
-  const bool dqkv_written = written && attention_writes_low_gradient();
+  const bool dqkv_written = written && qkv_gradient_writer() != QkvGradientWriter::none;
   // MLP branch: residual3 = residual2 + fcproj(act(fc(norm2(residual2))))
   if (gelu_layer()) {  // GELU's backward in fcproj's input-gradient GEMM, its result in fc's operand type
     const Tensor dpre = fc_input_gradient();

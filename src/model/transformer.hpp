@@ -365,10 +365,12 @@ class Transformer {
   // in w.atty and kept); materialized_attention: the materialized core into `out` (f32).
   void attention_core(LayerActivations& a, LayerActivations& w);
   void materialized_attention(LayerActivations& a, LayerActivations& w, float* out);
-  // dqkv_low (or empty): d_qkv_ rounded, written by the flash attention's backward (where
-  // attention_writes_low_gradient()).
+  // dqkv_low (or empty): the qkv GEMM's dy (qkv_gradient()) rounded, written by what computes it
+  // last (qkv_gradient_writer()).
   void attention_core_backward(LayerActivations& a, LayerActivations& w, const Tensor& dqkv_low);
-  void positions_backward();  // d_qkv_ back through the key/value expansion and the rotation (if any)
+  // d_qkv_ back through the key/value expansion and the rotation (if any); dqkv_low as
+  // attention_core_backward's, written by the rotation.
+  void positions_backward(const Tensor& dqkv_low);
   // Keeping an activation computed in `work` (f32): in 16-bit mode rounded and stored in kept.
   void keep(Kept& work, Kept& kept);
   void widen(const Kept& kept, Kept& work);          // 16-bit mode: kept's values into work
@@ -391,13 +393,17 @@ class Transformer {
   // 16-bit mode, no deferral: the output gradients the backward GEMMs read in 16 bits are written
   // rounded by what computes them, into dy_low_ (GemmMode::dy_low_written) — the norms' backward
   // dresidual (for the attention projection, and the next block's MLP output layer; with sequence
-  // parallelism this rank's rows, which the row-parallel layer gathers in 16 bits), the flash
-  // attention's dqkv (where attention_writes_low_gradient()) — not narrowed by a pass of their own.
+  // parallelism this rank's rows, which the row-parallel layer gathers in 16 bits), the qkv
+  // gradient (qkv_gradient_writer()) — not narrowed by a pass of their own.
   bool gradients_written_low(bool defer) const { return low() && !defer; }
-  // The attention's gradient is the qkv GEMM's dy as it is (no ring, no grouped heads to sum, no
-  // rotation to undo), so the flash attention's backward can write it rounded.
-  bool attention_writes_low_gradient() const {
-    return flash_ && cp_.size == 1 && !grouped() && parts_.learned_positions();
+  // What computes the qkv GEMM's dy last, and so can write it rounded: the rotation back (rotary
+  // positions: every attention path, ring and grouped heads included, ends there), or the flash
+  // attention's backward where its gradient is the dy as it is (no ring, no grouped heads to sum);
+  // none elsewhere (the GEMM's layer narrows it).
+  enum class QkvGradientWriter { none, rotation, attention };
+  QkvGradientWriter qkv_gradient_writer() const {
+    if (!parts_.learned_positions()) return QkvGradientWriter::rotation;
+    return flash_ && cp_.size == 1 && !grouped() ? QkvGradientWriter::attention : QkvGradientWriter::none;
   }
   // For one block's backward (gradients_written_low): dy_low_ holds dresidual rounded on entry
   // (given: the head's or the block after's backward left it), and the block leaves its input

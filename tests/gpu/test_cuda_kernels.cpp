@@ -563,6 +563,20 @@ void llama_parts(Report& r) {
     kernels::rope(g_gpu, qkv.on_gpu({B, T, width}), positions.tensor(), Q, KV, kRopeScaled, inverse);
     r.add(qkv, Tolerance{1e-4, 1e-4}, inverse ? "rope inverse" : "rope");  // angles of libm's cosf/sinf
   }
+  // The inverse rotation with backward's 16-bit copy (the qkv GEMM's dy, v's columns too): the
+  // GPU's own rotation, and the copy it rounded.
+  for (const DType type : {DType::bf16, DType::fp16}) {
+    Floats alone(qkv.host), beside(qkv.host);
+    Halves copy(qkv.host.size(), 0xFFFF);
+    kernels::rope(g_gpu, alone.on_gpu({B, T, width}), positions.tensor(), Q, KV, kRopeScaled, true);
+    kernels::rope(g_gpu, beside.on_gpu({B, T, width}), positions.tensor(), Q, KV, kRopeScaled, true,
+                  copy.on_gpu({B, T, width}, type));
+    const std::vector<float> values = alone.from_gpu();
+    r.add(compare(beside.from_gpu(), values, kExact, std::string("rope inverse beside its ") + dtype_name(type) + " copy"));
+    std::vector<low16> rounded(values.size());
+    kernels::convert(g_cpu, view(rounded.data(), type, rounded.size()), view(const_cast<float*>(values.data()), values.size()));
+    r.add(compare_bits(copy.from_gpu(type), rounded, std::string("rope's ") + dtype_name(type) + " copy"));
+  }
   Floats full(B * T * 3 * Q * hs), compact(B * T * width);
   kernels::expand_kv(g_cpu, full.on_cpu({B * T, 3 * Q * hs}), qkv.on_cpu({B * T, width}), Q, KV);
   kernels::expand_kv(g_gpu, full.on_gpu({B * T, 3 * Q * hs}), qkv.on_gpu({B * T, width}), Q, KV);

@@ -147,6 +147,24 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   std::vector<float> back = y;  // and rope⁻¹(rope(x)) = x
   kernels::rope(ctx, as_tensor(back, {B, T, width}), as_tensor(positions), Q, KV, theta, true);
   expect_close(back, std::vector<double>(x.begin(), x.end()), 1e-5, 1e-3, "rope inverse");
+  // With the 16-bit copy backward's qkv GEMM reads: the same rotation, and every value after it —
+  // v's too — rounded; a copy of f32 or of another size refused.
+  for (DType type : {DType::bf16, DType::fp16}) {
+    std::vector<float> rotated = upstream;
+    std::vector<kernels::low16> copy(x.size(), 0xFFFF), expected(x.size());
+    kernels::rope(ctx, as_tensor(rotated, {B, T, width}), as_tensor(positions), Q, KV, theta, true,
+                  view(copy.data(), type, copy.size()));
+    BOOST_TEST(rotated == dx, boost::test_tools::per_element());
+    kernels::convert(ctx, view(expected.data(), type, expected.size()), as_tensor(dx));
+    BOOST_TEST(copy == expected, boost::test_tools::per_element());
+    BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(rotated, {B, T, width}), as_tensor(positions), Q, KV, theta, true,
+                                    view(copy.data(), type, copy.size() - 1)),
+                      std::logic_error);
+  }
+  std::vector<float> f32_copy(x.size());
+  BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(y, {B, T, width}), as_tensor(positions), Q, KV, theta, true,
+                                  as_tensor(f32_copy)),
+                    std::logic_error);
 }
 
 // Llama 3.1's scaled frequencies against Meta's apply_scaling (llama/model.py) in double: kept
