@@ -2,7 +2,6 @@
 #include "model/tensor_parallel.hpp"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "core/clock.hpp"
 #include "kernels/backend.hpp"

@@ -413,7 +413,7 @@ class Transformer {
   };
   void block_backward(LayerActivations& a, int l, const Tensor& input, float* dresidual, bool defer, int next,
                       LowGradient low_gradient);
-  Tensor stream_gradient_low() const;  // this rank's rows of dy_low_ as (B·T, C): dresidual rounded
+  Tensor stream_gradient_low() const;  // this rank's (rows, C) of dy_low_ seen as (B·T, C): dresidual rounded
   void block_weight_gradients(LayerActivations& a, int l);
   // The block's norm (block_parts.hpp) on this rank's rows; with sequence parallelism its weight
   // gradients summed over the tensor group.
