@@ -2,7 +2,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
 
@@ -72,8 +71,9 @@ void crossentropy_backward(Context&, float* dlogits, const float* logits,
                  targets[n] - vocab_begin, scale, valid, ld);
 }
 
-// Each row in f32 in the thread's scratch (the f32 kernel's arithmetic), then rounded.
-void crossentropy_backward_low16(Context&, Precision precision, low16* dlogits, const float* logits,
+// Each row in f32 in the thread's scratch (the f32 kernel's arithmetic), then rounded (to_low: one
+// thread's row, inside this parallel loop).
+void crossentropy_backward_low16(Context& ctx, Precision precision, low16* dlogits, const float* logits,
                                  const float* log_normalizers, const int32_t* targets, int vocab_begin, float scale,
                                  int N, int valid, int ld) {
 #pragma omp parallel
@@ -83,11 +83,7 @@ void crossentropy_backward_low16(Context&, Precision precision, low16* dlogits, 
     for (int n = 0; n < N; ++n) {
       gradient_row(d.data(), logits + static_cast<size_t>(n) * ld, log_normalizers[n], targets[n] - vocab_begin, scale,
                    valid, ld);
-      low16* out = dlogits + static_cast<size_t>(n) * ld;
-      if (precision == Precision::fp16)
-        for (int i = 0; i < ld; ++i) out[i] = fp16_round(d[i]);
-      else
-        for (int i = 0; i < ld; ++i) out[i] = bf16_round(d[i]);
+      to_low(ctx, precision, dlogits + static_cast<size_t>(n) * ld, d.data(), static_cast<size_t>(ld));
     }
   }
 }
