@@ -80,8 +80,9 @@ struct Workload {
   // activation messages are f32 (Trident in 16-bit precision: the GEMMs' gathered inputs, the
   // re-gathers and the row-parallel layers' output gradients, written rounded by the norms'
   // backward, travel in 16 bits; the reduce-scatters, the embedding's gradient and the pipeline's
-  // messages in f32). Megatron-LM and TorchTitan have 16-bit messages throughout.
-  bool sequence_parallel_gathers_stored = false;
+  // messages in f32). Megatron-LM and TorchTitan have 16-bit messages throughout. Trident's, as the
+  // other defaults here: what `trident train`'s own layout choice and figures use.
+  bool sequence_parallel_gathers_stored = true;
 };
 
 // Whose costs the model charges where implementations of the same layout differ (`trident plan
