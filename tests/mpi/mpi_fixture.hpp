@@ -4,7 +4,9 @@
 
 #include <mpi.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -16,6 +18,15 @@ comm::Communicator& world();
 
 // True on every rank iff `ok` is true on every rank.
 bool everywhere(bool ok);
+
+// n values uniform in [−1, 1) from `seed`: the same on every rank for the same seed.
+inline std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(gen);
+  return v;
+}
 
 // Runs `body` and returns the UserError message it threw ("" if none) — on this rank.
 template <class Body>

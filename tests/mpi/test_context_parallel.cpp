@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "kernels/cpu/cpu.hpp"
@@ -18,16 +17,9 @@
 
 using namespace trident;
 using testing::everywhere;
+using testing::random_values;
 
 namespace {
-
-std::vector<float> random_values(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(gen);
-  return v;
-}
 
 // This rank's chunks of (B, T, width) values (model::take_chunks).
 std::vector<float> local_rows(const std::vector<float>& whole, const model::ContextGroup& group, int B, int T,

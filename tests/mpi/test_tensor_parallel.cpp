@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -19,16 +18,9 @@
 
 using namespace trident;
 using testing::everywhere;
+using testing::random_values;
 
 namespace {
-
-std::vector<float> random_values(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(gen);
-  return v;
-}
 
 // n values rounded to bf16, as the model stores its operands.
 std::vector<kernels::low16> bf16_of(const std::vector<float>& values) {
