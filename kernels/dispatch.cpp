@@ -271,18 +271,14 @@ Tensor narrow(Context& ctx, const Tensor& values, DType type) {
   return entry(ctx, &KernelTable::narrow, "narrow")(ctx, values, type);
 }
 
-void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& sums) {
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   const Arguments args("linear_forward");
   check_linear_operands(args, x, w);
   const int64_t M = matrix_rows(x), N = matrix_rows(w);
   args.typed("y", y, M * N);
-  if (y.dtype != DType::f32) {  // a kept activation, of the operands' 16-bit type, and the f32 scratch
-    args.type("y", y, x.dtype);
-    args.f32("sums", sums, M * N);
-  }
+  if (y.dtype != DType::f32) args.type("y", y, x.dtype);  // a kept activation, of the operands' 16-bit type
   args.optional_f32("bias", bias, N);
-  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias, sums);
+  entry(ctx, &KernelTable::linear_forward, "linear_forward")(ctx, y, x, w, bias);
 }
 
 void linear_backward(Context& ctx, const Tensor& dx, const Tensor& dw, const Tensor& dbias, const Tensor& dy,
@@ -307,20 +303,19 @@ void bias_gradient(Context& ctx, const Tensor& dbias, const Tensor& dy) {
   entry(ctx, &KernelTable::bias_gradient, "bias_gradient")(ctx, dbias, dy);
 }
 
-void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
-                         const Tensor& w, const Tensor& bias) {
+void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& x, const Tensor& w,
+                         const Tensor& bias) {
   const Arguments args("linear_gelu_forward");
   check_linear_operands(args, x, w);
   const int64_t M = matrix_rows(x), N = matrix_rows(w);
   args.typed("pre", pre, M * N);
   args.exactly("act", act, pre.dtype, M * N);
-  args.f32("sums", sums, M * N);
   args.optional_f32("bias", bias, N);
-  entry(ctx, &KernelTable::linear_gelu_forward, "linear_gelu_forward")(ctx, pre, act, sums, x, w, bias);
+  entry(ctx, &KernelTable::linear_gelu_forward, "linear_gelu_forward")(ctx, pre, act, x, w, bias);
 }
 
-void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& sums, const Tensor& dy,
-                          const Tensor& pre, const Tensor& w) {
+void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& dy, const Tensor& pre,
+                          const Tensor& w) {
   const Arguments args("linear_gelu_backward");
   args.operand("pre", pre);
   args.type("w", w, pre.dtype);
@@ -329,12 +324,10 @@ void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias,
   args.exactly("dy", dy, pre.dtype, M * N);
   args.columns("dy", dy, N);
   args.exactly("dpre", dpre, pre.dtype, M * K);
-  args.f32("sums", sums, M * K);
   args.optional_f32("dbias", dbias, K);
-  // The GEMM writes sums (or dpre) before GELU' has read pre.
-  args.holds(sums.data != pre.data, "sums", "is pre's memory, which the GEMM would overwrite before GELU' reads it");
+  // The GEMM writes dpre's sums before GELU' has read pre.
   args.holds(dpre.data != pre.data, "dpre", "is pre's memory, which the GEMM would overwrite before GELU' reads it");
-  entry(ctx, &KernelTable::linear_gelu_backward, "linear_gelu_backward")(ctx, dpre, dbias, sums, dy, pre, w);
+  entry(ctx, &KernelTable::linear_gelu_backward, "linear_gelu_backward")(ctx, dpre, dbias, dy, pre, w);
 }
 
 void strided_matmul(Context& ctx, const Tensor& c, const Strides& c_strides, const Tensor& a, const Strides& a_strides,

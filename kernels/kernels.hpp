@@ -125,7 +125,8 @@ std::string cpu_isa();
 // Whether oneDNN creates a matmul on operands of this 16-bit type on this CPU (asked once per
 // type, by creating a small one; fp32: always).
 bool native_low16_gemm_available(Precision precision);
-// Whether ctx's GEMMs in this precision widen their 16-bit operands (never for fp32).
+// Whether ctx's GEMMs in this precision widen their 16-bit operands (never for fp32, nor on a
+// backend whose kernels are not the CPU's: Backend::runs_cpu_kernels).
 bool widens_low16(const Context& ctx, Precision precision);
 // One line on the path ctx's GEMMs take in this precision, e.g. "bf16 GEMM: native
 // avx512_core_amx (oneDNN brg:avx512_core_bf16)", "bf16 GEMM: widened to f32 (no bf16 matmul on

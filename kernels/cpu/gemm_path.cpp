@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/backend.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/kernels.hpp"
@@ -73,8 +74,10 @@ bool native_low16_gemm_available(Precision precision) {
 int64_t gemm_primitives_created() { return cpu::primitives_created(); }
 
 bool widens_low16(const Context& ctx, Precision precision) {
-  // Portable GEMMs widen 16-bit operands as they read them, into no workspace.
+  // Portable GEMMs widen 16-bit operands as they read them, into no workspace; a device's
+  // kernels (CUDA's) multiply them on the device, whatever this host's CPU offers.
   if (precision == Precision::fp32 || ctx.arithmetic == Arithmetic::portable) return false;
+  if (!backend_of(ctx).runs_cpu_kernels()) return false;
   switch (ctx.low16_gemm) {
     case Low16Gemm::widened: return true;
     case Low16Gemm::native: return false;

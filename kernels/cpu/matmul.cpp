@@ -129,13 +129,29 @@ OperandType operand_type(const Context& ctx, Precision precision) {
   return precision == Precision::bf16 ? OperandType::bf16 : OperandType::f16;
 }
 
-float* widening_workspace(size_t floats) {
-  static Buffer<float> workspace;
+namespace {
+
+// At least `floats` floats of `workspace`, grown when a call needs more: freed first, so that
+// its peak is the largest need, not two.
+float* at_least(Buffer<float>& workspace, size_t floats) {
   if (workspace.size() < floats) {
-    workspace = Buffer<float>();  // freed first: the peak is the largest need, not two
+    workspace = Buffer<float>();
     workspace = Buffer<float>(floats, MemoryCategory::Workspace);
   }
   return workspace.data();
+}
+
+}  // namespace
+
+float* widening_workspace(size_t floats) {
+  static Buffer<float> workspace;
+  return at_least(workspace, floats);
+}
+
+Tensor rounding_workspace(int64_t rows, int64_t cols) {
+  static Buffer<float> workspace;
+  const size_t n = static_cast<size_t>(rows * cols);
+  return Tensor{at_least(workspace, n), DType::f32, Shape{rows, cols}, Device{}};
 }
 
 int64_t primitives_created() { return g_created; }
@@ -229,51 +245,52 @@ void linear_backward_low(Context& ctx, Precision precision, float* dx, float* dw
 
 // The typed linear layer: the f32 GEMMs, or the 16-bit ones of x's type. M, K from x (M, K), N
 // from w (N, K).
-// A 16-bit y: the GEMM into sums, then rounded into y (sums left as they are).
-void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& sums) {
+// A 16-bit y: the GEMM into the rounding workspace, then rounded into y.
+void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   const int M = static_cast<int>(matrix_rows(x)), K = static_cast<int>(matrix_cols(x));
   const int N = static_cast<int>(matrix_rows(w));
   const float* b = optional_data<float>(bias);
   if (x.dtype == DType::f32) return cpu::linear_forward(ctx, y.as<float>(), x.as<float>(), w.as<float>(), b, M, K, N);
   require_same_type(x, w);
-  const Tensor& f32 = y.dtype == DType::f32 ? y : sums;
+  const Tensor f32 = y.dtype == DType::f32 ? y : rounding_workspace(M, N);
   cpu::linear_forward_low(ctx, precision_of(x.dtype), f32.as<float>(), x.as<low16>(), w.as<low16>(), b, M, K, N);
-  if (y.dtype != DType::f32) cpu::convert(ctx, y, sums);
+  if (y.dtype != DType::f32) cpu::convert(ctx, y, f32);
 }
 
-// The GEMM into sums, then what the layer's parts did apart: pre kept in its type (the sums
-// rounded with it, kernels::store), act = the GELU of those values, kept likewise. In f32 the
-// sums are pre's values.
-void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& sums, const Tensor& x,
-                         const Tensor& w, const Tensor& bias) {
-  cpu::linear_forward(ctx, sums, x, w, bias, Tensor{});
+// The GEMM's f32 sums (pre itself in f32, else the rounding workspace), then what the layer's
+// parts did apart: pre kept in its type (the sums rounded with it, kernels::store), act = the
+// GELU of those values, kept likewise.
+void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& x, const Tensor& w,
+                         const Tensor& bias) {
   if (pre.dtype == DType::f32) {
-    if (pre.data != sums.data) cpu::copy(ctx, pre, sums);
+    cpu::linear_forward(ctx, pre, x, w, bias);
     return cpu::gelu_forward(ctx, act, pre);
   }
+  const Tensor sums = rounding_workspace(matrix_rows(x), matrix_rows(w));
+  cpu::linear_forward(ctx, sums, x, w, bias);
   cpu::store(ctx, pre, sums);
   cpu::gelu_forward(ctx, sums, sums);
   cpu::store(ctx, act, sums);
 }
 
-// The GEMM of linear_backward's dx into sums, GELU' in place (gelu_backward's arithmetic), the
-// bias gradient summed from those f32 values (linear_backward's), and dpre: them rounded to its
-// 16-bit type (linear_backward's narrowing) — in f32 GELU' writes dpre itself.
-void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& sums, const Tensor& dy,
-                          const Tensor& pre, const Tensor& w) {
+// The GEMM of linear_backward's dx into its f32 sums (dpre itself in f32, else the rounding
+// workspace), GELU' in place (gelu_backward's arithmetic), the bias gradient summed from those
+// f32 values (linear_backward's), and a 16-bit dpre: them rounded to its type (linear_backward's
+// narrowing).
+void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias, const Tensor& dy, const Tensor& pre,
+                          const Tensor& w) {
   const int M = static_cast<int>(matrix_rows(pre)), K = static_cast<int>(matrix_cols(pre));
   const int N = static_cast<int>(matrix_rows(w));
   float* db = optional_data<float>(dbias);
   const bool low = pre.dtype != DType::f32;
+  const Tensor sums = low ? rounding_workspace(M, K) : dpre;
   if (low)
     cpu::linear_backward_low(ctx, precision_of(pre.dtype), sums.as<float>(), nullptr, nullptr, nullptr,
                              dy.as<low16>(), nullptr, w.as<low16>(), M, K, N);
   else
     cpu::linear_backward(ctx, sums.as<float>(), nullptr, nullptr, dy.as<float>(), nullptr, w.as<float>(), M, K, N);
-  const Tensor values = low ? sums : dpre;  // where GELU' writes: in place in sums, or dpre itself
-  cpu::gelu_backward(ctx, values, pre, sums);
-  if (db) column_sums_add(db, values.as<float>(), M, K);
+  cpu::gelu_backward(ctx, sums, pre, sums);  // in place
+  if (db) column_sums_add(db, sums.as<float>(), M, K);
   if (low) to_low(ctx, precision_of(pre.dtype), dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
 }
 

@@ -170,6 +170,7 @@ class CudaBackend final : public Backend {
     return Stream{device(), stream};
   }
   std::string graphs_unavailable() const override { return ""; }
+  bool runs_cpu_kernels() const override { return false; }
   // Stream capture in thread-local mode: other threads (the gradient reducer's) keep launching
   // while this one captures. An operation that cannot be captured (a synchronous copy, a host
   // read of a result) fails the capture here, naming the error.

@@ -77,8 +77,9 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   l.bucket_mb = settings.reduce.bucket_mb;
   l.gradient_bytes = static_cast<double>(dtype_size(settings.reduce.grad_dtype));
   for (int64_t n : settings.parallel.stage_layers) l.stage_layers.push_back(static_cast<int>(n));
-  // Widened 16-bit GEMMs (and their workspace) exist only in the CPU backend: this host.
-  l.low16_widened = hw.name.rfind("this-host", 0) == 0 && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
+  // The CPU backend's kernels and their workspaces (widened 16-bit GEMMs, 16-bit outputs' sums): this host.
+  l.cpu_kernels = hw.name.rfind("this-host", 0) == 0;
+  l.low16_widened = l.cpu_kernels && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
   return l;
 }
 

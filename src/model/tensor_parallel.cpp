@@ -183,36 +183,33 @@ void column_parallel_backward_overlapped(kernels::Context& ctx, const GemmMode& 
 
 }  // namespace
 
-void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local,
-                             const Tensor& sums, const Operand& x, const Tensor& gathered, const Operand& w_local,
-                             const float* b_local, int M, int K, int N_local) {
+void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local, const Operand& x,
+                             const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
+                             int N_local) {
   const Tensor y = y_local.reshaped({M, N_local}), bias = on_device(ctx, b_local, {N_local});
-  const Tensor scratch = sums.data != nullptr ? sums.reshaped({M, N_local}) : Tensor{};
   if (group.overlaps()) {  // Y_j = X_j A_iᵀ + b_i as each X_j arrives
     const int p = group.slice.size;
     group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
-      kernels::linear_forward(ctx, block_of(y, j, p), rows, w_local, bias,
-                              scratch.data != nullptr ? block_of(scratch, j, p) : Tensor{});
+      kernels::linear_forward(ctx, block_of(y, j, p), rows, w_local, bias);
     });
     return;
   }
-  kernels::linear_forward(ctx, y, gathered_input(ctx, group, x, gathered, M, K), w_local, bias, scratch);
+  kernels::linear_forward(ctx, y, gathered_input(ctx, group, x, gathered, M, K), w_local, bias);
 }
 
 void column_parallel_gelu_forward(kernels::Context& ctx, const TensorGroup& group, const GeluOutputs& out,
                                   const Operand& x, const Tensor& gathered, const Operand& w_local,
                                   const float* b_local, int M, int K, int N_local) {
   const Tensor pre = out.pre.reshaped({M, N_local}), act = out.act.reshaped({M, N_local});
-  const Tensor sums = out.sums.reshaped({M, N_local}), bias = on_device(ctx, b_local, {N_local});
+  const Tensor bias = on_device(ctx, b_local, {N_local});
   if (group.overlaps()) {  // block j of each output as X_j arrives
     const int p = group.slice.size;
     group.ring_all_gather(ctx, leading_rows(gathered, M, K), x, [&](int j, const Tensor& rows) {
-      kernels::linear_gelu_forward(ctx, block_of(pre, j, p), block_of(act, j, p), block_of(sums, j, p), rows, w_local,
-                                   bias);
+      kernels::linear_gelu_forward(ctx, block_of(pre, j, p), block_of(act, j, p), rows, w_local, bias);
     });
     return;
   }
-  kernels::linear_gelu_forward(ctx, pre, act, sums, gathered_input(ctx, group, x, gathered, M, K), w_local, bias);
+  kernels::linear_gelu_forward(ctx, pre, act, gathered_input(ctx, group, x, gathered, M, K), w_local, bias);
 }
 
 void column_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
@@ -317,7 +314,7 @@ void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, con
                                 const GeluGradient& out, float* dw_local, float* dbias, const float* dy,
                                 float* gathered_dy, const Operand& x_local, const Operand& w_local, int M, int K_local,
                                 int N) {
-  const Tensor dpre = out.dpre.reshaped({M, K_local}), sums = out.sums.reshaped({M, K_local});
+  const Tensor dpre = out.dpre.reshaped({M, K_local});
   const Tensor pre = out.pre.reshaped({M, K_local}), x = x_local.reshaped({M, K_local});
   const Tensor dw = on_device(ctx, dw_local, {N, K_local}), db = on_device(ctx, dbias, {N});
   const bool rows_only = gathers_written_rows(mode, group);
@@ -326,7 +323,6 @@ void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, con
                         gradient_gemms(ctx, mode, Tensor{}, dw, rows_only ? Tensor{} : db, dy_rows, dy_low,
                                        block_of(x, j, blocks), w_local);
                         kernels::linear_gelu_backward(ctx, block_of(dpre, j, blocks), out.dbias_in,
-                                                      block_of(sums, j, blocks),
                                                       dy_low.data != nullptr ? dy_low : dy_rows,
                                                       block_of(pre, j, blocks), w_local);
                       });

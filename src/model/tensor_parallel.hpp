@@ -145,19 +145,16 @@ struct GemmMode {
 };
 
 // x (M, K), w_local (N_local, K), y_local (M, N_local): f32, or of x's 16-bit type (a kept
-// activation the GEMM writes, kernels::linear_forward) with sums (M, N_local) f32 its scratch.
-// Sequence-parallel group: x is this rank's rows (M/p, K), gathered into `gathered` (M, K) of
-// x's dtype first.
-void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local,
-                             const Tensor& sums, const Operand& x, const Tensor& gathered, const Operand& w_local,
-                             const float* b_local, int M, int K, int N_local);
+// activation the GEMM writes, kernels::linear_forward). Sequence-parallel group: x is this rank's
+// rows (M/p, K), gathered into `gathered` (M, K) of x's dtype first.
+void column_parallel_forward(kernels::Context& ctx, const TensorGroup& group, const Tensor& y_local, const Operand& x,
+                             const Tensor& gathered, const Operand& w_local, const float* b_local, int M, int K,
+                             int N_local);
 // The same layer followed by GPT-2's GELU, in one operation per GEMM (kernels::linear_gelu_forward:
 // on CUDA the GELU in the GEMM's epilogue): pre (M, N_local) = X A_iᵀ + b_i and act (M, N_local) =
-// GELU(pre), both in pre's dtype (the model's kept type: no f32 copy of either on a device); sums
-// (M, N_local) f32, the scratch of a backend that cannot write them from the GEMM (pre itself in
-// fp32).
+// GELU(pre), both in pre's dtype (the model's kept type: no f32 copy of either on a device).
 struct GeluOutputs {
-  Tensor pre, act, sums;
+  Tensor pre, act;
 };
 void column_parallel_gelu_forward(kernels::Context& ctx, const TensorGroup& group, const GeluOutputs& out,
                                   const Operand& x, const Tensor& gathered, const Operand& w_local,
@@ -187,10 +184,10 @@ void row_parallel_backward(kernels::Context& ctx, const GemmMode& mode, const Te
 // row_parallel_backward's, and in place of dx_local the gradient of the GELU's input,
 // dpre (M, K_local) = (dY W_i) ⊙ GELU'(pre), in pre's dtype (16-bit mode: what the input layer's
 // GEMMs read, no f32 copy on a device), with the input layer's bias gradient dbias_in (K_local) +=
-// Σ dpre (or empty). pre (M, K_local): the kept values; sums (M, K_local) f32 scratch. dY's
-// values as the GEMMs read them: f32, or in 16-bit mode mode.dy_low.
+// Σ dpre (or empty). pre (M, K_local): the kept values. dY's values as the GEMMs read them: f32,
+// or in 16-bit mode mode.dy_low.
 struct GeluGradient {
-  Tensor dpre, dbias_in, sums, pre;
+  Tensor dpre, dbias_in, pre;
 };
 void row_parallel_gelu_backward(kernels::Context& ctx, const GemmMode& mode, const TensorGroup& group,
                                 const GeluGradient& out, float* dw_local, float* dbias, const float* dy,

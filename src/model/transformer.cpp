@@ -272,7 +272,7 @@ Transformer::Kept Transformer::kept(size_t n, bool f32) const { return activatio
 // outputs of the blocks that end a segment (the next segment's input, and the last block's for
 // the head); the rest lives in K shared sets (work_), refilled by each segment's recompute.
 // Role::Working is the 16-bit mode's f32 working set: no statistics, no output (the output
-// goes to the residual stream buffers).
+// goes to the residual stream buffers), none of what the GEMMs write where it is kept.
 // With sequence parallelism the LayerNorms' and the residual stream's buffers hold this rank's
 // rows (rows_) only; the parallel layers' (qkv, atty, fch, fch_gelu) hold every row.
 void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32) {
@@ -287,15 +287,19 @@ void Transformer::allocate_layer(LayerActivations& a, Role role, bool output_f32
     if (flash_) a.lse = activations(BT * heads_local_);  // statistics, as LayerNorm's: f32
   }
   if (role != Role::Working) a.ln1 = kept(rows * C, f32);  // the norms write the kept values themselves
-  a.qkv = kept(BT * qkv_local_, f32);
+  // The qkv GEMM writes the kept q, k, v for the flash attention (learned positions): no f32 copy.
+  if (role != Role::Working || !qkv_written_kept()) a.qkv = kept(BT * qkv_local_, f32);
   if (!flash_ && !recompute_attention_) a.att = kept(probs, f32);  // selective: one shared f32 buffer
   // The flash attention writes its output where it is kept; f32 only to fold context parallelism's blocks.
   if (role != Role::Working || !flash_ || cp_.size > 1) a.atty = kept(BT * Cl, f32);
   a.residual2 = kept(rows * C, f32);
   if (role != Role::Working) a.ln2 = kept(rows * C, f32);
-  a.fch = kept(BT * fc_local_, f32);
-  // GELU's layer writes its output where it is kept (linear_gelu_forward): no f32 working copy.
-  if (role != Role::Working || !gelu_layer()) a.fch_gelu = kept(BT * mlp_local_, f32);
+  // GELU's layer writes its input and output where they are kept (linear_gelu_forward): no f32
+  // working copy of either.
+  if (role != Role::Working || !gelu_layer()) {
+    a.fch = kept(BT * fc_local_, f32);
+    a.fch_gelu = kept(BT * mlp_local_, f32);
+  }
 }
 
 // Slot k of chunk c holds that chunk's blocks only (a chunk's output, what it sends, in f32).
@@ -362,7 +366,11 @@ void Transformer::prepare(int B, int T) {
     tp_.incoming = ring_incoming_.view({rows_, config_.channels});
   }
   d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
-  d_fch_ = activations(BT * fc_local_), d_fch_gelu_ = activations(BT * mlp_local_);
+  // GPT-2's GELU layer writes the gradient of its input in fc's operand type (fc_input_gradient).
+  d_fch_ = activations(gelu_layer() && low() ? low_type() : DType::f32, BT * fc_local_);
+  // GELU's layer computes the gradient of its input in one operation (linear_gelu_backward): the
+  // f32 gradient of its output only where the ring attention's blocks travel in it.
+  if (!gelu_layer() || (cp_.size > 1 && ring_in_mlp_scratch())) d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
   if (grouped()) {  // the flash attention's of the kept type, the materialized one's f32
     qkv_full_ = activations(flash_ && low() ? low_type() : DType::f32, BT * 3 * Cl);
@@ -629,11 +637,11 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
   norm_forward(a.ln1.view(rows), a.ln1_mean.view(), a.ln1_var.view(), on_device(input, rows), p.ln1w, p.ln1b);
   const Operand qkv_weight = block_weight(l, kQkvw, qkv_local_, C);
   if (qkv_written_kept()) {  // the flash attention reads q, k, v as the GEMM keeps them: no f32 copy on a device
-    column_parallel_forward(ctx_, tp_, a.qkv.view(), w.qkv.view(), a.ln1.view(), gathered_.view(), qkv_weight,
-                            bias(p.qkvb), BT, C, qkv_local_);
+    column_parallel_forward(ctx_, tp_, a.qkv.view(), a.ln1.view(), gathered_.view(), qkv_weight, bias(p.qkvb), BT, C,
+                            qkv_local_);
   } else {  // f32 first: the rotary positions (q and k rotated in place), the materialized attention
-    column_parallel_forward(ctx_, tp_, w.qkv.view(), Tensor{}, a.ln1.view(), gathered_.view(), qkv_weight,
-                            bias(p.qkvb), BT, C, qkv_local_);
+    column_parallel_forward(ctx_, tp_, w.qkv.view(), a.ln1.view(), gathered_.view(), qkv_weight, bias(p.qkvb), BT, C,
+                            qkv_local_);
     rotate_positions(ctx_, parts_, w.qkv.view({B_, T_, qkv_local_}), rope_positions_.view(), heads_local_, kv_local_,
                      false);
     keep(w.qkv, a.qkv);
@@ -645,10 +653,10 @@ void Transformer::block_forward(LayerActivations& a, int l, const float* input, 
                        operand(w.atty, a.atty), block_weight(l, kAttprojw, C, Cl), bias(p.attprojb), BT, Cl, C);
   norm_forward(a.ln2.view(rows), a.ln2_mean.view(), a.ln2_var.view(), w.residual2.view(rows), p.ln2w, p.ln2b);
   if (gelu_layer()) {  // the GEMM and its GELU written once, where they are kept
-    column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view(), w.fch.view()}, a.ln2.view(),
+    column_parallel_gelu_forward(ctx_, tp_, {a.fch.view(), a.fch_gelu.view()}, a.ln2.view(),
                                  gathered_.view(), block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
   } else {
-    column_parallel_forward(ctx_, tp_, w.fch.view(), Tensor{}, a.ln2.view(), gathered_.view(),
+    column_parallel_forward(ctx_, tp_, w.fch.view(), a.ln2.view(), gathered_.view(),
                             block_weight(l, kFcw, fc_local_, C), bias(p.fcb), BT, C, fc_local_);
     keep(w.fch, a.fch);
     activation_forward(ctx_, parts_, w.fch_gelu.view({BT, mlp_local_}), w.fch.view({BT, fc_local_}));
@@ -701,7 +709,7 @@ void Transformer::head_forward(Slot& s, bool with_loss, std::optional<float> bac
 // The (B·T, Vp/p) logits, kept in the slot for backward, and from them the losses.
 void Transformer::whole_classifier_forward(Slot& s, bool with_loss) {
   const int BT = B_ * T_, C = config_.channels;
-  column_parallel_forward(ctx_, tp_whole_, s.logits.view(), Tensor{}, s.lnf.view(), Tensor{},
+  column_parallel_forward(ctx_, tp_whole_, s.logits.view(), s.lnf.view(), Tensor{},
                           weight(head_tensor(), 0, vocab_.rows, C), nullptr, BT, C, vocab_.rows);
   if (!with_loss) return;
   vocab_parallel_cross_entropy(ctx_, tp_whole_, vocab_, s.losses.data(), s.log_normalizers.data(),
@@ -824,13 +832,9 @@ GemmMode Transformer::defer_gradient(const float* dy, Kept& into) {
   return mode;
 }
 
-// The gradient of GPT-2's GELU input (B·T, 4C/p) in fc's operand type: d_fch_ itself in fp32, in
-// 16-bit mode its first half (the f32 values are not written: linear_gelu_backward).
-Tensor Transformer::fc_input_gradient() {
-  const Shape shape{B_ * T_, fc_local_};
-  if (!low()) return d_fch_.view(shape);
-  return Tensor{d_fch_.data(), low_type(), shape, device()};
-}
+// The gradient of GPT-2's GELU input (B·T, 4C/p) in fc's operand type: d_fch_, f32 or 16-bit
+// (the f32 values are not written: linear_gelu_backward).
+Tensor Transformer::fc_input_gradient() { return d_fch_.view({B_ * T_, fc_local_}); }
 
 // An f32 copy in 16-bit mode is narrowed in place (its last use): the values the input GEMM read.
 Tensor Transformer::deferred_gradient(Kept& kept) {
@@ -880,16 +884,17 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
   if (gelu_layer()) {  // GELU's backward in fcproj's input-gradient GEMM, its result in fc's operand type
     const Tensor dpre = fc_input_gradient();
     row_parallel_gelu_backward(ctx_, mode(dresidual, a.residual3, low_gradient.given), tp_,
-                               {dpre, on_device(bias(g.fcb), {fc_local_}), d_fch_gelu_.view(), a.fch.view()},
+                               {dpre, on_device(bias(g.fcb), {fc_local_}), a.fch.view()},
                                dw(g.fcprojw), bias(g.fcprojb), dresidual, scratch_c_.data(),
                                operand(w.fch_gelu, a.fch_gelu), block_weight(l, kFcprojw, C, mlp_local_), BT,
                                mlp_local_, C);
-    GemmMode fc = mode(d_fch_.data(), a.fch);  // fp32: dpre is d_fch_ (deferred: copied into a.fch)
+    const float* dpre_f32 = low() ? nullptr : d_fch_.data<float>();
+    GemmMode fc = mode(dpre_f32, a.fch);  // fp32: dpre is d_fch_ (deferred: copied into a.fch)
     if (low()) {  // deferred: dpre kept in a.fch, the mode's 16-bit dy, for the weight gradient
       if (defer) kernels::copy(ctx_, a.fch.view(), dpre);
       else fc.dy_low = dpre;
     }
-    column_parallel_backward(ctx_, fc, tp_, d_ln_.data(), dw(g.fcw), nullptr, low() ? nullptr : d_fch_.data(),
+    column_parallel_backward(ctx_, fc, tp_, d_ln_.data(), dw(g.fcw), nullptr, dpre_f32,
                              a.ln2.view(), gathered_.view(), block_weight(l, kFcw, fc_local_, C), BT, C,
                              fc_local_);
   } else {
@@ -898,8 +903,8 @@ void Transformer::block_backward(LayerActivations& a, int l, const Tensor& input
                           block_weight(l, kFcprojw, C, mlp_local_), BT, mlp_local_, C);
     activation_backward(ctx_, parts_, d_fch_.view({BT, fc_local_}), w.fch.view({BT, fc_local_}),
                         d_fch_gelu_.view({BT, mlp_local_}));
-    column_parallel_backward(ctx_, mode(d_fch_.data(), a.fch), tp_, d_ln_.data(), dw(g.fcw), bias(g.fcb),
-                             d_fch_.data(), a.ln2.view(), gathered_.view(),
+    column_parallel_backward(ctx_, mode(d_fch_.data<float>(), a.fch), tp_, d_ln_.data(), dw(g.fcw), bias(g.fcb),
+                             d_fch_.data<float>(), a.ln2.view(), gathered_.view(),
                              block_weight(l, kFcw, fc_local_, C), BT, C, fc_local_);
   }
   norm_backward(d_stream, g.ln2w, g.ln2b, d_ln, a.residual2.view(rows), p.ln2w,

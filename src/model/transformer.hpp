@@ -533,7 +533,10 @@ class Transformer {
   Buffer<float> ring_incoming_;                // (rows_,C) tp_comm_overlap: TensorGroup::incoming
   Buffer<float> d_atty_;                       // (B,T,C/p)
   Buffer<float> d_qkv_;                        // (B,T,3C/p)
-  Buffer<float> d_fch_, d_fch_gelu_;           // (B,T,4C/p)
+  TensorBuffer d_fch_;                         // (B,T,fc/p) the MLP input GEMM's output gradient: f32,
+                                               // or for GPT-2's GELU layer in 16 bits of the storage type
+  Buffer<float> d_fch_gelu_;                   // (B,T,hidden/p) its activation's output gradient (not
+                                               // GPT-2's fused GELU layer, but for the ring's blocks)
   Buffer<float> ring_scratch_;                 // context parallelism, MLP widths under 4C: ring_buffers' (4, B,T,2C/p)
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
   // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded

@@ -20,6 +20,10 @@ constexpr int64_t kFloat = sizeof(float);
 int index(MemoryCategory c) { return static_cast<int>(c); }
 
 bool low(const MemoryInputs& in) { return in.precision == "bf16" || in.precision == "fp16"; }
+// GPT-2's MLP input layer and GELU in one operation each way (linear_gelu_forward / _backward).
+bool gelu_layer(const MemoryInputs& in) {
+  return model::block_parts(in.config).activation == model::ActivationPart::gelu;
+}
 int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  // a kept value
 
 // probs: a block's attention probabilities (B, NH/p, T, T), none with flash attention, which
@@ -62,10 +66,13 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   const Sizes z = sizes(in);
   // GELU's output is written where it is kept (linear_gelu_forward): in the working set SwiGLU's only.
   // The norms write their kept outputs too: of the (rows, C) buffers only residual2 is there.
-  const int64_t hidden = model::block_parts(in.config).activation == model::ActivationPart::gelu ? 0 : z.hidden;
+  // So does its input GEMM, and with learned positions the flash attention reads q, k, v as the
+  // qkv GEMM keeps them (Transformer::qkv_written_kept).
+  const int64_t mlp = gelu_layer(in) ? 0 : z.fc + z.hidden;
+  const int64_t qkv = in.flash_attention && model::block_parts(in.config).learned_positions() ? 0 : z.qkv;
   // The flash attention writes its output where it is kept, but for context parallelism's f32 folding.
   const int64_t atty = in.flash_attention && in.context == 1 ? 0 : z.BT * z.Cl;
-  const int64_t working = z.rows * z.C + z.BT * z.qkv + atty + z.BT * (z.fc + hidden) + (selective ? 0 : z.probs);
+  const int64_t working = z.rows * z.C + z.BT * qkv + atty + z.BT * mlp + (selective ? 0 : z.probs);
   return (working + 2 * z.rows * z.C) * kFloat + z.BT * std::max({z.C, z.qkv, z.fc}) * 2;
 }
 
@@ -121,8 +128,12 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   const bool ring_in_mlp = z.fc >= 4 * z.Cl && z.hidden >= 4 * z.Cl;
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (bf16_attention ? 2 : 0)) : 0);
-  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * (z.fc + z.hidden) +
-             z.probs) * kFloat;  // backward scratch
+  // The GELU layer writes the gradient of its input in fc's operand type; the gradient of its
+  // output exists only to carry the ring's blocks.
+  const int64_t d_hidden = !gelu_layer(in) || (in.context > 1 && ring_in_mlp) ? z.hidden : 0;
+  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * d_hidden + z.probs) *
+                kFloat +
+            z.BT * z.fc * (gelu_layer(in) ? stored_bytes(in) : kFloat);  // backward scratch
   if (z.grouped)  // the expanded q, k, v (the flash attention's of the stored type); the summed gradient
     shared += 3 * z.BT * z.Cl * (in.flash_attention ? stored_bytes(in) : kFloat) + z.BT * z.qkv * kFloat;
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
@@ -171,6 +182,19 @@ int64_t widening_workspace_bytes(const MemoryInputs& in, int stage) {
   const int64_t head_rows = z.chunk ? z.chunk : z.BT;  // the tied head, over chunks when chunked
   if (stage == in.pipeline - 1)
     largest = std::max(largest, head_rows * z.vocab_rows + head_rows * z.C + z.vocab_rows * z.C);
+  return largest * kFloat;
+}
+
+// The CPU's kernels in 16 bits: the f32 sums of the GEMMs whose output is kept in 16 bits, before
+// their rounding (kernels/cpu/matmul.cpp rounding_workspace), as large as the largest — the GELU
+// layer's both ways, the qkv GEMM's where the flash attention reads q, k, v as kept; under
+// sequence parallelism's overlapped rings a block of rows at a time.
+int64_t rounding_workspace_bytes(const MemoryInputs& in) {
+  if (!low(in) || !in.cpu_kernels) return 0;
+  const Sizes z = sizes(in);
+  const int64_t rows = in.tp_comm_overlap ? z.BT / in.tensor : z.BT;
+  int64_t largest = gelu_layer(in) ? rows * z.fc : 0;
+  if (in.flash_attention && model::block_parts(in.config).learned_positions()) largest = std::max(largest, rows * z.qkv);
   return largest * kFloat;
 }
 
@@ -248,7 +272,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
-  e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage);
+  e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above

@@ -535,6 +535,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.bucket_mb = l.bucket_mb;
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
+  in.cpu_kernels = l.cpu_kernels;
   return in;
 }
 

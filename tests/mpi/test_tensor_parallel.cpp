@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(row_parallel_backward_gathers_written_16_bit_rows) {
       Gradients g{std::vector<float>(size_t(M) * K), std::vector<float>(size_t(N) * K, 0.5f), std::vector<float>(N, 0.25f),
                   {}, std::vector<float>(K, 0.125f)};
       std::vector<kernels::low16> dy_low(size_t(M) * N, 0xFFFF), dpre(size_t(M) * K);
-      std::vector<float> gathered(size_t(M) * N), sums(size_t(M) * K);
+      std::vector<float> gathered(size_t(M) * N);
       if (written) {  // this rank's rows, where the norm's backward writes them
         const std::vector<kernels::low16> rows = bf16_of(mine);
         std::copy(rows.begin(), rows.end(), dy_low.begin() + int64_t(r) * m * N);
@@ -74,8 +74,7 @@ BOOST_AUTO_TEST_CASE(row_parallel_backward_gathers_written_16_bit_rows) {
       model::GemmMode mode{kernels::Precision::bf16, bf16_view(dy_low, {M, N}), written};
       const Tensor xs = bf16_view(x, {M, K}), ws = bf16_view(w, {N, K});
       if (gelu) {
-        const model::GeluGradient out{bf16_view(dpre, {M, K}), view(g.dbias_in.data(), size_t(K)),
-                                      view(sums.data(), sums.size()).reshaped({M, K}), bf16_view(pre, {M, K})};
+        const model::GeluGradient out{bf16_view(dpre, {M, K}), view(g.dbias_in.data(), size_t(K)), bf16_view(pre, {M, K})};
         model::row_parallel_gelu_backward(ctx, mode, group, out, g.dw.data(), g.db.data(), mine.data(), gathered.data(),
                                           xs, ws, M, K, N);
         g.dpre_bits.assign(dpre.begin(), dpre.end());

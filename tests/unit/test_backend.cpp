@@ -160,8 +160,9 @@ BOOST_AUTO_TEST_CASE(typed_conversions_equal_the_cpu_conversions) {
 }
 
 // A 16-bit output from the linear layer is its f32 output rounded (store's rounding), bit for bit,
-// with and without bias, in bf16 and fp16; without the f32 scratch, or in a type other than the
-// operands', it is refused.
+// with and without bias, in bf16 and fp16; in a type other than the operands' it is refused. The
+// CPU keeps the f32 sums in a tracked workspace of its own, grown to the largest need and kept
+// (what the memory model counts): the caller allocates none.
 BOOST_AUTO_TEST_CASE(a_16_bit_linear_output_is_the_f32_one_rounded) {
   const int M = 37, K = 24, N = 40;
   const size_t n = size_t(M) * N;
@@ -177,20 +178,28 @@ BOOST_AUTO_TEST_CASE(a_16_bit_linear_output_is_the_f32_one_rounded) {
     for (bool with_bias : {true, false}) {
       BOOST_TEST_CONTEXT(trident::dtype_name(type) << (with_bias ? " with bias" : "")) {
         const Tensor b = with_bias ? trident::testing::as_tensor(bias) : Tensor{};
-        std::vector<float> y32(n), sums(n);
+        std::vector<float> y32(n);
         kernels::linear_forward(ctx, trident::view(y32.data(), n).reshaped({M, N}), x, w, b);
         kernels::convert(ctx, trident::testing::as_tensor(expected, type, {M, N}), trident::view(y32.data(), n));
-        kernels::linear_forward(ctx, y, x, w, b, trident::view(sums.data(), n).reshaped({M, N}));
+        kernels::linear_forward(ctx, y, x, w, b);
         BOOST_TEST(y_low == expected);
+        BOOST_TEST(tracked(MemoryCategory::Workspace) >= int64_t(n * sizeof(float)));
       }
     }
-    BOOST_CHECK_THROW(kernels::linear_forward(ctx, y, x, w, Tensor{}), std::logic_error);  // no scratch
     const DType other = type == DType::bf16 ? DType::fp16 : DType::bf16;
-    std::vector<float> sums(n);
-    BOOST_CHECK_THROW(kernels::linear_forward(ctx, trident::testing::as_tensor(y_low, other, {M, N}), x, w, Tensor{},
-                                              trident::view(sums.data(), n)),
+    BOOST_CHECK_THROW(kernels::linear_forward(ctx, trident::testing::as_tensor(y_low, other, {M, N}), x, w, Tensor{}),
                       std::logic_error);
   }
+  // A larger output grows the workspace to exactly its sums (freed first: the peak is the need).
+  const int rows = 4 * M;
+  std::vector<low16> x_big(size_t(rows) * K), y_big(size_t(rows) * N), w_low(w32.size());
+  const int64_t before = tracked(MemoryCategory::Workspace);
+  kernels::linear_forward(ctx, trident::testing::as_tensor(y_big, DType::bf16, {rows, N}),
+                          trident::testing::as_tensor(x_big, DType::bf16, {rows, K}),
+                          trident::testing::as_tensor(w_low, DType::bf16, {N, K}), Tensor{});
+  BOOST_TEST(tracked(MemoryCategory::Workspace) - before ==
+             int64_t(size_t(rows) * N * sizeof(float)) - int64_t(n * sizeof(float)));
+  BOOST_TEST(kernels::cpu_backend().runs_cpu_kernels());
 }
 
 // dy's 16-bit values written by its producer: the GEMMs from them (dy empty) and bias_gradient
@@ -226,8 +235,8 @@ BOOST_AUTO_TEST_CASE(a_gradient_rounded_by_its_producer_gives_the_same_gradients
 }
 
 // The GELU layer in one operation is its parts as the model ran them apart, bit for bit: the
-// GEMM, pre kept (the sums rounded with it), GELU of those values, act kept — in f32 (sums are
-// pre), bf16 and fp16, with and without bias (the guard backend's, in training: e2e/device_guard).
+// GEMM, pre kept (the sums rounded with it), GELU of those values, act kept — in f32 (the GEMM
+// writes pre), bf16 and fp16, with and without bias (the guard backend's, in training: e2e/device_guard).
 // GELU's backward from the kept 16-bit values equals it from their f32 widening.
 BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
   const int M = 37, K = 24, N = 40;
@@ -249,7 +258,7 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
         BOOST_TEST_CONTEXT(trident::dtype_name(type) << (with_bias ? " with bias" : "")) {
           const Tensor b = with_bias ? trident::testing::as_tensor(bias) : Tensor{};
           // Apart: y = x wᵀ + b, kept; GELU of what was kept, kept.
-          std::vector<float> y(n), gelu(n), sums(n);
+          std::vector<float> y(n), gelu(n);
           std::vector<uint32_t> pre_expected(n), act_expected(n), pre(n), act(n);  // room for either width
           auto as = [&](std::vector<uint32_t>& v) {
             return low ? trident::view(reinterpret_cast<low16*>(v.data()), type, n).reshaped({M, N})
@@ -263,8 +272,7 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_is_its_parts) {
           if (low) kernels::store(ctx, as(act_expected), gelu_t);
           else std::memcpy(act_expected.data(), gelu.data(), n * sizeof(float));
           // Together.
-          const Tensor sums_t = low ? trident::view(sums.data(), n).reshaped({M, N}) : as(pre);
-          kernels::linear_gelu_forward(ctx, as(pre), as(act), sums_t, x, w, b);
+          kernels::linear_gelu_forward(ctx, as(pre), as(act), x, w, b);
           const size_t bytes = n * (low ? 2 : 4);
           BOOST_TEST(std::memcmp(pre.data(), pre_expected.data(), bytes) == 0);
           BOOST_TEST(std::memcmp(act.data(), act_expected.data(), bytes) == 0);
@@ -321,21 +329,18 @@ BOOST_AUTO_TEST_CASE(the_gelu_layer_backward_is_its_parts) {
       const Tensor expected = typed(std::vector<float>(n), expected_room, {M, K});
       kernels::store(ctx, expected, dgelu_t);
       // Together.
-      std::vector<float> sums(n), db = held;
+      std::vector<float> db = held;
       const Tensor dpre = typed(std::vector<float>(n), dpre_room, {M, K});
-      kernels::linear_gelu_backward(ctx, dpre, trident::testing::as_tensor(db), trident::view(sums.data(), n).reshaped({M, K}),
-                                    dy, pre, w);
+      kernels::linear_gelu_backward(ctx, dpre, trident::testing::as_tensor(db), dy, pre, w);
       BOOST_TEST(std::memcmp(dpre.data, expected.data, n * (low ? 2 : 4)) == 0);
       BOOST_TEST(db == db_expected, boost::test_tools::per_element());
       // Without a bias gradient the same dpre.
       std::vector<uint32_t> again_room;
       const Tensor again = typed(std::vector<float>(n), again_room, {M, K});
-      kernels::linear_gelu_backward(ctx, again, Tensor{}, trident::view(sums.data(), n).reshaped({M, K}), dy, pre, w);
+      kernels::linear_gelu_backward(ctx, again, Tensor{}, dy, pre, w);
       BOOST_TEST(std::memcmp(again.data, expected.data, n * (low ? 2 : 4)) == 0);
-      // Neither the scratch nor dpre may be pre's memory (the GEMM writes before GELU' reads pre).
-      if (!low) BOOST_CHECK_THROW(kernels::linear_gelu_backward(ctx, again, Tensor{}, pre, dy, pre, w), std::logic_error);
-      const Tensor scratch = trident::view(sums.data(), n).reshaped({M, K});
-      BOOST_CHECK_THROW(kernels::linear_gelu_backward(ctx, pre, Tensor{}, scratch, dy, pre, w), std::logic_error);
+      // dpre may not be pre's memory (the GEMM writes it before GELU' reads pre).
+      BOOST_CHECK_THROW(kernels::linear_gelu_backward(ctx, pre, Tensor{}, dy, pre, w), std::logic_error);
     }
   }
 }

@@ -720,7 +720,8 @@ BOOST_AUTO_TEST_CASE(korthikanti_22b_sequence_parallel_activation_memory) {
 }
 
 // Context parallelism in the planner: a 64K-token sequence of a 4-head, 2-block model. Each
-// rank holds a c-th of every activation (the memory model), the ring's messages cost time
+// rank holds a c-th of every activation (the memory model) beside the ring's own gradient blocks
+// (in the MLP's output-gradient scratch, which GPT-2's fused GELU layer needs only for them), the ring's messages cost time
 // (context_s), and on a device too small for any layout without it — tensor 4 at most (the
 // heads), pipeline 2 (the blocks), with sequence parallelism and full recompute — the search
 // finds one with it. Layouts the runtime refuses are refused here too.
@@ -737,7 +738,8 @@ BOOST_AUTO_TEST_CASE(long_sequences_fit_with_context_parallelism) {
   Hardware hw = a100();
   const StepEstimate alone = estimate_step(w, one, hw), split = estimate_step(w, ring, hw);
   const auto act = [](const StepEstimate& e) { return double(e.memory.bytes[static_cast<int>(MemoryCategory::Activations)]); };
-  BOOST_TEST(act(split) < act(alone) / 7);
+  const double ring_gradients = 2.0 * ring.micro_batch * (w.seq_len / ring.context) * 2 * 512 * sizeof(float);  // 2 (B, T/c, 2C)
+  BOOST_TEST(act(split) - ring_gradients < act(alone) / 7);
   BOOST_TEST(split.stages[0].context_s > 0);
   BOOST_TEST(alone.stages[0].context_s == 0);
   // The smallest layout without context parallelism, against the c = 8 one.
