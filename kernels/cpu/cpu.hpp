@@ -52,8 +52,8 @@ void from_low(Context& ctx, Precision precision, float* out, const low16* in, si
 // Storing an activation in 16 bits: kept (n) = values rounded, and values (n) = kept widened,
 // so that what the f32 kernels read next is exactly what is stored. One pass.
 void store_low(Context& ctx, Precision precision, low16* kept, float* values, size_t n);
-// The norms' backward's 16-bit input (n values) widened into a per-thread scratch
-// (kernels/cpu/layernorm.cpp), valid until the thread's next call.
+// The norms' backward's 16-bit input (n values) widened into a workspace (kernels/cpu/layernorm.cpp;
+// tracked, kernels/cpu/workspace.hpp), valid until the next call.
 const float* widened_input(Context& ctx, Precision precision, const low16* inp, size_t n);
 // The n f32 values rounded to the 16-bit type into the first 2n bytes of their own memory (the
 // f32 values are gone): a 16-bit copy that needs no second buffer. Returns it.

@@ -7,11 +7,11 @@
 #include <unordered_map>
 #include <mutex>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/portable.hpp"
+#include "kernels/cpu/workspace.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -70,22 +70,22 @@ void run(const dnnl::primitive& primitive, const std::unordered_map<int, memory>
   }
 }
 
-// Per-thread scratch for oneDNN's overwritten outputs: (N, C) + 2 × (C).
-std::vector<float>& workspace(size_t n) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer;
+// The workspace of oneDNN's overwritten outputs, (N, C) + 2 × (C), and of a 16-bit output's f32
+// values (kernels/cpu/workspace.hpp).
+float* workspace(size_t n) {
+  static Buffer<float> buffer;
+  return at_least(buffer, n);
 }
 
 }  // namespace
 
 // A 16-bit input widened for the f32 kernels of the norms' backward (layernorm, rmsnorm): into a
-// per-thread scratch apart from workspace(), which the f32 backward writes.
+// workspace apart from workspace(), which the f32 backward writes.
 const float* widened_input(Context& ctx, Precision precision, const low16* inp, size_t n) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  from_low(ctx, precision, buffer.data(), inp, n);
-  return buffer.data();
+  static Buffer<float> buffer;
+  float* widened = at_least(buffer, n);
+  from_low(ctx, precision, widened, inp, n);
+  return widened;
 }
 
 void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, const float* inp,
@@ -102,14 +102,14 @@ void layernorm_forward(Context& ctx, float* out, float* mean, float* variance, c
       "forward", N, C);
 }
 
-// Into backward's per-thread scratch (the same (N, C) + 2C: no memory of its own), then rounded:
-// the bits of the f32 output stored.
+// Into backward's workspace (the same (N, C) + 2C: no memory of its own), then rounded: the bits
+// of the f32 output stored.
 void layernorm_forward_low16(Context& ctx, Precision precision, low16* out, float* mean, float* variance,
                              const float* inp, const float* weight, const float* bias, int N, int C) {
   const size_t n = static_cast<size_t>(N) * C;
-  std::vector<float>& scratch = workspace(n + 2 * static_cast<size_t>(C));
-  cpu::layernorm_forward(ctx, scratch.data(), mean, variance, inp, weight, bias, N, C);
-  to_low(ctx, precision, out, scratch.data(), n);
+  float* scratch = workspace(n + 2 * static_cast<size_t>(C));
+  cpu::layernorm_forward(ctx, scratch, mean, variance, inp, weight, bias, N, C);
+  to_low(ctx, precision, out, scratch, n);
 }
 
 namespace {
@@ -121,8 +121,7 @@ void f32_gradients(Context& ctx, float* dinp, float* dweight, float* dbias, cons
     return portable_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, variance, N, C);
   const LayerNormPrimitives& p = primitives(N, C);
   const size_t n = static_cast<size_t>(N) * C;
-  std::vector<float>& scratch = workspace(n + 2 * static_cast<size_t>(C));
-  float* dx = scratch.data();
+  float* dx = workspace(n + 2 * static_cast<size_t>(C));
   float* dw = dx + n;
   float* db = dw + C;
   run(p.backward, {{DNNL_ARG_SRC, wrap(p.data, inp)},

@@ -16,6 +16,7 @@
 #include "kernels/cpu/column_sums.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/portable.hpp"
+#include "kernels/cpu/workspace.hpp"
 #include "tensor/buffer.hpp"
 
 namespace trident::kernels::cpu {
@@ -128,20 +129,6 @@ OperandType operand_type(const Context& ctx, Precision precision) {
   if (precision == Precision::fp32 || widens_low16(ctx, precision)) return OperandType::f32;  // never portable
   return precision == Precision::bf16 ? OperandType::bf16 : OperandType::f16;
 }
-
-namespace {
-
-// At least `floats` floats of `workspace`, grown when a call needs more: freed first, so that
-// its peak is the largest need, not two.
-float* at_least(Buffer<float>& workspace, size_t floats) {
-  if (workspace.size() < floats) {
-    workspace = Buffer<float>();
-    workspace = Buffer<float>(floats, MemoryCategory::Workspace);
-  }
-  return workspace.data();
-}
-
-}  // namespace
 
 float* widening_workspace(size_t floats) {
   static Buffer<float> workspace;

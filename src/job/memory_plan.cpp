@@ -249,6 +249,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.precision = settings.precision.name;
   in.low16_widened = kernels::widens_low16(device, settings.precision.precision);
   in.cpu_kernels = kernels::backend_of(device).runs_cpu_kernels();
+  in.portable_arithmetic = device.arithmetic == kernels::Arithmetic::portable;
   if (topology) in.shared_windows = shared_windows(settings, grid, *topology);
   return in;
 }

@@ -198,6 +198,18 @@ int64_t rounding_workspace_bytes(const MemoryInputs& in) {
   return largest * kFloat;
 }
 
+// The CPU's norms (kernels/cpu/layernorm.cpp): oneDNN's LayerNorm backward writes (rows, C) + 2C
+// values it then adds, and a 16-bit LayerNorm output is computed there in f32 first (either
+// arithmetic); in 16 bits the norms' backward widens its 16-bit input, (rows, C), into a second.
+int64_t norm_workspace_bytes(const MemoryInputs& in) {
+  if (!in.cpu_kernels) return 0;
+  const Sizes z = sizes(in);
+  const bool layer_norm = model::block_parts(in.config).norm == model::NormPart::layer;
+  int64_t floats = layer_norm && (low(in) || !in.portable_arithmetic) ? z.rows * z.C + 2 * z.C : 0;
+  if (low(in)) floats += z.rows * z.C;
+  return floats * kFloat;
+}
+
 // The reducer's buckets (dp::GradientReducer): ZeRO-2's and 3's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
   if (in.zero >= 2 && in.data > 1)
@@ -272,7 +284,8 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
-  e.bytes[index(MemoryCategory::Workspace)] = widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in);
+  e.bytes[index(MemoryCategory::Workspace)] =
+      widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above

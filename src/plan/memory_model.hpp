@@ -79,9 +79,11 @@ struct MemoryInputs {
   bool async_checkpoint = false;
   std::string precision = "fp32";  // fp32, bf16, fp16 (optim.precision)
   bool low16_widened = true;       // bf16/fp16: GEMM operands widened to f32 (kernels::widens_low16)
-  // The CPU's kernels (kernels::Backend::runs_cpu_kernels): in 16 bits a workspace for the f32
-  // sums of the GEMMs whose outputs are kept in 16 bits. A GPU's GEMMs write those themselves.
+  // The CPU's kernels (kernels::Backend::runs_cpu_kernels), and their workspaces: in 16 bits the
+  // f32 sums of the GEMMs whose outputs are kept in 16 bits, the norms' f32 values. A GPU's kernels
+  // write those themselves.
   bool cpu_kernels = true;
+  bool portable_arithmetic = false;  // kernels.arithmetic = portable: the CPU's LayerNorm backward needs no workspace
   // comm.node_algo = shm: per stage, the most shared windows one of its ranks holds (tensor,
   // data and embedding groups), each SharedWindow::bytes_per_rank(kCapacity); empty: none.
   std::vector<int> shared_windows;
