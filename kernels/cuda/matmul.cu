@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -483,18 +482,11 @@ bool run_gelu_epilogue(Context& ctx, const EpilogueGemm& f) {
 
 // A 16-bit output where no epilogue writes it (cuBLASLt offers none for the shape, said once by
 // say_unfused; or cuda.gelu_epilogues = off): its f32 sums in a stream-ordered scratch of M·N
-// floats for the call, outside the memory model.
-struct SumsScratch {
-  SumsScratch(Context& ctx, int64_t M, int64_t N)
-      : ctx(ctx), data(stream_scratch(ctx, static_cast<size_t>(M * N), "cudaMallocAsync (a GEMM's f32 sums)")),
-        sums{data, DType::f32, Shape{M, N}, ctx.stream.device} {}
-  ~SumsScratch() { release_scratch(ctx, data); }
-  SumsScratch(const SumsScratch&) = delete;
-  SumsScratch& operator=(const SumsScratch&) = delete;
-  Context& ctx;
-  float* data;
-  Tensor sums;
-};
+// floats for the call (release_scratch after its last use), outside the memory model.
+Tensor sums_scratch(Context& ctx, int64_t M, int64_t N) {
+  float* data = stream_scratch(ctx, static_cast<size_t>(M * N), "cudaMallocAsync (a GEMM's f32 sums)");
+  return Tensor{data, DType::f32, Shape{M, N}, ctx.stream.device};
+}
 
 }  // namespace
 
@@ -512,9 +504,10 @@ void linear_forward(Context& ctx, const Tensor& y, const Tensor& x, const Tensor
   const cublasLtEpilogue_t epilogue = b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   if (K > 0 && run_epilogue(ctx, {g, epilogue, "16-bit output (BIAS)", out_type, y.data, nullptr, x.data, w.data, b}))
     return;
-  const SumsScratch scratch(ctx, M, N);
-  run_gemm(ctx, g, scratch.data, x.data, w.data, b);
-  to_low(ctx, precision_of(y.dtype), y.as<low16>(), scratch.data, static_cast<size_t>(M) * N);
+  float* sums = sums_scratch(ctx, M, N).as<float>();
+  run_gemm(ctx, g, sums, x.data, w.data, b);
+  to_low(ctx, precision_of(y.dtype), y.as<low16>(), sums, static_cast<size_t>(M) * N);
+  release_scratch(ctx, sums);
 }
 
 void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, const Tensor& x, const Tensor& w,
@@ -534,9 +527,10 @@ void linear_gelu_forward(Context& ctx, const Tensor& pre, const Tensor& act, con
     run_gemm(ctx, g, pre.as<float>(), x.data, w.data, b);
     return cuda::gelu_forward(ctx, act, pre);
   }
-  const SumsScratch scratch(ctx, M, N);
-  run_gemm(ctx, g, scratch.data, x.data, w.data, b);
-  keep_with_gelu(ctx, precision_of(pre.dtype), pre.as<low16>(), act.as<low16>(), scratch.data, n);
+  float* sums = sums_scratch(ctx, M, N).as<float>();
+  run_gemm(ctx, g, sums, x.data, w.data, b);
+  keep_with_gelu(ctx, precision_of(pre.dtype), pre.as<low16>(), act.as<low16>(), sums, n);
+  release_scratch(ctx, sums);
 }
 
 // M, K from pre (M, K), N from w (N, K): the output layer's input-gradient GEMM (dy · w), which
@@ -556,13 +550,13 @@ void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias,
     if (low) return column_sums_add_low16(ctx, precision_of(pre.dtype), db, dpre.as<low16>(), M, K);
     return column_sums_add(ctx, db, dpre.as<float>(), M, K);
   }
-  std::optional<SumsScratch> scratch;  // the f32 sums: dpre itself in f32
-  if (low) scratch.emplace(ctx, M, K);
-  const Tensor sums = low ? scratch->sums : dpre;
+  const Tensor sums = low ? sums_scratch(ctx, M, K) : dpre;  // the f32 sums: dpre itself in f32
   run_gemm(ctx, g, sums.as<float>(), dy.data, w.data);
   cuda::gelu_backward(ctx, sums, pre, sums);  // in place
   if (db) column_sums_add(ctx, db, sums.as<float>(), M, K);
-  if (low) to_low(ctx, precision_of(pre.dtype), dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
+  if (!low) return;
+  to_low(ctx, precision_of(pre.dtype), dpre.as<low16>(), sums.as<float>(), static_cast<size_t>(M) * K);
+  release_scratch(ctx, sums.as<float>());
 }
 
 void prepare_linear(Context& ctx, Precision precision, int M, int K, int N, bool bias) {
