@@ -96,10 +96,11 @@ class Backend : public Allocator {
   // them (the guard: issue 30's "no host round trip" proof); −1 where it does not.
   virtual int64_t host_reads() const { return -1; }
   // Whether this backend's kernels are the CPU's (the CPU backend's and the guard's): then their
-  // own workspaces — 16-bit GEMM operands widened to f32 (kernels::widens_low16), a 16-bit GEMM
-  // output's f32 sums before they are rounded (linear_forward, linear_gelu_forward and
-  // linear_gelu_backward) — are tracked buffers, which the memory model counts. A device's kernels
-  // write 16-bit GEMM outputs from the GEMM itself (CUDA: cuBLASLt's epilogues).
+  // own workspaces (kernels/cpu/workspace.hpp) — 16-bit GEMM operands widened to f32
+  // (kernels::widens_low16), a 16-bit GEMM output's f32 sums before they are rounded
+  // (linear_forward, linear_gelu_forward and linear_gelu_backward), the norms' f32 values — are
+  // tracked buffers, which the memory model counts. A device's kernels write 16-bit outputs
+  // themselves (CUDA: cuBLASLt's epilogues, the norms' own loops).
   virtual bool runs_cpu_kernels() const { return true; }
 
   // Streams of the device (seed §3.2: communication on a stream of its own, ordered against the
