@@ -87,6 +87,8 @@ bool widens_low16(const Context& ctx, Precision precision) {
 
 std::string gemm_path_summary(const Context& ctx, Precision precision) {
   const std::string head = std::string(precision_name(precision)) + " GEMM: ";
+  const Backend& backend = backend_of(ctx);  // a device's kernels: not this CPU's path
+  if (!backend.runs_cpu_kernels()) return head + "on the device (kernels.device = " + backend.name() + ")";
   if (ctx.arithmetic == Arithmetic::portable)
     return head + "portable (kernels.arithmetic = portable: our fixed-order kernels, no oneDNN, on " + cpu_isa() + ")";
   if (precision == Precision::fp32) return head + "f32 on " + cpu_isa();

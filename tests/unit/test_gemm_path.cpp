@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_check.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
 #include "model/transformer.hpp"
@@ -166,6 +167,14 @@ BOOST_AUTO_TEST_CASE(gemm_path_is_reported) {
   else
     BOOST_TEST(automatic == "bf16 GEMM: widened to f32 (no bf16 matmul on " + kernels::cpu_isa() + ")");
   BOOST_TEST(!kernels::widens_low16(widened, Precision::fp32));
+  // A device's kernels take neither this CPU's path nor its widening workspace, whatever it offers
+  // (the memory model of a GPU run counts none).
+  if (kernels::Backend* cuda = kernels::find_backend("cuda")) {
+    kernels::Context device = widened;
+    device.backend = cuda;
+    BOOST_TEST(!kernels::widens_low16(device, Precision::bf16));
+    BOOST_TEST(kernels::gemm_path_summary(device, Precision::bf16) == "bf16 GEMM: on the device (kernels.device = cuda)");
+  }
 }
 
 // Transformer::prepare_kernels creates every GEMM primitive that forward and backward then run (on
