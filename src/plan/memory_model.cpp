@@ -24,6 +24,11 @@ bool low(const MemoryInputs& in) { return in.precision == "bf16" || in.precision
 bool gelu_layer(const MemoryInputs& in) {
   return model::block_parts(in.config).activation == model::ActivationPart::gelu;
 }
+// The qkv GEMM writes the kept q, k, v itself: the flash attention reads them as kept, learned
+// positions rotate nothing (Transformer::qkv_written_kept, in 16 bits).
+bool qkv_written_kept(const MemoryInputs& in) {
+  return in.flash_attention && model::block_parts(in.config).learned_positions();
+}
 int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  // a kept value
 
 // probs: a block's attention probabilities (B, NH/p, T, T), none with flash attention, which
@@ -66,10 +71,9 @@ int64_t low_working_bytes(const MemoryInputs& in, int stage, bool selective) {
   const Sizes z = sizes(in);
   // GELU's output is written where it is kept (linear_gelu_forward): in the working set SwiGLU's only.
   // The norms write their kept outputs too: of the (rows, C) buffers only residual2 is there.
-  // So does its input GEMM, and with learned positions the flash attention reads q, k, v as the
-  // qkv GEMM keeps them (Transformer::qkv_written_kept).
+  // So does its input GEMM, and so does the qkv GEMM where the flash attention reads q, k, v as kept.
   const int64_t mlp = gelu_layer(in) ? 0 : z.fc + z.hidden;
-  const int64_t qkv = in.flash_attention && model::block_parts(in.config).learned_positions() ? 0 : z.qkv;
+  const int64_t qkv = qkv_written_kept(in) ? 0 : z.qkv;
   // The flash attention writes its output where it is kept, but for context parallelism's f32 folding.
   const int64_t atty = in.flash_attention && in.context == 1 ? 0 : z.BT * z.Cl;
   const int64_t working = z.rows * z.C + z.BT * qkv + atty + z.BT * mlp + (selective ? 0 : z.probs);
@@ -194,7 +198,7 @@ int64_t rounding_workspace_bytes(const MemoryInputs& in) {
   const Sizes z = sizes(in);
   const int64_t rows = in.tp_comm_overlap ? z.BT / in.tensor : z.BT;
   int64_t largest = gelu_layer(in) ? rows * z.fc : 0;
-  if (in.flash_attention && model::block_parts(in.config).learned_positions()) largest = std::max(largest, rows * z.qkv);
+  if (qkv_written_kept(in)) largest = std::max(largest, rows * z.qkv);
   return largest * kFloat;
 }
 
