@@ -135,4 +135,12 @@ std::string gemm_path_summary(const Context& ctx, Precision precision);
 // GEMM primitives created so far in this process (the tests hold prepare_* to what runs).
 int64_t gemm_primitives_created();
 
+// ---- The CPU backend's per-thread workspaces ---------------------------------------------------
+// Floats each OpenMP thread of the CPU's flash attention holds (kernels/cpu/flash_attention.cpp):
+// heads of hs channels, q rows q_stride elements apart, k and v rows kv_stride apart, blocks of
+// `rows` query rows, the values in 16 bits (widened tile by tile into it) or not. A call's
+// workspace is that for each of omp_get_max_threads() threads, kept at the largest need so far
+// (kernels/cpu/workspace.hpp); the memory model counts it so.
+int64_t cpu_flash_attention_thread_floats(int hs, int64_t q_stride, int64_t kv_stride, int rows, bool low16);
+
 }  // namespace trident::kernels

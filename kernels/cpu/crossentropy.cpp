@@ -1,9 +1,9 @@
 // Softmax cross-entropy over a (possibly tensor-split) vocabulary, in vectorized row passes.
 #include <cmath>
-#include <vector>
 
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/workspace.hpp"
 
 namespace trident::kernels::cpu {
 
@@ -71,19 +71,22 @@ void crossentropy_backward(Context&, float* dlogits, const float* logits,
                  targets[n] - vocab_begin, scale, valid, ld);
 }
 
-// Each row in f32 in the thread's scratch (the f32 kernel's arithmetic), then rounded (to_low: one
-// thread's row, inside this parallel loop).
+// Each row in f32 in the thread's part of a workspace (the f32 kernel's arithmetic; ld floats a
+// thread, kernels/cpu/workspace.hpp), then rounded (to_low: one thread's row, inside this
+// parallel loop).
 void crossentropy_backward_low16(Context& ctx, Precision precision, low16* dlogits, const float* logits,
                                  const float* log_normalizers, const int32_t* targets, int vocab_begin, float scale,
                                  int N, int valid, int ld) {
+  static Buffer<float> workspace;
+  const PerThread rows = per_thread(workspace, static_cast<size_t>(ld));
 #pragma omp parallel
   {
-    std::vector<float> d(static_cast<size_t>(ld));
+    float* d = rows.mine();
 #pragma omp for schedule(static)
     for (int n = 0; n < N; ++n) {
-      gradient_row(d.data(), logits + static_cast<size_t>(n) * ld, log_normalizers[n], targets[n] - vocab_begin, scale,
-                   valid, ld);
-      to_low(ctx, precision, dlogits + static_cast<size_t>(n) * ld, d.data(), static_cast<size_t>(ld));
+      gradient_row(d, logits + static_cast<size_t>(n) * ld, log_normalizers[n], targets[n] - vocab_begin, scale, valid,
+                   ld);
+      to_low(ctx, precision, dlogits + static_cast<size_t>(n) * ld, d, static_cast<size_t>(ld));
     }
   }
 }

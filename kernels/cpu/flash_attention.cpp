@@ -30,12 +30,12 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-#include <vector>
 
 #include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/cpu/low16_types.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/workspace.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
@@ -82,14 +82,53 @@ void gemm(const Context& ctx, int M, int N, int K, float* c, Strides cs, const f
            c, a, b);
 }
 
-// What a thread holds: a tile of scores or probabilities, one of their gradients, an output
-// accumulator, its rows' statistics, and (16-bit values) the q, k and v tiles widened (sized at
-// their first use: kTile rows of the source's row stride).
+// What a thread holds, its part of the call's workspace (kernels/cpu/workspace.hpp): a tile of
+// scores or probabilities and one of their gradients (kTile × kTile), an output accumulator
+// (kTile × hs), its rows' statistics m and l, in 16 bits the q tile and the k and v tiles widened
+// (kTile rows of their source's row stride; k and v share theirs, v C columns after k as in the
+// source), and in backward D of each query row of the block.
 struct Scratch {
-  std::vector<float> s, ds, acc, m, l, q, k, v;
-  explicit Scratch(int hs)
-      : s(static_cast<size_t>(kTile) * kTile), ds(s.size()), acc(static_cast<size_t>(kTile) * hs), m(kTile), l(kTile) {}
+  float *s, *ds, *acc, *m, *l, *q, *kv, *d_rows;
 };
+
+// The parts' offsets in floats, and their sum: one thread's floats.
+struct ScratchLayout {
+  size_t s, ds, acc, m, l, q, kv, d_rows, floats;
+};
+ScratchLayout scratch_layout(int hs, int64_t q_stride, int64_t kv_stride, int rows, bool low16) {
+  ScratchLayout o{};
+  size_t at = 0;
+  auto take = [&at](int64_t n) {
+    const size_t first = at;
+    at += static_cast<size_t>(n);
+    return first;
+  };
+  o.s = take(int64_t(kTile) * kTile);
+  o.ds = take(int64_t(kTile) * kTile);
+  o.acc = take(int64_t(kTile) * hs);
+  o.m = take(kTile);
+  o.l = take(kTile);
+  o.q = take(low16 ? kTile * q_stride : 0);
+  o.kv = take(low16 ? kTile * kv_stride : 0);
+  o.d_rows = take(rows);
+  o.floats = at;
+  return o;
+}
+
+// The call's workspace, a part for each thread, laid out alike forward and backward.
+struct ThreadParts {
+  PerThread parts;
+  ScratchLayout o;
+  Scratch mine() const {  // the calling thread's
+    float* at = parts.mine();
+    return {at + o.s, at + o.ds, at + o.acc, at + o.m, at + o.l, at + o.q, at + o.kv, at + o.d_rows};
+  }
+};
+ThreadParts thread_parts(const FlashOperands& in, int C, int NH, const AttentionBlock& block) {
+  static Buffer<float> workspace;
+  const ScratchLayout o = scratch_layout(C / NH, 3 * int64_t(C), in.W, block.rows, in.values != Precision::fp32);
+  return {per_thread(workspace, o.floats), o};
+}
 
 // A tile of q, k or v as an f32 GEMM operand: its first row and row stride.
 struct Rows {
@@ -114,28 +153,26 @@ void widen_rows(float* into, const low16* from, int count, int hs, int64_t strid
 }
 
 // `count` rows of hs values from element `first` of `values` (row stride `stride`): in place where
-// they are f32, else widened into `into` at the same row stride — oneDNN picks its kernel, and so
-// its order of summation, by the operands' strides: the same strides, the same bits.
+// they are f32, else widened into `into` (kTile rows) at the same row stride — oneDNN picks its
+// kernel, and so its order of summation, by the operands' strides: the same strides, the same bits.
 Rows tile_rows(const FlashOperands& in, const void* values, size_t first, int64_t stride, int count, int hs,
-               std::vector<float>& into) {
+               float* into) {
   if (in.values == Precision::fp32) return {static_cast<const float*>(values) + first, stride};
-  const size_t needed = static_cast<size_t>(stride) * kTile;
-  if (into.size() < needed) into.resize(needed);
   const low16* from = static_cast<const low16*>(values) + first;
-  if (in.values == Precision::fp16) widen_rows<Fp16>(into.data(), from, count, hs, stride);
-  else widen_rows<Bf16>(into.data(), from, count, hs, stride);
-  return {into.data(), stride};
+  if (in.values == Precision::fp16) widen_rows<Fp16>(into, from, count, hs, stride);
+  else widen_rows<Bf16>(into, from, count, hs, stride);
+  return {into, stride};
 }
 
 // The rows of one head's tiles: queries t0 .. (from qkv), keys or values s0 .. (from kv).
-Rows query_rows(const FlashOperands& in, const Head& head, int t0, int rows, Scratch& x) {
+Rows query_rows(const FlashOperands& in, const Head& head, int t0, int rows, const Scratch& x) {
   return tile_rows(in, in.qkv, head.qkv_row(t0), 3 * head.C, rows, head.hs, x.q);
 }
-Rows key_rows(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
-  return tile_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.k);
+Rows key_rows(const FlashOperands& in, const Head& head, int s0, int cols, const Scratch& x) {
+  return tile_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.kv);
 }
-Rows value_rows(const FlashOperands& in, const Head& head, int s0, int cols, Scratch& x) {
-  return tile_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.v);
+Rows value_rows(const FlashOperands& in, const Head& head, int s0, int cols, const Scratch& x) {
+  return tile_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.kv + head.C);
 }
 
 // Element i of y (f32 or the values' 16-bit type).
@@ -146,13 +183,13 @@ float y_at(const FlashOperands& in, const void* out, size_t i) {
 // P of the tile pair (queries q, keys k) in x.s from the kept log-sum-exps: the scores
 // recomputed, masked after each query's position.
 void probabilities(const Context& ctx, const Head& head, Rows q, Rows k, const float* lse, int t0, int rows, int s0,
-                   int cols, float scale, Scratch& x) {
-  gemm(ctx, rows, cols, head.hs, x.s.data(), rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride),
+                   int cols, float scale, const Scratch& x) {
+  gemm(ctx, rows, cols, head.hs, x.s, rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride),
        false);
   for (int r = 0; r < rows; ++r) {
     const int visible = head.visible(t0 + r, s0, cols);
     const float row_lse = lse[head.stat(t0 + r)];
-    float* p = x.s.data() + static_cast<size_t>(r) * kTile;
+    float* p = x.s + static_cast<size_t>(r) * kTile;
     for (int c = 0; c < visible; ++c) p[c] = vexp(p[c] * scale - row_lse);
     for (int c = std::max(visible, 0); c < cols; ++c) p[c] = 0.0f;
   }
@@ -167,7 +204,7 @@ void write_rows(const FlashOperands& in, const Head& head, int t0, int rows, voi
     const size_t at = head.out_row(t0 + r);
     float& row_lse = lse[head.stat(t0 + r)];
     const float block_lse = x.m[r] + std::log(x.l[r]);
-    const float* acc = x.acc.data() + static_cast<size_t>(r) * hs;
+    const float* acc = x.acc + static_cast<size_t>(r) * hs;
     if (!combine) {
       const float inv = 1.0f / x.l[r];
       if (!in.y_low) {
@@ -190,31 +227,31 @@ void write_rows(const FlashOperands& in, const Head& head, int t0, int rows, voi
 }
 
 void forward_tile(const Context& ctx, const FlashOperands& in, const Head& head, int t0, float scale, void* out,
-                  float* lse, bool combine, Scratch& x) {
+                  float* lse, bool combine, const Scratch& x) {
   const int rows = std::min(kTile, head.Tq - t0), hs = head.hs;
-  std::fill(x.acc.begin(), x.acc.end(), 0.0f);
-  std::fill(x.m.begin(), x.m.end(), -INFINITY);
-  std::fill(x.l.begin(), x.l.end(), 0.0f);
+  std::fill(x.acc, x.acc + static_cast<size_t>(kTile) * hs, 0.0f);
+  std::fill(x.m, x.m + kTile, -INFINITY);
+  std::fill(x.l, x.l + kTile, 0.0f);
   const Rows q = query_rows(in, head, t0, rows, x);
   for (int s0 = 0; s0 < head.key_end(t0); s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
-    gemm(ctx, rows, cols, hs, x.s.data(), rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride), false);
+    gemm(ctx, rows, cols, hs, x.s, rows_of(kTile), q.at, rows_of(q.stride), k.at, transposed(k.stride), false);
     for (int r = 0; r < rows; ++r) {
       const int visible = head.visible(t0 + r, s0, cols);  // keys s0 .. t of this tile (all: unmasked)
-      float* s = x.s.data() + static_cast<size_t>(r) * kTile;
+      float* s = x.s + static_cast<size_t>(r) * kTile;
       float row_max = x.m[r];
       for (int c = 0; c < visible; ++c) row_max = std::max(row_max, s[c] *= scale);
       const float correction = vexp(x.m[r] - row_max);  // 0 at the first tile (m = −∞)
       float sum = x.l[r] * correction;
       for (int c = 0; c < visible; ++c) sum += (s[c] = vexp(s[c] - row_max));
       for (int c = visible; c < cols; ++c) s[c] = 0.0f;
-      float* a = x.acc.data() + static_cast<size_t>(r) * hs;
+      float* a = x.acc + static_cast<size_t>(r) * hs;
       for (int d = 0; d < hs; ++d) a[d] *= correction;
       x.m[r] = row_max;
       x.l[r] = sum;
     }
-    gemm(ctx, rows, hs, cols, x.acc.data(), rows_of(hs), x.s.data(), rows_of(kTile), v.at, rows_of(v.stride), true);
+    gemm(ctx, rows, hs, cols, x.acc, rows_of(hs), x.s, rows_of(kTile), v.at, rows_of(v.stride), true);
   }
   write_rows(in, head, t0, rows, out, lse, combine, x);
 }
@@ -233,7 +270,7 @@ void round_head_gradients(const FlashOperands& in, const Head& head, const float
 // (the whole sequence, dkv = dqkv), and then (dqkv_low) rounded into it.
 void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
                     const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, low16* dqkv_low,
-                    Scratch& x, std::vector<float>& d_rows) {
+                    const Scratch& x) {
   const int hs = head.hs;
   const int64_t q_stride = 3 * head.C;
   for (int t = 0; t < head.Tq; ++t) {
@@ -243,7 +280,7 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
     const float* dy = dout + head.out_row(t);
     float dot = 0.0f;
     for (int d = 0; d < hs; ++d) dot += dy[d] * y_at(in, out, head.out_row(t) + d);
-    d_rows[t] = dot;  // D = rowsum(dy ⊙ y)
+    x.d_rows[t] = dot;  // D = rowsum(dy ⊙ y)
   }
   for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
@@ -255,17 +292,17 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
       const Rows q = query_rows(in, head, t0, rows, x);
       const float* dy = dout + head.out_row(t0);
       probabilities(ctx, head, q, k, lse, t0, rows, s0, cols, scale, x);
-      gemm(ctx, cols, hs, rows, dv, rows_of(head.W), x.s.data(), transposed(kTile), dy, rows_of(head.C), true);
-      gemm(ctx, rows, cols, hs, x.ds.data(), rows_of(kTile), dy, rows_of(head.C), v.at, transposed(v.stride), false);
+      gemm(ctx, cols, hs, rows, dv, rows_of(head.W), x.s, transposed(kTile), dy, rows_of(head.C), true);
+      gemm(ctx, rows, cols, hs, x.ds, rows_of(kTile), dy, rows_of(head.C), v.at, transposed(v.stride), false);
       for (int r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D) · scale
-        const float* p = x.s.data() + static_cast<size_t>(r) * kTile;
-        float* ds = x.ds.data() + static_cast<size_t>(r) * kTile;
-        const float d_row = d_rows[t0 + r];
+        const float* p = x.s + static_cast<size_t>(r) * kTile;
+        float* ds = x.ds + static_cast<size_t>(r) * kTile;
+        const float d_row = x.d_rows[t0 + r];
         for (int c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d_row) * scale;
       }
-      gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds.data(), rows_of(kTile), k.at,
+      gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds, rows_of(kTile), k.at,
            rows_of(k.stride), true);
-      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds.data(), transposed(kTile), q.at, rows_of(q.stride), true);
+      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds, transposed(kTile), q.at, rows_of(q.stride), true);
     }
   }
   if (dqkv_low != nullptr) round_head_gradients(in, head, dqkv, dqkv_low);
@@ -284,9 +321,10 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
   if (combine && in.y_low) throw std::logic_error("kernels::cpu: a flash attention block folded into a 16-bit output");
   const int hs = C / NH, tiles = (block.rows + kTile - 1) / kTile;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const ThreadParts parts = thread_parts(in, C, NH, block);
 #pragma omp parallel
   {
-    Scratch x(hs);
+    const Scratch x = parts.mine();
 #pragma omp for collapse(3) schedule(dynamic)
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
@@ -302,16 +340,24 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
     throw std::logic_error("kernels::cpu: a 16-bit copy of the flash attention's gradients of a block");
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const ThreadParts parts = thread_parts(in, C, NH, block);
 #pragma omp parallel
   {
-    Scratch x(hs);
-    std::vector<float> d_rows(static_cast<size_t>(block.rows));
+    const Scratch x = parts.mine();
 #pragma omp for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
         head_gradients(ctx, in, block_head(b, h, T, C, NH, in.W, block), dout, out, lse, scale, dqkv, dkv, accumulate,
-                       dqkv_low, x, d_rows);
+                       dqkv_low, x);
   }
 }
 
 }  // namespace trident::kernels::cpu
+
+namespace trident::kernels {
+
+int64_t cpu_flash_attention_thread_floats(int hs, int64_t q_stride, int64_t kv_stride, int rows, bool low16) {
+  return static_cast<int64_t>(cpu::scratch_layout(hs, q_stride, kv_stride, rows, low16).floats);
+}
+
+}  // namespace trident::kernels

@@ -1,11 +1,10 @@
 // Llama's parts on the CPU: RMSNorm, rotary positions, SwiGLU and the grouped-query expansion,
 // OpenMP over rows (or elements), each element by kernels/common/llama_math.hpp. Sums over a row
 // run in index order, so the results do not depend on the thread count.
-#include <vector>
-
 #include "kernels/common/llama_math.hpp"
 #include "kernels/common/low16.hpp"
 #include "kernels/cpu/cpu.hpp"
+#include "kernels/cpu/workspace.hpp"
 
 namespace trident::kernels::cpu {
 
@@ -69,7 +68,10 @@ void rmsnorm_backward_low16(Context& ctx, Precision precision, float* dinp, floa
 void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int q_heads, int kv_heads, int head_size,
           const RopeFrequencies& frequencies, bool inverse, Precision copy_type, low16* copy) {
   const int half = head_size / 2, rotated = q_heads + kv_heads, width = (q_heads + 2 * kv_heads) * head_size;
-  std::vector<float> cos_table(size_t(T) * half), sin_table(cos_table.size());  // (T, hs/2)
+  // The rows' (T, hs/2) cosines and sines, in a tracked workspace kept at the largest need.
+  static Buffer<float> tables;
+  float* cos_table = at_least(tables, size_t(T) * head_size);
+  float* sin_table = cos_table + size_t(T) * half;
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < half; ++i) {
@@ -81,8 +83,8 @@ void rope(Context& ctx, float* qkv, const int32_t* positions, int B, int T, int 
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       float* row = qkv + (size_t(b) * T + t) * width;
-      const float* c = cos_table.data() + size_t(t) * half;
-      const float* s = sin_table.data() + size_t(t) * half;
+      const float* c = cos_table + size_t(t) * half;
+      const float* s = sin_table + size_t(t) * half;
       for (int h = 0; h < rotated; ++h)  // the query heads, then the key heads: contiguous
         for (int i = 0; i < half; ++i) rope_rotate(row[h * head_size + i], row[h * head_size + half + i], c[i], s[i]);
     }

@@ -1,6 +1,8 @@
 // Recompute chosen by the memory model.
 #include "job/memory_plan.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -250,6 +252,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.low16_widened = kernels::widens_low16(device, settings.precision.precision);
   in.cpu_kernels = kernels::backend_of(device).runs_cpu_kernels();
   in.portable_arithmetic = device.arithmetic == kernels::Arithmetic::portable;
+  in.cpu_threads = omp_get_max_threads();
   if (topology) in.shared_windows = shared_windows(settings, grid, *topology);
   return in;
 }

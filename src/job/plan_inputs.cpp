@@ -8,6 +8,7 @@
 #include "comm/agreement.hpp"
 #include "core/error.hpp"
 #include "job/model_setup.hpp"
+#include "job/threads.hpp"
 #include "kernels/kernels.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -80,6 +81,7 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw) 
   // The CPU backend's kernels and their workspaces (widened 16-bit GEMMs, 16-bit outputs' sums): this host.
   l.cpu_kernels = hw.name.rfind("this-host", 0) == 0;
   l.low16_widened = l.cpu_kernels && kernels::widens_low16(kernels::Context{}, precision_from_name(l.precision));
+  l.cpu_threads = l.cpu_kernels ? openmp_threads_for(hw.devices_per_node) : 1;  // as each rank will run
   return l;
 }
 

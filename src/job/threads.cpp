@@ -62,15 +62,19 @@ void run_again(char** argv) {
 
 std::string plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
 
+int cores_of_mask() {
+  const cpu_set_t mask = affinity();
+  return std::max(1, CPU_COUNT(&mask));
+}
+
 }  // namespace
 
 void settle_openmp_threads(char** argv) {
   if (is_set(kRunAgainVar)) return;
-  const cpu_set_t mask = affinity();
-  const int cores = std::max(1, CPU_COUNT(&mask));
+  const int cores = cores_of_mask();
   const int ranks = ranks_on_host_from_launcher();
   if (!is_set("OMP_NUM_THREADS")) {
-    const int threads = std::max(1, cores / ranks);
+    const int threads = openmp_threads_for(ranks);
     setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
     setenv(kChosenVar, "1", 1);
     if (threads != cores) run_again(argv);  // OpenMP started with one thread per core of the mask
@@ -82,6 +86,11 @@ void settle_openmp_threads(char** argv) {
     setenv(kPassiveVar, "1", 1);
     run_again(argv);
   }
+}
+
+int openmp_threads_for(int ranks) {
+  if (is_set("OMP_NUM_THREADS") && !is_set(kChosenVar)) return std::max(1, std::atoi(std::getenv("OMP_NUM_THREADS")));
+  return std::max(1, cores_of_mask() / std::max(1, ranks));
 }
 
 ThreadReport report_threads(comm::Communicator& world) {

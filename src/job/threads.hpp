@@ -24,6 +24,11 @@ namespace trident {
 // (execv of /proc/self/exe, once) when it differs from what OpenMP started with.
 void settle_openmp_threads(char** argv);
 
+// The OpenMP threads a rank of `ranks` on this host runs with: OMP_NUM_THREADS where the user set
+// it, else the cores of this process's affinity mask over them (settle_openmp_threads' rule). The
+// planner's per-thread workspaces of a layout on this host.
+int openmp_threads_for(int ranks);
+
 // What each rank runs with, agreed over the job's ranks (collective over `world`, every rank).
 struct ThreadReport {
   int per_rank = 1;         // OpenMP threads of rank 0

@@ -214,6 +214,31 @@ int64_t norm_workspace_bytes(const MemoryInputs& in) {
   return floats * kFloat;
 }
 
+// The CPU's rotary positions (kernels/cpu/llama.cpp rope): the (T, hs/2) cosines and sines of a
+// rank's rows of a sequence.
+int64_t rope_workspace_bytes(const MemoryInputs& in) {
+  if (!in.cpu_kernels || model::block_parts(in.config).learned_positions()) return 0;
+  return int64_t(in.seq_len / in.context) * (in.config.channels / in.config.heads) * kFloat;
+}
+
+// The CPU's kernels' per-thread parts of their workspaces (kernels/cpu/workspace.hpp), for each of
+// a rank's OpenMP threads: the flash attention's tiles (kernels::cpu_flash_attention_thread_floats:
+// the whole sequence, or context parallelism's blocks of half a rank's rows against the (k, v)
+// buffers that travel the ring), and on the last stage in 16 bits the chunked classifier's f32 row
+// of the loss gradient before it is rounded.
+int64_t thread_workspace_bytes(const MemoryInputs& in, int stage) {
+  if (!in.cpu_kernels) return 0;
+  const Sizes z = sizes(in);
+  int64_t floats = 0;
+  if (in.flash_attention) {
+    const int hs = in.config.channels / in.config.heads, T = in.seq_len / in.context;
+    const bool ring = in.context > 1;
+    floats += kernels::cpu_flash_attention_thread_floats(hs, 3 * z.Cl, (ring ? 2 : 3) * z.Cl, ring ? T / 2 : T, low(in));
+  }
+  if (low(in) && z.chunk > 0 && stage == in.pipeline - 1) floats += z.vocab_rows;
+  return floats * in.cpu_threads * kFloat;
+}
+
 // The reducer's buckets (dp::GradientReducer): ZeRO-2's and 3's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
   if (in.zero >= 2 && in.data > 1)
@@ -289,7 +314,8 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] =
-      widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in);
+      widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
+      rope_workspace_bytes(in) + thread_workspace_bytes(in, stage);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above

@@ -84,6 +84,7 @@ struct MemoryInputs {
   // write those themselves.
   bool cpu_kernels = true;
   bool portable_arithmetic = false;  // kernels.arithmetic = portable: the CPU's LayerNorm backward needs no workspace
+  int cpu_threads = 1;               // a rank's OpenMP threads: the CPU kernels' per-thread workspaces, each
   // comm.node_algo = shm: per stage, the most shared windows one of its ranks holds (tensor,
   // data and embedding groups), each SharedWindow::bytes_per_rank(kCapacity); empty: none.
   std::vector<int> shared_windows;

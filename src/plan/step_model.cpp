@@ -536,6 +536,7 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
   in.cpu_kernels = l.cpu_kernels;
+  in.cpu_threads = l.cpu_threads;
   return in;
 }
 

@@ -125,6 +125,7 @@ struct Layout {
   bool overlap = true;             // comm.overlap (never with ZeRO-1: the reducer's rule)
   bool low16_widened = false;      // CPU only: 16-bit GEMM operands widened in a workspace
   bool cpu_kernels = false;        // the CPU's kernels: 16-bit GEMM outputs' f32 sums in a workspace
+  int cpu_threads = 1;             // the CPU's kernels: OpenMP threads a rank, each with its workspace parts
   double bucket_mb = 25;
   double gradient_bytes = 4;       // comm.grad_dtype: bytes per gradient value on the wire (f32 4, bf16 2)
   std::vector<int> stage_layers;   // empty: the even split of the runtime

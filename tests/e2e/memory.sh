@@ -162,6 +162,11 @@ model_matches t2c2_sp_flash_bf16_chunked 4 --parallel.tensor=2 --parallel.contex
 model_matches c2p2d2_flash_full_zero 8 --parallel.context=2 --parallel.pipeline=2 --parallel.data=2 \
   --model.attention=flash --memory.recompute=full --optim.zero=1
 
+# The CPU kernels' per-thread parts of their workspaces (the flash attention's tiles, a 16-bit
+# loss gradient's f32 rows), for each of a rank's OpenMP threads: the cases above run one.
+OMP_NUM_THREADS=2 model_matches flash_bf16_chunked_2_threads 1 --model.attention=flash --optim.precision=bf16 \
+  --model.classifier_chunk=16
+
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
 none=$(total_of none) selective=$(total_of selective) full=$(total_of full)

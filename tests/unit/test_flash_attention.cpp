@@ -15,6 +15,7 @@
 #include "kernel_check.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
+#include "tensor/buffer.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -252,6 +253,37 @@ BOOST_AUTO_TEST_CASE(mixed_types_are_refused) {
   BOOST_CHECK_THROW(kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dy.data()), q_bf16, y_bf16,
                                                       l, 2, copy_fp16),
                     std::logic_error);
+}
+
+// Each thread's tiles are its part of one tracked workspace, kept at the largest need so far and
+// grown to exactly what kernels::cpu_flash_attention_thread_floats declares for each of
+// omp_get_max_threads() threads (what the memory model counts): a larger call — more heads of 128
+// channels, more rows, 16-bit values widened tile by tile — grows it by the difference, a smaller
+// one not at all. Sizes larger than any other test's, so that the first call sets the need.
+BOOST_AUTO_TEST_CASE(its_thread_scratch_is_the_declared_tracked_workspace) {
+  const auto workspace = [] { return memory_usage().current[static_cast<int>(MemoryCategory::Workspace)]; };
+  kernels::Context ctx;
+  auto grow = [&](const Shape4& s) {
+    std::vector<uint16_t> qkv(static_cast<size_t>(s.B) * s.T * 3 * s.C), y(static_cast<size_t>(s.B) * s.T * s.C);
+    std::vector<float> lse(static_cast<size_t>(s.B) * s.NH * s.T), dqkv(qkv.size()), dy(y.size());
+    const Tensor q{qkv.data(), DType::bf16, Shape{s.B, s.T, 3 * s.C}, Device{}};
+    const Tensor o{y.data(), DType::bf16, Shape{s.B, s.T, s.C}, Device{}};
+    const int64_t before = workspace();
+    kernels::flash_attention_forward(ctx, o, view(lse.data(), lse.size()), q, s.NH);
+    kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dy.data()), q, o,
+                                      view(lse.data(), lse.size()), s.NH);
+    return workspace() - before;
+  };
+  const auto bytes = [](const Shape4& s) {
+    return omp_get_max_threads() * int64_t(sizeof(float)) *
+           kernels::cpu_flash_attention_thread_floats(s.C / s.NH, 3 * s.C, 3 * s.C, s.T, true);
+  };
+  const Shape4 smaller{1, 200, 1024, 8}, larger{1, 264, 1152, 9};
+  grow(smaller);
+  BOOST_TEST(grow(larger) == bytes(larger) - bytes(smaller));
+  BOOST_TEST(grow(smaller) == 0);
+  // By hand, with tiles of 128 rows: q and (k, v) widened at rows 3·128 channels longer, 64 more D.
+  BOOST_TEST(bytes(larger) - bytes(smaller) == omp_get_max_threads() * int64_t(sizeof(float)) * (128 * 2 * 384 + 64));
 }
 
 // A block off the diagonal cannot be causal, and chunks must lie inside the T rows.

@@ -8,6 +8,7 @@
 #include "kernel_check.hpp"
 #include "kernels/common/llama_math.hpp"
 #include "kernels/kernels.hpp"
+#include "tensor/buffer.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -165,6 +166,26 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
   BOOST_CHECK_THROW(kernels::rope(ctx, as_tensor(y, {B, T, width}), as_tensor(positions), Q, KV, theta, true,
                                   as_tensor(f32_copy)),
                     std::logic_error);
+}
+
+// The rows' cosines and sines, (T, hs/2) each, are a tracked workspace kept at the largest need
+// (what the memory model counts): 100 more rows than any other test's grow it by 100·hs floats,
+// fewer rows not at all.
+BOOST_AUTO_TEST_CASE(rope_tables_are_a_tracked_workspace) {
+  const int B = 1, Q = 2, KV = 1, hs = 64, width = (Q + 2 * KV) * hs, longest = 5000;
+  const auto workspace = [] { return memory_usage().current[static_cast<int>(MemoryCategory::Workspace)]; };
+  auto grow = [&](int T) {
+    std::vector<float> qkv(size_t(B) * T * width, 0.5f);
+    std::vector<int32_t> positions(T);
+    for (int t = 0; t < T; ++t) positions[t] = t;
+    const int64_t before = workspace();
+    kernels::rope(ctx, as_tensor(qkv, {B, T, width}), as_tensor(positions), Q, KV, kernels::RopeFrequencies{10000.0f},
+                  false);
+    return workspace() - before;
+  };
+  grow(longest);
+  BOOST_TEST(grow(longest + 100) == int64_t(100) * hs * int64_t(sizeof(float)));
+  BOOST_TEST(grow(longest) == 0);
 }
 
 // Llama 3.1's scaled frequencies against Meta's apply_scaling (llama/model.py) in double: kept
