@@ -142,5 +142,8 @@ int64_t gemm_primitives_created();
 // workspace is that for each of omp_get_max_threads() threads, kept at the largest need so far
 // (kernels/cpu/workspace.hpp); the memory model counts it so.
 int64_t cpu_flash_attention_thread_floats(int hs, int64_t q_stride, int64_t kv_stride, int rows, bool low16);
+// Floats each OpenMP thread of the CPU's portable GEMM (kernels.arithmetic = portable,
+// kernels/cpu/portable.cpp) holds for a GEMM over K: its panel of b, kept as that workspace is.
+int64_t cpu_portable_gemm_thread_floats(int64_t K);
 
 }  // namespace trident::kernels

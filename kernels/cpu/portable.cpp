@@ -4,6 +4,8 @@
 // changes no result.
 #include "kernels/cpu/portable.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -11,11 +13,16 @@
 #include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
 #include "kernels/common/rows.hpp"
+#include "kernels/cpu/workspace.hpp"
+#include "kernels/kernels.hpp"
 
 namespace trident::kernels::cpu {
 namespace {
 
 constexpr int kColumns = 64;  // output columns a task owns: its accumulators fit in registers
+
+// A thread's panel: the K rows of its task's kColumns columns of b.
+int64_t thread_panel_floats(int64_t K) { return K * kColumns; }
 
 // Element `offset` of an operand of `type`, widened to f32 (exact).
 inline float load(const void* base, int64_t offset, OperandType type) {
@@ -26,12 +33,16 @@ inline float load(const void* base, int64_t offset, OperandType type) {
   }
 }
 
-// b[k, n0 : n0 + width) of matrix (batch, head) for every k, widened, into panel (K, kColumns).
+// b[k, n0 : n0 + width) of matrix (batch, head) for every k, widened, into panel (K, kColumns);
+// the columns past width set to 0 (their sums are computed and never stored: no stale value, which could
+// be a subnormal and slow the products, is read).
 void pack_columns(float* panel, const Gemm& g, const void* b, int batch, int head, int n0, int width) {
   const int64_t base = batch * g.b.batch + head * g.b.head;
-  for (int k = 0; k < g.K; ++k)
-    for (int j = 0; j < width; ++j)
-      panel[static_cast<size_t>(k) * kColumns + j] = load(b, base + k * g.b.row + (n0 + j) * g.b.col, g.operands);
+  for (int k = 0; k < g.K; ++k) {
+    float* row = panel + static_cast<size_t>(k) * kColumns;
+    for (int j = 0; j < width; ++j) row[j] = load(b, base + k * g.b.row + (n0 + j) * g.b.col, g.operands);
+    for (int j = width; j < kColumns; ++j) row[j] = 0.0f;
+  }
 }
 
 // c[m, n0 : n0 + width) of one matrix: per row, the columns' sums over k in turn.
@@ -55,20 +66,28 @@ void column_block(const Gemm& g, float* c, const void* a, const float* panel, co
 
 }  // namespace
 
+// Each thread's panel is its part of a tracked workspace (kernels/cpu/workspace.hpp), but where
+// the GEMM runs inside another kernel's parallel region (the flash attention's tile products,
+// with more than one thread): there the region below is the calling thread's alone and its
+// thread number names no part, so the panel is the call's own (K ≤ 128 there: the tile's).
 void portable_gemm(const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
   const int blocks = (g.N + kColumns - 1) / kColumns;
   const int64_t tasks = int64_t(g.batch) * g.heads * blocks;
+  const size_t floats = static_cast<size_t>(thread_panel_floats(g.K));
+  static Buffer<float> workspace;
+  const bool nested = omp_in_parallel();
+  const PerThread panels = nested ? PerThread{nullptr, 0} : per_thread(workspace, floats);
 #pragma omp parallel
   {
-    // The panel's unused columns stay 0: their sums are computed and never stored.
-    std::vector<float> panel(static_cast<size_t>(g.K) * kColumns, 0.0f);
+    std::vector<float> own(nested ? floats : 0);
+    float* panel = nested ? own.data() : panels.mine();
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int block = static_cast<int>(task % blocks);
       const int head = static_cast<int>(task / blocks % g.heads), batch = static_cast<int>(task / blocks / g.heads);
       const int n0 = block * kColumns, width = std::min(kColumns, g.N - n0);
-      pack_columns(panel.data(), g, b, batch, head, n0, width);
-      column_block(g, c, a, panel.data(), bias, batch, head, n0, width);
+      pack_columns(panel, g, b, batch, head, n0, width);
+      column_block(g, c, a, panel, bias, batch, head, n0, width);
     }
   }
 }
@@ -133,3 +152,9 @@ void portable_gelu_forward(float* out, const float* inp, size_t n) {
 }
 
 }  // namespace trident::kernels::cpu
+
+namespace trident::kernels {
+
+int64_t cpu_portable_gemm_thread_floats(int64_t K) { return cpu::thread_panel_floats(K); }
+
+}  // namespace trident::kernels

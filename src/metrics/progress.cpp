@@ -109,8 +109,9 @@ GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision pr
   // (which would count in the run's tracked memory as if training had used it).
   const bool bf16 = precision == kernels::Precision::bf16 && !kernels::widens_low16(ctx, precision);
   if (backend.device().kind != DeviceKind::cuda) {
-    GemmProbe probe{ctx, backend, 1024, bf16};
-    return {2.0 * 1024.0 * 1024.0 * 1024.0 / probe.seconds_per_product(1, 2) / 1e12, 1024};
+    const int n = kCpuGemmPeakSize;
+    GemmProbe probe{ctx, backend, n, bf16};
+    return {2.0 * n * double(n) * n / probe.seconds_per_product(1, 2) / 1e12, n};
   }
   // A GPU: a size that fills it (8192^3: 1.1 TFLOP a product), 10 products to warm its clocks,
   // 20 timed; smaller where the device has no room left beside the model.

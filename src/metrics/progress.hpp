@@ -23,6 +23,7 @@ namespace trident::metrics {
 // (and the guard) n = 1024, the best of 2 runs after one; on a GPU n = 8192 (less where memory
 // is short) on random operands, 20 products timed by events after 10 that warm the clocks: one
 // 1024^3 product timed by the host clock from idle clocks would make the MFU several times too high.
+constexpr int kCpuGemmPeakSize = 1024;  // n on the CPU and the guard
 struct GemmPeak {
   double tflops = 0;
   int n = 0;

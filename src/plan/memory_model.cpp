@@ -8,6 +8,7 @@
 #include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
 #include "kernels/kernels.hpp"
+#include "metrics/progress.hpp"
 #include "model/block_parts.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
@@ -221,6 +222,20 @@ int64_t rope_workspace_bytes(const MemoryInputs& in) {
   return int64_t(in.seq_len / in.context) * (in.config.channels / in.config.heads) * kFloat;
 }
 
+// kernels.arithmetic = portable: each thread's panel of the GEMM over the largest K
+// (kernels::cpu_portable_gemm_thread_floats, kernels/cpu/portable.cpp) — a linear layer's input
+// width forward, its output width for the input gradient, its rows for the weight gradient (the
+// materialized attention's over T, the flash attention's tiles' over at most T, are fewer), on
+// the last stage the classifier's vocabulary rows, and the n × n × n product the run's MFU peak
+// is measured by at its start, in the run's arithmetic (metrics::measure_gemm_peak).
+int64_t portable_gemm_workspace_bytes(const MemoryInputs& in, int stage) {
+  if (!in.cpu_kernels || !in.portable_arithmetic) return 0;
+  const Sizes z = sizes(in);
+  int64_t K = std::max({z.C, z.Cl, z.qkv, z.fc, z.hidden, z.BT, int64_t(metrics::kCpuGemmPeakSize)});
+  if (stage == in.pipeline - 1) K = std::max(K, z.vocab_rows);
+  return in.cpu_threads * kernels::cpu_portable_gemm_thread_floats(K) * kFloat;
+}
+
 // The CPU's kernels' per-thread parts of their workspaces (kernels/cpu/workspace.hpp), for each of
 // a rank's OpenMP threads: the flash attention's tiles (kernels::cpu_flash_attention_thread_floats:
 // the whole sequence, or context parallelism's blocks of half a rank's rows against the (k, v)
@@ -315,7 +330,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
   e.bytes[index(MemoryCategory::Workspace)] =
       widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
-      rope_workspace_bytes(in) + thread_workspace_bytes(in, stage);
+      rope_workspace_bytes(in) + thread_workspace_bytes(in, stage) + portable_gemm_workspace_bytes(in, stage);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above

@@ -166,6 +166,19 @@ model_matches c2p2d2_flash_full_zero 8 --parallel.context=2 --parallel.pipeline=
 # loss gradient's f32 rows), for each of a rank's OpenMP threads: the cases above run one.
 OMP_NUM_THREADS=2 model_matches flash_bf16_chunked_2_threads 1 --model.attention=flash --optim.precision=bf16 \
   --model.classifier_chunk=16
+# kernels.arithmetic = portable: each thread's panel of its GEMM over the largest K (the weight
+# gradients' rows, the classifier's vocabulary); inside the flash attention's own region a
+# GEMM's panel is the call's (not counted: the tile's K).
+P=--kernels.arithmetic=portable
+model_matches portable 1 $P
+OMP_NUM_THREADS=2 model_matches portable_flash_bf16_chunked_2_threads 1 $P --model.attention=flash \
+  --optim.precision=bf16 --model.classifier_chunk=16
+model_matches portable_t2p2_sp_overlap 4 $P --parallel.tensor=2 --parallel.pipeline=2 $SP --parallel.tp_comm_overlap=true
+model_matches portable_llama_c2 2 $P $LLAMA --parallel.context=2
+# 40 × 32 rows: the weight gradients' K past the GEMM peak's 1024.
+model_matches portable_1280_rows 1 $P --train.micro_batch=40 --train.global_batch=40
+model_matches portable_1280_rows_t2_sp_overlap 2 $P --train.micro_batch=40 --train.global_batch=40 --parallel.tensor=2 \
+  $SP --parallel.tp_comm_overlap=true
 
 # memory.budget_gb and recompute = auto: budgets between the modes' totals select each mode.
 total_of() { estimate 1 --memory.recompute="$1" ${2:+--memory.recompute_interval=$2} | sed -n 's/.*total=\([0-9]*\).*/\1/p'; }
