@@ -67,6 +67,9 @@ int cores_of_mask() {
   return std::max(1, CPU_COUNT(&mask));
 }
 
+// The rule where the user has not chosen: the cores shared out between the host's ranks.
+int cores_per_rank(int cores, int ranks) { return std::max(1, cores / std::max(1, ranks)); }
+
 }  // namespace
 
 void settle_openmp_threads(char** argv) {
@@ -74,7 +77,7 @@ void settle_openmp_threads(char** argv) {
   const int cores = cores_of_mask();
   const int ranks = ranks_on_host_from_launcher();
   if (!is_set("OMP_NUM_THREADS")) {
-    const int threads = openmp_threads_for(ranks);
+    const int threads = cores_per_rank(cores, ranks);
     setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
     setenv(kChosenVar, "1", 1);
     if (threads != cores) run_again(argv);  // OpenMP started with one thread per core of the mask
@@ -90,7 +93,7 @@ void settle_openmp_threads(char** argv) {
 
 int openmp_threads_for(int ranks) {
   if (is_set("OMP_NUM_THREADS") && !is_set(kChosenVar)) return std::max(1, std::atoi(std::getenv("OMP_NUM_THREADS")));
-  return std::max(1, cores_of_mask() / std::max(1, ranks));
+  return cores_per_rank(cores_of_mask(), ranks);
 }
 
 ThreadReport report_threads(comm::Communicator& world) {

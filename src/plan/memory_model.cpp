@@ -44,16 +44,17 @@ int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  /
 struct Sizes {
   int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows, qkv, fc, hidden;
   bool grouped;
+  int64_t T, hs;  // a rank's rows of a sequence, a head's channels
 };
 Sizes sizes(const MemoryInputs& in) {
-  const int64_t BT = int64_t(in.micro_batch) * (in.seq_len / in.context), C = in.config.channels;
+  const int64_t T = in.seq_len / in.context, BT = int64_t(in.micro_batch) * T, C = in.config.channels;
   const int64_t heads = in.config.heads / in.tensor;
   const bool flash = in.flash_attention;
-  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * (in.seq_len / in.context), flash ? BT * heads : 0,
+  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * T, flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
           in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows_local(in.config, in.tensor),
           model::fc_rows(in.config) / in.tensor, model::mlp_hidden(in.config) / in.tensor,
-          model::kv_heads_local(in.config, in.tensor) != heads};
+          model::kv_heads_local(in.config, in.tensor) != heads, T, C / in.config.heads};
 }
 
 // Bytes of one block's kept activations (model/transformer.cpp allocate_layer, Role::Kept): the
@@ -219,7 +220,8 @@ int64_t norm_workspace_bytes(const MemoryInputs& in) {
 // rank's rows of a sequence.
 int64_t rope_workspace_bytes(const MemoryInputs& in) {
   if (!in.cpu_kernels || model::block_parts(in.config).learned_positions()) return 0;
-  return int64_t(in.seq_len / in.context) * (in.config.channels / in.config.heads) * kFloat;
+  const Sizes z = sizes(in);
+  return z.T * z.hs * kFloat;
 }
 
 // kernels.arithmetic = portable: each thread's panel of the GEMM over the largest K
@@ -246,9 +248,9 @@ int64_t thread_workspace_bytes(const MemoryInputs& in, int stage) {
   const Sizes z = sizes(in);
   int64_t floats = 0;
   if (in.flash_attention) {
-    const int hs = in.config.channels / in.config.heads, T = in.seq_len / in.context;
     const bool ring = in.context > 1;
-    floats += kernels::cpu_flash_attention_thread_floats(hs, 3 * z.Cl, (ring ? 2 : 3) * z.Cl, ring ? T / 2 : T, low(in));
+    floats += kernels::cpu_flash_attention_thread_floats(int(z.hs), 3 * z.Cl, (ring ? 2 : 3) * z.Cl,
+                                                         int(ring ? z.T / 2 : z.T), low(in));
   }
   if (low(in) && z.chunk > 0 && stage == in.pipeline - 1) floats += z.vocab_rows;
   return floats * in.cpu_threads * kFloat;

@@ -11,9 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "tensor/buffer.hpp"
 #include "tensor/tensor.hpp"
 
 namespace trident::testing {
+
+// Bytes of `category` this process holds now (the tracked memory the memory model counts).
+inline int64_t tracked(MemoryCategory category) { return memory_usage().current[static_cast<int>(category)]; }
 
 // A host vector as the tensor a kernel takes: its elements, or seen as `shape` (what the kernel
 // reads its sizes from). 16-bit values name their dtype.

@@ -32,13 +32,7 @@ using trident::Tensor;
 using trident::TensorBuffer;
 using kernels::low16;
 
-namespace {
-
-int64_t tracked(MemoryCategory category) {
-  return trident::memory_usage().current[static_cast<int>(category)];
-}
-
-}  // namespace
+using trident::testing::tracked;
 
 BOOST_AUTO_TEST_SUITE(backend)
 

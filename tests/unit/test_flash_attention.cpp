@@ -15,7 +15,6 @@
 #include "kernel_check.hpp"
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/kernels.hpp"
-#include "tensor/buffer.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -261,18 +260,17 @@ BOOST_AUTO_TEST_CASE(mixed_types_are_refused) {
 // channels, more rows, 16-bit values widened tile by tile — grows it by the difference, a smaller
 // one not at all. Sizes larger than any other test's, so that the first call sets the need.
 BOOST_AUTO_TEST_CASE(its_thread_scratch_is_the_declared_tracked_workspace) {
-  const auto workspace = [] { return memory_usage().current[static_cast<int>(MemoryCategory::Workspace)]; };
   kernels::Context ctx;
   auto grow = [&](const Shape4& s) {
     std::vector<uint16_t> qkv(static_cast<size_t>(s.B) * s.T * 3 * s.C), y(static_cast<size_t>(s.B) * s.T * s.C);
     std::vector<float> lse(static_cast<size_t>(s.B) * s.NH * s.T), dqkv(qkv.size()), dy(y.size());
     const Tensor q{qkv.data(), DType::bf16, Shape{s.B, s.T, 3 * s.C}, Device{}};
     const Tensor o{y.data(), DType::bf16, Shape{s.B, s.T, s.C}, Device{}};
-    const int64_t before = workspace();
+    const int64_t before = tracked(MemoryCategory::Workspace);
     kernels::flash_attention_forward(ctx, o, view(lse.data(), lse.size()), q, s.NH);
     kernels::flash_attention_backward(ctx, qkv_view(s, dqkv.data()), y_view(s, dy.data()), q, o,
                                       view(lse.data(), lse.size()), s.NH);
-    return workspace() - before;
+    return tracked(MemoryCategory::Workspace) - before;
   };
   const auto bytes = [](const Shape4& s) {
     return omp_get_max_threads() * int64_t(sizeof(float)) *

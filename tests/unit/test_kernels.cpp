@@ -11,7 +11,6 @@
 #include "kernels/cpu/cpu.hpp"
 #include "kernels/cpu/openmp_alternatives.hpp"
 #include "kernels/kernels.hpp"
-#include "tensor/buffer.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -456,19 +455,16 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
 // largest need: a vocabulary 1,000 rows wider than any other test's grows it by 1,000 floats a
 // thread (omp_get_max_threads(): what the memory model counts), a narrower one not at all.
 BOOST_AUTO_TEST_CASE(crossentropy_16_bit_rows_are_a_tracked_workspace) {
-  const auto workspace = [] {
-    return trident::memory_usage().current[static_cast<int>(trident::MemoryCategory::Workspace)];
-  };
   const int N = 3, wide = 1 << 17;
   auto grow = [&](int Vp) {
     const std::vector<float> logits(size_t(N) * Vp, 0.5f), normalizers(N, 1.0f);
     const std::vector<int32_t> targets = {0, 1, 2};
     std::vector<trident::kernels::low16> low(logits.size());
-    const int64_t before = workspace();
+    const int64_t before = tracked(MemoryCategory::Workspace);
     trident::kernels::crossentropy_backward(ctx, view(low.data(), DType::bf16, low.size()).reshaped({N, Vp}),
                                             as_tensor(logits, {N, Vp}), as_tensor(normalizers), as_tensor(targets), 0,
                                             1.0f, Vp);
-    return workspace() - before;
+    return tracked(MemoryCategory::Workspace) - before;
   };
   grow(wide);
   BOOST_TEST(grow(wide + 1000) == int64_t(omp_get_max_threads()) * 1000 * int64_t(sizeof(float)));

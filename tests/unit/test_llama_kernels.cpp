@@ -8,7 +8,6 @@
 #include "kernel_check.hpp"
 #include "kernels/common/llama_math.hpp"
 #include "kernels/kernels.hpp"
-#include "tensor/buffer.hpp"
 
 using namespace trident;
 using namespace trident::testing;
@@ -173,15 +172,14 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_and_inverts) {
 // fewer rows not at all.
 BOOST_AUTO_TEST_CASE(rope_tables_are_a_tracked_workspace) {
   const int B = 1, Q = 2, KV = 1, hs = 64, width = (Q + 2 * KV) * hs, longest = 5000;
-  const auto workspace = [] { return memory_usage().current[static_cast<int>(MemoryCategory::Workspace)]; };
   auto grow = [&](int T) {
     std::vector<float> qkv(size_t(B) * T * width, 0.5f);
     std::vector<int32_t> positions(T);
     for (int t = 0; t < T; ++t) positions[t] = t;
-    const int64_t before = workspace();
+    const int64_t before = tracked(MemoryCategory::Workspace);
     kernels::rope(ctx, as_tensor(qkv, {B, T, width}), as_tensor(positions), Q, KV, kernels::RopeFrequencies{10000.0f},
                   false);
-    return workspace() - before;
+    return tracked(MemoryCategory::Workspace) - before;
   };
   grow(longest);
   BOOST_TEST(grow(longest + 100) == int64_t(100) * hs * int64_t(sizeof(float)));
