@@ -68,7 +68,20 @@ ifeq ($(CUDA),1)
   LDLIBS  += -lcublasLt $(if $(filter 1,$(NCCL)),-lnccl) -lcudart_static -ldl -lrt -lpthread
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-  CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+  # The CUDA backend's host-only C++ (no kernels of its own), compiled as the rest of our C++.
+  CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp))
+  # cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp), where its frontend's headers are
+  # (make deps fetches them) and cuDNN itself is beside the toolkit; CUDNN=0 leaves it out (our own
+  # attention kernels alone, and no libcudnn needed at run time). NVRTC too: the frontend's own
+  # engines compile kernels with it (linked where cuDNN is; the node's toolkit or wheels have it).
+  # The frontend's templates take minutes to compile at -O3: this file builds graphs once per size
+  # and runs none of the arithmetic, so -O1 without debug info.
+  CUDNN_FRONTEND ?= /var/cache/trident/cudnn-frontend-1.32.0/include
+  CUDNN ?= $(if $(wildcard $(CUDNN_FRONTEND)/cudnn_frontend.h),$(if $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h),1,0),0)
+  ifeq ($(CUDNN),1)
+    $(BUILD)/obj/kernels/cuda/cudnn_attention.o: CXXFLAGS += -DTRIDENT_CUDNN=1 -isystem $(CUDNN_FRONTEND) -O1 -g0
+    LDLIBS += -lcudnn -lnvrtc
+  endif
   # Each CUDA kernel against the CPU backend, and the cuBLASLt GEMM rate (tests/gpu; SKIP lines
   # where there is no GPU).
   GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/tests/gpu_gemm_rate
@@ -110,8 +123,8 @@ deps:
 # The compiler flags as a file that changes only when they do: objects depend on it, so a change
 # of flags (ARCH=, CUDA=, a Makefile edit) rebuilds them instead of linking stale ones.
 FLAGS_STAMP := $(BUILD)/compile-flags
-$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS)' | cmp -s - $(FLAGS_STAMP) || \
-  echo '$(CXXFLAGS) | $(NVCCFLAGS)' > $(FLAGS_STAMP))
+$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS) | cudnn $(CUDNN)' | cmp -s - $(FLAGS_STAMP) || \
+  echo '$(CXXFLAGS) | $(NVCCFLAGS) | cudnn $(CUDNN)' > $(FLAGS_STAMP))
 
 $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)

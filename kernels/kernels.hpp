@@ -52,6 +52,8 @@ enum class Arithmetic { native, portable };
 // computes in f32 whatever it says. gelu_epilogues: CUDA's GELU layer runs its GEMMs with
 // cuBLASLt's GELU_AUX / DGELU epilogues (false: the GEMM and a pass apart, as where cuBLASLt
 // offers no algorithm; cuda.gelu_epilogues = off, for comparison). The CPU has none either way.
+// library_attention: CUDA's flash attention runs on cuDNN's fused attention where cuDNN takes the
+// call (false: on our kernels alone; cuda.attention_kernel = own). The CPU runs its own.
 class OpTimes;  // kernels/op_times.hpp
 enum class Precision { fp32, bf16, fp16 };  // a model's storage: f32, or 16-bit values (below)
 struct Context {
@@ -61,6 +63,7 @@ struct Context {
   Arithmetic arithmetic = Arithmetic::native;
   Precision attention_operands = Precision::fp32;
   bool gelu_epilogues = true;
+  bool library_attention = true;
   OpTimes* op_times = nullptr;  // `trident bench --ops`: each operation timed into it (null: not)
 };
 

@@ -57,7 +57,7 @@ _tb_find() {
   return 1
 }
 _tb_missing=""
-for _tb_so in libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+for _tb_so in libcublasLt.so.13 libnccl.so.2 libcudnn.so.9 libnvrtc.so.13; do
   if _tb_find "$_tb_so"; then
     _tb_say "$_tb_so from $_tb_d ($_tb_how)"
     case ":$_tb_libs:" in *":$_tb_d:"*) ;; *) _tb_libs="$_tb_libs:$_tb_d" ;; esac
@@ -65,7 +65,7 @@ for _tb_so in libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
     _tb_missing="$_tb_missing $_tb_so"
   fi
 done
-[ -z "$_tb_missing" ] || _tb_say "not found on this node:$_tb_missing (trident's CPU backend still runs; kernels.device = cuda needs cuBLASLt, comm.backend = nccl needs NCCL)"
+[ -z "$_tb_missing" ] || _tb_say "not found on this node:$_tb_missing (trident needs cuBLASLt, cuDNN and NVRTC to start; comm.backend = nccl needs NCCL)"
 export LD_LIBRARY_PATH="$_tb_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset _tb_dir _tb_unpack _tb_from _tb_root _tb_arch _tb_libs _tb_d _tb_p _tb_how _tb_so _tb_missing _tb_wheels
 unset -f _tb_find _tb_say

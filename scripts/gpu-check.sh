@@ -12,7 +12,8 @@
 # CPU-vs-CUDA training pairs, the pairs of several ranks on one GPU over MPI, GPT-2 124M with the
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
-# operation table (bench --ops), the kernel checks again under compute-sanitizer's memcheck (the
+# operation table (bench --ops), our attention kernels against cuDNN's (cuda.attention_kernel),
+# the kernel checks again under compute-sanitizer's memcheck (the
 # tensor-core attention's also under racecheck and synccheck) where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
 # verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
 # same table ends the run even when parts failed; the logs, with nvidia-smi's clocks and power
@@ -241,7 +242,7 @@ fi
 kernel_checks 180 $kernel_list
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
 kernel_checks 240 --gpt2 linear_f32 linear_bf16 linear_gelu_bf16 linear_gelu_backward_bf16 strided_matmul strided_matmul_bf16 layernorm residuals \
-  attention_f32 attention_bf16 flash_attention flash_attention_bf16 crossentropy
+  attention_f32 attention_bf16 flash_attention flash_attention_bf16 flash_attention_cudnn_bf16 crossentropy
 # 2. The cuBLASLt GEMM rate.
 if wanted "gemm bf16 8192^3"; then
   within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
@@ -317,6 +318,9 @@ done
 # 6. Issue 32's comparison, after the pairs (whose verdicts matter more): GPT-2 124M with the
 # attention and the head as before that issue (the defaults are flash and the chunked classifier).
 gpt2_124m gpt2_124m_bf16_materialized --model.attention=materialized --model.classifier_chunk=0
+# cuDNN's fused attention against our tensor-core kernels (the default takes cuDNN's where it
+# builds the graphs: the run's stderr says which ran).
+gpt2_124m gpt2_124m_bf16_own_attention --cuda.attention_kernel=own
 # The tensor-core attention's gain: the same run with the flash attention's products in f32 on
 # the first-light warp kernels.
 gpt2_124m gpt2_124m_bf16_f32_attention --cuda.attention_products=f32

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "kernels/cuda/cuda.hpp"
+
 namespace trident::kernels {
 
 std::string cuda_summary() {
@@ -16,7 +18,7 @@ std::string cuda_summary() {
   std::string text = "CUDA: runtime " + std::to_string(runtime / 1000) + "." +
                      std::to_string(runtime % 1000 / 10) + ", cuBLASLt " +
                      std::to_string(cublasLtGetVersion()) + ", NCCL " + std::to_string(nccl) +
-                     "\nCUDA devices: ";
+                     "\nCUDA attention: " + cuda::cudnn_attention_build() + "\nCUDA devices: ";
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) return text + "none (" + cudaGetErrorString(status) + ")";

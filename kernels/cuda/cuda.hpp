@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/gemm_shapes.hpp"
 #include "kernels/kernels.hpp"
@@ -74,5 +75,31 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
 // pre = sums rounded to `precision`'s 16-bit type, act = GELU(pre's values) rounded: what
 // linear_gelu_forward writes where cuBLASLt's epilogue does not take the GEMM.
 void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, const float* sums, size_t n);
+
+// ---- cuDNN's fused attention (cudnn_attention.cpp) -----------------------------------------------
+// The whole causal sequence of a 16-bit model's attention: q, k, v heads of hs channels in the
+// (B, T, 3C) rows of qkv (C = NH·hs), all of the 16-bit type `values`; scores scaled by `scale`.
+struct FusedAttention {
+  const void* qkv;
+  int B, T, NH, hs;
+  Precision values;
+  float scale;
+};
+// Whether cuDNN's fused attention takes it: ctx.library_attention, a build with cuDNN, values of
+// ctx's operand type, and cuDNN's graphs for these sizes built — on the first call for them, and
+// which kernels run them said once on stderr (a refusal: ours from then on).
+bool cudnn_attention_takes(Context& ctx, const FusedAttention& a);
+// out (B, T, C) of the 16-bit type =, lse (B, NH, T) = each query's log-sum-exp of its scaled
+// scores (natural log: our kernels' lse).
+void cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse);
+// dqkv (B, T, 3C) f32 = and dqkv_low (its 16-bit copy; null: a scratch) =, from the f32 dout and
+// what forward kept.
+void cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
+                              const void* out, const float* lse);
+// The forward and backward graphs of `a` checked by cudnn-frontend's validation for GPUs of
+// compute capability sm_version (90: Hopper), without a device: "" where they pass, else why not.
+std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version);
+// "cuDNN V's fused attention (cudnn-frontend F), ...", or that this build has none: `trident version`.
+std::string cudnn_attention_build();
 
 }  // namespace trident::kernels::cuda

@@ -199,12 +199,22 @@ HeadRows block_rows(const FlashOperands& in, int T, int C, int NH, const Attenti
 
 }  // namespace
 
-// The tiled kernels where they take the heads and the values; else one warp a row.
+std::optional<FusedAttention> fused_attention(const HeadRows& rows, int B) {
+  const bool whole = rows.q0 == 0 && rows.k0 == 0 && rows.n == rows.T && rows.causal && rows.W == 3 * rows.C &&
+                     rows.kv == rows.qkv;
+  if (!whole || rows.values == Precision::fp32) return std::nullopt;
+  return FusedAttention{rows.qkv, B, rows.T, rows.NH, rows.hs, rows.values, rows.scale()};
+}
+
+// cuDNN's fused attention where it takes the whole sequence; else the tiled kernels where they
+// take the heads and the values; else one warp a row.
 void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
                              const AttentionBlock& block, bool combine) {
   if (combine && in.y_low) throw std::logic_error("flash attention on CUDA: a block folded into a 16-bit output");
   const HeadRows rows = block_rows(in, T, C, NH, block);
   if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (const auto fused = fused_attention(rows, B); fused && !combine && in.y_low && cudnn_attention_takes(ctx, *fused))
+    return cudnn_attention_forward(ctx, *fused, out, lse);
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
     return mma_attention_forward(ctx, out, lse, rows, B, combine);
   require_head_size(rows.hs);
@@ -226,6 +236,9 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
   HeadRows rows = block_rows(in, T, C, NH, block);
   rows.gradients_low = dqkv_low;
   if (size_t(B) * rows.n * rows.NH == 0) return;
+  if (const auto fused = fused_attention(rows, B);
+      fused && !accumulate && dkv == dqkv && in.y_low && cudnn_attention_takes(ctx, *fused))
+    return cudnn_attention_backward(ctx, *fused, dqkv, dqkv_low, dout, out, lse);
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
     return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
   require_head_size(rows.hs);

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <optional>
 
 #include "kernels/common/low16.hpp"
 #include "kernels/cuda/cuda.hpp"
@@ -80,5 +81,8 @@ bool mma_attention_takes(int hs, Precision operands, Precision values);
 void mma_attention_forward(Context& ctx, void* out, float* lse, const HeadRows& rows, int B, bool combine);
 void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* dout, const void* out,
                             const float* lse, const HeadRows& rows, int B, bool accumulate);
+// The whole causal sequence of these rows as cuDNN's fused attention takes it, or nothing where
+// the rows are a ring attention's block or f32 values (cuda.hpp's cudnn_attention_*).
+std::optional<FusedAttention> fused_attention(const HeadRows& rows, int B);
 
 }  // namespace trident::kernels::cuda

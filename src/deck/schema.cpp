@@ -226,6 +226,12 @@ std::vector<KeySpec> build_schema() {
              "or 128 channels; an f32 model's in f32) or f32 (every product in f32 on the first-light "
              "kernels, one warp per row: the CPU's arithmetic, many times slower; for comparison). The "
              "CPU's products are f32 either way"),
+      choice("cuda.attention_kernel", "auto", {"auto", "own"},
+             "the flash attention's kernels on CUDA: auto (cuDNN's fused attention where the build has "
+             "cuDNN and cuDNN takes the sizes: a bf16/fp16 model's whole causal sequence with its products "
+             "in 16 bits; our tensor-core kernels for the rest — ring attention's blocks, f32 models or "
+             "products, sizes cuDNN refuses — said once on stderr) or own (our kernels everywhere: for "
+             "comparison). The CPU runs its own either way"),
       choice("cuda.gelu_epilogues", "auto", {"auto", "off"},
              "GPT-2's MLP GEMMs on CUDA: auto (the input layer's GELU and the pre-activation written by "
              "cuBLASLt's GELU_AUX_BIAS epilogue, their backward by its DGELU epilogue, in the kept type, "

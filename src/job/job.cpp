@@ -63,6 +63,7 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   device.arithmetic = choose_arithmetic(settings.kernels, record);
   device.attention_operands = settings.kernels.attention_f32 ? kernels::Precision::fp32 : settings.precision.precision;
   device.gelu_epilogues = settings.kernels.gelu_epilogues;
+  device.library_attention = settings.kernels.library_attention;
   return Job{record, grid, std::move(topology), std::move(settings), device};
 }
 

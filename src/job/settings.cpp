@@ -111,6 +111,7 @@ KernelSettings kernel_settings(const deck::Deck& deck) {
   s.graphs = deck.get_bool("cuda.graphs");
   s.attention_f32 = deck.get_string("cuda.attention_products") == "f32";
   s.gelu_epilogues = deck.get_string("cuda.gelu_epilogues") == "auto";
+  s.library_attention = deck.get_string("cuda.attention_kernel") == "auto";
   return s;
 }
 

@@ -133,6 +133,7 @@ struct KernelSettings {
   bool graphs = false;             // cuda.graphs
   bool attention_f32 = false;      // cuda.attention_products = f32
   bool gelu_epilogues = true;      // cuda.gelu_epilogues = auto
+  bool library_attention = true;   // cuda.attention_kernel = auto
 };
 
 // [comm] beyond the reducer's: the collectives (their device staging attached by load_job),

@@ -35,6 +35,9 @@ same_losses cuda_attention_products_leave_the_cpu_alone flash_bf16 flash_bf16_f3
 # So does cuda.gelu_epilogues = off (CUDA's GELU layer without cuBLASLt's epilogues).
 train_run flash_bf16_unfused_gelu 1 --model.attention=flash --optim.precision=bf16 --cuda.gelu_epilogues=off
 same_losses cuda_gelu_epilogues_leave_the_cpu_alone flash_bf16 flash_bf16_unfused_gelu
+# And cuda.attention_kernel = own (CUDA's flash attention on our kernels instead of cuDNN's).
+train_run flash_bf16_own_attention 1 --model.attention=flash --optim.precision=bf16 --cuda.attention_kernel=own
+same_losses cuda_attention_kernel_leaves_the_cpu_alone flash_bf16 flash_bf16_own_attention
 
 # The activations of the estimate at T = 512: the probabilities (B, heads, T, T) per block, and
 # their gradient's scratch, are gone; only the row statistics (B, heads, T) remain.

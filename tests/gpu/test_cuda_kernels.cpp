@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/cuda.hpp"
 #include "tensor/buffer.hpp"
 
 using namespace trident;
@@ -733,6 +734,7 @@ void flash_attention(Report& r) {
 void flash_attention_16bit(Report& r, Precision operands) {
   Context gpu16 = g_gpu;
   gpu16.attention_operands = operands;
+  gpu16.library_attention = false;  // ours (cuda.attention_kernel = own): flash_attention_cudnn_* checks cuDNN's
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
   const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16";
   for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
@@ -773,6 +775,30 @@ void flash_attention_16bit(Report& r, Precision operands) {
   }
   r.add(dqkv, kBf16, "tensor-core ring blocks dq " + kind);
   r.add(dkv, kBf16, "tensor-core ring blocks dk, dv " + kind);
+}
+
+// cuDNN's fused attention (cuda.attention_kernel = auto, the default), where this build has it,
+// against the CPU's f32 products on the same 16-bit values, at the tensor-core kernels' sizes
+// (whole sequences only: ring blocks run on ours; T = 2, as cuDNN refuses T = 1, which runs on
+// ours) — FlashAttention's arithmetic too, so the same tolerances. First that cuDNN takes each size: a refusal (said on stderr) would leave the lines
+// below measuring our kernels, and fails here instead.
+void flash_attention_cudnn(Report& r, Precision operands) {
+  Context fused = g_gpu;
+  fused.attention_operands = operands;
+  fused.library_attention = true;
+  const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
+  const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16", build = kernels::cuda::cudnn_attention_build();
+  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
+                                 std::tuple<int, int, int>{37, 256, 2}, std::tuple<int, int, int>{130, 256, 2},
+                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{2, 128, 2}}) {
+    const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
+    const kernels::cuda::FusedAttention sizes{nullptr, 2, T, NH, C / NH, operands, 1.0f};
+    if (!kernels::cuda::cudnn_attention_takes(fused, sizes)) {
+      r.add({2.0, "cuDNN's attention " + kind + at + " not taken (" + build + "; its reason on stderr)"});
+      continue;
+    }
+    flash_attention_size(r, fused, T, C, NH, 85, type, kBf16, "cuDNN flash attention " + kind);
+  }
 }
 
 void decode(Report& r) {
@@ -1034,6 +1060,8 @@ const std::vector<Check>& checks() {
       {"flash_attention", flash_attention},
       {"flash_attention_bf16", [](Report& r) { flash_attention_16bit(r, Precision::bf16); }},
       {"flash_attention_fp16", [](Report& r) { flash_attention_16bit(r, Precision::fp16); }},
+      {"flash_attention_cudnn_bf16", [](Report& r) { flash_attention_cudnn(r, Precision::bf16); }},
+      {"flash_attention_cudnn_fp16", [](Report& r) { flash_attention_cudnn(r, Precision::fp16); }},
       {"attention_decode", decode},
       {"embeddings", embeddings},
       {"crossentropy", crossentropy},

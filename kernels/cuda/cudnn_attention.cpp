@@ -1,0 +1,309 @@
+// cuDNN's fused attention (its SDPA operation, built through cudnn-frontend's graph API) for the
+// whole causal sequence of a 16-bit model — the flash attention the CUDA backend runs by default
+// where cuDNN takes the sizes (cuda.attention_kernel = auto); our tiled kernels
+// (flash_attention_mma.cu) run what it does not take: ring attention's blocks, f32 models or
+// products (cuda.attention_products = f32), a build without cuDNN, sizes whose graph cuDNN
+// refuses, and cuda.attention_kernel = own.
+//
+// The operands are read where the model keeps them, as strided (B, NH, T, hs) views: q, k and v
+// out of the fused (B, T, 3C) activation (row stride 3C, head stride hs), y (B, T, C). The
+// statistics cuDNN keeps for backward ("Stats", (B, NH, T, 1) f32) are each query's natural
+// log-sum-exp of its scaled scores: our kernels' lse, so either backward reads either forward's.
+// Backward takes dy in the 16-bit type (dout arrives in f32: rounded into a stream-ordered
+// scratch first, one pass) and writes dq, dk, dv in it, into the (B, T, 3C) copy the qkv GEMM's
+// backward reads; the f32 dqkv is that copy widened (one pass): the bias gradient and anything
+// else reading f32 see exactly the values the GEMM reads.
+//
+// Deterministic: the backward's algorithm is asked to be (cudnn-frontend's
+// set_deterministic_algorithm), so a run's gradients are the same bits every time, as our kernels'.
+// The arithmetic is FlashAttention's (operands 16-bit, sums f32), as our tensor-core kernels':
+// tests/gpu's flash_attention_bf16 holds both to the CPU's f32 products.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda.hpp"
+
+#if TRIDENT_CUDNN
+#include <cudnn_frontend.h>
+#endif
+
+namespace trident::kernels::cuda {
+
+#if TRIDENT_CUDNN
+namespace {
+
+namespace fe = cudnn_frontend;
+
+// The graphs' tensors, named by their uid in the variant pack.
+enum Uid : int64_t { kQ = 1, kK, kV, kScale, kO, kStats, kDO, kDQ, kDK, kDV };
+
+// The graphs of one size of attention: forward (with its statistics) and backward, built together
+// so that a refusal of either is known before a forward pass commits to cuDNN's.
+struct Graphs {
+  std::shared_ptr<fe::graph::Graph> forward, backward;
+  bool taken = false;
+};
+
+// (B, T, NH, hs, fp16)
+using Key = std::tuple<int, int, int, int, bool>;
+
+std::mutex g_mutex;
+
+// The process's cuDNN handle (a process drives one device), created on first use; its stream is
+// set before each execution.
+cudnnHandle_t handle() {
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t made = nullptr;
+    const cudnnStatus_t status = cudnnCreate(&made);
+    if (status != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error(std::string("cudnnCreate: ") + cudnnGetErrorString(status));
+    return made;
+  }();
+  return h;
+}
+
+// A (B, NH, T, hs) view of heads in rows of `row` elements: batch stride T·row, head stride hs.
+fe::graph::Tensor_attributes heads(const char* name, Uid uid, int B, int NH, int T, int hs, int64_t row) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({B, NH, T, hs})
+      .set_stride({int64_t(T) * row, hs, row, 1});
+}
+
+// (B, NH, T, 1) f32: each query's log-sum-exp, as our lse (B, NH, T).
+fe::graph::Tensor_attributes statistics(int B, int NH, int T) {
+  return fe::graph::Tensor_attributes()
+      .set_name("stats")
+      .set_uid(kStats)
+      .set_dim({B, NH, T, 1})
+      .set_stride({int64_t(NH) * T, T, 1, 1})
+      .set_data_type(fe::DataType_t::FLOAT);
+}
+
+fe::graph::Tensor_attributes scale_value() {
+  return fe::graph::Tensor_attributes()
+      .set_name("attn_scale")
+      .set_uid(kScale)
+      .set_dim({1, 1, 1, 1})
+      .set_stride({1, 1, 1, 1})
+      .set_is_pass_by_value(true)
+      .set_data_type(fe::DataType_t::FLOAT);
+}
+
+// A graph of the key's 16-bit type (f32 sums) and its inputs q, k, v: (B, NH, T, hs) views of the
+// fused (B, T, 3C) rows. sm_version: the GPU architecture it is for (0: the current device's, as
+// cuDNN reads it; set before any node, which copies the graph's context).
+struct Started {
+  std::shared_ptr<fe::graph::Graph> graph;
+  std::shared_ptr<fe::graph::Tensor_attributes> q, k, v;
+};
+
+Started start_graph(const Key& key, int sm_version) {
+  const auto [B, T, NH, hs, fp16] = key;
+  const int64_t row = 3 * int64_t(NH) * hs;
+  Started s;
+  s.graph = std::make_shared<fe::graph::Graph>();
+  if (sm_version > 0) s.graph->set_sm_version(sm_version);
+  s.graph->set_io_data_type(fp16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  s.q = s.graph->tensor(heads("q", kQ, B, NH, T, hs, row));
+  s.k = s.graph->tensor(heads("k", kK, B, NH, T, hs, row));
+  s.v = s.graph->tensor(heads("v", kV, B, NH, T, hs, row));
+  return s;
+}
+
+// Validates the graph, lets cuDNN's heuristics choose its plans and builds them; the error of the
+// first step that fails.
+fe::error_object build(fe::graph::Graph& graph) {
+  if (fe::error_object e = graph.validate(); !e.is_good()) return e;
+  if (fe::error_object e = graph.build_operation_graph(handle()); !e.is_good()) return e;
+  if (fe::error_object e = graph.create_execution_plans({fe::HeurMode_t::A}); !e.is_good()) return e;
+  if (fe::error_object e = graph.check_support(handle()); !e.is_good()) return e;
+  return graph.build_plans(handle());
+}
+
+// out (B, NH, T, hs) of the (B, T, C) rows and the statistics, from q, k, v of the (B, T, 3C) rows.
+std::shared_ptr<fe::graph::Graph> forward_graph(const Key& key, int sm_version = 0) {
+  const auto [B, T, NH, hs, fp16] = key;
+  const int64_t C = int64_t(NH) * hs;
+  auto [graph, q, k, v] = start_graph(key, sm_version);
+  auto options = fe::graph::SDPA_attributes()
+                     .set_name("flash_attention")
+                     .set_generate_stats(true)
+                     .set_causal_mask(true)
+                     .set_attn_scale(graph->tensor(scale_value()));
+  auto [o, stats] = graph->sdpa(q, k, v, options);
+  o->set_output(true).set_uid(kO).set_dim({B, NH, T, hs}).set_stride({int64_t(T) * C, hs, C, 1});
+  stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, NH, T, 1})
+      .set_stride({int64_t(NH) * T, T, 1, 1});
+  return graph;
+}
+
+// dq, dk, dv into the (B, T, 3C) rows of the gradients' 16-bit copy, from what forward kept and dO.
+std::shared_ptr<fe::graph::Graph> backward_graph(const Key& key, int sm_version = 0) {
+  const auto [B, T, NH, hs, fp16] = key;
+  const int64_t C = int64_t(NH) * hs;
+  auto [graph, q, k, v] = start_graph(key, sm_version);
+  auto o = graph->tensor(heads("o", kO, B, NH, T, hs, C));
+  auto dO = graph->tensor(heads("dO", kDO, B, NH, T, hs, C));
+  auto stats = graph->tensor(statistics(B, NH, T));
+  auto options = fe::graph::SDPA_backward_attributes()
+                     .set_name("flash_attention_backward")
+                     .set_deterministic_algorithm(true)
+                     .set_causal_mask(true)
+                     .set_attn_scale(graph->tensor(scale_value()));
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
+  const std::vector<int64_t> packed{int64_t(T) * 3 * C, hs, 3 * C, 1};
+  dq->set_output(true).set_uid(kDQ).set_dim({B, NH, T, hs}).set_stride(packed);
+  dk->set_output(true).set_uid(kDK).set_dim({B, NH, T, hs}).set_stride(packed);
+  dv->set_output(true).set_uid(kDV).set_dim({B, NH, T, hs}).set_stride(packed);
+  return graph;
+}
+
+// cuDNN 9 numbers its versions major·10000 + minor·100 + patch, its frontend the same way.
+std::string dotted(size_t version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." + std::to_string(version % 100);
+}
+
+std::string describe(const Key& key) {
+  const auto [B, T, NH, hs, fp16] = key;
+  return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " +
+         std::to_string(hs) + ", " + (fp16 ? "fp16" : "bf16");
+}
+
+// The graphs of `key`, built on first use (a second or so each: cuDNN compiles or loads its
+// kernels), and said once on stderr: which kernels run this size of attention, and why.
+Graphs& graphs_for(const Key& key) {
+  static std::map<Key, Graphs> cache;
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  Graphs g;
+  std::string why;  // cuDNN's reason for refusing, where it does
+  try {                // a handle cuDNN cannot create (no engine library for this GPU, ...) refuses too
+    g = Graphs{forward_graph(key), backward_graph(key)};
+    const fe::error_object forward = build(*g.forward);
+    const fe::error_object e = forward.is_good() ? build(*g.backward) : forward;
+    g.taken = e.is_good();
+    why = e.err_msg;
+  } catch (const std::exception& error) {
+    g.taken = false;
+    why = error.what();
+  }
+  if (g.taken)
+    std::fprintf(stderr,
+                 "kernels::cuda: the flash attention (%s) runs on cuDNN %s's fused attention (workspace: forward "
+                 "%lld bytes, backward %lld)\n",
+                 describe(key).c_str(), dotted(cudnnGetVersion()).c_str(), static_cast<long long>(g.forward->get_workspace_size()),
+                 static_cast<long long>(g.backward->get_workspace_size()));
+  else
+    std::fprintf(stderr,
+                 "kernels::cuda: the flash attention (%s) runs on our tensor-core kernels: cuDNN %s refused its "
+                 "graph (%s)\n",
+                 describe(key).c_str(), dotted(cudnnGetVersion()).c_str(), why.c_str());
+  return cache.emplace(key, std::move(g)).first->second;
+}
+
+Key key_of(const FusedAttention& a) { return {a.B, a.T, a.NH, a.hs, a.values == Precision::fp16}; }
+
+// cuDNN's workspace for one execution: stream-ordered, released behind it on the stream.
+void execute(Context& ctx, fe::graph::Graph& graph, std::unordered_map<int64_t, void*>& pack, const char* what) {
+  const cudnnStatus_t set = cudnnSetStream(handle(), stream_of(ctx));
+  if (set != CUDNN_STATUS_SUCCESS) throw std::runtime_error(std::string("cudnnSetStream: ") + cudnnGetErrorString(set));
+  const int64_t bytes = graph.get_workspace_size();
+  float* workspace = bytes > 0 ? stream_scratch(ctx, size_t(bytes + 3) / 4, "cudaMallocAsync (cuDNN's workspace)") : nullptr;
+  const fe::error_object e = graph.execute(handle(), pack, workspace);
+  if (workspace != nullptr) release_scratch(ctx, workspace);
+  if (!e.is_good()) throw std::runtime_error(std::string(what) + ": cuDNN: " + e.err_msg);
+  check_launch(what);
+}
+
+}  // namespace
+
+bool cudnn_attention_takes(Context& ctx, const FusedAttention& a) {
+  if (!ctx.library_attention || a.values == Precision::fp32 || a.values != ctx.attention_operands || a.hs % 8 != 0 ||
+      size_t(a.B) * a.T == 0)
+    return false;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return graphs_for(key_of(a)).taken;
+}
+
+void cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Graphs& g = graphs_for(key_of(a));
+  void* qkv = const_cast<void*>(a.qkv);
+  const size_t C = size_t(a.NH) * a.hs;
+  float scale = a.scale;
+  std::unordered_map<int64_t, void*> pack = {{kQ, qkv},         {kK, static_cast<low16*>(qkv) + C},
+                                             {kV, static_cast<low16*>(qkv) + 2 * C}, {kScale, &scale},
+                                             {kO, out},         {kStats, lse}};
+  execute(ctx, *g.forward, pack, "flash_attention_forward (cuDNN)");
+}
+
+void cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
+                              const void* out, const float* lse) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Graphs& g = graphs_for(key_of(a));
+  const size_t C = size_t(a.NH) * a.hs, n_out = size_t(a.B) * a.T * C, n_qkv = 3 * n_out;
+  // dy in the operand type (the f32 dout rounded, as our kernels round each tile of it).
+  float* dy_scratch = stream_scratch(ctx, (n_out + 1) / 2, "cudaMallocAsync (cuDNN attention's dy)");
+  low16* dy = reinterpret_cast<low16*>(dy_scratch);
+  to_low(ctx, a.values, dy, dout, n_out);
+  // dq, dk, dv in the operand type: into the copy the qkv GEMM reads, or a scratch where there is none.
+  float* copy_scratch =
+      dqkv_low == nullptr ? stream_scratch(ctx, (n_qkv + 1) / 2, "cudaMallocAsync (cuDNN attention's dqkv)") : nullptr;
+  low16* gradients = dqkv_low != nullptr ? dqkv_low : reinterpret_cast<low16*>(copy_scratch);
+  void* qkv = const_cast<void*>(a.qkv);
+  float scale = a.scale;
+  std::unordered_map<int64_t, void*> pack = {{kQ, qkv},
+                                             {kK, static_cast<low16*>(qkv) + C},
+                                             {kV, static_cast<low16*>(qkv) + 2 * C},
+                                             {kO, const_cast<void*>(out)},
+                                             {kDO, dy},
+                                             {kStats, const_cast<float*>(lse)},
+                                             {kScale, &scale},
+                                             {kDQ, gradients},
+                                             {kDK, gradients + C},
+                                             {kDV, gradients + 2 * C}};
+  execute(ctx, *g.backward, pack, "flash_attention_backward (cuDNN)");
+  release_scratch(ctx, dy_scratch);
+  from_low(ctx, a.values, dqkv, gradients, n_qkv);  // the f32 gradients: the copy's values
+  if (copy_scratch != nullptr) release_scratch(ctx, copy_scratch);
+}
+
+std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version) {
+  const Key key = key_of(a);
+  for (const std::shared_ptr<fe::graph::Graph>& graph : {forward_graph(key, sm_version), backward_graph(key, sm_version)}) {
+    if (fe::error_object e = graph->validate(); !e.is_good()) return e.err_msg;
+  }
+  return "";
+}
+
+std::string cudnn_attention_build() {
+  return "cuDNN " + dotted(cudnnGetVersion()) + "'s fused attention (cudnn-frontend " + dotted(CUDNN_FRONTEND_VERSION) +
+         "), our tensor-core kernels where it declines";
+}
+
+#else  // built without cuDNN's frontend (CUDNN=0, or make deps could not fetch it)
+
+bool cudnn_attention_takes(Context&, const FusedAttention&) { return false; }
+void cudnn_attention_forward(Context&, const FusedAttention&, void*, float*) {
+  throw std::logic_error("cuDNN's attention: not built");
+}
+void cudnn_attention_backward(Context&, const FusedAttention&, float*, low16*, const float*, const void*,
+                              const float*) {
+  throw std::logic_error("cuDNN's attention: not built");
+}
+std::string cudnn_attention_graph_check(const FusedAttention&, int) { return "built without cuDNN's frontend"; }
+std::string cudnn_attention_build() { return "our tensor-core kernels (built without cuDNN's frontend)"; }
+
+#endif
+
+}  // namespace trident::kernels::cuda
