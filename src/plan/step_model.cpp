@@ -145,10 +145,13 @@ double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw,
 // trident_flash_backward): the flash attention recomputes the scores, five products (S, dV, dP,
 // dQ, dK) where one kernel does it all (our CPU's), seven where a queries' kernel (S, dP, dQ) and
 // a keys' kernel (S, dP, dV, dK) split it (our CUDA kernels; a profile with compute units is a
-// GPU's).
-double attention_backward_passes(const Workload& w, const Hardware& hw) {
+// GPU's). On a GPU a 16-bit model's whole sequences go to cuDNN's fused attention
+// (Workload::library_attention), counted as others' FlashAttention-2; ring blocks stay ours.
+double attention_backward_passes(const Workload& w, const Layout& l, const Hardware& hw) {
   if (!w.flash_attention || !w.trident_flash_backward) return 2;
-  return hw.compute_units > 0 ? 3.5 : 2.5;
+  if (hw.compute_units == 0) return 2.5;
+  if (w.library_attention && l.precision != "fp32" && l.context == 1) return 2;
+  return 3.5;
 }
 
 // The GEMM time of one micro-batch's forward and backward (recompute included): of one block,
@@ -168,7 +171,7 @@ GemmSeconds micro_batch_gemm_seconds(const Workload& w, const Layout& l, const H
     g.block += gemm_seconds(three[0], l.precision, hw) * (1 + again.gemm[i]) + gemm_seconds(three[1], l.precision, hw) +
                gemm_seconds(three[2], l.precision, hw);
   }
-  const double attention = 1 + attention_backward_passes(w, hw) + again.attention + (trident_selective(w, l) ? 0.5 : 0);
+  const double attention = 1 + attention_backward_passes(w, l, hw) + again.attention + (trident_selective(w, l) ? 0.5 : 0);
   g.block += attention_seconds(w, l, hw, attention);
   // The head: logits (tokens, V/t) = x · wᵀ, and its two gradients.
   for (const GemmShape& h : with_gradients({1, tokens, double(w.config.padded_vocab) / l.tensor, double(w.config.channels)}))

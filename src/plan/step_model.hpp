@@ -28,6 +28,9 @@ struct Workload {
   // backward stays counted as the materialized one's 2 passes, as when gemm_fraction was fitted to
   // their published runs (docs/PLANNER.md).
   bool trident_flash_backward = true;
+  // cuda.attention_kernel = auto: on a GPU, a 16-bit model's whole sequences (no context
+  // parallelism) run on cuDNN's fused attention, a FlashAttention-2 — counted as others' (2).
+  bool library_attention = true;
   // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
   // the memory model (a training step computes the same GEMMs either way).
   int classifier_chunk = 0;
