@@ -81,7 +81,7 @@ cp scripts/bundle-env.sh "$OUT/env.sh"
   echo "trident bundle of $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'), made $(date -u +%FT%TZ) on $(hostname)"
   "$tree/bin/trident" version 2>/dev/null | sed 's/^/  /' || true
   echo "needs on the node: glibc >= $(objdump -T "$tree"/bin/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | cut -d_ -f2)," \
-       "an NVIDIA driver, libcublasLt, libnccl (and libcudnn) of CUDA 13"
+       "an NVIDIA driver, libcublasLt, libcudnn 9, libnvrtc and libnccl of CUDA 13"
   echo "archive: $(du -h "$OUT/root.tar.gz" | cut -f1) compressed, $(du -sh "$tree" | cut -f1) unpacked, $(find "$tree" -type f | wc -l) files"
   echo "largest files:"
   find "$tree" -type f -printf '%s %P\n' | sort -rn | awk 'NR <= 12 {printf "  %6.1f MiB  %s\n", $1 / 1048576, $2}'

@@ -30,3 +30,20 @@ if [[ -n $nvcc_path ]]; then
   if [[ $without == 0 && $with == 1 ]]; then pass nccl_0_links_no_nccl
   else fail nccl_0_links_no_nccl "link lines naming -lnccl: $without with NCCL=0, $with with NCCL=1"; fi
 fi
+# cuDNN's fused attention: where make deps fetched cuDNN's frontend headers, the default CUDA build
+# compiles it and links libcudnn (and NVRTC, which the frontend's own engines use); CUDNN=0 names
+# neither (a dry run), so that such a binary starts where cuDNN is absent.
+if [[ -n $nvcc_path ]]; then
+  if [[ ! -f ${CUDNN_FRONTEND:-/var/cache/trident/cudnn-frontend-1.32.0/include}/cudnn_frontend.h ]]; then
+    skip default_build_has_cudnn_attention "cuDNN's frontend headers are absent (make deps could not fetch them)"
+  elif "$TRIDENT" version | grep -q "^CUDA attention: cuDNN .*'s fused attention" && ldd "$TRIDENT" | grep -q libcudnn; then
+    pass default_build_has_cudnn_attention
+  else
+    fail default_build_has_cudnn_attention "$("$TRIDENT" version | grep 'CUDA attention')"
+  fi
+  cb="$WORK/cudnn-switch"
+  cudnn_links() { make -C "$ROOT" --no-print-directory -n CUDA=1 CUDNN="$1" BUILD="$cb" "$cb/bin/trident" 2> /dev/null | grep -c -- '-lcudnn -lnvrtc'; }
+  without=$(cudnn_links 0) with=$(cudnn_links 1)
+  if [[ $without == 0 && $with == 1 ]]; then pass cudnn_0_links_no_cudnn
+  else fail cudnn_0_links_no_cudnn "link lines naming -lcudnn: $without with CUDNN=0, $with with CUDNN=1"; fi
+fi
