@@ -276,6 +276,10 @@ tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token)
 print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
 PY
 )
+  # Which kernels ran the flash attention (kernels::cuda says so once a size on stderr).
+  local attention
+  attention=$(grep -m1 -oE 'the flash attention \(B [0-9]+, T [0-9]+[^)]*\) runs on [^:(]*' "$LOGS/$name.log" | sed 's/.* runs on //')
+  [[ -n $figures && -n $attention ]] && figures="$figures; attention on $attention"
   [[ -n $figures ]] && verdict PASS "$name" "$figures" ||
     verdict FAIL "$name" "exit status $status: $(run_error "$LOGS/$name.log")"
 }
