@@ -90,11 +90,12 @@ struct FusedAttention {
 // which kernels run them said once on stderr (a refusal: ours from then on).
 bool cudnn_attention_takes(Context& ctx, const FusedAttention& a);
 // out (B, T, C) of the 16-bit type =, lse (B, NH, T) = each query's log-sum-exp of its scaled
-// scores (natural log: our kernels' lse).
-void cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse);
+// scores (natural log: our kernels' lse). false, and nothing done, where a pointer is not 16-byte
+// aligned (cuDNN's kernels need it; the caller runs ours), as for backward:
+bool cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse);
 // dqkv (B, T, 3C) f32 = and dqkv_low (its 16-bit copy; null: a scratch) =, from the f32 dout and
 // what forward kept.
-void cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
+bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
                               const void* out, const float* lse);
 // The forward and backward graphs of `a` checked by cudnn-frontend's validation for GPUs of
 // compute capability sm_version (90: Hopper), without a device: "" where they pass, else why not.

@@ -18,7 +18,9 @@
 // set_deterministic_algorithm), so a run's gradients are the same bits every time, as our kernels'.
 // The arithmetic is FlashAttention's (operands 16-bit, sums f32), as our tensor-core kernels':
 // tests/gpu's flash_attention_bf16 holds both to the CPU's f32 products.
+#include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -211,6 +213,21 @@ Graphs& graphs_for(const Key& key) {
   return cache.emplace(key, std::move(g)).first->second;
 }
 
+// cuDNN's attention kernels move their operands in 16-byte vectors and TMA tiles, so
+// cudnn-frontend refuses a pointer not 16-byte aligned at execution (Hopper would compute wrong
+// values from one): such a call goes to our kernels, said once.
+bool aligned(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+      static const bool said = (std::fprintf(stderr, "kernels::cuda: a flash attention operand not 16-byte aligned "
+                                                     "runs on our kernels (cuDNN's needs 16-byte alignment)\n"),
+                                true);
+      (void)said;
+      return false;
+    }
+  return true;
+}
+
 Key key_of(const FusedAttention& a) { return {a.B, a.T, a.NH, a.hs, a.values == Precision::fp16}; }
 
 // cuDNN's workspace for one execution: stream-ordered, released behind it on the stream.
@@ -235,7 +252,8 @@ bool cudnn_attention_takes(Context& ctx, const FusedAttention& a) {
   return graphs_for(key_of(a)).taken;
 }
 
-void cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse) {
+bool cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse) {
+  if (!aligned({a.qkv, out, lse})) return false;
   std::lock_guard<std::mutex> lock(g_mutex);
   Graphs& g = graphs_for(key_of(a));
   void* qkv = const_cast<void*>(a.qkv);
@@ -245,10 +263,12 @@ void cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, f
                                              {kV, static_cast<low16*>(qkv) + 2 * C}, {kScale, &scale},
                                              {kO, out},         {kStats, lse}};
   execute(ctx, *g.forward, pack, "flash_attention_forward (cuDNN)");
+  return true;
 }
 
-void cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
+bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
                               const void* out, const float* lse) {
+  if (!aligned({a.qkv, out, lse, dqkv_low})) return false;  // (the scratches are: cudaMallocAsync's)
   std::lock_guard<std::mutex> lock(g_mutex);
   Graphs& g = graphs_for(key_of(a));
   const size_t C = size_t(a.NH) * a.hs, n_out = size_t(a.B) * a.T * C, n_qkv = 3 * n_out;
@@ -276,6 +296,7 @@ void cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv
   release_scratch(ctx, dy_scratch);
   from_low(ctx, a.values, dqkv, gradients, n_qkv);  // the f32 gradients: the copy's values
   if (copy_scratch != nullptr) release_scratch(ctx, copy_scratch);
+  return true;
 }
 
 std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version) {
@@ -294,12 +315,10 @@ std::string cudnn_attention_build() {
 #else  // built without cuDNN's frontend (CUDNN=0, or make deps could not fetch it)
 
 bool cudnn_attention_takes(Context&, const FusedAttention&) { return false; }
-void cudnn_attention_forward(Context&, const FusedAttention&, void*, float*) {
-  throw std::logic_error("cuDNN's attention: not built");
-}
-void cudnn_attention_backward(Context&, const FusedAttention&, float*, low16*, const float*, const void*,
+bool cudnn_attention_forward(Context&, const FusedAttention&, void*, float*) { return false; }
+bool cudnn_attention_backward(Context&, const FusedAttention&, float*, low16*, const float*, const void*,
                               const float*) {
-  throw std::logic_error("cuDNN's attention: not built");
+  return false;
 }
 std::string cudnn_attention_graph_check(const FusedAttention&, int) { return "built without cuDNN's frontend"; }
 std::string cudnn_attention_build() { return "our tensor-core kernels (built without cuDNN's frontend)"; }

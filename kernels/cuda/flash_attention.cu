@@ -213,8 +213,9 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
   if (combine && in.y_low) throw std::logic_error("flash attention on CUDA: a block folded into a 16-bit output");
   const HeadRows rows = block_rows(in, T, C, NH, block);
   if (size_t(B) * rows.n * rows.NH == 0) return;
-  if (const auto fused = fused_attention(rows, B); fused && !combine && in.y_low && cudnn_attention_takes(ctx, *fused))
-    return cudnn_attention_forward(ctx, *fused, out, lse);
+  if (const auto fused = fused_attention(rows, B);
+      fused && !combine && in.y_low && cudnn_attention_takes(ctx, *fused) && cudnn_attention_forward(ctx, *fused, out, lse))
+    return;
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
     return mma_attention_forward(ctx, out, lse, rows, B, combine);
   require_head_size(rows.hs);
@@ -237,8 +238,9 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
   rows.gradients_low = dqkv_low;
   if (size_t(B) * rows.n * rows.NH == 0) return;
   if (const auto fused = fused_attention(rows, B);
-      fused && !accumulate && dkv == dqkv && in.y_low && cudnn_attention_takes(ctx, *fused))
-    return cudnn_attention_backward(ctx, *fused, dqkv, dqkv_low, dout, out, lse);
+      fused && !accumulate && dkv == dqkv && in.y_low && cudnn_attention_takes(ctx, *fused) &&
+      cudnn_attention_backward(ctx, *fused, dqkv, dqkv_low, dout, out, lse))
+    return;
   if (mma_attention_takes(rows.hs, ctx.attention_operands, in.values))
     return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
   require_head_size(rows.hs);
