@@ -33,7 +33,7 @@ hf_env() {
     echo "deps: could not install transformers (no PyPI?): the checks against it will be skipped"
 }
 # cuDNN's frontend (header only, MIT): the CUDA backend's fused attention builds its graphs with it
-# (kernels/cuda/cudnn_attention.cu). NVIDIA ships the headers in its PyPI wheel, not for Debian:
+# (kernels/cuda/cudnn_attention.cpp). NVIDIA ships the headers in its PyPI wheel, not for Debian:
 # the pinned wheel, checked by its hash, unpacked once into a cache every clone shares. Optional:
 # without it (no PyPI, or no CUDA toolkit) CUDA builds run our own attention kernels alone.
 cudnn_frontend() {

@@ -780,8 +780,9 @@ void flash_attention_16bit(Report& r, Precision operands) {
 // cuDNN's fused attention (cuda.attention_kernel = auto, the default), where this build has it,
 // against the CPU's f32 products on the same 16-bit values, at the tensor-core kernels' sizes
 // (whole sequences only: ring blocks run on ours; T = 2, as cuDNN refuses T = 1, which runs on
-// ours) — FlashAttention's arithmetic too, so the same tolerances. First that cuDNN takes each size: a refusal (said on stderr) would leave the lines
-// below measuring our kernels, and fails here instead.
+// ours) — FlashAttention's arithmetic too, so the same tolerances. First that cuDNN takes each
+// size: a refusal (said on stderr) would leave the lines below measuring our kernels, and fails
+// here instead.
 void flash_attention_cudnn(Report& r, Precision operands) {
   Context fused = g_gpu;
   fused.attention_operands = operands;
