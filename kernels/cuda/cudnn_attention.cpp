@@ -17,7 +17,9 @@
 // Deterministic: the backward's algorithm is asked to be (cudnn-frontend's
 // set_deterministic_algorithm), so a run's gradients are the same bits every time, as our kernels'.
 // The arithmetic is FlashAttention's (operands 16-bit, sums f32), as our tensor-core kernels':
-// tests/gpu's flash_attention_bf16 holds both to the CPU's f32 products.
+// tests/gpu's flash_attention_cudnn_* and flash_attention_bf16 / _fp16 hold the two to the CPU's
+// f32 products; the unit tests (cudnn_attention/*) run cudnn-frontend's validation of these graphs
+// for sm_90 and sm_80 without a GPU (cuDNN refuses T = 1: ours run it).
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
