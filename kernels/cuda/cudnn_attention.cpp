@@ -72,23 +72,22 @@ cudnnHandle_t handle() {
   return h;
 }
 
-// A (B, NH, T, hs) view of heads in rows of `row` elements: batch stride T·row, head stride hs.
+// A (B, NH, T, hs) view of heads in rows of `row` elements: batch stride T·row, head stride hs —
+// an input named so, or (as_heads on a node's output) where the node writes.
+fe::graph::Tensor_attributes& as_heads(fe::graph::Tensor_attributes& t, Uid uid, int B, int NH, int T, int hs,
+                                        int64_t row) {
+  return t.set_uid(uid).set_dim({B, NH, T, hs}).set_stride({int64_t(T) * row, hs, row, 1});
+}
 fe::graph::Tensor_attributes heads(const char* name, Uid uid, int B, int NH, int T, int hs, int64_t row) {
-  return fe::graph::Tensor_attributes()
-      .set_name(name)
-      .set_uid(uid)
-      .set_dim({B, NH, T, hs})
-      .set_stride({int64_t(T) * row, hs, row, 1});
+  fe::graph::Tensor_attributes t;
+  return as_heads(t.set_name(name), uid, B, NH, T, hs, row);
 }
 
-// (B, NH, T, 1) f32: each query's log-sum-exp, as our lse (B, NH, T).
-fe::graph::Tensor_attributes statistics(int B, int NH, int T) {
-  return fe::graph::Tensor_attributes()
-      .set_name("stats")
-      .set_uid(kStats)
-      .set_dim({B, NH, T, 1})
-      .set_stride({int64_t(NH) * T, T, 1, 1})
-      .set_data_type(fe::DataType_t::FLOAT);
+// (B, NH, T, 1) f32: each query's log-sum-exp, as our lse (B, NH, T) — forward's output,
+// backward's input.
+fe::graph::Tensor_attributes& as_statistics(fe::graph::Tensor_attributes& t, int B, int NH, int T) {
+  return t.set_uid(kStats).set_dim({B, NH, T, 1}).set_stride({int64_t(NH) * T, T, 1, 1}).set_data_type(
+      fe::DataType_t::FLOAT);
 }
 
 fe::graph::Tensor_attributes scale_value() {
@@ -145,9 +144,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const Key& key, int sm_version =
                      .set_causal_mask(true)
                      .set_attn_scale(graph->tensor(scale_value()));
   auto [o, stats] = graph->sdpa(q, k, v, options);
-  o->set_output(true).set_uid(kO).set_dim({B, NH, T, hs}).set_stride({int64_t(T) * C, hs, C, 1});
-  stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, NH, T, 1})
-      .set_stride({int64_t(NH) * T, T, 1, 1});
+  as_heads(o->set_output(true), kO, B, NH, T, hs, C);
+  as_statistics(stats->set_output(true), B, NH, T);
   return graph;
 }
 
@@ -158,17 +156,17 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Key& key, int sm_version 
   auto [graph, q, k, v] = start_graph(key, sm_version);
   auto o = graph->tensor(heads("o", kO, B, NH, T, hs, C));
   auto dO = graph->tensor(heads("dO", kDO, B, NH, T, hs, C));
-  auto stats = graph->tensor(statistics(B, NH, T));
+  fe::graph::Tensor_attributes stats_input;
+  auto stats = graph->tensor(as_statistics(stats_input.set_name("stats"), B, NH, T));
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("flash_attention_backward")
                      .set_deterministic_algorithm(true)
                      .set_causal_mask(true)
                      .set_attn_scale(graph->tensor(scale_value()));
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
-  const std::vector<int64_t> packed{int64_t(T) * 3 * C, hs, 3 * C, 1};
-  dq->set_output(true).set_uid(kDQ).set_dim({B, NH, T, hs}).set_stride(packed);
-  dk->set_output(true).set_uid(kDK).set_dim({B, NH, T, hs}).set_stride(packed);
-  dv->set_output(true).set_uid(kDV).set_dim({B, NH, T, hs}).set_stride(packed);
+  as_heads(dq->set_output(true), kDQ, B, NH, T, hs, 3 * C);  // into the (B, T, 3C) rows, as q, k, v
+  as_heads(dk->set_output(true), kDK, B, NH, T, hs, 3 * C);
+  as_heads(dv->set_output(true), kDV, B, NH, T, hs, 3 * C);
   return graph;
 }
 
@@ -230,6 +228,15 @@ bool aligned(std::initializer_list<const void*> pointers) {
   return true;
 }
 
+// The variant pack's q, k, v (heads at columns 0, C and 2C of the fused rows) and the scale
+// (passed by value: cuDNN reads it from `scale` at execution).
+std::unordered_map<int64_t, void*> inputs(const FusedAttention& a, float& scale) {
+  void* qkv = const_cast<void*>(a.qkv);
+  const size_t C = size_t(a.NH) * a.hs;
+  scale = a.scale;
+  return {{kQ, qkv}, {kK, static_cast<low16*>(qkv) + C}, {kV, static_cast<low16*>(qkv) + 2 * C}, {kScale, &scale}};
+}
+
 Key key_of(const FusedAttention& a) { return {a.B, a.T, a.NH, a.hs, a.values == Precision::fp16}; }
 
 // cuDNN's workspace for one execution: stream-ordered, released behind it on the stream.
@@ -258,12 +265,9 @@ bool cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, f
   if (!aligned({a.qkv, out, lse})) return false;
   std::lock_guard<std::mutex> lock(g_mutex);
   Graphs& g = graphs_for(key_of(a));
-  void* qkv = const_cast<void*>(a.qkv);
-  const size_t C = size_t(a.NH) * a.hs;
-  float scale = a.scale;
-  std::unordered_map<int64_t, void*> pack = {{kQ, qkv},         {kK, static_cast<low16*>(qkv) + C},
-                                             {kV, static_cast<low16*>(qkv) + 2 * C}, {kScale, &scale},
-                                             {kO, out},         {kStats, lse}};
+  float scale;
+  std::unordered_map<int64_t, void*> pack = inputs(a, scale);
+  pack.insert({{kO, out}, {kStats, lse}});
   execute(ctx, *g.forward, pack, "flash_attention_forward (cuDNN)");
   return true;
 }
@@ -282,18 +286,14 @@ bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv
   float* copy_scratch =
       dqkv_low == nullptr ? stream_scratch(ctx, (n_qkv + 1) / 2, "cudaMallocAsync (cuDNN attention's dqkv)") : nullptr;
   low16* gradients = dqkv_low != nullptr ? dqkv_low : reinterpret_cast<low16*>(copy_scratch);
-  void* qkv = const_cast<void*>(a.qkv);
-  float scale = a.scale;
-  std::unordered_map<int64_t, void*> pack = {{kQ, qkv},
-                                             {kK, static_cast<low16*>(qkv) + C},
-                                             {kV, static_cast<low16*>(qkv) + 2 * C},
-                                             {kO, const_cast<void*>(out)},
-                                             {kDO, dy},
-                                             {kStats, const_cast<float*>(lse)},
-                                             {kScale, &scale},
-                                             {kDQ, gradients},
-                                             {kDK, gradients + C},
-                                             {kDV, gradients + 2 * C}};
+  float scale;
+  std::unordered_map<int64_t, void*> pack = inputs(a, scale);
+  pack.insert({{kO, const_cast<void*>(out)},
+               {kDO, dy},
+               {kStats, const_cast<float*>(lse)},
+               {kDQ, gradients},
+               {kDK, gradients + C},
+               {kDV, gradients + 2 * C}});
   execute(ctx, *g.backward, pack, "flash_attention_backward (cuDNN)");
   release_scratch(ctx, dy_scratch);
   from_low(ctx, a.values, dqkv, gradients, n_qkv);  // the f32 gradients: the copy's values
