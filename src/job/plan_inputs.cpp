@@ -53,6 +53,7 @@ plan::Workload workload_from(const RunSettings& settings, const deck::Record& de
   w.global_batch = settings.train.global_batch;
   w.flash_attention = settings.model.flash_attention;
   w.library_attention = settings.kernels.library_attention;
+  w.gelu_epilogues = settings.kernels.gelu_epilogues;
   w.classifier_chunk = settings.model.classifier_chunk;
   return w;
 }

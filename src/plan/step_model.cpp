@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "model/block_parts.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 #include "plan/gemm_model.hpp"
@@ -147,10 +148,24 @@ double attention_seconds(const Workload& w, const Layout& l, const Hardware& hw,
 // a keys' kernel (S, dP, dV, dK) split it (our CUDA kernels; a profile with compute units is a
 // GPU's). On a GPU a 16-bit model's whole sequences go to cuDNN's fused attention
 // (Workload::library_attention), counted as others' FlashAttention-2; ring blocks stay ours.
+// GPT-2's GELU in its GEMMs' epilogues (Workload::gelu_epilogues): Trident's CUDA kernels for a
+// 16-bit model (a profile with compute units is a GPU's).
+bool gelu_in_epilogues(const Workload& w, const Layout& l, const Hardware& hw) {
+  return w.gelu_epilogues && !w.bias_gelu_pass && hw.compute_units > 0 && low(l.precision) &&
+         model::block_parts(w.config).activation == model::ActivationPart::gelu;
+}
+
+// cuDNN's fused attention runs Trident's flash attention (Workload::library_attention): on a GPU,
+// a 16-bit model's whole sequences.
+bool cudnn_attention(const Workload& w, const Layout& l, const Hardware& hw) {
+  return w.flash_attention && w.trident_flash_backward && w.library_attention && hw.compute_units > 0 &&
+         low(l.precision) && l.context == 1;
+}
+
 double attention_backward_passes(const Workload& w, const Layout& l, const Hardware& hw) {
   if (!w.flash_attention || !w.trident_flash_backward) return 2;
   if (hw.compute_units == 0) return 2.5;
-  if (w.library_attention && l.precision != "fp32" && l.context == 1) return 2;
+  if (cudnn_attention(w, l, hw)) return 2;
   return 3.5;
 }
 
@@ -312,16 +327,28 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // GPU's on-chip memory, where they are part of its kernel (attention_seconds). On a CPU profile
   // (no compute units) the flash kernel's exponentials and rescaling over its score tiles stay
   // here: work per score at the rate --calibrate measured for everything outside the GEMMs.
+  // Where the GELU is in the GEMMs' epilogues (gelu_in_epilogues) it is no pass: what stays is the
+  // 16-bit pre-activation written beside the GEMM's output (again when recomputed), read by
+  // backward's DGELU, and dpre read once for the bias gradient — 2 bytes a value each.
+  const bool epilogues = gelu_in_epilogues(w, l, hw);
   const double rows_share = l.splits_rows() ? 1.0 / l.tensor : 1.0;
-  const double mlp_values = (model::is_llama(w.config) ? 3.0 : 2.0) * double(model::mlp_hidden(w.config));
+  const double mlp_values = epilogues ? 0 : (model::is_llama(w.config) ? 3.0 : 2.0) * double(model::mlp_hidden(w.config));
   const double scores = w.flash_attention && hw.compute_units > 0 ? 0 : 2 * tokens * heads_local * T;
   double forward_values = 10 * tokens * C * rows_share + mlp_values * tokens / l.tensor + scores;
   // Dropout: read, write and a 1-byte mask (half a 16-bit value) of the attention probabilities
   // and of the two block outputs.
   if (w.dropout) forward_values += 1.25 * scores + 5 * tokens * C * rows_share;
-  double values = layers * forward_values * (3 + recomputed(w, l).elementwise);  // forward, backward (2), again
+  const double again = recomputed(w, l).elementwise;
+  double values = layers * forward_values * (3 + again);  // forward, backward (2), again
   if (trident_selective(w, l)) values += layers * scores;
   t.elementwise_s = values * elementwise_bytes(w, l) / hw.memory_bandwidth;
+  if (epilogues)
+    t.elementwise_s += layers * (3 + again) * double(model::mlp_hidden(w.config)) * tokens / l.tensor * 2 / hw.memory_bandwidth;
+  // cuDNN's attention backward reads dy and writes dq, dk, dv in 16 bits, where ours read the f32
+  // dy and write the f32 gradients beside their 16-bit copy: two passes of its own, dy rounded (4
+  // bytes read, 2 written a value of the (tokens, C/t) output) and the gradients widened (2 read,
+  // 4 written a value of the (tokens, 3C/t) input) — kernels/cuda/cudnn_attention.cpp.
+  if (cudnn_attention(w, l, hw)) t.elementwise_s += layers * tokens * C / l.tensor * (6 + 3 * 6) / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   double one_all_reduce = 0;  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
   if (l.tensor > 1) {
@@ -566,6 +593,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.tp_overlap_backward_scatters = !titan;                      // async TP fuses one matmul's reduce-scatter
   w.sequence_parallel_gathers_stored = !megatron && !titan;     // Trident's f32 messages, 16-bit gathers
   w.trident_flash_backward = !megatron && !titan;              // their FlashAttention-2, as fitted
+  w.bias_gelu_pass = megatron || titan;                         // a bias-GELU kernel of its own (--bias-gelu-fusion)
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

@@ -31,6 +31,15 @@ struct Workload {
   // cuda.attention_kernel = auto: on a GPU, a 16-bit model's whole sequences (no context
   // parallelism) run on cuDNN's fused attention, a FlashAttention-2 — counted as others' (2).
   bool library_attention = true;
+  // cuda.gelu_epilogues = auto: on a GPU a 16-bit GPT-2 MLP's GELU runs in its input layer's GEMM
+  // (cuBLASLt's GELU_AUX_BIAS epilogue: the pre-activation an auxiliary 16-bit output) and GELU's
+  // derivative in the output layer's input-gradient GEMM (DGELU), so the activation is no
+  // element-wise pass of its own; what stays: the auxiliary output written and read, and the
+  // input layer's bias gradient summed from the 16-bit dpre (kernels/cuda/matmul.cu).
+  bool gelu_epilogues = true;
+  // Megatron-LM's bias-GELU is a fused element-wise kernel of its own (--bias-gelu-fusion), read
+  // and write the 4h-wide activation forward and back, as Trident's on a CPU or in f32.
+  bool bias_gelu_pass = false;
   // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
   // the memory model (a training step computes the same GEMMs either way).
   int classifier_chunk = 0;

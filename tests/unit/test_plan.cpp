@@ -238,6 +238,68 @@ BOOST_AUTO_TEST_CASE(flash_backward_counts_the_products_each_implementation_runs
   BOOST_TEST(compute(w, hw) - compute(theirs, hw) == 1.5 * attention_forward, boost::test_tools::tolerance(1e-9));
 }
 
+// The element-wise terms of Trident's CUDA kernels: GPT-2 124M's shape with the flash attention,
+// two sequences of 1024 (l), in bf16 on round_hardware with a GPU's compute units.
+struct GpuElementwise {
+  Hardware gpu = round_hardware();
+  Workload w;
+  Layout l;
+  GpuElementwise() {
+    gpu.compute_units = 132;
+    w.config = {1024, 50257, model::padded_vocab_for(50257), 12, 12, 768};
+    w.seq_len = 1024, w.global_batch = 2, w.flash_attention = true;
+    l.micro_batch = 2, l.precision = "bf16";
+  }
+  static double seconds(const Workload& x, const Layout& y, const Hardware& h) {
+    return estimate_step(x, y, h).stages[0].elementwise_s;
+  }
+};
+
+// GPT-2's GELU in its GEMMs' epilogues (a GPU profile, 16 bits, cuda.gelu_epilogues = auto): the
+// element-wise term loses the activation's pass (2·4h values a token read and written, 4 bytes each,
+// forward, backward twice, and again when recomputed) and keeps the 16-bit pre-activation written
+// (again when recomputed), read by DGELU, and dpre read for the bias gradient: 2 bytes a value
+// each. A CPU profile, f32, cuda.gelu_epilogues = off and Megatron-LM's bias-GELU kernel keep the pass.
+BOOST_FIXTURE_TEST_CASE(gelu_epilogues_leave_the_auxiliary_bytes_alone, GpuElementwise) {
+  Workload off = w;
+  off.gelu_epilogues = false;
+  const double values = 12 * 2 * 1024.0 * 4 * 768;  // the (tokens, 4h) activation of 12 blocks
+  BOOST_TEST(seconds(off, l, gpu) - seconds(w, l, gpu) == values * (3 * 2 * 4 - 3 * 2) / gpu.memory_bandwidth,
+             boost::test_tools::tolerance(1e-9));
+  Layout recomputing = l;
+  recomputing.recompute = "full";
+  BOOST_TEST(seconds(off, recomputing, gpu) - seconds(w, recomputing, gpu) ==
+                 values * (4 * 2 * 4 - 4 * 2) / gpu.memory_bandwidth,
+             boost::test_tools::tolerance(1e-9));
+  Layout f32 = l;
+  f32.precision = "fp32";
+  BOOST_TEST(seconds(off, f32, gpu) == seconds(w, f32, gpu));
+  BOOST_TEST(seconds(off, l, round_hardware()) == seconds(w, l, round_hardware()));
+  Workload megatron = w, megatron_off = off;
+  model_implementation(megatron, Implementation::megatron);
+  model_implementation(megatron_off, Implementation::megatron);
+  BOOST_TEST(seconds(megatron_off, l, gpu) == seconds(megatron, l, gpu));
+  model_implementation(megatron, Implementation::trident);
+  BOOST_TEST(seconds(megatron, l, gpu) == seconds(w, l, gpu));
+}
+
+// cuDNN's attention (cuda.attention_kernel = auto: a GPU profile, 16 bits, whole sequences): its
+// backward's two passes of its own in the element-wise term — dy rounded to 16 bits (4 + 2 bytes a
+// value of the (tokens, C) output) and dq, dk, dv widened to f32 (2 + 4 bytes a value of the
+// (tokens, 3C) input). Not with our kernels (own), in f32, on a CPU profile or on a context ring.
+BOOST_FIXTURE_TEST_CASE(cudnn_attention_backward_rounds_and_widens, GpuElementwise) {
+  Workload own = w;
+  own.library_attention = false;
+  const double values = 12 * 2 * 1024.0 * 768;  // the (tokens, C) output of 12 blocks
+  BOOST_TEST(seconds(w, l, gpu) - seconds(own, l, gpu) == values * (6 + 3 * 6) / gpu.memory_bandwidth,
+             boost::test_tools::tolerance(1e-9));
+  Layout f32 = l, ring = l;
+  f32.precision = "fp32";
+  ring.context = 2;
+  for (const Layout& y : {f32, ring}) BOOST_TEST(seconds(w, y, gpu) == seconds(own, y, gpu));
+  BOOST_TEST(seconds(w, l, round_hardware()) == seconds(own, l, round_hardware()));
+}
+
 // The data-parallel reduction's bytes: one all-reduce of the gradients as comm.grad_dtype sends
 // them; under ZeRO a reduce-scatter of those and an all-gather of the parameters (16-bit values
 // in bf16), each half an all-reduce's bytes.
