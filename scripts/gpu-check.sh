@@ -8,7 +8,8 @@
 # Parts, in order of value, each under its own timeout and all under one deadline (DEADLINE_S,
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
 # each CUDA kernel against the CPU backend (all in one process, then a process each for what did
-# not pass), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on, one-rank
+# not pass), the cuBLASLt GEMM rate, GPT-2 124M bf16 with cuda.graphs off and on (every GPT-2
+# run's verdict with the planner's step time and MFU for it on this GPU's profile), one-rank
 # CPU-vs-CUDA training pairs, the pairs of several ranks on one GPU over MPI, GPT-2 124M with the
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
@@ -153,8 +154,8 @@ run_error() {
 }
 # CHECK=1: the runs with --check, and their verdict from its exit status and last line.
 CHECKED=$( ((CHECK)) && echo --check)
-checked() {  # checked PART STATUS LOG
-  [[ $2 == 0 ]] && verdict PASS "$1" "checked: $(tail -1 "$3" | cut -c1-100)" ||
+checked() {  # checked PART STATUS LOG [FIGURES]
+  [[ $2 == 0 ]] && verdict PASS "$1" "checked: $(tail -1 "$3" | cut -c1-100)${4:+; $4}" ||
     verdict FAIL "$1" "exit status $2: $(run_error "$3")"
 }
 finish() {
@@ -256,30 +257,49 @@ if wanted "gemm bf16 8192^3"; then
 fi
 
 # 3. GPT-2 124M (seq 1024) bf16, 30 steps of 16 sequences, the median of the last 15.
+# The planner's figures for the same run on this GPU's profile, beside each measurement: the
+# first GPU run is the planner's first check against a GPU of ours (docs/PLANNER.md).
+PROFILE=h100-80gb-dgx
+((gpus > 0)) && timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && PROFILE=h200
+planned() {  # planned OVERRIDES...: "planned S ms a step, MFU M% (PROFILE)", or why not
+  within 30 trident plan inputs/bench-124m.deck --gpus=1 --hardware="$PROFILE" --optim.precision=bf16 \
+    --train.global_batch=16 --train.micro_batch=16 --top=1 --json "$@" > "$LOGS/plan-$name.json" 2> "$LOGS/plan-$name.log"
+  py - "$LOGS/plan-$name.json" "$PROFILE" 2> /dev/null <<'PY' || echo "no plan: $(tail -1 "$LOGS/plan-$name.log")"
+import json, sys
+with open(sys.argv[1]) as f:
+    d = json.loads(f.readline())  # the first line: the deck's own layout
+print(f"planned {1e3 * d['step_time_s']:.1f} ms a step, MFU {100 * d['mfu']:.1f}% ({sys.argv[2]})")
+PY
+}
 gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
-  local name=$1
+  local name=$1 plan
   shift
   wanted "$name" || return 0
+  # The first-light warp kernels' f32 products are a diagnostic the planner does not model.
+  if [[ "$*" == *attention_products=f32* ]]; then plan="not planned (the planner models no f32 attention products)"
+  else plan=$(planned "$@"); fi
   # eval_tokens: gpu-ref's validation split holds 7 sequences of 1024 (the deck's default asks 64).
   within 150 trident train inputs/bench-124m.deck --kernels.device="$DEVICE" --optim.precision=bf16 --train.steps=30 \
     --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --train.eval_tokens=4096 \
     --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" "$@" $CHECKED > "$LOGS/$name.log" 2>&1
   local status=$? figures
   drop_model "$name"
-  if ((CHECK)); then checked "$name" "$status" "$LOGS/$name.log"; return; fi
+  if ((CHECK)); then checked "$name" "$status" "$LOGS/$name.log" "$plan"; return; fi
   figures=$( ((status == 0)) && py - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 if len(f["step"]) != 30: sys.exit(1)  # a run cut short has no median of its last 15 steps
 half = len(f["step"]) // 2
 tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token), as issue 32's MFU
-print(f"{np.median(f['tokens_per_s'][half:]):.0f} tokens/s, {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
+tokens = np.median(f['tokens_per_s'][half:])
+print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
 PY
 )
   # Which kernels ran the flash attention (kernels::cuda says so once a size on stderr).
   local attention
   attention=$(grep -m1 -oE 'the flash attention \(B [0-9]+, T [0-9]+[^)]*\) runs on [^:(]*' "$LOGS/$name.log" | sed 's/.* runs on //')
   [[ -n $figures && -n $attention ]] && figures="$figures; attention on $attention"
+  [[ -n $figures ]] && figures="$figures; $plan"
   [[ -n $figures ]] && verdict PASS "$name" "$figures" ||
     verdict FAIL "$name" "exit status $status: $(run_error "$LOGS/$name.log")"
 }

@@ -113,3 +113,14 @@ if REF="$WORK/ref" "$ROOT/scripts/gpu-check.sh" data > "$WORK/gpu-data.log" 2>&1
 else
   fail gpu_check_commands_accepted "$(grep -sv '^PASS' "$WORK/gpu-check/summary.txt" | head -3 | tr '\n' ' ')$(tail -2 "$WORK/gpu-data.log")"
 fi
+# Each GPT-2 run's verdict carries the planner's figures for it (the bundle's trident plan on the
+# node's profile; not the f32 attention products' diagnostic run, which the planner does not
+# model), and the variants' plans differ from the default's where their kernels do.
+runs=$(grep -s '^PASS gpt2_124m' "$WORK/gpu-check/summary.txt" | grep -vc f32_attention)
+planned=$(grep -s '^PASS gpt2_124m' "$WORK/gpu-check/summary.txt" | grep -c 'planned [0-9.]* ms a step, MFU [0-9.]*% (h100-80gb-dgx)')
+distinct=$(grep -so 'planned [0-9.]* ms' "$WORK/gpu-check/summary.txt" | sort -u | wc -l)
+if ((runs >= 5 && planned == runs && distinct >= 4)); then
+  pass "gpu_check_plans_each_gpt2_run ($runs runs, $distinct distinct step times)"
+else
+  fail gpu_check_plans_each_gpt2_run "$planned of $runs runs planned, $distinct distinct: $(grep -s gpt2_124m "$WORK/gpu-check/summary.txt" | head -2 | tr '\n' ' ')"
+fi
