@@ -155,6 +155,16 @@ bool gelu_in_epilogues(const Workload& w, const Layout& l, const Hardware& hw) {
          model::block_parts(w.config).activation == model::ActivationPart::gelu;
 }
 
+// Bytes a logit of the loss's row passes over the (tokens, V/t) logits (kernels' crossentropy_*,
+// model/classifier.cpp): the row maxima and the sums of exponentials read the f32 logits (4 + 4),
+// the gradient reads them and writes dlogits in the GEMMs' type (4 + 2 in 16 bits; 4 + 4 in f32,
+// in place); the whole logits (classifier_chunk = 0) in 16 bits are written in f32 in place first
+// and narrowed after, a pass of its own (4 + 4, then 4 + 2).
+double loss_bytes(const Workload& w, const Layout& l) {
+  if (!low(l.precision)) return 4 + 4 + 4 + 4;
+  return w.classifier_chunk > 0 ? 4 + 4 + 4 + 2 : 4 + 4 + 4 + 4 + 4 + 2;
+}
+
 // cuDNN's fused attention runs Trident's flash attention (Workload::library_attention): on a GPU,
 // a 16-bit model's whole sequences.
 bool cudnn_attention(const Workload& w, const Layout& l, const Hardware& hw) {
@@ -349,6 +359,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // bytes read, 2 written a value of the (tokens, C/t) output) and the gradients widened (2 read,
   // 4 written a value of the (tokens, 3C/t) input) — kernels/cuda/cudnn_attention.cpp.
   if (cudnn_attention(w, l, hw)) t.elementwise_s += layers * tokens * C / l.tensor * (6 + 3 * 6) / hw.memory_bandwidth;
+  if (last && w.loss_passes) t.elementwise_s += loss_bytes(w, l) * tokens * double(w.config.padded_vocab) / l.tensor / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   double one_all_reduce = 0;  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
   if (l.tensor > 1) {
@@ -594,6 +605,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.sequence_parallel_gathers_stored = !megatron && !titan;     // Trident's f32 messages, 16-bit gathers
   w.trident_flash_backward = !megatron && !titan;              // their FlashAttention-2, as fitted
   w.bias_gelu_pass = megatron || titan;                         // a bias-GELU kernel of its own (--bias-gelu-fusion)
+  w.loss_passes = !megatron && !titan;                          // theirs inside gemm_fraction, as it was fitted
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

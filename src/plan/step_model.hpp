@@ -40,6 +40,10 @@ struct Workload {
   // Megatron-LM's bias-GELU is a fused element-wise kernel of its own (--bias-gelu-fusion), read
   // and write the 4h-wide activation forward and back, as Trident's on a CPU or in f32.
   bool bias_gelu_pass = false;
+  // The loss's element-wise row passes over the last stage's logits (loss_bytes in
+  // step_model.cpp), Trident's. Megatron-LM's and TorchTitan's losses stay inside the gemm_fraction
+  // fitted to their published runs, which did not count them.
+  bool loss_passes = true;
   // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
   // the memory model (a training step computes the same GEMMs either way).
   int classifier_chunk = 0;

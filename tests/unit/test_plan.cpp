@@ -300,6 +300,40 @@ BOOST_FIXTURE_TEST_CASE(cudnn_attention_backward_rounds_and_widens, GpuElementwi
   BOOST_TEST(seconds(w, l, round_hardware()) == seconds(own, l, round_hardware()));
 }
 
+// The loss's row passes over the logits on the last stage, Trident's (loss_passes): per logit of
+// the (tokens, Vp/t) slice, the row maxima and Σ exp read f32 (4 + 4) and the gradient reads them
+// and writes dlogits — 16-bit from the chunked classifier (4 + 2), f32 in place (4 + 4), or f32 in
+// place and then narrowed for whole 16-bit logits (4 + 4 + 4 + 2). Not on a stage without the
+// head, not for the implementations gemm_fraction was fitted to.
+BOOST_FIXTURE_TEST_CASE(the_loss_reads_and_writes_each_logit, GpuElementwise) {
+  Workload none = w;
+  none.loss_passes = false;
+  const double logits = 2 * 1024.0 * model::padded_vocab_for(50257);  // the micro-batch's
+  const auto loss = [&](const Workload& x, const Layout& y) {
+    return (seconds(x, y, gpu) - seconds(none, y, gpu)) * gpu.memory_bandwidth / logits;
+  };
+  Workload chunked = w;
+  chunked.classifier_chunk = 256;
+  none.classifier_chunk = 256;
+  BOOST_TEST(loss(chunked, l) == 14, boost::test_tools::tolerance(1e-9));
+  none.classifier_chunk = 0;
+  BOOST_TEST(loss(w, l) == 22, boost::test_tools::tolerance(1e-9));
+  Layout f32 = l, tensor2 = l;
+  f32.precision = "fp32";
+  BOOST_TEST(loss(w, f32) == 16, boost::test_tools::tolerance(1e-9));
+  tensor2.tensor = 2;  // each rank its half of the vocabulary
+  BOOST_TEST(loss(w, tensor2) == 11, boost::test_tools::tolerance(1e-9));
+  Layout pipeline2 = l;
+  pipeline2.pipeline = 2;
+  BOOST_TEST(estimate_step(w, pipeline2, gpu).stages[0].elementwise_s == estimate_step(none, pipeline2, gpu).stages[0].elementwise_s);
+  BOOST_TEST(estimate_step(w, pipeline2, gpu).stages[1].elementwise_s > estimate_step(none, pipeline2, gpu).stages[1].elementwise_s);
+  Workload megatron = w;
+  model_implementation(megatron, Implementation::megatron);
+  BOOST_TEST(!megatron.loss_passes);
+  model_implementation(megatron, Implementation::trident);
+  BOOST_TEST(megatron.loss_passes);
+}
+
 // The data-parallel reduction's bytes: one all-reduce of the gradients as comm.grad_dtype sends
 // them; under ZeRO a reduce-scatter of those and an all-gather of the parameters (16-bit values
 // in bf16), each half an all-reduce's bytes.
