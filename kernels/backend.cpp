@@ -38,7 +38,7 @@ int KernelTable::present() const {
                    flash_attention_forward, flash_attention_backward, flash_attention_block_forward,
                    flash_attention_block_backward, copy_columns, embedding_forward,
                    embedding_backward, positions_forward, positions_backward, crossentropy_row_max,
-                   crossentropy_row_sums, crossentropy_losses, crossentropy_backward, adamw_update,
+                   crossentropy_row_sums, crossentropy_losses, crossentropy_backward, crossentropy_forward_backward, adamw_update,
                    sums_of_squares, sums_of_squares_into, mean_losses_into, step_control);
 }
 

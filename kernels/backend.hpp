@@ -70,6 +70,7 @@ struct KernelTable {
   decltype(&kernels::crossentropy_row_sums) crossentropy_row_sums = nullptr;
   decltype(&kernels::crossentropy_losses) crossentropy_losses = nullptr;
   decltype(&kernels::crossentropy_backward) crossentropy_backward = nullptr;
+  decltype(&kernels::crossentropy_forward_backward) crossentropy_forward_backward = nullptr;
   decltype(&kernels::adamw_update) adamw_update = nullptr;
   decltype(&kernels::sums_of_squares) sums_of_squares = nullptr;
   decltype(&kernels::sums_of_squares_into) sums_of_squares_into = nullptr;

@@ -715,6 +715,23 @@ void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& lo
     targets, vocab_begin, scale, valid);
 }
 
+void crossentropy_forward_backward(Context& ctx, const Tensor& losses, const Tensor& log_normalizers,
+                                   const Tensor& dlogits, const Tensor& logits, const Tensor& targets, float scale,
+                                   int valid) {
+  const Arguments args("crossentropy_forward_backward");
+  const int64_t N = matrix_rows(logits);
+  args.type("logits", logits, DType::f32);
+  args.valid_columns(valid, matrix_cols(logits));
+  args.typed("dlogits", dlogits, logits.shape.numel());
+  args.holds(dlogits.dtype == DType::f32 || dlogits.data != logits.data, "dlogits",
+             "is 16-bit in the logits' own memory: a 16-bit dlogits has a buffer of its own");
+  args.f32("losses", losses, N);
+  args.f32("log_normalizers", log_normalizers, N);
+  args.exactly("targets", targets, DType::i32, N);
+  entry(ctx, &KernelTable::crossentropy_forward_backward, "crossentropy_forward_backward")(
+    ctx, losses, log_normalizers, dlogits, logits, targets, scale, valid);
+}
+
 void adamw_update(Context& ctx, const Tensor& params, const Tensor& params_low, const Tensor& grads, const Tensor& m,
                   const Tensor& v, const std::vector<AdamWSegment>& segments, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t, float grad_scale, const Tensor& control) {

@@ -243,7 +243,7 @@ fi
 kernel_checks 180 $kernel_list
 # The checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those.
 kernel_checks 240 --gpt2 linear_f32 linear_bf16 linear_gelu_bf16 linear_gelu_backward_bf16 strided_matmul strided_matmul_bf16 layernorm residuals \
-  attention_f32 attention_bf16 flash_attention flash_attention_bf16 flash_attention_cudnn_bf16 crossentropy
+  attention_f32 attention_bf16 flash_attention flash_attention_bf16 flash_attention_cudnn_bf16 crossentropy crossentropy_fused
 # 2. The cuBLASLt GEMM rate.
 if wanted "gemm bf16 8192^3"; then
   within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1

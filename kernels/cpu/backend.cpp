@@ -62,6 +62,7 @@ KernelTable make_table() {
   t.crossentropy_row_sums = &cpu::crossentropy_row_sums;
   t.crossentropy_losses = &cpu::crossentropy_losses;
   t.crossentropy_backward = &cpu::crossentropy_backward;
+  t.crossentropy_forward_backward = &cpu::crossentropy_forward_backward;
   t.adamw_update = &cpu::adamw_update;
   t.sums_of_squares = &cpu::sums_of_squares;
   t.sums_of_squares_into = &cpu::sums_of_squares_into;

@@ -82,6 +82,7 @@ KernelTable make_table() {
   t.crossentropy_row_sums = &cuda::crossentropy_row_sums;
   t.crossentropy_losses = &cuda::crossentropy_losses;
   t.crossentropy_backward = &cuda::crossentropy_backward;
+  t.crossentropy_forward_backward = &cuda::crossentropy_forward_backward;
   t.adamw_update = &cuda::adamw_update;
   t.sums_of_squares = &cuda::sums_of_squares;
   t.sums_of_squares_into = &cuda::sums_of_squares_into;

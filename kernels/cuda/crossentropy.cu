@@ -1,7 +1,8 @@
 // Softmax cross-entropy over a (possibly tensor-split) vocabulary, in the pieces of the CPU
 // backend (kernels/ops.inc): one thread block per row for the row's max and Σ exp (block
 // reductions in a fixed order), one thread per row for the losses, one block per row for the
-// gradient. The per-element arithmetic is kernels/common/rows.hpp's.
+// gradient; and for rows of the whole vocabulary all of it in one kernel that reads each row once
+// (crossentropy_forward_backward). The per-element arithmetic is kernels/common/rows.hpp's.
 #include "kernels/common/rows.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/device.cuh"
@@ -52,6 +53,44 @@ __global__ void backward_kernel(Out dlogits, const float* logits, const float* l
   }
 }
 
+// The four kernels above in one for rows of the whole vocabulary: the row's valid logits read
+// once into shared memory (valid floats), then its max, Σ exp, loss and gradient computed from
+// there by the same threads in the same order and with the same block reductions as
+// row_max_kernel, row_sums_kernel, losses_kernel and backward_kernel — the same bits, with one
+// read of the logits where those make three. dlogits may alias logits (every row is in shared
+// memory before it is written).
+template <class Out>
+__global__ void forward_backward_kernel(float* losses, float* log_normalizers, Out dlogits, const float* logits,
+                                        const int32_t* targets, float scale, int valid, int ld) {
+  extern __shared__ float row[];  // (valid)
+  __shared__ float shift;         // the row's log-normalizer, for every thread
+  const size_t offset = static_cast<size_t>(blockIdx.x) * ld;
+  float m = -INFINITY;
+#pragma unroll 8  // several loads in flight a thread: one block of 512 threads holds an SM
+  for (int i = threadIdx.x; i < valid; i += blockDim.x) {
+    row[i] = logits[offset + i];
+    m = row[i] > m ? row[i] : m;
+  }
+  m = block_max(m);  // (its synchronisation also makes every thread's row values visible)
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < valid; i += blockDim.x) sum += vexp(row[i] - m);
+  sum = block_sum(sum);
+  const int target = slice_column(targets[blockIdx.x], 0, valid);
+  if (threadIdx.x == 0) {
+    crossentropy_row(m, sum, target >= 0 ? row[target] : 0.0f, losses[blockIdx.x], log_normalizers[blockIdx.x]);
+    shift = log_normalizers[blockIdx.x];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < ld; i += blockDim.x) {
+    const float d = i < valid ? crossentropy_gradient(row[i], shift, scale) : 0.0f;
+    dlogits(offset + i, i == target ? d - scale : d);
+  }
+}
+
+// Rows whose valid logits fit in a block's shared memory (beside the reductions' few hundred
+// bytes): GPT-2's 50,257 (201 KB) on an H100 or H200 (227 KB), not on an A100 (163 KB).
+bool row_fits(int valid) { return static_cast<size_t>(valid) * sizeof(float) + 1024 <= shared_memory_limit(); }
+
 }  // namespace
 
 void crossentropy_row_max(Context& ctx, float* maxes, const float* logits, int N, int valid, int ld) {
@@ -93,6 +132,36 @@ void crossentropy_backward_low16(Context& ctx, Precision precision, low16* dlogi
                                                            log_normalizers, targets, vocab_begin, scale, valid, ld);
   });
   check_launch("crossentropy_backward");
+}
+
+// One kernel where the row fits in shared memory; else the pieces in turn, their per-row results
+// in a stream-ordered scratch.
+void crossentropy_forward_backward(Context& ctx, float* losses, float* log_normalizers, float* dlogits,
+                                   low16* dlogits_low, Precision precision, const float* logits,
+                                   const int32_t* targets, float scale, int N, int valid, int ld) {
+  if (N == 0) return;
+  if (!row_fits(valid)) {
+    float* rows = stream_scratch(ctx, 3 * static_cast<size_t>(N), "cudaMallocAsync (cross-entropy's rows)");
+    float *maxes = rows, *sums = rows + N, *target_logits = rows + 2 * N;
+    crossentropy_row_max(ctx, maxes, logits, N, valid, ld);
+    crossentropy_row_sums(ctx, sums, target_logits, logits, maxes, targets, 0, N, valid, ld);
+    crossentropy_losses(ctx, losses, log_normalizers, maxes, sums, target_logits, N);
+    release_scratch(ctx, rows);
+    if (dlogits_low == nullptr)
+      return crossentropy_backward(ctx, dlogits, logits, log_normalizers, targets, 0, scale, N, valid, ld);
+    return crossentropy_backward_low16(ctx, precision, dlogits_low, logits, log_normalizers, targets, 0, scale, N, valid,
+                                       ld);
+  }
+  const size_t bytes = static_cast<size_t>(valid) * sizeof(float);
+  auto launch = [&](auto out) {
+    const auto kernel = forward_backward_kernel<decltype(out)>;
+    static size_t allowed = 48 * 1024;  // each output type's kernel: the most it was allowed so far
+    if (bytes > allowed) allow_shared(kernel, allowed = bytes);
+    kernel<<<N, kRowThreads, bytes, stream_of(ctx)>>>(losses, log_normalizers, out, logits, targets, scale, valid, ld);
+  };
+  if (dlogits_low == nullptr) launch(F32Out{dlogits});
+  else with_type(precision, [&](auto fp16) { launch(Low16Out<decltype(fp16)::value>{dlogits_low}); });
+  check_launch("crossentropy_forward_backward");
 }
 
 }  // namespace trident::kernels::cuda

@@ -63,6 +63,9 @@ void add_chunk_sums(Context& ctx, float* out, const float* partial, int chunks, 
 // Stream-ordered scratch of n floats (cudaMallocAsync), and its release on the same stream.
 float* stream_scratch(Context& ctx, size_t n, const char* what);
 void release_scratch(Context& ctx, float* scratch);
+// The most shared memory a block may ask for on this process's device (a process drives one
+// device: a rank's), cudaDevAttrMaxSharedMemoryPerBlockOptin (memory.cu).
+size_t shared_memory_limit();
 
 // ---- 16-bit conversions on device pointers (low16.cu) ------------------------------------------
 void to_low(Context& ctx, Precision precision, low16* out, const float* in, size_t n);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/common/low16.hpp"
+#include "kernels/cuda/cuda.hpp"
 #include "kernels/kernels.hpp"
 
 // Grid-stride loop: i over [0, n) in steps of the grid's threads.
@@ -109,5 +110,15 @@ __device__ inline float block_reduce(float value, Op op, float identity) {
 
 __device__ inline float block_sum(float value) { return block_reduce(value, SumOp{}, 0.0f); }
 __device__ inline float block_max(float value) { return block_reduce(value, MaxOp{}, -INFINITY); }
+
+// A kernel may use more than the default 48 KB of shared memory only when told so, once per
+// process (the attribute is the device's, and a process drives one device; shared_memory_limit
+// is the most it may ask). Not a stream operation: a graph's capture is unaffected, and the first
+// call of each kernel runs before any capture anyway (Transformer::run_recorded).
+template <class Kernel>
+void allow_shared(Kernel kernel, size_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute (a kernel's dynamic shared memory)");
+}
 
 }  // namespace trident::kernels::cuda

@@ -477,34 +477,11 @@ void with_head_size(int hs, Launch&& launch) {
   else throw std::logic_error("the tensor-core attention has no kernel for heads of " + std::to_string(hs) + " channels");
 }
 
-// The most shared memory a block may ask for on this process's device (a process drives one
-// device: a rank's).
-size_t shared_memory_limit() {
-  static const size_t limit = [] {
-    int device = 0, bytes = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-          "cudaDeviceGetAttribute (shared memory per block)");
-    return static_cast<size_t>(bytes);
-  }();
-  return limit;
-}
-
 // The largest shared memory of the three kernels for heads of hs channels.
 template <int HS>
 size_t largest_layout() {
   const size_t forward = ForwardLayout<HS>().bytes, keys = BackwardLayout<HS>(true).bytes;
   return forward > keys ? forward : keys;  // the queries' kernel holds one 16-bit tile fewer than the keys'
-}
-
-// A kernel may use more than the default 48 KB of shared memory only when told so, once per
-// process (the attribute is the device's, and a process drives one device). Not a stream
-// operation: a graph's capture is unaffected, and the first call of each kernel runs before any
-// capture anyway (Transformer::run_recorded).
-template <class Kernel>
-void allow_shared(Kernel kernel, size_t bytes) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-        "cudaFuncSetAttribute (flash attention's shared memory)");
 }
 
 unsigned tile_blocks(const HeadRows& rows, int B) {

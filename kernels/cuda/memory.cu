@@ -30,6 +30,17 @@ __global__ void sum_into_kernel(double* out, const float* values, size_t n) {
 
 }  // namespace
 
+size_t shared_memory_limit() {
+  static const size_t limit = [] {
+    int device = 0, bytes = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+          "cudaDeviceGetAttribute (shared memory per block)");
+    return static_cast<size_t>(bytes);
+  }();
+  return limit;
+}
+
 void clear(Context& ctx, const Tensor& t) {
   check(cudaMemsetAsync(t.data, 0, t.bytes(), stream_of(ctx)), "cudaMemsetAsync");
 }

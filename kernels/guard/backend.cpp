@@ -290,6 +290,7 @@ KernelTable make_table() {
   TRIDENT_GUARDED(crossentropy_row_sums);
   TRIDENT_GUARDED(crossentropy_losses);
   TRIDENT_GUARDED(crossentropy_backward);
+  TRIDENT_GUARDED(crossentropy_forward_backward);
   TRIDENT_GUARDED(adamw_update);
   TRIDENT_GUARDED(sums_of_squares);
   TRIDENT_GUARDED(sums_of_squares_into);

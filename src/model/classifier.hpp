@@ -15,6 +15,8 @@
 // scale is known then, and dH (N, C) is kept for the backward instead of the logits. Where the
 // gradient is asked for only in backward (a forward for the loss alone came first), the chunk's
 // logits are computed again from the kept log-normalizers: a third more of the head's FLOPs.
+// On one rank's whole vocabulary (no tensor group) a training forward's loss and dlogits are one
+// operation (kernels::crossentropy_forward_backward: on CUDA one read of each logit, not three).
 // In 16-bit mode H and wte are the stored 16-bit values, and the cross-entropy's backward writes
 // dlogits in their type into a buffer of its own, which the gradient's GEMMs read (no narrowing
 // pass: the whole head narrows its dlogits in place).

@@ -30,6 +30,7 @@ const std::vector<NumberKey>& number_keys() {
       {"device.gemm_fraction", 1e-3, 1},         {"device.memory_bandwidth_gbps", 1e-3, 1e6},
       {"device.reserved_gb", 0, 1e6, true},      {"device.nccl_mb_per_group", 0, 1e6, true},
       {"device.compute_units", 0, 1e6, true},   {"device.comm_interference", 0, 1, true},
+      {"device.shared_memory_kb", 0, 1e6, true},
       {"cluster.devices_per_node", 1, 1e6},      {"cluster.nodes_per_rack", 1, 1e6},
       {"link.node_latency_us", 0, 1e7},          {"link.node_bandwidth_gbps", 1e-6, 1e6},
       {"link.rack_latency_us", 0, 1e7},          {"link.rack_bandwidth_gbps", 1e-6, 1e6},
@@ -139,9 +140,10 @@ Hardware parse_hardware(const std::string& text, const std::string& origin) {
   hw.nccl_bytes_per_group = v[7] * 1e6;
   hw.compute_units = static_cast<int>(v[8]);
   hw.comm_interference = v[9];
-  hw.devices_per_node = static_cast<int>(v[10]);
-  hw.nodes_per_rack = static_cast<int>(v[11]);
-  for (int l = 0; l < 3; ++l) hw.links[l] = {v[12 + 2 * l] * 1e-6, v[13 + 2 * l] * 1e9};
+  hw.shared_memory_bytes = v[10] * 1024;
+  hw.devices_per_node = static_cast<int>(v[11]);
+  hw.nodes_per_rack = static_cast<int>(v[12]);
+  for (int l = 0; l < 3; ++l) hw.links[l] = {v[13 + 2 * l] * 1e-6, v[14 + 2 * l] * 1e9};
   for (const auto& [key, value] : ini)
     if (key.rfind("gemm.", 0) == 0) hw.gemm_table.push_back(gemm_point(key, value, origin));
   return hw;
@@ -152,7 +154,7 @@ std::string format_hardware(const Hardware& hw, const std::string& header,
   const double values[] = {hw.memory_bytes / 1e9, hw.peak_fp32 / 1e12, hw.peak_bf16 / 1e12, hw.peak_fp16 / 1e12,
                            hw.gemm_fraction, hw.memory_bandwidth / 1e9, hw.reserved_bytes / 1e9,
                            hw.nccl_bytes_per_group / 1e6, double(hw.compute_units), hw.comm_interference,
-                           double(hw.devices_per_node),
+                           hw.shared_memory_bytes / 1024, double(hw.devices_per_node),
                            double(hw.nodes_per_rack), hw.links[0].latency_s * 1e6, hw.links[0].bandwidth_bytes_per_s / 1e9,
                            hw.links[1].latency_s * 1e6, hw.links[1].bandwidth_bytes_per_s / 1e9,
                            hw.links[2].latency_s * 1e6, hw.links[2].bandwidth_bytes_per_s / 1e9};

@@ -43,6 +43,10 @@ struct Hardware {
   // (NCCL's kernels hold SMs and memory bandwidth): overlapped communication costs this times
   // its hidden time. 0: none (a CPU profile, whose communication waits in MPI).
   double comm_interference = 0;
+  // The most shared memory one block of a GPU's kernels may use (cudaDevAttrMaxSharedMemoryPerBlockOptin):
+  // whether a row of the loss fits the one-kernel cross-entropy (plan/step_model.cpp, loss_bytes).
+  // 0: none (a CPU profile; a GPU profile written before the key: the loss's pieces).
+  double shared_memory_bytes = 0;
   double memory_bandwidth = 0;       // bytes/s per device, for the element-wise passes
   // What a process's device memory holds beside its tensors (docs/PLANNER.md, "Device memory"):
   // the runtime's own before the first tensor (the CUDA context with the libraries' modules,

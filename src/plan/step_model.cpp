@@ -159,8 +159,14 @@ bool gelu_in_epilogues(const Workload& w, const Layout& l, const Hardware& hw) {
 // model/classifier.cpp): the row maxima and the sums of exponentials read the f32 logits (4 + 4),
 // the gradient reads them and writes dlogits in the GEMMs' type (4 + 2 in 16 bits; 4 + 4 in f32,
 // in place); the whole logits (classifier_chunk = 0) in 16 bits are written in f32 in place first
-// and narrowed after, a pass of its own (4 + 4, then 4 + 2).
-double loss_bytes(const Workload& w, const Layout& l) {
+// and narrowed after, a pass of its own (4 + 4, then 4 + 2). The chunked classifier on one rank's
+// whole vocabulary is one operation that reads each row once where the row stays on chip — a
+// GPU block's shared memory (the profile's shared_memory_kb; with 1 KB for the reductions), a
+// CPU core's cache — and writes dlogits: 4 + 2 (16 bits) or 4 + 4.
+double loss_bytes(const Workload& w, const Layout& l, const Hardware& hw) {
+  const double dlogits = low(l.precision) ? 2 : 4;
+  const bool on_chip = hw.compute_units == 0 || 4.0 * w.config.vocab + 1024 <= hw.shared_memory_bytes;
+  if (w.classifier_chunk > 0 && l.tensor == 1 && on_chip) return 4 + dlogits;
   if (!low(l.precision)) return 4 + 4 + 4 + 4;
   return w.classifier_chunk > 0 ? 4 + 4 + 4 + 2 : 4 + 4 + 4 + 4 + 4 + 2;
 }
@@ -359,7 +365,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   // bytes read, 2 written a value of the (tokens, C/t) output) and the gradients widened (2 read,
   // 4 written a value of the (tokens, 3C/t) input) — kernels/cuda/cudnn_attention.cpp.
   if (cudnn_attention(w, l, hw)) t.elementwise_s += layers * tokens * C / l.tensor * (6 + 3 * 6) / hw.memory_bandwidth;
-  if (last && w.loss_passes) t.elementwise_s += loss_bytes(w, l) * tokens * double(w.config.padded_vocab) / l.tensor / hw.memory_bandwidth;
+  if (last && w.loss_passes) t.elementwise_s += loss_bytes(w, l, hw) * tokens * double(w.config.padded_vocab) / l.tensor / hw.memory_bandwidth;
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   double one_all_reduce = 0;  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
   if (l.tensor > 1) {

@@ -883,6 +883,52 @@ void crossentropy(Report& r) {
   r.add(logits, kF32, "crossentropy_backward in place");
 }
 
+// The loss and its gradient in one operation, over rows of the whole vocabulary: on the GPU the
+// pieces' values bit for bit (one kernel whose row fits in shared memory: GPT-2's 50,257 on an
+// H100/H200; a row of 70,000 does not fit anywhere and takes the pieces), and against the CPU's
+// one operation at f32's tolerance; dlogits in f32 (in place) and in 16 bits.
+void crossentropy_fused(Report& r) {
+  for (const int valid : {sized(1000, 50257), 70000}) {
+    const int N = valid > 60000 ? 3 : sized(29, 2048), ld = (valid + 127) / 128 * 128;
+    const Shape rows{N, ld};
+    Floats logits(random_floats(size_t(N) * ld, 112, 3.0f)), maxes(N), sums(N), target_logits(N), losses(N), norms(N),
+        fused_losses(N), fused_norms(N), dlogits(size_t(N) * ld);
+    Tokens targets(random_tokens(N, valid, 113));
+    const std::string size = " (" + std::to_string(N) + " rows of " + std::to_string(valid) + ")";
+    // The GPU's pieces, into the twins' host side: what the one kernel must equal bit for bit.
+    kernels::crossentropy_row_max(g_gpu, maxes.tensor(), logits.on_gpu(rows), valid);
+    kernels::crossentropy_row_sums(g_gpu, sums.tensor(), target_logits.tensor(), logits.on_gpu(rows), maxes.tensor(),
+                                   targets.tensor(), 0, valid);
+    kernels::crossentropy_losses(g_gpu, losses.tensor(), norms.tensor(), maxes.tensor(), sums.tensor(),
+                                 target_logits.tensor());
+    kernels::crossentropy_backward(g_gpu, dlogits.tensor(), logits.on_gpu(rows), norms.tensor(), targets.tensor(), 0,
+                                   0.01f, valid);
+    const std::vector<float> pieces_losses = losses.from_gpu(), pieces_norms = norms.from_gpu(),
+                             pieces_dlogits = dlogits.from_gpu();
+    Floats in_place(logits.host);  // dlogits in place of the logits, as the f32 classifier runs it
+    kernels::crossentropy_forward_backward(g_gpu, fused_losses.tensor(), fused_norms.tensor(), in_place.tensor(),
+                                           in_place.on_gpu(rows), targets.tensor(), 0.01f, valid);
+    r.add(compare(fused_losses.from_gpu(), pieces_losses, kExact, "losses against the GPU's pieces" + size));
+    r.add(compare(fused_norms.from_gpu(), pieces_norms, kExact, "log-normalizers against the GPU's pieces" + size));
+    r.add(compare(in_place.from_gpu(), pieces_dlogits, kExact, "dlogits in place against the GPU's pieces" + size));
+    kernels::crossentropy_forward_backward(g_cpu, fused_losses.host_tensor(), fused_norms.host_tensor(),
+                                           in_place.host_tensor(), in_place.on_cpu(rows), targets.host_tensor(), 0.01f,
+                                           valid);
+    r.add(fused_losses, kF32, "losses against the CPU" + size);
+    r.add(fused_norms, kF32, "log-normalizers against the CPU" + size);
+    r.add(in_place, kF32, "dlogits against the CPU" + size);
+    for (DType type : {DType::bf16, DType::fp16}) {
+      Halves low(size_t(N) * ld), expected(size_t(N) * ld);
+      kernels::crossentropy_backward(g_gpu, expected.on_gpu(rows, type), logits.on_gpu(rows), norms.tensor(),
+                                     targets.tensor(), 0, 0.01f, valid);
+      kernels::crossentropy_forward_backward(g_gpu, fused_losses.tensor(), fused_norms.tensor(), low.on_gpu(rows, type),
+                                             logits.on_gpu(rows), targets.tensor(), 0.01f, valid);
+      r.add(compare_bits(low.from_gpu(type), expected.from_gpu(type),
+                         std::string("dlogits in ") + dtype_name(type) + " against the GPU's pieces" + size));
+    }
+  }
+}
+
 void optimizer(Report& r) {
   const size_t n = 100001;
   std::vector<float> v0 = random_floats(n, 123, 0.01f);
@@ -1066,6 +1112,7 @@ const std::vector<Check>& checks() {
       {"attention_decode", decode},
       {"embeddings", embeddings},
       {"crossentropy", crossentropy},
+      {"crossentropy_fused", crossentropy_fused},
       {"optimizer", optimizer},
       {"loss_sum", loss_sum},
       {"step_on_device", step_on_device},

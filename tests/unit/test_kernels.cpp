@@ -451,6 +451,53 @@ BOOST_AUTO_TEST_CASE(crossentropy_forward_and_backward_ignore_padding) {
   }
 }
 
+// The loss and its gradient in one operation (rows of the whole vocabulary) are the pieces in turn,
+// bit for bit: losses, log-normalizers and dlogits in f32 (apart and in place) and in 16 bits, in
+// both arithmetics; a 16-bit dlogits in the logits' own memory is refused.
+BOOST_AUTO_TEST_CASE(crossentropy_forward_backward_is_its_pieces) {
+  const int N = 5, V = 37, Vp = 40;
+  const auto logits = random_vector(N * Vp, 91, 4.0f);
+  const std::vector<int32_t> targets = {0, 36, 5, 5, 17};
+  const float scale = 0.125f;
+  const Shape rows{N, Vp};
+  for (auto arithmetic : {trident::kernels::Arithmetic::native, trident::kernels::Arithmetic::portable}) {
+    Context c;
+    c.arithmetic = arithmetic;
+    std::vector<float> maxes(N), sums(N), target_logits(N), losses(N), normalizers(N), dlogits(logits.size());
+    trident::kernels::crossentropy_row_max(c, as_tensor(maxes), as_tensor(logits, rows), V);
+    trident::kernels::crossentropy_row_sums(c, as_tensor(sums), as_tensor(target_logits), as_tensor(logits, rows),
+                                            as_tensor(maxes), as_tensor(targets), 0, V);
+    trident::kernels::crossentropy_losses(c, as_tensor(losses), as_tensor(normalizers), as_tensor(maxes), as_tensor(sums),
+                                          as_tensor(target_logits));
+    trident::kernels::crossentropy_backward(c, as_tensor(dlogits), as_tensor(logits, rows), as_tensor(normalizers),
+                                            as_tensor(targets), 0, scale, V);
+    std::vector<float> fused_losses(N), fused_normalizers(N), in_place = logits;
+    trident::kernels::crossentropy_forward_backward(c, as_tensor(fused_losses), as_tensor(fused_normalizers),
+                                                    as_tensor(in_place), as_tensor(in_place, rows), as_tensor(targets),
+                                                    scale, V);
+    BOOST_TEST(fused_losses == losses, boost::test_tools::per_element());
+    BOOST_TEST(fused_normalizers == normalizers, boost::test_tools::per_element());
+    BOOST_TEST(in_place == dlogits, boost::test_tools::per_element());
+    for (DType type : {DType::bf16, DType::fp16}) {
+      std::vector<trident::kernels::low16> expected(logits.size()), low(logits.size(), 0xFFFF);
+      trident::kernels::crossentropy_backward(c, view(expected.data(), type, expected.size()).reshaped(rows),
+                                              as_tensor(logits, rows), as_tensor(normalizers), as_tensor(targets), 0,
+                                              scale, V);
+      std::fill(fused_losses.begin(), fused_losses.end(), 0.0f);
+      trident::kernels::crossentropy_forward_backward(c, as_tensor(fused_losses), as_tensor(fused_normalizers),
+                                                      view(low.data(), type, low.size()).reshaped(rows),
+                                                      as_tensor(logits, rows), as_tensor(targets), scale, V);
+      BOOST_TEST(low == expected, boost::test_tools::per_element());
+      BOOST_TEST(fused_losses == losses, boost::test_tools::per_element());
+      std::vector<float> own = logits;
+      BOOST_CHECK_THROW(trident::kernels::crossentropy_forward_backward(
+                            c, as_tensor(fused_losses), as_tensor(fused_normalizers),
+                            view(own.data(), type, own.size()), as_tensor(own, rows), as_tensor(targets), scale, V),
+                        std::logic_error);
+    }
+  }
+}
+
 // A 16-bit loss gradient's f32 rows are each thread's part of a tracked workspace, kept at the
 // largest need: a vocabulary 1,000 rows wider than any other test's grows it by 1,000 floats a
 // thread (omp_get_max_threads(): what the memory model counts), a narrower one not at all.

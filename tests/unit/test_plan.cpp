@@ -303,8 +303,9 @@ BOOST_FIXTURE_TEST_CASE(cudnn_attention_backward_rounds_and_widens, GpuElementwi
 // The loss's row passes over the logits on the last stage, Trident's (loss_passes): per logit of
 // the (tokens, Vp/t) slice, the row maxima and Σ exp read f32 (4 + 4) and the gradient reads them
 // and writes dlogits — 16-bit from the chunked classifier (4 + 2), f32 in place (4 + 4), or f32 in
-// place and then narrowed for whole 16-bit logits (4 + 4 + 4 + 2). Not on a stage without the
-// head, not for the implementations gemm_fraction was fitted to.
+// place and then narrowed for whole 16-bit logits (4 + 4 + 4 + 2); the chunked classifier on the
+// whole vocabulary reads a row once where it fits on chip. Not on a stage without the head, not
+// for the implementations gemm_fraction was fitted to.
 BOOST_FIXTURE_TEST_CASE(the_loss_reads_and_writes_each_logit, GpuElementwise) {
   Workload none = w;
   none.loss_passes = false;
@@ -323,6 +324,20 @@ BOOST_FIXTURE_TEST_CASE(the_loss_reads_and_writes_each_logit, GpuElementwise) {
   BOOST_TEST(loss(w, f32) == 16, boost::test_tools::tolerance(1e-9));
   tensor2.tensor = 2;  // each rank its half of the vocabulary
   BOOST_TEST(loss(w, tensor2) == 11, boost::test_tools::tolerance(1e-9));
+  // One operation on the whole vocabulary where a row stays on chip: read once, dlogits written.
+  // GPT-2's 50,257 f32 logits (196 KiB) fit an H100's 227 KiB block, not an A100's 163.
+  gpu.shared_memory_bytes = 227 * 1024;
+  BOOST_TEST(loss(chunked, l) == 4 + 2, boost::test_tools::tolerance(1e-9));
+  Workload chunked_none = none;
+  chunked_none.classifier_chunk = 256;
+  const auto fused = [&](const Layout& y, const Hardware& h) {
+    return (seconds(chunked, y, h) - seconds(chunked_none, y, h)) * h.memory_bandwidth / logits;
+  };
+  BOOST_TEST(fused(f32, gpu) == 4 + 4, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(fused(tensor2, gpu) == 14 / 2.0, boost::test_tools::tolerance(1e-9));  // the pieces, combined over the group
+  BOOST_TEST(fused(l, round_hardware()) == 4 + 2, boost::test_tools::tolerance(1e-9));  // a CPU core's cache
+  gpu.shared_memory_bytes = 163 * 1024;
+  BOOST_TEST(fused(l, gpu) == 14, boost::test_tools::tolerance(1e-9));
   Layout pipeline2 = l;
   pipeline2.pipeline = 2;
   BOOST_TEST(estimate_step(w, pipeline2, gpu).stages[0].elementwise_s == estimate_step(none, pipeline2, gpu).stages[0].elementwise_s);
