@@ -700,15 +700,26 @@ void crossentropy_losses(Context& ctx, const Tensor& losses, const Tensor& log_n
     target_logits);
 }
 
+namespace {
+
+// What both operations that write dlogits check first: f32 logits (N, ld) with `valid` real
+// columns, and dlogits of their size in f32 or 16 bits (a 16-bit model's GEMM operand, never in
+// the logits' own memory).
+void check_loss_gradient(const Arguments& args, const Tensor& dlogits, const Tensor& logits, int valid) {
+  args.type("logits", logits, DType::f32);
+  args.valid_columns(valid, matrix_cols(logits));
+  args.typed("dlogits", dlogits, logits.shape.numel());
+  args.holds(dlogits.dtype == DType::f32 || dlogits.data != logits.data, "dlogits",
+             "is 16-bit in the logits' own memory: a 16-bit dlogits has a buffer of its own");
+}
+
+}  // namespace
+
 void crossentropy_backward(Context& ctx, const Tensor& dlogits, const Tensor& logits, const Tensor& log_normalizers,
                            const Tensor& targets, int vocab_begin, float scale, int valid) {
   const Arguments args("crossentropy_backward");
   const int64_t N = matrix_rows(logits);
-  args.type("logits", logits, DType::f32);
-  args.valid_columns(valid, matrix_cols(logits));
-  args.typed("dlogits", dlogits, logits.shape.numel());  // f32, or 16-bit: a 16-bit model's GEMM operand
-  args.holds(dlogits.dtype == DType::f32 || dlogits.data != logits.data, "dlogits",
-             "is 16-bit in the logits' own memory: a 16-bit dlogits has a buffer of its own");
+  check_loss_gradient(args, dlogits, logits, valid);
   args.f32("log_normalizers", log_normalizers, N);
   args.exactly("targets", targets, DType::i32, N);
   entry(ctx, &KernelTable::crossentropy_backward, "crossentropy_backward")(ctx, dlogits, logits, log_normalizers,
@@ -720,11 +731,7 @@ void crossentropy_forward_backward(Context& ctx, const Tensor& losses, const Ten
                                    int valid) {
   const Arguments args("crossentropy_forward_backward");
   const int64_t N = matrix_rows(logits);
-  args.type("logits", logits, DType::f32);
-  args.valid_columns(valid, matrix_cols(logits));
-  args.typed("dlogits", dlogits, logits.shape.numel());
-  args.holds(dlogits.dtype == DType::f32 || dlogits.data != logits.data, "dlogits",
-             "is 16-bit in the logits' own memory: a 16-bit dlogits has a buffer of its own");
+  check_loss_gradient(args, dlogits, logits, valid);
   args.f32("losses", losses, N);
   args.f32("log_normalizers", log_normalizers, N);
   args.exactly("targets", targets, DType::i32, N);

@@ -261,7 +261,9 @@ fi
 # first GPU run is the planner's first check against a GPU of ours (docs/PLANNER.md).
 PROFILE=h100-80gb-dgx
 ((gpus > 0)) && timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && PROFILE=h200
-planned() {  # planned OVERRIDES...: "planned S ms a step, MFU M% (PROFILE)", or why not
+planned() {  # planned NAME OVERRIDES...: "planned S ms a step, MFU M% (PROFILE)", or why not
+  local name=$1
+  shift
   within 30 trident plan inputs/bench-124m.deck --gpus=1 --hardware="$PROFILE" --optim.precision=bf16 \
     --train.global_batch=16 --train.micro_batch=16 --top=1 --json "$@" > "$LOGS/plan-$name.json" 2> "$LOGS/plan-$name.log"
   py - "$LOGS/plan-$name.json" "$PROFILE" 2> /dev/null <<'PY' || echo "no plan: $(tail -1 "$LOGS/plan-$name.log")"
@@ -277,7 +279,7 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   wanted "$name" || return 0
   # The first-light warp kernels' f32 products are a diagnostic the planner does not model.
   if [[ "$*" == *attention_products=f32* ]]; then plan="not planned (the planner models no f32 attention products)"
-  else plan=$(planned "$@"); fi
+  else plan=$(planned "$name" "$@"); fi
   # eval_tokens: gpu-ref's validation split holds 7 sequences of 1024 (the deck's default asks 64).
   within 150 trident train inputs/bench-124m.deck --kernels.device="$DEVICE" --optim.precision=bf16 --train.steps=30 \
     --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --train.eval_tokens=4096 \

@@ -44,6 +44,11 @@ TRIDENT_HD inline int slice_column(int32_t target, int vocab_begin, int columns)
   return column >= 0 && column < columns ? column : -1;
 }
 
+// Whether the one-kernel cross-entropy holds a row of `valid` f32 logits in a GPU block's shared
+// memory of `shared_bytes` (1 KB beside it for the block reductions): the CUDA backend's choice
+// (kernels/cuda/crossentropy.cu), and the planner's (plan/step_model.cpp).
+inline bool loss_row_fits(int valid, double shared_bytes) { return 4.0 * valid + 1024 <= shared_bytes; }
+
 // The row's loss and the log-normalizer backward needs, from the row's combined max, Σ exp and
 // target logit: loss = log Σ − (target − max), in double for the log as on the CPU.
 TRIDENT_HD inline void crossentropy_row(float max, float sum, float target_logit, float& loss,

@@ -32,9 +32,8 @@ inline float row_sum(const Context& ctx, const float* row, float m, int valid) {
   return sum;
 }
 
-inline float target_logit(const float* row, int column, int valid) {
-  return column >= 0 && column < valid ? row[column] : 0.0f;
-}
+// The target's logit where the slice holds its column (slice_column), else 0.
+inline float target_logit(const float* row, int column) { return column >= 0 ? row[column] : 0.0f; }
 
 // One row of dlogits in f32 from its logits: (softmax − onehot) · scale, 0 on the padding.
 inline void gradient_row(float* d, const float* row, float shift, int target, float scale, int valid, int ld) {
@@ -65,7 +64,7 @@ void crossentropy_row_sums(Context& ctx, float* sums, float* target_logits, cons
   for (int n = 0; n < N; ++n) {
     const float* row = logits + static_cast<size_t>(n) * ld;
     sums[n] = row_sum(ctx, row, maxes[n], valid);
-    target_logits[n] = target_logit(row, targets[n] - vocab_begin, valid);
+    target_logits[n] = target_logit(row, slice_column(targets[n], vocab_begin, valid));
   }
 }
 
@@ -118,7 +117,7 @@ void crossentropy_forward_backward(Context& ctx, float* losses, float* log_norma
       const size_t at = static_cast<size_t>(n) * ld;
       const float* row = logits + at;
       const float m = row_max(row, valid), sum = row_sum(ctx, row, m, valid);
-      crossentropy_row(m, sum, target_logit(row, targets[n], valid), losses[n], log_normalizers[n]);
+      crossentropy_row(m, sum, target_logit(row, slice_column(targets[n], 0, valid)), losses[n], log_normalizers[n]);
       gradient_row(d != nullptr ? d : dlogits + at, row, log_normalizers[n], targets[n], scale, valid, ld);
       if (d != nullptr) to_low(ctx, precision, dlogits_low + at, d, static_cast<size_t>(ld));
     }

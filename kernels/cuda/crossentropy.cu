@@ -87,9 +87,9 @@ __global__ void forward_backward_kernel(float* losses, float* log_normalizers, O
   }
 }
 
-// Rows whose valid logits fit in a block's shared memory (beside the reductions' few hundred
-// bytes): GPT-2's 50,257 (201 KB) on an H100 or H200 (227 KB), not on an A100 (163 KB).
-bool row_fits(int valid) { return static_cast<size_t>(valid) * sizeof(float) + 1024 <= shared_memory_limit(); }
+// Rows whose valid logits fit in a block's shared memory (loss_row_fits): GPT-2's 50,257
+// (201 KB) on an H100 or H200 (227 KB), not on an A100 (163 KB).
+bool row_fits(int valid) { return loss_row_fits(valid, static_cast<double>(shared_memory_limit())); }
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "kernels/common/rows.hpp"
 #include "model/block_parts.hpp"
 #include "model/params.hpp"
 #include "pipeline/schedule.hpp"
@@ -161,11 +162,11 @@ bool gelu_in_epilogues(const Workload& w, const Layout& l, const Hardware& hw) {
 // in place); the whole logits (classifier_chunk = 0) in 16 bits are written in f32 in place first
 // and narrowed after, a pass of its own (4 + 4, then 4 + 2). The chunked classifier on one rank's
 // whole vocabulary is one operation that reads each row once where the row stays on chip — a
-// GPU block's shared memory (the profile's shared_memory_kb; with 1 KB for the reductions), a
+// GPU block's shared memory (the profile's shared_memory_kb, as the kernel decides), a
 // CPU core's cache — and writes dlogits: 4 + 2 (16 bits) or 4 + 4.
 double loss_bytes(const Workload& w, const Layout& l, const Hardware& hw) {
   const double dlogits = low(l.precision) ? 2 : 4;
-  const bool on_chip = hw.compute_units == 0 || 4.0 * w.config.vocab + 1024 <= hw.shared_memory_bytes;
+  const bool on_chip = hw.compute_units == 0 || kernels::loss_row_fits(w.config.vocab, hw.shared_memory_bytes);
   if (w.classifier_chunk > 0 && l.tensor == 1 && on_chip) return 4 + dlogits;
   if (!low(l.precision)) return 4 + 4 + 4 + 4;
   return w.classifier_chunk > 0 ? 4 + 4 + 4 + 2 : 4 + 4 + 4 + 4 + 4 + 2;
