@@ -30,6 +30,7 @@ namespace {
 
 std::vector<Action> gpipe(int micro_batches) {
   std::vector<Action> actions;
+  actions.reserve(2 * size_t(micro_batches));
   for (int i = 0; i < micro_batches; ++i) actions.push_back({Pass::Forward, i});
   for (int i = 0; i < micro_batches; ++i) actions.push_back({Pass::Backward, i});
   return actions;
@@ -39,6 +40,7 @@ std::vector<Action> gpipe(int micro_batches) {
 // ZB-H1 places them (the header).
 std::vector<Action> one_f_one_b(int stage, int stages, int micro_batches, bool split) {
   std::vector<Action> actions;
+  actions.reserve((split ? 3 : 2) * size_t(micro_batches));
   int next_forward = 0, next_backward = 0, next_weights = 0;
   auto backward = [&] {
     if (!split) return actions.push_back({Pass::Backward, next_backward++});
@@ -66,6 +68,7 @@ std::vector<Action> interleaved(int stage, int stages, int micro_batches, int ch
   };
   const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
   std::vector<Action> actions;
+  actions.reserve(2 * size_t(total));
   for (int k = 0; k < warmup; ++k) actions.push_back(nth(k, Pass::Forward));
   for (int k = 0; k < total - warmup; ++k) {
     actions.push_back(nth(warmup + k, Pass::Forward));

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "comm/collective_settings.hpp"
 #include "dp/gpt2_segments.hpp"
@@ -98,9 +100,9 @@ int64_t over_slots(const MemoryInputs& in, int stage, const std::vector<int>& sl
   return sum;
 }
 
-// Per model chunk (one without the interleaved schedule) its slots, each the chunk's blocks and
-// input; the head's buffers in the last chunk's slots of the last stage.
-int64_t activation_bytes(const MemoryInputs& in, int stage) {
+// Per model chunk (one without the interleaved schedule) its slots (pipeline::chunk_slots), each
+// the chunk's blocks and input; the head's buffers in the last chunk's slots of the last stage.
+int64_t activation_bytes(const MemoryInputs& in, int stage, const std::vector<int>& slots) {
   const Sizes z = sizes(in);
   const int chunks = in.virtual_stages;
   const bool selective = in.recompute == "selective" && !in.torchtitan_recompute;
@@ -123,7 +125,6 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
   if (last)  // final LayerNorm (all rows) and its statistics (the rank's), the whole classifier's logits, losses
     head = z.BT * z.C * stored_bytes(in) + (2 * z.rows + 2 * z.BT) * kFloat +
            (z.chunk ? z.BT * z.C : z.BT * z.vocab_rows) * kFloat;  // chunked: the head's gradient
-  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, chunks);
   const int64_t kept = over_slots(in, stage, slots, slot_bytes);  // every chunk's slots
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   // bf16's materialized attention keeps a 16-bit copy of the probabilities where it reads the kept
@@ -160,7 +161,7 @@ int64_t activation_bytes(const MemoryInputs& in, int stage) {
 // gradient, losses, normalizers and loss sum (model/transformer.hpp, Transformer::Slot) —, each
 // kept block's 13 (the input alone or a segment's output where it keeps one value), the
 // recompute's one-segment set.
-int64_t activation_buffers(const MemoryInputs& in, int stage) {
+int64_t activation_buffers(const MemoryInputs& in, int stage, const std::vector<int>& slots) {
   const int K = recompute_segment(in);
   const int64_t slot_own = 1 + (stage == 0 ? 2 : 0) + (stage == in.pipeline - 1 ? 10 : 0);
   auto slot_buffers = [&](int L) {
@@ -172,7 +173,6 @@ int64_t activation_buffers(const MemoryInputs& in, int stage) {
     }
     return slot;
   };
-  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages);
   return int64_t(K) * kBuffersPerKeptBlock + over_slots(in, stage, slots, slot_buffers);
 }
 
@@ -264,42 +264,54 @@ std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Parti
   return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
 }
 
-// Elements of the largest gradient bucket of a stage's slice (dp::plan_buckets at comm.bucket_mb),
-// as the reducer packs it: with ZeRO padded to data·⌈E/data⌉.
-int64_t largest_bucket(const MemoryInputs& in, const model::Partition& part) {
-  int64_t largest = 0;
-  for (const dp::Bucket& b : stage_buckets(in, part))
-    largest = std::max(largest, in.zero && in.data > 1 ? dp::shard_part(b, in.data) * in.data : b.elements);
-  return largest;
+// What the memory of a stage's slice of the model comes to, in elements: its parameters, those a
+// 16-bit model also holds in f32, and its gradient buckets as the data-parallel memory needs them
+// — the largest as the reducer packs it (dp::plan_buckets at comm.bucket_mb; with ZeRO padded to
+// data·⌈E/data⌉) and what replica 0 owns under ZeRO, ⌈E/data⌉ of each (dp::owned_ranges); no
+// bucket without data parallelism.
+struct SliceFigures {
+  int64_t parameters = 0, f32_reads = 0, largest_bucket = 0, owned = 0;
+};
+SliceFigures slice_figures(const MemoryInputs& in, const model::Partition& part) {
+  SliceFigures f;
+  f.parameters = model::num_parameters(in.config, part);
+  f.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
+  if (in.data == 1) return f;
+  for (const dp::Bucket& b : stage_buckets(in, part)) {
+    const int64_t share = dp::shard_part(b, in.data);
+    f.largest_bucket = std::max(f.largest_bucket, in.zero ? share * in.data : b.elements);
+    f.owned += share;
+  }
+  return f;
 }
 
-// What the most loaded replica owns under ZeRO: replica 0's part of every bucket, ⌈E/data⌉ each
-// (dp::owned_ranges); everything without it.
-int64_t owned_elements(const MemoryInputs& in, const model::Partition& part, int64_t n) {
-  if (!in.zero || in.data == 1) return n;
-  int64_t owned = 0;
-  for (const dp::Bucket& b : stage_buckets(in, part)) owned += dp::shard_part(b, in.data);
-  return owned;
-}
+// The figures of each slice a pipeline's stages hold, by its shape (blocks, first, last: they
+// depend on nothing else), so that the stages of one shape count their parameters and pack their
+// buckets once — that was most of a layout's estimate, and the layout search estimates thousands.
+class SliceFiguresByShape {
+ public:
+  const SliceFigures& of(const MemoryInputs& in, const model::Partition& part) {
+    const Shape shape{part.num_layers, part.first_stage, part.last_stage};
+    for (const auto& [s, f] : seen_)
+      if (s == shape) return f;
+    seen_.emplace_back(shape, slice_figures(in, part));
+    return seen_.back().second;
+  }
 
-}  // namespace
+ private:
+  using Shape = std::tuple<int, bool, bool>;
+  std::vector<std::pair<Shape, SliceFigures>> seen_;
+};
 
-int64_t MemoryEstimate::total() const {
-  int64_t sum = 0;
-  for (int64_t b : bytes) sum += b;
-  return sum;
-}
-
-int64_t block_activation_bytes(const MemoryInputs& in) { return layer_bytes(in, true, false); }
-
-MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
+// One rank of pipeline stage `stage`, its slice's figures from `slices`.
+MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, SliceFiguresByShape& slices) {
   MemoryEstimate e;
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
-  const int64_t n = model::num_parameters(in.config, part);
-  const int64_t shard = owned_elements(in, part, n);  // the largest ZeRO shard
+  const SliceFigures& slice = slices.of(in, part);
+  const int64_t n = slice.parameters, f32_reads = slice.f32_reads;
+  const int64_t shard = in.zero && in.data > 1 ? slice.owned : n;  // the largest ZeRO shard
   // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/transformer.hpp);
   // the optimizer's fp32 master weights of its shard beside the two moments.
-  const int64_t f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
   e.bytes[index(MemoryCategory::Gradients)] = n * kFloat;
   if (in.zero >= 2 && in.data > 1) {
@@ -313,7 +325,7 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
     // filled by the backward while the other is reduce-scattered); the own shard of the
     // parameters and two blocks gathered whole (the one computing, the next prefetched), or the
     // embedding or head where one of those is larger; their f32 copies sharded too.
-    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * largest_bucket(in, part) * in.grad_bytes;
+    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * slice.largest_bucket * in.grad_bytes;
     const int64_t block = model::block_parameters(in.config, in.tensor);
     const int64_t gathered = std::max(2 * block, n - block * part.num_layers);
     e.bytes[index(MemoryCategory::Parameters)] =
@@ -329,33 +341,51 @@ MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
     e.bytes[index(MemoryCategory::Parameters)] = (shard + outside + 2 * block) * stored_bytes(in) + reads * kFloat;
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
-  e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage);
+  // Per model chunk, the micro-batches whose activations the stage holds at once.
+  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages);
+  e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage, slots);
   e.bytes[index(MemoryCategory::Workspace)] =
       widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
       rope_workspace_bytes(in) + thread_workspace_bytes(in, stage) + portable_gemm_workspace_bytes(in, stage);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above
-    const int64_t largest = largest_bucket(in, part);
-    e.bytes[index(MemoryCategory::Communication)] = largest * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
-    if (in.zero >= 2 && in.grad_bytes != kFloat) e.bytes[index(MemoryCategory::Communication)] += largest / in.data * kFloat;
+    e.bytes[index(MemoryCategory::Communication)] = slice.largest_bucket * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
+    if (in.zero >= 2 && in.grad_bytes != kFloat)
+      e.bytes[index(MemoryCategory::Communication)] += slice.largest_bucket / in.data * kFloat;
   }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
         in.shared_windows[stage] * static_cast<int64_t>(comm::shared_window_bytes_per_rank());
   if (model::kv_replicas(in.config, in.tensor) > 1)  // a block's replicated key/value heads' gradient sums
     e.bytes[index(MemoryCategory::Communication)] += model::kv_channels(in.config) * 2 * in.config.channels * kFloat;
-  e.buffers = activation_buffers(in, stage) + kBuffersBesideBlocks;
+  e.buffers = activation_buffers(in, stage, slots) + kBuffersBesideBlocks;
   if (in.async_checkpoint)  // staging copies of replica 0: its parameters (a 16-bit or ZeRO-3 master shard) and moments
     e.bytes[index(MemoryCategory::Checkpoint)] = ((low(in) || in.zero == 3 ? shard : n) + 2 * shard) * kFloat;
   return e;
 }
 
+}  // namespace
+
+int64_t MemoryEstimate::total() const {
+  int64_t sum = 0;
+  for (int64_t b : bytes) sum += b;
+  return sum;
+}
+
+int64_t block_activation_bytes(const MemoryInputs& in) { return layer_bytes(in, true, false); }
+
+MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
+  SliceFiguresByShape slices;
+  return stage_estimate(in, stage, slices);
+}
+
 MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total) {
   MemoryEstimate busiest;
   int64_t total = 0;
+  SliceFiguresByShape slices;
   for (int stage = 0; stage < in.pipeline; ++stage) {
-    const MemoryEstimate e = estimate_stage(in, stage);
+    const MemoryEstimate e = stage_estimate(in, stage, slices);
     for (int c = 0; c < kCategories; ++c) busiest.bytes[c] = std::max(busiest.bytes[c], e.bytes[c]);
     busiest.buffers = std::max(busiest.buffers, e.buffers);
     total = std::max(total, e.total());

@@ -50,11 +50,12 @@ int rank_of(const Layout& l, int tp, int dp, int pp) { return tp + l.tensor * (d
 GroupShape widest_group(const Layout& l, int pp, bool tensor, const Hardware& hw) {
   GroupShape widest;
   const int groups = tensor ? l.gradient_group() : l.tensor, members = tensor ? l.tensor : l.gradient_group();
+  std::vector<int> ranks(members);
   for (int g = 0; g < groups; ++g) {
-    std::vector<int> ranks;
-    for (int m = 0; m < members; ++m) ranks.push_back(tensor ? rank_of(l, m, g, pp) : rank_of(l, g, m, pp));
+    for (int m = 0; m < members; ++m) ranks[m] = tensor ? rank_of(l, m, g, pp) : rank_of(l, g, m, pp);
     const GroupShape shape = group_shape(ranks, hw);
     if (g == 0 || shape.span > widest.span) widest = shape;
+    if (widest.span == Level::CrossRack) break;  // none is wider
   }
   return widest;
 }
@@ -529,7 +530,7 @@ GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw) {
     racks.push_back(r / hw.devices_per_node / hw.nodes_per_rack);
   }
   for (std::vector<int>* v : {&nodes, &racks}) {
-    std::sort(v->begin(), v->end());
+    if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());  // the layout's groups are in order
     v->erase(std::unique(v->begin(), v->end()), v->end());
   }
   GroupShape g;
