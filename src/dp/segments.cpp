@@ -65,7 +65,8 @@ std::vector<int> block_buckets(const std::vector<Bucket>& buckets) {
   return of_block;
 }
 
-int64_t shard_part(const Bucket& bucket, int size) { return (bucket.elements + size - 1) / size; }
+int64_t shard_part(const Bucket& bucket, int size) { return shard_part(bucket.elements, size); }
+int64_t shard_part(int64_t elements, int size) { return (elements + size - 1) / size; }
 
 model::FlatRanges owned_ranges(const std::vector<Bucket>& buckets, int rank, int size) {
   model::FlatRanges ranges;

@@ -45,6 +45,7 @@ std::vector<int> block_buckets(const std::vector<Bucket>& buckets);
 // bucket's elements, packed in segment order, padded to size·part with part = ⌈elements/size⌉,
 // so that one reduce-scatter leaves replica r the sums of packed [r·part, (r+1)·part).
 int64_t shard_part(const Bucket& bucket, int size);
+int64_t shard_part(int64_t elements, int size);  // a bucket of `elements`
 // The flat-buffer ranges replica `rank` owns over all the buckets: the union over the buckets of
 // their packed [rank·part, min((rank+1)·part, elements)), normalized. The replicas' ranges
 // partition the buffer.

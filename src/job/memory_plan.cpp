@@ -38,8 +38,9 @@ int64_t busiest_total(const plan::MemoryInputs& in) {
 // Parameters, gradients and optimizer state of the busiest stage: what recompute cannot change.
 int64_t fixed_bytes(const plan::MemoryInputs& in) {
   int64_t fixed = 0;
+  plan::EstimateCache cache;
   for (int stage = 0; stage < in.pipeline; ++stage) {
-    const plan::MemoryEstimate e = plan::estimate_stage(in, stage);
+    const plan::MemoryEstimate e = plan::estimate_stage(in, stage, &cache);
     fixed = std::max(fixed, e.total() - e.bytes[static_cast<int>(MemoryCategory::Activations)]);
   }
   return fixed;
@@ -103,7 +104,9 @@ std::string shortfall(double needed, const ModelMemory& memory) {
 // What the world ranks sharing `memory` need beyond it, each by its stage's estimate.
 std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const ModelMemory& memory) {
   double needed = 0;
-  for (int rank : memory.ranks) needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp).total());
+  plan::EstimateCache cache;
+  for (int rank : memory.ranks)
+    needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp, &cache).total());
   return shortfall(needed, memory);
 }
 

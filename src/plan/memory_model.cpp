@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
-#include <tuple>
 #include <utility>
 
 #include "comm/collective_settings.hpp"
@@ -256,60 +255,41 @@ int64_t thread_workspace_bytes(const MemoryInputs& in, int stage) {
   return floats * in.cpu_threads * kFloat;
 }
 
+// ZeRO-2 and 3 with data parallelism: a bucket per block, then the rest (dp::plan_block_buckets).
+bool block_buckets(const MemoryInputs& in) { return in.zero >= 2 && in.data > 1; }
+
 // The reducer's buckets (dp::GradientReducer): ZeRO-2's and 3's are the blocks and the rest.
 std::vector<dp::Bucket> stage_buckets(const MemoryInputs& in, const model::Partition& part) {
-  if (in.zero >= 2 && in.data > 1)
+  if (block_buckets(in))
     return dp::plan_block_buckets(dp::gpt2_slot_segments(in.config, part, {}, [](int) { return model::ParamViews{}; }),
                                   in.bucket_mb);
   return dp::plan_buckets(dp::gpt2_gradient_segments(in.config, part, nullptr), in.bucket_mb);
 }
 
-// What the memory of a stage's slice of the model comes to, in elements: its parameters, those a
-// 16-bit model also holds in f32, and its gradient buckets as the data-parallel memory needs them
-// — the largest as the reducer packs it (dp::plan_buckets at comm.bucket_mb; with ZeRO padded to
-// data·⌈E/data⌉) and what replica 0 owns under ZeRO, ⌈E/data⌉ of each (dp::owned_ranges); no
-// bucket without data parallelism.
-struct SliceFigures {
-  int64_t parameters = 0, f32_reads = 0, largest_bucket = 0, owned = 0;
+// A stage's gradient buckets as the data-parallel memory needs them (elements): the largest as
+// the reducer packs it (with ZeRO padded to data·⌈E/data⌉) and what replica 0 owns under ZeRO,
+// ⌈E/data⌉ of each (dp::owned_ranges).
+struct BucketFigures {
+  int64_t largest = 0, owned = 0;
 };
-SliceFigures slice_figures(const MemoryInputs& in, const model::Partition& part) {
-  SliceFigures f;
-  f.parameters = model::num_parameters(in.config, part);
-  f.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
-  if (in.data == 1) return f;
-  for (const dp::Bucket& b : stage_buckets(in, part)) {
-    const int64_t share = dp::shard_part(b, in.data);
-    f.largest_bucket = std::max(f.largest_bucket, in.zero ? share * in.data : b.elements);
+BucketFigures bucket_figures(const MemoryInputs& in, const std::vector<int64_t>& buckets) {
+  BucketFigures f;
+  for (int64_t elements : buckets) {
+    const int64_t share = dp::shard_part(elements, in.data);
+    f.largest = std::max(f.largest, in.zero ? share * in.data : elements);
     f.owned += share;
   }
   return f;
 }
 
-// The figures of each slice a pipeline's stages hold, by its shape (blocks, first, last: they
-// depend on nothing else), so that the stages of one shape count their parameters and pack their
-// buckets once — that was most of a layout's estimate, and the layout search estimates thousands.
-class SliceFiguresByShape {
- public:
-  const SliceFigures& of(const MemoryInputs& in, const model::Partition& part) {
-    const Shape shape{part.num_layers, part.first_stage, part.last_stage};
-    for (const auto& [s, f] : seen_)
-      if (s == shape) return f;
-    seen_.emplace_back(shape, slice_figures(in, part));
-    return seen_.back().second;
-  }
-
- private:
-  using Shape = std::tuple<int, bool, bool>;
-  std::vector<std::pair<Shape, SliceFigures>> seen_;
-};
-
-// One rank of pipeline stage `stage`, its slice's figures from `slices`.
-MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, SliceFiguresByShape& slices) {
+// One rank of pipeline stage `stage`, its slice's figures and its slots from `cache`.
+MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, EstimateCache& cache) {
   MemoryEstimate e;
   const model::Partition part = model::stage_partition(in.stage_layers, stage, 0, in.tensor);
-  const SliceFigures& slice = slices.of(in, part);
+  const EstimateCache::Slice& slice = cache.slice(in, part);
+  const BucketFigures bucket = bucket_figures(in, slice.buckets);
   const int64_t n = slice.parameters, f32_reads = slice.f32_reads;
-  const int64_t shard = in.zero && in.data > 1 ? slice.owned : n;  // the largest ZeRO shard
+  const int64_t shard = in.zero && in.data > 1 ? bucket.owned : n;  // the largest ZeRO shard
   // bf16/fp16: 16-bit parameters and the f32 copy of the tensors read in f32 (model/transformer.hpp);
   // the optimizer's fp32 master weights of its shard beside the two moments.
   e.bytes[index(MemoryCategory::Parameters)] = n * stored_bytes(in) + f32_reads * kFloat;
@@ -325,7 +305,7 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, SliceFiguresByS
     // filled by the backward while the other is reduce-scattered); the own shard of the
     // parameters and two blocks gathered whole (the one computing, the next prefetched), or the
     // embedding or head where one of those is larger; their f32 copies sharded too.
-    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * slice.largest_bucket * in.grad_bytes;
+    e.bytes[index(MemoryCategory::Gradients)] = shard * kFloat + 2 * bucket.largest * in.grad_bytes;
     const int64_t block = model::block_parameters(in.config, in.tensor);
     const int64_t gathered = std::max(2 * block, n - block * part.num_layers);
     e.bytes[index(MemoryCategory::Parameters)] =
@@ -341,8 +321,7 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, SliceFiguresByS
     e.bytes[index(MemoryCategory::Parameters)] = (shard + outside + 2 * block) * stored_bytes(in) + reads * kFloat;
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
-  // Per model chunk, the micro-batches whose activations the stage holds at once.
-  const std::vector<int> slots = pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages);
+  const std::vector<int>& slots = cache.slots(in)[stage];
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage, slots);
   e.bytes[index(MemoryCategory::Workspace)] =
       widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
@@ -350,9 +329,9 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, SliceFiguresByS
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above
-    e.bytes[index(MemoryCategory::Communication)] = slice.largest_bucket * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
+    e.bytes[index(MemoryCategory::Communication)] = bucket.largest * (in.grad_bytes + (in.zero ? stored_bytes(in) : 0));
     if (in.zero >= 2 && in.grad_bytes != kFloat)
-      e.bytes[index(MemoryCategory::Communication)] += slice.largest_bucket / in.data * kFloat;
+      e.bytes[index(MemoryCategory::Communication)] += bucket.largest / in.data * kFloat;
   }
   if (!in.shared_windows.empty())  // comm.node_algo = shm: the windows' per-rank parts
     e.bytes[index(MemoryCategory::Communication)] +=
@@ -375,17 +354,40 @@ int64_t MemoryEstimate::total() const {
 
 int64_t block_activation_bytes(const MemoryInputs& in) { return layer_bytes(in, true, false); }
 
-MemoryEstimate estimate_stage(const MemoryInputs& in, int stage) {
-  SliceFiguresByShape slices;
-  return stage_estimate(in, stage, slices);
+const EstimateCache::Slice& EstimateCache::slice(const MemoryInputs& in, const model::Partition& part) {
+  const int packing = in.data == 1 ? 0 : block_buckets(in) ? 2 : 1;
+  const auto key = std::make_tuple(in.tensor, part.num_layers, part.first_stage, part.last_stage, packing, low(in));
+  auto found = slices_.find(key);
+  if (found != slices_.end()) return found->second;
+  Slice s;
+  s.parameters = model::num_parameters(in.config, part);
+  s.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
+  if (packing > 0)
+    for (const dp::Bucket& b : stage_buckets(in, part)) s.buckets.push_back(b.elements);
+  return slices_.emplace(key, std::move(s)).first->second;
 }
 
-MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total) {
+const std::vector<std::vector<int>>& EstimateCache::slots(const MemoryInputs& in) {
+  const auto key = std::make_tuple(in.schedule, in.pipeline, in.micro_batches, in.virtual_stages);
+  auto found = slots_.find(key);
+  if (found != slots_.end()) return found->second;
+  std::vector<std::vector<int>> stages;
+  for (int stage = 0; stage < in.pipeline; ++stage)
+    stages.push_back(pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages));
+  return slots_.emplace(key, std::move(stages)).first->second;
+}
+
+MemoryEstimate estimate_stage(const MemoryInputs& in, int stage, EstimateCache* cache) {
+  EstimateCache own;
+  return stage_estimate(in, stage, cache ? *cache : own);
+}
+
+MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total, EstimateCache* cache) {
   MemoryEstimate busiest;
   int64_t total = 0;
-  SliceFiguresByShape slices;
+  EstimateCache own;
   for (int stage = 0; stage < in.pipeline; ++stage) {
-    const MemoryEstimate e = stage_estimate(in, stage, slices);
+    const MemoryEstimate e = stage_estimate(in, stage, cache ? *cache : own);
     for (int c = 0; c < kCategories; ++c) busiest.bytes[c] = std::max(busiest.bytes[c], e.bytes[c]);
     busiest.buffers = std::max(busiest.buffers, e.buffers);
     total = std::max(total, e.total());

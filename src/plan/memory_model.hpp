@@ -40,10 +40,13 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/params.hpp"
 #include "pipeline/schedule.hpp"
 #include "tensor/buffer.hpp"
 
@@ -112,11 +115,36 @@ constexpr int64_t kBuffersBesideBlocks = 48;
 // row statistics (layer_bytes in memory_model.cpp, model/transformer.cpp allocate_layer).
 constexpr int64_t kBuffersPerKeptBlock = 13;
 
-// One rank of pipeline stage `stage` (the largest over its tensor and data ranks).
-MemoryEstimate estimate_stage(const MemoryInputs& in, int stage);
+// What a stage's estimate needs that depends on less than the whole layout, kept for the next
+// estimates of the same model and comm.bucket_mb: each slice of the model a stage holds (by
+// tensor split, blocks, first and last stage, the buckets' packing, 16 bits or not) its
+// parameters, those a 16-bit model also holds in f32 and its gradient buckets' sizes as the
+// reducer packs them (dp::plan_buckets, or ZeRO-2's and 3's dp::plan_block_buckets; none without
+// data parallelism); each schedule's slots (by schedule, stages, micro-batches,
+// chunks; pipeline::chunk_slots) of every stage. A layout search estimates thousands of layouts
+// over a few dozen of each, and packing the buckets and playing the schedule were most of each
+// estimate. One per model and bucket size (search_layouts keeps one).
+class EstimateCache {
+ public:
+  struct Slice {
+    int64_t parameters = 0, f32_reads = 0;
+    std::vector<int64_t> buckets;  // elements, in the reducer's order
+  };
+  const Slice& slice(const MemoryInputs& in, const model::Partition& part);
+  // Per stage, per model chunk: the micro-batches whose activations the stage holds at once.
+  const std::vector<std::vector<int>>& slots(const MemoryInputs& in);
+
+ private:
+  std::map<std::tuple<int, int, bool, bool, int, bool>, Slice> slices_;
+  std::map<std::tuple<pipeline::Schedule, int, int, int>, std::vector<std::vector<int>>> slots_;
+};
+
+// One rank of pipeline stage `stage` (the largest over its tensor and data ranks). `cache`: one
+// kept across estimates of the same model (none: one for this estimate).
+MemoryEstimate estimate_stage(const MemoryInputs& in, int stage, EstimateCache* cache = nullptr);
 // Per category, the largest over all ranks (what metrics.h5's memory/<category>_peak_bytes
 // records); `busiest_total`: the largest per-rank total.
-MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total = nullptr);
+MemoryEstimate estimate_busiest(const MemoryInputs& in, int64_t* busiest_total = nullptr, EstimateCache* cache = nullptr);
 // Activation bytes of one block for one micro-batch, everything kept (the K formula's unit).
 int64_t block_activation_bytes(const MemoryInputs& in);
 

@@ -54,6 +54,7 @@ std::vector<bool> sequence_choices(int tensor, const Layout& base, const SearchS
 std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int devices, const Hardware& hw,
                                       const SearchSpace& space) {
   std::vector<Candidate> out;
+  EstimateCache cache;  // the workload's and base's model and bucket size throughout
   for (int t : divisors(devices, w.config.heads))
     for (int p : divisors(devices / t, w.config.layers))
       for (int c : divisors(devices / t / p, w.flash_attention ? space.max_context : 1)) {
@@ -74,7 +75,7 @@ std::vector<Candidate> search_layouts(const Workload& w, const Layout& base, int
                       l.schedule = schedule, l.virtual_stages = v, l.sequence_parallel = sp, l.tp_comm_overlap = overlap;
                       l.stage_layers.clear();
                       if (!layout_problem(w, l).empty()) continue;
-                      out.push_back({l, estimate_step(w, l, hw)});
+                      out.push_back({l, estimate_step(w, l, hw, &cache)});
                     }
       }
   std::stable_sort(out.begin(), out.end(), better);

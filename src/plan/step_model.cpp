@@ -666,10 +666,10 @@ std::string layout_problem(const Workload& w, const Layout& l) {
   return "";
 }
 
-StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw) {
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw, EstimateCache* cache) {
   StepEstimate e;
   const MemoryInputs in = memory_inputs(w, l);
-  e.memory = estimate_busiest(in, &e.memory_total);
+  e.memory = estimate_busiest(in, &e.memory_total, cache);
   check_memory(l, hw, e);
   e.micro_batches = in.micro_batches;
   const GemmSeconds gemm = micro_batch_gemm_seconds(w, l, hw);

@@ -196,7 +196,8 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l);
 // else what is wrong ("model.heads 12 is not divisible by tensor 8").
 std::string layout_problem(const Workload& w, const Layout& l);
 
-StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw);
+// `cache`: one kept across the estimates of the workload (a search's); none: one for this estimate.
+StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw, EstimateCache* cache = nullptr);
 
 // The level a group of world ranks spans under the tp-dp-pp rank order and the profile's nodes
 // and racks, and the members per node (k), nodes per rack (r) and racks (q) it has.

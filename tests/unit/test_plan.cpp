@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/params.hpp"
@@ -537,6 +539,45 @@ BOOST_AUTO_TEST_CASE(search_ranks_feasible_layouts_by_throughput) {
     }
     BOOST_TEST(ranked[i - 1].estimate.tokens_per_s >= ranked[i].estimate.tokens_per_s);
   }
+}
+
+// The search keeps one EstimateCache for all its layouts (slices by tensor split, shape, packing
+// and precision; slots by schedule): every candidate's memory and step are what the layout's own
+// estimate gives without one — over tensor, pipeline, data and context splits, ZeRO 0–3, the
+// schedules, interleaving and recompute, in fp16 and (a second search) fp32; and one cache
+// shared by the two precisions' layouts changes none either.
+BOOST_AUTO_TEST_CASE(the_search_cache_changes_no_estimate) {
+  const PaperRow r = paper_rows().at(1);  // 3.6B on 64 GPUs
+  std::vector<std::vector<Layout>> some(2);  // of each precision's search
+  for (const std::string precision : {"fp16", "fp32"}) {
+    Workload w = paper_workload(r);
+    w.flash_attention = true;  // context splits too
+    Layout base = paper_layout(r);
+    base.precision = precision;
+    const std::vector<Candidate> ranked = search_layouts(w, base, r.gpus, a100());
+    BOOST_REQUIRE(ranked.size() > 1000u);
+    std::set<std::tuple<int, int, int, int>> splits;
+    std::set<int> zero;
+    for (size_t i = 0; i < ranked.size(); i += 7) {  // every 7th: a spread, in a fraction of the time
+      const Candidate& c = ranked[i];
+      const StepEstimate alone = estimate_step(w, c.layout, a100());
+      BOOST_TEST(alone.memory.bytes == c.estimate.memory.bytes);
+      BOOST_TEST(alone.memory_total == c.estimate.memory_total);
+      BOOST_TEST(alone.step_s == c.estimate.step_s);
+      splits.insert({c.layout.tensor, c.layout.pipeline, c.layout.data, c.layout.context});
+      zero.insert(c.layout.zero);
+      if (i % 70 == 0) some[precision == "fp32"].push_back(c.layout);
+    }
+    BOOST_TEST(splits.size() > 20u);
+    BOOST_TEST(zero.size() == 4u);
+  }
+  Workload w = paper_workload(r);
+  w.flash_attention = true;
+  EstimateCache shared;
+  BOOST_REQUIRE(some[0].size() > 10u && some[1].size() > 10u);
+  for (size_t k = 0; k < std::min(some[0].size(), some[1].size()); ++k)
+    for (const Layout& l : {some[0][k], some[1][k]})  // fp16's and fp32's alternating
+      BOOST_TEST(estimate_step(w, l, a100(), &shared).memory.bytes == estimate_step(w, l, a100()).memory.bytes);
 }
 
 // The seed's §1: a tensor group that grows past a node onto a slow link makes 8 devices slower
