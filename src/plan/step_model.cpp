@@ -520,24 +520,28 @@ void check_memory(const Layout& l, const Hardware& hw, StepEstimate& e) {
 
 }  // namespace
 
-GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw) {
-  // The distinct nodes and racks of the group (sorted and unique: called for every group of
-  // every layout the search tries, where a std::set's allocations dominated).
-  std::vector<int> nodes, racks;
-  nodes.reserve(ranks.size()), racks.reserve(ranks.size());
-  for (int r : ranks) {
-    nodes.push_back(r / hw.devices_per_node);
-    racks.push_back(r / hw.devices_per_node / hw.nodes_per_rack);
+GroupShape group_shape(const std::vector<int>& given, const Hardware& hw) {
+  // The distinct nodes and racks of the group, counted along its ranks in order — the layouts'
+  // groups come in order, so the search (every group of every layout it tries) allocates nothing
+  // here; a group out of order is sorted first.
+  std::vector<int> sorted;
+  if (!std::is_sorted(given.begin(), given.end())) {
+    sorted = given;
+    std::sort(sorted.begin(), sorted.end());
   }
-  for (std::vector<int>* v : {&nodes, &racks}) {
-    if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());  // the layout's groups are in order
-    v->erase(std::unique(v->begin(), v->end()), v->end());
+  const std::vector<int>& ranks = sorted.empty() ? given : sorted;
+  int64_t nodes = 0, racks = 0;
+  int last_node = -1, last_rack = -1;
+  for (int r : ranks) {
+    const int node = r / hw.devices_per_node, rack = node / hw.nodes_per_rack;
+    nodes += node != last_node, racks += rack != last_rack;
+    last_node = node, last_rack = rack;
   }
   GroupShape g;
-  g.span = racks.size() > 1 ? Level::CrossRack : nodes.size() > 1 ? Level::Rack : Level::Node;
-  g.per_node = static_cast<int>((ranks.size() + nodes.size() - 1) / nodes.size());
-  g.racks = static_cast<int>(racks.size());
-  g.nodes_per_rack = static_cast<int>((nodes.size() + racks.size() - 1) / racks.size());
+  g.span = racks > 1 ? Level::CrossRack : nodes > 1 ? Level::Rack : Level::Node;
+  g.per_node = static_cast<int>((int64_t(ranks.size()) + nodes - 1) / nodes);
+  g.racks = static_cast<int>(racks);
+  g.nodes_per_rack = static_cast<int>((nodes + racks - 1) / racks);
   return g;
 }
 
