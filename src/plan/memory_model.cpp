@@ -297,8 +297,7 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, EstimateCache& 
   if (in.zero >= 2 && in.data > 1) {
     // The tensors outside the blocks whole, two one-block slots (one filled by backward while
     // the other is reduce-scattered) and the own part's sums: ZeRO-2 and 3 (Transformer::set_gradient_slots).
-    e.bytes[index(MemoryCategory::Gradients)] =
-        (model::outside_block_count(in.config, part) + 2 * model::one_block_count(in.config, part) + shard) * kFloat;
+    e.bytes[index(MemoryCategory::Gradients)] = (slice.outside + 2 * slice.one_block + shard) * kFloat;
   }
   if (in.zero == 3 && in.data > 1 && in.fsdp) {
     // FSDP: the own shard's f32 gradients and two buckets of full-size gradients in flight (one
@@ -314,7 +313,7 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, EstimateCache& 
     // ZeRO-3 (dp::ParameterShards): the own part of every bucket, the tensors outside the blocks
     // whole, two one-block slots the blocks are gathered into; in 16 bits the f32 reads of the
     // outside tensors and of each slot.
-    const int64_t outside = model::outside_block_count(in.config, part), block = model::one_block_count(in.config, part);
+    const int64_t outside = slice.outside, block = slice.one_block;
     const int64_t reads = low(in) ? model::outside_f32_read_count(in.config, part) +
                                         2 * model::one_block_f32_read_count(in.config, part)
                                   : 0;
@@ -364,6 +363,10 @@ const EstimateCache::Slice& EstimateCache::slice(const MemoryInputs& in, const m
   s.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
   if (packing > 0)
     for (const dp::Bucket& b : stage_buckets(in, part)) s.buckets.push_back(b.elements);
+  if (packing == 2) {
+    s.outside = model::outside_block_count(in.config, part);
+    s.one_block = model::one_block_count(in.config, part);
+  }
   return slices_.emplace(key, std::move(s)).first->second;
 }
 

@@ -128,7 +128,8 @@ class EstimateCache {
  public:
   struct Slice {
     int64_t parameters = 0, f32_reads = 0;
-    std::vector<int64_t> buckets;  // elements, in the reducer's order
+    int64_t outside = 0, one_block = 0;  // with ZeRO-2 and 3: outside the blocks, of one block
+    std::vector<int64_t> buckets;        // elements, in the reducer's order
   };
   const Slice& slice(const MemoryInputs& in, const model::Partition& part);
   // Per stage, per model chunk: the micro-batches whose activations the stage holds at once.

@@ -267,8 +267,18 @@ double fill_share(const Workload& w, const Layout& l) {
   return (f + b - weights) / (f + b + weights);
 }
 
-int64_t stage_parameters(const Workload& w, const Layout& l, const std::vector<int>& layers, int stage) {
-  return model::num_parameters(w.config, model::stage_partition(layers, stage, 0, l.tensor));
+// The parameters of each stage's slice of the model and of one block (a tensor rank's), counted
+// once per estimate.
+struct ParameterCounts {
+  std::vector<int64_t> stage;
+  int64_t block = 0;
+};
+ParameterCounts parameter_counts(const Workload& w, const Layout& l, const MemoryInputs& in, EstimateCache& cache) {
+  ParameterCounts counts;
+  for (int stage = 0; stage < l.pipeline; ++stage)
+    counts.stage.push_back(cache.slice(in, model::stage_partition(in.stage_layers, stage, 0, l.tensor)).parameters);
+  counts.block = model::block_parameters(w.config, l.tensor);
+  return counts;
 }
 
 // Bytes of a parameter as the model stores it (what a ZeRO all-gather moves): 16-bit in bf16/fp16.
@@ -290,7 +300,7 @@ double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 // Gathers move the parameters' storage type, reduce-scatters the gradients' wire type; each is
 // half a ring all-reduce of its bytes. `level_bytes` accumulates the micro-batch's bytes sent.
 double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
-                       const StageTime& t, std::array<double, 3>* level_bytes) {
+                       const ParameterCounts& counts, const StageTime& t, std::array<double, 3>* level_bytes) {
   const GroupShape group = widest_group(l, stage, false, hw);
   const double stored = stored_bytes(l);
   const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical) / 2; };
@@ -301,12 +311,12 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   };
   const double work = t.compute_s + t.elementwise_s + t.tensor_s;
   const double forward = work / (3 + recomputed_forward_share(w, l)), backward = work - forward;  // of the stage's blocks
-  const double n = double(stage_parameters(w, l, stage_layers(w, l), stage));
+  const double n = double(counts.stage[stage]), block = double(counts.block);
   double exposed = 0, hidden = 0;
   if (l.zero == 2 || !w.fsdp_prefetch) {
     // Each block's reduce-scatter (a bucket per block) after its backward, beside the next
     // block's; the last one's exposed. The rest goes once a step (data_parallel).
-    const double block = double(model::block_parameters(w.config, l.tensor)), blocks = layers * block;
+    const double blocks = layers * block;
     const double comm = scatter(blocks);
     exposed = layers ? std::max(comm - backward, comm / layers) : 0;
     hidden = comm - exposed;
@@ -317,7 +327,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
       count(gathers * block, stored);
     }
   } else {
-    const double block = double(model::block_parameters(w.config, l.tensor)), rest = n - block * layers;
+    const double rest = n - block * layers;
     count(2 * layers * block + rest, stored);
     count(layers * block + rest, l.gradient_bytes);
     const double ahead = gather(block), behind = gather(block) + scatter(block);
@@ -330,7 +340,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
 
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
-                     const GemmSeconds& gemm, StepEstimate& e) {
+                     const GemmSeconds& gemm, const ParameterCounts& counts, StepEstimate& e) {
   // A micro-batch's tokens on this rank: its sequences' (its chunks' with context parallelism).
   const double tokens = double(l.micro_batch) * w.seq_len / l.context, C = w.config.channels, T = w.seq_len;
   const double heads_local = double(w.config.heads) / l.tensor;
@@ -393,7 +403,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   }
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
   if (l.zero >= 2 && l.gradient_group() > 1)
-    t.sharded_s = sharded_seconds(w, l, hw, stage, layers, t, nullptr);
+    t.sharded_s = sharded_seconds(w, l, hw, stage, layers, counts, t, nullptr);
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
@@ -414,7 +424,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
 // under ZeRO-1), buckets go out while backward runs, so at most the last micro-batch's
 // backward hides it, and the last bucket never hides.
 void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const std::vector<int>& layers,
-                   StepEstimate& e) {
+                   const ParameterCounts& counts, StepEstimate& e) {
   if (l.gradient_group() == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
     // After the step: without ZeRO one all-reduce of the gradients as they travel
@@ -423,7 +433,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     // the all-gather and the reduce-scatter of the tensors outside the blocks (it reduced the
     // blocks within each micro-batch, sharded_seconds); ZeRO-3
     // nothing (each block is gathered when it is used).
-    const double n = double(stage_parameters(w, l, layers, stage)), bytes = n * l.gradient_bytes;
+    const double n = double(counts.stage[stage]), bytes = n * l.gradient_bytes;
     const GroupShape group = widest_group(l, stage, false, hw);
     std::array<double, 3> reduced{}, gathered{}, sent{};
     const double reduce = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
@@ -432,7 +442,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     // ZeRO-2 (and Trident's ZeRO-3): the tensors outside the blocks reduce-scattered once, after
     // the step's backward; Trident's ZeRO-3 gathers them once after the update.
     std::array<double, 3> rest_reduced{}, rest_gathered{};
-    const double rest = n - double(model::block_parameters(w.config, l.tensor)) * layers[stage];
+    const double rest = n - double(counts.block) * layers[stage];
     const bool rest_once = l.zero == 2 || (l.zero == 3 && !w.fsdp_prefetch);
     const double rest_reduce =
         rest_once ? all_reduce_seconds(rest * l.gradient_bytes, group, hw, l.hierarchical, &rest_reduced) / 2 : 0;
@@ -445,7 +455,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
                     rest_gathered[level] / 2;
     if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
       std::array<double, 3> sharded{};
-      sharded_seconds(w, l, hw, 0, layers[0], e.stages[0], &sharded);
+      sharded_seconds(w, l, hw, 0, layers[0], counts, e.stages[0], &sharded);
       for (int level = 0; level < 3; ++level) sent[level] += e.micro_batches * sharded[level];
     }
     if (stage == 0) e.data_bytes = sent;
@@ -673,13 +683,16 @@ std::string layout_problem(const Workload& w, const Layout& l) {
 StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw, EstimateCache* cache) {
   StepEstimate e;
   const MemoryInputs in = memory_inputs(w, l);
-  e.memory = estimate_busiest(in, &e.memory_total, cache);
+  EstimateCache own;
+  EstimateCache& kept = cache ? *cache : own;
+  e.memory = estimate_busiest(in, &e.memory_total, &kept);
+  const ParameterCounts counts = parameter_counts(w, l, in, kept);
   check_memory(l, hw, e);
   e.micro_batches = in.micro_batches;
   const GemmSeconds gemm = micro_batch_gemm_seconds(w, l, hw);
   double slowest = 0, sum = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], gemm, e));
+    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], gemm, counts, e));
     slowest = std::max(slowest, e.stages.back().total());
     sum += e.stages.back().total();
   }
@@ -691,7 +704,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   // Interleaved, v chunks per stage: the fill and drain pass a chunk, a v-th of a stage's time.
   e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l) / l.virtual_stages;
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
-  data_parallel(w, l, hw, in.stage_layers, e);
+  data_parallel(w, l, hw, in.stage_layers, counts, e);
   if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage
     const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kEmbeddingGradientBytes;
     const int a = rank_of(l, 0, 0, 0), b = rank_of(l, 0, 0, l.pipeline - 1);
@@ -699,7 +712,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   }
   double local = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    const double n = double(stage_parameters(w, l, in.stage_layers, stage));
+    const double n = double(counts.stage[stage]);
     local = std::max(local, in.zero ? std::ceil(n / l.gradient_group()) : n);
   }
   e.optimizer_s = local * kOptimizerBytesPerParameter / hw.memory_bandwidth;
