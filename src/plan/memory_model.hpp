@@ -123,7 +123,8 @@ constexpr int64_t kBuffersPerKeptBlock = 13;
 // data parallelism); each schedule's slots (by schedule, stages, micro-batches,
 // chunks; pipeline::chunk_slots) of every stage. A layout search estimates thousands of layouts
 // over a few dozen of each, and packing the buckets and playing the schedule were most of each
-// estimate. One per model and bucket size (search_layouts keeps one).
+// estimate (the step model reads the slices' parameters too: plan::estimate_step). One per model
+// and bucket size (search_layouts keeps one).
 class EstimateCache {
  public:
   struct Slice {
