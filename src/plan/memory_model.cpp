@@ -320,7 +320,7 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, EstimateCache& 
     e.bytes[index(MemoryCategory::Parameters)] = (shard + outside + 2 * block) * stored_bytes(in) + reads * kFloat;
   }
   e.bytes[index(MemoryCategory::OptimizerState)] = (low(in) ? 3 : 2) * shard * kFloat;
-  const std::vector<int>& slots = cache.slots(in)[stage];
+  const std::vector<int>& slots = cache.slots(in, stage);
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage, slots);
   e.bytes[index(MemoryCategory::Workspace)] =
       widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
@@ -370,14 +370,12 @@ const EstimateCache::Slice& EstimateCache::slice(const MemoryInputs& in, const m
   return slices_.emplace(key, std::move(s)).first->second;
 }
 
-const std::vector<std::vector<int>>& EstimateCache::slots(const MemoryInputs& in) {
-  const auto key = std::make_tuple(in.schedule, in.pipeline, in.micro_batches, in.virtual_stages);
+const std::vector<int>& EstimateCache::slots(const MemoryInputs& in, int stage) {
+  const auto key = std::make_tuple(in.schedule, in.pipeline, in.micro_batches, in.virtual_stages, stage);
   auto found = slots_.find(key);
   if (found != slots_.end()) return found->second;
-  std::vector<std::vector<int>> stages;
-  for (int stage = 0; stage < in.pipeline; ++stage)
-    stages.push_back(pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages));
-  return slots_.emplace(key, std::move(stages)).first->second;
+  return slots_.emplace(key, pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages))
+      .first->second;
 }
 
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage, EstimateCache* cache) {

@@ -121,7 +121,7 @@ constexpr int64_t kBuffersPerKeptBlock = 13;
 // parameters, those a 16-bit model also holds in f32 and its gradient buckets' sizes as the
 // reducer packs them (dp::plan_buckets, or ZeRO-2's and 3's dp::plan_block_buckets; none without
 // data parallelism); each schedule's slots (by schedule, stages, micro-batches,
-// chunks; pipeline::chunk_slots) of every stage. A layout search estimates thousands of layouts
+// chunks and stage; pipeline::chunk_slots). A layout search estimates thousands of layouts
 // over a few dozen of each, and packing the buckets and playing the schedule were most of each
 // estimate (the step model reads the slices' parameters too: plan::estimate_step). One per model
 // and bucket size (search_layouts keeps one).
@@ -133,12 +133,12 @@ class EstimateCache {
     std::vector<int64_t> buckets;        // elements, in the reducer's order
   };
   const Slice& slice(const MemoryInputs& in, const model::Partition& part);
-  // Per stage, per model chunk: the micro-batches whose activations the stage holds at once.
-  const std::vector<std::vector<int>>& slots(const MemoryInputs& in);
+  // Per model chunk: the micro-batches whose activations stage `stage` holds at once.
+  const std::vector<int>& slots(const MemoryInputs& in, int stage);
 
  private:
   std::map<std::tuple<int, int, bool, bool, int, bool>, Slice> slices_;
-  std::map<std::tuple<pipeline::Schedule, int, int, int>, std::vector<std::vector<int>>> slots_;
+  std::map<std::tuple<pipeline::Schedule, int, int, int, int>, std::vector<int>> slots_;
 };
 
 // One rank of pipeline stage `stage` (the largest over its tensor and data ranks). `cache`: one
