@@ -211,8 +211,8 @@ int64_t num_parameters(const GptConfig& config, const Partition& slice) {
   return total;
 }
 
-int64_t block_parameters(const GptConfig& config, int tensor) {  // a one-block stage less a no-block one
-  return num_parameters(config, stage_partition({1}, 0, 0, tensor)) - num_parameters(config, stage_partition({0}, 0, 0, tensor));
+int64_t block_parameters(const GptConfig& config, int tensor) {
+  return one_block_count(config, Partition{0, tensor});
 }
 
 void extract_slice(const GptConfig& config, const float* whole, float* local, const Partition& slice) {

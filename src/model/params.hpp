@@ -137,7 +137,7 @@ int64_t outside_f32_read_count(const GptConfig& config, const Partition& slice =
 ParamViews one_block_f32_read_views(const GptConfig& config, float* base, const Partition& slice = {});
 int64_t one_block_f32_read_count(const GptConfig& config, const Partition& slice = {});
 int64_t num_parameters(const GptConfig& config, const Partition& slice = {});
-// One block's parameters on a rank of `tensor` tensor-parallel ranks.
+// One block's parameters on a rank of `tensor` tensor-parallel ranks: one_block_count of that slice.
 int64_t block_parameters(const GptConfig& config, int tensor);
 
 // GPT-2 initialisation: weights N(0, 0.02), the residual output projections (attprojw,

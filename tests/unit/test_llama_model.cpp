@@ -49,6 +49,20 @@ BOOST_AUTO_TEST_CASE(key_value_heads_replicated_over_more_ranks) {
 }
 
 // The architectures as rows of the parts table (model/block_parts.hpp).
+// One block's parameters (what the planner's ZeRO-3 and FSDP terms gather) are what a block adds
+// to a stage, for GPT-2 and Llama, key/value heads split and replicated over the tensor ranks.
+BOOST_AUTO_TEST_CASE(a_block_count_is_what_a_block_adds_to_a_stage) {
+  model::GptConfig gpt2;
+  gpt2.max_seq_len = 8, gpt2.vocab = 11, gpt2.padded_vocab = 16, gpt2.layers = 3, gpt2.heads = 4, gpt2.channels = 16;
+  for (const model::GptConfig& c : {gpt2, llama(2, false), llama(4, true)})
+    for (int tensor : {1, 2, 4}) {
+      const int64_t added = model::num_parameters(c, model::stage_partition({2, 1}, 0, 0, tensor)) -
+                            model::num_parameters(c, model::stage_partition({1, 2}, 0, 0, tensor));
+      BOOST_TEST(model::block_parameters(c, tensor) == added, model::arch_name(c.arch) << " over " << tensor);
+      BOOST_TEST(model::block_parameters(c, tensor) > 0);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(architectures_are_rows_of_parts) {
   const model::BlockParts llama_parts = model::block_parts(llama(2, false));
   BOOST_TEST((llama_parts.norm == model::NormPart::rms));
