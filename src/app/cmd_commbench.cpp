@@ -17,6 +17,7 @@
 #include "app/commands.hpp"
 #include "job/job.hpp"
 #include "job/run_dir.hpp"
+#include "topo/topology.hpp"
 
 namespace trident {
 namespace {
@@ -176,12 +177,12 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
   std::string error;
   const std::string dir = job.settings.train.run_dir;
   std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
-  const char* names[] = {"node", "rack", "cross_rack"};
   comm::MpiCommunicator* levels[] = {&group.level(0), &group.level(1), &group.level(2)};
   for (int l = 0; l < 3; ++l) {
     const auto [latency, busbw] = level_figures(*levels[l]);
     char text[160];
-    std::snprintf(text, sizeof text, "[%s]\nranks = %d\nlatency_us = %.2f\nbusbw_gbps = %.3f\n", names[l],
+    std::snprintf(text, sizeof text, "[%s]\nranks = %d\nlatency_us = %.2f\nbusbw_gbps = %.3f\n",
+                  topo::level_key(static_cast<topo::Level>(l)),
                   levels[l]->size(), latency * 1e6, busbw / 1e9);
     links += text;
   }

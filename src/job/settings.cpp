@@ -4,6 +4,7 @@
 #include "comm/nccl/nccl.hpp"
 #include "core/error.hpp"
 #include "deck/validate.hpp"
+#include "topo/topology.hpp"
 
 namespace trident {
 namespace {
@@ -130,19 +131,18 @@ comm::CollectiveSettings collective_settings(const deck::Deck& deck) {
   } catch (const std::invalid_argument& e) {
     fatal_all(deck.cite("comm.backend") + ", but " + e.what());
   }
-  const char* levels[] = {"node", "rack", "cross_rack"};
   for (int level = 0; level < 3; ++level) {
-    const std::string key = std::string("comm.nccl_") + levels[level];
+    const std::string key = std::string("comm.nccl_") + topo::level_key(static_cast<topo::Level>(level));
     settings.nccl.level[level].algo = deck.get_string(key + "_algo");
     settings.nccl.level[level].proto = deck.get_string(key + "_proto");
     settings.nccl.level[level].collnet = deck.get_bool(key + "_collnet");
   }
-  const char* keys[] = {"topology.link.node", "topology.link.rack", "topology.link.cross_rack"};
   for (int level = 0; level < 3; ++level) {
+    const std::string key = std::string("topology.link.") + topo::level_key(static_cast<topo::Level>(level));
     try {
-      comm::parse_link(deck.get_string(keys[level]), settings.links, level);
+      comm::parse_link(deck.get_string(key), settings.links, level);
     } catch (const std::invalid_argument& e) {
-      fatal_all(deck.origin(keys[level]).describe() + ": " + keys[level] + " = " + e.what());
+      fatal_all(deck.origin(key).describe() + ": " + key + " = " + e.what());
     }
   }
   return settings;

@@ -89,11 +89,6 @@ std::string gemm_key(const GemmPoint& p) {
 
 }  // namespace
 
-const char* level_name(Level level) {
-  static const char* names[] = {"node", "rack", "cross_rack"};
-  return names[static_cast<int>(level)];
-}
-
 double Hardware::peak(const std::string& precision) const {
   return precision == "bf16" ? peak_bf16 : precision == "fp16" ? peak_fp16 : peak_fp32;
 }
@@ -184,7 +179,7 @@ std::string format_hardware(const Hardware& hw, const std::string& header,
 void apply_links_ini(const std::string& text, Hardware& hw) {
   const auto ini = parse_ini(text, "links.ini");
   for (int l = 0; l < 3; ++l) {
-    const std::string name = level_name(static_cast<Level>(l));
+    const std::string name = topo::level_key(static_cast<Level>(l));
     const auto ranks = ini.find(name + ".ranks"), lat = ini.find(name + ".latency_us"), bw = ini.find(name + ".busbw_gbps");
     if (lat == ini.end() || bw == ini.end() || ranks == ini.end())
       throw std::invalid_argument("links.ini: [" + name + "] lacks ranks, latency_us or busbw_gbps; write it with trident commbench");

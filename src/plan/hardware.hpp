@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "topo/topology.hpp"
+
 namespace trident::plan {
 
 // α-β link of one level: a transfer of S bytes takes latency_s + S / bandwidth_bytes_per_s.
@@ -19,8 +21,7 @@ struct Link {
   double bandwidth_bytes_per_s = 0;
 };
 
-enum class Level { Node = 0, Rack = 1, CrossRack = 2 };
-const char* level_name(Level level);  // "node", "rack", "cross_rack"
+using topo::Level;  // the cluster's node, rack and cross-rack levels
 
 // One measured GEMM rate: c[b] (M, N) = a[b] (M, K) · b[b] (K, N) for b < batch in `precision`
 // (fp32, bf16, fp16) at flops_per_s. A profile's [gemm] section, `PRECISION.[BATCHx]MxNxK =

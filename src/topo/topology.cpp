@@ -71,6 +71,15 @@ const char* level_name(Level level) {
   return "?";
 }
 
+const char* level_key(Level level) {
+  switch (level) {
+    case Level::Node: return "node";
+    case Level::Rack: return "rack";
+    case Level::CrossRack: return "cross_rack";
+  }
+  return "?";
+}
+
 Topology Topology::build(const std::vector<std::string>& hosts, const std::vector<int>& shared_key,
                          const TopologyOptions& options) {
   const int world = static_cast<int>(hosts.size());

@@ -14,6 +14,8 @@ namespace trident::topo {
 // several racks. Ordered, so that max() of two spans is the wider one.
 enum class Level { Node = 0, Rack = 1, CrossRack = 2 };
 const char* level_name(Level level);  // "node", "rack", "cross-rack"
+// Its name in deck keys, links.ini, plan profiles and metrics.h5: "node", "rack", "cross_rack".
+const char* level_key(Level level);
 
 struct TopologyOptions {
   int ranks_per_node = 0;          // > 0: emulate nodes of this many consecutive ranks

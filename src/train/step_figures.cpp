@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "topo/topology.hpp"
 
 namespace trident {
 namespace {
-
-const char* const kLevels[] = {"node", "rack", "cross_rack"};
 
 std::string percent(double fraction) {
   char text[32];
@@ -30,10 +29,10 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
   visit("schedule_ms", schedule_ms);
   for (int kind = 0; kind < kTrafficKinds; ++kind)
     visit(std::string("bytes_") + comm::traffic_name(static_cast<comm::Traffic>(kind)), bytes[kind]);
-  for (int level = 0; level < 3; ++level) visit(std::string("data_bytes_") + kLevels[level], data_bytes[level]);
-  for (int level = 0; level < 3; ++level) visit(std::string("tensor_bytes_") + kLevels[level], tensor_bytes[level]);
-  for (int level = 0; level < 3; ++level)
-    visit(std::string("pipeline_bytes_") + kLevels[level], pipeline_bytes[level]);
+  const auto key = [](int level) { return std::string(topo::level_key(static_cast<topo::Level>(level))); };
+  for (int level = 0; level < 3; ++level) visit("data_bytes_" + key(level), data_bytes[level]);
+  for (int level = 0; level < 3; ++level) visit("tensor_bytes_" + key(level), tensor_bytes[level]);
+  for (int level = 0; level < 3; ++level) visit("pipeline_bytes_" + key(level), pipeline_bytes[level]);
   for (int c = 0; c < kMemoryCategories; ++c)
     visit(std::string("memory/") + memory_category_name(static_cast<MemoryCategory>(c)) + "_bytes", memory[c]);
   for (int c = 0; c < kMemoryCategories; ++c)
