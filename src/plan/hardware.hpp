@@ -23,6 +23,13 @@ struct Link {
 
 using topo::Level;  // the cluster's node, rack and cross-rack levels
 
+// Where a group of ranks sits: the level it spans, and the members per node (k), nodes per rack
+// (r) and racks (q) it has (plan/step_model.hpp, group_shape).
+struct GroupShape {
+  Level span = Level::Node;
+  int per_node = 1, nodes_per_rack = 1, racks = 1;
+};
+
 // One measured GEMM rate: c[b] (M, N) = a[b] (M, K) · b[b] (K, N) for b < batch in `precision`
 // (fp32, bf16, fp16) at flops_per_s. A profile's [gemm] section, `PRECISION.[BATCHx]MxNxK =
 // TFLOP/s`; plan/gemm_model.hpp anchors its shape model at the nearest one.

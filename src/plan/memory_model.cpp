@@ -378,6 +378,12 @@ const std::vector<int>& EstimateCache::slots(const MemoryInputs& in, int stage) 
       .first->second;
 }
 
+const GroupShape& EstimateCache::widest_group(const GroupKey& key, const std::function<GroupShape()>& make) {
+  auto found = groups_.find(key);
+  if (found != groups_.end()) return found->second;
+  return groups_.emplace(key, make()).first->second;
+}
+
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage, EstimateCache* cache) {
   EstimateCache own;
   return stage_estimate(in, stage, cache ? *cache : own);

@@ -40,6 +40,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -47,6 +48,7 @@
 
 #include "model/config.hpp"
 #include "model/params.hpp"
+#include "plan/hardware.hpp"
 #include "pipeline/schedule.hpp"
 #include "tensor/buffer.hpp"
 
@@ -121,10 +123,10 @@ constexpr int64_t kBuffersPerKeptBlock = 13;
 // parameters, those a 16-bit model also holds in f32 and its gradient buckets' sizes as the
 // reducer packs them (dp::plan_buckets, or ZeRO-2's and 3's dp::plan_block_buckets; none without
 // data parallelism); each schedule's slots (by schedule, stages, micro-batches,
-// chunks and stage; pipeline::chunk_slots). A layout search estimates thousands of layouts
-// over a few dozen of each, and packing the buckets and playing the schedule were most of each
-// estimate (the step model reads the slices' parameters too: plan::estimate_step). One per model
-// and bucket size (search_layouts keeps one).
+// chunks and stage; pipeline::chunk_slots); and for the step model (plan::estimate_step) each
+// stage's widest tensor and data group. A layout search estimates thousands of layouts over a few
+// dozen of each, and packing the buckets, playing the schedule and placing every group on the
+// nodes were most of each estimate. One per model and bucket size (search_layouts keeps one).
 class EstimateCache {
  public:
   struct Slice {
@@ -135,10 +137,15 @@ class EstimateCache {
   const Slice& slice(const MemoryInputs& in, const model::Partition& part);
   // Per model chunk: the micro-batches whose activations stage `stage` holds at once.
   const std::vector<int>& slots(const MemoryInputs& in, int stage);
+  // Tensor groups or not (data), tensor size, gradient group, stage, the profile's devices per
+  // node and nodes per rack: the shape `make` returns the first time a key is asked.
+  using GroupKey = std::tuple<bool, int, int, int, int, int>;
+  const GroupShape& widest_group(const GroupKey& key, const std::function<GroupShape()>& make);
 
  private:
   std::map<std::tuple<int, int, bool, bool, int, bool>, Slice> slices_;
   std::map<std::tuple<pipeline::Schedule, int, int, int, int>, std::vector<int>> slots_;
+  std::map<GroupKey, GroupShape> groups_;
 };
 
 // One rank of pipeline stage `stage` (the largest over its tensor and data ranks). `cache`: one

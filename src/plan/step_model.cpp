@@ -267,18 +267,26 @@ double fill_share(const Workload& w, const Layout& l) {
   return (f + b - weights) / (f + b + weights);
 }
 
-// The parameters of each stage's slice of the model and of one block (a tensor rank's), counted
-// once per estimate.
-struct ParameterCounts {
-  std::vector<int64_t> stage;
+// What the estimate reads of each stage more than once, from the search's cache: the parameters
+// of each stage's slice of the model and of one block (a tensor rank's), and each stage's widest
+// tensor and data group (placing every group of a large layout on the nodes was half the search).
+struct StageFacts {
+  std::vector<int64_t> parameters;
   int64_t block = 0;
+  std::vector<GroupShape> tensor_group, data_group;  // each stage's widest
 };
-ParameterCounts parameter_counts(const Workload& w, const Layout& l, const MemoryInputs& in, EstimateCache& cache) {
-  ParameterCounts counts;
-  for (int stage = 0; stage < l.pipeline; ++stage)
-    counts.stage.push_back(cache.slice(in, model::stage_partition(in.stage_layers, stage, 0, l.tensor)).parameters);
-  counts.block = model::block_parameters(w.config, l.tensor);
-  return counts;
+StageFacts stage_facts(const Workload& w, const Layout& l, const Hardware& hw, const MemoryInputs& in, EstimateCache& cache) {
+  StageFacts facts;
+  for (int stage = 0; stage < l.pipeline; ++stage) {
+    facts.parameters.push_back(cache.slice(in, model::stage_partition(in.stage_layers, stage, 0, l.tensor)).parameters);
+    for (const bool tensor : {true, false}) {
+      const EstimateCache::GroupKey key{tensor, l.tensor, l.gradient_group(), stage, hw.devices_per_node, hw.nodes_per_rack};
+      const GroupShape& g = cache.widest_group(key, [&] { return widest_group(l, stage, tensor, hw); });
+      (tensor ? facts.tensor_group : facts.data_group).push_back(g);
+    }
+  }
+  facts.block = model::block_parameters(w.config, l.tensor);
+  return facts;
 }
 
 // Bytes of a parameter as the model stores it (what a ZeRO all-gather moves): 16-bit in bf16/fp16.
@@ -300,8 +308,8 @@ double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 // Gathers move the parameters' storage type, reduce-scatters the gradients' wire type; each is
 // half a ring all-reduce of its bytes. `level_bytes` accumulates the micro-batch's bytes sent.
 double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
-                       const ParameterCounts& counts, const StageTime& t, std::array<double, 3>* level_bytes) {
-  const GroupShape group = widest_group(l, stage, false, hw);
+                       const StageFacts& facts, const StageTime& t, std::array<double, 3>* level_bytes) {
+  const GroupShape& group = facts.data_group[stage];
   const double stored = stored_bytes(l);
   const auto gather = [&](double n) { return all_reduce_seconds(n * stored, group, hw, l.hierarchical) / 2; };
   const auto scatter = [&](double n) { return all_reduce_seconds(n * l.gradient_bytes, group, hw, l.hierarchical) / 2; };
@@ -311,7 +319,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   };
   const double work = t.compute_s + t.elementwise_s + t.tensor_s;
   const double forward = work / (3 + recomputed_forward_share(w, l)), backward = work - forward;  // of the stage's blocks
-  const double n = double(counts.stage[stage]), block = double(counts.block);
+  const double n = double(facts.parameters[stage]), block = double(facts.block);
   double exposed = 0, hidden = 0;
   if (l.zero == 2 || !w.fsdp_prefetch) {
     // Each block's reduce-scatter (a bucket per block) after its backward, beside the next
@@ -340,7 +348,7 @@ double sharded_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
 
 // One micro-batch's forward and backward on `stage`, by part.
 StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int stage, int layers,
-                     const GemmSeconds& gemm, const ParameterCounts& counts, StepEstimate& e) {
+                     const GemmSeconds& gemm, const StageFacts& facts, StepEstimate& e) {
   // A micro-batch's tokens on this rank: its sequences' (its chunks' with context parallelism).
   const double tokens = double(l.micro_batch) * w.seq_len / l.context, C = w.config.channels, T = w.seq_len;
   const double heads_local = double(w.config.heads) / l.tensor;
@@ -381,7 +389,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   const double activation = tokens * C * w.activation_message_bytes;  // (b, T, C), one message
   double one_all_reduce = 0;  // in all-reduces of (b, T, C): a ring's all-gather or reduce-scatter is half of one
   if (l.tensor > 1) {
-    one_all_reduce = all_reduce_seconds(activation, widest_group(l, stage, true, hw), hw, l.hierarchical, &e.tensor_bytes);
+    one_all_reduce = all_reduce_seconds(activation, facts.tensor_group[stage], hw, l.hierarchical, &e.tensor_bytes);
     t.tensor_s = tensor_all_reduces(w, l, layers, first, last) * one_all_reduce;
   }
   // tp_comm_overlap: each collective a ring of t steps beside its GEMM's blocks; the first
@@ -398,12 +406,12 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
   double message = activation * rows_share;  // what crosses a stage boundary, from each tensor rank
   double gather_s = 0;                        // per message received: the scatter/gather's all-gather
   if (w.pipeline_scatter_gather && l.tensor > 1 && !l.splits_rows()) {
-    gather_s = all_reduce_seconds(message, widest_group(l, stage, true, hw), hw, l.hierarchical) / 2;
+    gather_s = all_reduce_seconds(message, facts.tensor_group[stage], hw, l.hierarchical) / 2;
     message /= l.tensor;
   }
   if (l.context > 1) t.context_s = layers * context_seconds(w, l, hw, stage, tokens);
   if (l.zero >= 2 && l.gradient_group() > 1)
-    t.sharded_s = sharded_seconds(w, l, hw, stage, layers, counts, t, nullptr);
+    t.sharded_s = sharded_seconds(w, l, hw, stage, layers, facts, t, nullptr);
   const int here = rank_of(l, 0, 0, stage), step = l.tensor * l.gradient_group();
   if (l.virtual_stages > 1) {  // each chunk's activation on and gradient back; the ring closes at the ends
     const int next = rank_of(l, 0, 0, (stage + 1) % l.pipeline), previous = rank_of(l, 0, 0, (stage + l.pipeline - 1) % l.pipeline);
@@ -424,7 +432,7 @@ StageTime stage_time(const Workload& w, const Layout& l, const Hardware& hw, int
 // under ZeRO-1), buckets go out while backward runs, so at most the last micro-batch's
 // backward hides it, and the last bucket never hides.
 void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const std::vector<int>& layers,
-                   const ParameterCounts& counts, StepEstimate& e) {
+                   const StageFacts& facts, StepEstimate& e) {
   if (l.gradient_group() == 1) return;
   for (int stage = 0; stage < l.pipeline; ++stage) {
     // After the step: without ZeRO one all-reduce of the gradients as they travel
@@ -433,8 +441,8 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     // the all-gather and the reduce-scatter of the tensors outside the blocks (it reduced the
     // blocks within each micro-batch, sharded_seconds); ZeRO-3
     // nothing (each block is gathered when it is used).
-    const double n = double(counts.stage[stage]), bytes = n * l.gradient_bytes;
-    const GroupShape group = widest_group(l, stage, false, hw);
+    const double n = double(facts.parameters[stage]), bytes = n * l.gradient_bytes;
+    const GroupShape& group = facts.data_group[stage];
     std::array<double, 3> reduced{}, gathered{}, sent{};
     const double reduce = all_reduce_seconds(bytes, group, hw, l.hierarchical, &reduced);
     const double gather = all_reduce_seconds(n * stored_bytes(l), group, hw, l.hierarchical, &gathered);
@@ -442,7 +450,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
     // ZeRO-2 (and Trident's ZeRO-3): the tensors outside the blocks reduce-scattered once, after
     // the step's backward; Trident's ZeRO-3 gathers them once after the update.
     std::array<double, 3> rest_reduced{}, rest_gathered{};
-    const double rest = n - double(counts.block) * layers[stage];
+    const double rest = n - double(facts.block) * layers[stage];
     const bool rest_once = l.zero == 2 || (l.zero == 3 && !w.fsdp_prefetch);
     const double rest_reduce =
         rest_once ? all_reduce_seconds(rest * l.gradient_bytes, group, hw, l.hierarchical, &rest_reduced) / 2 : 0;
@@ -455,7 +463,7 @@ void data_parallel(const Workload& w, const Layout& l, const Hardware& hw, const
                     rest_gathered[level] / 2;
     if (stage == 0 && l.zero >= 2) {  // and each micro-batch's gathers and reduce-scatters
       std::array<double, 3> sharded{};
-      sharded_seconds(w, l, hw, 0, layers[0], counts, e.stages[0], &sharded);
+      sharded_seconds(w, l, hw, 0, layers[0], facts, e.stages[0], &sharded);
       for (int level = 0; level < 3; ++level) sent[level] += e.micro_batches * sharded[level];
     }
     if (stage == 0) e.data_bytes = sent;
@@ -686,13 +694,13 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   EstimateCache own;
   EstimateCache& kept = cache ? *cache : own;
   e.memory = estimate_busiest(in, &e.memory_total, &kept);
-  const ParameterCounts counts = parameter_counts(w, l, in, kept);
+  const StageFacts facts = stage_facts(w, l, hw, in, kept);
   check_memory(l, hw, e);
   e.micro_batches = in.micro_batches;
   const GemmSeconds gemm = micro_batch_gemm_seconds(w, l, hw);
   double slowest = 0, sum = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], gemm, counts, e));
+    e.stages.push_back(stage_time(w, l, hw, stage, in.stage_layers[stage], gemm, facts, e));
     slowest = std::max(slowest, e.stages.back().total());
     sum += e.stages.back().total();
   }
@@ -704,7 +712,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   // Interleaved, v chunks per stage: the fill and drain pass a chunk, a v-th of a stage's time.
   e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l) / l.virtual_stages;
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
-  data_parallel(w, l, hw, in.stage_layers, counts, e);
+  data_parallel(w, l, hw, in.stage_layers, facts, e);
   if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage
     const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kEmbeddingGradientBytes;
     const int a = rank_of(l, 0, 0, 0), b = rank_of(l, 0, 0, l.pipeline - 1);
@@ -712,7 +720,7 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   }
   double local = 0;
   for (int stage = 0; stage < l.pipeline; ++stage) {
-    const double n = double(counts.stage[stage]);
+    const double n = double(facts.parameters[stage]);
     local = std::max(local, in.zero ? std::ceil(n / l.gradient_group()) : n);
   }
   e.optimizer_s = local * kOptimizerBytesPerParameter / hw.memory_bandwidth;

@@ -199,12 +199,8 @@ std::string layout_problem(const Workload& w, const Layout& l);
 // `cache`: one kept across the estimates of the workload (a search's); none: one for this estimate.
 StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& hw, EstimateCache* cache = nullptr);
 
-// The level a group of world ranks spans under the tp-dp-pp rank order and the profile's nodes
-// and racks, and the members per node (k), nodes per rack (r) and racks (q) it has.
-struct GroupShape {
-  Level span = Level::Node;
-  int per_node = 1, nodes_per_rack = 1, racks = 1;
-};
+// The shape of a group of world ranks under the tp-dp-pp rank order and the profile's nodes and
+// racks.
 GroupShape group_shape(const std::vector<int>& ranks, const Hardware& hw);
 
 // Seconds of one all-reduce of `bytes` over a group of that shape: hierarchical (reduce-scatter

@@ -580,6 +580,34 @@ BOOST_AUTO_TEST_CASE(the_search_cache_changes_no_estimate) {
       BOOST_TEST(estimate_step(w, l, a100(), &shared).memory.bytes == estimate_step(w, l, a100()).memory.bytes);
 }
 
+// Each stage places its own groups, each profile its own: tensor 6 on nodes of 8 in two stages —
+// stage 0's group (ranks 0–5) on one node, stage 1's (6–11) across two — and one cache shared
+// by profiles of other node and rack sizes serves each the shapes a fresh one finds.
+BOOST_AUTO_TEST_CASE(each_stage_and_profile_places_its_own_groups) {
+  Workload w;
+  w.config = {1024, 256, 256, 4, 12, 768};
+  w.seq_len = 1024;
+  w.global_batch = 4;
+  Layout l;
+  l.tensor = 6, l.pipeline = 2, l.data = 1, l.micro_batch = 1;
+  l.hierarchical = false;  // a flat ring: all of a group's bytes at the level it spans
+  BOOST_REQUIRE(layout_problem(w, l).empty());
+  Hardware eight = round_hardware(), four = round_hardware(), racks = round_hardware();
+  eight.devices_per_node = 8, racks.devices_per_node = 8, racks.nodes_per_rack = 1;
+  const StepEstimate e = estimate_step(w, l, eight);
+  // Stage 0's bytes at the node's level, stage 1's at the rack's.
+  BOOST_TEST(e.tensor_bytes[int(Level::Node)] > 0);
+  BOOST_TEST(e.tensor_bytes[int(Level::Rack)] > 0);
+  BOOST_TEST(e.tensor_bytes[int(Level::CrossRack)] == 0);
+  EstimateCache shared;
+  for (const Hardware& hw : {eight, four, racks, eight}) {
+    const StepEstimate alone = estimate_step(w, l, hw), kept = estimate_step(w, l, hw, &shared);
+    BOOST_TEST(kept.tensor_bytes == alone.tensor_bytes);
+    BOOST_TEST(kept.step_s == alone.step_s);
+  }
+  BOOST_TEST(estimate_step(w, l, racks).tensor_bytes[int(Level::CrossRack)] > 0);
+}
+
 // The seed's §1: a tensor group that grows past a node onto a slow link makes 8 devices slower
 // than 4 — the curve marks it.
 BOOST_AUTO_TEST_CASE(curve_marks_negative_scaling) {
