@@ -353,35 +353,44 @@ int64_t MemoryEstimate::total() const {
 
 int64_t block_activation_bytes(const MemoryInputs& in) { return layer_bytes(in, true, false); }
 
+namespace {
+
+// map[key], made by make() the first time the key is asked.
+template <class Map, class Make>
+const typename Map::mapped_type& remembered(Map& map, const typename Map::key_type& key, Make make) {
+  auto found = map.find(key);
+  if (found == map.end()) found = map.emplace(key, make()).first;
+  return found->second;
+}
+
+}  // namespace
+
 const EstimateCache::Slice& EstimateCache::slice(const MemoryInputs& in, const model::Partition& part) {
   const int packing = in.data == 1 ? 0 : block_buckets(in) ? 2 : 1;
   const auto key = std::make_tuple(in.tensor, part.num_layers, part.first_stage, part.last_stage, packing, low(in));
-  auto found = slices_.find(key);
-  if (found != slices_.end()) return found->second;
-  Slice s;
-  s.parameters = model::num_parameters(in.config, part);
-  s.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
-  if (packing > 0)
-    for (const dp::Bucket& b : stage_buckets(in, part)) s.buckets.push_back(b.elements);
-  if (packing == 2) {
-    s.outside = model::outside_block_count(in.config, part);
-    s.one_block = model::one_block_count(in.config, part);
-  }
-  return slices_.emplace(key, std::move(s)).first->second;
+  return remembered(slices_, key, [&] {
+    Slice s;
+    s.parameters = model::num_parameters(in.config, part);
+    s.f32_reads = low(in) ? model::f32_read_count(in.config, part) : 0;
+    if (packing > 0)
+      for (const dp::Bucket& b : stage_buckets(in, part)) s.buckets.push_back(b.elements);
+    if (packing == 2) {
+      s.outside = model::outside_block_count(in.config, part);
+      s.one_block = model::one_block_count(in.config, part);
+    }
+    return s;
+  });
 }
 
 const std::vector<int>& EstimateCache::slots(const MemoryInputs& in, int stage) {
   const auto key = std::make_tuple(in.schedule, in.pipeline, in.micro_batches, in.virtual_stages, stage);
-  auto found = slots_.find(key);
-  if (found != slots_.end()) return found->second;
-  return slots_.emplace(key, pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages))
-      .first->second;
+  return remembered(slots_, key, [&] {
+    return pipeline::chunk_slots(in.schedule, stage, in.pipeline, in.micro_batches, in.virtual_stages);
+  });
 }
 
 const GroupShape& EstimateCache::widest_group(const GroupKey& key, const std::function<GroupShape()>& make) {
-  auto found = groups_.find(key);
-  if (found != groups_.end()) return found->second;
-  return groups_.emplace(key, make()).first->second;
+  return remembered(groups_, key, make);
 }
 
 MemoryEstimate estimate_stage(const MemoryInputs& in, int stage, EstimateCache* cache) {
