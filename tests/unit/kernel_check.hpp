@@ -74,6 +74,7 @@ inline void check_gradient(std::vector<float>& x, const std::vector<float>& anal
                            float h = 1e-2f, double rtol = 2e-2, double atol = 1e-3,
                            size_t samples = 64) {
   BOOST_REQUIRE_EQUAL(x.size(), analytic.size());
+  BOOST_REQUIRE_MESSAGE(!x.empty(), what << ": no values to check");
   const size_t stride = std::max<size_t>(1, x.size() / samples);
   double worst = 0.0;
   size_t worst_at = 0;

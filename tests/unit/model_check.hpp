@@ -56,6 +56,7 @@ inline std::vector<float> check_model_gradients(const model::GptConfig& config, 
   int64_t offset = 0;
   for (const auto& spec : model::param_specs(config)) {
     const int64_t n = spec.count();
+    if (n == 0) continue;  // a slot the architecture leaves empty (Llama's biases, a tied head)
     std::vector<float> x(params.begin() + offset, params.begin() + offset + n);
     std::vector<float> g(analytic.begin() + offset, analytic.begin() + offset + n);
     auto tensor_loss = [&] {
