@@ -48,7 +48,6 @@ BOOST_AUTO_TEST_CASE(key_value_heads_replicated_over_more_ranks) {
   BOOST_TEST(model::kv_replicas(c, 2) == 1);  // two ranks: a head each, no copies
 }
 
-// The architectures as rows of the parts table (model/block_parts.hpp).
 // One block's parameters (what the planner's ZeRO-3 and FSDP terms gather) are what a block adds
 // to a stage, for GPT-2 and Llama, key/value heads split and replicated over the tensor ranks.
 BOOST_AUTO_TEST_CASE(a_block_count_is_what_a_block_adds_to_a_stage) {
@@ -63,6 +62,7 @@ BOOST_AUTO_TEST_CASE(a_block_count_is_what_a_block_adds_to_a_stage) {
     }
 }
 
+// The architectures as rows of the parts table (model/block_parts.hpp).
 BOOST_AUTO_TEST_CASE(architectures_are_rows_of_parts) {
   const model::BlockParts llama_parts = model::block_parts(llama(2, false));
   BOOST_TEST((llama_parts.norm == model::NormPart::rms));
