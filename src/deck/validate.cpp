@@ -126,13 +126,17 @@ void check_batch(const Deck& deck) {
   const int64_t pp = deck.get_int("parallel.pipeline");
   const int64_t micro_batches = global / (micro * dp);
   const std::string schedule = deck.get_string("parallel.schedule");
-  if (schedule != "gpipe" && micro_batches < pp)
-    fatal_all(deck.file_name() + ": the " + (schedule == "1f1b" ? "1F1B" : "ZB-H1") + " schedule needs at least as many micro-batches per "
-              "step as pipeline stages, but global_batch / (micro_batch x data) = " +
-              std::to_string(micro_batches) + " < " + std::to_string(pp) + " (" +
-              deck.cite("train.global_batch") + ", " + deck.cite("parallel.pipeline") +
-              "); raise train.global_batch to at least " + std::to_string(pp * micro * dp) +
-              " or use parallel.schedule = gpipe");
+  if (schedule == "gpipe" || micro_batches >= pp) return;
+  // GPipe takes no virtual stages (check_virtual_stages): the interleaved schedule's way out is both keys.
+  const bool interleaved = deck.get_int("parallel.virtual_stages") > 1;
+  const std::string name = interleaved ? "interleaved 1F1B" : schedule == "1f1b" ? "1F1B" : "ZB-H1";
+  fatal_all(deck.file_name() + ": the " + name + " schedule needs at least as many micro-batches per "
+            "step as pipeline stages, but global_batch / (micro_batch x data) = " +
+            std::to_string(micro_batches) + " < " + std::to_string(pp) + " (" +
+            deck.cite("train.global_batch") + ", " + deck.cite("parallel.pipeline") +
+            (interleaved ? ", " + deck.cite("parallel.virtual_stages") : std::string()) +
+            "); raise train.global_batch to at least " + std::to_string(pp * micro * dp) + " or use " +
+            (interleaved ? "parallel.virtual_stages = 1 and " : "") + "parallel.schedule = gpipe");
 }
 
 // parallel.virtual_stages > 1: Megatron-LM's interleaved 1F1B, with its constraints: a block or

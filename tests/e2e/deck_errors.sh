@@ -105,6 +105,9 @@ expect_user_error reported_once_by_rank_0 "unknown option '--model.layrs=2'" \
 # Layout errors of the hybrid-parallel training.
 expect_user_error one_f_one_b_needs_micro_batches "the 1F1B schedule needs at least as many micro-batches per step as pipeline stages|parallel.schedule = gpipe" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2
+# Interleaved: GPipe takes no virtual stages, so the way out names both keys.
+expect_user_error interleaved_needs_micro_batches "the interleaved 1F1B schedule needs at least as many micro-batches|parallel.virtual_stages = 2 (command line)|use parallel.virtual_stages = 1 and parallel.schedule = gpipe" \
+  mpirun -np 2 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=2 --parallel.virtual_stages=2 --train.global_batch=1
 expect_user_error zb_h1_needs_micro_batches "the ZB-H1 schedule needs at least as many micro-batches per step as pipeline stages" \
   mpirun -np 4 "$TRIDENT" train "$D/ok.deck" --parallel.pipeline=4 --train.global_batch=2 --parallel.schedule=zb-h1
 expect_user_error zb_h1_not_with_block_recompute "parallel.schedule = zb-h1 keeps each block's GEMM inputs|memory.recompute = full" \
