@@ -4,6 +4,7 @@
 // mpirun; rank 0 prints.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -299,11 +300,18 @@ void add_shape_rates(GemmPass& pass, double pass_seconds, const std::string& pre
 // the bandwidth at which the step model's element-wise and optimizer bytes take the time that a
 // step of 2 micro-batches spends outside its GEMMs. Median of alternating turns.
 Rates probe_rates(const cli::CommandLine& line, const std::string& text, const plan::Workload& w) {
-  std::vector<deck::Override> one_rank = line.overrides;
   const int64_t B = read_settings(deck::Deck::parse(line.deck_path, text, line.overrides)).train.micro_batch;
-  one_rank.insert(one_rank.end(), {{"parallel.tensor", "1"}, {"parallel.pipeline", "1"}, {"parallel.data", "1"},
-                                   {"parallel.stage_layers", ""}, {"train.global_batch", std::to_string(2 * B)},
-                                   {"memory.recompute", "none"}, {"optim.precision", "fp32"}, {"optim.zero", "0"}});
+  // The deck's model on one rank: its micro-batch, every other layout key at its one-rank value,
+  // replacing any the command line gave (a key given twice is a deck error).
+  plan::Layout one_rank_layout;
+  one_rank_layout.micro_batch = static_cast<int>(B);
+  std::vector<deck::Override> probe = layout_overrides(one_rank_layout);
+  probe.insert(probe.end(), {{"train.global_batch", std::to_string(2 * B)}, {"optim.precision", "fp32"}});
+  std::vector<deck::Override> one_rank;
+  for (const deck::Override& o : line.overrides)
+    if (std::none_of(probe.begin(), probe.end(), [&](const deck::Override& p) { return p.first == o.first; }))
+      one_rank.push_back(o);
+  one_rank.insert(one_rank.end(), probe.begin(), probe.end());
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
   const kernels::Context here;  // this host's CPU, as it is: no job chose another path
   GemmPass gemm(here, w.config, static_cast<int>(B), w.seq_len);
@@ -341,7 +349,8 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   const std::string links_path = flags.links.empty() ? settings.train.run_dir + "/links.ini" : flags.links;
   const std::string links = read_text(links_path, "links.ini", "run trident commbench with this deck first (it writes "
                                       "RUN_DIR/links.ini), or give --links=FILE");
-  const int ranks = settings.parallel.tensor * settings.parallel.pipeline * settings.parallel.data;
+  const ParallelSettings& layout = settings.parallel;
+  const int ranks = layout.tensor * layout.context * layout.pipeline * layout.data;
   const int per_node = settings.topology.ranks_per_node > 0 ? settings.topology.ranks_per_node : ranks;
   plan::Hardware hw;
   hw.name = "this-host";
@@ -385,9 +394,12 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(ranks) + " ranks, " +
                                                         probe + " on " + deck.file_name() + "'s shapes\n", sources);
   if (world.rank() == 0) {
-    std::ofstream file(out);
-    file << profile;
-    if (!file) fatal_all("--calibrate=" + out + ": cannot write the profile; give a writable path");
+    // The default's folder is made where a run directory is (profile_path reads it there first).
+    std::error_code ec;
+    const std::filesystem::path folder = std::filesystem::path(out).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    const std::string problem = ec ? folder.string() + ": " + ec.message() : write_atomically(out, {{profile.data(), profile.size()}});
+    if (!problem.empty()) fatal_all("--calibrate=" + out + ": cannot write the profile (" + problem + "); give a writable path");
   }
   print0("wrote " + out + ":\n" + profile);
   return kExitOk;

@@ -27,7 +27,8 @@ void check_world(const Deck& deck, int world_size) {
             std::to_string(product) + ", but the job has " + std::to_string(world_size) +
             (world_size == 1 ? " rank" : " ranks") + " (" + deck.cite("parallel.tensor") + ", " +
             (context ? deck.cite("parallel.context") + ", " : "") + deck.cite("parallel.pipeline") + ", " +
-            deck.cite("parallel.data") + "); " + hint + ", or launch " + std::to_string(product) + " ranks");
+            deck.cite("parallel.data") + "); " + hint + ", or launch " + std::to_string(product) +
+            (product == 1 ? " rank" : " ranks"));
 }
 
 void check_model(const Deck& deck) {

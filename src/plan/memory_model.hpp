@@ -78,7 +78,7 @@ struct MemoryInputs {
   // next prefetched), two gradient buckets in flight. Trident's (dp/parameter_shards.hpp) keeps
   // the tensors outside the blocks whole, their gradients too, and two slots of each.
   bool fsdp = false;
-  int zero = 0;  // ZeRO stage (plan::Layout::zero): 1 is what trident train runs; 2 and 3 modelled
+  int zero = 0;  // ZeRO stage (plan::Layout::zero): 0 to 3, as trident train runs them
   double bucket_mb = 25;
   int64_t grad_bytes = 4;  // comm.grad_dtype's element: the packing buffer's
   bool async_checkpoint = false;

@@ -122,12 +122,12 @@ void model_implementation(Workload& w, Implementation who);
 struct Layout {
   int tensor = 1, pipeline = 1, data = 1;
   int micro_batch = 1;
-  // ZeRO stage: 0 none; 1 the distributed optimizer (Trident's optim.zero = 1: master weights and
-  // moments sharded over the gradient group); 2 and 3 modelled as others run them, not run by
-  // trident train (issue 33): 2 also shards the gradients, reduce-scattered bucket by bucket
-  // during every micro-batch's backward (DeepSpeed's ZeRO-2); 3 also the parameters, each
-  // block's gathered before its forward and again before its backward, the next block's
-  // prefetched behind the current one's work, its gradients reduce-scattered after (FSDP).
+  // ZeRO stage (optim.zero; trident train runs each): 0 none; 1 the distributed optimizer (master
+  // weights and moments sharded over the gradient group); 2 also shards the gradients, each
+  // block's reduce-scattered after every micro-batch's backward of it (ZeRO-2);
+  // 3 also the parameters, each block's gathered before its forward and again before its
+  // backward, its gradients reduce-scattered after (dp/parameter_shards.hpp; with
+  // Workload::fsdp_prefetch the next block's gathered behind the current one's work, as FSDP).
   int zero = 0;
   std::string recompute = "none";  // none, selective, every_k, full
   int recompute_interval = 1;

@@ -32,6 +32,19 @@ if [[ -f emulated/links.ini ]] && [[ $(grep -c '^\[\(node\|rack\|cross_rack\)\]'
   pass commbench_writes_links
 else fail commbench_writes_links "$(cat emulated/links.ini 2>&1 | head -12)"; fi
 
+# The calibrated profile from that file, run where no inputs/ folder is (a job's directory): the
+# layout given on the command line (the probe's own one-rank keys replace it, not a second
+# value), inputs/hardware/this-host.ini made under the working directory, which the deck's
+# default parallel.hardware = this-host then reads.
+EMULATED=(--parallel.tensor=1 --parallel.pipeline=1 --parallel.data=4 --topology.ranks_per_node=2
+          --topology.nodes_per_rack=1 --train.run_dir=emulated)
+if "$TRIDENT" plan "$DECK" --calibrate "${EMULATED[@]}" > calibrate.out 2>&1 &&
+   grep -q '^# this host, 4 ranks' inputs/hardware/this-host.ini &&
+   "$TRIDENT" plan "$DECK" "${EMULATED[@]}" > this-host.out 2>&1 &&
+   grep -q 'hardware this-host (inputs/hardware/this-host.ini)' this-host.out; then
+  pass calibrated_profile_written_and_read_in_a_job_directory
+else fail calibrated_profile_written_and_read_in_a_job_directory "$(tail -2 calibrate.out) $(tail -2 this-host.out 2>&1)"; fi
+
 # 3 ranks (odd, uneven segments), one node: also the shared-memory rows (all-reduce,
 # reduce-scatter, all-gather), 6 sizes × 9 rows.
 if commbench odd 3 --topology.ranks_per_node=3 --train.global_batch=6 --train.micro_batch=2 &&
