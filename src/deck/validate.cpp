@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace trident::deck {
 namespace {
@@ -24,11 +25,10 @@ void check_world(const Deck& deck, int world_size) {
   fatal_all(deck.file_name() + ": parallel.tensor x " + (context ? "parallel.context x " : "") +
             "parallel.pipeline x parallel.data = " + std::to_string(tp) + " x " +
             (context ? std::to_string(cp) + " x " : "") + std::to_string(pp) + " x " + std::to_string(dp) + " = " +
-            std::to_string(product) + ", but the job has " + std::to_string(world_size) +
-            (world_size == 1 ? " rank" : " ranks") + " (" + deck.cite("parallel.tensor") + ", " +
+            std::to_string(product) + ", but the job has " + count_of(world_size, "rank") + " (" +
+            deck.cite("parallel.tensor") + ", " +
             (context ? deck.cite("parallel.context") + ", " : "") + deck.cite("parallel.pipeline") + ", " +
-            deck.cite("parallel.data") + "); " + hint + ", or launch " + std::to_string(product) +
-            (product == 1 ? " rank" : " ranks"));
+            deck.cite("parallel.data") + "); " + hint + ", or launch " + count_of(product, "rank"));
 }
 
 void check_model(const Deck& deck) {

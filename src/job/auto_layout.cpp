@@ -40,7 +40,7 @@ std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSe
   const std::vector<plan::Candidate> ranked = plan::search_layouts(w, layout_from(settings, hw), ranks, hw);
   const plan::Candidate* best = plan::best_feasible(ranked);
   if (best == nullptr)
-    fatal_all(deck.cite("parallel.layout") + ", but no layout of " + std::to_string(ranks) + " ranks fits " + hw.name +
+    fatal_all(deck.cite("parallel.layout") + ", but no layout of " + count_of(ranks, "rank") + " fits " + hw.name +
               "'s memory" + (ranked.empty() ? " (none is runnable: see trident plan)"
                                             : "; the least memory needs " +
                                                   std::to_string(ranked.front().estimate.memory_total / 1e9) +
@@ -49,7 +49,7 @@ std::vector<deck::Override> choose_layout(comm::Communicator& world, const RunSe
   int feasible = 0;
   for (const plan::Candidate& c : ranked) feasible += c.estimate.feasible ? 1 : 0;
   print0("parallel.layout = auto: " + describe(*best) + " — predicted the best of " + std::to_string(feasible) +
-         " feasible layouts of " + std::to_string(ranks) + " ranks on " + hw.name + " (" + profile_path(profile) + ")");
+         " feasible layouts of " + count_of(ranks, "rank") + " on " + hw.name + " (" + profile_path(profile) + ")");
   if (feasible > 1) print0("  the runner-up: " + describe(ranked[1]));
   return layout_overrides(best->layout);
 }

@@ -205,7 +205,7 @@ std::unique_ptr<comm::JobGroups> make_job_groups(comm::Communicator& world, cons
 std::string job_summary(const Job& job) {
   const auto& g = job.grid;
   const auto& t = job.topology;
-  std::string text = std::to_string(g.world_size()) + (g.world_size() == 1 ? " rank" : " ranks") +
+  std::string text = count_of(g.world_size(), "rank") +
                      " = tensor " + std::to_string(g.tp_size()) +
                      (g.cp_size() > 1 ? " x context " + std::to_string(g.cp_size()) : std::string()) +
                      " x pipeline " + std::to_string(g.pp_size()) + " x data " + std::to_string(g.replicas()) +

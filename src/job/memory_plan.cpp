@@ -96,7 +96,7 @@ double host_memory_bytes() {
 std::string shortfall(double needed, const ModelMemory& memory) {
   if (memory.bytes <= 0 || needed <= memory.bytes) return "";
   const size_t ranks = memory.ranks.size();
-  return "the " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + " on " + memory.name + " need " +
+  return "the " + count_of(ranks, "rank") + " on " + memory.name + " need " +
          bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory.bytes) + " more than its " +
          bytes_text(memory.bytes) + (memory.device ? " of device memory" : " of memory");
 }
