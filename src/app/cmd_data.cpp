@@ -32,7 +32,8 @@ namespace {
 std::unique_ptr<model::Transformer> whole_transformer(comm::Communicator& world, const Job& job, kernels::Context& ctx,
                                        const std::string& checkpoint, const std::string& command) {
   const WholeModel m = whole_model(world, job, checkpoint, command);
-  auto gpt = std::make_unique<model::Transformer>(m.config, ctx);
+  // In optim.precision, as training evaluates: a checkpoint's loss is the one its run logged.
+  auto gpt = std::make_unique<model::Transformer>(m.config, ctx, model::TensorGroup{}, job.settings.precision.precision);
   gpt->upload_params(m.params.data());
   return gpt;
 }
@@ -55,7 +56,8 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   if (line.help) {
     print0("usage: trident eval DECK [--checkpoint=FILE] [--section.key=value ...]\n"
            "Prints the validation loss of the deck's model (model.init, or random from train.seed) or of a\n"
-           "checkpoint of any layout over data.val, as defined in docs/MODEL.md; last line: val_loss <value>.\n\n" +
+           "checkpoint of any layout over data.val, as defined in docs/MODEL.md, computed in optim.precision as\n"
+           "training computes it; last line: val_loss <value>.\n\n" +
            cli::command_help("eval"));
     return kExitOk;
   }

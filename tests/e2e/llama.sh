@@ -129,6 +129,16 @@ run tied_serial 1 --model.tie_embeddings=true
 run tied_p2 2 --model.tie_embeddings=true --parallel.pipeline=2
 same_losses tied_p2_against_tied_serial tied_serial tied_p2 1e-5
 run bf16 1 --optim.precision=bf16
+# trident eval computes in optim.precision as training does: the bf16 run's step-12 checkpoint
+# evaluates to the validation loss the run logged at step 12 (in f32 it would be ~1e-4 away).
+"$TRIDENT" eval a.deck --checkpoint=bf16/checkpoints/step-00000012.full.h5 --optim.precision=bf16 > eval_bf16.out 2>&1
+check eval_in_the_runs_precision /usr/bin/python3 - bf16/metrics.h5 eval_bf16.out <<'PY'
+import sys, h5py
+logged = h5py.File(sys.argv[1], "r")["val_loss"][-1]
+printed = float(open(sys.argv[2]).read().split()[-1])
+print(f"logged {logged:.6g}, trident eval {printed:.6g}")
+sys.exit(0 if f"{logged:.6g}" == f"{printed:.6g}" else 1)
+PY
 run bf16_materialized 1 --optim.precision=bf16 --model.attention=materialized
 same_losses bf16_materialized_follows_flash bf16 bf16_materialized 2e-2
 run fp16 1 --optim.precision=fp16
