@@ -1,4 +1,4 @@
-// The tied-embedding sum (GPT-2, a tied llama), the global gradient norm and the bad-step agreement of a step.
+// The global gradient norm and the bad-step agreement of a step.
 #include "dp/finalize_gradients.hpp"
 
 #include <algorithm>
@@ -8,12 +8,6 @@
 #include "model/params.hpp"
 
 namespace trident::dp {
-
-void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding) {
-  if (!embedding) return;
-  const size_t count = static_cast<size_t>(model::param_specs(model.config(), model.partition())[0].count());
-  embedding->all_reduce(model.gradient_views().wte, count, DType::f32, comm::Op::Sum, model.stream()).wait();
-}
 
 void sum_gradient_squares(model::Transformer& model, const model::FlatRanges& owned, const float* owned_gradients,
                           const Tensor& squares, comm::Communicator& data, comm::Communicator& tensor,

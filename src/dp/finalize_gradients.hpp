@@ -1,9 +1,10 @@
 // The step's gradients made final after backward, across every parallel dimension — the part of
 // a step that belongs to the data-parallel layer, as Megatron-Core's finalize_model_grads:
 //   tied embedding  with pipeline stages, the first stage's wte (the embedding) and the last
-//                   stage's (the classifier) are one parameter: their gradients are summed
-//                   over the embedding group (the two stages' ranks of a tensor slice and
-//                   replica), so both copies take the same update.
+//                   stage's (the classifier) are one parameter: their gradients, each reduced
+//                   over its stage's data group, are summed over the embedding group (the two
+//                   stages' ranks of a tensor slice and replica), so both copies take the same
+//                   update (dp::GradientReducer::sum_tied).
 //   global norm     ‖g‖ = √(Σ over every parameter of g²)/S (S: fp16's loss scale, 1 otherwise):
 //                   each rank sums the squares of what it holds — its ZeRO ranges, its tensor
 //                   slice of the split tensors, its stage's tensors, the tied wte once (on the
@@ -25,10 +26,6 @@
 #include "model/transformer.hpp"
 
 namespace trident::dp {
-
-// Pipeline only (`embedding` null: nothing to do): wte's gradient summed over the embedding
-// group, ordered on the model's stream and waited for.
-void tie_embedding_gradients(model::Transformer& model, comm::Communicator* embedding);
 
 // The squared global norm's two parts into squares (f64 (2), the model's device memory): split
 // over the tensor group, and replicated on it, each summed over the groups. `owned`: the ranges of

@@ -14,12 +14,15 @@ std::vector<GradientSegment> segments_of(const model::GptConfig& config, const m
   std::vector<int64_t> offset(specs.size(), 0);
   for (size_t t = 1; t < specs.size(); ++t) offset[t] = offset[t - 1] + specs[t - 1].count();
   const int L = slice.layers(config);  // this stage's blocks, numbered from 0 as backward reports them
+  // wte here and on another stage: the embedding on the first, the classifier on the last.
+  const bool tied_copy = model::tied_head(config) && slice.first_stage != slice.last_stage;
   std::vector<GradientSegment> segments;
   auto add = [&](size_t tensor, int layer, int event) {
     const int64_t per_layer = specs[tensor].count() / (layer < 0 ? 1 : L);
     const int64_t at = offset[tensor] + (layer < 0 ? 0 : layer * per_layer);
     const std::string name = specs[tensor].name + (layer < 0 ? "" : "[" + std::to_string(layer) + "]");
-    segments.push_back({name, memory(tensor, layer, at), at, per_layer, dtype, event});
+    const bool tied = tied_copy && tensor == model::kWte;
+    segments.push_back({name, memory(tensor, layer, at), at, per_layer, dtype, event, tied});
   };
   for (int event = L - 1; event >= -1; --event)
     for (size_t t = 0; t < specs.size(); ++t) {

@@ -232,8 +232,8 @@ double GradientReducer::finish_on_device() {
   return backend.seconds_between(backward_done, may_go_on);
 }
 
-// ZeRO-2: the blocks' reductions that are still in flight, then the rest's buckets (after the
-// tied embedding's sum; nothing of them overlaps).
+// ZeRO-2: the blocks' reductions that are still in flight, then the rest's buckets (nothing of
+// them overlaps).
 double GradientReducer::finish_zero2() {
   const double start = steady_seconds();
   backward_running_ = false;
@@ -243,6 +243,24 @@ double GradientReducer::finish_zero2() {
     if (buckets_[b].ready_event < 0) reduce(b, gradients_.device.stream).leave_to_stream();
   data_.fence(gradients_.device.stream).wait();
   return steady_seconds() - start;
+}
+
+void GradientReducer::sum_tied(comm::Communicator* embedding) {
+  if (!embedding) return;
+  const Stream stream = gradients_.device.stream;
+  auto sum = [&](void* memory, int64_t count) {
+    embedding->all_reduce(memory, static_cast<size_t>(count), DType::f32, comm::Op::Sum, stream).wait();
+  };
+  if (!zero_) {  // every element reduced in place (or one replica)
+    for (const GradientSegment& s : gradients_.segments)
+      if (s.tied) sum(s.data, s.count);
+    return;
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!buckets_[b].segments.front().tied) continue;  // a tied segment's pieces are alone in theirs
+    for (const OwnPiece& piece : own_pieces_[b])
+      sum(zero_ == 1 ? piece.memory : owned_grads_.data() + piece.state, piece.count);
+  }
 }
 
 double GradientReducer::finish() {

@@ -9,17 +9,25 @@ std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& segments, d
   const int64_t target = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1048576.0 / sizeof(float)));
   std::vector<Bucket> buckets;
   Bucket current;
+  auto close = [&] {  // ready once its last segment is: the events descend
+    current.ready_event = current.segments.back().ready_event;
+    buckets.push_back(std::move(current));
+    current = Bucket{};
+  };
   for (size_t k = 0; k < segments.size(); ++k) {
+    if (segments[k].tied) {
+      if (!current.segments.empty()) close();
+      current.segments.push_back(segments[k]);
+      current.elements = segments[k].count;
+      close();
+      continue;
+    }
     current.segments.push_back(segments[k]);
     current.elements += segments[k].count;
     const int event = segments[k].ready_event;
     const bool event_ends = k + 1 == segments.size() || segments[k + 1].ready_event != event;
     if (!event_ends) continue;
-    current.ready_event = event;
-    if (current.elements >= target || k + 1 == segments.size()) {
-      buckets.push_back(std::move(current));
-      current = Bucket{};
-    }
+    if (current.elements >= target || k + 1 == segments.size()) close();
   }
   return buckets;
 }
@@ -32,8 +40,14 @@ std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& segme
   std::vector<Bucket> buckets = plan_buckets(blocks, 0.0);  // a bucket per event
   Bucket rest;
   rest.ready_event = -1;
+  auto close = [&] {
+    buckets.push_back(std::move(rest));
+    rest = Bucket{};
+    rest.ready_event = -1;
+  };
   for (const GradientSegment& s : segments) {
     if (s.ready_event >= 0) continue;
+    if (s.tied && rest.elements > 0) close();
     for (int64_t at = 0; at < s.count;) {  // pieces up to the bucket's end
       const int64_t n = std::min(s.count - at, target - rest.elements);
       GradientSegment piece = s;
@@ -43,12 +57,9 @@ std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& segme
       rest.segments.push_back(piece);
       rest.elements += n;
       at += n;
-      if (rest.elements == target) {
-        buckets.push_back(std::move(rest));
-        rest = Bucket{};
-        rest.ready_event = -1;
-      }
+      if (rest.elements == target) close();
     }
+    if (s.tied && rest.elements > 0) close();
   }
   if (rest.elements > 0) buckets.push_back(std::move(rest));
   return buckets;

@@ -19,6 +19,10 @@ struct GradientSegment {
   int64_t count = 0;
   DType dtype = DType::f32;
   int ready_event = -1;   // final after backward reports this event (a block's index; -1: the end)
+  // A copy of the tied embedding (wte on the first or the last of several stages): a bucket of
+  // its own, packed alike on both stages, so that with ZeRO replica r of either owns the same
+  // elements of it (GradientReducer::sum_tied; Megatron-Core's shared_embedding bucket).
+  bool tied = false;
 };
 
 struct Bucket {
@@ -29,12 +33,13 @@ struct Bucket {
 
 // Segments in the order backward finishes them, grouped by ready_event (events descending,
 // -1 last); a bucket closes at the end of an event once it holds bucket_mb MiB of f32 (the last
-// one takes what is left).
+// one takes what is left). A tied segment is a bucket alone.
 std::vector<Bucket> plan_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
 
 // ZeRO-2's and 3's buckets: one per block (the segments of each event ≥ 0), then the rest (event
 // −1: the embeddings, final norm and head, in order) cut every bucket_mb MiB of f32 — through
-// segments where they are longer — so that no packing or gathering buffer is embedding-sized.
+// segments where they are longer — so that no packing or gathering buffer is embedding-sized; a
+// tied segment begins a bucket and its last piece ends one.
 std::vector<Bucket> plan_block_buckets(const std::vector<GradientSegment>& in_backward_order, double bucket_mb);
 
 // Per block (event l ≥ 0), the index of the bucket its segments make (-1 for an event without

@@ -713,8 +713,11 @@ StepEstimate estimate_step(const Workload& w, const Layout& l, const Hardware& h
   e.pipeline_s = e.micro_batches * slowest + (sum - slowest) * fill_share(w, l) / l.virtual_stages;
   e.bubble_s = e.pipeline_s - e.micro_batches * slowest;
   data_parallel(w, l, hw, in.stage_layers, facts, e);
-  if (l.pipeline > 1) {  // the tied embedding: its gradient summed between the first and last stage
-    const double bytes = double(w.config.padded_vocab) / l.tensor * w.config.channels * kEmbeddingGradientBytes;
+  if (l.pipeline > 1 && model::tied_head(w.config)) {
+    // The tied embedding: its gradient, reduced on each stage, summed between the first and the
+    // last — with ZeRO the part each replica owns (dp::GradientReducer::sum_tied).
+    const double elements = double(w.config.padded_vocab) / l.tensor * w.config.channels;
+    const double bytes = (l.zero ? std::ceil(elements / l.gradient_group()) : elements) * kEmbeddingGradientBytes;
     const int a = rank_of(l, 0, 0, 0), b = rank_of(l, 0, 0, l.pipeline - 1);
     e.embedding_s = all_reduce_seconds(bytes, group_shape({a, b}, hw), hw, false);
   }

@@ -360,9 +360,9 @@ StepResult Trainer::train_step(int64_t step) {
     });
   };
   // The last backward makes the gradients final: each finished block goes to the data-parallel
-  // reducer at once. The embedding and final LayerNorm (event -1) wait until the schedule is
-  // done and the tied wte's two copies are summed — a collective of the first and last stage
-  // that must not start before the last stage has sent its last input gradient.
+  // reducer at once, the embedding and final LayerNorm (event -1) when the schedule is done.
+  // Then the tied wte's two copies are summed (sum_tied) — a collective of the first and last
+  // stage after both data groups' reductions.
   // Without overlap there is nothing to hand over, and a backward without a hook can be a
   // recorded graph (cuda.graphs).
   std::function<void(int)> on_final;
@@ -375,10 +375,10 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->before_step(step + 1);
   reducer_->begin();
   runner_->train_step(batch, loss_scale, on_final, &result.pipeline, reducer_->every_micro_batch());
-  dp::tie_embedding_gradients(*model_, pp_size_ > 1 && model::tied_head(config_) ? collectives_.embedding.get() : nullptr);
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
+  reducer_->sum_tied(pp_size_ > 1 && model::tied_head(config_) ? collectives_.embedding.get() : nullptr);
   if (shards_) shards_->settle();  // no prefetch still reading the shard the optimizer writes
   model_->sum_replicated_kv_gradients();  // after the data-parallel reduction: nothing of it in flight
   result.tensor_exposed_seconds = model::take_tensor_wait_seconds();

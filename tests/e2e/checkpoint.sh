@@ -39,6 +39,14 @@ killed_then_resumed() {  # NAME RANKS RANK_TO_KILL REFERENCE_RUN OVERRIDES...
 }
 killed_then_resumed kill9_serial 1 0 straight
 killed_then_resumed kill9_t2p2d2_zero 8 5 straight222 $L222
+# The tied embedding over 2 stages of 4 replicas: its two copies are summed after each stage's
+# data group has reduced its own, so they stay one parameter bit for bit, and the resumed run
+# (both copies read from the checkpoint's one) is the uninterrupted one. (Summed before, the
+# two stages' reductions added the 4 replicas in other orders: the copies drifted apart by
+# roundings, and this run's final model differed.)
+L124="--parallel.pipeline=2 --parallel.data=4 --optim.zero=1"
+run straight124 8 $L124 || fail straight124_run "$(tail -3 straight124.out)"
+killed_then_resumed kill9_p2d4_zero_tied 8 6 straight124 $L124
 
 # Resharding: a checkpoint of one layout resumes on another; the steps after it match the
 # uninterrupted serial run within 1e-5.

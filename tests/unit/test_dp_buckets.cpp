@@ -120,4 +120,46 @@ BOOST_AUTO_TEST_CASE(owned_ranges_partition_the_buffer_bucket_by_bucket) {
       }
 }
 
+// The tied embedding over two stages: wte (the first stage's embedding, the last stage's
+// classifier) is marked on both and is a bucket of its own (with ZeRO-2 and 3, buckets of their
+// own), so that each replica owns the same elements of it on both stages — what lets the
+// reducer sum the copies after the data-parallel reduction (GradientReducer::sum_tied). One
+// stage holds the only copy: nothing marked.
+BOOST_AUTO_TEST_CASE(the_tied_embedding_is_owned_alike_on_the_first_and_last_stage) {
+  const model::GptConfig config = small_config();
+  for (const auto& s : dp::gpt2_gradient_segments(config, {}, nullptr)) BOOST_TEST(!s.tied, s.name);
+  const model::Partition first = model::stage_partition({2, 2}, 0, 0, 1), last = model::stage_partition({2, 2}, 1, 0, 1);
+  using Plan = std::vector<dp::Bucket> (*)(const std::vector<dp::GradientSegment>&, double);
+  for (Plan plan : {Plan(dp::plan_buckets), Plan(dp::plan_block_buckets)})
+    for (double bucket_mb : {0.0, 0.002, 100.0}) {
+      // Per stage: the wte-relative ranges each replica owns, for d = 2, 3, 4, 8.
+      std::vector<std::vector<model::FlatRanges>> owned_wte(2);
+      for (int stage = 0; stage < 2; ++stage) {
+        const auto segments = dp::gpt2_gradient_segments(config, stage == 0 ? first : last, nullptr);
+        const auto tied = std::find_if(segments.begin(), segments.end(), [](const auto& s) { return s.tied; });
+        BOOST_TEST_REQUIRE((tied != segments.end() && tied->name == "wte"));
+        const int64_t begin = tied->offset, end = tied->offset + tied->count;
+        const auto buckets = plan(segments, bucket_mb);
+        for (const dp::Bucket& b : buckets)
+          for (const dp::GradientSegment& s : b.segments) BOOST_TEST(s.tied == b.segments.front().tied, s.name);
+        for (int d : {2, 3, 4, 8})
+          for (int r = 0; r < d; ++r) {
+            model::FlatRanges in_wte;
+            for (const model::FlatRange& own : dp::owned_ranges(buckets, r, d))
+              if (std::max(own.begin, begin) < std::min(own.end, end))
+                in_wte.push_back({std::max(own.begin, begin) - begin, std::min(own.end, end) - begin});
+            owned_wte[stage].push_back(in_wte);
+          }
+      }
+      BOOST_TEST_REQUIRE(owned_wte[0].size() == owned_wte[1].size());
+      for (size_t k = 0; k < owned_wte[0].size(); ++k) {
+        BOOST_TEST_REQUIRE(owned_wte[0][k].size() == owned_wte[1][k].size(), "bucket_mb " << bucket_mb << " case " << k);
+        for (size_t j = 0; j < owned_wte[0][k].size(); ++j) {
+          BOOST_TEST(owned_wte[0][k][j].begin == owned_wte[1][k][j].begin);
+          BOOST_TEST(owned_wte[0][k][j].end == owned_wte[1][k][j].end);
+        }
+      }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -102,6 +102,29 @@ BOOST_AUTO_TEST_CASE(ring_all_reduce_is_alpha_beta_of_the_byte_formula) {
   BOOST_TEST(bytes[0] == 1.5 * 8e6);
 }
 
+// The tied embedding's sum between the first and the last stage (dp::GradientReducer::sum_tied):
+// the whole (V/t, h) f32 gradient without ZeRO, the part a replica owns with it (a d-th), nothing
+// for an untied head. Links without latency: a 2-rank all-reduce takes its bytes over the bandwidth.
+BOOST_AUTO_TEST_CASE(the_tied_embedding_sum_moves_what_a_replica_holds) {
+  Hardware hw = round_hardware();
+  for (Link& link : hw.links) link.latency_s = 0;
+  Workload w;
+  w.config = {64, 1000, model::padded_vocab_for(1000), 4, 4, 64};
+  w.seq_len = 64, w.global_batch = 16;
+  Layout l;
+  l.pipeline = 2, l.data = 4;
+  const double whole = estimate_step(w, l, hw).embedding_s;
+  l.zero = 1;
+  const double owned = estimate_step(w, l, hw).embedding_s;
+  BOOST_TEST(whole > 0);
+  BOOST_TEST(owned * 4 == whole, boost::test_tools::tolerance(1e-9));  // 1024 · 64 elements split evenly
+  w.config.arch = model::Arch::llama, w.config.kv_heads = 4, w.config.ffn_hidden = 128, w.config.tie_embeddings = false;
+  BOOST_TEST(estimate_step(w, l, hw).embedding_s == 0);
+  l.pipeline = 1, l.data = 8;
+  w.config = {64, 1000, model::padded_vocab_for(1000), 4, 4, 64};
+  BOOST_TEST(estimate_step(w, l, hw).embedding_s == 0);  // one stage holds the only copy
+}
+
 BOOST_AUTO_TEST_CASE(hierarchical_all_reduce_moves_one_kth_across_nodes) {
   const Hardware hw = round_hardware();
   std::vector<int> ranks(16);
