@@ -46,18 +46,22 @@ int64_t fixed_bytes(const plan::MemoryInputs& in) {
   return fixed;
 }
 
-// Per stage, the most shared windows a rank of it holds: one per group whose all-reduces go
-// through shared memory — the tensor group, the data group (its all-reduce; ZeRO-1's
-// reduce-scatter and all-gather stay on the ring) and the embedding group.
-std::vector<int> shared_windows(const RunSettings& run, const layout::Grid& grid, const topo::Topology& topology) {
+// Per stage, the most shared windows a rank of it holds: one per group whose f32 all-reduces go
+// through shared memory (a window is made at the first) — the tensor group, the data group (its
+// all-reduce of f32 gradients; ZeRO's reduce-scatter and all-gather, and 16-bit gradients
+// (comm.grad_dtype), stay on the ring) and the embedding group of a tied head (an untied one
+// sums nothing there).
+std::vector<int> shared_windows(const RunSettings& run, const layout::Grid& grid, const topo::Topology& topology,
+                                const model::GptConfig& config) {
   const comm::CollectiveSettings& settings = run.comm.collectives;
   std::vector<int> per_stage(grid.pp_size(), 0);
   if (settings.node_algo != comm::Algo::Shm) return per_stage;
-  const bool zero = run.step.zero > 0;
+  const bool data_on_ring = run.step.zero > 0 || run.reduce.grad_dtype != DType::f32;
   for (int rank = 0; rank < grid.world_size(); ++rank) {
     int windows = 0;
     for (layout::GroupKind kind : {layout::GroupKind::Tensor, layout::GroupKind::Data, layout::GroupKind::Embedding})
-      if (!(kind == layout::GroupKind::Data && zero))
+      if (!(kind == layout::GroupKind::Data && data_on_ring) &&
+          !(kind == layout::GroupKind::Embedding && !model::tied_head(config)))
         windows += comm::uses_shared_window(topology, grid.group(kind, rank), rank, settings) ? 1 : 0;
     int& stage = per_stage[grid.coord_of(rank).pp];
     stage = std::max(stage, windows);
@@ -256,7 +260,7 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.cpu_kernels = kernels::backend_of(device).runs_cpu_kernels();
   in.portable_arithmetic = device.arithmetic == kernels::Arithmetic::portable;
   in.cpu_threads = omp_get_max_threads();
-  if (topology) in.shared_windows = shared_windows(settings, grid, *topology);
+  if (topology) in.shared_windows = shared_windows(settings, grid, *topology, config);
   return in;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/clock.hpp"
+#include "core/error.hpp"
 #include "comm/wrappers/widen.hpp"
 #include "model/classifier.hpp"
 
@@ -770,14 +771,16 @@ float Transformer::forward(int slot, const int32_t* inputs, const int32_t* targe
   return static_cast<float>(sum / (B * T));
 }
 
+void Transformer::keep_losses_for(int micro_batches) {
+  const size_t n = tp_.slice.last_stage ? static_cast<size_t>(micro_batches) : 0;
+  if (kept_losses_.size() == n) return;
+  kept_losses_ = Buffer<double>();  // freed before its replacement exists
+  if (n > 0) kept_losses_ = Buffer<double>(n, kActs, backend_, kDevice);
+}
+
 void Transformer::keep_loss(int slot, int index) {
-  const size_t needed = static_cast<size_t>(index) + 1;
-  if (kept_losses_.size() < needed) {  // grown on the device, the sums kept so far copied
-    Buffer<double> grown(std::max(needed, 2 * kept_losses_.size()), kActs, backend_, kDevice);
-    if (kept_losses_.size() > 0)
-      kernels::copy(ctx_, view(grown.data(), kept_losses_.size(), grown.device()), kept_losses_.view());
-    kept_losses_ = std::move(grown);
-  }
+  REQUIRE(index >= 0 && static_cast<size_t>(index) < kept_losses_.size(),
+          "keep_loss: micro-batch " << index << " with room for " << kept_losses_.size() << " (keep_losses_for)");
   kernels::copy(ctx_, view(kept_losses_.data() + index, 1, kept_losses_.device()), slots_.at(slot).loss_sum.view());
 }
 

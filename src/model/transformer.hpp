@@ -195,6 +195,9 @@ class Transformer {
   // (f64, on the device), after the tensor group's last all-reduces.
   void keep_loss(int slot, int index);
   Tensor kept_loss_sums(int count);
+  // Last stage: room for the loss sums of `micro_batches` micro-batches (keep_loss's indices
+  // 0 … micro_batches − 1), sized once, as the memory model counts it; other stages keep none.
+  void keep_losses_for(int micro_batches);
 
   // CUDA Graphs (cuda.graphs; the backend records them: graphs_unavailable() says where not).
   // Each slot's forward, and each slot's backward without an on_final hook, is recorded at its

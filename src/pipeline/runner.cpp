@@ -51,6 +51,7 @@ PipelineRunner::PipelineRunner(model::Transformer& gpt, comm::Communicator& pipe
 // and with chunks a gradient buffer per slot.
 void PipelineRunner::size_slots() {
   size_tokens();
+  gpt_.keep_losses_for(micro_batches_);
   slots_ = chunk_slots(schedule_, stage_, stages_, micro_batches_, chunks_);
   gpt_.set_slots(slots_);
   const size_t slots = std::accumulate(slots_.begin(), slots_.end(), size_t{0});

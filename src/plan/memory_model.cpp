@@ -146,9 +146,14 @@ int64_t activation_bytes(const MemoryInputs& in, int stage, const std::vector<in
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
   if (in.context > 1 && stage == 0 && learned_positions)  // the chunks' positions and their gradient
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
+  if (!learned_positions) shared += z.T * 4;  // rotary: each row's position in its sequence (int32)
   if (in.context > 1 && !ring_in_mlp) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks
   if (last) shared += z.chunk * z.vocab_rows * (kFloat + (low(in) ? 2 : 0));  // the chunked classifier's logits (dlogits)
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
+  // Each slot's tokens (model/transformer.cpp allocate_slot): the inputs on the first stage, the
+  // targets and the loss sum (f64) on the last, which keeps each micro-batch's loss sum too.
+  if (stage == 0) shared += slots.front() * z.BT * 4;
+  if (last) shared += slots.back() * (z.BT * 4 + 8) + int64_t(in.micro_batches) * 8;
   shared += kernels::kStepScalars * int64_t(sizeof(double));                  // the step's scalars (trainer)
   // Interleaved: each slot sends its input gradient from a buffer of its own (pipeline/runner.hpp).
   if (chunks > 1) shared += std::accumulate(slots.begin(), slots.end(), int64_t{0}) * z.rows * z.C * kFloat;
@@ -227,12 +232,14 @@ int64_t rope_workspace_bytes(const MemoryInputs& in) {
 // (kernels::cpu_portable_gemm_thread_floats, kernels/cpu/portable.cpp) — a linear layer's input
 // width forward, its output width for the input gradient, its rows for the weight gradient (the
 // materialized attention's over T, the flash attention's tiles' over at most T, are fewer), on
-// the last stage the classifier's vocabulary rows, and the n × n × n product the run's MFU peak
-// is measured by at its start, in the run's arithmetic (metrics::measure_gemm_peak).
+// the last stage the classifier's vocabulary rows, and on the first (world rank 0, which writes
+// metrics.h5) the n × n × n product the run's MFU peak is measured by at its start, in the run's
+// arithmetic (metrics::measure_gemm_peak).
 int64_t portable_gemm_workspace_bytes(const MemoryInputs& in, int stage) {
   if (!in.cpu_kernels || !in.portable_arithmetic) return 0;
   const Sizes z = sizes(in);
-  int64_t K = std::max({z.C, z.Cl, z.qkv, z.fc, z.hidden, z.BT, int64_t(metrics::kCpuGemmPeakSize)});
+  int64_t K = std::max({z.C, z.Cl, z.qkv, z.fc, z.hidden, z.BT});
+  if (stage == 0) K = std::max(K, int64_t(metrics::kCpuGemmPeakSize));
   if (stage == in.pipeline - 1) K = std::max(K, z.vocab_rows);
   return in.cpu_threads * kernels::cpu_portable_gemm_thread_floats(K) * kFloat;
 }
