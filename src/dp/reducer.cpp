@@ -246,9 +246,9 @@ double GradientReducer::finish_zero2() {
 }
 
 void GradientReducer::sum_tied(comm::Communicator* embedding) {
-  if (!embedding) return;
   const Stream stream = gradients_.device.stream;
   auto sum = [&](void* memory, int64_t count) {
+    REQUIRE(embedding != nullptr, "sum_tied: a copy of the tied embedding and no embedding group to sum it over");
     embedding->all_reduce(memory, static_cast<size_t>(count), DType::f32, comm::Op::Sum, stream).wait();
   };
   if (!zero_) {  // every element reduced in place (or one replica)

@@ -90,12 +90,12 @@ class GradientReducer {
   // the compute stream waited for the communication stream, measured with events on it.
   double finish();
 
-  // After finish(), the tied embedding (tied segments: wte on the first and on the last stage)
-  // summed over `embedding` (those two stages' ranks of one tensor slice and replica; null:
-  // nothing to do) — what this replica holds of it: all of it, or with ZeRO its owned part, which
-  // the tied bucket makes the same elements on both stages. Summed after each stage's data group
-  // reduced its copy (Megatron-Core's order), both copies take the same bits whatever order the
-  // two data groups summed in; summed before, they drifted apart by roundings (4 replicas, 8 ranks).
+  // After finish(), the tied embedding (tied segments: wte on the first and on the last stage;
+  // nothing to do where there are none) summed over `embedding` (those two stages' ranks of one
+  // tensor slice and replica) — what this replica holds of it: all of it, or with ZeRO its owned
+  // part, which the tied bucket makes the same elements on both stages. Summed after each stage's
+  // data group reduced its copy (Megatron-Core's order), both copies take the same bits whatever
+  // order the two data groups summed in; summed before, they drifted apart by roundings.
   void sum_tied(comm::Communicator* embedding);
 
   bool overlapping() const { return stream_ != nullptr || device_overlap_; }

@@ -378,7 +378,7 @@ StepResult Trainer::train_step(int64_t step) {
   if (hooks_) hooks_->after_backward(step + 1, model_->grads(), model_->context());
   reducer_->on_final(-1);
   result.exposed_comm_seconds = reducer_->finish();
-  reducer_->sum_tied(pp_size_ > 1 && model::tied_head(config_) ? collectives_.embedding.get() : nullptr);
+  reducer_->sum_tied(collectives_.embedding.get());
   if (shards_) shards_->settle();  // no prefetch still reading the shard the optimizer writes
   model_->sum_replicated_kv_gradients();  // after the data-parallel reduction: nothing of it in flight
   result.tensor_exposed_seconds = model::take_tensor_wait_seconds();
