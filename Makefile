@@ -64,23 +64,24 @@ ifeq ($(CUDA),1)
   # NCCL ships under lib/ in the toolkit here, under lib64/ elsewhere.
   CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
   LDFLAGS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
-  # libnccl only where the NCCL communicator is built: a CUDA=1 NCCL=0 binary runs where NCCL is absent.
-  LDLIBS  += -lcublasLt $(if $(filter 1,$(NCCL)),-lnccl) -lcudart_static -ldl -lrt -lpthread
+  # cuBLASLt, NCCL, cuDNN and NVRTC are not linked: the binary opens them on first use
+  # (core/shared_library.hpp), so that a CPU run never loads them and a host without them starts it.
+  LDLIBS  += -lcudart_static -ldl -lrt -lpthread
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
   # The CUDA backend's host-only C++ (no kernels of its own), compiled as the rest of our C++.
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp))
   # cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp), where its frontend's headers are
   # (make deps fetches them) and cuDNN itself is beside the toolkit; CUDNN=0 leaves it out (our own
-  # attention kernels alone, and no libcudnn needed at run time). NVRTC too: the frontend's own
-  # engines compile kernels with it (linked where cuDNN is; the node's toolkit or wheels have it).
+  # attention kernels alone, and libcudnn never opened). NVRTC too: the frontend's own engines
+  # compile kernels with it (opened with cuDNN; the node's toolkit or wheels have it).
   # The frontend's templates take minutes to compile at -O3: this file builds graphs once per size
   # and runs none of the arithmetic, so -O1 without debug info.
   CUDNN_FRONTEND ?= /var/cache/trident/cudnn-frontend-1.32.0/include
   CUDNN ?= $(if $(wildcard $(CUDNN_FRONTEND)/cudnn_frontend.h),$(if $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h),1,0),0)
   ifeq ($(CUDNN),1)
     $(BUILD)/obj/kernels/cuda/cudnn_attention.o: CXXFLAGS += -DTRIDENT_CUDNN=1 -isystem $(CUDNN_FRONTEND) -O1 -g0
-    LDLIBS += -lcudnn -lnvrtc
+    $(BUILD)/obj/kernels/cuda/cuda_libraries.o: CXXFLAGS += -DTRIDENT_CUDNN=1
   endif
   # Each CUDA kernel against the CPU backend, and the cuBLASLt GEMM rate (tests/gpu; SKIP lines
   # where there is no GPU).
@@ -90,7 +91,7 @@ endif
 # NCCL: the communicator's files alone read TRIDENT_NCCL, so it is set for them alone (their own
 # stamp rebuilds them when it changes), not for every object.
 NCCL_OBJ := $(BUILD)/obj/src/comm/nccl/nccl.o $(BUILD)/obj/src/comm/nccl/nccl_communicator.o \
-            $(BUILD)/obj/tests/gpu/test_nccl.o
+            $(BUILD)/obj/src/comm/nccl/nccl_library.o $(BUILD)/obj/tests/gpu/test_nccl.o
 NCCL_STAMP := $(BUILD)/nccl-flag
 $(shell mkdir -p $(BUILD) && echo '$(NCCL)' | cmp -s - $(NCCL_STAMP) || echo '$(NCCL)' > $(NCCL_STAMP))
 $(NCCL_OBJ): $(NCCL_STAMP)

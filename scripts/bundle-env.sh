@@ -65,7 +65,7 @@ for _tb_so in libcublasLt.so.13 libnccl.so.2 libcudnn.so.9 libnvrtc.so.13; do
     _tb_missing="$_tb_missing $_tb_so"
   fi
 done
-[ -z "$_tb_missing" ] || _tb_say "not found on this node:$_tb_missing (trident needs cuBLASLt, cuDNN and NVRTC to start; comm.backend = nccl needs NCCL)"
+[ -z "$_tb_missing" ] || _tb_say "not found on this node:$_tb_missing (kernels.device = cuda needs cuBLASLt, its fused attention cuDNN and NVRTC, comm.backend = nccl NCCL; trident opens them when a run needs them, and runs on the CPU without them)"
 export LD_LIBRARY_PATH="$_tb_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset _tb_dir _tb_unpack _tb_from _tb_root _tb_arch _tb_libs _tb_d _tb_p _tb_how _tb_so _tb_missing _tb_wheels
 unset -f _tb_find _tb_say

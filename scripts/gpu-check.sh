@@ -185,6 +185,9 @@ if [[ -f $BUNDLE/env.sh ]]; then
     missing+=("a trident that starts from the bundle: $(grep -vE '^\s*$' "$LOGS/version.log" | tail -2 | tr '\n' ' ')")
   fi
   grep -q 'libcublasLt.so.13 from' "$LOGS/version.log" || missing+=("libcublasLt.so.13 (CUDA 13's cuBLASLt) on this node")
+  # trident opens cuBLASLt on first use: `trident version` opens it and says from where, or why not.
+  grep -qE 'cuBLASLt [0-9]+ \(' "$LOGS/version.log" ||
+    missing+=("cuBLASLt that trident can open: $(grep -o 'cuBLASLt not loadable.*' "$LOGS/version.log" | head -1)")
 fi
 if ((${#missing[@]})); then
   for m in "${missing[@]}"; do verdict FAIL preflight "missing: $m"; done

@@ -9,6 +9,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/cuda_libraries.hpp"
 
 namespace trident::kernels::cuda {
 
@@ -214,6 +215,8 @@ class CudaBackend final : public Backend {
     if (status != cudaSuccess || count == 0)
       return std::string("this machine has no GPU visible to CUDA (cudaGetDeviceCount: ") +
              (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")";
+    if (const std::string& why = cublaslt_library().problem(); !why.empty())
+      return "cuBLASLt, which every GEMM of the backend runs on, cannot be loaded (" + why + ")";
     if (table_.present() < KernelTable::total())  // a programming error: make_table lists every one
       return "this binary's CUDA backend lacks kernels (" + std::to_string(table_.present()) + " of " +
              std::to_string(KernelTable::total()) + " operations)";

@@ -1,23 +1,23 @@
-// CUDA part of the backend summary: runtime, cuBLASLt and NCCL versions, visible devices. Also
-// the proof, in every CUDA build, that CUDA, cuBLASLt and NCCL compile and link.
-#include <cublasLt.h>
+// CUDA part of the backend summary: runtime, where cuBLASLt and NCCL were loaded from (or why
+// they cannot be), the attention's library, visible devices.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <string>
 
 #include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/cuda_libraries.hpp"
+
+namespace trident::comm {
+std::string nccl_summary();  // src/comm/nccl/nccl.cpp
+}
 
 namespace trident::kernels {
 
 std::string cuda_summary() {
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  int nccl = 0;
-  ncclGetVersion(&nccl);
-  std::string text = "CUDA: runtime " + std::to_string(runtime / 1000) + "." +
-                     std::to_string(runtime % 1000 / 10) + ", cuBLASLt " +
-                     std::to_string(cublasLtGetVersion()) + ", NCCL " + std::to_string(nccl) +
+  std::string text = "CUDA: runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
+                     ", " + cuda::cublaslt_summary() + ", " + comm::nccl_summary() +
                      "\nCUDA attention: " + cuda::cudnn_attention_build() + "\nCUDA devices: ";
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

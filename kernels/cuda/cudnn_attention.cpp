@@ -32,6 +32,7 @@
 #include <unordered_map>
 
 #include "kernels/cuda/cuda.hpp"
+#include "kernels/cuda/cuda_libraries.hpp"
 
 #if TRIDENT_CUDNN
 #include <cudnn_frontend.h>
@@ -251,11 +252,23 @@ void execute(Context& ctx, fe::graph::Graph& graph, std::unordered_map<int64_t, 
   check_launch(what);
 }
 
+// cuDNN, opened by the first attention it could take; where it cannot be, that is said once and
+// every attention runs on our kernels.
+bool cudnn_loadable() {
+  static const bool loadable = [] {
+    const std::string& why = cudnn_library().problem();
+    if (!why.empty())
+      std::fprintf(stderr, "kernels::cuda: the flash attention runs on our tensor-core kernels: %s\n", why.c_str());
+    return why.empty();
+  }();
+  return loadable;
+}
+
 }  // namespace
 
 bool cudnn_attention_takes(Context& ctx, const FusedAttention& a) {
   if (!ctx.library_attention || a.values == Precision::fp32 || a.values != ctx.attention_operands || a.hs % 8 != 0 ||
-      size_t(a.B) * a.T == 0)
+      size_t(a.B) * a.T == 0 || !cudnn_loadable())
     return false;
   std::lock_guard<std::mutex> lock(g_mutex);
   return graphs_for(key_of(a)).taken;
@@ -310,6 +323,8 @@ std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version)
 }
 
 std::string cudnn_attention_build() {
+  if (!cudnn_library().problem().empty())
+    return "our tensor-core kernels (cuDNN's fused attention is built in, but " + cudnn_library().problem() + ")";
   return "cuDNN " + dotted(cudnnGetVersion()) + "'s fused attention (cudnn-frontend " + dotted(CUDNN_FRONTEND_VERSION) +
          "), our tensor-core kernels where it declines";
 }

@@ -111,6 +111,9 @@ namespace {
 // user's NCCL_* environment against the deck.
 std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSettings& settings,
                               const comm::NcclEnvironment& environment) {
+  if (const std::string why = comm::nccl_problem(); !why.empty())
+    return deck.cite("comm.backend") + ", but NCCL cannot be used here: " + why +
+           " (put NCCL's library on LD_LIBRARY_PATH, or use comm.backend = mpi)";
   if (settings.links.any())
     return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
            "for the MPI communicator only (NCCL reports no steps to delay); use comm.backend = mpi "

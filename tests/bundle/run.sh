@@ -2,7 +2,8 @@
 # The bundle (scripts/bundle.sh) proven where it is meant to run: a bare Debian 12 root
 # (debootstrap --variant=minbase: none of Open MPI, oneDNN, HDF5, Boost, OpenMP's runtime, not
 # even python3) with only the CUDA toolkit bind-mounted in from this machine, as a GPU node has
-# one. Inside it, through the bundle's env.sh alone: `trident version`, `trident prepare`, a
+# one (after a first run with no CUDA library at all: `trident version` and a CPU training run).
+# Inside it, through the bundle's env.sh alone: `trident version`, `trident prepare`, a
 # 2-rank mpirun training run of inputs/tiny.deck on the CPU, and its metrics.h5, read back with
 # h5py (outside the root, which has no python3). Outside it: no AVX-512 instruction in its
 # binaries, and scripts/gpu-check.sh's training commands accepted by the bundle's trident
@@ -61,7 +62,6 @@ mount -t proc proc "$BARE/proc" && mounts+=("$BARE/proc")
 bind /sys "$BARE/sys" ro  # hwloc reads the CPU topology there
 bind /dev "$BARE/dev"
 mount -t tmpfs tmpfs "$BARE/dev/shm" && mounts+=("$BARE/dev/shm")
-bind "$CUDA_DIR" "$BARE/usr/local/cuda" ro
 cp -r "$BUNDLE" "$inside/bundle"
 cp "$ROOT/inputs/tiny.deck" "$inside/"
 rel=${inside#"$BARE"}
@@ -73,6 +73,18 @@ in_root() {
     OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMP_NUM_THREADS=1 \
     /bin/bash -c "cd $rel && . bundle/env.sh && $2" > "$WORK/$1.out" 2>&1
 }
+# First with no CUDA library on the node at all (the toolkit not yet mounted): the bundle's trident
+# starts, says which it cannot load, and trains on the CPU — it opens them when a run needs them.
+if in_root no_toolkit "trident version && trident prepare data/default /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 &&
+                       trident train tiny.deck --train.steps=2 --train.run_dir=runs/no_toolkit" &&
+   grep -q '^CUDA: runtime .*cuBLASLt not loadable (libcublasLt.so' "$WORK/no_toolkit.out" &&
+   grep -qE '^step +2/2' "$WORK/no_toolkit.out"; then
+  pass "bundle_runs_on_the_cpu_without_cuda_libraries ($(grep -m1 -oE 'NCCL [^(]*' "$WORK/no_toolkit.out"))"
+else
+  fail bundle_runs_on_the_cpu_without_cuda_libraries "$(grep -vE '^(step|  )' "$WORK/no_toolkit.out" | tail -5)"
+fi
+rm -rf "$inside/data" "$inside/runs"
+bind "$CUDA_DIR" "$BARE/usr/local/cuda" ro
 if in_root version "trident version" && grep -q '^trident ' "$WORK/version.out" && grep -q '^CUDA: runtime' "$WORK/version.out"; then
   pass "bundle_trident_version ($(grep -m1 '^trident ' "$WORK/version.out"))"
 else

@@ -52,3 +52,18 @@ check layout_warns_when_block_order_is_better bash -c "grep -q 'warning: 2 of 2 
 
 "$TRIDENT" version > version.txt
 check version_names_the_backends bash -c "grep -q '^MPI: Open MPI' version.txt && grep -q '^CPU: oneDNN' version.txt && grep -q '^CUDA: ' version.txt"
+
+# The CUDA libraries are opened on first use (src/core/shared_library.hpp): a CPU training run of
+# two ranks maps none of cuBLASLt, cuDNN, NVRTC, NCCL (each rank mapped ~200 MiB of cuBLASLt when
+# they were linked); `trident version` opens cuBLASLt and NCCL to say where they are.
+if grep -q '^CUDA: runtime' version.txt; then
+  LD_DEBUG=files mpirun -np 2 "$TRIDENT" train ok.deck --parallel.data=2 --train.run_dir=no_cuda > no_cuda.out 2> no_cuda.err
+  status=$?
+  check cpu_run_loads_no_cuda_library bash -c "[[ $status == 0 ]] && grep -q 'file=libdnnl' no_cuda.err &&
+    ! grep -qE 'file=lib(cublasLt|cudnn|nvrtc|nccl)' no_cuda.err"
+  check version_says_where_cuda_libraries_are bash -c "grep -qE '^CUDA: runtime .*cuBLASLt [0-9]+ \(/.*libcublasLt\.so\.[0-9]+\)' version.txt &&
+    grep -qE 'NCCL ([0-9.]+ \(/.*libnccl\.so\.[0-9]+\)|not built in)' version.txt"
+else
+  skip cpu_run_loads_no_cuda_library "a build without CUDA links none"
+  skip version_says_where_cuda_libraries_are "a build without CUDA"
+fi

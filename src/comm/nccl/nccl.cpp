@@ -13,6 +13,7 @@
 #include <nccl.h>
 
 #include "comm/nccl/nccl_communicator.hpp"
+#include "comm/nccl/nccl_library.hpp"
 #endif
 
 namespace trident::comm {
@@ -21,10 +22,16 @@ namespace trident::comm {
 
 bool nccl_built_in() { return true; }
 
-std::string nccl_version() {
+std::string nccl_problem() { return nccl_library().problem(); }
+
+std::string nccl_summary() {
+  if (!nccl_problem().empty()) return "NCCL not loadable (" + nccl_problem() + ")";
   int code = 0;
-  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+  const std::string version = ncclGetVersion(&code) != ncclSuccess
+                                  ? "of unknown version"
+                                  : std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+                                        std::to_string(code % 100);
+  return "NCCL " + version + " (" + nccl_library().path() + ")";
 }
 
 int cuda_devices_visible() {
@@ -61,7 +68,8 @@ std::string bus_id(int index) { return "device " + std::to_string(index); }
 }  // namespace
 
 bool nccl_built_in() { return false; }
-std::string nccl_version() { return ""; }
+std::string nccl_problem() { return "this binary was built without NCCL"; }
+std::string nccl_summary() { return "NCCL not built in"; }
 int cuda_devices_visible() { return 0; }
 
 void use_cuda_device(int index) {

@@ -17,7 +17,12 @@
 namespace trident::comm {
 
 bool nccl_built_in();
-std::string nccl_version();  // "2.28.9", "" without NCCL
+// Why NCCL cannot be used by this process ("" where it can): not built in, or its library not
+// loadable (src/comm/nccl/nccl_library.cpp opens it on first use).
+std::string nccl_problem();
+// For `trident version`: "NCCL 2.28.9 (/usr/lib/.../libnccl.so.2)", "NCCL not loadable (why)",
+// "NCCL not built in".
+std::string nccl_summary();
 int cuda_devices_visible();  // 0 without CUDA, a driver or a device
 // Makes `index` the calling thread's CUDA device (the one its NCCL communicators and
 // allocations use); throws std::runtime_error where CUDA refuses.
