@@ -1,6 +1,6 @@
 // The CUDA backend, namespace kernels::cuda: device, pinned and host memory, and its kernel
 // table — every operation of kernels/ops.inc (kernels/cuda/*.cu). It can run where CUDA sees a
-// GPU; elsewhere kernels.device = cuda is a deck error that says so.
+// GPU and cuBLASLt can be opened; elsewhere kernels.device = cuda is a deck error that says which.
 #include <cstring>
 #include <functional>
 #include <mutex>

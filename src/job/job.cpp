@@ -107,8 +107,8 @@ kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings&
 
 namespace {
 
-// What keeps NCCL from this job as the deck sets it ("" if nothing): the link emulation, or the
-// user's NCCL_* environment against the deck.
+// What keeps NCCL from this job as the deck sets it ("" if nothing): its library, which cannot be
+// opened here, the link emulation, or the user's NCCL_* environment against the deck.
 std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSettings& settings,
                               const comm::NcclEnvironment& environment) {
   if (const std::string why = comm::nccl_problem(); !why.empty())
