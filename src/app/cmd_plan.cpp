@@ -183,8 +183,8 @@ void print_ranking(const std::vector<plan::Candidate>& ranked, const PlanFlags& 
 void emit_deck(const cli::CommandLine& line, const std::string& text, const plan::Candidate& best,
                const std::string& path) {
   const plan::Layout& l = best.layout;
-  const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, without_layout_keys(line.overrides),
-                                              layout_overrides(l));
+  const std::vector<deck::Override> keys = layout_overrides(l);
+  const deck::Deck chosen = deck::Deck::parse(line.deck_path, text, without_keys_of(line.overrides, keys), keys);
   std::ofstream out(path);
   out << chosen.to_ini("written by trident plan from " + line.deck_path + ": the best predicted layout, " +
                        std::to_string(l.devices()) + " ranks");
@@ -307,10 +307,7 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   one_rank_layout.micro_batch = static_cast<int>(B);
   std::vector<deck::Override> probe = layout_overrides(one_rank_layout);
   probe.insert(probe.end(), {{"train.global_batch", std::to_string(2 * B)}, {"optim.precision", "fp32"}});
-  std::vector<deck::Override> one_rank;
-  for (const deck::Override& o : line.overrides)
-    if (std::none_of(probe.begin(), probe.end(), [&](const deck::Override& p) { return p.first == o.first; }))
-      one_rank.push_back(o);
+  std::vector<deck::Override> one_rank = without_keys_of(line.overrides, probe);
   one_rank.insert(one_rank.end(), probe.begin(), probe.end());
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
   const kernels::Context here;  // this host's CPU, as it is: no job chose another path

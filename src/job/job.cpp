@@ -46,7 +46,7 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   // Settings are read from the given deck only then: its cross-key checks (validate_layout) come first otherwise.
   const std::vector<deck::Override> chosen =
       chooses_layout(given) ? choose_layout(world, read_settings(given), deck::Record(given)) : std::vector<deck::Override>{};
-  const deck::Deck deck = chosen.empty() ? given : deck::Deck::parse(deck_path, text, without_layout_keys(overrides), chosen);
+  const deck::Deck deck = chosen.empty() ? given : deck::Deck::parse(deck_path, text, without_keys_of(overrides, chosen), chosen);
   deck::validate_layout(deck, world.size());
   RunSettings settings = read_settings(deck);
   const deck::Record record(deck);

@@ -13,14 +13,6 @@
 #include "pipeline/schedule.hpp"
 
 namespace trident {
-namespace {
-
-const char* const kLayoutKeys[] = {"parallel.tensor", "parallel.pipeline", "parallel.data", "parallel.stage_layers",
-                                   "train.micro_batch", "memory.recompute", "parallel.schedule",
-                                   "parallel.virtual_stages", "parallel.sequence_parallel", "parallel.context",
-                                   "parallel.tp_comm_overlap", "optim.zero"};
-
-}  // namespace
 
 // inputs/hardware/NAME.ini from the working directory or beside the executable, or a path.
 std::string profile_path(const std::string& name) {
@@ -102,10 +94,12 @@ std::vector<deck::Override> layout_overrides(const plan::Layout& l) {
           {"optim.zero", std::to_string(l.zero)}};
 }
 
-std::vector<deck::Override> without_layout_keys(const std::vector<deck::Override>& overrides) {
+std::vector<deck::Override> without_keys_of(const std::vector<deck::Override>& overrides,
+                                            const std::vector<deck::Override>& replacements) {
   std::vector<deck::Override> kept;
   for (const deck::Override& o : overrides)
-    if (std::find(std::begin(kLayoutKeys), std::end(kLayoutKeys), o.first) == std::end(kLayoutKeys)) kept.push_back(o);
+    if (std::none_of(replacements.begin(), replacements.end(), [&](const deck::Override& r) { return r.first == o.first; }))
+      kept.push_back(o);
   return kept;
 }
 

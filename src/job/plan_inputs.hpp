@@ -28,7 +28,9 @@ plan::Layout layout_from(const RunSettings& settings, const plan::Hardware& hw);
 // sequence_parallel, tp_comm_overlap, stage_layers (the even split), train.micro_batch,
 // memory.recompute, optim.zero.
 std::vector<deck::Override> layout_overrides(const plan::Layout& layout);
-// `overrides` without those keys (the layout's own replace them).
-std::vector<deck::Override> without_layout_keys(const std::vector<deck::Override>& overrides);
+// `overrides` without the keys that `replacements` set (a key given twice is a deck error): the
+// command line's overrides beneath a layout's keys, or a probe's.
+std::vector<deck::Override> without_keys_of(const std::vector<deck::Override>& overrides,
+                                            const std::vector<deck::Override>& replacements);
 
 }  // namespace trident
