@@ -31,6 +31,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/version.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/cuda_libraries.hpp"
 
@@ -171,11 +172,6 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Key& key, int sm_version 
   return graph;
 }
 
-// cuDNN 9 numbers its versions major·10000 + minor·100 + patch, its frontend the same way.
-std::string dotted(size_t version) {
-  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." + std::to_string(version % 100);
-}
-
 std::string describe(const Key& key) {
   const auto [B, T, NH, hs, fp16] = key;
   return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " +
@@ -204,13 +200,13 @@ Graphs& graphs_for(const Key& key) {
     std::fprintf(stderr,
                  "kernels::cuda: the flash attention (%s) runs on cuDNN %s's fused attention (workspace: forward "
                  "%lld bytes, backward %lld)\n",
-                 describe(key).c_str(), dotted(cudnnGetVersion()).c_str(), static_cast<long long>(g.forward->get_workspace_size()),
+                 describe(key).c_str(), dotted_version(cudnnGetVersion()).c_str(), static_cast<long long>(g.forward->get_workspace_size()),
                  static_cast<long long>(g.backward->get_workspace_size()));
   else
     std::fprintf(stderr,
                  "kernels::cuda: the flash attention (%s) runs on our tensor-core kernels: cuDNN %s refused its "
                  "graph (%s)\n",
-                 describe(key).c_str(), dotted(cudnnGetVersion()).c_str(), why.c_str());
+                 describe(key).c_str(), dotted_version(cudnnGetVersion()).c_str(), why.c_str());
   return cache.emplace(key, std::move(g)).first->second;
 }
 
@@ -323,10 +319,10 @@ std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version)
 }
 
 std::string cudnn_attention_build() {
-  if (!cudnn_library().problem().empty())
-    return "our tensor-core kernels (cuDNN's fused attention is built in, but " + cudnn_library().problem() + ")";
-  return "cuDNN " + dotted(cudnnGetVersion()) + "'s fused attention (cudnn-frontend " + dotted(CUDNN_FRONTEND_VERSION) +
-         "), our tensor-core kernels where it declines";
+  if (const std::string& why = cudnn_library().problem(); !why.empty())
+    return "our tensor-core kernels (cuDNN's fused attention is built in, but " + why + ")";
+  return "cuDNN " + dotted_version(cudnnGetVersion()) + "'s fused attention (cudnn-frontend " +
+         dotted_version(CUDNN_FRONTEND_VERSION) + "), our tensor-core kernels where it declines";
 }
 
 #else  // built without cuDNN's frontend (CUDNN=0, or make deps could not fetch it)

@@ -7,6 +7,7 @@
 #include "comm/agreement.hpp"
 #include "comm/world.hpp"
 #include "core/error.hpp"
+#include "core/version.hpp"
 
 #if TRIDENT_NCCL
 #include <cuda_runtime.h>
@@ -25,12 +26,9 @@ bool nccl_built_in() { return true; }
 std::string nccl_problem() { return nccl_library().problem(); }
 
 std::string nccl_summary() {
-  if (!nccl_problem().empty()) return "NCCL not loadable (" + nccl_problem() + ")";
+  if (const std::string why = nccl_problem(); !why.empty()) return "NCCL not loadable (" + why + ")";
   int code = 0;
-  const std::string version = ncclGetVersion(&code) != ncclSuccess
-                                  ? "of unknown version"
-                                  : std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
-                                        std::to_string(code % 100);
+  const std::string version = ncclGetVersion(&code) != ncclSuccess ? "of unknown version" : dotted_version(code);
   return "NCCL " + version + " (" + nccl_library().path() + ")";
 }
 
