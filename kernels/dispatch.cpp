@@ -168,13 +168,22 @@ void check_attention(const Arguments& args, const char* qkv_name, const Tensor& 
   args.f32("att", att, int64_t(s.B) * NH * s.T * s.T);
 }
 
-// The flash attention: qkv (B, T, 3C) f32 or 16-bit (the values as kept), out (B, T, C) f32 or
-// of qkv's type, the row statistics lse (B, NH, T).
-void check_flash(const Arguments& args, const Tensor& qkv, const Tensor& out, const Tensor& lse, int NH) {
+// The flash attention over NH query and KV key/value heads: out (B, T, C) f32 or of qkv's type,
+// qkv (B, T, (NH + 2·KV)·hs) f32 or 16-bit (the values as kept), hs = C / NH, the row statistics
+// lse (B, NH, T). Returns (B, T, C).
+Sequence check_flash(const Arguments& args, const Tensor& qkv, const Tensor& out, const Tensor& lse, int NH, int KV) {
   args.operand("qkv", qkv);
-  const DType out_type = out.dtype == DType::f32 ? DType::f32 : qkv.dtype;
-  const Sequence s = check_sequence(args, "qkv", qkv, qkv.dtype, "out", out, out_type);
+  args.rank("qkv", qkv, 3);
+  args.rank("out", out, 3);
+  args.type("out", out, out.dtype == DType::f32 ? DType::f32 : qkv.dtype);
+  const Sequence s = sequence(out);
+  args.holds(NH > 0 && KV > 0 && NH % KV == 0 && s.C % NH == 0, "NH",
+             "and KV are not head counts of out's C channels: NH a multiple of KV, C of NH");
+  const int64_t width = s.C + 2 * int64_t(KV) * (s.C / NH);
+  args.holds(qkv.shape.dims[0] == s.B && qkv.shape.dims[1] == s.T && qkv.shape.dims[2] == width, "qkv",
+             "is not (B, T, (NH + 2·KV)·hs) of out's B, T and hs = C / NH");
   args.f32("lse", lse, int64_t(s.B) * NH * s.T);
+  return s;
 }
 
 // Element-wise operations: every tensor f32, of as many elements as the first.
@@ -519,25 +528,23 @@ namespace {
 // The grouped-query layouts: compact (rows, (q + 2kv)·hs) and expanded (rows, 3q·hs), q a
 // multiple of kv.
 void check_kv(const Arguments& args, const char* compact_name, const Tensor& compact, const char* full_name,
-              const Tensor& full, int q_heads, int kv_heads, DType type) {
-  args.type(compact_name, compact, type);
+              const Tensor& full, int q_heads, int kv_heads) {
+  args.type(compact_name, compact, DType::f32);
   const int64_t rows = matrix_rows(compact), width = matrix_cols(compact), heads = int64_t(q_heads) + 2 * kv_heads;
   args.holds(q_heads > 0 && kv_heads > 0 && q_heads % kv_heads == 0 && width % heads == 0, compact_name,
              "is not (rows, (q_heads + 2·kv_heads)·hs) with q_heads a multiple of kv_heads");
-  args.exactly(full_name, full, type, rows * 3 * q_heads * (width / heads));
+  args.f32(full_name, full, rows * 3 * q_heads * (width / heads));
 }
 
 }  // namespace
 
 void expand_kv(Context& ctx, const Tensor& out, const Tensor& qkv, int q_heads, int kv_heads) {
-  const Arguments args("expand_kv");
-  args.operand("qkv", qkv);  // a copy: f32, or the 16-bit values as kept
-  check_kv(args, "qkv", qkv, "out", out, q_heads, kv_heads, qkv.dtype);
+  check_kv(Arguments("expand_kv"), "qkv", qkv, "out", out, q_heads, kv_heads);
   entry(ctx, &KernelTable::expand_kv, "expand_kv")(ctx, out, qkv, q_heads, kv_heads);
 }
 
 void reduce_kv(Context& ctx, const Tensor& dqkv, const Tensor& dfull, int q_heads, int kv_heads) {
-  check_kv(Arguments("reduce_kv"), "dqkv", dqkv, "dfull", dfull, q_heads, kv_heads, DType::f32);
+  check_kv(Arguments("reduce_kv"), "dqkv", dqkv, "dfull", dfull, q_heads, kv_heads);
   entry(ctx, &KernelTable::reduce_kv, "reduce_kv")(ctx, dqkv, dfull, q_heads, kv_heads);
 }
 
@@ -555,34 +562,33 @@ void attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& datt, co
   entry(ctx, &KernelTable::attention_backward, "attention_backward")(ctx, dqkv, datt, dout, qkv, att, NH);
 }
 
-void flash_attention_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv, int NH) {
-  check_flash(Arguments("flash_attention_forward"), qkv, out, lse, NH);
-  entry(ctx, &KernelTable::flash_attention_forward, "flash_attention_forward")(ctx, out, lse, qkv, NH);
+void flash_attention_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv, int NH, int KV) {
+  check_flash(Arguments("flash_attention_forward"), qkv, out, lse, NH, KV);
+  entry(ctx, &KernelTable::flash_attention_forward, "flash_attention_forward")(ctx, out, lse, qkv, NH, KV);
 }
 
 void flash_attention_backward(Context& ctx, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                              const Tensor& out, const Tensor& lse, int NH, const Tensor& dqkv_low) {
+                              const Tensor& out, const Tensor& lse, int NH, int KV, const Tensor& dqkv_low) {
   const Arguments args("flash_attention_backward");
-  check_flash(args, qkv, out, lse, NH);
+  check_flash(args, qkv, out, lse, NH, KV);
   args.f32("dout", dout, out.shape.numel());
   args.f32("dqkv", dqkv, qkv.shape.numel());
   check_gradient_copy(args, "dqkv_low", dqkv_low, qkv);
   args.holds(dqkv_low.data == nullptr || qkv.dtype != DType::f32, "dqkv_low",
              "is given for f32 q, k and v: the copy is of their 16-bit type");
   entry(ctx, &KernelTable::flash_attention_backward, "flash_attention_backward")(ctx, dqkv, dout, qkv, out, lse, NH,
-                                                                                 dqkv_low);
+                                                                                 KV, dqkv_low);
 }
 
-// A ring-attention block: qkv, out and lse as the flash attention's; kv (B, T, W ≥ 2C); the
-// chunks inside the T rows.
+// A ring-attention block: qkv, out and lse as the flash attention's; kv (B, T, W ≥ 2·KV·hs);
+// the chunks inside the T rows.
 void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, const Tensor& out, const Tensor& lse,
-                 int NH, const AttentionBlock& block) {
-  check_flash(args, qkv, out, lse, NH);
-  const Sequence s = attention_sequence(qkv);
+                 int NH, int KV, const AttentionBlock& block) {
+  const Sequence s = check_flash(args, qkv, out, lse, NH, KV);
   args.type("kv", kv, qkv.dtype);
   args.rank("kv", kv, 3);
-  args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= 2 * s.C, "kv",
-             "is not (B, T, W >= 2C) of the qkv's B and T");
+  args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= 2 * int64_t(KV) * (s.C / NH),
+             "kv", "is not (B, T, W >= 2·KV·hs) of the qkv's B and T");
   const int64_t chunks = block.rows > 0 ? s.T / block.rows : 0;
   args.holds(block.rows > 0 && block.q_chunk >= 0 && block.k_chunk >= 0 && block.q_chunk < chunks &&
                  block.k_chunk < chunks && (!block.causal || block.q_chunk == block.k_chunk),
@@ -590,24 +596,24 @@ void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, con
 }
 
 void flash_attention_block_forward(Context& ctx, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                                   const Tensor& kv, int NH, const AttentionBlock& block) {
+                                   const Tensor& kv, int NH, int KV, const AttentionBlock& block) {
   const Arguments args("flash_attention_block_forward");
-  check_block(args, qkv, kv, out, lse, NH, block);
+  check_block(args, qkv, kv, out, lse, NH, KV, block);
   args.type("out", out, DType::f32);  // the blocks fold into it
   entry(ctx, &KernelTable::flash_attention_block_forward, "flash_attention_block_forward")(ctx, out, lse, qkv, kv, NH,
-                                                                                           block);
+                                                                                           KV, block);
 }
 
 void flash_attention_block_backward(Context& ctx, const Tensor& dqkv, const Tensor& dkv, const Tensor& dout,
                                     const Tensor& qkv, const Tensor& kv, const Tensor& out, const Tensor& lse, int NH,
-                                    const AttentionBlock& block) {
+                                    int KV, const AttentionBlock& block) {
   const Arguments args("flash_attention_block_backward");
-  check_block(args, qkv, kv, out, lse, NH, block);
+  check_block(args, qkv, kv, out, lse, NH, KV, block);
   args.f32("dout", dout, out.shape.numel());
   args.f32("dqkv", dqkv, qkv.shape.numel());
   args.f32("dkv", dkv, kv.shape.numel());
   entry(ctx, &KernelTable::flash_attention_block_backward, "flash_attention_block_backward")(ctx, dqkv, dkv, dout, qkv,
-                                                                                             kv, out, lse, NH, block);
+                                                                                             kv, out, lse, NH, KV, block);
 }
 
 void attention_forward_bf16(Context& ctx, const Tensor& out, const Tensor& att, const Tensor& att_low,

@@ -2,7 +2,8 @@
 // 2023, Algorithms 1 and 2), on the CPU: per (batch, head, tile of kTile queries), the key tiles
 // up to the diagonal one at a time, each product of tiles one small GEMM (kernels/cpu/matmul.hpp:
 // oneDNN's matmul, or with kernels.arithmetic = portable our fixed-order loops) reading q, k and
-// v in place out of the fused (B, T, 3C) activation.
+// v in place out of the fused (B, T, (NH + 2·KV)·hs) activation. Grouped-query attention reads
+// its heads as they are: query head h against key/value head h / (NH / KV), no expanded copy.
 //
 // Forward, for the rows of a query tile and each key tile j (scale = 1/√hs):
 //   S = q kⱼᵀ · scale (keys after the row's position masked);  m' = max(m, rowmax S);
@@ -11,7 +12,8 @@
 // floats instead of the (B, NH, T, T) probabilities.
 // Backward recomputes each pair of tiles' P = exp(q kᵀ · scale − L) and, with D = rowsum(dy ⊙ y),
 //   dv += Pᵀ dy;  dP = dy vᵀ;  dS = P ⊙ (dP − D) · scale;  dq += dS k;  dk += dSᵀ q
-// one head on one thread, key tile by key tile, so that every gradient has one writer.
+// one key/value head on one thread — the query heads of its group in turn, each key tile by key
+// tile — so that every gradient has one writer.
 //
 // q, k and v are read as they are stored: f32 in place, or a 16-bit model's kept values widened
 // (exactly) tile by tile into the thread's scratch — the same f32 products on the same values, so
@@ -23,7 +25,7 @@
 //
 // Context parallelism's ring attention runs the same tiles on a block: one chunk of a
 // sequence's queries against one chunk of keys and values, which may come from another rank
-// (k and v in a (B, T, 2C) buffer, or in the qkv itself), causal on the diagonal chunk and
+// (k and v in a (B, T, 2·KV·hs) buffer, or in the qkv itself), causal on the diagonal chunk and
 // unmasked below it; the forward folds the block's softmax into what out and lse hold
 // (L' = log(e^L + e^Lb), y' = y·e^(L−L') + yb·e^(Lb−L')), the backward adds to the gradients
 // from the final out and lse. The whole sequence is the block of one chunk, keys = queries.
@@ -42,16 +44,18 @@ namespace {
 
 constexpr int kTile = 128;  // queries and keys per tile
 
-// Where one head's rows of a block are, for queries t in [0, Tq) and keys s in [0, Tk) of the
-// block (sequence rows q0 + t and k0 + s of T): q inside qkv (B, T, 3C), k and v inside kv
-// (B, T, W) at columns W − 2C and W − C, y and dy inside (B, T, C), the statistics inside
-// (B, NH, T). causal: key s visible to query t where s ≤ t (Tq = Tk); else every key.
+// Where one query head's rows of a block are, for queries t in [0, Tq) and keys s in [0, Tk) of
+// the block (sequence rows q0 + t and k0 + s of T): q inside qkv (B, T, Wq = C + 2·Ckv), its
+// key/value head g's k and v inside kv (B, T, W) at columns W − 2·Ckv and W − Ckv (Ckv = KV·hs),
+// y and dy inside (B, T, C), the statistics inside (B, NH, T). causal: key s visible to query t
+// where s ≤ t (Tq = Tk); else every key.
 struct Head {
-  int T, C, hs, NH, b, h;
+  int T, C, hs, NH, b, h, g, Ckv;
   int q0, Tq, k0, Tk, W;
   bool causal;
-  size_t qkv_row(int t) const { return (static_cast<size_t>(b) * T + q0 + t) * 3 * C + h * hs; }
-  size_t k_row(int s) const { return (static_cast<size_t>(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
+  int64_t q_stride() const { return C + 2 * int64_t(Ckv); }
+  size_t qkv_row(int t) const { return (static_cast<size_t>(b) * T + q0 + t) * q_stride() + h * hs; }
+  size_t k_row(int s) const { return (static_cast<size_t>(b) * T + k0 + s) * W + (W - 2 * Ckv) + g * hs; }
   size_t out_row(int t) const { return (static_cast<size_t>(b) * T + q0 + t) * C + h * hs; }
   size_t stat(int t) const { return (static_cast<size_t>(b) * NH + h) * T + q0 + t; }
   int visible(int t, int s0, int cols) const { return causal ? std::min(cols, t - s0 + 1) : cols; }
@@ -59,7 +63,7 @@ struct Head {
   int query_start(int s0) const { return causal ? s0 / kTile * kTile : 0; }
 };
 
-// Tiles as GEMM operands, in elements: rows of q, k or v (row stride 3C), the same read
+// Tiles as GEMM operands, in elements: rows of q, k or v (row stride Wq or W), the same read
 // transposed, rows of y or dy (stride C), and a dense scratch tile (stride kTile or hs).
 Strides rows_of(int64_t stride) { return {0, 0, stride, 1}; }
 Strides transposed(int64_t stride) { return {0, 0, 1, stride}; }
@@ -85,7 +89,7 @@ void gemm(const Context& ctx, int M, int N, int K, float* c, Strides cs, const f
 // What a thread holds, its part of the call's workspace (kernels/cpu/workspace.hpp): a tile of
 // scores or probabilities and one of their gradients (kTile × kTile), an output accumulator
 // (kTile × hs), its rows' statistics m and l, in 16 bits the q tile and the k and v tiles widened
-// (kTile rows of their source's row stride; k and v share theirs, v C columns after k as in the
+// (kTile rows of their source's row stride; k and v share theirs, v Ckv columns after k as in the
 // source), and in backward D of each query row of the block.
 struct Scratch {
   float *s, *ds, *acc, *m, *l, *q, *kv, *d_rows;
@@ -126,7 +130,9 @@ struct ThreadParts {
 };
 ThreadParts thread_parts(const FlashOperands& in, int C, int NH, const AttentionBlock& block) {
   static Buffer<float> workspace;
-  const ScratchLayout o = scratch_layout(C / NH, 3 * int64_t(C), in.W, block.rows, in.values != Precision::fp32);
+  const int hs = C / NH;
+  const ScratchLayout o =
+      scratch_layout(hs, C + 2 * int64_t(in.KV) * hs, in.W, block.rows, in.values != Precision::fp32);
   return {per_thread(workspace, o.floats), o};
 }
 
@@ -166,13 +172,13 @@ Rows tile_rows(const FlashOperands& in, const void* values, size_t first, int64_
 
 // The rows of one head's tiles: queries t0 .. (from qkv), keys or values s0 .. (from kv).
 Rows query_rows(const FlashOperands& in, const Head& head, int t0, int rows, const Scratch& x) {
-  return tile_rows(in, in.qkv, head.qkv_row(t0), 3 * head.C, rows, head.hs, x.q);
+  return tile_rows(in, in.qkv, head.qkv_row(t0), head.q_stride(), rows, head.hs, x.q);
 }
 Rows key_rows(const FlashOperands& in, const Head& head, int s0, int cols, const Scratch& x) {
   return tile_rows(in, in.kv, head.k_row(s0), head.W, cols, head.hs, x.kv);
 }
 Rows value_rows(const FlashOperands& in, const Head& head, int s0, int cols, const Scratch& x) {
-  return tile_rows(in, in.kv, head.k_row(s0) + head.C, head.W, cols, head.hs, x.kv + head.C);
+  return tile_rows(in, in.kv, head.k_row(s0) + head.Ckv, head.W, cols, head.hs, x.kv + head.Ckv);
 }
 
 // Element i of y (f32 or the values' 16-bit type).
@@ -256,27 +262,29 @@ void forward_tile(const Context& ctx, const FlashOperands& in, const Head& head,
   write_rows(in, head, t0, rows, out, lse, combine, x);
 }
 
-// The head's dq, dk and dv rows of the whole sequence's dqkv, final, rounded into dqkv_low.
-void round_head_gradients(const FlashOperands& in, const Head& head, const float* dqkv, low16* dqkv_low) {
-  for (int t = 0; t < head.Tq; ++t)
-    for (int part = 0; part < 3; ++part) {
-      const size_t at = head.qkv_row(t) + static_cast<size_t>(part) * head.C;
-      for (int d = 0; d < head.hs; ++d) dqkv_low[at + d] = rounded(in.values, dqkv[at + d]);
+// `count` rows of hs gradients from element `first` (row stride `stride`): zeroed, or rounded
+// into dqkv_low at the same elements.
+void zero_rows(float* gradients, size_t first, int64_t stride, int count, int hs) {
+  for (int r = 0; r < count; ++r) std::fill_n(gradients + first + r * stride, hs, 0.0f);
+}
+void round_rows(const FlashOperands& in, const float* gradients, low16* dqkv_low, size_t first, int64_t stride,
+                int count, int hs) {
+  for (int r = 0; r < count; ++r)
+    for (int d = 0; d < hs; ++d) {
+      const size_t at = first + r * stride + d;
+      dqkv_low[at] = rounded(in.values, gradients[at]);
     }
 }
 
-// Every gradient of one head's block: dq into dqkv, dk and dv into dkv (of kv's layout), summed
-// over the tile pairs key tile by key tile; accumulate: added to what they hold, else zeroed first
-// (the whole sequence, dkv = dqkv), and then (dqkv_low) rounded into it.
+// One query head's part of its block's gradients: dq into dqkv, and its share of its key/value
+// head's dk and dv added into dkv (of kv's layout), summed over the tile pairs key tile by key
+// tile; accumulate: dq added to what it holds, else zeroed first.
 void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
-                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, low16* dqkv_low,
-                    const Scratch& x) {
+                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, const Scratch& x) {
   const int hs = head.hs;
-  const int64_t q_stride = 3 * head.C;
+  const int64_t q_stride = head.q_stride();
+  if (!accumulate) zero_rows(dqkv, head.qkv_row(0), q_stride, head.Tq, hs);
   for (int t = 0; t < head.Tq; ++t) {
-    float* row = dqkv + head.qkv_row(t);
-    if (!accumulate)
-      for (int part = 0; part < 3; ++part) std::fill(row + part * head.C, row + part * head.C + hs, 0.0f);
     const float* dy = dout + head.out_row(t);
     float dot = 0.0f;
     for (int d = 0; d < hs; ++d) dot += dy[d] * y_at(in, out, head.out_row(t) + d);
@@ -286,7 +294,7 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
     const int cols = std::min(kTile, head.Tk - s0);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
     float* dk = dkv + head.k_row(s0);
-    float* dv = dk + head.C;
+    float* dv = dk + head.Ckv;
     for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
       const int rows = std::min(kTile, head.Tq - t0);
       const Rows q = query_rows(in, head, t0, rows, x);
@@ -305,13 +313,35 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
       gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds, transposed(kTile), q.at, rows_of(q.stride), true);
     }
   }
-  if (dqkv_low != nullptr) round_head_gradients(in, head, dqkv, dqkv_low);
 }
 
-// The block's heads' rows: per (batch, head), chunk `block` of the T rows of each sequence.
-Head block_head(int b, int h, int T, int C, int NH, int W, const AttentionBlock& block) {
-  return Head{T, C, C / NH, NH, b, h, block.q_chunk * block.rows, block.rows, block.k_chunk * block.rows, block.rows,
-              W, block.causal};
+// The block's rows of query head h of sequence b: chunk `block` of the T rows of each sequence.
+Head block_head(const FlashOperands& in, int b, int h, int T, int C, int NH, const AttentionBlock& block) {
+  const int hs = C / NH;
+  return Head{T, C, hs, NH, b, h, h / (NH / in.KV), in.KV * hs, block.q_chunk * block.rows, block.rows,
+              block.k_chunk * block.rows, block.rows, in.W, block.causal};
+}
+
+// Every gradient of key/value head g's block: dk and dv (kv's columns in dkv) summed over the
+// query heads of its group in order, each head's dq; accumulate: added to what they hold, else
+// zeroed first (the whole sequence, dkv = dqkv), and then (dqkv_low) rounded into it.
+void group_gradients(const Context& ctx, const FlashOperands& in, int b, int g, int T, int C, int NH,
+                     const AttentionBlock& block, const float* dout, const void* out, const float* lse, float scale,
+                     float* dqkv, float* dkv, bool accumulate, low16* dqkv_low, const Scratch& x) {
+  const int group = NH / in.KV;
+  const Head first = block_head(in, b, g * group, T, C, NH, block);
+  if (!accumulate) {
+    zero_rows(dkv, first.k_row(0), first.W, first.Tk, first.hs);
+    zero_rows(dkv, first.k_row(0) + first.Ckv, first.W, first.Tk, first.hs);
+  }
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    const Head head = block_head(in, b, h, T, C, NH, block);
+    head_gradients(ctx, in, head, dout, out, lse, scale, dqkv, dkv, accumulate, x);
+    if (dqkv_low != nullptr) round_rows(in, dqkv, dqkv_low, head.qkv_row(0), head.q_stride(), head.Tq, head.hs);
+  }
+  if (dqkv_low == nullptr) return;
+  round_rows(in, dkv, dqkv_low, first.k_row(0), first.W, first.Tk, first.hs);
+  round_rows(in, dkv, dqkv_low, first.k_row(0) + first.Ckv, first.W, first.Tk, first.hs);
 }
 
 }  // namespace
@@ -329,7 +359,7 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
         for (int i = 0; i < tiles; ++i)
-          forward_tile(ctx, in, block_head(b, h, T, C, NH, in.W, block), i * kTile, scale, out, lse, combine, x);
+          forward_tile(ctx, in, block_head(in, b, h, T, C, NH, block), i * kTile, scale, out, lse, combine, x);
   }
 }
 
@@ -346,9 +376,8 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
     const Scratch x = parts.mine();
 #pragma omp for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h)
-        head_gradients(ctx, in, block_head(b, h, T, C, NH, in.W, block), dout, out, lse, scale, dqkv, dkv, accumulate,
-                       dqkv_low, x);
+      for (int g = 0; g < in.KV; ++g)
+        group_gradients(ctx, in, b, g, T, C, NH, block, dout, out, lse, scale, dqkv, dkv, accumulate, dqkv_low, x);
   }
 }
 

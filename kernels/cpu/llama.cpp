@@ -109,16 +109,13 @@ void swiglu_backward(Context&, float* dinp, const float* inp, const float* dout,
   }
 }
 
-namespace {
-
-// A copy of values (f32, or 16-bit bits): the query heads, then each its group's key and value head.
-template <class E>
-void expand_rows(E* out, const E* qkv, int rows, int q_heads, int kv_heads, int head_size) {
+// The query heads, then each its group's key and value head.
+void expand_kv(Context&, float* out, const float* qkv, int rows, int q_heads, int kv_heads, int head_size) {
   const int group = q_heads / kv_heads, q = q_heads * head_size, kv = kv_heads * head_size;
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r) {
-    const E* in = qkv + size_t(r) * (q + 2 * kv);
-    E* o = out + size_t(r) * 3 * q;
+    const float* in = qkv + size_t(r) * (q + 2 * kv);
+    float* o = out + size_t(r) * 3 * q;
     for (int j = 0; j < q; ++j) o[j] = in[j];
     for (int h = 0; h < q_heads; ++h)
       for (int d = 0; d < head_size; ++d) {
@@ -127,16 +124,6 @@ void expand_rows(E* out, const E* qkv, int rows, int q_heads, int kv_heads, int 
         o[2 * q + h * head_size + d] = in[q + kv + from];
       }
   }
-}
-
-}  // namespace
-
-void expand_kv(Context&, float* out, const float* qkv, int rows, int q_heads, int kv_heads, int head_size) {
-  expand_rows(out, qkv, rows, q_heads, kv_heads, head_size);
-}
-
-void expand_kv_low16(Context&, low16* out, const low16* qkv, int rows, int q_heads, int kv_heads, int head_size) {
-  expand_rows(out, qkv, rows, q_heads, kv_heads, head_size);
 }
 
 void reduce_kv(Context&, float* dqkv, const float* dfull, int rows, int q_heads, int kv_heads, int head_size) {

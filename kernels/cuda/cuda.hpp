@@ -80,11 +80,12 @@ low16* narrow_in_place(Context& ctx, Precision precision, float* values, size_t 
 void keep_with_gelu(Context& ctx, Precision precision, low16* pre, low16* act, const float* sums, size_t n);
 
 // ---- cuDNN's fused attention (cudnn_attention.cpp) -----------------------------------------------
-// The whole causal sequence of a 16-bit model's attention: q, k, v heads of hs channels in the
-// (B, T, 3C) rows of qkv (C = NH·hs), all of the 16-bit type `values`; scores scaled by `scale`.
+// The whole causal sequence of a 16-bit model's attention: NH query heads and KV key/value heads
+// (grouped-query attention; KV = NH multi-head) of hs channels in the (B, T, (NH + 2·KV)·hs) rows
+// of qkv, all of the 16-bit type `values`; scores scaled by `scale`.
 struct FusedAttention {
   const void* qkv;
-  int B, T, NH, hs;
+  int B, T, NH, KV, hs;
   Precision values;
   float scale;
 };
@@ -96,7 +97,7 @@ bool cudnn_attention_takes(Context& ctx, const FusedAttention& a);
 // scores (natural log: our kernels' lse). false, and nothing done, where a pointer is not 16-byte
 // aligned (cuDNN's kernels need it; the caller runs ours), as for backward:
 bool cudnn_attention_forward(Context& ctx, const FusedAttention& a, void* out, float* lse);
-// dqkv (B, T, 3C) f32 = and dqkv_low (its 16-bit copy; null: a scratch) =, from the f32 dout and
+// dqkv (B, T, (NH + 2·KV)·hs) f32 = and dqkv_low (its 16-bit copy; null: a scratch) =, from the f32 dout and
 // what forward kept.
 bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv, low16* dqkv_low, const float* dout,
                               const void* out, const float* lse);

@@ -5,12 +5,13 @@
 // products (cuda.attention_products = f32), a build without cuDNN, sizes whose graph cuDNN
 // refuses, and cuda.attention_kernel = own.
 //
-// The operands are read where the model keeps them, as strided (B, NH, T, hs) views: q, k and v
-// out of the fused (B, T, 3C) activation (row stride 3C, head stride hs), y (B, T, C). The
+// The operands are read where the model keeps them, as strided (B, heads, T, hs) views: q (NH
+// heads), k and v (KV heads each: grouped-query attention as cuDNN takes it, KV = NH multi-head)
+// out of the fused (B, T, (NH + 2·KV)·hs) activation (head stride hs), y (B, T, C). The
 // statistics cuDNN keeps for backward ("Stats", (B, NH, T, 1) f32) are each query's natural
 // log-sum-exp of its scaled scores: our kernels' lse, so either backward reads either forward's.
 // Backward takes dy in the 16-bit type (dout arrives in f32: rounded into a stream-ordered
-// scratch first, one pass) and writes dq, dk, dv in it, into the (B, T, 3C) copy the qkv GEMM's
+// scratch first, one pass) and writes dq, dk, dv in it, into the fused-rows copy the qkv GEMM's
 // backward reads; the f32 dqkv is that copy widened (one pass): the bias gradient and anything
 // else reading f32 see exactly the values the GEMM reads.
 //
@@ -56,8 +57,14 @@ struct Graphs {
   bool taken = false;
 };
 
-// (B, T, NH, hs, fp16)
-using Key = std::tuple<int, int, int, int, bool>;
+// (B, T, NH, KV, hs, fp16)
+using Key = std::tuple<int, int, int, int, int, bool>;
+
+// The elements of a fused (q, k, v) row: (NH + 2·KV)·hs.
+int64_t fused_row(const Key& key) {
+  const auto [B, T, NH, KV, hs, fp16] = key;
+  return (int64_t(NH) + 2 * int64_t(KV)) * hs;
+}
 
 std::mutex g_mutex;
 
@@ -74,8 +81,8 @@ cudnnHandle_t handle() {
   return h;
 }
 
-// A (B, NH, T, hs) view of heads in rows of `row` elements: batch stride T·row, head stride hs —
-// an input named so, or (as_heads on a node's output) where the node writes.
+// A (B, NH, T, hs) view of NH heads in rows of `row` elements: batch stride T·row, head stride
+// hs — an input named so, or (as_heads on a node's output) where the node writes.
 fe::graph::Tensor_attributes& as_heads(fe::graph::Tensor_attributes& t, Uid uid, int B, int NH, int T, int hs,
                                         int64_t row) {
   return t.set_uid(uid).set_dim({B, NH, T, hs}).set_stride({int64_t(T) * row, hs, row, 1});
@@ -102,8 +109,8 @@ fe::graph::Tensor_attributes scale_value() {
       .set_data_type(fe::DataType_t::FLOAT);
 }
 
-// A graph of the key's 16-bit type (f32 sums) and its inputs q, k, v: (B, NH, T, hs) views of the
-// fused (B, T, 3C) rows. sm_version: the GPU architecture it is for (0: the current device's, as
+// A graph of the key's 16-bit type (f32 sums) and its inputs q (B, NH, T, hs), k and v
+// (B, KV, T, hs): views of the fused rows. sm_version: the GPU architecture it is for (0: the current device's, as
 // cuDNN reads it; set before any node, which copies the graph's context).
 struct Started {
   std::shared_ptr<fe::graph::Graph> graph;
@@ -111,8 +118,8 @@ struct Started {
 };
 
 Started start_graph(const Key& key, int sm_version) {
-  const auto [B, T, NH, hs, fp16] = key;
-  const int64_t row = 3 * int64_t(NH) * hs;
+  const auto [B, T, NH, KV, hs, fp16] = key;
+  const int64_t row = fused_row(key);
   Started s;
   s.graph = std::make_shared<fe::graph::Graph>();
   if (sm_version > 0) s.graph->set_sm_version(sm_version);
@@ -120,8 +127,8 @@ Started start_graph(const Key& key, int sm_version) {
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   s.q = s.graph->tensor(heads("q", kQ, B, NH, T, hs, row));
-  s.k = s.graph->tensor(heads("k", kK, B, NH, T, hs, row));
-  s.v = s.graph->tensor(heads("v", kV, B, NH, T, hs, row));
+  s.k = s.graph->tensor(heads("k", kK, B, KV, T, hs, row));
+  s.v = s.graph->tensor(heads("v", kV, B, KV, T, hs, row));
   return s;
 }
 
@@ -135,9 +142,9 @@ fe::error_object build(fe::graph::Graph& graph) {
   return graph.build_plans(handle());
 }
 
-// out (B, NH, T, hs) of the (B, T, C) rows and the statistics, from q, k, v of the (B, T, 3C) rows.
+// out (B, NH, T, hs) of the (B, T, C) rows and the statistics, from q, k, v of the fused rows.
 std::shared_ptr<fe::graph::Graph> forward_graph(const Key& key, int sm_version = 0) {
-  const auto [B, T, NH, hs, fp16] = key;
+  const auto [B, T, NH, KV, hs, fp16] = key;
   const int64_t C = int64_t(NH) * hs;
   auto [graph, q, k, v] = start_graph(key, sm_version);
   auto options = fe::graph::SDPA_attributes()
@@ -151,10 +158,11 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const Key& key, int sm_version =
   return graph;
 }
 
-// dq, dk, dv into the (B, T, 3C) rows of the gradients' 16-bit copy, from what forward kept and dO.
+// dq, dk, dv into the fused rows of the gradients' 16-bit copy (dk and dv summed over each
+// key/value head's group), from what forward kept and dO.
 std::shared_ptr<fe::graph::Graph> backward_graph(const Key& key, int sm_version = 0) {
-  const auto [B, T, NH, hs, fp16] = key;
-  const int64_t C = int64_t(NH) * hs;
+  const auto [B, T, NH, KV, hs, fp16] = key;
+  const int64_t C = int64_t(NH) * hs, row = fused_row(key);
   auto [graph, q, k, v] = start_graph(key, sm_version);
   auto o = graph->tensor(heads("o", kO, B, NH, T, hs, C));
   auto dO = graph->tensor(heads("dO", kDO, B, NH, T, hs, C));
@@ -166,16 +174,17 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Key& key, int sm_version 
                      .set_causal_mask(true)
                      .set_attn_scale(graph->tensor(scale_value()));
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, dO, stats, options);
-  as_heads(dq->set_output(true), kDQ, B, NH, T, hs, 3 * C);  // into the (B, T, 3C) rows, as q, k, v
-  as_heads(dk->set_output(true), kDK, B, NH, T, hs, 3 * C);
-  as_heads(dv->set_output(true), kDV, B, NH, T, hs, 3 * C);
+  as_heads(dq->set_output(true), kDQ, B, NH, T, hs, row);  // into the fused rows, as q, k, v
+  as_heads(dk->set_output(true), kDK, B, KV, T, hs, row);
+  as_heads(dv->set_output(true), kDV, B, KV, T, hs, row);
   return graph;
 }
 
 std::string describe(const Key& key) {
-  const auto [B, T, NH, hs, fp16] = key;
+  const auto [B, T, NH, KV, hs, fp16] = key;
   return "B " + std::to_string(B) + ", T " + std::to_string(T) + ", " + std::to_string(NH) + " heads of " +
-         std::to_string(hs) + ", " + (fp16 ? "fp16" : "bf16");
+         std::to_string(hs) + (KV != NH ? " over " + std::to_string(KV) + " key/value heads" : std::string()) + ", " +
+         (fp16 ? "fp16" : "bf16");
 }
 
 // The graphs of `key`, built on first use (a second or so each: cuDNN compiles or loads its
@@ -225,16 +234,19 @@ bool aligned(std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// The variant pack's q, k, v (heads at columns 0, C and 2C of the fused rows) and the scale
-// (passed by value: cuDNN reads it from `scale` at execution).
+// The variant pack's q, k, v (heads at columns 0, C and C + KV·hs of the fused rows) and the
+// scale (passed by value: cuDNN reads it from `scale` at execution).
 std::unordered_map<int64_t, void*> inputs(const FusedAttention& a, float& scale) {
   void* qkv = const_cast<void*>(a.qkv);
-  const size_t C = size_t(a.NH) * a.hs;
+  const size_t C = size_t(a.NH) * a.hs, Ckv = size_t(a.KV) * a.hs;
   scale = a.scale;
-  return {{kQ, qkv}, {kK, static_cast<low16*>(qkv) + C}, {kV, static_cast<low16*>(qkv) + 2 * C}, {kScale, &scale}};
+  return {{kQ, qkv},
+          {kK, static_cast<low16*>(qkv) + C},
+          {kV, static_cast<low16*>(qkv) + C + Ckv},
+          {kScale, &scale}};
 }
 
-Key key_of(const FusedAttention& a) { return {a.B, a.T, a.NH, a.hs, a.values == Precision::fp16}; }
+Key key_of(const FusedAttention& a) { return {a.B, a.T, a.NH, a.KV, a.hs, a.values == Precision::fp16}; }
 
 // cuDNN's workspace for one execution: stream-ordered, released behind it on the stream.
 void execute(Context& ctx, fe::graph::Graph& graph, std::unordered_map<int64_t, void*>& pack, const char* what) {
@@ -286,7 +298,8 @@ bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv
   if (!aligned({a.qkv, out, lse, dqkv_low})) return false;  // (the scratches are: cudaMallocAsync's)
   std::lock_guard<std::mutex> lock(g_mutex);
   Graphs& g = graphs_for(key_of(a));
-  const size_t C = size_t(a.NH) * a.hs, n_out = size_t(a.B) * a.T * C, n_qkv = 3 * n_out;
+  const size_t C = size_t(a.NH) * a.hs, Ckv = size_t(a.KV) * a.hs, n_out = size_t(a.B) * a.T * C;
+  const size_t n_qkv = size_t(a.B) * a.T * (C + 2 * Ckv);
   // dy in the operand type (the f32 dout rounded, as our kernels round each tile of it).
   float* dy_scratch = stream_scratch(ctx, (n_out + 1) / 2, "cudaMallocAsync (cuDNN attention's dy)");
   low16* dy = reinterpret_cast<low16*>(dy_scratch);
@@ -302,7 +315,7 @@ bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv
                {kStats, const_cast<float*>(lse)},
                {kDQ, gradients},
                {kDK, gradients + C},
-               {kDV, gradients + 2 * C}});
+               {kDV, gradients + C + Ckv}});
   execute(ctx, *g.backward, pack, "flash_attention_backward (cuDNN)");
   release_scratch(ctx, dy_scratch);
   from_low(ctx, a.values, dqkv, gradients, n_qkv);  // the f32 gradients: the copy's values

@@ -6,9 +6,10 @@
 //   the tiled tensor-core kernels of flash_attention_mma.cu.
 // - Everything else (f32 models, whose products stay f32; other head sizes): the first-light
 //   kernels here, written for correctness and a memory footprint of O(B·NH·T), not for speed: one
-//   warp per query row (forward, dq) or key row (dk, dv), each lane holding hs/32 of the row's
-//   channels in registers, the dot products reduced across the warp in a fixed shuffle tree (the
-//   same sums every run).
+//   warp per query row (forward, dq) or key row (dk, dv; of a key/value head, over the query heads
+//   of its group in turn), each lane holding hs/32 of the row's channels in registers, the dot
+//   products reduced across the warp in a fixed shuffle tree (the same sums every run).
+// Grouped-query attention's heads are read as they are (HeadRows::kv_head), no expanded copy.
 //
 // Forward, per query t, over the keys s ≤ t (scale = 1/√hs):
 //   S = q·k_s·scale;  m' = max(m, S);  l = l·e^(m−m') + e^(S−m');  acc = acc·e^(m−m') + e^(S−m')·v_s
@@ -65,13 +66,13 @@ __device__ inline float warp_dot_y(const float (&dy)[kMaxPerLane], const HeadRow
   return warp_reduce(sum, SumOp{});
 }
 
-// (b, h, position) of the warp's row among (B, NH, n), or false past the last.
-__device__ inline bool warp_row(int B, int NH, int n, int& b, int& h, int& t) {
+// (b, h, position) of the warp's row among (B, heads, n), or false past the last.
+__device__ inline bool warp_row(int B, int heads, int n, int& b, int& h, int& t) {
   const size_t index = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (index >= size_t(B) * NH * n) return false;
+  if (index >= size_t(B) * heads * n) return false;
   t = static_cast<int>(index % n);
-  h = static_cast<int>(index / n % NH);
-  b = static_cast<int>(index / (size_t(n) * NH));
+  h = static_cast<int>(index / n % heads);
+  b = static_cast<int>(index / (size_t(n) * heads));
   return true;
 }
 
@@ -80,19 +81,19 @@ template <class E>
 __global__ void forward_kernel(void* out, float* lse, HeadRows rows, int B, float scale, bool combine) {
   int b, h, t;
   if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
-  const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
+  const int lane = threadIdx.x % 32, hs = rows.hs, Ckv = rows.Ckv(), g = rows.kv_head(h);
   float q[kMaxPerLane], acc[kMaxPerLane] = {};
   load(q, rows.q<E>(b, h, t), hs, lane);
   float m = -INFINITY, l = 0.0f;
   for (int s = 0; s < rows.key_end(t); ++s) {
-    const E* k = rows.k<E>(b, h, s);
+    const E* k = rows.k<E>(b, g, s);
     const float score = warp_dot(q, k, hs, lane) * scale;
     const float m_new = fmaxf(m, score), correction = vexp(m - m_new), p = vexp(score - m_new);
     l = l * correction + p;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      acc[i] = acc[i] * correction + (d < hs ? p * widen_value(k[C + d]) : 0.0f);  // k + C: v
+      acc[i] = acc[i] * correction + (d < hs ? p * widen_value(k[Ckv + d]) : 0.0f);  // k + Ckv: v
     }
     m = m_new;
   }
@@ -115,38 +116,39 @@ __global__ void forward_kernel(void* out, float* lse, HeadRows rows, int B, floa
   if (lane == 0) row_lse = merged;
 }
 
-// One warp per key s: dk_s and dv_s (into dkv, of kv's layout; accumulate: +=), over the
-// queries that see it.
+// One warp per key s of key/value head g: dk_s and dv_s (into dkv, of kv's layout; accumulate:
+// +=), over the queries of the group's heads, head by head, that see it.
 template <class E>
 __global__ void key_gradients_kernel(float* dkv, const float* dout, const void* out, const float* lse,
                                      HeadRows rows, int B, float scale, bool accumulate) {
-  int b, h, s;
-  if (!warp_row(B, rows.NH, rows.n, b, h, s)) return;
-  const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
+  int b, g, s;
+  if (!warp_row(B, rows.KV, rows.n, b, g, s)) return;
+  const int lane = threadIdx.x % 32, hs = rows.hs, Ckv = rows.Ckv();
   float k[kMaxPerLane], v[kMaxPerLane], dk[kMaxPerLane] = {}, dv[kMaxPerLane] = {};
-  load(k, rows.k<E>(b, h, s), hs, lane);
-  load(v, rows.k<E>(b, h, s) + C, hs, lane);
-  for (int t = rows.query_begin(s); t < rows.n; ++t) {
-    const E* q = rows.q<E>(b, h, t);
-    const float* dy = dout + rows.row(b, h, t);
-    float dyr[kMaxPerLane];
-    load(dyr, dy, hs, lane);
-    const float p = vexp(warp_dot(k, q, hs, lane) * scale - lse[rows.stat(b, h, t)]);
-    const float d_row = warp_dot_y(dyr, rows, out, rows.row(b, h, t), lane);
-    const float ds = p * (warp_dot(v, dy, hs, lane) - d_row) * scale;
+  load(k, rows.k<E>(b, g, s), hs, lane);
+  load(v, rows.k<E>(b, g, s) + Ckv, hs, lane);
+  for (int h = g * rows.group(); h < (g + 1) * rows.group(); ++h)
+    for (int t = rows.query_begin(s); t < rows.n; ++t) {
+      const E* q = rows.q<E>(b, h, t);
+      const float* dy = dout + rows.row(b, h, t);
+      float dyr[kMaxPerLane];
+      load(dyr, dy, hs, lane);
+      const float p = vexp(warp_dot(k, q, hs, lane) * scale - lse[rows.stat(b, h, t)]);
+      const float d_row = warp_dot_y(dyr, rows, out, rows.row(b, h, t), lane);
+      const float ds = p * (warp_dot(v, dy, hs, lane) - d_row) * scale;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * widen_value(q[d]);
+      for (int i = 0; i < kMaxPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < hs) dv[i] += p * dyr[i], dk[i] += ds * widen_value(q[d]);
+      }
     }
-  }
-  const size_t row = rows.k_offset(b, h, s);
+  const size_t row = rows.k_offset(b, g, s);
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) {
     const size_t at = row + lane + 32 * i;
     if (lane + 32 * i < hs) {
       rows.set_gradient(dkv, at, (accumulate ? dkv[at] : 0.0f) + dk[i]);
-      rows.set_gradient(dkv, at + C, (accumulate ? dkv[at + C] : 0.0f) + dv[i]);
+      rows.set_gradient(dkv, at + Ckv, (accumulate ? dkv[at + Ckv] : 0.0f) + dv[i]);
     }
   }
 }
@@ -157,16 +159,16 @@ __global__ void query_gradients_kernel(float* dqkv, const float* dout, const voi
                                        HeadRows rows, int B, float scale, bool accumulate) {
   int b, h, t;
   if (!warp_row(B, rows.NH, rows.n, b, h, t)) return;
-  const int lane = threadIdx.x % 32, hs = rows.hs, C = rows.C;
+  const int lane = threadIdx.x % 32, hs = rows.hs, Ckv = rows.Ckv(), g = rows.kv_head(h);
   float q[kMaxPerLane], dyr[kMaxPerLane], dq[kMaxPerLane] = {};
   load(q, rows.q<E>(b, h, t), hs, lane);
   const float* dy = dout + rows.row(b, h, t);
   load(dyr, dy, hs, lane);
   const float d_row = warp_dot_y(dyr, rows, out, rows.row(b, h, t), lane), row_lse = lse[rows.stat(b, h, t)];
   for (int s = 0; s < rows.key_end(t); ++s) {
-    const E* k = rows.k<E>(b, h, s);
+    const E* k = rows.k<E>(b, g, s);
     const float p = vexp(warp_dot(q, k, hs, lane) * scale - row_lse);
-    const float ds = p * (warp_dot(dyr, k + C, hs, lane) - d_row) * scale;  // k + C: v
+    const float ds = p * (warp_dot(dyr, k + Ckv, hs, lane) - d_row) * scale;  // k + Ckv: v
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
@@ -193,17 +195,17 @@ void require_head_size(int hs) {
 }
 
 HeadRows block_rows(const FlashOperands& in, int T, int C, int NH, const AttentionBlock& block) {
-  return HeadRows{in.qkv, in.kv, T, C, C / NH, NH, in.W, block.q_chunk * block.rows, block.k_chunk * block.rows,
+  return HeadRows{in.qkv, in.kv, T, C, C / NH, NH, in.KV, in.W, block.q_chunk * block.rows, block.k_chunk * block.rows,
                   block.rows, block.causal, in.values, in.y_low};
 }
 
 }  // namespace
 
 std::optional<FusedAttention> fused_attention(const HeadRows& rows, int B) {
-  const bool whole = rows.q0 == 0 && rows.k0 == 0 && rows.n == rows.T && rows.causal && rows.W == 3 * rows.C &&
-                     rows.kv == rows.qkv;
+  const bool whole = rows.q0 == 0 && rows.k0 == 0 && rows.n == rows.T && rows.causal &&
+                     rows.W == rows.C + 2 * rows.Ckv() && rows.kv == rows.qkv;
   if (!whole || rows.values == Precision::fp32) return std::nullopt;
-  return FusedAttention{rows.qkv, B, rows.T, rows.NH, rows.hs, rows.values, rows.scale()};
+  return FusedAttention{rows.qkv, B, rows.T, rows.NH, rows.KV, rows.hs, rows.values, rows.scale()};
 }
 
 // cuDNN's fused attention where it takes the whole sequence; else the tiled kernels where they
@@ -227,8 +229,8 @@ void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, f
 }
 
 // The key kernel writes dk and dv, the query kernel dq: each element of the gradients by one warp.
-// dkv may be dqkv (the whole sequence, or a rank's own chunks: W = 3C): the key kernel touches
-// its k and v columns, the query kernel its q columns, one launch after the other.
+// dkv may be dqkv (the whole sequence, or a rank's own chunks: W = C + 2·Ckv): the key kernel
+// touches its k and v columns, the query kernel its q columns, one launch after the other.
 void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv, float* dkv, const float* dout,
                               const void* out, const float* lse, int B, int T, int C, int NH,
                               const AttentionBlock& block, bool accumulate, low16* dqkv_low) {
@@ -245,14 +247,13 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
     return mma_attention_backward(ctx, dqkv, dkv, dout, out, lse, rows, B, accumulate);
   require_head_size(rows.hs);
   const float scale = rows.scale();
-  const int blocks = warp_blocks(B, rows.n, rows.NH);
   with_values(in.values, [&](auto e) {
     using E = decltype(e);
-    key_gradients_kernel<E><<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dkv, dout, out, lse, rows, B, scale,
-                                                                              accumulate);
+    key_gradients_kernel<E><<<warp_blocks(B, rows.n, rows.KV), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
+        dkv, dout, out, lse, rows, B, scale, accumulate);
     check_launch("flash_attention_backward (keys)");
-    query_gradients_kernel<E><<<blocks, 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(dqkv, dout, out, lse, rows, B,
-                                                                                scale, accumulate);
+    query_gradients_kernel<E><<<warp_blocks(B, rows.n, rows.NH), 32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
+        dqkv, dout, out, lse, rows, B, scale, accumulate);
     check_launch("flash_attention_backward (queries)");
   });
 }

@@ -19,27 +19,37 @@ __device__ inline float widen_value(float x) { return x; }
 __device__ inline float widen_value(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline float widen_value(__half x) { return __half2float(x); }
 
-// One head's rows of a block (ring attention, kernels::AttentionBlock; the whole sequence is the
-// block of one chunk): queries t in [0, n) at sequence rows q0 + t of the fused (B, T, 3C)
-// activation, keys and values s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2C and
-// W − C —, the output rows of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t. q, k and v
-// are of the element type `values` (the kernels' E); y is f32 or (y_low) of that 16-bit type.
-// gradients_low: backward of the whole sequence alone, dqkv's copy in that 16-bit type, or null.
+// The rows of a block (ring attention, kernels::AttentionBlock; the whole sequence is the block of
+// one chunk) for NH query heads over KV key/value heads (query head h reads key/value head
+// kv_head(h) = h / (NH / KV): grouped-query attention; KV = NH multi-head): queries t in [0, n) at
+// sequence rows q0 + t of the fused (B, T, C + 2·Ckv) activation (Ckv = KV·hs), keys and values
+// s in [0, n) at rows k0 + s of kv (B, T, W) — columns W − 2·Ckv and W − Ckv —, the output rows
+// of (B, T, C), the statistics of (B, NH, T). causal: s ≤ t. q, k and v are of the element type
+// `values` (the kernels' E); y is f32 or (y_low) of that 16-bit type. gradients_low: backward of
+// the whole sequence alone, dqkv's copy in that 16-bit type, or null.
 struct HeadRows {
   const void* qkv;
   const void* kv;
-  int T, C, hs, NH, W, q0, k0, n;
+  int T, C, hs, NH, KV, W, q0, k0, n;
   bool causal;
   Precision values;
   bool y_low;
   low16* gradients_low = nullptr;
+  __host__ __device__ int Ckv() const { return KV * hs; }  // the key (or value) heads' columns
+  __host__ __device__ int group() const { return NH / KV; }  // query heads per key/value head
+  __device__ int kv_head(int h) const { return h / group(); }
   template <class E>
   __device__ const E* q(int b, int h, int t) const { return static_cast<const E*>(qkv) + q_offset(b, h, t); }
-  __device__ size_t k_offset(int b, int h, int s) const { return (size_t(b) * T + k0 + s) * W + (W - 2 * C) + h * hs; }
+  // Key/value head g's key row s (its value row: Ckv() further).
+  __device__ size_t k_offset(int b, int g, int s) const {
+    return (size_t(b) * T + k0 + s) * W + (W - 2 * Ckv()) + g * hs;
+  }
   template <class E>
-  __device__ const E* k(int b, int h, int s) const { return static_cast<const E*>(kv) + k_offset(b, h, s); }
+  __device__ const E* k(int b, int g, int s) const { return static_cast<const E*>(kv) + k_offset(b, g, s); }
   __device__ size_t row(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * C + h * hs; }
-  __device__ size_t q_offset(int b, int h, int t) const { return (size_t(b) * T + q0 + t) * 3 * C + h * hs; }
+  __device__ size_t q_offset(int b, int h, int t) const {
+    return (size_t(b) * T + q0 + t) * (C + 2 * size_t(Ckv())) + h * hs;
+  }
   __device__ size_t stat(int b, int h, int t) const { return (size_t(b) * NH + h) * T + q0 + t; }
   __device__ int key_end(int t) const { return causal ? t + 1 : n; }      // keys a query sees: [0, key_end)
   __device__ int query_begin(int s) const { return causal ? s : 0; }    // queries a key is seen by: [query_begin, n)

@@ -26,6 +26,9 @@
 //   queries (a block per query tile, over the key tiles it sees):    dq += dS k  (and D, kept)
 //   keys (a block per key tile, over the query tiles that see it):  dv += Pᵀ dy;  dk += dSᵀ q
 // dk, dv and dq are held in f32 fragments across the loop and added to the gradients at its end.
+// Grouped-query attention's heads are read as they are (HeadRows::kv_head): a query head's tiles
+// meet its key/value head's keys, and a keys' block (of a key/value head) goes over the query
+// tiles of its group's heads in turn.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -172,23 +175,24 @@ __device__ void load_tile(T* tile, int valid, Row row) {
   }
 }
 
-// The key tile at k_begin: k and v rows, as kept.
+// The key tile at k_begin of key/value head g: k and v rows, as kept.
 template <int HS, class T>
-__device__ void load_keys(T* k, T* v, const HeadRows& rows, int b, int h, int k_begin) {
+__device__ void load_keys(T* k, T* v, const HeadRows& rows, int b, int g, int k_begin) {
   const int valid = min(kTile, rows.n - k_begin);
-  load_tile<HS>(k, valid, [&](int r) { return rows.k<T>(b, h, k_begin + r); });
-  load_tile<HS>(v, valid, [&](int r) { return rows.k<T>(b, h, k_begin + r) + rows.C; });
+  load_tile<HS>(k, valid, [&](int r) { return rows.k<T>(b, g, k_begin + r); });
+  load_tile<HS>(v, valid, [&](int r) { return rows.k<T>(b, g, k_begin + r) + rows.Ckv(); });
 }
 
-// Where a block's tile and head are: blocks run (batch, head, tile) with the tile fastest;
-// reversed: the last tile first (the costliest under the causal mask for queries).
+// Where a block's tile and head are: blocks run (batch, head, tile) with the tile fastest, over
+// `heads` (the query heads, or the keys' kernel's key/value heads); reversed: the last tile first
+// (the costliest under the causal mask for queries).
 struct BlockTile {
   int b, h, begin, valid;
-  __device__ BlockTile(const HeadRows& rows, bool reversed) {
+  __device__ BlockTile(const HeadRows& rows, int heads, bool reversed) {
     const int tiles = tiles_of(rows.n), index = static_cast<int>(blockIdx.x % tiles);
     const int tile = reversed ? tiles - 1 - index : index;
-    h = static_cast<int>(blockIdx.x / tiles % rows.NH);
-    b = static_cast<int>(blockIdx.x / tiles / rows.NH);
+    h = static_cast<int>(blockIdx.x / tiles % heads);
+    b = static_cast<int>(blockIdx.x / tiles / heads);
     begin = tile * kTile;
     valid = min(kTile, rows.n - begin);
   }
@@ -244,7 +248,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   T *q = at<T>(smem, layout.q), *k = at<T>(smem, layout.k), *v = at<T>(smem, layout.v), *p = at<T>(smem, layout.p);
   float *s = at<float>(smem, layout.s), *o = at<float>(smem, layout.o), *row_max = at<float>(smem, layout.row_max),
         *row_sum = at<float>(smem, layout.row_sum);  // m and l at the end, for the output's rows
-  const BlockTile tile(rows, true);
+  const BlockTile tile(rows, rows.NH, true);
   const int lane = threadIdx.x % 32, r0 = threadIdx.x / 32 * 16;  // the warp's rows: [r0, r0 + 16)
   const int side = lane % 2, r = r0 + lane / 2, t = tile.begin + r;  // the lane's row (softmax) and its half of it
   float m = -INFINITY, l = 0.0f;                                      // the row's running max and sum
@@ -254,7 +258,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
   for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
     __syncthreads();  // every warp is done with the last k and v (the first time: q and o set)
-    load_keys<HS>(k, v, rows, tile.b, tile.h, k_begin);
+    load_keys<HS>(k, v, rows, tile.b, rows.kv_head(tile.h), k_begin);
     __syncthreads();
     rows_times_rows<HS>(s + r0 * lds, lds, q + r0 * ld, k);
     __syncwarp();
@@ -397,8 +401,8 @@ __device__ void write_rows(Sums (&sums)[HS / 16], float* scratch, int r0, int va
   }
 }
 
-// dk and dv of a key tile (into dkv, of kv's layout), over the query tiles that see it; D from
-// deltas, where the queries' kernel left it.
+// dk and dv of a key tile of key/value head g (into dkv, of kv's layout), over the query tiles
+// of the group's heads, head by head, that see it; D from deltas, where the queries' kernel left it.
 template <int HS, bool fp16>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     key_gradients_kernel(float* dkv, const float* dout, const float* deltas, const float* lse, HeadRows rows,
@@ -407,19 +411,21 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardTiles<HS, T> t(smem, true);
-  const BlockTile tile(rows, false);  // the first key tiles are seen by the most queries
-  const int r0 = threadIdx.x / 32 * 16;
+  const BlockTile tile(rows, rows.KV, false);  // the first key tiles are seen by the most queries
+  const int r0 = threadIdx.x / 32 * 16, g = tile.h;
 
-  load_keys<HS>(t.k, t.v, rows, tile.b, tile.h, tile.begin);
+  load_keys<HS>(t.k, t.v, rows, tile.b, g, tile.begin);
   Sums dk[HS / 16], dv[HS / 16];
 #pragma unroll
   for (int d = 0; d < HS / 16; ++d) wmma::fill_fragment(dk[d], 0.0f), wmma::fill_fragment(dv[d], 0.0f);
   // Tiles of queries and keys start at the same multiples of 64: under the causal mask the first
-  // query tile that sees this key tile is the one at its rows.
-  for (int q_begin = rows.causal ? tile.begin : 0; q_begin < rows.n; q_begin += kTile) {
+  // query tile that sees this key tile is the one at its rows. The pairs (query head, query tile)
+  // in one loop: head h = g·group + i / tiles.
+  const int first = rows.causal ? tile.begin / kTile : 0, tiles = tiles_of(rows.n) - first;
+  for (int i = 0; i < rows.group() * tiles; ++i) {
+    const int h = g * rows.group() + i / tiles, q_begin = (first + i % tiles) * kTile;
     __syncthreads();  // every warp is done with the last q, dy, L and D
-    load_queries<HS>(t, rows, dout, nullptr, lse, deltas, nullptr, tile.b, tile.h, q_begin,
-                     min(kTile, rows.n - q_begin));
+    load_queries<HS>(t, rows, dout, nullptr, lse, deltas, nullptr, tile.b, h, q_begin, min(kTile, rows.n - q_begin));
     __syncthreads();
     rows_times_rows<HS>(t.s + r0 * lds, lds, t.k + r0 * ld, t.q);    // Sᵀ: the warp's keys against the queries
     rows_times_rows<HS>(t.dp + r0 * lds, lds, t.v + r0 * ld, t.dy);  // dPᵀ
@@ -430,9 +436,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     accumulate_product<HS>(dk, t.ds + r0 * ldp, t.q);  // dk += dSᵀ q
     __syncwarp();
   }
-  const auto key_row = [&](int r) { return rows.k_offset(tile.b, tile.h, tile.begin + r); };
+  const auto key_row = [&](int r) { return rows.k_offset(tile.b, g, tile.begin + r); };
   write_rows<HS>(dk, t.s, r0, tile.valid, accumulate, rows, dkv, key_row);
-  write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, rows, dkv, [&](int r) { return key_row(r) + rows.C; });
+  write_rows<HS>(dv, t.dp, r0, tile.valid, accumulate, rows, dkv, [&](int r) { return key_row(r) + rows.Ckv(); });
 }
 
 // dq of a query tile (the q columns of dqkv), over the key tiles it sees; its rows' D into deltas.
@@ -444,7 +450,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   constexpr int ld = Tiles<HS>::ld, lds = Tiles<HS>::lds_backward, ldp = Tiles<HS>::ldp;
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardTiles<HS, T> t(smem, false);
-  const BlockTile tile(rows, true);
+  const BlockTile tile(rows, rows.NH, true);
   const int r0 = threadIdx.x / 32 * 16;
 
   load_queries<HS>(t, rows, dout, out, lse, nullptr, deltas, tile.b, tile.h, tile.begin, tile.valid);
@@ -454,7 +460,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int key_end = rows.causal ? min(rows.n, tile.begin + tile.valid) : rows.n;
   for (int k_begin = 0; k_begin < key_end; k_begin += kTile) {
     __syncthreads();  // every warp is done with the last k and v (the first time: q, dy, L, D loaded)
-    load_keys<HS>(t.k, t.v, rows, tile.b, tile.h, k_begin);
+    load_keys<HS>(t.k, t.v, rows, tile.b, rows.kv_head(tile.h), k_begin);
     __syncthreads();
     rows_times_rows<HS>(t.s + r0 * lds, lds, t.q + r0 * ld, t.k);    // S: the warp's queries against the keys
     rows_times_rows<HS>(t.dp + r0 * lds, lds, t.dy + r0 * ld, t.v);  // dP
@@ -484,8 +490,9 @@ size_t largest_layout() {
   return forward > keys ? forward : keys;  // the queries' kernel holds one 16-bit tile fewer than the keys'
 }
 
-unsigned tile_blocks(const HeadRows& rows, int B) {
-  return static_cast<unsigned>(size_t(B) * rows.NH * tiles_of(rows.n));
+// A block per (batch, head, tile) of `heads` heads.
+unsigned tile_blocks(const HeadRows& rows, int B, int heads) {
+  return static_cast<unsigned>(size_t(B) * heads * tiles_of(rows.n));
 }
 
 }  // namespace
@@ -507,7 +514,7 @@ void mma_attention_forward(Context& ctx, void* out, float* lse, const HeadRows& 
       const size_t bytes = ForwardLayout<HS>().bytes;
       static const bool allowed = (allow_shared(forward_kernel<HS, F>, bytes), true);
       (void)allowed;
-      forward_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, bytes, stream_of(ctx)>>>(
+      forward_kernel<HS, F><<<tile_blocks(rows, B, rows.NH), kThreadsPerBlock, bytes, stream_of(ctx)>>>(
           out, lse, rows, rows.scale(), combine);
     });
   });
@@ -527,10 +534,10 @@ void mma_attention_backward(Context& ctx, float* dqkv, float* dkv, const float* 
                                    allow_shared(query_gradients_kernel<HS, F>, query_bytes), true);
       (void)allowed;
       float* deltas = stream_scratch(ctx, size_t(B) * rows.NH * rows.T, "cudaMallocAsync (flash attention's D)");
-      query_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
+      query_gradients_kernel<HS, F><<<tile_blocks(rows, B, rows.NH), kThreadsPerBlock, query_bytes, stream_of(ctx)>>>(
           dqkv, dout, out, lse, deltas, rows, rows.scale(), accumulate);
       check_launch("flash_attention_backward (tensor cores, queries)");
-      key_gradients_kernel<HS, F><<<tile_blocks(rows, B), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
+      key_gradients_kernel<HS, F><<<tile_blocks(rows, B, rows.KV), kThreadsPerBlock, key_bytes, stream_of(ctx)>>>(
           dkv, dout, deltas, lse, rows, rows.scale(), accumulate);
       check_launch("flash_attention_backward (tensor cores, keys)");
       release_scratch(ctx, deltas);

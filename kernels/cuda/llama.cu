@@ -91,15 +91,13 @@ __global__ void swiglu_backward_kernel(float* dinp, const float* inp, const floa
   }
 }
 
-// One thread per element of the expanded row (3·q·hs): a query copied, or a key/value of its kv head
-// (E: f32, or 16-bit values copied as bits).
-template <class E>
-__global__ void expand_kv_kernel(E* out, const E* qkv, int q_heads, int kv_heads, int head_size, size_t n) {
+// One thread per element of the expanded row (3·q·hs): a query copied, or a key/value of its kv head.
+__global__ void expand_kv_kernel(float* out, const float* qkv, int q_heads, int kv_heads, int head_size, size_t n) {
   const int q = q_heads * head_size, kv = kv_heads * head_size, group = q_heads / kv_heads;
   FOR_EACH_ELEMENT(e, n) {
     const size_t row = e / (3 * q);
     const int j = static_cast<int>(e % (3 * q));
-    const E* in = qkv + row * (q + 2 * kv);
+    const float* in = qkv + row * (q + 2 * kv);
     if (j < q) {
       out[e] = in[j];
     } else {
@@ -210,20 +208,11 @@ void swiglu_backward(Context& ctx, float* dinp, const float* inp, const float* d
   check_launch("swiglu_backward");
 }
 
-template <class E>
-void expand(Context& ctx, E* out, const E* qkv, int rows, int q_heads, int kv_heads, int head_size) {
+void expand_kv(Context& ctx, float* out, const float* qkv, int rows, int q_heads, int kv_heads, int head_size) {
   const size_t n = static_cast<size_t>(rows) * 3 * q_heads * head_size;
   if (n == 0) return;
   expand_kv_kernel<<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(out, qkv, q_heads, kv_heads, head_size, n);
   check_launch("expand_kv");
-}
-
-void expand_kv(Context& ctx, float* out, const float* qkv, int rows, int q_heads, int kv_heads, int head_size) {
-  expand(ctx, out, qkv, rows, q_heads, kv_heads, head_size);
-}
-
-void expand_kv_low16(Context& ctx, low16* out, const low16* qkv, int rows, int q_heads, int kv_heads, int head_size) {
-  expand(ctx, out, qkv, rows, q_heads, kv_heads, head_size);
 }
 
 void reduce_kv(Context& ctx, float* dqkv, const float* dfull, int rows, int q_heads, int kv_heads, int head_size) {

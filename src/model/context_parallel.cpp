@@ -42,18 +42,24 @@ Passing pass_on(const ContextGroup& group, const Tensor& out, const Tensor& in, 
 
 int rows_per_chunk(const Tensor& qkv) { return static_cast<int>(qkv.shape.dims[1] / 2); }
 
+// The columns of the query heads in qkv (B, Tl, C + 2·Ckv), and of the key and value heads (2·Ckv)
+// after them: what travels.
+int query_columns(const Tensor& out) { return static_cast<int>(out.shape.dims[2]); }
+int key_value_columns(const Tensor& qkv, const Tensor& out) {
+  return static_cast<int>(qkv.shape.dims[2]) - query_columns(out);
+}
+
 // (k, v) of this rank's own rows, packed out of its qkv: what travels.
-void pack_keys(kernels::Context& ctx, const Tensor& kv, const Tensor& qkv) {
-  const int C = static_cast<int>(qkv.shape.dims[2] / 3);
-  kernels::copy_columns(ctx, kv, 0, qkv, C, 2 * C, false);
+void pack_keys(kernels::Context& ctx, const Tensor& kv, const Tensor& qkv, const Tensor& out) {
+  kernels::copy_columns(ctx, kv, 0, qkv, query_columns(out), key_value_columns(qkv, out), false);
 }
 
 }  // namespace
 
 void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, const Tensor& out, const Tensor& lse,
-                            const Tensor& qkv, const RingBuffers& buffers, int NH) {
+                            const Tensor& qkv, const RingBuffers& buffers, int NH, int KV) {
   const int c = group.size, n = rows_per_chunk(qkv);
-  pack_keys(ctx, buffers.kv[0], qkv);
+  pack_keys(ctx, buffers.kv[0], qkv, out);
   bool started[2] = {false, false};  // a query chunk's first block writes out and lse
   for (int step = 0, held = 0; step < c; ++step, held = 1 - held) {
     Passing keys;
@@ -61,7 +67,7 @@ void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, co
     for (AttentionBlock block : blocks_against(group, (group.rank - step + c) % c, n)) {
       block.first = !started[block.q_chunk];
       started[block.q_chunk] = true;
-      kernels::flash_attention_block_forward(ctx, out, lse, qkv, buffers.kv[held], NH, block);
+      kernels::flash_attention_block_forward(ctx, out, lse, qkv, buffers.kv[held], NH, KV, block);
     }
     keys.settle();
   }
@@ -69,10 +75,10 @@ void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, co
 
 void ring_attention_backward(kernels::Context& ctx, const ContextGroup& group, const Tensor& dqkv, const Tensor& dout,
                              const Tensor& qkv, const Tensor& out, const Tensor& lse, const RingBuffers& buffers,
-                             int NH) {
-  const int c = group.size, n = rows_per_chunk(qkv), C = static_cast<int>(qkv.shape.dims[2] / 3);
+                             int NH, int KV) {
+  const int c = group.size, n = rows_per_chunk(qkv);
   kernels::clear(ctx, dqkv);  // dq sums over the steps; dk, dv arrive with the owner's accumulator
-  pack_keys(ctx, buffers.kv[0], qkv);
+  pack_keys(ctx, buffers.kv[0], qkv, out);
   kernels::clear(ctx, buffers.dkv[0]);
   int held = 0;
   for (int step = 0; step < c; ++step) {
@@ -80,13 +86,13 @@ void ring_attention_backward(kernels::Context& ctx, const ContextGroup& group, c
     if (step < c - 1) keys = pass_on(group, buffers.kv[held], buffers.kv[1 - held], 2 * step);
     for (const AttentionBlock& block : blocks_against(group, (group.rank - step + c) % c, n))
       kernels::flash_attention_block_backward(ctx, dqkv, buffers.dkv[held], dout, qkv, buffers.kv[held], out, lse, NH,
-                                              block);
+                                              KV, block);
     keys.settle();
     if (c == 1) break;  // the own block's gradients are complete where they are
     pass_on(group, buffers.dkv[held], buffers.dkv[1 - held], 2 * step + 1).settle();
     held = 1 - held;  // the block received, and its accumulator (after the last step: the own block's, complete)
   }
-  kernels::copy_columns(ctx, dqkv, C, buffers.dkv[held], 0, 2 * C, false);
+  kernels::copy_columns(ctx, dqkv, query_columns(out), buffers.dkv[held], 0, key_value_columns(qkv, out), false);
 }
 
 }  // namespace trident::model

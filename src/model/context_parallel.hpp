@@ -6,18 +6,20 @@
 // has the same causal work: an early chunk that sees little and a late one that sees much.
 //
 // Forward (on each rank, over c steps; q is its own, k and v travel):
-//   step s holds the packed (k, v) of rank src = r − s (mod c), (B, Tl, 2C), while it sends
+//   step s holds the packed (k, v) of rank src = r − s (mod c), (B, Tl, 2·Ckv), while it sends
 //   them on to r + 1 and receives rank r − s − 1's from r − 1 (s < c − 1), and folds each block
 //   of its query chunk i against the held key chunk j by the softmax statistics
 //   (kernels::flash_attention_block_forward): j before i: every key; j = i: causal; j after i:
 //   nothing. Each step outside the first is two unmasked blocks of n × n for every rank.
 //   Out (B, Tl, C) and each query's log-sum-exp (B, NH, Tl) are what the flash attention keeps.
 // Backward (c steps again): the same (k, v) travel the same way with an accumulator of their
-//   gradients (dk, dv) (B, Tl, 2C) beside them; at step s rank r adds its queries' part to the
+//   gradients (dk, dv) (B, Tl, 2·Ckv) beside them; at step s rank r adds its queries' part to the
 //   held block's accumulator and sends it on to r + 1, receiving rank r − s − 1's from r − 1.
 //   After step c − 1 a rank holds rank r + 1's block, whose accumulator has had every rank's
 //   part: the last send delivers each block's gradients to its owner. dq sums locally.
-// Communication per rank and layer: forward c − 1 sends of (B, Tl, 2C), backward c − 1 of those
+// Ckv = KV·hs, the key/value heads' channels: C for GPT-2, less for grouped-query attention, whose
+// key/value heads travel as they are (Llama 3 70B: 8 of 64 heads, an eighth of the bytes).
+// Communication per rank and layer: forward c − 1 sends of (B, Tl, 2·Ckv), backward c − 1 of those
 // and c of the accumulators, each beside the blocks' work of its step (the receive is waited
 // for at the end of the step: on a device by the compute stream, the host enqueuing on, and
 // under the watchdog at the pass's fence). Not bitwise the one-rank flash attention: the softmax is folded
@@ -41,7 +43,7 @@ struct ContextGroup {
   comm::Work fence() const { return ring && !stream.device.is_cpu() ? ring->fence(stream) : comm::Work{}; }
 };
 
-// The (k, v) travelling buffers: two (B, Tl, 2C) for forward; backward two more for the
+// The (k, v) travelling buffers: two (B, Tl, 2·Ckv) for forward; backward two more for the
 // accumulators.
 struct RingBuffers {
   Tensor kv[2];
@@ -61,12 +63,13 @@ void take_chunks(const ContextGroup& group, const V* whole, V* mine, int B, int 
     }
 }
 
-// out (B, Tl, C) =, lse (B, NH, Tl) = from this rank's qkv (B, Tl, 3C).
+// out (B, Tl, C) =, lse (B, NH, Tl) = from this rank's qkv (B, Tl, C + 2·Ckv), NH query and KV
+// key/value heads.
 void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, const Tensor& out, const Tensor& lse,
-                            const Tensor& qkv, const RingBuffers& buffers, int NH);
-// dqkv (B, Tl, 3C) = from dout (B, Tl, C) and what forward kept: qkv, out and lse.
+                            const Tensor& qkv, const RingBuffers& buffers, int NH, int KV);
+// dqkv (of qkv's shape) = from dout (B, Tl, C) and what forward kept: qkv, out and lse.
 void ring_attention_backward(kernels::Context& ctx, const ContextGroup& group, const Tensor& dqkv, const Tensor& dout,
                              const Tensor& qkv, const Tensor& out, const Tensor& lse, const RingBuffers& buffers,
-                             int NH);
+                             int NH, int KV);
 
 }  // namespace trident::model

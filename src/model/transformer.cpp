@@ -366,15 +366,15 @@ void Transformer::prepare(int B, int T) {
     ring_incoming_ = activations(rows * C);
     tp_.incoming = ring_incoming_.view({rows_, config_.channels});
   }
-  d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * 3 * Cl);
+  d_atty_ = activations(BT * Cl), d_qkv_ = activations(BT * (flash_ ? size_t(qkv_local_) : 3 * Cl));
   // GPT-2's GELU layer writes the gradient of its input in fc's operand type (fc_input_gradient).
   d_fch_ = activations(gelu_layer() && low() ? low_type() : DType::f32, BT * fc_local_);
   // GELU's layer computes the gradient of its input in one operation (linear_gelu_backward): the
   // f32 gradient of its output only where the ring attention's blocks travel in it.
   if (!gelu_layer() || (cp_.size > 1 && ring_in_mlp_scratch())) d_fch_gelu_ = activations(BT * mlp_local_);
   if (!flash_) d_att_ = activations(probs);
-  if (grouped()) {  // the flash attention's of the kept type, the materialized one's f32
-    qkv_full_ = activations(flash_ && low() ? low_type() : DType::f32, BT * 3 * Cl);
+  if (expands_kv()) {  // the materialized attention's expanded q, k, v (f32) and their gradient's sums
+    qkv_full_ = activations(BT * 3 * Cl);
     d_qkv_compact_ = activations(BT * qkv_local_);
   }
   if (!parts_.learned_positions()) {  // each row's position in its sequence: with context parallelism, its chunks'
@@ -385,18 +385,18 @@ void Transformer::prepare(int B, int T) {
       at[static_cast<size_t>(t)] = cp_.size > 1 ? cp_.chunk(cp_.rank, t / n) * n + t % n : t;
     kernels::upload(ctx_, rope_positions_.view(), at.data());
   }
-  if (cp_.size > 1 && !ring_in_mlp_scratch()) ring_scratch_ = activations(4 * BT * 2 * Cl);  // ring_buffers'
+  if (cp_.size > 1 && !ring_in_mlp_scratch()) ring_scratch_ = activations(4 * BT * ring_columns());  // ring_buffers'
   if (cp_.size > 1 && tp_.slice.first_stage && parts_.learned_positions())  // the learned positions of the chunks
     positions_ = activations(size_t(T) * C), d_positions_ = activations(size_t(T) * C);
 }
 
 // In the MLP's gradient scratch, free whenever the attention core runs (forward, or backward
-// between the attention projection's and the qkv GEMM's): two (B,T,2C/p) in each of its (B,T,4C/p)
-// — or, where the MLP's widths are less (SwiGLU's need not be 4C), a scratch of their own. The
+// between the attention projection's and the qkv GEMM's): two (B,T,2·Ckv/p) in each of its
+// (B,T,fc/p) and (B,T,hidden/p) — or, where the MLP's widths are less, a scratch of their own. The
 // (k, v) blocks travel in kv_type (a 16-bit model's kept values: half the bytes), the gradients f32.
 RingBuffers Transformer::ring_buffers(DType kv_type) const {
-  const int64_t n = int64_t(B_) * T_ * 2 * C_local_;
-  const Shape shape{B_, T_, 2 * C_local_};
+  const int64_t n = int64_t(B_) * T_ * ring_columns();
+  const Shape shape{B_, T_, ring_columns()};
   const bool mlp = ring_in_mlp_scratch();
   const Tensor kv_memory = mlp ? d_fch_.view() : ring_scratch_.view().elements(0, 2 * n);
   const Tensor kv{kv_memory.data, kv_type, Shape{2 * n}, kv_memory.device};
@@ -411,7 +411,7 @@ RingBuffers Transformer::ring_buffers(DType kv_type) const {
 
 Tensor Transformer::attention_input(LayerActivations& x) {
   const Shape full{B_, T_, 3 * C_local_};
-  if (!grouped()) return x.qkv.view(full);
+  if (!expands_kv()) return x.qkv.view(full);
   const int BT = B_ * T_;
   kernels::expand_kv(ctx_, qkv_full_.view({BT, 3 * C_local_}), x.qkv.view({BT, qkv_local_}), heads_local_, kv_local_);
   return qkv_full_.view(full);
@@ -541,9 +541,11 @@ void Transformer::attention_core(LayerActivations& a, LayerActivations& w) {
     materialized_attention(a, w, w.atty.data<float>());
     return keep(w.atty, a.atty);
   }
-  const Tensor input = attention_input(a);
-  if (cp_.size == 1) return kernels::flash_attention_forward(ctx_, a.atty.view(y), a.lse.view(), input, heads_local_);
-  ring_attention_forward(ctx_, cp_, w.atty.view(y), a.lse.view(), input, ring_buffers(input.dtype), heads_local_);
+  const Tensor input = a.qkv.view({B_, T_, qkv_local_});  // grouped heads as they are
+  if (cp_.size == 1)
+    return kernels::flash_attention_forward(ctx_, a.atty.view(y), a.lse.view(), input, heads_local_, kv_local_);
+  ring_attention_forward(ctx_, cp_, w.atty.view(y), a.lse.view(), input, ring_buffers(input.dtype), heads_local_,
+                         kv_local_);
   keep(w.atty, a.atty);
 }
 
@@ -573,12 +575,14 @@ void Transformer::attention_core_backward(LayerActivations& a, LayerActivations&
   const Shape qkv{B_, T_, 3 * C_local_};
   if (flash_) {  // from the kept q, k, v and y as they are
     const Tensor y = a.atty.view({B_, T_, C_local_});
-    const Tensor input = attention_input(a);  // the grouped heads expanded again
+    const Shape compact{B_, T_, qkv_local_};
+    const Tensor input = a.qkv.view(compact);
     if (cp_.size > 1)
-      ring_attention_backward(ctx_, cp_, d_qkv_.view(qkv), d_atty_.view({B_, T_, C_local_}), input, y, a.lse.view(),
-                              ring_buffers(input.dtype), heads_local_);
+      ring_attention_backward(ctx_, cp_, d_qkv_.view(compact), d_atty_.view({B_, T_, C_local_}), input, y,
+                              a.lse.view(), ring_buffers(input.dtype), heads_local_, kv_local_);
     else
-      kernels::flash_attention_backward(ctx_, d_qkv_.view(), d_atty_.view(), input, y, a.lse.view(), heads_local_,
+      kernels::flash_attention_backward(ctx_, d_qkv_.view(compact), d_atty_.view(), input, y, a.lse.view(),
+                                        heads_local_, kv_local_,
                                         qkv_gradient_writer() == QkvGradientWriter::attention ? dqkv_low : Tensor{});
   } else {
     if (recompute_attention_) materialized_attention(a, w, d_qkv_.data());
@@ -592,10 +596,10 @@ void Transformer::attention_core_backward(LayerActivations& a, LayerActivations&
   positions_backward(qkv_gradient_writer() == QkvGradientWriter::rotation ? dqkv_low : Tensor{});
 }
 
-// Back through grouped-query attention's expansion and the rotation: the qkv GEMM's dy.
+// Back through the materialized attention's key/value expansion and the rotation: the qkv GEMM's dy.
 void Transformer::positions_backward(const Tensor& dqkv_low) {
   const int BT = B_ * T_;
-  if (grouped())
+  if (expands_kv())
     kernels::reduce_kv(ctx_, d_qkv_compact_.view({BT, qkv_local_}), d_qkv_.view({BT, 3 * C_local_}), heads_local_,
                        kv_local_);
   rotate_positions(ctx_, parts_, view(qkv_gradient(), {B_, T_, qkv_local_}, device()), rope_positions_.view(),

@@ -401,12 +401,12 @@ class Transformer {
   bool gradients_written_low(bool defer) const { return low() && !defer; }
   // What computes the qkv GEMM's dy last, and so can write it rounded: the rotation back (rotary
   // positions: every attention path, ring and grouped heads included, ends there), or the flash
-  // attention's backward where its gradient is the dy as it is (no ring, no grouped heads to sum);
-  // none elsewhere (the GEMM's layer narrows it).
+  // attention's backward where its gradient is the dy as it is (no ring to sum over); none
+  // elsewhere (the GEMM's layer narrows it).
   enum class QkvGradientWriter { none, rotation, attention };
   QkvGradientWriter qkv_gradient_writer() const {
     if (!parts_.learned_positions()) return QkvGradientWriter::rotation;
-    return flash_ && cp_.size == 1 && !grouped() ? QkvGradientWriter::attention : QkvGradientWriter::none;
+    return flash_ && cp_.size == 1 ? QkvGradientWriter::attention : QkvGradientWriter::none;
   }
   // For one block's backward (gradients_written_low): dy_low_ holds dresidual rounded on entry
   // (given: the head's or the block after's backward left it), and the block leaves its input
@@ -428,22 +428,26 @@ class Transformer {
   // A bias as the layers take it: null where the parts have none.
   float* bias(float* at) const { return parts_.biases ? at : nullptr; }
   const float* bias(const float* at) const { return parts_.biases ? at : nullptr; }
-  // The (B,T,3C/p) q, k, v the attention reads from x (the flash attention: the kept values,
-  // a; the materialized: the f32 ones, w): x.qkv, or (grouped-query attention) its key and value
-  // heads expanded into qkv_full_ (of x.qkv's type).
+  // The (B,T,3C/p) q, k, v the materialized attention reads from x (the f32 ones, w): x.qkv, or
+  // (grouped-query attention) its key and value heads expanded into qkv_full_. The flash
+  // attention reads x.qkv's grouped heads as they are.
   Tensor attention_input(LayerActivations& x);
   // Where the qkv GEMM's output gradient is after attention_core_backward: d_qkv_, or the
-  // grouped heads' sums in d_qkv_compact_ (both rotated back with rotary positions).
-  float* qkv_gradient() { return grouped() ? d_qkv_compact_.data() : d_qkv_.data(); }
+  // expanded heads' sums in d_qkv_compact_ (both rotated back with rotary positions).
+  float* qkv_gradient() { return expands_kv() ? d_qkv_compact_.data() : d_qkv_.data(); }
   bool grouped() const { return kv_local_ != heads_local_; }
+  bool expands_kv() const { return grouped() && !flash_; }  // the materialized kernels take every head's k, v
+  // The columns of a ring attention's (k, v) block: this rank's key/value heads', 2·kv·hs.
+  int ring_columns() const { return 2 * kv_local_ * (C_local_ / heads_local_); }
   // The qkv GEMM writes q, k, v where they are kept (16-bit mode, the flash attention, no rotary
   // positions to apply in f32 first); else into w.qkv, kept after.
   bool qkv_written_kept() const { return low() && flash_ && parts_.learned_positions(); }
   // bf16's materialized attention kernels read the kept 16-bit q, k, v as they are: not when the
   // attention reads an expanded copy (grouped heads), which takes the f32 kernels as fp16 does.
   bool bf16_attention() const { return gemm_.precision == kernels::Precision::bf16 && !flash_ && !grouped(); }
-  // The ring attention's blocks fit the MLP's gradient scratch (GELU's 4C widths do).
-  bool ring_in_mlp_scratch() const { return fc_local_ >= 4 * C_local_ && mlp_local_ >= 4 * C_local_; }
+  // The ring attention's blocks fit the MLP's gradient scratch (GELU's 4C widths do; SwiGLU's where
+  // the key/value heads are fewer).
+  bool ring_in_mlp_scratch() const { return fc_local_ >= 2 * ring_columns() && mlp_local_ >= 2 * ring_columns(); }
   // The head's weight and gradient: wte (tied) or head.
   ParamTensor head_tensor() const { return tied_head(config_) ? kWte : kHead; }
   float* head_gradients() const { return tied_head(config_) ? g_.wte : g_.head; }
@@ -535,17 +539,19 @@ class Transformer {
   Buffer<float> kv_sums_;                      // (KV, 2·hs, C) a block's replicated key/value heads' gradients
   Buffer<float> ring_incoming_;                // (rows_,C) tp_comm_overlap: TensorGroup::incoming
   Buffer<float> d_atty_;                       // (B,T,C/p)
-  Buffer<float> d_qkv_;                        // (B,T,3C/p)
+  Buffer<float> d_qkv_;                        // (B,T,3C/p); flash: (B,T,qkv_local_)
   TensorBuffer d_fch_;                         // (B,T,fc/p) the MLP input GEMM's output gradient: f32,
                                                // or for GPT-2's GELU layer in 16 bits of the storage type
   Buffer<float> d_fch_gelu_;                   // (B,T,hidden/p) its activation's output gradient (not
                                                // GPT-2's fused GELU layer, but for the ring's blocks)
-  Buffer<float> ring_scratch_;                 // context parallelism, MLP widths under 4C: ring_buffers' (4, B,T,2C/p)
+  Buffer<float> ring_scratch_;                 // context parallelism, where the MLP's are narrower:
+                                               // ring_buffers' (4, B,T,ring_columns())
   Buffer<float> d_att_;                        // (B,NH/p,T,T)
-  // Llama: the rotary positions of this rank's rows (T, i32); grouped-query attention's expanded
-  // (B,T,3C/p) q, k, v and the (B,T,qkv/p) gradient summed back to the key/value heads.
+  // Llama: the rotary positions of this rank's rows (T, i32); the materialized attention's
+  // grouped heads expanded, (B,T,3C/p) q, k, v, and the (B,T,qkv/p) gradient summed back to the
+  // key/value heads.
   Buffer<int32_t> rope_positions_;
-  TensorBuffer qkv_full_;
+  Buffer<float> qkv_full_;
   Buffer<float> d_qkv_compact_;
   // Context parallelism: this rank's rows of the position table and of its gradient, (T,C) each
   // (the ring's travelling buffers are d_fch_ and d_fch_gelu_: ring_buffers()).

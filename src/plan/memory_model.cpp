@@ -40,12 +40,15 @@ int64_t stored_bytes(const MemoryInputs& in) { return low(in) ? 2 : kFloat; }  /
 // stage boundary): BT, or BT/tensor with sequence parallelism.
 // qkv, fc, hidden: a rank's widths of the qkv GEMM's output (3C/p; llama's q and its grouped k
 // and v), of the MLP's input GEMM (4C/p; llama's [gate | up], 2F/p) and of its activation (4C/p;
-// F/p). grouped: llama's key/value heads fewer than its query heads (the expanded copy and the
-// summed gradient in backward).
+// F/p). grouped: llama's key/value heads fewer than its query heads (for the materialized
+// attention the expanded copy and the summed gradient in backward; the flash attention reads
+// them as they are). ring: the columns of context parallelism's travelling (k, v) blocks, a rank's
+// key/value heads' 2·kv·hs.
 struct Sizes {
   int64_t BT, C, Cl, probs, lse, vocab_rows, chunk, rows, qkv, fc, hidden;
   bool grouped;
   int64_t T, hs;  // a rank's rows of a sequence, a head's channels
+  int64_t ring;
 };
 Sizes sizes(const MemoryInputs& in) {
   const int64_t T = in.seq_len / in.context, BT = int64_t(in.micro_batch) * T, C = in.config.channels;
@@ -55,7 +58,8 @@ Sizes sizes(const MemoryInputs& in) {
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
           in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows_local(in.config, in.tensor),
           model::fc_rows(in.config) / in.tensor, model::mlp_hidden(in.config) / in.tensor,
-          model::kv_heads_local(in.config, in.tensor) != heads, T, C / in.config.heads};
+          model::kv_heads_local(in.config, in.tensor) != heads, T, C / in.config.heads,
+          2 * model::kv_heads_local(in.config, in.tensor) * (C / in.config.heads)};
 }
 
 // Bytes of one block's kept activations (model/transformer.cpp allocate_layer, Role::Kept): the
@@ -128,26 +132,28 @@ int64_t activation_bytes(const MemoryInputs& in, int stage, const std::vector<in
   // Selective: one f32 probability buffer for all blocks, and in bf16 its 16-bit copy (P·V's operand).
   // bf16's materialized attention keeps a 16-bit copy of the probabilities where it reads the kept
   // q, k, v as they are (not grouped); a learned position table is read in chunks with context
-  // parallelism; the ring's blocks borrow the MLP's gradient scratch where its widths are 4C.
+  // parallelism; the ring's blocks borrow the MLP's gradient scratch where its widths hold two.
   const bool bf16_attention = in.precision == "bf16" && !z.grouped;
   const bool learned_positions = model::block_parts(in.config).learned_positions();
-  const bool ring_in_mlp = z.fc >= 4 * z.Cl && z.hidden >= 4 * z.Cl;
+  const bool ring_in_mlp = z.fc >= 2 * z.ring && z.hidden >= 2 * z.ring;
   int64_t shared = K * layer_bytes(in, true, false) +
                    (selective ? z.probs * (kFloat + (bf16_attention ? 2 : 0)) : 0);
   // The GELU layer writes the gradient of its input in fc's operand type; the gradient of its
   // output exists only to carry the ring's blocks.
   const int64_t d_hidden = !gelu_layer(in) || (in.context > 1 && ring_in_mlp) ? z.hidden : 0;
-  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + 3 * z.BT * z.Cl + z.BT * d_hidden + z.probs) *
+  // The qkv gradient: the flash attention's of qkv's width, the materialized one's of every head's.
+  const int64_t d_qkv = in.flash_attention ? z.qkv : 3 * z.Cl;
+  shared += (3 * z.BT + 2 * z.BT * z.C + z.rows * z.C + z.BT * z.Cl + z.BT * d_qkv + z.BT * d_hidden + z.probs) *
                 kFloat +
             z.BT * z.fc * (gelu_layer(in) ? stored_bytes(in) : kFloat);  // backward scratch
-  if (z.grouped)  // the expanded q, k, v (the flash attention's of the stored type); the summed gradient
-    shared += 3 * z.BT * z.Cl * (in.flash_attention ? stored_bytes(in) : kFloat) + z.BT * z.qkv * kFloat;
+  if (z.grouped && !in.flash_attention)  // the materialized attention's expanded q, k, v; the summed gradient
+    shared += 3 * z.BT * z.Cl * kFloat + z.BT * z.qkv * kFloat;
   if (in.sequence_parallel)  // the gathered GEMM input (stored type), the LayerNorm weight-gradient parts
     shared += z.BT * z.C * stored_bytes(in) + 2 * z.C * kFloat + (in.tp_comm_overlap ? z.rows * z.C * kFloat : 0);
   if (in.context > 1 && stage == 0 && learned_positions)  // the chunks' positions and their gradient
     shared += 2 * (in.seq_len / in.context) * z.C * kFloat;
   if (!learned_positions) shared += z.T * 4;  // rotary: each row's position in its sequence (int32)
-  if (in.context > 1 && !ring_in_mlp) shared += 4 * z.BT * 2 * z.Cl * kFloat;  // the ring's key/value blocks
+  if (in.context > 1 && !ring_in_mlp) shared += 4 * z.BT * z.ring * kFloat;  // the ring's key/value blocks
   if (last) shared += z.chunk * z.vocab_rows * (kFloat + (low(in) ? 2 : 0));  // the chunked classifier's logits (dlogits)
   if (stage == 0 || last) shared += 2 * int64_t(in.micro_batches) * z.BT * 4;  // the step's tokens (pinned)
   // Each slot's tokens (model/transformer.cpp allocate_slot): the inputs on the first stage, the
@@ -255,7 +261,7 @@ int64_t thread_workspace_bytes(const MemoryInputs& in, int stage) {
   int64_t floats = 0;
   if (in.flash_attention) {
     const bool ring = in.context > 1;
-    floats += kernels::cpu_flash_attention_thread_floats(int(z.hs), 3 * z.Cl, (ring ? 2 : 3) * z.Cl,
+    floats += kernels::cpu_flash_attention_thread_floats(int(z.hs), z.qkv, ring ? z.ring : z.qkv,
                                                          int(ring ? z.T / 2 : z.T), low(in));
   }
   if (low(in) && z.chunk > 0 && stage == in.pipeline - 1) floats += z.vocab_rows;

@@ -22,6 +22,9 @@ constexpr double kEmbeddingGradientBytes = 4;  // the tied embedding's gradient 
 constexpr double kOptimizerBytesPerParameter = 36;
 
 bool low(const std::string& precision) { return precision == "bf16" || precision == "fp16"; }
+// Bytes of a value as the model stores it (a parameter, what a ZeRO all-gather moves; a kept
+// activation): 16-bit in bf16/fp16.
+double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 // Bytes per value of an element-wise pass (Workload::elementwise_value_bytes_low16).
 double elementwise_bytes(const Workload& w, const Layout& l) {
   return low(l.precision) ? w.elementwise_value_bytes_low16 : 4;
@@ -238,19 +241,22 @@ double tensor_unoverlapped_all_reduces(const Workload& w, const Layout& l, int l
 }
 
 // One block's ring attention on a micro-batch (model/context_parallel.hpp), the part its work
-// does not hide: each of the c − 1 forward steps sends the held (k, v), tokens·2C/t f32 values,
-// to the next context rank while the step's two unmasked n×n blocks (4·n²·C/t FLOPs each, per
-// sequence, n = T/(2c)) are computed; backward the same with 2.5 times the blocks' work, and c
-// sends of the (dk, dv) accumulators after each step's work (not hidden). Recompute runs the
+// does not hide: each of the c − 1 forward steps sends the held (k, v) — tokens·2·kv·hs values of
+// the rank's key/value heads (all of its heads but for grouped-query attention), in the stored
+// type — to the next context rank while the step's two unmasked n×n blocks (4·n²·C/t FLOPs each,
+// per sequence, n = T/(2c)) are computed; backward the same with 2.5 times the blocks' work, and
+// c sends of the f32 (dk, dv) accumulators after each step's work (not hidden). Recompute runs the
 // forward's again.
 double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, int stage, double tokens) {
   const double C = w.config.channels, n = double(w.seq_len) / (2 * l.context), c = l.context;
   const int here = rank_of(l, 0, 0, stage), next = rank_of(l, 0, 1, stage);
   std::array<double, 3> bytes{};
-  const double message = p2p_seconds(tokens * 2 * C / l.tensor * 4, here, next, hw, bytes);
+  const double columns = 2.0 * model::kv_heads_local(w.config, l.tensor) * model::head_size(w.config);
+  const double keys = p2p_seconds(tokens * columns * stored_bytes(l), here, next, hw, bytes);
+  const double gradients = p2p_seconds(tokens * columns * 4, here, next, hw, bytes);
   const double blocks = 2 * l.micro_batch * 4 * n * n * C / l.tensor / (hw.peak(l.precision) * hw.gemm_fraction);
-  const double forward = (c - 1) * std::max(0.0, message - blocks);
-  const double backward = (c - 1) * std::max(0.0, message - 2.5 * blocks) + c * message;
+  const double forward = (c - 1) * std::max(0.0, keys - blocks);
+  const double backward = (c - 1) * std::max(0.0, keys - 2.5 * blocks) + c * gradients;
   return forward * (1 + recomputed(w, l).attention) + backward;
 }
 
@@ -288,9 +294,6 @@ StageFacts stage_facts(const Workload& w, const Layout& l, const Hardware& hw, c
   facts.block = model::block_parameters(w.config, l.tensor);
   return facts;
 }
-
-// Bytes of a parameter as the model stores it (what a ZeRO all-gather moves): 16-bit in bf16/fp16.
-double stored_bytes(const Layout& l) { return low(l.precision) ? 2 : 4; }
 
 // ZeRO-2 and 3's communication within one micro-batch on a stage (its time t so far), the part
 // the work does not hide, plus the interference on the part it does. 2: the stage's block

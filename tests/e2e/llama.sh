@@ -108,6 +108,9 @@ zero3 p2_interleaved_d2_zero2 4 --parallel.pipeline=2 --parallel.virtual_stages=
 zero3 c2_zero2 2 --parallel.context=2
 layout c4 4 --parallel.context=4
 layout t2c2 4 --parallel.tensor=2 --parallel.context=2
+# The ring passes the 2 key/value heads' (k, v) as they are, which fit SwiGLU's gradient scratch:
+# with ZB-H1's deferred weight gradients too (the scratch is free when the attention runs).
+layout c2_p2_zb_h1 4 --parallel.context=2 --parallel.pipeline=2 --parallel.schedule=zb-h1
 layout p2_zb_h1 2 --parallel.pipeline=2 --parallel.schedule=zb-h1
 layout materialized 1 --model.attention=materialized
 layout t2_materialized_selective 2 --parallel.tensor=2 --model.attention=materialized --memory.recompute=selective
@@ -148,6 +151,10 @@ run fp16 1 --optim.precision=fp16
 run bf16_p2 2 --optim.precision=bf16 --parallel.pipeline=2
 run bf16_p2_zb_h1 2 --optim.precision=bf16 --parallel.pipeline=2 --parallel.schedule=zb-h1
 same_losses bf16_p2_zb_h1_equals_1f1b bf16_p2 bf16_p2_zb_h1 1e-300
+# Context parallelism in bf16: the key/value heads travel in 16 bits; the softmax folded over the
+# ring's blocks in another order, so within bf16's roundings of the one-rank run.
+run bf16_c2 2 --optim.precision=bf16 --parallel.context=2
+same_losses bf16_c2_follows_one_rank bf16 bf16_c2 3e-3
 same_losses fp16_follows_fp32 serial fp16 2e-2
 # Multi-head (not grouped): bf16's 16-bit attention kernels on the kept, rotated q, k, v.
 run bf16_mha 1 --optim.precision=bf16 --model.kv_heads=4

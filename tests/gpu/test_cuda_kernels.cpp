@@ -581,12 +581,6 @@ void llama_parts(Report& r) {
   kernels::reduce_kv(g_cpu, compact.on_cpu({B * T, width}), full.on_cpu({B * T, 3 * Q * hs}), Q, KV);
   kernels::reduce_kv(g_gpu, compact.on_gpu({B * T, width}), full.on_gpu({B * T, 3 * Q * hs}), Q, KV);
   r.add(compact, kExact, "reduce_kv");
-  Halves qkv16(B * T * width), full16(B * T * 3 * Q * hs);  // the flash attention's copy of kept 16-bit values
-  kernels::convert(g_cpu, qkv16.host_tensor(DType::bf16), qkv.host_tensor());
-  kernels::upload(g_gpu, qkv16.tensor(), qkv16.cpu());
-  kernels::expand_kv(g_cpu, full16.on_cpu({B * T, 3 * Q * hs}), qkv16.on_cpu({B * T, width}), Q, KV);
-  kernels::expand_kv(g_gpu, full16.on_gpu({B * T, 3 * Q * hs}), qkv16.on_gpu({B * T, width}), Q, KV);
-  r.add(compare_bits(full16.from_gpu(), full16.host, "expand_kv of bf16 values"));
   const int F = sized(100, 14336);
   Floats gate_up(random_floats(N * 2 * F, 96, 2.0f)), h(N * F), dh(random_floats(N * F, 97)), dgu(N * 2 * F);
   kernels::swiglu_forward(g_cpu, h.on_cpu({N, F}), gate_up.on_cpu({N, 2 * F}));
@@ -664,15 +658,16 @@ void attention(Report& r, bool bf16_path) {
   r.add(dqkv, tol, t + "attention dqkv");
 }
 
-// One size of the memory-efficient attention on both backends (gpu: its context), from qkv and dout
-// of seeds seed and seed + 1. type f32: f32 q, k, v and y; else q, k, v rounded to the 16-bit type
-// and read as such, y written in it (a 16-bit model's kept values, as the model passes them). out
-// and dqkv held to `tol`, the log-sum-exps to the GEMM tolerance; backward from the CPU's forward
-// results on both. label names the lines.
-void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigned seed, DType type, Tolerance tol,
-                          const std::string& label) {
+// One size of the memory-efficient attention on both backends (gpu: its context), NH query heads
+// over KV key/value heads, from qkv and dout of seeds seed and seed + 1. type f32: f32 q, k, v and
+// y; else q, k, v rounded to the 16-bit type and read as such, y written in it (a 16-bit model's
+// kept values, as the model passes them). out and dqkv held to `tol`, the log-sum-exps to the
+// GEMM tolerance; backward from the CPU's forward results on both. label names the lines.
+void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, int KV, unsigned seed, DType type,
+                          Tolerance tol, const std::string& label) {
   const int B = 2;
-  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+  const int64_t W = C + 2 * int64_t(KV) * (C / NH);  // (NH + 2·KV)·hs
+  const size_t n_qkv = size_t(B) * T * W, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
   Floats qkv(random_floats(n_qkv, seed)), out(n_out), lse(n_lse), dout(random_floats(n_out, seed + 1)),
       dqkv(n_qkv, 5.0f);
   Halves qkv16(n_qkv), out16(n_out);
@@ -681,21 +676,24 @@ void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigne
     kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
     kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
   }
-  const Shape sequence{B, T, 3 * C}, rows{B, T, C};
+  const Shape sequence{B, T, W}, rows{B, T, C};
   const Tensor q_cpu = low ? qkv16.on_cpu(sequence, type) : qkv.on_cpu(sequence);
   const Tensor q_gpu = low ? qkv16.on_gpu(sequence, type) : qkv.on_gpu(sequence);
   const Tensor y_cpu = low ? out16.on_cpu(rows, type) : out.on_cpu(rows);
   const Tensor y_gpu = low ? out16.on_gpu(rows, type) : out.on_gpu(rows);
-  const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
-  kernels::flash_attention_forward(g_cpu, y_cpu, lse.host_tensor(), q_cpu, NH);
-  kernels::flash_attention_forward(gpu, y_gpu, lse.tensor(), q_gpu, NH);
+  const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) +
+                         (KV != NH ? ", " + std::to_string(NH) + " heads over " + std::to_string(KV) : std::string()) +
+                         ")";
+  kernels::flash_attention_forward(g_cpu, y_cpu, lse.host_tensor(), q_cpu, NH, KV);
+  kernels::flash_attention_forward(gpu, y_gpu, lse.tensor(), q_gpu, NH, KV);
   r.add(compare_typed(out, out16, type, tol, label + " out" + at));
   r.add(lse, kGemm, label + " log-sum-exp" + at);
   if (low) kernels::upload(g_gpu, out16.tensor(type), out16.cpu());
   else kernels::upload(g_gpu, out.tensor(), out.cpu());
   kernels::upload(g_gpu, lse.tensor(), lse.cpu());
-  kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), q_cpu, y_cpu, lse.host_tensor(), NH);
-  kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH);
+  kernels::flash_attention_backward(g_cpu, dqkv.host_tensor(), dout.host_tensor(), q_cpu, y_cpu, lse.host_tensor(), NH,
+                                    KV);
+  kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH, KV);
   r.add(dqkv, tol, label + " dqkv" + at);
   if (!low) return;
   // dqkv's 16-bit copy written beside it (what the qkv GEMM's backward reads): the same dqkv, and
@@ -704,7 +702,7 @@ void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigne
   Floats again(n_qkv, 5.0f);
   Halves copy(n_qkv, 0xFFFF);
   kernels::flash_attention_backward(gpu, again.tensor().reshaped(sequence), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH,
-                                    copy.on_gpu(sequence, type));
+                                    KV, copy.on_gpu(sequence, type));
   r.add(compare(again.from_gpu(), values, kExact, label + " dqkv beside its copy" + at));
   std::vector<low16> rounded(n_qkv);
   kernels::convert(g_cpu, view(rounded.data(), type, n_qkv), view(values.data(), n_qkv));
@@ -712,16 +710,35 @@ void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, unsigne
 }
 
 // The memory-efficient attention on the device against the CPU's, at sizes that cross the CPU's
-// tiles (T not a multiple of 64) and heads of 24 and 64 channels.
+// tiles (T not a multiple of 64) and heads of 24, 32 and 64 channels; grouped-query attention's
+// heads (NH over KV) read as they are.
 void flash_attention(Report& r) {
-  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(96, 768), sized(4, 12)},
-                                 std::tuple<int, int, int>{37, 128, 2}})
-    flash_attention_size(r, g_gpu, T, C, NH, 83, DType::f32, kGemm, "flash attention");
+  for (const auto& [T, C, NH, KV] :
+       {std::tuple<int, int, int, int>{sized(70, 1024), sized(96, 768), sized(4, 12), sized(4, 12)},
+        std::tuple<int, int, int, int>{37, 128, 2, 2}, std::tuple<int, int, int, int>{37, 128, 4, 2},
+        std::tuple<int, int, int, int>{70, 128, 4, 1}})
+    flash_attention_size(r, g_gpu, T, C, NH, KV, 83, DType::f32, kGemm, "flash attention");
   // A 16-bit model's kept values with f32 products (cuda.attention_products = f32): the warp
   // kernels read the bf16 and fp16 values and write y in their type (a 16-bit rounding apart).
   for (const DType type : {DType::bf16, DType::fp16})
-    for (const auto& [C, NH] : {std::pair<int, int>{128, 2}, std::pair<int, int>{96, 4}})  // heads of 64 and 24
-      flash_attention_size(r, g_gpu, 37, C, NH, 84, type, kBf16, std::string("flash attention on ") + dtype_name(type));
+    for (const auto& [C, NH, KV] : {std::tuple<int, int, int>{128, 2, 2}, std::tuple<int, int, int>{96, 4, 4},
+                                    std::tuple<int, int, int>{96, 4, 2}})  // heads of 64 and 24
+      flash_attention_size(r, g_gpu, 37, C, NH, KV, 84, type, kBf16,
+                           std::string("flash attention on ") + dtype_name(type));
+}
+
+// The 16-bit attention's sizes (T, C, NH, KV): GPT-2 124M's (or a small one), heads of 32, 64 and
+// 128 channels, T across the 64-row tiles (70, 130), below one tile (37) and `shortest` (cuDNN
+// refuses 1); grouped-query attention at Llama 3 8B's heads (32 over 8 of 128 channels, or 4 over
+// 1) and 4 over 2 heads of 64.
+std::vector<std::tuple<int, int, int, int>> attention_16bit_sizes(int shortest) {
+  return {{sized(70, 1024), sized(128, 768), sized(2, 12), sized(2, 12)},
+          {37, 256, 2, 2},
+          {130, 256, 2, 2},
+          {130, 64, 2, 2},
+          {shortest, 128, 2, 2},
+          {sized(70, 1024), sized(512, 4096), sized(4, 32), sized(1, 8)},
+          {130, 256, 4, 2}};
 }
 
 // The tensor-core kernels of 16-bit models (ctx.attention_operands bf16 or fp16, q, k and v read
@@ -737,44 +754,46 @@ void flash_attention_16bit(Report& r, Precision operands) {
   gpu16.library_attention = false;  // ours (cuda.attention_kernel = own): flash_attention_cudnn_* checks cuDNN's
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
   const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16";
-  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
-                                 std::tuple<int, int, int>{37, 256, 2}, std::tuple<int, int, int>{130, 256, 2},
-                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{1, 128, 2}})
-    flash_attention_size(r, gpu16, T, C, NH, 85, type, kBf16, "tensor-core flash attention " + kind);
-  // Two chunks of 100 rows (two tiles each, the second partial), heads of 128 channels: chunk 1's
-  // queries against its own keys (causal, first), then against chunk 0's, the keys and values
-  // packed out of the 16-bit qkv into a (B, T, 2C) buffer (copy_columns of 16-bit values) as the
-  // ring sends them; dk and dv into a (B, T, 2C) f32 accumulator as the ring's.
-  const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2;
-  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
-  Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f),
-      dkv(size_t(B) * T * 2 * C, 0.0f);
-  Halves qkv16(n_qkv), kv16(size_t(B) * T * 2 * C);  // the values as kept, and as the ring's (k, v) blocks travel
-  kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
-  kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
-  const Shape sequence{B, T, 3 * C}, packed{B, T, 2 * C};
-  const Tensor q_cpu = qkv16.on_cpu(sequence, type), q_gpu = qkv16.on_gpu(sequence, type);
-  const Tensor kv_cpu = kv16.on_cpu(packed, type), kv_gpu = kv16.on_gpu(packed, type);
-  kernels::copy_columns(g_cpu, kv_cpu, 0, q_cpu, C, 2 * C, false);
-  kernels::copy_columns(g_gpu, kv_gpu, 0, q_gpu, C, 2 * C, false);
-  r.add(compare_bits(kv16.from_gpu(type), kv16.host, "copy_columns of 16-bit values " + kind));
-  const kernels::AttentionBlock own{1, 1, rows, true, true}, earlier{1, 0, rows, false, false};
-  for (const kernels::AttentionBlock& block : {own, earlier}) {
-    kernels::flash_attention_block_forward(g_cpu, out.host_tensor(), lse.host_tensor(), q_cpu, kv_cpu, NH, block);
-    kernels::flash_attention_block_forward(gpu16, out.tensor(), lse.tensor(), q_gpu, kv_gpu, NH, block);
+  for (const auto& [T, C, NH, KV] : attention_16bit_sizes(1))
+    flash_attention_size(r, gpu16, T, C, NH, KV, 85, type, kBf16, "tensor-core flash attention " + kind);
+  // Two chunks of 100 rows (two tiles each, the second partial), heads of 128 channels, multi-head
+  // and one key/value head for two: chunk 1's queries against its own keys (causal, first), then
+  // against chunk 0's, the keys and values packed out of the 16-bit qkv into a (B, T, 2·KV·hs)
+  // buffer (copy_columns of 16-bit values) as the ring sends them; dk and dv into an f32
+  // accumulator of that layout as the ring's.
+  for (const int KV : {2, 1}) {
+    const int B = 2, rows = 100, T = 2 * rows, C = 256, NH = 2, Wkv = 2 * KV * (C / NH), W = C + Wkv;
+    const size_t n_qkv = size_t(B) * T * W, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
+    Floats qkv(random_floats(n_qkv, 87)), out(n_out), lse(n_lse), dout(random_floats(n_out, 88)), dqkv(n_qkv, 0.0f),
+        dkv(size_t(B) * T * Wkv, 0.0f);
+    Halves qkv16(n_qkv), kv16(size_t(B) * T * Wkv);  // the values as kept, and as the ring's (k, v) blocks travel
+    kernels::convert(g_cpu, qkv16.host_tensor(type), qkv.host_tensor());
+    kernels::upload(g_gpu, qkv16.tensor(type), qkv16.cpu());
+    const Shape sequence{B, T, W}, packed{B, T, Wkv}, y{B, T, C};
+    const Tensor q_cpu = qkv16.on_cpu(sequence, type), q_gpu = qkv16.on_gpu(sequence, type);
+    const Tensor kv_cpu = kv16.on_cpu(packed, type), kv_gpu = kv16.on_gpu(packed, type);
+    const std::string heads = KV == NH ? "" : ", 2 heads over 1";
+    kernels::copy_columns(g_cpu, kv_cpu, 0, q_cpu, C, Wkv, false);
+    kernels::copy_columns(g_gpu, kv_gpu, 0, q_gpu, C, Wkv, false);
+    r.add(compare_bits(kv16.from_gpu(type), kv16.host, "copy_columns of 16-bit values " + kind + heads));
+    const kernels::AttentionBlock own{1, 1, rows, true, true}, earlier{1, 0, rows, false, false};
+    for (const kernels::AttentionBlock& block : {own, earlier}) {
+      kernels::flash_attention_block_forward(g_cpu, out.on_cpu(y), lse.host_tensor(), q_cpu, kv_cpu, NH, KV, block);
+      kernels::flash_attention_block_forward(gpu16, out.on_gpu(y), lse.tensor(), q_gpu, kv_gpu, NH, KV, block);
+    }
+    r.add(out, kBf16, "tensor-core ring blocks out " + kind + heads);
+    r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind + heads);
+    kernels::upload(g_gpu, out.tensor(), out.cpu());
+    kernels::upload(g_gpu, lse.tensor(), lse.cpu());
+    for (const kernels::AttentionBlock& block : {own, earlier}) {
+      kernels::flash_attention_block_backward(g_cpu, dqkv.on_cpu(sequence), dkv.on_cpu(packed), dout.host_tensor(),
+                                              q_cpu, kv_cpu, out.on_cpu(y), lse.host_tensor(), NH, KV, block);
+      kernels::flash_attention_block_backward(gpu16, dqkv.on_gpu(sequence), dkv.on_gpu(packed), dout.tensor(), q_gpu,
+                                              kv_gpu, out.on_gpu(y), lse.tensor(), NH, KV, block);
+    }
+    r.add(dqkv, kBf16, "tensor-core ring blocks dq " + kind + heads);
+    r.add(dkv, kBf16, "tensor-core ring blocks dk, dv " + kind + heads);
   }
-  r.add(out, kBf16, "tensor-core ring blocks out " + kind);
-  r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind);
-  kernels::upload(g_gpu, out.tensor(), out.cpu());
-  kernels::upload(g_gpu, lse.tensor(), lse.cpu());
-  for (const kernels::AttentionBlock& block : {own, earlier}) {
-    kernels::flash_attention_block_backward(g_cpu, dqkv.host_tensor(), dkv.on_cpu(packed), dout.host_tensor(), q_cpu,
-                                            kv_cpu, out.host_tensor(), lse.host_tensor(), NH, block);
-    kernels::flash_attention_block_backward(gpu16, dqkv.tensor(), dkv.on_gpu(packed), dout.tensor(), q_gpu, kv_gpu,
-                                            out.tensor(), lse.tensor(), NH, block);
-  }
-  r.add(dqkv, kBf16, "tensor-core ring blocks dq " + kind);
-  r.add(dkv, kBf16, "tensor-core ring blocks dk, dv " + kind);
 }
 
 // cuDNN's fused attention (cuda.attention_kernel = auto, the default), where this build has it,
@@ -789,16 +808,15 @@ void flash_attention_cudnn(Report& r, Precision operands) {
   fused.library_attention = true;
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
   const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16", build = kernels::cuda::cudnn_attention_build();
-  for (const auto& [T, C, NH] : {std::tuple<int, int, int>{sized(70, 1024), sized(128, 768), sized(2, 12)},
-                                 std::tuple<int, int, int>{37, 256, 2}, std::tuple<int, int, int>{130, 256, 2},
-                                 std::tuple<int, int, int>{130, 64, 2}, std::tuple<int, int, int>{2, 128, 2}}) {
-    const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ")";
-    const kernels::cuda::FusedAttention sizes{nullptr, 2, T, NH, C / NH, operands, 1.0f};
+  for (const auto& [T, C, NH, KV] : attention_16bit_sizes(2)) {
+    const std::string at = " (T " + std::to_string(T) + ", hs " + std::to_string(C / NH) + ", " + std::to_string(NH) +
+                           " heads over " + std::to_string(KV) + ")";
+    const kernels::cuda::FusedAttention sizes{nullptr, 2, T, NH, KV, C / NH, operands, 1.0f};
     if (!kernels::cuda::cudnn_attention_takes(fused, sizes)) {
       r.add({2.0, "cuDNN's attention " + kind + at + " not taken (" + build + "; its reason on stderr)"});
       continue;
     }
-    flash_attention_size(r, fused, T, C, NH, 85, type, kBf16, "cuDNN flash attention " + kind);
+    flash_attention_size(r, fused, T, C, NH, KV, 85, type, kBf16, "cuDNN flash attention " + kind);
   }
 }
 

@@ -1,7 +1,8 @@
 // cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp) where there is no GPU: the graphs the
 // CUDA backend hands cuDNN pass cudnn-frontend's validation — its support checks for a GPU
 // architecture (shapes, strides, head sizes, types, the causal mask) — for Hopper (sm_90) and
-// Ampere (sm_80), at GPT-2 124M's sizes and at those tests/gpu runs on a GPU, so that a GPU only
+// Ampere (sm_80), at GPT-2 124M's sizes, Llama 3 8B's grouped heads (32 query heads over 8
+// key/value heads of 128 channels) and those tests/gpu runs on a GPU, so that a GPU only
 // has to build and run them (tests/gpu's flash_attention_cudnn_*). CUDA builds with cuDNN's
 // frontend only; skipped (Boost's precondition) where the build has none.
 #if TRIDENT_CUDA
@@ -24,13 +25,15 @@ boost::test_tools::assertion_result built_with_cudnn(utf::test_unit_id) {
   return built;
 }
 
-cuda::FusedAttention sizes(int B, int T, int NH, int hs, Precision values) {
-  return {nullptr, B, T, NH, hs, values, 1.0f / std::sqrt(static_cast<float>(hs))};
+// KV key/value heads (0: NH, multi-head).
+cuda::FusedAttention sizes(int B, int T, int NH, int hs, Precision values, int KV = 0) {
+  return {nullptr, B, T, NH, KV ? KV : NH, hs, values, 1.0f / std::sqrt(static_cast<float>(hs))};
 }
 
 std::string named(const cuda::FusedAttention& a, int sm) {
-  return "B " + std::to_string(a.B) + " T " + std::to_string(a.T) + " heads " + std::to_string(a.NH) + " of " +
-         std::to_string(a.hs) + (a.values == Precision::fp16 ? " fp16" : " bf16") + " sm_" + std::to_string(sm);
+  return "B " + std::to_string(a.B) + " T " + std::to_string(a.T) + " heads " + std::to_string(a.NH) + " over " +
+         std::to_string(a.KV) + " of " + std::to_string(a.hs) + (a.values == Precision::fp16 ? " fp16" : " bf16") +
+         " sm_" + std::to_string(sm);
 }
 
 }  // namespace
@@ -41,8 +44,10 @@ BOOST_AUTO_TEST_CASE(its_graphs_pass_cudnn_frontend_validation_for_hopper_and_am
                      *utf::precondition(built_with_cudnn)) {
   for (const int sm : {90, 80})
     for (const Precision values : {Precision::bf16, Precision::fp16})
-      for (const cuda::FusedAttention& a : {sizes(16, 1024, 12, 64, values), sizes(2, 37, 2, 128, values),
-                                            sizes(2, 130, 2, 32, values), sizes(2, 2, 2, 64, values)}) {
+      for (const cuda::FusedAttention& a :
+           {sizes(16, 1024, 12, 64, values), sizes(2, 37, 2, 128, values), sizes(2, 130, 2, 32, values),
+            sizes(2, 2, 2, 64, values), sizes(1, 8192, 32, 128, values, 8), sizes(2, 1024, 32, 128, values, 8),
+            sizes(2, 70, 4, 128, values, 1), sizes(2, 130, 4, 64, values, 2)}) {
         const std::string why = cuda::cudnn_attention_graph_check(a, sm);
         BOOST_TEST(why.empty(), named(a, sm) << ": " << why);
       }

@@ -971,6 +971,32 @@ BOOST_AUTO_TEST_CASE(long_sequences_fit_with_context_parallelism) {
   BOOST_TEST(!layout_problem(odd, ring).empty());
 }
 
+// Grouped-query attention's ring passes the key/value heads as they are: a Llama of 8 query heads
+// over 2 key/value heads spends a quarter of the multi-head one's context time: its messages'
+// bytes, on links without latency and where no work hides them (a device of unbounded FLOP/s),
+// within a node and across nodes.
+BOOST_AUTO_TEST_CASE(the_context_ring_passes_the_key_value_heads) {
+  Workload w;
+  w.config = {65536, 8192, model::padded_vocab_for(8192), 2, 8, 512};
+  w.config.arch = model::Arch::llama, w.config.ffn_hidden = 1376, w.config.tie_embeddings = false;
+  w.seq_len = 65536;
+  w.global_batch = 8;
+  w.flash_attention = true;
+  Layout ring;
+  ring.precision = "bf16", ring.recompute = "full", ring.context = 8, ring.zero = 1;
+  for (const int per_node : {8, 2}) {
+    Hardware hw = a100();
+    hw.devices_per_node = per_node;
+    hw.peak_bf16 *= 1e9;
+    for (Link& link : hw.links) link.latency_s = 0;
+    Workload grouped = w, multi_head = w;
+    grouped.config.kv_heads = 2, multi_head.config.kv_heads = 8;
+    const double ratio =
+        estimate_step(grouped, ring, hw).stages[0].context_s / estimate_step(multi_head, ring, hw).stages[0].context_s;
+    BOOST_TEST(ratio == 0.25, boost::test_tools::tolerance(0.01));
+  }
+}
+
 // Korthikanti et al. 2022, eq. (1)-(2): per layer, in 16-bit with dropout, s·b·h·(34 + 5as/h)
 // without recompute and 34·s·b·h with selective recompute (t = 1; with tensor parallelism
 // s·b·h·(10 + 24/t + 5as/(ht))). Our blocks keep no dropout masks and no dropout outputs
