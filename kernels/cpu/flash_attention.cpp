@@ -13,7 +13,9 @@
 // Backward recomputes each pair of tiles' P = exp(q kᵀ · scale − L) and, with D = rowsum(dy ⊙ y),
 //   dv += Pᵀ dy;  dP = dy vᵀ;  dS = P ⊙ (dP − D) · scale;  dq += dS k;  dk += dSᵀ q
 // one key/value head on one thread — the query heads of its group in turn, each key tile by key
-// tile — so that every gradient has one writer.
+// tile — so that every gradient has one writer; where a rank's B·KV key/value heads are fewer
+// than its threads, the same sums in two passes over tiles (dk and dv per key tile, dq per query
+// tile), each pair's P and dS computed in both: the same bits, more work items.
 //
 // q, k and v are read as they are stored: f32 in place, or a 16-bit model's kept values widened
 // (exactly) tile by tile into the thread's scratch — the same f32 products on the same values, so
@@ -29,6 +31,8 @@
 // unmasked below it; the forward folds the block's softmax into what out and lse hold
 // (L' = log(e^L + e^Lb), y' = y·e^(L−L') + yb·e^(Lb−L')), the backward adds to the gradients
 // from the final out and lse. The whole sequence is the block of one chunk, keys = queries.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -276,41 +280,59 @@ void round_rows(const FlashOperands& in, const float* gradients, low16* dqkv_low
     }
 }
 
-// One query head's part of its block's gradients: dq into dqkv, and its share of its key/value
-// head's dk and dv added into dkv (of kv's layout), summed over the tile pairs key tile by key
-// tile; accumulate: dq added to what it holds, else zeroed first.
-void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
-                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, const Scratch& x) {
-  const int hs = head.hs;
-  const int64_t q_stride = head.q_stride();
-  if (!accumulate) zero_rows(dqkv, head.qkv_row(0), q_stride, head.Tq, hs);
-  for (int t = 0; t < head.Tq; ++t) {
+// D = rowsum(dy ⊙ y) of the head's query rows [first, last), into x.d_rows at their indices.
+void delta_rows(const FlashOperands& in, const Head& head, const float* dout, const void* out, int first, int last,
+                const Scratch& x) {
+  for (int t = first; t < last; ++t) {
     const float* dy = dout + head.out_row(t);
     float dot = 0.0f;
-    for (int d = 0; d < hs; ++d) dot += dy[d] * y_at(in, out, head.out_row(t) + d);
-    x.d_rows[t] = dot;  // D = rowsum(dy ⊙ y)
+    for (int d = 0; d < head.hs; ++d) dot += dy[d] * y_at(in, out, head.out_row(t) + d);
+    x.d_rows[t] = dot;
   }
+}
+
+// A pair of tiles (queries t0.., keys s0..): P into x.s, recomputed from the kept log-sum-exps,
+// and dS = P ⊙ (dP − D) · scale into x.ds, dP = dy vᵀ.
+void pair_gradients(const Context& ctx, const Head& head, Rows q, Rows k, Rows v, const float* dy, const float* lse,
+                    int t0, int rows, int s0, int cols, float scale, const Scratch& x) {
+  probabilities(ctx, head, q, k, lse, t0, rows, s0, cols, scale, x);
+  gemm(ctx, rows, cols, head.hs, x.ds, rows_of(kTile), dy, rows_of(head.C), v.at, transposed(v.stride), false);
+  for (int r = 0; r < rows; ++r) {
+    const float* p = x.s + static_cast<size_t>(r) * kTile;
+    float* ds = x.ds + static_cast<size_t>(r) * kTile;
+    const float d_row = x.d_rows[t0 + r];
+    for (int c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d_row) * scale;
+  }
+}
+
+// The pair's shares of dv += Pᵀ dy and dk += dSᵀ q (key rows s0..), and of dq += dS k (query rows t0..).
+void add_key_gradients(const Context& ctx, const Head& head, Rows q, const float* dy, int rows, int cols, float* dk,
+                       const Scratch& x) {
+  gemm(ctx, cols, head.hs, rows, dk + head.Ckv, rows_of(head.W), x.s, transposed(kTile), dy, rows_of(head.C), true);
+  gemm(ctx, cols, head.hs, rows, dk, rows_of(head.W), x.ds, transposed(kTile), q.at, rows_of(q.stride), true);
+}
+void add_query_gradients(const Context& ctx, const Head& head, Rows k, int rows, int cols, float* dq,
+                         const Scratch& x) {
+  gemm(ctx, rows, head.hs, cols, dq, rows_of(head.q_stride()), x.ds, rows_of(kTile), k.at, rows_of(k.stride), true);
+}
+
+// One query head's part of its block's gradients in one pass: dq into dqkv, and its share of its
+// key/value head's dk and dv added into dkv (of kv's layout), summed over the tile pairs key tile
+// by key tile; accumulate: dq added to what it holds, else zeroed first.
+void head_gradients(const Context& ctx, const FlashOperands& in, const Head& head, const float* dout, const void* out,
+                    const float* lse, float scale, float* dqkv, float* dkv, bool accumulate, const Scratch& x) {
+  if (!accumulate) zero_rows(dqkv, head.qkv_row(0), head.q_stride(), head.Tq, head.hs);
+  delta_rows(in, head, dout, out, 0, head.Tq, x);
   for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
-    float* dk = dkv + head.k_row(s0);
-    float* dv = dk + head.Ckv;
     for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
       const int rows = std::min(kTile, head.Tq - t0);
       const Rows q = query_rows(in, head, t0, rows, x);
       const float* dy = dout + head.out_row(t0);
-      probabilities(ctx, head, q, k, lse, t0, rows, s0, cols, scale, x);
-      gemm(ctx, cols, hs, rows, dv, rows_of(head.W), x.s, transposed(kTile), dy, rows_of(head.C), true);
-      gemm(ctx, rows, cols, hs, x.ds, rows_of(kTile), dy, rows_of(head.C), v.at, transposed(v.stride), false);
-      for (int r = 0; r < rows; ++r) {  // dS = P ⊙ (dP − D) · scale
-        const float* p = x.s + static_cast<size_t>(r) * kTile;
-        float* ds = x.ds + static_cast<size_t>(r) * kTile;
-        const float d_row = x.d_rows[t0 + r];
-        for (int c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d_row) * scale;
-      }
-      gemm(ctx, rows, hs, cols, dqkv + head.qkv_row(t0), rows_of(q_stride), x.ds, rows_of(kTile), k.at,
-           rows_of(k.stride), true);
-      gemm(ctx, cols, hs, rows, dk, rows_of(head.W), x.ds, transposed(kTile), q.at, rows_of(q.stride), true);
+      pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
+      add_key_gradients(ctx, head, q, dy, rows, cols, dkv + head.k_row(s0), x);
+      add_query_gradients(ctx, head, k, rows, cols, dqkv + head.qkv_row(t0), x);
     }
   }
 }
@@ -344,6 +366,58 @@ void group_gradients(const Context& ctx, const FlashOperands& in, int b, int g, 
   round_rows(in, dkv, dqkv_low, first.k_row(0) + first.Ckv, first.W, first.Tk, first.hs);
 }
 
+// The same sums in two passes, for more work items than key/value heads: the keys' pass, per key
+// tile of key/value head g, dk and dv over its group's query heads and their query tiles that see
+// it; the queries' pass, per query tile of head h, dq over the key tiles it sees. Each gradient
+// gets the same additions in the same order as in head_gradients (dk and dv: head by head, query
+// tile by query tile; dq: key tile by key tile) from the same pair_gradients — the same bits —
+// at the price of recomputing each pair's P and dS in both passes.
+void key_tile_gradients(const Context& ctx, const FlashOperands& in, int b, int g, int s0, int T, int C, int NH,
+                        const AttentionBlock& block, const float* dout, const void* out, const float* lse,
+                        float scale, float* dkv, bool accumulate, low16* dqkv_low, const Scratch& x) {
+  const int group = NH / in.KV;
+  const Head first = block_head(in, b, g * group, T, C, NH, block);
+  const int cols = std::min(kTile, first.Tk - s0);
+  float* dk = dkv + first.k_row(s0);
+  if (!accumulate) {
+    zero_rows(dkv, first.k_row(s0), first.W, cols, first.hs);
+    zero_rows(dkv, first.k_row(s0) + first.Ckv, first.W, cols, first.hs);
+  }
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    const Head head = block_head(in, b, h, T, C, NH, block);
+    delta_rows(in, head, dout, out, head.query_start(s0), head.Tq, x);
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
+    for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
+      const int rows = std::min(kTile, head.Tq - t0);
+      const Rows q = query_rows(in, head, t0, rows, x);
+      const float* dy = dout + head.out_row(t0);
+      pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
+      add_key_gradients(ctx, head, q, dy, rows, cols, dk, x);
+    }
+  }
+  if (dqkv_low == nullptr) return;
+  round_rows(in, dkv, dqkv_low, first.k_row(s0), first.W, cols, first.hs);
+  round_rows(in, dkv, dqkv_low, first.k_row(s0) + first.Ckv, first.W, cols, first.hs);
+}
+
+void query_tile_gradients(const Context& ctx, const FlashOperands& in, int b, int h, int t0, int T, int C, int NH,
+                          const AttentionBlock& block, const float* dout, const void* out, const float* lse,
+                          float scale, float* dqkv, bool accumulate, low16* dqkv_low, const Scratch& x) {
+  const Head head = block_head(in, b, h, T, C, NH, block);
+  const int rows = std::min(kTile, head.Tq - t0);
+  if (!accumulate) zero_rows(dqkv, head.qkv_row(t0), head.q_stride(), rows, head.hs);
+  delta_rows(in, head, dout, out, t0, t0 + rows, x);
+  const Rows q = query_rows(in, head, t0, rows, x);
+  const float* dy = dout + head.out_row(t0);
+  for (int s0 = 0; s0 < head.key_end(t0); s0 += kTile) {
+    const int cols = std::min(kTile, head.Tk - s0);
+    const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
+    pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
+    add_query_gradients(ctx, head, k, rows, cols, dqkv + head.qkv_row(t0), x);
+  }
+  if (dqkv_low != nullptr) round_rows(in, dqkv, dqkv_low, head.qkv_row(t0), head.q_stride(), rows, head.hs);
+}
+
 }  // namespace
 
 void flash_attention_forward(Context& ctx, const FlashOperands& in, void* out, float* lse, int B, int T, int C, int NH,
@@ -371,13 +445,31 @@ void flash_attention_backward(Context& ctx, const FlashOperands& in, float* dqkv
   const int hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const ThreadParts parts = thread_parts(in, C, NH, block);
+  // One pass a key/value head where they keep the threads busy; else the two passes' tiles.
+  const bool by_tiles = int64_t(B) * in.KV < omp_get_max_threads();
+  const int tiles = (block.rows + kTile - 1) / kTile;
 #pragma omp parallel
   {
     const Scratch x = parts.mine();
+    if (!by_tiles) {
 #pragma omp for collapse(2) schedule(dynamic)
-    for (int b = 0; b < B; ++b)
-      for (int g = 0; g < in.KV; ++g)
-        group_gradients(ctx, in, b, g, T, C, NH, block, dout, out, lse, scale, dqkv, dkv, accumulate, dqkv_low, x);
+      for (int b = 0; b < B; ++b)
+        for (int g = 0; g < in.KV; ++g)
+          group_gradients(ctx, in, b, g, T, C, NH, block, dout, out, lse, scale, dqkv, dkv, accumulate, dqkv_low, x);
+    } else {
+#pragma omp for collapse(3) schedule(dynamic) nowait
+      for (int b = 0; b < B; ++b)
+        for (int g = 0; g < in.KV; ++g)
+          for (int i = 0; i < tiles; ++i)
+            key_tile_gradients(ctx, in, b, g, i * kTile, T, C, NH, block, dout, out, lse, scale, dkv, accumulate,
+                               dqkv_low, x);
+#pragma omp for collapse(3) schedule(dynamic)
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h)
+          for (int i = 0; i < tiles; ++i)
+            query_tile_gradients(ctx, in, b, h, i * kTile, T, C, NH, block, dout, out, lse, scale, dqkv, accumulate,
+                                 dqkv_low, x);
+    }
   }
 }
 

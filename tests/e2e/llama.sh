@@ -152,9 +152,10 @@ run bf16_p2 2 --optim.precision=bf16 --parallel.pipeline=2
 run bf16_p2_zb_h1 2 --optim.precision=bf16 --parallel.pipeline=2 --parallel.schedule=zb-h1
 same_losses bf16_p2_zb_h1_equals_1f1b bf16_p2 bf16_p2_zb_h1 1e-300
 # Context parallelism in bf16: the key/value heads travel in 16 bits; the softmax folded over the
-# ring's blocks in another order, so within bf16's roundings of the one-rank run.
+# ring's blocks in another order, so within bf16's roundings of the one-rank run (9.6e-6 here; bf16
+# runs of other layouts drift apart by up to ~1e-2 over a few steps as the roundings compound).
 run bf16_c2 2 --optim.precision=bf16 --parallel.context=2
-same_losses bf16_c2_follows_one_rank bf16 bf16_c2 3e-3
+same_losses bf16_c2_follows_one_rank bf16 bf16_c2 1e-2
 same_losses fp16_follows_fp32 serial fp16 2e-2
 # Multi-head (not grouped): bf16's 16-bit attention kernels on the kept, rotated q, k, v.
 run bf16_mha 1 --optim.precision=bf16 --model.kv_heads=4
