@@ -316,6 +316,20 @@ void add_query_gradients(const Context& ctx, const Head& head, Rows k, int rows,
   gemm(ctx, rows, head.hs, cols, dq, rows_of(head.q_stride()), x.ds, rows_of(kTile), k.at, rows_of(k.stride), true);
 }
 
+// The pairs of key tile s0 (its k and v rows) with the query tiles of `head` that see it: their
+// shares of dk and dv (key rows s0.. at dk) and, where dqkv is given, of dq.
+void key_tile_pairs(const Context& ctx, const FlashOperands& in, const Head& head, int s0, int cols, Rows k, Rows v,
+                    const float* dout, const float* lse, float scale, float* dk, float* dqkv, const Scratch& x) {
+  for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
+    const int rows = std::min(kTile, head.Tq - t0);
+    const Rows q = query_rows(in, head, t0, rows, x);
+    const float* dy = dout + head.out_row(t0);
+    pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
+    add_key_gradients(ctx, head, q, dy, rows, cols, dk, x);
+    if (dqkv != nullptr) add_query_gradients(ctx, head, k, rows, cols, dqkv + head.qkv_row(t0), x);
+  }
+}
+
 // One query head's part of its block's gradients in one pass: dq into dqkv, and its share of its
 // key/value head's dk and dv added into dkv (of kv's layout), summed over the tile pairs key tile
 // by key tile; accumulate: dq added to what it holds, else zeroed first.
@@ -326,14 +340,7 @@ void head_gradients(const Context& ctx, const FlashOperands& in, const Head& hea
   for (int s0 = 0; s0 < head.Tk; s0 += kTile) {
     const int cols = std::min(kTile, head.Tk - s0);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
-    for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
-      const int rows = std::min(kTile, head.Tq - t0);
-      const Rows q = query_rows(in, head, t0, rows, x);
-      const float* dy = dout + head.out_row(t0);
-      pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
-      add_key_gradients(ctx, head, q, dy, rows, cols, dkv + head.k_row(s0), x);
-      add_query_gradients(ctx, head, k, rows, cols, dqkv + head.qkv_row(t0), x);
-    }
+    key_tile_pairs(ctx, in, head, s0, cols, k, v, dout, lse, scale, dkv + head.k_row(s0), dqkv, x);
   }
 }
 
@@ -387,13 +394,7 @@ void key_tile_gradients(const Context& ctx, const FlashOperands& in, int b, int 
     const Head head = block_head(in, b, h, T, C, NH, block);
     delta_rows(in, head, dout, out, head.query_start(s0), head.Tq, x);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
-    for (int t0 = head.query_start(s0); t0 < head.Tq; t0 += kTile) {
-      const int rows = std::min(kTile, head.Tq - t0);
-      const Rows q = query_rows(in, head, t0, rows, x);
-      const float* dy = dout + head.out_row(t0);
-      pair_gradients(ctx, head, q, k, v, dy, lse, t0, rows, s0, cols, scale, x);
-      add_key_gradients(ctx, head, q, dy, rows, cols, dk, x);
-    }
+    key_tile_pairs(ctx, in, head, s0, cols, k, v, dout, lse, scale, dk, nullptr, x);
   }
   if (dqkv_low == nullptr) return;
   round_rows(in, dkv, dqkv_low, first.k_row(s0), first.W, cols, first.hs);
