@@ -587,8 +587,8 @@ void check_block(const Arguments& args, const Tensor& qkv, const Tensor& kv, con
   const Sequence s = check_flash(args, qkv, out, lse, NH, KV);
   args.type("kv", kv, qkv.dtype);
   args.rank("kv", kv, 3);
-  args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= 2 * int64_t(KV) * (s.C / NH),
-             "kv", "is not (B, T, W >= 2·KV·hs) of the qkv's B and T");
+  args.holds(kv.shape.dims[0] == s.B && kv.shape.dims[1] == s.T && kv.shape.dims[2] >= qkv.shape.dims[2] - s.C, "kv",
+             "is not (B, T, W >= 2·KV·hs) of the qkv's B and T");
   const int64_t chunks = block.rows > 0 ? s.T / block.rows : 0;
   args.holds(block.rows > 0 && block.q_chunk >= 0 && block.k_chunk >= 0 && block.q_chunk < chunks &&
                  block.k_chunk < chunks && (!block.causal || block.q_chunk == block.k_chunk),

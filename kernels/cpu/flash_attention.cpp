@@ -280,6 +280,16 @@ void round_rows(const FlashOperands& in, const float* gradients, low16* dqkv_low
     }
 }
 
+// The same for key rows [s0, s0 + count) of the head's key/value head: its dk and its dv.
+void zero_key_values(const Head& head, float* dkv, int s0, int count) {
+  for (const int64_t v : {int64_t{0}, int64_t(head.Ckv)}) zero_rows(dkv, head.k_row(s0) + v, head.W, count, head.hs);
+}
+void round_key_values(const FlashOperands& in, const Head& head, const float* dkv, low16* dqkv_low, int s0,
+                      int count) {
+  for (const int64_t v : {int64_t{0}, int64_t(head.Ckv)})
+    round_rows(in, dkv, dqkv_low, head.k_row(s0) + v, head.W, count, head.hs);
+}
+
 // D = rowsum(dy ⊙ y) of the head's query rows [first, last), into x.d_rows at their indices.
 void delta_rows(const FlashOperands& in, const Head& head, const float* dout, const void* out, int first, int last,
                 const Scratch& x) {
@@ -359,18 +369,13 @@ void group_gradients(const Context& ctx, const FlashOperands& in, int b, int g, 
                      float* dqkv, float* dkv, bool accumulate, low16* dqkv_low, const Scratch& x) {
   const int group = NH / in.KV;
   const Head first = block_head(in, b, g * group, T, C, NH, block);
-  if (!accumulate) {
-    zero_rows(dkv, first.k_row(0), first.W, first.Tk, first.hs);
-    zero_rows(dkv, first.k_row(0) + first.Ckv, first.W, first.Tk, first.hs);
-  }
+  if (!accumulate) zero_key_values(first, dkv, 0, first.Tk);
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const Head head = block_head(in, b, h, T, C, NH, block);
     head_gradients(ctx, in, head, dout, out, lse, scale, dqkv, dkv, accumulate, x);
     if (dqkv_low != nullptr) round_rows(in, dqkv, dqkv_low, head.qkv_row(0), head.q_stride(), head.Tq, head.hs);
   }
-  if (dqkv_low == nullptr) return;
-  round_rows(in, dkv, dqkv_low, first.k_row(0), first.W, first.Tk, first.hs);
-  round_rows(in, dkv, dqkv_low, first.k_row(0) + first.Ckv, first.W, first.Tk, first.hs);
+  if (dqkv_low != nullptr) round_key_values(in, first, dkv, dqkv_low, 0, first.Tk);
 }
 
 // The same sums in two passes, for more work items than key/value heads: the keys' pass, per key
@@ -386,19 +391,14 @@ void key_tile_gradients(const Context& ctx, const FlashOperands& in, int b, int 
   const Head first = block_head(in, b, g * group, T, C, NH, block);
   const int cols = std::min(kTile, first.Tk - s0);
   float* dk = dkv + first.k_row(s0);
-  if (!accumulate) {
-    zero_rows(dkv, first.k_row(s0), first.W, cols, first.hs);
-    zero_rows(dkv, first.k_row(s0) + first.Ckv, first.W, cols, first.hs);
-  }
+  if (!accumulate) zero_key_values(first, dkv, s0, cols);
   for (int h = g * group; h < (g + 1) * group; ++h) {
     const Head head = block_head(in, b, h, T, C, NH, block);
     delta_rows(in, head, dout, out, head.query_start(s0), head.Tq, x);
     const Rows k = key_rows(in, head, s0, cols, x), v = value_rows(in, head, s0, cols, x);
     key_tile_pairs(ctx, in, head, s0, cols, k, v, dout, lse, scale, dk, nullptr, x);
   }
-  if (dqkv_low == nullptr) return;
-  round_rows(in, dkv, dqkv_low, first.k_row(s0), first.W, cols, first.hs);
-  round_rows(in, dkv, dqkv_low, first.k_row(s0) + first.Ckv, first.W, cols, first.hs);
+  if (dqkv_low != nullptr) round_key_values(in, first, dkv, dqkv_low, s0, cols);
 }
 
 void query_tile_gradients(const Context& ctx, const FlashOperands& in, int b, int h, int t0, int T, int C, int NH,

@@ -437,8 +437,9 @@ class Transformer {
   float* qkv_gradient() { return expands_kv() ? d_qkv_compact_.data() : d_qkv_.data(); }
   bool grouped() const { return kv_local_ != heads_local_; }
   bool expands_kv() const { return grouped() && !flash_; }  // the materialized kernels take every head's k, v
-  // The columns of a ring attention's (k, v) block: this rank's key/value heads', 2·kv·hs.
-  int ring_columns() const { return 2 * kv_local_ * (C_local_ / heads_local_); }
+  // The columns of a ring attention's (k, v) block: this rank's key/value heads', 2·kv·hs — its
+  // qkv's after the queries'.
+  int ring_columns() const { return qkv_local_ - C_local_; }
   // The qkv GEMM writes q, k, v where they are kept (16-bit mode, the flash attention, no rotary
   // positions to apply in f32 first); else into w.qkv, kept after.
   bool qkv_written_kept() const { return low() && flash_ && parts_.learned_positions(); }

@@ -52,14 +52,14 @@ struct Sizes {
 };
 Sizes sizes(const MemoryInputs& in) {
   const int64_t T = in.seq_len / in.context, BT = int64_t(in.micro_batch) * T, C = in.config.channels;
-  const int64_t heads = in.config.heads / in.tensor;
+  const int64_t heads = in.config.heads / in.tensor, Cl = C / in.tensor;
+  const int64_t qkv = model::qkv_rows_local(in.config, in.tensor);  // [q | k | v]: the ring's (k, v) after q's Cl
   const bool flash = in.flash_attention;
-  return {BT, C, C / in.tensor, flash ? 0 : BT * heads * T, flash ? BT * heads : 0,
+  return {BT, C, Cl, flash ? 0 : BT * heads * T, flash ? BT * heads : 0,
           int64_t(in.config.padded_vocab) / in.tensor, std::min<int64_t>(in.classifier_chunk, BT),
-          in.sequence_parallel ? BT / in.tensor : BT, model::qkv_rows_local(in.config, in.tensor),
+          in.sequence_parallel ? BT / in.tensor : BT, qkv,
           model::fc_rows(in.config) / in.tensor, model::mlp_hidden(in.config) / in.tensor,
-          model::kv_heads_local(in.config, in.tensor) != heads, T, C / in.config.heads,
-          2 * model::kv_heads_local(in.config, in.tensor) * (C / in.config.heads)};
+          model::kv_heads_local(in.config, in.tensor) != heads, T, C / in.config.heads, qkv - Cl};
 }
 
 // Bytes of one block's kept activations (model/transformer.cpp allocate_layer, Role::Kept): the

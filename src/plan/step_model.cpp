@@ -251,7 +251,7 @@ double context_seconds(const Workload& w, const Layout& l, const Hardware& hw, i
   const double C = w.config.channels, n = double(w.seq_len) / (2 * l.context), c = l.context;
   const int here = rank_of(l, 0, 0, stage), next = rank_of(l, 0, 1, stage);
   std::array<double, 3> bytes{};
-  const double columns = 2.0 * model::kv_heads_local(w.config, l.tensor) * model::head_size(w.config);
+  const double columns = double(model::qkv_rows_local(w.config, l.tensor)) - C / l.tensor;  // the (k, v) of qkv
   const double keys = p2p_seconds(tokens * columns * stored_bytes(l), here, next, hw, bytes);
   const double gradients = p2p_seconds(tokens * columns * 4, here, next, hw, bytes);
   const double blocks = 2 * l.micro_batch * 4 * n * n * C / l.tensor / (hw.peak(l.precision) * hw.gemm_fraction);
