@@ -155,8 +155,14 @@ void crossentropy_forward_backward(Context& ctx, float* losses, float* log_norma
   const size_t bytes = static_cast<size_t>(valid) * sizeof(float);
   auto launch = [&](auto out) {
     const auto kernel = forward_backward_kernel<decltype(out)>;
-    static size_t allowed = 48 * 1024;  // each output type's kernel: the most it was allowed so far
-    if (bytes > allowed) allow_shared(kernel, allowed = bytes);
+    // Each output type's kernel: the most dynamic shared memory it was allowed so far. Not 48 KB
+    // at first: without the opt-in a block's static and dynamic bytes together stay under 48 KB,
+    // and the reductions' static bytes would leave a row of 12,225 to 12,288 values unlaunchable.
+    static size_t allowed = 0;
+    if (bytes > allowed) {
+      allow_shared(kernel, bytes);
+      allowed = bytes;
+    }
     kernel<<<N, kRowThreads, bytes, stream_of(ctx)>>>(losses, log_normalizers, out, logits, targets, scale, valid, ld);
   };
   if (dlogits_low == nullptr) launch(F32Out{dlogits});

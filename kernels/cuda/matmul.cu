@@ -92,8 +92,8 @@ uint32_t alignment(uintptr_t base, int64_t stride_bytes, int64_t call_bytes) {
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-// The cache key: shape, strides, flags, type and the three alignments.
-using Key = std::array<int64_t, 23>;
+// The cache key: shape, strides, flags, type and the four alignments.
+using Key = std::array<int64_t, 24>;
 struct KeyHash {  // FNV-1a over the key's numbers (also EpilogueKey's)
   template <size_t N>
   size_t operator()(const std::array<int64_t, N>& key) const {
@@ -111,7 +111,7 @@ struct Plan {
 };
 
 struct Alignments {
-  uint32_t a, b, c;
+  uint32_t a, b, c, bias;  // bias: 256 where the GEMM has none
 };
 
 cublasLtHandle_t handle() {
@@ -180,6 +180,13 @@ Plan create(const Gemm& g, const Alignments& align) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
                "set the bias epilogue", g);
+    // The heuristic reads the bias pointer's value for the alignment its algorithm may assume
+    // (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER), never its data: a stand-in address of the
+    // bias's alignment, so that a bias only 16 bytes aligned (a tensor rank's slice of a flat
+    // parameter buffer) gets no algorithm that assumes more. run_gemm sets the real one.
+    const void* stand_in = reinterpret_cast<const void*>(static_cast<uintptr_t>(align.bias));
+    check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &stand_in, sizeof stand_in),
+               "set the bias pointer's alignment", g);
   }
   const Batching& bt = plan.batches;
   plan.a = make_layout(g, operands, first.layout_rows, first.layout_cols, first.ld, bt.count, bt.stride_b);
@@ -196,18 +203,19 @@ Plan create(const Gemm& g, const Alignments& align) {
   return plan;
 }
 
-Alignments alignments_of(const Gemm& g, const void* a, const void* b, const void* c) {
+Alignments alignments_of(const Gemm& g, const void* a, const void* b, const void* c, const float* bias) {
   const Batching bt = batching(g);
   const int64_t e = static_cast<int64_t>(operand_bytes(g.operands));
   return {alignment(reinterpret_cast<uintptr_t>(a), bt.stride_a * e, bt.call_a * e),
           alignment(reinterpret_cast<uintptr_t>(b), bt.stride_b * e, bt.call_b * e),
-          alignment(reinterpret_cast<uintptr_t>(c), bt.stride_c * 4, bt.call_c * 4)};
+          alignment(reinterpret_cast<uintptr_t>(c), bt.stride_c * 4, bt.call_c * 4),
+          alignment(reinterpret_cast<uintptr_t>(bias), 0, 0)};
 }
 
 Key key_of(const Gemm& g, const Alignments& align) {
   return {g.batch, g.heads, g.M, g.N, g.K, g.a.batch, g.a.head, g.a.row, g.a.col, g.b.batch, g.b.head, g.b.row,
           g.b.col, g.c.batch, g.c.head, g.c.row, g.c.col, g.accumulate, g.bias, static_cast<int64_t>(g.operands),
-          align.a, align.b, align.c};
+          align.a, align.b, align.c, align.bias};
 }
 
 std::mutex g_mutex;  // the plan cache and the workspaces
@@ -246,7 +254,7 @@ void prepare_gemm(const Gemm& g) {
   if (empty(g) || g.K == 0) return;
   std::lock_guard<std::mutex> lock(g_mutex);
   // Buffers of cudaMalloc are 256-byte aligned: the alignments of operands at the start of one.
-  plan_for(g, alignments_of(g, nullptr, nullptr, nullptr));
+  plan_for(g, alignments_of(g, nullptr, nullptr, nullptr, nullptr));
 }
 
 void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* b, const float* bias) {
@@ -256,8 +264,8 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     throw std::logic_error("kernels::cuda: a GEMM with K = 0 that overwrites its result: " + describe(g));
   }
   cudaStream_t stream = stream_of(ctx);
-  // cuBLASLt's heuristic is not told the bias's alignment, so the epilogue gets only 16-byte
-  // aligned vectors (what vectorized loads may assume); another bias is added after the
+  // The epilogue gets only 16-byte aligned vectors (what vectorized loads may assume; the plan's
+  // algorithm is chosen for the bias's alignment, create); another bias is added after the
   // product, the same f32 addition.
   if (g.bias && reinterpret_cast<uintptr_t>(bias) % 16 != 0) {
     Gemm plain = g;
@@ -267,7 +275,7 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     return check_launch("add_bias");
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  const Plan& plan = plan_for(g, alignments_of(g, a, b, c));
+  const Plan& plan = plan_for(g, alignments_of(g, a, b, c, bias));
   void* workspace = workspace_of(stream);
   if (g.bias)  // the plan's descriptor carries the bias pointer: set under the lock, read at the call
     check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
