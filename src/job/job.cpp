@@ -55,9 +55,11 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   topo::Topology topology = comm::discover_topology(world, settings.topology);
   kernels::Context device;
   device.backend = &choose_device(world, settings.kernels, record);
+  // The rank's GPU made current (choose_comm_backend) before anything asks the backend for its
+  // device: CUDA's remembers the device current at the first call, which would be GPU 0 on every rank.
+  choose_comm_backend(world, settings, record);
   device.stream = Stream{device.backend->device(), nullptr};
   if (settings.kernels.device != "cpu") settings.comm.collectives.staging = device_copies(*device.backend);
-  choose_comm_backend(world, settings, record);
   check_graphs(settings, record, *device.backend);
   device.low16_gemm = choose_low16_gemm(world, settings, record);
   device.arithmetic = choose_arithmetic(settings.kernels, record);
@@ -158,6 +160,11 @@ void check_graphs(const RunSettings& settings, const deck::Record& deck, kernels
               ", but the tensor group's all-reduces run inside each forward and backward, and a graph records "
               "them only as NCCL calls: the MPI communicator copies device buffers through host memory; use "
               "comm.backend = nccl (one GPU per rank), parallel.tensor = 1, or cuda.graphs = false");
+  if (settings.parallel.context > 1 && settings.comm.collectives.backend != "nccl")
+    fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("parallel.context") +
+              ", but the context ring passes keys and values inside each forward and backward, and a graph "
+              "records them only as NCCL calls: the MPI communicator copies device buffers through host memory; "
+              "use comm.backend = nccl (one GPU per rank), parallel.context = 1, or cuda.graphs = false");
   if (settings.balance.pipeline)
     fatal_all(deck.cite("cuda.graphs") + " with " + deck.cite("balance.pipeline") +
               ", but moving blocks between stages needs the embedding's and the head's times apart from the "

@@ -56,7 +56,7 @@ struct GemmProbe {
   kernels::Context& ctx;
   kernels::Backend& backend;
   int n;
-  bool bf16;
+  DType operands;  // f32, or the 16-bit type the run's GEMMs read
   double seconds_per_product(int warmups, int runs) {
     const Device device = backend.device();
     const size_t count = static_cast<size_t>(n) * n;
@@ -67,19 +67,22 @@ struct GemmProbe {
                     (random ? probe_values(count, 1) : std::vector<float>(count, 0.01f)).data());
     kernels::upload(ctx, view(b.as<float>(), count, device),
                     (random ? probe_values(count, 2) : std::vector<float>(count, 0.02f)).data());
-    const size_t count16 = bf16 ? count : 0;
-    DeviceScratch a16(backend, count16 * sizeof(kernels::bf16) + 64), b16(backend, count16 * sizeof(kernels::bf16) + 64);
-    if (bf16) {
-      kernels::convert(ctx, view(a16.as<kernels::bf16>(), DType::bf16, count, device), view(a.as<float>(), count, device));
-      kernels::convert(ctx, view(b16.as<kernels::bf16>(), DType::bf16, count, device), view(b.as<float>(), count, device));
-    }
+    const bool low16 = operands != DType::f32;
+    const size_t count16 = low16 ? count : 0;
+    DeviceScratch a16(backend, count16 * sizeof(uint16_t) + 64), b16(backend, count16 * sizeof(uint16_t) + 64);
     const Shape square{n, n};
+    const Tensor a_low{a16.as<uint16_t>(), operands, square, device};
+    const Tensor b_low{b16.as<uint16_t>(), operands, square, device};
+    if (low16) {
+      kernels::convert(ctx, a_low, view(a.as<float>(), square, device));
+      kernels::convert(ctx, b_low, view(b.as<float>(), square, device));
+    }
     const Tensor product_of = view(c.as<float>(), square, device);
     const Tensor a32 = view(a.as<float>(), square, device), b32 = view(b.as<float>(), square, device);
-    const Tensor a_low{a16.as<kernels::bf16>(), DType::bf16, square, device};
-    const Tensor b_low{b16.as<kernels::bf16>(), DType::bf16, square, device};
+    // The linear layer's GEMM (c = a · bᵀ) on the 16-bit operands, bf16 or fp16: the rate the run's
+    // 16-bit GEMMs have (on a GPU the tensor cores', for fp16 as for bf16).
     const auto product = [&] {
-      if (bf16) kernels::batched_matmul_bf16(ctx, product_of, a_low, b_low, false, false, false);
+      if (low16) kernels::linear_forward(ctx, product_of, a_low, b_low, Tensor{});
       else kernels::batched_matmul(ctx, product_of, a32, b32, false, false, false);
     };
     for (int w = 0; w < warmups; ++w) product();  // the first creates the primitive and warms the caches
@@ -104,20 +107,22 @@ struct GemmProbe {
 GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision precision) {
   kernels::Context ctx = device;
   kernels::Backend& backend = kernels::backend_of(ctx);
-  // Where this process widens bf16 operands to f32 (no bf16 matmul on the CPU), its bf16 GEMMs
-  // run as f32 GEMMs: the f32 rate is their peak, and measuring it needs no widening workspace
-  // (which would count in the run's tracked memory as if training had used it).
-  const bool bf16 = precision == kernels::Precision::bf16 && !kernels::widens_low16(ctx, precision);
+  // Where this process widens 16-bit operands to f32 (no bf16 or fp16 matmul on the CPU), its
+  // 16-bit GEMMs run as f32 GEMMs: the f32 rate is their peak, and measuring it needs no widening
+  // workspace (which would count in the run's tracked memory as if training had used it).
+  const DType operands = precision == kernels::Precision::fp32 || kernels::widens_low16(ctx, precision)
+                             ? DType::f32
+                             : kernels::storage_dtype(precision);
   if (backend.device().kind != DeviceKind::cuda) {
     const int n = kCpuGemmPeakSize;
-    GemmProbe probe{ctx, backend, n, bf16};
+    GemmProbe probe{ctx, backend, n, operands};
     return {2.0 * n * double(n) * n / probe.seconds_per_product(1, 2) / 1e12, n};
   }
   // A GPU: a size that fills it (8192^3: 1.1 TFLOP a product), 10 products to warm its clocks,
   // 20 timed; smaller where the device has no room left beside the model.
   for (int n : {8192, 4096, 2048}) {
     try {
-      GemmProbe probe{ctx, backend, n, bf16};
+      GemmProbe probe{ctx, backend, n, operands};
       return {2.0 * n * double(n) * n / probe.seconds_per_product(10, 20) / 1e12, n};
     } catch (const std::bad_alloc&) {
     }

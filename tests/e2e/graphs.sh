@@ -70,6 +70,8 @@ expect_user_error graphs_on_cpu "cuda.graphs = true|the CPU backend runs each ke
   "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true
 expect_user_error graphs_tensor_over_mpi "parallel.tensor = 2|only as NCCL calls" \
   mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.tensor=2
+expect_user_error graphs_context_over_mpi "parallel.context = 2|only as NCCL calls" \
+  mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.context=2
 expect_user_error graphs_with_pipeline_moves "balance.pipeline = true|does not measure" \
   mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.pipeline=2 \
   --balance.pipeline=true

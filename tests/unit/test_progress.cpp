@@ -50,4 +50,15 @@ BOOST_AUTO_TEST_CASE(gemm_peak_is_positive) {
   BOOST_TEST(peak.tflops < 1e3);
 }
 
+// The 16-bit runs' peak: the linear layer's GEMM on bf16 or fp16 operands where this CPU has such
+// a matmul, the f32 product where it widens them (kernels::widens_low16).
+BOOST_AUTO_TEST_CASE(gemm_peak_of_16_bit_runs) {
+  for (const auto precision : {trident::kernels::Precision::bf16, trident::kernels::Precision::fp16}) {
+    const metrics::GemmPeak peak = metrics::measure_gemm_peak({}, precision);
+    BOOST_TEST(peak.n == 1024);
+    BOOST_TEST(peak.tflops > 0.0);
+    BOOST_TEST(peak.tflops < 1e3);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,8 +9,10 @@
 #include "core/error.hpp"
 #include "core/version.hpp"
 
-#if TRIDENT_NCCL
+#if TRIDENT_CUDA
 #include <cuda_runtime.h>
+#endif
+#if TRIDENT_NCCL
 #include <nccl.h>
 
 #include "comm/nccl/nccl_communicator.hpp"
@@ -31,6 +33,30 @@ std::string nccl_summary() {
   const std::string version = ncclGetVersion(&code) != ncclSuccess ? "of unknown version" : dotted_version(code);
   return "NCCL " + version + " (" + nccl_library().path() + ")";
 }
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
+                                                     const NcclCommOptions& options, double timeout_s,
+                                                     Traffic kind) {
+  return std::make_unique<NcclCommunicator>(comm, std::move(level_of_rank), options, timeout_s, kind);
+}
+
+#else
+
+bool nccl_built_in() { return false; }
+std::string nccl_problem() { return "this binary was built without NCCL"; }
+std::string nccl_summary() { return "NCCL not built in"; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo::Level>, const NcclCommOptions& options,
+                                                     double, Traffic) {
+  throw std::runtime_error("NCCL communicator for the " + options.name +
+                           " group: this binary was built without NCCL; use comm.backend = mpi");
+}
+
+#endif
+
+// The rank's GPU is CUDA's, not NCCL's: a CUDA build without NCCL (NCCL=0 where nccl.h is
+// missing) runs its ranks over MPI, each on its own GPU all the same.
+#if TRIDENT_CUDA
 
 int cuda_devices_visible() {
   int count = 0;
@@ -53,32 +79,17 @@ std::string bus_id(int index) {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
-                                                     const NcclCommOptions& options, double timeout_s,
-                                                     Traffic kind) {
-  return std::make_unique<NcclCommunicator>(comm, std::move(level_of_rank), options, timeout_s, kind);
-}
-
 #else
 
-namespace {
-std::string bus_id(int index) { return "device " + std::to_string(index); }
-}  // namespace
-
-bool nccl_built_in() { return false; }
-std::string nccl_problem() { return "this binary was built without NCCL"; }
-std::string nccl_summary() { return "NCCL not built in"; }
 int cuda_devices_visible() { return 0; }
 
 void use_cuda_device(int index) {
   throw std::runtime_error("CUDA device " + std::to_string(index) + ": this binary was built without CUDA");
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, std::vector<topo::Level>, const NcclCommOptions& options,
-                                                     double, Traffic) {
-  throw std::runtime_error("NCCL communicator for the " + options.name +
-                           " group: this binary was built without NCCL; use comm.backend = mpi");
-}
+namespace {
+std::string bus_id(int index) { return "device " + std::to_string(index); }
+}  // namespace
 
 #endif
 

@@ -4,6 +4,11 @@
 
 #if TRIDENT_NCCL
 
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+
 #include "comm/mpi/mpi_communicator.hpp"
 #include "comm/watchdog.hpp"
 #include "core/clock.hpp"
@@ -25,6 +30,23 @@ ncclDataType_t nccl_type(DType dtype) {
 }
 
 ncclRedOp_t nccl_op(Op op) { return op == Op::Sum ? ncclSum : ncclMax; }
+
+// Aborting frees the kernels that wait for a peer, so that the process can end at all (a kernel
+// spinning on a peer would hold the device's teardown). But ncclCommAbort can itself wait for
+// ranks that never abort (NVIDIA/nccl#863): it runs on a thread of its own, and the watchdog goes
+// on to its message and the job's end after `seconds` whether or not it has returned.
+constexpr double kAbortSeconds = 10;
+void abort_within(std::vector<ncclComm_t> comms, int device, double seconds) {
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  std::thread([comms, device, finished] {
+    cudaSetDevice(device);
+    for (ncclComm_t c : comms)
+      if (c) ncclCommAbort(c);
+    finished->set_value();
+  }).detach();
+  done.wait_for(std::chrono::duration<double>(seconds));
+}
 
 cudaStream_t device_stream(const Stream& stream, const char* operation) {
   REQUIRE(!stream.device.is_cpu(), operation << " on an NCCL communicator: NCCL communicates device memory, "
@@ -66,14 +88,14 @@ class DeviceScope {
 class EventWork final : public PendingWork {
  public:
   EventWork(NcclCommunicator& owner, cudaEvent_t done, const char* operation, std::vector<int> peers,
-            cudaStream_t follower)
+            std::optional<cudaStream_t> follower)
       : owner_(owner), done_(done), operation_(operation), peers_(std::move(peers)), follower_(follower) {}
   ~EventWork() override { cudaEventDestroy(done_); }
   bool test() override { return owner_.happened(done_, operation_); }
   void wait() override { owner_.wait_for(done_, operation_, peers_); }
   bool stream_ordered() const override { return true; }
   void let_go() override {
-    if (follower_) cuda_check(cudaStreamWaitEvent(follower_, done_, 0), "cudaStreamWaitEvent");
+    if (follower_) cuda_check(cudaStreamWaitEvent(*follower_, done_, 0), "cudaStreamWaitEvent");
   }
 
  private:
@@ -81,7 +103,10 @@ class EventWork final : public PendingWork {
   cudaEvent_t done_;
   const char* operation_;
   std::vector<int> peers_;
-  cudaStream_t follower_;  // the caller's stream, for an operation on another one; else null
+  // The caller's stream, for an operation on another one; else none. Not null for none: null is
+  // CUDA's legacy default stream, the model's stream without cuda.graphs, which does not wait for
+  // the non-blocking direction streams by itself.
+  std::optional<cudaStream_t> follower_;
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level_of_rank,
@@ -159,7 +184,10 @@ ncclComm_t NcclCommunicator::create(const NcclCommOptions& options) {
   config.commName = name_.c_str();
   if (options.collnet) config.collnetEnable = 1;  // unset otherwise: NCCL_COLLNET_ENABLE stands
   ncclComm_t comm = nullptr;
-  settle(comm, ncclCommInitRankConfig(&comm, size_, id, rank_, &config), "initialisation");
+  // The call first, then settle with the comm it wrote: as two arguments of one call their order
+  // would be the compiler's, and comm could be read still null.
+  const ncclResult_t started = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
+  settle(comm, started, "initialisation");
   return comm;
 }
 
@@ -193,9 +221,8 @@ void NcclCommunicator::expire(const char* operation, const std::vector<int>& pee
   std::vector<std::pair<int, int>> awaited;
   for (int peer : peers) awaited.emplace_back(peer, world_of_rank_[peer]);
   const std::string message = watchdog_message(std::string(operation) + " (NCCL)", name_, size_, timeout_s_, awaited);
-  // Aborting frees the kernels that wait for the peer, so that the process can end at all.
-  for (ncclComm_t* c : {&comm_, &up_, &down_})
-    if (*c) ncclCommAbort(*c), *c = nullptr;
+  abort_within({comm_, up_, down_}, device_, kAbortSeconds);
+  comm_ = up_ = down_ = nullptr;
   fatal_one(message);
 }
 
@@ -226,7 +253,7 @@ bool capturing(cudaStream_t stream) {
 }  // namespace
 
 Work NcclCommunicator::enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers,
-                                cudaStream_t follower) {
+                                std::optional<cudaStream_t> follower) {
   if (capturing(stream)) return Work{};
   cudaEvent_t done = nullptr;
   cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
@@ -354,6 +381,7 @@ Work NcclCommunicator::send(const void* data, size_t count, DType dtype, int pee
   cudaStream_t own = peer > rank_ ? up_stream_ : down_stream_;
   order_after(own, caller);
   settle(comm, ncclSend(data, count, nccl_type(dtype), peer, comm, own), "send");
+  if (capturing(caller)) order_after(caller, own);  // a capture must join every stream it forked
   this->count(peer, static_cast<double>(count * dtype_size(dtype)), 0);
   return enqueued(own, "send", {peer}, caller);
 }

@@ -28,6 +28,7 @@
 #include <nccl.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,8 @@ class NcclCommunicator final : public Communicator {
   // recorded in a capture cannot be waited for from the host.
   // `follower`: the caller's stream for an operation on another (point-to-point), which waits
   // for it when the Work is left to the stream.
-  Work enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers, cudaStream_t follower = nullptr);
+  Work enqueued(cudaStream_t stream, const char* operation, std::vector<int> peers,
+                std::optional<cudaStream_t> follower = std::nullopt);
   // Sends and receives of one operation inside one NCCL group call.
   void grouped(ncclComm_t comm, const char* operation, const std::function<void()>& calls);
   std::vector<int> everyone_else() const;
