@@ -103,21 +103,24 @@ class CudaBackend final : public Backend {
     });
     return Device{DeviceKind::cuda, index_};
   }
+  // A refused allocation is the caller's to handle (nullptr; the GEMM-peak probe then tries a
+  // smaller size): the error it left as the thread's last is cleared (refused), or the next
+  // kernel's launch check would report it as its own.
   void* allocate(size_t bytes, MemoryKind kind) override {
     void* pointer = nullptr;
     if (kind == MemoryKind::host) return host_allocator().allocate(bytes, kind);
     if (kind == MemoryKind::pinned_host) {
-      if (cudaMallocHost(&pointer, bytes) != cudaSuccess) return nullptr;
+      if (cudaMallocHost(&pointer, bytes) != cudaSuccess) return refused();
       std::memset(pointer, 0, bytes);
       return pointer;
     }
-    if (cudaMalloc(&pointer, bytes) != cudaSuccess) return nullptr;  // 256-byte aligned
+    if (cudaMalloc(&pointer, bytes) != cudaSuccess) return refused();  // 256-byte aligned
     // Zeroed on the legacy stream and waited for: the buffer's first user may be a non-blocking
     // stream (the communication stream), which nothing orders after the legacy stream's memset.
     // Buffers are allocated at set-up and on a re-split, never within a step.
     if (cudaMemsetAsync(pointer, 0, bytes, nullptr) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
       cudaFree(pointer);
-      return nullptr;
+      return refused();
     }
     return pointer;
   }
@@ -206,7 +209,9 @@ class CudaBackend final : public Backend {
   double memory_bytes() const override {
     size_t free = 0, total = 0;
     device();  // the index remembered on the GPU made current at start-up
-    return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<double>(total) : 0.0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<double>(total);
+    cudaGetLastError();  // 0: no device figure (the check then uses none), and no error left behind
+    return 0.0;
   }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override {
@@ -224,6 +229,10 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  static void* refused() {
+    cudaGetLastError();
+    return nullptr;
+  }
   KernelTable table_ = make_table();
   mutable std::once_flag index_known_;
   mutable int index_ = 0;

@@ -230,6 +230,7 @@ bool NcclCommunicator::happened(cudaEvent_t done, const char* operation) {
   const cudaError_t status = cudaEventQuery(done);
   if (status == cudaSuccess) return true;
   if (status != cudaErrorNotReady) cuda_check(status, operation);
+  cudaGetLastError();  // "not ready" is no error: none left for the next launch's check (as PyTorch's events do)
   check_async(operation);
   return false;
 }
