@@ -149,4 +149,9 @@ int64_t cpu_flash_attention_thread_floats(int hs, int64_t q_stride, int64_t kv_s
 // kernels/cpu/portable.cpp) holds for a GEMM over K: its panel of b, kept as that workspace is.
 int64_t cpu_portable_gemm_thread_floats(int64_t K);
 
+// ---- The CUDA backend's workspaces -----------------------------------------------------------
+// cuBLASLt's workspace, one for each stream that runs GEMMs (kernels/cuda/matmul.cu): what NVIDIA
+// suggests for Hopper, plenty for Ampere. The memory model counts it so.
+constexpr int64_t kCudaGemmWorkspaceBytes = int64_t(32) << 20;
+
 }  // namespace trident::kernels

@@ -30,7 +30,7 @@ namespace trident::kernels::cuda {
 Backend& backend();  // kernels/cuda/backend.cu
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // what NVIDIA suggests for Hopper; plenty for Ampere
+constexpr size_t kWorkspaceBytes = kCudaGemmWorkspaceBytes;
 
 cudaDataType_t cuda_type(OperandType type) {
   return type == OperandType::bf16 ? CUDA_R_16BF : type == OperandType::f16 ? CUDA_R_16F : CUDA_R_32F;

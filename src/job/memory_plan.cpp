@@ -258,6 +258,8 @@ plan::MemoryInputs memory_inputs(const kernels::Context& device, const RunSettin
   in.precision = settings.precision.name;
   in.low16_widened = kernels::widens_low16(device, settings.precision.precision);
   in.cpu_kernels = kernels::backend_of(device).runs_cpu_kernels();
+  in.cuda_kernels = std::string(kernels::backend_of(device).name()) == "cuda";
+  in.gelu_epilogues = settings.kernels.gelu_epilogues;
   in.portable_arithmetic = device.arithmetic == kernels::Arithmetic::portable;
   in.cpu_threads = omp_get_max_threads();
   if (topology) in.shared_windows = shared_windows(settings, grid, *topology, config);

@@ -234,6 +234,24 @@ int64_t rope_workspace_bytes(const MemoryInputs& in) {
   return z.T * z.hs * kFloat;
 }
 
+// Trident's CUDA kernels (kernels/cuda/matmul.cu): cuBLASLt's workspace for the one stream the
+// model's GEMMs run on (workspace_of), and for a 16-bit GPT-2 the biases its epilogues read rounded
+// to the 16-bit output (epilogue_bias: one buffer per output width) — the qkv GEMM's where it
+// writes the kept q, k, v itself, the GELU layer's where its GELU is in the epilogue (its width a
+// multiple of 8: cuBLASLt's rule for the auxiliary output). A shape cuBLASLt's heuristic declines
+// runs unfused (said on stderr), on stream-ordered scratch that neither this nor the run's
+// tracked peaks count, as cuDNN's workspace.
+int64_t cuda_workspace_bytes(const MemoryInputs& in) {
+  if (!in.cuda_kernels) return 0;
+  int64_t bias_values = 0;
+  if (low(in) && model::block_parts(in.config).biases) {
+    const Sizes z = sizes(in);
+    if (qkv_written_kept(in)) bias_values += z.qkv;
+    if (gelu_layer(in) && in.gelu_epilogues && z.fc % 8 == 0) bias_values += z.fc;
+  }
+  return kernels::kCudaGemmWorkspaceBytes + bias_values * 2;
+}
+
 // kernels.arithmetic = portable: each thread's panel of the GEMM over the largest K
 // (kernels::cpu_portable_gemm_thread_floats, kernels/cpu/portable.cpp) — a linear layer's input
 // width forward, its output width for the input gradient, its rows for the weight gradient (the
@@ -337,7 +355,8 @@ MemoryEstimate stage_estimate(const MemoryInputs& in, int stage, EstimateCache& 
   e.bytes[index(MemoryCategory::Activations)] = activation_bytes(in, stage, slots);
   e.bytes[index(MemoryCategory::Workspace)] =
       widening_workspace_bytes(in, stage) + rounding_workspace_bytes(in) + norm_workspace_bytes(in) +
-      rope_workspace_bytes(in) + thread_workspace_bytes(in, stage) + portable_gemm_workspace_bytes(in, stage);
+      rope_workspace_bytes(in) + thread_workspace_bytes(in, stage) + portable_gemm_workspace_bytes(in, stage) +
+      cuda_workspace_bytes(in);
   // The reducer's packing buffer: the largest bucket; with ZeRO the parameters' gathering one
   // (the reducer's, ZeRO-3's shards'), and with ZeRO-2's and 3's 16-bit sums their f32 part.
   if (in.data > 1 && !(in.zero == 3 && in.fsdp)) {  // FSDP's buckets in flight are counted above

@@ -88,6 +88,11 @@ struct MemoryInputs {
   // f32 sums of the GEMMs whose outputs are kept in 16 bits, the norms' f32 values. A GPU's kernels
   // write those themselves.
   bool cpu_kernels = true;
+  // Trident's CUDA kernels (kernels.device = cuda; a GPU profile's plan of trident train), and
+  // their workspaces: cuBLASLt's, and in 16 bits the biases its epilogues read in the output's
+  // type (GPT-2's GELU layer's with cuda.gelu_epilogues = auto: gelu_epilogues).
+  bool cuda_kernels = false;
+  bool gelu_epilogues = true;
   bool portable_arithmetic = false;  // kernels.arithmetic = portable: the CPU's LayerNorm backward needs no workspace
   int cpu_threads = 1;               // a rank's OpenMP threads: the CPU kernels' per-thread workspaces, each
   // comm.node_algo = shm: per stage, the most shared windows one of its ranks holds (tensor,

@@ -610,6 +610,8 @@ MemoryInputs memory_inputs(const Workload& w, const Layout& l) {
   in.precision = l.precision;
   in.low16_widened = l.low16_widened;
   in.cpu_kernels = l.cpu_kernels;
+  in.cuda_kernels = !l.cpu_kernels && w.trident_kernels;
+  in.gelu_epilogues = w.gelu_epilogues;
   in.cpu_threads = l.cpu_threads;
   return in;
 }
@@ -639,6 +641,7 @@ void model_implementation(Workload& w, Implementation who) {
   w.trident_flash_backward = !megatron && !titan;              // their FlashAttention-2, as fitted
   w.bias_gelu_pass = megatron || titan;                         // a bias-GELU kernel of its own (--bias-gelu-fusion)
   w.loss_passes = !megatron && !titan;                          // theirs inside gemm_fraction, as it was fitted
+  w.trident_kernels = !megatron && !titan;                      // our CUDA kernels' workspaces in the memory model
 }
 
 std::string layout_problem(const Workload& w, const Layout& l) {

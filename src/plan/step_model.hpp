@@ -44,6 +44,10 @@ struct Workload {
   // step_model.cpp), Trident's. Megatron-LM's and TorchTitan's losses stay inside the gemm_fraction
   // fitted to their published runs, which did not count them.
   bool loss_passes = true;
+  // Trident's own CUDA kernels on a GPU profile: their workspaces (cuBLASLt's, the 16-bit
+  // epilogues' biases) in the memory model (plan::MemoryInputs::cuda_kernels). Others' are inside
+  // the profile's reserved memory, as measured for them.
+  bool trident_kernels = true;
   // model.classifier_chunk: tokens per chunk of the fused classifier (0: the whole logits), in
   // the memory model (a training step computes the same GEMMs either way).
   int classifier_chunk = 0;
