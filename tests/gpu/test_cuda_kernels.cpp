@@ -980,9 +980,10 @@ void optimizer(Report& r) {
   std::vector<float> v0 = random_floats(n, 123, 0.01f);
   for (float& x : v0) x = std::fabs(x);
   Floats params(random_floats(n, 120)), grads(random_floats(n, 121)), m(random_floats(n, 122, 0.01f)), v(v0);
-  // Three segments in one launch, the middle one without weight decay.
+  // Three segments in one launch, the middle one without weight decay, an empty one between: the
+  // launch's flat index finds each element's segment.
   const std::vector<kernels::AdamWSegment> segments = {
-      {0, 1000, true}, {1000, 77, false}, {1077, int64_t(n) - 1077, true}};
+      {0, 1000, true}, {1000, 0, true}, {1000, 77, false}, {1077, int64_t(n) - 1077, true}};
   kernels::adamw_update(g_cpu, params.host_tensor(), Tensor{}, grads.host_tensor(), m.host_tensor(), v.host_tensor(),
                         segments, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, 0.7f);
   kernels::adamw_update(g_gpu, params.tensor(), Tensor{}, grads.tensor(), m.tensor(), v.tensor(), segments, 3e-4f, 0.9f,
