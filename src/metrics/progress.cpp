@@ -36,10 +36,6 @@ class DeviceScratch {
 
 }  // namespace
 
-namespace {
-
-// Operands the GEMMs keep busy with: uniform in [-1, 1) from a 64-bit LCG. On a GPU, constant
-// operands draw less power than real ones and let the clocks run higher than a training step's.
 std::vector<float> probe_values(size_t count, uint64_t seed) {
   std::vector<float> values(count);
   for (float& v : values) {
@@ -48,6 +44,8 @@ std::vector<float> probe_values(size_t count, uint64_t seed) {
   }
   return values;
 }
+
+namespace {
 
 // `runs` products of n × n × n after `warmups` untimed ones; seconds per product. On the CPU the
 // host clock around each product (the best of them); on a GPU, events on the stream around all

@@ -12,14 +12,15 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "kernels/kernels.hpp"
 
 namespace trident::metrics {
 
-// The rate of an n × n × n GEMM in the run's precision (bf16 operands for Precision::bf16 where
-// the bf16 matmul runs natively, else f32: what fp16 and widened bf16 GEMMs run at). On the CPU
+// The rate of an n × n × n GEMM in the run's precision (16-bit operands for bf16 and fp16 where
+// the backend multiplies them natively, else f32: what widened 16-bit GEMMs run at). On the CPU
 // (and the guard) n = 1024, the best of 2 runs after one; on a GPU n = 8192 (less where memory
 // is short) on random operands, 20 products timed by events after 10 that warm the clocks: one
 // 1024^3 product timed by the host clock from idle clocks would make the MFU several times too high.
@@ -29,6 +30,11 @@ struct GemmPeak {
   int n = 0;
 };
 GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision precision);
+
+// Operands a GEMM probe keeps busy with: uniform in [-1, 1) from a 64-bit LCG. On a GPU, constant
+// operands (zeros, say: the allocator's) draw less power than real ones and let the clocks run
+// higher than a training step's.
+std::vector<float> probe_values(size_t count, uint64_t seed);
 
 // "12s", "3m05s", "2h04m", "3d05h".
 std::string format_duration(double seconds);

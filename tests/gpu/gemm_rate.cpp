@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "metrics/progress.hpp"
 #include "tensor/buffer.hpp"
 
 using namespace trident;
@@ -23,6 +24,16 @@ struct GemmShape {
   const char* what;
 };
 
+// t of random values (metrics::probe_values, as the trainer's own peak): a product of the
+// allocator's zeros would run at the higher clocks of a lighter load.
+void fill_random(kernels::Context& ctx, const Tensor& t, uint64_t seed) {
+  const std::vector<float> values = metrics::probe_values(t.numel(), seed);
+  if (t.dtype == DType::f32) return kernels::upload(ctx, t, values.data());
+  Buffer<float> staged(values.size(), MemoryCategory::Workspace, *ctx.backend, MemoryKind::device);
+  kernels::upload(ctx, staged.view(t.shape), values.data());
+  kernels::convert(ctx, t, staged.view(t.shape));
+}
+
 // Warm up (the plan created and cached), then the mean over enough runs to take ~0.3 s.
 double tflops(kernels::Context& ctx, DType type, const GemmShape& s) {
   kernels::Backend& gpu = *ctx.backend;
@@ -32,6 +43,8 @@ double tflops(kernels::Context& ctx, DType type, const GemmShape& s) {
   Buffer<float> y(size_t(s.M) * s.N, MemoryCategory::Workspace, gpu, MemoryKind::device);
   const Tensor xt{x.data(), type, trident::Shape{s.M, s.K}, gpu.device()}, wt{w.data(), type, trident::Shape{s.N, s.K}, gpu.device()};
   const Tensor yt = y.view({s.M, s.N});
+  fill_random(ctx, xt, 1);
+  fill_random(ctx, wt, 2);
   const double flops = 2.0 * s.M * s.N * s.K;
   for (int i = 0; i < 3; ++i) kernels::linear_forward(ctx, yt, xt, wt, Tensor{});
   cudaEvent_t start, stop;
