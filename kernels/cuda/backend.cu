@@ -100,6 +100,7 @@ class CudaBackend final : public Backend {
   Device device() const override {
     std::call_once(index_known_, [this] {
       if (cudaGetDevice(&index_) != cudaSuccess) index_ = 0;
+      keep_pool_memory(index_);
     });
     return Device{DeviceKind::cuda, index_};
   }
@@ -229,6 +230,18 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // The device's default memory pool, which the stream-ordered scratch comes from (cudaMallocAsync:
+  // cuDNN's workspace and operand copies, a GEMM's f32 sums, the column sums' chunks), keeps what
+  // it has mapped: at its default release threshold (0) it returns the memory to the driver at
+  // every synchronization — each step's download — and maps it again in the next step. What it
+  // keeps is the step's largest scratch at once, which the step needs anyway.
+  static void keep_pool_memory(int index) {
+    cudaMemPool_t pool = nullptr;
+    uint64_t everything = UINT64_MAX;
+    if (cudaDeviceGetDefaultMemPool(&pool, index) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &everything) != cudaSuccess)
+      cudaGetLastError();  // no pool to keep (a device without stream-ordered allocation): as before
+  }
   static void* refused() {
     cudaGetLastError();
     return nullptr;

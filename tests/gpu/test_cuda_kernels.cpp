@@ -1119,6 +1119,12 @@ void runtime_reserved(Report& r) {
   constexpr double kAssumedGb = 0.6;
   size_t free = 0, total = 0;
   cudaDeviceSynchronize();
+  // The stream-ordered scratch the checks freed, which the default pool keeps (the backend sets
+  // its release threshold so), is ours, not the runtime's: given back first.
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+    cudaMemPoolTrimTo(pool, 0);
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return r.add({2.0, "cudaMemGetInfo failed"});
   const double ours = static_cast<double>(memory_usage().total_current());
   const double reserved = static_cast<double>(total - free) - ours;
