@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -229,6 +230,23 @@ const Plan& plan_for(const Gemm& g, const Alignments& align) {
   return found->second;
 }
 
+// Whether cuBLASLt offers g's bias epilogue at these alignments: its plan made (and cached), or
+// the refusal remembered and said once — the caller then adds the bias after a plain GEMM, as for
+// a bias it cannot vectorize. Call with g_mutex held.
+bool offers_bias_epilogue(const Gemm& g, const Alignments& align) {
+  static std::set<Key> refused;
+  const Key key = key_of(g, align);
+  if (refused.count(key)) return false;
+  try {
+    plan_for(g, align);
+    return true;
+  } catch (const std::runtime_error& error) {
+    refused.insert(key);
+    std::fprintf(stderr, "kernels::cuda: %s; its bias is added after the product instead\n", error.what());
+    return false;
+  }
+}
+
 // The workspace of a stream: cuBLASLt calls on one stream run in order, so one per stream.
 void* workspace_of(cudaStream_t stream) {
   static std::map<cudaStream_t, Buffer<unsigned char>> workspaces;
@@ -264,10 +282,16 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     throw std::logic_error("kernels::cuda: a GEMM with K = 0 that overwrites its result: " + describe(g));
   }
   cudaStream_t stream = stream_of(ctx);
-  // The epilogue gets only 16-byte aligned vectors (what vectorized loads may assume; the plan's
-  // algorithm is chosen for the bias's alignment, create); another bias is added after the
-  // product, the same f32 addition.
-  if (g.bias && reinterpret_cast<uintptr_t>(bias) % 16 != 0) {
+  const Alignments align = alignments_of(g, a, b, c, bias);
+  // The epilogue gets only 16-byte aligned vectors (what vectorized loads may assume), and only
+  // where cuBLASLt offers an algorithm for the bias's alignment (create); another bias is added
+  // after the product, the same f32 addition.
+  bool epilogue = g.bias && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+  if (epilogue) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    epilogue = offers_bias_epilogue(g, align);
+  }
+  if (g.bias && !epilogue) {
     Gemm plain = g;
     plain.bias = false;
     run_gemm(ctx, plain, c, a, b);
@@ -275,7 +299,7 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     return check_launch("add_bias");
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  const Plan& plan = plan_for(g, alignments_of(g, a, b, c, bias));
+  const Plan& plan = plan_for(g, align);
   void* workspace = workspace_of(stream);
   if (g.bias)  // the plan's descriptor carries the bias pointer: set under the lock, read at the call
     check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
