@@ -230,20 +230,20 @@ const Plan& plan_for(const Gemm& g, const Alignments& align) {
   return found->second;
 }
 
-// Whether cuBLASLt offers g's bias epilogue at these alignments: its plan made (and cached), or
-// the refusal remembered and said once — the caller then adds the bias after a plain GEMM, as for
-// a bias it cannot vectorize. Call with g_mutex held.
-bool offers_bias_epilogue(const Gemm& g, const Alignments& align) {
+// The plan of g at these alignments, or none for a bias GEMM whose bias epilogue cuBLASLt does not
+// offer there (the refusal remembered and said once): the caller then adds the bias after a plain
+// GEMM, as for a bias it cannot vectorize. Call with g_mutex held.
+const Plan* plan_or_refusal(const Gemm& g, const Alignments& align) {
+  if (!g.bias) return &plan_for(g, align);
   static std::set<Key> refused;
   const Key key = key_of(g, align);
-  if (refused.count(key)) return false;
+  if (refused.count(key)) return nullptr;
   try {
-    plan_for(g, align);
-    return true;
+    return &plan_for(g, align);
   } catch (const std::runtime_error& error) {
     refused.insert(key);
     std::fprintf(stderr, "kernels::cuda: %s; its bias is added after the product instead\n", error.what());
-    return false;
+    return nullptr;
   }
 }
 
@@ -282,24 +282,22 @@ void run_gemm(Context& ctx, const Gemm& g, float* c, const void* a, const void* 
     throw std::logic_error("kernels::cuda: a GEMM with K = 0 that overwrites its result: " + describe(g));
   }
   cudaStream_t stream = stream_of(ctx);
-  const Alignments align = alignments_of(g, a, b, c, bias);
   // The epilogue gets only 16-byte aligned vectors (what vectorized loads may assume), and only
   // where cuBLASLt offers an algorithm for the bias's alignment (create); another bias is added
   // after the product, the same f32 addition.
-  bool epilogue = g.bias && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
-  if (epilogue) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    epilogue = offers_bias_epilogue(g, align);
-  }
-  if (g.bias && !epilogue) {
+  std::unique_lock<std::mutex> lock(g_mutex);
+  const Plan* found = g.bias && reinterpret_cast<uintptr_t>(bias) % 16 != 0
+                          ? nullptr
+                          : plan_or_refusal(g, alignments_of(g, a, b, c, bias));
+  if (found == nullptr) {
+    lock.unlock();  // the plain GEMM takes it again
     Gemm plain = g;
     plain.bias = false;
     run_gemm(ctx, plain, c, a, b);
     add_bias_kernel<<<blocks_for(static_cast<size_t>(g.M) * g.N), kThreads, 0, stream>>>(c, bias, g.M, g.N, g.c.row);
     return check_launch("add_bias");
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const Plan& plan = plan_for(g, align);
+  const Plan& plan = *found;
   void* workspace = workspace_of(stream);
   if (g.bias)  // the plan's descriptor carries the bias pointer: set under the lock, read at the call
     check_blas(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
