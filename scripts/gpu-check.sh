@@ -108,8 +108,11 @@ if [[ ${1:-} == prepare ]]; then
     fi
   done
   # What a device call carries: the tracked tree and the two folders, at most 64 MiB.
-  carried=$(( $(git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1) + $(du -sb "$BUNDLE" "$REF" | awk '{s += $1} END {print s}') ))
-  echo "carried: $((carried / 1048576)) MiB of 64 (bundle $(du -sh "$BUNDLE" | cut -f1), gpu-ref $(du -sh "$REF" | cut -f1), the tracked tree)"
+  tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
+  read -r bundle_bytes _ < <(du -sb "$BUNDLE")
+  read -r ref_bytes _ < <(du -sb "$REF")
+  carried=$((tree + bundle_bytes + ref_bytes))
+  echo "carried: $((carried / 1048576)) MiB of 64 (bundle $((bundle_bytes >> 20)) MiB, gpu-ref $((ref_bytes >> 20)) MiB, the tracked tree $((tree >> 20)) MiB)"
   ((carried < 64 * 1048576)) || { echo "over the device call's 64 MiB: carry less"; exit 1; }
   exit 0
 fi
