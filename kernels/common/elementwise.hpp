@@ -72,6 +72,26 @@ TRIDENT_HD inline double sum_of_squares_chunk(const float* x, size_t begin, size
   return sum;
 }
 
+// The same chunk's sum split over its lanes, for a GPU's lanes to run side by side (their loads
+// coalesced): where the chunk's full groups of kLanes end, lane l's sum over them (the value of
+// sum_of_squares_chunk's lane[l], its additions in the same order), and the chunk's tail beside the
+// lanes' sums added in order, which sum_of_squares_chunk returns.
+TRIDENT_HD inline size_t sum_of_squares_tail(size_t begin, size_t end) {
+  return begin + (end - begin) / kSumOfSquaresLanes * kSumOfSquaresLanes;
+}
+
+TRIDENT_HD inline double sum_of_squares_lane(const float* x, size_t begin, size_t tail, int l) {
+  double lane = 0.0;
+  for (size_t i = begin + l; i < tail; i += kSumOfSquaresLanes) lane += static_cast<double>(x[i]) * x[i];
+  return lane;
+}
+
+TRIDENT_HD inline double sum_of_squares_tail_sum(const float* x, size_t tail, size_t end) {
+  double sum = 0.0;
+  for (size_t i = tail; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 // kernels::mean_losses_into: the step's loss sum, each micro-batch's mean rounded to float and
 // added in double in micro-batch order (what the pipeline's host loop did before).
 TRIDENT_HD inline double mean_loss_sum(const double* sums, size_t m, double tokens) {

@@ -120,10 +120,17 @@ struct SquaresPart {
   size_t n, first_chunk;
 };
 
-// partial[chunk] = Σ x² over one chunk of one part, in the CPU's fixed order (one thread per
-// chunk, of all parts at once; its part found by binary search over the parts' first chunks).
+// partial[chunk] = Σ x² over one chunk of one part, in the CPU's fixed order: kLanes threads a
+// chunk, of all parts at once (a chunk's part found by binary search over the parts' first chunks).
+// Thread l of a chunk sums its lane l (x[begin + l], x[begin + l + kLanes], …: the chunk's
+// threads read consecutive values together, coalesced), then the chunk's first thread adds the
+// tail and the lanes' sums in lane order, as sum_of_squares_chunk does. kLanes (16) divides the
+// warp and the grid's stride, so a chunk's threads are one half-warp, all active together.
 __global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts, size_t k, size_t chunks) {
-  FOR_EACH_ELEMENT(chunk, chunks) {
+  static_assert(32 % kSumOfSquaresLanes == 0, "a chunk's lanes are a part of one warp");
+  FOR_EACH_ELEMENT(thread, chunks * kSumOfSquaresLanes) {
+    const size_t chunk = thread / kSumOfSquaresLanes;
+    const int lane = static_cast<int>(thread % kSumOfSquaresLanes);
     size_t low = 0, high = k;  // the last part whose first chunk is <= chunk
     while (high - low > 1) {
       const size_t mid = (low + high) / 2;
@@ -133,22 +140,35 @@ __global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts
     const SquaresPart part = parts[low];
     const size_t begin = (chunk - part.first_chunk) * kSumOfSquaresChunk;
     const size_t end = begin + kSumOfSquaresChunk < part.n ? begin + kSumOfSquaresChunk : part.n;
-    partial[chunk] = sum_of_squares_chunk(part.x, begin, end);
+    const size_t tail = sum_of_squares_tail(begin, end);
+    const double own = sum_of_squares_lane(part.x, begin, tail, lane);
+    // This chunk's lanes within the warp: the half-warp of this thread.
+    const unsigned lanes = ((1u << kSumOfSquaresLanes) - 1u) << (threadIdx.x % 32 / kSumOfSquaresLanes * kSumOfSquaresLanes);
+    double sum = lane == 0 ? sum_of_squares_tail_sum(part.x, tail, end) : 0.0;
+    for (int l = 0; l < kSumOfSquaresLanes; ++l) {
+      const double value = __shfl_sync(lanes, own, l, kSumOfSquaresLanes);
+      if (lane == 0) sum += value;
+    }
+    if (lane == 0) partial[chunk] = sum;
   }
 }
 
 // out[g] = Σ over the parts of group g, in part order, of their chunks' partial sums in chunk
-// order: the CPU's additions (one thread: a handful of parts).
-__global__ void group_sums_kernel(double* out, size_t groups, const double* partial, const SquaresPart* parts,
-                                  const int* group, size_t k, size_t chunks) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  for (size_t g = 0; g < groups; ++g) out[g] = 0.0;
-  for (size_t p = 0; p < k; ++p) {
+// order: the CPU's additions. One block: each part's chunks summed by a thread of its own (into
+// part_sums), then one thread adds the parts into their groups (a handful of parts).
+__global__ void group_sums_kernel(double* out, size_t groups, double* part_sums, const double* partial,
+                                  const SquaresPart* parts, const int* group, size_t k, size_t chunks) {
+  if (blockIdx.x != 0) return;
+  for (size_t p = threadIdx.x; p < k; p += blockDim.x) {
     const size_t end = p + 1 < k ? parts[p + 1].first_chunk : chunks;
     double sum = 0.0;
     for (size_t chunk = parts[p].first_chunk; chunk < end; ++chunk) sum += partial[chunk];
-    out[group[p]] += sum;
+    part_sums[p] = sum;
   }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (size_t g = 0; g < groups; ++g) out[g] = 0.0;
+  for (size_t p = 0; p < k; ++p) out[group[p]] += part_sums[p];
 }
 
 __global__ void mean_losses_kernel(double* out, const double* sums, size_t m, double tokens) {
@@ -285,22 +305,24 @@ void sums_of_squares_into(Context& ctx, double* out, size_t groups, const float*
   cudaStream_t stream = stream_of(ctx);
   const size_t table_bytes = (k * sizeof(SquaresPart) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
   const size_t group_bytes = (k * sizeof(int) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
-  char* scratch = nullptr;  // (table, groups, each padded to doubles) then partial (chunks doubles)
-  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), table_bytes + group_bytes + (chunks + 1) * sizeof(double),
-                        stream),
+  char* scratch = nullptr;  // (table, groups, each padded to doubles), part_sums (k), partial (chunks)
+  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                        table_bytes + group_bytes + (k + chunks + 1) * sizeof(double), stream),
         "cudaMallocAsync (sums_of_squares_into)");
   auto* device_table = reinterpret_cast<SquaresPart*>(scratch);
   auto* device_group = reinterpret_cast<int*>(scratch + table_bytes);
-  auto* partial = reinterpret_cast<double*>(scratch + table_bytes + group_bytes);
+  auto* part_sums = reinterpret_cast<double*>(scratch + table_bytes + group_bytes);
+  double* partial = part_sums + k;
   check(cudaMemcpyAsync(device_table, table.data(), k * sizeof(SquaresPart), cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync (sums_of_squares_into table)");
   check(cudaMemcpyAsync(device_group, group, k * sizeof(int), cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync (sums_of_squares_into groups)");
   if (chunks > 0) {
-    sums_of_squares_kernel<<<blocks_for(chunks), kThreads, 0, stream>>>(partial, device_table, k, chunks);
+    sums_of_squares_kernel<<<blocks_for(chunks * kSumOfSquaresLanes), kThreads, 0, stream>>>(partial, device_table, k,
+                                                                                               chunks);
     check_launch("sums_of_squares_into");
   }
-  group_sums_kernel<<<1, 1, 0, stream>>>(out, groups, partial, device_table, device_group, k, chunks);
+  group_sums_kernel<<<1, kThreads, 0, stream>>>(out, groups, part_sums, partial, device_table, device_group, k, chunks);
   check_launch("sums_of_squares_into (groups)");
   check(cudaFreeAsync(scratch, stream), "cudaFreeAsync (sums_of_squares_into)");
   // The table and groups are pageable host memory, copied before the call returns (cudaMemcpyAsync

@@ -143,6 +143,22 @@ BOOST_AUTO_TEST_CASE(sum_of_squares_chunks_give_the_cpu_sum) {
   BOOST_TEST(std::fabs(shared - cpu) <= 1e-14 * cpu, shared << " vs " << cpu);
 }
 
+// The chunk's sum split over its lanes as the CUDA kernel's threads run it: the tail, then each
+// lane's sum in lane order — the same additions as sum_of_squares_chunk, so the same bits, for
+// chunks with and without a tail, shorter than one group, and empty.
+BOOST_AUTO_TEST_CASE(a_chunk_summed_by_lanes_is_the_chunk_sum) {
+  const auto x = random_vector(kernels::kSumOfSquaresChunk, 31, 3.0f);
+  for (size_t n : {kernels::kSumOfSquaresChunk, size_t(777), size_t(16), size_t(9), size_t(1), size_t(0)}) {
+    const size_t begin = 0, end = n, tail = kernels::sum_of_squares_tail(begin, end);
+    BOOST_TEST(tail == end - n % kernels::kSumOfSquaresLanes);
+    double by_lanes = kernels::sum_of_squares_tail_sum(x.data(), tail, end);
+    for (int l = 0; l < kernels::kSumOfSquaresLanes; ++l)
+      by_lanes += kernels::sum_of_squares_lane(x.data(), begin, tail, l);
+    const double chunk = kernels::sum_of_squares_chunk(x.data(), begin, end);
+    BOOST_TEST(std::memcmp(&by_lanes, &chunk, sizeof chunk) == 0, n << " values: " << by_lanes << " vs " << chunk);
+  }
+}
+
 // The row statistics in f32 as a block reduction would sum them (here in index order), then
 // the shared per-element functions, against oneDNN's LayerNorm.
 BOOST_AUTO_TEST_CASE(layernorm_elements_match_the_cpu) {
