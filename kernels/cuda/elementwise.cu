@@ -143,7 +143,8 @@ __global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts
     const size_t tail = sum_of_squares_tail(begin, end);
     const double own = sum_of_squares_lane(part.x, begin, tail, lane);
     // This chunk's lanes within the warp: the half-warp of this thread.
-    const unsigned lanes = ((1u << kSumOfSquaresLanes) - 1u) << (threadIdx.x % 32 / kSumOfSquaresLanes * kSumOfSquaresLanes);
+    const unsigned lanes = ((1u << kSumOfSquaresLanes) - 1u)
+                           << (threadIdx.x % 32 / kSumOfSquaresLanes * kSumOfSquaresLanes);
     double sum = lane == 0 ? sum_of_squares_tail_sum(part.x, tail, end) : 0.0;
     for (int l = 0; l < kSumOfSquaresLanes; ++l) {
       const double value = __shfl_sync(lanes, own, l, kSumOfSquaresLanes);
