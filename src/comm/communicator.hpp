@@ -64,6 +64,12 @@ class Communicator {
   virtual Work broadcast(void* data, size_t count, DType dtype, int root, Stream stream) = 0;
   virtual Work send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) = 0;
   virtual Work recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) = 0;
+  // One step of a ring: `count` elements of `out` to rank `to` and as many into `in` from rank
+  // `from`, both in flight at once; complete once both are. Every rank of the ring posts its
+  // step this way. By default the receive and the send as they are (MPI's run side by side);
+  // NCCL posts them in one group, where on one stream the send would wait for the receive.
+  virtual Work send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                         Stream stream);
   // Out of place, a few values (f64, i32): rank r's `count` elements to out[r·count, (r+1)·count)
   // on root (gather; out is only read there) or on every rank (all_gather_values).
   virtual Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) = 0;

@@ -125,6 +125,12 @@ Work GroupCollectives::recv(void* data, size_t count, DType dtype, int peer, int
   return flat_->recv(data, count, dtype, peer, tag, stream);
 }
 
+Work GroupCollectives::send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                                 Stream stream) {
+  if (!stream.device.is_cpu()) return device("ring step").send_recv(out, in, count, dtype, to, from, tag, stream);
+  return flat_->send_recv(out, in, count, dtype, to, from, tag, stream);
+}
+
 Work GroupCollectives::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {
   if (!stream.device.is_cpu()) return device("gather").gather(in, out, count, dtype, root, stream);
   return flat_->gather(in, out, count, dtype, root, stream);

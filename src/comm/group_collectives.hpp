@@ -44,6 +44,8 @@ class GroupCollectives final : public Communicator {
   Work broadcast(void* data, size_t count, DType dtype, int root, Stream stream) override;
   Work send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
   Work recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
+  Work send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                 Stream stream) override;
   Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override;
   Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) override;
   Work barrier(Stream stream) override;

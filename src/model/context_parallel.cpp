@@ -20,24 +20,19 @@ std::vector<AttentionBlock> blocks_against(const ContextGroup& group, int source
   return out;
 }
 
-// One step's message around the ring: `out` to rank r + 1, `in` from rank r − 1. settle(): the
-// message is in and the sent buffer free before what comes next reads or writes them — on the
-// host the waits; on a device stream the compute stream waits, the host goes on enqueuing (the
-// pass's fence brings them under the watchdog, Transformer::settle_communication).
+// One step's message around the ring: `out` to rank r + 1, `in` from rank r − 1, both at once
+// (Communicator::send_recv). settle(): the message is in and the sent buffer free before what
+// comes next reads or writes them — on the host the wait; on a device stream the compute stream
+// waits, the host goes on enqueuing (the pass's fence brings it under the watchdog,
+// Transformer::settle_communication).
 struct Passing {
-  comm::Work sent, received;
-  void settle() {
-    received.leave_to_stream();
-    sent.leave_to_stream();
-  }
+  comm::Work step;
+  void settle() { step.leave_to_stream(); }
 };
 
 Passing pass_on(const ContextGroup& group, const Tensor& out, const Tensor& in, int tag) {
   const int next = (group.rank + 1) % group.size, previous = (group.rank + group.size - 1) % group.size;
-  Passing p;
-  p.received = group.ring->recv(in.data, in.numel(), in.dtype, previous, tag, group.stream);
-  p.sent = group.ring->send(out.data, out.numel(), out.dtype, next, tag, group.stream);
-  return p;
+  return Passing{group.ring->send_recv(out.data, in.data, out.numel(), out.dtype, next, previous, tag, group.stream)};
 }
 
 int rows_per_chunk(const Tensor& qkv) { return static_cast<int>(qkv.shape.dims[1] / 2); }

@@ -93,38 +93,37 @@ void TensorGroup::ring_all_gather(kernels::Context& ctx, const Tensor& gathered,
   for (int k = 0; k < p; ++k) {
     const int j = (r - k + p) % p;
     const Tensor held = block_of(gathered, j, p);
-    comm::Work received, sent;
+    comm::Work passing;  // held on to r + 1, block j − 1 in from r − 1, at once
     if (k < p - 1) {
       const Tensor arriving = block_of(gathered, (j + p - 1) % p, p);
-      received = collectives->recv(arriving.data, arriving.numel(), arriving.dtype, previous, k, stream);
-      sent = collectives->send(held.data, held.numel(), held.dtype, next, k, stream);
+      passing = collectives->send_recv(held.data, arriving.data, held.numel(), held.dtype, next, previous, k, stream);
     }
     use(j, held);
-    settle([&] { return std::move(received); });
-    settle([&] { return std::move(sent); });
+    settle([&] { return std::move(passing); });
   }
 }
 
 // Step k: this rank's part of block j = r − 1 − k, plus the sum of ranks r − k … r − 1's parts
-// arriving from r − 1 meanwhile, on to r + 1; at k = p − 1, j = r: the whole sum, kept.
+// arriving from r − 1 meanwhile, on to r + 1; at k = p − 1, j = r: the whole sum, kept. A step's
+// sum goes on to r + 1 as the next step's arrives from r − 1, at once, while the next part is
+// produced.
 void TensorGroup::ring_reduce_scatter(kernels::Context& ctx, const Tensor& partial,
                                       const std::function<void(int, const Tensor&)>& produce) const {
   const int p = slice.size, r = slice.rank, next = (r + 1) % p, previous = (r + p - 1) % p;
   const Tensor block = block_of(partial, 0, p);
   const Tensor arriving = incoming.elements(0, block.numel()).reshaped(block.shape);
-  comm::Work sent;
+  comm::Work passing;  // the previous step's sum out, this step's arriving in
   for (int k = 0; k < p; ++k) {
     const int j = (r - 1 - k + 2 * p) % p;
     const Tensor part = block_of(partial, j, p);
-    comm::Work received;
-    if (k > 0) received = collectives->recv(arriving.data, arriving.numel(), arriving.dtype, previous, p + k, stream);
     produce(j, part);
     if (k > 0) {
-      settle([&] { return std::move(received); });
+      settle([&] { return std::move(passing); });  // arriving in; the sent block is not touched again
       kernels::add_inplace(ctx, part, arriving);
     }
-    settle([&] { return std::move(sent); });  // the previous step's, whose block is not touched again
-    if (k < p - 1) sent = collectives->send(part.data, part.numel(), part.dtype, next, p + k + 1, stream);
+    if (k < p - 1)
+      passing = collectives->send_recv(part.data, arriving.data, part.numel(), part.dtype, next, previous, p + k + 1,
+                                       stream);
   }
 }
 

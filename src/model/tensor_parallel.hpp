@@ -64,6 +64,8 @@
 //     sum on to r + 1; after p steps block r is whole here (the row-parallel forward's Y_r; the
 //     column-parallel backward's dX_r). The sums are in ring order: fp32 rounding apart from the
 //     collectives'.
+// Each step's send and receive are posted together (Communicator::send_recv): every rank's
+// transfer of a step in flight at once.
 #pragma once
 
 #include <cstddef>

@@ -33,7 +33,7 @@ using namespace trident;
 namespace {
 
 const char* const kCases[] = {"nccl_all_reduce", "nccl_reduce_scatter", "nccl_all_gather", "nccl_broadcast",
-                              "nccl_send_recv", "nccl_receive_left_to_stream", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical",
+                              "nccl_send_recv", "nccl_receive_left_to_stream", "nccl_ring_steps", "nccl_gather_values", "nccl_barrier", "nccl_hierarchical",
                               "nccl_stream_order_and_graph"};
 
 int skip_all(const std::string& why) {
@@ -174,6 +174,31 @@ bool check_receive_left_to_stream(Pair& p) {
   return ok && copy.fetch<float>(mine.size()) == contribution(1 << 20, down);
 }
 
+// Ring steps (Communicator::send_recv, the context ring's and the TP overlap's): two steps, the
+// second passing on what the first brought, each left to the stream and read there by a copy;
+// after them every rank holds rank r − 2's values. Against the MPI communicator's default
+// send_recv on the same data.
+bool check_ring_steps(Pair& p) {
+  const int n = p.mpi.size(), r = p.mpi.rank(), up = (r + 1) % n, down = (r + n - 1) % n;
+  if (n == 1) return true;
+  const size_t count = (1 << 20) + 3;
+  const std::vector<float> mine = contribution(count, r), zeros(count, 0.0f);
+  DeviceBuffer held(mine.data(), count * sizeof(float)), arriving(zeros.data(), count * sizeof(float));
+  auto stream = static_cast<cudaStream_t>(p.device.handle);
+  bool ok = true;
+  for (int step = 0; step < 2; ++step) {
+    p.nccl.send_recv(held.data, arriving.data, count, DType::f32, up, down, step, p.device).leave_to_stream();
+    ok &= cudaMemcpyAsync(held.data, arriving.data, held.bytes, cudaMemcpyDeviceToDevice, stream) == cudaSuccess;
+  }
+  p.nccl.fence(p.device).wait();
+  std::vector<float> host_held = mine, host_arriving(count);
+  for (int step = 0; step < 2; ++step) {
+    p.mpi.send_recv(host_held.data(), host_arriving.data(), count, DType::f32, up, down, step, Stream{}).wait();
+    host_held = host_arriving;
+  }
+  return ok && host_held == contribution(count, (r + 2 * n - 2) % n) && held.fetch<float>(count) == host_held;
+}
+
 bool check_gather_values(Pair& p) {
   const int n = p.mpi.size(), r = p.mpi.rank();
   const std::vector<double> mine = {r * 1.5, -r * 2.0};
@@ -299,6 +324,7 @@ int main(int argc, char** argv) {
   verdict("nccl_broadcast", check_broadcast(p));
   verdict("nccl_send_recv", check_send_recv(p));
   verdict("nccl_receive_left_to_stream", check_receive_left_to_stream(p));
+  verdict("nccl_ring_steps", check_ring_steps(p));
   verdict("nccl_gather_values", check_gather_values(p));
   verdict("nccl_barrier", check_barrier(p));
   check_hierarchical(device);

@@ -137,22 +137,24 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::vector<topo::Level> level
 // host for the peer's matching one: two neighbours whose first calls go different ways (one
 // sends its activation on up_ while the other sends a gradient on down_) would each wait for the
 // other's handshake until the watchdog ended the run. So every connection the pipeline uses —
-// to each neighbour, in both directions — is made here, each direction a ring shift in one group
-// (its sends and receives posted together), and waited for under the watchdog.
+// to each neighbour, in both directions — is made here, each direction a shift in one group
+// (its sends and receives posted together), and waited for under the watchdog. The up shift is a
+// whole ring, rank size − 1 to rank 0 included: the connection send_recv's ring steps use there.
 void NcclCommunicator::connect_neighbours() {
   const std::pair<ncclComm_t, cudaStream_t> directions[] = {{up_, up_stream_}, {down_, down_stream_}};
   for (int d = 0; d < 2; ++d) {
     const auto [comm, stream] = directions[d];
-    const int to = d == 0 ? rank_ + 1 : rank_ - 1, from = d == 0 ? rank_ - 1 : rank_ + 1;
+    const int to = d == 0 ? (rank_ + 1) % size_ : rank_ - 1, from = d == 0 ? (rank_ + size_ - 1) % size_ : rank_ + 1;
     int* send_word = barrier_word_ + 1 + 2 * d;
+    const auto connects = [&](int peer) { return peer >= 0 && peer < size_ && peer != rank_; };
     grouped(comm, "connecting point-to-point", [&] {
-      if (to >= 0 && to < size_) settle(comm, ncclSend(send_word, 1, ncclInt32, to, comm, stream), "connecting point-to-point");
-      if (from >= 0 && from < size_)
+      if (connects(to)) settle(comm, ncclSend(send_word, 1, ncclInt32, to, comm, stream), "connecting point-to-point");
+      if (connects(from))
         settle(comm, ncclRecv(send_word + 1, 1, ncclInt32, from, comm, stream), "connecting point-to-point");
     });
     std::vector<int> peers;
-    for (int peer : {to, from})
-      if (peer >= 0 && peer < size_) peers.push_back(peer);
+    if (connects(to)) peers.push_back(to);
+    if (connects(from) && from != to) peers.push_back(from);
     enqueued(stream, "connecting point-to-point", peers).wait();
   }
 }
@@ -402,6 +404,32 @@ Work NcclCommunicator::recv(void* data, size_t count, DType dtype, int peer, int
   if (capturing(caller)) order_after(caller, own);
   this->count(peer, 0, static_cast<double>(count * dtype_size(dtype)));
   return enqueued(own, "receive", {peer}, caller);
+}
+
+// A ring step: the send to `to` and the receive from `from` in one group on the up communicator
+// and its stream, after what the caller's stream has enqueued so far. NCCL runs a group's sends
+// and receives at once; posted apart on one direction's stream, the send would start only once
+// the receive was done, and a ring's step would run as a chain of p − 1 transfers. Every rank of
+// the ring posts its steps here, on up_ whichever way each peer lies, so the two ends of every
+// transfer meet on one communicator (rank p − 1 to 0 included: connected at construction). The
+// caller's stream waits as for send and recv (EventWork), one event for both.
+Work NcclCommunicator::send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                                 Stream stream) {
+  const DeviceScope scope(device_);
+  cudaStream_t caller = device_stream(stream, "ring step");
+  REQUIRE(up_ != nullptr, "ring step on the " << name_ << " group: its NCCL communicator was made without point-to-point");
+  order_after(up_stream_, caller);
+  grouped(up_, "ring step", [&] {
+    settle(up_, ncclSend(out, count, nccl_type(dtype), to, up_, up_stream_), "ring step's send");
+    settle(up_, ncclRecv(in, count, nccl_type(dtype), from, up_, up_stream_), "ring step's receive");
+  });
+  if (capturing(caller)) order_after(caller, up_stream_);
+  const double bytes = static_cast<double>(count * dtype_size(dtype));
+  this->count(to, bytes, 0);
+  this->count(from, 0, bytes);
+  std::vector<int> peers = {to};
+  if (from != to) peers.push_back(from);
+  return enqueued(up_stream_, "ring step", peers, caller);
 }
 
 Work NcclCommunicator::gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) {

@@ -58,6 +58,9 @@ class NcclCommunicator final : public Communicator {
   Work broadcast(void* data, size_t count, DType dtype, int root, Stream stream) override;
   Work send(const void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
   Work recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override;
+  // Both on the up communicator, in one group (docs/COMMUNICATION.md, "Point to point").
+  Work send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                 Stream stream) override;
   Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override;
   Work all_gather_values(const void* in, void* out, size_t count, DType dtype, Stream stream) override;
   Work barrier(Stream stream) override;
@@ -72,7 +75,9 @@ class NcclCommunicator final : public Communicator {
 
  private:
   ncclComm_t create(const NcclCommOptions& options);  // collective over mpi_
-  void connect_neighbours();  // both directions to both pipeline neighbours, at construction
+  // Both directions to both pipeline neighbours, and up_'s ring closed (send_recv's last rank to
+  // rank 0), at construction.
+  void connect_neighbours();
   // A call's result: ncclInProgress waited out under the watchdog, an error ends the job.
   void settle(ncclComm_t comm, ncclResult_t result, const char* operation);
   void check_async(const char* operation);

@@ -63,6 +63,10 @@ class EmulatedLinks final : public Communicator {
   Work recv(void* data, size_t count, DType dtype, int peer, int tag, Stream stream) override {
     return inner_.recv(data, count, dtype, peer, tag, stream);
   }
+  Work send_recv(const void* out, void* in, size_t count, DType dtype, int to, int from, int tag,
+                 Stream stream) override {
+    return inner_.send_recv(out, in, count, dtype, to, from, tag, stream);
+  }
   Work gather(const void* in, void* out, size_t count, DType dtype, int root, Stream stream) override {
     return inner_.gather(in, out, count, dtype, root, stream);
   }
