@@ -31,19 +31,23 @@ ParameterShards::ParameterShards(comm::Communicator& data, GradientReducer& redu
   gathered_ = TensorBuffer(dtype, Shape{largest}, MemoryCategory::Communication, backend, MemoryKind::device);
 }
 
-void ParameterShards::gather_packed(size_t b, const Tensor& packed, Stream stream) {
+comm::Work ParameterShards::gather_packed(size_t b, const Tensor& packed, Stream stream) {
   kernels::Context ctx = device_;
   ctx.stream = stream;
   for (const OwnPiece& piece : own_pieces_[b])  // the own part at its place, in the storage type
     kernels::copy(ctx, packed.elements(piece.packed, piece.count), shard_.view().elements(piece.state, piece.count));
-  data_.all_gather(packed.data, static_cast<size_t>(packed.numel()), packed.dtype, stream).wait();
+  return data_.all_gather(packed.data, static_cast<size_t>(packed.numel()), packed.dtype, stream);
 }
 
+// The copies out of `packed` follow the all-gather in stream order where it is ordered on a
+// device stream (NCCL), which the host then leaves to the stream; a host one is waited for first.
 comm::Work ParameterShards::launch_gather(size_t b) {
   return reducer_.launch_in_order([this, b](Stream stream) {
     const Bucket& bucket = buckets_[b];
     const Tensor packed = gathered_.view().elements(0, shard_part(bucket, data_size_) * data_size_);
-    gather_packed(b, packed, stream);
+    comm::Work gathered = gather_packed(b, packed, stream);
+    if (!gathered.stream_ordered()) gathered.wait();
+    gathered.leave_to_stream();  // the fence of the model's pass, or after_update's, waits for it
     kernels::Context ctx = device_;
     ctx.stream = stream;
     int64_t at = 0;
@@ -94,11 +98,16 @@ void ParameterShards::settle() {
   for (int slot = 0; slot < static_cast<int>(prefetch_.size()); ++slot) finish_prefetch(slot);
 }
 
+comm::Work ParameterShards::fence() { return data_.fence(device_.stream); }
+
+// One wait for the step's gathers outside the blocks, under the watchdog: the host reads the
+// model's stream next (the step's figures), which waits for them.
 void ParameterShards::after_update() {
   settle();
   std::fill(slot_block_.begin(), slot_block_.end(), -1);
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (buckets_[b].ready_event < 0) gather(b);
+  fence().wait();
 }
 
 void ParameterShards::load(const float* owned_values) {

@@ -22,6 +22,11 @@
 // A recomputed forward gathers its blocks again, as FSDP does: keeping a K-block segment's
 // gathered blocks from its recomputation to its backward would take K slots — the memory
 // recompute is there to save.
+// On a device the gathers are ordered on the streams alone (an NCCL all-gather and the copies
+// after it on the reducer's communication stream, which the model's stream waits for before it
+// reads the slot): the host does not wait for them, and runs on to the next block's kernels.
+// They come under the data group's watchdog with the model's pass (fence(), after each pass as
+// the tensor group's all-reduces do) and after_update's fence.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +55,9 @@ class ParameterShards {
   bool gather_block(int layer, int next = -1);
   // Every prefetch complete: before the optimizer writes the shard.
   void settle();
+  // Complete once the gathers the model's stream has waited for so far have run, under the data
+  // group's watchdog (Communicator::fence on that stream; at once on the host).
+  comm::Work fence();
   // After the owned parameters changed (an update, a restore, load): the tensors outside the
   // blocks gathered, the slots forgotten. Collective over the data group.
   void after_update();
@@ -60,8 +68,9 @@ class ParameterShards {
   void load(const float* owned_values);
 
  private:
-  // Bucket b's parameters gathered into `packed` (its padded length) on `stream`.
-  void gather_packed(size_t b, const Tensor& packed, Stream stream);
+  // Bucket b's parameters gathered into `packed` (its padded length) on `stream`: the
+  // all-gather's Work (stream-ordered on a device).
+  comm::Work gather_packed(size_t b, const Tensor& packed, Stream stream);
   // And unpacked into its segments' memory, launched on the reducer's path.
   comm::Work launch_gather(size_t b);
   void gather(size_t b);           // launched and waited for

@@ -755,15 +755,18 @@ void Transformer::enqueue_forward(int slot, const int32_t* inputs, const int32_t
 }
 
 // The previous pass's fences waited for (under the watchdogs), this one's set: the host runs at
-// most one pass ahead of the tensor group's all-reduces and the context ring on a device.
+// most one pass ahead of the tensor group's all-reduces, the context ring and ZeRO-3's block
+// gathers on a device.
 void Transformer::fence_groups() {
   tensor_fence_ = tp_.fence();
   context_fence_ = cp_.fence();
+  gather_fence_ = gather_fence_of_ ? gather_fence_of_() : comm::Work{};
 }
 
 void Transformer::settle_communication() {
   tensor_fence_.wait();
   context_fence_.wait();
+  gather_fence_.wait();
 }
 
 float Transformer::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {

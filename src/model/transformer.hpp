@@ -104,9 +104,15 @@ class Transformer {
   // slot anew (a 16-bit model then widens the slot's f32 reads); next is the block the pass uses
   // after l (forward: l + 1 within the pass's blocks; backward: l − 1, or with recompute the
   // previous segment's first block; -1 at the end), which the gather may prefetch into the other
-  // slot. No pass is recorded as a CUDA graph then (a replay would skip the gathers).
+  // slot. No pass is recorded as a CUDA graph then (a replay would skip the gathers). fence: after
+  // each pass, the Work that completes once the gathers the model's stream waited for have run
+  // (dp::ParameterShards::fence), waited for as the tensor group's fence is (settle_communication).
   using BlockGather = std::function<bool(int layer, int next)>;
-  void set_block_gather(BlockGather gather) { gather_ = std::move(gather); }
+  using BlockFence = std::function<comm::Work()>;
+  void set_block_gather(BlockGather gather, BlockFence fence) {
+    gather_ = std::move(gather);
+    gather_fence_of_ = std::move(fence);
+  }
   int parameter_slots() const { return static_cast<int>(param_slots_.size()); }
   // Where tensor t's parameters of block `layer` (layer -1: a tensor outside the blocks, whole)
   // live now, of the storage type: in the flat buffer, or in the layer's parameter slot.
@@ -499,6 +505,7 @@ class Transformer {
   std::vector<ParamViews> slot_params_;
   std::array<int64_t, kNumParamTensors> block_offsets_{};
   BlockGather gather_;
+  BlockFence gather_fence_of_;
   int param_slot_of(int l) const { return l % static_cast<int>(param_slots_.size()); }
   Buffer<float> f32_reads_;            // 16-bit mode: the tensors read in f32, widened (f32_read_count;
                                        // with parameter slots those outside the blocks)
@@ -514,7 +521,7 @@ class Transformer {
   bool graphs_ = false;
   std::map<std::pair<Work, int>, Recorded> recorded_;  // (what, slot)
   int64_t graph_replays_ = 0;
-  comm::Work tensor_fence_, context_fence_;    // the last pass's (settle_communication)
+  comm::Work tensor_fence_, context_fence_, gather_fence_;  // the last pass's (settle_communication)
   int interval_ = 0;                           // recompute every K blocks; 0: none
   bool recompute_attention_ = false;
   kernels::StreamIntervals edge_times_;        // take_edge_seconds(); none while capturing

@@ -144,7 +144,8 @@ std::unique_ptr<dp::ParameterShards> make_shards(const RunSettings& settings, mo
   device.stream = model.stream();
   auto shards = std::make_unique<dp::ParameterShards>(data, reducer, std::move(parameters), settings.reduce.bucket_mb,
                                                       model.parameter_slots(), device);
-  model.set_block_gather([s = shards.get()](int layer, int next) { return s->gather_block(layer, next); });
+  model.set_block_gather([s = shards.get()](int layer, int next) { return s->gather_block(layer, next); },
+                         [s = shards.get()] { return s->fence(); });
   return shards;
 }
 
