@@ -112,7 +112,9 @@ class GradientReducer {
   // What replica `rank` of the data group owns (owned() on that replica).
   model::FlatRanges owned_by(int rank) const;
   // ZeRO-1, 2: after the owners updated their ranges of the parameters (the model's, of its
-  // storage type: 16-bit values travel as 16-bit values), every replica gathers all of them.
+  // storage type: 16-bit values travel as 16-bit values), every replica gathers all of them. On a
+  // device the buckets' gathers and copies follow each other on the stream, and the host waits
+  // once, for the data group's fence after the last.
   void all_gather_params(const Tensor& params);
   // ZeRO-2: (owned() elements, in their order) this replica's summed gradients; null otherwise.
   const float* owned_gradients() const { return zero_ >= 2 ? owned_grads_.data() : nullptr; }
