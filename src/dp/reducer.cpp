@@ -134,12 +134,26 @@ void GradientReducer::launch(size_t b) {
   else launched_.push_back(stream_->enqueue([this, b] { reduce(b, gradients_.device.stream); }));
 }
 
+// The marks on the communication stream after its wait for backward: between them, the bucket's
+// own copies and collective.
 void GradientReducer::launch_on_device(size_t b) {
-  kernels::backend_of(gradients_.device).stream_wait(comm_stream_, gradients_.device.stream);
+  kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  backend.stream_wait(comm_stream_, gradients_.device.stream);
+  const kernels::Backend::Mark before = backend.mark(comm_stream_);
   launched_.push_back(reduce(b, comm_stream_));
+  bucket_marks_.emplace_back(before, backend.mark(comm_stream_));
+}
+
+double GradientReducer::bucket_seconds_on_device() {
+  kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  double seconds = 0;
+  for (const auto& [before, after] : bucket_marks_) seconds += backend.seconds_between(before, after);
+  bucket_marks_.clear();
+  return seconds;
 }
 
 void GradientReducer::begin() {
+  bucket_seconds_on_device();  // marks a step left unread (it ended early) released
   backward_running_ = true;
   next_to_launch_ = 0;
   launched_.clear();
@@ -232,6 +246,7 @@ double GradientReducer::finish_on_device() {
   backend.stream_wait(gradients_.device.stream, comm_stream_);
   const kernels::Backend::Mark may_go_on = backend.mark(gradients_.device.stream);
   for (comm::Work& work : launched_) work.wait();
+  comm_seconds_ = bucket_seconds_on_device();
   return backend.seconds_between(backward_done, may_go_on);
 }
 
@@ -242,9 +257,13 @@ double GradientReducer::finish_zero2() {
   backward_running_ = false;
   if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
   for (comm::Work& work : launched_) work.wait();
+  kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  const kernels::Backend::Mark rest_start = backend.mark(gradients_.device.stream);
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (buckets_[b].ready_event < 0) reduce(b, gradients_.device.stream).leave_to_stream();
   data_.fence(gradients_.device.stream).wait();
+  const double rest = backend.seconds_between(rest_start, backend.mark(gradients_.device.stream));
+  if (device_overlap_) comm_seconds_ = bucket_seconds_on_device() + rest;  // the blocks' on their stream, the rest
   return steady_seconds() - start;
 }
 

@@ -40,11 +40,13 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "comm/host_stream.hpp"
 #include "dp/segments.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 #include "model/flat_ranges.hpp"
 #include "tensor/buffer.hpp"
@@ -119,7 +121,10 @@ class GradientReducer {
   // ZeRO-2: (owned() elements, in their order) this replica's summed gradients; null otherwise.
   const float* owned_gradients() const { return zero_ >= 2 ? owned_grads_.data() : nullptr; }
   size_t buckets() const { return buckets_.size(); }
-  double communication_seconds() const { return comm_seconds_; }  // of the last step
+  // The last step's reduction: on the host the reductions' own time; with overlap on a device the
+  // buckets' time on the communication stream (events around each: its copies and collective,
+  // not the waits for backward before it), not the host's time to enqueue them.
+  double communication_seconds() const { return comm_seconds_; }
 
  private:
   // Pack, all-reduce, unpack, on `stream` (the gradients' own, or the communication stream);
@@ -128,6 +133,7 @@ class GradientReducer {
   void launch(size_t bucket);                   // on whichever stream overlaps, into launched_
   void launch_on_device(size_t bucket);         // the device's overlap: after backward's kernels so far
   double finish_on_device();                    // finish() of the device's overlap
+  double bucket_seconds_on_device();            // bucket_marks_' sum, released (the stream waited for)
   // The bucket's length in packed_: its elements, or with ZeRO d·⌈E/d⌉ (padded with zeros).
   int64_t packed_length(const Bucket& bucket) const;
   // The packed bucket to its segments' places in `flat` (the parameters).
@@ -155,6 +161,9 @@ class GradientReducer {
   size_t next_to_launch_ = 0;
   double comm_seconds_ = 0;
   std::vector<comm::Work> launched_;            // per bucket launched this step, in order
+  // With overlap on a device: per bucket launched this step, the communication stream's marks
+  // before and after its reduction.
+  std::vector<std::pair<kernels::Backend::Mark, kernels::Backend::Mark>> bucket_marks_;
   std::atomic<bool> backward_running_{false};   // the stream's waits sleep meanwhile
   std::unique_ptr<comm::HostStream> stream_;    // with overlap on the host: where the buckets are reduced
   // With overlap on a device: the buckets are reduced on a communication stream of their own,

@@ -39,6 +39,15 @@ pair pipeline2_gpipe 2 --parallel.pipeline=2 --parallel.schedule=gpipe
 pair pipeline2_zb_h1_whole_classifier 2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --model.classifier_chunk=0
 pair data2_zero1 2 --parallel.data=2 --optim.zero=1
 pair data2_overlap 2 --parallel.data=2 --comm.overlap=true
+# The reduction's time with overlap on a device: the marks around each bucket on the communication
+# stream (the host clock on the guard), every step's positive and within its step.
+if $PY - data2_overlap_guard <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1] + "/metrics.h5", "r")
+comm, steps = f["comm_ms"][:], f["step_ms"][:]
+sys.exit(0 if len(comm) == 8 and all(comm > 0) and all(comm <= steps) else 1)
+PY
+then pass data2_overlap_comm_ms_on_the_stream; else fail data2_overlap_comm_ms_on_the_stream "comm_ms not positive every step"; fi
 pair t2p2_bf16 4 --parallel.tensor=2 --parallel.pipeline=2 --optim.precision=bf16
 pair nan_step_skipped 2 --parallel.data=2 --debug.nan_steps=3
 # Sequence parallelism: the all-gathers and reduce-scatters of the tensor group through the backend.
