@@ -12,6 +12,7 @@
 # on (every GPT-2 run's verdict — it trained: finite losses, none skipped, falling — with the
 # planner's step time and MFU for it on this GPU's profile), one-rank CPU-vs-CUDA training pairs
 # (losses, the first gradient norm, validation), the pairs of several ranks on one GPU over MPI,
+# a restart from a checkpoint on the GPU (bit for bit against the uninterrupted run),
 # the kernels at GPT-2 124M's sizes, GPT-2 124M with the
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
@@ -145,7 +146,7 @@ verdict() {
 # counting the parts it selects.
 selected=0
 selects() {
-  ((CHECK)) && [[ ! $1 =~ ^(pair|gpt2_124m) ]] && return 1
+  ((CHECK)) && [[ ! $1 =~ ^(pair|gpt2_124m|resume) ]] && return 1
   [[ -z ${ONLY:-} || $1 =~ $ONLY ]]
 }
 wanted() {
@@ -388,6 +389,52 @@ PY
     else verdict FAIL "pair $name" "exit status $status: $(run_error "$LOGS/$name.log")"; fi
   done
 done
+
+# 5b. A restart on the GPU: the default deck's run on CUDA with a full checkpoint half-way, then
+# resumed from it on CUDA to the end; the resumed steps' losses and gradient norms against the
+# uninterrupted run's, bit for bit (the device's state — parameters, moments, the step, the data's
+# place — written out of device memory and read back into it). The checkpoints are removed after.
+if wanted "resume default_fp32"; then
+  half=$((STEPS / 2))
+  # shellcheck disable=SC2046
+  within 60 trident train inputs/default.deck $(train_args "${PAIRS[0]}") --kernels.device="$DEVICE" \
+    --checkpoint.full_interval="${half}steps" --train.run_dir="$LOGS/resume_whole" $CHECKED > "$LOGS/resume_whole.log" 2>&1
+  status=$?
+  if ((CHECK)); then  # the first run's command alone: a --check run writes no checkpoint to resume
+    checked "resume default_fp32" "$status" "$LOGS/resume_whole.log"
+  else
+    if ((status == 0)); then
+      # shellcheck disable=SC2046
+      within 60 trident train inputs/default.deck $(train_args "${PAIRS[0]}") --kernels.device="$DEVICE" \
+        --checkpoint.resume="$LOGS/resume_whole/checkpoints/$(printf 'step-%08d.full.h5' "$half")" \
+        --train.run_dir="$LOGS/resume_rest" > "$LOGS/resume_rest.log" 2>&1
+      status=$?
+    fi
+    figures=$( ((status == 0)) && py - "$LOGS/resume_whole/metrics.h5" "$LOGS/resume_rest/metrics.h5" "$half" "$STEPS" 2>&1 <<'PY'
+import sys, h5py
+whole, rest, half, steps = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), int(sys.argv[3]), int(sys.argv[4])
+def after(f, key):
+    return {int(s): v for s, v in zip(f["step"][:], f[key][:]) if s > half}
+differ = [(k, s) for k in ("loss", "grad_norm") for s, v in after(rest, k).items() if after(whole, k).get(s) != v]
+resumed = len(after(rest, "loss"))
+print(f"{resumed} resumed steps ({half + 1}..{steps}) against the uninterrupted run: "
+      + (f"{len(differ)} figure(s) differ, the first {differ[0]}" if differ else "losses and gradient norms equal bit for bit"))
+sys.exit(0 if resumed == steps - half and not differ else 1)
+PY
+)
+    compared=$?
+    if ((status == 0 && compared == 0)); then verdict PASS "resume default_fp32" "$figures"
+    elif ((status == 0)); then verdict FAIL "resume default_fp32" "$figures"
+    else
+      log=$LOGS/resume_rest.log
+      [[ -s $log ]] || log=$LOGS/resume_whole.log  # the first run failed: the second never started
+      verdict FAIL "resume default_fp32" "exit status $status: $(run_error "$log")"
+    fi
+  fi
+  rm -rf "$LOGS/resume_whole/checkpoints" "$LOGS/resume_rest/checkpoints"
+  drop_model resume_whole
+  drop_model resume_rest
+fi
 
 # The kernel checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those:
 # after the training runs (a kernel that hangs at these sizes would otherwise take their time).
