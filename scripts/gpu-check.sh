@@ -424,7 +424,7 @@ PY
 )
     compared=$?
     if ((status == 0 && compared == 0)); then verdict PASS "resume default_fp32" "$figures"
-    elif ((status == 0)); then verdict FAIL "resume default_fp32" "$figures"
+    elif ((status == 0)); then verdict FAIL "resume default_fp32" "$(echo "$figures" | tail -1)"
     else
       log=$LOGS/resume_rest.log
       [[ -s $log ]] || log=$LOGS/resume_whole.log  # the first run failed: the second never started

@@ -56,6 +56,7 @@ GradientReducer::GradientReducer(comm::Communicator& data, Gradients gradients, 
 
 GradientReducer::~GradientReducer() {
   launched_.clear();  // every bucket done before the stream stops
+  bucket_seconds_on_device();  // the marks of a step that did not finish, released
   if (device_overlap_) kernels::backend_of(gradients_.device).destroy_stream(comm_stream_);
 }
 
@@ -153,10 +154,10 @@ double GradientReducer::bucket_seconds_on_device() {
 }
 
 void GradientReducer::begin() {
-  bucket_seconds_on_device();  // marks a step left unread (it ended early) released
   backward_running_ = true;
   next_to_launch_ = 0;
-  launched_.clear();
+  launched_.clear();  // (waited for under the watchdog) before the marks after them are read
+  bucket_seconds_on_device();  // marks a step left unread (it ended early) released
   waited_ = 0;
   comm_seconds_ = 0;
   if (zero_ < 2) return;

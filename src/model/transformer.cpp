@@ -757,16 +757,18 @@ void Transformer::enqueue_forward(int slot, const int32_t* inputs, const int32_t
 // The previous pass's fences waited for (under the watchdogs), this one's set: the host runs at
 // most one pass ahead of the tensor group's all-reduces, the context ring and ZeRO-3's block
 // gathers on a device.
+// The gathers' fence first: a block's gather that never completes stalls the whole stream, and
+// the first fence waited for names its group in the watchdog's message.
 void Transformer::fence_groups() {
+  gather_fence_ = gather_fence_of_ ? gather_fence_of_() : comm::Work{};
   tensor_fence_ = tp_.fence();
   context_fence_ = cp_.fence();
-  gather_fence_ = gather_fence_of_ ? gather_fence_of_() : comm::Work{};
 }
 
 void Transformer::settle_communication() {
+  gather_fence_.wait();
   tensor_fence_.wait();
   context_fence_.wait();
-  gather_fence_.wait();
 }
 
 float Transformer::forward(int slot, const int32_t* inputs, const int32_t* targets, int B, int T) {

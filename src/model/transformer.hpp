@@ -216,10 +216,10 @@ class Transformer {
   // (take_edge_seconds counts the calls that ran as usual only).
   void set_graphs(bool on);
   int64_t graph_replays() const { return graph_replays_; }
-  // On a device the tensor group's all-reduces and the context ring's messages stay on the stream
-  // (TensorGroup, ContextGroup), a fence of each group after each forward and backward; this
-  // waits for the last fences, under the groups' watchdogs — before the host reads what the
-  // passes computed (the losses, the gradients' norm).
+  // On a device the tensor group's all-reduces, the context ring's messages and ZeRO-3's block
+  // gathers stay on the stream (TensorGroup, ContextGroup, set_block_gather), a fence of each
+  // group after each forward and backward; this waits for the last fences, under the groups'
+  // watchdogs — before the host reads what the passes computed (the losses, the gradients' norm).
   void settle_communication();
   // What crosses a stage boundary, activation or gradient: (B, T, C), or with sequence
   // parallelism this rank's B·T/tensor rows of it — activation_elements(B, T) values.

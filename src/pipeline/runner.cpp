@@ -210,6 +210,7 @@ void PipelineRunner::forward_only(int count, const BatchFn& batch,
   for (int i = 0; i < count; ++i) {
     for (int chunk = 0; chunk < chunks_; ++chunk) run_forward(i, chunk, batch, std::nullopt, nullptr);
     if (!last()) continue;
+    gpt_.settle_communication();  // the groups' fences, under their watchdogs, before the host waits on the stream
     gpt_.download_losses(gpt_.slot(chunks_ - 1, i % slots_[chunks_ - 1]), losses.data());
     consume(i, losses.data());
   }
