@@ -40,14 +40,14 @@ comm::Work ParameterShards::gather_packed(size_t b, const Tensor& packed, Stream
 }
 
 // The copies out of `packed` follow the all-gather in stream order where it is ordered on a
-// device stream (NCCL), which the host then leaves to the stream; a host one is waited for first.
+// device stream (NCCL), which the host leaves to the stream; a host one is waited for first
+// (Work::leave_to_stream does either).
 comm::Work ParameterShards::launch_gather(size_t b) {
   return reducer_.launch_in_order([this, b](Stream stream) {
     const Bucket& bucket = buckets_[b];
     const Tensor packed = gathered_.view().elements(0, shard_part(bucket, data_size_) * data_size_);
-    comm::Work gathered = gather_packed(b, packed, stream);
-    if (!gathered.stream_ordered()) gathered.wait();
-    gathered.leave_to_stream();  // the fence of the model's pass, or after_update's, waits for it
+    // The fence of the model's pass, or after_update's, waits for a device one.
+    gather_packed(b, packed, stream).leave_to_stream();
     kernels::Context ctx = device_;
     ctx.stream = stream;
     int64_t at = 0;

@@ -226,9 +226,8 @@ void GradientReducer::all_gather_params(const Tensor& params) {
     const Tensor packed = gathered_.view().elements(0, length);
     for (const OwnPiece& piece : own_pieces_[b])  // the own part packed, in the parameters' type
       kernels::copy(ctx, packed.elements(piece.packed, piece.count), params.elements(piece.flat, piece.count));
-    comm::Work gathered = data_.all_gather(packed.data, static_cast<size_t>(length), params.dtype, ctx.stream);
-    if (!gathered.stream_ordered()) gathered.wait();  // a host one complete before its copies
-    gathered.leave_to_stream();
+    // A host gather complete before its copies; a device one ordered before them on the stream.
+    data_.all_gather(packed.data, static_cast<size_t>(length), params.dtype, ctx.stream).leave_to_stream();
     unpack(ctx, buckets_[b], packed, params);
   }
   data_.fence(ctx.stream).wait();  // the stream-ordered ones, under the watchdog
