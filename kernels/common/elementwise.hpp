@@ -61,35 +61,34 @@ TRIDENT_HD inline void adamw_element(const AdamWStep& s, float& param, float gra
 constexpr size_t kSumOfSquaresChunk = 8192;
 constexpr int kSumOfSquaresLanes = 16;
 
-TRIDENT_HD inline double sum_of_squares_chunk(const float* x, size_t begin, size_t end) {
-  double lane[kSumOfSquaresLanes] = {};
-  size_t i = begin;
-  for (; i + kSumOfSquaresLanes <= end; i += kSumOfSquaresLanes)
-    for (int l = 0; l < kSumOfSquaresLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
-  double sum = 0.0;
-  for (; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
-  for (double l : lane) sum += l;
-  return sum;
-}
-
-// The same chunk's sum split over its lanes, for a GPU's lanes to run side by side (their loads
-// coalesced): where the chunk's full groups of kLanes end, lane l's sum over them (the value of
-// sum_of_squares_chunk's lane[l], its additions in the same order), and the chunk's tail beside the
-// lanes' sums added in order, which sum_of_squares_chunk returns.
+// Where the chunk [begin, end)'s full groups of kLanes end: its tail [tail, end) is summed apart.
 TRIDENT_HD inline size_t sum_of_squares_tail(size_t begin, size_t end) {
   return begin + (end - begin) / kSumOfSquaresLanes * kSumOfSquaresLanes;
-}
-
-TRIDENT_HD inline double sum_of_squares_lane(const float* x, size_t begin, size_t tail, int l) {
-  double lane = 0.0;
-  for (size_t i = begin + l; i < tail; i += kSumOfSquaresLanes) lane += static_cast<double>(x[i]) * x[i];
-  return lane;
 }
 
 TRIDENT_HD inline double sum_of_squares_tail_sum(const float* x, size_t tail, size_t end) {
   double sum = 0.0;
   for (size_t i = tail; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
   return sum;
+}
+
+TRIDENT_HD inline double sum_of_squares_chunk(const float* x, size_t begin, size_t end) {
+  double lane[kSumOfSquaresLanes] = {};
+  const size_t tail = sum_of_squares_tail(begin, end);
+  for (size_t i = begin; i < tail; i += kSumOfSquaresLanes)
+    for (int l = 0; l < kSumOfSquaresLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
+  double sum = sum_of_squares_tail_sum(x, tail, end);
+  for (double l : lane) sum += l;
+  return sum;
+}
+
+// The same chunk's sum split over its lanes, for a GPU's lanes to run side by side (their loads
+// coalesced): lane l's sum over the full groups (the value of sum_of_squares_chunk's lane[l], its
+// additions in the same order); the tail's sum, then the lanes' in order, give the chunk's.
+TRIDENT_HD inline double sum_of_squares_lane(const float* x, size_t begin, size_t tail, int l) {
+  double lane = 0.0;
+  for (size_t i = begin + l; i < tail; i += kSumOfSquaresLanes) lane += static_cast<double>(x[i]) * x[i];
+  return lane;
 }
 
 // kernels::mean_losses_into: the step's loss sum, each micro-batch's mean rounded to float and
