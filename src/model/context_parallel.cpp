@@ -21,18 +21,13 @@ std::vector<AttentionBlock> blocks_against(const ContextGroup& group, int source
 }
 
 // One step's message around the ring: `out` to rank r + 1, `in` from rank r − 1, both at once
-// (Communicator::send_recv). settle(): the message is in and the sent buffer free before what
-// comes next reads or writes them — on the host the wait; on a device stream the compute stream
-// waits, the host goes on enqueuing (the pass's fence brings it under the watchdog,
-// Transformer::settle_communication).
-struct Passing {
-  comm::Work step;
-  void settle() { step.leave_to_stream(); }
-};
-
-Passing pass_on(const ContextGroup& group, const Tensor& out, const Tensor& in, int tag) {
+// (Communicator::send_recv). Its Work left to the stream: the message is in and the sent buffer
+// free before what comes next reads or writes them — on the host the wait; on a device stream
+// the compute stream waits, the host goes on enqueuing (the pass's fence brings it under the
+// watchdog, Transformer::settle_communication).
+comm::Work pass_on(const ContextGroup& group, const Tensor& out, const Tensor& in, int tag) {
   const int next = (group.rank + 1) % group.size, previous = (group.rank + group.size - 1) % group.size;
-  return Passing{group.ring->send_recv(out.data, in.data, out.numel(), out.dtype, next, previous, tag, group.stream)};
+  return group.ring->send_recv(out.data, in.data, out.numel(), out.dtype, next, previous, tag, group.stream);
 }
 
 int rows_per_chunk(const Tensor& qkv) { return static_cast<int>(qkv.shape.dims[1] / 2); }
@@ -57,14 +52,14 @@ void ring_attention_forward(kernels::Context& ctx, const ContextGroup& group, co
   pack_keys(ctx, buffers.kv[0], qkv, out);
   bool started[2] = {false, false};  // a query chunk's first block writes out and lse
   for (int step = 0, held = 0; step < c; ++step, held = 1 - held) {
-    Passing keys;
+    comm::Work keys;
     if (step < c - 1) keys = pass_on(group, buffers.kv[held], buffers.kv[1 - held], 2 * step);
     for (AttentionBlock block : blocks_against(group, (group.rank - step + c) % c, n)) {
       block.first = !started[block.q_chunk];
       started[block.q_chunk] = true;
       kernels::flash_attention_block_forward(ctx, out, lse, qkv, buffers.kv[held], NH, KV, block);
     }
-    keys.settle();
+    keys.leave_to_stream();
   }
 }
 
@@ -77,14 +72,14 @@ void ring_attention_backward(kernels::Context& ctx, const ContextGroup& group, c
   kernels::clear(ctx, buffers.dkv[0]);
   int held = 0;
   for (int step = 0; step < c; ++step) {
-    Passing keys;
+    comm::Work keys;
     if (step < c - 1) keys = pass_on(group, buffers.kv[held], buffers.kv[1 - held], 2 * step);
     for (const AttentionBlock& block : blocks_against(group, (group.rank - step + c) % c, n))
       kernels::flash_attention_block_backward(ctx, dqkv, buffers.dkv[held], dout, qkv, buffers.kv[held], out, lse, NH,
                                               KV, block);
-    keys.settle();
+    keys.leave_to_stream();
     if (c == 1) break;  // the own block's gradients are complete where they are
-    pass_on(group, buffers.dkv[held], buffers.dkv[1 - held], 2 * step + 1).settle();
+    pass_on(group, buffers.dkv[held], buffers.dkv[1 - held], 2 * step + 1).leave_to_stream();
     held = 1 - held;  // the block received, and its accumulator (after the last step: the own block's, complete)
   }
   kernels::copy_columns(ctx, dqkv, query_columns(out), buffers.dkv[held], 0, key_value_columns(qkv, out), false);
