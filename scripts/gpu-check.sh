@@ -394,20 +394,22 @@ done
 # resumed from it on CUDA to the end; the resumed steps' losses and gradient norms against the
 # uninterrupted run's, bit for bit (the device's state — parameters, moments, the step, the data's
 # place — written out of device memory and read back into it). The checkpoints are removed after.
-if wanted "resume default_fp32"; then
-  half=$((STEPS / 2))
+default_run() {  # default_run NAME OVERRIDES...: the default deck as the first pair runs it, on DEVICE
+  local name=$1
+  shift
   # shellcheck disable=SC2046
   within 60 trident train inputs/default.deck $(train_args "${PAIRS[0]}") --kernels.device="$DEVICE" \
-    --checkpoint.full_interval="${half}steps" --train.run_dir="$LOGS/resume_whole" $CHECKED > "$LOGS/resume_whole.log" 2>&1
+    --train.run_dir="$LOGS/$name" "$@" > "$LOGS/$name.log" 2>&1
+}
+if wanted "resume default_fp32"; then
+  half=$((STEPS / 2))
+  default_run resume_whole --checkpoint.full_interval="${half}steps" $CHECKED
   status=$?
   if ((CHECK)); then  # the first run's command alone: a --check run writes no checkpoint to resume
     checked "resume default_fp32" "$status" "$LOGS/resume_whole.log"
   else
     if ((status == 0)); then
-      # shellcheck disable=SC2046
-      within 60 trident train inputs/default.deck $(train_args "${PAIRS[0]}") --kernels.device="$DEVICE" \
-        --checkpoint.resume="$LOGS/resume_whole/checkpoints/$(printf 'step-%08d.full.h5' "$half")" \
-        --train.run_dir="$LOGS/resume_rest" > "$LOGS/resume_rest.log" 2>&1
+      default_run resume_rest --checkpoint.resume="$LOGS/resume_whole/checkpoints/$(printf 'step-%08d.full.h5' "$half")"
       status=$?
     fi
     figures=$( ((status == 0)) && py - "$LOGS/resume_whole/metrics.h5" "$LOGS/resume_rest/metrics.h5" "$half" "$STEPS" 2>&1 <<'PY'
@@ -415,7 +417,10 @@ import sys, h5py
 whole, rest, half, steps = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), int(sys.argv[3]), int(sys.argv[4])
 def after(f, key):
     return {int(s): v for s, v in zip(f["step"][:], f[key][:]) if s > half}
-differ = [(k, s) for k in ("loss", "grad_norm") for s, v in after(rest, k).items() if after(whole, k).get(s) != v]
+differ = []
+for key in ("loss", "grad_norm"):
+    uninterrupted = after(whole, key)
+    differ += [(key, s) for s, v in after(rest, key).items() if uninterrupted.get(s) != v]
 resumed = len(after(rest, "loss"))
 print(f"{resumed} resumed steps ({half + 1}..{steps}) against the uninterrupted run: "
       + (f"{len(differ)} figure(s) differ, the first {differ[0]}" if differ else "losses and gradient norms equal bit for bit"))
