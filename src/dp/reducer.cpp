@@ -257,13 +257,21 @@ double GradientReducer::finish_zero2() {
   backward_running_ = false;
   if (device_overlap_) kernels::backend_of(gradients_.device).stream_wait(gradients_.device.stream, comm_stream_);
   for (comm::Work& work : launched_) work.wait();
+  auto reduce_the_rest = [&] {
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (buckets_[b].ready_event < 0) reduce(b, gradients_.device.stream).leave_to_stream();
+    data_.fence(gradients_.device.stream).wait();
+  };
+  if (!device_overlap_) {  // comm_seconds_ is the host's clock, which reduce keeps
+    reduce_the_rest();
+    return steady_seconds() - start;
+  }
+  // On the device's clock: the blocks' reductions on their stream, and the rest between two marks.
   kernels::Backend& backend = kernels::backend_of(gradients_.device);
   const kernels::Backend::Mark rest_start = backend.mark(gradients_.device.stream);
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    if (buckets_[b].ready_event < 0) reduce(b, gradients_.device.stream).leave_to_stream();
-  data_.fence(gradients_.device.stream).wait();
+  reduce_the_rest();
   const double rest = backend.seconds_between(rest_start, backend.mark(gradients_.device.stream));
-  if (device_overlap_) comm_seconds_ = bucket_seconds_on_device() + rest;  // the blocks' on their stream, the rest
+  comm_seconds_ = bucket_seconds_on_device() + rest;
   return steady_seconds() - start;
 }
 
