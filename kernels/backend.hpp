@@ -89,9 +89,13 @@ class Backend : public Allocator {
   // Why this backend cannot run a job in this process ("" when it can): no device visible, or
   // kernels missing from its table.
   virtual std::string unavailable_reason() const = 0;
-  // Bytes of memory of this process's device, what the memory model checks a job against; 0
-  // where the model's memory is the host's (the CPU).
-  virtual double memory_bytes() const { return 0; }
+  // This process's device's memory, what the memory model checks a job against: its size, and
+  // what is free of it now (neither this process's nor another's: every process's allocations
+  // and CUDA contexts taken off). Both 0 where the model's memory is the host's (the CPU).
+  struct DeviceMemory {
+    double total = 0, free = 0;  // bytes
+  };
+  virtual DeviceMemory device_memory() const { return {}; }
   // The operations so far whose result the host read out of device memory — download, sum,
   // sums_of_squares: each a device-to-host copy the host waits for — where the backend counts
   // them (the guard: issue 30's "no host round trip" proof); −1 where it does not.

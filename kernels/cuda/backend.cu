@@ -207,12 +207,12 @@ class CudaBackend final : public Backend {
           "cudaGraphLaunch");
   }
   void destroy_graph(void* graph) override { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
-  double memory_bytes() const override {
+  DeviceMemory device_memory() const override {
     size_t free = 0, total = 0;
     device();  // the index remembered on the GPU made current at start-up
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<double>(total);
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return {static_cast<double>(total), static_cast<double>(free)};
     cudaGetLastError();  // 0: no device figure (the check then uses none), and no error left behind
-    return 0.0;
+    return {};
   }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override {

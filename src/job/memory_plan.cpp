@@ -96,22 +96,15 @@ double host_memory_bytes() {
   return bytes;
 }
 
-// What the ranks sharing `memory` together need beyond it ("" when they fit).
-std::string shortfall(double needed, const ModelMemory& memory) {
-  if (memory.bytes <= 0 || needed <= memory.bytes) return "";
-  const size_t ranks = memory.ranks.size();
-  return "the " + count_of(ranks, "rank") + " on " + memory.name + " need " +
-         bytes_text(needed) + " by the memory model, " + bytes_text(needed - memory.bytes) + " more than its " +
-         bytes_text(memory.bytes) + (memory.device ? " of device memory" : " of memory");
-}
-
-// What the world ranks sharing `memory` need beyond it, each by its stage's estimate.
-std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const ModelMemory& memory) {
+// What the world ranks sharing `memory` need beyond it, each by its stage's estimate (`held`:
+// as memory_shortfall's).
+std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& grid, const ModelMemory& memory,
+                           double held) {
   double needed = 0;
   plan::EstimateCache cache;
   for (int rank : memory.ranks)
     needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp, &cache).total());
-  return shortfall(needed, memory);
+  return memory_shortfall(needed, memory, held);
 }
 
 // What `who` (its `total` bytes by the memory model) needs beyond memory.budget_gb ("" when it
@@ -125,6 +118,21 @@ std::string budget_shortfall(const RunSettings& settings, const deck::Record& de
 }
 
 }  // namespace
+
+std::string memory_shortfall(double needed, const ModelMemory& memory, double held) {
+  if (memory.bytes <= 0) return "";
+  const size_t ranks = memory.ranks.size();
+  const std::string who = "the " + count_of(ranks, "rank") + " on " + memory.name + (ranks == 1 ? " needs " : " need ") +
+                          bytes_text(needed) + " by the memory model, ";
+  if (needed > memory.bytes)
+    return who + bytes_text(needed - memory.bytes) + " more than its " + bytes_text(memory.bytes) +
+           (memory.device ? " of device memory" : " of memory");
+  const double free = memory.bytes - held;
+  if (held <= 0 || needed <= free) return "";
+  return who + bytes_text(needed - free) + " more than the " + bytes_text(free) + " free of its " +
+         bytes_text(memory.bytes) + " at start-up: " + bytes_text(held) +
+         " is held by the CUDA contexts of its ranks and by other processes (nvidia-smi lists them)";
+}
 
 namespace {
 
@@ -154,7 +162,7 @@ std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels) {
   const kernels::Backend& backend = kernels::backend_of(device);
   const bool emulated = std::string(backend.name()) == "guard";
-  const double device_bytes = emulated ? kernels.guard_memory_gb * 1e9 : backend.memory_bytes();  // a query: once
+  const double device_bytes = emulated ? kernels.guard_memory_gb * 1e9 : backend.device_memory().total;
   ModelMemory memory;
   memory.device = device_bytes > 0;
   if (!memory.device) {
@@ -166,6 +174,8 @@ ModelMemory model_memory(comm::Communicator& world, const kernels::Context& devi
   const int index = backend.device().index;
   memory.ranks = ranks_on_this_host_with(world, index);
   memory.bytes = device_bytes;
+  // After the collective above: by then each sharing rank has made its context on the device.
+  if (!emulated) memory.held = std::max(0.0, device_bytes - backend.device_memory().free);
   memory.name = std::string("device ") + backend.name() + ":" + std::to_string(index) + " of host " + host_name();
   return memory;
 }
@@ -185,7 +195,7 @@ std::string micro_batch_shortfall(const kernels::Context& device, const RunSetti
   int64_t total = 0;
   plan::estimate_busiest(in, &total);
   const std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
-  return problem.empty() ? memory_problem(in, grid, memory) : problem;
+  return problem.empty() ? memory_problem(in, grid, memory, 0.0) : problem;  // held: partly this job's own
 }
 
 void check_whole_model_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
@@ -202,7 +212,8 @@ void check_whole_model_fits(comm::Communicator& world, const kernels::Context& d
   const int64_t total = estimate.total();
   const ModelMemory memory = model_memory(world, device, settings.kernels);  // collective: every rank calls it
   std::string problem = budget_shortfall(settings, deck, total, "the whole model");
-  if (problem.empty()) problem = shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory);
+  if (problem.empty())
+    problem = memory_shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory, memory.held);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
@@ -220,7 +231,10 @@ void check_memory_fits(comm::Communicator& world, const kernels::Context& device
   const plan::MemoryEstimate estimate = plan::estimate_busiest(in, &total);
   std::string problem = budget_shortfall(settings, deck, total, "the busiest rank");
   // The same branch on every rank: ranks_on_this_host is collective.
-  if (problem.empty()) problem = memory_problem(in, grid, model_memory(world, device, settings.kernels));
+  if (problem.empty()) {
+    const ModelMemory memory = model_memory(world, device, settings.kernels);
+    problem = memory_problem(in, grid, memory, memory.held);  // before the model's first buffer
+  }
   if (!problem.empty())
     problem = "the run does not fit in memory: " + problem + " (per rank: " + describe_estimate(estimate, total, false) +
               "; " + deck.cite("memory.recompute") + "); use a smaller model (model.layers, model.hidden), add "

@@ -58,11 +58,22 @@ std::vector<int> ranks_on_this_host(comm::Communicator& world);
 struct ModelMemory {
   std::vector<int> ranks;  // the world ranks sharing it, this one included
   double bytes = 0;        // its size; 0: unknown (nothing is checked)
+  // Of a device's bytes, what was not free when every sharing rank had made its CUDA context:
+  // the contexts, other processes' memory (a job before this one that has not let go), and what
+  // this job had allocated by then — nothing at the start-up checks, which count it against the
+  // job; a running job's own buffers later (then unused). 0 on the host, whose other users the
+  // memory model does not judge.
+  double held = 0;
   std::string name;        // "host n1", "device cuda:0 of host n1"
   bool device = false;     // device memory (else the host's)
 };
 // Collective over `world`. kernels: kernels.guard_memory_gb, the emulated device's size.
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
+
+// What the ranks sharing `memory` together need beyond it ("" when they fit; `needed`: their
+// bytes by the memory model): beyond its size, or, at start-up (`held`: memory.held, else 0),
+// beyond what was free of it.
+std::string memory_shortfall(double needed, const ModelMemory& memory, double held);
 
 // What keeps the split `split` (blocks per virtual stage, job/model_setup.hpp) with
 // micro-batches of `micro_batch` sequences, `micro_batches` a step (a running job's new split or
