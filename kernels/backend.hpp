@@ -96,6 +96,12 @@ class Backend : public Allocator {
     double total = 0, free = 0;  // bytes
   };
   virtual DeviceMemory device_memory() const { return {}; }
+  // The most bytes of the kernels' stream-ordered scratch alive at once in this process so far
+  // (CUDA: cudaMallocAsync's from the device's default pool — cuDNN's workspace and operand
+  // copies, an unfused GEMM's f32 sums, the column sums' chunks), which are not tracked buffers
+  // and which the memory model does not count; 0 where the kernels have none (the CPU's scratch
+  // is tracked: runs_cpu_kernels).
+  virtual double stream_scratch_peak() const { return 0; }
   // The operations so far whose result the host read out of device memory — download, sum,
   // sums_of_squares: each a device-to-host copy the host waits for — where the backend counts
   // them (the guard: issue 30's "no host round trip" proof); −1 where it does not.

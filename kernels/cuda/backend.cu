@@ -214,6 +214,16 @@ class CudaBackend final : public Backend {
     cudaGetLastError();  // 0: no device figure (the check then uses none), and no error left behind
     return {};
   }
+  double stream_scratch_peak() const override {
+    cudaMemPool_t pool = nullptr;
+    unsigned long long high = 0;  // (cuuint64_t) the pool's high-water mark of memory in use, never reset
+    if (cudaDeviceGetDefaultMemPool(&pool, device().index) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess) {
+      cudaGetLastError();  // no pool: no scratch of it, and no error left behind
+      return 0.0;
+    }
+    return static_cast<double>(high);
+  }
   const KernelTable& kernels() const override { return table_; }
   std::string unavailable_reason() const override {
     int count = 0;

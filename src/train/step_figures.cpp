@@ -40,6 +40,7 @@ void RankFigures::for_each(const std::function<void(const std::string&, double&)
           memory_peak[c]);
   visit("memory/buffers_peak", buffers_peak);
   visit("memory/granular_peak", granular_peak);
+  visit("memory/stream_scratch_peak", stream_scratch_peak);
 }
 
 std::vector<double> RankFigures::values() const {
@@ -83,6 +84,7 @@ RankFigures StepFigureLog::measure(const StepResult& r, RunCollectives& collecti
   }
   f.buffers_peak = static_cast<double>(memory.buffers_peak);
   f.granular_peak = static_cast<double>(memory.granular_peak);
+  f.stream_scratch_peak = backend_.stream_scratch_peak();
   return f;
 }
 
@@ -114,6 +116,7 @@ void StepFigureLog::record(const StepResult& result, RunCollectives& collectives
   for (int level = 0; level < 3; ++level)
     level_totals_[level] += busiest.data_bytes[level] + busiest.tensor_bytes[level] + busiest.pipeline_bytes[level];
   for (int c = 0; c < kMemoryCategories; ++c) memory_peaks_[c] = std::max(memory_peaks_[c], busiest.memory_peak[c]);
+  stream_scratch_peak_ = std::max(stream_scratch_peak_, busiest.stream_scratch_peak);
   std::vector<RankFigures> per_stage;
   for (const std::vector<double>& stage : stage_max) per_stage.push_back(RankFigures::from_values(stage.data()));
   record_bubble(per_stage, *metrics);
@@ -156,6 +159,11 @@ std::vector<std::string> StepFigureLog::summary(int64_t micro_batches, pipeline:
   for (int c = 0; c < kMemoryCategories; ++c) {
     std::snprintf(text, sizeof text, " %s %.1f MiB", memory_category_name(static_cast<MemoryCategory>(c)),
                   memory_peaks_[c] / 1048576.0);
+    peaks += text;
+  }
+  if (stream_scratch_peak_ > 0) {
+    std::snprintf(text, sizeof text, "; and the kernels' stream-ordered scratch %.1f MiB (untracked: cuDNN's "
+                  "workspace and the like, outside the memory model)", stream_scratch_peak_ / 1048576.0);
     peaks += text;
   }
   lines.push_back(peaks);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/traffic.hpp"
+#include "kernels/backend.hpp"
 #include "layout/grid.hpp"
 #include "metrics/metrics_file.hpp"
 #include "pipeline/timeline.hpp"
@@ -36,6 +37,10 @@ struct RankFigures {
   // (MemoryUsage): what the same buffers take as cudaMalloc's pages. Not named *_peak_bytes, which
   // readers sum as the categories (scripts/sweep).
   double buffers_peak = 0, granular_peak = 0;
+  // The kernels' stream-ordered scratch at its peak (kernels::Backend::stream_scratch_peak: a
+  // GPU's cuDNN workspace and the like, outside the tracked buffers and the memory model; 0 on
+  // the CPU).
+  double stream_scratch_peak = 0;
 
   // Calls visit(name, value) for every figure, in one fixed order, with its metrics.h5 name:
   // the one place that orders, names and (by the same walk) serialises the record.
@@ -49,8 +54,8 @@ struct RankFigures {
 // end-of-run summary prints.
 class StepFigureLog {
  public:
-  StepFigureLog(const layout::Grid& grid, int pp_size)
-      : grid_(grid), bubble_busy_(pp_size), bubble_wait_(pp_size), pass_ms_(pp_size, pipeline::PassTimes{0, 0, 0}) {}
+  StepFigureLog(const layout::Grid& grid, int pp_size, const kernels::Backend& backend)
+      : grid_(grid), backend_(backend), bubble_busy_(pp_size), bubble_wait_(pp_size), pass_ms_(pp_size, pipeline::PassTimes{0, 0, 0}) {}
   // Collective over all ranks: this rank's figures of the step (and the traffic counters since
   // the last call), to rank 0, which appends them to `metrics` (null on other ranks).
   void record(const StepResult& result, RunCollectives& collectives, metrics::MetricsFile* metrics);
@@ -66,10 +71,12 @@ class StepFigureLog {
   void record_bubble(const std::vector<RankFigures>& stage_max, metrics::MetricsFile& metrics);
 
   const layout::Grid& grid_;
+  const kernels::Backend& backend_;  // the model's: its stream-ordered scratch
   std::vector<double> bubble_busy_, bubble_wait_;        // per stage, summed over steps
   std::vector<pipeline::PassTimes> pass_ms_;              // per stage: F, B, W summed over steps
   std::array<double, 3> level_totals_{};                  // bytes per level over the run
   std::array<double, kMemoryCategories> memory_peaks_{};  // the run's maxima
+  double stream_scratch_peak_ = 0;                        // the busiest rank's
   std::array<comm::LevelBytes, 3> last_group_bytes_{};    // data, tensor, pipeline: at the last step
 };
 

@@ -228,7 +228,7 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       steps_(settings_.train.steps),
       micro_batches_(settings_.train.micro_batches),
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
-      figures_(job.grid, pp_size_),
+      figures_(job.grid, pp_size_, kernels::backend_of(job.device)),
       balancer_(settings_.balance, job.grid, settings_.parallel.virtual_stages, *this),
       log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),

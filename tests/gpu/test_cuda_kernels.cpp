@@ -527,6 +527,11 @@ void layernorm(Report& r) {
   r.add(dx, Tolerance{1e-4, 1e-4}, "layernorm dinp (+=)");
   r.add(dw, Tolerance{1e-4, 1e-4}, "layernorm dweight (+=)");
   r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
+  // Its column sums' chunks (two sums a column, at least one chunk) came from the stream-ordered
+  // pool, whose peak the backend reports as the untracked scratch (metrics' stream_scratch_peak).
+  const double scratch = gpu_backend().stream_scratch_peak(), least = 2.0 * C * sizeof(float);
+  r.add({scratch >= least ? 0.0 : 2.0, "stream-ordered scratch at its peak " + std::to_string(scratch) +
+                                            " bytes after layernorm_backward (at least " + std::to_string(least) + ")"});
   add_low16_input_backward(r, x, N, C, "layernorm",
                            [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats& dbias, const Tensor& copy) {
                              kernels::layernorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dbias.tensor(),
