@@ -328,7 +328,12 @@ if not np.all(np.isfinite(loss)) or int(np.sum(f["skipped"][:])) or not loss[-5:
 half = len(f["step"]) // 2
 tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token), as issue 32's MFU
 tokens = np.median(f['tokens_per_s'][half:])
-print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16")
+# The memory beside the speed: the tracked buffers' peak (what the memory model counts) and the
+# kernels' stream-ordered scratch (cuDNN's workspace and the like, which it does not).
+tracked = max(np.sum([f["memory"][k][:] for k in f["memory"] if k.endswith("_peak_bytes")], axis=0))
+scratch = max(f["memory/stream_scratch_peak"][:])
+print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16; "
+      f"memory: tracked peak {tracked / 2**30:.2f} GiB, stream-ordered scratch {scratch / 2**20:.0f} MiB")
 PY
 )
   # Which kernels ran the flash attention (kernels::cuda says so once a size on stderr).
