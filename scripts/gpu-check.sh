@@ -13,6 +13,7 @@
 # planner's step time and MFU for it on this GPU's profile), one-rank CPU-vs-CUDA training pairs
 # (losses, the first gradient norm, validation), the pairs of several ranks on one GPU over MPI,
 # a restart from a checkpoint on the GPU (bit for bit against the uninterrupted run),
+# trident generate and eval on the GPU against the CPU backend (the greedy text, the loss),
 # the kernels at GPT-2 124M's sizes, GPT-2 124M with the
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
@@ -80,7 +81,7 @@ use_bundle() {
 prepare_data() {
   rm -rf "$REF/data" && mkdir -p "$REF/data"
   trident prepare "$LOGS/data" "${CORPUS[@]/#//usr/share/common-licenses/}" --tokenizer=bpe --vocab=1024 > /dev/null &&
-    cp "$LOGS"/data/{train,val}.bin "$REF/data/"
+    cp "$LOGS"/data/* "$REF/data/"  # the tokens and the tokenizer that made them (trident generate's)
 }
 
 # ---- prepare (here) --------------------------------------------------------------------------
@@ -444,6 +445,51 @@ PY
   rm -rf "$LOGS/resume_whole/checkpoints" "$LOGS/resume_rest/checkpoints"
   drop_model resume_whole
   drop_model resume_rest
+fi
+
+# 5c. The commands beside training that run a model on the device: generate (its key/value cache
+# and the decode attention on the GPU) and eval, from a model the default deck's run trained on
+# DEVICE, each against the same command on the CPU backend, here on the node: the greedy texts
+# equal, the validation losses within 1e-5 relative (f32 both; their sums' orders differ).
+if wanted "generate+eval default_fp32"; then
+  default_run decode_model
+  status=$?
+  model=$LOGS/decode_model/model.bin
+  for device in cpu "$DEVICE"; do
+    ((status == 0)) || break
+    within 60 trident generate inputs/default.deck $DATA --model.init="$model" --prompt="This License" --tokens=48 \
+      --temperature=0 --kernels.device="$device" > "$LOGS/generate_$device.txt" 2> "$LOGS/generate_$device.err" &&
+      within 60 trident eval inputs/default.deck $DATA --model.init="$model" --train.eval_tokens=4096 \
+        --kernels.device="$device" > "$LOGS/eval_$device.out" 2>&1
+    status=$?
+  done
+  if ((status != 0)); then
+    log=$LOGS/decode_model.log
+    for other in "$LOGS/generate_$DEVICE.err" "$LOGS/eval_$DEVICE.out" "$LOGS/generate_cpu.err" "$LOGS/eval_cpu.out"; do
+      [[ -s $other ]] && log=$other
+    done
+    verdict FAIL "generate+eval default_fp32" "exit status $status: $(run_error "$log")"
+  else
+    figures=$(py - "$LOGS/generate_cpu.txt" "$LOGS/generate_$DEVICE.txt" "$LOGS/eval_cpu.out" "$LOGS/eval_$DEVICE.out" 2>&1 <<'PY'
+import re, sys
+cpu_text, gpu_text = (open(p, encoding="utf-8", errors="replace").read() for p in sys.argv[1:3])
+def val_loss(path):
+    found = re.search(r"val_loss[ =]([0-9.eE+-]+)", open(path).read())
+    return float(found.group(1)) if found else None
+cpu_loss, gpu_loss = val_loss(sys.argv[3]), val_loss(sys.argv[4])
+if cpu_loss is None or gpu_loss is None: sys.exit(print("no val_loss in eval's output") or 1)
+same = next((i for i, (a, b) in enumerate(zip(cpu_text, gpu_text)) if a != b), min(len(cpu_text), len(gpu_text)))
+loss = abs(gpu_loss - cpu_loss) / cpu_loss
+text = ("the greedy text equal to the CPU's" if cpu_text == gpu_text and cpu_text.strip() else
+        f"the greedy text differs from the CPU's after {same} characters: {gpu_text[same:same + 20]!r} against {cpu_text[same:same + 20]!r}")
+print(f"{text} ({len(gpu_text.strip())} characters); validation loss {gpu_loss:.6f} against {cpu_loss:.6f} (relative {loss:.1e}, tolerance 1e-5)")
+sys.exit(0 if cpu_text == gpu_text and cpu_text.strip() and loss <= 1e-5 else 1)
+PY
+)
+    if (($? == 0)); then verdict PASS "generate+eval default_fp32" "$figures"
+    else verdict FAIL "generate+eval default_fp32" "$(echo "$figures" | tail -1)"; fi
+  fi
+  drop_model decode_model
 fi
 
 # The kernel checks that have GPT-2 124M sizes (B 2, T 1024, C 768, NH 12, V 50304), at those:
