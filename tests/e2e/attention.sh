@@ -55,6 +55,28 @@ else
   fail flash_keeps_no_probabilities "activations $with -> $without, expected a difference of $expected"
 fi
 
+# trident eval builds its model with the deck's attention and classifier, as training does: at
+# T = 4096 the flash attention's eval holds no (1, 4, T, T) probabilities — the materialized one
+# keeps them for each of the 4 blocks (1 GiB), which its peak resident memory shows.
+eval_rss_mib() {  # eval_rss_mib NAME OVERRIDES...: the eval's peak resident memory in MiB, its loss in NAME.out
+  local name=$1
+  shift
+  /usr/bin/python3 - "$TRIDENT" eval a.deck --model.seq_len=4096 --data.val="$WORK/data/train.bin" --train.eval_tokens=4096 \
+    --train.micro_batch=1 "$@" 3> "$name.out" <<'PY'
+import os, resource, subprocess, sys
+with os.fdopen(3, "w") as out:
+    status = subprocess.run(sys.argv[1:], stdout=out, stderr=subprocess.STDOUT).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if status == 0 else -1)
+PY
+}
+flash_rss=$(eval_rss_mib eval_flash --model.attention=flash) materialized_rss=$(eval_rss_mib eval_materialized --model.attention=materialized)
+probabilities_mib=$((4 * 4 * 4096 * 4096 * 4 / 1048576))
+if ((flash_rss > 0 && materialized_rss - flash_rss >= probabilities_mib * 8 / 10)) && grep -q '^val_loss' eval_flash.out; then
+  pass "eval_holds_no_probabilities (peak resident $flash_rss MiB, materialized $materialized_rss MiB)"
+else
+  fail eval_holds_no_probabilities "peak resident $flash_rss MiB with flash, $materialized_rss MiB materialized, expected $probabilities_mib MiB less: $(tail -1 eval_flash.out)"
+fi
+
 # trident bench --ops (issue 32, item 4): every kernel operation of the step timed, the
 # operations' time within the step's, and the attention's operations those of model.attention.
 check_ops() {  # check_ops NAME EXPECTED_ATTENTION_OP ABSENT_OP OVERRIDES...

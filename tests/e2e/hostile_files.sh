@@ -52,6 +52,13 @@ expect_user_error lying_seq_len_resume "checkpoint.resume = $WORK/seq.h5: the ch
   "$TRIDENT" train "$WORK/r.deck" --checkpoint.resume="$WORK/seq.h5" --train.run_dir=run
 expect_user_error lying_hidden_generate "is not a sound trident checkpoint|not stored contiguously|give a checkpoint written by trident train" \
   "$TRIDENT" generate "$WORK/r.deck" --checkpoint="$WORK/hidden.h5" --prompt=hi
+# A sound checkpoint evaluated with a deck whose windows or tokens do not fit its model: a GPT-2's
+# position table has 32 rows, and its wte 256 (read past either, the loss would be of other
+# parameters' values).
+expect_user_error eval_longer_than_the_checkpoint "has a context of 32 positions, fewer than model.seq_len = 64 (command line)|model.seq_len = 32 or less" \
+  "$TRIDENT" eval "$WORK/r.deck" --checkpoint="$WORK/$SOUND" --model.seq_len=64
+expect_user_error eval_vocab_past_the_checkpoint "has a vocabulary of 256 tokens, fewer than model.vocab = 512 (command line)" \
+  "$TRIDENT" eval "$WORK/r.deck" --checkpoint="$WORK/$SOUND" --model.vocab=512
 # A shape whose parameter count overflows int64 (12·L·C² with C = 2·10^9): refused before it is counted.
 lie huge_hidden model.hidden=2000000000
 inspect_says lying_hidden_overflow huge_hidden.h5 "more than the 281474976710656 any run can hold"
