@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/backend.hpp"
 #include "kernels/op_times.hpp"
@@ -24,14 +25,18 @@ struct Call<R (*)(Context&, Rest...)> {
   const char* name;
   R operator()(Context& ctx, Rest... rest) const {
     if (ctx.op_times == nullptr) return f(ctx, rest...);
-    struct Timer {
-      Context& ctx;
-      const char* name;
-      Backend& backend;
-      Backend::Mark from;
-      ~Timer() { ctx.op_times->record(name, backend, from, backend.mark(ctx.stream)); }
-    } timer{ctx, name, backend_of(ctx), backend_of(ctx).mark(ctx.stream)};
-    return f(ctx, rest...);
+    // Recorded after a call that returned, not from a destructor: a call that threw (a device
+    // fault) is reported as itself, not as the failing mark after it (std::terminate).
+    Backend& backend = backend_of(ctx);
+    const Backend::Mark from = backend.mark(ctx.stream);
+    if constexpr (std::is_void_v<R>) {
+      f(ctx, rest...);
+      ctx.op_times->record(name, backend, from, backend.mark(ctx.stream));
+    } else {
+      R result = f(ctx, rest...);
+      ctx.op_times->record(name, backend, from, backend.mark(ctx.stream));
+      return result;
+    }
   }
 };
 

@@ -2,6 +2,7 @@
 #include "kernels/stream_intervals.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 namespace trident::kernels {
 
@@ -25,10 +26,12 @@ void StreamIntervals::end() {
   open_ = false;
 }
 
+// The list taken before its marks are read: seconds_between releases a pair's marks even when
+// the read fails and throws, and a pair left in the list would be released again (destructor).
 double StreamIntervals::take_seconds() {
+  const auto closed = std::exchange(closed_, {});
   double seconds = 0;
-  for (auto& [from, to] : closed_) seconds += backend_->seconds_between(from, to);
-  closed_.clear();
+  for (const auto& [from, to] : closed) seconds += backend_->seconds_between(from, to);
   return seconds;
 }
 

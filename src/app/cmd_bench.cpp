@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/clock.hpp"
@@ -103,7 +105,8 @@ int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   if (line.help) {
     print0("usage: trident bench DECK [--gemm | --bf16 | --compare=bf16|fp16 | --kernels | --ops | --checkpoint | --no-gemm] [--steps=5] [--warmup=2] [--section.key=value ...]\n"
            "One-rank training-step speed of the deck's model on random tokens, alternating with\n"
-           "passes of the GEMM library over the model's own GEMM shapes (f32): tokens/s, GFLOP/s\n"
+           "passes of the GEMM library over the model's own GEMM shapes (f32, bf16 operands in a bf16\n"
+           "run): tokens/s, GFLOP/s\n"
            "and the step's fraction of the GEMM throughput. --gemm: the GEMM passes only;\n"
            "--kernels: our LayerNorm and GELU beside oneDNN's primitives on the model's shapes.\n"
            "--bf16: the model's GEMMs with f32 and with bf16 operands (f32 accumulation), alternating;\n"
@@ -117,6 +120,10 @@ int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   }
   const Job job = load_job(world, line);
   if (checkpoint) return run_checkpoint_bench(world, job, steps);
+  if (ops && job.settings.kernels.graphs)  // events inside a capture would be nodes of the graph
+    throw UserError("trident bench --ops times each kernel operation with events on the stream, which a "
+                    "captured graph cannot hold: " + job.record.cite("cuda.graphs") + "; bench --ops with "
+                    "cuda.graphs = false (trident bench without --ops runs the graphed step)");
   if (ops) return run_op_bench(job, warmup, steps);
   const model::GptConfig config = model_config(job.settings.model, job.record);
   const int B = job.settings.train.micro_batch;
@@ -127,22 +134,33 @@ int run_bench(comm::Communicator& world, const std::vector<std::string>& args) {
   }
   if (bf16) return compare_gemm_bf16(job.device, config, B, T, warmup, steps);
   if (!compare.empty()) return compare_precisions(job, compare, warmup, steps);
-  // Steps and GEMM passes alternate (--gemm: no steps; --no-gemm: no passes).
-  StepRunner step(job.device, job.settings, job.record, job.settings.precision.precision);
-  GemmPass gemm_pass(job.device, config, B, T);
+  // Steps and GEMM passes alternate (--gemm: no steps; --no-gemm: no passes, and no operands
+  // of them: three of B·T·Vp floats at the head's shape). The passes' operands are of the run's
+  // precision where it is bf16 (the step's GEMMs are), else f32: gemm_dtype says which.
+  std::optional<StepRunner> step;
+  if (!gemm) step.emplace(job.device, job.settings, job.record, job.settings.precision.precision);
+  const bool bf16_pass = job.settings.precision.precision == kernels::Precision::bf16;
+  std::optional<GemmPass> gemm_pass;
+  if (!no_gemm) gemm_pass.emplace(job.device, config, B, T, bf16_pass);
   const auto [gemm_seconds, seconds_per_step] = alternating_medians(
-      warmup, steps, [&] { return no_gemm ? 1.0 : gemm_pass.run(); }, [&] { return gemm ? 0.0 : step.run(); });
-  const double gemm_gflops = gemm_pass.flops() / gemm_seconds / 1e9;
-  char text[256];
-  if (gemm) {
-    std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f", omp_get_max_threads(), gemm_gflops);
+      warmup, steps, [&] { return gemm_pass ? gemm_pass->run() : 0.0; }, [&] { return step ? step->run() : 0.0; });
+  const double gemm_gflops = gemm_pass ? gemm_pass->flops() / gemm_seconds / 1e9 : 0.0;
+  const char* gemm_dtype = bf16_pass ? "bf16" : "f32";
+  char text[320];
+  if (!step) {
+    std::snprintf(text, sizeof text, "gemm threads=%d gflops=%.2f gemm_dtype=%s", omp_get_max_threads(), gemm_gflops,
+                  gemm_dtype);
   } else {
-    const double gflops = step.flops() / seconds_per_step / 1e9;
-    std::snprintf(text, sizeof text,
-                  "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f gemm_gflops=%.2f "
-                  "of_gemm=%.3f activations_mib=%.1f",
-                  omp_get_max_threads(), step.tokens() / seconds_per_step, seconds_per_step * 1e3,
-                  gflops, gemm_gflops, gflops / gemm_gflops,
+    const double gflops = step->flops() / seconds_per_step / 1e9;
+    char against[128] = "";
+    if (gemm_pass)
+      std::snprintf(against, sizeof against, " gemm_gflops=%.2f gemm_dtype=%s of_gemm=%.3f", gemm_gflops, gemm_dtype,
+                    gflops / gemm_gflops);
+    if (job.settings.kernels.graphs)
+      std::snprintf(against + std::strlen(against), sizeof against - std::strlen(against), " graph_replays=%lld",
+                    static_cast<long long>(step->graph_replays()));
+    std::snprintf(text, sizeof text, "step threads=%d tokens_per_s=%.1f step_ms=%.1f gflops=%.2f%s activations_mib=%.1f",
+                  omp_get_max_threads(), step->tokens() / seconds_per_step, seconds_per_step * 1e3, gflops, against,
                   memory_usage().peak[static_cast<int>(MemoryCategory::Activations)] / 1048576.0);
   }
   print0(text);

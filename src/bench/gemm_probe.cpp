@@ -40,7 +40,11 @@ std::vector<GemmShape> model_gemms(const model::GptConfig& c, int B, int T) {
     shapes.push_back({heads, T, hs, T, false, false, false});  // dq = dS k
     shapes.push_back({heads, T, hs, T, true, false, false});   // dk = dSᵀ q
   }
-  const std::pair<int, int> linears[] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, c.padded_vocab}};
+  // (K, N) of qkv, the attention's output, the MLP's input ([gate | up] for SwiGLU) and output,
+  // and the head: the model's own widths (grouped key/value heads, SwiGLU's F).
+  const int qkv = static_cast<int>(model::qkv_rows(c)), fc = static_cast<int>(model::fc_rows(c)),
+            hidden = static_cast<int>(model::mlp_hidden(c));
+  const std::pair<int, int> linears[] = {{C, qkv}, {C, C}, {C, fc}, {hidden, C}, {C, c.padded_vocab}};
   for (const auto& [K, N] : linears) {
     const int repeat = N == c.padded_vocab ? 1 : c.layers;
     for (int r = 0; r < repeat; ++r) {
@@ -126,8 +130,8 @@ std::vector<ShapeRate> GemmPass::shape_rates(int rounds, double pass_seconds) {
 
 StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                        kernels::Precision precision)
-    : ctx_(device), config_(model_config(settings.model, deck)), gpt_(config_, ctx_, {}, precision),
-      optimizer_(device, config_, {}, {}, {}, precision) {
+    : ctx_(model_context(device, settings.kernels)), config_(model_config(settings.model, deck)),
+      gpt_(config_, ctx_, {}, precision), optimizer_(ctx_, config_, {}, {}, {}, precision) {
   const std::vector<float> initial = initial_parameters(settings, gpt_);
   gpt_.upload_params(initial.data());
   optimizer_.load_master(ctx_, initial.data());
@@ -136,6 +140,7 @@ StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settin
   gpt_.set_attention_recompute(recompute.mode == "selective");
   gpt_.set_flash_attention(settings.model.flash_attention);
   gpt_.set_classifier_chunk(settings.model.classifier_chunk);
+  gpt_.set_graphs(settings.kernels.graphs);  // the step train runs: its micro-batches replayed as graphs
   B_ = settings.train.micro_batch;
   T_ = settings.train.seq_len;
   micro_batches_ = settings.train.micro_batches;
@@ -154,6 +159,11 @@ double StepRunner::run() {
   }
   const optim::GradNorm norm = optim::grad_norm(ctx_, gpt_.grads(), gpt_.num_parameters(), 1.0f);
   optimizer_.step(ctx_, gpt_.parameters_to_write(), gpt_.grads(), 1e-4f, ++updates_, norm.clip_factor);
+  // The update done before the clock is read (a host read after it on the stream; not an
+  // operation of the step's table): on a device it would otherwise run into what comes next.
+  kernels::Context untimed = ctx_;
+  untimed.op_times = nullptr;
+  kernels::sum(untimed, view(gpt_.grads(), 1, ctx_.stream.device));
   return seconds_since(start);
 }
 

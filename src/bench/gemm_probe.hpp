@@ -62,6 +62,7 @@ class StepRunner {
   double tokens() const { return static_cast<double>(micro_batches_) * B_ * T_; }
   double flops() const { return tokens() * model::training_flops_per_token(config_, T_); }
   double run();  // seconds of one step
+  int64_t graph_replays() const { return gpt_.graph_replays(); }  // cuda.graphs: forwards and backwards replayed
 
  private:
   kernels::Context ctx_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -147,9 +148,9 @@ void GradientReducer::launch_on_device(size_t b) {
 
 double GradientReducer::bucket_seconds_on_device() {
   kernels::Backend& backend = kernels::backend_of(gradients_.device);
+  const auto marks = std::exchange(bucket_marks_, {});  // each pair released once (StreamIntervals')
   double seconds = 0;
-  for (const auto& [before, after] : bucket_marks_) seconds += backend.seconds_between(before, after);
-  bucket_marks_.clear();
+  for (const auto& [before, after] : marks) seconds += backend.seconds_between(before, after);
   return seconds;
 }
 

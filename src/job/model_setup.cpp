@@ -209,4 +209,10 @@ std::vector<float> gather_whole_model(const model::GptConfig& config, const mode
   return whole;
 }
 
+kernels::Context model_context(const kernels::Context& device, const KernelSettings& kernels) {
+  kernels::Context ctx = device;
+  if (kernels.graphs) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
+  return ctx;
+}
+
 }  // namespace trident

@@ -15,6 +15,10 @@
 
 namespace trident {
 
+// Where the model's kernels run: the device's default stream, or with cuda.graphs one a capture
+// can record (released with the process).
+kernels::Context model_context(const kernels::Context& device, const KernelSettings& kernels);
+
 // The model of [model]. Collective in effect (every rank reads the same header): a model.init
 // file that is missing, malformed or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config(const ModelSettings& model, const deck::Record& deck);

@@ -66,13 +66,6 @@ RecomputeChoice checked_recompute(comm::Communicator& world, const Job& job, con
   return recompute;
 }
 
-// Where the model's kernels run: the device's default stream, or with cuda.graphs one a capture
-// can record (released with the process).
-kernels::Context model_context(const Job& job) {
-  kernels::Context ctx = job.device;
-  if (job.settings.kernels.graphs) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();
-  return ctx;
-}
 
 // The ZeRO stage a run's data group of `data_size` replicas has: none with one replica (nothing
 // to shard over) — what the model's slots, the reducer and the shards are made for.
@@ -207,7 +200,7 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       val_windows_(checked_windows(*train_data_, *val_data_, settings_.train)),
       config_(model_config(job.settings.model, job.record)),
       recompute_(checked_recompute(world, job, config_)),
-      ctx_(model_context(job)),
+      ctx_(model_context(job.device, job.settings.kernels)),
       split_(layer_split(job.settings)),
       model_(build_model(job, rank_, config_, recompute_, split_, ctx_, *collectives_.tensor,
                          *collectives_.context)),

@@ -76,3 +76,9 @@ expect_user_error graphs_with_pipeline_moves "balance.pipeline = true|does not m
   mpirun -np 2 "$TRIDENT" train "$WORK/g.deck" --cuda.graphs=true --kernels.device=guard --parallel.pipeline=2 \
   --balance.pipeline=true
 
+expect_user_error graphs_with_bench_ops "trident bench --ops times each kernel operation with events|cuda.graphs = true (command line)" \
+  "$TRIDENT" bench "$WORK/g.deck" --ops --cuda.graphs=true --kernels.device=guard
+# trident bench's step is train's: with cuda.graphs its micro-batches run from recorded graphs.
+if "$TRIDENT" bench g.deck --cuda.graphs=true --kernels.device=guard --no-gemm --steps=1 --warmup=1 > bench_graphs.out 2>&1 &&
+   grep -qE '^step .*tokens_per_s=.* graph_replays=[1-9]' bench_graphs.out; then pass bench_runs_the_graphed_step
+else fail bench_runs_the_graphed_step "$(tail -1 bench_graphs.out)"; fi
