@@ -101,7 +101,7 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   const double loss = validation_loss(*gpt, *val, windows, T,
                                       job.settings.train.micro_batch);
   char text[64];
-  std::snprintf(text, sizeof text, "val_loss %.9g", loss);
+  std::snprintf(text, sizeof text, "val_loss %.6g", loss);
   print0("evaluated " + std::to_string(windows) + " windows of " + std::to_string(T) + " tokens");
   print0(text);
   return kExitOk;
