@@ -57,23 +57,30 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
   return piece;
 }
 
+// To write (download): only what this rank writes is copied, and only that is allocated — a
+// replica that writes nothing holds no host copy of the state (12 bytes a parameter of an fp32
+// model with its moments), as Checkpointer::stage; the other pointers stay the device's, which
+// piece_of never follows for values the rank does not own (and which keep every rank's count of
+// sections the same). To read: all of it, which every rank reads and uploads.
 HostState on_host(const StateView& state, bool download) {
   HostState host;
-  host.params.resize(static_cast<size_t>(state.params_count()));
-  if (state.m) host.m.resize(static_cast<size_t>(state.moments_count())), host.v.resize(host.m.size());
   host.view = state;
   host.view.device = Device{};
   host.view.backend = nullptr;
-  host.view.params = host.params.data();
-  host.view.m = state.m ? host.m.data() : nullptr;
-  host.view.v = state.m ? host.v.data() : nullptr;
-  if (!download) return host;
   kernels::Context ctx;
   ctx.backend = state.backend;
-  if (state.params_owner) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device));
-  if (state.m && state.moments_owner) {
-    kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device));
-    kernels::download(ctx, host.v.data(), view(state.v, host.v.size(), state.device));
+  if (!download || state.params_owner) {
+    host.params.resize(static_cast<size_t>(state.params_count()));
+    host.view.params = host.params.data();
+    if (download) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device));
+  }
+  if (state.m && (!download || state.moments_owner)) {
+    host.m.resize(static_cast<size_t>(state.moments_count())), host.v.resize(host.m.size());
+    host.view.m = host.m.data(), host.view.v = host.v.data();
+    if (download) {
+      kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device));
+      kernels::download(ctx, host.v.data(), view(state.v, host.v.size(), state.device));
+    }
   }
   return host;
 }

@@ -60,9 +60,9 @@ struct Piece {
 // `writing`: only what this rank owns.
 Piece piece_of(const StateView& state, int section, int tensor, bool writing);
 
-// A state on a device in host memory, which HDF5 writes from and reads into: host buffers of the
-// state's sizes and a view of them, filled from the device (`download`: what this rank writes) or
-// to be uploaded after a read (upload_state).
+// A state on a device in host memory, which HDF5 writes from and reads into: host buffers and a
+// view of them, filled from the device (`download`: what this rank writes, and only that
+// allocated) or of the state's sizes, to be uploaded after a read (upload_state).
 struct HostState {
   std::vector<float> params, m, v;
   StateView view;

@@ -61,15 +61,17 @@ pair t2_sequence_parallel_overlap_bf16 2 --parallel.tensor=2 --parallel.sequence
 pair c2p2_context_bf16 4 --parallel.context=2 --parallel.pipeline=2 --optim.precision=bf16
 
 # A checkpoint written on the guard resumes on the CPU, and the reverse: the resumed steps and
-# the final parameters equal the uninterrupted CPU run's (resumed from the first run's step 4).
-crossed() {  # crossed NAME FIRST_DEVICE SECOND_DEVICE
-  local name=$1
-  mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir="${name}_first" --parallel.pipeline=2 --kernels.device="$2" \
+# the final parameters equal the uninterrupted CPU run's WHOLE (resumed from the first run's step
+# 4). Two data replicas: the second writes nothing, and takes no host copy of the state.
+crossed() {  # crossed NAME FIRST_DEVICE SECOND_DEVICE WHOLE LAYOUT...
+  local name=$1 first=$2 second=$3 whole=$4
+  shift 4
+  mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir="${name}_first" "$@" --kernels.device="$first" \
     --checkpoint.full_interval=4steps > "$name.first.out" 2>&1 &&
-  mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir="$name" --parallel.pipeline=2 --kernels.device="$3" \
+  mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir="$name" "$@" --kernels.device="$second" \
     --checkpoint.resume="${name}_first/checkpoints/step-00000004.full.h5" > "$name.out" 2>&1 ||
     { fail "$name" "a run failed: $(tail -2 "$name".*out)"; return; }
-  if $PY - "$name" whole_cpu <<'PY'
+  if $PY - "$name" "$whole" <<'PY'
 import sys, h5py
 a, b = (h5py.File(d + "/metrics.h5", "r") for d in sys.argv[1:])
 loss_of = {int(s): l for s, l in zip(b["step"][:], b["loss"][:])}
@@ -81,8 +83,10 @@ PY
   then pass "$name"; else fail "$name" "the resumed run differs from the uninterrupted one"; fi
 }
 mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir=whole_cpu --parallel.pipeline=2 > whole_cpu.out 2>&1
-crossed checkpoint_guard_to_cpu guard cpu
-crossed checkpoint_cpu_to_guard cpu guard
+crossed checkpoint_guard_to_cpu guard cpu whole_cpu --parallel.pipeline=2
+crossed checkpoint_cpu_to_guard cpu guard whole_cpu --parallel.pipeline=2
+mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir=whole_data2_cpu --parallel.data=2 > whole_data2_cpu.out 2>&1
+crossed checkpoint_data2_guard_to_cpu guard cpu whole_data2_cpu --parallel.data=2
 
 # A pipeline move (balance.pipeline, a stage slowed 4x) on the guard: the state goes out through
 # host memory and back into the new split; the losses stay the static run's (within 1e-5).
