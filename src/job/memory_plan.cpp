@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "comm/group_collectives.hpp"
+#include "model/kv_cache.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "comm/agreement.hpp"
@@ -102,8 +103,12 @@ std::string memory_problem(const plan::MemoryInputs& in, const layout::Grid& gri
                            double held) {
   double needed = 0;
   plan::EstimateCache cache;
-  for (int rank : memory.ranks)
-    needed += static_cast<double>(plan::estimate_stage(in, grid.coord_of(rank).pp, &cache).total());
+  for (int rank : memory.ranks) {
+    const plan::MemoryEstimate e = plan::estimate_stage(in, grid.coord_of(rank).pp, &cache);
+    // A device's ranks stage an asynchronous checkpoint in pinned host memory, not the device's.
+    const int64_t host_side = memory.device ? e.bytes[static_cast<int>(MemoryCategory::Checkpoint)] : 0;
+    needed += static_cast<double>(e.total() - host_side);
+  }
   return memory_shortfall(needed, memory, held);
 }
 
@@ -218,6 +223,23 @@ void check_whole_model_fits(comm::Communicator& world, const kernels::Context& d
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
               "or a lower train.micro_batch";
+  comm::agree_on_first_error(world, problem);
+}
+
+void check_decoder_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings,
+                        const deck::Record& deck, const model::GptConfig& config, int positions) {
+  const int64_t decoder = model::KvDecoder::buffer_bytes(config, positions);
+  const ModelMemory memory = model_memory(world, device, settings.kernels);  // collective: every rank calls it
+  const int64_t read = memory.device ? 0 : model::num_parameters(config) * int64_t(sizeof(float));  // WholeModel's
+  const int64_t total = decoder + read;
+  std::string problem = budget_shortfall(settings, deck, total, "the decoder");
+  if (problem.empty())
+    problem = memory_shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory, memory.held);
+  if (!problem.empty())
+    problem = "trident generate's decoder does not fit in memory: " + problem + " (the model's " +
+              std::to_string(model::num_parameters(config)) + " parameters in f32" + (read ? " twice" : "") +
+              " and a key/value cache of " + std::to_string(std::min(positions, config.max_seq_len)) +
+              " positions); use a smaller model, or a shorter prompt and fewer --tokens";
   comm::agree_on_first_error(world, problem);
 }
 
