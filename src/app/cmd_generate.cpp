@@ -4,7 +4,9 @@
 // time with a key/value cache (model/kv_cache.hpp), and the text is decoded with that tokenizer.
 // One rank; the model from an llm.c file (model.init), a Trident checkpoint of any layout (read
 // whole: resharding onto one rank), or random from train.seed.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -99,16 +101,19 @@ GenerateArgs parse_generate(const std::vector<std::string>& args) {
   return a;
 }
 
-std::vector<data::TokenId> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer, const model::GptConfig& config) {
+std::vector<data::TokenId> prompt_tokens(const GenerateArgs& a, const data::Tokenizer& tokenizer) {
   if (!a.has_prompt || a.prompt.empty())
     fatal_all("command line: give the text to continue with --prompt=TEXT (not empty; trident generate --help)");
-  const std::vector<data::TokenId> tokens = tokenizer.encode(a.prompt);
+  return tokenizer.encode(a.prompt);
+}
+
+// The prompt and the tokens asked for within the model's context.
+void require_context(const std::vector<data::TokenId>& tokens, const GenerateArgs& a, const model::GptConfig& config) {
   if (static_cast<int64_t>(tokens.size()) + a.tokens > config.max_seq_len)
     fatal_all("command line: the prompt (" + std::to_string(tokens.size()) + " tokens) and --tokens=" +
               std::to_string(a.tokens) + " do not fit the model's context of " + std::to_string(config.max_seq_len) +
               " positions; shorten the prompt or ask for at most " +
               std::to_string(std::max<int64_t>(0, config.max_seq_len - static_cast<int64_t>(tokens.size()))) + " tokens");
-  return tokens;
 }
 
 // Feeds the prompt, then samples `count` tokens; returns them.
@@ -135,12 +140,16 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   const GenerateArgs a = parse_generate(args);
   const Job job = load_job(world, cli::parse_command_line("generate", a.rest));
   if (job.grid.world_size() != 1) fatal_all("trident generate runs on one rank; launch it without mpirun -np > 1");
-  const WholeModel m = whole_model(world, job, a.checkpoint, "generate");
   const data::Tokenizer tokenizer = deck_tokenizer(job.settings, job.record);
+  const std::vector<data::TokenId> prompt = prompt_tokens(a, tokenizer);
+  // The decoder's memory checked before the parameters are read: the cache of the positions the
+  // text takes (at most the model's context, which require_context holds it to next).
+  const int positions = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(prompt.size()) + a.tokens, INT32_MAX));
+  const WholeModel m = whole_model(world, job, a.checkpoint, "generate", positions);
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");
-  const std::vector<data::TokenId> prompt = prompt_tokens(a, tokenizer, m.config);
+  require_context(prompt, a, m.config);
   kernels::Context ctx = job.device;
   // The cache holds the positions this text takes (a Llama 3 model's 131,072 would be 17 GB for 8B).
   model::KvDecoder decoder(m.config, m.params.data(), ctx, static_cast<int>(prompt.size()) + a.tokens);

@@ -49,6 +49,13 @@ void check_memory_fits(comm::Communicator& world, const kernels::Context& device
 void check_whole_model_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings, const deck::Record& deck,
                             const model::GptConfig& config, const std::string& command);
 
+// The same check for `trident generate`'s decoder (model::KvDecoder::buffer_bytes: the whole
+// model's parameters in f32, the key/value cache of `positions` positions, one position's
+// buffers; on the host's memory also the parameters as read) against memory.budget_gb and the
+// rank's memory — not a training step's, whose gradients and activations it never holds.
+void check_decoder_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings,
+                        const deck::Record& deck, const model::GptConfig& config, int positions);
+
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
 std::vector<int> ranks_on_this_host(comm::Communicator& world);
 

@@ -20,7 +20,9 @@ struct WholeModel {
 
 // The checkpoint `checkpoint` names when it is not empty, else the deck's model; a checkpoint
 // and model.init both given is a UserError. `command` names the command in the messages.
+// decode_positions > 0: the model is for a decoder of that many positions (trident generate),
+// checked as one (check_decoder_fits), else as the whole model's forward and backward.
 WholeModel whole_model(comm::Communicator& world, const Job& job, const std::string& checkpoint,
-                       const std::string& command);
+                       const std::string& command, int decode_positions = 0);
 
 }  // namespace trident

@@ -11,12 +11,24 @@ namespace {
 
 constexpr MemoryCategory kActs = MemoryCategory::Activations;
 
+int capacity_of(const GptConfig& config, int capacity) {
+  return capacity > 0 && capacity < config.max_seq_len ? capacity : config.max_seq_len;
+}
+
 }  // namespace
+
+int64_t KvDecoder::buffer_bytes(const GptConfig& config, int capacity) {
+  const int64_t C = config.channels, L = config.layers, T = capacity_of(config, capacity);
+  const int64_t floats = num_parameters(config) + 2 * L * T * kv_channels(config)  // parameters, keys, values
+                         + 4 * C + qkv_rows(config) + fc_rows(config) + mlp_hidden(config)  // x_ … act_
+                         + int64_t(config.heads) * T + 2 + config.padded_vocab;             // scores_, stats_, logits_
+  return floats * int64_t(sizeof(float)) + int64_t(sizeof(int32_t));                        // rope_position_
+}
 
 KvDecoder::KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx, int capacity)
     : config_(config),
       parts_(block_parts(config)),
-      capacity_(capacity > 0 && capacity < config.max_seq_len ? capacity : config.max_seq_len),
+      capacity_(capacity_of(config, capacity)),
       kv_width_(kv_channels(config)),
       qkv_rows_(qkv_rows(config)),
       fc_rows_(fc_rows(config)),

@@ -25,6 +25,11 @@ class KvDecoder {
   // Context's device. capacity: the positions the cache holds (at most config.max_seq_len;
   // 0: all of them).
   KvDecoder(const GptConfig& config, const float* params, kernels::Context& ctx, int capacity = 0);
+  // The bytes of the buffers the constructor allocates on the Context's device — the parameters
+  // in f32, the cache of `capacity` positions (as the constructor reads it), one position's
+  // buffers: what trident generate's memory check counts (unit generate's
+  // decoder_bytes_are_what_it_allocates holds it to the tracked bytes).
+  static int64_t buffer_bytes(const GptConfig& config, int capacity);
   // Feeds `token` at the next position (0, 1, ... up to capacity − 1) and returns the logits
   // (Vp, in host memory) of the token after it; valid until the next step.
   const float* step(int token);

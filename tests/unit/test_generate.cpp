@@ -11,6 +11,7 @@
 #include "model/transformer.hpp"
 #include "model/kv_cache.hpp"
 #include "model/sampler.hpp"
+#include "tensor/buffer.hpp"
 
 namespace model = trident::model;
 namespace kernels = trident::kernels;
@@ -45,6 +46,23 @@ std::vector<int> decode(model::KvDecoder& decoder, const std::vector<int>& promp
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(generate)
+
+// trident generate's memory check counts what the decoder allocates, to the byte: GPT-2's and a
+// grouped-query Llama's, a cache of some positions and of the whole context (capacity 0 and past it).
+BOOST_AUTO_TEST_CASE(decoder_bytes_are_what_it_allocates) {
+  kernels::Context ctx;
+  model::GptConfig llama = small_config();
+  llama.arch = model::Arch::llama;
+  llama.kv_heads = 2, llama.ffn_hidden = 40, llama.tie_embeddings = false;
+  for (const model::GptConfig& config : {small_config(), llama})
+    for (int capacity : {0, 7, 1000}) {
+      const std::vector<float> params(static_cast<size_t>(model::num_parameters(config)), 0.0f);
+      const int64_t before = trident::memory_usage().total_current();
+      model::KvDecoder decoder(config, params.data(), ctx, capacity);
+      BOOST_TEST(trident::memory_usage().total_current() - before == model::KvDecoder::buffer_bytes(config, capacity),
+                 model::arch_name(config.arch) << ", capacity " << capacity);
+    }
+}
 
 BOOST_AUTO_TEST_CASE(greedy_equals_argmax_of_the_full_forward) {
   kernels::Context ctx;
