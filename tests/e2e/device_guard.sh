@@ -130,6 +130,19 @@ expect_user_error device_memory_refused "the 2 ranks on device guard:0 of host|m
 if mpirun -np 2 "$TRIDENT" train g.deck --train.run_dir=fits --parallel.data=2 --kernels.device=guard \
      --kernels.guard_memory_gb=1 --train.steps=2 > fits.out 2>&1; then pass device_memory_fits
 else fail device_memory_fits "$(grep -m1 error fits.out)"; fi
+# An asynchronous checkpoint's staging copies are pinned host memory, not the device's: a device
+# as large as the estimate less half of them fits the run; less than the rest of it does not.
+estimate=$("$TRIDENT" train g.deck --kernels.device=guard --checkpoint.async=true --check 2>&1 | sed -n 's/^memory_estimate_bytes: //p')
+total=$(echo "$estimate" | grep -o 'total=[0-9]*' | cut -d= -f2) staging=$(echo "$estimate" | grep -o 'checkpoint=[0-9]*' | cut -d= -f2)
+if [[ -n $total && ${staging:-0} -gt 0 ]] &&
+   "$TRIDENT" train g.deck --kernels.device=guard --checkpoint.async=true --check \
+     --kernels.guard_memory_gb="$(echo "($total - $staging / 2) / 10^9" | bc -l)" > staging.out 2>&1; then
+  pass "device_memory_leaves_pinned_staging_out ($staging of $total bytes)"
+else
+  fail device_memory_leaves_pinned_staging_out "estimate '$estimate': $(grep -m1 error staging.out)"
+fi
+expect_user_error device_memory_without_staging "of device memory" "$TRIDENT" train "$WORK/g.deck" --kernels.device=guard \
+  --checkpoint.async=true --check --kernels.guard_memory_gb="$(echo "($total - $staging - 1000) / 10^9" | bc -l)"
 # The doctor's default budget is that device's memory shared by its ranks, as the run recorded.
 "$TRIDENT" doctor fits > doctor_fits.out 2>&1
 if grep -q "memory: peak tracked memory .* of the 476.8 MiB budget (the memory of device guard:0 of host .* / 2 ranks)" doctor_fits.out
