@@ -289,8 +289,18 @@ fi
 # 3. GPT-2 124M (seq 1024) bf16, 30 steps of 16 sequences, the median of the last 15.
 # The planner's figures for the same run on this GPU's profile, beside each measurement: the
 # first GPU run is the planner's first check against a GPU of ours (docs/PLANNER.md).
-PROFILE=h100-80gb-dgx
-((gpus > 0)) && timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | grep -qi h200 && PROFILE=h200
+# The GPU's dense bf16 peak by its data sheet, which the MFU figures divide by: an SXM H100 or an
+# H200 989 TFLOP/s, a PCIe H100 756, an H100 NVL 835 (nvidia-smi's name tells them apart).
+PROFILE=h100-80gb-dgx PEAK_BF16=989 GPU_NAME="an H100/H200"
+if ((gpus > 0)); then
+  GPU_NAME=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case $GPU_NAME in
+    *H200*) PROFILE=h200 ;;
+    *H100*PCIe*) PEAK_BF16=756 ;;
+    *H100*NVL*) PEAK_BF16=835 ;;
+  esac
+fi
+export PEAK_BF16 GPU_NAME
 planned() {  # planned NAME OVERRIDES...: "planned S ms a step, MFU M% (PROFILE)", or why not
   local name=$1
   shift
@@ -319,7 +329,7 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   drop_model "$name"
   if ((CHECK)); then checked "$name" "$status" "$LOGS/$name.log" "$plan"; return; fi
   figures=$( ((status == 0)) && py - "$LOGS/$name/metrics.h5" 2> /dev/null <<'PY'
-import sys, h5py, numpy as np
+import os, sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r")
 if len(f["step"]) != 30: sys.exit(1)  # a run cut short has no median of its last 15 steps
 # A run that trained: every loss finite, none skipped, the loss lower at the end than at the start.
@@ -333,7 +343,8 @@ tokens = np.median(f['tokens_per_s'][half:])
 # kernels' stream-ordered scratch (cuDNN's workspace and the like, which it does not).
 tracked = max(np.sum([f["memory"][k][:] for k in f["memory"] if k.endswith("_peak_bytes")], axis=0))
 scratch = max(f["memory/stream_scratch_peak"][:])
-print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / 989:.1f}% of an H100/H200's 989 dense bf16; "
+peak, gpu = float(os.environ.get("PEAK_BF16", 989)), os.environ.get("GPU_NAME", "an H100/H200")
+print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / peak:.1f}% of {gpu}'s {peak:.0f} dense bf16; "
       f"memory: tracked peak {tracked / 2**30:.2f} GiB, stream-ordered scratch {scratch / 2**20:.0f} MiB")
 PY
 )
