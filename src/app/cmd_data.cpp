@@ -187,7 +187,7 @@ int run_export(comm::Communicator& world, const std::vector<std::string>& args) 
   }
   ExportArgs a = parse_export(args);
   const Job job = load_job(world, cli::parse_command_line("export", a.rest));
-  const WholeModel m = whole_model(world, job, a.checkpoint, "export");
+  const WholeModel m = whole_model(world, job, a.checkpoint, "export", {WholeModelUse::host_only});
   if (a.format.empty()) a.format = model::is_llama(m.config) ? "hf" : "llmc";
   if (a.format == "llmc" && a.hf_options)
     fatal_all("command line: --dtype and --shard-size are the hf format's; an llm.c file is one fp32 file");

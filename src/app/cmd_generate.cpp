@@ -145,7 +145,7 @@ int run_generate(comm::Communicator& world, const std::vector<std::string>& args
   // The decoder's memory checked before the parameters are read: the cache of the positions the
   // text takes (at most the model's context, which require_context holds it to next).
   const int positions = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(prompt.size()) + a.tokens, INT32_MAX));
-  const WholeModel m = whole_model(world, job, a.checkpoint, "generate", positions);
+  const WholeModel m = whole_model(world, job, a.checkpoint, "generate", {WholeModelUse::decode, positions});
   if (m.config.vocab < tokenizer.vocab())
     fatal_all("the model's vocabulary (" + std::to_string(m.config.vocab) + ") is smaller than the " + tokenizer.kind() +
               " tokenizer's (" + std::to_string(tokenizer.vocab()) + "): it was not trained on this data");

@@ -162,20 +162,23 @@ std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
 
 std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on_this_host_with(world, 0); }
 
+ModelMemory host_model_memory(comm::Communicator& world) {
+  ModelMemory memory;
+  memory.ranks = ranks_on_this_host(world);
+  memory.bytes = host_memory_bytes();
+  memory.name = "host " + host_name();
+  return memory;
+}
+
 // On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
 // guarded backend's one emulated device, as large as kernels.guard_memory_gb says).
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels) {
   const kernels::Backend& backend = kernels::backend_of(device);
   const bool emulated = std::string(backend.name()) == "guard";
   const double device_bytes = emulated ? kernels.guard_memory_gb * 1e9 : backend.device_memory().total;
+  if (device_bytes <= 0) return host_model_memory(world);
   ModelMemory memory;
-  memory.device = device_bytes > 0;
-  if (!memory.device) {
-    memory.ranks = ranks_on_this_host(world);
-    memory.bytes = host_memory_bytes();
-    memory.name = "host " + host_name();
-    return memory;
-  }
+  memory.device = true;
   const int index = backend.device().index;
   memory.ranks = ranks_on_this_host_with(world, index);
   memory.bytes = device_bytes;
@@ -240,6 +243,20 @@ void check_decoder_fits(comm::Communicator& world, const kernels::Context& devic
               std::to_string(model::num_parameters(config)) + " parameters in f32" + (read ? " twice" : "") +
               " and a key/value cache of " + std::to_string(std::min(positions, config.max_seq_len)) +
               " positions); use a smaller model, or a shorter prompt and fewer --tokens";
+  comm::agree_on_first_error(world, problem);
+}
+
+void check_parameters_fit_host(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck,
+                               const model::GptConfig& config, const std::string& command) {
+  const int64_t bytes = model::num_parameters(config) * int64_t(sizeof(float));
+  const ModelMemory host = host_model_memory(world);  // collective: every rank calls it
+  std::string problem = budget_shortfall(settings, deck, bytes, "the model's parameters");
+  if (problem.empty())
+    problem = memory_shortfall(static_cast<double>(bytes) * static_cast<double>(host.ranks.size()), host, 0.0);
+  if (!problem.empty())
+    problem = "trident " + command + " holds the whole model's " + std::to_string(model::num_parameters(config)) +
+              " parameters in f32 in host memory on each rank and they do not fit: " + problem +
+              "; use a smaller model (model.layers, model.hidden) or fewer ranks on the host";
   comm::agree_on_first_error(world, problem);
 }
 

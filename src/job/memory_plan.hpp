@@ -56,6 +56,12 @@ void check_whole_model_fits(comm::Communicator& world, const kernels::Context& d
 void check_decoder_fits(comm::Communicator& world, const kernels::Context& device, const RunSettings& settings,
                         const deck::Record& deck, const model::GptConfig& config, int positions);
 
+// The same check for `trident export`, which holds the whole model's parameters in f32 in host
+// memory and nothing on a device: against memory.budget_gb and the host's memory (whatever
+// kernels.device says). `command` names it in the message.
+void check_parameters_fit_host(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck,
+                               const model::GptConfig& config, const std::string& command);
+
 // The world ranks that share this rank's host (real hosts, not emulated nodes). Collective.
 std::vector<int> ranks_on_this_host(comm::Communicator& world);
 
@@ -75,6 +81,8 @@ struct ModelMemory {
   bool device = false;     // device memory (else the host's)
 };
 // Collective over `world`. kernels: kernels.guard_memory_gb, the emulated device's size.
+// host_model_memory: the host's, whatever the backend.
+ModelMemory host_model_memory(comm::Communicator& world);
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
 
 // What the ranks sharing `memory` together need beyond it ("" when they fit; `needed`: their

@@ -18,11 +18,18 @@ struct WholeModel {
   std::vector<float> params;  // (num_parameters(config)) in our order (model/params.hpp)
 };
 
+// What a command does with the whole model, which its memory check counts before the parameters
+// are read (job/memory_plan.hpp): a model of a micro-batch's forward (eval:
+// check_whole_model_fits), a decoder of `positions` positions (generate: check_decoder_fits), or
+// the parameters in host memory alone, nothing on a device (export: check_parameters_fit_host).
+struct WholeModelUse {
+  enum Kind { forward, decode, host_only } kind = forward;
+  int positions = 0;  // decode
+};
+
 // The checkpoint `checkpoint` names when it is not empty, else the deck's model; a checkpoint
 // and model.init both given is a UserError. `command` names the command in the messages.
-// decode_positions > 0: the model is for a decoder of that many positions (trident generate),
-// checked as one (check_decoder_fits), else as the whole model's forward and backward.
 WholeModel whole_model(comm::Communicator& world, const Job& job, const std::string& checkpoint,
-                       const std::string& command, int decode_positions = 0);
+                       const std::string& command, WholeModelUse use = {});
 
 }  // namespace trident

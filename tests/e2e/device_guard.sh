@@ -143,6 +143,14 @@ else
 fi
 expect_user_error device_memory_without_staging "of device memory" "$TRIDENT" train "$WORK/g.deck" --kernels.device=guard \
   --checkpoint.async=true --check --kernels.guard_memory_gb="$(echo "($total - $staging - 1000) / 10^9" | bc -l)"
+# trident export holds the parameters in host memory and nothing on the device: a device too small
+# for the model does not stop it.
+if "$TRIDENT" export g.deck export_small_device.bin --kernels.device=guard --kernels.guard_memory_gb=0.0002 \
+     > export_small_device.out 2>&1 && cmp -s export_small_device.bin export_cpu.bin; then
+  pass export_needs_no_device_memory
+else
+  fail export_needs_no_device_memory "$(tail -1 export_small_device.out)"
+fi
 # The doctor's default budget is that device's memory shared by its ranks, as the run recorded.
 "$TRIDENT" doctor fits > doctor_fits.out 2>&1
 if grep -q "memory: peak tracked memory .* of the 476.8 MiB budget (the memory of device guard:0 of host .* / 2 ranks)" doctor_fits.out

@@ -157,9 +157,9 @@ fi
 $PY "$CRAFT" llmc long.bin maxT=2147483647 V=256 Vp=256 L=1 NH=1 C=8
 $PY "$CRAFT" llmc wide.bin maxT=32 V=256 Vp=2147483520 L=1 NH=1 C=8
 tiny="--model.layers=1 --model.heads=1 --model.hidden=8"
-expect_user_error generate_long_model_file "trident generate builds the whole model on each rank and it does not fit in memory" \
+expect_user_error generate_long_model_file "trident generate's decoder does not fit in memory" \
   "$TRIDENT" generate "$WORK/ok.deck" --prompt=hi --model.init="$WORK/long.bin" $tiny
-expect_user_error generate_wide_model_file "trident generate builds the whole model on each rank and it does not fit in memory" \
+expect_user_error generate_wide_model_file "trident generate's decoder does not fit in memory" \
   "$TRIDENT" generate "$WORK/ok.deck" --prompt=hi --model.init="$WORK/wide.bin" $tiny
 expect_user_error eval_long_model_file "trident eval builds the whole model on each rank and it does not fit in memory" \
   "$TRIDENT" eval "$WORK/ok.deck" --model.init="$WORK/long.bin" $tiny

@@ -149,7 +149,7 @@ expect_user_error memory_host_check "the run does not fit in memory: the 2 ranks
 # eval and export build the whole model (no optimizer): checked the same way before allocating.
 expect_user_error memory_budget_eval "trident eval builds the whole model on each rank and it does not fit in memory|more than memory.budget_gb = 4 (command line)|optimizer 0.0" \
   "$TRIDENT" eval "$D/ok.deck" $big --memory.budget_gb=4
-expect_user_error memory_host_export "trident export builds the whole model on each rank and it does not fit in memory: the 1 rank on host|GiB of memory" \
+expect_user_error memory_host_export "trident export holds the whole model's|parameters in f32 in host memory on each rank and they do not fit: the 1 rank on host|GiB of memory" \
   "$TRIDENT" export "$D/ok.deck" "$WORK/big.bin" $big
 [[ -e "$WORK/big.bin" ]] && fail export_wrote_nothing "big.bin exists" || pass export_wrote_nothing
 # generate checks its decoder (the parameters in f32, a key/value cache of the text's positions),
