@@ -123,8 +123,7 @@ namespace {
 // n floats of `state` at `from` into the staging buffer `to` (host memory, pinned where the
 // state's backend has such), allocated or re-sized first.
 void stage_values(Buffer<float>& to, const float* from, size_t n, const StateView& state) {
-  kernels::Context ctx;
-  ctx.backend = state.backend;
+  kernels::Context ctx = transfer_context(state);
   if (to.size() != n)
     to = Buffer<float>(n, MemoryCategory::Checkpoint, kernels::backend_of(ctx), MemoryKind::pinned_host);
   kernels::download(ctx, to.data(), view(from, n, state.device));
@@ -136,6 +135,7 @@ StateView Checkpointer::stage(const StateView& state) {
   StateView staged = state;
   staged.device = Device{};
   staged.backend = nullptr;
+  staged.stream = Stream{};
   const size_t params = static_cast<size_t>(state.params_count());
   const size_t moments = static_cast<size_t>(state.moments_count());
   if (state.params_owner) {

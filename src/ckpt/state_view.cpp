@@ -67,8 +67,8 @@ HostState on_host(const StateView& state, bool download) {
   host.view = state;
   host.view.device = Device{};
   host.view.backend = nullptr;
-  kernels::Context ctx;
-  ctx.backend = state.backend;
+  host.view.stream = Stream{};
+  kernels::Context ctx = transfer_context(state);
   if (!download || state.params_owner) {
     host.params.resize(static_cast<size_t>(state.params_count()));
     host.view.params = host.params.data();
@@ -85,9 +85,15 @@ HostState on_host(const StateView& state, bool download) {
   return host;
 }
 
-void upload_state(const HostState& host, const StateView& state) {
+kernels::Context transfer_context(const StateView& state) {
   kernels::Context ctx;
   ctx.backend = state.backend;
+  ctx.stream = state.stream;
+  return ctx;
+}
+
+void upload_state(const HostState& host, const StateView& state) {
+  kernels::Context ctx = transfer_context(state);
   kernels::upload(ctx, view(state.params, host.params.size(), state.device), host.params.data());
   if (!state.m) return;
   kernels::upload(ctx, view(state.m, host.m.size(), state.device), host.m.data());

@@ -39,7 +39,12 @@ struct StateView {
   // device's kernel backend (null: the CPU's).
   Device device;
   kernels::Backend* backend = nullptr;
+  // The stream its writers (the optimizer, the model) run on: the copies out and in follow their
+  // work in that stream's order, not by the legacy default stream's implicit synchronization.
+  Stream stream;
 };
+// Where a state's copies to and from host memory run: its backend, on its stream.
+kernels::Context transfer_context(const StateView& state);
 
 // What this rank moves for one dataset: the hyperslabs of the whole tensor and the memory they
 // map to (their elements in order).

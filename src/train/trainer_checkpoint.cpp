@@ -50,6 +50,7 @@ ckpt::StateView Trainer::state_view() {
   view.moments_owner = settings_.step.zero || dp_rank_ == 0;
   view.device = model_->device();
   view.backend = model_->context().backend;
+  view.stream = model_->context().stream;
   return view;
 }
 
