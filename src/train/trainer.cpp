@@ -277,10 +277,19 @@ void Trainer::shards_changed() {
 std::vector<float> Trainer::master_on_data_root() {
   const bool sharded = optimizer_->keeps_master() || shards_;  // else the model holds the fp32 values whole
   if (!sharded) return dp_rank_ == 0 ? model_->host_params() : std::vector<float>{};
+  // Without ZeRO a 16-bit run's replicas each keep the whole master, the same values
+  // (check_replicas_agree): replica 0's own is the slice, and nothing crosses the data group.
+  const bool replicated = !settings_.step.zero && !shards_;
+  if (replicated && dp_rank_ != 0) return {};
   std::vector<float> own(static_cast<size_t>(optimizer_->state_size()));
   const Tensor stored = optimizer_->keeps_master() ? view(optimizer_->master(), own.size(), model_->device())
                                                    : shards_->shard();
   kernels::download(ctx_, own.data(), stored);
+  if (replicated) {
+    REQUIRE(static_cast<int64_t>(own.size()) == model_->num_parameters(),
+            "master_on_data_root: a replicated master of " << own.size() << " values for " << model_->num_parameters());
+    return own;
+  }
   const int tag = 78;
   if (dp_rank_ != 0) {
     collectives_.data->send(own.data(), own.size(), DType::f32, 0, tag, Stream{}).wait();

@@ -34,6 +34,10 @@ for case in "bf16 2 0" "bf16 4 1e-5" "bf16 8 1e-5" "fp16 2 0"; do
     { fail "${base}_zero1" "$(tail -3 "${base}_zero1.out")"; continue; }
   same_losses "zero1_matches_zero0_${base}" "${base}_zero0" "${base}_zero1" "$tolerance"
 done
+# model.bin: without ZeRO replica 0's own master (each replica keeps the whole), with ZeRO-1 the
+# replicas' shards gathered to it — the same bits at data 2.
+if cmp -s d2_bf16_zero0/model.bin d2_bf16_zero1/model.bin; then pass model_bin_replicated_master_as_gathered_bf16
+else fail model_bin_replicated_master_as_gathered_bf16 "d2_bf16_zero0/model.bin and d2_bf16_zero1/model.bin differ"; fi
 run t2p2d2_bf16_zero1 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16 --optim.zero=1 &&
   run t2p2d2_bf16_zero0 8 --parallel.tensor=2 --parallel.pipeline=2 --parallel.data=2 --optim.precision=bf16 &&
   same_losses zero1_bitwise_t2p2d2_bf16 t2p2d2_bf16_zero0 t2p2d2_bf16_zero1 ||
