@@ -96,6 +96,10 @@ class Backend : public Allocator {
     double total = 0, free = 0;  // bytes
   };
   virtual DeviceMemory device_memory() const { return {}; }
+  // The physical device, where its index does not tell it (CUDA: its UUID — a process that sees
+  // one GPU calls it device 0 whichever it is, and a MIG slice is a device of its own); "" where
+  // the index does (the CPU, the guard's one emulated device).
+  virtual std::string device_identity() const { return ""; }
   // The most bytes of the kernels' stream-ordered scratch alive at once in this process so far
   // (CUDA: cudaMallocAsync's from the device's default pool — cuDNN's workspace and operand
   // copies, an unfused GEMM's f32 sums, the column sums' chunks), which are not tracked buffers

@@ -1,6 +1,7 @@
 // The CUDA backend, namespace kernels::cuda: device, pinned and host memory, and its kernel
 // table — every operation of kernels/ops.inc (kernels/cuda/*.cu). It can run where CUDA sees a
 // GPU and cuBLASLt can be opened; elsewhere kernels.device = cuda is a deck error that says which.
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -213,6 +214,18 @@ class CudaBackend final : public Backend {
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) return {static_cast<double>(total), static_cast<double>(free)};
     cudaGetLastError();  // 0: no device figure (the check then uses none), and no error left behind
     return {};
+  }
+  std::string device_identity() const override {
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, device().index) != cudaSuccess) {
+      cudaGetLastError();
+      return "";
+    }
+    char text[48];  // as nvidia-smi writes it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+    const auto* b = reinterpret_cast<const unsigned char*>(properties.uuid.bytes);
+    std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return text;
   }
   double stream_scratch_peak() const override {
     cudaMemPool_t pool = nullptr;

@@ -42,6 +42,11 @@ std::vector<std::string> all_gather_strings(Communicator& group, const std::stri
   return result;
 }
 
+int first_rank_with_same(const std::vector<std::string>& values, int rank) {
+  const auto same = std::find(values.begin(), values.end(), values.at(static_cast<size_t>(rank)));
+  return static_cast<int>(same - values.begin());
+}
+
 void agree_on_error(Communicator& group, const std::string& message_on_root, int root) {
   std::string message = message_on_root;
   broadcast_string(group, message, root);

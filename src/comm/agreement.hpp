@@ -16,6 +16,9 @@ namespace trident::comm {
 void broadcast_string(Communicator& group, std::string& text, int root);
 // Every rank contributes one string; every rank receives all of them, in rank order.
 std::vector<std::string> all_gather_strings(Communicator& group, const std::string& mine);
+// The lowest rank whose value equals rank `rank`'s (values: one per rank, as gathered): a color
+// that groups the ranks of equal values.
+int first_rank_with_same(const std::vector<std::string>& values, int rank);
 
 // Rank `root` knows whether an error occurred (empty message = none); every rank of `group`
 // learns it, and all throw the same UserError together.

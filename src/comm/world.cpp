@@ -2,6 +2,7 @@
 // the MpiCommunicator made over it.
 #include "comm/world.hpp"
 
+#include "comm/agreement.hpp"
 #include "comm/mpi/native_handle.hpp"
 #include "core/error.hpp"
 
@@ -38,6 +39,11 @@ std::unique_ptr<Communicator> split(Communicator& group, int color, int key, con
   MPI_Comm part = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split(native_handle(group), color, key, &part));
   return owning(part, name);
+}
+
+std::unique_ptr<Communicator> split_by_value(Communicator& group, const std::string& value, const std::string& name) {
+  const std::vector<std::string> values = all_gather_strings(group, value);
+  return split(group, first_rank_with_same(values, group.rank()), group.rank(), name);
 }
 
 void send_to_missing_rank(Communicator& group) {

@@ -28,6 +28,9 @@ std::unique_ptr<Communicator> duplicate(Communicator& group, const std::string& 
 std::unique_ptr<Communicator> split_by_host(Communicator& group, const std::string& name);
 // Collective over `group`: its members with this rank's `color`, ordered by `key`.
 std::unique_ptr<Communicator> split(Communicator& group, int color, int key, const std::string& name);
+// Collective over `group`: its members whose `value` equals this rank's (a device's identity, a
+// set of visible devices), in group order.
+std::unique_ptr<Communicator> split_by_value(Communicator& group, const std::string& value, const std::string& name);
 
 // debug.fail_mode = mpi_error: a send to a rank `group` does not have, whose MPI error ends this
 // rank as every failed MPI call does (core/error.hpp, MPI_CHECK): the fault path's test.

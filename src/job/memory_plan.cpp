@@ -148,10 +148,10 @@ std::string more_sharding(const RunSettings& settings) {
 }
 
 // The world ranks of this host (real hosts, not the emulated nodes of topology.ranks_per_node)
-// with the same `color` (collective over the world).
-std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
+// with the same `device` (its identity; "" for the host's memory), collective over the world.
+std::vector<int> ranks_on_this_host_with(comm::Communicator& world, const std::string& device) {
   const std::unique_ptr<comm::Communicator> host = comm::split_by_host(world, "host");
-  const std::unique_ptr<comm::Communicator> group = comm::split(*host, color, world.rank(), "host group");
+  const std::unique_ptr<comm::Communicator> group = comm::split_by_value(*host, device, "ranks on one device");
   const int32_t me = world.rank();
   std::vector<int32_t> ranks(static_cast<size_t>(group->size()));
   group->all_gather_values(&me, ranks.data(), 1, DType::i32, Stream{}).wait();
@@ -160,7 +160,7 @@ std::vector<int> ranks_on_this_host_with(comm::Communicator& world, int color) {
 
 }  // namespace
 
-std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on_this_host_with(world, 0); }
+std::vector<int> ranks_on_this_host(comm::Communicator& world) { return ranks_on_this_host_with(world, ""); }
 
 ModelMemory host_model_memory(comm::Communicator& world) {
   ModelMemory memory;
@@ -170,8 +170,9 @@ ModelMemory host_model_memory(comm::Communicator& world) {
   return memory;
 }
 
-// On a device, the ranks of this host on the same device (its index: the GPU each chose, or the
-// guarded backend's one emulated device, as large as kernels.guard_memory_gb says).
+// On a device, the ranks of this host on the same device: the same physical GPU (its identity:
+// under srun --gpus-per-task=1 every rank's one GPU is its device 0, and they are not one), or the
+// guarded backend's one emulated device, as large as kernels.guard_memory_gb says.
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels) {
   const kernels::Backend& backend = kernels::backend_of(device);
   const bool emulated = std::string(backend.name()) == "guard";
@@ -180,11 +181,13 @@ ModelMemory model_memory(comm::Communicator& world, const kernels::Context& devi
   ModelMemory memory;
   memory.device = true;
   const int index = backend.device().index;
-  memory.ranks = ranks_on_this_host_with(world, index);
+  const std::string identity = backend.device_identity();
+  const std::string indexed = std::string(backend.name()) + ":" + std::to_string(index);
+  memory.ranks = ranks_on_this_host_with(world, identity.empty() ? indexed : identity);
   memory.bytes = device_bytes;
   // After the collective above: by then each sharing rank has made its context on the device.
   if (!emulated) memory.held = std::max(0.0, device_bytes - backend.device_memory().free);
-  memory.name = std::string("device ") + backend.name() + ":" + std::to_string(index) + " of host " + host_name();
+  memory.name = "device " + indexed + (identity.empty() ? "" : " (" + identity + ")") + " of host " + host_name();
   return memory;
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "comm/mpi/groups.hpp"
+#include "comm/world.hpp"
 #include "core/mpi_util.hpp"
 #include "deck/deck.hpp"
 #include "mpi_fixture.hpp"
@@ -69,6 +70,17 @@ BOOST_AUTO_TEST_CASE(real_topology_is_one_node_on_one_host) {
   const topo::Topology t = comm::discover_topology(testing::world(), read_settings(layout_deck(1, 1, world_size(), 0, 0)).topology);
   BOOST_TEST(everywhere(t.num_nodes() == 1 && t.num_racks() == 1 && !t.emulated()));
   BOOST_TEST(everywhere(t.place(world_rank()).local_rank == world_rank()));
+}
+
+// The ranks that share a device by its identity, not its index (srun --gpus-per-task=1 gives
+// every rank a device 0 of its own): a group per distinct value, its members in world order.
+BOOST_AUTO_TEST_CASE(split_by_value_groups_equal_values_in_order) {
+  const int rank = world_rank(), world = world_size();
+  const auto own = comm::split_by_value(testing::world(), "GPU-" + std::to_string(rank), "own");
+  BOOST_TEST(everywhere(own->size() == 1 && own->rank() == 0));
+  // Two devices seen by alternate ranks (the task distribution over two sockets).
+  const auto socket = comm::split_by_value(testing::world(), rank % 2 ? "odd" : "even", "socket");
+  BOOST_TEST(everywhere(socket->size() == (world + 1 - rank % 2) / 2 && socket->rank() == rank / 2));
 }
 
 BOOST_AUTO_TEST_CASE(level_communicators_have_the_emulated_sizes) {

@@ -2,6 +2,7 @@
 // the build, the answers of a binary that has none.
 #include "comm/nccl/nccl.hpp"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "comm/agreement.hpp"
@@ -93,13 +94,35 @@ std::string bus_id(int index) { return "device " + std::to_string(index); }
 
 #endif
 
+namespace {
+
+// The devices this process sees, by their bus ids in CUDA's order.
+std::string visible_set(int visible) {
+  std::string ids;
+  for (int i = 0; i < visible; ++i) ids += bus_id(i) + " ";
+  return ids;
+}
+
+}  // namespace
+
+// The ranks of a host that see the same devices share them out, each the next: every rank sees
+// all of the host's GPUs (srun --gpus-per-node, mpirun), or one of its own (--gpus-per-task=1:
+// its device 0), or its socket's (--gpu-bind=closest: the ranks of a socket, interleaved with the
+// other socket's by the task distribution, take that socket's GPUs in turn).
 DeviceChoice choose_cuda_device(Communicator& world) {
   const std::unique_ptr<Communicator> host = split_by_host(world, "host");
   const int visible = cuda_devices_visible();
+  const std::unique_ptr<Communicator> seeing_the_same = split_by_value(*host, visible_set(visible), "ranks seeing the same GPUs");
   DeviceChoice choice;
-  choice.index = device_for_rank(host->rank(), visible);
+  choice.index = device_for_rank(seeing_the_same->rank(), visible);
   const std::vector<std::string> bus_ids = all_gather_strings(*host, bus_id(choice.index));
-  choice.problem = first_error(world, device_sharing_problem(bus_ids, visible));
+  std::string problem = device_sharing_problem(bus_ids, visible);
+  if (!problem.empty()) {
+    const char* restricted = std::getenv("CUDA_VISIBLE_DEVICES");
+    problem += " (this rank sees " + std::to_string(visible) + " CUDA device" + (visible == 1 ? "" : "s") +
+               (restricted ? std::string(", CUDA_VISIBLE_DEVICES=") + restricted : std::string()) + ")";
+  }
+  choice.problem = first_error(world, problem);
   return choice;
 }
 
