@@ -112,7 +112,9 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::MpiCommunicato
   return list;
 }
 
-// Small all-reduce latency and large all-reduce bus bandwidth of a level's communicator.
+// A level's α and β as the planner's link model takes them (plan/hardware.hpp: a ring all-reduce
+// of S bytes over n ranks takes 2(n−1)·α + 2(n−1)/n·S/β): α a ring step's latency, from a small
+// all-reduce's time over its 2(n−1) steps, and β the bus bandwidth of a large one.
 std::pair<double, double> level_figures(comm::MpiCommunicator& c) {
   if (c.size() == 1) return {0.0, 0.0};
   std::vector<float> small(2, 1.0f), large(size_t(4) << 20, 1.0f);
@@ -122,7 +124,7 @@ std::pair<double, double> level_figures(comm::MpiCommunicator& c) {
     for (int i = 0; i < iterations; ++i) c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
     return (steady_seconds() - start) / iterations;
   };
-  const double latency = mean(small, 50);
+  const double latency = mean(small, 50) / (2.0 * (c.size() - 1));
   const double seconds = mean(large, 5);
   const double busbw = large.size() * sizeof(float) / seconds * 2.0 * (c.size() - 1) / c.size();
   return {latency, busbw};
@@ -176,7 +178,8 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
   }
   std::string error;
   const std::string dir = job.settings.train.run_dir;
-  std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks)\n";
+  std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks):\n"
+                      "# latency_us a ring step's (a small all-reduce's time over its 2(n-1) steps), busbw_gbps\n";
   comm::MpiCommunicator* levels[] = {&group.level(0), &group.level(1), &group.level(2)};
   for (int l = 0; l < 3; ++l) {
     const auto [latency, busbw] = level_figures(*levels[l]);

@@ -117,7 +117,7 @@ DeviceChoice choose_cuda_device(Communicator& world) {
   choice.index = device_for_rank(seeing_the_same->rank(), visible);
   const std::vector<std::string> bus_ids = all_gather_strings(*host, bus_id(choice.index));
   std::string problem = device_sharing_problem(bus_ids, visible);
-  if (!problem.empty()) {
+  if (!problem.empty() && visible > 0) {  // ranks sharing a GPU: what this one sees
     const char* restricted = std::getenv("CUDA_VISIBLE_DEVICES");
     problem += " (this rank sees " + std::to_string(visible) + " CUDA device" + (visible == 1 ? "" : "s") +
                (restricted ? std::string(", CUDA_VISIBLE_DEVICES=") + restricted : std::string()) + ")";
