@@ -306,7 +306,9 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   plan::Layout one_rank_layout;
   one_rank_layout.micro_batch = static_cast<int>(B);
   std::vector<deck::Override> probe = layout_overrides(one_rank_layout);
-  probe.insert(probe.end(), {{"train.global_batch", std::to_string(2 * B)}, {"optim.precision", "fp32"}});
+  // On this host's CPU, which records no graphs (a GPU deck's cuda.graphs would stop the step).
+  probe.insert(probe.end(),
+               {{"train.global_batch", std::to_string(2 * B)}, {"optim.precision", "fp32"}, {"cuda.graphs", "false"}});
   std::vector<deck::Override> one_rank = without_keys_of(line.overrides, probe);
   one_rank.insert(one_rank.end(), probe.begin(), probe.end());
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);

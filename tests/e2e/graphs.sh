@@ -82,3 +82,9 @@ expect_user_error graphs_with_bench_ops "trident bench --ops times each kernel o
 if "$TRIDENT" bench g.deck --cuda.graphs=true --kernels.device=guard --no-gemm --steps=1 --warmup=1 > bench_graphs.out 2>&1 &&
    grep -qE '^step .*tokens_per_s=.* graph_replays=[1-9]' bench_graphs.out; then pass bench_runs_the_graphed_step
 else fail bench_runs_the_graphed_step "$(tail -1 bench_graphs.out)"; fi
+# plan --calibrate probes this host's CPU, which records no graphs: a GPU deck's cuda.graphs is
+# left out of its probe step, not a stop.
+if "$TRIDENT" commbench g.deck --train.run_dir=cb > cb.out 2>&1 &&
+   "$TRIDENT" plan g.deck --calibrate="$WORK/host.ini" --links=cb/links.ini --cuda.graphs=true > calibrate.out 2>&1 &&
+   grep -q '^peak_tflops_fp32' "$WORK/host.ini"; then pass calibrate_with_cuda_graphs_in_the_deck
+else fail calibrate_with_cuda_graphs_in_the_deck "$(tail -1 calibrate.out)"; fi
