@@ -122,6 +122,16 @@ std::string budget_shortfall(const RunSettings& settings, const deck::Record& de
          bytes_text(static_cast<double>(total) - budget) + " more than " + deck.cite("memory.budget_gb");
 }
 
+// The whole-model commands' verdict: `total` bytes on each of the ranks sharing `memory` (`who`
+// names one) beyond memory.budget_gb, or together beyond that memory (`held`: as
+// memory_shortfall's); "" when they fit.
+std::string whole_model_shortfall(const RunSettings& settings, const deck::Record& deck, int64_t total,
+                                  const std::string& who, const ModelMemory& memory, double held) {
+  const std::string problem = budget_shortfall(settings, deck, total, who);
+  if (!problem.empty()) return problem;
+  return memory_shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory, held);
+}
+
 }  // namespace
 
 std::string memory_shortfall(double needed, const ModelMemory& memory, double held) {
@@ -222,9 +232,7 @@ void check_whole_model_fits(comm::Communicator& world, const kernels::Context& d
   estimate.bytes[static_cast<int>(MemoryCategory::Checkpoint)] = 0;
   const int64_t total = estimate.total();
   const ModelMemory memory = model_memory(world, device, settings.kernels);  // collective: every rank calls it
-  std::string problem = budget_shortfall(settings, deck, total, "the whole model");
-  if (problem.empty())
-    problem = memory_shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory, memory.held);
+  std::string problem = whole_model_shortfall(settings, deck, total, "the whole model", memory, memory.held);
   if (!problem.empty())
     problem = "trident " + command + " builds the whole model on each rank and it does not fit in memory: " + problem +
               " (" + describe_estimate(estimate, total, false) + "); use a smaller model (model.layers, model.hidden) "
@@ -238,9 +246,7 @@ void check_decoder_fits(comm::Communicator& world, const kernels::Context& devic
   const ModelMemory memory = model_memory(world, device, settings.kernels);  // collective: every rank calls it
   const int64_t read = memory.device ? 0 : model::num_parameters(config) * int64_t(sizeof(float));  // WholeModel's
   const int64_t total = decoder + read;
-  std::string problem = budget_shortfall(settings, deck, total, "the decoder");
-  if (problem.empty())
-    problem = memory_shortfall(static_cast<double>(total) * static_cast<double>(memory.ranks.size()), memory, memory.held);
+  std::string problem = whole_model_shortfall(settings, deck, total, "the decoder", memory, memory.held);
   if (!problem.empty())
     problem = "trident generate's decoder does not fit in memory: " + problem + " (the model's " +
               std::to_string(model::num_parameters(config)) + " parameters in f32" + (read ? " twice" : "") +
@@ -253,9 +259,7 @@ void check_parameters_fit_host(comm::Communicator& world, const RunSettings& set
                                const model::GptConfig& config, const std::string& command) {
   const int64_t bytes = model::num_parameters(config) * int64_t(sizeof(float));
   const ModelMemory host = host_model_memory(world);  // collective: every rank calls it
-  std::string problem = budget_shortfall(settings, deck, bytes, "the model's parameters");
-  if (problem.empty())
-    problem = memory_shortfall(static_cast<double>(bytes) * static_cast<double>(host.ranks.size()), host, 0.0);
+  std::string problem = whole_model_shortfall(settings, deck, bytes, "the model's parameters", host, 0.0);
   if (!problem.empty())
     problem = "trident " + command + " holds the whole model's " + std::to_string(model::num_parameters(config)) +
               " parameters in f32 in host memory on each rank and they do not fit: " + problem +
