@@ -36,27 +36,9 @@ std::unique_ptr<model::Transformer> whole_transformer(comm::Communicator& world,
   // a checkpoint's loss is the one its run logged, and no (B, NH, T, T) probabilities or whole
   // logits exist unless the deck asks for them (check_whole_model_fits counted neither).
   auto gpt = std::make_unique<model::Transformer>(m.config, ctx, model::TensorGroup{}, job.settings.precision.precision);
-  gpt->set_flash_attention(job.settings.model.flash_attention);
-  gpt->set_classifier_chunk(job.settings.model.classifier_chunk);
+  set_attention_and_classifier(*gpt, job.settings.model);
   gpt->upload_params(m.params.data());
   return gpt;
-}
-
-// A checkpoint's model is its own, not the deck's: the deck's windows and tokens must fit it —
-// a GPT-2's position table has max_seq_len rows, and a token at or past its vocabulary has no
-// row of wte (nor a logit).
-void require_fits_checkpoint(const Job& job, const model::GptConfig& config, const std::string& checkpoint) {
-  if (checkpoint.empty()) return;  // the deck's own model (model.init is checked against the deck)
-  const std::string model = "the model of checkpoint '" + printable(checkpoint) + "'";
-  const int T = job.settings.train.seq_len;
-  if (!model::is_llama(config) && T > config.max_seq_len)
-    fatal_all(model + " has a context of " + std::to_string(config.max_seq_len) + " positions, fewer than " +
-              job.record.cite("model.seq_len") + "; evaluate with model.seq_len = " +
-              std::to_string(config.max_seq_len) + " or less");
-  if (job.settings.model.vocab > config.vocab)
-    fatal_all(model + " has a vocabulary of " + std::to_string(config.vocab) + " tokens, fewer than " +
-              job.record.cite("model.vocab") + ": the data's tokens may have no row in it; evaluate data of its "
-              "tokenizer with model.vocab = " + std::to_string(config.vocab));
 }
 
 // --checkpoint=FILE taken out of args (a command's own flag; the rest is a deck command line).
@@ -86,7 +68,6 @@ int run_eval(comm::Communicator& world, const std::vector<std::string>& args) {
   if (job.grid.world_size() != 1) fatal_all("trident eval runs on one rank; launch it without mpirun -np > 1");
   kernels::Context ctx = job.device;
   auto gpt = whole_transformer(world, job, ctx, checkpoint, "eval");
-  require_fits_checkpoint(job, gpt->config(), checkpoint);
   require_vocab_covers_tokenizer(job.settings, job.record);
   std::unique_ptr<data::TokenData> val;
   const int vocab = job.settings.model.vocab;

@@ -138,8 +138,7 @@ StepRunner::StepRunner(const kernels::Context& device, const RunSettings& settin
   const RecomputeChoice recompute = choose_recompute(ctx_, settings, deck, layout::Grid(1, 1, 1), config_);
   gpt_.set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   gpt_.set_attention_recompute(recompute.mode == "selective");
-  gpt_.set_flash_attention(settings.model.flash_attention);
-  gpt_.set_classifier_chunk(settings.model.classifier_chunk);
+  set_attention_and_classifier(gpt_, settings.model);
   gpt_.set_graphs(settings.kernels.graphs);  // the step train runs: its micro-batches replayed as graphs
   B_ = settings.train.micro_batch;
   T_ = settings.train.seq_len;

@@ -209,6 +209,11 @@ std::vector<float> gather_whole_model(const model::GptConfig& config, const mode
   return whole;
 }
 
+void set_attention_and_classifier(model::Transformer& model, const ModelSettings& settings) {
+  model.set_flash_attention(settings.flash_attention);
+  model.set_classifier_chunk(settings.classifier_chunk);
+}
+
 kernels::Context model_context(const kernels::Context& device, const KernelSettings& kernels) {
   kernels::Context ctx = device;
   if (kernels.graphs) ctx.stream = kernels::backend_of(ctx).create_capturable_stream();

@@ -19,6 +19,11 @@ namespace trident {
 // can record (released with the process).
 kernels::Context model_context(const kernels::Context& device, const KernelSettings& kernels);
 
+// The deck's choices of how the model computes what it computes — model.attention (flash or
+// materialized) and model.classifier_chunk — set on `model`: every command that runs a forward
+// makes them as training does.
+void set_attention_and_classifier(model::Transformer& model, const ModelSettings& settings);
+
 // The model of [model]. Collective in effect (every rank reads the same header): a model.init
 // file that is missing, malformed or disagrees with the deck is a UserError naming both.
 model::GptConfig model_config(const ModelSettings& model, const deck::Record& deck);

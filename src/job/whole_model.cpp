@@ -26,6 +26,22 @@ void check_fits(comm::Communicator& world, const Job& job, const model::GptConfi
   }
 }
 
+// A checkpoint's model is its own, not the deck's: a forward over the deck's windows and tokens
+// must fit it — a GPT-2's position table has max_seq_len rows, and a token at or past its
+// vocabulary has no row of wte (nor a logit). Checked before its parameters are read.
+void require_deck_fits_checkpoint(const Job& job, const model::GptConfig& config, const std::string& checkpoint) {
+  const std::string model = "the model of checkpoint '" + printable(checkpoint) + "'";
+  const int T = job.settings.train.seq_len;
+  if (!model::is_llama(config) && T > config.max_seq_len)
+    fatal_all(model + " has a context of " + std::to_string(config.max_seq_len) + " positions, fewer than " +
+              job.record.cite("model.seq_len") + "; evaluate with model.seq_len = " +
+              std::to_string(config.max_seq_len) + " or less");
+  if (job.settings.model.vocab > config.vocab)
+    fatal_all(model + " has a vocabulary of " + std::to_string(config.vocab) + " tokens, fewer than " +
+              job.record.cite("model.vocab") + ": the data's tokens may have no row in it; evaluate data of its "
+              "tokenizer with model.vocab = " + std::to_string(config.vocab));
+}
+
 WholeModel whole_model_from_checkpoint(comm::Communicator& world, const Job& job, const std::string& path,
                                        const std::string& command, const WholeModelUse& use) {
   const std::string not_file = regular_file_problem(path);
@@ -37,6 +53,7 @@ WholeModel whole_model_from_checkpoint(comm::Communicator& world, const Job& job
   } catch (const std::runtime_error& e) {
     fatal_all(std::string(e.what()) + "; give a checkpoint written by trident train (trident inspect checks one)");
   }
+  if (use.kind == WholeModelUse::forward) require_deck_fits_checkpoint(job, m.config, path);
   check_fits(world, job, m.config, command, use);
   m.params.resize(static_cast<size_t>(model::num_parameters(m.config)));
   ckpt::StateView state;

@@ -66,7 +66,6 @@ RecomputeChoice checked_recompute(comm::Communicator& world, const Job& job, con
   return recompute;
 }
 
-
 // The ZeRO stage a run's data group of `data_size` replicas has: none with one replica (nothing
 // to shard over) — what the model's slots, the reducer and the shards are made for.
 int zero_stage(const RunSettings& settings, int data_size) { return data_size > 1 ? settings.step.zero : 0; }
@@ -95,9 +94,8 @@ std::unique_ptr<model::Transformer> build_model(const Job& job, int rank, const 
                                                     zero >= 2 ? 2 : 0, zero == 3 ? 2 : 0);
   model->set_recompute_interval(recompute.mode == "full" || recompute.mode == "every_k" ? recompute.interval : 0);
   model->set_attention_recompute(recompute.mode == "selective");
-  model->set_flash_attention(job.settings.model.flash_attention);
+  set_attention_and_classifier(*model, job.settings.model);
   if (context.size() > 1) model->set_context_group(model::ContextGroup{&context, context.rank(), context.size(), {}});
-  model->set_classifier_chunk(job.settings.model.classifier_chunk);
   model->set_graphs(job.settings.kernels.graphs);
   // Every GEMM primitive, also in --check.
   model->prepare_kernels(job.settings.train.micro_batch,
