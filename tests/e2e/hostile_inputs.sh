@@ -156,10 +156,10 @@ expect_user_error memory_host_export "trident export holds the whole model's|par
 # not a training step's gradients and activations: a micro-batch of 64 sequences whose step would
 # need ~40 MiB generates within 5 MB; 1 MB is not enough for the decoder's parameters.
 if "$TRIDENT" generate "$D/ok.deck" --memory.budget_gb=0.005 --train.micro_batch=64 --train.global_batch=64 --prompt=hi \
-     --tokens=5 > generate_budget.out 2>&1 && grep -q '^generated 5 tokens' generate_budget.out; then
+     --tokens=5 > "$WORK/generate_budget.out" 2>&1 && grep -q '^generated 5 tokens' "$WORK/generate_budget.out"; then
   pass generate_checks_its_decoder
 else
-  fail generate_checks_its_decoder "$(tail -1 generate_budget.out)"
+  fail generate_checks_its_decoder "$(tail -1 "$WORK/generate_budget.out")"
 fi
 expect_user_error memory_budget_generate "trident generate's decoder does not fit in memory: the decoder needs|more than memory.budget_gb = 0.001 (command line)|parameters in f32 twice and a key/value cache of" \
   "$TRIDENT" generate "$D/ok.deck" --memory.budget_gb=0.001 --prompt=hi --tokens=5
