@@ -48,7 +48,8 @@ CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL
 
 # The training pairs: NAME|RANKS|TOLERANCE|DECK|OVERRIDES OF BOTH|OVERRIDES OF THE CUDA RUN ALONE.
 # Several ranks share the one GPU through MPI (comm.backend = mpi: NCCL refuses two ranks on one
-# device; the runs stage through host memory, comm/wrappers/staged.hpp).
+# device; the runs stage through host memory, comm/wrappers/staged.hpp). data2 leaves comm.backend
+# at auto: the ranks sharing the GPU take MPI by themselves (job/job.cpp choose_comm_backend).
 DATA="--data.train=$REF/data/train.bin --data.val=$REF/data/val.bin"
 PAIRS=(
   "default_fp32|1|1e-4|inputs/default.deck||"
@@ -57,7 +58,7 @@ PAIRS=(
   "bench_s_fp32|1|1e-4|inputs/bench-s.deck|--data.format=llmc --train.eval_tokens=4096|"
   "tensor2|2|1e-4|inputs/default.deck|--parallel.tensor=2 --comm.backend=mpi|"
   "pipeline2|2|1e-4|inputs/default.deck|--parallel.pipeline=2 --train.micro_batch=2 --comm.backend=mpi|"
-  "data2|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi|"
+  "data2|2|1e-4|inputs/default.deck|--parallel.data=2|"
   "data2_no_overlap|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --comm.overlap=false|"
   "data2_zero3|2|1e-4|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3|"
   "data2_zero3_bf16_recompute|2|2e-2|inputs/default.deck|--parallel.data=2 --comm.backend=mpi --optim.zero=3 --optim.precision=bf16 --memory.recompute=full|"

@@ -287,7 +287,8 @@ std::vector<KeySpec> build_schema() {
       choice("comm.backend", "auto", {"auto", "mpi", "nccl"},
              "communicator of device buffers: mpi (host memory), nccl (one NCCL communicator per "
              "group and per level; needs kernels.device = cuda, NCCL in the binary and one GPU per "
-             "rank), or auto (nccl with kernels.device = cuda where NCCL is built in, else mpi)"),
+             "rank), or auto (nccl with kernels.device = cuda where NCCL is built in and loads, every rank "
+             "has a GPU of its own and no topology.link.* is set; else mpi, said at start-up)"),
       choice("comm.nccl_node_algo", "auto", kNcclAlgos,
              "comm.backend = nccl: NCCL's algorithm inside a node (NCCL_ALGO, per process: the three "
              "levels must agree); auto = NCCL's choice per operation"),

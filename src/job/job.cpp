@@ -2,6 +2,7 @@
 #include "job/job.hpp"
 
 #include <cstdlib>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/file_util.hpp"
@@ -109,18 +110,15 @@ kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings&
 
 namespace {
 
-// What keeps NCCL from this job as the deck sets it ("" if nothing): its library, which cannot be
-// opened here, the link emulation, or the user's NCCL_* environment against the deck.
-std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSettings& settings,
-                              const comm::NcclEnvironment& environment) {
+// Why NCCL cannot serve this job as the deck sets it ("" if nothing keeps it): its library, which
+// cannot be opened here, or the link emulation.
+std::string nccl_unusable(const comm::CollectiveSettings& settings) {
   if (const std::string why = comm::nccl_problem(); !why.empty())
-    return deck.cite("comm.backend") + ", but NCCL cannot be used here: " + why +
-           " (put NCCL's library on LD_LIBRARY_PATH, or use comm.backend = mpi)";
+    return "NCCL cannot be used here: " + why + " (put NCCL's library on LD_LIBRARY_PATH, or use comm.backend = mpi)";
   if (settings.links.any())
-    return deck.cite("comm.backend") + " with topology.link.* set, but the link model emulates links "
-           "for the MPI communicator only (NCCL reports no steps to delay); use comm.backend = mpi "
-           "or topology.link.* = off";
-  return environment.conflict.empty() ? "" : deck.cite("comm.backend") + ", but " + environment.conflict;
+    return "topology.link.* is set, and the link model emulates links for the MPI communicator only (NCCL "
+           "reports no steps to delay); use comm.backend = mpi or topology.link.* = off";
+  return "";
 }
 
 }  // namespace
@@ -128,23 +126,38 @@ std::string nccl_deck_problem(const deck::Record& deck, const comm::CollectiveSe
 // Agreed like the device: a problem on any rank is the same deck error everywhere (the
 // environment may differ between ranks). NCCL's environment is set before the first NCCL
 // communicator: NCCL reads it once per process.
-void choose_comm_backend(comm::Communicator& world, const RunSettings& run, const deck::Record& deck) {
-  const comm::CollectiveSettings& settings = run.comm.collectives;
-  if (settings.backend != "nccl") {
-    // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
-    // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
-    if (run.kernels.device != "cuda") return;
-    const comm::DeviceChoice device = comm::choose_cuda_device(world);
-    if (device.index >= 0) comm::use_cuda_device(device.index);
-    return;
+//
+// comm.backend = auto is NCCL where the job can have it, else MPI, said once: several ranks on
+// one GPU (a workstation's GPU under mpirun -n 4), NCCL's library missing on the nodes, or the link
+// model, which only MPI's steps feed. comm.backend = nccl keeps each of these a deck error; the
+// user's NCCL_* environment against the deck is one under auto too (a setting given twice).
+void choose_comm_backend(comm::Communicator& world, RunSettings& run, const deck::Record& deck) {
+  comm::CollectiveSettings& settings = run.comm.collectives;
+  const bool automatic = run.comm.requested_backend == "auto";
+  std::optional<comm::DeviceChoice> device;
+  if (settings.backend == "nccl") {
+    const comm::NcclEnvironment environment =
+        comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
+    std::string unusable = comm::first_error(world, nccl_unusable(settings));
+    if (unusable.empty()) {
+      device = comm::choose_cuda_device(world);
+      unusable = device->problem;
+    }
+    if (!unusable.empty() && !automatic) fatal_all(deck.cite("comm.backend") + ", but " + unusable);
+    if (unusable.empty()) {
+      comm::agree_on_first_error(world, environment.conflict.empty() ? "" : deck.cite("comm.backend") + ", but " + environment.conflict);
+      for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
+      comm::use_cuda_device(device->index);
+      return;
+    }
+    settings.backend = "mpi";
+    warn0("comm.backend = auto: the MPI communicator (device buffers through host memory), not NCCL: " + unusable);
   }
-  const comm::NcclEnvironment environment =
-      comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
-  comm::agree_on_first_error(world, nccl_deck_problem(deck, settings, environment));
-  const comm::DeviceChoice device = comm::choose_cuda_device(world);
-  if (!device.problem.empty()) fatal_all(deck.cite("comm.backend") + ", but " + device.problem);
-  for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
-  comm::use_cuda_device(device.index);
+  // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
+  // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.
+  if (run.kernels.device != "cuda") return;
+  if (!device) device = comm::choose_cuda_device(world);
+  if (device->index >= 0) comm::use_cuda_device(device->index);
 }
 
 // What a recorded forward or backward cannot hold, as deck errors (the same on every rank: the

@@ -40,10 +40,11 @@ kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings&
 
 // Collective over `world`: comm.backend resolved (auto: nccl with kernels.device = cuda
 // where NCCL is built in); for nccl, checked on every rank (a GPU of its own for every rank of
-// a host, the user's NCCL_ALGO/NCCL_PROTO against the deck, no link emulation) — else a
-// UserError saying why — and prepared: NCCL's per-process environment set, this rank's GPU made
-// current (comm::choose_cuda_device).
-void choose_comm_backend(comm::Communicator& world, const RunSettings& settings, const deck::Record& deck);
+// a host, NCCL's library, no link emulation, the user's NCCL_ALGO/NCCL_PROTO against the deck) —
+// else a UserError saying why, or under auto the MPI communicator instead, said on rank 0
+// (settings.comm.collectives.backend becomes mpi) — and prepared: NCCL's per-process environment
+// set, this rank's GPU made current (comm::choose_cuda_device).
+void choose_comm_backend(comm::Communicator& world, RunSettings& settings, const deck::Record& deck);
 // cuda.graphs: a deck error where the device records no graphs, or a recorded forward would
 // hold what a graph cannot (the MPI communicator's staged tensor all-reduces), or balance.pipeline
 // needs times that a replay does not take. After choose_device and choose_comm_backend.
