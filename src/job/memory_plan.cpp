@@ -201,6 +201,13 @@ ModelMemory model_memory(comm::Communicator& world, const kernels::Context& devi
   return memory;
 }
 
+// Each memory counted by the lowest world rank that shares it (ranks: in world order).
+int memories_in_job(comm::Communicator& world, const ModelMemory& memory) {
+  int32_t counted = !memory.ranks.empty() && memory.ranks.front() == world.rank() ? 1 : 0;
+  world.all_reduce(&counted, 1, DType::i32, comm::Op::Sum, Stream{}).wait();
+  return counted;
+}
+
 std::string micro_batch_shortfall(const kernels::Context& device, const RunSettings& settings,
                                   const deck::Record& deck, const layout::Grid& grid, const model::GptConfig& config,
                                   const topo::Topology* topology, const RecomputeChoice& recompute,

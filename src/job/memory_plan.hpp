@@ -85,6 +85,10 @@ struct ModelMemory {
 ModelMemory host_model_memory(comm::Communicator& world);
 ModelMemory model_memory(comm::Communicator& world, const kernels::Context& device, const KernelSettings& kernels);
 
+// How many memories like `memory` the job's ranks hold between them: its hosts (host memory) or
+// its devices (device memory) — a GPU shared by ranks through MPI counted once. Collective.
+int memories_in_job(comm::Communicator& world, const ModelMemory& memory);
+
 // What the ranks sharing `memory` together need beyond it ("" when they fit; `needed`: their
 // bytes by the memory model): beyond its size, or, at start-up (`held`: memory.held, else 0),
 // beyond what was free of it.

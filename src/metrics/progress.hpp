@@ -5,8 +5,8 @@
 //
 // The peak: no vendor figure is known to the program, so it is measured — the rate of one large
 // square GEMM in the run's precision on this rank's threads (measure_gemm_peak), the most
-// the model's GEMMs could reach here. MFU = the model FLOPs of a step per second per rank over
-// that peak.
+// the model's GEMMs could reach here. MFU = the model FLOPs of a step per second per processor
+// (rank; on CUDA GPU, which ranks may share through MPI) over that peak.
 #pragma once
 
 #include <cstdint>

@@ -8,11 +8,11 @@
 
 namespace trident {
 
-StepLog::StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size, double flops_per_token)
+StepLog::StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int peak_holders, double flops_per_token)
     : total_steps_(total_steps),
       log_interval_(log_interval),
       loss_scaled_(loss_scaled),
-      world_size_(world_size),
+      peak_holders_(peak_holders),
       flops_per_token_(flops_per_token) {}
 
 void StepLog::open(const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
@@ -67,9 +67,9 @@ std::string StepLog::console_line(int64_t step, const StepResult& r, double toke
     text += line;
   }
   if (r.skipped) text += loss_scaled_ ? " | skipped (overflow)" : " | skipped (NaN/Inf)";
-  // MFU per rank (the job's FLOPs are shared by its ranks) against this rank's measured peak.
+  // MFU per processor (the job's FLOPs are shared by its ranks, or GPUs) against rank 0's measured peak.
   const double eta = progress_->eta_seconds();
-  std::snprintf(line, sizeof line, " | MFU %4.1f%% | ETA %s", 100.0 * tflops / world_size_ / peak_tflops_,
+  std::snprintf(line, sizeof line, " | MFU %4.1f%% | ETA %s", 100.0 * tflops / peak_holders_ / peak_tflops_,
                 eta < 0 ? "-" : metrics::format_duration(eta).c_str());
   return text + line;
 }

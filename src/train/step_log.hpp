@@ -20,9 +20,10 @@ namespace trident {
 class StepLog {
  public:
   // total_steps: train.steps; log_interval: metrics.log_interval; loss_scaled: fp16 (its scale
-  // logged); world_size: the ranks sharing the job's FLOPs (MFU is per rank); flops_per_token:
-  // the model's training FLOPs per token.
-  StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int world_size, double flops_per_token);
+  // logged); peak_holders: the processors the job's FLOPs are spread over, each as fast as the
+  // measured peak (the ranks, or the GPUs where ranks share one: MFU is per processor);
+  // flops_per_token: the model's training FLOPs per token.
+  StepLog(int64_t total_steps, int64_t log_interval, bool loss_scaled, int peak_holders, double flops_per_token);
 
   // Rank 0: metrics.h5 (created, or continued after `start_step` steps: the run resumed there)
   // with `attributes`. Throws std::runtime_error when it cannot be written.
@@ -48,7 +49,7 @@ class StepLog {
 
   const int64_t total_steps_, log_interval_;
   const bool loss_scaled_;
-  const int world_size_;
+  const int peak_holders_;
   const double flops_per_token_;
   int64_t start_step_ = 0;  // the step the run started or resumed at (its first line is printed)
   std::unique_ptr<metrics::MetricsFile> metrics_;

@@ -42,6 +42,16 @@ std::unique_ptr<data::TokenData> open_data(const deck::Record& deck, const std::
 }
 
 // The training data, once model.vocab is known to cover the data directory's tokenizer.
+// The processors a step's FLOPs are spread over, each as fast as the GEMM peak rank 0 measures
+// (StepLog's MFU): the ranks where each computes on threads of its own (the CPU, the guard); the
+// GPUs on CUDA, where rank 0 measures a whole GPU that ranks sharing it through MPI take turns on.
+// Collective.
+int peak_holders(comm::Communicator& world, const ModelMemory& memory, const kernels::Context& device) {
+  const bool gpu = kernels::backend_of(device).device().kind == DeviceKind::cuda;
+  const int gpus = memories_in_job(world, memory);  // every rank calls it: a collective
+  return gpu && memory.device ? gpus : world.size();
+}
+
 std::unique_ptr<data::TokenData> open_training_data(const Job& job, const DataSettings& data) {
   const deck::Record& deck = job.record;
   require_vocab_covers_tokenizer(job.settings, deck);
@@ -221,10 +231,11 @@ Trainer::Trainer(const Job& job, comm::Communicator& world, const comm::JobGroup
       flops_per_token_(model::training_flops_per_token(config_, settings_.train.seq_len)),
       figures_(job.grid, pp_size_, kernels::backend_of(job.device)),
       balancer_(settings_.balance, job.grid, settings_.parallel.virtual_stages, *this),
-      log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, job.grid.world_size(), flops_per_token_),
+      memory_(model_memory(world, job.device, job.settings.kernels)),
+      log_(steps_, settings_.log_interval, loss_scaler_ != nullptr, peak_holders(world, memory_, job.device),
+           flops_per_token_),
       shares_(dp_size_, static_cast<int>(micro_batches_)),
       first_micro_batch_(replica_ * micro_batches_),
-      memory_(model_memory(world, job.device, job.settings.kernels)),
       step_scalars_(kernels::kStepScalars, MemoryCategory::Activations, kernels::backend_of(ctx_), MemoryKind::device) {
   initialise_parameters();
 }

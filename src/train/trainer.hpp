@@ -163,6 +163,8 @@ class Trainer : private BalanceTarget {
   StepFigureLog figures_;
   Balancer balancer_;  // the load-balance state: its measurement and decisions (train/balancer.hpp)
 
+  const ModelMemory memory_;  // the memory this rank's model shares with others (the memory checks of balance moves)
+
   // The state of the run.
   StepLog log_;  // metrics.h5 and the console lines (rank 0; closed elsewhere)
   std::unique_ptr<ckpt::Checkpointer> checkpointer_;
@@ -178,7 +180,6 @@ class Trainer : private BalanceTarget {
   // and the first of this replica's within the global batch's micro-batches.
   std::vector<int> shares_;
   int64_t first_micro_batch_ = 0;
-  const ModelMemory memory_;  // the memory this rank's model shares with others (the memory checks of balance moves)
   Buffer<double> step_scalars_;   // (kernels::kStepScalars) on the model's device
   std::array<double, kernels::kStepScalars> step_scalars_host_{};  // their one read per step
 };

@@ -12,6 +12,7 @@
 #include "mpi_fixture.hpp"
 #include "comm/discover_topology.hpp"
 #include "job/job.hpp"
+#include "job/memory_plan.hpp"
 
 using namespace trident;
 using testing::everywhere;
@@ -81,6 +82,24 @@ BOOST_AUTO_TEST_CASE(split_by_value_groups_equal_values_in_order) {
   // Two devices seen by alternate ranks (the task distribution over two sockets).
   const auto socket = comm::split_by_value(testing::world(), rank % 2 ? "odd" : "even", "socket");
   BOOST_TEST(everywhere(socket->size() == (world + 1 - rank % 2) / 2 && socket->rank() == rank / 2));
+}
+
+// MFU's processors on CUDA: each memory once, however many ranks share it — GPUs of two ranks
+// each, one GPU per rank, every rank on one GPU, and this one host's memory.
+BOOST_AUTO_TEST_CASE(memories_in_job_counts_each_shared_memory_once) {
+  const int rank = world_rank(), world = world_size();
+  ModelMemory pairs;  // ranks 2k and 2k + 1 (the last alone where the world is odd)
+  const int first = rank - rank % 2;
+  pairs.ranks = first + 1 < world ? std::vector<int>{first, first + 1} : std::vector<int>{first};
+  BOOST_TEST(everywhere(memories_in_job(testing::world(), pairs) == (world + 1) / 2));
+  ModelMemory own;
+  own.ranks = {rank};
+  BOOST_TEST(everywhere(memories_in_job(testing::world(), own) == world));
+  ModelMemory one;
+  one.ranks.resize(static_cast<size_t>(world));
+  std::iota(one.ranks.begin(), one.ranks.end(), 0);
+  BOOST_TEST(everywhere(memories_in_job(testing::world(), one) == 1));
+  BOOST_TEST(everywhere(memories_in_job(testing::world(), host_model_memory(testing::world())) == 1));
 }
 
 BOOST_AUTO_TEST_CASE(level_communicators_have_the_emulated_sizes) {
