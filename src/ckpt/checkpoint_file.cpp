@@ -74,7 +74,7 @@ uint64_t checksum_of_share(hid_t dataset, const std::vector<int64_t>& shape, int
 
 WriteResult write_checkpoint(const std::string& path, comm::Communicator& group, const StateView& state,
                              const Metadata& metadata) {
-  if (!state.device.is_cpu()) return write_checkpoint(path, group, on_host(state, true).view, metadata);
+  if (!state.device().is_cpu()) return write_checkpoint(path, group, on_host(state, true).view, metadata);
   const auto start = std::chrono::steady_clock::now();
   WriteResult result;
   Errors errors;
@@ -205,7 +205,7 @@ std::string verify_checkpoint(const std::string& path, comm::Communicator& group
 }
 
 std::string read_checkpoint(const std::string& path, comm::Communicator& group, const StateView& state) {
-  if (!state.device.is_cpu()) {
+  if (!state.device().is_cpu()) {
     const HostState host = on_host(state, false);
     const std::string problem = read_checkpoint(path, group, host.view);
     if (problem.empty()) upload_state(host, state);

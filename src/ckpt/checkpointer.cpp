@@ -123,19 +123,17 @@ namespace {
 // n floats of `state` at `from` into the staging buffer `to` (host memory, pinned where the
 // state's backend has such), allocated or re-sized first.
 void stage_values(Buffer<float>& to, const float* from, size_t n, const StateView& state) {
-  kernels::Context ctx = transfer_context(state);
+  kernels::Context ctx = state.copies;
   if (to.size() != n)
     to = Buffer<float>(n, MemoryCategory::Checkpoint, kernels::backend_of(ctx), MemoryKind::pinned_host);
-  kernels::download(ctx, to.data(), view(from, n, state.device));
+  kernels::download(ctx, to.data(), view(from, n, state.device()));
 }
 
 }  // namespace
 
 StateView Checkpointer::stage(const StateView& state) {
   StateView staged = state;
-  staged.device = Device{};
-  staged.backend = nullptr;
-  staged.stream = Stream{};
+  staged.copies = kernels::Context{};
   const size_t params = static_cast<size_t>(state.params_count());
   const size_t moments = static_cast<size_t>(state.moments_count());
   if (state.params_owner) {

@@ -65,39 +65,30 @@ Piece piece_of(const StateView& state, int section, int tensor, bool writing) {
 HostState on_host(const StateView& state, bool download) {
   HostState host;
   host.view = state;
-  host.view.device = Device{};
-  host.view.backend = nullptr;
-  host.view.stream = Stream{};
-  kernels::Context ctx = transfer_context(state);
+  host.view.copies = kernels::Context{};
+  kernels::Context ctx = state.copies;
   if (!download || state.params_owner) {
     host.params.resize(static_cast<size_t>(state.params_count()));
     host.view.params = host.params.data();
-    if (download) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device));
+    if (download) kernels::download(ctx, host.params.data(), view(state.params, host.params.size(), state.device()));
   }
   if (state.m && (!download || state.moments_owner)) {
     host.m.resize(static_cast<size_t>(state.moments_count())), host.v.resize(host.m.size());
     host.view.m = host.m.data(), host.view.v = host.v.data();
     if (download) {
-      kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device));
-      kernels::download(ctx, host.v.data(), view(state.v, host.v.size(), state.device));
+      kernels::download(ctx, host.m.data(), view(state.m, host.m.size(), state.device()));
+      kernels::download(ctx, host.v.data(), view(state.v, host.v.size(), state.device()));
     }
   }
   return host;
 }
 
-kernels::Context transfer_context(const StateView& state) {
-  kernels::Context ctx;
-  ctx.backend = state.backend;
-  ctx.stream = state.stream;
-  return ctx;
-}
-
 void upload_state(const HostState& host, const StateView& state) {
-  kernels::Context ctx = transfer_context(state);
-  kernels::upload(ctx, view(state.params, host.params.size(), state.device), host.params.data());
+  kernels::Context ctx = state.copies;
+  kernels::upload(ctx, view(state.params, host.params.size(), state.device()), host.params.data());
   if (!state.m) return;
-  kernels::upload(ctx, view(state.m, host.m.size(), state.device), host.m.data());
-  kernels::upload(ctx, view(state.v, host.v.size(), state.device), host.v.data());
+  kernels::upload(ctx, view(state.m, host.m.size(), state.device()), host.m.data());
+  kernels::upload(ctx, view(state.v, host.v.size(), state.device()), host.v.data());
 }
 
 

@@ -34,17 +34,14 @@ struct StateView {
   model::FlatRanges ranges(int section) const;
   int64_t params_count() const { return model::total_count(ranges(0)); }
   int64_t moments_count() const { return model::total_count(ranges(1)); }
-  // Where params, m and v live. HDF5 writes from host memory and reads into it: a state on a
-  // device goes through host copies (downloaded before a write, uploaded after a read) by the
-  // device's kernel backend (null: the CPU's).
-  Device device;
-  kernels::Backend* backend = nullptr;
-  // The stream its writers (the optimizer, the model) run on: the copies out and in follow their
-  // work in that stream's order, not by the legacy default stream's implicit synchronization.
-  Stream stream;
+  // Where params, m and v live: the backend and the stream of their writers (the optimizer, the
+  // model), whose device holds them; the default, host memory. HDF5 writes from host memory and
+  // reads into it: a state on a device goes through host copies (downloaded before a write,
+  // uploaded after a read) by that backend on that stream — after the writers' work in the
+  // stream's order, not by the legacy default stream's implicit synchronization.
+  kernels::Context copies;
+  Device device() const { return copies.stream.device; }
 };
-// Where a state's copies to and from host memory run: its backend, on its stream.
-kernels::Context transfer_context(const StateView& state);
 
 // What this rank moves for one dataset: the hyperslabs of the whole tensor and the memory they
 // map to (their elements in order).

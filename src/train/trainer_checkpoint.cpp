@@ -48,9 +48,8 @@ ckpt::StateView Trainer::state_view() {
   view.v = optimizer_->v();
   view.moments_ranges = optimizer_->owned();
   view.moments_owner = settings_.step.zero || dp_rank_ == 0;
-  view.device = model_->device();
-  view.backend = model_->context().backend;
-  view.stream = model_->context().stream;
+  view.copies.backend = model_->context().backend;  // the copies are no operations to time (op_times)
+  view.copies.stream = model_->context().stream;
   return view;
 }
 
