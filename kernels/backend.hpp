@@ -100,6 +100,16 @@ class Backend : public Allocator {
   // one GPU calls it device 0 whichever it is, and a MIG slice is a device of its own); "" where
   // the index does (the CPU, the guard's one emulated device).
   virtual std::string device_identity() const { return ""; }
+  // What the planner's profile of a device gives (plan/hardware.hpp), for plan --calibrate on a
+  // GPU: its name, its compute units (SMs), the shared memory a block may opt in to, and the bytes
+  // the stream-ordered pool holds now (its scratch in use and kept for reuse: the kernels', not
+  // the runtime's). Empty where the device is no GPU.
+  struct DeviceFacts {
+    std::string name;  // "NVIDIA H200"
+    int compute_units = 0;
+    double block_shared_memory = 0, pool_reserved = 0;  // bytes
+  };
+  virtual DeviceFacts device_facts() const { return {}; }
   // The most bytes of the kernels' stream-ordered scratch alive at once in this process so far
   // (CUDA: cudaMallocAsync's from the device's default pool — cuDNN's workspace and operand
   // copies, an unfused GEMM's f32 sums, the column sums' chunks), which are not tracked buffers

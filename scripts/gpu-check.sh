@@ -18,6 +18,7 @@
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
 # operation table (bench --ops), our attention kernels against cuDNN's (cuda.attention_kernel),
+# the profile this GPU gives the planner (plan --calibrate),
 # the kernel checks again under compute-sanitizer's memcheck (the
 # tensor-core attention's also under racecheck and synccheck) where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
 # verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
@@ -527,6 +528,43 @@ if wanted "bench --ops gpt2_124m_bf16"; then
   ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
   [[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
     verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
+fi
+
+# 6b. The profile this GPU gives the planner (trident plan --calibrate on kernels.device = cuda):
+# the GEMM rates of GPT-2 124M's shapes, the bandwidth of the rest of a step, the memory the
+# runtime holds, the SMs — beside the figures the assumed profile gives. One rank: a links.ini of
+# one rank a level (no links measured).
+if wanted "plan --calibrate"; then
+  size=(--train.global_batch=16 --train.micro_batch=16)
+  # Tried here on the CPU: GPT-2 124M's step of 16 takes minutes, one block of one sequence seconds.
+  [[ $DEVICE == cuda ]] || size=(--train.global_batch=1 --train.micro_batch=1 --model.layers=1)
+  printf '[%s]\nranks = 1\nlatency_us = 0\nbusbw_gbps = 0\n' node rack cross_rack > "$LOGS/links-1.ini"
+  within 120 trident plan inputs/bench-124m.deck --calibrate="$LOGS/calibrated.ini" --links="$LOGS/links-1.ini" \
+    --kernels.device="$DEVICE" --parallel.data=1 "${size[@]}" > "$LOGS/calibrate.log" 2>&1
+  figures=$(py - "$LOGS/calibrated.ini" "inputs/hardware/$PROFILE.ini" "$DEVICE" 2>&1 <<'PY'
+import sys
+def read(path):  # [device] keys of a profile: name -> value (comments dropped)
+    values, section = {}, ""
+    for line in open(path):
+        line = line.split("#")[0].strip()
+        if line.startswith("["): section = line.strip("[]")
+        elif "=" in line and section == "device":
+            key, value = (part.strip() for part in line.split("=", 1))
+            values[key] = value
+    return values
+got, assumed = read(sys.argv[1]), read(sys.argv[2])
+num = lambda d, k: float(d.get(k, 0) or 0)
+text = (f"bf16 GEMMs {num(got, 'peak_tflops_bf16'):.3g} TFLOP/s (profile: {num(assumed, 'peak_tflops_bf16') * num(assumed, 'gemm_fraction'):.0f} "
+        f"achieved), fp32 {num(got, 'peak_tflops_fp32'):.3g}; the rest of a step at {num(got, 'memory_bandwidth_gbps'):.0f} GB/s "
+        f"({num(assumed, 'memory_bandwidth_gbps'):.0f}); runtime {num(got, 'reserved_gb'):.2f} GB ({num(assumed, 'reserved_gb'):.2f}); "
+        f"{got.get('compute_units', '0')} SMs, {got.get('shared_memory_kb', '0')} KB a block")
+print(text)
+gpu = sys.argv[3] == "cuda"
+sys.exit(0 if num(got, "peak_tflops_bf16") > 0 and (not gpu or int(num(got, "compute_units")) > 0) else 1)
+PY
+)
+  [[ $? == 0 ]] && verdict PASS "plan --calibrate" "$figures" ||
+    verdict FAIL "plan --calibrate" "$(tail -1 "$LOGS/calibrate.log"): $figures"
 fi
 
 # 7. compute-sanitizer (on PATH or in the toolkit), after every figure: under it the checks run

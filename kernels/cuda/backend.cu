@@ -227,6 +227,22 @@ class CudaBackend final : public Backend {
                   b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     return text;
   }
+  DeviceFacts device_facts() const override {
+    DeviceFacts facts;
+    cudaDeviceProp properties{};
+    int units = 0;
+    cudaMemPool_t pool = nullptr;
+    unsigned long long reserved = 0;  // (cuuint64_t)
+    if (cudaGetDeviceProperties(&properties, device().index) == cudaSuccess) facts.name = properties.name;
+    if (cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, device().index) == cudaSuccess)
+      facts.compute_units = units;
+    if (cudaDeviceGetDefaultMemPool(&pool, device().index) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess)
+      facts.pool_reserved = static_cast<double>(reserved);
+    cudaGetLastError();  // a figure it could not read stays 0, and no error is left behind
+    facts.block_shared_memory = static_cast<double>(cuda::shared_memory_limit());
+    return facts;
+  }
   double stream_scratch_peak() const override {
     cudaMemPool_t pool = nullptr;
     unsigned long long high = 0;  // (cuuint64_t) the pool's high-water mark of memory in use, never reset

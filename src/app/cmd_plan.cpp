@@ -22,9 +22,11 @@
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "bench/gemm_probe.hpp"
+#include "job/job.hpp"
 #include "job/model_setup.hpp"
 #include "job/plan_inputs.hpp"
 #include "pipeline/schedule.hpp"
+#include "tensor/buffer.hpp"
 
 namespace trident {
 namespace {
@@ -49,7 +51,8 @@ const char* kUsage =
     "when not given. --gpus=A-B: every\n"
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
-    "the deck's shapes, a memory-bandwidth probe and commbench's links.ini (RUN_DIR/links.ini).\n"
+    "the deck's shapes, a memory-bandwidth probe — on the deck's kernels.device: the CPU's cores, or\n"
+    "the rank's GPU — and commbench's links.ini (RUN_DIR/links.ini).\n"
     "--as: whose costs where implementations differ — trident (the default: what trident train runs),\n"
     "megatron (Megatron-LM's dropout, 16-bit activation messages and fused 16-bit element-wise passes,\n"
     "pipeline messages scattered over the tensor ranks and gathered again) or torchtitan (16-bit\n"
@@ -283,8 +286,17 @@ namespace {
 
 struct Rates {
   double gemm_flops_per_s, other_bytes_per_s;
-  double bf16_gemm_flops_per_s;  // oneDNN's native bf16 matmul where this CPU has one, else the f32 rate
+  // A GPU's (cuBLASLt's), or oneDNN's native bf16 matmul where this CPU has one, else the f32 rate.
+  double bf16_gemm_flops_per_s;
   std::vector<plan::GemmPoint> shapes;  // each distinct shape's rate, f32 (and native bf16)
+  bool gpu = false;         // measured on this rank's GPU (kernels.device = cuda), else on its threads
+  double gpu_memory = 0;    // that GPU's bytes
+  // What its runtime held beside the probe's buffers and the kernels' pool at the end (the CUDA
+  // context with the modules loaded, cuBLASLt's workspaces): the device's used memory less every
+  // tracked byte (host ones too: the figure errs low) and the pool's.
+  double gpu_reserved = 0;
+  kernels::Backend::DeviceFacts facts;
+  std::string where;        // "this host's CPU", "the guard backend", "GPU cuda:0 NVIDIA H200 (GPU-…)"
 };
 
 // The pass's distinct shapes as profile points of `precision`.
@@ -295,26 +307,49 @@ void add_shape_rates(GemmPass& pass, double pass_seconds, const std::string& pre
                       r.flops_per_s});
 }
 
-// On one rank with this process's threads: the GEMM rate of the deck's micro-batch shapes, and
-// the rate of everything else in a real step (element-wise kernels, the optimizer) expressed as
-// the bandwidth at which the step model's element-wise and optimizer bytes take the time that a
-// step of 2 micro-batches spends outside its GEMMs. Median of alternating turns.
-Rates probe_rates(const cli::CommandLine& line, const std::string& text, const plan::Workload& w) {
+// The device a probe runs on, before its rates: whether a GPU, its memory and facts, its name.
+Rates probed_device(const kernels::Backend& backend, const std::string& device) {
+  Rates rates;
+  rates.gpu = backend.device().kind == DeviceKind::cuda;
+  if (!rates.gpu) {
+    rates.where = device == "cpu" ? "this host's CPU" : "the " + device + " backend";
+    return rates;
+  }
+  rates.gpu_memory = backend.device_memory().total;
+  rates.facts = backend.device_facts();
+  const std::string identity = backend.device_identity();
+  rates.where = "GPU cuda:" + std::to_string(backend.device().index) + " " + rates.facts.name +
+                (identity.empty() ? "" : " (" + identity + ")");
+  return rates;
+}
+
+// On one rank, on the deck's kernels.device (this process's threads, or its GPU): the GEMM rate of
+// the deck's micro-batch shapes, and the rate of everything else in a real step (element-wise
+// kernels, the optimizer) expressed as the bandwidth at which the step model's element-wise and
+// optimizer bytes take the time that a step of 2 micro-batches spends outside its GEMMs. Median
+// of alternating turns. Collective over `world` (the device chosen as a job's).
+Rates probe_rates(comm::Communicator& world, const cli::CommandLine& line, const std::string& text,
+                  const plan::Workload& w) {
   const int64_t B = read_settings(deck::Deck::parse(line.deck_path, text, line.overrides)).train.micro_batch;
   // The deck's model on one rank: its micro-batch, every other layout key at its one-rank value,
   // replacing any the command line gave (a key given twice is a deck error).
   plan::Layout one_rank_layout;
   one_rank_layout.micro_batch = static_cast<int>(B);
   std::vector<deck::Override> probe = layout_overrides(one_rank_layout);
-  // On this host's CPU, which records no graphs (a GPU deck's cuda.graphs would stop the step).
+  // No graphs: the probe times GEMMs apart from the step, which a replay does not show (and the CPU
+  // records none).
   probe.insert(probe.end(),
                {{"train.global_batch", std::to_string(2 * B)}, {"optim.precision", "fp32"}, {"cuda.graphs", "false"}});
   std::vector<deck::Override> one_rank = without_keys_of(line.overrides, probe);
   one_rank.insert(one_rank.end(), probe.begin(), probe.end());
   const deck::Deck deck = deck::Deck::parse(line.deck_path, text, one_rank);
-  const kernels::Context here;  // this host's CPU, as it is: no job chose another path
+  RunSettings settings = read_settings(deck);
+  const deck::Record record(deck);
+  const kernels::Context here = device_context(world, settings, record);
+  const kernels::Backend& backend = kernels::backend_of(here);
+  Rates rates = probed_device(backend, settings.kernels.device);
   GemmPass gemm(here, w.config, static_cast<int>(B), w.seq_len);
-  StepRunner step(here, read_settings(deck), deck::Record(deck), kernels::Precision::fp32);
+  StepRunner step(here, settings, record, kernels::Precision::fp32);
   std::vector<double> gemm_s, step_s;
   for (int turn = 0; turn < 6; ++turn) {
     const double g = gemm.run(), t = step.run();
@@ -329,18 +364,23 @@ Rates probe_rates(const cli::CommandLine& line, const std::string& text, const p
   layout.micro_batch = static_cast<int>(B);
   const plan::StepEstimate bytes = plan::estimate_step(one, layout, unit);
   const double other_s = std::max(median(step_s) - 2 * median(gemm_s), 0.05 * median(step_s));
-  double bf16 = gemm.flops() / median(gemm_s);
-  std::vector<plan::GemmPoint> shapes;
-  add_shape_rates(gemm, median(gemm_s), "fp32", shapes);
-  if (kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
+  rates.gemm_flops_per_s = rates.bf16_gemm_flops_per_s = gemm.flops() / median(gemm_s);
+  rates.other_bytes_per_s = (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s;
+  add_shape_rates(gemm, median(gemm_s), "fp32", rates.shapes);
+  if (rates.gpu || kernels::native_low16_gemm_available(kernels::Precision::bf16)) {
     GemmPass native(here, w.config, static_cast<int>(B), w.seq_len, true);
     std::vector<double> native_s;
     for (int turn = 0; turn < 4; ++turn) native_s.push_back(native.run());
-    bf16 = native.flops() / median(native_s);
-    add_shape_rates(native, median(native_s), "bf16", shapes);
+    rates.bf16_gemm_flops_per_s = native.flops() / median(native_s);
+    add_shape_rates(native, median(native_s), "bf16", rates.shapes);
+    if (rates.gpu) {  // every probe's buffers alive, its modules loaded
+      const kernels::Backend::DeviceMemory memory = backend.device_memory();
+      rates.facts.pool_reserved = backend.device_facts().pool_reserved;
+      rates.gpu_reserved = std::max(0.0, memory.total - memory.free - static_cast<double>(memory_usage().total_current()) -
+                                             rates.facts.pool_reserved);
+    }
   }
-  return {gemm.flops() / median(gemm_s), (2 * bytes.stages[0].elementwise_s + bytes.optimizer_s) / other_s, bf16,
-          shapes};
+  return rates;
 }
 
 int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std::string& text,
@@ -360,36 +400,58 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   } catch (const std::exception& e) {
     fatal_all(links_path + ": " + e.what());
   }
-  // The ranks of a job on this host share its cores: one rank's share of the GEMM rate.
-  const Rates rates = probe_rates(line, text, w);
+  const Rates rates = probe_rates(world, line, text, w);
+  // The ranks of a job on this host share its cores: one rank's share of the rates; a GPU is one
+  // rank's own (NCCL's one rank per GPU).
   const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
-  const double share = std::min(1.0, cores / (threads * ranks));
-  hw.peak_fp32 = hw.peak_fp16 = rates.gemm_flops_per_s * share;
+  const double share = rates.gpu ? 1.0 : std::min(1.0, cores / (threads * ranks));
+  hw.peak_fp32 = rates.gemm_flops_per_s * share;
   hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
+  hw.peak_fp16 = rates.gpu ? hw.peak_bf16 : hw.peak_fp32;
   hw.gemm_fraction = 1;  // the probe measured the achieved rate itself
   hw.memory_bandwidth = rates.other_bytes_per_s * share;
   hw.gemm_table = rates.shapes;
   for (plan::GemmPoint& p : hw.gemm_table) p.flops_per_s *= share;
-  hw.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
+  hw.memory_bytes = rates.gpu ? rates.gpu_memory : double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
+  hw.reserved_bytes = rates.gpu_reserved;
+  hw.compute_units = rates.facts.compute_units;
+  hw.shared_memory_bytes = rates.facts.block_shared_memory;
   const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
-  const std::string probe = "measured by trident plan --calibrate";
+  const std::string probe = "measured by trident plan --calibrate on " + rates.where;
+  const std::string whose = rates.gpu ? "the GPU's" : "one rank's share of the cores";
+  // commbench times MPI over host memory: on GPUs a job's NCCL links may be faster (NVLink).
+  const std::string links_source = links_path + (rates.gpu ? " (trident commbench: MPI over host memory, not NCCL)" : "");
+  const std::string bf16_source =
+      rates.gpu ? probe + ": the same GEMMs in bf16 (cuBLASLt), the GPU's"
+      : kernels::native_low16_gemm_available(kernels::Precision::bf16)
+          ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
+          : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32";
   const std::map<std::string, std::string> sources = {
-      {"device.memory_gb", "this host's RAM / " + std::to_string(ranks) + " ranks"},
-      {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), one rank's share of the cores"},
-      {"device.peak_tflops_bf16", kernels::native_low16_gemm_available(kernels::Precision::bf16)
-                                      ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
-                                      : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32"},
-      {"device.peak_tflops_fp16", "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
+      {"device.memory_gb", rates.gpu ? "the GPU's memory (" + rates.where + ")"
+                                     : "this host's RAM / " + std::to_string(ranks) + " ranks"},
+      {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), " + whose},
+      {"device.peak_tflops_bf16", bf16_source},
+      {"device.peak_tflops_fp16", rates.gpu ? "the bf16 rate (the same tensor cores)"
+                                            : "the f32 rate (oneDNN 2.6 has no f16 CPU matmul: widened)"},
       {"device.gemm_fraction", "1: the peak figures are the achieved GEMM rate"},
-      {"gemm", probe + ": each distinct GEMM shape of the model alone (PRECISION.[BATCHx]MxNxK = TFLOP/s), one rank's "
-               "share; the step model times each product at the nearest (plan/gemm_model.hpp)"},
+      {"device.reserved_gb", rates.gpu ? probe + ": the device's used memory beside the probe's buffers and its kernels' "
+                                                  "pool (the CUDA context, cuBLASLt's workspaces)"
+                                       : "0: a CPU's tensors are all the memory model counts"},
+      {"device.compute_units", rates.gpu ? "the GPU's SMs (cudaDevAttrMultiProcessorCount)" : "0: no waves modelled (a CPU)"},
+      {"device.shared_memory_kb", rates.gpu ? "the GPU's opt-in shared memory per block" : "0: a CPU"},
+      {"device.nccl_mb_per_group", rates.gpu ? "0: not measured (NCCL's buffers per communicator; the GPU profiles "
+                                               "assume 200, inputs/hardware/h100-80gb-dgx.ini)" : "0: no NCCL on a CPU"},
+      {"device.comm_interference", rates.gpu ? "0: not measured (the GPU profiles assume 0.12: NCCL's SMs while it "
+                                               "overlaps compute)" : "0: a CPU's communication waits in MPI"},
+      {"gemm", probe + ": each distinct GEMM shape of the model alone (PRECISION.[BATCHx]MxNxK = TFLOP/s), " + whose +
+               "; the step model times each product at the nearest (plan/gemm_model.hpp)"},
       {"device.memory_bandwidth_gbps", probe + ": a one-rank step's time outside its GEMMs over the model's element-wise "
-                                       "and optimizer bytes (trident bench's step), one rank's share"},
+                                       "and optimizer bytes (trident bench's step), " + whose},
       {"cluster.devices_per_node", "topology.ranks_per_node of " + deck.file_name()},
       {"cluster.nodes_per_rack", "topology.nodes_per_rack of " + deck.file_name()},
-      {"link.node_latency_us", links_path}, {"link.node_bandwidth_gbps", links_path},
-      {"link.rack_latency_us", links_path}, {"link.rack_bandwidth_gbps", links_path},
-      {"link.cross_rack_latency_us", links_path}, {"link.cross_rack_bandwidth_gbps", links_path}};
+      {"link.node_latency_us", links_source}, {"link.node_bandwidth_gbps", links_source},
+      {"link.rack_latency_us", links_source}, {"link.rack_bandwidth_gbps", links_source},
+      {"link.cross_rack_latency_us", links_source}, {"link.cross_rack_bandwidth_gbps", links_source}};
   const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(ranks) + " ranks, " +
                                                         probe + " on " + deck.file_name() + "'s shapes\n", sources);
   if (world.rank() == 0) {

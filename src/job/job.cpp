@@ -54,20 +54,25 @@ Job load_job(comm::Communicator& world, const std::string& deck_path, const std:
   const layout::Grid grid(settings.parallel.tensor, settings.parallel.pipeline,
                           settings.parallel.data * settings.parallel.context, settings.parallel.context);
   topo::Topology topology = comm::discover_topology(world, settings.topology);
+  const kernels::Context device = device_context(world, settings, record);
+  if (settings.kernels.device != "cpu") settings.comm.collectives.staging = device_copies(*device.backend);
+  check_graphs(settings, record, *device.backend);
+  return Job{record, grid, std::move(topology), std::move(settings), device};
+}
+
+kernels::Context device_context(comm::Communicator& world, RunSettings& settings, const deck::Record& record) {
   kernels::Context device;
   device.backend = &choose_device(world, settings.kernels, record);
   // The rank's GPU made current (choose_comm_backend) before anything asks the backend for its
   // device: CUDA's remembers the device current at the first call, which would be GPU 0 on every rank.
   choose_comm_backend(world, settings, record);
   device.stream = Stream{device.backend->device(), nullptr};
-  if (settings.kernels.device != "cpu") settings.comm.collectives.staging = device_copies(*device.backend);
-  check_graphs(settings, record, *device.backend);
   device.low16_gemm = choose_low16_gemm(world, settings, record);
   device.arithmetic = choose_arithmetic(settings.kernels, record);
   device.attention_operands = settings.kernels.attention_f32 ? kernels::Precision::fp32 : settings.precision.precision;
   device.gelu_epilogues = settings.kernels.gelu_epilogues;
   device.library_attention = settings.kernels.library_attention;
-  return Job{record, grid, std::move(topology), std::move(settings), device};
+  return device;
 }
 
 namespace {

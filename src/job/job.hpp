@@ -32,6 +32,13 @@ struct Job {
 // arithmetic (choose_arithmetic) into Job::device.
 Job load_job(comm::Communicator& world, const std::string& deck_path, const std::vector<deck::Override>& overrides);
 
+// Collective over `world`: the kernels' context as the deck sets it up — the backend
+// (choose_device) with this rank's GPU made current (choose_comm_backend, which may turn
+// settings.comm.collectives.backend from nccl to mpi), its default stream, the 16-bit GEMM path,
+// the arithmetic and the attention's operands. load_job's, and that of a command that runs the
+// deck's kernels without a job (plan --calibrate's probe).
+kernels::Context device_context(comm::Communicator& world, RunSettings& settings, const deck::Record& record);
+
 // Collective over `world`: kernels.device, which every rank must be able to run (else a
 // UserError saying why: no CUDA in the binary, no GPU, kernels missing, or — for cuda, whose
 // kernels are all there — the parts of the trainer that still work on host memory). Returns

@@ -45,6 +45,15 @@ if "$TRIDENT" plan "$DECK" --calibrate "${EMULATED[@]}" > calibrate.out 2>&1 &&
   pass calibrated_profile_written_and_read_in_a_job_directory
 else fail calibrated_profile_written_and_read_in_a_job_directory "$(tail -2 calibrate.out) $(tail -2 this-host.out 2>&1)"; fi
 
+# The probe runs on the deck's kernels.device, chosen as a job's: the guarded backend here (its
+# kernels are the CPU's, so the rates are one rank's share of the cores, as the CPU's); a GPU
+# deck's probe is gpu-check's part `plan --calibrate`.
+if "$TRIDENT" plan "$DECK" --calibrate="$WORK/guard.ini" "${EMULATED[@]}" --kernels.device=guard > calibrate-guard.out 2>&1 &&
+   grep -q '^# this host, 4 ranks, measured by trident plan --calibrate on the guard backend' "$WORK/guard.ini" &&
+   grep -qE '^peak_tflops_fp32 = [0-9.]*[1-9]' "$WORK/guard.ini" && grep -q "one rank's share of the cores" "$WORK/guard.ini"; then
+  pass calibrate_probes_the_decks_device
+else fail calibrate_probes_the_decks_device "$(tail -2 calibrate-guard.out) $(head -3 "$WORK/guard.ini" 2>&1)"; fi
+
 # 3 ranks (odd, uneven segments), one node: also the shared-memory rows (all-reduce,
 # reduce-scatter, all-gather), 6 sizes × 9 rows.
 if commbench odd 3 --topology.ranks_per_node=3 --train.global_batch=6 --train.micro_batch=2 &&
