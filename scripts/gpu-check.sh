@@ -539,9 +539,9 @@ if wanted "plan --calibrate"; then
   # Tried here on the CPU: GPT-2 124M's step of 16 takes minutes, one block of one sequence seconds.
   [[ $DEVICE == cuda ]] || size=(--train.global_batch=1 --train.micro_batch=1 --model.layers=1)
   printf '[%s]\nranks = 1\nlatency_us = 0\nbusbw_gbps = 0\n' node rack cross_rack > "$LOGS/links-1.ini"
-  within 120 trident plan inputs/bench-124m.deck --calibrate="$LOGS/calibrated.ini" --links="$LOGS/links-1.ini" \
-    --kernels.device="$DEVICE" --parallel.data=1 "${size[@]}" > "$LOGS/calibrate.log" 2>&1
-  figures=$(py - "$LOGS/calibrated.ini" "inputs/hardware/$PROFILE.ini" "$DEVICE" 2>&1 <<'PY'
+  if within 120 trident plan inputs/bench-124m.deck --calibrate="$LOGS/calibrated.ini" --links="$LOGS/links-1.ini" \
+      --kernels.device="$DEVICE" --parallel.data=1 "${size[@]}" > "$LOGS/calibrate.log" 2>&1; then
+    figures=$(py - "$LOGS/calibrated.ini" "inputs/hardware/$PROFILE.ini" "$DEVICE" 2>&1 <<'PY'
 import sys
 def read(path):  # [device] keys of a profile: name -> value (comments dropped)
     values, section = {}, ""
@@ -563,8 +563,10 @@ gpu = sys.argv[3] == "cuda"
 sys.exit(0 if num(got, "peak_tflops_bf16") > 0 and (not gpu or int(num(got, "compute_units")) > 0) else 1)
 PY
 )
-  [[ $? == 0 ]] && verdict PASS "plan --calibrate" "$figures" ||
-    verdict FAIL "plan --calibrate" "$(tail -1 "$LOGS/calibrate.log"): $figures"
+    [[ $? == 0 ]] && verdict PASS "plan --calibrate" "$figures" || verdict FAIL "plan --calibrate" "$(echo "$figures" | tail -1)"
+  else
+    verdict FAIL "plan --calibrate" "exit status $?: $(run_error "$LOGS/calibrate.log")"
+  fi
 fi
 
 # 7. compute-sanitizer (on PATH or in the toolkit), after every figure: under it the checks run

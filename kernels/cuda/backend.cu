@@ -233,14 +233,21 @@ class CudaBackend final : public Backend {
     int units = 0;
     cudaMemPool_t pool = nullptr;
     unsigned long long reserved = 0;  // (cuuint64_t)
-    if (cudaGetDeviceProperties(&properties, device().index) == cudaSuccess) facts.name = properties.name;
-    if (cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, device().index) == cudaSuccess)
-      facts.compute_units = units;
-    if (cudaDeviceGetDefaultMemPool(&pool, device().index) == cudaSuccess &&
+    int shared = 0;
+    // A figure it could not read stays 0, and its error is not left behind (cudaGetLastError after
+    // a failed call only: one pending from earlier work is not this query's to clear).
+    const int index = device().index;
+    if (cudaGetDeviceProperties(&properties, index) == cudaSuccess) facts.name = properties.name;
+    else cudaGetLastError();
+    if (cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, index) == cudaSuccess) facts.compute_units = units;
+    else cudaGetLastError();
+    if (cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, index) == cudaSuccess)
+      facts.block_shared_memory = static_cast<double>(shared);
+    else cudaGetLastError();
+    if (cudaDeviceGetDefaultMemPool(&pool, index) == cudaSuccess &&
         cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess)
       facts.pool_reserved = static_cast<double>(reserved);
-    cudaGetLastError();  // a figure it could not read stays 0, and no error is left behind
-    facts.block_shared_memory = static_cast<double>(cuda::shared_memory_limit());
+    else cudaGetLastError();
     return facts;
   }
   double stream_scratch_peak() const override {

@@ -22,6 +22,7 @@
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "bench/gemm_probe.hpp"
+#include "comm/nccl/nccl.hpp"
 #include "job/job.hpp"
 #include "job/model_setup.hpp"
 #include "job/plan_inputs.hpp"
@@ -402,9 +403,11 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   }
   const Rates rates = probe_rates(world, line, text, w);
   // The ranks of a job on this host share its cores: one rank's share of the rates; a GPU is one
-  // rank's own (NCCL's one rank per GPU).
+  // rank's own (NCCL's one rank per GPU), or shared by a node's ranks beyond its GPUs (MPI's) — the
+  // GPUs this process sees, a node's when it runs alone on one.
   const double cores = std::thread::hardware_concurrency(), threads = omp_get_max_threads();
-  const double share = rates.gpu ? 1.0 : std::min(1.0, cores / (threads * ranks));
+  const double share = rates.gpu ? std::min(1.0, double(comm::cuda_devices_visible()) / per_node)
+                                 : std::min(1.0, cores / (threads * ranks));
   hw.peak_fp32 = rates.gemm_flops_per_s * share;
   hw.peak_bf16 = rates.bf16_gemm_flops_per_s * share;
   hw.peak_fp16 = rates.gpu ? hw.peak_bf16 : hw.peak_fp32;
@@ -412,13 +415,14 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
   hw.memory_bandwidth = rates.other_bytes_per_s * share;
   hw.gemm_table = rates.shapes;
   for (plan::GemmPoint& p : hw.gemm_table) p.flops_per_s *= share;
-  hw.memory_bytes = rates.gpu ? rates.gpu_memory : double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
+  hw.memory_bytes = rates.gpu ? rates.gpu_memory * share : double(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / ranks;
   hw.reserved_bytes = rates.gpu_reserved;
   hw.compute_units = rates.facts.compute_units;
   hw.shared_memory_bytes = rates.facts.block_shared_memory;
   const std::string out = flags.calibrate_out.empty() ? "inputs/hardware/this-host.ini" : flags.calibrate_out;
   const std::string probe = "measured by trident plan --calibrate on " + rates.where;
-  const std::string whose = rates.gpu ? "the GPU's" : "one rank's share of the cores";
+  const std::string whose = rates.gpu ? share < 1 ? "one rank's share of the node's GPUs" : "the GPU's"
+                                      : "one rank's share of the cores";
   // commbench times MPI over host memory: on GPUs a job's NCCL links may be faster (NVLink).
   const std::string links_source = links_path + (rates.gpu ? " (trident commbench: MPI over host memory, not NCCL)" : "");
   const std::string bf16_source =
@@ -427,7 +431,7 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
           ? probe + ": the same GEMMs in oneDNN's native bf16, one rank's share"
           : "the f32 rate: this CPU has no native bf16 matmul, 16-bit GEMMs run widened to f32";
   const std::map<std::string, std::string> sources = {
-      {"device.memory_gb", rates.gpu ? "the GPU's memory (" + rates.where + ")"
+      {"device.memory_gb", rates.gpu ? "the GPU's memory (" + rates.where + "), " + whose
                                      : "this host's RAM / " + std::to_string(ranks) + " ranks"},
       {"device.peak_tflops_fp32", probe + ": the model's f32 GEMMs (trident bench --gemm), " + whose},
       {"device.peak_tflops_bf16", bf16_source},

@@ -288,7 +288,8 @@ std::vector<KeySpec> build_schema() {
              "communicator of device buffers: mpi (host memory), nccl (one NCCL communicator per "
              "group and per level; needs kernels.device = cuda, NCCL in the binary and one GPU per "
              "rank), or auto (nccl with kernels.device = cuda where NCCL is built in and loads, every rank "
-             "has a GPU of its own and no topology.link.* is set; else mpi, said at start-up)"),
+             "has a GPU of its own and no topology.link.* is set; else mpi, said at start-up; an "
+             "NCCL_ALGO/NCCL_PROTO environment against comm.nccl_* stays an error)"),
       choice("comm.nccl_node_algo", "auto", kNcclAlgos,
              "comm.backend = nccl: NCCL's algorithm inside a node (NCCL_ALGO, per process: the three "
              "levels must agree); auto = NCCL's choice per operation"),

@@ -119,10 +119,10 @@ namespace {
 // cannot be opened here, or the link emulation.
 std::string nccl_unusable(const comm::CollectiveSettings& settings) {
   if (const std::string why = comm::nccl_problem(); !why.empty())
-    return "NCCL cannot be used here: " + why + " (put NCCL's library on LD_LIBRARY_PATH, or use comm.backend = mpi)";
+    return "NCCL cannot be used here: " + why + " (NCCL's library belongs on LD_LIBRARY_PATH)";
   if (settings.links.any())
     return "topology.link.* is set, and the link model emulates links for the MPI communicator only (NCCL "
-           "reports no steps to delay); use comm.backend = mpi or topology.link.* = off";
+           "reports no steps to delay; topology.link.* = off for NCCL)";
   return "";
 }
 
@@ -144,9 +144,12 @@ void choose_comm_backend(comm::Communicator& world, RunSettings& run, const deck
     const comm::NcclEnvironment environment =
         comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
     std::string unusable = comm::first_error(world, nccl_unusable(settings));
+    if (!unusable.empty() && !automatic)
+      fatal_all(deck.cite("comm.backend") + ", but " + unusable + "; use comm.backend = mpi, or auto (MPI where NCCL "
+                "cannot serve the job)");
     if (unusable.empty()) {
       device = comm::choose_cuda_device(world);
-      unusable = device->problem;
+      unusable = device->problem;  // with its remedy (comm::device_sharing_problem)
     }
     if (!unusable.empty() && !automatic) fatal_all(deck.cite("comm.backend") + ", but " + unusable);
     if (unusable.empty()) {
@@ -156,7 +159,8 @@ void choose_comm_backend(comm::Communicator& world, RunSettings& run, const deck
       return;
     }
     settings.backend = "mpi";
-    warn0("comm.backend = auto: the MPI communicator (device buffers through host memory), not NCCL: " + unusable);
+    warn0("comm.backend = auto chose the MPI communicator (device buffers through host memory), not NCCL: " +
+          unusable);
   }
   // A CUDA model over MPI (several ranks sharing a GPU, which NCCL refuses): each rank takes the
   // GPU of its position on its host modulo the GPUs it sees, as with NCCL, sharing allowed.

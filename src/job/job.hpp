@@ -45,8 +45,8 @@ kernels::Context device_context(comm::Communicator& world, RunSettings& settings
 // its backend.
 kernels::Backend& choose_device(comm::Communicator& world, const KernelSettings& kernels, const deck::Record& deck);
 
-// Collective over `world`: comm.backend resolved (auto: nccl with kernels.device = cuda
-// where NCCL is built in); for nccl, checked on every rank (a GPU of its own for every rank of
+// Collective over `world`: comm.backend resolved (auto: nccl with kernels.device = cuda where
+// NCCL is built in, until a reason below turns it to mpi); for nccl, checked on every rank (a GPU of its own for every rank of
 // a host, NCCL's library, no link emulation, the user's NCCL_ALGO/NCCL_PROTO against the deck) —
 // else a UserError saying why, or under auto the MPI communicator instead, said on rank 0
 // (settings.comm.collectives.backend becomes mpi) — and prepared: NCCL's per-process environment

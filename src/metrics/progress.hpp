@@ -4,9 +4,9 @@
 // (time, tokens, average tokens/s, time in evaluation and in checkpoints).
 //
 // The peak: no vendor figure is known to the program, so it is measured — the rate of one large
-// square GEMM in the run's precision on this rank's threads (measure_gemm_peak), the most
+// square GEMM in the run's precision on this rank's threads or GPU (measure_gemm_peak), the most
 // the model's GEMMs could reach here. MFU = the model FLOPs of a step per second per processor
-// (rank; on CUDA GPU, which ranks may share through MPI) over that peak.
+// (a rank; on CUDA a GPU, which ranks may share through MPI) over that peak.
 #pragma once
 
 #include <cstdint>

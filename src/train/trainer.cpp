@@ -41,7 +41,6 @@ std::unique_ptr<data::TokenData> open_data(const deck::Record& deck, const std::
   }
 }
 
-// The training data, once model.vocab is known to cover the data directory's tokenizer.
 // The processors a step's FLOPs are spread over, each as fast as the GEMM peak rank 0 measures
 // (StepLog's MFU): the ranks where each computes on threads of its own (the CPU, the guard); the
 // GPUs on CUDA, where rank 0 measures a whole GPU that ranks sharing it through MPI take turns on.
@@ -52,6 +51,7 @@ int peak_holders(comm::Communicator& world, const ModelMemory& memory, const ker
   return gpu && memory.device ? gpus : world.size();
 }
 
+// The training data, once model.vocab is known to cover the data directory's tokenizer.
 std::unique_ptr<data::TokenData> open_training_data(const Job& job, const DataSettings& data) {
   const deck::Record& deck = job.record;
   require_vocab_covers_tokenizer(job.settings, deck);
@@ -569,6 +569,8 @@ int Trainer::run(const std::string& run_dir, const std::vector<std::pair<std::st
   if (log_.metrics())
     log_.start(metrics::measure_gemm_peak(model_->context(), model_->precision()),
                kernels::precision_name(model_->precision()));
+  // The peak measured alone: ranks sharing rank 0's GPU (or its cores) wait, not evaluate beside it.
+  world_.barrier(Stream{}).wait();
   // Evaluation and checkpoints, timed for the end-of-run summary.
   auto validate = [&](int64_t step) {
     const auto start = SteadyClock::now();
