@@ -18,7 +18,7 @@
 # materialized attention and whole logits, with the flash attention's products in f32
 # (cuda.attention_products) and without the GELU epilogues (cuda.gelu_epilogues), its per-
 # operation table (bench --ops), our attention kernels against cuDNN's (cuda.attention_kernel),
-# the profile this GPU gives the planner (plan --calibrate),
+# the profile this GPU gives the planner (plan --calibrate), commbench's NCCL rows on one rank,
 # the kernel checks again under compute-sanitizer's memcheck (the
 # tensor-core attention's also under racecheck and synccheck) where it runs, NCCL last ("not exercised: one GPU" where there is one). After every part its
 # verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
@@ -566,6 +566,21 @@ PY
     [[ $? == 0 ]] && verdict PASS "plan --calibrate" "$figures" || verdict FAIL "plan --calibrate" "$(echo "$figures" | tail -1)"
   else
     verdict FAIL "plan --calibrate" "exit status $?: $(run_error "$LOGS/calibrate.log")"
+  fi
+fi
+
+# 6c. commbench's NCCL rows on device buffers (one rank: each collective's NCCL call and its
+# exactness, not a link: that needs a GPU per rank), and links.ini written from them.
+if wanted "commbench nccl"; then
+  within 90 trident commbench inputs/default.deck --kernels.device="$DEVICE" --parallel.tensor=1 --parallel.pipeline=1 \
+    --parallel.data=1 --train.run_dir="$LOGS/commbench" > "$LOGS/commbench.log" 2>&1
+  status=$? rows=$(grep -cE '^ +[0-9]+ +[0-9]+  [a-z_]+ +nccl' "$LOGS/commbench.log")
+  if ((status == 0 && rows > 0)) && grep -q '^# all results exact' "$LOGS/commbench.log" &&
+     grep -q "NCCL's all-reduce" "$LOGS/commbench/links.ini" 2> /dev/null; then
+    verdict PASS "commbench nccl" "$rows NCCL rows exact; $(grep -E '^ +67108864 .* all_reduce +nccl ' "$LOGS/commbench.log" |
+      awk '{print "64 MiB all-reduce " $5 " us"}')"
+  else
+    verdict FAIL "commbench nccl" "exit status $status, $rows NCCL rows: $(run_error "$LOGS/commbench.log")"
   fi
 fi
 

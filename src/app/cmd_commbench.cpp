@@ -1,7 +1,9 @@
 // `trident commbench DECK`: our collectives against MPI's, nccl-tests style, on the deck's
 // (emulated) topology: time, algbw, busbw and wrong elements for each collective, algorithm and
-// level; then the latency and bandwidth of each level for the planner (RUN_DIR/links.ini). The
-// rows of one size are timed in interleaved rounds, so that their ratios survive the host's drift.
+// level — with a model on a device, its device buffers' too (NCCL's, or MPI's staged:
+// commbench_device.hpp); then the latency and bandwidth of each level for the planner
+// (RUN_DIR/links.ini: NCCL's where it ran). The rows of one size are timed in interleaved rounds,
+// so that their ratios survive the host's drift.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,8 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "app/cli.hpp"
+#include "app/commbench_device.hpp"
+#include "app/commbench_rows.hpp"
 #include "app/commands.hpp"
 #include "job/job.hpp"
 #include "job/run_dir.hpp"
@@ -22,13 +26,7 @@
 namespace trident {
 namespace {
 
-struct Row {
-  std::string collective, algorithm;
-  double bus_factor;  // nccl-tests: all-reduce 2(n−1)/n, reduce-scatter and all-gather (n−1)/n
-  std::function<void(std::vector<float>&)> run;
-  std::function<size_t(const std::vector<float>&)> wrong;  // after one run on fresh data
-  std::function<void(std::vector<float>&)> fill;
-};
+using Row = CommbenchRow;
 
 // Seconds of `iterations` runs on freshly filled data, the slowest rank's.
 double time_runs(comm::Communicator& world, const Row& row, std::vector<float>& data, int iterations) {
@@ -36,6 +34,7 @@ double time_runs(comm::Communicator& world, const Row& row, std::vector<float>& 
   world.barrier(Stream{}).wait();
   const double start = steady_seconds();
   for (int i = 0; i < iterations; ++i) row.run(data);
+  if (row.finish) row.finish();
   double seconds = steady_seconds() - start;
   world.all_reduce(&seconds, 1, DType::f64, comm::Op::Max, Stream{}).wait();
   return seconds;
@@ -55,16 +54,9 @@ std::vector<double> interleaved_means(comm::Communicator& world, const std::vect
 
 // The shared-memory rows only where the group is one node: across nodes there is none.
 std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::MpiCommunicator& flat, int n, bool one_node) {
-  const int r = flat.rank();
-  auto fill_sum = [r](std::vector<float>& v) {
-    for (size_t i = 0; i < v.size(); ++i) v[i] = float((r + 1) * (i % 7 + 1));
-  };
-  auto sum_at = [n](size_t i) { return float(n * (n + 1) / 2 * (i % 7 + 1)); };  // of fill_sum's values
-  auto wrong_sum = [sum_at](const std::vector<float>& v) {
-    size_t wrong = 0;
-    for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != sum_at(i);
-    return wrong;
-  };
+  const CommbenchValues values{n, flat.rank()};
+  auto fill_sum = [values](std::vector<float>& v) { values.fill_sum(v); };
+  auto wrong_sum = [values](const std::vector<float>& v) { return values.wrong_sum(v); };
   // All-reduce by our algorithms and MPI's; reduce-scatter and all-gather by ours that have them.
   using Named = std::pair<const char*, comm::Algo>;
   std::vector<Named> all_reduce_algos = {{"ring", comm::Algo::Ring}, {"tree", comm::Algo::Tree}};
@@ -76,58 +68,61 @@ std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::MpiCommunicato
   for (const auto& [name, algo] : all_reduce_algos)
     list.push_back({"all_reduce", name, ar,
                     [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce_f32(v.data(), v.size(), algo); },
-                    wrong_sum, fill_sum});
+                    wrong_sum, fill_sum, {}});
   list.push_back({"all_reduce", "hierarchical", ar,
                   [&hierarchical](std::vector<float>& v) {
                     hierarchical.all_reduce(v.data(), v.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
                   },
-                  wrong_sum, fill_sum});
-  auto wrong_own_sum = [n, r, sum_at](const std::vector<float>& v) {
-    const auto seg = comm::segment_of(v.size(), n, r);
-    size_t wrong = 0;
-    for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != sum_at(i);
-    return wrong;
-  };
-  auto wrong_gathered = [n](const std::vector<float>& v) {
-    size_t wrong = 0;
-    for (int k = 0; k < n; ++k) {
-      const auto seg = comm::segment_of(v.size(), n, k);
-      for (size_t i = seg.first; i < seg.second; ++i) wrong += v[i] != float(k + 1);
-    }
-    return wrong;
-  };
-  auto fill_own = [n, r](std::vector<float>& v) {
-    const auto seg = comm::segment_of(v.size(), n, r);
-    std::fill(v.begin(), v.end(), 0.0f);
-    std::fill(v.begin() + seg.first, v.begin() + seg.second, float(r + 1));
-  };
+                  wrong_sum, fill_sum, {}});
+  auto wrong_own_sum = [values](const std::vector<float>& v) { return values.wrong_own_sum(v); };
+  auto wrong_gathered = [values](const std::vector<float>& v) { return values.wrong_gathered(v); };
+  auto fill_own = [values](std::vector<float>& v) { values.fill_own(v); };
   for (const auto& [name, algo] : partial_algos) {
     list.push_back({"reduce_scatter", name, part,
                     [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter_f32(v.data(), v.size(), algo); },
-                    wrong_own_sum, fill_sum});
+                    wrong_own_sum, fill_sum, {}});
     list.push_back({"all_gather", name, part,
                     [&flat, algo = algo](std::vector<float>& v) { flat.all_gather_f32(v.data(), v.size(), algo); },
-                    wrong_gathered, fill_own});
+                    wrong_gathered, fill_own, {}});
   }
   return list;
 }
 
-// A level's α and β as the planner's link model takes them (plan/hardware.hpp: a ring all-reduce
-// of S bytes over n ranks takes 2(n−1)·α + 2(n−1)/n·S/β): α a ring step's latency, from a small
-// all-reduce's time over its 2(n−1) steps, and β the bus bandwidth of a large one.
-std::pair<double, double> level_figures(comm::MpiCommunicator& c) {
-  if (c.size() == 1) return {0.0, 0.0};
-  std::vector<float> small(2, 1.0f), large(size_t(4) << 20, 1.0f);
-  auto mean = [&](std::vector<float>& v, int iterations) {
-    c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
-    const double start = steady_seconds();
-    for (int i = 0; i < iterations; ++i) c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
-    return (steady_seconds() - start) / iterations;
-  };
-  const double latency = mean(small, 50) / (2.0 * (c.size() - 1));
-  const double seconds = mean(large, 5);
-  const double busbw = large.size() * sizeof(float) / seconds * 2.0 * (c.size() - 1) / c.size();
-  return {latency, busbw};
+// The rows on `data`'s size, each checked once (its warm-up too: every rank's wrong elements
+// summed), then timed interleaved, and printed; returns the wrong elements.
+size_t print_rows(comm::Communicator& world, const std::vector<Row>& table, std::vector<float>& data) {
+  const size_t bytes = data.size() * sizeof(float);
+  std::vector<size_t> wrong(table.size());
+  size_t total_wrong = 0;
+  for (size_t r = 0; r < table.size(); ++r) {
+    table[r].fill(data);
+    table[r].run(data);
+    if (table[r].finish) table[r].finish();
+    double everywhere = static_cast<double>(table[r].wrong(data));  // exact in f64 up to 2^53 elements
+    world.all_reduce(&everywhere, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
+    wrong[r] = static_cast<size_t>(everywhere);
+    total_wrong += wrong[r];
+  }
+  const bool large = bytes >= (size_t(16) << 20);
+  const std::vector<double> seconds = interleaved_means(world, table, data, large ? 3 : 5, large ? 1 : 4);
+  for (size_t r = 0; r < table.size(); ++r) {
+    const double algbw = bytes / seconds[r] / 1e9;
+    char text[200];
+    std::snprintf(text, sizeof text, "%11zu %11zu  %-14s  %-12s %10.1f %12.3f %12.3f %7zu", bytes, data.size(),
+                  table[r].collective.c_str(), table[r].algorithm.c_str(), seconds[r] * 1e6, algbw,
+                  algbw * table[r].bus_factor, wrong[r]);
+    print0(text);
+  }
+  return total_wrong;
+}
+
+// A level's all-reduce over MPI (our ring) of `count` floats, for link_figures.
+Row mpi_ring_all_reduce(comm::MpiCommunicator& c) {
+  const CommbenchValues values{c.size(), c.rank()};
+  return {"all_reduce", "ring", 2.0 * (c.size() - 1) / c.size(),
+          [&c](std::vector<float>& v) { c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring); },
+          [values](const std::vector<float>& v) { return values.wrong_sum(v); },
+          [values](std::vector<float>& v) { values.fill_sum(v); }, {}};
 }
 
 }  // namespace
@@ -137,8 +132,10 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
   if (line.help) {
     print0("usage: mpirun -np N trident commbench DECK [--section.key=value ...]\n"
            "Our ring, tree and hierarchical collectives beside MPI_Allreduce on the deck's topology\n"
-           "(topology.ranks_per_node, nodes_per_rack, file, link.*), nccl-tests' columns; writes\n"
-           "RUN_DIR/links.ini (per-level latency and bandwidth) for the planner.\n\n" +
+           "(topology.ranks_per_node, nodes_per_rack, file, link.*), nccl-tests' columns; with\n"
+           "a model on a device (kernels.device), the device buffers' too: NCCL's (comm.backend = nccl) or\n"
+           "MPI's staged through host copies.\n"
+           "Writes RUN_DIR/links.ini (per-level latency and bandwidth: NCCL's where it ran) for the planner.\n\n" +
            cli::command_help("commbench"));
     return kExitOk;
   }
@@ -148,45 +145,34 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
   hierarchical_settings.algo = "auto";
   comm::GroupCollectives group(world, job.topology, "world", hierarchical_settings);
   const comm::EmulatedLinks emulated(group, settings.links);  // every level's steps at the link model's speed
+  // A model on a device: the rows of device buffers too (NCCL's, or MPI's staged through host
+  // copies); with NCCL the links NCCL's.
+  std::unique_ptr<DeviceCommbench> device =
+      job.settings.kernels.device != "cpu" ? std::make_unique<DeviceCommbench>(group, job) : nullptr;
+  const bool nccl = settings.backend == "nccl";
   const int n = group.flat().size();
-  print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + group.describe());
+  print0("# trident commbench: " + job_summary(job) + "; hierarchical = " + group.describe() +
+         (!device ? "" : nccl ? "; NCCL's rows on this rank's GPU" : "; staged rows: MPI on device buffers through host copies"));
   print0("#      size       count  collective      algorithm     time(us)  algbw(GB/s)  busbw(GB/s)  #wrong");
   size_t total_wrong = 0;
   for (size_t bytes : {size_t(0), size_t(4) << 10, size_t(256) << 10, size_t(1) << 20, size_t(16) << 20, size_t(64) << 20}) {
     std::vector<float> data(bytes / sizeof(float));
-    const std::vector<Row> table = rows(group, group.flat(), n, group.span() == topo::Level::Node);
-    std::vector<size_t> wrong(table.size());
-    for (size_t r = 0; r < table.size(); ++r) {  // exact? (and each row's warm-up)
-      table[r].fill(data);
-      table[r].run(data);
-      wrong[r] = table[r].wrong(data);
-      double everywhere = static_cast<double>(wrong[r]);  // exact in f64 up to 2^53 elements
-      world.all_reduce(&everywhere, 1, DType::f64, comm::Op::Sum, Stream{}).wait();
-      wrong[r] = static_cast<size_t>(everywhere);
-      total_wrong += wrong[r];
-    }
-    const bool large = bytes >= (size_t(16) << 20);
-    const std::vector<double> seconds = interleaved_means(world, table, data, large ? 3 : 5, large ? 1 : 4);
-    for (size_t r = 0; r < table.size(); ++r) {
-      const double algbw = bytes / seconds[r] / 1e9;
-      char text[200];
-      std::snprintf(text, sizeof text, "%11zu %11zu  %-14s  %-12s %10.1f %12.3f %12.3f %7zu", bytes,
-                    data.size(), table[r].collective.c_str(), table[r].algorithm.c_str(), seconds[r] * 1e6, algbw,
-                    algbw * table[r].bus_factor, wrong[r]);
-      print0(text);
-    }
+    total_wrong += print_rows(world, rows(group, group.flat(), n, group.span() == topo::Level::Node), data);
+    if (device && bytes > 0) total_wrong += print_rows(world, device->rows(data.size()), data);
   }
-  std::string error;
   const std::string dir = job.settings.train.run_dir;
-  std::string links = "# per-level links measured by trident commbench (ring all-reduce over the level's ranks):\n"
+  std::string links = std::string("# per-level links measured by trident commbench (") +
+                      (nccl ? "NCCL's all-reduce on device buffers" : "our ring all-reduce over MPI on host memory") +
+                      " over the level's ranks):\n"
                       "# latency_us a ring step's (a small all-reduce's time over its 2(n-1) steps), busbw_gbps\n";
-  comm::MpiCommunicator* levels[] = {&group.level(0), &group.level(1), &group.level(2)};
   for (int l = 0; l < 3; ++l) {
-    const auto [latency, busbw] = level_figures(*levels[l]);
+    comm::MpiCommunicator& level = group.level(l);
+    const auto [latency, busbw] = nccl ? device->level_figures(l) : link_figures(level.size(), [&level](size_t) {
+      return mpi_ring_all_reduce(level);
+    });
     char text[160];
     std::snprintf(text, sizeof text, "[%s]\nranks = %d\nlatency_us = %.2f\nbusbw_gbps = %.3f\n",
-                  topo::level_key(static_cast<topo::Level>(l)),
-                  levels[l]->size(), latency * 1e6, busbw / 1e9);
+                  topo::level_key(static_cast<topo::Level>(l)), level.size(), latency * 1e6, busbw / 1e9);
     links += text;
   }
   if (world.rank() == 0) {

@@ -45,6 +45,18 @@ if "$TRIDENT" plan "$DECK" --calibrate "${EMULATED[@]}" > calibrate.out 2>&1 &&
   pass calibrated_profile_written_and_read_in_a_job_directory
 else fail calibrated_profile_written_and_read_in_a_job_directory "$(tail -2 calibrate.out) $(tail -2 this-host.out 2>&1)"; fi
 
+# A model on a device: the rows of device buffers too, through the job's own path — here MPI
+# staged through host copies (the guarded backend; NCCL's on a GPU: gpu-check's part
+# `commbench nccl`): 5 sizes × (all-reduce flat and hierarchical over the 2 emulated nodes,
+# reduce-scatter, all-gather), every one exact.
+if commbench guard 4 --topology.ranks_per_node=2 --topology.nodes_per_rack=1 --kernels.device=guard &&
+   [[ $(grep -cE '^ +[0-9]+ +[0-9]+  [a-z_]+ +staged(_hier)? ' guard.out) == 20 &&
+      $(grep -cE '^ +[0-9]+ +[0-9]+  all_reduce +staged_hier ' guard.out) == 5 ]] &&
+   [[ $(awk '/^ +[0-9]+ +[0-9]+  [a-z_]+ +staged/{ if ($NF != 0) n++ } END { print n + 0 }' guard.out) == 0 ]] &&
+   grep -q '^# all results exact' guard.out; then
+  pass commbench_device_buffers_exact
+else fail commbench_device_buffers_exact "$(grep -cE ' staged' guard.out) staged lines: $(tail -2 guard.out)"; fi
+
 # The probe runs on the deck's kernels.device, chosen as a job's: the guarded backend here (its
 # kernels are the CPU's, so the rates are one rank's share of the cores, as the CPU's); a GPU
 # deck's probe is gpu-check's part `plan --calibrate`.

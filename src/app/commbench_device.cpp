@@ -1,0 +1,116 @@
+// NCCL's rows of trident commbench and its per-level links, on device buffers.
+#include "app/commbench_device.hpp"
+
+#include <functional>
+
+#include "comm/mpi/native_handle.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/kernels.hpp"
+#include "tensor/buffer.hpp"
+
+namespace trident {
+
+namespace {
+
+// One operand in device memory and the collectives queued on it (each Work waits on its event).
+struct DeviceOperand {
+  DeviceOperand(const kernels::Context& device, size_t count)
+      : ctx(device), buffer(count, MemoryCategory::Workspace, kernels::backend_of(device), MemoryKind::device) {}
+  void upload(const std::vector<float>& values) { kernels::upload(ctx, buffer.view(), values.data()); }
+  void finish() {
+    for (comm::Work& work : queued) work.wait();
+    queued.clear();
+  }
+  std::vector<float> download() {
+    finish();
+    std::vector<float> values(buffer.size());
+    kernels::download(ctx, values.data(), buffer.view());
+    return values;
+  }
+  kernels::Context ctx;
+  Buffer<float> buffer;  // (count) f32
+  std::vector<comm::Work> queued;
+};
+
+using Enqueue = std::function<comm::Work(float* data, size_t count, Stream stream)>;
+using Check = size_t (CommbenchValues::*)(const std::vector<float>&) const;
+using Fill = void (CommbenchValues::*)(std::vector<float>&) const;
+
+// A row whose run only queues `enqueue` on the operand's stream; finish waits for what it queued.
+CommbenchRow device_row(const char* collective, const char* algorithm, double bus_factor,
+                        const std::shared_ptr<DeviceOperand>& operand, const CommbenchValues& values,
+                        Enqueue enqueue, Check wrong, Fill fill) {
+  return {collective, algorithm, bus_factor,
+          [operand, enqueue](std::vector<float>& v) {
+            operand->queued.push_back(enqueue(operand->buffer.data(), v.size(), operand->ctx.stream));
+          },
+          [operand, values, wrong](const std::vector<float>&) { return (values.*wrong)(operand->download()); },
+          [operand, values, fill](std::vector<float>& v) {
+            (values.*fill)(v);
+            operand->upload(v);
+          },
+          [operand] { operand->finish(); }};
+}
+
+comm::CollectiveSettings with_algo(const comm::CollectiveSettings& job, const std::string& algo) {
+  comm::CollectiveSettings settings = job;
+  settings.algo = algo;  // ring: the group as one; auto: over its levels where it spans nodes
+  settings.links = {};   // the host rows show the link model; these, the device's own path
+  return settings;
+}
+
+auto all_reduce_on(comm::Communicator& c) {
+  return [&c](float* data, size_t k, Stream s) { return c.all_reduce(data, k, DType::f32, comm::Op::Sum, s); };
+}
+
+}  // namespace
+
+DeviceCommbench::DeviceCommbench(comm::GroupCollectives& world_group, const Job& job)
+    : rank_(world_group.rank()),
+      size_(world_group.size()),
+      name_(job.settings.comm.collectives.backend == "nccl" ? "nccl" : "staged"),
+      device_(job.device) {
+  const comm::CollectiveSettings& settings = job.settings.comm.collectives;
+  auto made = [&](comm::Communicator& group, const std::string& name, const std::string& algo) {
+    return comm::make_group_communicator(comm::native_handle(group), job.topology, name, with_algo(settings, algo));
+  };
+  flat_ = made(world_group.flat(), "world (device, flat)", "ring");
+  if (world_group.hierarchical()) hierarchical_ = made(world_group.flat(), "world (device)", "auto");
+  for (int l = 0; l < 3; ++l)
+    if (world_group.level(l).size() > 1) levels_[l] = made(world_group.level(l), world_group.level(l).name(), "ring");
+}
+
+std::vector<CommbenchRow> DeviceCommbench::rows(size_t count) {
+  const CommbenchValues values{size_, rank_};
+  const auto operand = std::make_shared<DeviceOperand>(device_, count);
+  const double ar = 2.0 * (size_ - 1) / size_, part = double(size_ - 1) / size_;
+  const std::string hier = name_ + "_hier";
+  comm::Communicator& flat = *flat_;
+  std::vector<CommbenchRow> list = {device_row("all_reduce", name_.c_str(), ar, operand, values, all_reduce_on(flat),
+                                               &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum)};
+  if (hierarchical_)
+    list.push_back(device_row("all_reduce", hier.c_str(), ar, operand, values, all_reduce_on(*hierarchical_),
+                              &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum));
+  list.push_back(device_row(
+      "reduce_scatter", name_.c_str(), part, operand, values,
+      [&flat](float* data, size_t k, Stream s) { return flat.reduce_scatter(data, k, DType::f32, comm::Op::Sum, s); },
+      &CommbenchValues::wrong_own_sum, &CommbenchValues::fill_sum));
+  list.push_back(device_row(
+      "all_gather", name_.c_str(), part, operand, values,
+      [&flat](float* data, size_t k, Stream s) { return flat.all_gather(data, k, DType::f32, s); },
+      &CommbenchValues::wrong_gathered, &CommbenchValues::fill_own));
+  return list;
+}
+
+std::pair<double, double> DeviceCommbench::level_figures(int level) {
+  if (!levels_[level]) return {0.0, 0.0};
+  comm::Communicator& c = *levels_[level];
+  return link_figures(c.size(), [&](size_t count) {
+    const CommbenchValues values{c.size(), c.rank()};
+    return device_row("all_reduce", name_.c_str(), 2.0 * (c.size() - 1) / c.size(),
+                      std::make_shared<DeviceOperand>(device_, count), values, all_reduce_on(c),
+                      &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum);
+  });
+}
+
+}  // namespace trident
