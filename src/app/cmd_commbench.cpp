@@ -143,6 +143,7 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
   const comm::CollectiveSettings& settings = job.settings.comm.collectives;
   comm::CollectiveSettings hierarchical_settings = settings;
   hierarchical_settings.algo = "auto";
+  hierarchical_settings.backend = "mpi";  // the host rows': the device rows make their own communicators
   comm::GroupCollectives group(world, job.topology, "world", hierarchical_settings);
   const comm::EmulatedLinks emulated(group, settings.links);  // every level's steps at the link model's speed
   // A model on a device: the rows of device buffers too (NCCL's, or MPI's staged through host
@@ -167,7 +168,7 @@ int run_commbench(comm::Communicator& world, const std::vector<std::string>& arg
                       "# latency_us a ring step's (a small all-reduce's time over its 2(n-1) steps), busbw_gbps\n";
   for (int l = 0; l < 3; ++l) {
     comm::MpiCommunicator& level = group.level(l);
-    const auto [latency, busbw] = nccl ? device->level_figures(l) : link_figures(level.size(), [&level](size_t) {
+    const auto [latency, busbw] = nccl && device ? device->level_figures(l) : link_figures(level.size(), [&level](size_t) {
       return mpi_ring_all_reduce(level);
     });
     char text[160];

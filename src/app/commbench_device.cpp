@@ -1,4 +1,4 @@
-// NCCL's rows of trident commbench and its per-level links, on device buffers.
+// trident commbench's rows on device buffers (NCCL's, or MPI's staged) and NCCL's per-level links.
 #include "app/commbench_device.hpp"
 
 #include <functional>
@@ -16,7 +16,13 @@ namespace {
 struct DeviceOperand {
   DeviceOperand(const kernels::Context& device, size_t count)
       : ctx(device), buffer(count, MemoryCategory::Workspace, kernels::backend_of(device), MemoryKind::device) {}
-  void upload(const std::vector<float>& values) { kernels::upload(ctx, buffer.view(), values.data()); }
+  // Landed when it returns (a CUDA copy from pageable memory may still run after the call): a
+  // row's clock starts after it.
+  void upload(const std::vector<float>& values) {
+    kernels::upload(ctx, buffer.view(), values.data());
+    kernels::Backend& backend = kernels::backend_of(ctx);
+    backend.seconds_between(backend.mark(ctx.stream), backend.mark(ctx.stream));  // waits for the stream
+  }
   void finish() {
     for (comm::Work& work : queued) work.wait();
     queued.clear();
@@ -54,7 +60,7 @@ CommbenchRow device_row(const char* collective, const char* algorithm, double bu
 
 comm::CollectiveSettings with_algo(const comm::CollectiveSettings& job, const std::string& algo) {
   comm::CollectiveSettings settings = job;
-  settings.algo = algo;  // ring: the group as one; auto: over its levels where it spans nodes
+  settings.algo = algo;  // flat: the group as one (NCCL's all-reduce; MPI's node or ring algorithm); auto: over its levels where it spans nodes
   settings.links = {};   // the host rows show the link model; these, the device's own path
   return settings;
 }
@@ -74,10 +80,11 @@ DeviceCommbench::DeviceCommbench(comm::GroupCollectives& world_group, const Job&
   auto made = [&](comm::Communicator& group, const std::string& name, const std::string& algo) {
     return comm::make_group_communicator(comm::native_handle(group), job.topology, name, with_algo(settings, algo));
   };
-  flat_ = made(world_group.flat(), "world (device, flat)", "ring");
+  flat_ = made(world_group.flat(), "world (device, flat)", "flat");
   if (world_group.hierarchical()) hierarchical_ = made(world_group.flat(), "world (device)", "auto");
+  if (name_ != "nccl") return;  // MPI's links are the host rows' (link_figures over the host levels)
   for (int l = 0; l < 3; ++l)
-    if (world_group.level(l).size() > 1) levels_[l] = made(world_group.level(l), world_group.level(l).name(), "ring");
+    if (world_group.level(l).size() > 1) levels_[l] = made(world_group.level(l), world_group.level(l).name(), "flat");
 }
 
 std::vector<CommbenchRow> DeviceCommbench::rows(size_t count) {

@@ -27,7 +27,8 @@ class DeviceCommbench {
   DeviceCommbench(comm::GroupCollectives& world_group, const Job& job);
   // The rows for `count` floats (count > 0) on this rank's device: a buffer of theirs.
   std::vector<CommbenchRow> rows(size_t count);
-  // Level `level`'s α and bus bandwidth by the device all-reduce over it (link_figures).
+  // Level `level`'s α and bus bandwidth by NCCL's all-reduce over it (link_figures); {0, 0} for a
+  // level of one rank, and without NCCL.
   std::pair<double, double> level_figures(int level);
 
  private:
