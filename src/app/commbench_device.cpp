@@ -3,7 +3,6 @@
 
 #include <functional>
 
-#include "comm/mpi/native_handle.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 #include "tensor/buffer.hpp"
@@ -78,7 +77,7 @@ DeviceCommbench::DeviceCommbench(comm::GroupCollectives& world_group, const Job&
       device_(job.device) {
   const comm::CollectiveSettings& settings = job.settings.comm.collectives;
   auto made = [&](comm::Communicator& group, const std::string& name, const std::string& algo) {
-    return comm::make_group_communicator(comm::native_handle(group), job.topology, name, with_algo(settings, algo));
+    return comm::make_group_communicator(group, job.topology, name, with_algo(settings, algo));
   };
   flat_ = made(world_group.flat(), "world (device, flat)", "flat");
   if (world_group.hierarchical()) hierarchical_ = made(world_group.flat(), "world (device)", "auto");

@@ -166,4 +166,10 @@ std::unique_ptr<Communicator> make_group_communicator(MPI_Comm group, const topo
                       settings.backend == "mpi" ? settings.staging : DeviceCopies{});
 }
 
+std::unique_ptr<Communicator> make_group_communicator(Communicator& group, const topo::Topology& topology,
+                                                      const std::string& name, const CollectiveSettings& settings,
+                                                      Traffic kind) {
+  return make_group_communicator(native_handle(group), topology, name, settings, kind);
+}
+
 }  // namespace trident::comm

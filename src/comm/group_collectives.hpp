@@ -79,5 +79,10 @@ std::unique_ptr<Communicator> make_group_communicator(MPI_Comm group, const topo
                                                       const std::string& name,
                                                       const CollectiveSettings& settings,
                                                       Traffic kind = Traffic::Count);
+// The same over the ranks of a plain MPI communicator (comm/world.hpp), which outlives it.
+std::unique_ptr<Communicator> make_group_communicator(Communicator& group, const topo::Topology& topology,
+                                                      const std::string& name,
+                                                      const CollectiveSettings& settings,
+                                                      Traffic kind = Traffic::Count);
 
 }  // namespace trident::comm
