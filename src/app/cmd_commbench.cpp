@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "comm/group_collectives.hpp"
@@ -52,38 +53,38 @@ std::vector<double> interleaved_means(comm::Communicator& world, const std::vect
   return total;
 }
 
+// A row on host memory: `run` runs the collective on the data and returns when it is done.
+Row host_row(Collective c, const std::string& algorithm, const CommbenchValues& values,
+             std::function<void(std::vector<float>&)> run) {
+  Row row = collective_row(c, algorithm, values);
+  row.run = std::move(run);
+  return row;
+}
+
 // The shared-memory rows only where the group is one node: across nodes there is none.
 std::vector<Row> rows(comm::GroupCollectives& hierarchical, comm::MpiCommunicator& flat, int n, bool one_node) {
   const CommbenchValues values{n, flat.rank()};
-  auto fill_sum = [values](std::vector<float>& v) { values.fill_sum(v); };
-  auto wrong_sum = [values](const std::vector<float>& v) { return values.wrong_sum(v); };
   // All-reduce by our algorithms and MPI's; reduce-scatter and all-gather by ours that have them.
   using Named = std::pair<const char*, comm::Algo>;
   std::vector<Named> all_reduce_algos = {{"ring", comm::Algo::Ring}, {"tree", comm::Algo::Tree}};
   std::vector<Named> partial_algos = {{"ring", comm::Algo::Ring}};
   if (one_node) all_reduce_algos.push_back({"shm", comm::Algo::Shm}), partial_algos.push_back({"shm", comm::Algo::Shm});
   all_reduce_algos.push_back({"mpi", comm::Algo::Mpi});
-  const double ar = 2.0 * (n - 1) / n, part = double(n - 1) / n;
   std::vector<Row> list;
   for (const auto& [name, algo] : all_reduce_algos)
-    list.push_back({"all_reduce", name, ar,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.all_reduce_f32(v.data(), v.size(), algo); },
-                    wrong_sum, fill_sum, {}});
-  list.push_back({"all_reduce", "hierarchical", ar,
-                  [&hierarchical](std::vector<float>& v) {
-                    hierarchical.all_reduce(v.data(), v.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
-                  },
-                  wrong_sum, fill_sum, {}});
-  auto wrong_own_sum = [values](const std::vector<float>& v) { return values.wrong_own_sum(v); };
-  auto wrong_gathered = [values](const std::vector<float>& v) { return values.wrong_gathered(v); };
-  auto fill_own = [values](std::vector<float>& v) { values.fill_own(v); };
+    list.push_back(host_row(Collective::all_reduce, name, values, [&flat, algo = algo](std::vector<float>& v) {
+      flat.all_reduce_f32(v.data(), v.size(), algo);
+    }));
+  list.push_back(host_row(Collective::all_reduce, "hierarchical", values, [&hierarchical](std::vector<float>& v) {
+    hierarchical.all_reduce(v.data(), v.size(), DType::f32, comm::Op::Sum, Stream{}).wait();
+  }));
   for (const auto& [name, algo] : partial_algos) {
-    list.push_back({"reduce_scatter", name, part,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.reduce_scatter_f32(v.data(), v.size(), algo); },
-                    wrong_own_sum, fill_sum, {}});
-    list.push_back({"all_gather", name, part,
-                    [&flat, algo = algo](std::vector<float>& v) { flat.all_gather_f32(v.data(), v.size(), algo); },
-                    wrong_gathered, fill_own, {}});
+    list.push_back(host_row(Collective::reduce_scatter, name, values, [&flat, algo = algo](std::vector<float>& v) {
+      flat.reduce_scatter_f32(v.data(), v.size(), algo);
+    }));
+    list.push_back(host_row(Collective::all_gather, name, values, [&flat, algo = algo](std::vector<float>& v) {
+      flat.all_gather_f32(v.data(), v.size(), algo);
+    }));
   }
   return list;
 }
@@ -116,13 +117,11 @@ size_t print_rows(comm::Communicator& world, const std::vector<Row>& table, std:
   return total_wrong;
 }
 
-// A level's all-reduce over MPI (our ring) of `count` floats, for link_figures.
+// A level's all-reduce over MPI (our ring), for link_figures.
 Row mpi_ring_all_reduce(comm::MpiCommunicator& c) {
-  const CommbenchValues values{c.size(), c.rank()};
-  return {"all_reduce", "ring", 2.0 * (c.size() - 1) / c.size(),
-          [&c](std::vector<float>& v) { c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring); },
-          [values](const std::vector<float>& v) { return values.wrong_sum(v); },
-          [values](std::vector<float>& v) { values.fill_sum(v); }, {}};
+  return host_row(Collective::all_reduce, "ring", CommbenchValues{c.size(), c.rank()}, [&c](std::vector<float>& v) {
+    c.all_reduce_f32(v.data(), v.size(), comm::Algo::Ring);
+  });
 }
 
 }  // namespace

@@ -38,23 +38,22 @@ struct DeviceOperand {
 };
 
 using Enqueue = std::function<comm::Work(float* data, size_t count, Stream stream)>;
-using Check = size_t (CommbenchValues::*)(const std::vector<float>&) const;
-using Fill = void (CommbenchValues::*)(std::vector<float>&) const;
 
-// A row whose run only queues `enqueue` on the operand's stream; finish waits for what it queued.
-CommbenchRow device_row(const char* collective, const char* algorithm, double bus_factor,
-                        const std::shared_ptr<DeviceOperand>& operand, const CommbenchValues& values,
-                        Enqueue enqueue, Check wrong, Fill fill) {
-  return {collective, algorithm, bus_factor,
-          [operand, enqueue](std::vector<float>& v) {
-            operand->queued.push_back(enqueue(operand->buffer.data(), v.size(), operand->ctx.stream));
-          },
-          [operand, values, wrong](const std::vector<float>&) { return (values.*wrong)(operand->download()); },
-          [operand, values, fill](std::vector<float>& v) {
-            (values.*fill)(v);
-            operand->upload(v);
-          },
-          [operand] { operand->finish(); }};
+// Collective `c`'s row on the operand: fill uploads the host data, run only queues `enqueue` on
+// the operand's stream, finish waits for what it queued, wrong checks the downloaded result.
+CommbenchRow device_row(Collective c, const std::string& algorithm, const std::shared_ptr<DeviceOperand>& operand,
+                        const CommbenchValues& values, Enqueue enqueue) {
+  CommbenchRow row = collective_row(c, algorithm, values);
+  row.run = [operand, enqueue](std::vector<float>& v) {
+    operand->queued.push_back(enqueue(operand->buffer.data(), v.size(), operand->ctx.stream));
+  };
+  row.wrong = [operand, wrong = row.wrong](const std::vector<float>&) { return wrong(operand->download()); };
+  row.fill = [operand, fill = row.fill](std::vector<float>& v) {
+    fill(v);
+    operand->upload(v);
+  };
+  row.finish = [operand] { operand->finish(); };
+  return row;
 }
 
 comm::CollectiveSettings with_algo(const comm::CollectiveSettings& job, const std::string& algo) {
@@ -89,22 +88,16 @@ DeviceCommbench::DeviceCommbench(comm::GroupCollectives& world_group, const Job&
 std::vector<CommbenchRow> DeviceCommbench::rows(size_t count) {
   const CommbenchValues values{size_, rank_};
   const auto operand = std::make_shared<DeviceOperand>(device_, count);
-  const double ar = 2.0 * (size_ - 1) / size_, part = double(size_ - 1) / size_;
-  const std::string hier = name_ + "_hier";
   comm::Communicator& flat = *flat_;
-  std::vector<CommbenchRow> list = {device_row("all_reduce", name_.c_str(), ar, operand, values, all_reduce_on(flat),
-                                               &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum)};
+  std::vector<CommbenchRow> list = {device_row(Collective::all_reduce, name_, operand, values, all_reduce_on(flat))};
   if (hierarchical_)
-    list.push_back(device_row("all_reduce", hier.c_str(), ar, operand, values, all_reduce_on(*hierarchical_),
-                              &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum));
-  list.push_back(device_row(
-      "reduce_scatter", name_.c_str(), part, operand, values,
-      [&flat](float* data, size_t k, Stream s) { return flat.reduce_scatter(data, k, DType::f32, comm::Op::Sum, s); },
-      &CommbenchValues::wrong_own_sum, &CommbenchValues::fill_sum));
-  list.push_back(device_row(
-      "all_gather", name_.c_str(), part, operand, values,
-      [&flat](float* data, size_t k, Stream s) { return flat.all_gather(data, k, DType::f32, s); },
-      &CommbenchValues::wrong_gathered, &CommbenchValues::fill_own));
+    list.push_back(device_row(Collective::all_reduce, name_ + "_hier", operand, values, all_reduce_on(*hierarchical_)));
+  list.push_back(device_row(Collective::reduce_scatter, name_, operand, values, [&flat](float* data, size_t k, Stream s) {
+    return flat.reduce_scatter(data, k, DType::f32, comm::Op::Sum, s);
+  }));
+  list.push_back(device_row(Collective::all_gather, name_, operand, values, [&flat](float* data, size_t k, Stream s) {
+    return flat.all_gather(data, k, DType::f32, s);
+  }));
   return list;
 }
 
@@ -112,10 +105,8 @@ std::pair<double, double> DeviceCommbench::level_figures(int level) {
   if (!levels_[level]) return {0.0, 0.0};
   comm::Communicator& c = *levels_[level];
   return link_figures(c.size(), [&](size_t count) {
-    const CommbenchValues values{c.size(), c.rank()};
-    return device_row("all_reduce", name_.c_str(), 2.0 * (c.size() - 1) / c.size(),
-                      std::make_shared<DeviceOperand>(device_, count), values, all_reduce_on(c),
-                      &CommbenchValues::wrong_sum, &CommbenchValues::fill_sum);
+    return device_row(Collective::all_reduce, name_, std::make_shared<DeviceOperand>(device_, count),
+                      CommbenchValues{c.size(), c.rank()}, all_reduce_on(c));
   });
 }
 

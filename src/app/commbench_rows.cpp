@@ -44,6 +44,29 @@ size_t CommbenchValues::wrong_gathered(const std::vector<float>& v) const {
   return wrong;
 }
 
+CommbenchRow collective_row(Collective c, const std::string& algorithm, const CommbenchValues& values) {
+  const int n = values.n;
+  CommbenchRow row;
+  row.algorithm = algorithm;
+  row.fill = [values](std::vector<float>& v) { values.fill_sum(v); };
+  switch (c) {
+    case Collective::all_reduce:
+      row.collective = "all_reduce", row.bus_factor = 2.0 * (n - 1) / n;
+      row.wrong = [values](const std::vector<float>& v) { return values.wrong_sum(v); };
+      break;
+    case Collective::reduce_scatter:
+      row.collective = "reduce_scatter", row.bus_factor = double(n - 1) / n;
+      row.wrong = [values](const std::vector<float>& v) { return values.wrong_own_sum(v); };
+      break;
+    case Collective::all_gather:
+      row.collective = "all_gather", row.bus_factor = double(n - 1) / n;
+      row.fill = [values](std::vector<float>& v) { values.fill_own(v); };
+      row.wrong = [values](const std::vector<float>& v) { return values.wrong_gathered(v); };
+      break;
+  }
+  return row;
+}
+
 std::pair<double, double> link_figures(int size, const std::function<CommbenchRow(size_t)>& all_reduce) {
   if (size == 1) return {0.0, 0.0};
   auto mean = [&](size_t count, int iterations) {

@@ -12,7 +12,7 @@ namespace trident {
 
 struct CommbenchRow {
   std::string collective, algorithm;
-  double bus_factor;  // nccl-tests: all-reduce 2(n−1)/n, reduce-scatter and all-gather (n−1)/n
+  double bus_factor = 0;  // nccl-tests: all-reduce 2(n−1)/n, reduce-scatter and all-gather (n−1)/n
   // Each takes the host copy of the data (a device row keeps the operand on its device: fill
   // uploads it, wrong downloads it first).
   std::function<void(std::vector<float>&)> run;
@@ -32,6 +32,13 @@ struct CommbenchValues {
   void fill_own(std::vector<float>& v) const;        // all-gather's input: r + 1 in rank r's segment, else 0
   size_t wrong_gathered(const std::vector<float>& v) const;  // all-gather: segment k not k + 1
 };
+
+enum class Collective { all_reduce, reduce_scatter, all_gather };
+
+// Collective `c`'s row by `algorithm` over `values`' group without its run: its name, its bus
+// factor, its data (fill_sum, or fill_own for the all-gather) and its check (wrong_sum,
+// wrong_own_sum, wrong_gathered), on host memory.
+CommbenchRow collective_row(Collective c, const std::string& algorithm, const CommbenchValues& values);
 
 // A level's α and β as the planner's link model takes them (plan/hardware.hpp: a ring all-reduce
 // of S bytes over n ranks takes 2(n−1)·α + 2(n−1)/n·S/β): α a ring step's latency, from a small
