@@ -376,9 +376,9 @@ Rates probe_rates(comm::Communicator& world, const cli::CommandLine& line, const
     add_shape_rates(native, median(native_s), "bf16", rates.shapes);
     if (rates.gpu) {  // every probe's buffers alive, its modules loaded
       const kernels::Backend::DeviceMemory memory = backend.device_memory();
-      rates.facts.pool_reserved = backend.device_facts().pool_reserved;
-      rates.gpu_reserved = std::max(0.0, memory.total - memory.free - static_cast<double>(memory_usage().total_current()) -
-                                             rates.facts.pool_reserved);
+      const double pool = backend.device_facts().pool_reserved;  // now, not at the start
+      rates.gpu_reserved =
+          std::max(0.0, memory.total - memory.free - static_cast<double>(memory_usage().total_current()) - pool);
     }
   }
   return rates;

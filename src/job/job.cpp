@@ -144,20 +144,18 @@ void choose_comm_backend(comm::Communicator& world, RunSettings& run, const deck
     const comm::NcclEnvironment environment =
         comm::process_environment(settings.nccl, [](const char* name) { return std::getenv(name); });
     std::string unusable = comm::first_error(world, nccl_unusable(settings));
-    if (!unusable.empty() && !automatic)
-      fatal_all(deck.cite("comm.backend") + ", but " + unusable + "; use comm.backend = mpi, or auto (MPI where NCCL "
-                "cannot serve the job)");
-    if (unusable.empty()) {
+    std::string remedy = "; use comm.backend = mpi, or auto (MPI where NCCL cannot serve the job)";
+    if (unusable.empty()) {  // the library and the deck allow NCCL: a GPU of its own for each rank?
       device = comm::choose_cuda_device(world);
-      unusable = device->problem;  // with its remedy (comm::device_sharing_problem)
+      unusable = device->problem, remedy = "";  // the problem says its remedy (comm::device_sharing_problem)
     }
-    if (!unusable.empty() && !automatic) fatal_all(deck.cite("comm.backend") + ", but " + unusable);
     if (unusable.empty()) {
       comm::agree_on_first_error(world, environment.conflict.empty() ? "" : deck.cite("comm.backend") + ", but " + environment.conflict);
       for (const auto& [name, value] : environment.set) setenv(name.c_str(), value.c_str(), 1);
       comm::use_cuda_device(device->index);
       return;
     }
+    if (!automatic) fatal_all(deck.cite("comm.backend") + ", but " + unusable + remedy);
     settings.backend = "mpi";
     warn0("comm.backend = auto chose the MPI communicator (device buffers through host memory), not NCCL: " +
           unusable);
