@@ -67,8 +67,16 @@ ifeq ($(CUDA),1)
   # cuBLASLt, NCCL, cuDNN and NVRTC are not linked: the binary opens them on first use
   # (core/shared_library.hpp), so that a CPU run never loads them and a host without them starts it.
   LDLIBS  += -lcudart_static -ldl -lrt -lpthread
+  # The GPUs the kernels are compiled for, as compute capabilities (80: A100, 90: H100/H200, 100:
+  # B200): machine code for each, which also runs on the same major version's later minors (sm_80's
+  # on an sm_86 or sm_89), and the PTX of the last, which the driver compiles at a newer GPU's first
+  # launch (sm_90's on a B200; cached under ~/.nv afterwards). make CUDA_ARCHS="80 90 100" adds a
+  # GPU's own machine code; `trident version` says how each visible GPU runs the kernels.
+  CUDA_ARCHS ?= 80 90
+  CUDA_PTX_ARCH := $(lastword $(CUDA_ARCHS))
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
-               -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+               $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -gencode arch=compute_$(CUDA_PTX_ARCH),code=compute_$(CUDA_PTX_ARCH) -DTRIDENT_CUDA_PTX_ARCH=$(CUDA_PTX_ARCH)
   # The CUDA backend's host-only C++ (no kernels of its own), compiled as the rest of our C++.
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp))
   # cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp), where its frontend's headers are

@@ -89,6 +89,10 @@ class Backend : public Allocator {
   // Why this backend cannot run a job in this process ("" when it can): no device visible, or
   // kernels missing from its table.
   virtual std::string unavailable_reason() const = 0;
+  // Why its kernels cannot run on the device this process took ("" when they can): CUDA, a GPU
+  // this binary has no kernel image for (kernels/cuda/kernel_images.hpp), or one that takes no
+  // context. Asked once the rank's device is current: asking makes a context on it.
+  virtual std::string device_unfit_reason() const { return ""; }
   // This process's device's memory, what the memory model checks a job against: its size, and
   // what is free of it now (neither this process's nor another's: every process's allocations
   // and CUDA contexts taken off). Both 0 where the model's memory is the host's (the CPU).

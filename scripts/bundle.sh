@@ -4,7 +4,7 @@
 #   make bundle            (or scripts/bundle.sh [BUILD] [OUT]; defaults build and bundle)
 # writes OUT/ (ignored by git):
 #   root.tar.gz    bin/: trident and the GPU test binaries (tests/gpu), without debug info,
-#                  compiled for sm_80 and sm_90 (the Makefile's -gencode); lib/: every shared
+#                  compiled for sm_80 and sm_90 and with sm_90's PTX (the Makefile's CUDA_ARCHS); lib/: every shared
 #                  library they and Open MPI's plugins load that a bare node lacks; usr/ and
 #                  etc/: Open MPI's runtime as its Debian packages install it — mpirun, orted,
 #                  the plugins (openmpi3/, pmix2/), the help files and the MCA defaults

@@ -214,6 +214,11 @@ if [[ -f $BUNDLE/env.sh ]]; then
   # stop: the kernel checks and the GEMM rate need no NCCL.
   grep -qE 'NCCL [0-9.]+ \(' "$LOGS/version.log" ||
     nccl_note="; NCCL not loadable, so the one-rank CUDA runs will stop at their deck check: $(grep -o 'NCCL not loadable.*' "$LOGS/version.log" | head -1)"
+  # The bundle's kernels against the node's GPU (machine code, PTX compiled at the first launch,
+  # or none: then every CUDA part would stop at its deck check, and make CUDA_ARCHS is the fix).
+  if grep -q 'no kernel of this binary runs on it' "$LOGS/version.log"; then
+    missing+=("a GPU the bundle's kernels run on ($(grep -o '^CUDA kernels: .*' "$LOGS/version.log"); $(grep -o '^CUDA devices: .*' "$LOGS/version.log"))")
+  fi
 fi
 if ((${#missing[@]})); then
   for m in "${missing[@]}"; do verdict FAIL preflight "missing: $m"; done

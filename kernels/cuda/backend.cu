@@ -11,8 +11,16 @@
 #include "kernels/backend.hpp"
 #include "kernels/cuda/cuda.hpp"
 #include "kernels/cuda/cuda_libraries.hpp"
+#include "kernels/cuda/kernel_images.hpp"
 
 namespace trident::kernels::cuda {
+
+// nvcc's list names each architecture as __CUDA_ARCH__ does (900 for sm_90).
+KernelImages compiled_kernel_images() {
+  KernelImages images{{}, TRIDENT_CUDA_PTX_ARCH};
+  for (const int arch : {__CUDA_ARCH_LIST__}) images.machine_code.push_back(arch / 10);
+  return images;
+}
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
@@ -27,6 +35,10 @@ void check_launch(const char* kernel) {
 }
 
 namespace {
+
+// An empty kernel, compiled as every other (the Makefile's CUDA_ARCHS): whether the current GPU
+// loads it is whether it loads them.
+__global__ void kernel_image_probe() {}
 
 KernelTable make_table() {
   KernelTable t;
@@ -273,6 +285,24 @@ class CudaBackend final : public Backend {
       return "this binary's CUDA backend lacks kernels (" + std::to_string(table_.present()) + " of " +
              std::to_string(KernelTable::total()) + " operations)";
     return "";
+  }
+  std::string device_unfit_reason() const override {
+    const int index = device().index;
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, kernel_image_probe) == cudaSuccess) return "";
+    const cudaError_t status = cudaGetLastError();
+    const std::string gpu = "GPU " + std::to_string(index);
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) {
+      cudaGetLastError();
+      return gpu + " cannot load a CUDA kernel (" + cudaGetErrorString(status) + ")";
+    }
+    const std::string why = kernel_fit_problem(compiled_kernel_images(), 10 * properties.major + properties.minor,
+                                               gpu + ", " + properties.name);
+    // An image that fits, and still no kernel: the GPU takes no context (exclusive compute mode and
+    // another process on it, or its memory full).
+    return !why.empty() ? why : gpu + ", " + properties.name + ", cannot load a CUDA kernel (" +
+                                    cudaGetErrorString(status) + ")";
   }
 
  private:

@@ -37,6 +37,13 @@ comm::DeviceCopies device_copies(kernels::Backend& backend) {
   return copies;
 }
 
+// Whether the kernels run on the device each rank took (CUDA: a kernel image for its GPU), agreed
+// as the device's choice: a node of older or newer GPUs than the build's is one error everywhere.
+void check_device_fit(comm::Communicator& world, const kernels::Backend& backend, const deck::Record& deck) {
+  const std::string why = comm::first_error(world, backend.device_unfit_reason());
+  if (!why.empty()) fatal_all(deck.cite("kernels.device") + ", but " + why + "; or use kernels.device = cpu");
+}
+
 }  // namespace
 
 Job load_job(comm::Communicator& world, const std::string& deck_path, const std::vector<deck::Override>& overrides) {
@@ -67,6 +74,7 @@ kernels::Context device_context(comm::Communicator& world, RunSettings& settings
   // device: CUDA's remembers the device current at the first call, which would be GPU 0 on every rank.
   choose_comm_backend(world, settings, record);
   device.stream = Stream{device.backend->device(), nullptr};
+  check_device_fit(world, *device.backend, record);
   device.low16_gemm = choose_low16_gemm(world, settings, record);
   device.arithmetic = choose_arithmetic(settings.kernels, record);
   device.attention_operands = settings.kernels.attention_f32 ? kernels::Precision::fp32 : settings.precision.precision;

@@ -15,6 +15,20 @@ if [[ -n $nvcc_path ]]; then
     fail default_build_has_cuda_where_nvcc_exists "$("$TRIDENT" version | grep CUDA)"
   fi
 fi
+# The GPUs the kernels are compiled for: machine code for each of CUDA_ARCHS and the PTX of the
+# last, which newer GPUs than the build's compile at their first launch (make -n: the flags);
+# `trident version` says it, and how each visible GPU runs them.
+if [[ -n $nvcc_path ]]; then
+  ab="$WORK/arch-switch"
+  flags=$(make -C "$ROOT" --no-print-directory -n CUDA=1 CUDA_ARCHS="80 90 100" BUILD="$ab" "$ab/obj/kernels/cuda/backend.o" 2> /dev/null | grep -- '-gencode' | head -1)
+  if [[ $flags == *"code=sm_80"* && $flags == *"code=sm_100"* && $flags == *"arch=compute_100,code=compute_100"* &&
+        $flags != *"code=compute_90"* && $flags == *"-DTRIDENT_CUDA_PTX_ARCH=100"* ]] &&
+     "$TRIDENT" version | grep -q '^CUDA kernels: sm_80, sm_90 and PTX 9.0$'; then
+    pass cuda_archs_compile_machine_code_and_the_newest_ptx
+  else
+    fail cuda_archs_compile_machine_code_and_the_newest_ptx "flags: $flags; version: $("$TRIDENT" version | grep 'CUDA kernels')"
+  fi
+fi
 cpu_build="$ROOT/${BUILD:-build}/cpu-only"
 if make -C "$ROOT" --no-print-directory -j2 CUDA=0 OPT=-O0 BUILD="$cpu_build" "$cpu_build/bin/trident" > "$WORK/make.log" 2>&1 &&
    "$cpu_build/bin/trident" version | grep -q '^CUDA: not compiled in' &&
