@@ -1,6 +1,7 @@
 // cuDNN's fused attention (kernels/cuda/cudnn_attention.cpp) where there is no GPU: the graphs the
 // CUDA backend hands cuDNN pass cudnn-frontend's validation — its support checks for a GPU
-// architecture (shapes, strides, head sizes, types, the causal mask) — for Hopper (sm_90) and
+// architecture (shapes, strides, head sizes, types, the causal mask) — for Blackwell (sm_100, whose
+// GPUs run our kernels from sm_90's PTX: kernels/cuda/kernel_images.hpp), Hopper (sm_90) and
 // Ampere (sm_80), at GPT-2 124M's sizes, Llama 3 8B's grouped heads (32 query heads over 8
 // key/value heads of 128 channels) and those tests/gpu runs on a GPU, so that a GPU only
 // has to build and run them (tests/gpu's flash_attention_cudnn_*). CUDA builds with cuDNN's
@@ -40,9 +41,9 @@ std::string named(const cuda::FusedAttention& a, int sm) {
 
 BOOST_AUTO_TEST_SUITE(cudnn_attention)
 
-BOOST_AUTO_TEST_CASE(its_graphs_pass_cudnn_frontend_validation_for_hopper_and_ampere,
+BOOST_AUTO_TEST_CASE(its_graphs_pass_cudnn_frontend_validation_for_blackwell_hopper_and_ampere,
                      *utf::precondition(built_with_cudnn)) {
-  for (const int sm : {90, 80})
+  for (const int sm : {100, 90, 80})
     for (const Precision values : {Precision::bf16, Precision::fp16})
       for (const cuda::FusedAttention& a :
            {sizes(16, 1024, 12, 64, values), sizes(2, 37, 2, 128, values), sizes(2, 130, 2, 32, values),
