@@ -690,7 +690,7 @@ BOOST_AUTO_TEST_CASE(curve_marks_negative_scaling) {
 }
 
 BOOST_AUTO_TEST_CASE(profiles_parse_and_reject_bad_figures) {
-  for (const char* name : {"a100-80gb-dgx", "h100-80gb-dgx", "h200"}) {
+  for (const char* name : {"a100-80gb-dgx", "h100-80gb-dgx", "h100-500w", "h200", "b200-dgx"}) {
     const Hardware hw = parse_hardware(slurp(std::string("inputs/hardware/") + name + ".ini"), name);
     BOOST_TEST(hw.peak_bf16 > 1e14);
     BOOST_TEST(hw.devices_per_node == 8);
