@@ -24,7 +24,9 @@
 # verdict and figures are appended to OUT/summary.txt (OUT default ./gpu-out) and printed; the
 # same table ends the run even when parts failed; the logs, with nvidia-smi's clocks and power
 # every second, are packed into OUT/logs.tar.gz. No PASS without its figure; every training pair
-# names its largest loss difference. Exit status 0 only when every part passed.
+# names its largest loss difference. A part the deadline leaves no time for, or cuts off, is a
+# SKIP "not reached" (no verdict on the code), counted apart from the failures in the summary's
+# first line. Exit status 0 only when every part passed.
 #   ONLY='REGEX' scripts/gpu-check.sh   a rerun of the parts whose names match (e.g. after a fix,
 #                                  ONLY='pair|kernel attention'); preflight always runs
 #   NO_GPU_OK=1 PY=/usr/bin/python3 scripts/gpu-check.sh   tried here without a GPU: every GPU part
@@ -126,22 +128,33 @@ mkdir -p "$OUT"
 LOGS=$(mktemp -d /tmp/gpu-check.XXXXXX)
 SUMMARY="$OUT/summary.txt"
 START=$SECONDS
-failures=0
+failures=0 unreached=0 deadline_cut=0
 : > "$SUMMARY"
 left() { echo $((DEADLINE_S - (SECONDS - START))); }
 # within BUDGET COMMAND...: the command under the smaller of its budget and what the deadline leaves.
+# A command the deadline stopped (it ran under less than its own budget and timed out), or never
+# let start, sets deadline_cut: its part was not reached, which is no verdict on the code.
 within() {
-  local budget=$1 rest
+  local budget=$1 rest clamped=0 status
   shift
   rest=$(left)
-  ((rest < budget)) && budget=$rest
-  ((budget < 1)) && return 124
+  ((rest < budget)) && budget=$rest clamped=1
+  ((budget < 1)) && { deadline_cut=1; return 124; }
   timeout -k 5 "$budget" "$@"
+  status=$?
+  ((clamped && (status == 124 || status == 137))) && deadline_cut=1
+  return $status
 }
 # verdict PASS|FAIL|SKIP PART FIGURES: appended to the summary and printed; PASS needs figures.
+# A FAIL whose command the deadline cut off is a SKIP, counted as not reached.
 verdict() {
   local status=$1 part=$2 figures=${3:-}
   if [[ $status == PASS && -z $figures ]]; then status=FAIL figures="no figure was measured"; fi
+  if [[ $status == FAIL ]] && ((deadline_cut)); then
+    status=SKIP figures="not finished: the deadline (DEADLINE_S=$DEADLINE_S) cut it off; $figures"
+    unreached=$((unreached + 1))
+  fi
+  deadline_cut=0
   [[ $status == FAIL ]] && failures=$((failures + 1))
   printf '%-4s %-28s %s\n' "$status" "$part" "$figures" | tee -a "$SUMMARY"
 }
@@ -155,6 +168,11 @@ selects() {
 wanted() {
   selects "$1" || return 1
   selected=$((selected + 1))
+  if (($(left) < 5)); then
+    verdict SKIP "$1" "not reached: the deadline (DEADLINE_S=$DEADLINE_S) was spent"
+    unreached=$((unreached + 1))
+    return 1
+  fi
 }
 # The model files every finished run writes (model.bin, model/: up to 500 MB at GPT-2 124M) are
 # not logs: removed, so that logs.tar.gz stays small enough to come back.
@@ -175,7 +193,7 @@ checked() {  # checked PART STATUS LOG [FIGURES]
 }
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
-  echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed)"
+  echo "== summary ($((SECONDS - START)) s of $DEADLINE_S; $failures part(s) failed, $unreached not reached)"
   cat "$SUMMARY"
   timeout 20 tar -C "$LOGS" --exclude=model.bin --exclude=model -czf "$OUT/logs.tar.gz" . 2> /dev/null
   echo "summary: $SUMMARY; logs: $OUT/logs.tar.gz"
@@ -213,7 +231,7 @@ if [[ -f $BUNDLE/env.sh ]]; then
   # one-rank CUDA run stops at its deck check (in seconds). Said in the preflight's line, not a
   # stop: the kernel checks and the GEMM rate need no NCCL.
   grep -qE 'NCCL [0-9.]+ \(' "$LOGS/version.log" ||
-    nccl_note="; NCCL not loadable, so the one-rank CUDA runs will stop at their deck check: $(grep -o 'NCCL not loadable.*' "$LOGS/version.log" | head -1)"
+    nccl_note="; NCCL not loadable, so the CUDA runs take MPI (comm.backend = auto) and commbench nccl is skipped: $(grep -o 'NCCL not loadable.*' "$LOGS/version.log" | head -1)"
   # The bundle's kernels against the node's GPU (machine code, PTX compiled at the first launch,
   # or none: then every CUDA part would stop at its deck check, and make CUDA_ARCHS is the fix).
   if grep -q 'no kernel of this binary runs on it' "$LOGS/version.log"; then
@@ -262,25 +280,37 @@ kernel_checks() {
   [[ ${1:-} == --gpt2 ]] && { size=--gpt2 suffix=_124m; shift; }
   for check in "$@"; do wanted "kernel $check$suffix" && chosen+=("$check"); done
   ((${#chosen[@]})) || return 0
-  local group_end=$((SECONDS + budget))
-  within "$budget" gpu_tests $size "${chosen[@]}" > "$LOGS/kernels$suffix.log" 2>&1
+  rest=$(left)
+  ((rest < budget)) && budget=$rest
+  local group_end=$((SECONDS + budget)) log="$LOGS/kernels$suffix-$1.log"
+  within "$budget" gpu_tests $size "${chosen[@]}" > "$log" 2>&1
   local status=$?
+  deadline_cut=0  # each check's own verdict below
   for check in "${chosen[@]}"; do
     name=$check$suffix
-    line=$(grep -m1 -E "^(PASS|FAIL|SKIP) cuda_$name " "$LOGS/kernels$suffix.log")
+    line=$(grep -m1 -E "^(PASS|FAIL|SKIP) cuda_$name " "$log")
     rest=$((group_end - SECONDS))
     ((rest > 60)) && rest=60
     if [[ $line == PASS* ]]; then verdict PASS "kernel $name" "${line#PASS cuda_$name }"
     elif ((rest > 0)); then kernel_check "$rest" "$check" $size
-    else verdict FAIL "kernel $name" "not rerun alone, the group's $budget s spent (exit status $status): ${line:-no line}"; fi
+    elif [[ $line == FAIL* ]]; then verdict FAIL "kernel $name" "not rerun alone, the group's $budget s spent: $line"
+    else
+      verdict SKIP "kernel $name" "not reached: the group's $budget s were spent before it ran (exit status $status)"
+      unreached=$((unreached + 1))
+    fi
   done
 }
 if ! kernel_list=$(within 20 gpu_tests --list 2> "$LOGS/list.log") || [[ -z $kernel_list ]]; then
   verdict FAIL kernels "gpu_tests --list failed: $(tail -1 "$LOGS/list.log")"
   kernel_list=""
 fi
+# cuDNN's attention checks in a group of their own, after the rest: each size builds cuDNN's
+# graphs (NVRTC compiles some of its kernels), seconds a size, which would leave the cheap checks
+# after them unrun where the group's time ran out.
 # shellcheck disable=SC2086
-kernel_checks 120 $kernel_list
+kernel_checks 120 $(echo "$kernel_list" | grep -v _cudnn_)
+# shellcheck disable=SC2086
+kernel_checks 90 $(echo "$kernel_list" | grep _cudnn_)
 # 2. The cuBLASLt GEMM rate.
 if wanted "gemm bf16 8192^3"; then
   within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
@@ -581,6 +611,8 @@ if ! wanted "commbench nccl"; then
   :
 elif [[ $DEVICE != cuda ]]; then
   verdict SKIP "commbench nccl" "NCCL needs kernels.device = cuda (DEVICE=$DEVICE)"
+elif [[ -n ${nccl_note:-} ]]; then
+  verdict SKIP "commbench nccl" "NCCL is not loadable on this node (the preflight's line)"
 else
   within 90 trident commbench inputs/default.deck --kernels.device=cuda --comm.backend=nccl --parallel.tensor=1 \
     --parallel.pipeline=1 --parallel.data=1 --train.run_dir="$LOGS/commbench" > "$LOGS/commbench.log" 2>&1
@@ -642,4 +674,4 @@ else
   verdict SKIP nccl "not exercised: $gpus GPU(s); NCCL needs a GPU per rank"
 fi
 [[ -n ${ONLY:-} ]] && ((selected == 0)) && verdict FAIL selection "ONLY='$ONLY' selected no part"
-((failures == 0))
+((failures == 0 && unreached == 0))
