@@ -635,7 +635,8 @@ sanitize() {  # sanitize TOOL PART BUDGET CHECK...
   local tool=$1 part=$2 budget=$3 status summary
   shift 3
   wanted "$part" || return 0
-  within "$budget" "$SANITIZER" --tool "$tool" --error-exitcode 99 gpu_tests "$@" > "$LOGS/$tool.log" 2>&1
+  within "$budget" env TRIDENT_CUDA_TOOL="compute-sanitizer --tool $tool" "$SANITIZER" --tool "$tool" --error-exitcode 99 \
+    gpu_tests "$@" > "$LOGS/$tool.log" 2>&1
   status=$?
   summary=$(grep -m1 -E '(ERROR|RACECHECK) SUMMARY' "$LOGS/$tool.log")
   case $status in

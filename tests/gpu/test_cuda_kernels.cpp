@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -530,9 +531,14 @@ void layernorm(Report& r) {
   r.add(db, Tolerance{1e-4, 1e-4}, "layernorm dbias (+=)");
   // Its column sums' chunks (two sums a column, at least one chunk) came from the stream-ordered
   // pool, whose peak the backend reports as the untracked scratch (metrics' stream_scratch_peak).
+  // Not judged under a tool injected into CUDA (compute-sanitizer, which gpu-check.sh runs with
+  // TRIDENT_CUDA_TOOL set; Nsight's tools, with CUDA_INJECTION64_PATH), which may serve the
+  // stream-ordered allocations from memory of its own.
   const double scratch = gpu_backend().stream_scratch_peak(), least = 2.0 * C * sizeof(float);
-  r.add({scratch >= least ? 0.0 : 2.0, "stream-ordered scratch at its peak " + std::to_string(scratch) +
-                                            " bytes after layernorm_backward (at least " + std::to_string(least) + ")"});
+  const bool tool = std::getenv("TRIDENT_CUDA_TOOL") != nullptr || std::getenv("CUDA_INJECTION64_PATH") != nullptr;
+  r.add({scratch >= least || tool ? 0.0 : 2.0,
+         "stream-ordered scratch at its peak " + std::to_string(scratch) + " bytes after layernorm_backward (at least " +
+             std::to_string(least) + (tool ? "; not judged under a CUDA tool)" : ")")});
   add_low16_input_backward(r, x, N, C, "layernorm",
                            [&](const Tensor& inp, Floats& dinp, Floats& dweight, Floats& dbias, const Tensor& copy) {
                              kernels::layernorm_backward(g_gpu, dinp.tensor(), dweight.tensor(), dbias.tensor(),
