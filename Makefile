@@ -69,11 +69,13 @@ ifeq ($(CUDA),1)
   LDLIBS  += -lcudart_static -ldl -lrt -lpthread
   # The GPUs the kernels are compiled for, as compute capabilities (80: A100, 90: H100/H200, 100:
   # B200): machine code for each, which also runs on the same major version's later minors (sm_80's
-  # on an sm_86 or sm_89), and the PTX of the last, which the driver compiles at a newer GPU's first
+  # on an sm_86 or sm_89), and the PTX of the newest, which the driver compiles at a newer GPU's first
   # launch (sm_90's on a B200; cached under ~/.nv afterwards). make CUDA_ARCHS="80 90 100" adds a
   # GPU's own machine code; `trident version` says how each visible GPU runs the kernels.
   CUDA_ARCHS ?= 80 90
-  CUDA_PTX_ARCH := $(lastword $(CUDA_ARCHS))
+  $(foreach a,$(CUDA_ARCHS),$(if $(shell echo '$(a)' | grep -x '[0-9][0-9]*'),,\
+    $(error CUDA_ARCHS takes compute capabilities as numbers (80 90 100), not '$(a)')))
+  CUDA_PTX_ARCH := $(lastword $(shell printf '%s\n' $(CUDA_ARCHS) | sort -n))
   NVCCFLAGS := -std=c++17 -O3 -Isrc -I. -Xcompiler -fPIC --expt-relaxed-constexpr \
                $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
                -gencode arch=compute_$(CUDA_PTX_ARCH),code=compute_$(CUDA_PTX_ARCH) -DTRIDENT_CUDA_PTX_ARCH=$(CUDA_PTX_ARCH)

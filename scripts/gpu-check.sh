@@ -138,7 +138,7 @@ within() {
   local budget=$1 rest clamped=0 status
   shift
   rest=$(left)
-  ((rest < budget)) && budget=$rest clamped=1
+  ((rest <= budget)) && budget=$rest clamped=1
   ((budget < 1)) && { deadline_cut=1; return 124; }
   timeout -k 5 "$budget" "$@"
   status=$?
@@ -227,9 +227,9 @@ if [[ -f $BUNDLE/env.sh ]]; then
   # trident opens cuBLASLt on first use: `trident version` opens it and says from where, or why not.
   grep -qE 'cuBLASLt [0-9]+ \(' "$LOGS/version.log" ||
     missing+=("cuBLASLt that trident can open: $(grep -o 'cuBLASLt not loadable.*' "$LOGS/version.log" | head -1)")
-  # A CUDA run's comm.backend = auto is NCCL on a build with NCCL, one rank too: without it every
-  # one-rank CUDA run stops at its deck check (in seconds). Said in the preflight's line, not a
-  # stop: the kernel checks and the GEMM rate need no NCCL.
+  # A CUDA run's comm.backend = auto is NCCL on a build with NCCL, one rank too; where NCCL cannot
+  # be opened, auto takes MPI (job/job.cpp choose_comm_backend), and only commbench's NCCL rows
+  # need it. Said in the preflight's line, not a stop.
   grep -qE 'NCCL [0-9.]+ \(' "$LOGS/version.log" ||
     nccl_note="; NCCL not loadable, so the CUDA runs take MPI (comm.backend = auto) and commbench nccl is skipped: $(grep -o 'NCCL not loadable.*' "$LOGS/version.log" | head -1)"
   # The bundle's kernels against the node's GPU (machine code, PTX compiled at the first launch,
@@ -284,7 +284,10 @@ kernel_checks() {
   ((rest < budget)) && budget=$rest
   local group_end=$((SECONDS + budget)) log="$LOGS/kernels$suffix-$1.log"
   within "$budget" gpu_tests $size "${chosen[@]}" > "$log" 2>&1
-  local status=$?
+  local status=$? hung=0
+  # Stopped at the group's own budget (not the deadline's): inside the first check without a line,
+  # which hung or ran too long — a verdict on that check; the ones after it were not reached.
+  ((!deadline_cut && (status == 124 || status == 137))) && hung=1
   deadline_cut=0  # each check's own verdict below
   for check in "${chosen[@]}"; do
     name=$check$suffix
@@ -292,7 +295,10 @@ kernel_checks() {
     rest=$((group_end - SECONDS))
     ((rest > 60)) && rest=60
     if [[ $line == PASS* ]]; then verdict PASS "kernel $name" "${line#PASS cuda_$name }"
-    elif ((rest > 0)); then kernel_check "$rest" "$check" $size
+    elif [[ -z $line ]] && ((hung)); then
+      verdict FAIL "kernel $name" "the group's process was stopped at its $budget s inside this check (it hung, or ran too long)"
+      hung=0
+    elif ((rest >= 15)); then kernel_check "$rest" "$check" $size  # a process's start alone takes seconds
     elif [[ $line == FAIL* ]]; then verdict FAIL "kernel $name" "not rerun alone, the group's $budget s spent: $line"
     else
       verdict SKIP "kernel $name" "not reached: the group's $budget s were spent before it ran (exit status $status)"
@@ -333,6 +339,7 @@ if ((gpus > 0)); then
   GPU_NAME=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   case $GPU_NAME in
     *H200*) PROFILE=h200 ;;
+    *GB200*) PROFILE=b200-dgx PEAK_BF16=2500 ;;  # its B200 at 1200 W (GB200 NVL72: 360 PFLOPS sparse for 72); the nearest profile
     *B200*) PROFILE=b200-dgx PEAK_BF16=2250 ;;
     *H100*PCIe*) PEAK_BF16=756 ;;
     *H100*NVL*) PEAK_BF16=835 ;;

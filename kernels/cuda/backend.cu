@@ -299,8 +299,8 @@ class CudaBackend final : public Backend {
     }
     const std::string why = kernel_fit_problem(compiled_kernel_images(), 10 * properties.major + properties.minor,
                                                gpu + ", " + properties.name);
-    // An image that fits, and still no kernel: the GPU takes no context (exclusive compute mode and
-    // another process on it, or its memory full).
+    // An image that fits, and still no kernel: the driver's compile of the PTX failed, or the module
+    // could not be loaded (the GPU's memory full).
     return !why.empty() ? why : gpu + ", " + properties.name + ", cannot load a CUDA kernel (" +
                                     cudaGetErrorString(status) + ")";
   }

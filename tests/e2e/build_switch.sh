@@ -16,17 +16,23 @@ if [[ -n $nvcc_path ]]; then
   fi
 fi
 # The GPUs the kernels are compiled for: machine code for each of CUDA_ARCHS and the PTX of the
-# last, which newer GPUs than the build's compile at their first launch (make -n: the flags);
-# `trident version` says it, and how each visible GPU runs them.
+# newest (in whatever order they are given), which newer GPUs than the build's compile at their
+# first launch (make -n: the flags); an architecture-specific one (90a: no PTX that newer GPUs
+# run) is refused; `trident version` says what this build has, and how each visible GPU runs it.
 if [[ -n $nvcc_path ]]; then
   ab="$WORK/arch-switch"
-  flags=$(make -C "$ROOT" --no-print-directory -n CUDA=1 CUDA_ARCHS="80 90 100" BUILD="$ab" "$ab/obj/kernels/cuda/backend.o" 2> /dev/null | grep -- '-gencode' | head -1)
+  flags=$(make -C "$ROOT" --no-print-directory -n CUDA=1 CUDA_ARCHS="90 100 80" BUILD="$ab" "$ab/obj/kernels/cuda/backend.o" 2> /dev/null | grep -- '-gencode' | head -1)
+  # This build's line, whatever CUDA_ARCHS it had: machine code ascending, and the newest's PTX.
+  images=$("$TRIDENT" version | sed -n 's/^CUDA kernels: //p')
+  newest=${images% and PTX *}
+  newest=${newest##*sm_}
   if [[ $flags == *"code=sm_80"* && $flags == *"code=sm_100"* && $flags == *"arch=compute_100,code=compute_100"* &&
-        $flags != *"code=compute_90"* && $flags == *"-DTRIDENT_CUDA_PTX_ARCH=100"* ]] &&
-     "$TRIDENT" version | grep -q '^CUDA kernels: sm_80, sm_90 and PTX 9.0$'; then
+        $flags != *"code=compute_90"* && $flags != *"code=compute_80"* && $flags == *"-DTRIDENT_CUDA_PTX_ARCH=100"* &&
+        $(make -C "$ROOT" --no-print-directory -n CUDA=1 CUDA_ARCHS="90a" BUILD="$ab" "$ab/obj/kernels/cuda/backend.o" 2>&1) == *"not '90a'"* &&
+        $images =~ ^(sm_[0-9]+, )*sm_[0-9]+\ and\ PTX\ [0-9]+\.[0-9]$ && ${images##* PTX } == "${newest%?}.${newest: -1}" ]]; then
     pass cuda_archs_compile_machine_code_and_the_newest_ptx
   else
-    fail cuda_archs_compile_machine_code_and_the_newest_ptx "flags: $flags; version: $("$TRIDENT" version | grep 'CUDA kernels')"
+    fail cuda_archs_compile_machine_code_and_the_newest_ptx "flags: $flags; version: CUDA kernels: $images"
   fi
 fi
 cpu_build="$ROOT/${BUILD:-build}/cpu-only"

@@ -173,7 +173,6 @@ struct Check {
 // --gpt2: the checks that have one at GPT-2 124M's sizes (B = 2, T = 1024, C = 768, NH = 12,
 // V = 50304: a tile count, a grid and a workspace the small sizes never reach) run at those.
 bool g_gpt2 = false;
-int g_checks_run = 0;  // in this process so far, the running one included
 int sized(int small, int gpt2) { return g_gpt2 ? gpt2 : small; }
 
 void memory_ops(Report& r) {
@@ -1130,15 +1129,24 @@ void marks(Report& r) {
                              std::to_string(1e3 * host) + " ms on the host"});
 }
 
-// What the runtime holds beside our tensors, after every other check ran (the CUDA context with
-// the modules loaded, cuBLASLt's and cuDNN's workspaces and plan caches, the stream-ordered
-// pools): the device's used memory (total − free) less every byte our buffers hold now (host ones
-// too, so the figure errs low). A figure for the planner's GPU profiles, which assume 0.6 GB
-// (inputs/hardware/*.ini, device.reserved_gb): the line says when the measured one is larger, and
-// the profiles take it. It fails only past 2 GB, which no runtime of one process holds without a
-// leak (ours or a library's). Run alone, the figure is a bare context's (the line says so).
+// What the runtime holds beside our tensors once a 16-bit training step's libraries are loaded
+// (the CUDA context with the modules loaded, cuBLASLt's and cuDNN's workspaces and plan caches, the
+// stream-ordered pools): the device's used memory (total − free) less every byte our buffers hold
+// now (host ones too, so the figure errs low). It loads those libraries itself — a GEMM with its
+// GELU epilogue, and cuDNN's attention where the build has it — so that the figure is the same in
+// a process of its own as after other checks. A figure for the planner's GPU profiles, which
+// assume 0.6 GB (inputs/hardware/*.ini, device.reserved_gb): the line says when the measured one
+// is larger, and the profiles take it. It fails only past 2 GB, which no runtime of one process
+// holds without a leak (ours or a library's).
 void runtime_reserved(Report& r) {
   constexpr double kAssumedGb = 0.6, kLeakGb = 2.0;
+  Report loading;  // what the loading runs compares too, which is the other checks' to judge
+  linear_gelu(loading, DType::bf16);
+  Context fused = g_gpu;
+  fused.attention_operands = Precision::bf16;
+  fused.library_attention = true;
+  const bool cudnn = kernels::cuda::cudnn_attention_takes(fused, {nullptr, 2, 130, 2, 2, 128, Precision::bf16, 1.0f});
+  if (cudnn) flash_attention_size(loading, fused, 130, 256, 2, 2, 85, DType::bf16, kAttention16, "cuDNN, loaded");
   size_t free = 0, total = 0;
   cudaDeviceSynchronize();
   // The stream-ordered scratch the checks freed, which the default pool keeps (the backend sets
@@ -1151,9 +1159,9 @@ void runtime_reserved(Report& r) {
   const double ours = static_cast<double>(memory_usage().total_current());
   const double reserved = static_cast<double>(total - free) - ours;
   char text[320];
-  std::snprintf(text, sizeof text, "the runtime holds %.3f GB beside our buffers' %.3f GB of %.1f GB%s (the profiles "
-                "assume %.1f GB%s)", reserved / 1e9, ours / 1e9, total / 1e9,
-                g_checks_run > 1 ? "" : ", a bare context: no other check ran in this process", kAssumedGb,
+  std::snprintf(text, sizeof text, "the runtime holds %.3f GB beside our buffers' %.3f GB of %.1f GB, with cuBLASLt%s "
+                "loaded (the profiles assume %.1f GB%s)", reserved / 1e9, ours / 1e9, total / 1e9,
+                cudnn ? " and cuDNN" : ", without cuDNN (not in this build, or it declined)", kAssumedGb,
                 reserved > kAssumedGb * 1e9 ? ": device.reserved_gb should take the measured figure" : "");
   r.add({reserved <= kLeakGb * 1e9 ? 0.0 : 2.0, text});
 }
@@ -1250,7 +1258,6 @@ int main(int argc, char** argv) {
   for (const Check& check : chosen) {
     Report report;
     std::string error;
-    ++g_checks_run;
     try {
       check.run(report);
       const cudaError_t status = cudaStreamSynchronize(stream);
