@@ -333,13 +333,13 @@ fi
 # The planner's figures for the same run on this GPU's profile, beside each measurement: the
 # first GPU run is the planner's first check against a GPU of ours (docs/PLANNER.md).
 # The GPU's dense bf16 peak by its data sheet, which the MFU figures divide by: an SXM H100 or an
-# H200 989 TFLOP/s, a PCIe H100 756, an H100 NVL 835, a B200 2250 (nvidia-smi's name tells them apart).
+# H200 989 TFLOP/s, a PCIe H100 756, an H100 NVL 835, a B200 2250, a GB200 2500 (nvidia-smi's name tells them apart).
 PROFILE=h100-80gb-dgx PEAK_BF16=989 GPU_NAME="an H100/H200"
 if ((gpus > 0)); then
   GPU_NAME=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   case $GPU_NAME in
     *H200*) PROFILE=h200 ;;
-    *GB200*) PROFILE=b200-dgx PEAK_BF16=2500 ;;  # its B200 at 1200 W (GB200 NVL72: 360 PFLOPS sparse for 72); the nearest profile
+    *GB200*) PROFILE=gb200-nvl72 PEAK_BF16=2500 ;;
     *B200*) PROFILE=b200-dgx PEAK_BF16=2250 ;;
     *H100*PCIe*) PEAK_BF16=756 ;;
     *H100*NVL*) PEAK_BF16=835 ;;

@@ -48,7 +48,7 @@ const char* kUsage =
     "                    [--section.key=value ...]\n"
     "       trident plan DECK --calibrate[=FILE] [--links=LINKS_INI]\n"
     "One process, no ranks, nothing model-sized allocated. PROFILE: a name in inputs/hardware/\n"
-    "(a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, b200-dgx, this-host) or the path of a profile; the deck's parallel.hardware\n"
+    "(a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, b200-dgx, gb200-nvl72, this-host) or the path of a profile; the deck's parallel.hardware\n"
     "when not given. --gpus=A-B: every\n"
     "power of two from A to B, the scaling curve. --audit: the FLOP/s a throughput claim implies\n"
     "against the peak and the model's best. --calibrate: this host's profile from a GEMM probe on\n"
