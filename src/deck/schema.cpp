@@ -92,8 +92,8 @@ std::vector<KeySpec> build_schema() {
              "into deck.resolved.ini; with checkpoint.resume = auto a job requeued on another number of ranks "
              "resumes onto that number's best layout"),
       text("parallel.hardware", KeyType::String, "this-host",
-           "the hardware profile parallel.layout = auto plans for: a name in inputs/hardware/ (a100-80gb-dgx, "
-           "h100-80gb-dgx, h100-500w, h200, b200-dgx, gb200-nvl72, this-host as trident plan --calibrate writes it) or a profile's path"),
+           "the hardware profile parallel.layout = auto plans for: a name in inputs/hardware/ ("
+           TRIDENT_HARDWARE_PROFILES ", this-host as trident plan --calibrate writes it) or a profile's path"),
       integer("parallel.tensor", std::string("1"), 1, 4096, "tensor-parallel group size"),
       integer("parallel.pipeline", std::string("1"), 1, 4096, "pipeline stages"),
       integer("parallel.data", std::string("1"), 1, 1048576, "data-parallel replicas"),

@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+// The hardware profiles inputs/hardware/ holds (parallel.hardware and trident plan --hardware take
+// their names), a string literal so that every text naming them is one literal; the profiles' unit
+// test holds it to the folder. "this-host" (written by plan --calibrate) is named beside it.
+#define TRIDENT_HARDWARE_PROFILES "a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, b200-dgx, gb200-nvl72"
+
 namespace trident::deck {
 
 enum class KeyType {

@@ -7,6 +7,7 @@
 
 #include "comm/agreement.hpp"
 #include "core/error.hpp"
+#include "deck/schema.hpp"
 #include "job/model_setup.hpp"
 #include "job/threads.hpp"
 #include "kernels/kernels.hpp"
@@ -29,7 +30,7 @@ std::string profile_path(const std::string& name) {
 plan::Hardware load_hardware(comm::Communicator& world, const std::string& name, const std::string& named_by) {
   const std::string path = profile_path(name);
   const std::string text = comm::read_on_root_and_broadcast(
-      world, path, "hardware profile (" + named_by + ")", "name a100-80gb-dgx, h100-80gb-dgx, h100-500w, h200, b200-dgx, gb200-nvl72, this-host (written by trident "
+      world, path, "hardware profile (" + named_by + ")", "name " TRIDENT_HARDWARE_PROFILES ", this-host (written by trident "
       "plan --calibrate) or the path of a profile");
   try {
     return plan::parse_hardware(text, path);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "deck/schema.hpp"
 #include "kernels/kernels.hpp"
 #include "model/params.hpp"
 #include "plan/gemm_model.hpp"
@@ -690,10 +692,17 @@ BOOST_AUTO_TEST_CASE(curve_marks_negative_scaling) {
 }
 
 BOOST_AUTO_TEST_CASE(profiles_parse_and_reject_bad_figures) {
-  for (const char* name : {"a100-80gb-dgx", "h100-80gb-dgx", "h100-500w", "h200", "b200-dgx", "gb200-nvl72"}) {
-    const Hardware hw = parse_hardware(slurp(std::string("inputs/hardware/") + name + ".ini"), name);
+  // The names the messages give (TRIDENT_HARDWARE_PROFILES) are the folder's profiles, each of them.
+  std::set<std::string> named, shipped;
+  std::istringstream list(TRIDENT_HARDWARE_PROFILES);
+  for (std::string name; std::getline(list >> std::ws, name, ',');) named.insert(name);
+  for (const auto& entry : std::filesystem::directory_iterator("inputs/hardware"))
+    if (entry.path().extension() == ".ini") shipped.insert(entry.path().stem().string());
+  BOOST_TEST((named == shipped));
+  for (const std::string& name : named) {
+    const Hardware hw = parse_hardware(slurp("inputs/hardware/" + name + ".ini"), name);
     BOOST_TEST(hw.peak_bf16 > 1e14);
-    BOOST_TEST(hw.devices_per_node == (std::string(name) == "gb200-nvl72" ? 4 : 8), name);  // a tray of 4
+    BOOST_TEST(hw.devices_per_node == (name == "gb200-nvl72" ? 4 : 8), name);  // a tray of 4
     // Written and read back: the same figures.
     const Hardware again = parse_hardware(format_hardware(hw, "# test\n", {}), "again");
     BOOST_TEST(again.peak_bf16 == hw.peak_bf16, boost::test_tools::tolerance(1e-5));
