@@ -840,10 +840,17 @@ void flash_attention_16bit(Report& r, Precision operands) {
 // size: a size it declines (its reason on stderr) runs on our kernels in training, as here, so it
 // is compared no further and named on stderr; cuDNN taking none of them (not loadable, or no
 // graph for any size) fails.
-void flash_attention_cudnn(Report& r, Precision operands) {
+// The GPU's context with cuDNN's fused attention on (cuda.attention_kernel = auto) for 16-bit
+// `operands`.
+Context cudnn_context(Precision operands) {
   Context fused = g_gpu;
   fused.attention_operands = operands;
   fused.library_attention = true;
+  return fused;
+}
+
+void flash_attention_cudnn(Report& r, Precision operands) {
+  Context fused = cudnn_context(operands);
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
   const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16", build = kernels::cuda::cudnn_attention_build();
   std::string declined;
@@ -1142,9 +1149,7 @@ void runtime_reserved(Report& r) {
   constexpr double kAssumedGb = 0.6, kLeakGb = 2.0;
   Report loading;  // what the loading runs compares too, which is the other checks' to judge
   linear_gelu(loading, DType::bf16);
-  Context fused = g_gpu;
-  fused.attention_operands = Precision::bf16;
-  fused.library_attention = true;
+  Context fused = cudnn_context(Precision::bf16);
   const bool cudnn = kernels::cuda::cudnn_attention_takes(fused, {nullptr, 2, 130, 2, 2, 128, Precision::bf16, 1.0f});
   if (cudnn) flash_attention_size(loading, fused, 130, 256, 2, 2, 85, DType::bf16, kAttention16, "cuDNN, loaded");
   size_t free = 0, total = 0;

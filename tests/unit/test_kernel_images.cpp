@@ -22,18 +22,18 @@ BOOST_AUTO_TEST_SUITE(kernel_images)
 // sm_80's machine code runs on Ampere's and Ada's later minors, sm_90's on Hopper; a Blackwell
 // GPU (10.0, 12.0) runs sm_90's PTX; Turing (7.5) runs nothing of it.
 BOOST_AUTO_TEST_CASE(machine_code_within_its_major_ptx_on_anything_newer) {
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 80)) == static_cast<int>(KernelFit::machine_code));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 86)) == static_cast<int>(KernelFit::machine_code));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 89)) == static_cast<int>(KernelFit::machine_code));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 90)) == static_cast<int>(KernelFit::machine_code));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 100)) == static_cast<int>(KernelFit::from_ptx));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 120)) == static_cast<int>(KernelFit::from_ptx));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(kDefault, 75)) == static_cast<int>(KernelFit::none));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 80) == KernelFit::machine_code));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 86) == KernelFit::machine_code));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 89) == KernelFit::machine_code));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 90) == KernelFit::machine_code));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 100) == KernelFit::from_ptx));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 120) == KernelFit::from_ptx));
+  BOOST_TEST((cuda::kernel_fit(kDefault, 75) == KernelFit::none));
   // Without PTX nothing reaches past the machine code's majors; an older minor never runs a newer one's.
   const cuda::KernelImages ampere_only{{86}, 0};
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(ampere_only, 90)) == static_cast<int>(KernelFit::none));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(ampere_only, 80)) == static_cast<int>(KernelFit::none));
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(ampere_only, 89)) == static_cast<int>(KernelFit::machine_code));
+  BOOST_TEST((cuda::kernel_fit(ampere_only, 90) == KernelFit::none));
+  BOOST_TEST((cuda::kernel_fit(ampere_only, 80) == KernelFit::none));
+  BOOST_TEST((cuda::kernel_fit(ampere_only, 89) == KernelFit::machine_code));
 }
 
 BOOST_AUTO_TEST_CASE(a_gpu_without_kernels_is_told_the_build_that_has_them) {
@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(this_build_carries_the_ptx_of_its_newest_architecture) {
   const cuda::KernelImages built = cuda::compiled_kernel_images();
   BOOST_TEST_REQUIRE(!built.machine_code.empty());
   BOOST_TEST(built.ptx == built.machine_code.back());
-  BOOST_TEST(static_cast<int>(cuda::kernel_fit(built, built.ptx + 10)) == static_cast<int>(KernelFit::from_ptx));
+  BOOST_TEST((cuda::kernel_fit(built, built.ptx + 10) == KernelFit::from_ptx));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
