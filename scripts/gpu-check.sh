@@ -151,12 +151,18 @@ verdict() {
   local status=$1 part=$2 figures=${3:-}
   if [[ $status == PASS && -z $figures ]]; then status=FAIL figures="no figure was measured"; fi
   if [[ $status == FAIL ]] && ((deadline_cut)); then
-    status=SKIP figures="not finished: the deadline (DEADLINE_S=$DEADLINE_S) cut it off; $figures"
-    unreached=$((unreached + 1))
+    deadline_cut=0
+    not_reached "$part" "not finished: the deadline (DEADLINE_S=$DEADLINE_S) cut it off; $figures"
+    return
   fi
   deadline_cut=0
   [[ $status == FAIL ]] && failures=$((failures + 1))
   printf '%-4s %-28s %s\n' "$status" "$part" "$figures" | tee -a "$SUMMARY"
+}
+# not_reached PART FIGURES: a SKIP that is no verdict on the code (the time ran out), counted apart.
+not_reached() {
+  unreached=$((unreached + 1))
+  verdict SKIP "$1" "$2"
 }
 # wanted PART: whether ONLY (a regular expression over part names; empty: every part) selects it,
 # counting the parts it selects.
@@ -169,8 +175,7 @@ wanted() {
   selects "$1" || return 1
   selected=$((selected + 1))
   if (($(left) < 5)); then
-    verdict SKIP "$1" "not reached: the deadline (DEADLINE_S=$DEADLINE_S) was spent"
-    unreached=$((unreached + 1))
+    not_reached "$1" "not reached: the deadline (DEADLINE_S=$DEADLINE_S) was spent"
     return 1
   fi
 }
@@ -300,9 +305,7 @@ kernel_checks() {
       hung=0
     elif ((rest >= 15)); then kernel_check "$rest" "$check" $size  # a process's start alone takes seconds
     elif [[ $line == FAIL* ]]; then verdict FAIL "kernel $name" "not rerun alone, the group's $budget s spent: $line"
-    else
-      verdict SKIP "kernel $name" "not reached: the group's $budget s were spent before it ran (exit status $status)"
-      unreached=$((unreached + 1))
+    else not_reached "kernel $name" "not reached: the group's $budget s were spent before it ran (exit status $status)"
     fi
   done
 }
