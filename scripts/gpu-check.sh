@@ -304,7 +304,7 @@ kernel_checks() {
       verdict FAIL "kernel $name" "the group's process was stopped at its $budget s inside this check (it hung, or ran too long)"
       hung=0
     elif ((rest >= 15)); then kernel_check "$rest" "$check" $size  # a process's start alone takes seconds
-    elif [[ $line == FAIL* ]]; then verdict FAIL "kernel $name" "not rerun alone, the group's $budget s spent: $line"
+    elif [[ -n $line ]]; then verdict FAIL "kernel $name" "not rerun alone (under 15 s left of the group's $budget s): $line"
     else not_reached "kernel $name" "not reached: the group's $budget s were spent before it ran (exit status $status)"
     fi
   done
