@@ -1,8 +1,8 @@
 // The 16-bit storage types as bit arithmetic shared by the CPU and CUDA backends: f32 → bf16 and
 // f32 → fp16 rounding to nearest even, and the exact widening back. The CPU backend rounds with
-// its own vectorized loops (kernels/cpu/low16.cpp: bit arithmetic for bf16, GCC's _Float16 —
-// the F16C / AVX512-FP16 instructions — for fp16); the CUDA kernels call these, and the unit
-// tests hold these to the CPU's, bit for bit (every fp16 value, random and edge-case floats).
+// its own vectorized loops (tensor/low16.hpp: bit arithmetic for bf16, the processor's conversion
+// instructions for fp16); the CUDA kernels call these, and the unit tests hold these to the
+// CPU's, bit for bit (every fp16 value, random and edge-case floats).
 #pragma once
 
 #include <cstdint>

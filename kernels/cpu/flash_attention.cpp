@@ -39,9 +39,9 @@
 
 #include "kernels/common/low16.hpp"
 #include "kernels/common/math.hpp"
-#include "kernels/cpu/low16_types.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/workspace.hpp"
+#include "tensor/low16.hpp"
 
 namespace trident::kernels::cpu {
 namespace {

@@ -52,7 +52,21 @@ const char* onednn_type(Precision precision) { return precision == Precision::bf
 }  // namespace
 
 std::string cpu_isa() {
-  switch (dnnl::get_effective_cpu_isa()) {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+#if defined(__aarch64__)
+  // oneDNN's public enum names x86's ISAs only; on AArch64 the same call returns its own
+  // (src/cpu/aarch64/cpu_isa_traits.hpp: one bit each for Advanced SIMD and SVE at 128, 256,
+  // 384 and 512 bits, each set with those below it), which read as x86 names would be nonsense.
+  switch (static_cast<unsigned>(isa)) {
+    case 0x1: return "asimd";
+    case 0x3: return "sve_128";
+    case 0x7: return "sve_256";
+    case 0xf: return "sve_384";
+    case 0x1f: return "sve_512";
+    default: return "unknown (oneDNN AArch64 cpu_isa " + std::to_string(static_cast<unsigned>(isa)) + ")";
+  }
+#else
+  switch (isa) {
     case dnnl::cpu_isa::sse41: return "sse41";
     case dnnl::cpu_isa::avx: return "avx";
     case dnnl::cpu_isa::avx2: return "avx2";
@@ -63,8 +77,9 @@ std::string cpu_isa() {
     case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
     case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "unknown (oneDNN cpu_isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + ")";
+    default: return "unknown (oneDNN cpu_isa " + std::to_string(static_cast<int>(isa)) + ")";
   }
+#endif
 }
 
 bool native_low16_gemm_available(Precision precision) {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu.hpp"
-#include "kernels/cpu/low16_types.hpp"
+#include "tensor/low16.hpp"
 
 namespace trident::kernels::cpu {
 namespace {

@@ -227,7 +227,11 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
     const double v = x[i];
     expected[i] = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
   }
-  expect_close(y, expected, 1e-4, 1e-3, "gelu forward");
+  // oneDNN's gelu_tanh is off by up to 1.4e-7 (x86-64: AVX2, AVX-512) and 4.6e-7 (AArch64's
+  // 512-bit SVE kernel) near x = -4, where GELU is about -1e-4: 0.1-0.4% of it, a few float steps
+  // of values of order 1. The floor 1e-2 judges such values to 1e-6 absolute, the rest to 1e-4
+  // relative.
+  expect_close(y, expected, 1e-4, 1e-2, "gelu forward");
   const auto upstream = random_vector(x.size(), 51);
   std::vector<float> dx(x.size());
   trident::kernels::gelu_backward(ctx, as_tensor(dx), as_tensor(x), as_tensor(upstream));
@@ -699,7 +703,8 @@ BOOST_AUTO_TEST_CASE(openmp_alternatives_agree_with_the_kernels_in_use) {
   std::vector<float> g1(N * C), g2(N * C);
   trident::kernels::gelu_forward(ctx, as_tensor(g1), as_tensor(x));
   trident::kernels::openmp::gelu_forward(g2.data(), x.data(), g2.size());
-  expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-3, "gelu forward");
+  // oneDNN's tail against ours: the floor of gelu_forward_and_backward.
+  expect_close(g2, std::vector<double>(g1.begin(), g1.end()), 1e-4, 1e-2, "gelu forward");
 }
 
 namespace {

@@ -1,5 +1,5 @@
 // 16-bit values (bf16, fp16) in the collectives: widened to f32 to be added, and rounded back to
-// nearest even — the rounding of the kernels' 16-bit storage (kernels/cpu/low16.cpp). The MPI
+// nearest even — the rounding of the kernels' 16-bit storage (tensor/low16.hpp). The MPI
 // ring's 16-bit reduce-scatter rounds what each hop sends on (comm/mpi/mpi_communicator.hpp).
 #pragma once
 
