@@ -7,6 +7,7 @@
 #   make test-slurm the Slurm scenarios alone (a local single-node Slurm, started and stopped)
 #   make test-asan  the sanitizer build (ASan + UBSan) and the tests that exercise memory and signals
 #   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
+#   make test-aarch64 the AArch64 (Grace) build, cross-compiled, its tests run by qemu-user
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 #   make bundle     bundle/: trident and the GPU tests with the libraries a bare GPU node lacks
@@ -24,7 +25,8 @@ CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
 
 # Our OpenMP kernels are vectorized for the build machine (oneDNN dispatches at run time by
-# itself); ARCH= builds portable x86-64 code, e.g. for a login node that differs from the nodes.
+# itself); ARCH= builds portable code, e.g. ARCH=-march=x86-64-v3 for nodes that differ from the
+# login node. AArch64 hosts (Grace) build the same way (`make test-aarch64` checks it from here).
 ARCH ?= -march=native
 # -fno-math-errno: we never read errno after sqrtf, and with errno kept GCC will not vectorize a
 # loop that calls it (AdamW's update ran 3x slower, scalar). IEEE sqrt is correctly rounded, so
@@ -39,7 +41,7 @@ OPT ?= -O3 -g
 CXXFLAGS := $(ARCH) -fno-math-errno -ffp-contract=off -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
 LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
-HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/openmpi -lhdf5)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/$(shell gcc -print-multiarch)/hdf5/openmpi -lhdf5)
 CXXFLAGS += $(HDF5_CFLAGS)
 # SANITIZE=address,undefined or thread: the sanitizer builds of `make test-asan` and `make test-tsan`
 # (each in its own BUILD directory).
@@ -121,7 +123,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
 # The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
 all: deps
 	@$(MAKE) --no-print-directory binaries
@@ -215,6 +217,12 @@ test-asan: deps
 test-tsan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-tsan SANITIZE=thread CUDA=0 binaries
 	@BUILD=build-tsan tests/run-tsan.sh
+
+# The AArch64 build (Grace hosts: GH200, GB200), cross-compiled against a Debian 12 arm64 tree
+# and its tests run by qemu-user, under this machine's mpirun and Python (build-aarch64/; not part
+# of `make test`: about an hour here).
+test-aarch64: deps
+	@scripts/aarch64-check.sh
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

@@ -35,8 +35,8 @@ class Backend;  // kernels/backend.hpp
 // (oneDNN's GEMM, LayerNorm and GELU, whose blocking and instruction set set the order of their
 // sums, and loops vectorized at the build's width); portable = our own kernels in a fixed order
 // everywhere (GEMM sums over k one term after another, LayerNorm and softmax sums in index
-// order, no oneDNN), so that every x86-64 CPU gives the same bits for the same thread count —
-// slower, for reproducing a run on other machines and for proving that a change left the
+// order, no oneDNN), so that every x86-64 and AArch64 CPU gives the same bits for the same thread
+// count — slower, for reproducing a run on other machines and for proving that a change left the
 // arithmetic alone (scripts/reference-runs.sh).
 enum class Arithmetic { native, portable };
 

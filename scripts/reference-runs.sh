@@ -7,10 +7,11 @@
 #   tp2pp2dp2 a (tensor 2, pipeline 2, data 2) ZeRO-1 run of a small model on 8 ranks, 12 steps
 # Each run twice: in native arithmetic and in portable (kernels.arithmetic = portable, named
 # RUN-portable).
-#   portable  our fixed-order kernels instead of oneDNN's: the same bits on every x86-64 CPU,
-#             every build target (-march) and every thread count, so one record, keyed
-#             "portable", holds everywhere and the check runs on any machine — the proof that a
-#             change left the training arithmetic alone, wherever CI runs.
+#   portable  our fixed-order kernels instead of oneDNN's: the same bits on every x86-64 and
+#             AArch64 CPU (scripts/aarch64-check.sh), every build target (-march) and every
+#             thread count, so one record, keyed "portable", holds everywhere and the check
+#             runs on any machine — the proof that a change left the training arithmetic alone,
+#             wherever CI runs.
 #   native    oneDNN's kernels sum in an order set by the CPU's instruction set, ours vectorized
 #             for the build target: records keyed by oneDNN's ISA, the code generation target of
 #             our kernels and the thread count; where no record exists for this machine, `check`

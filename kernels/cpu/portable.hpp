@@ -1,6 +1,6 @@
 // The CPU kernels of kernels.arithmetic = portable: the GEMM, LayerNorm and GELU that the
 // native path takes from oneDNN, written here so that every sum runs in one fixed order on any
-// x86-64 CPU and at any vector width (the build does not contract a·b + c into FMAs, see the
+// x86-64 or AArch64 CPU and at any vector width (the build does not contract a·b + c into FMAs, see the
 // Makefile). oneDNN's kernels block and vectorize by the instruction set it finds, which changes
 // the order of their sums and so their bits from one CPU to another; these do not, so a run in
 // portable arithmetic gives the same bits on every machine for the same thread count (the

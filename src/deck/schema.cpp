@@ -213,7 +213,7 @@ std::vector<KeySpec> build_schema() {
       choice("kernels.arithmetic", "native", {"native", "portable"},
              "how the CPU kernels sum: native (oneDNN and loops vectorized for this CPU: the fastest, "
              "bits that depend on the CPU's instruction set) or portable (our own kernels in one fixed "
-             "order, no oneDNN: the same bits on every x86-64 CPU with FMA, any build target and thread count; "
+             "order, no oneDNN: the same bits on every x86-64 and AArch64 CPU, any build target and thread count; "
              "about twice as slow; kernels.device = cpu or guard)"),
       // [cuda]
       boolean("cuda.graphs", "false",
