@@ -41,7 +41,7 @@ OPT ?= -O3 -g
 CXXFLAGS := $(ARCH) -fno-math-errno -ffp-contract=off -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -std=c++17 $(OPT) -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP -Isrc -I.
 LDFLAGS  := -fopenmp
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null || echo -I/usr/include/hdf5/openmpi)
-HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/$(shell gcc -print-multiarch)/hdf5/openmpi -lhdf5)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5-openmpi 2>/dev/null || echo -L/usr/lib/$$(gcc -print-multiarch)/hdf5/openmpi -lhdf5)
 CXXFLAGS += $(HDF5_CFLAGS)
 # SANITIZE=address,undefined or thread: the sanitizer builds of `make test-asan` and `make test-tsan`
 # (each in its own BUILD directory).
