@@ -8,6 +8,7 @@
 #   make test-asan  the sanitizer build (ASan + UBSan) and the tests that exercise memory and signals
 #   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
 #   make test-aarch64 the AArch64 (Grace) build, cross-compiled, its tests run by qemu-user
+#   make test-cuda-emu the CUDA backend's kernels and a training run on the CUDA emulator (this CPU)
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 #   make bundle     bundle/: trident and the GPU tests with the libraries a bare GPU node lacks
@@ -20,6 +21,14 @@ CXX   := mpicxx
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # CUDA: on when nvcc is on PATH or at /usr/local/cuda/bin, unless CUDA=0.
+# CUDA_EMU=1: the CUDA backend built for the CUDA emulator instead (tests/cuda_emu: its kernels run
+# on this CPU, each CUDA thread a fiber; `make test-cuda-emu`), in a build directory of its own.
+CUDA_EMU ?= 0
+ifeq ($(CUDA_EMU),1)
+  CUDA := 1
+  NCCL := 0
+  CUDNN := 0
+endif
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(if $(NVCC),$(abspath $(dir $(NVCC))/..),/usr/local/cuda)
@@ -61,7 +70,16 @@ CU_SRC   := $(sort $(wildcard kernels/cuda/*.cu))
 # set for them alone (their own stamp rebuilds them when it changes), not for every object.
 NCCL ?= $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0),0)
 
-ifeq ($(CUDA),1)
+ifeq ($(CUDA_EMU),1)
+  # The emulator's headers stand for CUDA's; each .cu file is rewritten to C++ (translate.py) and
+  # compiled as the rest; the runtime is linked in, and its cuBLASLt is a library of the build's
+  # own that the backend opens as it opens NVIDIA's (found through the run path).
+  CXXFLAGS += -DTRIDENT_CUDA=1 -DTRIDENT_CUDA_PTX_ARCH=90 -Itests/cuda_emu/include
+  LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,-rpath,$(abspath $(BUILD))/lib
+  CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp)) \
+            $(BUILD)/obj/tests/cuda_emu/runtime.o
+  GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/lib/libcublasLt.so.13 $(BUILD)/tests/cuda_emu_selftest
+else ifeq ($(CUDA),1)
   CXXFLAGS += -DTRIDENT_CUDA=1 -I$(CUDA_HOME)/include
   # NCCL ships under lib/ in the toolkit here, under lib64/ elsewhere.
   CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
@@ -123,7 +141,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 test-cuda-emu all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
 # The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
 all: deps
 	@$(MAKE) --no-print-directory binaries
@@ -143,10 +161,30 @@ $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
+ifeq ($(CUDA_EMU),1)
+# The .cuh headers rewritten too, found before the originals (-iquote).
+EMU_CUH := $(patsubst %,$(BUILD)/emu/%,$(wildcard kernels/cuda/*.cuh))
+$(BUILD)/emu/%.cuh: %.cuh tests/cuda_emu/translate.py
+	@mkdir -p $(@D)
+	python3 tests/cuda_emu/translate.py $< $@
+$(BUILD)/obj/%.o: %.cu tests/cuda_emu/translate.py $(EMU_CUH) $(FLAGS_STAMP)
+	@mkdir -p $(@D) $(dir $(BUILD)/emu/$*)
+	python3 tests/cuda_emu/translate.py $< $(BUILD)/emu/$*.cpp
+	$(CXX) $(CXXFLAGS) -Wno-unknown-pragmas -iquote $(BUILD)/emu -include cuda_runtime.h -MT $@ -c $(BUILD)/emu/$*.cpp -o $@
+
+$(BUILD)/tests/cuda_emu_selftest: $(BUILD)/obj/tests/cuda_emu/selftest.o $(BUILD)/obj/tests/cuda_emu/runtime.o
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@
+
+$(BUILD)/lib/libcublasLt.so.13: tests/cuda_emu/cublaslt.cpp $(wildcard tests/cuda_emu/include/*.h) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	g++ -std=c++17 -O2 -fPIC -shared -Wall -Wextra -Itests/cuda_emu/include $< -o $@
+else
 # -MMD -MP here, not in NVCCFLAGS: the header dependencies of the CUDA objects, as for the C++ ones.
 $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+endif
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -223,6 +261,15 @@ test-tsan: deps
 # of `make test`: about an hour here).
 test-aarch64: deps
 	@scripts/aarch64-check.sh
+
+# The CUDA backend on the CUDA emulator (tests/cuda_emu/README.md; build-cuda-emu/): every kernel
+# check of tests/gpu run on this CPU, the threads of each block in both orders, and a short
+# training run of the CUDA backend against the CPU's. Part of `make test-long`.
+CUDA_EMU_BUILD ?= build-cuda-emu
+test-cuda-emu: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
+	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest
+	@BUILD=$(CUDA_EMU_BUILD) tests/run.sh cuda-emu
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

@@ -10,7 +10,7 @@
 #   tests/run.sh                        the first tier (make test)
 #   tests/run.sh long                   the long tier (make test-long)
 #   tests/run.sh all                    both
-#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, gpu, e2e/NAME, slurm), either tier
+#   tests/run.sh unit e2e/precision     only these groups (unit, mpi, gpu, e2e/NAME, slurm, cuda-emu), either tier
 set -u
 BUILD=${BUILD:-build}
 export BUILD
@@ -82,6 +82,8 @@ done
 # GPU checks: PASS/FAIL with a GPU, SKIP lines without one (or without NCCL in the build).
 wanted gpu && run_script "gpu kernels" tests/gpu/run.sh
 wanted gpu && run_script "gpu nccl" tests/gpu/test_nccl.sh
+# The CUDA backend on the CUDA emulator (a CUDA_EMU=1 build: make test-cuda-emu), named only.
+wanted cuda-emu emulator && run_script "cuda-emu" tests/cuda_emu/run.sh
 # A real single-node Slurm (installed and started by the harness, stopped afterwards).
 wanted slurm long && run_script slurm tests/slurm/run.sh
 

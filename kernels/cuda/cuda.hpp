@@ -104,6 +104,9 @@ bool cudnn_attention_backward(Context& ctx, const FusedAttention& a, float* dqkv
 // The forward and backward graphs of `a` checked by cudnn-frontend's validation for GPUs of
 // compute capability sm_version (90: Hopper), without a device: "" where they pass, else why not.
 std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version);
+// Whether this build has cuDNN's fused attention (make CUDNN=1, where its frontend's headers were
+// fetched); cudnn_attention_takes then still asks the library.
+bool cudnn_attention_built_in();
 // "cuDNN V's fused attention (cudnn-frontend F), ...", or that this build has none: `trident version`.
 std::string cudnn_attention_build();
 

@@ -331,6 +331,8 @@ std::string cudnn_attention_graph_check(const FusedAttention& a, int sm_version)
   return "";
 }
 
+bool cudnn_attention_built_in() { return true; }
+
 std::string cudnn_attention_build() {
   if (const std::string& why = cudnn_library().problem(); !why.empty())
     return "our tensor-core kernels (cuDNN's fused attention is built in, but " + why + ")";
@@ -346,6 +348,7 @@ bool cudnn_attention_backward(Context&, const FusedAttention&, float*, low16*, c
                               const float*) {
   return false;
 }
+bool cudnn_attention_built_in() { return false; }
 std::string cudnn_attention_graph_check(const FusedAttention&, int) { return "built without cuDNN's frontend"; }
 std::string cudnn_attention_build() { return "our tensor-core kernels (built without cuDNN's frontend)"; }
 

@@ -575,7 +575,7 @@ void linear_gelu_backward(Context& ctx, const Tensor& dpre, const Tensor& dbias,
   const Gemm g = linear_input_gradient_gemm(M, K, N, operand_type(pre.dtype));
   const cudaDataType_t out_type = cuda_type(operand_type(pre.dtype));
   if (N > 0 &&
-      run_gelu_epilogue(ctx, {g, CUBLASLT_EPILOGUE_DGELU, "DGELU", out_type, dpre.data, pre.data, dy.data, w.data})) {
+      run_gelu_epilogue(ctx, {g, CUBLASLT_EPILOGUE_DGELU, "DGELU", out_type, dpre.data, pre.data, dy.data, w.data, nullptr})) {
     if (db == nullptr) return;
     if (low) return column_sums_add_low16(ctx, precision_of(pre.dtype), db, dpre.as<low16>(), M, K);
     return column_sums_add(ctx, db, dpre.as<float>(), M, K);

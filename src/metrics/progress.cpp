@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <numeric>
 #include <vector>
@@ -117,8 +118,13 @@ GemmPeak measure_gemm_peak(const kernels::Context& device, kernels::Precision pr
     return {2.0 * n * double(n) * n / probe.seconds_per_product(1, 2) / 1e12, n};
   }
   // A GPU: a size that fills it (8192^3: 1.1 TFLOP a product), 10 products to warm its clocks,
-  // 20 timed; smaller where the device has no room left beside the model.
-  for (int n : {8192, 4096, 2048}) {
+  // 20 timed; smaller where the device has no room left beside the model. TRIDENT_GPU_PEAK_SIZE
+  // sets the size instead: the CUDA emulator's tests (tests/cuda_emu), whose "GPU" is this CPU
+  // running each product as plain loops, ask for a small one.
+  std::vector<int> sizes{8192, 4096, 2048};
+  if (const char* size = std::getenv("TRIDENT_GPU_PEAK_SIZE"); size != nullptr && std::atoi(size) > 0)
+    sizes = {std::atoi(size)};
+  for (int n : sizes) {
     try {
       GemmProbe probe{ctx, backend, n, operands};
       return {2.0 * n * double(n) * n / probe.seconds_per_product(10, 20) / 1e12, n};

@@ -156,9 +156,11 @@ Verdict compare_bits(const std::vector<low16>& gpu, const std::vector<low16>& cp
   return {differ ? 2.0 : 0.0, differ ? what + ": " + std::to_string(differ) + " values differ" : ""};
 }
 
-// Several comparisons of one operation: the worst of them decides.
+// Several comparisons of one operation: the worst of them decides. skipped: why the check could
+// not run in this build (a SKIP line, not a failure).
 struct Report {
   std::vector<Verdict> verdicts;
+  std::string skipped;
   void add(Verdict v) { verdicts.push_back(std::move(v)); }
   void add(const Floats& twin, Tolerance tol, const std::string& what) { add(compare(twin.from_gpu(), twin.host, tol, what)); }
 };
@@ -850,6 +852,10 @@ Context cudnn_context(Precision operands) {
 }
 
 void flash_attention_cudnn(Report& r, Precision operands) {
+  if (!kernels::cuda::cudnn_attention_built_in()) {
+    r.skipped = "this build has no cuDNN: " + kernels::cuda::cudnn_attention_build();
+    return;
+  }
   Context fused = cudnn_context(operands);
   const DType type = operands == Precision::fp16 ? DType::fp16 : DType::bf16;
   const std::string kind = operands == Precision::fp16 ? "fp16" : "bf16", build = kernels::cuda::cudnn_attention_build();
@@ -1269,6 +1275,11 @@ int main(int argc, char** argv) {
       if (status != cudaSuccess) error = std::string("CUDA: ") + cudaGetErrorString(status);
     } catch (const std::exception& e) {
       error = e.what();
+    }
+    if (error.empty() && !report.skipped.empty()) {
+      std::printf("SKIP cuda_%s%s (%s)\n", check.name, suffix, report.skipped.c_str());
+      std::fflush(stdout);
+      continue;
     }
     double worst = 0.0;
     std::string detail;

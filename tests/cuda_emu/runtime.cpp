@@ -1,0 +1,742 @@
+// The CUDA emulator's runtime (tests/cuda_emu/README.md): CUDA's host API over this process's
+// memory, and the kernels run on the CPU, each CUDA thread a fiber.
+//
+// Execution. Work is done when it is enqueued, in the enqueuing host thread (a stream is an order
+// that is always kept), except on a stream being captured, where it is recorded for the graph's
+// launches. A grid's blocks run one after another; a block's threads are fibers that one
+// scheduler resumes in turn, each running until it reaches a barrier (__syncthreads, or a
+// warp's: __syncwarp, the shuffles, mma_sync) or its end. A barrier is passed once every live
+// thread it names has reached it; threads that have returned count as there. A round in which no
+// thread can move is a deadlock — threads waiting at barriers that cannot all be reached (a barrier
+// in divergent code) — and fails the launch, naming the kernel.
+//
+// What it checks that a GPU run would only show by chance: TRIDENT_CUDA_EMU_ORDER=reverse runs the
+// blocks of a grid and the threads of a block in the opposite order, so a kernel that reads what
+// another thread writes without a barrier between them sees the other value in one of the two
+// orders; dynamic shared memory starts each block as NaNs, so reading it before writing shows.
+// What it does not: speed, concurrency between streams (their order is always kept), the
+// memory model beyond barriers, and the tensor cores' own rounding.
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// The handles' types, opaque to the callers.
+struct CUstream_st {
+  unsigned flags = 0;
+};
+struct CUevent_st {
+  double seconds = 0.0;
+  bool recorded = false;
+};
+struct CUgraph_st {
+  std::vector<std::function<void()>> operations;
+  std::vector<void*> owned;  // stream-ordered memory allocated while capturing: the graph's
+};
+struct CUgraphExec_st {
+  CUgraph_st graph;
+};
+struct CUmemPoolHandle_st {
+  int device = 0;
+};
+
+namespace cuda_emu {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr size_t kFiberStack = 256 << 10;
+constexpr size_t kSharedOptIn = 227 << 10;  // an H100's dynamic shared memory per block, opted in
+constexpr size_t kSharedDefault = 48 << 10;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::atomic<bool> g_reverse{[] {
+  const char* order = std::getenv("TRIDENT_CUDA_EMU_ORDER");
+  return order != nullptr && std::string(order) == "reverse";
+}()};
+bool reverse_order() { return g_reverse.load(std::memory_order_relaxed); }
+
+int device_count() {
+  static const int count = [] {
+    const char* n = std::getenv("TRIDENT_CUDA_EMU_GPUS");
+    return n != nullptr ? std::atoi(n) : 1;
+  }();
+  return count;
+}
+
+size_t device_memory() {
+  static const size_t bytes = [] {
+    const char* gb = std::getenv("TRIDENT_CUDA_EMU_MEMORY_GB");
+    return static_cast<size_t>((gb != nullptr ? std::atof(gb) : 80.0) * (1ull << 30));
+  }();
+  return bytes;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;
+// A kernel that failed (a deadlock, an exception): the next synchronization's error, once — a
+// GPU's context would stay broken, but a test run learns more by going on to its next check.
+thread_local cudaError_t t_kernel_failure = cudaSuccess;
+cudaError_t take_kernel_failure() {
+  const cudaError_t e = t_kernel_failure;
+  t_kernel_failure = cudaSuccess;
+  return e;
+}
+
+cudaError_t fail(cudaError_t error) {
+  t_last_error = error;
+  return error;
+}
+
+// ---- Memory --------------------------------------------------------------------------------------
+
+struct Memory {
+  std::mutex mutex;
+  std::map<void*, size_t> device;  // cudaMalloc's and cudaMallocAsync's
+  size_t in_use = 0, async_in_use = 0, async_high = 0;
+  std::map<const void*, int> function_shared;
+};
+Memory& memory() {
+  static Memory* m = new Memory();
+  return *m;
+}
+
+void* allocate(size_t bytes, bool async) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  if (m.in_use + bytes > device_memory()) return nullptr;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (p == nullptr) return nullptr;
+  m.device[p] = bytes;
+  m.in_use += bytes;
+  if (async) {
+    m.async_in_use += bytes;
+    if (m.async_in_use > m.async_high) m.async_high = m.async_in_use;
+  }
+  return p;
+}
+
+bool release(void* p, bool async) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  const auto it = m.device.find(p);
+  if (it == m.device.end()) return false;
+  m.in_use -= it->second;
+  if (async) m.async_in_use -= std::min(m.async_in_use, it->second);
+  m.device.erase(it);
+  std::free(p);
+  return true;
+}
+
+// ---- Streams and capture --------------------------------------------------------------------------
+
+struct Capture {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CUgraph_st> graph;
+  cudaError_t error = cudaSuccess;
+};
+thread_local Capture* t_capture = nullptr;
+
+// Runs `operation` now, or records it where `stream` is being captured. An operation on the legacy
+// stream while this thread captures a blocking stream would be ordered with the captured work:
+// that invalidates the capture, as CUDA's does.
+cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
+  if (t_capture != nullptr) {
+    if (stream == t_capture->stream) {
+      t_capture->graph->operations.push_back(std::move(operation));
+      return cudaSuccess;
+    }
+    if (stream == nullptr && !(t_capture->stream->flags & cudaStreamNonBlocking)) {
+      t_capture->error = cudaErrorStreamCaptureInvalidated;
+      return fail(cudaErrorStreamCaptureImplicit);
+    }
+  }
+  operation();
+  return cudaSuccess;
+}
+
+bool capturing(cudaStream_t stream) { return t_capture != nullptr && stream == t_capture->stream; }
+
+// ---- Kernels ---------------------------------------------------------------------------------------
+
+// Switching between fibers. On x86-64 a switch of our own: the callee-saved registers pushed on
+// the old stack, the stack pointers swapped (the floating-point control words are not kept: all
+// fibers run with the thread's, which no kernel changes) — glibc's swapcontext also saves the
+// signal mask, a system call per switch, which made it 20 times slower. Elsewhere, ucontext.
+#if defined(__x86_64__)
+extern "C" void cuda_emu_switch(void** save_stack, void* next_stack);
+asm(R"(
+.text
+.globl cuda_emu_switch
+.type cuda_emu_switch,@function
+cuda_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size cuda_emu_switch,.-cuda_emu_switch
+)");
+struct Context {
+  void* stack = nullptr;
+};
+void switch_to(Context& from, Context& to) { cuda_emu_switch(&from.stack, to.stack); }
+// A new fiber's stack as cuda_emu_switch leaves an old one: six registers, and `entry` as the
+// address to return to (at a 16-byte boundary minus 8, as after a call).
+void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
+  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15));
+  *--top = 0;  // no return from entry
+  *--top = reinterpret_cast<uint64_t>(entry);
+  for (int r = 0; r < 6; ++r) *--top = 0;
+  c.stack = top;
+}
+#else
+struct Context {
+  ucontext_t context;
+};
+void switch_to(Context& from, Context& to) { swapcontext(&from.context, &to.context); }
+void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c.context);
+  c.context.uc_stack.ss_sp = stack;
+  c.context.uc_stack.ss_size = bytes;
+  c.context.uc_link = nullptr;
+  makecontext(&c.context, entry, 0);
+}
+#endif
+
+// What a fiber waits for: nothing (it runs when its turn comes), the block's barrier, or one of
+// its warp's.
+enum class Wait { none, block, warp };
+
+struct Fiber {
+  Context context;
+  void* stack = nullptr;
+  ThreadPlace place;
+  int lane = 0, warp = 0;
+  bool done = false;
+  Wait wait = Wait::none;
+  size_t warp_barrier = 0;  // which of its warp's barriers, where wait is Wait::warp
+};
+
+// A warp's barriers: one per mask in use at once (two half-warps may each meet on their own), and
+// the lanes that have returned, which count as there.
+struct WarpBarrier {
+  uint32_t mask = 0, arrived = 0;
+};
+struct Warp {
+  uint32_t exited = 0;
+  std::vector<WarpBarrier> barriers;
+  uint64_t slots[kWarp] = {};
+};
+
+// A block's static shared memory (its __shared__ declarations), placed at their first use.
+struct StaticShared {
+  alignas(128) unsigned char bytes[kSharedDefault];
+  size_t used = 0;
+  std::vector<std::pair<const void*, size_t>> sites;  // declaration, offset
+};
+
+struct Block {
+  KernelBody* body = nullptr;
+  StaticShared* statics = nullptr;
+  std::vector<Fiber>* fibers = nullptr;
+  std::vector<Warp> warps;
+  int threads = 0, live = 0, current = 0;
+  int arrived = 0;  // at the block's barrier
+  unsigned char* shared = nullptr;  // the dynamic shared memory
+  Context scheduler;
+  std::string failure;
+};
+thread_local Block* t_block = nullptr;
+thread_local StaticShared t_statics;
+
+struct FiberPool {
+  std::vector<Fiber> fibers;
+  ~FiberPool() {
+    for (Fiber& f : fibers) munmap(f.stack, kFiberStack);
+  }
+  std::vector<Fiber>& at_least(size_t n) {
+    while (fibers.size() < n) {
+      fibers.emplace_back();
+      fibers.back().stack = mmap(nullptr, kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (fibers.back().stack == MAP_FAILED) throw std::runtime_error("cuda_emu: no memory for a fiber's stack");
+    }
+    return fibers;
+  }
+};
+thread_local FiberPool t_pool;
+
+Fiber& current_fiber() { return (*t_block->fibers)[static_cast<size_t>(t_block->current)]; }
+
+// Back to the scheduler; a waiting fiber is resumed only once its barrier has been met.
+void yield() { switch_to(current_fiber().context, t_block->scheduler); }
+
+void release_warp_if_met(Block& b, int warp) {
+  Warp& w = b.warps[static_cast<size_t>(warp)];
+  for (size_t i = 0; i < w.barriers.size(); ++i) {
+    WarpBarrier& barrier = w.barriers[i];
+    if (barrier.arrived == 0 || ((barrier.arrived | w.exited) & barrier.mask) != barrier.mask) continue;
+    barrier.arrived = 0;
+    for (int lane = 0; lane < kWarp; ++lane) {
+      const int t = warp * kWarp + lane;
+      if (t >= b.threads) break;
+      Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
+      if (f.wait == Wait::warp && f.warp_barrier == i) f.wait = Wait::none;
+    }
+  }
+}
+
+void release_block_if_met(Block& b) {
+  if (b.arrived == 0 || b.arrived != b.live) return;
+  b.arrived = 0;
+  for (int t = 0; t < b.threads; ++t) {
+    Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
+    if (f.wait == Wait::block) f.wait = Wait::none;
+  }
+}
+
+void fiber_main() {
+  Block& b = *t_block;
+  Fiber& f = current_fiber();
+  try {
+    b.body->run();
+  } catch (const std::exception& e) {
+    if (b.failure.empty()) b.failure = std::string("threw: ") + e.what();
+  } catch (...) {
+    if (b.failure.empty()) b.failure = "threw";
+  }
+  f.done = true;
+  --b.live;
+  b.warps[static_cast<size_t>(f.warp)].exited |= 1u << f.lane;
+  release_warp_if_met(b, f.warp);
+  release_block_if_met(b);
+  yield();
+}
+
+std::string deadlock(const Block& b) {
+  std::string where;
+  for (int t = 0; t < b.threads && where.size() < 400; ++t) {
+    const Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
+    if (!f.done) where += " thread " + std::to_string(t) + (f.wait == Wait::block ? " at __syncthreads;" : " at a warp barrier;");
+  }
+  return "deadlock: threads wait at barriers that cannot all be reached (a barrier in divergent code):" + where;
+}
+
+// Runs one block of the grid to its end; false and b.failure where it cannot end. Each round
+// resumes every fiber that can run, in thread order (or the reverse), until each reaches a
+// barrier or its end.
+bool run_block(Block& b, const Launch& launch, uint3 block_index) {
+  const dim3 bd = launch.block;
+  std::vector<Fiber>& fibers = t_pool.at_least(static_cast<size_t>(b.threads));
+  b.fibers = &fibers;
+  b.warps.assign(static_cast<size_t>((b.threads + kWarp - 1) / kWarp), Warp{});
+  for (int t = b.threads; t % kWarp != 0; ++t) b.warps.back().exited |= 1u << (t % kWarp);  // a partial warp's absent lanes
+  b.live = b.threads;
+  b.arrived = 0;
+  for (int t = 0; t < b.threads; ++t) {
+    Fiber& f = fibers[static_cast<size_t>(t)];
+    f.place = ThreadPlace{{t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y)}, block_index, bd, launch.grid};
+    f.lane = t % kWarp;
+    f.warp = t / kWarp;
+    f.done = false;
+    f.wait = Wait::none;
+    start_context(f.context, f.stack, kFiberStack, fiber_main);
+  }
+  while (b.live > 0) {
+    bool resumed = false;
+    for (int i = 0; i < b.threads; ++i) {
+      const int t = reverse_order() ? b.threads - 1 - i : i;
+      Fiber& f = fibers[static_cast<size_t>(t)];
+      if (f.done || f.wait != Wait::none) continue;
+      b.current = t;
+      resumed = true;
+      switch_to(b.scheduler, f.context);
+    }
+    if (!resumed) {
+      b.failure = deadlock(b);
+      return false;
+    }
+  }
+  return b.failure.empty();
+}
+
+void run_grid(const Launch& launch, const char* kernel, KernelBody* body) {
+  Block b;
+  b.body = body;
+  b.threads = static_cast<int>(launch.block.x * launch.block.y * launch.block.z);
+  b.statics = &t_statics;
+  std::vector<unsigned char> shared(launch.shared + 128);
+  Block* outer = t_block;
+  t_block = &b;
+  const dim3 g = launch.grid;
+  const size_t blocks = static_cast<size_t>(g.x) * g.y * g.z;
+  for (size_t i = 0; i < blocks; ++i) {
+    const size_t n = reverse_order() ? blocks - 1 - i : i;
+    const uint3 index{static_cast<unsigned>(n % g.x), static_cast<unsigned>((n / g.x) % g.y),
+                      static_cast<unsigned>(n / (static_cast<size_t>(g.x) * g.y))};
+    std::memset(shared.data(), 0xff, shared.size());  // NaNs: shared memory is not zeroed on a GPU
+    b.statics->used = 0;
+    b.statics->sites.clear();
+    b.shared = shared.data() + (128 - reinterpret_cast<uintptr_t>(shared.data()) % 128) % 128;
+    if (!run_block(b, launch, index)) {
+      std::fprintf(stderr, "cuda_emu: kernel %s, block (%u, %u, %u): %s\n", kernel, index.x, index.y, index.z,
+                   b.failure.c_str());
+      t_kernel_failure = cudaErrorLaunchFailure;
+      break;
+    }
+  }
+  t_block = outer;
+}
+
+}  // namespace
+
+const ThreadPlace& place() { return current_fiber().place; }
+int lane_id() { return current_fiber().lane; }
+void* dynamic_shared_bytes() { return t_block->shared; }
+void* warp_slot(int lane) { return &t_block->warps[static_cast<size_t>(current_fiber().warp)].slots[lane & (kWarp - 1)]; }
+
+void* block_shared_bytes(const void* site, size_t bytes, size_t alignment) {
+  StaticShared& s = *t_block->statics;
+  for (const auto& [declared, offset] : s.sites)
+    if (declared == site) return s.bytes + offset;
+  const size_t offset = (s.used + alignment - 1) / alignment * alignment;
+  if (offset + bytes > sizeof s.bytes)
+    throw std::runtime_error("cuda_emu: a block's __shared__ declarations exceed 48 KiB of static shared memory");
+  std::memset(s.bytes + offset, 0xff, bytes);  // NaNs, as the dynamic shared memory
+  s.sites.emplace_back(site, offset);
+  s.used = offset + bytes;
+  return s.bytes + offset;
+}
+
+void set_reverse_order(bool reverse) { g_reverse.store(reverse); }
+
+void sync_block() {
+  Block& b = *t_block;
+  Fiber& f = current_fiber();
+  ++b.arrived;
+  f.wait = Wait::block;
+  release_block_if_met(b);
+  yield();
+}
+
+void sync_warp(unsigned mask) {
+  Block& b = *t_block;
+  Fiber& f = current_fiber();
+  Warp& w = b.warps[static_cast<size_t>(f.warp)];
+  if (!(mask & (1u << f.lane))) {
+    if (b.failure.empty()) b.failure = "a warp barrier whose mask leaves out the calling lane";
+    mask |= 1u << f.lane;
+  }
+  size_t which = w.barriers.size();
+  for (size_t i = 0; i < w.barriers.size(); ++i) {
+    if (w.barriers[i].mask == mask) which = i;
+    else if (w.barriers[i].arrived != 0 && (w.barriers[i].mask & mask) != 0 && b.failure.empty())
+      b.failure = "lanes of a warp wait at once at warp barriers of overlapping masks";
+  }
+  if (which == w.barriers.size()) w.barriers.push_back(WarpBarrier{mask, 0});
+  w.barriers[which].arrived |= 1u << f.lane;
+  f.wait = Wait::warp;
+  f.warp_barrier = which;
+  release_warp_if_met(b, f.warp);
+  yield();
+}
+
+void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {
+  std::shared_ptr<KernelBody> owned(body);
+  const dim3 g = launch.grid, bd = launch.block;
+  const size_t threads = static_cast<size_t>(bd.x) * bd.y * bd.z;
+  if (threads == 0 || threads > 1024 || bd.z > 64 || g.x == 0 || g.y == 0 || g.z == 0 || g.y > 65535 || g.z > 65535 ||
+      launch.shared > kSharedOptIn) {
+    std::fprintf(stderr, "cuda_emu: kernel %s: a launch of grid (%u, %u, %u), block (%u, %u, %u), %zu shared bytes is invalid\n",
+                 kernel, g.x, g.y, g.z, bd.x, bd.y, bd.z, launch.shared);
+    fail(cudaErrorInvalidConfiguration);
+    return;
+  }
+  const Launch config = launch;
+  submit(launch.stream, [config, kernel, owned] { run_grid(config, kernel, owned.get()); });
+}
+
+cudaError_t set_function_shared(const void* function, int bytes) {
+  if (bytes < 0 || static_cast<size_t>(bytes) > kSharedOptIn) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  memory().function_shared[function] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t function_attributes(cudaFuncAttributes* attributes, const void*) {
+  *attributes = cudaFuncAttributes{0, 1024, static_cast<int>(kSharedDefault)};
+  return cudaSuccess;
+}
+
+}  // namespace cuda_emu
+
+using namespace cuda_emu;
+
+// ---- The host API ------------------------------------------------------------------------------------
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (the emulator said why on stderr)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    default: return "an emulated CUDA error";
+  }
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return t_last_error; }
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = device_count();
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = t_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  t_device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof p->name, "CUDA emulator on the host CPU");
+  for (int i = 0; i < 16; ++i) p->uuid.bytes[i] = static_cast<char>(0x70 + i + device);
+  p->totalGlobalMem = device_memory();
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = 132;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (attribute == cudaDevAttrMultiProcessorCount) *value = 132;
+  else if (attribute == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = static_cast<int>(kSharedOptIn);
+  else return fail(cudaErrorInvalidValue);
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char* id, int length, int device) {
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  std::snprintf(id, static_cast<size_t>(length), "00000000:%02X:00.0", 0x10 + device);
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() { return take_kernel_failure(); }
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  *total = device_memory();
+  *free = device_memory() - memory().in_use;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  *pointer = allocate(bytes, false);
+  return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFree(void* pointer) {
+  if (pointer == nullptr) return cudaSuccess;
+  return release(pointer, false) ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
+  *pointer = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void* pointer) {
+  std::free(pointer);
+  return cudaSuccess;
+}
+// Stream-ordered memory: allocated at once (the stream's earlier work is done already). While
+// capturing, the graph owns it: its address is the same at every launch, and it is released with
+// the graph.
+cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
+  *pointer = allocate(bytes, true);
+  if (*pointer == nullptr) return fail(cudaErrorMemoryAllocation);
+  if (capturing(stream)) t_capture->graph->owned.push_back(*pointer);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  if (pointer == nullptr) return cudaSuccess;
+  if (capturing(stream)) return cudaSuccess;  // the graph's, released with it
+  return release(pointer, true) ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (t_capture != nullptr) {
+    t_capture->error = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureImplicit);
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  return submit(stream, [=] { std::memmove(dst, src, bytes); });
+}
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
+  return submit(stream, [=] { std::memset(pointer, value, bytes); });
+}
+
+namespace {
+CUmemPoolHandle_st g_pools[64];
+uint64_t g_release_threshold = 0;
+}  // namespace
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (device < 0 || device >= device_count() || device >= 64) return fail(cudaErrorInvalidDevice);
+  *pool = &g_pools[device];
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr attribute, void* value) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  uint64_t v = 0;
+  if (attribute == cudaMemPoolAttrReleaseThreshold) v = g_release_threshold;
+  else if (attribute == cudaMemPoolAttrReservedMemCurrent) v = memory().async_in_use;
+  else if (attribute == cudaMemPoolAttrUsedMemHigh) v = memory().async_high;
+  else return fail(cudaErrorInvalidValue);
+  std::memcpy(value, &v, sizeof v);
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr attribute, void* value) {
+  if (attribute != cudaMemPoolAttrReleaseThreshold) return fail(cudaErrorInvalidValue);
+  std::memcpy(&g_release_threshold, value, sizeof g_release_threshold);
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  *stream = new CUstream_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (capturing(stream)) {
+    t_capture->error = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported);
+  }
+  return take_kernel_failure();
+}
+// Run where the stream is (the emulated cuBLASLt enqueues its GEMMs so). Exported from the
+// binary (-Wl,--export-dynamic-symbol) for libcublasLt.so.13 to find.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data) {
+  return submit(stream, [function, data] { function(data); });
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
+  return event != nullptr ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);  // its work is done already
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = new CUevent_st{};
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+// The host's clock when the stream reaches the event (at once, or at the graph's launch).
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  return submit(stream, [event] {
+    event->seconds = now_seconds();
+    event->recorded = true;
+  });
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  return take_kernel_failure();
+}
+cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
+  if (start == nullptr || end == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *milliseconds = static_cast<float>(1e3 * (end->seconds - start->seconds));
+  return cudaSuccess;
+}
+
+// Capture: the stream's operations recorded in this thread (CUDA's thread-local mode; the global
+// mode is not emulated), replayed in order at each launch.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (stream == nullptr) return fail(cudaErrorStreamCaptureUnsupported);
+  if (t_capture != nullptr) return fail(cudaErrorStreamCaptureUnsupported);
+  t_capture = new Capture{stream, std::make_unique<CUgraph_st>(), cudaSuccess};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  if (t_capture == nullptr || t_capture->stream != stream) return fail(cudaErrorInvalidValue);
+  std::unique_ptr<Capture> capture(t_capture);
+  t_capture = nullptr;
+  if (capture->error != cudaSuccess) {
+    for (void* p : capture->graph->owned) release(p, true);
+    *graph = nullptr;
+    return fail(capture->error);
+  }
+  *graph = capture->graph.release();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* executable, cudaGraph_t graph, unsigned long long) {
+  if (graph == nullptr) return fail(cudaErrorInvalidValue);
+  *executable = new CUgraphExec_st{};
+  (*executable)->graph.operations = graph->operations;
+  (*executable)->graph.owned = std::move(graph->owned);  // the memory stays with what runs it
+  graph->owned.clear();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t executable, cudaStream_t stream) {
+  if (executable == nullptr) return fail(cudaErrorInvalidValue);
+  return submit(stream, [executable] {
+    for (const auto& operation : executable->graph.operations) operation();
+  });
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (graph == nullptr) return fail(cudaErrorInvalidValue);
+  for (void* p : graph->owned) release(p, true);
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t executable) {
+  if (executable == nullptr) return fail(cudaErrorInvalidValue);
+  for (void* p : executable->graph.owned) release(p, true);
+  delete executable;
+  return cudaSuccess;
+}

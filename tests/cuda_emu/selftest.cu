@@ -1,0 +1,225 @@
+// The CUDA emulator's own checks (tests/cuda_emu/run.sh): one "PASS emu_selftest_NAME" or
+// "FAIL emu_selftest_NAME: why" line each. First what it must catch, as a GPU would only by
+// chance — a read of another thread's write with no barrier between them (the two orders differ),
+// a barrier that cannot be met (divergent code), shared memory read before any write (NaN) —
+// then that it does what CUDA does: block and warp barriers, shuffles within a warp and within
+// half-warps, wmma's products, a captured graph replayed, a bad launch refused.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+void verdict(const char* name, bool ok, const std::string& why) {
+  if (ok) std::printf("PASS emu_selftest_%s\n", name);
+  else std::printf("FAIL emu_selftest_%s: %s\n", name, why.c_str());
+  failures += !ok;
+}
+
+template <class T>
+T* device_array(size_t n) {
+  void* p = nullptr;
+  cudaMalloc(&p, n * sizeof(T));
+  cudaMemsetAsync(p, 0, n * sizeof(T));
+  return static_cast<T*>(p);
+}
+
+template <class T>
+std::vector<T> host_copy(const T* device, size_t n) {
+  std::vector<T> out(n);
+  cudaMemcpyAsync(out.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost);
+  cudaStreamSynchronize(nullptr);
+  return out;
+}
+
+// Each thread writes its slot and reads its neighbour's: with `ordered`, a barrier between.
+__global__ void neighbours(int* out, bool ordered) {
+  __shared__ int slots[64];
+  slots[threadIdx.x] = static_cast<int>(threadIdx.x) + 1;
+  if (ordered) __syncthreads();
+  out[threadIdx.x] = slots[(threadIdx.x + 1) % 64];
+}
+
+// Lanes 0-15 of warp 0 wait at the block's barrier, lanes 16-31 at the warp's: neither can be met.
+__global__ void divergent_barriers(int* out) {
+  if (threadIdx.x < 16) __syncthreads();
+  else __syncwarp();
+  out[threadIdx.x] = 1;
+}
+
+// Reads its dynamic shared memory before anything wrote it.
+__global__ void unwritten_shared(float* out) {
+  extern __shared__ float scratch[];
+  out[threadIdx.x] = scratch[threadIdx.x];
+}
+
+// A warp's butterfly sum of the lane numbers, and each half-warp's own, by shuffles.
+__global__ void shuffles(int* whole, int* halves) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int sum = lane;
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  whole[threadIdx.x] = sum;
+  const unsigned half = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+  int first = 0;
+  for (int l = 0; l < 16; ++l) first += __shfl_sync(half, lane, l, 16);  // the half's lanes, summed
+  halves[threadIdx.x] = first;
+}
+
+// A block's sum through shared memory and two barriers, three times over in a loop.
+__global__ void block_sums(int* out) {
+  __shared__ int partial[4];
+  for (int round = 0; round < 3; ++round) {
+    int value = static_cast<int>(threadIdx.x) * (round + 1);
+    for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_xor_sync(0xffffffffu, value, offset);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
+    __syncthreads();
+    if (threadIdx.x == 0) out[round] = partial[0] + partial[1] + partial[2] + partial[3];
+    __syncthreads();
+  }
+}
+
+// D = A·B for one 16 × 16 tile of bf16 operands, A row-major, B column-major, by wmma.
+__global__ void tile_product(float* d, const __nv_bfloat16* a, const __nv_bfloat16* b) {
+  namespace wmma = nvcuda::wmma;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
+
+__global__ void add_one(int* x, int n) {
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<int>(gridDim.x * blockDim.x))
+    x[i] += 1;
+}
+
+void race() {
+  int* out = device_array<int>(64);
+  std::vector<int> seen[2][2];  // [ordered][reverse]
+  for (int ordered = 0; ordered < 2; ++ordered)
+    for (int reverse = 0; reverse < 2; ++reverse) {
+      cuda_emu::set_reverse_order(reverse != 0);
+      cudaMemsetAsync(out, 0, 64 * sizeof(int));
+      neighbours<<<1, 64>>>(out, ordered != 0);
+      seen[ordered][reverse] = host_copy(out, 64);
+    }
+  cuda_emu::set_reverse_order(false);
+  bool expected = true;
+  for (int t = 0; t < 64; ++t) expected = expected && seen[1][0][t] == (t + 1) % 64 + 1 && seen[1][1][t] == seen[1][0][t];
+  verdict("barrier_orders", expected, "with the barrier, the neighbours' values in either order");
+  verdict("race_seen", seen[0][0] != seen[0][1], "without the barrier, both orders read the same values");
+  cudaFree(out);
+}
+
+void deadlock() {
+  int* out = device_array<int>(64);
+  divergent_barriers<<<1, 64>>>(out);
+  const cudaError_t launched = cudaGetLastError();
+  const cudaError_t status = cudaStreamSynchronize(nullptr);
+  verdict("deadlock_caught", launched == cudaSuccess && status == cudaErrorLaunchFailure,
+          std::string("synchronize said ") + cudaGetErrorString(status));
+  cudaFree(out);
+}
+
+void unwritten() {
+  float* out = device_array<float>(32);
+  unwritten_shared<<<1, 32, 32 * sizeof(float)>>>(out);
+  const std::vector<float> values = host_copy(out, 32);
+  bool all_nan = true;
+  for (float v : values) all_nan = all_nan && std::isnan(v);
+  verdict("unwritten_shared_is_nan", all_nan, "a read before any write gave a number");
+  cudaFree(out);
+}
+
+void warps() {
+  int *whole = device_array<int>(64), *halves = device_array<int>(64);
+  shuffles<<<1, 64>>>(whole, halves);
+  const std::vector<int> w = host_copy(whole, 64), h = host_copy(halves, 64);
+  bool ok = cudaStreamSynchronize(nullptr) == cudaSuccess;
+  for (int t = 0; t < 64; ++t) ok = ok && w[t] == 496 && h[t] == (t % 32 < 16 ? 120 : 376);
+  verdict("shuffles", ok, "a warp's sum 496, half-warps' 120 and 376");
+  int* sums = device_array<int>(3);
+  block_sums<<<1, 128>>>(sums);
+  const std::vector<int> s = host_copy(sums, 3);
+  verdict("block_barriers", s[0] == 8128 && s[1] == 16256 && s[2] == 24384, "block sums of 0..127 times 1, 2, 3");
+  cudaFree(whole), cudaFree(halves), cudaFree(sums);
+}
+
+void wmma_product() {
+  std::vector<__nv_bfloat16> a(256), b(256);
+  for (int i = 0; i < 256; ++i) {
+    a[i] = __float2bfloat16_rn(static_cast<float>(i % 7) - 3.0f);
+    b[i] = __float2bfloat16_rn(static_cast<float>(i % 5) * 0.5f);
+  }
+  __nv_bfloat16 *da = device_array<__nv_bfloat16>(256), *db = device_array<__nv_bfloat16>(256);
+  float* dd = device_array<float>(256);
+  cudaMemcpyAsync(da, a.data(), 512, cudaMemcpyHostToDevice);
+  cudaMemcpyAsync(db, b.data(), 512, cudaMemcpyHostToDevice);
+  tile_product<<<1, 32>>>(dd, da, db);
+  const std::vector<float> d = host_copy(dd, 256);
+  bool ok = true;
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) {
+      float sum = 0.0f;  // b column-major: element (k, c) at c·16 + k
+      for (int k = 0; k < 16; ++k) sum += __bfloat162float(a[r * 16 + k]) * __bfloat162float(b[c * 16 + k]);
+      ok = ok && d[r * 16 + c] == sum;
+    }
+  verdict("wmma_product", ok, "D = A·B of a 16 × 16 tile");
+  cudaFree(da), cudaFree(db), cudaFree(dd);
+}
+
+void graph() {
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
+  int* x = device_array<int>(1000);
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  add_one<<<2, 128, 0, stream>>>(x, 1000);
+  add_one<<<2, 128, 0, stream>>>(x, 1000);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  const bool captured = cudaStreamEndCapture(stream, &g) == cudaSuccess && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+  const std::vector<int> before = host_copy(x, 1000);
+  for (int i = 0; captured && i < 3; ++i) cudaGraphLaunch(exec, stream);
+  cudaStreamSynchronize(stream);
+  const std::vector<int> after = host_copy(x, 1000);
+  verdict("graph_replays", captured && before[999] == 0 && after[0] == 6 && after[999] == 6,
+          "two recorded launches, replayed three times: 6");
+  // A synchronization of the capturing stream is refused, and the capture is then invalid.
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  const cudaError_t synced = cudaStreamSynchronize(stream);
+  cudaGraph_t broken = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &broken);
+  verdict("capture_refuses_synchronize", synced != cudaSuccess && ended != cudaSuccess && broken == nullptr,
+          "a capture survived a synchronization");
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(g), cudaFree(x), cudaStreamDestroy(stream);
+}
+
+void bad_launch() {
+  int* x = device_array<int>(1);
+  add_one<<<1, 2048>>>(x, 1);
+  verdict("bad_launch_refused", cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads a block were taken");
+  cudaFree(x);
+}
+
+}  // namespace
+
+int main() {
+  race();
+  deadlock();
+  unwritten();
+  warps();
+  wmma_product();
+  graph();
+  bad_launch();
+  return failures == 0 ? 0 : 1;
+}
