@@ -8,7 +8,9 @@
 #      and a grid's blocks in their order and again in the reverse order.
 #   3. Training runs of the CUDA backend against the same runs on the CPU backend: losses of every
 #      step within the tolerance gpu-check.sh's pairs use (f32 1e-4, 16-bit 2e-2), graphs, several
-#      ranks sharing the device over MPI, the Llama family, ZeRO-3, context parallelism.
+#      ranks sharing the device over MPI, the Llama family, ZeRO-3, context parallelism, the
+#      reducer's and the tensor group's overlapped communication.
+#   4. A restart from a checkpoint written on the CUDA backend, bit for bit.
 . tests/e2e/lib.sh
 BIN="$ROOT/$BUILD"
 if [[ ! -x $BIN/tests/cuda_emu_selftest || ! -x $BIN/tests/gpu_tests ]]; then
@@ -28,10 +30,10 @@ for order in forward reverse; do
   grep -q "^cuda_emu:" "kernels_$order.err" && grep "^cuda_emu:" "kernels_$order.err" | head -5
 done
 
-# 3. Training, CUDA against CPU: the small model of the device tests, 4 steps of 4 sequences
-# (4 micro-batches of 1), evaluated at step 4.
+# 3. Training, CUDA against CPU: the small model of the device tests, 4 steps of 2 sequences
+# (2 micro-batches of 1), evaluated at step 4 on 8 sequences.
 write_device_deck a.deck
-STEPS="--train.steps=4 --train.global_batch=4 --train.eval_interval=4"
+STEPS="--train.steps=4 --train.global_batch=2 --train.eval_interval=4 --train.eval_tokens=256"
 pair() {  # pair NAME RANKS TOLERANCE OVERRIDES... [-- CUDA-ONLY OVERRIDES...]
   local name=$1 ranks=$2 tolerance=$3 both=() cuda=()
   shift 3
@@ -57,3 +59,27 @@ pair pipeline2_bf16_graphs 2 2e-2 --parallel.pipeline=2 --comm.backend=mpi --opt
 pair pipeline2_zb_h1_bf16 2 2e-2 --parallel.pipeline=2 --parallel.schedule=zb-h1 --comm.backend=mpi --optim.precision=bf16
 pair data2_zero3 2 1e-4 --parallel.data=2 --comm.backend=mpi --optim.zero=3
 pair context2_bf16 2 2e-2 --parallel.context=2 --comm.backend=mpi --optim.precision=bf16
+# The reducer's thread launches the gradient buckets' work beside the model's; the tensor group's
+# overlapped communication runs on a stream of its own.
+pair data2_overlap 2 1e-4 --parallel.data=2 --comm.overlap=true
+pair tensor2_sp_overlap_bf16 2 2e-2 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.tp_comm_overlap=true --comm.backend=mpi --optim.precision=bf16
+
+# 4. A restart on the CUDA backend from its own checkpoint at step 2 equals the uninterrupted run
+# bit for bit: its per-step losses, validation losses, gradient norms and final parameters.
+# shellcheck disable=SC2086
+train_run resume_whole 1 $STEPS --kernels.device=cuda --optim.precision=bf16 --checkpoint.full_interval=2steps
+# shellcheck disable=SC2086
+train_run resume_rest 1 $STEPS --kernels.device=cuda --optim.precision=bf16 \
+  --checkpoint.resume=resume_whole/checkpoints/step-00000002.full.h5
+/usr/bin/python3 - resume_whole resume_rest > resume.cmp 2>&1 <<'PY'
+import sys, h5py
+whole, rest = (h5py.File(d + "/metrics.h5", "r") for d in sys.argv[1:])
+def after(f, key):
+    return {int(s): v.tobytes() for s, v in zip(f["step"][:], f[key][:]) if s > 2}
+same = all(after(whole, k) == after(rest, k) and after(rest, k) for k in ("loss", "grad_norm"))
+same = same and whole["val_loss"][-1].tobytes() == rest["val_loss"][-1].tobytes()
+same = same and open(sys.argv[1] + "/model.bin", "rb").read() == open(sys.argv[2] + "/model.bin", "rb").read()
+print(f"steps {sorted(after(rest, 'loss'))} of the restart against the uninterrupted run: " + ("equal bit for bit" if same else "they differ"))
+sys.exit(0 if same else 1)
+PY
+if [[ $? == 0 ]]; then pass "resume_bf16 ($(cat resume.cmp))"; else fail resume_bf16 "$(tail -3 resume.cmp)"; fi

@@ -56,7 +56,11 @@ namespace cuda_emu {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr size_t kFiberStack = 256 << 10;
+// A fiber's stack: 64 KiB (the kernels' frames are small), 32 to a 2 MiB region. No guard page
+// between them: the lowest bytes of each hold a canary, checked after each block.
+constexpr size_t kFiberStack = 64 << 10;
+constexpr size_t kStackRegion = 2 << 20;
+constexpr uint64_t kCanary = 0x5afe57ac6a9ded00ull;
 constexpr size_t kSharedOptIn = 227 << 10;  // an H100's dynamic shared memory per block, opted in
 constexpr size_t kSharedDefault = 48 << 10;
 
@@ -235,8 +239,8 @@ enum class Wait { none, block, warp };
 struct Fiber {
   Context context;
   void* stack = nullptr;
-  ThreadPlace place;
-  int lane = 0, warp = 0;
+  Running running;  // place, lane, its warp's slots
+  int warp = 0;
   bool done = false;
   Wait wait = Wait::none;
   size_t warp_barrier = 0;  // which of its warp's barriers, where wait is Wait::warp
@@ -276,18 +280,25 @@ thread_local StaticShared t_statics;
 
 struct FiberPool {
   std::vector<Fiber> fibers;
+  std::vector<void*> regions;
   ~FiberPool() {
-    for (Fiber& f : fibers) munmap(f.stack, kFiberStack);
+    for (void* r : regions) std::free(r);
   }
   std::vector<Fiber>& at_least(size_t n) {
     while (fibers.size() < n) {
-      fibers.emplace_back();
-      fibers.back().stack = mmap(nullptr, kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (fibers.back().stack == MAP_FAILED) throw std::runtime_error("cuda_emu: no memory for a fiber's stack");
+      void* region = std::aligned_alloc(kStackRegion, kStackRegion);
+      if (region == nullptr) throw std::runtime_error("cuda_emu: no memory for the fibers' stacks");
+      regions.push_back(region);
+      for (size_t at = 0; at < kStackRegion; at += kFiberStack) {
+        fibers.emplace_back();
+        fibers.back().stack = static_cast<char*>(region) + at;
+      }
     }
     return fibers;
   }
 };
+
+bool canary_intact(const Fiber& f) { return *static_cast<const uint64_t*>(f.stack) == kCanary; }
 thread_local FiberPool t_pool;
 
 Fiber& current_fiber() { return (*t_block->fibers)[static_cast<size_t>(t_block->current)]; }
@@ -331,7 +342,7 @@ void fiber_main() {
   }
   f.done = true;
   --b.live;
-  b.warps[static_cast<size_t>(f.warp)].exited |= 1u << f.lane;
+  b.warps[static_cast<size_t>(f.warp)].exited |= 1u << f.running.lane;
   release_warp_if_met(b, f.warp);
   release_block_if_met(b);
   yield();
@@ -359,11 +370,13 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
   b.arrived = 0;
   for (int t = 0; t < b.threads; ++t) {
     Fiber& f = fibers[static_cast<size_t>(t)];
-    f.place = ThreadPlace{{t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y)}, block_index, bd, launch.grid};
-    f.lane = t % kWarp;
+    f.running.place = ThreadPlace{{t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y)}, block_index, bd, launch.grid};
+    f.running.lane = t % kWarp;
     f.warp = t / kWarp;
+    f.running.slots = b.warps[static_cast<size_t>(f.warp)].slots;
     f.done = false;
     f.wait = Wait::none;
+    *static_cast<uint64_t*>(f.stack) = kCanary;
     start_context(f.context, f.stack, kFiberStack, fiber_main);
   }
   while (b.live > 0) {
@@ -373,6 +386,7 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
       Fiber& f = fibers[static_cast<size_t>(t)];
       if (f.done || f.wait != Wait::none) continue;
       b.current = t;
+      t_running = &f.running;
       resumed = true;
       switch_to(b.scheduler, f.context);
     }
@@ -381,6 +395,9 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
       return false;
     }
   }
+  for (int t = 0; t < b.threads; ++t)
+    if (!canary_intact(fibers[static_cast<size_t>(t)]))
+      throw std::runtime_error("cuda_emu: a kernel's thread overflowed its fiber's 64 KiB stack");
   return b.failure.empty();
 }
 
@@ -414,10 +431,8 @@ void run_grid(const Launch& launch, const char* kernel, KernelBody* body) {
 
 }  // namespace
 
-const ThreadPlace& place() { return current_fiber().place; }
-int lane_id() { return current_fiber().lane; }
+thread_local Running* t_running = nullptr;
 void* dynamic_shared_bytes() { return t_block->shared; }
-void* warp_slot(int lane) { return &t_block->warps[static_cast<size_t>(current_fiber().warp)].slots[lane & (kWarp - 1)]; }
 
 void* block_shared_bytes(const void* site, size_t bytes, size_t alignment) {
   StaticShared& s = *t_block->statics;
@@ -440,16 +455,16 @@ void sync_block() {
   ++b.arrived;
   f.wait = Wait::block;
   release_block_if_met(b);
-  yield();
+  if (f.wait != Wait::none) yield();  // the last to arrive goes on at once
 }
 
 void sync_warp(unsigned mask) {
   Block& b = *t_block;
   Fiber& f = current_fiber();
   Warp& w = b.warps[static_cast<size_t>(f.warp)];
-  if (!(mask & (1u << f.lane))) {
+  if (!(mask & (1u << f.running.lane))) {
     if (b.failure.empty()) b.failure = "a warp barrier whose mask leaves out the calling lane";
-    mask |= 1u << f.lane;
+    mask |= 1u << f.running.lane;
   }
   size_t which = w.barriers.size();
   for (size_t i = 0; i < w.barriers.size(); ++i) {
@@ -458,11 +473,11 @@ void sync_warp(unsigned mask) {
       b.failure = "lanes of a warp wait at once at warp barriers of overlapping masks";
   }
   if (which == w.barriers.size()) w.barriers.push_back(WarpBarrier{mask, 0});
-  w.barriers[which].arrived |= 1u << f.lane;
+  w.barriers[which].arrived |= 1u << f.running.lane;
   f.wait = Wait::warp;
   f.warp_barrier = which;
   release_warp_if_met(b, f.warp);
-  yield();
+  if (f.wait != Wait::none) yield();  // the last to arrive goes on at once
 }
 
 void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {

@@ -191,7 +191,15 @@ struct ThreadPlace {
   uint3 thread, block;
   dim3 block_dim, grid_dim;
 };
-const ThreadPlace& place();  // the calling fiber's
+// The running thread (fiber): its built-in variables, its lane, and its warp's exchange slots
+// (8 bytes a lane, for the shuffles and mma_sync). Set by the scheduler at each resume.
+struct Running {
+  ThreadPlace place;
+  int lane = 0;
+  uint64_t* slots = nullptr;
+};
+extern thread_local Running* t_running;
+inline const ThreadPlace& place() { return t_running->place; }
 
 // A launch's configuration, as <<<grid, block, shared bytes, stream>>> gives it.
 struct Launch {
@@ -244,8 +252,8 @@ void set_reverse_order(bool reverse);
 void sync_block();
 void sync_warp(unsigned mask);
 // The warp's exchange slot of `lane` (8 bytes each), for the shuffles.
-void* warp_slot(int lane);
-int lane_id();
+inline int lane_id() { return t_running->lane; }
+inline void* warp_slot(int lane) { return &t_running->slots[lane & 31]; }
 
 template <class T>
 T shuffle(unsigned mask, T value, int source) {
