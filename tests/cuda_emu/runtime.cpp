@@ -3,17 +3,19 @@
 //
 // Execution. Work is done when it is enqueued, in the enqueuing host thread (a stream is an order
 // that is always kept), except on a stream being captured, where it is recorded for the graph's
-// launches. A grid's blocks run one after another; a block's threads are fibers that one
-// scheduler resumes in turn, each running until it reaches a barrier (__syncthreads, or a
-// warp's: __syncwarp, the shuffles, mma_sync) or its end. A barrier is passed once every live
-// thread it names has reached it; threads that have returned count as there. A round in which no
-// thread can move is a deadlock — threads waiting at barriers that cannot all be reached (a barrier
-// in divergent code) — and fails the launch, naming the kernel.
+// launches. A grid's blocks run one after another; a block's threads are fibers, and the
+// scheduler always resumes the lowest-numbered one that can run, which runs until it reaches a
+// barrier (__syncthreads, or a warp's: __syncwarp, the shuffles, mma_sync) or its end — so warp 0
+// runs as far as it can before warp 1 starts, the most one warp can run ahead of another on a GPU.
+// A barrier is passed once every live thread it names has reached it; threads that have returned
+// count as there. No thread able to run while some wait is a deadlock — threads at barriers that
+// cannot all be reached (a barrier in divergent code) — and fails the launch, naming the kernel.
 //
 // What it checks that a GPU run would only show by chance: TRIDENT_CUDA_EMU_ORDER=reverse runs the
-// blocks of a grid and the threads of a block in the opposite order, so a kernel that reads what
-// another thread writes without a barrier between them sees the other value in one of the two
-// orders; dynamic shared memory starts each block as NaNs, so reading it before writing shows.
+// blocks of a grid and the threads of a block highest-numbered first, so a kernel that reads what
+// another thread writes (or overwrites what another still reads) without a barrier between them
+// gets the other value in one of the two orders; shared memory starts each block as NaNs, so
+// reading it before writing shows.
 // What it does not: speed, concurrency between streams (their order is always kept), the
 // memory model beyond barriers, and the tensor cores' own rounding.
 #include <cuda_runtime.h>
@@ -271,6 +273,12 @@ struct Block {
   std::vector<Warp> warps;
   int threads = 0, live = 0, current = 0;
   int arrived = 0;  // at the block's barrier
+  // The scheduler's position of a thread (its number, or the reverse), and the lowest position a
+  // barrier released since the scheduler last looked.
+  bool reverse = false;
+  int released = 0;
+  int position(int t) const { return reverse ? threads - 1 - t : t; }
+  void note_released(int t) { released = std::min(released, position(t)); }
   unsigned char* shared = nullptr;  // the dynamic shared memory
   Context scheduler;
   std::string failure;
@@ -316,7 +324,7 @@ void release_warp_if_met(Block& b, int warp) {
       const int t = warp * kWarp + lane;
       if (t >= b.threads) break;
       Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
-      if (f.wait == Wait::warp && f.warp_barrier == i) f.wait = Wait::none;
+      if (f.wait == Wait::warp && f.warp_barrier == i) f.wait = Wait::none, b.note_released(t);
     }
   }
 }
@@ -326,7 +334,7 @@ void release_block_if_met(Block& b) {
   b.arrived = 0;
   for (int t = 0; t < b.threads; ++t) {
     Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
-    if (f.wait == Wait::block) f.wait = Wait::none;
+    if (f.wait == Wait::block) f.wait = Wait::none, b.note_released(t);
   }
 }
 
@@ -379,21 +387,27 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
     *static_cast<uint64_t*>(f.stack) = kCanary;
     start_context(f.context, f.stack, kFiberStack, fiber_main);
   }
+  // Always the first thread in the order that can run: the threads before it wait at barriers or
+  // have returned, and only a barrier's release can change that (note_released).
+  b.reverse = reverse_order();
+  b.released = b.threads;
+  int first = 0;
   while (b.live > 0) {
-    bool resumed = false;
-    for (int i = 0; i < b.threads; ++i) {
-      const int t = reverse_order() ? b.threads - 1 - i : i;
-      Fiber& f = fibers[static_cast<size_t>(t)];
-      if (f.done || f.wait != Wait::none) continue;
-      b.current = t;
-      t_running = &f.running;
-      resumed = true;
-      switch_to(b.scheduler, f.context);
+    while (first < b.threads) {
+      const Fiber& f = fibers[static_cast<size_t>(b.position(first))];
+      if (!f.done && f.wait == Wait::none) break;
+      ++first;
     }
-    if (!resumed) {
+    if (first == b.threads) {
       b.failure = deadlock(b);
       return false;
     }
+    const int t = b.position(first);
+    b.current = t;
+    t_running = &fibers[static_cast<size_t>(t)].running;
+    switch_to(b.scheduler, fibers[static_cast<size_t>(t)].context);
+    first = std::min(first, b.released);
+    b.released = b.threads;
   }
   for (int t = 0; t < b.threads; ++t)
     if (!canary_intact(fibers[static_cast<size_t>(t)]))

@@ -1,6 +1,7 @@
 // The CUDA emulator's own checks (tests/cuda_emu/run.sh): one "PASS emu_selftest_NAME" or
 // "FAIL emu_selftest_NAME: why" line each. First what it must catch, as a GPU would only by
 // chance — a read of another thread's write with no barrier between them (the two orders differ),
+// a write over what another warp still reads (one warp runs ahead of the others),
 // a barrier that cannot be met (divergent code), shared memory read before any write (NaN) —
 // then that it does what CUDA does: block and warp barriers, shuffles within a warp and within
 // half-warps, wmma's products, a captured graph replayed, a bad launch refused.
@@ -45,6 +46,23 @@ __global__ void neighbours(int* out, bool ordered) {
   slots[threadIdx.x] = static_cast<int>(threadIdx.x) + 1;
   if (ordered) __syncthreads();
   out[threadIdx.x] = slots[(threadIdx.x + 1) % 64];
+}
+
+// Two block sums in a row through one shared array; with `guarded`, a barrier before each write
+// (a warp that runs ahead into the second sum would otherwise overwrite what a slower warp still
+// reads of the first).
+__device__ int block_sum(int value, bool guarded) {
+  __shared__ int partial[4];
+  for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  if (guarded) __syncthreads();
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
+  __syncthreads();
+  return partial[0] + partial[1] + partial[2] + partial[3];
+}
+__global__ void two_sums(int* out, bool guarded) {
+  const int first = block_sum(static_cast<int>(threadIdx.x), guarded);
+  const int second = block_sum(2 * static_cast<int>(threadIdx.x), guarded);
+  out[threadIdx.x] = first * 100000 + second;
 }
 
 // Lanes 0-15 of warp 0 wait at the block's barrier, lanes 16-31 at the warp's: neither can be met.
@@ -118,6 +136,26 @@ void race() {
   for (int t = 0; t < 64; ++t) expected = expected && seen[1][0][t] == (t + 1) % 64 + 1 && seen[1][1][t] == seen[1][0][t];
   verdict("barrier_orders", expected, "with the barrier, the neighbours' values in either order");
   verdict("race_seen", seen[0][0] != seen[0][1], "without the barrier, both orders read the same values");
+  cudaFree(out);
+}
+
+// The write-after-read hazard: caught in one of the two orders, absent with the barrier.
+void overwrite() {
+  int* out = device_array<int>(128);
+  bool guarded_right = true, unguarded_wrong = false;
+  for (int guarded = 0; guarded < 2; ++guarded)
+    for (int reverse = 0; reverse < 2; ++reverse) {
+      cuda_emu::set_reverse_order(reverse != 0);
+      two_sums<<<1, 128>>>(out, guarded != 0);
+      const std::vector<int> got = host_copy(out, 128);
+      for (int v : got) {
+        if (guarded) guarded_right = guarded_right && v == 8128 * 100000 + 16256;
+        else unguarded_wrong = unguarded_wrong || v != 8128 * 100000 + 16256;
+      }
+    }
+  cuda_emu::set_reverse_order(false);
+  verdict("overwrite_barrier_orders", guarded_right, "with the barriers, both sums right in either order");
+  verdict("overwrite_seen", unguarded_wrong, "without the first barrier, no order showed the overwrite");
   cudaFree(out);
 }
 
@@ -215,6 +253,7 @@ void bad_launch() {
 
 int main() {
   race();
+  overwrite();
   deadlock();
   unwritten();
   warps();
