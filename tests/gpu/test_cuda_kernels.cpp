@@ -17,6 +17,7 @@
 //          (2^-8 relative) where a value sits at a rounding tie; rtol 1e-2, atol 1e-2.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +57,12 @@ constexpr Tolerance kExact{0.0, 0.0}, kF32{1e-5, 1e-5}, kGemm{1e-4, 1e-4}, kBf16
 // roundings of bf16's 3.9e-3 per term, averaged over the sums), each element to ten times kBf16:
 // a wrong row, head, tile or mask is far past both.
 constexpr Tolerance kAttention16{1e-1, 1e-1, 1e-2};
+// Results that go through a sum of n f32 terms summed in another order on each backend (a row's
+// exponentials): its rounding errors grow as a random walk, √n · 2^-24, and the softmax's values
+// inherit them relative (p = e^(x − log Σ)). At GPT-2's 50,257 that is 1.3e-5, past kF32's 1e-5:
+// the CUDA emulator measured 1.14e-5 on the row whose largest probability is 0.92 (one term near
+// 1, the other 50,256 each lost to a sum that holds it). Twice the walk, and never below kF32.
+Tolerance summed_over(int n) { return {std::max(kF32.rtol, 2.0 * std::sqrt(double(n)) * 0x1p-24), kF32.atol}; }
 
 kernels::Backend& gpu_backend() { return *kernels::find_backend("cuda"); }
 
@@ -992,9 +999,9 @@ void crossentropy_fused(Report& r) {
     kernels::crossentropy_forward_backward(g_cpu, fused_losses.host_tensor(), fused_norms.host_tensor(),
                                            in_place.host_tensor(), in_place.on_cpu(rows), targets.host_tensor(), 0.01f,
                                            valid);
-    r.add(fused_losses, kF32, "losses against the CPU" + size);
-    r.add(fused_norms, kF32, "log-normalizers against the CPU" + size);
-    r.add(in_place, kF32, "dlogits against the CPU" + size);
+    r.add(fused_losses, summed_over(valid), "losses against the CPU" + size);
+    r.add(fused_norms, summed_over(valid), "log-normalizers against the CPU" + size);
+    r.add(in_place, summed_over(valid), "dlogits against the CPU" + size);
     for (DType type : {DType::bf16, DType::fp16}) {
       Halves low(size_t(N) * ld), expected(size_t(N) * ld);
       kernels::crossentropy_backward(g_gpu, expected.on_gpu(rows, type), logits.on_gpu(rows), norms.tensor(),
