@@ -11,6 +11,7 @@
 #      ranks sharing the device over MPI, the Llama family, ZeRO-3, context parallelism, the
 #      reducer's and the tensor group's overlapped communication.
 #   4. A restart from a checkpoint written on the CUDA backend, bit for bit.
+#   5. trident generate (the KV cache's decode attention) and eval on CUDA against the CPU.
 . tests/e2e/lib.sh
 BIN="$ROOT/$BUILD"
 if [[ ! -x $BIN/tests/cuda_emu_selftest || ! -x $BIN/tests/gpu_tests ]]; then
@@ -83,3 +84,19 @@ print(f"steps {sorted(after(rest, 'loss'))} of the restart against the uninterru
 sys.exit(0 if same else 1)
 PY
 if [[ $? == 0 ]]; then pass "resume_bf16 ($(cat resume.cmp))"; else fail resume_bf16 "$(tail -3 resume.cmp)"; fi
+
+# 5. Generation (the prompt's forward and the decode attention over the KV cache) and evaluation
+# on the CUDA backend, from the fp32 pair's CPU-trained model, against the CPU backend: the same
+# greedy text, and validation losses within 1e-5.
+for device in cpu cuda; do
+  timeout 300 "$TRIDENT" generate a.deck --model.init=fp32_cpu/model.bin --prompt="This License" --tokens=16 \
+    --temperature=0 --kernels.device=$device > "generate_$device.txt" 2> "generate_$device.err"
+  timeout 300 "$TRIDENT" eval a.deck --model.init=fp32_cpu/model.bin --train.eval_tokens=512 \
+    --kernels.device=$device > "eval_$device.out" 2>&1
+done
+if [[ -s generate_cpu.txt ]] && cmp -s generate_cpu.txt generate_cuda.txt; then
+  pass "generate ($(wc -c < generate_cuda.txt) bytes of greedy text, the CPU backend's)"
+else
+  fail generate "the texts differ or a run failed: $(tail -1 generate_cuda.err)"
+fi
+same_loss eval eval_cuda.out eval_cpu.out "on the CPU backend:"
