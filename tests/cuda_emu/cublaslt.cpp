@@ -74,6 +74,10 @@ float gelu_derivative(float x) {
 }
 
 bool has_bias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS; }
+bool has_gelu(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
 bool has_aux(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
@@ -86,7 +90,7 @@ cublasStatus_t check_shapes(const cublasLtMatmulDescOpaque_t& d, const cublasLtM
   const uint64_t kb = d.transb == CUBLAS_OP_N ? b.rows : b.cols, n = d.transb == CUBLAS_OP_N ? b.cols : b.rows;
   if (k != kb || c.rows != m || c.cols != n || out.rows != m || out.cols != n) return CUBLAS_STATUS_INVALID_VALUE;
   for (const auto* l : {&a, &b, &c, &out})
-    if (l->ld < static_cast<int64_t>(l->rows) || !known_type(l->type) || l->batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
+    if (l->ld < static_cast<int64_t>(l->rows) || l->batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
   if (a.batch != out.batch || b.batch != out.batch || c.batch != out.batch) return CUBLAS_STATUS_INVALID_VALUE;
   if (a.type != b.type) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (has_aux(d.epilogue) && (d.aux == nullptr || d.aux_ld < static_cast<int64_t>(m) || out.batch != 1))
@@ -126,8 +130,8 @@ void run(void* data) {
         if (call.beta != 0.0f) value += call.beta * read(call.C, call.c.type, oc + j * call.c.ld + i);
         if (has_bias(desc.epilogue)) value += read(desc.bias, vector_type, i);
         const size_t aux_at = j * desc.aux_ld + i;
-        if (desc.epilogue == CUBLASLT_EPILOGUE_GELU_AUX || desc.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-          write(desc.aux, vector_type, aux_at, value);
+        if (has_gelu(desc.epilogue)) {
+          if (has_aux(desc.epilogue)) write(desc.aux, vector_type, aux_at, value);
           value = gelu(value);
         } else if (desc.epilogue == CUBLASLT_EPILOGUE_DGELU) {
           value *= gelu_derivative(read(desc.aux, vector_type, aux_at));

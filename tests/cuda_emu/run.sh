@@ -28,7 +28,7 @@ cd "$WORK" || exit 1
 for order in forward reverse; do
   TRIDENT_CUDA_EMU_ORDER=$order timeout 900 "$BIN/tests/gpu_tests" > "kernels_$order.out" 2> "kernels_$order.err"
   sed -E "s/^(PASS|FAIL|SKIP) cuda_([^ ]*)/\1 emu_${order}_\2/" "kernels_$order.out"
-  grep -q "^cuda_emu:" "kernels_$order.err" && grep "^cuda_emu:" "kernels_$order.err" | head -5
+  grep "^cuda_emu:" "kernels_$order.err" | head -5  # the emulator's own reports (deadlocks, bad launches)
 done
 
 # 3. Training, CUDA against CPU: the small model of the device tests, 4 steps of 2 sequences

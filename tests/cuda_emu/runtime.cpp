@@ -65,6 +65,7 @@ constexpr size_t kStackRegion = 2 << 20;
 constexpr uint64_t kCanary = 0x5afe57ac6a9ded00ull;
 constexpr size_t kSharedOptIn = 227 << 10;  // an H100's dynamic shared memory per block, opted in
 constexpr size_t kSharedDefault = 48 << 10;
+constexpr int kMultiprocessors = 132;  // an H100's
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -83,6 +84,8 @@ int device_count() {
   }();
   return count;
 }
+
+bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
 size_t device_memory() {
   static const size_t bytes = [] {
@@ -114,7 +117,6 @@ struct Memory {
   std::mutex mutex;
   std::map<void*, size_t> device;  // cudaMalloc's and cudaMallocAsync's
   size_t in_use = 0, async_in_use = 0, async_high = 0;
-  std::map<const void*, int> function_shared;
 };
 Memory& memory() {
   static Memory* m = new Memory();
@@ -181,8 +183,9 @@ bool capturing(cudaStream_t stream) { return t_capture != nullptr && stream == t
 
 // Switching between fibers. On x86-64 a switch of our own: the callee-saved registers pushed on
 // the old stack, the stack pointers swapped (the floating-point control words are not kept: all
-// fibers run with the thread's, which no kernel changes) — glibc's swapcontext also saves the
-// signal mask, a system call per switch, which made it 20 times slower. Elsewhere, ucontext.
+// fibers run with the thread's, which no kernel changes). glibc's swapcontext also saves the
+// signal mask, a system call per switch: with it, swapcontext and the kernel's side of that call
+// took 90% of a training run's time (perf). Elsewhere, ucontext.
 #if defined(__x86_64__)
 extern "C" void cuda_emu_switch(void** save_stack, void* next_stack);
 asm(R"(
@@ -365,9 +368,8 @@ std::string deadlock(const Block& b) {
   return "deadlock: threads wait at barriers that cannot all be reached (a barrier in divergent code):" + where;
 }
 
-// Runs one block of the grid to its end; false and b.failure where it cannot end. Each round
-// resumes every fiber that can run, in thread order (or the reverse), until each reaches a
-// barrier or its end.
+// Runs one block of the grid to its end; false and b.failure where it cannot end (a deadlock, a
+// thread that threw or overflowed its stack).
 bool run_block(Block& b, const Launch& launch, uint3 block_index) {
   const dim3 bd = launch.block;
   std::vector<Fiber>& fibers = t_pool.at_least(static_cast<size_t>(b.threads));
@@ -411,7 +413,7 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
   }
   for (int t = 0; t < b.threads; ++t)
     if (!canary_intact(fibers[static_cast<size_t>(t)]))
-      throw std::runtime_error("cuda_emu: a kernel's thread overflowed its fiber's 64 KiB stack");
+      b.failure = "thread " + std::to_string(t) + " overflowed its fiber's 64 KiB stack";
   return b.failure.empty();
 }
 
@@ -509,10 +511,10 @@ void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {
   submit(launch.stream, [config, kernel, owned] { run_grid(config, kernel, owned.get()); });
 }
 
-cudaError_t set_function_shared(const void* function, int bytes) {
+// A kernel's opt-in to more than 48 KiB of dynamic shared memory: checked against the device's
+// limit, and not remembered (a launch does not know its kernel's address, so it cannot be held to it).
+cudaError_t set_function_shared(const void*, int bytes) {
   if (bytes < 0 || static_cast<size_t>(bytes) > kSharedOptIn) return fail(cudaErrorInvalidValue);
-  std::lock_guard<std::mutex> lock(memory().mutex);
-  memory().function_shared[function] = bytes;
   return cudaSuccess;
 }
 
@@ -562,30 +564,30 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   t_device = device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   *p = cudaDeviceProp{};
   std::snprintf(p->name, sizeof p->name, "CUDA emulator on the host CPU");
   for (int i = 0; i < 16; ++i) p->uuid.bytes[i] = static_cast<char>(0x70 + i + device);
   p->totalGlobalMem = device_memory();
   p->major = 9;
   p->minor = 0;
-  p->multiProcessorCount = 132;
+  p->multiProcessorCount = kMultiprocessors;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
-  if (attribute == cudaDevAttrMultiProcessorCount) *value = 132;
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
+  if (attribute == cudaDevAttrMultiProcessorCount) *value = kMultiprocessors;
   else if (attribute == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = static_cast<int>(kSharedOptIn);
   else return fail(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char* id, int length, int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   std::snprintf(id, static_cast<size_t>(length), "00000000:%02X:00.0", 0x10 + device);
   return cudaSuccess;
 }
@@ -647,7 +649,7 @@ CUmemPoolHandle_st g_pools[64];
 uint64_t g_release_threshold = 0;
 }  // namespace
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
-  if (device < 0 || device >= device_count() || device >= 64) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device) || device >= 64) return fail(cudaErrorInvalidDevice);
   *pool = &g_pools[device];
   return cudaSuccess;
 }

@@ -44,7 +44,6 @@ enum cudaError_t {
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
   cudaErrorStreamCaptureImplicit = 906,
-  cudaErrorIllegalAddress = 700,
 };
 using cudaError = cudaError_t;
 
@@ -101,19 +100,10 @@ struct uint3 {
 struct alignas(8) uint2 {
   unsigned x, y;
 };
-struct alignas(16) uint4 {
-  unsigned x, y, z, w;
-};
-struct alignas(8) float2 {
-  float x, y;
-};
 struct alignas(16) float4 {
   float x, y, z, w;
 };
-inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct dim3 {
   unsigned x, y, z;
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -272,7 +262,6 @@ T shuffle(unsigned mask, T value, int source) {
 #define blockIdx (::cuda_emu::place().block)
 #define blockDim (::cuda_emu::place().block_dim)
 #define gridDim (::cuda_emu::place().grid_dim)
-constexpr int warpSize = 32;
 
 inline void __syncthreads() { cuda_emu::sync_block(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { cuda_emu::sync_warp(mask); }
@@ -291,12 +280,6 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   if ((source & ~(width - 1)) != (lane & ~(width - 1))) source = lane;  // outside the segment: its own
   return cuda_emu::shuffle(mask, value, source);
 }
-template <class T>
-T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) {
-  const int lane = cuda_emu::lane_id();
-  const int source = (lane & (width - 1)) + static_cast<int>(delta) < width ? lane + static_cast<int>(delta) : lane;
-  return cuda_emu::shuffle(mask, value, source);
-}
 
 // ---- Intrinsics ---------------------------------------------------------------------------------
 namespace cuda_emu {
@@ -311,26 +294,6 @@ To bits_as(From from) {
 inline float __uint_as_float(unsigned bits) { return cuda_emu::bits_as<float>(bits); }
 inline float __int_as_float(int bits) { return cuda_emu::bits_as<float>(bits); }
 inline unsigned __float_as_uint(float f) { return cuda_emu::bits_as<unsigned>(f); }
-inline int __float_as_int(float f) { return cuda_emu::bits_as<int>(f); }
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-template <class T>
-T __ldg(const T* p) {
-  return *p;
-}
-// CUDA's integer min and max (the kernels' own loop bounds).
+// CUDA's integer min (the kernels' own loop bounds; the only one they call).
 inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
-inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
-inline long min(long a, long b) { return a < b ? a : b; }
-inline long max(long a, long b) { return a > b ? a : b; }
 // expf, logf, fmaxf, sqrtf, … : the C library's (math.h), as in CUDA's global namespace.

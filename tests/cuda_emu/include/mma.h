@@ -42,10 +42,14 @@ struct fragment {
 };
 
 namespace detail {
-// The tile's (row, column) element stored at ptr with leading dimension ldm.
-template <class T>
-T element(const T* ptr, unsigned ldm, int row, int column, bool column_major) {
-  return column_major ? ptr[static_cast<size_t>(column) * ldm + row] : ptr[static_cast<size_t>(row) * ldm + column];
+// Where the calling lane's element e of a 16 × 16 tile lies in memory of leading dimension ldm.
+inline size_t offset(int e, unsigned ldm, bool column_major) {
+  const int index = cuda_emu::lane_id() * 8 + e, row = index / 16, column = index % 16;
+  return column_major ? static_cast<size_t>(column) * ldm + row : static_cast<size_t>(row) * ldm + column;
+}
+template <class Fragment, class T>
+void load(Fragment& f, const T* ptr, unsigned ldm, bool column_major) {
+  for (int e = 0; e < f.num_elements; ++e) f.x[e] = ptr[offset(e, ldm, column_major)];
 }
 }  // namespace detail
 
@@ -57,30 +61,17 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
 template <class Use, int M, int N, int K, class T, class Layout>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* ptr, unsigned ldm) {
   static_assert(!std::is_void_v<Layout>, "an accumulator's load names its memory layout");
-  const int lane = cuda_emu::lane_id();
-  for (int e = 0; e < f.num_elements; ++e) {
-    const int index = lane * f.num_elements + e;
-    f.x[e] = detail::element(ptr, ldm, index / 16, index % 16, std::is_same_v<Layout, col_major>);
-  }
+  detail::load(f, ptr, ldm, std::is_same_v<Layout, col_major>);
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* ptr, unsigned ldm,
                              layout_t layout) {
-  const int lane = cuda_emu::lane_id();
-  for (int e = 0; e < f.num_elements; ++e) {
-    const int index = lane * f.num_elements + e;
-    f.x[e] = detail::element(ptr, ldm, index / 16, index % 16, layout == mem_col_major);
-  }
+  detail::load(f, ptr, ldm, layout == mem_col_major);
 }
 
 inline void store_matrix_sync(float* ptr, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
                               layout_t layout) {
-  const int lane = cuda_emu::lane_id();
-  for (int e = 0; e < f.num_elements; ++e) {
-    const int index = lane * f.num_elements + e, row = index / 16, column = index % 16;
-    if (layout == mem_col_major) ptr[static_cast<size_t>(column) * ldm + row] = f.x[e];
-    else ptr[static_cast<size_t>(row) * ldm + column] = f.x[e];
-  }
+  for (int e = 0; e < f.num_elements; ++e) ptr[detail::offset(e, ldm, layout == mem_col_major)] = f.x[e];
 }
 
 template <class TA, class LA, class TB, class LB>
