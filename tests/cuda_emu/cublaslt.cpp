@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -109,35 +110,63 @@ struct Call {
   void* D;
 };
 
+// One batch's op(X) widened to f32, `inner` values contiguous for each of `outer`: element
+// [o · inner + q] is X[o·ld + q] where `along` (X's columns are the outer index), X[q·ld + o]
+// otherwise.
+std::vector<float> widened(const void* base, cudaDataType_t type, size_t offset, int64_t ld, bool along,
+                           uint64_t outer, uint64_t inner) {
+  std::vector<float> out(outer * inner);
+  for (uint64_t o = 0; o < outer; ++o)
+    for (uint64_t q = 0; q < inner; ++q)
+      out[o * inner + q] = read(base, type, offset + (along ? o * ld + q : q * ld + o));
+  return out;
+}
+
+// D's element (i, j) from its sum over k: alpha, beta·C, the epilogue, D's type.
+void finish(const Call& call, size_t oc, size_t od, uint64_t i, uint64_t j, float sum) {
+  const auto& desc = call.desc;
+  const cudaDataType_t vector_type = call.d.type;  // the bias's and aux's: D's
+  float value = call.alpha * sum;
+  if (call.beta != 0.0f) value += call.beta * read(call.C, call.c.type, oc + j * call.c.ld + i);
+  if (has_bias(desc.epilogue)) value += read(desc.bias, vector_type, i);
+  const size_t aux_at = j * desc.aux_ld + i;
+  if (has_gelu(desc.epilogue)) {
+    if (has_aux(desc.epilogue)) write(desc.aux, vector_type, aux_at, value);
+    value = gelu(value);
+  } else if (desc.epilogue == CUBLASLT_EPILOGUE_DGELU) {
+    value *= gelu_derivative(read(desc.aux, vector_type, aux_at));
+  }
+  write(call.D, call.d.type, od + j * call.d.ld + i, value);
+}
+
+// Each element summed in k order from 0. Eight rows of D at once: eight independent sums, so the
+// additions overlap (the emulator's GEMMs were a sixth of a training run's time) — each sum's
+// order, and so its value, as one at a time.
 void run(void* data) {
   const Call& call = *static_cast<const Call*>(data);
-  const auto& desc = call.desc;
-  const bool ta = desc.transa == CUBLAS_OP_T, tb = desc.transb == CUBLAS_OP_T;
+  const bool ta = call.desc.transa == CUBLAS_OP_T, tb = call.desc.transb == CUBLAS_OP_T;
   const uint64_t m = call.d.rows, n = call.d.cols, k = ta ? call.a.rows : call.a.cols;
-  const cudaDataType_t vector_type = call.d.type;  // the bias's and aux's: D's
+  constexpr uint64_t kRows = 8;
   for (int batch = 0; batch < call.d.batch; ++batch) {
     const size_t oa = static_cast<size_t>(batch * call.a.stride), ob = static_cast<size_t>(batch * call.b.stride);
     const size_t oc = static_cast<size_t>(batch * call.c.stride), od = static_cast<size_t>(batch * call.d.stride);
-    for (uint64_t j = 0; j < n; ++j)
-      for (uint64_t i = 0; i < m; ++i) {
-        float sum = 0.0f;
-        for (uint64_t p = 0; p < k; ++p) {
-          const size_t ia = ta ? i * call.a.ld + p : p * call.a.ld + i;
-          const size_t ib = tb ? p * call.b.ld + j : j * call.b.ld + p;
-          sum += read(call.A, call.a.type, oa + ia) * read(call.B, call.b.type, ob + ib);
+    const std::vector<float> a = widened(call.A, call.a.type, oa, call.a.ld, !ta, k, m);  // [p·m + i] = op(A)(i, p)
+    const std::vector<float> b = widened(call.B, call.b.type, ob, call.b.ld, !tb, n, k);  // [j·k + p] = op(B)(p, j)
+    for (uint64_t j = 0; j < n; ++j) {
+      const float* column = &b[j * k];
+      for (uint64_t i0 = 0; i0 < m; i0 += kRows) {
+        const uint64_t rows = std::min(kRows, m - i0);
+        float sums[kRows] = {};
+        if (rows == kRows) {
+          for (uint64_t p = 0; p < k; ++p)
+            for (uint64_t r = 0; r < kRows; ++r) sums[r] += a[p * m + i0 + r] * column[p];
+        } else {
+          for (uint64_t r = 0; r < rows; ++r)
+            for (uint64_t p = 0; p < k; ++p) sums[r] += a[p * m + i0 + r] * column[p];
         }
-        float value = call.alpha * sum;
-        if (call.beta != 0.0f) value += call.beta * read(call.C, call.c.type, oc + j * call.c.ld + i);
-        if (has_bias(desc.epilogue)) value += read(desc.bias, vector_type, i);
-        const size_t aux_at = j * desc.aux_ld + i;
-        if (has_gelu(desc.epilogue)) {
-          if (has_aux(desc.epilogue)) write(desc.aux, vector_type, aux_at, value);
-          value = gelu(value);
-        } else if (desc.epilogue == CUBLASLT_EPILOGUE_DGELU) {
-          value *= gelu_derivative(read(desc.aux, vector_type, aux_at));
-        }
-        write(call.D, call.d.type, od + j * call.d.ld + i, value);
+        for (uint64_t r = 0; r < rows; ++r) finish(call, oc, od, i0 + r, j, sums[r]);
       }
+    }
   }
 }
 

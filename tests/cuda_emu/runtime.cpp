@@ -4,9 +4,11 @@
 // Execution. Work is done when it is enqueued, in the enqueuing host thread (a stream is an order
 // that is always kept), except on a stream being captured, where it is recorded for the graph's
 // launches. A grid's blocks run one after another; a block's threads are fibers, and the
-// scheduler always resumes the lowest-numbered one that can run, which runs until it reaches a
-// barrier (__syncthreads, or a warp's: __syncwarp, the shuffles, mma_sync) or its end — so warp 0
-// runs as far as it can before warp 1 starts, the most one warp can run ahead of another on a GPU.
+// lowest-numbered one that can run always runs, until it reaches a barrier (__syncthreads, or a
+// warp's: __syncwarp, the shuffles, mma_sync) or its end, and hands the turn to the next — so
+// warp 0 runs as far as it can before warp 1 starts, the most one warp can run ahead of another
+// on a GPU. A warp operation (a shuffle, mma_sync) is one barrier, done once for the warp by the
+// lane that completes it (meet_warp).
 // A barrier is passed once every live thread it names has reached it; threads that have returned
 // count as there. No thread able to run while some wait is a deadlock — threads at barriers that
 // cannot all be reached (a barrier in divergent code) — and fails the launch, naming the kernel.
@@ -244,7 +246,7 @@ enum class Wait { none, block, warp };
 struct Fiber {
   Context context;
   void* stack = nullptr;
-  Running running;  // place, lane, its warp's slots
+  Running running;  // place, lane
   int warp = 0;
   bool done = false;
   Wait wait = Wait::none;
@@ -255,11 +257,13 @@ struct Fiber {
 // the lanes that have returned, which count as there.
 struct WarpBarrier {
   uint32_t mask = 0, arrived = 0;
+  uint32_t with_parts = 0;  // the arrived lanes that brought a part of `operation`
+  WarpOperation operation = nullptr;
 };
 struct Warp {
   uint32_t exited = 0;
   std::vector<WarpBarrier> barriers;
-  uint64_t slots[kWarp] = {};
+  void* parts[kWarp] = {};  // each lane's part of the warp operation it waits at (meet_warp)
 };
 
 // A block's static shared memory (its __shared__ declarations), placed at their first use.
@@ -280,6 +284,7 @@ struct Block {
   // barrier released since the scheduler last looked.
   bool reverse = false;
   int released = 0;
+  int first = 0;  // the scheduler's position that the search for the next thread starts from
   int position(int t) const { return reverse ? threads - 1 - t : t; }
   void note_released(int t) { released = std::min(released, position(t)); }
   unsigned char* shared = nullptr;  // the dynamic shared memory
@@ -314,14 +319,40 @@ thread_local FiberPool t_pool;
 
 Fiber& current_fiber() { return (*t_block->fibers)[static_cast<size_t>(t_block->current)]; }
 
-// Back to the scheduler; a waiting fiber is resumed only once its barrier has been met.
-void yield() { switch_to(current_fiber().context, t_block->scheduler); }
+// The first thread in the order that can run, or -1 where none can. The threads before `first`
+// wait at barriers or have returned, and only a barrier's release can change that (note_released).
+int next_runnable(Block& b) {
+  b.first = std::min(b.first, b.released);
+  b.released = b.threads;
+  for (; b.first < b.threads; ++b.first) {
+    const int t = b.position(b.first);
+    const Fiber& f = (*b.fibers)[static_cast<size_t>(t)];
+    if (!f.done && f.wait == Wait::none) return t;
+  }
+  return -1;
+}
+
+// From the running fiber (at a barrier, or returned) straight to the next that can run — not
+// through the scheduler, which would double the switches — or back to the scheduler where none
+// can: the block has ended, or is deadlocked.
+void yield() {
+  Block& b = *t_block;
+  Context& from = current_fiber().context;
+  const int t = next_runnable(b);
+  if (t < 0) return switch_to(from, b.scheduler);
+  Fiber& next = (*b.fibers)[static_cast<size_t>(t)];
+  b.current = t;
+  t_running = &next.running;
+  switch_to(from, next.context);
+}
 
 void release_warp_if_met(Block& b, int warp) {
   Warp& w = b.warps[static_cast<size_t>(warp)];
   for (size_t i = 0; i < w.barriers.size(); ++i) {
     WarpBarrier& barrier = w.barriers[i];
     if (barrier.arrived == 0 || ((barrier.arrived | w.exited) & barrier.mask) != barrier.mask) continue;
+    if (barrier.with_parts != 0) barrier.operation(w.parts, barrier.with_parts);
+    barrier.with_parts = 0;
     barrier.arrived = 0;
     for (int lane = 0; lane < kWarp; ++lane) {
       const int t = warp * kWarp + lane;
@@ -383,33 +414,23 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
     f.running.place = ThreadPlace{{t % bd.x, (t / bd.x) % bd.y, t / (bd.x * bd.y)}, block_index, bd, launch.grid};
     f.running.lane = t % kWarp;
     f.warp = t / kWarp;
-    f.running.slots = b.warps[static_cast<size_t>(f.warp)].slots;
     f.done = false;
     f.wait = Wait::none;
     *static_cast<uint64_t*>(f.stack) = kCanary;
     start_context(f.context, f.stack, kFiberStack, fiber_main);
   }
-  // Always the first thread in the order that can run: the threads before it wait at barriers or
-  // have returned, and only a barrier's release can change that (note_released).
+  // Always the first thread in the order that can run (next_runnable); the fibers pass the turn
+  // among themselves, and it comes back here when none can run.
   b.reverse = reverse_order();
   b.released = b.threads;
-  int first = 0;
-  while (b.live > 0) {
-    while (first < b.threads) {
-      const Fiber& f = fibers[static_cast<size_t>(b.position(first))];
-      if (!f.done && f.wait == Wait::none) break;
-      ++first;
-    }
-    if (first == b.threads) {
-      b.failure = deadlock(b);
-      return false;
-    }
-    const int t = b.position(first);
-    b.current = t;
-    t_running = &fibers[static_cast<size_t>(t)].running;
-    switch_to(b.scheduler, fibers[static_cast<size_t>(t)].context);
-    first = std::min(first, b.released);
-    b.released = b.threads;
+  b.first = 0;
+  const int first = next_runnable(b);
+  b.current = first;
+  t_running = &fibers[static_cast<size_t>(first)].running;
+  switch_to(b.scheduler, fibers[static_cast<size_t>(first)].context);
+  if (b.live > 0) {
+    b.failure = deadlock(b);
+    return false;
   }
   for (int t = 0; t < b.threads; ++t)
     if (!canary_intact(fibers[static_cast<size_t>(t)]))
@@ -474,11 +495,12 @@ void sync_block() {
   if (f.wait != Wait::none) yield();  // the last to arrive goes on at once
 }
 
-void sync_warp(unsigned mask) {
+void meet_warp(unsigned mask, void* part, WarpOperation operation) {
   Block& b = *t_block;
   Fiber& f = current_fiber();
   Warp& w = b.warps[static_cast<size_t>(f.warp)];
-  if (!(mask & (1u << f.running.lane))) {
+  const int lane = f.running.lane;
+  if (!(mask & (1u << lane))) {
     if (b.failure.empty()) b.failure = "a warp barrier whose mask leaves out the calling lane";
     mask |= 1u << f.running.lane;
   }
@@ -488,12 +510,24 @@ void sync_warp(unsigned mask) {
     else if (w.barriers[i].arrived != 0 && (w.barriers[i].mask & mask) != 0 && b.failure.empty())
       b.failure = "lanes of a warp wait at once at warp barriers of overlapping masks";
   }
-  if (which == w.barriers.size()) w.barriers.push_back(WarpBarrier{mask, 0});
-  w.barriers[which].arrived |= 1u << f.running.lane;
+  if (which == w.barriers.size()) w.barriers.push_back(WarpBarrier{mask});
+  WarpBarrier& barrier = w.barriers[which];
+  if (part != nullptr) {
+    if (barrier.with_parts != 0 && barrier.operation != operation && b.failure.empty())
+      b.failure = "lanes of a warp meet at one barrier for different operations (shuffle, mma_sync)";
+    w.parts[lane] = part;
+    barrier.with_parts |= 1u << lane;
+    barrier.operation = operation;
+  }
+  barrier.arrived |= 1u << lane;
   f.wait = Wait::warp;
   f.warp_barrier = which;
   release_warp_if_met(b, f.warp);
   if (f.wait != Wait::none) yield();  // the last to arrive goes on at once
+}
+
+void kernel_error(const char* what) {
+  if (t_block->failure.empty()) t_block->failure = what;
 }
 
 void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {

@@ -2,7 +2,8 @@
 // "FAIL emu_selftest_NAME: why" line each. First what it must catch, as a GPU would only by
 // chance — a read of another thread's write with no barrier between them (the two orders differ),
 // a write over what another warp still reads (one warp runs ahead of the others),
-// a barrier that cannot be met (divergent code), shared memory read before any write (NaN) —
+// a barrier that cannot be met (divergent code), shared memory read before any write (NaN), a
+// shuffle that reads a lane outside its mask —
 // then that it does what CUDA does: block and warp barriers, shuffles within a warp and within
 // half-warps, wmma's products, a captured graph replayed, a bad launch refused.
 #include <cuda_bf16.h>
@@ -88,6 +89,13 @@ __global__ void shuffles(int* whole, int* halves) {
   int first = 0;
   for (int l = 0; l < 16; ++l) first += __shfl_sync(half, lane, l, 16);  // the half's lanes, summed
   halves[threadIdx.x] = first;
+}
+
+// Each half-warp shuffles among its own lanes but reads lane 16 (CUDA leaves that value undefined
+// for lanes 0-15: lane 16 is not in their mask).
+__global__ void shuffle_outside_mask(int* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  out[threadIdx.x] = __shfl_sync(lane < 16 ? 0x0000ffffu : 0xffff0000u, lane, 16);
 }
 
 // A block's sum through shared memory and two barriers, three times over in a loop.
@@ -186,6 +194,10 @@ void warps() {
   bool ok = cudaStreamSynchronize(nullptr) == cudaSuccess;
   for (int t = 0; t < 64; ++t) ok = ok && w[t] == 496 && h[t] == (t % 32 < 16 ? 120 : 376);
   verdict("shuffles", ok, "a warp's sum 496, half-warps' 120 and 376");
+  shuffle_outside_mask<<<1, 32>>>(whole);
+  const cudaError_t outside = cudaStreamSynchronize(nullptr);
+  verdict("shuffle_outside_mask_caught", outside == cudaErrorLaunchFailure,
+          std::string("synchronize said ") + cudaGetErrorString(outside));
   int* sums = device_array<int>(3);
   block_sums<<<1, 128>>>(sums);
   const std::vector<int> s = host_copy(sums, 3);

@@ -181,12 +181,10 @@ struct ThreadPlace {
   uint3 thread, block;
   dim3 block_dim, grid_dim;
 };
-// The running thread (fiber): its built-in variables, its lane, and its warp's exchange slots
-// (8 bytes a lane, for the shuffles and mma_sync). Set by the scheduler at each resume.
+// The running thread (fiber): its built-in variables and its lane. Set at each resume.
 struct Running {
   ThreadPlace place;
   int lane = 0;
-  uint64_t* slots = nullptr;
 };
 extern thread_local Running* t_running;
 inline const ThreadPlace& place() { return t_running->place; }
@@ -238,21 +236,45 @@ T& block_shared(const void* site) {
 // sets the reverse at start-up): a race between threads gives other values in the other order.
 void set_reverse_order(bool reverse);
 
-// Barriers: the block's (__syncthreads) and a warp's lanes in `mask` (__syncwarp and the shuffles).
+// Barriers: the block's (__syncthreads) and a warp's lanes in `mask` (__syncwarp, the shuffles,
+// mma_sync). A warp operation is one barrier: each lane brings its `part`, and the lane whose
+// arrival completes the barrier runs `operation` once over the parts of every lane there (a bit
+// of `lanes` each) before any of them goes on — so no part is overwritten while another lane
+// still reads it, and the warp's work is done once, not once a lane.
+using WarpOperation = void (*)(void* const* parts, uint32_t lanes);
 void sync_block();
-void sync_warp(unsigned mask);
-// The warp's exchange slot of `lane` (8 bytes each), for the shuffles.
+void meet_warp(unsigned mask, void* part, WarpOperation operation);
+inline void sync_warp(unsigned mask) { meet_warp(mask, nullptr, nullptr); }
+// Fails the running kernel's launch with `what` (a warp operation used as CUDA forbids).
+void kernel_error(const char* what);
 inline int lane_id() { return t_running->lane; }
-inline void* warp_slot(int lane) { return &t_running->slots[lane & 31]; }
 
+// A shuffle: each lane's value and the lane it reads; the result written at the barrier.
+struct ShufflePart {
+  uint64_t value;
+  int source;
+  uint64_t result;
+};
+inline void shuffle_lanes(void* const* parts, uint32_t lanes) {
+  for (int l = 0; l < 32; ++l) {
+    if (!(lanes & (1u << l))) continue;
+    auto* p = static_cast<ShufflePart*>(parts[l]);
+    if (lanes & (1u << p->source)) {
+      p->result = static_cast<const ShufflePart*>(parts[p->source])->value;
+    } else {  // undefined on a GPU
+      p->result = p->value;
+      kernel_error("a shuffle reads a lane that is not at it (outside its mask, or returned)");
+    }
+  }
+}
 template <class T>
 T shuffle(unsigned mask, T value, int source) {
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  std::memcpy(warp_slot(lane_id()), &value, sizeof(T));
-  sync_warp(mask);
+  ShufflePart part{0, source & 31, 0};
+  std::memcpy(&part.value, &value, sizeof(T));
+  meet_warp(mask, &part, shuffle_lanes);
   T out;
-  std::memcpy(&out, warp_slot(source), sizeof(T));
-  sync_warp(mask);
+  std::memcpy(&out, &part.result, sizeof(T));
   return out;
 }
 

@@ -1,10 +1,9 @@
 // The CUDA emulator's warp matrix operations (nvcuda::wmma; tests/cuda_emu/README.md). A fragment
 // holds its lane's share of a 16 × 16 tile: lane l the elements l·8 … l·8 + 7 of the tile in row
 // order (CUDA leaves the mapping unspecified, so a kernel may not depend on it, and ours do not).
-// Loads, stores and fills are each lane's own; mma_sync is the warp's: every lane publishes its
-// fragments, the warp meets, each lane computes its share of D = A·B + C in f32 (the products of
-// 16-bit operands are exact in f32; summed in k order), and the warp meets again before any
-// lane writes D (which may be C).
+// Loads, stores and fills are each lane's own; mma_sync is the warp's: every lane brings its
+// fragments to one barrier, where D = A·B + C is computed once in f32 (the products of 16-bit
+// operands are exact in f32; summed in k order) and handed out (cuda_emu::meet_warp).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -74,35 +73,47 @@ inline void store_matrix_sync(float* ptr, const fragment<accumulator, 16, 16, 16
   for (int e = 0; e < f.num_elements; ++e) ptr[detail::offset(e, ldm, layout == mem_col_major)] = f.x[e];
 }
 
+namespace detail {
+template <class TA, class LA, class TB, class LB>
+struct MmaPart {
+  fragment<accumulator, 16, 16, 16, float>* d;
+  const fragment<matrix_a, 16, 16, 16, TA, LA>* a;
+  const fragment<matrix_b, 16, 16, 16, TB, LB>* b;
+  const fragment<accumulator, 16, 16, 16, float>* c;
+};
+// The warp's D = A·B + C, once, at the barrier every lane reaches: the tiles gathered from the
+// lanes' fragments (widened to f32), each element summed from C in k order, then D handed out —
+// after every read, so D may be C.
+template <class TA, class LA, class TB, class LB>
+void mma_lanes(void* const* parts, uint32_t lanes) {
+  if (lanes != 0xffffffffu) return cuda_emu::kernel_error("mma_sync without every lane of the warp");
+  float a[256], b[256], d[256];
+  for (int l = 0; l < 32; ++l) {
+    const auto* p = static_cast<const MmaPart<TA, LA, TB, LB>*>(parts[l]);
+    for (int e = 0; e < 8; ++e) {
+      a[l * 8 + e] = to_float(p->a->x[e]);
+      b[l * 8 + e] = to_float(p->b->x[e]);
+      d[l * 8 + e] = p->c->x[e];
+    }
+  }
+  for (int index = 0; index < 256; ++index) {
+    const int row = index / 16, column = index % 16;
+    float sum = d[index];
+    for (int k = 0; k < 16; ++k) sum += a[row * 16 + k] * b[k * 16 + column];
+    d[index] = sum;
+  }
+  for (int l = 0; l < 32; ++l) {
+    auto* p = static_cast<const MmaPart<TA, LA, TB, LB>*>(parts[l]);
+    for (int e = 0; e < 8; ++e) p->d->x[e] = d[l * 8 + e];
+  }
+}
+}  // namespace detail
+
 template <class TA, class LA, class TB, class LB>
 void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
               const fragment<matrix_b, 16, 16, 16, TB, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-  struct Operands {
-    const fragment<matrix_a, 16, 16, 16, TA, LA>* a;
-    const fragment<matrix_b, 16, 16, 16, TB, LB>* b;
-  };
-  const int lane = cuda_emu::lane_id();
-  const Operands own{&a, &b};
-  const Operands* published = &own;
-  std::memcpy(cuda_emu::warp_slot(lane), &published, sizeof published);
-  cuda_emu::sync_warp(0xffffffffu);
-  auto operands = [](int l) {
-    const Operands* p;
-    std::memcpy(&p, cuda_emu::warp_slot(l), sizeof p);
-    return p;
-  };
-  float out[8];
-  for (int e = 0; e < 8; ++e) {
-    const int index = lane * 8 + e, row = index / 16, column = index % 16;
-    float sum = c.x[e];
-    for (int k = 0; k < 16; ++k) {
-      const int ia = row * 16 + k, ib = k * 16 + column;  // the logical (row-order) index in each tile
-      sum += detail::to_float(operands(ia / 8)->a->x[ia % 8]) * detail::to_float(operands(ib / 8)->b->x[ib % 8]);
-    }
-    out[e] = sum;
-  }
-  cuda_emu::sync_warp(0xffffffffu);
-  for (int e = 0; e < 8; ++e) d.x[e] = out[e];
+  detail::MmaPart<TA, LA, TB, LB> part{&d, &a, &b, &c};
+  cuda_emu::meet_warp(0xffffffffu, &part, detail::mma_lanes<TA, LA, TB, LB>);
 }
 
 }  // namespace nvcuda::wmma
