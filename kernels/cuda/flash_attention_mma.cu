@@ -3,9 +3,9 @@
 // 16-bit type (ctx.attention_operands: bf16 or fp16), every sum in f32. The arithmetic is
 // FlashAttention's: q, k and v are read as the model keeps them, in that type (no f32 copy), dy
 // is rounded to it as its tile is loaded, and the probabilities P and dS are rounded before
-// their products; the softmax statistics (m, l, the
-// log-sum-exp L) and D = dy·y stay f32. The CPU (kernels/cpu/flash_attention.cpp) keeps dy, P and
-// dS in f32, so the two agree to those roundings (one 16-bit unit), not to the bit: tests/gpu's
+// their products; the softmax statistics (m, l, the log-sum-exp L) and D = dy·y (of dy as
+// rounded) stay f32. The CPU (kernels/cpu/flash_attention.cpp) keeps dy, P and dS in f32, so the
+// two agree to those roundings (one 16-bit unit), not to the bit: tests/gpu's
 // flash_attention_bf16.
 //
 // A block is 4 warps and one tile of 64 queries (forward, dq) or keys (dk, dv), each warp 16 of
@@ -335,9 +335,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 // The query side of a pair of tiles in backward: q as kept, dy rounded, and per query row its L
-// and D = dy·y. The queries' kernel (out not null) sums D in f32 from dy's f32 values and y's
-// (f32 or 16-bit), a warp per 16 rows, and leaves it in deltas_out (B, NH, T) for the keys' kernel, which reads it there
-// (deltas_in; out null) instead of reading dy and y again for every key tile.
+// and D = dy·y. The queries' kernel (out not null) sums D in f32 from dy rounded as its tile is
+// (the dy that dP = dy vᵀ sees: so Σₖ P·dP = D, and each row's dS sums to 0, up to the sums'
+// rounding, as the softmax's gradient has it — from dy's f32 values, every dS of a row carried
+// P times the difference, and a query that sees one key got a dq of its own rounding, not 0)
+// and y's (f32 or 16-bit), a warp per 16 rows, and leaves it in deltas_out (B, NH, T) for the
+// keys' kernel, which reads it there (deltas_in; out null) instead of reading dy and y again for
+// every key tile.
 template <int HS, class T>
 __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& rows, const float* dout,
                              const void* out, const float* lse, const float* deltas_in, float* deltas_out,
@@ -351,7 +355,8 @@ __device__ void load_queries(const BackwardTiles<HS, T>& tiles, const HeadRows& 
     float delta = 0.0f;
     if (out != nullptr) {
       if (valid)
-        for (int d = lane; d < HS; d += 32) delta += dout[rows.row(b, h, t) + d] * rows.y_at(out, rows.row(b, h, t) + d);
+        for (int d = lane; d < HS; d += 32)
+          delta += widen_value(to_operand<T>(dout[rows.row(b, h, t) + d])) * rows.y_at(out, rows.row(b, h, t) + d);
       delta = warp_reduce(delta, SumOp{});
       if (lane == 0 && valid) deltas_out[rows.stat(b, h, t)] = delta;
     } else if (valid) {

@@ -45,18 +45,28 @@ namespace {
 const kernels::RopeFrequencies kRopeScaled{500000.0f, 8.0f, 1.0f, 4.0f, 64.0f};
 
 // Element i passes where |gpu − cpu| ≤ rtol·|cpu_i| + atol·rms(cpu); with `norm` set, the whole
-// also where ‖gpu − cpu‖₂ ≤ norm·‖cpu‖₂.
+// also where ‖gpu − cpu‖₂ ≤ norm·‖cpu‖₂. per_head: the rms is that of the element's head (its
+// token's `row` channels, which for_heads names) where it is the larger, not the whole tensor's
+// alone (a head that is 0 but for rounding, as a first query's dq, keeps the tensor's).
 struct Tolerance {
   double rtol, atol, norm = 0.0;
+  bool per_head = false;
+  int row = 0;
 };
+Tolerance for_heads(Tolerance tol, int hs) {
+  if (tol.per_head) tol.row = hs;
+  return tol;
+}
 constexpr Tolerance kExact{0.0, 0.0}, kF32{1e-5, 1e-5}, kGemm{1e-4, 1e-4}, kBf16{1e-2, 1e-2};
 // The 16-bit attention on the tensor cores (ours, cuDNN's) against the CPU's f32 products on the
 // same 16-bit values: the GPU rounds dy, P and dS to the operand type, each term 2^-8 (bf16) apart,
 // so an element's error follows its terms' magnitudes — the first keys' dk and dv gather terms
-// from every query — not its own value or the tensor's rms. Held norm-wise to 1e-2 (a few
+// from every query — not its own value or the tensor's rms: the rms of its head's channels
+// (which gather the same terms) stands for them. At T = 1024 the first key's dk and dv hold
+// several times the tensor's rms (measured on the CUDA emulator). Held norm-wise to 1e-2 (a few
 // roundings of bf16's 3.9e-3 per term, averaged over the sums), each element to ten times kBf16:
 // a wrong row, head, tile or mask is far past both.
-constexpr Tolerance kAttention16{1e-1, 1e-1, 1e-2};
+constexpr Tolerance kAttention16{1e-1, 1e-1, 1e-2, true};
 // Results that go through a sum of n f32 terms summed in another order on each backend (a row's
 // exponentials): its rounding errors grow as a random walk, √n · 2^-24, and the softmax's values
 // inherit them relative (p = e^(x − log Σ)). At GPT-2's 50,257 that is 1.3e-5, past kF32's 1e-5:
@@ -137,9 +147,20 @@ Verdict compare(const std::vector<float>& gpu, const std::vector<float>& cpu, To
   double squares = 0.0;
   for (float x : cpu) squares += static_cast<double>(x) * x;
   const double rms = cpu.empty() ? 0.0 : std::sqrt(squares / cpu.size());
+  // The rms that atol scales: the whole tensor's, or that of each run of `row` elements (a head)
+  // where larger.
+  std::vector<double> row_rms;
+  if (tol.per_head && tol.row > 0 && cpu.size() % size_t(tol.row) == 0) {
+    for (size_t begin = 0; begin < cpu.size(); begin += size_t(tol.row)) {
+      double sum = 0.0;
+      for (size_t i = begin; i < begin + size_t(tol.row); ++i) sum += static_cast<double>(cpu[i]) * cpu[i];
+      row_rms.push_back(std::sqrt(sum / tol.row));
+    }
+  }
   size_t at = 0;
   for (size_t i = 0; i < cpu.size(); ++i) {
-    const double bound = tol.rtol * std::fabs(cpu[i]) + tol.atol * rms + 1e-30;
+    const double scale = row_rms.empty() ? rms : std::max(rms, row_rms[i / size_t(tol.row)]);
+    const double bound = tol.rtol * std::fabs(cpu[i]) + tol.atol * scale + 1e-30;
     const double error = std::isnan(gpu[i]) != std::isnan(cpu[i]) ? 1e30 : std::fabs(gpu[i] - cpu[i]) / bound;
     if (error > v.worst) v.worst = error, at = i;
   }
@@ -711,6 +732,7 @@ void attention(Report& r, bool bf16_path) {
 void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, int KV, unsigned seed, DType type,
                           Tolerance tol, const std::string& label) {
   const int B = 2;
+  tol = for_heads(tol, C / NH);
   const int64_t W = C + 2 * int64_t(KV) * (C / NH);  // (NH + 2·KV)·hs
   const size_t n_qkv = size_t(B) * T * W, n_out = size_t(B) * T * C, n_lse = size_t(B) * NH * T;
   Floats qkv(random_floats(n_qkv, seed)), out(n_out), lse(n_lse), dout(random_floats(n_out, seed + 1)),
@@ -741,6 +763,20 @@ void flash_attention_size(Report& r, Context& gpu, int T, int C, int NH, int KV,
   kernels::flash_attention_backward(gpu, dqkv.tensor(), dout.tensor(), q_gpu, y_gpu, lse.tensor(), NH, KV);
   r.add(dqkv, tol, label + " dqkv" + at);
   if (!low) return;
+  // The first query sees one key: P = 1 and dS = dP − D = 0, so its dq is 0 — on the GPU to the
+  // sums' rounding, where D is summed from dy as dP's product sees it (rounded to the operand
+  // type); from dy's f32 values it was dy's rounding times v, 1e-2 of dqkv's rms at these sizes
+  // (the emulator: 3e-6 with, 1.3e-2 without).
+  {
+    const std::vector<float> gpu_dq = dqkv.from_gpu();
+    double squares = 0.0, first = 0.0;
+    for (float x : dqkv.host) squares += double(x) * x;
+    for (int b = 0; b < B; ++b)
+      for (int c = 0; c < C; ++c) first = std::max(first, std::fabs(double(gpu_dq[size_t(b) * T * W + c])));
+    const double share = first / (1e-4 * std::sqrt(squares / dqkv.host.size()));
+    r.add(Verdict{share, label + " first query's dq" + at + ": " + std::to_string(first) + " (" + std::to_string(share) +
+                             " of 1e-4 of dqkv's rms)"});
+  }
   // dqkv's 16-bit copy written beside it (what the qkv GEMM's backward reads): the same dqkv, and
   // the copy is it rounded, bit for bit.
   const std::vector<float> values = dqkv.from_gpu();
@@ -826,7 +862,8 @@ void flash_attention_16bit(Report& r, Precision operands) {
       kernels::flash_attention_block_forward(g_cpu, out.on_cpu(y), lse.host_tensor(), q_cpu, kv_cpu, NH, KV, block);
       kernels::flash_attention_block_forward(gpu16, out.on_gpu(y), lse.tensor(), q_gpu, kv_gpu, NH, KV, block);
     }
-    r.add(out, kAttention16, "tensor-core ring blocks out " + kind + heads);
+    const Tolerance head_tol = for_heads(kAttention16, C / NH);
+    r.add(out, head_tol, "tensor-core ring blocks out " + kind + heads);
     r.add(lse, kGemm, "tensor-core ring blocks log-sum-exp " + kind + heads);
     kernels::upload(g_gpu, out.tensor(), out.cpu());
     kernels::upload(g_gpu, lse.tensor(), lse.cpu());
@@ -837,8 +874,8 @@ void flash_attention_16bit(Report& r, Precision operands) {
                                               kv_gpu, out.on_gpu(y), lse.tensor(), NH, KV, block);
     }
     // dq: chunk 1's q columns alone are written (the rest stays 0 on both sides, in neither norm).
-    r.add(dqkv, kAttention16, "tensor-core ring blocks dq " + kind + heads);
-    r.add(dkv, kAttention16, "tensor-core ring blocks dk, dv " + kind + heads);
+    r.add(dqkv, head_tol, "tensor-core ring blocks dq " + kind + heads);
+    r.add(dkv, head_tol, "tensor-core ring blocks dk, dv " + kind + heads);
   }
 }
 
