@@ -457,7 +457,7 @@ int calibrate(comm::Communicator& world, const cli::CommandLine& line, const std
       {"link.node_latency_us", links_source}, {"link.node_bandwidth_gbps", links_source},
       {"link.rack_latency_us", links_source}, {"link.rack_bandwidth_gbps", links_source},
       {"link.cross_rack_latency_us", links_source}, {"link.cross_rack_bandwidth_gbps", links_source}};
-  const std::string profile = plan::format_hardware(hw, "# this host, " + std::to_string(ranks) + " ranks, " +
+  const std::string profile = plan::format_hardware(hw, "# this host, " + count_of(ranks, "rank") + ", " +
                                                         probe + " on " + deck.file_name() + "'s shapes\n", sources);
   if (world.rank() == 0) {
     // The default's folder is made where a run directory is (profile_path reads it there first).

@@ -7,11 +7,14 @@
 #   2. Every kernel check of tests/gpu (gpu_tests) against the CPU backend, with a block's threads
 #      and a grid's blocks in their order and again in the reverse order.
 #   3. Training runs of the CUDA backend against the same runs on the CPU backend: losses of every
-#      step within the tolerance gpu-check.sh's pairs use (f32 1e-4, 16-bit 2e-2), graphs, several
-#      ranks sharing the device over MPI, the Llama family, ZeRO-3, context parallelism, the
-#      reducer's and the tensor group's overlapped communication.
+#      step within the tolerance gpu-check.sh's pairs use (f32 1e-4, 16-bit 2e-2), graphs, the
+#      variants gpu-check times at GPT-2's size (GELU epilogues off, f32 attention products, whole
+#      logits), several ranks sharing the device over MPI, the Llama family, ZeRO-3, context
+#      parallelism, the reducer's and the tensor group's overlapped communication.
 #   4. A restart from a checkpoint written on the CUDA backend, bit for bit.
 #   5. trident generate (the KV cache's decode attention) and eval on CUDA against the CPU.
+#   6. Deferred streams: every stream's work held until it is needed, the kernels and the runs
+#      that use several streams again, where a missing wait between streams shows.
 . tests/e2e/lib.sh
 BIN="$ROOT/$BUILD"
 if [[ ! -x $BIN/tests/cuda_emu_selftest || ! -x $BIN/tests/gpu_tests ]]; then
@@ -24,9 +27,10 @@ cd "$WORK" || exit 1
 # 1. The emulator.
 "$BIN/tests/cuda_emu_selftest" 2> selftest.err
 
-# 2. The kernels, in both orders.
-for order in forward reverse; do
-  TRIDENT_CUDA_EMU_ORDER=$order timeout 900 "$BIN/tests/gpu_tests" > "kernels_$order.out" 2> "kernels_$order.err"
+# 2. The kernels, in both orders, and with every stream's work held until it is needed.
+for order in forward reverse deferred; do
+  if [[ $order == deferred ]]; then mode=(TRIDENT_CUDA_EMU_STREAMS=deferred); else mode=(TRIDENT_CUDA_EMU_ORDER=$order); fi
+  env "${mode[@]}" timeout 900 "$BIN/tests/gpu_tests" > "kernels_$order.out" 2> "kernels_$order.err"
   sed -E "s/^(PASS|FAIL|SKIP) cuda_([^ ]*)/\1 emu_${order}_\2/" "kernels_$order.out"
   grep "^cuda_emu:" "kernels_$order.err" | head -5  # the emulator's own reports (deadlocks, bad launches)
 done
@@ -52,6 +56,12 @@ pair fp16 1 2e-2 --optim.precision=fp16
 pair fp32_graphs 1 1e-4 -- --cuda.graphs=true
 pair bf16_materialized 1 2e-2 --optim.precision=bf16 --model.attention=materialized
 pair bf16_recompute_full 1 2e-2 --optim.precision=bf16 --memory.recompute=full
+# What gpu-check measures at GPT-2 124M's size beside the defaults, small: the GEMMs' GELU not in
+# their epilogues, the flash attention's products in f32 (the warp kernels on 16-bit values), the
+# whole logits at once.
+pair bf16_unfused_gelu 1 2e-2 --optim.precision=bf16 -- --cuda.gelu_epilogues=off
+pair bf16_f32_attention_products 1 2e-2 --optim.precision=bf16 -- --cuda.attention_products=f32
+pair bf16_whole_logits 1 2e-2 --optim.precision=bf16 --model.classifier_chunk=0
 pair llama_fp32 1 1e-4 --model.arch=llama --model.kv_heads=2
 pair llama_bf16 1 2e-2 --model.arch=llama --model.kv_heads=2 --optim.precision=bf16
 pair tensor2 2 1e-4 --parallel.tensor=2 --comm.backend=mpi
@@ -100,3 +110,19 @@ else
   fail generate "the texts differ or a run failed: $(tail -1 generate_cuda.err)"
 fi
 same_loss eval eval_cuda.out eval_cpu.out "on the CPU backend:"
+
+# 6. Deferred streams (TRIDENT_CUDA_EMU_STREAMS=deferred, tests/cuda_emu/README.md): each stream's
+# work held until something needs it, so a stream that reads what another writes without an
+# event between them reads it unwritten. First that the emulator shows a missing wait and keeps
+# an event's order, then the runs that use several streams — graphs (a blocking stream beside the
+# legacy one), the reducer's communication stream, the tensor group's, ZeRO-3's gathers,
+# pipeline and context parallelism — against the CPU again.
+TRIDENT_CUDA_EMU_STREAMS=deferred "$BIN/tests/cuda_emu_selftest" 2> selftest_deferred.err | grep deferred_
+export TRIDENT_CUDA_EMU_STREAMS=deferred
+pair deferred_fp32_graphs 1 1e-4 -- --cuda.graphs=true
+pair deferred_data2_overlap 2 1e-4 --parallel.data=2 --comm.overlap=true
+pair deferred_data2_zero3 2 1e-4 --parallel.data=2 --comm.backend=mpi --optim.zero=3
+pair deferred_tensor2_sp_overlap_bf16 2 2e-2 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.tp_comm_overlap=true --comm.backend=mpi --optim.precision=bf16
+pair deferred_pipeline2_bf16_graphs 2 2e-2 --parallel.pipeline=2 --comm.backend=mpi --optim.precision=bf16 -- --cuda.graphs=true
+pair deferred_context2_bf16 2 2e-2 --parallel.context=2 --comm.backend=mpi --optim.precision=bf16
+unset TRIDENT_CUDA_EMU_STREAMS

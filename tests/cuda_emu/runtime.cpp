@@ -2,13 +2,14 @@
 // memory, and the kernels run on the CPU, each CUDA thread a fiber.
 //
 // Execution. Work is done when it is enqueued, in the enqueuing host thread (a stream is an order
-// that is always kept), except on a stream being captured, where it is recorded for the graph's
-// launches. A grid's blocks run one after another; a block's threads are fibers, and the
-// lowest-numbered one that can run always runs, until it reaches a barrier (__syncthreads, or a
-// warp's: __syncwarp, the shuffles, mma_sync) or its end, and hands the turn to the next — so
-// warp 0 runs as far as it can before warp 1 starts, the most one warp can run ahead of another
-// on a GPU. A warp operation (a shuffle, mma_sync) is one barrier, done once for the warp by the
-// lane that completes it (meet_warp).
+// that is always kept), or held until something needs it (deferred streams, below), except on a
+// stream being captured, where it is recorded for the graph's launches. A grid's blocks run one
+// after another; a block's threads are fibers, and the lowest-numbered one that can run always
+// runs, until it reaches a barrier (__syncthreads, or a warp's: __syncwarp, the shuffles,
+// mma_sync) or its end, and hands the turn to the next — so warp 0 runs as far as it can before
+// warp 1 starts, the most one warp can run ahead of another on a GPU. A warp operation (a
+// shuffle, mma_sync) is one barrier, done once for the warp by the lane that completes it
+// (meet_warp).
 // A barrier is passed once every live thread it names has reached it; threads that have returned
 // count as there. No thread able to run while some wait is a deadlock — threads at barriers that
 // cannot all be reached (a barrier in divergent code) — and fails the launch, naming the kernel.
@@ -17,9 +18,11 @@
 // blocks of a grid and the threads of a block highest-numbered first, so a kernel that reads what
 // another thread writes (or overwrites what another still reads) without a barrier between them
 // gets the other value in one of the two orders; shared memory starts each block as NaNs, so
-// reading it before writing shows.
-// What it does not: speed, concurrency between streams (their order is always kept), the
-// memory model beyond barriers, and the tensor cores' own rounding.
+// reading it before writing shows; TRIDENT_CUDA_EMU_STREAMS=deferred holds each stream's work
+// until it is needed, so a stream that reads another's result without an event between them
+// reads it unwritten.
+// What it does not: speed, kernels of two streams truly at once, the memory model beyond
+// barriers, and the tensor cores' own rounding.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -28,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -40,10 +44,21 @@
 // The handles' types, opaque to the callers.
 struct CUstream_st {
   unsigned flags = 0;
+  // TRIDENT_CUDA_EMU_STREAMS=deferred: the work enqueued and not yet run, and how much of the
+  // stream's work has been enqueued and run in all.
+  std::deque<std::function<void()>> pending;
+  uint64_t enqueued = 0, done = 0;
 };
 struct CUevent_st {
   double seconds = 0.0;
   bool recorded = false;
+  // Where a deferred stream reaches it: that stream and its work up to then; its records still
+  // held, and whether it was destroyed before they ran (the last of them deletes it, as CUDA
+  // releases an event destroyed before it completes).
+  cudaStream_t stream = nullptr;
+  uint64_t reached_at = 0;
+  int held_records = 0;
+  bool destroyed = false;
 };
 struct CUgraph_st {
   std::vector<std::function<void()>> operations;
@@ -118,6 +133,7 @@ cudaError_t fail(cudaError_t error) {
 struct Memory {
   std::mutex mutex;
   std::map<void*, size_t> device;  // cudaMalloc's and cudaMallocAsync's
+  std::map<void*, size_t> pinned;  // cudaMallocHost's
   size_t in_use = 0, async_in_use = 0, async_high = 0;
 };
 Memory& memory() {
@@ -138,6 +154,19 @@ void* allocate(size_t bytes, bool async) {
     if (m.async_in_use > m.async_high) m.async_high = m.async_in_use;
   }
   return p;
+}
+
+// Whether p lies in none of cudaMalloc's, cudaMallocAsync's or cudaMallocHost's allocations.
+bool pageable(const void* p) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  for (const auto* allocations : {&m.device, &m.pinned}) {
+    auto it = allocations->upper_bound(const_cast<void*>(p));
+    if (it == allocations->begin()) continue;
+    --it;
+    if (static_cast<const unsigned char*>(p) < static_cast<const unsigned char*>(it->first) + it->second) return false;
+  }
+  return true;
 }
 
 bool release(void* p, bool async) {
@@ -161,9 +190,49 @@ struct Capture {
 };
 thread_local Capture* t_capture = nullptr;
 
-// Runs `operation` now, or records it where `stream` is being captured. An operation on the legacy
-// stream while this thread captures a blocking stream would be ordered with the captured work:
-// that invalidates the capture, as CUDA's does.
+// Deferred streams (TRIDENT_CUDA_EMU_STREAMS=deferred): work on a stream — the legacy default
+// stream's too — is held until something needs it done: a synchronization of the stream, of an
+// event on it or of the device, a wait of another stream for an event on it, a synchronous copy
+// or free, and the legacy stream's implicit order with the blocking streams (work on one waits
+// for the other's earlier work) — and then run in that thread. So a non-blocking stream's work
+// runs long before or after work enqueued earlier or later on another, and a stream that reads
+// what another writes without waiting for it reads it unwritten: the missing wait shows, where
+// running every operation as it is enqueued keeps all streams in one order and hides it.
+bool deferred_streams() {
+  static const bool deferred = [] {
+    const char* mode = std::getenv("TRIDENT_CUDA_EMU_STREAMS");
+    return mode != nullptr && std::string(mode) == "deferred";
+  }();
+  return deferred;
+}
+std::recursive_mutex g_streams_mutex;  // the streams' queues and the running of held work
+std::vector<cudaStream_t> g_streams;   // the created streams
+CUstream_st g_legacy;                  // the legacy default stream's held work (stream nullptr)
+cudaStream_t held_stream(cudaStream_t stream) { return stream != nullptr ? stream : &g_legacy; }
+
+// Runs the stream's held work until `until` operations of it have run.
+void run_held(cudaStream_t stream, uint64_t until) {
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  stream = held_stream(stream);
+  while (stream->done < until && !stream->pending.empty()) {
+    std::function<void()> operation = std::move(stream->pending.front());
+    stream->pending.pop_front();
+    operation();
+    ++stream->done;
+  }
+}
+void run_held(cudaStream_t stream) { run_held(stream, UINT64_MAX); }
+// Every stream's held work, or the legacy and blocking streams' alone.
+void run_all_held(bool blocking_only) {
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  run_held(nullptr);
+  for (cudaStream_t stream : g_streams)
+    if (!blocking_only || !(stream->flags & cudaStreamNonBlocking)) run_held(stream);
+}
+
+// Runs `operation` now, or records it where `stream` is being captured, or holds it (deferred
+// streams). An operation on the legacy stream while this thread captures a blocking stream would
+// be ordered with the captured work: that invalidates the capture, as CUDA's does.
 cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
   if (t_capture != nullptr) {
     if (stream == t_capture->stream) {
@@ -174,6 +243,21 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
       t_capture->error = cudaErrorStreamCaptureInvalidated;
       return fail(cudaErrorStreamCaptureImplicit);
     }
+  }
+  if (deferred_streams()) {
+    std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+    // The legacy stream's work follows the blocking streams' earlier work, and theirs the legacy
+    // stream's: that earlier work runs now, so the order holds whenever this runs.
+    if (stream == nullptr) {
+      for (cudaStream_t blocking : g_streams)
+        if (!(blocking->flags & cudaStreamNonBlocking)) run_held(blocking);
+    } else if (!(stream->flags & cudaStreamNonBlocking)) {
+      run_held(nullptr);
+    }
+    cudaStream_t held = held_stream(stream);
+    held->pending.push_back(std::move(operation));
+    ++held->enqueued;
+    return cudaSuccess;
   }
   operation();
   return cudaSuccess;
@@ -625,7 +709,10 @@ cudaError_t cudaDeviceGetPCIBusId(char* id, int length, int device) {
   std::snprintf(id, static_cast<size_t>(length), "00000000:%02X:00.0", 0x10 + device);
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return take_kernel_failure(); }
+cudaError_t cudaDeviceSynchronize() {
+  if (deferred_streams()) run_all_held(false);
+  return take_kernel_failure();
+}
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   std::lock_guard<std::mutex> lock(memory().mutex);
   *total = device_memory();
@@ -639,13 +726,22 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 }
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
+  if (deferred_streams()) run_all_held(false);  // cudaFree waits for the device's work
   return release(pointer, false) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
   *pointer = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  return *pointer != nullptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (*pointer == nullptr) return fail(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  memory().pinned[*pointer] = bytes;
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* pointer) {
+  if (deferred_streams()) run_all_held(false);  // as cudaFree, it waits for the device's work
+  {
+    std::lock_guard<std::mutex> lock(memory().mutex);
+    memory().pinned.erase(pointer);
+  }
   std::free(pointer);
   return cudaSuccess;
 }
@@ -661,17 +757,37 @@ cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   if (pointer == nullptr) return cudaSuccess;
   if (capturing(stream)) return cudaSuccess;  // the graph's, released with it
-  return release(pointer, true) ? cudaSuccess : fail(cudaErrorInvalidValue);
+  {
+    std::lock_guard<std::mutex> lock(memory().mutex);
+    if (memory().device.count(pointer) == 0) return fail(cudaErrorInvalidValue);
+  }
+  return submit(stream, [pointer] { release(pointer, true); });  // when the stream reaches it
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
   if (t_capture != nullptr) {
     t_capture->error = cudaErrorStreamCaptureInvalidated;
     return fail(cudaErrorStreamCaptureImplicit);
   }
+  if (deferred_streams()) run_all_held(true);  // on the legacy stream
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+// A copy from pageable host memory takes the source at the call and one to it is done by its
+// return (CUDA stages pageable memory: such a copy is synchronous for the host buffer); between
+// device and pinned memory it is the stream's, whenever that runs.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  if (deferred_streams() && !capturing(stream)) {
+    if (pageable(dst)) {
+      run_held(stream);
+      std::memmove(dst, src, bytes);
+      return cudaSuccess;
+    }
+    if (pageable(src)) {
+      auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                                  static_cast<const unsigned char*>(src) + bytes);
+      return submit(stream, [=] { std::memmove(dst, staged->data(), bytes); });
+    }
+  }
   return submit(stream, [=] { std::memmove(dst, src, bytes); });
 }
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
@@ -706,11 +822,18 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{};
+  (*stream)->flags = flags;
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  g_streams.push_back(*stream);
   return cudaSuccess;
 }
+// Its held work runs first: CUDA lets a stream be destroyed with work in flight, which completes.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  run_held(stream);
+  g_streams.erase(std::remove(g_streams.begin(), g_streams.end(), stream), g_streams.end());
   delete stream;
   return cudaSuccess;
 }
@@ -719,6 +842,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     t_capture->error = cudaErrorStreamCaptureInvalidated;
     return fail(cudaErrorStreamCaptureUnsupported);
   }
+  if (deferred_streams()) run_held(stream);
   return take_kernel_failure();
 }
 // Run where the stream is (the emulated cuBLASLt enqueues its GEMMs so). Exported from the
@@ -726,8 +850,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data) {
   return submit(stream, [function, data] { function(data); });
 }
+// The event's work is done already, or (deferred streams) is run now: what the waiting stream
+// enqueues after this runs after it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
-  return event != nullptr ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);  // its work is done already
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
@@ -737,19 +865,29 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  delete event;
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  if (event->held_records > 0) event->destroyed = true;
+  else delete event;
   return cudaSuccess;
 }
 // The host's clock when the stream reaches the event (at once, or at the graph's launch).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  return submit(stream, [event] {
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  const bool held = deferred_streams() && !capturing(stream);
+  const cudaError_t status = submit(stream, [event, held] {
     event->seconds = now_seconds();
     event->recorded = true;
+    if (held && --event->held_records == 0 && event->destroyed) delete event;
   });
+  event->held_records += held;
+  event->stream = held ? held_stream(stream) : nullptr;
+  event->reached_at = held ? held_stream(stream)->enqueued : 0;
+  return status;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
   return take_kernel_failure();
 }
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
@@ -799,8 +937,10 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   delete graph;
   return cudaSuccess;
 }
+// A launch of it still held runs first (CUDA lets launched work complete).
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t executable) {
   if (executable == nullptr) return fail(cudaErrorInvalidValue);
+  if (deferred_streams()) run_all_held(false);
   for (void* p : executable->graph.owned) release(p, true);
   delete executable;
   return cudaSuccess;

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,45 @@ void graph() {
   cudaGraphExecDestroy(exec), cudaGraphDestroy(g), cudaFree(x), cudaStreamDestroy(stream);
 }
 
+__global__ void fill(int* x, int n, int value) {
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) x[i] = value;
+}
+
+// Deferred streams (TRIDENT_CUDA_EMU_STREAMS=deferred, run.sh's second run of the selftest):
+// stream b copies what stream a writes. Without an event between them the copy runs first and
+// reads x unwritten, as a GPU may; with one, it reads what a wrote. (Where every operation runs
+// as it is enqueued, both read it written: nothing to check.)
+void deferred_streams() {
+  const char* mode = std::getenv("TRIDENT_CUDA_EMU_STREAMS");
+  if (mode == nullptr || std::string(mode) != "deferred") return;
+  cudaStream_t a = nullptr, b = nullptr;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  int *x = device_array<int>(256), *y = device_array<int>(256);
+  cudaStreamSynchronize(nullptr);  // the zeros
+  fill<<<1, 128, 0, a>>>(x, 256, 7);
+  cudaMemcpyAsync(y, x, 256 * sizeof(int), cudaMemcpyDeviceToDevice, b);
+  cudaStreamSynchronize(b);
+  const std::vector<int> unordered = host_copy(y, 256);
+  cudaStreamSynchronize(a);
+  fill<<<1, 128, 0, a>>>(x, 256, 9);
+  cudaEvent_t written = nullptr;
+  cudaEventCreate(&written);
+  cudaEventRecord(written, a);
+  cudaStreamWaitEvent(b, written, 0);
+  cudaEventDestroy(written);  // allowed before the wait has happened on the device
+  cudaMemcpyAsync(y, x, 256 * sizeof(int), cudaMemcpyDeviceToDevice, b);
+  cudaStreamSynchronize(b);
+  const std::vector<int> ordered = host_copy(y, 256);
+  verdict("deferred_missing_wait_seen", unordered[0] == 0 && unordered[255] == 0,
+          "a copy on another stream with no event read " + std::to_string(unordered[0]) +
+              ": the first stream's write had run before it, so a missing wait would not show");
+  verdict("deferred_event_orders", ordered[0] == 9 && ordered[255] == 9,
+          "after the event, the copy read " + std::to_string(ordered[0]) + ", not 9");
+  cudaStreamDestroy(a), cudaStreamDestroy(b);
+  cudaFree(x), cudaFree(y);
+}
+
 void bad_launch() {
   int* x = device_array<int>(1);
   add_one<<<1, 2048>>>(x, 1);
@@ -272,5 +312,6 @@ int main() {
   wmma_product();
   graph();
   bad_launch();
+  deferred_streams();
   return failures == 0 ? 0 : 1;
 }
