@@ -378,8 +378,9 @@ Rates probe_rates(comm::Communicator& world, const cli::CommandLine& line, const
     if (rates.gpu) {  // every probe's buffers alive, its modules loaded
       const kernels::Backend::DeviceMemory memory = backend.device_memory();
       const double pool = backend.device_facts().pool_reserved;  // now, not at the start
+      // Our buffers in device memory alone: host and pinned ones are not in the GPU's used memory.
       rates.gpu_reserved =
-          std::max(0.0, memory.total - memory.free - static_cast<double>(memory_usage().total_current()) - pool);
+          std::max(0.0, memory.total - memory.free - static_cast<double>(memory_usage().device_current) - pool);
     }
   }
   return rates;

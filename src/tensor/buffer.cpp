@@ -15,6 +15,7 @@ constexpr int kCategories = static_cast<int>(MemoryCategory::Count);
 std::atomic<int64_t> g_current[kCategories];
 std::atomic<int64_t> g_peak[kCategories];
 std::atomic<int64_t> g_total_current{0}, g_total_peak{0};
+std::atomic<int64_t> g_device_current{0};  // MemoryKind::device's share of g_total_current
 std::atomic<int64_t> g_buffers_current{0}, g_buffers_peak{0}, g_granular_current{0}, g_granular_peak{0};
 
 int64_t granular(size_t bytes) {
@@ -85,6 +86,7 @@ MemoryUsage memory_usage() {
   MemoryUsage usage;
   for (int c = 0; c < kCategories; ++c) usage.current[c] = g_current[c], usage.peak[c] = g_peak[c];
   usage.total_peak = g_total_peak;
+  usage.device_current = g_device_current;
   usage.buffers_peak = g_buffers_peak;
   usage.granular_peak = g_granular_peak;
   return usage;
@@ -97,6 +99,7 @@ void* tracked_alloc(size_t bytes, MemoryCategory category, Allocator& allocator,
   const int c = static_cast<int>(category);
   raise_peak(g_peak[c], g_current[c] += static_cast<int64_t>(bytes));
   raise_peak(g_total_peak, g_total_current += static_cast<int64_t>(bytes));
+  if (kind == MemoryKind::device) g_device_current += static_cast<int64_t>(bytes);
   raise_peak(g_buffers_peak, ++g_buffers_current);
   raise_peak(g_granular_peak, g_granular_current += granular(bytes));
   return pointer;
@@ -112,6 +115,7 @@ void tracked_free(void* pointer, size_t bytes, MemoryCategory category, Allocato
   allocator.release(pointer, bytes, kind);
   g_current[static_cast<int>(category)] -= static_cast<int64_t>(bytes);
   g_total_current -= static_cast<int64_t>(bytes);
+  if (kind == MemoryKind::device) g_device_current -= static_cast<int64_t>(bytes);
   --g_buffers_current;
   g_granular_current -= granular(bytes);
 }

@@ -27,6 +27,9 @@ struct MemoryUsage {
   int64_t current[static_cast<int>(MemoryCategory::Count)] = {};
   int64_t peak[static_cast<int>(MemoryCategory::Count)] = {};
   int64_t total_current() const;
+  // Of total_current, the buffers in device memory (MemoryKind::device): what a GPU's used memory
+  // holds of ours (host and pinned buffers are the host's).
+  int64_t device_current = 0;
   int64_t total_peak = 0;
   int64_t buffers_peak = 0;   // the most tracked buffers alive at once
   int64_t granular_peak = 0;  // the peak of their bytes each rounded up to kDeviceGranularityBytes

@@ -1211,7 +1211,7 @@ void runtime_reserved(Report& r) {
   if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
     cudaMemPoolTrimTo(pool, 0);
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return r.add({2.0, "cudaMemGetInfo failed"});
-  const double ours = static_cast<double>(memory_usage().total_current());
+  const double ours = static_cast<double>(memory_usage().device_current);  // not our host buffers
   const double reserved = static_cast<double>(total - free) - ours;
   char text[320];
   std::snprintf(text, sizeof text, "the runtime holds %.3f GB beside our buffers' %.3f GB of %.1f GB, with cuBLASLt%s "

@@ -40,9 +40,12 @@ BOOST_AUTO_TEST_CASE(allocation_of_every_kind_is_tracked_and_zeroed) {
   kernels::Backend& cpu = kernels::cpu_backend();
   for (MemoryKind kind : {MemoryKind::host, MemoryKind::pinned_host, MemoryKind::device}) {
     const int64_t before = tracked(MemoryCategory::Workspace), peak_before = trident::memory_usage().total_peak;
+    const int64_t device_before = trident::memory_usage().device_current;
     {
       Buffer<float> buffer(1000, MemoryCategory::Workspace, cpu, kind);
       BOOST_TEST(tracked(MemoryCategory::Workspace) == before + 4000);
+      // Device memory apart (what a GPU's used memory holds of ours); host and pinned not.
+      BOOST_TEST(trident::memory_usage().device_current == device_before + (kind == MemoryKind::device ? 4000 : 0));
       BOOST_TEST(trident::memory_usage().total_peak >= peak_before);
       BOOST_TEST(reinterpret_cast<uintptr_t>(buffer.data()) % 64 == 0u);
       size_t nonzero = 0;
@@ -53,6 +56,7 @@ BOOST_AUTO_TEST_CASE(allocation_of_every_kind_is_tracked_and_zeroed) {
       BOOST_TEST(tracked(MemoryCategory::Workspace) == before + 4000);
     }
     BOOST_TEST(tracked(MemoryCategory::Workspace) == before);
+    BOOST_TEST(trident::memory_usage().device_current == device_before);
   }
 }
 
