@@ -26,7 +26,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 CUDA_EMU ?= 0
 ifeq ($(CUDA_EMU),1)
   CUDA := 1
-  NCCL := 0
+  NCCL := 1
   CUDNN := 0
 endif
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
@@ -78,7 +78,7 @@ ifeq ($(CUDA_EMU),1)
   LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,-rpath,$(abspath $(BUILD))/lib
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp)) \
             $(BUILD)/obj/tests/cuda_emu/runtime.o
-  GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/lib/libcublasLt.so.13 $(BUILD)/tests/cuda_emu_selftest
+  GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/lib/libcublasLt.so.13 $(BUILD)/lib/libnccl.so.2 $(BUILD)/tests/cuda_emu_selftest
 else ifeq ($(CUDA),1)
   CXXFLAGS += -DTRIDENT_CUDA=1 -I$(CUDA_HOME)/include
   # NCCL ships under lib/ in the toolkit here, under lib64/ elsewhere.
@@ -127,6 +127,11 @@ $(shell mkdir -p $(BUILD) && echo '$(NCCL)' | cmp -s - $(NCCL_STAMP) || echo '$(
 $(NCCL_OBJ): $(NCCL_STAMP)
 ifeq ($(NCCL),1)
   $(NCCL_OBJ): CXXFLAGS += -DTRIDENT_NCCL=1
+endif
+ifeq ($(CUDA_EMU),1)
+  # NCCL's own nccl.h, after the emulator's headers (its cuda_runtime.h is the emulator's); its
+  # library is the emulator's (tests/cuda_emu/nccl.cpp), over MPI.
+  $(NCCL_OBJ): CXXFLAGS += -idirafter $(CUDA_HOME)/include
 endif
 
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_OBJ)
@@ -180,6 +185,10 @@ $(BUILD)/tests/cuda_emu_selftest: $(BUILD)/obj/tests/cuda_emu/selftest.o $(BUILD
 $(BUILD)/lib/libcublasLt.so.13: tests/cuda_emu/cublaslt.cpp $(wildcard tests/cuda_emu/include/*.h) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -fPIC -shared -Wall -Wextra -Itests/cuda_emu/include $< -o $@
+
+$(BUILD)/lib/libnccl.so.2: tests/cuda_emu/nccl.cpp $(wildcard tests/cuda_emu/include/*.h) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -fPIC -shared -Wall -Wextra -DOMPI_SKIP_MPICXX=1 -Itests/cuda_emu/include -idirafter $(CUDA_HOME)/include $< -o $@
 else
 # -MMD -MP here, not in NVCCFLAGS: the header dependencies of the CUDA objects, as for the C++ ones.
 $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
@@ -265,12 +274,14 @@ test-aarch64: deps
 
 # The CUDA backend on the CUDA emulator (tests/cuda_emu/README.md; build-cuda-emu/): the
 # emulator's self-checks, every kernel check of tests/gpu run on this CPU with each block's threads
-# in both orders, and training runs of the CUDA backend against the CPU's (CI runs it). Built at
+# in both orders and with deferred streams, and training runs of the CUDA backend against the
+# CPU's, some over its emulated NCCL (CI runs it; test_nccl is built for a run by hand). Built at
 # -O1 (1.5 minutes here; the emulated kernels ran 13% slower than at -O3: gpu_tests 29.6 s, 26.1 s).
 CUDA_EMU_BUILD ?= build-cuda-emu
 test-cuda-emu: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
-	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest
+	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 $(CUDA_EMU_BUILD)/lib/libnccl.so.2 \
+	  $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)/tests/gpu/test_nccl
 	@BUILD=$(CUDA_EMU_BUILD) tests/run.sh cuda-emu
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.

@@ -15,6 +15,7 @@
 #   5. trident generate (the KV cache's decode attention) and eval on CUDA against the CPU.
 #   6. Deferred streams: every stream's work held until it is needed, the kernels and the runs
 #      that use several streams again, where a missing wait between streams shows.
+#   7. comm.backend = nccl on the emulator's NCCL, two ranks each with a GPU of its own.
 . tests/e2e/lib.sh
 BIN="$ROOT/$BUILD"
 if [[ ! -x $BIN/tests/cuda_emu_selftest || ! -x $BIN/tests/gpu_tests ]]; then
@@ -126,3 +127,16 @@ pair deferred_tensor2_sp_overlap_bf16 2 2e-2 --parallel.tensor=2 --parallel.sequ
 pair deferred_pipeline2_bf16_graphs 2 2e-2 --parallel.pipeline=2 --comm.backend=mpi --optim.precision=bf16 -- --cuda.graphs=true
 pair deferred_context2_bf16 2 2e-2 --parallel.context=2 --comm.backend=mpi --optim.precision=bf16
 unset TRIDENT_CUDA_EMU_STREAMS
+
+# 7. NCCL (comm.backend = nccl: the emulator's libnccl.so.2 over MPI, tests/cuda_emu/nccl.cpp),
+# two ranks each with an emulated GPU of its own: the NCCL communicator's collectives, its
+# point-to-point (the pipeline's, the context ring's, the tensor group's overlap), ZeRO-3's
+# gathers, against the CPU's runs over MPI. In the streams' own order: a held collective would
+# wait on the host for ranks that hold theirs.
+export TRIDENT_CUDA_EMU_GPUS=2
+pair nccl_data2 2 1e-4 --parallel.data=2 -- --comm.backend=nccl
+pair nccl_data2_zero3 2 1e-4 --parallel.data=2 --optim.zero=3 -- --comm.backend=nccl
+pair nccl_tensor2_sp_overlap_bf16 2 2e-2 --parallel.tensor=2 --parallel.sequence_parallel=true --parallel.tp_comm_overlap=true --optim.precision=bf16 -- --comm.backend=nccl
+pair nccl_pipeline2_bf16 2 2e-2 --parallel.pipeline=2 --optim.precision=bf16 -- --comm.backend=nccl
+pair nccl_context2_bf16 2 2e-2 --parallel.context=2 --optim.precision=bf16 -- --comm.backend=nccl
+unset TRIDENT_CUDA_EMU_GPUS

@@ -790,6 +790,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   }
   return submit(stream, [=] { std::memmove(dst, src, bytes); });
 }
+// On the legacy stream, and done when it returns (for device memory, CUDA's may return before).
+cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  const cudaError_t status = cudaMemsetAsync(pointer, value, bytes, nullptr);
+  return status != cudaSuccess ? status : cudaStreamSynchronize(nullptr);
+}
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   return submit(stream, [=] { std::memset(pointer, value, bytes); });
 }
@@ -885,6 +890,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->reached_at = held ? held_stream(stream)->enqueued : 0;
   return status;
 }
+// Reached: its record has run. On deferred streams the work up to it runs now — a GPU gets there
+// while the host polls, and a poll that never ran it would wait for ever.
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+  return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
@@ -903,6 +915,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   if (stream == nullptr) return fail(cudaErrorStreamCaptureUnsupported);
   if (t_capture != nullptr) return fail(cudaErrorStreamCaptureUnsupported);
   t_capture = new Capture{stream, std::make_unique<CUgraph_st>(), cudaSuccess};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  *status = capturing(stream) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {

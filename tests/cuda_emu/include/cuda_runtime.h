@@ -73,6 +73,7 @@ enum cudaMemPoolAttr {
   cudaMemPoolAttrUsedMemHigh = 8
 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1 };
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1 };
 constexpr unsigned cudaStreamNonBlocking = 1;
 constexpr unsigned cudaEventDisableTiming = 2;
 
@@ -133,6 +134,7 @@ cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void* pointer, int value, size_t bytes);
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device);
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attribute, void* value);
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attribute, void* value);
@@ -149,16 +151,23 @@ cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* executable, cudaGraph_t graph, unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t executable, cudaStream_t stream);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t executable);
 }  // extern "C"
+
+template <class T>
+cudaError_t cudaMalloc(T** pointer, size_t bytes) {  // CUDA's typed overload
+  return cudaMalloc(reinterpret_cast<void**>(pointer), bytes);
+}
 
 namespace cuda_emu {
 cudaError_t set_function_shared(const void* function, int bytes);
