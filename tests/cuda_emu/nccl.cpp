@@ -39,7 +39,7 @@ struct Id {
 };
 constexpr uint32_t kMagic = 0x54524944;  // "TRID"
 
-std::mutex g_mutex;  // group state and the ids' numbers
+std::mutex g_mutex;  // the ids' numbers
 uint32_t g_ids = 0;
 thread_local int t_group_depth = 0;
 struct Pending {
@@ -211,7 +211,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int ranks, ncclUniqueId id_
   auto comm = std::make_unique<ncclComm>();
   comm->ranks = ranks, comm->rank = rank;
   comm->world.assign(static_cast<size_t>(ranks), -1);
-  comm->tags = kTagFirst + static_cast<int>((static_cast<uint32_t>(id.world) * 64 + id.number) % 256) * kTagBlock;
+  // A block of tags of its own: distinct for every id of up to 1024 from each of up to 390 ranks
+  // (the largest tag stays under 2^31, Open MPI's bound).
+  comm->tags = kTagFirst + static_cast<int>((static_cast<uint64_t>(id.world) * 1024 + id.number) % 400000) * kTagBlock;
   const int me[2] = {rank, world_rank()};
   if (me[1] == id.world) {
     comm->world[static_cast<size_t>(rank)] = me[1];
