@@ -143,28 +143,48 @@ Bytes copy_of(const void* p, size_t bytes) {
   return Bytes(static_cast<const unsigned char*>(p), static_cast<const unsigned char*>(p) + bytes);
 }
 
-// Every member's `bytes` from this one to each (what(r): the bytes for member r), and theirs here.
-std::vector<Bytes> exchange(ncclComm* comm, const std::function<Bytes(int)>& what, size_t bytes, bool to_all = true,
-                            int only_to = -1, bool from_all = true, int only_from = -1) {
+// The members one side of an exchange reaches: all of them, one, or none.
+struct Peers {
+  bool all = true;
+  int one = -1;
+  bool has(int r) const { return all || r == one; }
+};
+Peers everyone() { return {}; }
+Peers only(int r) { return {false, r}; }
+Peers nobody() { return {false, -1}; }
+
+// `bytes` from this member to each of `to` (what(r): the bytes for member r), and those of each
+// of `from` here (index: the member; this one's own left empty).
+std::vector<Bytes> exchange(ncclComm* comm, const std::function<Bytes(int)>& what, size_t bytes, Peers to = everyone(),
+                            Peers from = everyone()) {
   const int tag = comm->tags + static_cast<int>(comm->sequence++ % (kTagBlock - 3));
   std::vector<Bytes> outgoing(static_cast<size_t>(comm->ranks)), incoming(static_cast<size_t>(comm->ranks));
   std::vector<MPI_Request> requests;
   for (int r = 0; r < comm->ranks; ++r) {
     if (r == comm->rank) continue;
-    if (from_all || r == only_from) {
+    if (from.has(r)) {
       incoming[r].resize(bytes);
       requests.emplace_back();
       MPI_Irecv(incoming[r].data(), static_cast<int>(bytes), MPI_BYTE, comm->world[r], tag, MPI_COMM_WORLD, &requests.back());
     }
   }
   for (int r = 0; r < comm->ranks; ++r) {
-    if (r == comm->rank || !(to_all || r == only_to)) continue;
+    if (r == comm->rank || !to.has(r)) continue;
     outgoing[r] = what(r);
     requests.emplace_back();
     MPI_Isend(outgoing[r].data(), static_cast<int>(bytes), MPI_BYTE, comm->world[r], tag, MPI_COMM_WORLD, &requests.back());
   }
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
   return incoming;
+}
+
+// Every member's contribution (this one's its own), combined in rank order into `receive`.
+void reduce_into(void* receive, std::vector<Bytes> all, Bytes own, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                 const ncclComm* comm) {
+  all[static_cast<size_t>(comm->rank)] = std::move(own);
+  Bytes sum = all[0];
+  for (int r = 1; r < comm->ranks; ++r) combine_into(sum.data(), all[r].data(), count, type, op);
+  std::memcpy(receive, sum.data(), sum.size());
 }
 
 // Runs `operation` on the stream (or, in a group, at its end).
@@ -290,11 +310,7 @@ ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDa
   const size_t bytes = count * size_of(type);
   return enqueue(stream, false, [=] {
     const Bytes mine = copy_of(send, bytes);
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes);
-    all[static_cast<size_t>(comm->rank)] = mine;
-    Bytes sum = all[0];
-    for (int r = 1; r < comm->ranks; ++r) combine_into(sum.data(), all[r].data(), count, type, op);
-    std::memcpy(receive, sum.data(), bytes);
+    reduce_into(receive, exchange(comm, [&](int) { return mine; }, bytes), mine, count, type, op, comm);
   });
 }
 
@@ -304,12 +320,9 @@ ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataT
   return enqueue(stream, false, [=] {
     const Bytes mine = copy_of(send, bytes);
     const bool at_root = comm->rank == root;
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, false, root, at_root, -2);
-    if (!at_root) return;
-    all[static_cast<size_t>(comm->rank)] = mine;
-    Bytes sum = all[0];
-    for (int r = 1; r < comm->ranks; ++r) combine_into(sum.data(), all[r].data(), count, type, op);
-    std::memcpy(receive, sum.data(), bytes);
+    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, at_root ? nobody() : only(root),
+                                      at_root ? everyone() : nobody());
+    if (at_root) reduce_into(receive, std::move(all), mine, count, type, op, comm);
   });
 }
 
@@ -321,11 +334,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* receive, size_t count, nc
     const auto block = [&](int r) {
       return Bytes(everything.begin() + static_cast<long>(bytes * r), everything.begin() + static_cast<long>(bytes * (r + 1)));
     };
-    std::vector<Bytes> all = exchange(comm, block, bytes);
-    all[static_cast<size_t>(comm->rank)] = block(comm->rank);
-    Bytes sum = all[0];
-    for (int r = 1; r < comm->ranks; ++r) combine_into(sum.data(), all[r].data(), count, type, op);
-    std::memcpy(receive, sum.data(), bytes);
+    reduce_into(receive, exchange(comm, block, bytes), block(comm->rank), count, type, op, comm);
   });
 }
 
@@ -346,7 +355,7 @@ ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDa
   return enqueue(stream, false, [=] {
     const bool at_root = comm->rank == root;
     const Bytes mine = at_root ? copy_of(send, bytes) : Bytes();
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, at_root, -2, false, root);
+    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, at_root ? everyone() : nobody(), only(root));
     std::memcpy(receive, at_root ? mine.data() : all[static_cast<size_t>(root)].data(), bytes);
   });
 }

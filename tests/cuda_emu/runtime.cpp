@@ -222,12 +222,21 @@ void run_held(cudaStream_t stream, uint64_t until) {
   }
 }
 void run_held(cudaStream_t stream) { run_held(stream, UINT64_MAX); }
+// The held work of the created streams, or of the blocking ones alone.
+void run_streams_held(bool blocking_only) {
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  for (cudaStream_t stream : g_streams)
+    if (!blocking_only || !(stream->flags & cudaStreamNonBlocking)) run_held(stream);
+}
 // Every stream's held work, or the legacy and blocking streams' alone.
 void run_all_held(bool blocking_only) {
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
   run_held(nullptr);
-  for (cudaStream_t stream : g_streams)
-    if (!blocking_only || !(stream->flags & cudaStreamNonBlocking)) run_held(stream);
+  run_streams_held(blocking_only);
+}
+// A deferred stream's work up to where it reaches `event`, run now.
+void run_until(cudaEvent_t event) {
+  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
 }
 
 // Runs `operation` now, or records it where `stream` is being captured, or holds it (deferred
@@ -249,8 +258,7 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
     // The legacy stream's work follows the blocking streams' earlier work, and theirs the legacy
     // stream's: that earlier work runs now, so the order holds whenever this runs.
     if (stream == nullptr) {
-      for (cudaStream_t blocking : g_streams)
-        if (!(blocking->flags & cudaStreamNonBlocking)) run_held(blocking);
+      run_streams_held(true);
     } else if (!(stream->flags & cudaStreamNonBlocking)) {
       run_held(nullptr);
     }
@@ -585,20 +593,20 @@ void meet_warp(unsigned mask, void* part, WarpOperation operation) {
   Warp& w = b.warps[static_cast<size_t>(f.warp)];
   const int lane = f.running.lane;
   if (!(mask & (1u << lane))) {
-    if (b.failure.empty()) b.failure = "a warp barrier whose mask leaves out the calling lane";
-    mask |= 1u << f.running.lane;
+    kernel_error("a warp barrier whose mask leaves out the calling lane");
+    mask |= 1u << lane;
   }
   size_t which = w.barriers.size();
   for (size_t i = 0; i < w.barriers.size(); ++i) {
     if (w.barriers[i].mask == mask) which = i;
-    else if (w.barriers[i].arrived != 0 && (w.barriers[i].mask & mask) != 0 && b.failure.empty())
-      b.failure = "lanes of a warp wait at once at warp barriers of overlapping masks";
+    else if (w.barriers[i].arrived != 0 && (w.barriers[i].mask & mask) != 0)
+      kernel_error("lanes of a warp wait at once at warp barriers of overlapping masks");
   }
   if (which == w.barriers.size()) w.barriers.push_back(WarpBarrier{mask});
   WarpBarrier& barrier = w.barriers[which];
   if (part != nullptr) {
-    if (barrier.with_parts != 0 && barrier.operation != operation && b.failure.empty())
-      b.failure = "lanes of a warp meet at one barrier for different operations (shuffle, mma_sync)";
+    if (barrier.with_parts != 0 && barrier.operation != operation)
+      kernel_error("lanes of a warp meet at one barrier for different operations (shuffle, mma_sync)");
     w.parts[lane] = part;
     barrier.with_parts |= 1u << lane;
     barrier.operation = operation;
@@ -859,7 +867,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void*
 // enqueues after this runs after it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+  run_until(event);
   return cudaSuccess;
 }
 
@@ -894,12 +902,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 // while the host polls, and a poll that never ran it would wait for ever.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+  run_until(event);
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+  run_until(event);
   return take_kernel_failure();
 }
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
