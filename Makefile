@@ -75,7 +75,7 @@ ifeq ($(CUDA_EMU),1)
   # compiled as the rest; the runtime is linked in, and its cuBLASLt is a library of the build's
   # own that the backend opens as it opens NVIDIA's (found through the run path).
   CXXFLAGS += -DTRIDENT_CUDA=1 -DTRIDENT_CUDA_PTX_ARCH=90 -Itests/cuda_emu/include
-  LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,-rpath,$(abspath $(BUILD))/lib
+  LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,--export-dynamic-symbol=cudaEmuLaunchPolled -Wl,-rpath,$(abspath $(BUILD))/lib
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp)) \
             $(BUILD)/obj/tests/cuda_emu/runtime.o
   GPU_BIN = $(BUILD)/tests/gpu_tests $(BUILD)/lib/libcublasLt.so.13 $(BUILD)/lib/libnccl.so.2 $(BUILD)/tests/cuda_emu_selftest

@@ -2,16 +2,20 @@
 // communicator (src/comm/nccl) makes, between the ranks of an MPI job, each its own emulated GPU
 // (TRIDENT_CUDA_EMU_GPUS gives a process several, so that ranks on one host have devices of their
 // own). A communicator's members meet through its id: the id names the MPI world rank that made
-// it, which collects every member's world rank and hands the table out. Each collective is an
-// operation on its stream (cudaLaunchHostFunc) of point-to-point messages on MPI_COMM_WORLD
-// under the communicator's own tags, every member's contribution combined in rank order (so the
-// same bits on every rank); sends are buffered, so a send never waits for its receive; a group's
-// operations run at ncclGroupEnd, its sends posted first. Streams run in their order
-// (TRIDENT_CUDA_EMU_STREAMS=deferred is not for jobs that use it: a held collective would wait
-// on the host for ranks that hold theirs).
+// it, which collects every member's world rank and hands the table out. Each operation is one of
+// its stream's (cudaEmuLaunchPolled): when the stream reaches it, it posts its point-to-point
+// messages on MPI_COMM_WORLD under the communicator's own tags, and it is done once they are all
+// here — until then the stream's later work waits and the host goes on, as a GPU's NCCL kernel
+// waits for its peers. Every member's contribution is combined in rank order (the same bits on
+// every rank). A collective's tag is its number among the communicator's collectives, a
+// point-to-point message's its number among those between the two members, both counted when
+// the host calls (so streams that run in another order on another rank still match, as NCCL's
+// operations match in the order they are issued); sends are buffered and done once posted; a
+// group's operations are one operation of its first one's stream, posted together.
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -23,13 +27,21 @@ struct ncclComm {
   int ranks = 0, rank = 0;
   std::vector<int> world;  // each member's MPI world rank
   int tags = 0;            // the first of its 4096 tags
-  uint32_t sequence = 0;   // its collectives so far (every member calls them in one order)
+  // Its collectives issued so far, and its point-to-point messages to and from each member.
+  uint32_t collectives = 0;
+  std::vector<uint32_t> sent_to, received_from;
+  // Aborted: its operations under way end at once (NCCL's abort frees its kernels). Destroyed:
+  // deleted once no operation of a stream or a graph holds it.
+  std::atomic<bool> aborted{false};
+  bool destroyed = false;
+  int holders = 0;
 };
 
 namespace {
 
 constexpr int kTagBlock = 4096, kTagFirst = 1 << 20;
-constexpr int kInitTag = kTagBlock - 1, kTableTag = kTagBlock - 2, kPointTag = kTagBlock - 3;
+constexpr int kInitTag = kTagBlock - 1, kTableTag = kTagBlock - 2;
+constexpr int kCollectiveTags = 2048, kPointTags = kTagBlock - 2 - kCollectiveTags;  // each counted modulo
 
 // The id: who made it, and its number among that rank's ids.
 struct Id {
@@ -39,19 +51,24 @@ struct Id {
 };
 constexpr uint32_t kMagic = 0x54524944;  // "TRID"
 
-std::mutex g_mutex;  // the ids' numbers
+std::mutex g_mutex;  // the ids' numbers, the communicators' holders
 uint32_t g_ids = 0;
-thread_local int t_group_depth = 0;
-struct Pending {
-  cudaStream_t stream;
-  bool send;
-  std::function<void()> run;
-};
-thread_local std::vector<Pending> t_group;
+
+void hold(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++comm->holders;
+}
+void let_go(ncclComm* comm) {
+  std::unique_lock<std::mutex> lock(g_mutex);
+  if (--comm->holders == 0 && comm->destroyed) {
+    lock.unlock();
+    delete comm;
+  }
+}
 
 using Bytes = std::vector<unsigned char>;
-// Sends in flight and their buffers: a send returns at once, as NCCL's leaves the host free (two
-// pipeline neighbours may each send before they receive), and is completed later.
+// Sends in flight and their buffers: a send is done once posted, as NCCL's leaves the host free
+// (two pipeline neighbours may each send before they receive), and MPI completes it later.
 struct InFlight {
   MPI_Request request;
   std::shared_ptr<Bytes> buffer;
@@ -68,6 +85,13 @@ void complete_sends(bool wait) {
     else ++i;
   }
 }
+void send_buffered(Bytes bytes, int world, int tag) {
+  InFlight sending{MPI_REQUEST_NULL, std::make_shared<Bytes>(std::move(bytes))};
+  MPI_Isend(sending.buffer->data(), static_cast<int>(sending.buffer->size()), MPI_BYTE, world, tag, MPI_COMM_WORLD,
+            &sending.request);
+  std::lock_guard<std::mutex> lock(g_sends_mutex);
+  g_sends.push_back(std::move(sending));
+}
 
 int world_rank() {
   int r = 0;
@@ -83,7 +107,6 @@ size_t size_of(ncclDataType_t type) {
     default: return 8;
   }
 }
-
 float to_float(const void* p, ncclDataType_t type, size_t i) {
   uint16_t bits;
   std::memcpy(&bits, static_cast<const unsigned char*>(p) + 2 * i, 2);
@@ -153,33 +176,36 @@ Peers everyone() { return {}; }
 Peers only(int r) { return {false, r}; }
 Peers nobody() { return {false, -1}; }
 
-// `bytes` from this member to each of `to` (what(r): the bytes for member r), and those of each
-// of `from` here (index: the member; this one's own left empty).
-std::vector<Bytes> exchange(ncclComm* comm, const std::function<Bytes(int)>& what, size_t bytes, Peers to = everyone(),
-                            Peers from = everyone()) {
-  const int tag = comm->tags + static_cast<int>(comm->sequence++ % (kTagBlock - 3));
-  std::vector<Bytes> outgoing(static_cast<size_t>(comm->ranks)), incoming(static_cast<size_t>(comm->ranks));
+// An operation under way: its receives, the bytes they bring (by member; this one's own left
+// empty), and what is done with them once all are here.
+struct Exchange {
   std::vector<MPI_Request> requests;
+  std::vector<Bytes> incoming;
+  std::function<void(std::vector<Bytes>&)> finish;
+};
+// What the host issued: each part begins an exchange when the stream reaches it.
+using Part = std::function<Exchange()>;
+
+// Posts the receives of `bytes` from each of `from`, and sends to each of `to` its bytes (what(r)
+// for member r), under the tag of the collective numbered `number`.
+Exchange post(ncclComm* comm, uint32_t number, const std::function<Bytes(int)>& what, size_t bytes, Peers to, Peers from) {
+  const int tag = comm->tags + static_cast<int>(number % kCollectiveTags);
+  Exchange x;
+  x.incoming.resize(static_cast<size_t>(comm->ranks));
   for (int r = 0; r < comm->ranks; ++r) {
-    if (r == comm->rank) continue;
-    if (from.has(r)) {
-      incoming[r].resize(bytes);
-      requests.emplace_back();
-      MPI_Irecv(incoming[r].data(), static_cast<int>(bytes), MPI_BYTE, comm->world[r], tag, MPI_COMM_WORLD, &requests.back());
-    }
+    if (r == comm->rank || !from.has(r)) continue;
+    x.incoming[r].resize(bytes);
+    x.requests.emplace_back();
+    MPI_Irecv(x.incoming[r].data(), static_cast<int>(bytes), MPI_BYTE, comm->world[r], tag, MPI_COMM_WORLD,
+              &x.requests.back());
   }
-  for (int r = 0; r < comm->ranks; ++r) {
-    if (r == comm->rank || !to.has(r)) continue;
-    outgoing[r] = what(r);
-    requests.emplace_back();
-    MPI_Isend(outgoing[r].data(), static_cast<int>(bytes), MPI_BYTE, comm->world[r], tag, MPI_COMM_WORLD, &requests.back());
-  }
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  return incoming;
+  for (int r = 0; r < comm->ranks; ++r)
+    if (r != comm->rank && to.has(r)) send_buffered(what(r), comm->world[r], tag);
+  return x;
 }
 
 // Every member's contribution (this one's its own), combined in rank order into `receive`.
-void reduce_into(void* receive, std::vector<Bytes> all, Bytes own, size_t count, ncclDataType_t type, ncclRedOp_t op,
+void reduce_into(void* receive, std::vector<Bytes>& all, Bytes own, size_t count, ncclDataType_t type, ncclRedOp_t op,
                  const ncclComm* comm) {
   all[static_cast<size_t>(comm->rank)] = std::move(own);
   Bytes sum = all[0];
@@ -187,21 +213,75 @@ void reduce_into(void* receive, std::vector<Bytes> all, Bytes own, size_t count,
   std::memcpy(receive, sum.data(), sum.size());
 }
 
-// Runs `operation` on the stream (or, in a group, at its end).
-ncclResult_t enqueue(cudaStream_t stream, bool send, std::function<void()> operation) {
+// One operation of a stream: its parts (one, or a group's), begun together, done once all are.
+struct Operation {
+  ncclComm* comm;
+  std::vector<Part> parts;
+};
+struct Running {
+  ncclComm* comm;
+  std::vector<Exchange> exchanges;
+  std::vector<bool> finished;
+};
+void* start(void* data) {
+  auto* operation = static_cast<Operation*>(data);
+  auto* running = new Running{operation->comm, {}, {}};
+  for (const Part& part : operation->parts) running->exchanges.push_back(part());
+  running->finished.assign(running->exchanges.size(), false);
+  return running;
+}
+int poll(void* state) {
+  auto* running = static_cast<Running*>(state);
   complete_sends(false);
+  bool all = true;
+  for (size_t i = 0; i < running->exchanges.size(); ++i) {
+    Exchange& x = running->exchanges[i];
+    if (running->finished[i]) continue;
+    int here = 0;
+    MPI_Testall(static_cast<int>(x.requests.size()), x.requests.data(), &here, MPI_STATUSES_IGNORE);
+    if (here) {
+      if (x.finish) x.finish(x.incoming);
+      running->finished[i] = true;
+    } else if (running->comm->aborted) {
+      for (MPI_Request& request : x.requests)
+        if (request != MPI_REQUEST_NULL) MPI_Cancel(&request), MPI_Request_free(&request);
+      running->finished[i] = true;
+    } else {
+      all = false;
+    }
+  }
+  if (all) delete running;
+  return all ? 1 : 0;
+}
+void release(void* data) {
+  auto* operation = static_cast<Operation*>(data);
+  let_go(operation->comm);
+  delete operation;
+}
+
+thread_local int t_group_depth = 0;
+struct Grouped {
+  ncclComm* comm;
+  cudaStream_t stream;
+  Part part;
+};
+thread_local std::vector<Grouped> t_group;
+
+// Issues `part` on the stream (or, in a group, at its end).
+ncclResult_t issue(ncclComm* comm, cudaStream_t stream, Part part) {
+  complete_sends(false);
+  if (comm->aborted) return ncclInvalidUsage;
   if (t_group_depth > 0) {
-    t_group.push_back({stream, send, std::move(operation)});
+    t_group.push_back({comm, stream, std::move(part)});
     return ncclSuccess;
   }
-  auto* work = new std::function<void()>(std::move(operation));
-  const cudaError_t status = cudaLaunchHostFunc(stream, [](void* data) {
-    auto* w = static_cast<std::function<void()>*>(data);
-    (*w)();
-    delete w;
-  }, work);
-  return status == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  hold(comm);
+  auto* operation = new Operation{comm, {std::move(part)}};
+  return cudaEmuLaunchPolled(stream, start, poll, release, operation) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
+
+// A collective's number, counted when the host issues it.
+uint32_t next_collective(ncclComm* comm) { return comm->collectives++; }
 
 }  // namespace
 
@@ -231,6 +311,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int ranks, ncclUniqueId id_
   auto comm = std::make_unique<ncclComm>();
   comm->ranks = ranks, comm->rank = rank;
   comm->world.assign(static_cast<size_t>(ranks), -1);
+  comm->sent_to.assign(static_cast<size_t>(ranks), 0);
+  comm->received_from.assign(static_cast<size_t>(ranks), 0);
   // A block of tags of its own: distinct for every id of up to 1024 from each of up to 390 ranks
   // (the largest tag stays under 2^31, Open MPI's bound).
   comm->tags = kTagFirst + static_cast<int>((static_cast<uint64_t>(id.world) * 1024 + id.number) % 400000) * kTagBlock;
@@ -248,6 +330,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int ranks, ncclUniqueId id_
     MPI_Send(me, 2, MPI_INT, id.world, comm->tags + kInitTag, MPI_COMM_WORLD);
     MPI_Recv(comm->world.data(), ranks, MPI_INT, id.world, comm->tags + kTableTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   }
+  comm->holders = 1;  // the caller's handle
   *out = comm.release();
   return ncclSuccess;
 }
@@ -257,10 +340,17 @@ ncclResult_t ncclCommFinalize(ncclComm_t) {
   return ncclSuccess;
 }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  delete comm;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    comm->destroyed = true;
+  }
+  let_go(comm);
   return ncclSuccess;
 }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  comm->aborted = true;
+  return ncclCommDestroy(comm);
+}
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
   *error = ncclSuccess;
   return ncclSuccess;
@@ -270,93 +360,107 @@ ncclResult_t ncclGroupStart() {
   ++t_group_depth;
   return ncclSuccess;
 }
-// The group's sends posted first (buffered), then its receives and collectives in order, then the
-// sends completed: two ranks that each send to the other and receive from it do not wait on
-// each other. One operation on the first one's stream.
+// The group's operations, one operation of the first one's stream: all its messages posted
+// together (two ranks that each send to the other and receive from it do not wait on each other).
 ncclResult_t ncclGroupEnd() {
   if (t_group_depth == 0) return ncclInvalidUsage;
   if (--t_group_depth > 0 || t_group.empty()) return ncclSuccess;
-  std::vector<Pending> group;
+  std::vector<Grouped> group;
   group.swap(t_group);
-  const cudaStream_t stream = group.front().stream;
-  return enqueue(stream, false, [group] {
-    for (const Pending& p : group)
-      if (p.send) p.run();
-    for (const Pending& p : group)
-      if (!p.send) p.run();
-  });
+  auto* operation = new Operation{group.front().comm, {}};
+  for (Grouped& g : group) operation->parts.push_back(std::move(g.part));
+  hold(operation->comm);
+  return cudaEmuLaunchPolled(group.front().stream, start, poll, release, operation) == cudaSuccess
+             ? ncclSuccess
+             : ncclUnhandledCudaError;
 }
 
 ncclResult_t ncclSend(const void* data, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, true, [=] {
-    InFlight sending{MPI_REQUEST_NULL, std::make_shared<Bytes>(copy_of(data, bytes))};
-    MPI_Isend(sending.buffer->data(), static_cast<int>(bytes), MPI_BYTE, comm->world[peer], comm->tags + kPointTag,
-              MPI_COMM_WORLD, &sending.request);
-    std::lock_guard<std::mutex> lock(g_sends_mutex);
-    g_sends.push_back(std::move(sending));
+  const int tag = comm->tags + kCollectiveTags + static_cast<int>(comm->sent_to[peer]++ % kPointTags);
+  return issue(comm, stream, [=] {
+    send_buffered(copy_of(data, bytes), comm->world[peer], tag);
+    return Exchange{};
   });
 }
 ncclResult_t ncclRecv(void* data, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
-    MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, comm->world[peer], comm->tags + kPointTag, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
+  const int tag = comm->tags + kCollectiveTags + static_cast<int>(comm->received_from[peer]++ % kPointTags);
+  return issue(comm, stream, [=] {
+    Exchange x;
+    x.requests.emplace_back();
+    MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, comm->world[peer], tag, MPI_COMM_WORLD, &x.requests.back());
+    return x;
   });
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
-    const Bytes mine = copy_of(send, bytes);
-    reduce_into(receive, exchange(comm, [&](int) { return mine; }, bytes), mine, count, type, op, comm);
+  const uint32_t number = next_collective(comm);
+  return issue(comm, stream, [=] {
+    auto mine = std::make_shared<Bytes>(copy_of(send, bytes));
+    Exchange x = post(comm, number, [&](int) { return *mine; }, bytes, everyone(), everyone());
+    x.finish = [=](std::vector<Bytes>& all) { reduce_into(receive, all, *mine, count, type, op, comm); };
+    return x;
   });
 }
 
 ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
-    const Bytes mine = copy_of(send, bytes);
+  const uint32_t number = next_collective(comm);
+  return issue(comm, stream, [=] {
+    auto mine = std::make_shared<Bytes>(copy_of(send, bytes));
     const bool at_root = comm->rank == root;
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, at_root ? nobody() : only(root),
-                                      at_root ? everyone() : nobody());
-    if (at_root) reduce_into(receive, std::move(all), mine, count, type, op, comm);
+    Exchange x = post(comm, number, [&](int) { return *mine; }, bytes, at_root ? nobody() : only(root),
+                      at_root ? everyone() : nobody());
+    if (at_root) x.finish = [=](std::vector<Bytes>& all) { reduce_into(receive, all, *mine, count, type, op, comm); };
+    return x;
   });
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
-    const Bytes everything = copy_of(send, bytes * static_cast<size_t>(comm->ranks));
-    const auto block = [&](int r) {
-      return Bytes(everything.begin() + static_cast<long>(bytes * r), everything.begin() + static_cast<long>(bytes * (r + 1)));
-    };
-    reduce_into(receive, exchange(comm, block, bytes), block(comm->rank), count, type, op, comm);
+  const uint32_t number = next_collective(comm);
+  return issue(comm, stream, [=] {
+    const auto* everything = static_cast<const unsigned char*>(send);
+    const auto block = [=](int r) { return copy_of(everything + bytes * r, bytes); };
+    auto own = std::make_shared<Bytes>(block(comm->rank));
+    Exchange x = post(comm, number, block, bytes, everyone(), everyone());
+    x.finish = [=](std::vector<Bytes>& all) { reduce_into(receive, all, *own, count, type, op, comm); };
+    return x;
   });
 }
 
 ncclResult_t ncclAllGather(const void* send, void* receive, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
-    const Bytes mine = copy_of(send, bytes);
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes);
-    all[static_cast<size_t>(comm->rank)] = mine;
-    for (int r = 0; r < comm->ranks; ++r) std::memcpy(static_cast<unsigned char*>(receive) + bytes * r, all[r].data(), bytes);
+  const uint32_t number = next_collective(comm);
+  return issue(comm, stream, [=] {
+    auto mine = std::make_shared<Bytes>(copy_of(send, bytes));
+    Exchange x = post(comm, number, [&](int) { return *mine; }, bytes, everyone(), everyone());
+    x.finish = [=](std::vector<Bytes>& all) {
+      all[static_cast<size_t>(comm->rank)] = *mine;
+      for (int r = 0; r < comm->ranks; ++r) std::memcpy(static_cast<unsigned char*>(receive) + bytes * r, all[r].data(), bytes);
+    };
+    return x;
   });
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * size_of(type);
-  return enqueue(stream, false, [=] {
+  const uint32_t number = next_collective(comm);
+  return issue(comm, stream, [=] {
     const bool at_root = comm->rank == root;
-    const Bytes mine = at_root ? copy_of(send, bytes) : Bytes();
-    std::vector<Bytes> all = exchange(comm, [&](int) { return mine; }, bytes, at_root ? everyone() : nobody(), only(root));
-    std::memcpy(receive, at_root ? mine.data() : all[static_cast<size_t>(root)].data(), bytes);
+    auto mine = std::make_shared<Bytes>(at_root ? copy_of(send, bytes) : Bytes());
+    Exchange x = post(comm, number, [&](int) { return *mine; }, bytes, at_root ? everyone() : nobody(), only(root));
+    x.finish = [=](std::vector<Bytes>& all) {
+      std::memcpy(receive, at_root ? mine->data() : all[static_cast<size_t>(root)].data(), bytes);
+    };
+    return x;
   });
 }
 

@@ -2,8 +2,9 @@
 // memory, and the kernels run on the CPU, each CUDA thread a fiber.
 //
 // Execution. Work is done when it is enqueued, in the enqueuing host thread (a stream is an order
-// that is always kept), or held until something needs it (deferred streams, below), except on a
-// stream being captured, where it is recorded for the graph's launches. A grid's blocks run one
+// that is always kept), or held until something needs it (held streams, below), or held behind an
+// operation that waits for another process (the emulated NCCL's), except on a stream being
+// captured, where it is recorded for the graph's launches. A grid's blocks run one
 // after another; a block's threads are fibers, and the lowest-numbered one that can run always
 // runs, until it reaches a barrier (__syncthreads, or a warp's: __syncwarp, the shuffles,
 // mma_sync) or its end, and hands the turn to the next — so warp 0 runs as far as it can before
@@ -19,8 +20,9 @@
 // another thread writes (or overwrites what another still reads) without a barrier between them
 // gets the other value in one of the two orders; shared memory starts each block as NaNs, so
 // reading it before writing shows; TRIDENT_CUDA_EMU_STREAMS=deferred holds each stream's work
-// until it is needed, so a stream that reads another's result without an event between them
-// reads it unwritten.
+// until it is needed (main-late: the main stream's alone), so a stream that reads another's result
+// without an event between them reads it unwritten; an NCCL operation finishes only while the host
+// asks or waits, so a stream that reads what it receives without waiting for it reads it unwritten.
 // What it does not: speed, kernels of two streams truly at once, the memory model beyond
 // barriers, and the tensor cores' own rounding.
 #include <cuda_runtime.h>
@@ -39,15 +41,21 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+
+// An operation of a stream: runs it, or goes on with it; true once it is done (false: it waits for
+// something outside this process, and is called again).
+using Step = std::function<bool()>;
 
 // The handles' types, opaque to the callers.
 struct CUstream_st {
   unsigned flags = 0;
-  // TRIDENT_CUDA_EMU_STREAMS=deferred: the work enqueued and not yet run, and how much of the
-  // stream's work has been enqueued and run in all.
-  std::deque<std::function<void()>> pending;
+  // The work enqueued and not yet run (held: below), and how much of the stream's work has been
+  // enqueued and run in all; whether its first operation is running.
+  std::deque<Step> pending;
   uint64_t enqueued = 0, done = 0;
+  bool running = false;
 };
 struct CUevent_st {
   double seconds = 0.0;
@@ -61,7 +69,7 @@ struct CUevent_st {
   bool destroyed = false;
 };
 struct CUgraph_st {
-  std::vector<std::function<void()>> operations;
+  std::vector<Step> operations;
   std::vector<void*> owned;  // stream-ordered memory allocated while capturing: the graph's
 };
 struct CUgraphExec_st {
@@ -190,59 +198,143 @@ struct Capture {
 };
 thread_local Capture* t_capture = nullptr;
 
-// Deferred streams (TRIDENT_CUDA_EMU_STREAMS=deferred): work on a stream — the legacy default
+// Held streams. TRIDENT_CUDA_EMU_STREAMS=deferred: work on a stream — the legacy default
 // stream's too — is held until something needs it done: a synchronization of the stream, of an
-// event on it or of the device, a wait of another stream for an event on it, a synchronous copy
-// or free, and the legacy stream's implicit order with the blocking streams (work on one waits
-// for the other's earlier work) — and then run in that thread. So a non-blocking stream's work
-// runs long before or after work enqueued earlier or later on another, and a stream that reads
-// what another writes without waiting for it reads it unwritten: the missing wait shows, where
-// running every operation as it is enqueued keeps all streams in one order and hides it.
-bool deferred_streams() {
-  static const bool deferred = [] {
+// event on it or of the device, a query of such an event, a synchronous copy or free, a copy into
+// pageable memory, another stream's work that waits for it (an event, or the legacy stream's
+// implicit order with the blocking streams) — and then run in that thread. So a non-blocking
+// stream's work runs long before or after work enqueued earlier or later on another, and a
+// stream that reads what another writes without waiting for it reads it unwritten: the missing
+// wait shows, where running every operation as it is enqueued keeps all streams in one order and
+// hides it. TRIDENT_CUDA_EMU_STREAMS=main-late holds the legacy and blocking streams' work alone
+// (a program's main stream: the legacy one, or the blocking one it captures graphs on) and runs
+// the non-blocking streams' at once: a side stream (communication's) that reads what the main
+// stream writes without waiting for it reads it before it is written — where deferred streams,
+// holding both, may run the main stream first whenever the host waits.
+enum class Held { none, all, main };
+Held held_streams() {
+  static const Held held = [] {
     const char* mode = std::getenv("TRIDENT_CUDA_EMU_STREAMS");
-    return mode != nullptr && std::string(mode) == "deferred";
+    const std::string m = mode != nullptr ? mode : "";
+    return m == "deferred" ? Held::all : m == "main-late" ? Held::main : Held::none;
   }();
-  return deferred;
+  return held;
 }
+
+// Work that waits for something outside this process — the emulated NCCL's operations, until
+// their peers' messages are here (cudaEmuLaunchPolled) — holds its stream's later work behind it
+// in either mode while the host goes on, as a GPU's kernel waiting for a peer holds its stream and
+// not the host; so does a stream's wait for an event whose work is held. Held work goes on as far
+// as it can whenever the host enqueues work (immediate mode) or asks whether some is done; a host
+// that waits for it polls it, and meanwhile lets every stream's held work go on, as a GPU runs
+// them all. Such an operation is begun when its stream reaches it, but finishes only while the
+// host asks or waits (t_host_asks) — as late as a GPU might finish it: so work on another stream
+// that reads its result with no event between them reads it unwritten, whatever the timing.
 std::recursive_mutex g_streams_mutex;  // the streams' queues and the running of held work
 std::vector<cudaStream_t> g_streams;   // the created streams
 CUstream_st g_legacy;                  // the legacy default stream's held work (stream nullptr)
 cudaStream_t held_stream(cudaStream_t stream) { return stream != nullptr ? stream : &g_legacy; }
+bool blocking(cudaStream_t stream) { return !(stream->flags & cudaStreamNonBlocking); }
+// Whether the stream's work is held until something needs it (above).
+bool holds(cudaStream_t stream) {
+  const Held held = held_streams();
+  return held == Held::all || (held == Held::main && (stream == nullptr || blocking(stream)));
+}
 
-// Runs the stream's held work until `until` operations of it have run.
-void run_held(cudaStream_t stream, uint64_t until) {
+// Whether this thread is in a query or a wait of the host (cudaEmuLaunchPolled's operations
+// finish only then).
+thread_local int t_host_asks = 0;
+struct HostAsks {
+  HostAsks() { ++t_host_asks; }
+  ~HostAsks() { --t_host_asks; }
+};
+
+// Goes on with the stream's held work until `until` operations of it have run: false where one
+// cannot finish yet (it stays first, and what follows stays held).
+bool advance(cudaStream_t stream, uint64_t until) {
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
   stream = held_stream(stream);
   while (stream->done < until && !stream->pending.empty()) {
-    std::function<void()> operation = std::move(stream->pending.front());
+    if (stream->running) {  // its first operation waits, through others, for the stream itself
+      std::fprintf(stderr, "cuda_emu: streams wait for each other in a cycle\n");
+      std::abort();
+    }
+    Step step = std::move(stream->pending.front());
     stream->pending.pop_front();
-    operation();
+    stream->running = true;
+    const bool finished = step();
+    stream->running = false;
+    if (!finished) {
+      stream->pending.push_front(std::move(step));
+      return false;
+    }
     ++stream->done;
   }
+  return true;
 }
-void run_held(cudaStream_t stream) { run_held(stream, UINT64_MAX); }
-// The held work of the created streams, or of the blocking ones alone.
-void run_streams_held(bool blocking_only) {
+// Every stream's held work as far as it goes now, or (unheld_only) that of the streams whose work
+// is not held until needed.
+void progress(bool unheld_only = false) {
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-  for (cudaStream_t stream : g_streams)
-    if (!blocking_only || !(stream->flags & cudaStreamNonBlocking)) run_held(stream);
+  if (!unheld_only || !holds(nullptr)) advance(&g_legacy, UINT64_MAX);
+  for (size_t i = 0; i < g_streams.size(); ++i)
+    if (!unheld_only || !holds(g_streams[i])) advance(g_streams[i], UINT64_MAX);
 }
-// Every stream's held work, or the legacy and blocking streams' alone.
-void run_all_held(bool blocking_only) {
+// The host waits until reached() — which goes on with the work it needs — letting every stream's
+// held work go on meanwhile; between polls other host threads may enqueue and wait.
+template <class Reached>
+void wait_for(const Reached& reached) {
+  const HostAsks asks;
+  for (;;) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+      if (reached()) return;
+      progress();
+      if (reached()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+void finish(cudaStream_t stream) {
+  wait_for([stream] { return advance(stream, UINT64_MAX); });
+}
+// Every stream's held work done, or the legacy and blocking streams' alone.
+void finish_all(bool blocking_only) {
+  std::vector<cudaStream_t> streams;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+    streams = g_streams;
+  }
+  finish(nullptr);
+  for (cudaStream_t stream : streams)
+    if (!blocking_only || blocking(stream)) finish(stream);
+}
+// Whether the stream may have work not yet run.
+bool holding(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-  run_held(nullptr);
-  run_streams_held(blocking_only);
+  return holds(stream) || held_stream(stream)->done < held_stream(stream)->enqueued;
 }
-// A deferred stream's work up to where it reaches `event`, run now.
-void run_until(cudaEvent_t event) {
-  if (deferred_streams() && event->stream != nullptr) run_held(event->stream, event->reached_at);
+// An operation that lets its stream go on once `other` has run `until` operations.
+Step waiting_for(cudaStream_t other, uint64_t until) {
+  return [other, until] { return advance(other, until); };
+}
+// Reached: the stream's work up to the event's record has run (on held streams, it goes on now
+// as far as it can: a GPU gets there while the host polls, and a poll that never ran it would wait
+// for ever).
+bool reached(cudaEvent_t event) { return event->stream == nullptr || advance(event->stream, event->reached_at); }
+
+void enqueue_held(cudaStream_t stream, Step operation) {
+  cudaStream_t held = held_stream(stream);
+  held->pending.push_back(std::move(operation));
+  ++held->enqueued;
 }
 
 // Runs `operation` now, or records it where `stream` is being captured, or holds it (deferred
-// streams). An operation on the legacy stream while this thread captures a blocking stream would
-// be ordered with the captured work: that invalidates the capture, as CUDA's does.
-cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
+// streams, or work before it on the stream not done). The legacy stream's work follows the
+// blocking streams' earlier work, and theirs the legacy stream's: where that is held, the new
+// work waits for it there. An operation on the legacy stream while this thread captures a blocking
+// stream would be ordered with the captured work: that invalidates the capture, as CUDA's does.
+cudaError_t submit_step(cudaStream_t stream, Step operation) {
   if (t_capture != nullptr) {
     if (stream == t_capture->stream) {
       t_capture->graph->operations.push_back(std::move(operation));
@@ -253,22 +345,25 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
       return fail(cudaErrorStreamCaptureImplicit);
     }
   }
-  if (deferred_streams()) {
-    std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-    // The legacy stream's work follows the blocking streams' earlier work, and theirs the legacy
-    // stream's: that earlier work runs now, so the order holds whenever this runs.
-    if (stream == nullptr) {
-      run_streams_held(true);
-    } else if (!(stream->flags & cudaStreamNonBlocking)) {
-      run_held(nullptr);
-    }
-    cudaStream_t held = held_stream(stream);
-    held->pending.push_back(std::move(operation));
-    ++held->enqueued;
-    return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  if (stream == nullptr) {
+    for (cudaStream_t other : g_streams)
+      if (blocking(other) && other->done < other->enqueued) enqueue_held(nullptr, waiting_for(other, other->enqueued));
+  } else if (blocking(stream) && g_legacy.done < g_legacy.enqueued) {
+    enqueue_held(stream, waiting_for(&g_legacy, g_legacy.enqueued));
   }
-  operation();
+  enqueue_held(stream, std::move(operation));
+  if (!holds(stream)) {
+    advance(stream, UINT64_MAX);
+    progress(true);
+  }
   return cudaSuccess;
+}
+cudaError_t submit(cudaStream_t stream, std::function<void()> operation) {
+  return submit_step(stream, [operation = std::move(operation)] {
+    operation();
+    return true;
+  });
 }
 
 bool capturing(cudaStream_t stream) { return t_capture != nullptr && stream == t_capture->stream; }
@@ -718,7 +813,7 @@ cudaError_t cudaDeviceGetPCIBusId(char* id, int length, int device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
-  if (deferred_streams()) run_all_held(false);
+  finish_all(false);
   return take_kernel_failure();
 }
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
@@ -734,7 +829,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 }
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
-  if (deferred_streams()) run_all_held(false);  // cudaFree waits for the device's work
+  finish_all(false);  // cudaFree waits for the device's work
   return release(pointer, false) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
@@ -745,7 +840,7 @@ cudaError_t cudaMallocHost(void** pointer, size_t bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* pointer) {
-  if (deferred_streams()) run_all_held(false);  // as cudaFree, it waits for the device's work
+  finish_all(false);  // as cudaFree, it waits for the device's work
   {
     std::lock_guard<std::mutex> lock(memory().mutex);
     memory().pinned.erase(pointer);
@@ -776,7 +871,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
     t_capture->error = cudaErrorStreamCaptureInvalidated;
     return fail(cudaErrorStreamCaptureImplicit);
   }
-  if (deferred_streams()) run_all_held(true);  // on the legacy stream
+  finish_all(true);  // on the legacy stream
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -784,9 +879,9 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
 // return (CUDA stages pageable memory: such a copy is synchronous for the host buffer); between
 // device and pinned memory it is the stream's, whenever that runs.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
-  if (deferred_streams() && !capturing(stream)) {
+  if (!capturing(stream) && holding(stream)) {
     if (pageable(dst)) {
-      run_held(stream);
+      finish(stream);
       std::memmove(dst, src, bytes);
       return cudaSuccess;
     }
@@ -842,12 +937,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   return cudaSuccess;
 }
 // Its held work runs first: CUDA lets a stream be destroyed with work in flight, which completes.
+// The handle itself is kept (a few bytes): an event recorded on it, or another stream's wait for
+// such an event, may still name it, as CUDA lets them.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  finish(stream);
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-  run_held(stream);
   g_streams.erase(std::remove(g_streams.begin(), g_streams.end(), stream), g_streams.end());
-  delete stream;
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
@@ -855,7 +951,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     t_capture->error = cudaErrorStreamCaptureInvalidated;
     return fail(cudaErrorStreamCaptureUnsupported);
   }
-  if (deferred_streams()) run_held(stream);
+  finish(stream);
   return take_kernel_failure();
 }
 // Run where the stream is (the emulated cuBLASLt enqueues its GEMMs so). Exported from the
@@ -863,12 +959,32 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data) {
   return submit(stream, [function, data] { function(data); });
 }
-// The event's work is done already, or (deferred streams) is run now: what the waiting stream
-// enqueues after this runs after it.
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
+// The emulator's own (cuda_runtime.h), exported as cudaLaunchHostFunc for libnccl.so.2: each time
+// the stream reaches the operation (a graph's launches each time), start(data) begins it, and
+// poll(state) is called while the host asks or waits until it answers nonzero; `release(data)`
+// once no stream or graph holds it.
+cudaError_t cudaEmuLaunchPolled(cudaStream_t stream, cudaEmuStart start, cudaEmuPoll poll, cudaEmuRelease release,
+                                void* data) {
+  std::shared_ptr<void> owned(data, release);
+  return submit_step(stream, [start, poll, owned, state = static_cast<void*>(nullptr), started = false]() mutable {
+    if (!started) state = start(owned.get()), started = true;
+    if (t_host_asks == 0 || poll(state) == 0) return false;
+    started = false;  // a graph's next launch starts it again
+    return true;
+  });
+}
+// The event's work is done already, or (deferred streams) runs now; where it cannot finish yet,
+// the waiting stream's later work waits for it there, and the host goes on. While capturing, the
+// host waits (a captured wait is not replayed: the capture's streams are ordered at the call).
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  run_until(event);
-  return cudaSuccess;
+  if (capturing(stream)) {
+    wait_for([event] { return reached(event); });
+    return cudaSuccess;
+  }
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  if (reached(event)) return cudaSuccess;
+  return submit_step(stream, waiting_for(event->stream, event->reached_at));
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
@@ -883,31 +999,41 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   else delete event;
   return cudaSuccess;
 }
-// The host's clock when the stream reaches the event (at once, or at the graph's launch).
+// The host's clock when the stream reaches the event (at once, later where the stream's work is
+// held, or at each of the graph's launches).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-  const bool held = deferred_streams() && !capturing(stream);
-  const cudaError_t status = submit(stream, [event, held] {
+  if (capturing(stream)) {
+    event->stream = nullptr;
+    return submit(stream, [event] { event->seconds = now_seconds(), event->recorded = true; });
+  }
+  ++event->held_records;
+  const cudaError_t status = submit(stream, [event] {
     event->seconds = now_seconds();
     event->recorded = true;
-    if (held && --event->held_records == 0 && event->destroyed) delete event;
+    if (--event->held_records == 0 && event->destroyed) delete event;
   });
-  event->held_records += held;
-  event->stream = held ? held_stream(stream) : nullptr;
-  event->reached_at = held ? held_stream(stream)->enqueued : 0;
+  if (status != cudaSuccess) {
+    --event->held_records;
+    return status;
+  }
+  event->stream = held_stream(stream);
+  event->reached_at = event->stream->enqueued;
   return status;
 }
-// Reached: its record has run. On deferred streams the work up to it runs now — a GPU gets there
-// while the host polls, and a poll that never ran it would wait for ever.
+// cudaErrorNotReady until its record has run (held work goes on first as far as it can).
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  run_until(event);
-  return cudaSuccess;
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  const HostAsks asks;
+  if (reached(event)) return cudaSuccess;
+  progress();  // a host that polls may be waiting for a peer that waits for this rank's other streams
+  return reached(event) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  run_until(event);
+  wait_for([event] { return reached(event); });
   return take_kernel_failure();
 }
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
@@ -951,8 +1077,13 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* executable, cudaGraph_t graph,
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t executable, cudaStream_t stream) {
   if (executable == nullptr) return fail(cudaErrorInvalidValue);
-  return submit(stream, [executable] {
-    for (const auto& operation : executable->graph.operations) operation();
+  // Its operations in order, each going on where the last left off: one may wait (cudaEmuLaunchPolled).
+  return submit_step(stream, [executable, next = size_t(0)]() mutable {
+    std::vector<Step>& operations = executable->graph.operations;
+    for (; next < operations.size(); ++next)
+      if (!operations[next]()) return false;
+    next = 0;
+    return true;
   });
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
@@ -964,7 +1095,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 // A launch of it still held runs first (CUDA lets launched work complete).
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t executable) {
   if (executable == nullptr) return fail(cudaErrorInvalidValue);
-  if (deferred_streams()) run_all_held(false);
+  finish_all(false);
   for (void* p : executable->graph.owned) release(p, true);
   delete executable;
   return cudaSuccess;

@@ -5,7 +5,8 @@
 // a barrier that cannot be met (divergent code), shared memory read before any write (NaN), a
 // shuffle that reads a lane outside its mask —
 // then that it does what CUDA does: block and warp barriers, shuffles within a warp and within
-// half-warps, wmma's products, a captured graph replayed, a bad launch refused.
+// half-warps, wmma's products, a captured graph replayed, a bad launch refused; and that work
+// which waits for something outside the process holds its stream, not the host.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -294,6 +295,86 @@ void deferred_streams() {
   cudaFree(x), cudaFree(y);
 }
 
+// TRIDENT_CUDA_EMU_STREAMS=main-late (run.sh's third run of the selftest): the legacy stream's
+// work held, a non-blocking stream's run at once: a copy there that reads what the legacy stream
+// writes, with no event between them, reads it unwritten; after an event, written.
+void main_late_streams() {
+  const char* mode = std::getenv("TRIDENT_CUDA_EMU_STREAMS");
+  if (mode == nullptr || std::string(mode) != "main-late") return;
+  cudaStream_t side = nullptr;
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  int *x = device_array<int>(256), *y = device_array<int>(256);
+  cudaStreamSynchronize(nullptr);  // the zeros
+  fill<<<1, 128>>>(x, 256, 7);
+  cudaMemcpyAsync(y, x, 256 * sizeof(int), cudaMemcpyDeviceToDevice, side);
+  const std::vector<int> unordered = host_copy(y, 256);  // on the legacy stream: after its fill
+  cudaEvent_t written = nullptr;
+  cudaEventCreate(&written);
+  fill<<<1, 128>>>(x, 256, 9);
+  cudaEventRecord(written, nullptr);
+  cudaStreamWaitEvent(side, written, 0);
+  cudaMemcpyAsync(y, x, 256 * sizeof(int), cudaMemcpyDeviceToDevice, side);
+  cudaStreamSynchronize(side);
+  const std::vector<int> ordered = host_copy(y, 256);
+  verdict("main_late_missing_wait_seen", unordered[0] == 0 && unordered[255] == 0,
+          "a side stream's copy with no event read " + std::to_string(unordered[0]) + ", not the unwritten 0");
+  verdict("main_late_event_orders", ordered[0] == 9 && ordered[255] == 9,
+          "after the event, the side stream's copy read " + std::to_string(ordered[0]) + ", not 9");
+  cudaEventDestroy(written), cudaStreamDestroy(side), cudaFree(x), cudaFree(y);
+}
+
+// An operation that finishes after the host call that reaches it (cudaEmuLaunchPolled, the
+// emulated NCCL's): here, once the host opens a gate. Until then its stream's later work waits,
+// the host goes on, an event after it is not ready, and another stream's wait for that event
+// holds that stream, not the host; once the gate is open, a synchronization finishes all of it.
+// Captured, it starts again at each launch of the graph.
+int g_gate_open = 0, g_starts = 0;
+void* count_start(void* data) {
+  ++g_starts;
+  return data;
+}
+int gate(void*) { return g_gate_open; }
+void no_release(void*) {}
+
+void polled_operations() {
+  cudaStream_t a = nullptr, b = nullptr;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  int *x = device_array<int>(256), *y = device_array<int>(256);
+  cudaStreamSynchronize(nullptr);
+  cudaEvent_t after = nullptr;
+  cudaEventCreate(&after);
+  g_gate_open = 0, g_starts = 0;
+  cudaEmuLaunchPolled(a, count_start, gate, no_release, nullptr);
+  fill<<<1, 128, 0, a>>>(x, 256, 5);
+  cudaEventRecord(after, a);
+  cudaStreamWaitEvent(b, after, 0);
+  cudaMemcpyAsync(y, x, 256 * sizeof(int), cudaMemcpyDeviceToDevice, b);
+  const cudaError_t while_closed = cudaEventQuery(after);
+  const std::vector<int> early = host_copy(x, 256);  // the legacy stream: not ordered with a
+  g_gate_open = 1;
+  cudaStreamSynchronize(b);
+  const std::vector<int> late = host_copy(y, 256);
+  verdict("polled_holds_its_stream", while_closed == cudaErrorNotReady && early[0] == 0 && late[0] == 5 && late[255] == 5,
+          "query " + std::string(cudaGetErrorString(while_closed)) + ", x before the gate opened " +
+              std::to_string(early[0]) + ", y after " + std::to_string(late[0]) + " (wanted not ready, 0, 5)");
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  g_starts = 0;
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal);
+  cudaEmuLaunchPolled(a, count_start, gate, no_release, nullptr);
+  add_one<<<1, 256, 0, a>>>(x, 256);
+  const bool captured = cudaStreamEndCapture(a, &g) == cudaSuccess && cudaGraphInstantiate(&exec, g, 0) == cudaSuccess;
+  for (int i = 0; captured && i < 2; ++i) cudaGraphLaunch(exec, a);
+  cudaStreamSynchronize(a);
+  const std::vector<int> replayed = host_copy(x, 256);
+  verdict("polled_in_graph", captured && g_starts == 2 && replayed[0] == 7,
+          std::to_string(g_starts) + " starts, x " + std::to_string(replayed[0]) + " (wanted 2 starts, 7)");
+  if (exec) cudaGraphExecDestroy(exec);
+  if (g) cudaGraphDestroy(g);
+  cudaEventDestroy(after), cudaStreamDestroy(a), cudaStreamDestroy(b), cudaFree(x), cudaFree(y);
+}
+
 void bad_launch() {
   int* x = device_array<int>(1);
   add_one<<<1, 2048>>>(x, 1);
@@ -313,5 +394,7 @@ int main() {
   graph();
   bad_launch();
   deferred_streams();
+  main_late_streams();
+  polled_operations();
   return failures == 0 ? 0 : 1;
 }

@@ -8,9 +8,20 @@ BUILD=${BUILD:-build}
 . scripts/mpi-env.sh
 BIN=$BUILD/tests/gpu/test_nccl
 if [[ ! -x $BIN ]]; then echo "FAIL nccl_build ($BIN is missing: run make)"; exit 1; fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+# The CUDA emulator's build (tests/cuda_emu) has as many GPUs as TRIDENT_CUDA_EMU_GPUS gives each rank.
+gpus=${TRIDENT_CUDA_EMU_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
 ranks=$(( gpus < 1 ? 2 : gpus > 8 ? 8 : gpus ))  # no GPU: two ranks print the SKIP lines
-timeout -k 10 300 mpirun -np "$ranks" "$BIN"
+# Every case reports a line: where the run ends before (a crash, a watchdog), the missing ones fail.
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+out=$(timeout -k 10 300 mpirun -np "$ranks" "$BIN" 2> "$err")
+status=$?
+cat "$err" >&2
+[[ -n $out ]] && echo "$out"
+reported=$(grep -cE '^(PASS|FAIL|SKIP) nccl_' <<<"$out")
+if (( reported < 11 )); then
+  echo "FAIL nccl_run (status $status; $reported of 11 cases reported: $(tail -c 400 "$err" | tr '\n' ' '))"
+fi
 
 if (( gpus < 2 )); then
   echo "SKIP nccl_watchdog (needs 2 GPUs; this host has $gpus)"

@@ -146,6 +146,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 using cudaHostFn_t = void (*)(void*);
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t function, void* data);
+// The emulator's own: an operation that may finish after the host call that reaches it, as a GPU's
+// kernel waiting for a peer does while the host goes on (the emulated NCCL's receives). Each time
+// the stream reaches it, start(data) begins it and returns its state, and poll(state) is called
+// until it answers nonzero (done: it releases the state); the stream's later work waits for it.
+// release(data) once no stream or graph holds the operation.
+using cudaEmuStart = void* (*)(void* data);
+using cudaEmuPoll = int (*)(void* state);
+using cudaEmuRelease = void (*)(void* data);
+cudaError_t cudaEmuLaunchPolled(cudaStream_t stream, cudaEmuStart start, cudaEmuPoll poll, cudaEmuRelease release,
+                                void* data);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
