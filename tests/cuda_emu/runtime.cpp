@@ -475,6 +475,7 @@ struct Block {
   int position(int t) const { return reverse ? threads - 1 - t : t; }
   void note_released(int t) { released = std::min(released, position(t)); }
   unsigned char* shared = nullptr;  // the dynamic shared memory
+  size_t dynamic_bytes = 0, shared_limit = 0;  // its size; the most static and dynamic may take together
   Context scheduler;
   std::string failure;
 };
@@ -625,9 +626,11 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
   return b.failure.empty();
 }
 
-void run_grid(const Launch& launch, const char* kernel, KernelBody* body) {
+void run_grid(const Launch& launch, const char* kernel, size_t shared_limit, KernelBody* body) {
   Block b;
   b.body = body;
+  b.dynamic_bytes = launch.shared;
+  b.shared_limit = shared_limit;
   b.threads = static_cast<int>(launch.block.x * launch.block.y * launch.block.z);
   b.statics = &t_statics;
   std::vector<unsigned char> shared(launch.shared + 128);
@@ -665,6 +668,10 @@ void* block_shared_bytes(const void* site, size_t bytes, size_t alignment) {
   const size_t offset = (s.used + alignment - 1) / alignment * alignment;
   if (offset + bytes > sizeof s.bytes)
     throw std::runtime_error("cuda_emu: a block's __shared__ declarations exceed 48 KiB of static shared memory");
+  if (offset + bytes + t_block->dynamic_bytes > t_block->shared_limit && t_block->failure.empty())
+    t_block->failure = std::to_string(offset + bytes) + " bytes of __shared__ declarations and " +
+                       std::to_string(t_block->dynamic_bytes) + " of dynamic shared memory exceed the block's " +
+                       std::to_string(t_block->shared_limit) + " (48 KiB unless cudaFuncSetAttribute allows more)";
   std::memset(s.bytes + offset, 0xff, bytes);  // NaNs, as the dynamic shared memory
   s.sites.emplace_back(site, offset);
   s.used = offset + bytes;
@@ -717,7 +724,20 @@ void kernel_error(const char* what) {
   if (t_block->failure.empty()) t_block->failure = what;
 }
 
-void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {
+// The dynamic shared memory each kernel was allowed (cudaFuncSetAttribute), by its address.
+std::mutex g_allowed_mutex;
+std::map<const void*, size_t> g_allowed_shared;
+size_t allowed_shared(const void* function) {
+  std::lock_guard<std::mutex> lock(g_allowed_mutex);
+  const auto it = g_allowed_shared.find(function);
+  return it != g_allowed_shared.end() ? it->second : 0;
+}
+
+// A launch CUDA refuses fails here too: more than 1024 threads or a grid out of range
+// (cudaErrorInvalidConfiguration), more dynamic shared memory than the kernel was allowed —
+// above 48 KiB only after cudaFuncSetAttribute(MaxDynamicSharedMemorySize) — (cudaErrorInvalidValue);
+// and a block whose static and dynamic shared memory exceed 48 KiB without it fails as it runs.
+void enqueue(const Launch& launch, const char* kernel, const void* function, KernelBody* body) {
   std::shared_ptr<KernelBody> owned(body);
   const dim3 g = launch.grid, bd = launch.block;
   const size_t threads = static_cast<size_t>(bd.x) * bd.y * bd.z;
@@ -728,19 +748,33 @@ void enqueue(const Launch& launch, const char* kernel, KernelBody* body) {
     fail(cudaErrorInvalidConfiguration);
     return;
   }
+  // A kernel whose address the launch does not know (a template it deduces) is held to the device's limit.
+  const size_t allowed = function != nullptr ? allowed_shared(function) : kSharedOptIn;
+  const size_t dynamic_limit = allowed > 0 ? allowed : kSharedDefault;
+  if (launch.shared > dynamic_limit) {
+    std::fprintf(stderr, "cuda_emu: kernel %s: a launch with %zu bytes of dynamic shared memory, more than the %zu "
+                 "it may have (above 48 KiB, only what cudaFuncSetAttribute allowed it)\n", kernel, launch.shared,
+                 dynamic_limit);
+    fail(cudaErrorInvalidValue);
+    return;
+  }
   const Launch config = launch;
-  submit(launch.stream, [config, kernel, owned] { run_grid(config, kernel, owned.get()); });
+  const size_t limit = allowed > 0 ? kSharedOptIn : kSharedDefault;
+  submit(launch.stream, [config, kernel, limit, owned] { run_grid(config, kernel, limit, owned.get()); });
 }
 
 // A kernel's opt-in to more than 48 KiB of dynamic shared memory: checked against the device's
 // limit, and not remembered (a launch does not know its kernel's address, so it cannot be held to it).
-cudaError_t set_function_shared(const void*, int bytes) {
+cudaError_t set_function_shared(const void* function, int bytes) {
   if (bytes < 0 || static_cast<size_t>(bytes) > kSharedOptIn) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(g_allowed_mutex);
+  g_allowed_shared[function] = static_cast<size_t>(bytes);
   return cudaSuccess;
 }
 
-cudaError_t function_attributes(cudaFuncAttributes* attributes, const void*) {
-  *attributes = cudaFuncAttributes{0, 1024, static_cast<int>(kSharedDefault)};
+cudaError_t function_attributes(cudaFuncAttributes* attributes, const void* function) {
+  const size_t allowed = allowed_shared(function);
+  *attributes = cudaFuncAttributes{0, 1024, static_cast<int>(allowed > 0 ? allowed : kSharedDefault)};
   return cudaSuccess;
 }
 

@@ -5,7 +5,8 @@
 // a barrier that cannot be met (divergent code), shared memory read before any write (NaN), a
 // shuffle that reads a lane outside its mask —
 // then that it does what CUDA does: block and warp barriers, shuffles within a warp and within
-// half-warps, wmma's products, a captured graph replayed, a bad launch refused; and that work
+// half-warps, wmma's products, a captured graph replayed, a bad launch refused, more than 48 KiB
+// of shared memory only where a kernel was allowed it; and that work
 // which waits for something outside the process holds its stream, not the host.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -375,6 +376,43 @@ void polled_operations() {
   cudaEventDestroy(after), cudaStreamDestroy(a), cudaStreamDestroy(b), cudaFree(x), cudaFree(y);
 }
 
+__global__ void fill_shared(int* x, int n) {
+  extern __shared__ int dynamic[];
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) dynamic[i] = i;
+  __syncthreads();
+  if (threadIdx.x == 0) x[0] = dynamic[n - 1];
+}
+__global__ void fill_both_shared(int* x, int n) {
+  __shared__ int fixed[4096];
+  extern __shared__ int dynamic[];
+  fixed[threadIdx.x] = 1;
+  dynamic[threadIdx.x] = 2;
+  __syncthreads();
+  if (threadIdx.x == 0) x[0] = fixed[n - 1] + dynamic[0];
+}
+
+// More than 48 KiB of shared memory a block only where the kernel was allowed it, as on a GPU:
+// 64 KiB of dynamic shared memory refused (cudaErrorInvalidValue), then taken after
+// cudaFuncSetAttribute; 16 KiB of __shared__ declarations and 40 KiB of dynamic shared memory
+// fail the launch.
+void shared_opt_in() {
+  int* x = device_array<int>(1);
+  const int n = 16384;  // 64 KiB
+  fill_shared<<<1, 256, n * sizeof(int)>>>(x, n);
+  const cudaError_t refused = cudaGetLastError();
+  cudaFuncSetAttribute(fill_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, n * sizeof(int));
+  fill_shared<<<1, 256, n * sizeof(int)>>>(x, n);
+  const cudaError_t taken = cudaGetLastError();
+  const std::vector<int> filled = host_copy(x, 1);
+  verdict("shared_opt_in", refused == cudaErrorInvalidValue && taken == cudaSuccess && filled[0] == n - 1,
+          std::string("without the attribute: ") + cudaGetErrorString(refused) + ", with it: " +
+              cudaGetErrorString(taken) + " and " + std::to_string(filled[0]));
+  fill_both_shared<<<1, 32, 40 << 10>>>(x, 32);
+  verdict("shared_static_and_dynamic_refused", cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure,
+          "16 KiB of __shared__ and 40 KiB of dynamic shared memory ran without the attribute");
+  cudaFree(x);
+}
+
 void bad_launch() {
   int* x = device_array<int>(1);
   add_one<<<1, 2048>>>(x, 1);
@@ -396,5 +434,6 @@ int main() {
   deferred_streams();
   main_late_streams();
   polled_operations();
+  shared_opt_in();
   return failures == 0 ? 0 : 1;
 }

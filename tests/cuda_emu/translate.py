@@ -4,7 +4,10 @@ takes, its lines kept where they were (a #line names the .cu file, so messages p
 
   kernel<<<grid, block, shared, stream>>>(args);
     -> ::cuda_emu::launch(::cuda_emu::Launch(grid, block, shared, stream), "kernel",
-                          [=](auto&... a) { kernel(a...); }, args);
+                          ADDRESS, [=](auto&... a) { kernel(a...); }, args);
+    where ADDRESS is the kernel's address, or nullptr where the launch deduces its template arguments:
+      ::cuda_emu::kernel_address([&](auto z) -> decltype(::cuda_emu::address_of(kernel, z)) {
+          return ::cuda_emu::address_of(kernel, z); }, 0)
   extern __shared__ [__align__(N)] T name[];
     -> T* const name = ::cuda_emu::dynamic_shared<T>();
   __shared__ [__align__(N)] T name[N]...;   (or a scalar)
@@ -80,8 +83,8 @@ def rewrite_launches(text):
         name = re.sub(r"\s+", " ", callee).replace('"', "'")
         out.append(text[pos:start])
         out.append(
-            '::cuda_emu::launch(::cuda_emu::Launch(%s), "%s", [=](auto&... a) { %s(a...); }%s%s)'
-            % (config, name, callee, ", " if args.strip() else "", args)
+            '::cuda_emu::launch(::cuda_emu::Launch(%s), "%s", %s, [=](auto&... a) { %s(a...); }%s%s)'
+            % (config, name, ADDRESS % (callee, callee), callee, ", " if args.strip() else "", args)
         )
         pos = args_end
 
@@ -89,6 +92,8 @@ def rewrite_launches(text):
 EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?([A-Za-z_][\w\s:<>]*?)\s+(\w+)\s*\[\s*\]\s*;")
 STATIC_SHARED = re.compile(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?([A-Za-z_][\w\s:<>]*?)\s+(\w+)\s*((?:\[[^\];]*\])*)\s*;")
 SITE = "[] { static const char site = 0; return &site; }()"
+ADDRESS = ("::cuda_emu::kernel_address([&](auto z) -> decltype(::cuda_emu::address_of(%s, z)) "
+           "{ return ::cuda_emu::address_of(%s, z); }, 0)")
 
 
 def static_shared(m):

@@ -217,12 +217,28 @@ struct Launch {
 };
 
 // Runs body() as every thread of the grid (or records it, where the stream is being captured);
-// `kernel` names it in messages. The arguments are evaluated once, at the launch, as CUDA's are.
+// `kernel` names it in messages, `function` is its address (what cudaFuncSetAttribute names). The
+// arguments are evaluated once, at the launch, as CUDA's are.
 struct KernelBody {
   virtual ~KernelBody() = default;
   virtual void run() = 0;
 };
-void enqueue(const Launch& launch, const char* kernel, KernelBody* body);  // takes ownership
+void enqueue(const Launch& launch, const char* kernel, const void* function, KernelBody* body);  // takes ownership
+// A kernel's address where its name gives one (a function, a pointer to one, a template with its
+// arguments), else nullptr (a template whose arguments the launch deduces): the probe's return
+// type fails to form, and the fallback is taken.
+template <class Function, class Zero>
+const void* address_of(Function* function, Zero) {
+  return reinterpret_cast<const void*>(function);
+}
+template <class Probe>
+auto kernel_address(Probe probe, int) -> decltype(probe(0)) {
+  return probe(0);
+}
+template <class Probe>
+const void* kernel_address(Probe, long) {
+  return nullptr;
+}
 
 template <class Body, class... Args>
 struct BoundKernel final : KernelBody {
@@ -234,8 +250,8 @@ struct BoundKernel final : KernelBody {
   }
 };
 template <class Body, class... Args>
-void launch(const Launch& config, const char* kernel, Body body, Args&&... args) {
-  enqueue(config, kernel, new BoundKernel<Body, Args...>(std::move(body), std::forward<Args>(args)...));
+void launch(const Launch& config, const char* kernel, const void* function, Body body, Args&&... args) {
+  enqueue(config, kernel, function, new BoundKernel<Body, Args...>(std::move(body), std::forward<Args>(args)...));
 }
 
 void* dynamic_shared_bytes();  // the running block's dynamic shared memory
