@@ -75,6 +75,10 @@ ifeq ($(CUDA_EMU),1)
   # compiled as the rest; the runtime is linked in, and its cuBLASLt is a library of the build's
   # own that the backend opens as it opens NVIDIA's (found through the run path).
   CXXFLAGS += -DTRIDENT_CUDA=1 -DTRIDENT_CUDA_PTX_ARCH=90 -Itests/cuda_emu/include
+  # The kernels' misaligned accesses end the run (a GPU faults on them: a float4 or a bf16 pair
+  # at an address it does not divide), reported at the .cu line.
+  EMU_CHECKS := -fsanitize=alignment -fno-sanitize-recover=alignment
+  LDFLAGS += -fsanitize=alignment
   LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,--export-dynamic-symbol=cudaEmuLaunchPolled -Wl,-rpath,$(abspath $(BUILD))/lib
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp)) \
             $(BUILD)/obj/tests/cuda_emu/runtime.o
@@ -159,8 +163,8 @@ deps:
 # The compiler flags as a file that changes only when they do: objects depend on it, so a change
 # of flags (ARCH=, CUDA=, a Makefile edit) rebuilds them instead of linking stale ones.
 FLAGS_STAMP := $(BUILD)/compile-flags
-$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS) | cudnn $(CUDNN)' | cmp -s - $(FLAGS_STAMP) || \
-  echo '$(CXXFLAGS) | $(NVCCFLAGS) | cudnn $(CUDNN)' > $(FLAGS_STAMP))
+$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_CHECKS) | cudnn $(CUDNN)' | cmp -s - $(FLAGS_STAMP) || \
+  echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_CHECKS) | cudnn $(CUDNN)' > $(FLAGS_STAMP))
 
 $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
@@ -176,7 +180,7 @@ $(BUILD)/emu/%.cuh: %.cuh tests/cuda_emu/translate.py
 $(BUILD)/obj/%.o: %.cu tests/cuda_emu/translate.py $(EMU_CUH) $(FLAGS_STAMP)
 	@mkdir -p $(@D) $(dir $(BUILD)/emu/$*)
 	python3 tests/cuda_emu/translate.py $< $(BUILD)/emu/$*.cpp
-	$(CXX) $(CXXFLAGS) -Wno-unknown-pragmas -iquote $(BUILD)/emu -include cuda_runtime.h -MT $@ -c $(BUILD)/emu/$*.cpp -o $@
+	$(CXX) $(CXXFLAGS) $(EMU_CHECKS) -Wno-unknown-pragmas -iquote $(BUILD)/emu -include cuda_runtime.h -MT $@ -c $(BUILD)/emu/$*.cpp -o $@
 
 $(BUILD)/tests/cuda_emu_selftest: $(BUILD)/obj/tests/cuda_emu/selftest.o $(BUILD)/obj/tests/cuda_emu/runtime.o
 	@mkdir -p $(@D)

@@ -27,8 +27,11 @@ fi
 export OMP_NUM_THREADS=1 TRIDENT_TRY_CUDA_TRAINER=1 TRIDENT_GPU_PEAK_SIZE=64
 cd "$WORK" || exit 1
 
-# 1. The emulator.
+# 1. The emulator. A misaligned vector read ends the process, as it faults on a GPU.
 "$BIN/tests/cuda_emu_selftest" 2> selftest.err
+"$BIN/tests/cuda_emu_selftest" misaligned > misaligned.out 2>&1
+if grep -q 'misaligned address' misaligned.out; then pass emu_selftest_misaligned_vector
+else fail emu_selftest_misaligned_vector "a float4 read at a misaligned address went unnoticed: $(tail -c 300 misaligned.out)"; fi
 
 # 2. The kernels, in both orders, and with every stream's work held until it is needed.
 for order in forward reverse deferred; do
