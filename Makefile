@@ -9,6 +9,7 @@
 #   make test-tsan  the ThreadSanitizer build and the runs that use every thread of a rank at once
 #   make test-aarch64 the AArch64 (Grace) build, cross-compiled, its tests run by qemu-user
 #   make test-cuda-emu the CUDA backend's kernels and training runs on the CUDA emulator (this CPU)
+#   make test-cuda-emu-asan the same on the emulator built under AddressSanitizer (by hand)
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 #   make bundle     bundle/: trident and the GPU tests with the libraries a bare GPU node lacks
@@ -79,6 +80,13 @@ ifeq ($(CUDA_EMU),1)
   # at an address it does not divide), reported at the .cu line.
   EMU_CHECKS := -fsanitize=alignment -fno-sanitize-recover=alignment
   LDFLAGS += -fsanitize=alignment
+  # EMU_ASAN=1 (make test-cuda-emu-asan): the kernels and the emulator's runtime (which announces
+  # its fiber switches) under AddressSanitizer too; the CPU backend beside them is left as it is
+  # built, so that its results — what the kernels are compared with — stay those of make test.
+  ifeq ($(EMU_ASAN),1)
+    EMU_CHECKS += -fsanitize=address -fno-omit-frame-pointer
+    LDFLAGS += -fsanitize=address
+  endif
   LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,--export-dynamic-symbol=cudaEmuLaunchPolled -Wl,-rpath,$(abspath $(BUILD))/lib
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cpp)) \
             $(BUILD)/obj/tests/cuda_emu/runtime.o
@@ -150,7 +158,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 test-cuda-emu all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 test-cuda-emu test-cuda-emu-asan all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
 # The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
 all: deps
 	@$(MAKE) --no-print-directory binaries
@@ -177,6 +185,7 @@ EMU_CUH := $(patsubst %,$(BUILD)/emu/%,$(wildcard kernels/cuda/*.cuh))
 $(BUILD)/emu/%.cuh: %.cuh tests/cuda_emu/translate.py
 	@mkdir -p $(@D)
 	python3 tests/cuda_emu/translate.py $< $@
+$(BUILD)/obj/tests/cuda_emu/runtime.o: CXXFLAGS += $(EMU_CHECKS)
 $(BUILD)/obj/%.o: %.cu tests/cuda_emu/translate.py $(EMU_CUH) $(FLAGS_STAMP)
 	@mkdir -p $(@D) $(dir $(BUILD)/emu/$*)
 	python3 tests/cuda_emu/translate.py $< $(BUILD)/emu/$*.cpp
@@ -287,6 +296,18 @@ test-cuda-emu: deps
 	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 $(CUDA_EMU_BUILD)/lib/libnccl.so.2 \
 	  $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)/tests/gpu/test_nccl
 	@BUILD=$(CUDA_EMU_BUILD) tests/run.sh cuda-emu
+
+# The same group on the emulator with its kernels under AddressSanitizer (build-cuda-emu-asan/):
+# every access of the backend's kernels checked against its allocation — a read or write out of
+# its buffer, an illegal address on a GPU, ends the run at its .cu line. Not part of CI (slower);
+# run it once per change to the CUDA kernels.
+test-cuda-emu-asan: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 EMU_ASAN=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD)-asan \
+	  $(CUDA_EMU_BUILD)-asan/bin/trident $(CUDA_EMU_BUILD)-asan/tests/gpu_tests $(CUDA_EMU_BUILD)-asan/lib/libcublasLt.so.13 \
+	  $(CUDA_EMU_BUILD)-asan/lib/libnccl.so.2 $(CUDA_EMU_BUILD)-asan/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)-asan/tests/gpu/test_nccl
+	@# libasan's dlopen looks past the binary's run path: the emulated libraries named first.
+	@LD_LIBRARY_PATH=$(abspath $(CUDA_EMU_BUILD)-asan)/lib ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  BUILD=$(CUDA_EMU_BUILD)-asan tests/run.sh cuda-emu
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

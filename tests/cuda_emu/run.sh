@@ -37,8 +37,13 @@ else fail emu_selftest_misaligned_vector "a float4 read at a misaligned address 
 for order in forward reverse deferred; do
   if [[ $order == deferred ]]; then mode=(TRIDENT_CUDA_EMU_STREAMS=deferred); else mode=(TRIDENT_CUDA_EMU_ORDER=$order); fi
   env "${mode[@]}" timeout 900 "$BIN/tests/gpu_tests" > "kernels_$order.out" 2> "kernels_$order.err"
+  status=$?
   sed -E "s/^(PASS|FAIL|SKIP) cuda_([^ ]*)/\1 emu_${order}_\2/" "kernels_$order.out"
   grep "^cuda_emu:" "kernels_$order.err" | head -5  # the emulator's own reports (deadlocks, bad launches)
+  # An end before every check reported (a sanitizer's, a crash's, the timeout's) fails too.
+  if [[ $status != 0 ]] && ! grep -q '^FAIL' "kernels_$order.out"; then
+    fail "emu_${order}_kernels" "gpu_tests ended with status $status after $(grep -c '^PASS' "kernels_$order.out") checks: $(grep -m3 -E 'ERROR|runtime error|SUMMARY' "kernels_$order.err" | tr '\n' ' ')"
+  fi
 done
 
 # 3. Training, CUDA against CPU: the small model of the device tests, 4 steps of 2 sequences

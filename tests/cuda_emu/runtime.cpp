@@ -26,8 +26,13 @@
 // What it does not: speed, kernels of two streams truly at once, the memory model beyond
 // barriers, and the tensor cores' own rounding.
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -375,6 +380,11 @@ bool capturing(cudaStream_t stream) { return t_capture != nullptr && stream == t
 // fibers run with the thread's, which no kernel changes). glibc's swapcontext also saves the
 // signal mask, a system call per switch: with it, swapcontext and the kernel's side of that call
 // took 90% of a training run's time (perf). Elsewhere, ucontext.
+// A stack's lowest address and size.
+struct Stack {
+  void* bottom = nullptr;
+  size_t size = 0;
+};
 #if defined(__x86_64__)
 extern "C" void cuda_emu_switch(void** save_stack, void* next_stack);
 asm(R"(
@@ -401,8 +411,9 @@ cuda_emu_switch:
 )");
 struct Context {
   void* stack = nullptr;
+  Stack bounds;
 };
-void switch_to(Context& from, Context& to) { cuda_emu_switch(&from.stack, to.stack); }
+void switch_stacks(Context& from, Context& to) { cuda_emu_switch(&from.stack, to.stack); }
 // A new fiber's stack as cuda_emu_switch leaves an old one: six registers, and `entry` as the
 // address to return to (at a 16-byte boundary minus 8, as after a call).
 void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
@@ -411,20 +422,60 @@ void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
   *--top = reinterpret_cast<uint64_t>(entry);
   for (int r = 0; r < 6; ++r) *--top = 0;
   c.stack = top;
+  c.bounds = {stack, bytes};
 }
 #else
 struct Context {
   ucontext_t context;
+  Stack bounds;
 };
-void switch_to(Context& from, Context& to) { swapcontext(&from.context, &to.context); }
+void switch_stacks(Context& from, Context& to) { swapcontext(&from.context, &to.context); }
 void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
   getcontext(&c.context);
   c.context.uc_stack.ss_sp = stack;
   c.context.uc_stack.ss_size = bytes;
   c.context.uc_link = nullptr;
   makecontext(&c.context, entry, 0);
+  c.bounds = {stack, bytes};
 }
 #endif
+
+// Under AddressSanitizer (SANITIZE=address: tests/cuda_emu/README.md) each switch tells it the
+// stack it goes to, and a fiber's stack starts clean of the poison a kernel's abandoned frames
+// (a deadlocked block's) left on it; otherwise a plain switch.
+void switch_to(Context& from, Context& to) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, to.bounds.bottom, to.bounds.size);
+  switch_stacks(from, to);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#else
+  switch_stacks(from, to);
+#endif
+}
+// A new fiber's first step on its stack: the switch that brought it there finished.
+void entered_fiber() {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+}
+void clean_stack(void* stack, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(stack, bytes);
+#else
+  (void)stack, (void)bytes;
+#endif
+}
+// The calling thread's own stack (the scheduler's context runs on it).
+Stack thread_stack() {
+  pthread_attr_t attributes;
+  Stack s;
+  if (pthread_getattr_np(pthread_self(), &attributes) == 0) {
+    pthread_attr_getstack(&attributes, &s.bottom, &s.size);
+    pthread_attr_destroy(&attributes);
+  }
+  return s;
+}
 
 // What a fiber waits for: nothing (it runs when its turn comes), the block's barrier, or one of
 // its warp's.
@@ -561,6 +612,7 @@ void release_block_if_met(Block& b) {
 }
 
 void fiber_main() {
+  entered_fiber();
   Block& b = *t_block;
   Fiber& f = current_fiber();
   try {
@@ -604,6 +656,7 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
     f.warp = t / kWarp;
     f.done = false;
     f.wait = Wait::none;
+    clean_stack(f.stack, kFiberStack);
     *static_cast<uint64_t*>(f.stack) = kCanary;
     start_context(f.context, f.stack, kFiberStack, fiber_main);
   }
@@ -612,6 +665,8 @@ bool run_block(Block& b, const Launch& launch, uint3 block_index) {
   b.reverse = reverse_order();
   b.released = b.threads;
   b.first = 0;
+  static thread_local const Stack own_stack = thread_stack();
+  b.scheduler.bounds = own_stack;
   const int first = next_runnable(b);
   b.current = first;
   t_running = &fibers[static_cast<size_t>(first)].running;
