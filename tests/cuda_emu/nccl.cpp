@@ -267,6 +267,13 @@ struct Grouped {
 };
 thread_local std::vector<Grouped> t_group;
 
+// One operation of the stream, holding its communicator until it is released.
+ncclResult_t launch(cudaStream_t stream, std::vector<Part> parts, ncclComm* comm) {
+  hold(comm);
+  auto* operation = new Operation{comm, std::move(parts)};
+  return cudaEmuLaunchPolled(stream, start, poll, release, operation) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
 // Issues `part` on the stream (or, in a group, at its end).
 ncclResult_t issue(ncclComm* comm, cudaStream_t stream, Part part) {
   complete_sends(false);
@@ -275,9 +282,9 @@ ncclResult_t issue(ncclComm* comm, cudaStream_t stream, Part part) {
     t_group.push_back({comm, stream, std::move(part)});
     return ncclSuccess;
   }
-  hold(comm);
-  auto* operation = new Operation{comm, {std::move(part)}};
-  return cudaEmuLaunchPolled(stream, start, poll, release, operation) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  std::vector<Part> parts;
+  parts.push_back(std::move(part));
+  return launch(stream, std::move(parts), comm);
 }
 
 // A collective's number, counted when the host issues it.
@@ -367,12 +374,9 @@ ncclResult_t ncclGroupEnd() {
   if (--t_group_depth > 0 || t_group.empty()) return ncclSuccess;
   std::vector<Grouped> group;
   group.swap(t_group);
-  auto* operation = new Operation{group.front().comm, {}};
-  for (Grouped& g : group) operation->parts.push_back(std::move(g.part));
-  hold(operation->comm);
-  return cudaEmuLaunchPolled(group.front().stream, start, poll, release, operation) == cudaSuccess
-             ? ncclSuccess
-             : ncclUnhandledCudaError;
+  std::vector<Part> parts;
+  for (Grouped& g : group) parts.push_back(std::move(g.part));
+  return launch(group.front().stream, std::move(parts), group.front().comm);
 }
 
 ncclResult_t ncclSend(const void* data, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {

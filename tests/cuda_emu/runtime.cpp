@@ -287,18 +287,19 @@ void progress(bool unheld_only = false) {
 }
 // The host waits until reached() — which goes on with the work it needs — letting every stream's
 // held work go on meanwhile; between polls other host threads may enqueue and wait.
+// One poll of the host: reached() now, or after every stream's held work went on (a host that
+// polls may be waiting for a peer that waits for this rank's other streams).
+template <class Reached>
+bool poll_once(const Reached& reached) {
+  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
+  const HostAsks asks;
+  if (reached()) return true;
+  progress();
+  return reached();
+}
 template <class Reached>
 void wait_for(const Reached& reached) {
-  const HostAsks asks;
-  for (;;) {
-    {
-      std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-      if (reached()) return;
-      progress();
-      if (reached()) return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  while (!poll_once(reached)) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 void finish(cudaStream_t stream) {
   wait_for([stream] { return advance(stream, UINT64_MAX); });
@@ -1114,11 +1115,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 // cudaErrorNotReady until its record has run (held work goes on first as far as it can).
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  std::lock_guard<std::recursive_mutex> lock(g_streams_mutex);
-  const HostAsks asks;
-  if (reached(event)) return cudaSuccess;
-  progress();  // a host that polls may be waiting for a peer that waits for this rank's other streams
-  return reached(event) ? cudaSuccess : cudaErrorNotReady;
+  return poll_once([event] { return reached(event); }) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
