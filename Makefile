@@ -78,13 +78,19 @@ ifeq ($(CUDA_EMU),1)
   CXXFLAGS += -DTRIDENT_CUDA=1 -DTRIDENT_CUDA_PTX_ARCH=90 -Itests/cuda_emu/include
   # The kernels' misaligned accesses end the run (a GPU faults on them: a float4 or a bf16 pair
   # at an address it does not divide), reported at the .cu line.
-  EMU_CHECKS := -fsanitize=alignment -fno-sanitize-recover=alignment
+  EMU_KERNEL_FLAGS := -fsanitize=alignment -fno-sanitize-recover=alignment
   LDFLAGS += -fsanitize=alignment
+  # And a·b + c fused into one multiply-add where the compiler finds it, as nvcc does by default
+  # (--fmad=true), not kept apart as in the CPU build: the kernels' checks against the CPU and
+  # their bit-for-bit checks between two paths of the GPU's own then see the roundings a GPU
+  # gives. (GCC's fusions are not nvcc's; where the CPU has no FMA, -march=native makes none.
+  # GCC forms them in its -O2 pass alone, asked for here at the emulator's -O1.)
+  EMU_KERNEL_FLAGS += -ffp-contract=fast -fexpensive-optimizations
   # EMU_ASAN=1 (make test-cuda-emu-asan): the kernels and the emulator's runtime (which announces
   # its fiber switches) under AddressSanitizer too; the CPU backend beside them is left as it is
   # built, so that its results — what the kernels are compared with — stay those of make test.
   ifeq ($(EMU_ASAN),1)
-    EMU_CHECKS += -fsanitize=address -fno-omit-frame-pointer
+    EMU_KERNEL_FLAGS += -fsanitize=address -fno-omit-frame-pointer
     LDFLAGS += -fsanitize=address
   endif
   LDFLAGS += -Wl,--export-dynamic-symbol=cudaLaunchHostFunc -Wl,--export-dynamic-symbol=cudaEmuLaunchPolled -Wl,-rpath,$(abspath $(BUILD))/lib
@@ -171,8 +177,8 @@ deps:
 # The compiler flags as a file that changes only when they do: objects depend on it, so a change
 # of flags (ARCH=, CUDA=, a Makefile edit) rebuilds them instead of linking stale ones.
 FLAGS_STAMP := $(BUILD)/compile-flags
-$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_CHECKS) | cudnn $(CUDNN)' | cmp -s - $(FLAGS_STAMP) || \
-  echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_CHECKS) | cudnn $(CUDNN)' > $(FLAGS_STAMP))
+$(shell mkdir -p $(BUILD) && echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_KERNEL_FLAGS) | cudnn $(CUDNN)' | cmp -s - $(FLAGS_STAMP) || \
+  echo '$(CXXFLAGS) | $(NVCCFLAGS) $(EMU_KERNEL_FLAGS) | cudnn $(CUDNN)' > $(FLAGS_STAMP))
 
 $(BUILD)/obj/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
@@ -185,11 +191,11 @@ EMU_CUH := $(patsubst %,$(BUILD)/emu/%,$(wildcard kernels/cuda/*.cuh))
 $(BUILD)/emu/%.cuh: %.cuh tests/cuda_emu/translate.py
 	@mkdir -p $(@D)
 	python3 tests/cuda_emu/translate.py $< $@
-$(BUILD)/obj/tests/cuda_emu/runtime.o: CXXFLAGS += $(EMU_CHECKS)
+$(BUILD)/obj/tests/cuda_emu/runtime.o: CXXFLAGS += $(EMU_KERNEL_FLAGS)
 $(BUILD)/obj/%.o: %.cu tests/cuda_emu/translate.py $(EMU_CUH) $(FLAGS_STAMP)
 	@mkdir -p $(@D) $(dir $(BUILD)/emu/$*)
 	python3 tests/cuda_emu/translate.py $< $(BUILD)/emu/$*.cpp
-	$(CXX) $(CXXFLAGS) $(EMU_CHECKS) -Wno-unknown-pragmas -iquote $(BUILD)/emu -include cuda_runtime.h -MT $@ -c $(BUILD)/emu/$*.cpp -o $@
+	$(CXX) $(CXXFLAGS) $(EMU_KERNEL_FLAGS) -Wno-unknown-pragmas -iquote $(BUILD)/emu -include cuda_runtime.h -MT $@ -c $(BUILD)/emu/$*.cpp -o $@
 
 $(BUILD)/tests/cuda_emu_selftest: $(BUILD)/obj/tests/cuda_emu/selftest.o $(BUILD)/obj/tests/cuda_emu/runtime.o
 	@mkdir -p $(@D)
