@@ -10,6 +10,7 @@
 #   make test-aarch64 the AArch64 (Grace) build, cross-compiled, its tests run by qemu-user
 #   make test-cuda-emu the CUDA backend's kernels and training runs on the CUDA emulator (this CPU)
 #   make test-cuda-emu-asan the same on the emulator built under AddressSanitizer (by hand)
+#   make test-gpu-check-emu scripts/gpu-check.sh run whole on the emulator: its verdicts tried (by hand)
 #   make run        install deps, build, run the default job
 #   make deps       install the Debian packages the project needs (idempotent)
 #   make bundle     bundle/: trident and the GPU tests with the libraries a bare GPU node lacks
@@ -164,7 +165,7 @@ MPI_BIN  := $(BUILD)/tests/mpi_tests
 NCCL_TEST_BIN := $(BUILD)/tests/gpu/test_nccl  # under mpirun, one rank per GPU; SKIP lines without
 TEST_LIBS := -lboost_unit_test_framework
 
-.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 test-cuda-emu test-cuda-emu-asan all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
+.PHONY: test-long test-slurm test-asan test-tsan test-aarch64 test-cuda-emu test-cuda-emu-asan test-gpu-check-emu all binaries bundle-binaries deps test run docs clean bench bundle test-bundle
 # The packages first, then the binaries: under -j a compile must not start before mpicxx exists.
 all: deps
 	@$(MAKE) --no-print-directory binaries
@@ -314,6 +315,17 @@ test-cuda-emu-asan: deps
 	@# libasan's dlopen looks past the binary's run path: the emulated libraries named first.
 	@LD_LIBRARY_PATH=$(abspath $(CUDA_EMU_BUILD)-asan)/lib ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  BUILD=$(CUDA_EMU_BUILD)-asan tests/run.sh cuda-emu
+
+# scripts/gpu-check.sh run whole on the emulator, with a bundle made from its build and an
+# nvidia-smi for its GPUs (tests/cuda_emu/gpu-check-dry-run.sh): the script's own verdicts, PASS
+# and FAIL, tried before a GPU's minutes are spent on them. By hand, not in CI (3 minutes once the emulator is built).
+test-gpu-check-emu: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
+	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/tests/gpu_gemm_rate $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 \
+	  $(CUDA_EMU_BUILD)/lib/libnccl.so.2 $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)/tests/gpu/test_nccl
+	@BUILD=$(CUDA_EMU_BUILD) bash tests/cuda_emu/gpu-check-dry-run.sh | tee /tmp/trident-test-gpu-check-emu.log; \
+	  p=$$(grep -c '^PASS' /tmp/trident-test-gpu-check-emu.log); f=$$(grep -c '^FAIL' /tmp/trident-test-gpu-check-emu.log); \
+	  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

@@ -3,7 +3,8 @@
 # node has a driver, the CUDA toolkit and python3 with h5py, and nothing of our build; what it
 # runs comes prepared from here.
 #   scripts/gpu-check.sh prepare   here: make bundle (bundle/) and the CPU side of every training
-#                                  pair and the data into gpu-ref/ (both ignored; carry both)
+#                                  pair and the data into gpu-ref/ (both ignored; carry both);
+#                                  BUNDLE=DIR: that bundle, as it is (not made again)
 #   scripts/gpu-check.sh           on the GPU node, from the repository root
 # Parts, in order of value, each under its own timeout and all under one deadline (DEADLINE_S,
 # default 480 s: no part can eat the rest): preflight (names everything missing, then stops),
@@ -36,6 +37,8 @@
 #                                  checked (trident train --check: the deck, the overrides, the
 #                                  data, the memory) on DEVICE, with no GPU: an argument the node
 #                                  would refuse at start-up is refused here (make test-bundle)
+#   make test-gpu-check-emu        this script run whole on the CUDA emulator, its verdicts tried
+#                                  (tests/cuda_emu/gpu-check-dry-run.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -96,7 +99,9 @@ if [[ ${1:-} == data ]]; then
   exit
 fi
 if [[ ${1:-} == prepare ]]; then
-  make bundle || exit 1
+  # The bundle made here (make bundle writes bundle/), or the one BUNDLE names, as it was made
+  # (tests/cuda_emu/gpu-check-dry-run.sh: the emulator's).
+  if [[ $BUNDLE == "$REPO/bundle" ]]; then make bundle || exit 1; fi
   LOGS=$(mktemp -d /tmp/gpu-prepare.XXXXXX)
   use_bundle || { echo "the bundle's env.sh failed: $(cat "$LOGS/env.log")"; exit 1; }
   prepare_data || exit 1
@@ -182,19 +187,29 @@ wanted() {
 # The model files every finished run writes (model.bin, model/: up to 500 MB at GPT-2 124M) are
 # not logs: removed, so that logs.tar.gz stays small enough to come back.
 drop_model() { rm -rf "$LOGS/$1/model.bin" "$LOGS/$1/model"; }
-# A run's first error line, past the warning every CUDA run prints (TRIDENT_TRY_CUDA_TRAINER), or
-# its last line where it has none. By the output, not the status: under pipefail, grep -m1
-# stopping early can end the first grep by SIGPIPE whatever was found.
-run_error() {
-  local found
-  found=$(grep -v TRIDENT_TRY_CUDA_TRAINER "$1" | grep -m1 -E 'rror|kernels.device')
-  if [[ -n $found ]]; then echo "$found"; else tail -1 "$1"; fi
+# failed_run STATUS LOG: why a run failed, for its verdict. Stopped at its part's time limit
+# (timeout's 124, or 137 after the kill): said so, with its last line (a line such as "fp32 GEMM:
+# on the device" is no error). Otherwise its first error line — past the warning every CUDA run
+# prints (TRIDENT_TRY_CUDA_TRAINER) — or a crash's, or its last line where it has neither. By the
+# output, not grep's status: under pipefail, grep -m1 stopping early can end the first grep by
+# SIGPIPE whatever was found.
+failed_run() {
+  local found last
+  # The last line the run wrote: not a blank one, nor bash's notice of the timeout it killed.
+  last=$(grep -vE '^\s*$|^[^ ]+: line [0-9]+: +[0-9]+ (Killed|Terminated)' "$2" 2> /dev/null | tail -1 | cut -c1-200)
+  if [[ $1 == 124 || $1 == 137 ]]; then
+    echo "ran past its time limit (exit status $1); its last line: ${last:-none, it wrote nothing}"
+    return
+  fi
+  found=$(grep -v TRIDENT_TRY_CUDA_TRAINER "$2" 2> /dev/null |
+          grep -m1 -E 'rror|what\(\)|terminate called|Segmentation|Abort|on signal [0-9]')
+  echo "exit status $1: ${found:-${last:-it wrote nothing}}"
 }
 # CHECK=1: the runs with --check, and their verdict from its exit status and last line.
 CHECKED=$( ((CHECK)) && echo --check)
 checked() {  # checked PART STATUS LOG [FIGURES]
   [[ $2 == 0 ]] && verdict PASS "$1" "checked: $(tail -1 "$3" | cut -c1-100)${4:+; $4}" ||
-    verdict FAIL "$1" "exit status $2: $(run_error "$3")"
+    verdict FAIL "$1" "$(failed_run "$2" "$3")"
 }
 finish() {
   [[ -n ${SMI_PID:-} ]] && kill "$SMI_PID" 2> /dev/null
@@ -272,7 +287,8 @@ kernel_check() {
   case $status:$line in
     0:PASS*) verdict PASS "kernel $name" "${line#PASS cuda_$name }" ;;
     *:SKIP*) verdict FAIL "kernel $name" "not run: ${line#SKIP cuda_$name }" ;;
-    *) verdict FAIL "kernel $name" "exit status $status: ${line:-$(tail -1 "$LOGS/kernel-$name.log")}" ;;
+    *:?*) verdict FAIL "kernel $name" "exit status $status: $line" ;;
+    *) verdict FAIL "kernel $name" "$(failed_run "$status" "$LOGS/kernel-$name.log")" ;;
   esac
 }
 # kernel_checks BUDGET [--gpt2] NAME...: the selected ones in one process, then kernel_check for
@@ -323,8 +339,9 @@ kernel_checks 90 $(echo "$kernel_list" | grep _cudnn_)
 # 2. The cuBLASLt GEMM rate.
 if wanted "gemm bf16 8192^3"; then
   within 90 gpu_gemm_rate > "$LOGS/gemm.log" 2>&1
+  status=$?
   gemm=$(grep -m1 'gemm bf16 .*square' "$LOGS/gemm.log" | grep -oE '[0-9.]+ TFLOP/s')
-  [[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(tail -1 "$LOGS/gemm.log")"
+  [[ -n $gemm ]] && verdict PASS "gemm bf16 8192^3" "$gemm" || verdict FAIL "gemm bf16 8192^3" "$(failed_run "$status" "$LOGS/gemm.log")"
   # The rates as a profile's [gemm] section: append it to inputs/hardware/<this GPU>.ini and the
   # planner times each product from the nearest measured shape (docs/PLANNER.md).
   { echo "[gemm]  # measured by scripts/gpu-check.sh (gpu_gemm_rate) on $(grep -m1 '^device:' "$LOGS/gemm.log" | cut -d' ' -f2-)"
@@ -403,7 +420,7 @@ PY
   [[ -n $figures ]] && figures="$figures; $plan"
   if [[ -n $figures && $figures != losses* ]]; then verdict PASS "$name" "$figures"
   elif [[ -n $figures ]]; then verdict FAIL "$name" "did not train: $figures"
-  else verdict FAIL "$name" "exit status $status: $(run_error "$LOGS/$name.log")"; fi
+  else verdict FAIL "$name" "$(failed_run "$status" "$LOGS/$name.log")"; fi
 }
 gpt2_124m gpt2_124m_bf16
 gpt2_124m gpt2_124m_bf16_graphs --cuda.graphs=true
@@ -451,7 +468,7 @@ PY
     echo "$figures" > "$LOGS/$name.compared.txt"
     if [[ $status == 0 && $compared == 0 ]]; then verdict PASS "pair $name" "$figures"
     elif [[ $status == 0 ]]; then verdict FAIL "pair $name" "$(echo "$figures" | tail -1)"
-    else verdict FAIL "pair $name" "exit status $status: $(run_error "$LOGS/$name.log")"; fi
+    else verdict FAIL "pair $name" "$(failed_run "$status" "$LOGS/$name.log")"; fi
   done
 done
 
@@ -498,7 +515,7 @@ PY
     else
       log=$LOGS/resume_rest.log
       [[ -s $log ]] || log=$LOGS/resume_whole.log  # the first run failed: the second never started
-      verdict FAIL "resume default_fp32" "exit status $status: $(run_error "$log")"
+      verdict FAIL "resume default_fp32" "$(failed_run "$status" "$log")"
     fi
   fi
   rm -rf "$LOGS/resume_whole/checkpoints" "$LOGS/resume_rest/checkpoints"
@@ -527,7 +544,7 @@ if wanted "generate+eval default_fp32"; then
     for other in "$LOGS/generate_$DEVICE.err" "$LOGS/eval_$DEVICE.out" "$LOGS/generate_cpu.err" "$LOGS/eval_cpu.out"; do
       [[ -s $other ]] && log=$other
     done
-    verdict FAIL "generate+eval default_fp32" "exit status $status: $(run_error "$log")"
+    verdict FAIL "generate+eval default_fp32" "$(failed_run "$status" "$log")"
   else
     figures=$(py - "$LOGS/generate_cpu.txt" "$LOGS/generate_$DEVICE.txt" "$LOGS/eval_cpu.out" "$LOGS/eval_$DEVICE.out" 2>&1 <<'PY'
 import re, sys
@@ -571,9 +588,10 @@ gpt2_124m gpt2_124m_bf16_unfused_gelu --cuda.gelu_epilogues=off
 if wanted "bench --ops gpt2_124m_bf16"; then
   within 120 trident bench inputs/bench-124m.deck --ops --kernels.device="$DEVICE" --optim.precision=bf16 --steps=3 \
     --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
+  status=$?
   ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
   [[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
-    verdict FAIL "bench --ops gpt2_124m_bf16" "$(tail -1 "$LOGS/ops.log")"
+    verdict FAIL "bench --ops gpt2_124m_bf16" "$(failed_run "$status" "$LOGS/ops.log")"
 fi
 
 # 6b. The profile this GPU gives the planner (trident plan --calibrate on kernels.device = cuda):
@@ -611,7 +629,7 @@ PY
 )
     [[ $? == 0 ]] && verdict PASS "plan --calibrate" "$figures" || verdict FAIL "plan --calibrate" "$(echo "$figures" | tail -1)"
   else
-    verdict FAIL "plan --calibrate" "exit status $?: $(run_error "$LOGS/calibrate.log")"
+    verdict FAIL "plan --calibrate" "$(failed_run "$?" "$LOGS/calibrate.log")"
   fi
 fi
 
@@ -631,7 +649,7 @@ else
     verdict PASS "commbench nccl" "$rows NCCL rows exact; $(grep -E '^ +67108864 .* all_reduce +nccl ' "$LOGS/commbench.log" |
       awk '{print "64 MiB all-reduce " $5 " us"}')"
   else
-    verdict FAIL "commbench nccl" "exit status $status, $rows NCCL rows: $(run_error "$LOGS/commbench.log")"
+    verdict FAIL "commbench nccl" "$rows NCCL rows; $(failed_run "$status" "$LOGS/commbench.log")"
   fi
 fi
 
