@@ -318,7 +318,7 @@ test-cuda-emu-asan: deps
 
 # scripts/gpu-check.sh run whole on the emulator, with a bundle made from its build and an
 # nvidia-smi for its GPUs (tests/cuda_emu/gpu-check-dry-run.sh): the script's own verdicts, PASS
-# and FAIL, tried before a GPU's minutes are spent on them. By hand, not in CI (3 minutes once the emulator is built).
+# and FAIL, tried before a GPU's minutes are spent on them. By hand, not in CI (5 minutes once the emulator is built).
 test-gpu-check-emu: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
 	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/tests/gpu_gemm_rate $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 \

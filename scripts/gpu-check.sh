@@ -50,6 +50,9 @@ OUT=${OUT:-$REPO/gpu-out}
 PY=${PY:-python3}  # with h5py and numpy (the GPU node's python3 has them; here /usr/bin/python3)
 DEVICE=${DEVICE:-cuda}  # the runs' kernels.device (CHECK=1: guard where there is no GPU)
 CHECK=${CHECK:-0}  # 1: the training runs alone (what trident train --check can try), checked
+# Overrides added to every GPT-2 124M command (train, bench --ops, plan): none on a GPU; the dry
+# run on the emulator makes the model small (tests/cuda_emu/gpu-check-dry-run.sh).
+GPT2_OVERRIDES=${GPT2_OVERRIDES:-}
 CORPUS=(Apache-2.0 Artistic BSD CC0-1.0 GFDL-1.2 GFDL-1.3 GPL-1 GPL-2 GPL-3 LGPL-2 LGPL-2.1 LGPL-3 MPL-1.1 MPL-2.0)
 
 # The training pairs: NAME|RANKS|TOLERANCE|DECK|OVERRIDES OF BOTH|OVERRIDES OF THE CUDA RUN ALONE.
@@ -370,7 +373,7 @@ planned() {  # planned NAME OVERRIDES...: "planned S ms a step, MFU M% (PROFILE)
   local name=$1
   shift
   within 30 trident plan inputs/bench-124m.deck --gpus=1 --hardware="$PROFILE" --optim.precision=bf16 \
-    --train.global_batch=16 --train.micro_batch=16 --top=1 --json "$@" > "$LOGS/plan-$name.json" 2> "$LOGS/plan-$name.log"
+    --train.global_batch=16 --train.micro_batch=16 --top=1 --json $GPT2_OVERRIDES "$@" > "$LOGS/plan-$name.json" 2> "$LOGS/plan-$name.log"
   py - "$LOGS/plan-$name.json" "$PROFILE" 2> /dev/null <<'PY' || echo "no plan: $(tail -1 "$LOGS/plan-$name.log")"
 import json, sys
 with open(sys.argv[1]) as f:
@@ -389,7 +392,7 @@ gpt2_124m() {  # gpt2_124m NAME OVERRIDES...
   # eval_tokens: gpu-ref's validation split holds 7 sequences of 1024 (the deck's default asks 64).
   within 150 trident train inputs/bench-124m.deck --kernels.device="$DEVICE" --optim.precision=bf16 --train.steps=30 \
     --train.global_batch=16 --train.micro_batch=16 --train.eval_interval=0 --train.eval_tokens=4096 \
-    --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" "$@" $CHECKED > "$LOGS/$name.log" 2>&1
+    --checkpoint.at_end=false $DATA --data.format=llmc --train.run_dir="$LOGS/$name" $GPT2_OVERRIDES "$@" $CHECKED > "$LOGS/$name.log" 2>&1
   local status=$? figures
   drop_model "$name"
   if ((CHECK)); then checked "$name" "$status" "$LOGS/$name.log" "$plan"; return; fi
@@ -404,12 +407,13 @@ if not np.all(np.isfinite(loss)) or int(np.sum(f["skipped"][:])) or not loss[-5:
 half = len(f["step"]) // 2
 tflops = np.median(f['tflops'][half:])  # model FLOPs (6N + 12·L·C·T a token), as issue 32's MFU
 tokens = np.median(f['tokens_per_s'][half:])
+step_ms = np.median(f['step_ms'][half:])  # measured, not derived from a sequence length
 # The memory beside the speed: the tracked buffers' peak (what the memory model counts) and the
 # kernels' stream-ordered scratch (cuDNN's workspace and the like, which it does not).
 tracked = max(np.sum([f["memory"][k][:] for k in f["memory"] if k.endswith("_peak_bytes")], axis=0))
 scratch = max(f["memory/stream_scratch_peak"][:])
 peak, gpu = float(os.environ.get("PEAK_BF16", 989)), os.environ.get("GPU_NAME", "an H100/H200")
-print(f"{tokens:.0f} tokens/s ({16 * 1024e3 / tokens:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / peak:.1f}% of {gpu}'s {peak:.0f} dense bf16; "
+print(f"{tokens:.0f} tokens/s ({step_ms:.1f} ms a step), {tflops:.1f} TFLOP/s, MFU {100 * tflops / peak:.1f}% of {gpu}'s {peak:.0f} dense bf16; "
       f"memory: tracked peak {tracked / 2**30:.2f} GiB, stream-ordered scratch {scratch / 2**20:.0f} MiB")
 PY
 )
@@ -587,7 +591,7 @@ gpt2_124m gpt2_124m_bf16_unfused_gelu --cuda.gelu_epilogues=off
 # Each operation's share of the step (trident bench --ops: events on the stream), at that size.
 if wanted "bench --ops gpt2_124m_bf16"; then
   within 120 trident bench inputs/bench-124m.deck --ops --kernels.device="$DEVICE" --optim.precision=bf16 --steps=3 \
-    --warmup=2 --train.micro_batch=16 --train.global_batch=16 > "$LOGS/ops.log" 2>&1
+    --warmup=2 --train.micro_batch=16 --train.global_batch=16 $GPT2_OVERRIDES > "$LOGS/ops.log" 2>&1
   status=$?
   ops=$(grep -m1 -o 'step_ms=[0-9.]* operations_ms=[0-9.]*' "$LOGS/ops.log")
   [[ -n $ops ]] && verdict PASS "bench --ops gpt2_124m_bf16" "$ops; the table in logs/ops.log" ||
@@ -604,7 +608,7 @@ if wanted "plan --calibrate"; then
   [[ $DEVICE == cuda ]] || size=(--train.global_batch=1 --train.micro_batch=1 --model.layers=1)
   printf '[%s]\nranks = 1\nlatency_us = 0\nbusbw_gbps = 0\n' node rack cross_rack > "$LOGS/links-1.ini"
   if within 120 trident plan inputs/bench-124m.deck --calibrate="$LOGS/calibrated.ini" --links="$LOGS/links-1.ini" \
-      --kernels.device="$DEVICE" --parallel.data=1 "${size[@]}" > "$LOGS/calibrate.log" 2>&1; then
+      --kernels.device="$DEVICE" --parallel.data=1 "${size[@]}" $GPT2_OVERRIDES > "$LOGS/calibrate.log" 2>&1; then
     figures=$(py - "$LOGS/calibrated.ini" "inputs/hardware/$PROFILE.ini" "$DEVICE" 2>&1 <<'PY'
 import sys
 def read(path):  # [device] keys of a profile: name -> value (comments dropped)

@@ -10,15 +10,18 @@
 # Two passes of the check, every part they select passing:
 #   cuda   the kernel checks at small sizes, commbench's NCCL rows, NCCL on two GPUs — on the
 #          emulator (DEVICE=cuda);
-#   guard  the training pairs, the restart, generate+eval — on the guard backend (the CPU's
-#          kernels behind the device interface: the emulator takes minutes a pair at the default
-#          deck's size), so each comparison runs as on the node, against the prepared CPU runs.
+#   guard  the GPT-2 runs (GPT2_OVERRIDES: 12 layers of 64, 128 tokens, a vocabulary of 1024),
+#          the training pairs, the restart, generate+eval, bench --ops and plan --calibrate — on
+#          the guard backend (the CPU's kernels behind the device interface: the emulator takes
+#          minutes a pair at the default deck's size), so each comparison and each figure runs as
+#          on the node, on real metrics files, against the prepared CPU runs.
 # Then one part made to fail: the default_fp32 pair against the CPU run of llama_fp32 (another
 # model on the same data); its verdict must be a FAIL that names the loss difference.
 # Last, a part the deadline cuts off must be a SKIP (not reached) that says so.
-# Left out (they need a GPU's speed): GPT-2 124M's runs, bench --ops, the GEMM rate,
-# plan --calibrate, compute-sanitizer.
+# Left out (they need a GPU's speed): the GEMM rate, the kernel checks at GPT-2 124M's sizes,
+# compute-sanitizer.
 #   BUILD=build-cuda-emu   a CUDA_EMU=1 build with tests/gpu_gemm_rate (make test-gpu-check-emu)
+# The two passes' summaries are kept in /tmp/trident-gpu-check-emu/ (cuda.txt, guard.txt).
 . tests/e2e/lib.sh
 BIN="$ROOT/${BUILD:-build-cuda-emu}"
 if [[ ! -x $BIN/tests/cuda_emu_selftest || ! -x $BIN/tests/gpu_gemm_rate ]]; then
@@ -39,13 +42,16 @@ else
   exit 0
 fi
 
-# dry_run NAME DEVICE ONLY: one pass of the check; PASS when it exits 0 (every selected part
-# passed) having reported WANT parts or more.
+# dry_run NAME DEVICE ONLY WANT: one pass of the check; PASS when it exits 0 (every selected part
+# passed) having reported WANT parts or more. Its summary (every verdict with its figures) is kept
+# as KEPT/NAME.txt.
+KEPT=/tmp/trident-gpu-check-emu
 dry_run() {
   local name=$1 want=$4
   OUT=$WORK/$name DEVICE=$2 ONLY=$3 scripts/gpu-check.sh > "$WORK/$name.log" 2>&1
   local status=$? reported
   reported=$(grep -cE '^(PASS|FAIL|SKIP) ' "$WORK/$name/summary.txt" 2> /dev/null)
+  mkdir -p "$KEPT" && cp "$WORK/$name/summary.txt" "$KEPT/$name.txt" 2> /dev/null
   if ((status == 0 && reported >= want)); then
     pass "gpu_check_$name ($reported parts passed, the preflight's included)"
   else
@@ -55,7 +61,8 @@ dry_run() {
 }
 kernels=$("$BIN/tests/gpu_tests" --list | grep -v _cudnn_ | paste -sd'|')
 dry_run cuda cuda "^(kernel ($kernels)|commbench nccl|nccl)\$" $(($(echo "$kernels" | tr '|' '\n' | wc -l) + 3))
-dry_run guard guard '^(pair .*|resume .*|generate\+eval .*)$' 18
+GPT2_OVERRIDES='--model.heads=2 --model.hidden=64 --model.seq_len=128 --model.vocab=1024' \
+  dry_run guard guard '^(gpt2_124m.*|pair .*|resume .*|generate\+eval .*|bench --ops .*|plan --calibrate)$' 26
 
 # A pair whose two runs differ: the CPU run of llama_fp32 in default_fp32's place.
 mkdir -p "$WORK/wrong" && cp -r "$REF/data" "$WORK/wrong/" && mkdir -p "$WORK/wrong/default_fp32" &&
