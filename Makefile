@@ -270,10 +270,12 @@ bundle: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA=1 BUILD=$(BUNDLE_BUILD) ARCH='$(BUNDLE_ARCH)' bundle-binaries
 	@scripts/bundle.sh $(BUNDLE_BUILD) bundle
 
+# $(call count_verdicts,LOG): a recipe's tail that counts LOG's PASS and FAIL lines as tests/run.sh
+# does, and fails on a FAIL or where nothing passed.
+count_verdicts = p=$$(grep -c '^PASS' $(1)); f=$$(grep -c '^FAIL' $(1)); \
+  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
 test-bundle: bundle
-	@bash tests/bundle/run.sh | tee /tmp/trident-test-bundle.log; \
-	  p=$$(grep -c '^PASS' /tmp/trident-test-bundle.log); f=$$(grep -c '^FAIL' /tmp/trident-test-bundle.log); \
-	  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
+	@bash tests/bundle/run.sh | tee /tmp/trident-test-bundle.log; $(call count_verdicts,/tmp/trident-test-bundle.log)
 
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=address,undefined CUDA=0 binaries
@@ -298,10 +300,12 @@ test-aarch64: deps
 # CPU's, some over its emulated NCCL (CI runs it; test_nccl is built for a run by hand). Built at
 # -O1 (1.5 minutes here; the emulated kernels ran 13% slower than at -O3: gpu_tests 29.6 s, 26.1 s).
 CUDA_EMU_BUILD ?= build-cuda-emu
+# What the emulator's tests run, under a build directory.
+CUDA_EMU_TARGETS := bin/trident tests/gpu_tests lib/libcublasLt.so.13 lib/libnccl.so.2 tests/cuda_emu_selftest \
+                    tests/gpu/test_nccl
 test-cuda-emu: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
-	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 $(CUDA_EMU_BUILD)/lib/libnccl.so.2 \
-	  $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)/tests/gpu/test_nccl
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) \
+	  $(addprefix $(CUDA_EMU_BUILD)/,$(CUDA_EMU_TARGETS))
 	@BUILD=$(CUDA_EMU_BUILD) tests/run.sh cuda-emu
 
 # The same group on the emulator with its kernels under AddressSanitizer (build-cuda-emu-asan/):
@@ -310,8 +314,7 @@ test-cuda-emu: deps
 # run it once per change to the CUDA kernels.
 test-cuda-emu-asan: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 EMU_ASAN=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD)-asan \
-	  $(CUDA_EMU_BUILD)-asan/bin/trident $(CUDA_EMU_BUILD)-asan/tests/gpu_tests $(CUDA_EMU_BUILD)-asan/lib/libcublasLt.so.13 \
-	  $(CUDA_EMU_BUILD)-asan/lib/libnccl.so.2 $(CUDA_EMU_BUILD)-asan/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)-asan/tests/gpu/test_nccl
+	  $(addprefix $(CUDA_EMU_BUILD)-asan/,$(CUDA_EMU_TARGETS))
 	@# libasan's dlopen looks past the binary's run path: the emulated libraries named first.
 	@LD_LIBRARY_PATH=$(abspath $(CUDA_EMU_BUILD)-asan)/lib ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  BUILD=$(CUDA_EMU_BUILD)-asan tests/run.sh cuda-emu
@@ -320,12 +323,10 @@ test-cuda-emu-asan: deps
 # nvidia-smi for its GPUs (tests/cuda_emu/gpu-check-dry-run.sh): the script's own verdicts, PASS
 # and FAIL, tried before a GPU's minutes are spent on them. By hand, not in CI (5 minutes once the emulator is built).
 test-gpu-check-emu: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) $(CUDA_EMU_BUILD)/bin/trident \
-	  $(CUDA_EMU_BUILD)/tests/gpu_tests $(CUDA_EMU_BUILD)/tests/gpu_gemm_rate $(CUDA_EMU_BUILD)/lib/libcublasLt.so.13 \
-	  $(CUDA_EMU_BUILD)/lib/libnccl.so.2 $(CUDA_EMU_BUILD)/tests/cuda_emu_selftest $(CUDA_EMU_BUILD)/tests/gpu/test_nccl
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_EMU=1 OPT='-O1 -g' BUILD=$(CUDA_EMU_BUILD) \
+	  $(addprefix $(CUDA_EMU_BUILD)/,$(CUDA_EMU_TARGETS) tests/gpu_gemm_rate)
 	@BUILD=$(CUDA_EMU_BUILD) bash tests/cuda_emu/gpu-check-dry-run.sh | tee /tmp/trident-test-gpu-check-emu.log; \
-	  p=$$(grep -c '^PASS' /tmp/trident-test-gpu-check-emu.log); f=$$(grep -c '^FAIL' /tmp/trident-test-gpu-check-emu.log); \
-	  echo "$$p passed, $$f failed, 0 skipped"; [ $$f = 0 ] && [ $$p != 0 ]
+	  $(call count_verdicts,/tmp/trident-test-gpu-check-emu.log)
 
 # The Slurm scenarios alone (part of `make test-long`): starts a local Slurm, runs them, stops it.
 test-slurm: deps

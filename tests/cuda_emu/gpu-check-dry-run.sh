@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check-dry-run.sh — scripts/gpu-check.sh run whole here, before a GPU's few minutes are
 # spent on it: that a part which passes is reported PASS with its figures, and a part which fails
-# says why (make test-gpu-check-emu; by hand, not in CI: 3 minutes once the emulator is built).
+# says why (make test-gpu-check-emu; by hand, not in CI: 5 minutes once the emulator is built).
 # What stands in for the GPU node:
 #   - a bundle made from the emulator's build (scripts/bundle.sh: the same archive and env.sh,
 #     which finds the emulator's cuBLASLt and NCCL first on LD_LIBRARY_PATH),

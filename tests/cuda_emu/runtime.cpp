@@ -285,8 +285,6 @@ void progress(bool unheld_only = false) {
   for (size_t i = 0; i < g_streams.size(); ++i)
     if (!unheld_only || !holds(g_streams[i])) advance(g_streams[i], UINT64_MAX);
 }
-// The host waits until reached() — which goes on with the work it needs — letting every stream's
-// held work go on meanwhile; between polls other host threads may enqueue and wait.
 // One poll of the host: reached() now, or after every stream's held work went on (a host that
 // polls may be waiting for a peer that waits for this rank's other streams).
 template <class Reached>
@@ -297,6 +295,8 @@ bool poll_once(const Reached& reached) {
   progress();
   return reached();
 }
+// The host waits until reached() — which goes on with the work it needs — letting every stream's
+// held work go on meanwhile; between polls other host threads may enqueue and wait.
 template <class Reached>
 void wait_for(const Reached& reached) {
   while (!poll_once(reached)) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -441,7 +441,7 @@ void start_context(Context& c, void* stack, size_t bytes, void (*entry)()) {
 }
 #endif
 
-// Under AddressSanitizer (SANITIZE=address: tests/cuda_emu/README.md) each switch tells it the
+// Under AddressSanitizer (EMU_ASAN=1, make test-cuda-emu-asan: tests/cuda_emu/README.md) each switch tells it the
 // stack it goes to, and a fiber's stack starts clean of the poison a kernel's abandoned frames
 // (a deadlocked block's) left on it; otherwise a plain switch.
 void switch_to(Context& from, Context& to) {
