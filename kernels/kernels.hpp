@@ -7,7 +7,7 @@
 //
 // Conventions: row-major; shapes in comments as (rows, cols); "+=" outputs accumulate (grads
 // accumulate over micro-batches), "=" outputs are overwritten. Results are deterministic: the
-// same inputs and thread count give bitwise-identical outputs (no atomics, fixed reduction
+// same inputs and thread count give bitwise-identical outputs (no atomic sums, fixed reduction
 // order).
 #pragma once
 

@@ -1,6 +1,7 @@
 // Element-wise kernels: GELU, residual adds, AdamW, and the deterministic sum of squares, each
 // element computed by the arithmetic shared with the CPU tests (kernels/common/elementwise.hpp).
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/common/elementwise.hpp"
@@ -126,7 +127,7 @@ struct SquaresPart {
 // threads read consecutive values together, coalesced), then the chunk's first thread adds the
 // tail and the lanes' sums in lane order, as sum_of_squares_chunk does. kLanes (16) divides the
 // warp and the grid's stride, so a chunk's threads are one half-warp, all active together.
-__global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts, size_t k, size_t chunks) {
+__device__ void chunk_sums(volatile double* partial, const SquaresPart* parts, size_t k, size_t chunks) {
   static_assert(32 % kSumOfSquaresLanes == 0, "a chunk's lanes are a part of one warp");
   FOR_EACH_ELEMENT(thread, chunks * kSumOfSquaresLanes) {
     const size_t chunk = thread / kSumOfSquaresLanes;
@@ -155,11 +156,10 @@ __global__ void sums_of_squares_kernel(double* partial, const SquaresPart* parts
 }
 
 // out[g] = Σ over the parts of group g, in part order, of their chunks' partial sums in chunk
-// order: the CPU's additions. One block: each part's chunks summed by a thread of its own (into
-// part_sums), then one thread adds the parts into their groups (a handful of parts).
-__global__ void group_sums_kernel(double* out, size_t groups, double* part_sums, const double* partial,
-                                  const SquaresPart* parts, const int* group, size_t k, size_t chunks) {
-  if (blockIdx.x != 0) return;
+// order: the CPU's additions. Each part's chunks summed by a thread of its own (into part_sums),
+// then one thread adds the parts into their groups (a handful of parts).
+__device__ void group_sums(double* out, size_t groups, double* part_sums, const volatile double* partial,
+                           const SquaresPart* parts, const int* group, size_t k, size_t chunks) {
   for (size_t p = threadIdx.x; p < k; p += blockDim.x) {
     const size_t end = p + 1 < k ? parts[p + 1].first_chunk : chunks;
     double sum = 0.0;
@@ -170,6 +170,27 @@ __global__ void group_sums_kernel(double* out, size_t groups, double* part_sums,
   if (threadIdx.x != 0) return;
   for (size_t g = 0; g < groups; ++g) out[g] = 0.0;
   for (size_t p = 0; p < k; ++p) out[group[p]] += part_sums[p];
+}
+
+// The gradient norm's sums in one launch: every block its chunks' sums, then the block that
+// finishes last adds them all into the groups — the CUDA Programming Guide's single-kernel sum
+// ("Memory Fence Functions"). Each thread's partial sums are made visible to the whole device
+// (__threadfence) before its block counts itself done in blocks_done (zero at launch); the block
+// that counts gridDim.x reads them through volatile loads, past its own L1. The additions and their
+// order are those of two kernels (chunks, then groups): the same bits, without the second launch.
+__global__ void sums_of_squares_kernel(double* out, size_t groups, double* partial, double* part_sums,
+                                       const SquaresPart* parts, const int* group, size_t k, size_t chunks,
+                                       unsigned* blocks_done) {
+  __shared__ bool last_block;
+  chunk_sums(partial, parts, k, chunks);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last_block = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (last_block) group_sums(out, groups, part_sums, partial, parts, group, k, chunks);
 }
 
 __global__ void mean_losses_kernel(double* out, const double* sums, size_t m, double tokens) {
@@ -292,42 +313,42 @@ void sums_of_squares(Context& ctx, double* sums, const float* const* parts, cons
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sums_of_squares)");
 }
 
-// The chunks' partial sums as sums_of_squares computes them, then one thread adds them into the
-// groups on the device: nothing is read on the host. The parts' and groups' tables go up from
-// host memory, the scratch is freed in stream order.
+// The chunks' partial sums as sums_of_squares computes them, then their groups, in one kernel on
+// the device: nothing is read on the host. The parts' and groups' tables and the kernel's block
+// counter (zero) go up from host memory in one copy, the scratch is freed in stream order.
 void sums_of_squares_into(Context& ctx, double* out, size_t groups, const float* const* parts, const size_t* counts,
                           const int* group, size_t k) {
+  // Host and device scratch alike: table (k parts), groups (k ints), the block counter, each padded
+  // to doubles; on the device only, part_sums (k) and partial (chunks).
+  const auto padded = [](size_t bytes) { return (bytes + sizeof(double) - 1) / sizeof(double) * sizeof(double); };
+  const size_t table_bytes = padded(k * sizeof(SquaresPart)), group_bytes = padded(k * sizeof(int));
+  const size_t upload_bytes = table_bytes + group_bytes + sizeof(double);
   std::vector<SquaresPart> table(k);
   size_t chunks = 0;
   for (size_t p = 0; p < k; ++p) {
     table[p] = {parts[p], counts[p], chunks};
     chunks += (counts[p] + kSumOfSquaresChunk - 1) / kSumOfSquaresChunk;
   }
+  std::vector<char> upload(upload_bytes, 0);  // the counter's bytes stay zero
+  std::memcpy(upload.data(), table.data(), k * sizeof(SquaresPart));
+  std::memcpy(upload.data() + table_bytes, group, k * sizeof(int));
   cudaStream_t stream = stream_of(ctx);
-  const size_t table_bytes = (k * sizeof(SquaresPart) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
-  const size_t group_bytes = (k * sizeof(int) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
-  char* scratch = nullptr;  // (table, groups, each padded to doubles), part_sums (k), partial (chunks)
-  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                        table_bytes + group_bytes + (k + chunks + 1) * sizeof(double), stream),
+  char* scratch = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&scratch), upload_bytes + (k + chunks) * sizeof(double), stream),
         "cudaMallocAsync (sums_of_squares_into)");
   auto* device_table = reinterpret_cast<SquaresPart*>(scratch);
   auto* device_group = reinterpret_cast<int*>(scratch + table_bytes);
-  auto* part_sums = reinterpret_cast<double*>(scratch + table_bytes + group_bytes);
+  auto* blocks_done = reinterpret_cast<unsigned*>(scratch + table_bytes + group_bytes);
+  auto* part_sums = reinterpret_cast<double*>(scratch + upload_bytes);
   double* partial = part_sums + k;
-  check(cudaMemcpyAsync(device_table, table.data(), k * sizeof(SquaresPart), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (sums_of_squares_into table)");
-  check(cudaMemcpyAsync(device_group, group, k * sizeof(int), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (sums_of_squares_into groups)");
-  if (chunks > 0) {
-    sums_of_squares_kernel<<<blocks_for(chunks * kSumOfSquaresLanes), kThreads, 0, stream>>>(partial, device_table, k,
-                                                                                               chunks);
-    check_launch("sums_of_squares_into");
-  }
-  group_sums_kernel<<<1, kThreads, 0, stream>>>(out, groups, part_sums, partial, device_table, device_group, k, chunks);
-  check_launch("sums_of_squares_into (groups)");
+  check(cudaMemcpyAsync(scratch, upload.data(), upload_bytes, cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (sums_of_squares_into tables)");
+  sums_of_squares_kernel<<<blocks_for(chunks * kSumOfSquaresLanes), kThreads, 0, stream>>>(
+      out, groups, partial, part_sums, device_table, device_group, k, chunks, blocks_done);
+  check_launch("sums_of_squares_into");
   check(cudaFreeAsync(scratch, stream), "cudaFreeAsync (sums_of_squares_into)");
-  // The table and groups are pageable host memory, copied before the call returns (cudaMemcpyAsync
-  // from pageable memory is staged synchronously), so they may go out of scope.
+  // The upload is pageable host memory, copied before the call returns (cudaMemcpyAsync from
+  // pageable memory is staged synchronously), so it may go out of scope.
 }
 
 void mean_losses_into(Context& ctx, double* out, const double* sums, size_t m, double tokens) {

@@ -1131,6 +1131,29 @@ void step_on_device(Report& r) {
   r.add(m, kF32, "adamw m, control on the device");
 }
 
+// The gradient norm's sums in one launch over several blocks, the last to finish adding the
+// groups (kernels/cuda/elementwise.cu): 42 chunks of 8,192 values, 16 threads each, are 3 blocks of
+// 256 threads; parts that begin inside a block and inside a chunk, an empty one, three groups in
+// another order than the parts'; against the CPU's sums, as the gradient norm's own.
+void gradient_norm_blocks(Report& r) {
+  const size_t chunk = 8192, n = 41 * chunk + 777;
+  Floats grads(random_floats(n, 150));
+  const size_t cuts[] = {0, 3 * chunk + 5, 3 * chunk + 5, 20 * chunk, n};
+  const std::vector<int> group = {2, 0, 1, 2};
+  std::vector<Tensor> gpu_parts, cpu_parts;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    gpu_parts.push_back(grads.tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
+    cpu_parts.push_back(grads.host_tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
+  }
+  Twin<double> sums(std::vector<double>(3, -1.0));
+  kernels::sums_of_squares_into(g_cpu, sums.host_tensor(), cpu_parts, group);
+  kernels::sums_of_squares_into(g_gpu, sums.tensor(), gpu_parts, group);
+  const std::vector<double> gpu = sums.from_gpu();
+  for (size_t g = 0; g < gpu.size(); ++g)
+    r.add({std::fabs(gpu[g] - sums.host[g]) / (1e-12 * std::fabs(sums.host[g]) + 1e-300),
+           "group " + std::to_string(g) + " of 3: " + std::to_string(gpu[g]) + " vs " + std::to_string(sums.host[g])});
+}
+
 // The loss sum left on the device (one block, a fixed tree in double): the CPU's index-order sum
 // to double rounding.
 void loss_sum(Report& r) {
@@ -1256,6 +1279,7 @@ const std::vector<Check>& checks() {
       {"optimizer", optimizer},
       {"loss_sum", loss_sum},
       {"step_on_device", step_on_device},
+      {"gradient_norm_blocks", gradient_norm_blocks},
       {"graphs", graphs},
       {"marks", marks},
       {"runtime_reserved", runtime_reserved},  // last: after the others loaded what they use

@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -336,6 +337,14 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   int source = lane ^ lane_mask;
   if ((source & ~(width - 1)) != (lane & ~(width - 1))) source = lane;  // outside the segment: its own
   return cuda_emu::shuffle(mask, value, source);
+}
+
+// Memory fences and atomics (the gradient norm's single-kernel sum: kernels/cuda/elementwise.cu).
+// A grid's blocks run one after another and a block's threads are fibers of one host thread, so a
+// fence has nothing to order here and an atomic is one read-modify-write; both are the host's own.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
 }
 
 // ---- Intrinsics ---------------------------------------------------------------------------------
