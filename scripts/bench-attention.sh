@@ -7,6 +7,9 @@
 # rounds). Then the longest context whose estimate fits memory.budget_gb = 4 on one rank at the
 # default deck's width, each way (the memory model is exact: tests/e2e/memory.sh).
 #   OLD=path/to/an/older/trident adds that binary's default path as a third column.
+#   BENCH_LOSS_STEPS=20 also trains GPT-2 124M for that many fp32 steps each way (B = 4, T = 1024,
+#   random tokens; ≈ 10 minutes on 2 cores) and prints the largest relative difference of the
+#   losses (the issue's "same losses": 1e-5), the median steps and the tracked activations.
 set -euo pipefail
 . scripts/mpi-env.sh
 BIN=${BIN:-build/bin/trident}
@@ -78,3 +81,34 @@ t_before=$(longest "${before[@]}") t_after=$(longest)
 echo "Longest context in memory.budget_gb = 4, one rank, inputs/default.deck's width (estimate):"
 echo "  materialized attention, whole logits: T = $t_before"
 echo "  flash attention, chunked classifier:  T = $t_after ($(echo "scale=1; $t_after / $t_before" | bc -l)x; target >= 4x)"
+
+# The same losses: both ways trained from the same initialization on the same random tokens.
+LOSS_STEPS=${BENCH_LOSS_STEPS:-0}
+((LOSS_STEPS > 0)) || exit 0
+/usr/bin/python3 scripts/random-tokens "$DATA" 50257 $((2 * LOSS_STEPS * B * 1024)) 4096
+for path in before after; do
+  extra=()
+  [[ $path == before ]] && extra=("${before[@]}")
+  "$BIN" train inputs/bench-124m.deck --train.steps="$LOSS_STEPS" --train.micro_batch="$B" --train.global_batch="$B" \
+    --train.eval_tokens=1024 --metrics.log_interval=1 --checkpoint.at_end=false --data.train="$DATA/train.bin" \
+    --data.val="$DATA/val.bin" --train.run_dir="$DATA/$path" "${extra[@]}" > "$DATA/$path.log" 2>&1 ||
+    { echo "the $path run failed: $(tail -n 1 "$DATA/$path.log")" >&2; exit 1; }
+done
+/usr/bin/python3 - "$DATA" "$LOSS_STEPS" "$B" <<'PY'
+import re, sys
+import h5py, numpy as np
+data, steps, batch = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def run(path):
+    with h5py.File(f"{data}/{path}/metrics.h5", "r") as f:
+        losses, step_ms = f["loss"][:], f["step_ms"][:]
+    log = open(f"{data}/{path}.log").read()
+    activations = float(re.findall(r"peak tracked memory.*?activations ([0-9.]+) MiB", log)[-1])
+    return losses, np.median(step_ms), activations
+(l0, ms0, a0), (l1, ms1, a1) = run("before"), run("after")
+worst = np.abs(l1 - l0) / np.abs(l0)
+print(f"GPT-2 124M, fp32, {batch} x 1024 tokens, {steps} steps each way from the same initialization:")
+print(f"  losses: largest relative difference {worst.max():.2e} (step {worst.argmax() + 1}; target <= 1e-5); "
+      f"last loss {l0[-1]:.6f} / {l1[-1]:.6f}")
+print(f"  median step {ms0:.0f} -> {ms1:.0f} ms ({100 * (ms1 / ms0 - 1):+.1f}%); "
+      f"activations {a0:.0f} -> {a1:.0f} MiB ({100 * (a1 / a0 - 1):+.1f}%)")
+PY
