@@ -128,6 +128,19 @@ using Floats = Twin<float>;
 using Tokens = Twin<int32_t>;
 using Halves = Twin<low16>;
 
+// The parts of x between consecutive cuts (the gradient norm's tensors), on the GPU and on the host.
+struct Parts {
+  std::vector<Tensor> gpu, cpu;
+};
+Parts parts_at(Floats& x, std::initializer_list<size_t> cuts) {
+  Parts parts;
+  for (auto cut = cuts.begin(); cut + 1 != cuts.end(); ++cut) {
+    parts.gpu.push_back(x.tensor().elements(*cut, cut[1] - *cut));
+    parts.cpu.push_back(x.host_tensor().elements(*cut, cut[1] - *cut));
+  }
+  return parts;
+}
+
 // The worst |gpu − cpu| / (rtol·|cpu| + atol·rms(cpu)) over the elements; exact: the count of
 // elements whose bits differ.
 struct Verdict {
@@ -1076,15 +1089,9 @@ void optimizer(Report& r) {
     r.add(compare_bits(fused.from_gpu(type), converted.from_gpu(type), std::string("adamw copy ") + dtype_name(type)));
   }
   // Three parts (one empty, one within a chunk) in one launch, each against the CPU's.
-  const Tensor all = grads.tensor(), host = grads.host_tensor();
-  const size_t cuts[] = {0, 777, 777, n};
-  std::vector<Tensor> gpu_parts, cpu_parts;
-  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
-    gpu_parts.push_back(all.elements(cuts[i], cuts[i + 1] - cuts[i]));
-    cpu_parts.push_back(host.elements(cuts[i], cuts[i + 1] - cuts[i]));
-  }
-  const std::vector<double> cpu = kernels::sums_of_squares(g_cpu, cpu_parts);
-  const std::vector<double> gpu = kernels::sums_of_squares(g_gpu, gpu_parts);
+  const Parts parts = parts_at(grads, {0, 777, 777, n});
+  const std::vector<double> cpu = kernels::sums_of_squares(g_cpu, parts.cpu);
+  const std::vector<double> gpu = kernels::sums_of_squares(g_gpu, parts.gpu);
   for (size_t i = 0; i < cpu.size(); ++i)
     r.add({std::fabs(gpu[i] - cpu[i]) / (1e-12 * cpu[i] + 1e-300),
            "sums_of_squares part " + std::to_string(i) + ": " + std::to_string(gpu[i]) + " vs " + std::to_string(cpu[i])});
@@ -1097,16 +1104,11 @@ void step_on_device(Report& r) {
   const size_t n = 50001;
   Floats grads(random_floats(n, 140));
   const std::vector<int> group = {1, 0, 1};
-  const size_t cuts[] = {0, 777, 777, n};
-  std::vector<Tensor> gpu_parts, cpu_parts;
-  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
-    gpu_parts.push_back(grads.tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
-    cpu_parts.push_back(grads.host_tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
-  }
+  const Parts parts = parts_at(grads, {0, 777, 777, n});
   Twin<double> scalars(std::vector<double>(kernels::kStepScalars, 0.0)), sums(std::vector<double>{812.5, 790.25, 801.0});
   scalars.host[kernels::kLossSum] = 0;
-  kernels::sums_of_squares_into(g_cpu, scalars.host_tensor().elements(kernels::kSquaresSplit, 2), cpu_parts, group);
-  kernels::sums_of_squares_into(g_gpu, scalars.tensor().elements(kernels::kSquaresSplit, 2), gpu_parts, group);
+  kernels::sums_of_squares_into(g_cpu, scalars.host_tensor().elements(kernels::kSquaresSplit, 2), parts.cpu, group);
+  kernels::sums_of_squares_into(g_gpu, scalars.tensor().elements(kernels::kSquaresSplit, 2), parts.gpu, group);
   kernels::mean_losses_into(g_cpu, scalars.host_tensor().elements(kernels::kLossSum, 1), sums.host_tensor(), 64.0);
   kernels::mean_losses_into(g_gpu, scalars.tensor().elements(kernels::kLossSum, 1), sums.tensor(), 64.0);
   kernels::step_control(g_cpu, scalars.host_tensor(), 0.5f, 2.0, 8.0);
@@ -1138,16 +1140,11 @@ void step_on_device(Report& r) {
 void gradient_norm_blocks(Report& r) {
   const size_t chunk = 8192, n = 41 * chunk + 777;
   Floats grads(random_floats(n, 150));
-  const size_t cuts[] = {0, 3 * chunk + 5, 3 * chunk + 5, 20 * chunk, n};
+  const Parts parts = parts_at(grads, {0, 3 * chunk + 5, 3 * chunk + 5, 20 * chunk, n});
   const std::vector<int> group = {2, 0, 1, 2};
-  std::vector<Tensor> gpu_parts, cpu_parts;
-  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
-    gpu_parts.push_back(grads.tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
-    cpu_parts.push_back(grads.host_tensor().elements(cuts[i], cuts[i + 1] - cuts[i]));
-  }
   Twin<double> sums(std::vector<double>(3, -1.0));
-  kernels::sums_of_squares_into(g_cpu, sums.host_tensor(), cpu_parts, group);
-  kernels::sums_of_squares_into(g_gpu, sums.tensor(), gpu_parts, group);
+  kernels::sums_of_squares_into(g_cpu, sums.host_tensor(), parts.cpu, group);
+  kernels::sums_of_squares_into(g_gpu, sums.tensor(), parts.gpu, group);
   const std::vector<double> gpu = sums.from_gpu();
   for (size_t g = 0; g < gpu.size(); ++g)
     r.add({std::fabs(gpu[g] - sums.host[g]) / (1e-12 * std::fabs(sums.host[g]) + 1e-300),
